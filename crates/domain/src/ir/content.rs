@@ -1,0 +1,567 @@
+//! Content blocks and the pieces they are made of.
+//!
+//! Serialisation is written by hand for the two unions ([`ContentBlock`] and
+//! [`ResourceContents`]) because both must keep what they do not recognise: a
+//! block whose `type` this build has never heard of is carried whole, where a
+//! derived internally-tagged enum would refuse it.
+
+use serde::de::Error as _;
+use serde::ser::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Number, Value};
+
+use super::JsonObject;
+use crate::feature::{Feature, FeatureSet};
+
+/// Who a piece of content is meant for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The human on the client side.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// Hints for the client about how to use a block.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Annotations {
+    /// Who the content is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<Vec<Role>>,
+    /// How important it is, from 0 to 1. Kept as the peer's own number so an
+    /// integer `1` is not rewritten as `1.0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Number>,
+    /// When the content last changed, ISO 8601 (2025-06-18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// An icon a client may show for an entity (2025-11-25).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Icon {
+    /// An `https:` or `data:` URI.
+    pub src: String,
+    /// The image's media type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Sizes such as `48x48` or `any`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<Vec<String>>,
+    /// `light` or `dark`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub theme: Option<String>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// Plain text.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TextContent {
+    /// The text.
+    pub text: String,
+    /// Usage hints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// Block metadata (2025-06-18).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+impl TextContent {
+    /// A block holding `text` and nothing else.
+    #[must_use]
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            annotations: None,
+            meta: None,
+            extra: JsonObject::new(),
+        }
+    }
+}
+
+/// A base64-encoded image.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageContent {
+    /// The base64-encoded bytes.
+    pub data: String,
+    /// The image's media type.
+    pub mime_type: String,
+    /// Usage hints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// Block metadata (2025-06-18).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// Base64-encoded audio (2025-03-26). Same shape as an image.
+pub type AudioContent = ImageContent;
+
+/// The contents of a resource, as text or as a base64 blob.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResourceContents {
+    /// Textual contents.
+    Text {
+        /// The resource's URI.
+        uri: String,
+        /// Its media type.
+        mime_type: Option<String>,
+        /// The text.
+        text: String,
+        /// Contents metadata (2025-06-18).
+        meta: Option<JsonObject>,
+        /// Members this build does not model.
+        extra: JsonObject,
+    },
+    /// Binary contents.
+    Blob {
+        /// The resource's URI.
+        uri: String,
+        /// Its media type.
+        mime_type: Option<String>,
+        /// The base64-encoded bytes.
+        blob: String,
+        /// Contents metadata (2025-06-18).
+        meta: Option<JsonObject>,
+        /// Members this build does not model.
+        extra: JsonObject,
+    },
+}
+
+impl ResourceContents {
+    /// The resource's URI.
+    #[must_use]
+    pub fn uri(&self) -> &str {
+        match self {
+            Self::Text { uri, .. } | Self::Blob { uri, .. } => uri,
+        }
+    }
+
+    /// The contents' metadata, whichever kind they are.
+    #[must_use]
+    pub const fn meta(&self) -> Option<&JsonObject> {
+        match self {
+            Self::Text { meta, .. } | Self::Blob { meta, .. } => meta.as_ref(),
+        }
+    }
+
+    /// Drops the contents' metadata, answering whether there was any.
+    pub fn take_meta(&mut self) -> bool {
+        match self {
+            Self::Text { meta, .. } | Self::Blob { meta, .. } => meta.take().is_some(),
+        }
+    }
+}
+
+impl Serialize for ResourceContents {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (uri, mime_type, key, body, meta, extra) = match self {
+            Self::Text {
+                uri,
+                mime_type,
+                text,
+                meta,
+                extra,
+            } => (uri, mime_type, "text", text, meta, extra),
+            Self::Blob {
+                uri,
+                mime_type,
+                blob,
+                meta,
+                extra,
+            } => (uri, mime_type, "blob", blob, meta, extra),
+        };
+        let mut map = extra.clone();
+        map.insert("uri".to_owned(), Value::String(uri.clone()));
+        if let Some(mime) = mime_type {
+            map.insert("mimeType".to_owned(), Value::String(mime.clone()));
+        }
+        map.insert(key.to_owned(), Value::String(body.clone()));
+        if let Some(meta) = meta {
+            map.insert("_meta".to_owned(), Value::Object(meta.clone()));
+        }
+        map.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceContents {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut map = JsonObject::deserialize(deserializer)?;
+        let uri = take_string(&mut map, "uri")?.ok_or_else(|| D::Error::missing_field("uri"))?;
+        let mime_type = take_string(&mut map, "mimeType")?;
+        let meta = take_object(&mut map, "_meta")?;
+        if let Some(text) = take_string(&mut map, "text")? {
+            return Ok(Self::Text {
+                uri,
+                mime_type,
+                text,
+                meta,
+                extra: map,
+            });
+        }
+        if let Some(blob) = take_string(&mut map, "blob")? {
+            return Ok(Self::Blob {
+                uri,
+                mime_type,
+                blob,
+                meta,
+                extra: map,
+            });
+        }
+        Err(D::Error::custom("resource contents need `text` or `blob`"))
+    }
+}
+
+/// A resource's contents inside a message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmbeddedResource {
+    /// The contents.
+    pub resource: ResourceContents,
+    /// Usage hints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// Block metadata (2025-06-18).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// A pointer to a resource the client may read (2025-06-18).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceLink {
+    /// The resource's URI.
+    pub uri: String,
+    /// Its programmatic name.
+    pub name: String,
+    /// Its display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its media type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Its size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Number>,
+    /// Icons for it (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icons: Option<Vec<Icon>>,
+    /// Usage hints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// Block metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// A model's request to call a tool, inside sampling (2025-11-25).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolUseContent {
+    /// Correlates the use with its result.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments.
+    pub input: JsonObject,
+    /// Block metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// The result of a tool use, inside sampling (2025-11-25).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultContent {
+    /// The `id` of the use this answers.
+    pub tool_use_id: String,
+    /// What the tool produced.
+    pub content: Vec<ContentBlock>,
+    /// Structured output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+    /// Whether the tool failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    /// Block metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// One block of content in a tool result, prompt message or sampling message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContentBlock {
+    /// `text`.
+    Text(TextContent),
+    /// `image`.
+    Image(ImageContent),
+    /// `audio` (2025-03-26).
+    Audio(AudioContent),
+    /// `resource`: an embedded resource.
+    Resource(EmbeddedResource),
+    /// `resource_link` (2025-06-18).
+    ResourceLink(ResourceLink),
+    /// `tool_use`, in sampling only (2025-11-25).
+    ToolUse(ToolUseContent),
+    /// `tool_result`, in sampling only (2025-11-25).
+    ToolResult(ToolResultContent),
+    /// A block of a type this build does not model, kept whole.
+    Unknown(JsonObject),
+}
+
+impl ContentBlock {
+    /// A text block.
+    #[must_use]
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text(TextContent::new(text))
+    }
+
+    /// The block's `type` on the wire.
+    #[must_use]
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Text(_) => "text",
+            Self::Image(_) => "image",
+            Self::Audio(_) => "audio",
+            Self::Resource(_) => "resource",
+            Self::ResourceLink(_) => "resource_link",
+            Self::ToolUse(_) => "tool_use",
+            Self::ToolResult(_) => "tool_result",
+            Self::Unknown(map) => map.get("type").and_then(Value::as_str).unwrap_or(""),
+        }
+    }
+
+    /// The block's annotations, if its kind has any.
+    #[must_use]
+    pub const fn annotations(&self) -> Option<&Annotations> {
+        match self {
+            Self::Text(b) => b.annotations.as_ref(),
+            Self::Image(b) | Self::Audio(b) => b.annotations.as_ref(),
+            Self::Resource(b) => b.annotations.as_ref(),
+            Self::ResourceLink(b) => b.annotations.as_ref(),
+            Self::ToolUse(_) | Self::ToolResult(_) | Self::Unknown(_) => None,
+        }
+    }
+
+    /// The block's annotations, mutably, if its kind has any.
+    pub const fn annotations_mut(&mut self) -> Option<&mut Option<Annotations>> {
+        match self {
+            Self::Text(b) => Some(&mut b.annotations),
+            Self::Image(b) | Self::Audio(b) => Some(&mut b.annotations),
+            Self::Resource(b) => Some(&mut b.annotations),
+            Self::ResourceLink(b) => Some(&mut b.annotations),
+            Self::ToolUse(_) | Self::ToolResult(_) | Self::Unknown(_) => None,
+        }
+    }
+
+    /// The block's own `_meta`, mutably, if its kind is modelled.
+    pub const fn meta_mut(&mut self) -> Option<&mut Option<JsonObject>> {
+        match self {
+            Self::Text(b) => Some(&mut b.meta),
+            Self::Image(b) | Self::Audio(b) => Some(&mut b.meta),
+            Self::Resource(b) => Some(&mut b.meta),
+            Self::ResourceLink(b) => Some(&mut b.meta),
+            Self::ToolUse(b) => Some(&mut b.meta),
+            Self::ToolResult(b) => Some(&mut b.meta),
+            Self::Unknown(_) => None,
+        }
+    }
+
+    /// What writing this block as it is needs.
+    ///
+    /// An unknown block needs nothing this build can name: it is forwarded as
+    /// it came, and whether the far side reads it is the far side's business.
+    #[must_use]
+    pub fn required_features(&self) -> FeatureSet {
+        let mut needs = match self {
+            Self::Text(_) | Self::Image(_) | Self::Unknown(_) => FeatureSet::empty(),
+            Self::Audio(_) => FeatureSet::empty().with(Feature::AudioContent),
+            Self::Resource(b) => {
+                if b.resource.meta().is_some() {
+                    FeatureSet::empty().with(Feature::EntityMeta)
+                } else {
+                    FeatureSet::empty()
+                }
+            }
+            Self::ResourceLink(link) => {
+                let needs = FeatureSet::empty().with(Feature::ResourceLinkContent);
+                if link.icons.is_some() {
+                    needs.with(Feature::Icons)
+                } else {
+                    needs
+                }
+            }
+            Self::ToolUse(_) => FeatureSet::empty().with(Feature::SamplingTools),
+            Self::ToolResult(b) => b.content.iter().map(Self::required_features).fold(
+                FeatureSet::empty().with(Feature::SamplingTools),
+                FeatureSet::union,
+            ),
+        };
+        if self
+            .annotations()
+            .is_some_and(|a| a.last_modified.is_some())
+        {
+            needs = needs.with(Feature::AnnotationsLastModified);
+        }
+        let has_meta = match self {
+            Self::Text(b) => b.meta.is_some(),
+            Self::Image(b) | Self::Audio(b) => b.meta.is_some(),
+            Self::Resource(b) => b.meta.is_some(),
+            Self::ResourceLink(b) => b.meta.is_some(),
+            Self::ToolUse(b) => b.meta.is_some(),
+            Self::ToolResult(b) => b.meta.is_some(),
+            Self::Unknown(_) => false,
+        };
+        if has_meta {
+            needs = needs.with(Feature::EntityMeta);
+        }
+        needs
+    }
+}
+
+impl Serialize for ContentBlock {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let body = match self {
+            Self::Text(b) => serde_json::to_value(b),
+            Self::Image(b) | Self::Audio(b) => serde_json::to_value(b),
+            Self::Resource(b) => serde_json::to_value(b),
+            Self::ResourceLink(b) => serde_json::to_value(b),
+            Self::ToolUse(b) => serde_json::to_value(b),
+            Self::ToolResult(b) => serde_json::to_value(b),
+            Self::Unknown(map) => return map.serialize(serializer),
+        }
+        .map_err(S::Error::custom)?;
+        let Value::Object(fields) = body else {
+            return Err(S::Error::custom(
+                "a content block must serialise as an object",
+            ));
+        };
+        // `type` first, as every example in the spec writes it.
+        let mut map = JsonObject::new();
+        map.insert("type".to_owned(), Value::String(self.kind().to_owned()));
+        map.extend(fields);
+        map.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut map = JsonObject::deserialize(deserializer)?;
+        let kind = match map.get("type") {
+            Some(Value::String(kind)) => kind.clone(),
+            Some(_) => return Err(D::Error::custom("content block `type` must be a string")),
+            None => return Err(D::Error::missing_field("type")),
+        };
+        fn body<T: serde::de::DeserializeOwned, E: serde::de::Error>(
+            map: JsonObject,
+        ) -> Result<T, E> {
+            serde_json::from_value(Value::Object(map)).map_err(E::custom)
+        }
+        let known = matches!(
+            kind.as_str(),
+            "text" | "image" | "audio" | "resource" | "resource_link" | "tool_use" | "tool_result"
+        );
+        if !known {
+            return Ok(Self::Unknown(map));
+        }
+        map.remove("type");
+        Ok(match kind.as_str() {
+            "text" => Self::Text(body(map)?),
+            "image" => Self::Image(body(map)?),
+            "audio" => Self::Audio(body(map)?),
+            "resource" => Self::Resource(body(map)?),
+            "resource_link" => Self::ResourceLink(body(map)?),
+            "tool_use" => Self::ToolUse(body(map)?),
+            _ => Self::ToolResult(body(map)?),
+        })
+    }
+}
+
+fn take_string<E: serde::de::Error>(map: &mut JsonObject, key: &str) -> Result<Option<String>, E> {
+    match map.remove(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(E::custom(format_args!("`{key}` must be a string"))),
+    }
+}
+
+fn take_object<E: serde::de::Error>(
+    map: &mut JsonObject,
+    key: &str,
+) -> Result<Option<JsonObject>, E> {
+    match map.remove(key) {
+        None => Ok(None),
+        Some(Value::Object(o)) => Ok(Some(o)),
+        Some(_) => Err(E::custom(format_args!("`{key}` must be an object"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_block_of_an_unknown_type_round_trips_whole() -> Result<(), serde_json::Error> {
+        let wire = json!({ "type": "hologram", "frames": 3, "_meta": { "x": 1 } });
+        let block: ContentBlock = serde_json::from_value(wire.clone())?;
+        assert!(matches!(block, ContentBlock::Unknown(_)));
+        assert_eq!(serde_json::to_value(&block)?, wire);
+        Ok(())
+    }
+
+    #[test]
+    fn a_known_type_with_a_missing_field_is_refused_not_guessed() {
+        let wire = json!({ "type": "image", "data": "AAAA" });
+        assert!(serde_json::from_value::<ContentBlock>(wire).is_err());
+    }
+
+    #[test]
+    fn unknown_members_of_a_known_block_survive() -> Result<(), serde_json::Error> {
+        let wire = json!({ "type": "text", "text": "hi", "futureField": [1, 2] });
+        let block: ContentBlock = serde_json::from_value(wire.clone())?;
+        assert!(matches!(block, ContentBlock::Text(_)));
+        assert_eq!(serde_json::to_value(&block)?, wire);
+        Ok(())
+    }
+
+    #[test]
+    fn resource_contents_pick_their_kind_from_their_members() -> Result<(), serde_json::Error> {
+        let blob = json!({ "uri": "file:///a", "blob": "AAAA", "mimeType": "image/png" });
+        let read: ResourceContents = serde_json::from_value(blob.clone())?;
+        assert!(matches!(read, ResourceContents::Blob { .. }));
+        assert_eq!(serde_json::to_value(&read)?, blob);
+        assert!(serde_json::from_value::<ResourceContents>(json!({ "uri": "x" })).is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! The result of a `tools/call`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::JsonObject;
+use super::content::ContentBlock;
+use crate::feature::{Feature, FeatureSet};
+
+/// The `resultType` of a finished result (2026-07-28).
+pub const RESULT_TYPE_COMPLETE: &str = "complete";
+/// The `resultType` of a result asking the client for more input (2026-07-28).
+pub const RESULT_TYPE_INPUT_REQUIRED: &str = "input_required";
+/// The `resultType` the tasks extension adds (2026-07-28).
+pub const RESULT_TYPE_TASK: &str = "task";
+
+/// What a tool call produced, in no revision in particular.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    /// The unstructured result.
+    pub content: Vec<ContentBlock>,
+    /// The structured result (2025-06-18: an object; 2026-07-28: any JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+    /// Whether the tool reported a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    /// What kind of result this is (2026-07-28); absent means `complete`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_type: Option<String>,
+    /// Result metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+impl ToolResult {
+    /// A result holding one text block.
+    #[must_use]
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::from_content(vec![ContentBlock::text(text)])
+    }
+
+    /// A result holding `content` and nothing else.
+    #[must_use]
+    pub fn from_content(content: Vec<ContentBlock>) -> Self {
+        Self {
+            content,
+            structured_content: None,
+            is_error: None,
+            result_type: None,
+            meta: None,
+            extra: JsonObject::new(),
+        }
+    }
+
+    /// This result, carrying the structured output written in `json`.
+    ///
+    /// Takes JSON text because that is what a tool usually has in hand: the
+    /// serialised form it also puts in a text block for older clients.
+    ///
+    /// # Errors
+    ///
+    /// When `json` is not valid JSON.
+    pub fn with_structured(self, json: &str) -> Result<Self, serde_json::Error> {
+        Ok(self.with_structured_value(serde_json::from_str(json)?))
+    }
+
+    /// This result, carrying `value` as its structured output.
+    #[must_use]
+    pub fn with_structured_value(mut self, value: Value) -> Self {
+        self.structured_content = Some(value);
+        self
+    }
+
+    /// This result, marked as a tool failure.
+    #[must_use]
+    pub const fn as_error(mut self) -> Self {
+        self.is_error = Some(true);
+        self
+    }
+
+    /// Whether the result is finished: `resultType` absent or `complete`.
+    #[must_use]
+    pub fn is_complete(&self) -> bool {
+        self.result_type
+            .as_deref()
+            .is_none_or(|kind| kind == RESULT_TYPE_COMPLETE)
+    }
+
+    /// What writing this result as it is needs.
+    #[must_use]
+    pub fn required_features(&self) -> FeatureSet {
+        let mut needs = self
+            .content
+            .iter()
+            .map(ContentBlock::required_features)
+            .fold(FeatureSet::empty(), FeatureSet::union);
+        match &self.structured_content {
+            None => {}
+            Some(Value::Object(_)) => needs = needs.with(Feature::ToolStructuredOutput),
+            Some(_) => {
+                needs = needs
+                    .with(Feature::ToolStructuredOutput)
+                    .with(Feature::StructuredContentAnyJson);
+            }
+        }
+        if let Some(kind) = &self.result_type {
+            needs = needs.with(Feature::ToolResultType);
+            match kind.as_str() {
+                RESULT_TYPE_INPUT_REQUIRED => needs = needs.with(Feature::MultiRoundTrip),
+                RESULT_TYPE_TASK => needs = needs.with(Feature::TasksExtension),
+                _ => {}
+            }
+        }
+        needs
+    }
+}

@@ -1,0 +1,367 @@
+//! The four kinds of JSON-RPC message, and reading them from bytes.
+
+use serde_json::{Map, Value};
+
+use super::VERSION;
+use super::error::{ErrorCode, ErrorObject};
+use super::id::{RequestId, ResponseId};
+
+/// A request: it has an `id` and expects exactly one answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// The id the answer must carry.
+    pub id: RequestId,
+    /// The method.
+    pub method: String,
+    /// The params, as sent; `None` when the member was absent.
+    pub params: Option<Value>,
+}
+
+/// A notification: no `id`, and never an answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notification {
+    /// The method.
+    pub method: String,
+    /// The params, as sent.
+    pub params: Option<Value>,
+}
+
+/// An answer to a request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Response {
+    /// Which request this answers.
+    pub id: ResponseId,
+    /// The result, or the error.
+    pub outcome: Result<Value, ErrorObject>,
+}
+
+/// Any one JSON-RPC message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    /// A request.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+    /// A response, successful or not.
+    Response(Response),
+}
+
+/// What one frame held: a single message or a batch (2025-03-26).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Incoming {
+    /// One message.
+    Single(Message),
+    /// A JSON-RPC batch, each element read separately so that one bad element
+    /// is answered on its own rather than failing its siblings.
+    Batch(Vec<Result<Message, EnvelopeError>>),
+}
+
+/// Why a frame is not a JSON-RPC message.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{}: {message}", code.0)]
+pub struct EnvelopeError {
+    /// [`ErrorCode::PARSE_ERROR`] or [`ErrorCode::INVALID_REQUEST`].
+    pub code: ErrorCode,
+    /// What was wrong.
+    pub message: String,
+    /// The id, when it could be read, so the error can be addressed to it.
+    pub id: ResponseId,
+}
+
+impl EnvelopeError {
+    fn invalid(message: impl Into<String>, id: ResponseId) -> Self {
+        Self {
+            code: ErrorCode::INVALID_REQUEST,
+            message: message.into(),
+            id,
+        }
+    }
+
+    /// The error response a receiver should send back.
+    ///
+    /// A request whose id could not be read is answered with `"id": null`,
+    /// as JSON-RPC requires.
+    #[must_use]
+    pub fn to_response(&self) -> Response {
+        let id = match &self.id {
+            ResponseId::Id(id) => ResponseId::Id(id.clone()),
+            ResponseId::Null | ResponseId::Absent => ResponseId::Null,
+        };
+        Response {
+            id,
+            outcome: Err(ErrorObject::new(self.code, self.message.clone())),
+        }
+    }
+}
+
+/// Reads one frame.
+///
+/// # Errors
+///
+/// A parse error for bytes that are not JSON (including invalid UTF-8 and
+/// nesting past `serde_json`'s recursion limit), an invalid-request error for
+/// JSON that is not a message or an empty batch.
+pub fn parse(frame: &[u8]) -> Result<Incoming, EnvelopeError> {
+    let value: Value = serde_json::from_slice(frame).map_err(|e| EnvelopeError {
+        code: ErrorCode::PARSE_ERROR,
+        message: format!("not JSON: {e}"),
+        id: ResponseId::Null,
+    })?;
+    match value {
+        Value::Array(items) if items.is_empty() => Err(EnvelopeError::invalid(
+            "an empty batch is not a request",
+            ResponseId::Null,
+        )),
+        Value::Array(items) => Ok(Incoming::Batch(
+            items.into_iter().map(Message::from_value).collect(),
+        )),
+        other => Message::from_value(other).map(Incoming::Single),
+    }
+}
+
+impl Message {
+    /// Reads a message from a JSON value.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorCode::INVALID_REQUEST`], with the id when it was readable.
+    pub fn from_value(value: Value) -> Result<Self, EnvelopeError> {
+        let Value::Object(mut map) = value else {
+            return Err(EnvelopeError::invalid(
+                "a message must be a JSON object",
+                ResponseId::Null,
+            ));
+        };
+        let id = match map.remove("id") {
+            None => ResponseId::Absent,
+            Some(Value::Null) => ResponseId::Null,
+            Some(raw) => match RequestId::from_json(&raw) {
+                Some(id) => ResponseId::Id(id),
+                None => {
+                    return Err(EnvelopeError::invalid(
+                        "`id` must be a string or an integer",
+                        ResponseId::Null,
+                    ));
+                }
+            },
+        };
+        if map.get("jsonrpc").and_then(Value::as_str) != Some(VERSION) {
+            return Err(EnvelopeError::invalid("`jsonrpc` must be \"2.0\"", id));
+        }
+        if let Some(method) = map.remove("method") {
+            return Self::call(method, map, id);
+        }
+        Self::response(map, id)
+    }
+
+    fn call(
+        method: Value,
+        mut map: Map<String, Value>,
+        id: ResponseId,
+    ) -> Result<Self, EnvelopeError> {
+        let Value::String(method) = method else {
+            return Err(EnvelopeError::invalid("`method` must be a string", id));
+        };
+        let params = map.remove("params");
+        if params
+            .as_ref()
+            .is_some_and(|p| !p.is_object() && !p.is_array())
+        {
+            return Err(EnvelopeError::invalid(
+                "`params` must be an object or an array",
+                id,
+            ));
+        }
+        match id {
+            ResponseId::Absent => Ok(Self::Notification(Notification { method, params })),
+            ResponseId::Id(id) => Ok(Self::Request(Request { id, method, params })),
+            ResponseId::Null => Err(EnvelopeError::invalid(
+                "a request id may not be null",
+                ResponseId::Null,
+            )),
+        }
+    }
+
+    fn response(mut map: Map<String, Value>, id: ResponseId) -> Result<Self, EnvelopeError> {
+        match (map.remove("result"), map.remove("error")) {
+            (Some(result), None) => match id {
+                ResponseId::Id(_) => Ok(Self::Response(Response {
+                    id,
+                    outcome: Ok(result),
+                })),
+                ResponseId::Null | ResponseId::Absent => Err(EnvelopeError::invalid(
+                    "a result must carry the id of the request it answers",
+                    ResponseId::Null,
+                )),
+            },
+            (None, Some(error)) => {
+                let error: ErrorObject = serde_json::from_value(error).map_err(|e| {
+                    EnvelopeError::invalid(format!("malformed `error`: {e}"), id.clone())
+                })?;
+                Ok(Self::Response(Response {
+                    id,
+                    outcome: Err(error),
+                }))
+            }
+            (Some(_), Some(_)) => Err(EnvelopeError::invalid(
+                "a response has `result` or `error`, not both",
+                id,
+            )),
+            (None, None) => Err(EnvelopeError::invalid(
+                "a message needs `method`, `result` or `error`",
+                id,
+            )),
+        }
+    }
+
+    /// The message as a JSON value.
+    #[must_use]
+    pub fn to_value(&self) -> Value {
+        let mut map = Map::new();
+        map.insert("jsonrpc".to_owned(), Value::from(VERSION));
+        match self {
+            Self::Request(Request { id, method, params }) => {
+                map.insert("id".to_owned(), id.to_json());
+                map.insert("method".to_owned(), Value::String(method.clone()));
+                if let Some(params) = params {
+                    map.insert("params".to_owned(), params.clone());
+                }
+            }
+            Self::Notification(Notification { method, params }) => {
+                map.insert("method".to_owned(), Value::String(method.clone()));
+                if let Some(params) = params {
+                    map.insert("params".to_owned(), params.clone());
+                }
+            }
+            Self::Response(Response { id, outcome }) => {
+                match id {
+                    ResponseId::Id(id) => {
+                        map.insert("id".to_owned(), id.to_json());
+                    }
+                    ResponseId::Null => {
+                        map.insert("id".to_owned(), Value::Null);
+                    }
+                    ResponseId::Absent => {}
+                }
+                match outcome {
+                    Ok(result) => map.insert("result".to_owned(), result.clone()),
+                    Err(error) => map.insert(
+                        "error".to_owned(),
+                        serde_json::to_value(error).unwrap_or(Value::Null),
+                    ),
+                };
+            }
+        }
+        Value::Object(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn single(frame: &str) -> Result<Message, EnvelopeError> {
+        match parse(frame.as_bytes())? {
+            Incoming::Single(message) => Ok(message),
+            Incoming::Batch(_) => Err(EnvelopeError::invalid("batch", ResponseId::Null)),
+        }
+    }
+
+    #[test]
+    fn malformed_json_is_a_parse_error_answered_with_a_null_id() {
+        let err = parse(b"{\"jsonrpc\":").err();
+        let err = err.map(|e| (e.code, e.to_response().id));
+        assert_eq!(err, Some((ErrorCode::PARSE_ERROR, ResponseId::Null)));
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_parse_error() {
+        let err = parse(b"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}").err();
+        assert_eq!(err.map(|e| e.code), Some(ErrorCode::PARSE_ERROR));
+    }
+
+    #[test]
+    fn a_non_object_is_an_invalid_request() {
+        for frame in ["42", "\"ping\"", "null"] {
+            assert_eq!(
+                single(frame).err().map(|e| e.code),
+                Some(ErrorCode::INVALID_REQUEST)
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_without_a_method_keeps_its_id_for_the_error() {
+        let err = single(r#"{"jsonrpc":"2.0","id":7}"#).err();
+        assert_eq!(
+            err.map(|e| (e.code, e.id)),
+            Some((
+                ErrorCode::INVALID_REQUEST,
+                ResponseId::Id(RequestId::Number(7))
+            ))
+        );
+    }
+
+    #[test]
+    fn requests_and_notifications_differ_by_the_presence_of_an_id() -> Result<(), EnvelopeError> {
+        let request = single(r#"{"jsonrpc":"2.0","id":"a","method":"tools/list"}"#)?;
+        assert!(matches!(
+            request,
+            Message::Request(Request {
+                id: RequestId::String(_),
+                ..
+            })
+        ));
+        let note = single(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+        assert!(matches!(note, Message::Notification(_)));
+        Ok(())
+    }
+
+    #[test]
+    fn an_error_with_a_null_id_is_kept_apart_from_one_with_none() -> Result<(), EnvelopeError> {
+        let null = single(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#)?;
+        let absent = single(r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"x"}}"#)?;
+        assert!(matches!(
+            null,
+            Message::Response(Response {
+                id: ResponseId::Null,
+                ..
+            })
+        ));
+        assert!(matches!(
+            absent,
+            Message::Response(Response {
+                id: ResponseId::Absent,
+                ..
+            })
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn a_batch_is_read_element_by_element() -> Result<(), EnvelopeError> {
+        let Incoming::Batch(items) = parse(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}, 5]"#)?
+        else {
+            return Err(EnvelopeError::invalid("not a batch", ResponseId::Null));
+        };
+        assert!(matches!(items.first(), Some(Ok(Message::Request(_)))));
+        assert!(matches!(items.get(1), Some(Err(_))));
+        Ok(())
+    }
+
+    #[test]
+    fn messages_write_back_what_they_read() -> Result<(), EnvelopeError> {
+        for frame in [
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}),
+            json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}),
+            json!({"jsonrpc":"2.0","id":"r","result":{}}),
+            json!({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"bad","data":[1]}}),
+        ] {
+            let message = Message::from_value(frame.clone())?;
+            assert_eq!(message.to_value(), frame);
+        }
+        Ok(())
+    }
+}

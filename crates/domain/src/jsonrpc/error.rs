@@ -1,0 +1,107 @@
+//! Error codes and the error object.
+
+use core::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A JSON-RPC error code.
+///
+/// An open newtype rather than an enum: a peer may send any integer, and a
+/// code this build has no name for must still be carried and forwarded
+/// unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ErrorCode(pub i32);
+
+impl ErrorCode {
+    /// The bytes were not JSON.
+    pub const PARSE_ERROR: Self = Self(-32700);
+    /// The JSON was not a valid JSON-RPC message.
+    pub const INVALID_REQUEST: Self = Self(-32600);
+    /// No such method, or one gated by a capability that was not declared.
+    pub const METHOD_NOT_FOUND: Self = Self(-32601);
+    /// The params do not fit the method; in 2026-07-28 also a missing
+    /// required `_meta` key and a missing resource.
+    pub const INVALID_PARAMS: Self = Self(-32602);
+    /// The receiver failed.
+    pub const INTERNAL_ERROR: Self = Self(-32603);
+    /// A resource was not found (2024-11-05 to 2025-11-25 only).
+    pub const RESOURCE_NOT_FOUND: Self = Self(-32002);
+    /// URL elicitation is required first (2025-11-25 only).
+    pub const URL_ELICITATION_REQUIRED: Self = Self(-32042);
+    /// An HTTP header disagrees with the body (2026-07-28).
+    pub const HEADER_MISMATCH: Self = Self(-32020);
+    /// The request needs a client capability it did not declare (2026-07-28).
+    pub const MISSING_REQUIRED_CLIENT_CAPABILITY: Self = Self(-32021);
+    /// The request's protocol version is not supported (2026-07-28).
+    pub const UNSUPPORTED_PROTOCOL_VERSION: Self = Self(-32022);
+    /// The user rejected a sampling request (a documented legacy example, not
+    /// a schema code).
+    pub const USER_REJECTED: Self = Self(-1);
+
+    /// The code's name in the specification, if it has one.
+    #[must_use]
+    pub const fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            -32700 => "Parse error",
+            -32600 => "Invalid request",
+            -32601 => "Method not found",
+            -32602 => "Invalid params",
+            -32603 => "Internal error",
+            -32002 => "Resource not found",
+            -32042 => "URL elicitation required",
+            -32020 => "Header mismatch",
+            -32021 => "Missing required client capability",
+            -32022 => "Unsupported protocol version",
+            _ => return None,
+        })
+    }
+
+    /// Whether the code is one the 2026-07-28 era defines for itself, which a
+    /// dual-era client reads as proof of a modern server.
+    #[must_use]
+    pub const fn is_modern(self) -> bool {
+        matches!(self.0, -32022..=-32020)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "{} ({name})", self.0),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+/// The `error` member of an error response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// What went wrong, as a number.
+    pub code: ErrorCode,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// Anything the code defines in addition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    /// An error with no `data`.
+    #[must_use]
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// This error, carrying `data`.
+    #[must_use]
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+}

@@ -1,0 +1,190 @@
+//! What one revision's wire looks like: its methods and its result rules.
+//!
+//! The revisions differ mostly by addition, so the typed message model in
+//! [`wire`](super::wire) is shared and each revision is described by data: a
+//! [`RevisionCodec`] lists the methods that revision defines in each direction
+//! and says how a result is finished for it (a 2026-07-28 result carries
+//! `resultType` and cache hints; a legacy one must not depend on them). The
+//! per-revision modules beside this one each hold one such description.
+
+use serde_json::{Map, Value};
+
+use crate::domain::ir::lower::{LowerError, TranslationReport, lower_tool_result};
+use crate::domain::ir::{JsonObject, RESULT_TYPE_COMPLETE, ToolResult};
+use crate::domain::{
+    CapabilitySet, DegradePolicy, Era, FeatureProfile, Negotiation, ProtocolVersion, TransportKind,
+    resolve,
+};
+
+/// The `_meta` key a 2026-07-28 result names its server under.
+pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The methods whose 2026-07-28 results are cacheable and carry `ttlMs` and
+/// `cacheScope`.
+pub const CACHEABLE_METHODS: [&str; 6] = [
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// The members only a 2026-07-28 result has.
+const MODERN_RESULT_MEMBERS: [&str; 3] = ["resultType", "ttlMs", "cacheScope"];
+
+/// One revision's wire, as data.
+#[derive(Debug)]
+pub struct RevisionCodec {
+    /// The revision described.
+    pub version: ProtocolVersion,
+    /// Requests a client may send.
+    pub client_requests: &'static [&'static str],
+    /// Notifications a client may send.
+    pub client_notifications: &'static [&'static str],
+    /// Requests a server may send.
+    pub server_requests: &'static [&'static str],
+    /// Notifications a server may send.
+    pub server_notifications: &'static [&'static str],
+}
+
+/// Which side sends a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sender {
+    /// The client.
+    Client,
+    /// The server.
+    Server,
+}
+
+impl RevisionCodec {
+    /// Whether `sender` may send the request `method` at this revision.
+    #[must_use]
+    pub fn defines_request(&self, sender: Sender, method: &str) -> bool {
+        let table = match sender {
+            Sender::Client => self.client_requests,
+            Sender::Server => self.server_requests,
+        };
+        table.contains(&method)
+    }
+
+    /// Whether `sender` may send the notification `method` at this revision.
+    #[must_use]
+    pub fn defines_notification(&self, sender: Sender, method: &str) -> bool {
+        let table = match sender {
+            Sender::Client => self.client_notifications,
+            Sender::Server => self.server_notifications,
+        };
+        table.contains(&method)
+    }
+
+    /// Everything this revision can express in a result, whatever was
+    /// declared: what a codec lowers toward.
+    #[must_use]
+    pub fn expressible(&self) -> FeatureProfile {
+        let caps = CapabilitySet::all_for(self.version);
+        resolve(Negotiation {
+            version: self.version,
+            client_caps: caps,
+            server_caps: caps,
+            transport: TransportKind::Stdio,
+        })
+    }
+
+    /// Reads a `CallToolResult` written at this revision.
+    ///
+    /// `None` for a shape the model does not read (a known content type with
+    /// a member of the wrong type, say); the caller forwards such a value
+    /// untouched. A block of an unknown type is read, and kept whole.
+    #[must_use]
+    pub fn lift_tool_result(&self, wire: &Value) -> Option<ToolResult> {
+        serde_json::from_value(wire.clone()).ok()
+    }
+
+    /// Writes `value` as a `CallToolResult` of this revision, lowering what it
+    /// cannot express as `policy` authorises.
+    ///
+    /// # Errors
+    ///
+    /// [`LowerError`] when a needed downgrade is not authorised, or a field
+    /// does not fit the shape this revision types it as.
+    pub fn lower_tool_result(
+        &self,
+        value: ToolResult,
+        policy: DegradePolicy,
+        report: &mut TranslationReport,
+    ) -> Result<Value, LowerError> {
+        let (lowered, made) = lower_tool_result(value, &self.expressible(), self.version, policy)?;
+        report.absorb(&made);
+        self.check_result_meta(lowered.meta.as_ref())?;
+        let written = serde_json::to_value(&lowered).map_err(|e| self.unwritable("result", &e))?;
+        let Value::Object(mut map) = written else {
+            return Err(self.unwritable("result", &"not an object"));
+        };
+        self.finish_result(Some("tools/call"), &mut map);
+        Ok(Value::Object(map))
+    }
+
+    /// Makes a result object of `method` what this revision expects.
+    ///
+    /// A 2026-07-28 result gets `resultType: "complete"` when it has none, and
+    /// a cacheable one gets the most conservative cache hints (`ttlMs: 0`,
+    /// `cacheScope: "private"`) when it has none. A legacy result loses those
+    /// members: legacy schemas would tolerate them, but a legacy client has no
+    /// way to read them and a bridge forwarding them would look like it
+    /// promised a cache policy it never checked.
+    pub fn finish_result(&self, method: Option<&str>, result: &mut Map<String, Value>) {
+        match self.version.era() {
+            Era::Modern => {
+                result
+                    .entry("resultType")
+                    .or_insert_with(|| Value::from(RESULT_TYPE_COMPLETE));
+                if method.is_some_and(|m| CACHEABLE_METHODS.contains(&m))
+                    && result.get("resultType").and_then(Value::as_str)
+                        == Some(RESULT_TYPE_COMPLETE)
+                {
+                    result.entry("ttlMs").or_insert_with(|| Value::from(0));
+                    result
+                        .entry("cacheScope")
+                        .or_insert_with(|| Value::from("private"));
+                }
+            }
+            Era::Legacy => {
+                for member in MODERN_RESULT_MEMBERS {
+                    result.remove(member);
+                }
+            }
+        }
+    }
+
+    /// Checks the `_meta` keys this revision gives a type to.
+    fn check_result_meta(&self, meta: Option<&JsonObject>) -> Result<(), LowerError> {
+        if self.version.era() != Era::Modern {
+            return Ok(());
+        }
+        let Some(info) = meta.and_then(|m| m.get(SERVER_INFO_META)) else {
+            return Ok(());
+        };
+        let fits = info.as_object().is_some_and(|o| {
+            o.get("name").is_some_and(Value::is_string)
+                && o.get("version").is_some_and(Value::is_string)
+        });
+        if fits {
+            Ok(())
+        } else {
+            Err(LowerError::FieldNotRepresentable {
+                field: format!("_meta.{SERVER_INFO_META}"),
+                version: self.version,
+                reason: "an Implementation needs a string name and version".to_owned(),
+            })
+        }
+    }
+
+    fn unwritable(&self, field: &str, why: &dyn core::fmt::Display) -> LowerError {
+        LowerError::FieldNotRepresentable {
+            field: field.to_owned(),
+            version: self.version,
+            reason: why.to_string(),
+        }
+    }
+}

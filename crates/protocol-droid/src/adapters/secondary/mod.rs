@@ -1,0 +1,3 @@
+//! Secondary (driven) adapters: what the application calls out to.
+
+pub mod codec;

@@ -1,0 +1,61 @@
+//! MCP for every published revision: server, client, bridge and gateway.
+//!
+//! The crate is laid out as ports and adapters, and the tree says so:
+//!
+//! - [`domain`]: the sans-IO core (revisions, features, negotiation, the
+//!   revision-neutral model, JSON-RPC). Pure and synchronous; a crate of its
+//!   own so the compiler keeps it that way.
+//! - [`application`]: the use cases. Each declares the ports it needs as
+//!   traits, and names no wire type and no socket.
+//! - `adapters`: what drives the application (`primary`: transports) and
+//!   what the application drives (`secondary`: the per-revision wire codecs,
+//!   clients, stores).
+//!
+//! A reply crossing a revision boundary shows the three at work: the codec
+//! layer reads it into the domain's model, the domain decides what the far
+//! side can express, and the bridge refuses or rewrites accordingly.
+//!
+//! ```
+//! use protocol_droid::adapters::secondary::codec::result::WireToolResults;
+//! use protocol_droid::application::bridge::Translator;
+//! use protocol_droid::domain::{
+//!     CapabilitySet, DegradePolicy, Leg, Negotiation, ProtocolVersion, TransportKind, resolve,
+//! };
+//! use serde_json::{Map, Value, json};
+//!
+//! // A 2025-03-26 client, which has never heard of structured output.
+//! let version = ProtocolVersion::V2025_03_26;
+//! let caps = CapabilitySet::all_for(version);
+//! let client = Leg::new(version, resolve(Negotiation {
+//!     version,
+//!     client_caps: caps,
+//!     server_caps: caps,
+//!     transport: TransportKind::Stdio,
+//! }));
+//!
+//! let reply: Map<String, Value> = serde_json::from_value(json!({
+//!     "jsonrpc": "2.0", "id": 1,
+//!     "result": {
+//!         "resultType": "complete",
+//!         "content": [{ "type": "text", "text": "22.5" }],
+//!         "structuredContent": { "celsius": 22.5 },
+//!     },
+//! }))?;
+//!
+//! let translator = Translator::new(WireToolResults);
+//! let translated = translator.translate(
+//!     reply,
+//!     ProtocolVersion::V2026_07_28,
+//!     &client,
+//!     DegradePolicy::permissive(),
+//! )?;
+//!
+//! assert_eq!(translated.report.downgrades().len(), 1);
+//! assert!(translated.reply["result"].get("structuredContent").is_none());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod adapters;
+pub mod application;
+
+pub use protocol_droid_domain as domain;
