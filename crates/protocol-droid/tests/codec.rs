@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use protocol_droid::adapters::secondary::codec::result::WireToolResults;
-use protocol_droid::adapters::secondary::codec::{Sender, for_version};
+use protocol_droid::adapters::secondary::codec::{ReadError, Sender, for_version};
 use protocol_droid::application::bridge::ToolResultCodec;
 use protocol_droid::domain::ir::{LowerError, ToolResult, TranslationReport};
 use protocol_droid::domain::{DegradePolicy, Feature, ProtocolVersion};
@@ -246,4 +246,42 @@ fn a_modern_list_result_is_finished_with_its_required_members() -> Result<(), Te
     for_version(ProtocolVersion::V2025_06_18).finish_result(Some("tools/list"), map);
     assert!(map.get("resultType").is_none() && map.get("ttlMs").is_none());
     Ok(())
+}
+
+#[test]
+fn each_codec_reads_only_its_own_revision_s_methods() {
+    let init = Some(json!({
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": { "name": "c", "version": "1" },
+    }));
+    let legacy = for_version(ProtocolVersion::V2025_06_18);
+    let modern = for_version(ProtocolVersion::V2026_07_28);
+    assert!(
+        legacy
+            .read_client_request("initialize", init.clone())
+            .is_ok()
+    );
+    assert!(matches!(
+        modern.read_client_request("initialize", init),
+        Err(ReadError::UnknownMethod { .. })
+    ));
+    assert!(matches!(
+        legacy.read_client_request("server/discover", None),
+        Err(ReadError::UnknownMethod { .. })
+    ));
+    assert!(matches!(
+        modern.read_server_request("roots/list", None),
+        Err(ReadError::UnknownMethod { .. })
+    ));
+}
+
+#[test]
+fn params_of_the_wrong_type_are_invalid_params_not_unknown_methods() {
+    let legacy = for_version(ProtocolVersion::V2025_03_26);
+    let outcome = legacy.read_client_request("tools/call", Some(json!({ "name": 42 })));
+    assert!(
+        matches!(outcome, Err(ReadError::InvalidParams { .. })),
+        "{outcome:?}"
+    );
 }

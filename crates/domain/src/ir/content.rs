@@ -303,8 +303,12 @@ pub struct ToolResultContent {
     pub tool_use_id: String,
     /// What the tool produced.
     pub content: Vec<ContentBlock>,
-    /// Structured output.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Structured output; a present `null` is kept as `Some(Value::Null)`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub structured_content: Option<Value>,
     /// Whether the tool failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -465,10 +469,11 @@ impl Serialize for ContentBlock {
                 "a content block must serialise as an object",
             ));
         };
-        // `type` first, as every example in the spec writes it.
+        // `type` first, as every example in the spec writes it, and from the
+        // variant alone: a stray `type` left in `extra` must not relabel it.
         let mut map = JsonObject::new();
         map.insert("type".to_owned(), Value::String(self.kind().to_owned()));
-        map.extend(fields);
+        map.extend(fields.into_iter().filter(|(key, _)| key != "type"));
         map.serialize(serializer)
     }
 }
@@ -506,6 +511,16 @@ impl<'de> Deserialize<'de> for ContentBlock {
     }
 }
 
+/// Reads a member that is there, even as `null`, as `Some`.
+///
+/// `Option<Value>` would otherwise read `null` as absent, and 2026-07-28 allows
+/// `null` as structured content: dropping it would change what a peer said.
+pub(crate) fn present<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
 fn take_string<E: serde::de::Error>(map: &mut JsonObject, key: &str) -> Result<Option<String>, E> {
     match map.remove(key) {
         None => Ok(None),
@@ -537,6 +552,15 @@ mod tests {
         let block: ContentBlock = serde_json::from_value(wire.clone())?;
         assert!(matches!(block, ContentBlock::Unknown(_)));
         assert_eq!(serde_json::to_value(&block)?, wire);
+        Ok(())
+    }
+
+    #[test]
+    fn a_stray_type_in_extra_does_not_relabel_a_block() -> Result<(), serde_json::Error> {
+        let mut text = TextContent::new("hi");
+        text.extra.insert("type".to_owned(), json!("image"));
+        let written = serde_json::to_value(ContentBlock::Text(text))?;
+        assert_eq!(written, json!({ "type": "text", "text": "hi" }));
         Ok(())
     }
 

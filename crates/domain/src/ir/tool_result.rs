@@ -20,8 +20,13 @@ pub const RESULT_TYPE_TASK: &str = "task";
 pub struct ToolResult {
     /// The unstructured result.
     pub content: Vec<ContentBlock>,
-    /// The structured result (2025-06-18: an object; 2026-07-28: any JSON).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The structured result (2025-06-18: an object; 2026-07-28: any JSON,
+    /// so a present `null` is kept as `Some(Value::Null)`).
+    #[serde(
+        default,
+        deserialize_with = "super::content::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub structured_content: Option<Value>,
     /// Whether the tool reported a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,5 +122,21 @@ impl ToolResult {
             }
         }
         needs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_null_structured_result_is_kept_apart_from_none() -> Result<(), serde_json::Error> {
+        let wire = json!({ "content": [], "structuredContent": null, "resultType": "complete" });
+        let read: ToolResult = serde_json::from_value(wire.clone())?;
+        assert_eq!(read.structured_content, Some(Value::Null));
+        assert_eq!(serde_json::to_value(&read)?, wire);
+        Ok(())
     }
 }

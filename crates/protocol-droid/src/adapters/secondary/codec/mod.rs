@@ -1,6 +1,6 @@
 //! The per-revision wire codecs.
 //!
-//! One module
+//! [`wire`] is the typed message model shared by every revision; one module
 //! per revision (`v2024_11_05` … `v2026_07_28`) describes what that revision
 //! defines, as a [`RevisionCodec`]; [`result::WireToolResults`] implements the
 //! bridge's tool-result port by dispatching to them. No code outside this
@@ -13,8 +13,9 @@ pub mod v2025_03_26;
 pub mod v2025_06_18;
 pub mod v2025_11_25;
 pub mod v2026_07_28;
+pub mod wire;
 
-pub use revision::{CACHEABLE_METHODS, RevisionCodec, SERVER_INFO_META, Sender};
+pub use revision::{CACHEABLE_METHODS, ReadError, RevisionCodec, SERVER_INFO_META, Sender};
 
 use crate::domain::ProtocolVersion;
 

@@ -9,6 +9,8 @@
 
 use serde_json::{Map, Value};
 
+use super::wire::message::{ClientNotification, ClientRequest, ServerNotification, ServerRequest};
+
 use crate::domain::ir::lower::{LowerError, TranslationReport, lower_tool_result};
 use crate::domain::ir::{JsonObject, RESULT_TYPE_COMPLETE, ToolResult};
 use crate::domain::{
@@ -48,6 +50,28 @@ pub struct RevisionCodec {
     pub server_notifications: &'static [&'static str],
 }
 
+/// Why a codec did not read a message.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The revision has no such method in that direction: answered
+    /// `-32601` by a receiver.
+    #[error("{method} is not a method of {version}")]
+    UnknownMethod {
+        /// The method named.
+        method: String,
+        /// The revision read at.
+        version: ProtocolVersion,
+    },
+    /// The params do not fit the method: answered `-32602`.
+    #[error("params of {method} do not fit: {source}")]
+    InvalidParams {
+        /// The method named.
+        method: String,
+        /// What did not fit.
+        source: serde_json::Error,
+    },
+}
+
 /// Which side sends a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sender {
@@ -76,6 +100,76 @@ impl RevisionCodec {
             Sender::Server => self.server_notifications,
         };
         table.contains(&method)
+    }
+
+    /// Reads a request a client sent, if this revision defines its method.
+    ///
+    /// # Errors
+    ///
+    /// [`ReadError::UnknownMethod`] for a method the revision does not define
+    /// (an `initialize` at 2026-07-28, a `server/discover` at 2025-11-25),
+    /// [`ReadError::InvalidParams`] for params that do not fit.
+    pub fn read_client_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<ClientRequest, ReadError> {
+        self.check(self.defines_request(Sender::Client, method), method)?;
+        ClientRequest::decode(method, params).map_err(|source| invalid(method, source))
+    }
+
+    /// Reads a notification a client sent, as [`Self::read_client_request`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::read_client_request`].
+    pub fn read_client_notification(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<ClientNotification, ReadError> {
+        self.check(self.defines_notification(Sender::Client, method), method)?;
+        ClientNotification::decode(method, params).map_err(|source| invalid(method, source))
+    }
+
+    /// Reads a request a server sent, as [`Self::read_client_request`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::read_client_request`]; every method, at 2026-07-28, where
+    /// servers send no requests.
+    pub fn read_server_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<ServerRequest, ReadError> {
+        self.check(self.defines_request(Sender::Server, method), method)?;
+        ServerRequest::decode(method, params).map_err(|source| invalid(method, source))
+    }
+
+    /// Reads a notification a server sent, as [`Self::read_client_request`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::read_client_request`].
+    pub fn read_server_notification(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<ServerNotification, ReadError> {
+        self.check(self.defines_notification(Sender::Server, method), method)?;
+        ServerNotification::decode(method, params).map_err(|source| invalid(method, source))
+    }
+
+    fn check(&self, defined: bool, method: &str) -> Result<(), ReadError> {
+        if defined {
+            Ok(())
+        } else {
+            Err(ReadError::UnknownMethod {
+                method: method.to_owned(),
+                version: self.version,
+            })
+        }
     }
 
     /// Everything this revision can express in a result, whatever was
@@ -186,5 +280,12 @@ impl RevisionCodec {
             version: self.version,
             reason: why.to_string(),
         }
+    }
+}
+
+fn invalid(method: &str, source: serde_json::Error) -> ReadError {
+    ReadError::InvalidParams {
+        method: method.to_owned(),
+        source,
     }
 }

@@ -1,0 +1,495 @@
+//! JSON-RPC envelopes, ids, the shared parts of params and results, and the
+//! typed views of `_meta`.
+//!
+//! The envelopes are generic over the method marker and the params or result
+//! type, so `Request<ToolsCall, CallToolRequestParams>` both checks the method
+//! and types the params, while `Request` with its defaults reads any request.
+//! The domain is growing its own JSON-RPC module; this one stays local to the
+//! wire so the two can be reconciled later without a flag day.
+
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::{Number, Value};
+
+use super::errors::ErrorCode;
+use super::input::InputRequiredResult;
+use super::lifecycle::{ClientCapabilities, Implementation};
+use super::literals::JsonRpcVersion;
+use super::logging::LoggingLevel;
+use super::tasks::CreateTaskResult;
+use crate::domain::ir::{
+    JsonObject, RESULT_TYPE_COMPLETE, RESULT_TYPE_INPUT_REQUIRED, RESULT_TYPE_TASK,
+};
+
+/// A request id, shared with the domain's JSON-RPC layer.
+pub use crate::domain::jsonrpc::RequestId;
+
+/// A progress token: a string or a number (the spec does not say integer).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ProgressToken {
+    /// A string token.
+    String(String),
+    /// A numeric token, kept as the peer wrote it.
+    Number(Number),
+}
+
+impl Serialize for ProgressToken {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::String(s) => serializer.serialize_str(s),
+            Self::Number(n) => n.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ProgressToken {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::String(s) => Ok(Self::String(s)),
+            Value::Number(n) => Ok(Self::Number(n)),
+            _ => Err(D::Error::custom(
+                "a progress token must be a string or a number",
+            )),
+        }
+    }
+}
+
+/// A JSON-RPC request: `{jsonrpc, id, method, params?}`.
+///
+/// `M` is the method: a marker from [`super::literals`] to insist on one
+/// method, or `String` for any. `P` is the params type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+// Written out: serde would otherwise ask `P: Default` for `params`.
+#[serde(bound(deserialize = "M: Deserialize<'de>, P: Deserialize<'de>"))]
+pub struct Request<M = String, P = Value> {
+    /// Always `"2.0"`.
+    pub jsonrpc: JsonRpcVersion,
+    /// The request's id.
+    pub id: RequestId,
+    /// The method.
+    pub method: M,
+    /// The params; optional for some methods in some revisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<P>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// A JSON-RPC notification: `{jsonrpc, method, params?}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+// Written out: serde would otherwise ask `P: Default` for `params`.
+#[serde(bound(deserialize = "M: Deserialize<'de>, P: Deserialize<'de>"))]
+pub struct Notification<M = String, P = Value> {
+    /// Always `"2.0"`.
+    pub jsonrpc: JsonRpcVersion,
+    /// The method.
+    pub method: M,
+    /// The params.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<P>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// A successful JSON-RPC response: `{jsonrpc, id, result}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultResponse<R = Value> {
+    /// Always `"2.0"`.
+    pub jsonrpc: JsonRpcVersion,
+    /// The id of the request this answers.
+    pub id: RequestId,
+    /// The result.
+    pub result: R,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// A JSON-RPC error response: `{jsonrpc, id?, error}`.
+///
+/// `id` is optional from 2025-11-25 (the request's id could not be read).
+/// JSON-RPC 2.0 writes such an id as `null`; that is read as absent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorResponse<D = Value> {
+    /// Always `"2.0"`.
+    pub jsonrpc: JsonRpcVersion,
+    /// The id of the request this answers, when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<RequestId>,
+    /// The error.
+    pub error: ErrorObject<D>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// A JSON-RPC error object: `{code, message, data?}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+// Written out because `deserialize_with` hides `D` from serde's inference.
+#[serde(bound(deserialize = "D: Deserialize<'de>"))]
+pub struct ErrorObject<D = Value> {
+    /// The error code.
+    pub code: ErrorCode,
+    /// A short description.
+    pub message: String,
+    /// Further detail. A `null` here is kept as `Some(Value::Null)` when `D`
+    /// is [`Value`], so it is written back.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub data: Option<D>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// Params carrying nothing but `_meta`: `RequestParams`.
+///
+/// In 2026-07-28 every request's `_meta` is required and holds the
+/// protocol version and client capabilities (see [`RequestMeta`]); before
+/// that it was optional. Kept as an object so unknown keys survive.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestParams {
+    /// Request metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// Params of the paginated list requests: `PaginatedRequestParams`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PaginatedRequestParams {
+    /// The opaque cursor from the previous page's `nextCursor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Request metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// Params carrying nothing but `_meta`: `NotificationParams`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NotificationParams {
+    /// Notification metadata (see [`NotificationMeta`]).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// A result with no members of its own: `EmptyResult` (and the base
+/// `Result`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EmptyResult {
+    /// What kind of result this is (2026-07-28); absent means complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_type: Option<ResultType>,
+    /// Result metadata (see [`ResultMeta`]).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// The caching members a cacheable result adds (2026-07-28):
+/// `CacheableResult`.
+///
+/// The list, read and discover results carry `ttl_ms` and `cache_scope`
+/// themselves; this type is the bare shape.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheableResult {
+    /// What kind of result this is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_type: Option<ResultType>,
+    /// How long the result stays fresh, in milliseconds. Signed because the
+    /// spec tells receivers to treat a negative value as 0, not to refuse it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<i64>,
+    /// Who may share a cached copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_scope: Option<CacheScope>,
+    /// Result metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// Who may reuse a cached result (2026-07-28).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    /// Any cache, shared ones included, for any user.
+    Public,
+    /// Only within the same authorization context.
+    Private,
+}
+
+/// A result's `resultType` (2026-07-28). Open: extensions add values.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ResultType {
+    /// `complete`: the request is done.
+    Complete,
+    /// `input_required`: the client must answer and retry.
+    InputRequired,
+    /// `task`: the tasks extension's deferred result.
+    Task,
+    /// A value this build does not know, kept as sent.
+    Other(String),
+}
+
+impl ResultType {
+    /// The value on the wire.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Complete => RESULT_TYPE_COMPLETE,
+            Self::InputRequired => RESULT_TYPE_INPUT_REQUIRED,
+            Self::Task => RESULT_TYPE_TASK,
+            Self::Other(s) => s,
+        }
+    }
+
+    /// The result type a wire string names.
+    #[must_use]
+    pub fn from_wire(value: &str) -> Self {
+        match value {
+            RESULT_TYPE_COMPLETE => Self::Complete,
+            RESULT_TYPE_INPUT_REQUIRED => Self::InputRequired,
+            RESULT_TYPE_TASK => Self::Task,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl Serialize for ResultType {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ResultType {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Self::from_wire(&String::deserialize(deserializer)?))
+    }
+}
+
+/// The answer to a request that may ask for input or defer to a task: the
+/// `X | InputRequiredResult` of the 2026-07-28 `*ResultResponse` defs.
+///
+/// Read by `resultType`: absent or `complete` is the method's own result.
+/// A value the client did not ask for is refused, as the spec requires.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome<R> {
+    /// The method's own result.
+    Complete(R),
+    /// The server needs input before it can finish.
+    InputRequired(InputRequiredResult),
+    /// The tasks extension deferred the result.
+    Task(Box<CreateTaskResult>),
+}
+
+impl<R: Serialize> Serialize for Outcome<R> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Complete(r) => r.serialize(serializer),
+            Self::InputRequired(r) => r.serialize(serializer),
+            Self::Task(r) => r.serialize(serializer),
+        }
+    }
+}
+
+impl<'de, R: DeserializeOwned> Deserialize<'de> for Outcome<R> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let outcome = match result_type_of(&value).map_err(D::Error::custom)? {
+            None | Some(ResultType::Complete) => serde_json::from_value(value).map(Self::Complete),
+            Some(ResultType::InputRequired) => {
+                serde_json::from_value(value).map(Self::InputRequired)
+            }
+            Some(ResultType::Task) => {
+                serde_json::from_value(value).map(|t| Self::Task(Box::new(t)))
+            }
+            Some(ResultType::Other(other)) => {
+                return Err(D::Error::custom(format_args!(
+                    "unrecognised resultType `{other}`"
+                )));
+            }
+        };
+        outcome.map_err(D::Error::custom)
+    }
+}
+
+/// The `resultType` of a result object, if it has one.
+///
+/// # Errors
+///
+/// When `resultType` is present but not a string.
+pub fn result_type_of(result: &Value) -> Result<Option<ResultType>, serde_json::Error> {
+    match result.get("resultType") {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(ResultType::from_wire(s))),
+        Some(_) => Err(serde_json::Error::custom("`resultType` must be a string")),
+    }
+}
+
+/// The keys 2026-07-28 defines in a request's `_meta`: `RequestMetaObject`.
+///
+/// Params keep `_meta` as a plain object so nothing is lost; read it into
+/// this type when the typed keys are wanted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestMeta {
+    /// Opt-in to progress notifications for this request.
+    #[serde(
+        rename = "progressToken",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub progress_token: Option<ProgressToken>,
+    /// The protocol version of this request (required in 2026-07-28).
+    #[serde(
+        rename = "io.modelcontextprotocol/protocolVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub protocol_version: Option<String>,
+    /// Who the client says it is; advisory only.
+    #[serde(
+        rename = "io.modelcontextprotocol/clientInfo",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub client_info: Option<Implementation>,
+    /// What the client supports for this request (required in 2026-07-28).
+    #[serde(
+        rename = "io.modelcontextprotocol/clientCapabilities",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub client_capabilities: Option<Box<ClientCapabilities>>,
+    /// Opt-in to log notifications at or above this level.
+    #[serde(
+        rename = "io.modelcontextprotocol/logLevel",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub log_level: Option<LoggingLevel>,
+    /// Keys this build does not model (trace context, extensions).
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// The keys 2026-07-28 defines in a notification's `_meta`:
+/// `NotificationMetaObject`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NotificationMeta {
+    /// The `subscriptions/listen` request this notification belongs to.
+    #[serde(
+        rename = "io.modelcontextprotocol/subscriptionId",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub subscription_id: Option<RequestId>,
+    /// Keys this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// The keys 2026-07-28 defines in a result's `_meta`: `ResultMetaObject`
+/// (and `SubscriptionsListenResultMetaObject`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResultMeta {
+    /// Who the server says it is; advisory only.
+    #[serde(
+        rename = "io.modelcontextprotocol/serverInfo",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub server_info: Option<Implementation>,
+    /// On a `subscriptions/listen` result: the subscription it closes.
+    #[serde(
+        rename = "io.modelcontextprotocol/subscriptionId",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub subscription_id: Option<RequestId>,
+    /// Keys this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// Reads a present member as `Some`, even when it is `null`.
+///
+/// With plain `Option<Value>`, serde reads `null` as `None`, and the member
+/// would vanish on the way back out.
+pub(super) fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::adapters::secondary::codec::wire::tools::CallToolResult;
+
+    #[test]
+    fn an_integer_id_stays_an_integer_and_a_float_id_is_refused() -> Result<(), serde_json::Error> {
+        let id: RequestId = serde_json::from_value(json!(7))?;
+        assert_eq!(id, RequestId::Number(7));
+        assert_eq!(serde_json::to_value(&id)?, json!(7));
+        assert!(serde_json::from_value::<RequestId>(json!(7.5)).is_err());
+        assert!(serde_json::from_value::<RequestId>(json!(null)).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_null_error_data_is_written_back() -> Result<(), serde_json::Error> {
+        let wire = json!({ "code": -32603, "message": "x", "data": null });
+        let error: ErrorObject = serde_json::from_value(wire.clone())?;
+        assert_eq!(error.data, Some(Value::Null));
+        assert_eq!(serde_json::to_value(&error)?, wire);
+        Ok(())
+    }
+
+    #[test]
+    fn an_outcome_is_chosen_by_result_type_not_by_shape() -> Result<(), serde_json::Error> {
+        let asking = json!({ "resultType": "input_required", "requestState": "s" });
+        let read: Outcome<CallToolResult> = serde_json::from_value(asking)?;
+        assert!(matches!(read, Outcome::InputRequired(_)));
+
+        let done = json!({ "content": [] });
+        let read: Outcome<CallToolResult> = serde_json::from_value(done)?;
+        assert!(matches!(read, Outcome::Complete(_)));
+
+        let strange = json!({ "resultType": "someday", "content": [] });
+        assert!(serde_json::from_value::<Outcome<CallToolResult>>(strange).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_request_for_one_method_refuses_another() {
+        use crate::adapters::secondary::codec::wire::literals::ToolsCall;
+        let wire = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+        assert!(serde_json::from_value::<Request<ToolsCall>>(wire.clone()).is_err());
+        assert!(serde_json::from_value::<Request>(wire).is_ok());
+    }
+}

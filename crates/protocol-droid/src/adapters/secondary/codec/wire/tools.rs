@@ -1,0 +1,151 @@
+//! Tools: their definitions, `tools/list` and `tools/call`.
+
+use serde::{Deserialize, Serialize};
+
+use super::input::InputResponses;
+use super::jsonrpc_meta::{CacheScope, ResultType};
+use super::tasks::TaskMetadata;
+use crate::domain::ir::{Icon, JsonObject};
+
+/// The answer to `tools/call`: the domain's revision-neutral
+/// [`ToolResult`](crate::domain::ir::ToolResult), which already has the
+/// union of every revision's members.
+pub type CallToolResult = crate::domain::ir::ToolResult;
+
+/// A tool the server offers: `Tool`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    /// Programmatic name.
+    pub name: String,
+    /// Display name (2025-06-18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What the tool does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments. Kept as an object: 2026-07-28 allows
+    /// any 2020-12 keyword, and a bridge must pass the schema on untouched.
+    pub input_schema: JsonObject,
+    /// JSON Schema of `structuredContent` (2025-06-18; any root type from
+    /// 2026-07-28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<JsonObject>,
+    /// Behaviour hints (2025-03-26).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    /// Task support (2025-11-25 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<ToolExecution>,
+    /// Icons (2025-11-25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icons: Option<Vec<Icon>>,
+    /// Tool metadata (2025-06-18).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// Hints about a tool's behaviour (2025-03-26): `ToolAnnotations`.
+///
+/// Untrusted unless the server is; never a basis for a security decision.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolAnnotations {
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Does not modify its environment (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    /// May destroy data (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    /// Repeating a call has no further effect (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    /// Talks to an open world of entities (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// How a tool may be run (2025-11-25 only): `ToolExecution`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolExecution {
+    /// Whether calls may or must be task-augmented (default forbidden).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_support: Option<TaskSupport>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// `ToolExecution.taskSupport` (2025-11-25).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    /// Calls must not be task-augmented.
+    Forbidden,
+    /// Calls may be task-augmented.
+    Optional,
+    /// Calls must be task-augmented.
+    Required,
+}
+
+/// The answer to `tools/list`: `ListToolsResult`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListToolsResult {
+    /// This page of tools.
+    pub tools: Vec<Tool>,
+    /// The cursor for the next page, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// How long the page stays fresh, in milliseconds (2026-07-28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<i64>,
+    /// Who may share a cached copy (2026-07-28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_scope: Option<CacheScope>,
+    /// What kind of result this is (2026-07-28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_type: Option<ResultType>,
+    /// Result metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// Params of `tools/call`: `CallToolRequestParams`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallToolRequestParams {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<JsonObject>,
+    /// Asks for a task instead of a result (2025-11-25 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskMetadata>,
+    /// Answers to the previous round's input requests (2026-07-28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_responses: Option<InputResponses>,
+    /// The previous round's state, echoed byte for byte (2026-07-28).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_state: Option<String>,
+    /// Request metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<JsonObject>,
+    /// Members this build does not model.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
