@@ -242,10 +242,10 @@ impl CapabilitySet {
                 if flag(entry, "listChanged") {
                     set = set.with(list_changed);
                 }
-                if name == "resources" && flag(entry, "subscribe") {
-                    set = set.with(Capability::ResourcesSubscribe);
-                }
             }
+        }
+        if object(caps, "resources").is_some_and(|r| flag(r, "subscribe")) {
+            set = set.with(Capability::ResourcesSubscribe);
         }
         if object(caps, "tasks").is_some() {
             set = set.with(Capability::ServerTasks);

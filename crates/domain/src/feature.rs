@@ -153,6 +153,19 @@ pub enum Requirement {
     Both(Capability, Capability),
 }
 
+impl Requirement {
+    /// Whether the declared capabilities satisfy this requirement.
+    #[must_use]
+    pub const fn met_by(self, client: CapabilitySet, server: CapabilitySet) -> bool {
+        match self {
+            Self::None => true,
+            Self::Client(capability) => client.contains(capability),
+            Self::Server(capability) => server.contains(capability),
+            Self::Both(c, s) => client.contains(c) && server.contains(s),
+        }
+    }
+}
+
 /// Where a feature means anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransportGate {
@@ -185,6 +198,9 @@ pub struct FeatureSpec {
     pub removed: Option<ProtocolVersion>,
     /// What the peers must have declared.
     pub requires: Requirement,
+    /// For a feature that predates the capability later gating it: the
+    /// revision that introduced the gate, and what stood in for it before.
+    pub requires_before: Option<(ProtocolVersion, Requirement)>,
     /// Which transports carry it.
     pub transport: TransportGate,
 }
@@ -279,8 +295,6 @@ impl Feature {
             | Self::Extensions => (V2026_07_28, None, Nothing, Any),
             Self::Sampling => (V2024_11_05, None, Client(C::Sampling), Any),
             Self::SamplingTools => (V2025_11_25, None, Client(C::SamplingTools), Any),
-            // Before 2025-11-25 `includeContext` needed nothing beyond sampling;
-            // `resolve` reads this row's capability only from that revision on.
             Self::SamplingIncludeContext => (V2024_11_05, None, Client(C::SamplingContext), Any),
             Self::Elicitation => (V2025_06_18, None, Client(C::Elicitation), Any),
             Self::ElicitationUrl => (V2025_11_25, None, Client(C::ElicitationUrl), Any),
@@ -299,8 +313,6 @@ impl Feature {
                 Any,
             ),
             Self::Logging => (V2024_11_05, None, Server(C::Logging), Any),
-            // 2024-11-05 had `completion/complete` but no capability to gate it;
-            // `resolve` reads this row's capability only from 2025-03-26 on.
             Self::Completions => (V2024_11_05, None, Server(C::Completions), Any),
             Self::CompletionContext => (V2025_06_18, None, Server(C::Completions), Any),
             Self::Prompts => (V2024_11_05, None, Server(C::Prompts), Any),
@@ -336,10 +348,19 @@ impl Feature {
             Self::RoutingHeaders => (V2026_07_28, None, Nothing, StreamableHttp),
             Self::Authorization => (V2025_03_26, None, Nothing, Http),
         };
+        let requires_before = match self {
+            // `includeContext` needed nothing beyond sampling until
+            // 2025-11-25 added `sampling.context`.
+            Self::SamplingIncludeContext => Some((V2025_11_25, Client(C::Sampling))),
+            // 2024-11-05 had `completion/complete` but no capability gating it.
+            Self::Completions => Some((V2025_03_26, Nothing)),
+            _ => None,
+        };
         FeatureSpec {
             introduced,
             removed,
             requires,
+            requires_before,
             transport,
         }
     }
@@ -365,21 +386,12 @@ impl Feature {
         client: CapabilitySet,
         server: CapabilitySet,
     ) -> bool {
-        // Two rows predate the capability that later gated them; before it
-        // existed, what stood in for it decides.
-        match self {
-            Self::SamplingIncludeContext if version < ProtocolVersion::V2025_11_25 => {
-                return client.contains(Capability::Sampling);
-            }
-            Self::Completions if version < ProtocolVersion::V2025_03_26 => return true,
-            _ => {}
-        }
-        match self.spec().requires {
-            Requirement::None => true,
-            Requirement::Client(capability) => client.contains(capability),
-            Requirement::Server(capability) => server.contains(capability),
-            Requirement::Both(c, s) => client.contains(c) && server.contains(s),
-        }
+        let spec = self.spec();
+        let requirement = match spec.requires_before {
+            Some((gated_from, earlier)) if version < gated_from => earlier,
+            _ => spec.requires,
+        };
+        requirement.met_by(client, server)
     }
 
     const fn bit(self) -> u64 {

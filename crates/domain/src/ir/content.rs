@@ -306,7 +306,7 @@ pub struct ToolResultContent {
     /// Structured output; a present `null` is kept as `Some(Value::Null)`.
     #[serde(
         default,
-        deserialize_with = "present",
+        deserialize_with = "super::present",
         skip_serializing_if = "Option::is_none"
     )]
     pub structured_content: Option<Value>,
@@ -387,6 +387,20 @@ impl ContentBlock {
         }
     }
 
+    /// The block's own `_meta`, if its kind is modelled and it has one.
+    #[must_use]
+    pub const fn meta(&self) -> Option<&JsonObject> {
+        match self {
+            Self::Text(b) => b.meta.as_ref(),
+            Self::Image(b) | Self::Audio(b) => b.meta.as_ref(),
+            Self::Resource(b) => b.meta.as_ref(),
+            Self::ResourceLink(b) => b.meta.as_ref(),
+            Self::ToolUse(b) => b.meta.as_ref(),
+            Self::ToolResult(b) => b.meta.as_ref(),
+            Self::Unknown(_) => None,
+        }
+    }
+
     /// The block's own `_meta`, mutably, if its kind is modelled.
     pub const fn meta_mut(&mut self) -> Option<&mut Option<JsonObject>> {
         match self {
@@ -436,16 +450,7 @@ impl ContentBlock {
         {
             needs = needs.with(Feature::AnnotationsLastModified);
         }
-        let has_meta = match self {
-            Self::Text(b) => b.meta.is_some(),
-            Self::Image(b) | Self::Audio(b) => b.meta.is_some(),
-            Self::Resource(b) => b.meta.is_some(),
-            Self::ResourceLink(b) => b.meta.is_some(),
-            Self::ToolUse(b) => b.meta.is_some(),
-            Self::ToolResult(b) => b.meta.is_some(),
-            Self::Unknown(_) => false,
-        };
-        if has_meta {
+        if self.meta().is_some() {
             needs = needs.with(Feature::EntityMeta);
         }
         needs
@@ -509,16 +514,6 @@ impl<'de> Deserialize<'de> for ContentBlock {
             _ => Self::ToolResult(body(map)?),
         })
     }
-}
-
-/// Reads a member that is there, even as `null`, as `Some`.
-///
-/// `Option<Value>` would otherwise read `null` as absent, and 2026-07-28 allows
-/// `null` as structured content: dropping it would change what a peer said.
-pub(crate) fn present<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(deserializer).map(Some)
 }
 
 fn take_string<E: serde::de::Error>(map: &mut JsonObject, key: &str) -> Result<Option<String>, E> {

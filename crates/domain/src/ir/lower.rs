@@ -152,20 +152,12 @@ pub fn lower_tool_result(
     version: ProtocolVersion,
     policy: DegradePolicy,
 ) -> Result<(ToolResult, TranslationReport), LowerError> {
-    let mut report = TranslationReport::new(version);
     let refuse = |feature| LowerError::FeatureUnavailable { feature, version };
-    let permit = |feature| {
-        if policy.permits(feature) {
-            Ok(())
-        } else {
-            Err(refuse(feature))
-        }
-    };
+    let needs = value.required_features();
 
-    if !profile.allows(Feature::ToolResultType) && value.result_type.is_some() {
+    if value.result_type.is_some() && !profile.allows(Feature::ToolResultType) {
         if !value.is_complete() {
             // An interim result has no form an older client could act on.
-            let needs = value.required_features();
             let feature = [Feature::MultiRoundTrip, Feature::TasksExtension]
                 .into_iter()
                 .find(|f| needs.contains(*f))
@@ -175,27 +167,38 @@ pub fn lower_tool_result(
         value.result_type = None;
     }
 
-    // Decide everything before changing anything, so a refusal part-way
-    // through leaves no half-lowered value behind even internally.
-    let missing = value.required_features().missing_from(*profile);
-    for feature in missing.iter() {
-        match feature {
-            Feature::SamplingTools | Feature::MultiRoundTrip | Feature::TasksExtension => {
-                return Err(refuse(feature));
-            }
-            _ => permit(feature)?,
-        }
-    }
-    if missing.is_empty() {
-        return Ok((value, report));
+    // `resultType` is settled above: allowed, or a `complete` dropped. Every
+    // other missing feature is decided before anything changes, so a refusal
+    // never leaves a half-lowered value behind.
+    let missing = needs
+        .missing_from(*profile)
+        .without(Feature::ToolResultType);
+    if let Some(feature) = missing
+        .iter()
+        .find(|f| !has_lossy_form(*f) || !policy.permits(*f))
+    {
+        return Err(refuse(feature));
     }
 
-    lower_structured(&mut value, profile, &mut report);
-    value.content = core::mem::take(&mut value.content)
-        .into_iter()
-        .map(|block| lower_block(block, profile, &mut report))
-        .collect();
+    let mut report = TranslationReport::new(version);
+    if !missing.is_empty() {
+        lower_structured(&mut value, profile, &mut report);
+        value.content = core::mem::take(&mut value.content)
+            .into_iter()
+            .map(|block| lower_block(block, profile, &mut report))
+            .collect();
+    }
     Ok((value, report))
+}
+
+/// Whether losing `feature` from a tool result leaves something a client can
+/// still read. Tool blocks belong in sampling, not here, and a result asking
+/// for input or deferring to a task means nothing once flattened.
+const fn has_lossy_form(feature: Feature) -> bool {
+    !matches!(
+        feature,
+        Feature::SamplingTools | Feature::MultiRoundTrip | Feature::TasksExtension
+    )
 }
 
 fn lower_structured(

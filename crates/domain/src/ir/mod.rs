@@ -26,3 +26,20 @@ pub use crate::feature::FeatureSet;
 /// A JSON object, as every open-ended part of MCP (`_meta`, capabilities,
 /// arguments) is.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+/// Reads a member that is there, even as `null`, as `Some`.
+///
+/// For `#[serde(deserialize_with = "present")]` on an `Option` field. Plain
+/// `Option<T>` reads `null` as absent, so a peer's explicit `null` (allowed as
+/// structured content and as error data) would vanish on the way back out.
+///
+/// # Errors
+///
+/// Whatever reading a `T` fails with.
+pub fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}

@@ -24,7 +24,7 @@ pub struct ToolResult {
     /// so a present `null` is kept as `Some(Value::Null)`).
     #[serde(
         default,
-        deserialize_with = "super::content::present",
+        deserialize_with = "super::present",
         skip_serializing_if = "Option::is_none"
     )]
     pub structured_content: Option<Value>,

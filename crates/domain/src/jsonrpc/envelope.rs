@@ -245,10 +245,7 @@ impl Message {
                 }
                 match outcome {
                     Ok(result) => map.insert("result".to_owned(), result.clone()),
-                    Err(error) => map.insert(
-                        "error".to_owned(),
-                        serde_json::to_value(error).unwrap_or(Value::Null),
-                    ),
+                    Err(error) => map.insert("error".to_owned(), error.to_json()),
                 };
             }
         }

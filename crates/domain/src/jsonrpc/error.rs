@@ -98,6 +98,18 @@ impl ErrorObject {
         }
     }
 
+    /// The error object as JSON; infallible, unlike a general serialiser.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        map.insert("code".to_owned(), Value::from(self.code.0));
+        map.insert("message".to_owned(), Value::String(self.message.clone()));
+        if let Some(data) = &self.data {
+            map.insert("data".to_owned(), data.clone());
+        }
+        Value::Object(map)
+    }
+
     /// This error, carrying `data`.
     #[must_use]
     pub fn with_data(mut self, data: Value) -> Self {

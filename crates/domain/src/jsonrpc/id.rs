@@ -85,13 +85,18 @@ impl<'de> Deserialize<'de> for RequestId {
 /// `id` is `null` (2025-11-25 also allows omitting it). Those are different
 /// from each other and from a real id, and a peer that routes replies needs to
 /// tell them apart.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// As a serde field it wants `#[serde(default, skip_serializing_if =
+/// "ResponseId::is_absent")]`: absent reads as [`Self::Absent`] and is not
+/// written, `null` reads and writes as [`Self::Null`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ResponseId {
     /// The id of the request being answered.
     Id(RequestId),
     /// `"id": null`: the request's id was unreadable.
     Null,
     /// No `id` member at all.
+    #[default]
     Absent,
 }
 
@@ -102,6 +107,36 @@ impl ResponseId {
         match self {
             Self::Id(id) => Some(id),
             Self::Null | Self::Absent => None,
+        }
+    }
+}
+
+impl ResponseId {
+    /// Whether there was no `id` member at all.
+    #[must_use]
+    pub const fn is_absent(&self) -> bool {
+        matches!(self, Self::Absent)
+    }
+}
+
+impl Serialize for ResponseId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Id(id) => id.serialize(serializer),
+            // `Absent` only reaches here when a field forgot to skip it; the
+            // nearest thing JSON-RPC has to "no id" is `null`.
+            Self::Null | Self::Absent => serializer.serialize_unit(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ResponseId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::Null => Ok(Self::Null),
+            other => RequestId::from_json(&other).map(Self::Id).ok_or_else(|| {
+                serde::de::Error::custom("a response id is a string, an integer or null")
+            }),
         }
     }
 }
@@ -124,6 +159,16 @@ mod tests {
             RequestId::from_json(&json!("1")),
             RequestId::from_json(&json!(1))
         );
+    }
+
+    #[test]
+    fn a_null_response_id_reads_and_writes_as_null() -> Result<(), serde_json::Error> {
+        let id: ResponseId = serde_json::from_value(json!(null))?;
+        assert_eq!(id, ResponseId::Null);
+        assert_eq!(serde_json::to_value(&id)?, json!(null));
+        let id: ResponseId = serde_json::from_value(json!("a"))?;
+        assert_eq!(id, ResponseId::Id(RequestId::String("a".to_owned())));
+        Ok(())
     }
 
     #[test]

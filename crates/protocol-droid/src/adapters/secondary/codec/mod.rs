@@ -15,7 +15,7 @@ pub mod v2025_11_25;
 pub mod v2026_07_28;
 pub mod wire;
 
-pub use revision::{CACHEABLE_METHODS, ReadError, RevisionCodec, SERVER_INFO_META, Sender};
+pub use revision::{CACHEABLE_METHODS, ReadError, RevisionCodec, Sender};
 
 use crate::domain::ProtocolVersion;
 

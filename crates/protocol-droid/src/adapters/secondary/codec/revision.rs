@@ -7,8 +7,10 @@
 //! `resultType` and cache hints; a legacy one must not depend on them). The
 //! per-revision modules beside this one each hold one such description.
 
+use serde::Deserialize as _;
 use serde_json::{Map, Value};
 
+use super::wire::jsonrpc_meta::ResultMeta;
 use super::wire::message::{ClientNotification, ClientRequest, ServerNotification, ServerRequest};
 
 use crate::domain::ir::lower::{LowerError, TranslationReport, lower_tool_result};
@@ -17,9 +19,6 @@ use crate::domain::{
     CapabilitySet, DegradePolicy, Era, FeatureProfile, Negotiation, ProtocolVersion, TransportKind,
     resolve,
 };
-
-/// The `_meta` key a 2026-07-28 result names its server under.
-pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
 
 /// The methods whose 2026-07-28 results are cacheable and carry `ttlMs` and
 /// `cacheScope`.
@@ -192,7 +191,7 @@ impl RevisionCodec {
     /// untouched. A block of an unknown type is read, and kept whole.
     #[must_use]
     pub fn lift_tool_result(&self, wire: &Value) -> Option<ToolResult> {
-        serde_json::from_value(wire.clone()).ok()
+        ToolResult::deserialize(wire).ok()
     }
 
     /// Writes `value` as a `CallToolResult` of this revision, lowering what it
@@ -251,27 +250,15 @@ impl RevisionCodec {
         }
     }
 
-    /// Checks the `_meta` keys this revision gives a type to.
+    /// Checks the `_meta` keys this revision gives a type to
+    /// (`ResultMetaObject`: `serverInfo` is an `Implementation`, ...).
     fn check_result_meta(&self, meta: Option<&JsonObject>) -> Result<(), LowerError> {
-        if self.version.era() != Era::Modern {
-            return Ok(());
-        }
-        let Some(info) = meta.and_then(|m| m.get(SERVER_INFO_META)) else {
+        let Some(meta) = meta.filter(|_| self.version.era() == Era::Modern) else {
             return Ok(());
         };
-        let fits = info.as_object().is_some_and(|o| {
-            o.get("name").is_some_and(Value::is_string)
-                && o.get("version").is_some_and(Value::is_string)
-        });
-        if fits {
-            Ok(())
-        } else {
-            Err(LowerError::FieldNotRepresentable {
-                field: format!("_meta.{SERVER_INFO_META}"),
-                version: self.version,
-                reason: "an Implementation needs a string name and version".to_owned(),
-            })
-        }
+        ResultMeta::deserialize(Value::Object(meta.clone()))
+            .map(drop)
+            .map_err(|e| self.unwritable("_meta", &e))
     }
 
     fn unwritable(&self, field: &str, why: &dyn core::fmt::Display) -> LowerError {

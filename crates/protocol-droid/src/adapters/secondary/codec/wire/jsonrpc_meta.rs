@@ -23,6 +23,7 @@ use crate::domain::ir::{
 
 /// A request id, shared with the domain's JSON-RPC layer.
 pub use crate::domain::jsonrpc::RequestId;
+use crate::domain::jsonrpc::ResponseId;
 
 /// A progress token: a string or a number (the spec does not say integer).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -109,15 +110,16 @@ pub struct ResultResponse<R = Value> {
 
 /// A JSON-RPC error response: `{jsonrpc, id?, error}`.
 ///
-/// `id` is optional from 2025-11-25 (the request's id could not be read).
-/// JSON-RPC 2.0 writes such an id as `null`; that is read as absent.
+/// When the request's id could not be read, JSON-RPC 2.0 writes `"id":
+/// null` and 2025-11-25 also allows leaving `id` out; the two are kept apart
+/// so an error is written back as the peer wrote it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorResponse<D = Value> {
     /// Always `"2.0"`.
     pub jsonrpc: JsonRpcVersion,
-    /// The id of the request this answers, when it could be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<RequestId>,
+    /// The id of the request this answers, `null`, or absent.
+    #[serde(default, skip_serializing_if = "ResponseId::is_absent")]
+    pub id: ResponseId,
     /// The error.
     pub error: ErrorObject<D>,
     /// Members this build does not model.
@@ -139,7 +141,7 @@ pub struct ErrorObject<D = Value> {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "present"
+        deserialize_with = "crate::domain::ir::present"
     )]
     pub data: Option<D>,
     /// Members this build does not model.
@@ -432,24 +434,25 @@ pub struct ResultMeta {
     pub extra: JsonObject,
 }
 
-/// Reads a present member as `Some`, even when it is `null`.
-///
-/// With plain `Option<Value>`, serde reads `null` as `None`, and the member
-/// would vanish on the way back out.
-pub(super) fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(deserializer).map(Some)
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
     use crate::adapters::secondary::codec::wire::tools::CallToolResult;
+
+    #[test]
+    fn an_error_with_a_null_id_is_written_back_with_a_null_id() -> Result<(), serde_json::Error> {
+        for wire in [
+            json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32700, "message": "x" } }),
+            json!({ "jsonrpc": "2.0", "error": { "code": -32700, "message": "x" } }),
+            json!({ "jsonrpc": "2.0", "id": 3, "error": { "code": -32601, "message": "x" } }),
+        ] {
+            let read: ErrorResponse = serde_json::from_value(wire.clone())?;
+            assert_eq!(serde_json::to_value(&read)?, wire);
+        }
+        Ok(())
+    }
 
     #[test]
     fn an_integer_id_stays_an_integer_and_a_float_id_is_refused() -> Result<(), serde_json::Error> {
