@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every check the project runs: formatting, lints, tests (unit, integration,
-# property, doc) and the documentation build. CI runs exactly this.
+# property, doc), the official SDK clients against `droid serve` (which
+# tests/interop/setup.sh installs: npm packages and a Python venv), and the
+# documentation build. CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +24,12 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
 
+step "interoperability: the official SDK clients against droid serve"
+interop_log=$(mktemp)
+trap 'rm -f "$log" "$interop_log"' EXIT
+cargo build --locked -p droid
+bash tests/interop/run.sh 2>&1 | tee "$interop_log" || true
+
 step "cargo doc (warnings denied)"
 cargo doc --workspace --no-deps --locked
 
@@ -29,5 +37,12 @@ cargo doc --workspace --no-deps --locked
 # whole run at a glance.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
+# The interop runner ends with its own total; a run that printed none failed.
+interop=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$interop_log" | tail -n 1)
+if [ -z "$interop" ]; then
+    interop="0 passed, 1 failed"
+fi
+passed=$((passed + $(echo "$interop" | awk '{print $1}')))
+failed=$((failed + $(echo "$interop" | awk '{print $3}')))
 printf '\n%s passed, %s failed\n' "$passed" "$failed"
 [ "$failed" -eq 0 ]

@@ -48,10 +48,12 @@
 //! lives in `protocol-droid`, which re-exports this crate as
 //! `protocol_droid::domain`.
 
+pub mod canonical;
 pub mod capability;
 pub mod feature;
 pub mod ir;
 pub mod jsonrpc;
+pub mod logging;
 pub mod negotiation;
 pub mod policy;
 pub mod session;
@@ -60,6 +62,7 @@ pub mod version;
 
 pub use capability::{Capability, CapabilitySet};
 pub use feature::{Feature, FeatureProfile, FeatureSet};
+pub use logging::LoggingLevel;
 pub use negotiation::{Leg, Negotiation, resolve};
 pub use policy::DegradePolicy;
 pub use session::SessionId;

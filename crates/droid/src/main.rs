@@ -3,8 +3,11 @@
 //! This is the only place in the project that uses `anyhow` and prints to the
 //! terminal; everything it does is a call into the `protocol-droid` library.
 
+mod fixture;
+
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
 use protocol_droid::domain::{
     CapabilitySet, Feature, Negotiation, ProtocolVersion, TransportKind, resolve,
 };
@@ -19,10 +22,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Describe the built-in fixture server this build will serve.
+    /// Serve the built-in fixture server (the conformance suite's fixture).
     ///
-    /// The server runtime is not part of this build yet; this prints what
-    /// `droid serve` is going to do and exits successfully.
+    /// On stdio by default: newline-delimited JSON-RPC on stdin and stdout,
+    /// logs on stderr, answering both the legacy handshake and 2026-07-28.
     Serve {
         /// Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.
         #[arg(long, value_name = "HOST:PORT")]
@@ -58,11 +61,41 @@ impl From<Transport> for TransportKind {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let mut out = std::io::stdout().lock();
+    // stdout carries protocol frames; every log line goes to stderr.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DROID_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
     match cli.command {
-        Command::Serve { listen, revisions } => serve_plan(&mut out, listen, &revisions),
-        Command::Revisions { transport } => revision_table(&mut out, transport.into()),
+        Command::Serve { listen, revisions } => serve(listen, &revisions),
+        Command::Revisions { transport } => {
+            revision_table(&mut std::io::stdout().lock(), transport.into())
+        }
     }
+}
+
+fn serve(listen: Option<String>, revisions: &[String]) -> anyhow::Result<()> {
+    let offered = offered(revisions)?;
+    if let Some(addr) = listen {
+        anyhow::bail!(
+            "--listen {addr}: this build serves stdio only; the Streamable HTTP transport is not in it"
+        );
+    }
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let server = fixture::server(&offered).context("building the fixture server")?;
+        stdio::serve(
+            server,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            StdioOptions::default(),
+        )
+        .await
+        .context("serving stdio")
+    })
 }
 
 fn offered(revisions: &[String]) -> anyhow::Result<Vec<ProtocolVersion>> {
@@ -73,35 +106,6 @@ fn offered(revisions: &[String]) -> anyhow::Result<Vec<ProtocolVersion>> {
         .iter()
         .map(|r| r.parse::<ProtocolVersion>().context("--revisions"))
         .collect()
-}
-
-fn serve_plan(
-    out: &mut impl std::io::Write,
-    listen: Option<String>,
-    revisions: &[String],
-) -> anyhow::Result<()> {
-    let offered = offered(revisions)?;
-    let names: Vec<&str> = offered.iter().map(|v| v.as_str()).collect();
-    let transport = listen.map_or_else(
-        || "stdio".to_owned(),
-        |addr| format!("Streamable HTTP at http://{addr}/mcp and HTTP+SSE at /sse"),
-    );
-    writeln!(out, "droid serve: the built-in MCP fixture server")?;
-    writeln!(out, "  transport: {transport}")?;
-    writeln!(out, "  revisions: {}", names.join(", "))?;
-    writeln!(
-        out,
-        "This build carries the protocol core (revisions, negotiation, codecs, translation);"
-    )?;
-    writeln!(
-        out,
-        "the server runtime that answers on this transport is not part of it yet."
-    )?;
-    writeln!(
-        out,
-        "Run `droid revisions` to see what each revision allows."
-    )?;
-    Ok(())
 }
 
 fn revision_table(out: &mut impl std::io::Write, transport: TransportKind) -> anyhow::Result<()> {

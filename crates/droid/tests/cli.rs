@@ -1,6 +1,7 @@
 //! The command line, run as a user runs it.
 
-use std::process::{Command, Output};
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
 
 type TestError = Box<dyn std::error::Error>;
 
@@ -10,14 +11,42 @@ fn droid(args: &[&str]) -> Result<Output, TestError> {
         .output()?)
 }
 
+/// Runs `droid` with `input` on stdin, which then closes.
+fn droid_with_input(args: &[&str], input: &str) -> Result<Output, TestError> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .ok_or("no stdin")?
+        .write_all(input.as_bytes())?;
+    Ok(child.wait_with_output()?)
+}
+
 #[test]
-fn serve_says_what_it_will_serve_and_exits_cleanly() -> Result<(), TestError> {
-    let out = droid(&["serve"])?;
+fn serve_answers_on_stdio_and_exits_cleanly_when_input_ends() -> Result<(), TestError> {
+    let out = droid_with_input(
+        &["serve"],
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_simple_text"}}"#,
+            "\n"
+        ),
+    )?;
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout)?;
-    assert!(text.contains("transport: stdio"), "{text}");
+    let replies: Vec<serde_json::Value> = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(replies.len(), 2, "{text}");
     assert!(
-        text.contains("2024-11-05") && text.contains("2026-07-28"),
+        text.contains("This is a simple text response for testing."),
         "{text}"
     );
     Ok(())
@@ -25,17 +54,24 @@ fn serve_says_what_it_will_serve_and_exits_cleanly() -> Result<(), TestError> {
 
 #[test]
 fn serve_restricted_to_one_revision_offers_only_that_one() -> Result<(), TestError> {
-    let out = droid(&[
-        "serve",
-        "--revisions",
-        "2025-11-25",
-        "--listen",
-        "127.0.0.1:0",
-    ])?;
+    let out = droid_with_input(
+        &["serve", "--revisions", "2025-06-18"],
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            "\n"
+        ),
+    )?;
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout)?;
-    assert!(text.contains("revisions: 2025-11-25\n"), "{text}");
-    assert!(text.contains("http://127.0.0.1:0/mcp"), "{text}");
+    assert!(text.contains(r#""protocolVersion":"2025-06-18""#), "{text}");
+    Ok(())
+}
+
+#[test]
+fn serve_over_http_is_refused_by_name_in_this_build() -> Result<(), TestError> {
+    let out = droid(&["serve", "--listen", "127.0.0.1:0"])?;
+    assert!(!out.status.success());
+    assert!(String::from_utf8(out.stderr)?.contains("--listen"));
     Ok(())
 }
 

@@ -5,3 +5,4 @@
 //! the adapters supply the rest.
 
 pub mod bridge;
+pub mod server;

@@ -6,29 +6,7 @@ use serde_json::Value;
 
 use crate::domain::ir::JsonObject;
 
-/// A syslog severity (RFC 5424), least to most severe: `LoggingLevel`.
-///
-/// Closed: the spec answers an unknown level with invalid params.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LoggingLevel {
-    /// Debugging detail.
-    Debug,
-    /// Informational.
-    Info,
-    /// Normal but significant.
-    Notice,
-    /// A warning.
-    Warning,
-    /// An error.
-    Error,
-    /// A critical condition.
-    Critical,
-    /// Action must be taken immediately.
-    Alert,
-    /// The system is unusable.
-    Emergency,
-}
+pub use crate::domain::LoggingLevel;
 
 /// Params of `logging/setLevel` (2024-11-05 to 2025-11-25):
 /// `SetLevelRequestParams`.

@@ -1,0 +1,3 @@
+//! Primary (driving) adapters: the transports that bring requests in.
+
+pub mod stdio;

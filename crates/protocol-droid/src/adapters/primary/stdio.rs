@@ -1,0 +1,458 @@
+//! The stdio transport: newline-delimited JSON-RPC on a pair of byte streams.
+//!
+//! One reader task cuts the input into bounded lines and answers what it can
+//! at once (malformed frames, responses to the server's own requests,
+//! cancellations); every request runs in its own task, so a slow tool never
+//! holds up another request; one writer task owns the output, so frames never
+//! interleave. Nothing but protocol messages is written to the output: logs
+//! go to stderr through `tracing`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::application::server::context::{
+    CallbackExchange, DynFrameSink, ExchangeError, RequestContext,
+};
+use crate::application::server::dispatch::{Connection, Server};
+use crate::domain::TransportKind;
+use crate::domain::jsonrpc::framing::{
+    DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, nesting_depth,
+};
+use crate::domain::jsonrpc::{
+    EnvelopeError, ErrorCode, ErrorObject, Incoming, Message, Notification, Request, RequestId,
+    Response, ResponseId, parse,
+};
+
+/// Limits for one stdio connection. Every one is bounded by default.
+#[derive(Clone, Copy, Debug)]
+pub struct StdioOptions {
+    /// The longest line accepted, in bytes (16 MiB by default).
+    pub max_line: usize,
+    /// The deepest nesting of arrays and objects accepted (64 by default).
+    pub max_depth: usize,
+    /// How many outgoing frames may wait for the writer (1024 by default).
+    pub queue: usize,
+    /// How many requests may run at once (256 by default); more are refused.
+    pub max_in_flight: usize,
+    /// How long a server-initiated request waits for the client (60 s).
+    pub exchange_timeout: Duration,
+    /// How long in-flight requests may finish after the input ends (5 s).
+    pub drain: Duration,
+}
+
+impl Default for StdioOptions {
+    fn default() -> Self {
+        Self {
+            max_line: DEFAULT_MAX_LINE,
+            max_depth: DEFAULT_MAX_DEPTH,
+            queue: 1024,
+            max_in_flight: 256,
+            exchange_timeout: Duration::from_secs(60),
+            drain: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Frames waiting to be written, as JSON values (a batch answer is an array).
+#[derive(Clone, Debug)]
+struct Outbox(mpsc::Sender<Value>);
+
+impl Outbox {
+    fn message(&self, message: &Message) -> bool {
+        self.0.try_send(message.to_value()).is_ok()
+    }
+
+    /// Answers are never dropped for want of queue space: the request's
+    /// task waits for the writer instead.
+    async fn answer(&self, value: Value) {
+        if self.0.send(value).await.is_err() {
+            tracing::debug!("output closed before an answer could be written");
+        }
+    }
+}
+
+impl DynFrameSink for Outbox {
+    fn send(&self, message: Message) -> bool {
+        self.message(&message)
+    }
+}
+
+type Pending = Arc<Mutex<HashMap<RequestId, oneshot::Sender<Result<Value, ErrorObject>>>>>;
+
+/// Server-initiated requests over the same streams, answered by the reader.
+#[derive(Debug)]
+struct StdioExchange {
+    outbox: Outbox,
+    pending: Pending,
+    next: AtomicU64,
+    timeout: Duration,
+}
+
+impl CallbackExchange for StdioExchange {
+    async fn exchange(&self, method: &str, params: Value) -> Result<Value, ExchangeError> {
+        // A prefix no client would use, so our ids never collide with the
+        // client's own in a log.
+        let id = RequestId::String(format!(
+            "droid-{}",
+            self.next.fetch_add(1, Ordering::Relaxed)
+        ));
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.insert(id.clone(), tx);
+        }
+        let request = Message::Request(Request {
+            id: id.clone(),
+            method: method.to_owned(),
+            params: Some(params),
+        });
+        self.outbox.answer(request.to_value()).await;
+        let outcome = tokio::time::timeout(self.timeout, rx).await;
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.remove(&id);
+        }
+        match outcome {
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(error))) => Err(ExchangeError::Peer(error)),
+            Ok(Err(_)) => Err(ExchangeError::Closed),
+            Err(_) => Err(ExchangeError::TimedOut),
+        }
+    }
+}
+
+/// Serves `server` on `input` and `output` until the input ends.
+///
+/// # Errors
+///
+/// An I/O error reading the input. Malformed input is never an error here:
+/// it is answered on the output and the connection goes on.
+pub async fn serve<R, W>(
+    server: Server,
+    mut input: R,
+    output: W,
+    options: StdioOptions,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(options.queue.max(1));
+    let outbox = Outbox(tx);
+    let writer = tokio::spawn(write_frames(rx, output));
+    let pending: Pending = Arc::default();
+    let exchange = Arc::new(StdioExchange {
+        outbox: outbox.clone(),
+        pending: Arc::clone(&pending),
+        next: AtomicU64::new(1),
+        timeout: options.exchange_timeout,
+    });
+    let connection =
+        Arc::new(server.connect(TransportKind::Stdio, exchange, Arc::new(outbox.clone())));
+    let notifier = tokio::spawn(forward_changes(
+        server.clone(),
+        Arc::clone(&connection),
+        outbox.clone(),
+    ));
+
+    let mut reader = Reader {
+        connection,
+        outbox: outbox.clone(),
+        pending,
+        tasks: JoinSet::new(),
+        in_flight: InFlight::default(),
+        options,
+    };
+    let mut framer = LineFramer::new(options.max_line);
+    let mut buffer = vec![0u8; 64 * 1024];
+    let read_error = loop {
+        let read = match input.read(&mut buffer).await {
+            Ok(0) => break None,
+            Ok(n) => n,
+            Err(e) => break Some(e),
+        };
+        for frame in framer.push(buffer.get(..read).unwrap_or_default()) {
+            reader.frame(frame).await;
+        }
+        reader.reap();
+    };
+    if let Some(Ok(last)) = framer.finish() {
+        reader.frame(Ok(last)).await;
+    }
+    reader.drain().await;
+    notifier.abort();
+    drop(reader);
+    drop(outbox);
+    // The writer ends once every sender (the tasks', the sinks') is gone.
+    if writer.await.is_err() {
+        tracing::warn!("the stdio writer ended abnormally");
+    }
+    read_error.map_or(Ok(()), Err)
+}
+
+async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Value>, mut output: W) {
+    while let Some(value) = rx.recv().await {
+        let mut line = value.to_string().into_bytes();
+        line.push(b'\n');
+        if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+            tracing::debug!("output closed; dropping the rest");
+            return;
+        }
+    }
+}
+
+/// Tells a legacy session about changes to what is offered.
+async fn forward_changes(server: Server, connection: Arc<Connection>, outbox: Outbox) {
+    let mut changes = server.changes();
+    loop {
+        match changes.recv().await {
+            Ok(change) => {
+                if let Some(message) = connection.legacy_notification(&change) {
+                    let _queued = outbox.message(&message);
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+struct Reader {
+    connection: Arc<Connection>,
+    outbox: Outbox,
+    pending: Pending,
+    tasks: JoinSet<()>,
+    /// Requests still running. A task removes itself before it answers, so
+    /// a client that sends its next request on reading the answer never
+    /// finds the old id still "in flight".
+    in_flight: InFlight,
+    options: StdioOptions,
+}
+
+type InFlight = Arc<Mutex<HashMap<RequestId, AbortHandle>>>;
+
+impl Reader {
+    async fn frame(&mut self, frame: Result<Vec<u8>, crate::domain::jsonrpc::framing::FrameError>) {
+        let bytes = match frame {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::warn!("{e}");
+                return self.refuse(ErrorCode::INVALID_REQUEST, e.to_string()).await;
+            }
+        };
+        if nesting_depth(&bytes, self.options.max_depth) > self.options.max_depth {
+            let message = format!(
+                "message nested deeper than {} levels",
+                self.options.max_depth
+            );
+            return self.refuse(ErrorCode::INVALID_REQUEST, message).await;
+        }
+        match parse(&bytes) {
+            Err(e) => self.outbox.answer(refusal(&e)).await,
+            Ok(Incoming::Single(message)) => {
+                if let Some(answer) = self.message(message).await {
+                    self.outbox.answer(answer.to_value()).await;
+                }
+            }
+            Ok(Incoming::Batch(items)) => self.batch(items).await,
+        }
+    }
+
+    async fn refuse(&self, code: ErrorCode, message: String) {
+        let response = Response {
+            id: ResponseId::Null,
+            outcome: Err(ErrorObject::new(code, message)),
+        };
+        self.outbox
+            .answer(Message::Response(response).to_value())
+            .await;
+    }
+
+    /// Handles one message; answers at once only what needs no handler.
+    async fn message(&mut self, message: Message) -> Option<Message> {
+        match message {
+            // Served before the next frame is read, so a request pipelined
+            // right behind the handshake finds the session in place.
+            Message::Request(request) if request.method == "initialize" => {
+                let id = request.id.clone();
+                let outcome = self
+                    .connection
+                    .handle(request, RequestContext::default())
+                    .await;
+                Some(Message::Response(Response {
+                    id: ResponseId::Id(id),
+                    outcome,
+                }))
+            }
+            Message::Request(request) => self.request(request),
+            Message::Notification(notification) => {
+                self.notification(&notification);
+                None
+            }
+            Message::Response(response) => {
+                self.response(response);
+                None
+            }
+        }
+    }
+
+    fn request(&mut self, request: Request) -> Option<Message> {
+        let id = request.id.clone();
+        let refuse = |message: String| {
+            Some(Message::Response(Response {
+                id: ResponseId::Id(id.clone()),
+                outcome: Err(ErrorObject::new(ErrorCode::INVALID_REQUEST, message)),
+            }))
+        };
+        // Held across the spawn, so the task cannot remove its entry before
+        // it has been inserted.
+        let Ok(mut in_flight) = self.in_flight.lock() else {
+            return refuse("the in-flight table is unavailable".to_owned());
+        };
+        if in_flight.contains_key(&id) {
+            return refuse(format!("request id {id} is already in flight"));
+        }
+        if in_flight.len() >= self.options.max_in_flight {
+            return refuse(format!(
+                "more than {} requests in flight",
+                self.options.max_in_flight
+            ));
+        }
+        let connection = Arc::clone(&self.connection);
+        let outbox = self.outbox.clone();
+        let table = Arc::clone(&self.in_flight);
+        let task_id = id.clone();
+        let handle = self.tasks.spawn(async move {
+            let outcome = connection.handle(request, RequestContext::default()).await;
+            if let Ok(mut table) = table.lock() {
+                table.remove(&task_id);
+            }
+            let response = Response {
+                id: ResponseId::Id(task_id),
+                outcome,
+            };
+            outbox.answer(Message::Response(response).to_value()).await;
+        });
+        in_flight.insert(id, handle);
+        None
+    }
+
+    fn notification(&mut self, notification: &Notification) {
+        match notification.method.as_str() {
+            "notifications/cancelled" => {
+                let id = notification
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(RequestId::from_json);
+                // Cancelling is racy by design: a request already answered
+                // is simply not found.
+                let handle = id.and_then(|id| self.in_flight.lock().ok()?.remove(&id));
+                if let Some(handle) = handle {
+                    handle.abort();
+                }
+            }
+            "notifications/initialized" | "notifications/roots/list_changed" => {}
+            other => tracing::debug!("ignoring notification {other}"),
+        }
+    }
+
+    fn response(&self, response: Response) {
+        let Some(id) = response.id.request_id() else {
+            tracing::warn!(
+                "the client sent an error without an id: {:?}",
+                response.outcome
+            );
+            return;
+        };
+        let waiter = self.pending.lock().ok().and_then(|mut p| p.remove(id));
+        match waiter {
+            Some(waiter) => {
+                let _delivered = waiter.send(response.outcome);
+            }
+            None => tracing::warn!("a response to {id}, which this server never sent, was dropped"),
+        }
+    }
+
+    /// A 2025-03-26 batch: each element is served, and the answers go back
+    /// together as one array.
+    async fn batch(&mut self, items: Vec<Result<Message, EnvelopeError>>) {
+        let mut answers = Vec::new();
+        let mut running = Vec::new();
+        for item in items {
+            match item {
+                Err(e) => answers.push(refusal(&e)),
+                Ok(Message::Request(request)) => {
+                    if request.method == "initialize" {
+                        // `initialize` may never be batched.
+                        answers.push(
+                            Message::Response(Response {
+                                id: ResponseId::Id(request.id),
+                                outcome: Err(ErrorObject::new(
+                                    ErrorCode::INVALID_REQUEST,
+                                    "initialize must not be part of a batch",
+                                )),
+                            })
+                            .to_value(),
+                        );
+                        continue;
+                    }
+                    let connection = Arc::clone(&self.connection);
+                    running.push(tokio::spawn(async move {
+                        let id = request.id.clone();
+                        let outcome = connection.handle(request, RequestContext::default()).await;
+                        Message::Response(Response {
+                            id: ResponseId::Id(id),
+                            outcome,
+                        })
+                        .to_value()
+                    }));
+                }
+                Ok(other) => {
+                    if let Some(answer) = self.message(other).await {
+                        answers.push(answer.to_value());
+                    }
+                }
+            }
+        }
+        for task in running {
+            match task.await {
+                Ok(answer) => answers.push(answer),
+                Err(e) => tracing::warn!("a batched request failed: {e}"),
+            }
+        }
+        // A batch of notifications only gets no answer at all.
+        if !answers.is_empty() {
+            self.outbox.answer(Value::Array(answers)).await;
+        }
+    }
+
+    /// Collects the tasks that have finished.
+    fn reap(&mut self) {
+        while self.tasks.try_join_next().is_some() {}
+    }
+
+    /// Lets in-flight requests finish, for a while, once the input ended.
+    async fn drain(&mut self) {
+        let deadline = tokio::time::sleep(self.options.drain);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                next = self.tasks.join_next() => if next.is_none() { return },
+                () = &mut deadline => {
+                    self.tasks.abort_all();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn refusal(error: &EnvelopeError) -> Value {
+    Message::Response(error.to_response()).to_value()
+}

@@ -1,0 +1,331 @@
+//! What a handler receives, and the one "ask the client" step that works in
+//! both eras.
+//!
+//! A handler asks for input with [`Call::elicit`], [`Call::sample`] or
+//! [`Call::list_roots`]. In the legacy era the question travels as a
+//! server-initiated request and the answer comes back inline. In 2026-07-28
+//! there is no back channel: the first round ends with
+//! [`CallError::InputRequired`], which the dispatcher turns into an
+//! `InputRequiredResult`, and the client's retry carries the answer in
+//! `inputResponses`, where the same call finds it. The handler is written once.
+
+use std::sync::{Arc, Mutex};
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::context::{ExchangeError, PeerSession, RequestContext};
+use crate::domain::feature::Feature;
+use crate::domain::ir::JsonObject;
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification};
+use crate::domain::{Era, LoggingLevel};
+
+/// Why a handler did not produce a result.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The client must answer these input requests and retry (2026-07-28).
+    /// Not a failure: the dispatcher answers it as `InputRequiredResult`.
+    #[error("input required: {}", .0.requests.keys().cloned().collect::<Vec<_>>().join(", "))]
+    InputRequired(Box<InputRequired>),
+    /// The request needs a client capability the request did not declare
+    /// (`-32021`, with `data.requiredCapabilities`).
+    #[error("the client did not declare a capability this needs")]
+    MissingCapability {
+        /// What is required, as a capabilities object.
+        required: JsonObject,
+    },
+    /// A JSON-RPC error to send as it is.
+    #[error("{}: {}", .0.code, .0.message)]
+    Protocol(ErrorObject),
+}
+
+/// What a round that ends asking for input carries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputRequired {
+    /// The input requests, by key.
+    pub requests: JsonObject,
+    /// State to seal into `requestState`, if the handler kept any.
+    pub state: Option<Value>,
+}
+
+impl CallError {
+    /// Ends this round asking for `requests`, keeping `state` for the next.
+    #[must_use]
+    pub fn input_required(requests: JsonObject, state: Option<Value>) -> Self {
+        Self::InputRequired(Box::new(InputRequired { requests, state }))
+    }
+
+    /// An invalid-params error (`-32602`).
+    #[must_use]
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::Protocol(ErrorObject::new(ErrorCode::INVALID_PARAMS, message))
+    }
+
+    /// An internal error (`-32603`).
+    #[must_use]
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::Protocol(ErrorObject::new(ErrorCode::INTERNAL_ERROR, message))
+    }
+}
+
+impl From<ExchangeError> for CallError {
+    fn from(error: ExchangeError) -> Self {
+        match error {
+            ExchangeError::Peer(object) => Self::Protocol(object),
+            other => Self::internal(other.to_string()),
+        }
+    }
+}
+
+/// One invocation of a tool, prompt or resource handler.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// The request being served.
+    pub ctx: RequestContext,
+    /// The session it arrived on, with this request's caller and profile.
+    pub peer: PeerSession,
+    /// The arguments (tool arguments, prompt arguments, or `{uri}` plus the
+    /// template variables for a resource).
+    pub arguments: JsonObject,
+    asked: Arc<Mutex<AskState>>,
+}
+
+/// What a handler asked for in this round, collected across several asks so
+/// a 2026-07-28 round can carry all of them at once.
+#[derive(Debug, Default)]
+struct AskState {
+    requests: JsonObject,
+    state: Option<Value>,
+}
+
+impl Call {
+    /// A call with these parts.
+    #[must_use]
+    pub fn new(ctx: RequestContext, peer: PeerSession, arguments: JsonObject) -> Self {
+        Self {
+            ctx,
+            peer,
+            arguments,
+            asked: Arc::default(),
+        }
+    }
+
+    /// The arguments read as `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Protocol`] with `-32602` when they do not fit.
+    pub fn args<T: DeserializeOwned>(&self) -> Result<T, CallError> {
+        serde_json::from_value(Value::Object(self.arguments.clone()))
+            .map_err(|e| CallError::invalid_params(format!("invalid arguments: {e}")))
+    }
+
+    /// One argument as a string, if present.
+    #[must_use]
+    pub fn arg_str(&self, name: &str) -> Option<&str> {
+        self.arguments.get(name).and_then(Value::as_str)
+    }
+
+    /// The verified state a previous round kept (2026-07-28), if any.
+    #[must_use]
+    pub fn state(&self) -> Option<&Value> {
+        self.ctx.request_state.as_ref()
+    }
+
+    /// Keeps `state` for the next round: sealed into `requestState` if this
+    /// round ends asking for input.
+    pub fn keep_state(&self, state: Value) {
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.state = Some(state);
+        }
+    }
+
+    /// Sends a log record, if the gate in force lets `level` through.
+    ///
+    /// The gate is the session's (legacy `logging/setLevel`) or the
+    /// request's own (`_meta` logLevel in 2026-07-28); closed means silent.
+    pub fn log(&self, level: LoggingLevel, data: Value) {
+        if !self.peer.log_gate().allows(level) {
+            return;
+        }
+        let mut params = JsonObject::new();
+        params.insert("level".to_owned(), json!(level));
+        params.insert("data".to_owned(), data);
+        self.notify("notifications/message", Value::Object(params));
+    }
+
+    /// Reports progress, if the request opted in with a progress token.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(token) = self.ctx.progress_token().cloned() else {
+            return;
+        };
+        let mut params = JsonObject::new();
+        params.insert("progressToken".to_owned(), token);
+        params.insert("progress".to_owned(), json!(progress));
+        if let Some(total) = total {
+            params.insert("total".to_owned(), json!(total));
+        }
+        if let Some(message) = message.filter(|_| self.peer.allows(Feature::ProgressMessage)) {
+            params.insert("message".to_owned(), json!(message));
+        }
+        self.notify("notifications/progress", Value::Object(params));
+    }
+
+    fn notify(&self, method: &str, params: Value) {
+        // A full queue drops the record: a notification is never worth
+        // stalling the handler that produced it.
+        let _queued = self.peer.sink().send(Message::Notification(Notification {
+            method: method.to_owned(),
+            params: Some(params),
+        }));
+    }
+
+    /// Asks the client to fill in a form (or open a URL), as `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::InputRequired`] to end a 2026-07-28 round;
+    /// [`CallError::MissingCapability`] when the request did not declare
+    /// elicitation; a protocol error when the legacy client refused.
+    pub async fn elicit(&self, key: &str, params: Value) -> Result<Value, CallError> {
+        let url = params.get("mode").and_then(Value::as_str) == Some("url");
+        let (feature, required) = if url {
+            (
+                Feature::ElicitationUrl,
+                json!({ "elicitation": { "url": {} } }),
+            )
+        } else {
+            (Feature::Elicitation, json!({ "elicitation": {} }))
+        };
+        self.ask(key, "elicitation/create", params, feature, required)
+            .await
+    }
+
+    /// Asks the client's model for a completion, as `key`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::elicit`], for sampling.
+    pub async fn sample(&self, key: &str, params: Value) -> Result<Value, CallError> {
+        self.ask(
+            key,
+            "sampling/createMessage",
+            params,
+            Feature::Sampling,
+            json!({ "sampling": {} }),
+        )
+        .await
+    }
+
+    /// Asks the client for its roots, as `key`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::elicit`], for roots.
+    pub async fn list_roots(&self, key: &str) -> Result<Value, CallError> {
+        self.ask(
+            key,
+            "roots/list",
+            json!({}),
+            Feature::Roots,
+            json!({ "roots": {} }),
+        )
+        .await
+    }
+
+    async fn ask(
+        &self,
+        key: &str,
+        method: &str,
+        params: Value,
+        feature: Feature,
+        required: Value,
+    ) -> Result<Value, CallError> {
+        if self.peer.negotiated().era() == Era::Modern {
+            if let Some(answer) = self.ctx.input_responses.get(key) {
+                return Ok(answer.clone());
+            }
+        }
+        if !self.peer.allows(feature) {
+            return Err(match self.peer.negotiated().era() {
+                Era::Modern => CallError::MissingCapability {
+                    required: required.as_object().cloned().unwrap_or_default(),
+                },
+                Era::Legacy => CallError::Protocol(ErrorObject::new(
+                    ErrorCode::INVALID_REQUEST,
+                    format!("the client did not declare the capability {method} needs"),
+                )),
+            });
+        }
+        match self.peer.negotiated().era() {
+            Era::Legacy => Ok(self.peer.exchange().exchange_dyn(method, params).await?),
+            Era::Modern => {
+                let mut request = JsonObject::new();
+                request.insert("method".to_owned(), json!(method));
+                request.insert("params".to_owned(), params);
+                let (requests, state) = match self.asked.lock() {
+                    Ok(mut asked) => {
+                        asked
+                            .requests
+                            .insert(key.to_owned(), Value::Object(request));
+                        (asked.requests.clone(), asked.state.clone())
+                    }
+                    Err(_) => return Err(CallError::internal("input bookkeeping poisoned")),
+                };
+                Err(CallError::input_required(requests, state))
+            }
+        }
+    }
+
+    /// Asks several questions in one round, answering all of them at once.
+    ///
+    /// In 2026-07-28 every unanswered question goes out in the same
+    /// `InputRequiredResult`; in the legacy era they are asked in order.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::elicit`].
+    pub async fn ask_all(&self, questions: Vec<Question>) -> Result<Vec<Value>, CallError> {
+        let mut answers = Vec::with_capacity(questions.len());
+        let mut pending: Option<CallError> = None;
+        for question in questions {
+            let outcome = match question {
+                Question::Elicit { key, params } => self.elicit(&key, params).await,
+                Question::Sample { key, params } => self.sample(&key, params).await,
+                Question::ListRoots { key } => self.list_roots(&key).await,
+            };
+            match outcome {
+                Ok(answer) => answers.push(answer),
+                // Keep asking so the round carries every missing answer;
+                // the last error holds all requests collected so far.
+                Err(error @ CallError::InputRequired(_)) => pending = Some(error),
+                Err(other) => return Err(other),
+            }
+        }
+        pending.map_or(Ok(answers), Err)
+    }
+}
+
+/// One question for [`Call::ask_all`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Question {
+    /// `elicitation/create` with these params.
+    Elicit {
+        /// The input key.
+        key: String,
+        /// The request params.
+        params: Value,
+    },
+    /// `sampling/createMessage` with these params.
+    Sample {
+        /// The input key.
+        key: String,
+        /// The request params.
+        params: Value,
+    },
+    /// `roots/list`.
+    ListRoots {
+        /// The input key.
+        key: String,
+    },
+}

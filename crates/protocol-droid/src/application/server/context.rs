@@ -1,0 +1,647 @@
+//! Who a handler is serving: the negotiated session and the request at hand.
+//!
+//! [`PeerSession`] is the connection as negotiated: revision, profile,
+//! session id, transport, and the two ports through which the server reaches
+//! the client ([`DynExchange`] for a round trip, [`DynFrameSink`] for a
+//! one-way notification). [`RequestContext`] is one request: its headers,
+//! caller, `_meta`, era fields and multi round-trip inputs. A transport builds
+//! the second per request and overlays the caller onto the first.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::domain::canonical::RequestDigest;
+use crate::domain::feature::{Feature, FeatureProfile};
+use crate::domain::ir::JsonObject;
+use crate::domain::jsonrpc::{ErrorObject, Message};
+use crate::domain::session::SessionId;
+use crate::domain::{LoggingLevel, ProtocolVersion, TransportKind};
+
+/// A boxed future that can cross threads, for object-safe async ports.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why a server-initiated round trip did not produce an answer.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ExchangeError {
+    /// The connection has no way to send a request to the client (the
+    /// 2026-07-28 era, or a transport without a back channel).
+    #[error("this connection cannot carry server-initiated requests")]
+    Unsupported,
+    /// The negotiated profile does not allow the request; refused before
+    /// anything was sent.
+    #[error("{0:?} was not negotiated on this connection")]
+    NotNegotiated(Feature),
+    /// The client answered with an error.
+    #[error("the client refused: {} {}", .0.code, .0.message)]
+    Peer(ErrorObject),
+    /// The connection closed before the answer arrived.
+    #[error("the connection closed before the client answered")]
+    Closed,
+    /// No answer within the time allowed.
+    #[error("the client did not answer in time")]
+    TimedOut,
+}
+
+/// Sends a server-initiated request to the client and waits for its answer.
+///
+/// The static-dispatch form a transport implements; [`DynExchange`] is the
+/// object-safe form a [`PeerSession`] holds, and every `CallbackExchange` is
+/// one.
+pub trait CallbackExchange: Send + Sync {
+    /// Sends `method` with `params` and resolves to the client's result.
+    fn exchange(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> impl Future<Output = Result<Value, ExchangeError>> + Send;
+}
+
+/// The object-safe form of [`CallbackExchange`].
+pub trait DynExchange: Send + Sync {
+    /// Sends `method` with `params` and resolves to the client's result.
+    fn exchange_dyn(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> BoxFuture<'_, Result<Value, ExchangeError>>;
+}
+
+impl<T: CallbackExchange> DynExchange for T {
+    fn exchange_dyn(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> BoxFuture<'_, Result<Value, ExchangeError>> {
+        let method = method.to_owned();
+        Box::pin(async move { self.exchange(&method, params).await })
+    }
+}
+
+/// An exchange for connections that have no back channel: every request is
+/// refused as [`ExchangeError::Unsupported`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoExchange;
+
+impl CallbackExchange for NoExchange {
+    async fn exchange(&self, _method: &str, _params: Value) -> Result<Value, ExchangeError> {
+        Err(ExchangeError::Unsupported)
+    }
+}
+
+/// Where a session's one-way messages (notifications) go.
+///
+/// Synchronous and non-blocking on purpose: a handler emitting a log record
+/// must not stall on a slow client. An implementation with a bounded queue
+/// answers `false` when the message could not be queued, and the caller
+/// decides whether that matters.
+pub trait DynFrameSink: Send + Sync {
+    /// Queues `message` for the client; `false` when it could not be.
+    fn send(&self, message: Message) -> bool;
+}
+
+/// A sink that drops everything, for connections with nowhere to send.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NullSink;
+
+impl DynFrameSink for NullSink {
+    fn send(&self, _message: Message) -> bool {
+        false
+    }
+}
+
+/// The normalised claims of a validated bearer token.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AuthClaims {
+    /// The subject.
+    pub sub: Option<String>,
+    /// The audience, as the token wrote it.
+    pub aud: Option<Value>,
+    /// The space-separated scope string.
+    pub scope: Option<String>,
+    /// The scopes, split.
+    pub scopes: Vec<String>,
+    /// Expiry, seconds since the epoch.
+    pub exp: Option<u64>,
+    /// Issue time, seconds since the epoch.
+    pub iat: Option<u64>,
+    /// The OAuth client the token was issued to.
+    pub client_id: Option<String>,
+    /// Every claim, as the token carried them.
+    pub raw_claims: JsonObject,
+}
+
+/// Who is calling: nobody in particular, or a principal with claims.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AuthContext {
+    claims: Option<Arc<AuthClaims>>,
+}
+
+impl AuthContext {
+    /// The anonymous caller, holding no scopes.
+    ///
+    /// Default-deny by construction: a primitive that needs any scope is
+    /// invisible to it.
+    #[must_use]
+    pub const fn anonymous() -> Self {
+        Self { claims: None }
+    }
+
+    /// A caller identified by validated `claims`.
+    #[must_use]
+    pub fn principal(claims: AuthClaims) -> Self {
+        Self {
+            claims: Some(Arc::new(claims)),
+        }
+    }
+
+    /// Whether no principal is known.
+    #[must_use]
+    pub const fn is_anonymous(&self) -> bool {
+        self.claims.is_none()
+    }
+
+    /// The claims, when there is a principal.
+    #[must_use]
+    pub fn claims(&self) -> Option<&AuthClaims> {
+        self.claims.as_deref()
+    }
+
+    /// The subject, when there is a principal that names one.
+    #[must_use]
+    pub fn subject(&self) -> Option<&str> {
+        self.claims().and_then(|c| c.sub.as_deref())
+    }
+
+    /// Whether the caller holds `scope`. The anonymous caller holds none.
+    #[must_use]
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.claims()
+            .is_some_and(|c| c.scopes.iter().any(|s| s == scope))
+    }
+}
+
+/// The threshold log records are filtered against.
+///
+/// Closed (nothing passes) until a client opts in: in the legacy era with
+/// `logging/setLevel`, for the whole session; in 2026-07-28 with
+/// `_meta["io.modelcontextprotocol/logLevel"]`, for one request only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogGate {
+    threshold: Option<LoggingLevel>,
+}
+
+impl LogGate {
+    /// A gate letting nothing through.
+    #[must_use]
+    pub const fn closed() -> Self {
+        Self { threshold: None }
+    }
+
+    /// A gate letting `level` and everything more severe through.
+    #[must_use]
+    pub const fn at(level: LoggingLevel) -> Self {
+        Self {
+            threshold: Some(level),
+        }
+    }
+
+    /// The gate a 2026-07-28 request's `_meta` asks for: open at its
+    /// `logLevel`, closed without one. Never inherited from another request.
+    #[must_use]
+    pub fn for_request(meta: &JsonObject) -> Self {
+        meta.get(LOG_LEVEL_META)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .map_or_else(Self::closed, Self::at)
+    }
+
+    /// The threshold, when the gate is open.
+    #[must_use]
+    pub const fn threshold(self) -> Option<LoggingLevel> {
+        self.threshold
+    }
+
+    /// Whether a record at `level` passes.
+    #[must_use]
+    pub fn allows(self, level: LoggingLevel) -> bool {
+        self.threshold.is_some_and(|t| level >= t)
+    }
+}
+
+/// The `_meta` key a 2026-07-28 request opts into logging with.
+pub const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
+/// The negotiated connection a handler is serving.
+///
+/// Cheap to clone: a `Copy` revision, profile, session id and gate, and
+/// reference-counted ports and caller, so a handler can hand one to a spawned
+/// task without ceremony.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use protocol_droid::application::server::context::{
+///     CallbackExchange, DynFrameSink, ExchangeError, PeerSession,
+/// };
+/// use protocol_droid::domain::feature::{Feature, FeatureProfile};
+/// use protocol_droid::domain::jsonrpc::Message;
+/// use protocol_droid::domain::session::SessionId;
+/// use protocol_droid::domain::{ProtocolVersion, TransportKind};
+/// use serde_json::Value;
+///
+/// struct NoExchange;
+///
+/// impl CallbackExchange for NoExchange {
+///     async fn exchange(&self, _: &str, _: Value) -> Result<Value, ExchangeError> {
+///         Err(ExchangeError::Unsupported)
+///     }
+/// }
+///
+/// struct NullSink;
+///
+/// impl DynFrameSink for NullSink {
+///     fn send(&self, _: Message) -> bool {
+///         false
+///     }
+/// }
+///
+/// let peer = PeerSession::new(
+///     ProtocolVersion::V2025_03_26,
+///     FeatureProfile::empty().with(Feature::Sampling),
+///     SessionId::new(1),
+///     TransportKind::Stdio,
+///     Arc::new(NoExchange),
+///     Arc::new(NullSink),
+/// );
+///
+/// // Elicitation was never negotiated; sampling was. A handler that asks
+/// // first gets an answer, not a frame the peer may reject.
+/// assert!(!peer.allows(Feature::Elicitation));
+/// assert!(peer.allows(Feature::Sampling));
+/// ```
+#[derive(Clone)]
+pub struct PeerSession {
+    negotiated: ProtocolVersion,
+    profile: FeatureProfile,
+    session: SessionId,
+    transport: TransportKind,
+    log_gate: LogGate,
+    auth: AuthContext,
+    exchange: Arc<dyn DynExchange>,
+    sink: Arc<dyn DynFrameSink>,
+}
+
+impl PeerSession {
+    /// Records what a connection negotiated and where its frames go.
+    ///
+    /// The caller starts as [`AuthContext::anonymous`], which holds no
+    /// scopes: a transport that never calls [`Self::with_auth`] serves
+    /// exactly the primitives nobody had to authorise.
+    #[must_use]
+    pub fn new(
+        negotiated: ProtocolVersion,
+        profile: FeatureProfile,
+        session: SessionId,
+        transport: TransportKind,
+        exchange: Arc<dyn DynExchange>,
+        sink: Arc<dyn DynFrameSink>,
+    ) -> Self {
+        Self {
+            negotiated,
+            profile,
+            session,
+            transport,
+            log_gate: LogGate::closed(),
+            auth: AuthContext::anonymous(),
+            exchange,
+            sink,
+        }
+    }
+
+    /// This peer, filtering its log records through `gate`.
+    ///
+    /// A legacy session moves its gate with `logging/setLevel`; a 2026-07-28
+    /// request replaces it with [`LogGate::for_request`].
+    #[must_use]
+    pub fn with_log_gate(mut self, gate: LogGate) -> Self {
+        self.log_gate = gate;
+        self
+    }
+
+    /// The threshold this peer's log records are filtered against.
+    #[must_use]
+    pub const fn log_gate(&self) -> &LogGate {
+        &self.log_gate
+    }
+
+    /// The transport this session runs over; part of the session because a
+    /// profile cannot be resolved without it.
+    #[must_use]
+    pub const fn transport(&self) -> TransportKind {
+        self.transport
+    }
+
+    /// The caller, for the visibility gate.
+    #[must_use]
+    pub const fn auth(&self) -> &AuthContext {
+        &self.auth
+    }
+
+    /// Narrows what this session may do; never widens.
+    ///
+    /// A 2026-07-28 request is served against its own profile, which may
+    /// hold less than the connection's. Widening would let code grant a
+    /// feature the negotiation never produced.
+    #[must_use]
+    pub fn with_profile(mut self, profile: FeatureProfile) -> Self {
+        self.profile = self.profile.narrowed_to(profile);
+        self
+    }
+
+    /// Records who the caller is, for this request.
+    ///
+    /// Per request because a token can be refreshed, replaced or withdrawn
+    /// between two requests of one session: the principal belongs to the
+    /// request, not to the session.
+    #[must_use]
+    pub fn with_auth(mut self, auth: AuthContext) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// This session with the principal dropped: what a transport persists.
+    ///
+    /// Keeps the revision, profile and session id, and answers
+    /// [`Self::auth`] with the anonymous caller, so a later reader that
+    /// forgets to overlay its own caller is served as nobody rather than as
+    /// whoever opened the session.
+    #[must_use]
+    pub fn without_auth(self) -> Self {
+        self.with_auth(AuthContext::anonymous())
+    }
+
+    /// This peer, opening server-initiated requests through `exchange`.
+    /// Replaces, never layers: a peer has one exchange.
+    #[must_use]
+    pub fn with_exchange(mut self, exchange: Arc<dyn DynExchange>) -> Self {
+        self.exchange = exchange;
+        self
+    }
+
+    /// This peer, identified as `id`.
+    ///
+    /// Everything a session does is keyed on its id (the idempotency store,
+    /// the in-flight map). A transport opening several sessions from one
+    /// seed must rebind each, or one session's recorded answer is replayed
+    /// to another.
+    #[must_use]
+    pub const fn with_session(mut self, id: SessionId) -> Self {
+        self.session = id;
+        self
+    }
+
+    /// This peer, publishing notifications through `sink`. Replaces, never
+    /// layers: a peer has exactly one sink.
+    #[must_use]
+    pub fn with_sink(mut self, sink: Arc<dyn DynFrameSink>) -> Self {
+        self.sink = sink;
+        self
+    }
+
+    /// The revision this connection settled on.
+    #[must_use]
+    pub const fn negotiated(&self) -> ProtocolVersion {
+        self.negotiated
+    }
+
+    /// The profile the revision and the capabilities produced.
+    #[must_use]
+    pub const fn profile(&self) -> FeatureProfile {
+        self.profile
+    }
+
+    /// Which session this is.
+    #[must_use]
+    pub const fn session(&self) -> SessionId {
+        self.session
+    }
+
+    /// Whether `feature` may be used on this connection.
+    #[must_use]
+    pub const fn allows(&self, feature: Feature) -> bool {
+        self.profile.allows(feature)
+    }
+
+    /// The port for a server-initiated round trip.
+    #[must_use]
+    pub const fn exchange(&self) -> &Arc<dyn DynExchange> {
+        &self.exchange
+    }
+
+    /// The port for a one-way notification.
+    #[must_use]
+    pub const fn sink(&self) -> &Arc<dyn DynFrameSink> {
+        &self.sink
+    }
+}
+
+/// Prints the negotiation and deliberately not the ports, which hold
+/// channels and sockets and would print only noise.
+impl fmt::Debug for PeerSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeerSession")
+            .field("negotiated", &self.negotiated)
+            .field("profile", &self.profile)
+            .field("session", &self.session)
+            .field("transport", &self.transport)
+            .field("log_gate", &self.log_gate)
+            .field("anonymous", &self.auth.is_anonymous())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One request, as the server is serving it.
+///
+/// Built fresh by the transport for every request; mutating it has no
+/// lasting effect. In the legacy era the era fields were settled by the
+/// `initialize` handshake and are copied in; in 2026-07-28 they are read from
+/// this request's own `_meta` and never inherited.
+#[derive(Clone, Debug, Default)]
+pub struct RequestContext {
+    /// HTTP headers, names lowercased; empty on stdio.
+    pub headers: BTreeMap<String, String>,
+    /// The peer's address; `None` on stdio.
+    pub remote_addr: Option<SocketAddr>,
+    /// The caller.
+    pub auth: AuthContext,
+    /// The `_meta` of the `initialize` request (legacy era); empty otherwise.
+    pub init_meta: JsonObject,
+    /// This request's own `_meta`.
+    pub request_meta: JsonObject,
+    /// The revision this request speaks.
+    pub protocol_version: Option<ProtocolVersion>,
+    /// The client's capabilities, as declared for this request.
+    pub client_capabilities: JsonObject,
+    /// The client's self-description; advisory only.
+    pub client_info: Option<JsonObject>,
+    /// The log threshold for this request.
+    pub log_level: Option<LoggingLevel>,
+    /// Answers to a previous round's input requests (2026-07-28).
+    pub input_responses: JsonObject,
+    /// The verified payload of this request's `requestState`; never the raw
+    /// string a client sent.
+    pub request_state: Option<Value>,
+    /// SHA-256 of the params less `_meta`, `inputResponses` and
+    /// `requestState`, to which a sealed state is bound.
+    pub request_digest: Option<RequestDigest>,
+}
+
+impl RequestContext {
+    /// The progress token this request opted in with, if any.
+    #[must_use]
+    pub fn progress_token(&self) -> Option<&Value> {
+        self.request_meta.get("progressToken")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A sink that remembers what it was given.
+    #[derive(Default)]
+    struct Recording(Mutex<Vec<Message>>);
+
+    impl DynFrameSink for Recording {
+        fn send(&self, message: Message) -> bool {
+            self.0.lock().map(|mut v| v.push(message)).is_ok()
+        }
+    }
+
+    fn peer() -> PeerSession {
+        PeerSession::new(
+            ProtocolVersion::V2025_06_18,
+            FeatureProfile::empty()
+                .with(Feature::Sampling)
+                .with(Feature::Elicitation),
+            SessionId::new(7),
+            TransportKind::Stdio,
+            Arc::new(NoExchange),
+            Arc::new(NullSink),
+        )
+    }
+
+    fn principal(sub: &str, scopes: &[&str]) -> AuthContext {
+        AuthContext::principal(AuthClaims {
+            sub: Some(sub.to_owned()),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+            ..AuthClaims::default()
+        })
+    }
+
+    #[test]
+    fn a_new_session_is_anonymous_and_holds_no_scope() {
+        let peer = peer();
+        assert!(peer.auth().is_anonymous());
+        assert!(!peer.auth().has_scope("tools:read"));
+    }
+
+    #[test]
+    fn with_profile_narrows_and_cannot_widen() {
+        let narrowed = peer().with_profile(FeatureProfile::empty().with(Feature::Sampling));
+        assert!(narrowed.allows(Feature::Sampling));
+        assert!(!narrowed.allows(Feature::Elicitation));
+        let widened = narrowed.with_profile(
+            FeatureProfile::empty()
+                .with(Feature::Elicitation)
+                .with(Feature::Roots),
+        );
+        assert!(!widened.allows(Feature::Elicitation));
+        assert!(!widened.allows(Feature::Roots));
+    }
+
+    #[test]
+    fn the_principal_is_per_request_and_dropped_for_persistence() {
+        let served = peer().with_auth(principal("alice", &["tools:read"]));
+        assert_eq!(served.auth().subject(), Some("alice"));
+        let persisted = served.clone().without_auth();
+        assert!(persisted.auth().is_anonymous());
+        assert_eq!(persisted.session(), served.session());
+        assert_eq!(persisted.profile(), served.profile());
+        assert_eq!(persisted.negotiated(), served.negotiated());
+    }
+
+    #[test]
+    fn with_session_rebinds_the_key_everything_is_stored_under() {
+        let seed = peer();
+        let other = seed.clone().with_session(SessionId::new(8));
+        assert_ne!(seed.session(), other.session());
+    }
+
+    #[test]
+    fn with_sink_replaces_the_sink() {
+        let recording = Arc::new(Recording::default());
+        let peer = peer().with_sink(recording.clone());
+        assert!(peer.sink().send(Message::Notification(
+            crate::domain::jsonrpc::Notification {
+                method: "notifications/tools/list_changed".to_owned(),
+                params: None,
+            }
+        )));
+        assert_eq!(recording.0.lock().map(|v| v.len()).unwrap_or(0), 1);
+    }
+
+    #[tokio::test]
+    async fn with_exchange_replaces_the_exchange() {
+        struct Answers;
+        impl CallbackExchange for Answers {
+            async fn exchange(&self, method: &str, _: Value) -> Result<Value, ExchangeError> {
+                Ok(json!({ "echo": method }))
+            }
+        }
+        let peer = peer();
+        assert_eq!(
+            peer.exchange().exchange_dyn("roots/list", json!({})).await,
+            Err(ExchangeError::Unsupported)
+        );
+        let peer = peer.with_exchange(Arc::new(Answers));
+        assert_eq!(
+            peer.exchange().exchange_dyn("roots/list", json!({})).await,
+            Ok(json!({ "echo": "roots/list" }))
+        );
+    }
+
+    #[test]
+    fn debug_prints_the_negotiation_not_the_ports() {
+        let printed = format!("{:?}", peer().with_auth(principal("alice", &[])));
+        assert!(printed.contains("V2025_06_18"), "{printed}");
+        assert!(!printed.contains("exchange"), "{printed}");
+        assert!(!printed.contains("sink"), "{printed}");
+        assert!(
+            !printed.contains("alice"),
+            "a principal is not a negotiation: {printed}"
+        );
+    }
+
+    #[test]
+    fn a_request_log_gate_is_closed_without_a_level_and_never_inherited() {
+        let mut meta = JsonObject::new();
+        assert_eq!(LogGate::for_request(&meta), LogGate::closed());
+        meta.insert(LOG_LEVEL_META.to_owned(), json!("warning"));
+        let gate = LogGate::for_request(&meta);
+        assert!(gate.allows(LoggingLevel::Error));
+        assert!(!gate.allows(LoggingLevel::Info));
+        assert!(!LogGate::closed().allows(LoggingLevel::Emergency));
+    }
+}

@@ -1,0 +1,653 @@
+//! Replaying a retried `tools/call` instead of running it twice.
+//!
+//! A client that loses a connection mid-call cannot tell whether the tool
+//! ran, and the safe thing for it is to send the same request again with the
+//! same id. A tool that moves money or deletes files must not run twice for
+//! that. [`IdempotencyStore`] remembers, per session and request id, what a
+//! call answered, and hands that answer back to the retry.
+//!
+//! # The calling contract
+//!
+//! For each `tools/call`:
+//!
+//! 1. [`admit`](IdempotencyStore::admit) it with its session, id and
+//!    [`request_digest`](crate::domain::canonical::request_digest).
+//! 2. On [`Admission::Fresh`], run the call, then either
+//!    [`record`](IdempotencyStore::record) its answer or, if it was
+//!    cancelled or failed in a way a retry should re-run,
+//!    [`abandon`](IdempotencyStore::abandon) it. Exactly one of the two:
+//!    an entry never settled stays in flight, holding its slot and refusing
+//!    its retries, until its session [ends](IdempotencyStore::end_session).
+//!    A drop guard around the call is the robust way to keep this promise.
+//! 3. On [`Admission::Replay`], answer with the recorded outcome without
+//!    running anything.
+//! 4. On any refusal ([`Admission::InFlight`], [`Admission::Conflict`],
+//!    [`Admission::Full`]), answer with an error and run nothing.
+//!
+//! # Bounds
+//!
+//! At most `capacity` entries, in flight and completed together. A completed
+//! entry is replayable for `ttl_ms` after it was recorded. When the store is
+//! full the completed entry recorded longest ago makes room; an in-flight
+//! entry is never evicted, because forgetting it would let its duplicate run
+//! while it is still running. If every slot is in flight, `admit` refuses
+//! with [`Admission::Full`] rather than grow. The capacity counts entries,
+//! not bytes: a server with large tool results sizes it accordingly.
+//!
+//! # Concurrency and time
+//!
+//! The store is plain data with `&mut self` methods, meant to sit behind a
+//! `Mutex` shared by a server's request handlers: hold the lock for one
+//! method call, never across the tool call itself. Time is an argument, in
+//! milliseconds from any fixed origin, so expiry is tested without a clock.
+
+use core::fmt;
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use crate::domain::SessionId;
+use crate::domain::canonical::RequestDigest;
+use crate::domain::jsonrpc::RequestId;
+
+/// What a completed call answered: the member of its JSON-RPC response.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Recorded {
+    /// The response's `result` object.
+    Result(Value),
+    /// The response's `error` object.
+    Error(Value),
+}
+
+/// The store's verdict on a `tools/call`.
+///
+/// Ignoring it is always a bug: either a call runs that must not, or a
+/// [`Fresh`](Self::Fresh) entry is never settled.
+#[must_use = "a Fresh admission must be recorded or abandoned; a refusal must be answered"]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Admission {
+    /// Never seen: run it, then [`record`](IdempotencyStore::record) or
+    /// [`abandon`](IdempotencyStore::abandon).
+    Fresh,
+    /// Already answered: send this again and run nothing.
+    Replay(Recorded),
+    /// The same call is running now. Refuse the duplicate: JSON-RPC ids are
+    /// unique among a peer's outstanding requests, and running it would run
+    /// the tool twice.
+    InFlight,
+    /// The id was used in this session for a call with other params. A reused
+    /// id for another call is not a retry, and replaying the first call's
+    /// answer to it would be answering a question nobody asked. Refuse.
+    Conflict,
+    /// Every slot holds a call still in flight. Refuse rather than grow.
+    Full,
+}
+
+type Key = (SessionId, RequestId);
+
+/// Remembers recent `tools/call` answers per session and request id.
+///
+/// See the [module docs](self) for the calling contract.
+pub struct IdempotencyStore {
+    capacity: usize,
+    ttl_ms: u64,
+    entries: HashMap<Key, Entry>,
+    /// Completed entries by when they were recorded, oldest first: the front
+    /// is both the next to expire and the next to evict.
+    completed: BTreeMap<Stamp, Key>,
+    /// Breaks ties between entries recorded in the same millisecond, so each
+    /// has its own place in `completed`.
+    next_seq: u64,
+}
+
+/// When an entry was recorded, and in which order within that millisecond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Stamp {
+    recorded_at_ms: u64,
+    seq: u64,
+}
+
+struct Entry {
+    digest: RequestDigest,
+    state: State,
+}
+
+enum State {
+    InFlight,
+    Completed { outcome: Recorded },
+}
+
+impl IdempotencyStore {
+    /// A store holding at most `capacity` entries, replaying each answer for
+    /// `ttl_ms` after it was recorded.
+    ///
+    /// A capacity of zero admits nothing: every call is refused as
+    /// [`Admission::Full`].
+    #[must_use]
+    pub fn new(capacity: usize, ttl_ms: u64) -> Self {
+        Self {
+            capacity,
+            ttl_ms,
+            entries: HashMap::new(),
+            completed: BTreeMap::new(),
+            next_seq: 0,
+        }
+    }
+
+    /// Decides what to do with a `tools/call` with this `id` in `session`,
+    /// whose params digest to `digest`.
+    ///
+    /// A [`Fresh`](Admission::Fresh) admission takes a slot and marks the
+    /// call in flight; every other answer leaves the store as it was, apart
+    /// from forgetting entries that expired by `now_ms`.
+    pub fn admit(
+        &mut self,
+        session: SessionId,
+        id: &RequestId,
+        digest: RequestDigest,
+        now_ms: u64,
+    ) -> Admission {
+        self.purge_expired(now_ms);
+        let key = (session, id.clone());
+        if let Some(entry) = self.entries.get(&key) {
+            if entry.digest != digest {
+                return Admission::Conflict;
+            }
+            return match &entry.state {
+                State::InFlight => Admission::InFlight,
+                State::Completed { outcome, .. } => Admission::Replay(outcome.clone()),
+            };
+        }
+        if self.entries.len() >= self.capacity && !self.evict_oldest_completed() {
+            return Admission::Full;
+        }
+        self.entries.insert(
+            key,
+            Entry {
+                digest,
+                state: State::InFlight,
+            },
+        );
+        Admission::Fresh
+    }
+
+    /// Records what the in-flight call `id` in `session` answered.
+    ///
+    /// Returns whether it was recorded. It is not when there is no such call
+    /// in flight: it was abandoned, its session ended, it was recorded
+    /// already (the first answer stands), or it was never admitted.
+    pub fn record(
+        &mut self,
+        session: SessionId,
+        id: &RequestId,
+        outcome: Recorded,
+        now_ms: u64,
+    ) -> bool {
+        let key = (session, id.clone());
+        let Some(entry) = self.entries.get_mut(&key) else {
+            return false;
+        };
+        if !matches!(entry.state, State::InFlight) {
+            return false;
+        }
+        let stamp = Stamp {
+            recorded_at_ms: now_ms,
+            seq: self.next_seq,
+        };
+        self.next_seq = self.next_seq.wrapping_add(1);
+        entry.state = State::Completed { outcome };
+        self.completed.insert(stamp, key);
+        true
+    }
+
+    /// Forgets the in-flight call `id` in `session`, as though it had never
+    /// been admitted.
+    ///
+    /// For a call that was cancelled, or that failed in a way its retry
+    /// should run again. A recorded answer is not touched: once a call has
+    /// answered, its retries get that answer. Returns whether anything was
+    /// forgotten.
+    pub fn abandon(&mut self, session: SessionId, id: &RequestId) -> bool {
+        let key = (session, id.clone());
+        if matches!(
+            self.entries.get(&key),
+            Some(Entry {
+                state: State::InFlight,
+                ..
+            })
+        ) {
+            self.entries.remove(&key);
+            return true;
+        }
+        false
+    }
+
+    /// Forgets everything belonging to `session`, in flight or not.
+    ///
+    /// For when a session closes: nobody can retry into it any more, so its
+    /// entries would only hold slots until they expired. A call still running
+    /// for it will find its [`record`](Self::record) ignored.
+    pub fn end_session(&mut self, session: SessionId) {
+        self.entries.retain(|(owner, _), _| *owner != session);
+        self.completed.retain(|_, (owner, _)| *owner != session);
+    }
+
+    /// How many entries are held, in flight and completed.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no entry is held.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How many held entries are calls still in flight.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.entries.len().saturating_sub(self.completed.len())
+    }
+
+    /// The most entries this store holds.
+    #[must_use]
+    pub const fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// How long a recorded answer is replayed for, in milliseconds.
+    #[must_use]
+    pub const fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
+    /// Drops every completed entry recorded `ttl_ms` or more before `now_ms`.
+    fn purge_expired(&mut self, now_ms: u64) {
+        while let Some(entry) = self.completed.first_entry() {
+            if entry.key().recorded_at_ms.saturating_add(self.ttl_ms) > now_ms {
+                break;
+            }
+            let key = entry.remove();
+            self.entries.remove(&key);
+        }
+    }
+
+    /// Makes room by dropping the completed entry recorded longest ago.
+    /// Returns false if there is none, when every entry is in flight.
+    fn evict_oldest_completed(&mut self) -> bool {
+        match self.completed.pop_first() {
+            Some((_, key)) => {
+                self.entries.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl fmt::Debug for IdempotencyStore {
+    /// Counts only: the recorded answers are tool output, which may be large
+    /// and may be private to the session that asked.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyStore")
+            .field("capacity", &self.capacity)
+            .field("ttl_ms", &self.ttl_ms)
+            .field("len", &self.len())
+            .field("in_flight", &self.in_flight())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::canonical::request_digest;
+
+    const TTL: u64 = 1_000;
+
+    fn digest(amount: i64) -> RequestDigest {
+        let params = json!({"name": "transfer", "arguments": {"amount": amount}});
+        request_digest(params.as_object().unwrap_or(&serde_json::Map::new()))
+    }
+
+    fn id(n: i64) -> RequestId {
+        RequestId::Number(n)
+    }
+
+    fn result(text: &str) -> Recorded {
+        Recorded::Result(json!({"content": [{"type": "text", "text": text}]}))
+    }
+
+    const S1: SessionId = SessionId::new(1);
+    const S2: SessionId = SessionId::new(2);
+
+    /// Admits and records `n` in `session` at `at`, checking both succeed.
+    fn complete(store: &mut IdempotencyStore, session: SessionId, n: i64, at: u64) {
+        assert_eq!(
+            store.admit(session, &id(n), digest(n), at),
+            Admission::Fresh
+        );
+        assert!(store.record(session, &id(n), result(&n.to_string()), at));
+    }
+
+    #[test]
+    fn a_call_never_seen_is_fresh() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(10), 0), Admission::Fresh);
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_retry_of_a_recorded_call_replays_its_result_instead_of_running() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(10), 0), Admission::Fresh);
+        assert!(store.record(S1, &id(1), result("sent 10"), 5));
+        assert_eq!(
+            store.admit(S1, &id(1), digest(10), 10),
+            Admission::Replay(result("sent 10"))
+        );
+        // Replaying is not re-admitting: it stays completed, nothing runs.
+        assert_eq!(store.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_recorded_error_replays_as_an_error() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        let error = Recorded::Error(json!({"code": -32602, "message": "Unknown tool"}));
+        assert_eq!(store.admit(S1, &id(1), digest(10), 0), Admission::Fresh);
+        assert!(store.record(S1, &id(1), error.clone(), 0));
+        assert_eq!(
+            store.admit(S1, &id(1), digest(10), 1),
+            Admission::Replay(error)
+        );
+    }
+
+    #[test]
+    fn a_duplicate_while_the_first_runs_is_refused_as_in_flight() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(10), 0), Admission::Fresh);
+        assert_eq!(store.admit(S1, &id(1), digest(10), 1), Admission::InFlight);
+        assert_eq!(store.len(), 1, "a refused duplicate takes no slot");
+    }
+
+    #[test]
+    fn a_reused_id_for_other_params_conflicts_instead_of_replaying() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(10), 0), Admission::Fresh);
+        assert_eq!(store.admit(S1, &id(1), digest(999), 1), Admission::Conflict);
+        assert!(store.record(S1, &id(1), result("sent 10"), 2));
+        assert_eq!(store.admit(S1, &id(1), digest(999), 3), Admission::Conflict);
+        // The conflict changed nothing: the genuine retry still replays.
+        assert_eq!(
+            store.admit(S1, &id(1), digest(10), 4),
+            Admission::Replay(result("sent 10"))
+        );
+    }
+
+    #[test]
+    fn string_and_number_ids_are_different_calls() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        complete(&mut store, S1, 1, 0);
+        assert_eq!(
+            store.admit(S1, &RequestId::from("1"), digest(1), 1),
+            Admission::Fresh
+        );
+    }
+
+    #[test]
+    fn the_same_id_in_another_session_is_fresh_and_isolated() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(10), 0), Admission::Fresh);
+        // In flight in S1 is nothing to S2, even with identical params.
+        assert_eq!(store.admit(S2, &id(1), digest(10), 1), Admission::Fresh);
+        assert!(store.record(S1, &id(1), result("S1's answer"), 2));
+        assert!(store.record(S2, &id(1), result("S2's answer"), 3));
+        assert_eq!(
+            store.admit(S2, &id(1), digest(10), 4),
+            Admission::Replay(result("S2's answer"))
+        );
+        assert_eq!(
+            store.admit(S1, &id(1), digest(10), 5),
+            Admission::Replay(result("S1's answer"))
+        );
+    }
+
+    #[test]
+    fn another_sessions_recorded_answer_is_never_replayed() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        complete(&mut store, S1, 1, 0);
+        // A store keyed on the id alone would replay S1's answer here.
+        assert_eq!(store.admit(S2, &id(1), digest(1), 1), Admission::Fresh);
+        // And would call this a conflict.
+        assert_eq!(
+            store.admit(SessionId::new(3), &id(1), digest(7), 1),
+            Admission::Fresh
+        );
+    }
+
+    #[test]
+    fn an_abandoned_call_leaves_nothing_behind() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(10), 0), Admission::Fresh);
+        assert!(store.abandon(S1, &id(1)));
+        assert!(store.is_empty());
+        assert_eq!(store.admit(S1, &id(1), digest(10), 1), Admission::Fresh);
+        // Nor does a record arriving after the abandonment resurrect it.
+        assert!(store.abandon(S1, &id(1)));
+        assert!(!store.record(S1, &id(1), result("late"), 2));
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn abandoning_does_not_erase_a_recorded_answer() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        complete(&mut store, S1, 1, 0);
+        assert!(!store.abandon(S1, &id(1)));
+        assert_eq!(
+            store.admit(S1, &id(1), digest(1), 1),
+            Admission::Replay(result("1"))
+        );
+    }
+
+    #[test]
+    fn recording_twice_keeps_the_first_answer() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        complete(&mut store, S1, 1, 0);
+        assert!(!store.record(S1, &id(1), result("second"), 1));
+        assert_eq!(
+            store.admit(S1, &id(1), digest(1), 2),
+            Admission::Replay(result("1"))
+        );
+    }
+
+    #[test]
+    fn recording_a_call_never_admitted_is_ignored() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert!(!store.record(S1, &id(1), result("stray"), 0));
+        assert!(store.is_empty());
+        assert_eq!(store.admit(S1, &id(1), digest(1), 1), Admission::Fresh);
+    }
+
+    #[test]
+    fn a_recorded_answer_replays_until_the_ttl_and_not_after() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(1), 0), Admission::Fresh);
+        // The ttl runs from the recording, not from the admission.
+        assert!(store.record(S1, &id(1), result("1"), 500));
+        assert_eq!(
+            store.admit(S1, &id(1), digest(1), 500 + TTL - 1),
+            Admission::Replay(result("1"))
+        );
+        assert_eq!(
+            store.admit(S1, &id(1), digest(1), 500 + TTL),
+            Admission::Fresh
+        );
+    }
+
+    #[test]
+    fn an_expired_entry_no_longer_conflicts() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        complete(&mut store, S1, 1, 0);
+        assert_eq!(store.admit(S1, &id(1), digest(2), TTL), Admission::Fresh);
+    }
+
+    #[test]
+    fn a_long_running_call_stays_in_flight_past_the_ttl() {
+        // Expiring it would let its duplicate run while it is still running.
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(1), 0), Admission::Fresh);
+        assert_eq!(
+            store.admit(S1, &id(1), digest(1), 10 * TTL),
+            Admission::InFlight
+        );
+    }
+
+    #[test]
+    fn when_full_the_answer_recorded_longest_ago_is_evicted_first() {
+        let mut store = IdempotencyStore::new(3, TTL);
+        // Admitted 1, 2, 3 in that order, but 2 answered first.
+        for n in 1..=3 {
+            assert_eq!(store.admit(S1, &id(n), digest(n), 0), Admission::Fresh);
+        }
+        assert!(store.record(S1, &id(2), result("2"), 10));
+        assert!(store.record(S1, &id(1), result("1"), 20));
+        assert!(store.record(S1, &id(3), result("3"), 30));
+
+        assert_eq!(store.admit(S1, &id(4), digest(4), 40), Admission::Fresh);
+        assert_eq!(store.len(), 3);
+        // 2 went, not 1: the order is by recording, not by admission.
+        assert_eq!(
+            store.admit(S1, &id(1), digest(1), 41),
+            Admission::Replay(result("1"))
+        );
+        assert_eq!(
+            store.admit(S1, &id(3), digest(3), 41),
+            Admission::Replay(result("3"))
+        );
+        assert_eq!(store.admit(S1, &id(2), digest(2), 42), Admission::Fresh);
+        // That admission needed room too, and 1 was now the oldest: 3 stays.
+        assert_eq!(
+            store.admit(S1, &id(3), digest(3), 43),
+            Admission::Replay(result("3"))
+        );
+        assert_eq!(store.admit(S1, &id(1), digest(1), 43), Admission::Fresh);
+    }
+
+    #[test]
+    fn answers_recorded_in_the_same_millisecond_evict_in_recording_order() {
+        let mut store = IdempotencyStore::new(2, TTL);
+        for n in [7, 3] {
+            complete(&mut store, S1, n, 5);
+        }
+        assert_eq!(store.admit(S1, &id(9), digest(9), 5), Admission::Fresh);
+        assert_eq!(
+            store.admit(S1, &id(3), digest(3), 5),
+            Admission::Replay(result("3"))
+        );
+    }
+
+    #[test]
+    fn an_in_flight_call_is_never_evicted() {
+        let mut store = IdempotencyStore::new(2, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(1), 0), Admission::Fresh);
+        complete(&mut store, S1, 2, 1);
+        // Room for 3 comes from the completed 2, not the older in-flight 1.
+        assert_eq!(store.admit(S1, &id(3), digest(3), 2), Admission::Fresh);
+        assert_eq!(store.admit(S1, &id(1), digest(1), 3), Admission::InFlight);
+        assert_eq!(store.admit(S1, &id(2), digest(2), 3), Admission::Full);
+    }
+
+    #[test]
+    fn a_store_all_in_flight_refuses_rather_than_grows() {
+        let mut store = IdempotencyStore::new(3, TTL);
+        for n in 1..=3 {
+            assert_eq!(store.admit(S1, &id(n), digest(n), 0), Admission::Fresh);
+        }
+        assert_eq!(store.admit(S2, &id(4), digest(4), 1), Admission::Full);
+        assert_eq!(store.len(), 3);
+        // Settling one frees its slot.
+        assert!(store.abandon(S1, &id(2)));
+        assert_eq!(store.admit(S2, &id(4), digest(4), 2), Admission::Fresh);
+    }
+
+    #[test]
+    fn expired_answers_make_room_before_live_ones_are_evicted() {
+        let mut store = IdempotencyStore::new(2, TTL);
+        complete(&mut store, S1, 1, 0);
+        complete(&mut store, S1, 2, TTL / 2);
+        // At TTL, 1 has expired and 2 has not: 3 takes 1's slot.
+        assert_eq!(store.admit(S1, &id(3), digest(3), TTL), Admission::Fresh);
+        assert_eq!(
+            store.admit(S1, &id(2), digest(2), TTL),
+            Admission::Replay(result("2"))
+        );
+    }
+
+    #[test]
+    fn the_store_never_holds_more_than_its_capacity() {
+        let mut store = IdempotencyStore::new(8, TTL);
+        for n in 0..200_i64 {
+            let session = SessionId::new(n.unsigned_abs() % 3);
+            let now = n.unsigned_abs();
+            if store.admit(session, &id(n), digest(n), now) == Admission::Fresh {
+                // Leave every fifth call running, abandon every seventh.
+                if n % 7 == 0 {
+                    assert!(store.abandon(session, &id(n)));
+                } else if n % 5 != 0 {
+                    assert!(store.record(session, &id(n), result("x"), now));
+                }
+            }
+            assert!(store.len() <= 8, "{} entries after call {n}", store.len());
+        }
+        // By now the in-flight calls fill the store.
+        assert_eq!(store.in_flight(), 8);
+        assert_eq!(
+            store.admit(S1, &id(1_000), digest(1), 1_000),
+            Admission::Full
+        );
+    }
+
+    #[test]
+    fn a_store_of_capacity_zero_admits_nothing() {
+        let mut store = IdempotencyStore::new(0, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(1), 0), Admission::Full);
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn ending_a_session_frees_its_slots_and_only_its_own() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        complete(&mut store, S1, 1, 0);
+        assert_eq!(store.admit(S1, &id(2), digest(2), 0), Admission::Fresh);
+        complete(&mut store, S2, 1, 0);
+        store.end_session(S1);
+        assert_eq!(store.len(), 1);
+        assert!(!store.record(S1, &id(2), result("late"), 1));
+        assert_eq!(
+            store.admit(S2, &id(1), digest(1), 1),
+            Admission::Replay(result("1"))
+        );
+        // The ended session's completed entry must not linger in the eviction
+        // order, where it would later evict a live entry in its place.
+        let mut small = IdempotencyStore::new(1, TTL);
+        complete(&mut small, S1, 1, 0);
+        small.end_session(S1);
+        complete(&mut small, S2, 2, 1);
+        assert_eq!(small.admit(S2, &id(3), digest(3), 2), Admission::Fresh);
+        assert_eq!(small.len(), 1);
+    }
+
+    #[test]
+    fn debug_prints_counts_and_not_recorded_answers() {
+        let mut store = IdempotencyStore::new(4, TTL);
+        assert_eq!(store.admit(S1, &id(1), digest(1), 0), Admission::Fresh);
+        assert!(store.record(S1, &id(1), result("private tool output"), 0));
+        let printed = format!("{store:?}");
+        assert!(printed.contains("len: 1"), "{printed}");
+        assert!(!printed.contains("private"), "{printed}");
+    }
+}

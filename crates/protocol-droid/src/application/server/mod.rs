@@ -1,0 +1,23 @@
+//! The server side: sessions and requests, handlers, and dispatch for both
+//! eras.
+//!
+//! - [`context`]: who a handler is serving ([`context::PeerSession`],
+//!   [`context::RequestContext`]) and the ports to reach the client.
+//! - [`call`]: what a handler receives, and the one "ask the client" step
+//!   that works in both eras.
+//! - [`registry`]: what a server offers.
+//! - [`dispatch`]: the [`Server`] and its per-client [`Connection`].
+//! - [`request_state`]: the sealed `requestState` of multi round-trip
+//!   requests.
+//! - [`idempotency`]: replaying a retried `tools/call`'s recorded answer.
+
+pub mod call;
+pub mod context;
+pub mod dispatch;
+pub mod idempotency;
+pub mod registry;
+pub mod request_state;
+
+pub use call::{Call, CallError, InputRequired, Question};
+pub use dispatch::{Change, Connection, Server, ServerBuilder};
+pub use registry::ToolSpec;

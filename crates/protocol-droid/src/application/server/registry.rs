@@ -1,0 +1,266 @@
+//! The primitives a server offers: tools, resources, resource templates,
+//! prompts and completions, registered and removed at run time.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde_json::{Value, json};
+
+use super::call::{Call, CallError};
+use super::context::BoxFuture;
+use crate::adapters::secondary::codec::wire::prompts::{GetPromptResult, Prompt};
+use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
+use crate::adapters::secondary::codec::wire::tools::Tool;
+use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
+
+/// A shared async handler producing `T`.
+pub type Handler<T> = Arc<dyn Fn(Call) -> BoxFuture<'static, Result<T, CallError>> + Send + Sync>;
+
+/// Boxes an async closure into a [`Handler`].
+pub fn handler<T, F, Fut>(f: F) -> Handler<T>
+where
+    F: Fn(Call) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<T, CallError>> + Send + 'static,
+{
+    Arc::new(move |call| Box::pin(f(call)))
+}
+
+/// A registered tool.
+#[derive(Clone)]
+pub struct ToolEntry {
+    /// The definition `tools/list` shows.
+    pub tool: Tool,
+    /// The scope a caller must hold to see and call it; `None` for everyone.
+    pub scope: Option<String>,
+    /// What runs on `tools/call`.
+    pub handler: Handler<ToolResult>,
+}
+
+/// A registered resource.
+#[derive(Clone)]
+pub struct ResourceEntry {
+    /// The definition `resources/list` shows.
+    pub resource: Resource,
+    /// The scope a caller must hold; `None` for everyone.
+    pub scope: Option<String>,
+    /// What runs on `resources/read`; the call's arguments hold `uri`.
+    pub handler: Handler<Vec<ResourceContents>>,
+}
+
+/// A registered resource template.
+#[derive(Clone)]
+pub struct TemplateEntry {
+    /// The definition `resources/templates/list` shows.
+    pub template: ResourceTemplate,
+    /// The scope a caller must hold; `None` for everyone.
+    pub scope: Option<String>,
+    /// What runs on `resources/read` of a matching URI; the call's arguments
+    /// hold `uri` and every template variable.
+    pub handler: Handler<Vec<ResourceContents>>,
+}
+
+/// A registered prompt.
+#[derive(Clone)]
+pub struct PromptEntry {
+    /// The definition `prompts/list` shows.
+    pub prompt: Prompt,
+    /// The scope a caller must hold; `None` for everyone.
+    pub scope: Option<String>,
+    /// What runs on `prompts/get`.
+    pub handler: Handler<GetPromptResult>,
+}
+
+/// Answers `completion/complete`: given the params, the values to offer.
+pub type Completer = Arc<dyn Fn(&JsonObject) -> Vec<String> + Send + Sync>;
+
+/// Everything a server offers, in a deterministic (name) order.
+#[derive(Clone, Default)]
+pub struct Registry {
+    /// Tools by name.
+    pub tools: BTreeMap<String, ToolEntry>,
+    /// Resources by URI.
+    pub resources: BTreeMap<String, ResourceEntry>,
+    /// Resource templates by URI template.
+    pub templates: BTreeMap<String, TemplateEntry>,
+    /// Prompts by name.
+    pub prompts: BTreeMap<String, PromptEntry>,
+    /// The completion handler, if the server offers completions.
+    pub completer: Option<Completer>,
+}
+
+/// Handlers are closures, so the entries print what they register.
+macro_rules! debug_entry {
+    ($entry:ident, $field:ident, $key:ident) => {
+        impl core::fmt::Debug for $entry {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($entry))
+                    .field(stringify!($key), &self.$field.$key)
+                    .field("scope", &self.scope)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+debug_entry!(ToolEntry, tool, name);
+debug_entry!(ResourceEntry, resource, uri);
+debug_entry!(TemplateEntry, template, uri_template);
+debug_entry!(PromptEntry, prompt, name);
+
+impl core::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Registry")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("resources", &self.resources.keys().collect::<Vec<_>>())
+            .field("templates", &self.templates.keys().collect::<Vec<_>>())
+            .field("prompts", &self.prompts.keys().collect::<Vec<_>>())
+            .field("completions", &self.completer.is_some())
+            .finish()
+    }
+}
+
+/// Whether a caller holding `has_scope` may see an entry requiring `scope`.
+pub(crate) fn visible(scope: Option<&String>, has_scope: impl Fn(&str) -> bool) -> bool {
+    scope.is_none_or(|s| has_scope(s))
+}
+
+/// Matches `uri` against an RFC 6570 level-1 template (`{var}` segments),
+/// answering the variables.
+#[must_use]
+pub fn match_template(template: &str, uri: &str) -> Option<JsonObject> {
+    let mut vars = JsonObject::new();
+    let mut rest = uri;
+    let mut pattern = template;
+    while !pattern.is_empty() {
+        match pattern.find('{') {
+            None => return (rest == pattern).then_some(vars),
+            Some(open) => {
+                let (literal, after) = pattern.split_at(open);
+                rest = rest.strip_prefix(literal)?;
+                let close = after.find('}')?;
+                let name = after.get(1..close)?;
+                pattern = after.get(close + 1..)?;
+                // A variable runs to the next literal character, and never
+                // across a `/`, so `{id}` matches one path segment.
+                let stop = pattern.chars().next();
+                let end = rest
+                    .find(|c: char| Some(c) == stop || c == '/')
+                    .unwrap_or(rest.len());
+                let (value, tail) = rest.split_at(end);
+                if value.is_empty() {
+                    return None;
+                }
+                vars.insert(name.to_owned(), Value::String(value.to_owned()));
+                rest = tail;
+            }
+        }
+    }
+    rest.is_empty().then_some(vars)
+}
+
+/// Builds a tool definition.
+#[derive(Clone, Debug)]
+pub struct ToolSpec {
+    tool: Tool,
+    scope: Option<String>,
+}
+
+impl ToolSpec {
+    /// A tool called `name`, described by `description`, taking no arguments.
+    #[must_use]
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        let mut input_schema = JsonObject::new();
+        input_schema.insert("type".to_owned(), json!("object"));
+        input_schema.insert("properties".to_owned(), json!({}));
+        Self {
+            tool: Tool {
+                name: name.into(),
+                title: None,
+                description: Some(description.into()),
+                input_schema,
+                output_schema: None,
+                annotations: None,
+                execution: None,
+                icons: None,
+                meta: None,
+                extra: JsonObject::new(),
+            },
+            scope: None,
+        }
+    }
+
+    /// Takes arguments shaped like `T`, with the schema schemars derives.
+    #[must_use]
+    pub fn input<T: JsonSchema>(self) -> Self {
+        let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+        self.input_schema(schema)
+    }
+
+    /// Takes arguments matching `schema` (a JSON Schema object), as given.
+    #[must_use]
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        if let Value::Object(mut schema) = schema {
+            // The schema's own title names the Rust type, which means
+            // nothing to a client.
+            schema.remove("title");
+            self.tool.input_schema = schema;
+        }
+        self
+    }
+
+    /// Declares the structured output's schema.
+    #[must_use]
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        if let Value::Object(schema) = schema {
+            self.tool.output_schema = Some(schema);
+        }
+        self
+    }
+
+    /// Requires `scope` to see and call the tool.
+    #[must_use]
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// The definition and scope, for registration.
+    #[must_use]
+    pub fn into_parts(self) -> (Tool, Option<String>) {
+        (self.tool, self.scope)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_variable_matches_one_segment() {
+        let vars = match_template("test://template/{id}/data", "test://template/123/data");
+        assert_eq!(vars.and_then(|v| v.get("id").cloned()), Some(json!("123")));
+        assert_eq!(
+            match_template("test://template/{id}/data", "test://template/1/2/data"),
+            None
+        );
+        assert_eq!(
+            match_template("test://template/{id}/data", "test://template//data"),
+            None
+        );
+        assert_eq!(
+            match_template("test://static", "test://static"),
+            Some(JsonObject::new())
+        );
+        assert_eq!(match_template("test://static", "test://static/x"), None);
+    }
+
+    #[test]
+    fn an_unscoped_entry_is_visible_to_everyone_and_a_scoped_one_needs_it() {
+        assert!(visible(None, |_| false));
+        let scope = "tools:admin".to_owned();
+        assert!(!visible(Some(&scope), |_| false));
+        assert!(visible(Some(&scope), |s| s == "tools:admin"));
+    }
+}

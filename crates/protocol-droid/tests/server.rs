@@ -1,0 +1,898 @@
+//! The server runtime over stdio, driven as a client would drive it.
+//!
+//! Each test runs a small server on an in-memory pipe and speaks
+//! newline-delimited JSON-RPC to it. Timeouts here only stop a broken test
+//! from hanging; nothing asserts how long anything took.
+
+// Indexing a `serde_json::Value` yields `Null` for a missing member and never
+// panics, which is what reading replies wants.
+#![allow(clippy::indexing_slicing)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
+use protocol_droid::application::server::context::{
+    AuthClaims, AuthContext, NoExchange, NullSink, RequestContext,
+};
+use protocol_droid::application::server::{Call, CallError, Server, ToolSpec};
+use protocol_droid::domain::ir::ToolResult;
+use protocol_droid::domain::jsonrpc::{Request, RequestId};
+use protocol_droid::domain::{LoggingLevel, TransportKind};
+use serde_json::{Value, json};
+use tokio::io::{
+    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
+};
+use tokio::sync::Notify;
+
+type TestError = Box<dyn std::error::Error + Send + Sync>;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+const MODERN: &str = "2026-07-28";
+
+/// A test server: a few tools whose behaviour the tests observe.
+fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestError> {
+    let server = Server::builder("test-server", "1.0.0").build()?;
+    server.add_tool(
+        ToolSpec::new("echo", "Echoes its text argument."),
+        |call: Call| async move {
+            Ok(ToolResult::text(
+                call.arg_str("text").unwrap_or_default().to_owned(),
+            ))
+        },
+    );
+    let counter = Arc::clone(calls);
+    server.add_tool(ToolSpec::new("count", "Counts its calls."), move |_| {
+        let counter = Arc::clone(&counter);
+        async move {
+            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(ToolResult::text(format!("call {n}")))
+        }
+    });
+    let gate = Arc::clone(gate);
+    server.add_tool(ToolSpec::new("wait", "Answers once released."), move |_| {
+        let gate = Arc::clone(&gate);
+        async move {
+            gate.notified().await;
+            Ok(ToolResult::text("released"))
+        }
+    });
+    server.add_tool(
+        ToolSpec::new("ask", "Asks the user a question."),
+        |call: Call| async move {
+            let answer = call
+                .elicit(
+                    "who",
+                    json!({ "message": "Who are you?", "requestedSchema": {
+                "type": "object", "properties": { "name": { "type": "string" } } } }),
+                )
+                .await?;
+            let name = answer["content"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            Ok(ToolResult::text(format!("hello {name}")))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new("stateful", "Keeps state across rounds."),
+        |call: Call| async move {
+            if call.state().is_none() {
+                call.keep_state(json!({ "secret": "kept" }));
+            }
+            let _answer = call
+                .elicit(
+                    "go",
+                    json!({ "message": "Go?", "requestedSchema": {
+            "type": "object", "properties": {} } }),
+                )
+                .await?;
+            let kept = call
+                .state()
+                .and_then(|s| s.get("secret"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            Ok(ToolResult::text(format!("state {kept}")))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new("chatty", "Logs at info."),
+        |call: Call| async move {
+            call.log(LoggingLevel::Info, json!("working"));
+            Ok(ToolResult::text("done"))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new("admin", "Needs a scope.").scope("admin"),
+        |_| async { Ok(ToolResult::text("secret")) },
+    );
+    Ok(server)
+}
+
+/// A client end of a stdio connection.
+struct Client {
+    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    writer: WriteHalf<DuplexStream>,
+}
+
+impl Client {
+    async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), TestError> {
+        self.writer.write_all(bytes).await?;
+        self.writer.write_all(b"\n").await?;
+        Ok(())
+    }
+
+    async fn send(&mut self, message: Value) -> Result<(), TestError> {
+        self.send_raw(message.to_string().as_bytes()).await
+    }
+
+    async fn next(&mut self) -> Result<Value, TestError> {
+        let line = tokio::time::timeout(PATIENCE, self.lines.next_line())
+            .await??
+            .ok_or("the server closed its output")?;
+        Ok(serde_json::from_str(&line)?)
+    }
+
+    /// The next message that is not a notification.
+    async fn next_reply(&mut self) -> Result<Value, TestError> {
+        loop {
+            let message = self.next().await?;
+            if message.get("id").is_some() {
+                return Ok(message);
+            }
+        }
+    }
+
+    async fn request(&mut self, id: i64, method: &str, params: Value) -> Result<Value, TestError> {
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .await?;
+        self.next_reply().await
+    }
+
+    async fn initialize(&mut self, version: &str, capabilities: Value) -> Result<Value, TestError> {
+        let reply = self
+            .request(
+                0,
+                "initialize",
+                json!({ "protocolVersion": version,
+                "capabilities": capabilities, "clientInfo": { "name": "t", "version": "1" } }),
+            )
+            .await?;
+        self.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await?;
+        Ok(reply)
+    }
+}
+
+fn modern_meta(capabilities: Value) -> Value {
+    let mut meta = json!({ "io.modelcontextprotocol/protocolVersion": MODERN });
+    meta["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+    meta
+}
+
+struct Harness {
+    client: Client,
+    calls: Arc<AtomicUsize>,
+    gate: Arc<Notify>,
+    server: Server,
+}
+
+fn start_with(options: StdioOptions) -> Result<Harness, TestError> {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(Notify::new());
+    let server = server(&calls, &gate)?;
+    let client = connect(&server, options);
+    Ok(Harness {
+        client,
+        calls,
+        gate,
+        server,
+    })
+}
+
+fn start() -> Result<Harness, TestError> {
+    start_with(StdioOptions::default())
+}
+
+fn connect(server: &Server, options: StdioOptions) -> Client {
+    let (client_end, server_end) = tokio::io::duplex(1 << 20);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    tokio::spawn(stdio::serve(
+        server.clone(),
+        server_read,
+        server_write,
+        options,
+    ));
+    let (client_read, writer) = tokio::io::split(client_end);
+    Client {
+        lines: BufReader::new(client_read).lines(),
+        writer,
+    }
+}
+
+fn code(reply: &Value) -> Option<i64> {
+    reply["error"]["code"].as_i64()
+}
+
+mod bad_input {
+    use super::*;
+
+    #[tokio::test]
+    async fn malformed_json_is_a_parse_error_and_the_connection_survives() -> Result<(), TestError>
+    {
+        let mut h = start()?;
+        h.client
+            .send_raw(b"{\"jsonrpc\": \"2.0\", \"id\": 1,")
+            .await?;
+        let reply = h.client.next().await?;
+        assert_eq!(code(&reply), Some(-32700));
+        assert_eq!(reply["id"], Value::Null);
+        let pong = h.client.request(2, "ping", json!({})).await?;
+        assert_eq!(pong["result"], json!({}));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn invalid_utf8_is_a_parse_error() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}")
+            .await?;
+        assert_eq!(code(&h.client.next().await?), Some(-32700));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_non_object_message_is_an_invalid_request() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.send_raw(b"42").await?;
+        assert_eq!(code(&h.client.next().await?), Some(-32600));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_request_without_a_method_is_answered_at_its_id() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.send(json!({ "jsonrpc": "2.0", "id": 9 })).await?;
+        let reply = h.client.next().await?;
+        assert_eq!(code(&reply), Some(-32600));
+        assert_eq!(reply["id"], json!(9));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_request_before_initialize_is_refused() -> Result<(), TestError> {
+        let mut h = start()?;
+        let reply = h.client.request(1, "tools/list", json!({})).await?;
+        assert_eq!(code(&reply), Some(-32600));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unknown_method_is_method_not_found() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let reply = h.client.request(1, "tools/frobnicate", json!({})).await?;
+        assert_eq!(code(&reply), Some(-32601));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn wrong_param_types_are_invalid_params() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let reply = h
+            .client
+            .request(1, "tools/call", json!({ "name": 42 }))
+            .await?;
+        assert_eq!(code(&reply), Some(-32602));
+        let reply = h.client.request(2, "tools/call", json!([1, 2])).await?;
+        assert_eq!(code(&reply), Some(-32602));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_refused_and_serving_goes_on() -> Result<(), TestError> {
+        let mut h = start_with(StdioOptions {
+            max_line: 256,
+            ..StdioOptions::default()
+        })?;
+        let long = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{{\"pad\":\"{}\"}}}}",
+            "x".repeat(1000)
+        );
+        h.client.send_raw(long.as_bytes()).await?;
+        let reply = h.client.next().await?;
+        assert_eq!(code(&reply), Some(-32600));
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("256")
+        );
+        let pong = h.client.request(2, "ping", json!({})).await?;
+        assert_eq!(pong["id"], json!(2));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn deep_nesting_is_refused_before_parsing() -> Result<(), TestError> {
+        let mut h = start()?;
+        let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+        h.client.send_raw(deep.as_bytes()).await?;
+        assert_eq!(code(&h.client.next().await?), Some(-32600));
+        let pong = h.client.request(2, "ping", json!({})).await?;
+        assert_eq!(pong["result"], json!({}));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_response_to_a_request_never_sent_is_dropped_quietly() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": "never-sent", "result": {} }))
+            .await?;
+        let pong = h.client.request(3, "ping", json!({})).await?;
+        assert_eq!(
+            pong["id"],
+            json!(3),
+            "the stray response produced no output of its own"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_duplicate_in_flight_id_is_refused_and_the_first_still_answers()
+    -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                           "params": { "name": "wait" } });
+        h.client.send(call.clone()).await?;
+        h.client.send(call).await?;
+        let refusal = h.client.next_reply().await?;
+        assert_eq!(code(&refusal), Some(-32600));
+        h.gate.notify_one();
+        let answer = h.client.next_reply().await?;
+        assert_eq!(answer["id"], json!(5));
+        assert_eq!(answer["result"]["content"][0]["text"], json!("released"));
+        Ok(())
+    }
+}
+
+mod legacy {
+    use super::*;
+
+    #[tokio::test]
+    async fn initialize_echoes_a_supported_version_and_offers_the_newest_otherwise()
+    -> Result<(), TestError> {
+        let mut h = start()?;
+        let reply = h.client.initialize("2025-03-26", json!({})).await?;
+        assert_eq!(reply["result"]["protocolVersion"], json!("2025-03-26"));
+        let mut other = connect(&h.server, StdioOptions::default());
+        let reply = other.initialize("2024-10-07", json!({})).await?;
+        assert_eq!(reply["result"]["protocolVersion"], json!("2025-11-25"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_slow_tool_does_not_hold_up_other_requests() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-11-25", json!({})).await?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "wait" } }))
+            .await?;
+        // Answered while `wait` still waits: the server did not serialise.
+        let echo = h
+            .client
+            .request(
+                2,
+                "tools/call",
+                json!({ "name": "echo", "arguments": { "text": "hi" } }),
+            )
+            .await?;
+        assert_eq!(echo["id"], json!(2));
+        h.gate.notify_one();
+        assert_eq!(h.client.next_reply().await?["id"], json!(1));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn elicitation_is_a_server_request_answered_inline() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .initialize("2025-06-18", json!({ "elicitation": {} }))
+            .await?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "ask" } }))
+            .await?;
+        let asked = h.client.next().await?;
+        assert_eq!(asked["method"], json!("elicitation/create"));
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": asked["id"].clone(),
+                          "result": { "action": "accept", "content": { "name": "ada" } } }))
+            .await?;
+        let reply = h.client.next_reply().await?;
+        assert_eq!(reply["result"]["content"][0]["text"], json!("hello ada"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_undeclared_capability_is_refused_before_anything_is_sent() -> Result<(), TestError>
+    {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let reply = h
+            .client
+            .request(1, "tools/call", json!({ "name": "ask" }))
+            .await?;
+        assert!(reply.get("error").is_some(), "{reply}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn log_records_flow_only_after_set_level() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let quiet = h
+            .client
+            .request(1, "tools/call", json!({ "name": "chatty" }))
+            .await?;
+        assert_eq!(quiet["id"], json!(1));
+        h.client
+            .request(2, "logging/setLevel", json!({ "level": "debug" }))
+            .await?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "chatty" } }))
+            .await?;
+        let log = h.client.next().await?;
+        assert_eq!(log["method"], json!("notifications/message"));
+        assert_eq!(log["params"]["level"], json!("info"));
+        assert_eq!(h.client.next().await?["id"], json!(3));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_removed_tool_is_announced_to_the_session() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        assert!(h.server.remove_tool("echo"));
+        let note = h.client.next().await?;
+        assert_eq!(note["method"], json!("notifications/tools/list_changed"));
+        let tools = h.client.request(1, "tools/list", json!({})).await?;
+        let names: Vec<&str> = tools["result"]["tools"]
+            .as_array()
+            .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert!(!names.contains(&"echo"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_2025_03_26_batch_is_answered_as_a_batch() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-03-26", json!({})).await?;
+        h.client
+            .send(json!([
+                { "jsonrpc": "2.0", "id": 1, "method": "ping" },
+                { "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "echo", "arguments": { "text": "b" } } },
+            ]))
+            .await?;
+        let answers = h.client.next().await?;
+        let ids: Vec<i64> = answers
+            .as_array()
+            .map(|a| a.iter().filter_map(|r| r["id"].as_i64()).collect())
+            .unwrap_or_default();
+        assert_eq!(ids.len(), 2, "{answers}");
+        assert!(ids.contains(&1) && ids.contains(&2));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn results_for_a_legacy_client_carry_no_2026_members() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let list = h.client.request(1, "tools/list", json!({})).await?;
+        for member in ["resultType", "ttlMs", "cacheScope"] {
+            assert!(list["result"].get(member).is_none(), "{member} in {list}");
+        }
+        Ok(())
+    }
+}
+
+mod idempotency {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_retried_call_replays_its_answer_within_its_session() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let first = h
+            .client
+            .request(7, "tools/call", json!({ "name": "count" }))
+            .await?;
+        let retry = h
+            .client
+            .request(7, "tools/call", json!({ "name": "count" }))
+            .await?;
+        assert_eq!(first["result"], retry["result"]);
+        assert_eq!(
+            h.calls.load(Ordering::SeqCst),
+            1,
+            "the retry did not run the tool again"
+        );
+        let reused = h
+            .client
+            .request(7, "tools/call", json!({ "name": "echo" }))
+            .await?;
+        assert_eq!(
+            code(&reused),
+            Some(-32600),
+            "a reused id for another call is no retry"
+        );
+        Ok(())
+    }
+
+    /// Two sessions using the same request id and params must each run:
+    /// this fails if sessions share a key space (the `with_session` hazard).
+    #[tokio::test]
+    async fn a_recorded_answer_never_crosses_sessions() -> Result<(), TestError> {
+        let mut h = start()?;
+        let mut other = connect(&h.server, StdioOptions::default());
+        h.client.initialize("2025-06-18", json!({})).await?;
+        other.initialize("2025-06-18", json!({})).await?;
+        let mine = h
+            .client
+            .request(7, "tools/call", json!({ "name": "count" }))
+            .await?;
+        let theirs = other
+            .request(7, "tools/call", json!({ "name": "count" }))
+            .await?;
+        assert_eq!(h.calls.load(Ordering::SeqCst), 2);
+        assert_ne!(mine["result"], theirs["result"]);
+        Ok(())
+    }
+}
+
+mod modern {
+    use super::*;
+
+    #[tokio::test]
+    async fn discover_answers_without_a_handshake() -> Result<(), TestError> {
+        let mut h = start()?;
+        let reply = h
+            .client
+            .request(
+                1,
+                "server/discover",
+                json!({ "_meta": modern_meta(json!({})) }),
+            )
+            .await?;
+        let result = &reply["result"];
+        assert_eq!(result["resultType"], json!("complete"));
+        assert!(
+            result["supportedVersions"]
+                .as_array()
+                .is_some_and(|v| v.contains(&json!(MODERN)))
+        );
+        assert_eq!(
+            result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            json!("test-server")
+        );
+        assert!(result.get("ttlMs").is_some() && result.get("cacheScope").is_some());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn missing_meta_keys_are_invalid_params() -> Result<(), TestError> {
+        let mut h = start()?;
+        let reply = h.client.request(1, "server/discover", json!({})).await?;
+        assert_eq!(code(&reply), Some(-32602));
+        let reply = h
+            .client
+            .request(
+                2,
+                "tools/list",
+                json!({ "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN } }),
+            )
+            .await?;
+        assert_eq!(code(&reply), Some(-32602));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unsupported_version_names_what_is_supported() -> Result<(), TestError> {
+        let mut h = start()?;
+        let meta = json!({ "io.modelcontextprotocol/protocolVersion": "2099-01-01",
+                           "io.modelcontextprotocol/clientCapabilities": {} });
+        let reply = h
+            .client
+            .request(1, "tools/list", json!({ "_meta": meta }))
+            .await?;
+        assert_eq!(code(&reply), Some(-32022));
+        assert_eq!(reply["error"]["data"]["requested"], json!("2099-01-01"));
+        assert_eq!(reply["error"]["data"]["supported"], json!([MODERN]));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn removed_methods_are_not_found() -> Result<(), TestError> {
+        let mut h = start()?;
+        for (id, method) in [
+            (1, "ping"),
+            (2, "logging/setLevel"),
+            (3, "resources/subscribe"),
+        ] {
+            let reply = h
+                .client
+                .request(id, method, json!({ "_meta": modern_meta(json!({})) }))
+                .await?;
+            assert_eq!(code(&reply), Some(-32601), "{method}: {reply}");
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_question_becomes_an_input_required_round_and_the_retry_completes()
+    -> Result<(), TestError> {
+        let mut h = start()?;
+        let meta = modern_meta(json!({ "elicitation": {} }));
+        let first = h
+            .client
+            .request(1, "tools/call", json!({ "name": "ask", "_meta": meta }))
+            .await?;
+        assert_eq!(first["result"]["resultType"], json!("input_required"));
+        assert_eq!(
+            first["result"]["inputRequests"]["who"]["method"],
+            json!("elicitation/create")
+        );
+        let retry = h.client
+            .request(2, "tools/call", json!({ "name": "ask", "_meta": meta,
+                "inputResponses": { "who": { "action": "accept", "content": { "name": "ada" } } } }))
+            .await?;
+        assert_eq!(retry["result"]["resultType"], json!("complete"));
+        assert_eq!(retry["result"]["content"][0]["text"], json!("hello ada"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_undeclared_capability_is_missing_required_client_capability()
+    -> Result<(), TestError> {
+        let mut h = start()?;
+        let reply = h
+            .client
+            .request(
+                1,
+                "tools/call",
+                json!({ "name": "ask", "_meta": modern_meta(json!({})) }),
+            )
+            .await?;
+        assert_eq!(code(&reply), Some(-32021));
+        assert_eq!(
+            reply["error"]["data"]["requiredCapabilities"],
+            json!({ "elicitation": {} })
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn request_state_survives_the_round_trip_and_a_forgery_is_refused()
+    -> Result<(), TestError> {
+        let mut h = start()?;
+        let meta = modern_meta(json!({ "elicitation": {} }));
+        let first = h
+            .client
+            .request(
+                1,
+                "tools/call",
+                json!({ "name": "stateful", "_meta": meta }),
+            )
+            .await?;
+        let state = first["result"]["requestState"]
+            .as_str()
+            .ok_or("no requestState")?
+            .to_owned();
+        let answers = json!({ "go": { "action": "accept", "content": {} } });
+        let retry = h
+            .client
+            .request(
+                2,
+                "tools/call",
+                json!({ "name": "stateful", "_meta": meta,
+                "inputResponses": answers, "requestState": state }),
+            )
+            .await?;
+        assert_eq!(
+            retry["result"]["content"][0]["text"],
+            json!("state \"kept\"")
+        );
+
+        let mut forged = state.clone().into_bytes();
+        if let Some(byte) = forged.get_mut(10) {
+            *byte = if *byte == b'A' { b'B' } else { b'A' };
+        }
+        let forged = String::from_utf8(forged)?;
+        let refused = h
+            .client
+            .request(
+                3,
+                "tools/call",
+                json!({ "name": "stateful", "_meta": meta,
+                "inputResponses": answers, "requestState": forged }),
+            )
+            .await?;
+        assert_eq!(code(&refused), Some(-32602));
+
+        // Bound to the request: the same state on another tool is refused.
+        let moved = h
+            .client
+            .request(
+                4,
+                "tools/call",
+                json!({ "name": "ask", "_meta": meta,
+                "inputResponses": answers, "requestState": state }),
+            )
+            .await?;
+        assert_eq!(code(&moved), Some(-32602));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn logs_go_only_to_a_request_that_asked_for_them() -> Result<(), TestError> {
+        let mut h = start()?;
+        let quiet = h
+            .client
+            .request(
+                1,
+                "tools/call",
+                json!({ "name": "chatty", "_meta": modern_meta(json!({})) }),
+            )
+            .await?;
+        assert_eq!(quiet["id"], json!(1));
+        let mut meta = modern_meta(json!({}));
+        meta["io.modelcontextprotocol/logLevel"] = json!("info");
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                          "params": { "name": "chatty", "_meta": meta } }))
+            .await?;
+        assert_eq!(
+            h.client.next().await?["method"],
+            json!("notifications/message")
+        );
+        assert_eq!(h.client.next().await?["id"], json!(2));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_listen_stream_is_acknowledged_then_tagged_with_its_id() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .send(
+                json!({ "jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
+                "params": { "_meta": modern_meta(json!({})),
+                            "notifications": { "toolsListChanged": true } } }),
+            )
+            .await?;
+        let ack = h.client.next().await?;
+        assert_eq!(
+            ack["method"],
+            json!("notifications/subscriptions/acknowledged")
+        );
+        assert_eq!(
+            ack["params"]["notifications"],
+            json!({ "toolsListChanged": true })
+        );
+        h.server.prompts_changed();
+        h.server.tools_changed();
+        let note = h.client.next().await?;
+        assert_eq!(
+            note["method"],
+            json!("notifications/tools/list_changed"),
+            "prompt changes were not asked for"
+        );
+        assert_eq!(
+            note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            json!("sub-1")
+        );
+        h.client
+            .send(
+                json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": { "requestId": "sub-1" } }),
+            )
+            .await?;
+        let pong = h
+            .client
+            .request(9, "tools/list", json!({ "_meta": modern_meta(json!({})) }))
+            .await?;
+        assert_eq!(pong["id"], json!(9));
+        Ok(())
+    }
+}
+
+mod visibility {
+    use super::*;
+
+    fn request(id: i64, method: &str, params: Value) -> Request {
+        Request {
+            id: RequestId::Number(id),
+            method: method.to_owned(),
+            params: Some(params),
+        }
+    }
+
+    fn with_auth(auth: AuthContext) -> RequestContext {
+        RequestContext {
+            auth,
+            ..RequestContext::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_scoped_tool_is_invisible_and_uncallable_without_its_scope() -> Result<(), TestError>
+    {
+        let h = start()?;
+        let connection = h.server.connect(
+            TransportKind::Stdio,
+            Arc::new(NoExchange),
+            Arc::new(NullSink),
+        );
+        let meta = modern_meta(json!({}));
+        let names = |result: &Value| -> Vec<String> {
+            result["tools"]
+                .as_array()
+                .map(|t| {
+                    t.iter()
+                        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+
+        let anonymous = connection
+            .handle(
+                request(1, "tools/list", json!({ "_meta": meta })),
+                RequestContext::default(),
+            )
+            .await
+            .map_err(|e| e.message)?;
+        assert!(!names(&anonymous).contains(&"admin".to_owned()));
+        let refused = connection
+            .handle(
+                request(2, "tools/call", json!({ "name": "admin", "_meta": meta })),
+                RequestContext::default(),
+            )
+            .await;
+        assert!(refused.is_err_and(|e| e.code.0 == -32602));
+
+        let admin = AuthContext::principal(AuthClaims {
+            sub: Some("root".to_owned()),
+            scopes: vec!["admin".to_owned()],
+            ..AuthClaims::default()
+        });
+        let listed = connection
+            .handle(
+                request(3, "tools/list", json!({ "_meta": meta })),
+                with_auth(admin.clone()),
+            )
+            .await
+            .map_err(|e| e.message)?;
+        assert!(names(&listed).contains(&"admin".to_owned()));
+        let called = connection
+            .handle(
+                request(4, "tools/call", json!({ "name": "admin", "_meta": meta })),
+                with_auth(admin),
+            )
+            .await
+            .map_err(|e| e.message)?;
+        assert_eq!(called["content"][0]["text"], json!("secret"));
+        Ok(())
+    }
+
+    #[test]
+    fn call_errors_say_what_went_wrong() {
+        let error = CallError::invalid_params("bad");
+        assert!(error.to_string().contains("bad"));
+    }
+}

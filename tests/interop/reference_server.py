@@ -1,0 +1,472 @@
+#!/usr/bin/env python3
+"""Reference conformance-fixture server for the interop harness, built on the Python SDK (mcp 2.3.0).
+
+It exists only to prove the client drivers before `droid serve` works:
+
+    DROID_SERVER_CMD="tests/interop/.venv/bin/python tests/interop/reference_server.py" tests/interop/run.sh
+
+Serves the fixture of shared/CONFORMANCE.md section 5 over stdio. The SDK's stdio loop is dual-era: the
+client's first request decides between the legacy `initialize` handshake and the stateless 2026-07-28
+per-request `_meta` envelope. Texts follow CONFORMANCE.md exactly (compact JSON, the exact
+`test_error_handling` text) rather than the SDK's own everything-server where the two differ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sys
+from typing import Any
+
+from mcp.server import ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.prompts.base import UserMessage
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    AudioContent,
+    CallToolResult,
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    EmbeddedResource,
+    EmptyResult,
+    ImageContent,
+    InputRequest,
+    InputRequiredResult,
+    ListRootsRequest,
+    ListRootsResult,
+    PromptReference,
+    ResourceTemplateReference,
+    SamplingMessage,
+    SetLevelRequestParams,
+    SubscribeRequestParams,
+    TextContent,
+    TextResourceContents,
+    UnsubscribeRequestParams,
+)
+from pydantic import BaseModel, Field
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+mcp = MCPServer(name="mcp-conformance-test-server", version="0.1.0")
+
+# ----------------------------------------------------------------------------- tools, both eras
+
+
+@mcp.tool()
+def test_simple_text() -> str:
+    """Tests simple text content response"""
+    return "This is a simple text response for testing."
+
+
+@mcp.tool()
+def test_image_content() -> list[ImageContent]:
+    """Tests image content response"""
+    return [ImageContent(type="image", data=PNG, mime_type="image/png")]
+
+
+@mcp.tool()
+def test_audio_content() -> list[AudioContent]:
+    """Tests audio content response"""
+    return [AudioContent(type="audio", data=WAV, mime_type="audio/wav")]
+
+
+@mcp.tool()
+def test_embedded_resource() -> list[EmbeddedResource]:
+    """Tests embedded resource content response"""
+    return [
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(
+                uri="test://embedded-resource", mime_type="text/plain", text="This is an embedded resource content."
+            ),
+        )
+    ]
+
+
+@mcp.tool()
+def test_multiple_content_types() -> list[TextContent | ImageContent | EmbeddedResource]:
+    """Tests response with multiple content types (text, image, resource)"""
+    return [
+        TextContent(type="text", text="Multiple content types test:"),
+        ImageContent(type="image", data=PNG, mime_type="image/png"),
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(
+                uri="test://mixed-content-resource",
+                mime_type="application/json",
+                text=compact({"test": "data", "value": 123}),
+            ),
+        ),
+    ]
+
+
+@mcp.tool()
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Tests tool that emits log messages during execution"""
+    await ctx.info("Tool execution started")
+    await asyncio.sleep(0.05)
+    await ctx.info("Tool processing data")
+    await asyncio.sleep(0.05)
+    await ctx.info("Tool execution completed")
+    return "Tool with logging executed successfully"
+
+
+@mcp.tool()
+async def test_tool_with_progress(ctx: Context) -> str:
+    """Tests tool that reports progress notifications"""
+    for step in (0, 50, 100):
+        await ctx.report_progress(progress=step, total=100, message=f"Completed step {step} of 100")
+        if step != 100:
+            await asyncio.sleep(0.05)
+    return "Tool with progress executed successfully"
+
+
+@mcp.tool()
+def test_error_handling() -> CallToolResult:
+    """Tests error response handling"""
+    return CallToolResult(
+        is_error=True, content=[TextContent(type="text", text="This tool intentionally returns an error for testing")]
+    )
+
+
+@mcp.tool()
+async def test_sampling(prompt: str, ctx: Context) -> str:
+    """Tests server-initiated sampling (LLM completion request)"""
+    try:
+        result = await ctx.session.create_message(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+            max_tokens=100,
+            related_request_id=ctx.request_id,
+        )
+        text = result.content.text if result.content.type == "text" else "No response"
+        return f"LLM response: {text}"
+    except Exception as e:  # modern era: no back-channel
+        return f"Sampling not supported or error: {e}"
+
+
+class UserResponse(BaseModel):
+    response: str = Field(description="User's response")
+
+
+@mcp.tool()
+async def test_elicitation(message: str, ctx: Context) -> str:
+    """Tests server-initiated elicitation (user input request)"""
+    try:
+        result = await ctx.elicit(message=message, schema=UserResponse)
+        content = result.data.model_dump_json() if result.action == "accept" else "{}"
+        return f"User response: action={result.action}, content={content}"
+    except Exception as e:  # modern era: no back-channel
+        return f"Elicitation not supported or error: {e}"
+
+
+class SEP1034Defaults(BaseModel):
+    name: str = Field(default="John Doe", description="User name")
+    age: int = Field(default=30, description="User age")
+    score: float = Field(default=95.5, description="User score")
+    status: str = Field(default="active", description="User status", json_schema_extra={"enum": ["active", "inactive", "pending"]})
+    verified: bool = Field(default=True, description="Verification status")
+
+
+@mcp.tool()
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """Tests elicitation with default values for all primitive types (SEP-1034)"""
+    result = await ctx.elicit(message="Please provide user information", schema=SEP1034Defaults)
+    content = result.data.model_dump_json() if result.action == "accept" else "{}"
+    return f"Elicitation result: action={result.action}, content={content}"
+
+
+@mcp.tool()
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """Tests elicitation with enum schema variations (SEP-1330); not exercised by the drivers"""
+    return "not implemented in the reference server"
+
+
+@mcp.tool()
+def test_reconnection() -> str:
+    """Tests SSE polling (Streamable HTTP only; a plain answer on stdio)"""
+    return "Reconnection test completed"
+
+
+@mcp.tool(name="json_schema_2020_12_tool")
+def json_schema_2020_12_tool() -> str:
+    """Tests JSON Schema 2020-12 keyword preservation in tools/list"""
+    return "json_schema_2020_12_tool"
+
+
+# ----------------------------------------------------------------------------- tools, 2026-07-28
+
+
+@mcp.tool()
+async def test_missing_capability(ctx: Context) -> str:
+    """Requires the client 'sampling' capability (-32021 otherwise)"""
+    caps = ctx.client_capabilities
+    if caps is None or caps.sampling is None:
+        raise MCPError(
+            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message="This tool requires the client 'sampling' capability",
+            data={"requiredCapabilities": {"sampling": {}}},
+        )
+    return "Client declared sampling capability; proceeding."
+
+
+@mcp.tool()
+async def test_streaming_elicitation(ctx: Context) -> str:
+    """Streams notifications only, then the result"""
+    await ctx.report_progress(progress=1, total=2)
+    return "streamed"
+
+
+@mcp.tool()
+async def test_logging_tool(ctx: Context) -> str:
+    """Logs only when the request _meta opts in with a logLevel"""
+    await ctx.info("logging tool message")
+    return "logged"
+
+
+@mcp.tool()
+async def test_trigger_tool_change(ctx: Context) -> str:
+    """Announces notifications/tools/list_changed to subscriptions/listen streams"""
+    await ctx.notify_tools_changed()
+    return "tool list changed"
+
+
+@mcp.tool()
+async def test_trigger_prompt_change(ctx: Context) -> str:
+    """Announces notifications/prompts/list_changed to subscriptions/listen streams"""
+    await ctx.notify_prompts_changed()
+    return "prompt list changed"
+
+
+def _elicit(message: str, field: str) -> ElicitRequest:
+    schema = {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}
+    return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=schema))
+
+
+def _sample(text: str, max_tokens: int) -> CreateMessageRequest:
+    return CreateMessageRequest(
+        params=CreateMessageRequestParams(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=max_tokens
+        )
+    )
+
+
+def _elicited(answer: object, field: str) -> str | None:
+    if isinstance(answer, ElicitResult) and answer.content:
+        value = answer.content.get(field)
+        return value if isinstance(value, str) else None
+    return None
+
+
+@mcp.tool()
+async def test_input_required_result_elicitation(ctx: Context) -> str | InputRequiredResult:
+    """MRTR: one elicitation (user_name), then a greeting"""
+    responses = ctx.input_responses or {}
+    if "user_name" in responses:
+        return f"Hello, {_elicited(responses['user_name'], 'name') or 'stranger'}!"
+    return InputRequiredResult(input_requests={"user_name": _elicit("What is your name?", "name")})
+
+
+@mcp.tool()
+async def test_input_required_result_sampling(ctx: Context) -> str | InputRequiredResult:
+    """MRTR: one sampling request (capital_question), then echoes the sampled text"""
+    responses = ctx.input_responses or {}
+    if "capital_question" in responses:
+        answer = responses["capital_question"]
+        text = answer.content.text if isinstance(answer, CreateMessageResult) and answer.content.type == "text" else "?"
+        return f"Model said: {text}"
+    return InputRequiredResult(input_requests={"capital_question": _sample("What is the capital of France?", 100)})
+
+
+@mcp.tool()
+async def test_input_required_result_list_roots(ctx: Context) -> str | InputRequiredResult:
+    """MRTR: roots/list (client_roots)"""
+    responses = ctx.input_responses or {}
+    if "client_roots" in responses:
+        answer = responses["client_roots"]
+        return f"Client exposed {len(answer.roots) if isinstance(answer, ListRootsResult) else 0} root(s)."
+    return InputRequiredResult(input_requests={"client_roots": ListRootsRequest()})
+
+
+@mcp.tool()
+async def test_input_required_result_request_state(ctx: Context) -> str | InputRequiredResult:
+    """MRTR with an opaque requestState"""
+    if "confirm" in (ctx.input_responses or {}) and ctx.request_state == "request-state-nonce":
+        return "state-ok: confirmation received"
+    return InputRequiredResult(input_requests={"confirm": _elicit("Please confirm", "ok")}, request_state="request-state-nonce")
+
+
+@mcp.tool()
+async def test_input_required_result_multiple_inputs(ctx: Context) -> str | InputRequiredResult:
+    """MRTR: elicitation, sampling and roots in one round"""
+    if {"user_name", "greeting", "client_roots"} <= (ctx.input_responses or {}).keys():
+        return "All inputs received."
+    requests: dict[str, InputRequest] = {
+        "user_name": _elicit("What is your name?", "name"),
+        "greeting": _sample("Generate a greeting", 50),
+        "client_roots": ListRootsRequest(),
+    }
+    return InputRequiredResult(input_requests=requests, request_state="multiple-inputs")
+
+
+@mcp.tool()
+async def test_input_required_result_multi_round(ctx: Context) -> str | InputRequiredResult:
+    """MRTR over two rounds with an evolving requestState"""
+    state = json.loads(ctx.request_state) if ctx.request_state else {"round": 0}
+    responses = ctx.input_responses or {}
+    if state["round"] == 1 and "step1" in responses:
+        name = _elicited(responses["step1"], "name")
+        return InputRequiredResult(
+            input_requests={"step2": _elicit("Step 2: What is your favorite color?", "color")},
+            request_state=json.dumps({"round": 2, "name": name}),
+        )
+    if state["round"] == 2 and "step2" in responses:
+        return f"{state.get('name')} likes {_elicited(responses['step2'], 'color')}."
+    return InputRequiredResult(
+        input_requests={"step1": _elicit("Step 1: What is your name?", "name")}, request_state=json.dumps({"round": 1})
+    )
+
+
+@mcp.tool()
+async def test_input_required_result_tampered_state(ctx: Context) -> str | InputRequiredResult:
+    """MRTR with an integrity-protected requestState"""
+    if ctx.request_state is None:
+        return InputRequiredResult(input_requests={"confirm": _elicit("Please confirm", "ok")}, request_state="round-1")
+    return f"state-ok: {ctx.request_state}"
+
+
+@mcp.tool()
+async def test_input_required_result_capabilities(ctx: Context) -> str | InputRequiredResult:
+    """MRTR limited to the capabilities the client declared"""
+    if ctx.input_responses:
+        return "capabilities ok"
+    caps = ctx.client_capabilities
+    requests: dict[str, InputRequest] = {}
+    if caps is not None and caps.sampling is not None:
+        requests["sample"] = _sample("Say hello", 50)
+    if caps is not None and caps.elicitation is not None:
+        requests["ask"] = _elicit("What is your name?", "name")
+    if not requests:
+        return "no declared capabilities"
+    return InputRequiredResult(input_requests=requests, request_state="capability-gated")
+
+
+# ----------------------------------------------------------------------------- resources
+
+
+@mcp.resource("test://static-text", mime_type="text/plain")
+def static_text() -> str:
+    """A static text resource for testing"""
+    return "This is the content of the static text resource."
+
+
+@mcp.resource("test://static-binary", mime_type="image/png")
+def static_binary() -> bytes:
+    """A static binary resource (image) for testing"""
+    return base64.b64decode(PNG)
+
+
+@mcp.resource("test://template/{id}/data", mime_type="application/json")
+def template(id: str) -> str:
+    """A resource template with parameter substitution"""
+    return compact({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+
+@mcp.resource("test://watched-resource", mime_type="text/plain")
+def watched() -> str:
+    """A resource that can be subscribed to"""
+    return "Watched resource content"
+
+
+# ----------------------------------------------------------------------------- prompts
+
+
+@mcp.prompt()
+def test_simple_prompt() -> list[UserMessage]:
+    """A simple prompt without arguments"""
+    return [UserMessage(role="user", content=TextContent(type="text", text="This is a simple prompt for testing."))]
+
+
+@mcp.prompt()
+def test_prompt_with_arguments(arg1: str, arg2: str) -> list[UserMessage]:
+    """A prompt with required arguments"""
+    text = f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+    return [UserMessage(role="user", content=TextContent(type="text", text=text))]
+
+
+@mcp.prompt()
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:
+    """A prompt that includes an embedded resource"""
+    resource = TextResourceContents(uri=resourceUri, mime_type="text/plain", text="Embedded resource content for testing.")
+    return [
+        UserMessage(role="user", content=EmbeddedResource(type="resource", resource=resource)),
+        UserMessage(role="user", content=TextContent(type="text", text="Please process the embedded resource above.")),
+    ]
+
+
+@mcp.prompt()
+def test_prompt_with_image() -> list[UserMessage]:
+    """A prompt that includes image content"""
+    return [
+        UserMessage(role="user", content=ImageContent(type="image", data=PNG, mime_type="image/png")),
+        UserMessage(role="user", content=TextContent(type="text", text="Please analyze the image above.")),
+    ]
+
+
+@mcp.prompt()
+async def test_input_required_result_prompt(ctx: Context) -> list[UserMessage] | InputRequiredResult:
+    """MRTR through prompts/get (user_context)"""
+    responses = ctx.input_responses or {}
+    if "user_context" in responses:
+        text = _elicited(responses["user_context"], "context") or "?"
+        return [UserMessage(role="user", content=TextContent(type="text", text=f"Use the following context: {text}"))]
+    return InputRequiredResult(input_requests={"user_context": _elicit("What context should the prompt use?", "context")})
+
+
+# ----------------------------------------------------------------------------- other handlers
+
+
+async def _set_level(ctx: ServerRequestContext, params: SetLevelRequestParams) -> EmptyResult:
+    return EmptyResult()
+
+
+async def _subscribe(ctx: ServerRequestContext, params: SubscribeRequestParams) -> EmptyResult:
+    return EmptyResult()
+
+
+async def _unsubscribe(ctx: ServerRequestContext, params: UnsubscribeRequestParams) -> EmptyResult:
+    return EmptyResult()
+
+
+mcp._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, _set_level)  # noqa: SLF001
+mcp._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, _subscribe)  # noqa: SLF001
+mcp._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, _unsubscribe)  # noqa: SLF001
+
+
+@mcp.completion()
+async def _complete(
+    ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument, context: CompletionContext | None
+) -> Completion:
+    if isinstance(ref, PromptReference) and ref.name == "test_prompt_with_arguments" and argument.name == "arg1":
+        values = [v for v in ("paris", "park", "party") if v.startswith(argument.value)]
+        return Completion(values=values, total=len(values), has_more=False)
+    return Completion(values=[], total=0, has_more=False)
+
+
+if __name__ == "__main__":
+    print("reference_server: serving the conformance fixture on stdio", file=sys.stderr)
+    mcp.run(transport="stdio")

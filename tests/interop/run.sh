@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Runs every SDK client driver against an MCP server spawned over stdio and ends with
+#   N passed, N failed
+# (summed over all drivers; skips are reported separately). Exit status 1 if anything failed.
+#
+#   DROID_SERVER_CMD   server command, split on whitespace (default: <repo>/target/debug/droid serve)
+#   INTEROP_DRIVERS    subset to run, space separated (default: all of the names below)
+#   INTEROP_TIMEOUT    per-driver wall-clock limit in seconds (default 300)
+set -uo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
+REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
+
+"$INTEROP_DIR/setup.sh" || { echo "setup.sh failed"; echo "0 passed, 1 failed"; exit 1; }
+. "$INTEROP_DIR/env.sh"   # setup may have installed a local Node
+
+export DROID_SERVER_CMD="${DROID_SERVER_CMD:-$REPO/target/debug/droid serve}"
+export PYTHONDONTWRITEBYTECODE=1
+ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk"
+DRIVERS="${INTEROP_DRIVERS:-$ALL_DRIVERS}"
+LIMIT="${INTEROP_TIMEOUT:-300}"
+
+cd "$REPO"   # relative server paths in DROID_SERVER_CMD are resolved from the repository root
+server_bin="${DROID_SERVER_CMD%% *}"
+if ! command -v "$server_bin" >/dev/null 2>&1; then
+    echo "run.sh: server command not found or not executable: $server_bin (DROID_SERVER_CMD=$DROID_SERVER_CMD)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+total_pass=0; total_fail=0; total_skip=0
+summary=()
+
+banner() { printf '\n==================== %s ====================\n' "$*"; }
+
+# node --test with a human reporter on stdout and TAP into a file for counting.
+run_node() {  # name file [env assignments...]
+    local name=$1 file=$2; shift 2
+    env "$@" timeout "$LIMIT" node --test --test-timeout=60000 \
+        --test-reporter=spec --test-reporter-destination=stdout \
+        --test-reporter=tap --test-reporter-destination="$work/$name.tap" \
+        "$INTEROP_DIR/ts/$file"
+    local rc=$?
+    local tap="$work/$name.tap"
+    local p f c s
+    p=$(awk '/^# pass /{v=$3} END{print v+0}' "$tap" 2>/dev/null || echo 0)
+    f=$(awk '/^# fail /{v=$3} END{print v+0}' "$tap" 2>/dev/null || echo 0)
+    c=$(awk '/^# cancelled /{v=$3} END{print v+0}' "$tap" 2>/dev/null || echo 0)
+    s=$(awk '/^# skipped /{v=$3} END{print v+0}' "$tap" 2>/dev/null || echo 0)
+    record "$name" "$p" "$((f + c))" "$s" "$rc"
+}
+
+run_pytest() {  # name
+    local name=$1
+    timeout "$LIMIT" "$INTEROP_DIR/.venv/bin/python" -m pytest -c "$INTEROP_DIR/pytest.ini" \
+        --rootdir "$INTEROP_DIR" -p no:cacheprovider -v --tb=short --color=no \
+        --junitxml="$work/$name.xml" "$INTEROP_DIR/py"
+    local rc=$?
+    local counts
+    counts=$("$INTEROP_DIR/.venv/bin/python" - "$work/$name.xml" <<'PY' 2>/dev/null || echo "0 0 0"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+t = sum(int(s.get("tests", 0)) for s in suites)
+f = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+k = sum(int(s.get("skipped", 0)) for s in suites)
+print(t - f - k, f, k)
+PY
+)
+    # shellcheck disable=SC2086
+    record "$name" $counts "$rc"
+}
+
+record() {  # name pass fail skip rc
+    local name=$1 p=$2 f=$3 s=$4 rc=$5
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1   # crashed, timed out or produced no results: count the driver itself as a failure
+        echo "run.sh: $name exited with status $rc without reporting a failed check"
+    fi
+    total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + s))
+    summary+=("$(printf '%-22s %3d passed, %3d failed, %3d skipped' "$name" "$p" "$f" "$s")")
+}
+
+for d in $DRIVERS; do
+    case "$d" in
+        ts-sdk1-2025-11-25) banner "TS SDK 1.x (@modelcontextprotocol/sdk) @ 2025-11-25"
+            run_node "$d" sdk1.test.mjs INTEROP_REVISION=2025-11-25 ;;
+        ts-sdk1-2025-03-26) banner "TS SDK 1.x (@modelcontextprotocol/sdk) @ 2025-03-26"
+            run_node "$d" sdk1.test.mjs INTEROP_REVISION=2025-03-26 ;;
+        ts-sdk1-2024-11-05) banner "TS SDK 1.x (@modelcontextprotocol/sdk) @ 2024-11-05"
+            run_node "$d" sdk1.test.mjs INTEROP_REVISION=2024-11-05 ;;
+        ts-sdk2-2026-07-28) banner "TS SDK 2.x (@modelcontextprotocol/client) pinned 2026-07-28"
+            run_node "$d" sdk2.test.mjs ;;
+        python-sdk) banner "Python SDK (mcp) mode=legacy, mode=2026-07-28, mode=auto"
+            run_pytest "$d" ;;
+        *) echo "run.sh: unknown driver $d (known: $ALL_DRIVERS ts-sdk1-2024-11-05)"
+           record "$d" 0 1 0 1 ;;
+    esac
+done
+
+banner "summary (server: $DROID_SERVER_CMD)"
+printf '%s\n' "${summary[@]}"
+[ "$total_skip" -gt 0 ] && echo "($total_skip skipped: checks that do not apply to the driver's era)"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

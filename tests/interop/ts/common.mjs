@@ -1,0 +1,228 @@
+// Shared helpers for the TypeScript SDK drivers (SDK 1.x and 2.x).
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import assert from 'node:assert/strict';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const INTEROP_DIR = join(here, '..');
+export const FIXTURE = JSON.parse(readFileSync(join(INTEROP_DIR, 'fixture.json'), 'utf8'));
+
+/** DROID_SERVER_CMD split on whitespace -> { command, args }. */
+export function serverCommand() {
+    const raw = process.env.DROID_SERVER_CMD;
+    if (!raw || !raw.trim()) throw new Error('DROID_SERVER_CMD is not set (e.g. "/work/main/target/debug/droid serve")');
+    const [command, ...args] = raw.trim().split(/\s+/);
+    return { command, args };
+}
+
+/** Stdio spawn parameters: full environment (the SDKs default to a minimal one), server stderr passed through. */
+export function stdioParams() {
+    const { command, args } = serverCommand();
+    const env = {};
+    for (const [k, v] of Object.entries(process.env)) if (typeof v === 'string') env[k] = v;
+    return { command, args, env, stderr: 'inherit' };
+}
+
+/**
+ * Record a transport's wire traffic by patching the *instance* (not subclassing: the 2.x client only
+ * uses its disposable sibling probe for the exact base StdioClientTransport class). `rewrite` may
+ * replace outgoing messages.
+ */
+export function recordTransport(transport, rewrite = m => m) {
+    const wire = { sent: [], received: [] };
+    const send = transport.send.bind(transport);
+    transport.send = (message, options) => {
+        message = rewrite(message);
+        wire.sent.push(message);
+        return send(message, options);
+    };
+    let handler;
+    Object.defineProperty(transport, 'onmessage', {
+        configurable: true,
+        get: () => handler,
+        set: h => {
+            handler = h && (msg => {
+                wire.received.push(msg);
+                h(msg);
+            });
+        }
+    });
+    return wire;
+}
+
+/** Fill an elicitation form from its requestedSchema with deterministic values the checks can look for. */
+export function fillElicitation(requestedSchema) {
+    const content = {};
+    for (const [key, prop] of Object.entries(requestedSchema?.properties ?? {})) {
+        if (Array.isArray(prop.enum) && prop.enum.length) content[key] = prop.enum[0];
+        else if (Array.isArray(prop.oneOf) && prop.oneOf.length && 'const' in prop.oneOf[0]) content[key] = prop.oneOf[0].const;
+        else if (prop.type === 'string') content[key] = key === 'name' ? FIXTURE.client.elicitName : FIXTURE.client.elicitString;
+        else if (prop.type === 'integer' || prop.type === 'number') content[key] = 42;
+        else if (prop.type === 'boolean') content[key] = true;
+        else if (prop.type === 'array') content[key] = [];
+    }
+    return content;
+}
+
+export function samplingAnswer() {
+    return { model: 'interop-model', role: 'assistant', content: { type: 'text', text: FIXTURE.client.samplingAnswer }, stopReason: 'endTurn' };
+}
+
+/** The text of a text content block; fails on any other block type. */
+export function textOf(block) {
+    assert.equal(block?.type, 'text', `expected a text block, got ${JSON.stringify(block)}`);
+    return block.text;
+}
+
+/** The single text block of a tool result. */
+export function onlyText(r) {
+    assert.equal(r.content.length, 1, `expected one content block, got ${JSON.stringify(r.content)}`);
+    return textOf(r.content[0]);
+}
+
+// ---------- content checks shared by both TS drivers (same expectations as CONFORMANCE.md §5) ----------
+
+export function assertToolList(tools, era) {
+    const byName = new Map(tools.map(t => [t.name, t]));
+    const missing = FIXTURE.tools[era].filter(n => !byName.has(n));
+    assert.deepEqual(missing, [], `tools/list is missing fixture tools: ${missing.join(', ')}`);
+    for (const name of FIXTURE.tools[era]) {
+        const t = byName.get(name);
+        assert.ok(typeof t.description === 'string' && t.description.length > 0, `${name}: empty or missing description`);
+        assert.ok(t.inputSchema && t.inputSchema.type === 'object', `${name}: inputSchema missing or not type object`);
+    }
+    for (const t of tools) assert.match(t.name, /^[A-Za-z0-9_./-]{1,64}$/, `invalid tool name ${t.name}`);
+}
+
+export function assertSimpleText(r) {
+    assert.notEqual(r.isError, true);
+    assert.deepEqual(r.content.map(textOf), [FIXTURE.texts.simple]);
+}
+
+export function assertImage(r) {
+    assert.notEqual(r.isError, true);
+    assert.equal(r.content.length, 1);
+    assert.equal(r.content[0].type, 'image');
+    assert.equal(r.content[0].mimeType, 'image/png');
+    assert.equal(r.content[0].data, FIXTURE.png);
+}
+
+export function assertAudio(r) {
+    assert.notEqual(r.isError, true);
+    assert.equal(r.content.length, 1);
+    assert.equal(r.content[0].type, 'audio');
+    assert.equal(r.content[0].mimeType, 'audio/wav');
+    assert.equal(r.content[0].data, FIXTURE.wav);
+}
+
+export function assertEmbedded(r) {
+    assert.notEqual(r.isError, true);
+    assert.equal(r.content.length, 1);
+    assert.equal(r.content[0].type, 'resource');
+    const res = r.content[0].resource;
+    assert.equal(res.uri, 'test://embedded-resource');
+    assert.equal(res.mimeType, 'text/plain');
+    assert.equal(res.text, FIXTURE.texts.embedded);
+}
+
+export function assertMixed(r) {
+    assert.notEqual(r.isError, true);
+    assert.equal(r.content.length, 3, 'expected text, image and resource');
+    const [text, image, resource] = r.content;
+    assert.equal(textOf(text), FIXTURE.texts.mixedHeader);
+    assert.equal(image.type, 'image');
+    assert.equal(image.mimeType, 'image/png');
+    assert.equal(image.data, FIXTURE.png);
+    assert.equal(resource.type, 'resource');
+    assert.equal(resource.resource.uri, 'test://mixed-content-resource');
+    assert.equal(resource.resource.mimeType, 'application/json');
+    // JSON-equal (whitespace-insensitive) to {"test":"data","value":123}
+    assert.deepEqual(JSON.parse(resource.resource.text), JSON.parse(FIXTURE.texts.mixedResource));
+}
+
+export function assertToolError(r) {
+    assert.equal(r.isError, true, 'test_error_handling must return isError: true');
+    assert.equal(r.content.length, 1);
+    assert.equal(r.content[0].type, 'text');
+    assert.equal(r.content[0].text, FIXTURE.texts.error);
+}
+
+/**
+ * Progress is judged on the wire: >= 3 non-decreasing notifications 0/50/100 of 100 for the call's
+ * token, all before the response. The SDK callback must have seen at least one. (Both TS SDKs run
+ * notification handlers in a microtask but responses synchronously, so a progress notification that
+ * arrives in the same stdout read as the response is silently dropped by the client.)
+ */
+export function assertProgress(r, events, wire) {
+    assert.notEqual(r.isError, true);
+    const req = wire.sent.filter(m => m.method === 'tools/call' && m.params?.name === 'test_tool_with_progress').at(-1);
+    const token = req?.params?._meta?.progressToken;
+    assert.notEqual(token, undefined, 'client sent no progressToken');
+    const respAt = wire.received.findIndex(m => m.id === req.id && ('result' in m || 'error' in m));
+    const onWire = wire.received
+        .map((m, i) => [m, i])
+        .filter(([m]) => m.method === 'notifications/progress' && m.params?.progressToken === token);
+    const progress = onWire.map(([m]) => m.params);
+    assert.ok(progress.length >= 3, `expected >= 3 progress notifications on the wire, got ${JSON.stringify(progress)}`);
+    assert.ok(onWire.every(([, i]) => i < respAt), 'progress notifications must precede the response');
+    for (let i = 1; i < progress.length; i++) assert.ok(progress[i].progress >= progress[i - 1].progress, 'progress must not decrease');
+    assert.deepEqual(progress.slice(0, 3).map(e => [e.progress, e.total]), [[0, 100], [50, 100], [100, 100]]);
+    assert.ok(events.length >= 1, 'the SDK progress callback saw no notification');
+    if (events.length < progress.length)
+        console.log(`# note: SDK delivered ${events.length}/${progress.length} progress notifications to onprogress (client-side race)`);
+}
+
+export function assertResourceList(resources, templates) {
+    const uris = resources.map(r => r.uri);
+    for (const uri of FIXTURE.resources) assert.ok(uris.includes(uri), `resources/list lacks ${uri} (got ${uris.join(', ')})`);
+    for (const r of resources) assert.ok(typeof r.name === 'string' && r.name.length > 0, `resource ${r.uri} has no name`);
+    const tpls = templates.map(t => t.uriTemplate);
+    for (const t of FIXTURE.resourceTemplates) assert.ok(tpls.includes(t), `resources/templates/list lacks ${t} (got ${tpls.join(', ')})`);
+}
+
+export function assertStaticText(r) {
+    assert.equal(r.contents.length, 1);
+    const c = r.contents[0];
+    assert.equal(c.uri, 'test://static-text');
+    assert.equal(c.mimeType, 'text/plain');
+    assert.equal(c.text, FIXTURE.texts.staticText);
+}
+
+export function assertStaticBinary(r) {
+    assert.equal(r.contents.length, 1);
+    const c = r.contents[0];
+    assert.equal(c.uri, 'test://static-binary');
+    assert.equal(c.mimeType, 'image/png');
+    assert.equal(c.blob, FIXTURE.png);
+}
+
+export function assertTemplate(r) {
+    assert.equal(r.contents.length, 1);
+    const c = r.contents[0];
+    assert.equal(c.uri, 'test://template/123/data');
+    assert.equal(c.mimeType, 'application/json');
+    assert.deepEqual(JSON.parse(c.text), JSON.parse(FIXTURE.texts.template123));
+}
+
+export function assertPromptList(prompts, era) {
+    const names = prompts.map(p => p.name);
+    for (const n of FIXTURE.prompts[era]) assert.ok(names.includes(n), `prompts/list lacks ${n} (got ${names.join(', ')})`);
+    for (const p of prompts) assert.ok(typeof p.description === 'string' && p.description.length > 0, `prompt ${p.name} has no description`);
+    const withArgs = prompts.find(p => p.name === 'test_prompt_with_arguments');
+    const args = Object.fromEntries((withArgs.arguments ?? []).map(a => [a.name, a]));
+    assert.ok(args.arg1?.required && args.arg2?.required, 'test_prompt_with_arguments must declare required arg1 and arg2');
+}
+
+export function assertSimplePrompt(r) {
+    assert.deepEqual(r.messages.map(m => [m.role, textOf(m.content)]), [['user', FIXTURE.texts.simplePrompt]]);
+}
+
+export function assertPromptWithArgs(r) {
+    assert.deepEqual(r.messages.map(m => [m.role, textOf(m.content)]), [['user', FIXTURE.texts.promptWithArgs]]);
+}
+
+export function assertCompletion(r) {
+    assert.ok(r.completion && Array.isArray(r.completion.values), 'completion.values must be an array');
+    for (const v of r.completion.values) assert.equal(typeof v, 'string');
+}
