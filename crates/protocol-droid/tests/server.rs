@@ -105,6 +105,23 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
         },
     );
     server.add_tool(
+        ToolSpec::new("whoami", "Reports the request's era fields."),
+        |call: Call| async move {
+            let ctx = &call.ctx;
+            Ok(ToolResult::text(
+                json!({
+                    "version": ctx.protocol_version.map(|v| v.as_str()),
+                    "client": ctx.client_info.as_ref().and_then(|c| c.get("name")).cloned(),
+                    "initMeta": ctx.init_meta,
+                    "logLevel": ctx.log_level,
+                    "caps": ctx.client_capabilities,
+                    "session": call.peer.session().get(),
+                })
+                .to_string(),
+            ))
+        },
+    );
+    server.add_tool(
         ToolSpec::new("admin", "Needs a scope.").scope("admin"),
         |_| async { Ok(ToolResult::text("secret")) },
     );
@@ -498,6 +515,171 @@ mod legacy {
         for member in ["resultType", "ttlMs", "cacheScope"] {
             assert!(list["result"].get(member).is_none(), "{member} in {list}");
         }
+        Ok(())
+    }
+}
+
+/// What `whoami` reported, read back from its text.
+fn reported(reply: &Value) -> Result<Value, TestError> {
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .ok_or_else(|| format!("no text in {reply}"))?;
+    Ok(serde_json::from_str(text)?)
+}
+
+mod context {
+    use super::*;
+
+    #[tokio::test]
+    async fn legacy_era_fields_are_settled_once_by_the_handshake() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .request(0, "initialize", json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "roots": {} }, "clientInfo": { "name": "legacy-client", "version": "1" },
+                "_meta": { "example.com/tenant": "t1" } }))
+            .await?;
+        h.client
+            .request(1, "logging/setLevel", json!({ "level": "warning" }))
+            .await?;
+        let seen = reported(
+            &h.client
+                .request(2, "tools/call", json!({ "name": "whoami" }))
+                .await?,
+        )?;
+        assert_eq!(seen["version"], json!("2025-06-18"));
+        assert_eq!(seen["client"], json!("legacy-client"));
+        assert_eq!(seen["initMeta"], json!({ "example.com/tenant": "t1" }));
+        assert_eq!(seen["logLevel"], json!("warning"));
+        assert_eq!(seen["caps"], json!({ "roots": {} }));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn modern_era_fields_are_rebuilt_per_request_and_never_inherited() -> Result<(), TestError>
+    {
+        let mut h = start()?;
+        let mut first = modern_meta(json!({ "sampling": {} }));
+        first["io.modelcontextprotocol/clientInfo"] = json!({ "name": "first", "version": "1" });
+        first["io.modelcontextprotocol/logLevel"] = json!("debug");
+        let seen = reported(
+            &h.client
+                .request(1, "tools/call", json!({ "name": "whoami", "_meta": first }))
+                .await?,
+        )?;
+        assert_eq!(seen["client"], json!("first"));
+        assert_eq!(seen["logLevel"], json!("debug"));
+        assert_eq!(seen["caps"], json!({ "sampling": {} }));
+
+        let seen = reported(
+            &h.client
+                .request(
+                    2,
+                    "tools/call",
+                    json!({ "name": "whoami", "_meta": modern_meta(json!({})) }),
+                )
+                .await?,
+        )?;
+        assert_eq!(seen["version"], json!(MODERN));
+        assert_eq!(seen["client"], Value::Null, "client info is not inherited");
+        assert_eq!(
+            seen["logLevel"],
+            Value::Null,
+            "the log level is not inherited"
+        );
+        assert_eq!(seen["caps"], json!({}), "capabilities are not inherited");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn every_connection_is_a_session_of_its_own() -> Result<(), TestError> {
+        let mut h = start()?;
+        let mut other = connect(&h.server, StdioOptions::default());
+        h.client.initialize("2025-06-18", json!({})).await?;
+        other.initialize("2025-06-18", json!({})).await?;
+        let mine = reported(
+            &h.client
+                .request(1, "tools/call", json!({ "name": "whoami" }))
+                .await?,
+        )?;
+        let theirs = reported(
+            &other
+                .request(1, "tools/call", json!({ "name": "whoami" }))
+                .await?,
+        )?;
+        assert_ne!(mine["session"], theirs["session"]);
+        Ok(())
+    }
+}
+
+mod cancellation {
+    use super::*;
+
+    #[tokio::test]
+    async fn cancelling_a_call_withdraws_the_question_it_was_waiting_on() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .initialize("2025-06-18", json!({ "elicitation": {} }))
+            .await?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "ask" } }))
+            .await?;
+        let asked = h.client.next().await?;
+        assert_eq!(asked["method"], json!("elicitation/create"));
+        h.client
+            .send(
+                json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": { "requestId": 1, "reason": "user gave up" } }),
+            )
+            .await?;
+        let withdrawn = h.client.next().await?;
+        assert_eq!(withdrawn["method"], json!("notifications/cancelled"));
+        assert_eq!(withdrawn["params"]["requestId"], asked["id"]);
+        // The cancelled call is not answered; the connection goes on.
+        let pong = h.client.request(2, "ping", json!({})).await?;
+        assert_eq!(pong["id"], json!(2));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_question_times_out_withdrawn_and_the_call_fails() -> Result<(), TestError>
+    {
+        let mut h = start_with(StdioOptions {
+            exchange_timeout: Duration::from_millis(20),
+            ..StdioOptions::default()
+        })?;
+        h.client
+            .initialize("2025-06-18", json!({ "elicitation": {} }))
+            .await?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "ask" } }))
+            .await?;
+        let asked = h.client.next().await?;
+        let withdrawn = h.client.next().await?;
+        assert_eq!(withdrawn["method"], json!("notifications/cancelled"));
+        assert_eq!(withdrawn["params"]["requestId"], asked["id"]);
+        let failed = h.client.next().await?;
+        assert_eq!(failed["id"], json!(1));
+        assert!(failed.get("error").is_some(), "{failed}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_call_leaves_its_id_free_for_a_fresh_call() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": { "name": "wait" } }))
+            .await?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 4 } }))
+            .await?;
+        // Not refused as in flight or replayed: the cancelled call left nothing.
+        h.gate.notify_one();
+        let again = h
+            .client
+            .request(4, "tools/call", json!({ "name": "count" }))
+            .await?;
+        assert_eq!(again["result"]["content"][0]["text"], json!("call 1"));
         Ok(())
     }
 }

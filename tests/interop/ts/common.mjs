@@ -60,7 +60,12 @@ export function fillElicitation(requestedSchema) {
         else if (prop.type === 'string') content[key] = key === 'name' ? FIXTURE.client.elicitName : FIXTURE.client.elicitString;
         else if (prop.type === 'integer' || prop.type === 'number') content[key] = 42;
         else if (prop.type === 'boolean') content[key] = true;
-        else if (prop.type === 'array') content[key] = [];
+        else if (prop.type === 'array') {
+            const items = prop.items ?? {};
+            if (Array.isArray(items.enum) && items.enum.length) content[key] = [items.enum[0]];
+            else if (Array.isArray(items.anyOf) && items.anyOf.length && 'const' in items.anyOf[0]) content[key] = [items.anyOf[0].const];
+            else content[key] = [];
+        }
     }
     return content;
 }
@@ -225,4 +230,108 @@ export function assertPromptWithArgs(r) {
 export function assertCompletion(r) {
     assert.ok(r.completion && Array.isArray(r.completion.values), 'completion.values must be an array');
     for (const v of r.completion.values) assert.equal(typeof v, 'string');
+}
+
+// ---------- checks for the rest of the fixture tools (every tool tools/list returns is called) ----------
+
+/** The roots every driver's roots/list handler answers with. */
+export const ROOTS = [{ uri: 'file:///tmp/droid-interop-root', name: 'interop-root' }];
+
+/** Valid arguments for json_schema_2020_12_tool (contactMethod email => email required; additionalProperties false). */
+export const JSON_SCHEMA_ARGS = { name: 'Interop', address: { street: '1 Main St', city: 'Springfield' }, contactMethod: 'email', email: 'interop@example.com' };
+
+/** Parse the JSON that follows `prefix` in `text` (the fixture formats results as "<prefix><json>"). */
+export function jsonAfter(text, prefix) {
+    assert.ok(text.startsWith(prefix), `expected text starting with ${JSON.stringify(prefix)}, got ${JSON.stringify(text)}`);
+    return JSON.parse(text.slice(prefix.length));
+}
+
+/** tools/list must carry json_schema_2020_12_tool's raw 2020-12 inputSchema verbatim. */
+export function assertJsonSchema2020(tools) {
+    const t = tools.find(x => x.name === 'json_schema_2020_12_tool');
+    assert.ok(t, 'json_schema_2020_12_tool not listed');
+    const s = t.inputSchema;
+    assert.equal(s.$schema, 'https://json-schema.org/draft/2020-12/schema');
+    assert.deepEqual(s.$defs, { address: { $anchor: 'addressDef', type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } });
+    assert.deepEqual(s.properties.address, { $ref: '#/$defs/address' });
+    assert.deepEqual(s.properties.contactMethod, { type: 'string', enum: ['phone', 'email'] });
+    for (const k of ['name', 'phone', 'email']) assert.deepEqual(s.properties[k], { type: 'string' });
+    assert.deepEqual(s.allOf, [{ anyOf: [{ required: ['phone'] }, { required: ['email'] }] }]);
+    assert.deepEqual(s.if, { properties: { contactMethod: { const: 'phone' } } });
+    assert.deepEqual(s.then, { required: ['phone'] });
+    assert.deepEqual(s.else, { required: ['email'] });
+    assert.equal(s.additionalProperties, false);
+}
+
+export function assertJsonSchemaCall(r) {
+    assert.notEqual(r.isError, true, JSON.stringify(r));
+    assert.deepEqual(jsonAfter(onlyText(r), 'Received: '), JSON_SCHEMA_ARGS);
+}
+
+/** SEP-1034: the requestedSchema the client received carries every default. */
+export function assertDefaultsSchema(params) {
+    assert.equal(params.message, 'Please review and update the form fields with defaults');
+    const p = params.requestedSchema?.properties ?? {};
+    assert.deepEqual(Object.keys(p).sort(), ['age', 'name', 'score', 'status', 'verified']);
+    assert.deepEqual([p.name.type, p.name.default], ['string', 'John Doe']);
+    assert.deepEqual([p.age.type, p.age.default], ['integer', 30]);
+    assert.deepEqual([p.score.type, p.score.default], ['number', 95.5]);
+    assert.deepEqual([p.status.type, p.status.enum, p.status.default], ['string', ['active', 'inactive', 'pending'], 'active']);
+    assert.deepEqual([p.verified.type, p.verified.default], ['boolean', true]);
+}
+
+/** SEP-1330: the requestedSchema the client received carries all five enum forms. */
+export function assertEnumsSchema(params) {
+    assert.equal(params.message, 'Please select options from the enum fields');
+    const p = params.requestedSchema?.properties ?? {};
+    assert.deepEqual(Object.keys(p).sort(), ['legacyEnum', 'titledMulti', 'titledSingle', 'untitledMulti', 'untitledSingle']);
+    assert.deepEqual([p.untitledSingle.type, p.untitledSingle.enum], ['string', ['option1', 'option2', 'option3']]);
+    assert.equal(p.titledSingle.type, 'string');
+    assert.deepEqual(p.titledSingle.oneOf, [
+        { const: 'value1', title: 'First Option' }, { const: 'value2', title: 'Second Option' }, { const: 'value3', title: 'Third Option' }]);
+    assert.deepEqual([p.legacyEnum.type, p.legacyEnum.enum, p.legacyEnum.enumNames],
+        ['string', ['opt1', 'opt2', 'opt3'], ['Option One', 'Option Two', 'Option Three']]);
+    assert.deepEqual([p.untitledMulti.type, p.untitledMulti.items], ['array', { type: 'string', enum: ['option1', 'option2', 'option3'] }]);
+    assert.equal(p.titledMulti.type, 'array');
+    assert.deepEqual(p.titledMulti.items, { anyOf: [
+        { const: 'value1', title: 'First Choice' }, { const: 'value2', title: 'Second Choice' }, { const: 'value3', title: 'Third Choice' }] });
+}
+
+/** "Elicitation completed: action=accept, content=<the content the handler sent>" */
+export function assertElicitationCompleted(r, params) {
+    assert.notEqual(r.isError, true, JSON.stringify(r));
+    const text = onlyText(r);
+    assert.deepEqual(jsonAfter(text, 'Elicitation completed: action=accept, content='), fillElicitation(params.requestedSchema));
+}
+
+export function assertRootsText(r) {
+    assert.notEqual(r.isError, true, JSON.stringify(r));
+    assert.deepEqual(jsonAfter(onlyText(r), 'Client roots: '), ROOTS);
+}
+
+/** The call must fail: a JSON-RPC error (rejection) or an isError result. Returns a description. */
+export async function expectFailure(call) {
+    let r;
+    try {
+        r = await call();
+    } catch (e) {
+        return `JSON-RPC error ${e.code}: ${e.message}`;
+    }
+    assert.equal(r.isError, true, `expected the call to fail, got ${JSON.stringify(r)}`);
+    return `isError: ${JSON.stringify(r.content)}`;
+}
+
+/** Wait until pred() holds (polling), or fail after ms. */
+export async function waitFor(pred, ms, what) {
+    const end = Date.now() + ms;
+    while (!pred()) {
+        if (Date.now() > end) assert.fail(`timed out after ${ms} ms waiting for ${what}`);
+        await new Promise(r => setTimeout(r, 10));
+    }
+}
+
+/** All tool names a driver calls; the driver asserts that this covers tools/list. */
+export function assertCoversAll(listed, called, skipped = []) {
+    const missing = listed.filter(n => !called.has(n) && !skipped.includes(n));
+    assert.deepEqual(missing, [], `tools listed but never called: ${missing.join(', ')}`);
 }

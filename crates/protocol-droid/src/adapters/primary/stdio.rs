@@ -107,21 +107,54 @@ impl CallbackExchange for StdioExchange {
         if let Ok(mut pending) = self.pending.lock() {
             pending.insert(id.clone(), tx);
         }
-        let request = Message::Request(Request {
+        let mut guard = Outstanding {
             id: id.clone(),
+            pending: Arc::clone(&self.pending),
+            outbox: self.outbox.clone(),
+            settled: false,
+        };
+        let request = Message::Request(Request {
+            id,
             method: method.to_owned(),
             params: Some(params),
         });
         self.outbox.answer(request.to_value()).await;
         let outcome = tokio::time::timeout(self.timeout, rx).await;
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(&id);
-        }
+        guard.settled = outcome.is_ok();
         match outcome {
             Ok(Ok(Ok(result))) => Ok(result),
             Ok(Ok(Err(error))) => Err(ExchangeError::Peer(error)),
             Ok(Err(_)) => Err(ExchangeError::Closed),
             Err(_) => Err(ExchangeError::TimedOut),
+        }
+    }
+}
+
+/// A server-initiated request awaiting its answer.
+///
+/// Dropped unanswered (timed out, or the tool call that asked was
+/// cancelled), it tells the client with `notifications/cancelled`, so the
+/// client can stop asking its user a question nobody is waiting for.
+struct Outstanding {
+    id: RequestId,
+    pending: Pending,
+    outbox: Outbox,
+    settled: bool,
+}
+
+impl Drop for Outstanding {
+    fn drop(&mut self) {
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.remove(&self.id);
+        }
+        if !self.settled {
+            let _queued = self.outbox.message(&Message::Notification(Notification {
+                method: "notifications/cancelled".to_owned(),
+                params: Some(serde_json::json!({
+                    "requestId": self.id.to_json(),
+                    "reason": "the server stopped waiting for this answer",
+                })),
+            }));
         }
     }
 }

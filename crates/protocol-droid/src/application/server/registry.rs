@@ -235,6 +235,9 @@ impl ToolSpec {
 
 #[cfg(test)]
 mod tests {
+    // Indexing a `serde_json::Value` yields `Null` for a missing member.
+    #![allow(clippy::indexing_slicing)]
+
     use super::*;
 
     #[test]
@@ -254,6 +257,31 @@ mod tests {
             Some(JsonObject::new())
         );
         assert_eq!(match_template("test://static", "test://static/x"), None);
+    }
+
+    /// Arguments a typed tool takes.
+    #[derive(JsonSchema)]
+    #[allow(dead_code)] // Read only through its schema here.
+    struct Weather {
+        /// The city.
+        city: String,
+        /// Days ahead.
+        days: Option<u8>,
+    }
+
+    #[test]
+    fn a_typed_tool_publishes_the_schema_of_its_arguments() {
+        let (tool, _) = ToolSpec::new("weather", "Forecast")
+            .input::<Weather>()
+            .into_parts();
+        let schema = Value::Object(tool.input_schema);
+        assert_eq!(schema["type"], json!("object"));
+        assert_eq!(schema["properties"]["city"]["type"], json!("string"));
+        assert_eq!(schema["required"], json!(["city"]));
+        assert!(
+            schema.get("title").is_none(),
+            "the Rust type's name is not the client's business"
+        );
     }
 
     #[test]
