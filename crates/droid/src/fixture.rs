@@ -479,30 +479,22 @@ fn input_required_tools(server: &Server) {
             "Asks in two rounds.",
         ),
         |call: Call| async move {
-            let step = call
+            // The first answer is kept in the state, so the round that asks
+            // the second question need not carry the first one again.
+            let kept = call
                 .state()
-                .and_then(|s| s.get("step"))
-                .and_then(Value::as_u64)
-                .unwrap_or(1);
-            if step == 1 {
-                call.keep_state(json!({ "step": 1 }));
-                let answer = call
-                    .elicit("step1", name_form("Step 1: What is your name?", "name"))
-                    .await?;
-                let name = answer_field(&answer, "name");
-                call.keep_state(json!({ "step": 2, "name": name }));
-                // The second question goes out in a round of its own.
-                return Err(CallError::input_required(
-                    step_two(),
-                    Some(json!({ "step": 2, "name": name })),
-                ));
-            }
-            let name = call
-                .state()
-                .and_then(|s| s.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
+                .and_then(|s| s.get("name").and_then(Value::as_str).map(str::to_owned));
+            let name = match kept {
+                Some(name) => name,
+                None => {
+                    let answer = call
+                        .elicit("step1", name_form("Step 1: What is your name?", "name"))
+                        .await?;
+                    let name = answer_field(&answer, "name");
+                    call.keep_state(json!({ "name": name }));
+                    name
+                }
+            };
             let answer = call
                 .elicit(
                     "step2",
@@ -555,16 +547,6 @@ fn input_required_tools(server: &Server) {
             text("No input capability declared; nothing to ask.")
         },
     );
-}
-
-fn step_two() -> JsonObject {
-    let mut requests = JsonObject::new();
-    requests.insert(
-        "step2".to_owned(),
-        json!({ "method": "elicitation/create",
-                "params": name_form("Step 2: What is your favorite color?", "color") }),
-    );
-    requests
 }
 
 fn resource(uri: &str, name: &str, description: &str, mime: &str) -> Resource {

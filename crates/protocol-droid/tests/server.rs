@@ -91,8 +91,7 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
                 .await?;
             let kept = call
                 .state()
-                .and_then(|s| s.get("secret"))
-                .cloned()
+                .and_then(|s| s.get("secret").cloned())
                 .unwrap_or(Value::Null);
             Ok(ToolResult::text(format!("state {kept}")))
         },
@@ -446,6 +445,27 @@ mod legacy {
             .request(1, "tools/call", json!({ "name": "ask" }))
             .await?;
         assert!(reply.get("error").is_some(), "{reply}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn state_kept_before_a_question_is_there_after_its_answer() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .initialize("2025-11-25", json!({ "elicitation": {} }))
+            .await?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "stateful" } }))
+            .await?;
+        let asked = h.client.next().await?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": asked["id"].clone(), "result": { "action": "accept", "content": {} } }))
+            .await?;
+        let reply = h.client.next_reply().await?;
+        assert_eq!(
+            reply["result"]["content"][0]["text"],
+            json!("state \"kept\"")
+        );
         Ok(())
     }
 

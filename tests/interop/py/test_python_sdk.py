@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import re
 import shlex
 import warnings
@@ -19,10 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 FIXTURE = json.loads((Path(__file__).resolve().parent.parent / "fixture.json").read_text())
 TEXTS = FIXTURE["texts"]
@@ -46,13 +49,33 @@ def fill_elicitation(schema: dict[str, Any]) -> dict[str, Any]:
     for key, prop in (schema.get("properties") or {}).items():
         if prop.get("enum"):
             content[key] = prop["enum"][0]
+        elif prop.get("oneOf") and "const" in prop["oneOf"][0]:
+            content[key] = prop["oneOf"][0]["const"]
         elif prop.get("type") == "string":
             content[key] = ANSWERS["elicitName"] if key == "name" else ANSWERS["elicitString"]
         elif prop.get("type") in ("integer", "number"):
             content[key] = 42
         elif prop.get("type") == "boolean":
             content[key] = True
+        elif prop.get("type") == "array":
+            items = prop.get("items") or {}
+            if items.get("enum"):
+                content[key] = [items["enum"][0]]
+            elif items.get("anyOf") and "const" in items["anyOf"][0]:
+                content[key] = [items["anyOf"][0]["const"]]
+            else:
+                content[key] = []
     return content
+
+
+ROOTS = [{"uri": "file:///tmp/droid-interop-root", "name": "interop-root"}]
+JSON_SCHEMA_ARGS = {
+    "name": "Interop",
+    "address": {"street": "1 Main St", "city": "Springfield"},
+    "contactMethod": "email",
+    "email": "interop@example.com",
+}
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
 
 
 @dataclass
@@ -60,9 +83,12 @@ class Recorder:
     sampling: list[types.CreateMessageRequestParams] = field(default_factory=list)
     elicitation: list[Any] = field(default_factory=list)
     logs: list[types.LoggingMessageNotificationParams] = field(default_factory=list)
+    roots: list[int] = field(default_factory=list)
+    notifications: list[str] = field(default_factory=list)
+    called: set[str] = field(default_factory=set)
 
 
-def make_client(mode: str, rec: Recorder) -> Client:
+def make_client(mode: str, rec: Recorder, *, sampling_cb: bool = True) -> Client:
     async def sampling(_ctx, params: types.CreateMessageRequestParams):
         rec.sampling.append(params)
         return types.CreateMessageResult(
@@ -76,15 +102,27 @@ def make_client(mode: str, rec: Recorder) -> Client:
         rec.elicitation.append(params)
         return types.ElicitResult(action="accept", content=fill_elicitation(params.requested_schema))
 
+    async def list_roots(_ctx):
+        rec.roots.append(1)
+        return types.ListRootsResult(roots=[types.Root(uri=r["uri"], name=r["name"]) for r in ROOTS])
+
     async def logging(params: types.LoggingMessageNotificationParams):
         rec.logs.append(params)
+
+    async def messages(message) -> None:
+        inner = getattr(message, "root", message)
+        method = getattr(inner, "method", None)
+        if isinstance(method, str):
+            rec.notifications.append(method)
 
     return Client(
         server_params(),
         mode=mode,
-        sampling_callback=sampling,
+        sampling_callback=sampling if sampling_cb else None,
         elicitation_callback=elicitation,
+        list_roots_callback=list_roots,
         logging_callback=logging,
+        message_handler=messages,
         client_info=types.Implementation(name="droid-interop-python", version="2.3.0"),
         read_timeout_seconds=30,
     )
@@ -94,6 +132,13 @@ def make_client(mode: str, rec: Recorder) -> Client:
 async def conn(request):
     rec = Recorder()
     async with make_client(request.param, rec) as client:
+        original = client.session.call_tool
+
+        async def recording_call_tool(name, *args, **kwargs):
+            rec.called.add(name)
+            return await original(name, *args, **kwargs)
+
+        client.session.call_tool = recording_call_tool  # every tools/call, direct or via Client, is recorded
         yield request.param, client, rec
 
 
@@ -216,6 +261,7 @@ async def test_tool_with_progress(conn):
         events.append((progress, total))
 
     r = await client.call_tool("test_tool_with_progress", progress_callback=on_progress)
+    assert only_text(r) == "Tool with progress executed successfully"
     assert not r.is_error
     assert len(events) >= 3, events
     assert all(b[0] >= a[0] for a, b in zip(events, events[1:])), events
@@ -224,20 +270,21 @@ async def test_tool_with_progress(conn):
 
 async def test_tool_with_logging(conn):
     mode, client, rec = conn
-    if mode != "legacy":
-        pytest.skip("legacy-era check (2026 logging is per-request _meta opt-in)")
-    await client.set_logging_level("debug")
+    meta = None
+    if mode == "legacy":
+        await client.set_logging_level("debug")
+    else:
+        meta = {LOG_LEVEL_META: "debug"}  # 2026: per-request opt-in
     rec.logs.clear()
-    r = await client.call_tool("test_tool_with_logging")
-    assert not r.is_error
+    r = await client.call_tool("test_tool_with_logging", meta=meta)
+    assert only_text(r) == "Tool with logging executed successfully"
+    await wait_for(lambda: len(rec.logs) >= 3, "three notifications/message")
     info = [entry.data for entry in rec.logs if entry.level == "info"]
     assert info[:3] == TEXTS["logMessages"], rec.logs
 
 
 async def test_sampling(conn):
-    mode, client, rec = conn
-    if mode != "legacy":
-        pytest.skip("server-to-client sampling requests exist only in the legacy era")
+    mode, client, rec = conn  # legacy: a sampling/createMessage request; 2026: an input_required round
     rec.sampling.clear()
     r = await client.call_tool("test_sampling", {"prompt": "interop sampling prompt"})
     assert not r.is_error
@@ -248,9 +295,7 @@ async def test_sampling(conn):
 
 
 async def test_elicitation(conn):
-    mode, client, rec = conn
-    if mode != "legacy":
-        pytest.skip("server-to-client elicitation requests exist only in the legacy era")
+    mode, client, rec = conn  # legacy: an elicitation/create request; 2026: an input_required round
     rec.elicitation.clear()
     r = await client.call_tool("test_elicitation", {"message": "interop elicitation message"})
     assert not r.is_error
@@ -258,12 +303,12 @@ async def test_elicitation(conn):
     text = only_text(r)
     assert text.startswith("User response: action=accept"), text
     assert ANSWERS["elicitString"] in text or ANSWERS["elicitName"] in text, text
+    prefix = "User response: action=accept, content="
+    assert json.loads(text[len(prefix):]) == fill_elicitation(rec.elicitation[0].requested_schema), text
 
 
 async def test_input_required_result_elicitation(conn):
-    mode, client, rec = conn
-    if mode == "legacy":
-        pytest.skip("InputRequiredResult is a 2026-07-28 feature")
+    mode, client, rec = conn  # legacy: the question arrives as a server-to-client request
     rec.elicitation.clear()
     r = await client.call_tool("test_input_required_result_elicitation")
     assert not r.is_error
@@ -272,9 +317,7 @@ async def test_input_required_result_elicitation(conn):
 
 
 async def test_input_required_result_sampling(conn):
-    mode, client, rec = conn
-    if mode == "legacy":
-        pytest.skip("InputRequiredResult is a 2026-07-28 feature")
+    mode, client, rec = conn  # legacy: the question arrives as a server-to-client request
     rec.sampling.clear()
     r = await client.call_tool("test_input_required_result_sampling")
     assert not r.is_error
@@ -282,6 +325,227 @@ async def test_input_required_result_sampling(conn):
     assert rec.sampling[0].messages[0].content.text == "What is the capital of France?"
     assert rec.sampling[0].max_tokens == 100
     assert ANSWERS["samplingAnswer"] in only_text(r)
+
+
+async def wait_for(pred, what: str, seconds: float = 2.0) -> None:
+    end = time.monotonic() + seconds
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await anyio.sleep(0.01)
+
+
+def json_after(text: str, prefix: str) -> Any:
+    assert text.startswith(prefix), text
+    return json.loads(text[len(prefix):])
+
+
+async def test_json_schema_2020_12_tool(conn):
+    _, client, _ = conn
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    s = tools["json_schema_2020_12_tool"].input_schema
+    assert s["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert s["$defs"] == {"address": {"$anchor": "addressDef", "type": "object",
+                                      "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}}
+    assert s["properties"]["address"] == {"$ref": "#/$defs/address"}
+    assert s["properties"]["contactMethod"] == {"type": "string", "enum": ["phone", "email"]}
+    assert s["allOf"] == [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}]
+    assert s["if"] == {"properties": {"contactMethod": {"const": "phone"}}}
+    assert (s["then"], s["else"]) == ({"required": ["phone"]}, {"required": ["email"]})
+    assert s["additionalProperties"] is False
+    r = await client.call_tool("json_schema_2020_12_tool", JSON_SCHEMA_ARGS)
+    assert not r.is_error
+    assert json_after(only_text(r), "Received: ") == JSON_SCHEMA_ARGS
+
+
+async def test_elicitation_sep1034_defaults(conn):
+    _, client, rec = conn
+    rec.elicitation.clear()
+    r = await client.call_tool("test_elicitation_sep1034_defaults")
+    assert len(rec.elicitation) == 1
+    params = rec.elicitation[0]
+    assert params.message == "Please review and update the form fields with defaults"
+    p = params.requested_schema["properties"]
+    assert sorted(p) == ["age", "name", "score", "status", "verified"]
+    assert (p["name"]["type"], p["name"]["default"]) == ("string", "John Doe")
+    assert (p["age"]["type"], p["age"]["default"]) == ("integer", 30)
+    assert (p["score"]["type"], p["score"]["default"]) == ("number", 95.5)
+    assert (p["status"]["enum"], p["status"]["default"]) == (["active", "inactive", "pending"], "active")
+    assert (p["verified"]["type"], p["verified"]["default"]) == ("boolean", True)
+    assert not r.is_error
+    assert json_after(only_text(r), "Elicitation completed: action=accept, content=") == fill_elicitation(params.requested_schema)
+
+
+async def test_elicitation_sep1330_enums(conn):
+    _, client, rec = conn
+    rec.elicitation.clear()
+    r = await client.call_tool("test_elicitation_sep1330_enums")
+    assert len(rec.elicitation) == 1
+    params = rec.elicitation[0]
+    assert params.message == "Please select options from the enum fields"
+    p = params.requested_schema["properties"]
+    assert sorted(p) == ["legacyEnum", "titledMulti", "titledSingle", "untitledMulti", "untitledSingle"]
+    assert p["untitledSingle"]["enum"] == ["option1", "option2", "option3"]
+    assert p["titledSingle"]["oneOf"] == [
+        {"const": "value1", "title": "First Option"},
+        {"const": "value2", "title": "Second Option"},
+        {"const": "value3", "title": "Third Option"},
+    ]
+    assert (p["legacyEnum"]["enum"], p["legacyEnum"]["enumNames"]) == (
+        ["opt1", "opt2", "opt3"], ["Option One", "Option Two", "Option Three"])
+    assert p["untitledMulti"]["type"] == "array"
+    assert p["untitledMulti"]["items"] == {"type": "string", "enum": ["option1", "option2", "option3"]}
+    assert p["titledMulti"]["type"] == "array"
+    assert p["titledMulti"]["items"] == {"anyOf": [
+        {"const": "value1", "title": "First Choice"},
+        {"const": "value2", "title": "Second Choice"},
+        {"const": "value3", "title": "Third Choice"},
+    ]}
+    assert not r.is_error
+    assert json_after(only_text(r), "Elicitation completed: action=accept, content=") == fill_elicitation(params.requested_schema)
+
+
+async def test_reconnection(conn):
+    _, client, _ = conn
+    assert only_text(await client.call_tool("test_reconnection")) == "Reconnection test completed"
+
+
+async def test_missing_capability_declared(conn):
+    _, client, _ = conn  # legacy: initialize capabilities; 2026: _meta clientCapabilities
+    assert only_text(await client.call_tool("test_missing_capability")) == "The client declared sampling."
+
+
+async def test_missing_capability_undeclared(conn):
+    mode, _, _ = conn
+    async with make_client(mode, Recorder(), sampling_cb=False) as other:
+        with pytest.raises(MCPError) as err:
+            await other.call_tool("test_missing_capability")
+    assert err.value.code == -32021, err.value
+    assert (err.value.data or {}).get("requiredCapabilities") == {"sampling": {}}, err.value.data
+
+
+async def test_logging_tool(conn):
+    mode, client, rec = conn
+    if mode == "legacy":
+        await client.set_logging_level("debug")
+    else:
+        rec.logs.clear()
+        assert only_text(await client.call_tool("test_logging_tool")) == "Logging tool completed"
+        await anyio.sleep(0.05)
+        assert rec.logs == [], "2026: no notifications/message without _meta logLevel"
+    rec.logs.clear()
+    meta = None if mode == "legacy" else {LOG_LEVEL_META: "info"}
+    assert only_text(await client.call_tool("test_logging_tool", meta=meta)) == "Logging tool completed"
+    await wait_for(lambda: len(rec.logs) >= 1, "notifications/message")
+    assert [(entry.level, entry.data) for entry in rec.logs] == [("info", "Logging tool executed")]
+
+
+async def test_streaming_elicitation(conn):
+    mode, client, rec = conn
+    events: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        events.append((progress, total, message))
+
+    if mode == "legacy":
+        await client.set_logging_level("debug")
+    rec.logs.clear()
+    rec.sampling.clear()
+    rec.elicitation.clear()
+    meta = None if mode == "legacy" else {LOG_LEVEL_META: "info"}
+    r = await client.call_tool("test_streaming_elicitation", progress_callback=on_progress, meta=meta)
+    assert only_text(r) == "Streaming completed"
+    assert events == [(0, 100, "streaming"), (50, 100, "streaming"), (100, 100, "streaming")]
+    await wait_for(lambda: len(rec.logs) >= 3, "three notifications/message")
+    assert [entry.data for entry in rec.logs] == ["step 0", "step 50", "step 100"]
+    assert (rec.sampling, rec.elicitation) == ([], []), "only notifications, never a request"
+
+
+@pytest.mark.parametrize(
+    "tool,kind,text",
+    [
+        ("test_trigger_tool_change", "tools", "Tool list change triggered"),
+        ("test_trigger_prompt_change", "prompts", "Prompt list change triggered"),
+    ],
+)
+async def test_trigger_list_change(conn, tool, kind, text):
+    mode, client, rec = conn
+    method = f"notifications/{kind}/list_changed"
+    if mode == "legacy":
+        rec.notifications.clear()
+        assert only_text(await client.call_tool(tool)) == text
+        await wait_for(lambda: method in rec.notifications, method)
+        return
+    flags = {"tools_list_changed": kind == "tools", "prompts_list_changed": kind == "prompts"}
+    async with client.listen(**flags) as sub:
+        assert only_text(await client.call_tool(tool)) == text
+        with anyio.fail_after(2):
+            event = await sub.__anext__()
+    assert type(event).__name__ == ("ToolsListChanged" if kind == "tools" else "PromptsListChanged"), event
+
+
+async def test_input_required_result_list_roots(conn):
+    _, client, rec = conn
+    rec.roots.clear()
+    r = await client.call_tool("test_input_required_result_list_roots")
+    assert len(rec.roots) == 1
+    assert json_after(only_text(r), "Client roots: ") == ROOTS
+
+
+async def test_input_required_result_request_state(conn):
+    _, client, rec = conn
+    rec.elicitation.clear()
+    r = await client.call_tool("test_input_required_result_request_state")
+    assert len(rec.elicitation) == 1 and rec.elicitation[0].message == "Please confirm"
+    text = only_text(r)
+    assert "state-ok" in text, text
+    assert text == 'state-ok: confirmed={"ok":true}'
+
+
+async def test_input_required_result_multiple_inputs(conn):
+    _, client, rec = conn
+    rec.elicitation.clear(); rec.sampling.clear(); rec.roots.clear()
+    r = await client.call_tool("test_input_required_result_multiple_inputs")
+    assert (len(rec.elicitation), len(rec.sampling), len(rec.roots)) == (1, 1, 1)
+    assert rec.sampling[0].max_tokens == 50
+    assert only_text(r) == f"Hello, {ANSWERS['elicitName']}! Model: {ANSWERS['samplingAnswer']}. Roots received."
+
+
+async def test_input_required_result_multi_round(conn):
+    _, client, rec = conn
+    rec.elicitation.clear()
+    r = await client.call_tool("test_input_required_result_multi_round")
+    assert [e.message for e in rec.elicitation] == ["Step 1: What is your name?", "Step 2: What is your favorite color?"]
+    assert only_text(r) == f"Hello, {ANSWERS['elicitName']}! Your favorite color is {ANSWERS['elicitString']}."
+
+
+async def test_input_required_result_tampered_state(conn):
+    mode, client, rec = conn
+    r = await client.call_tool("test_input_required_result_tampered_state")
+    assert only_text(r) == f"Verified state; hello, {ANSWERS['elicitName']}!"
+    if mode == "legacy":
+        return  # no requestState on the legacy wire: nothing to tamper with
+    first = await client.session.call_tool("test_input_required_result_tampered_state", allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult), first
+    assert first.request_state
+    (key,) = first.input_requests
+    responses = {key: types.ElicitResult(action="accept", content={"name": ANSWERS["elicitName"]})}
+    st = first.request_state
+    tampered = st[:-1] + ("B" if st[-1] == "A" else "A")
+    with pytest.raises(MCPError) as err:
+        await client.session.call_tool(
+            "test_input_required_result_tampered_state", input_responses=responses, request_state=tampered,
+            allow_input_required=True,
+        )
+    assert err.value.code == -32602, err.value
+
+
+async def test_input_required_result_capabilities(conn):
+    _, client, rec = conn
+    rec.elicitation.clear(); rec.sampling.clear()
+    r = await client.call_tool("test_input_required_result_capabilities")
+    assert (len(rec.elicitation), len(rec.sampling)) == (1, 0)
+    assert only_text(r) == f"Hello, {ANSWERS['elicitName']}!"
 
 
 # ----------------------------------------------------------------------------------------- resources
@@ -356,6 +620,40 @@ async def test_completion(conn):
     )
     assert isinstance(r.completion.values, list)
     assert all(isinstance(v, str) for v in r.completion.values)
+
+
+async def test_get_prompt_with_embedded_resource(conn):
+    _, client, _ = conn
+    r = await client.get_prompt("test_prompt_with_embedded_resource", {"resourceUri": "test://example-resource"})
+    assert [m.content.type for m in r.messages] == ["resource", "text"]
+    res = r.messages[0].content.resource
+    assert (str(res.uri), res.mime_type, res.text) == ("test://example-resource", "text/plain", "Embedded resource content for testing.")
+    assert r.messages[1].content.text == "Please process the embedded resource above."
+
+
+async def test_get_prompt_with_image(conn):
+    _, client, _ = conn
+    r = await client.get_prompt("test_prompt_with_image")
+    assert [m.content.type for m in r.messages] == ["image", "text"]
+    assert (r.messages[0].content.mime_type, r.messages[0].content.data) == ("image/png", FIXTURE["png"])
+    assert r.messages[1].content.text == "Please analyze the image above."
+
+
+async def test_get_input_required_result_prompt(conn):
+    _, client, rec = conn  # legacy: an elicitation/create request; 2026: MRTR through prompts/get
+    rec.elicitation.clear()
+    r = await client.get_prompt("test_input_required_result_prompt")
+    assert len(rec.elicitation) == 1 and rec.elicitation[0].message == "What context should the prompt use?"
+    assert [(m.role, m.content.type, m.content.text) for m in r.messages] == [
+        ("user", "text", f"Prompt with user context: {ANSWERS['elicitString']}")]
+
+
+async def test_every_listed_tool_was_called(conn):
+    """Runs last for each mode (module-scoped parametrized fixture): every tool tools/list returned was called."""
+    _, client, rec = conn
+    listed = [t.name for t in (await client.list_tools()).tools]
+    missing = [n for n in listed if n not in rec.called]
+    assert not missing, f"tools listed but never called: {missing}"
 
 
 # ----------------------------------------------------------------------------------------- mode="auto"

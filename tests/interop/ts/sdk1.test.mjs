@@ -12,7 +12,10 @@ import {
     CallToolResultSchema,
     CreateMessageRequestSchema,
     ElicitRequestSchema,
+    ListRootsRequestSchema,
     LoggingMessageNotificationSchema,
+    PromptListChangedNotificationSchema,
+    ToolListChangedNotificationSchema,
     LATEST_PROTOCOL_VERSION,
     SUPPORTED_PROTOCOL_VERSIONS
 } from '@modelcontextprotocol/sdk/types.js';
@@ -30,34 +33,49 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
     const samplingRequests = [];
     const elicitRequests = [];
     const logs = [];
+    const rootsRequests = [];
+    const changed = [];
+    let listedTools = [];
 
     before(async () => {
         assert.ok(SUPPORTED_PROTOCOL_VERSIONS.includes(REVISION), `SDK 1.x cannot speak ${REVISION}`);
-        client = new Client(
-            { name: 'droid-interop-ts-sdk1', version: '1.0.0' },
-            { capabilities: HAS_ELICITATION ? { sampling: {}, elicitation: {} } : { sampling: {} } }
-        );
-        client.setRequestHandler(CreateMessageRequestSchema, async req => {
-            samplingRequests.push(req.params);
-            return F.samplingAnswer();
-        });
-        if (HAS_ELICITATION) {
-            client.setRequestHandler(ElicitRequestSchema, async req => {
+        ({ client, transport, wire } = await connectClient(
+            HAS_ELICITATION ? { sampling: {}, elicitation: {}, roots: {} } : { sampling: {}, roots: {} }
+        ));
+    });
+
+    /** A connected 1.x client declaring `capabilities`, with handlers for exactly those. */
+    async function connectClient(capabilities) {
+        const c = new Client({ name: 'droid-interop-ts-sdk1', version: '1.0.0' }, { capabilities });
+        if (capabilities.sampling)
+            c.setRequestHandler(CreateMessageRequestSchema, async req => {
+                samplingRequests.push(req.params);
+                return F.samplingAnswer();
+            });
+        if (capabilities.elicitation)
+            c.setRequestHandler(ElicitRequestSchema, async req => {
                 elicitRequests.push(req.params);
                 return { action: 'accept', content: F.fillElicitation(req.params.requestedSchema) };
             });
-        }
-        client.setNotificationHandler(LoggingMessageNotificationSchema, n => {
+        if (capabilities.roots)
+            c.setRequestHandler(ListRootsRequestSchema, async () => {
+                rootsRequests.push(1);
+                return { roots: F.ROOTS };
+            });
+        c.setNotificationHandler(LoggingMessageNotificationSchema, n => {
             logs.push(n.params);
         });
-        transport = new StdioClientTransport(F.stdioParams());
-        wire = F.recordTransport(transport, m =>
+        c.setNotificationHandler(ToolListChangedNotificationSchema, () => changed.push('tools'));
+        c.setNotificationHandler(PromptListChangedNotificationSchema, () => changed.push('prompts'));
+        const t = new StdioClientTransport(F.stdioParams());
+        const w = F.recordTransport(t, m =>
             m.method === 'initialize' && REVISION !== LATEST_PROTOCOL_VERSION
                 ? { ...m, params: { ...m.params, protocolVersion: REVISION } }
                 : m
         );
-        await client.connect(transport);
-    });
+        await c.connect(t);
+        return { client: c, transport: t, wire: w };
+    }
 
     after(async () => {
         await client?.close();
@@ -84,6 +102,12 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
     it('tools/list has every legacy fixture tool with description and inputSchema', async () => {
         const { tools } = await client.listTools();
         F.assertToolList(tools, 'legacy');
+        listedTools = tools.map(t => t.name);
+    });
+
+    it('json_schema_2020_12_tool: raw 2020-12 inputSchema in tools/list, and a valid call', async () => {
+        F.assertJsonSchema2020((await client.listTools()).tools);
+        F.assertJsonSchemaCall(await client.callTool({ name: 'json_schema_2020_12_tool', arguments: F.JSON_SCHEMA_ARGS }));
     });
 
     it('test_simple_text', async () => F.assertSimpleText(await client.callTool({ name: 'test_simple_text' })));
@@ -124,7 +148,8 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
         assert.equal(F.onlyText(r), `LLM response: ${F.FIXTURE.client.samplingAnswer}`);
     });
 
-    it('test_elicitation goes through the client elicitation handler', { skip: !HAS_ELICITATION && `no elicitation at ${REVISION}` }, async () => {
+    it('test_elicitation goes through the client elicitation handler', async () => {
+        if (!HAS_ELICITATION) return expectNoElicitation('test_elicitation', { message: 'interop elicitation message' });
         elicitRequests.length = 0;
         const r = await client.callTool({ name: 'test_elicitation', arguments: { message: 'interop elicitation message' } });
         assert.notEqual(r.isError, true);
@@ -134,6 +159,149 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
         const text = F.onlyText(r);
         assert.ok(text.startsWith('User response: action=accept'), text);
         assert.ok(text.includes(F.FIXTURE.client.elicitString) || text.includes(F.FIXTURE.client.elicitName), `answer not reflected: ${text}`);
+    });
+
+    /** At a revision without elicitation the client declares none, so an eliciting call must fail. */
+    async function expectNoElicitation(name, args) {
+        const how = await F.expectFailure(() => client.callTool({ name, arguments: args }));
+        console.log(`# ${name} at ${REVISION} (no elicitation capability) failed as expected: ${how}`);
+    }
+
+    for (const name of ['test_elicitation_sep1034_defaults', 'test_elicitation_sep1330_enums']) {
+        const check = name.endsWith('defaults') ? F.assertDefaultsSchema : F.assertEnumsSchema;
+        it(`${name}: the client receives the schema and the tool reflects the answer`, async () => {
+            if (!HAS_ELICITATION) return expectNoElicitation(name);
+            elicitRequests.length = 0;
+            const r = await client.callTool({ name });
+            assert.equal(elicitRequests.length, 1, 'exactly one elicitation/create');
+            check(elicitRequests[0]);
+            F.assertElicitationCompleted(r, elicitRequests[0]);
+        });
+    }
+
+    it('test_reconnection (stdio: just answers)', async () =>
+        assert.equal(F.onlyText(await client.callTool({ name: 'test_reconnection' })), 'Reconnection test completed'));
+
+    it('test_missing_capability: succeeds when sampling was declared at initialize', async () => {
+        const r = await client.callTool({ name: 'test_missing_capability' });
+        assert.equal(F.onlyText(r), 'The client declared sampling.');
+    });
+
+    it('test_missing_capability: -32021 {requiredCapabilities:{sampling:{}}} when sampling was not declared', async () => {
+        const other = await connectClient({});
+        try {
+            await assert.rejects(other.client.callTool({ name: 'test_missing_capability' }), e => {
+                assert.equal(e.code, -32021, `code ${e.code}: ${e.message}`);
+                assert.deepEqual(e.data?.requiredCapabilities, { sampling: {} });
+                return true;
+            });
+        } finally {
+            await other.client.close();
+        }
+    });
+
+    it('test_logging_tool: logs after logging/setLevel', async () => {
+        assert.deepEqual(await client.setLoggingLevel('debug'), {});
+        logs.length = 0;
+        const r = await client.callTool({ name: 'test_logging_tool' });
+        assert.equal(F.onlyText(r), 'Logging tool completed');
+        assert.deepEqual(logs.map(l => [l.level, l.data]), [['info', 'Logging tool executed']]);
+    });
+
+    it('test_streaming_elicitation: progress and logs, then the result', async () => {
+        assert.deepEqual(await client.setLoggingLevel('debug'), {});
+        logs.length = 0;
+        const events = [];
+        const r = await client.callTool({ name: 'test_streaming_elicitation' }, CallToolResultSchema, { onprogress: p => events.push(p) });
+        assert.equal(F.onlyText(r), 'Streaming completed');
+        const req = wire.sent.filter(m => m.method === 'tools/call' && m.params?.name === 'test_streaming_elicitation').at(-1);
+        const respAt = wire.received.findIndex(m => m.id === req.id && ('result' in m || 'error' in m));
+        const before = wire.received.slice(0, respAt);
+        const progress = before.filter(m => m.method === 'notifications/progress' && m.params.progressToken === req.params._meta.progressToken);
+        assert.deepEqual(progress.map(m => [m.params.progress, m.params.total, m.params.message]),
+            [[0, 100, 'streaming'], [50, 100, 'streaming'], [100, 100, 'streaming']]);
+        assert.deepEqual(logs.map(l => l.data), ['step 0', 'step 50', 'step 100']);
+    });
+
+    for (const [name, kind, text] of [
+        ['test_trigger_tool_change', 'tools', 'Tool list change triggered'],
+        ['test_trigger_prompt_change', 'prompts', 'Prompt list change triggered']
+    ]) {
+        it(`${name}: succeeds and notifications/${kind}/list_changed arrives`, async () => {
+            changed.length = 0;
+            assert.equal(F.onlyText(await client.callTool({ name })), text);
+            await F.waitFor(() => changed.includes(kind), 2000, `notifications/${kind}/list_changed`);
+        });
+    }
+
+    // The 2026 input-required tools also exist in the legacy era: their questions arrive as server-to-client requests.
+    it('test_input_required_result_elicitation (legacy: elicitation/create request)', async () => {
+        if (!HAS_ELICITATION) return expectNoElicitation('test_input_required_result_elicitation');
+        elicitRequests.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_elicitation' });
+        assert.equal(elicitRequests.length, 1);
+        assert.equal(elicitRequests[0].message, 'What is your name?');
+        assert.equal(F.onlyText(r), `Hello, ${F.FIXTURE.client.elicitName}!`);
+    });
+
+    it('test_input_required_result_sampling (legacy: sampling/createMessage request)', async () => {
+        samplingRequests.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_sampling' });
+        assert.equal(samplingRequests.length, 1);
+        assert.equal(samplingRequests[0].messages[0].content.text, 'What is the capital of France?');
+        assert.equal(samplingRequests[0].maxTokens, 100);
+        assert.equal(F.onlyText(r), `The model answered: ${F.FIXTURE.client.samplingAnswer}`);
+    });
+
+    it('test_input_required_result_list_roots (legacy: roots/list request)', async () => {
+        rootsRequests.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_list_roots' });
+        assert.equal(rootsRequests.length, 1);
+        F.assertRootsText(r);
+    });
+
+    it('test_input_required_result_request_state (legacy)', async () => {
+        if (!HAS_ELICITATION) return expectNoElicitation('test_input_required_result_request_state');
+        elicitRequests.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_request_state' });
+        assert.equal(elicitRequests.length, 1);
+        assert.equal(elicitRequests[0].message, 'Please confirm');
+        assert.equal(F.onlyText(r), 'state-ok: confirmed={"ok":true}');
+    });
+
+    it('test_input_required_result_multiple_inputs (legacy)', async () => {
+        if (!HAS_ELICITATION) return expectNoElicitation('test_input_required_result_multiple_inputs');
+        elicitRequests.length = 0; samplingRequests.length = 0; rootsRequests.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_multiple_inputs' });
+        assert.deepEqual([elicitRequests.length, samplingRequests.length, rootsRequests.length], [1, 1, 1]);
+        assert.equal(samplingRequests[0].maxTokens, 50);
+        assert.equal(F.onlyText(r), `Hello, ${F.FIXTURE.client.elicitName}! Model: ${F.FIXTURE.client.samplingAnswer}. Roots received.`);
+    });
+
+    it('test_input_required_result_multi_round (legacy: two elicitation/create requests)', async () => {
+        if (!HAS_ELICITATION) return expectNoElicitation('test_input_required_result_multi_round');
+        elicitRequests.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_multi_round' });
+        assert.deepEqual(elicitRequests.map(e => e.message), ['Step 1: What is your name?', 'Step 2: What is your favorite color?']);
+        assert.equal(F.onlyText(r), `Hello, ${F.FIXTURE.client.elicitName}! Your favorite color is ${F.FIXTURE.client.elicitString}.`);
+    });
+
+    it('test_input_required_result_tampered_state (legacy: no requestState on the wire, so it just succeeds)', async () => {
+        if (!HAS_ELICITATION) return expectNoElicitation('test_input_required_result_tampered_state');
+        const r = await client.callTool({ name: 'test_input_required_result_tampered_state' });
+        assert.equal(F.onlyText(r), `Verified state; hello, ${F.FIXTURE.client.elicitName}!`);
+    });
+
+    it('test_input_required_result_capabilities (asks only what initialize declared)', async () => {
+        elicitRequests.length = 0; samplingRequests.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_capabilities' });
+        if (HAS_ELICITATION) {
+            assert.equal(elicitRequests.length, 1);
+            assert.equal(F.onlyText(r), `Hello, ${F.FIXTURE.client.elicitName}!`);
+        } else {
+            assert.equal(samplingRequests.length, 1, 'without elicitation the tool must fall back to sampling');
+            assert.equal(F.onlyText(r), `The model answered: ${F.FIXTURE.client.samplingAnswer}`);
+        }
     });
 
     it('resources/list and resources/templates/list', async () => {
@@ -156,4 +324,31 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
         F.assertCompletion(
             await client.complete({ ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' }, argument: { name: 'arg1', value: 'test' } })
         ));
+    it('get test_prompt_with_embedded_resource', async () => {
+        const r = await client.getPrompt({ name: 'test_prompt_with_embedded_resource', arguments: { resourceUri: 'test://example-resource' } });
+        assert.deepEqual(r.messages.map(m => m.content.type), ['resource', 'text']);
+        assert.deepEqual(r.messages[0].content.resource, { uri: 'test://example-resource', mimeType: 'text/plain', text: 'Embedded resource content for testing.' });
+        assert.equal(r.messages[1].content.text, 'Please process the embedded resource above.');
+    });
+    it('get test_prompt_with_image', async () => {
+        const r = await client.getPrompt({ name: 'test_prompt_with_image' });
+        assert.deepEqual(r.messages.map(m => [m.content.type, m.content.mimeType ?? null, m.content.data ?? m.content.text]),
+            [['image', 'image/png', F.FIXTURE.png], ['text', null, 'Please analyze the image above.']]);
+    });
+    it('get test_input_required_result_prompt (legacy: elicitation/create request)', async () => {
+        if (!HAS_ELICITATION) {
+            await assert.rejects(client.getPrompt({ name: 'test_input_required_result_prompt' }), 'must fail without elicitation');
+            return;
+        }
+        elicitRequests.length = 0;
+        const r = await client.getPrompt({ name: 'test_input_required_result_prompt' });
+        assert.equal(elicitRequests.length, 1);
+        assert.equal(elicitRequests[0].message, 'What context should the prompt use?');
+        assert.deepEqual(r.messages.map(m => [m.role, F.textOf(m.content)]), [['user', `Prompt with user context: ${F.FIXTURE.client.elicitString}`]]);
+    });
+
+    it('every tool tools/list returned was called', () => {
+        const called = new Set(wire.sent.filter(m => m.method === 'tools/call').map(m => m.params.name));
+        F.assertCoversAll(listedTools, called);
+    });
 });

@@ -8,25 +8,35 @@
 // discover result offers 2026-07-28.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client } from '@modelcontextprotocol/client';
+import { Client, LOG_LEVEL_META_KEY } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import * as F from './common.mjs';
 
 const REVISION = '2026-07-28';
 
-function newClient(mode, samplingRequests = [], elicitRequests = []) {
+function newClient(mode, samplingRequests = [], elicitRequests = [], rec = {}, capabilities = { sampling: {}, elicitation: {}, roots: {} }) {
     const client = new Client(
         { name: 'droid-interop-ts-sdk2', version: '2.0.0' },
-        { capabilities: { sampling: {}, elicitation: {} }, versionNegotiation: { mode } }
+        { capabilities, versionNegotiation: { mode } }
     );
-    client.setRequestHandler('sampling/createMessage', async req => {
-        samplingRequests.push(req.params);
-        return F.samplingAnswer();
-    });
-    client.setRequestHandler('elicitation/create', async req => {
-        elicitRequests.push(req.params);
-        return { action: 'accept', content: F.fillElicitation(req.params.requestedSchema) };
-    });
+    if (capabilities.sampling)
+        client.setRequestHandler('sampling/createMessage', async req => {
+            samplingRequests.push(req.params);
+            return F.samplingAnswer();
+        });
+    if (capabilities.elicitation)
+        client.setRequestHandler('elicitation/create', async req => {
+            elicitRequests.push(req.params);
+            return { action: 'accept', content: F.fillElicitation(req.params.requestedSchema) };
+        });
+    if (capabilities.roots)
+        client.setRequestHandler('roots/list', async () => {
+            (rec.roots ??= []).push(1);
+            return { roots: F.ROOTS };
+        });
+    client.setNotificationHandler('notifications/message', n => (rec.logs ??= []).push(n.params));
+    client.setNotificationHandler('notifications/tools/list_changed', n => (rec.changed ??= []).push(['tools', n.params]));
+    client.setNotificationHandler('notifications/prompts/list_changed', n => (rec.changed ??= []).push(['prompts', n.params]));
     return client;
 }
 
@@ -35,11 +45,21 @@ describe(`TS SDK 2.x client, pinned ${REVISION}`, () => {
     let wire;
     const samplingRequests = [];
     const elicitRequests = [];
+    const rec = { roots: [], logs: [], changed: [] };
+    let listedTools = [];
+    let tamper = false;   // when set, the MRTR retry's requestState is altered on the way out
 
     before(async () => {
-        client = newClient({ pin: REVISION }, samplingRequests, elicitRequests);
+        client = newClient({ pin: REVISION }, samplingRequests, elicitRequests, rec);
         const transport = new StdioClientTransport(F.stdioParams());
-        wire = F.recordTransport(transport);
+        wire = F.recordTransport(transport, m => {
+            if (tamper && m.method === 'tools/call' && typeof m.params?.requestState === 'string') {
+                const st = m.params.requestState;
+                const flipped = (st[st.length - 1] === 'A' ? 'B' : 'A');
+                return { ...m, params: { ...m.params, requestState: st.slice(0, -1) + flipped } };
+            }
+            return m;
+        });
         await client.connect(transport);
     });
 
@@ -68,6 +88,12 @@ describe(`TS SDK 2.x client, pinned ${REVISION}`, () => {
     it('tools/list has every 2026 fixture tool with description and inputSchema', async () => {
         const { tools } = await client.listTools();
         F.assertToolList(tools, 'modern');
+        listedTools = tools.map(t => t.name);
+    });
+
+    it('json_schema_2020_12_tool: raw 2020-12 inputSchema in tools/list, and a valid call', async () => {
+        F.assertJsonSchema2020((await client.listTools()).tools);
+        F.assertJsonSchemaCall(await client.callTool({ name: 'json_schema_2020_12_tool', arguments: F.JSON_SCHEMA_ARGS }));
     });
 
     it('test_simple_text', async () => F.assertSimpleText(await client.callTool({ name: 'test_simple_text' })));
@@ -105,6 +131,201 @@ describe(`TS SDK 2.x client, pinned ${REVISION}`, () => {
         assert.ok(text.includes(F.FIXTURE.client.samplingAnswer), `sampling answer not reflected: ${text}`);
     });
 
+    // ---- the rest of the tools tools/list returns (2026 era: every client question is an input_required round) ----
+
+    /** The request ids on the wire for calls of `name` since `from`, and whether any server->client request arrived. */
+    function callsOf(name, from) {
+        return wire.sent.slice(from).filter(m => m.method === 'tools/call' && m.params?.name === name);
+    }
+    function noServerRequests(from) {
+        const reqs = wire.received.slice(from).filter(m => m.method && 'id' in m);
+        assert.deepEqual(reqs, [], 'no server-to-client requests on a 2026-07-28 connection');
+    }
+
+    it('test_sampling (MRTR round)', async () => {
+        samplingRequests.length = 0;
+        const r = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'interop sampling prompt' } });
+        assert.equal(samplingRequests.length, 1);
+        assert.equal(samplingRequests[0].messages[0].content.text, 'interop sampling prompt');
+        assert.equal(samplingRequests[0].maxTokens, 100);
+        assert.equal(F.onlyText(r), `LLM response: ${F.FIXTURE.client.samplingAnswer}`);
+    });
+
+    it('test_elicitation (MRTR round)', async () => {
+        elicitRequests.length = 0;
+        const r = await client.callTool({ name: 'test_elicitation', arguments: { message: 'interop elicitation message' } });
+        assert.equal(elicitRequests.length, 1);
+        assert.equal(elicitRequests[0].message, 'interop elicitation message');
+        const text = F.onlyText(r);
+        assert.ok(text.startsWith('User response: action=accept'), text);
+        assert.deepEqual(F.jsonAfter(text, 'User response: action=accept, content='), F.fillElicitation(elicitRequests[0].requestedSchema));
+    });
+
+    for (const name of ['test_elicitation_sep1034_defaults', 'test_elicitation_sep1330_enums']) {
+        const check = name.endsWith('defaults') ? F.assertDefaultsSchema : F.assertEnumsSchema;
+        it(`${name}: the client receives the schema and the tool reflects the answer`, async () => {
+            elicitRequests.length = 0;
+            const r = await client.callTool({ name });
+            assert.equal(elicitRequests.length, 1, 'exactly one elicitation');
+            check(elicitRequests[0]);
+            F.assertElicitationCompleted(r, elicitRequests[0]);
+        });
+    }
+
+    it('test_reconnection (stdio: just answers)', async () =>
+        assert.equal(F.onlyText(await client.callTool({ name: 'test_reconnection' })), 'Reconnection test completed'));
+
+    it('test_missing_capability: succeeds when _meta clientCapabilities declare sampling', async () =>
+        assert.equal(F.onlyText(await client.callTool({ name: 'test_missing_capability' })), 'The client declared sampling.'));
+
+    it('test_missing_capability: -32021 {requiredCapabilities:{sampling:{}}} from a client without sampling', async () => {
+        const other = newClient({ pin: REVISION }, [], [], {}, { elicitation: {} });
+        const t = new StdioClientTransport(F.stdioParams());
+        const w = F.recordTransport(t);
+        await other.connect(t);
+        try {
+            await assert.rejects(other.callTool({ name: 'test_missing_capability' }), e => {
+                assert.equal(e.code, -32021, `code ${e.code}: ${e.message}`);
+                assert.deepEqual(e.data?.requiredCapabilities, { sampling: {} });
+                return true;
+            });
+            const sent = w.sent.find(m => m.method === 'tools/call');
+            assert.equal(sent.params._meta['io.modelcontextprotocol/clientCapabilities'].sampling, undefined);
+            const err = w.received.find(m => m.id === sent.id);
+            assert.equal(err.error?.code, -32021, JSON.stringify(err));
+        } finally {
+            await other.close();
+        }
+    });
+
+    it('test_logging_tool: a log notification only when _meta asks for a log level', async () => {
+        rec.logs.length = 0;
+        assert.equal(F.onlyText(await client.callTool({ name: 'test_logging_tool' })), 'Logging tool completed');
+        const sentNoLevel = callsOf('test_logging_tool', 0).at(-1);
+        assert.equal(sentNoLevel.params._meta?.[LOG_LEVEL_META_KEY], undefined);
+        assert.deepEqual(rec.logs, [], 'no notifications/message without io.modelcontextprotocol/logLevel');
+        const r = await client.callTool({ name: 'test_logging_tool', _meta: { [LOG_LEVEL_META_KEY]: 'info' } });
+        assert.equal(F.onlyText(r), 'Logging tool completed');
+        assert.equal(callsOf('test_logging_tool', 0).at(-1).params._meta?.[LOG_LEVEL_META_KEY], 'info');
+        await F.waitFor(() => rec.logs.length >= 1, 1000, 'notifications/message');
+        assert.deepEqual(rec.logs.map(l => [l.level, l.data]), [['info', 'Logging tool executed']]);
+    });
+
+    it('test_tool_with_logging with _meta logLevel debug: the three info messages', async () => {
+        rec.logs.length = 0;
+        const r = await client.callTool({ name: 'test_tool_with_logging', _meta: { [LOG_LEVEL_META_KEY]: 'debug' } });
+        assert.equal(F.onlyText(r), 'Tool with logging executed successfully');
+        await F.waitFor(() => rec.logs.length >= 3, 1000, 'three notifications/message');
+        assert.deepEqual(rec.logs.filter(l => l.level === 'info').map(l => l.data), F.FIXTURE.texts.logMessages);
+    });
+
+    it('test_streaming_elicitation: only notifications, then the result', async () => {
+        const from = wire.received.length;
+        rec.logs.length = 0;
+        const r = await client.callTool({ name: 'test_streaming_elicitation', _meta: { [LOG_LEVEL_META_KEY]: 'info' } }, { onprogress: () => {} });
+        assert.equal(F.onlyText(r), 'Streaming completed');
+        const req = callsOf('test_streaming_elicitation', 0).at(-1);
+        const got = wire.received.slice(from);
+        const respAt = got.findIndex(m => m.id === req.id && ('result' in m || 'error' in m));
+        const before = got.slice(0, respAt);
+        noServerRequests(from);
+        const progress = before.filter(m => m.method === 'notifications/progress' && m.params.progressToken === req.params._meta.progressToken);
+        assert.deepEqual(progress.map(m => [m.params.progress, m.params.total, m.params.message]),
+            [[0, 100, 'streaming'], [50, 100, 'streaming'], [100, 100, 'streaming']]);
+        assert.deepEqual(before.filter(m => m.method === 'notifications/message').map(m => m.params.data), ['step 0', 'step 50', 'step 100']);
+    });
+
+    for (const [name, kind, filter, text] of [
+        ['test_trigger_tool_change', 'tools', { toolsListChanged: true }, 'Tool list change triggered'],
+        ['test_trigger_prompt_change', 'prompts', { promptsListChanged: true }, 'Prompt list change triggered']
+    ]) {
+        it(`${name}: succeeds, and notifications/${kind}/list_changed arrives on a subscriptions/listen stream`, async () => {
+            const sub = await client.listen(filter);
+            try {
+                rec.changed.length = 0;
+                assert.equal(F.onlyText(await client.callTool({ name })), text);
+                await F.waitFor(() => rec.changed.some(([k]) => k === kind), 2000, `notifications/${kind}/list_changed on the listen stream`);
+                const listen = wire.sent.filter(m => m.method === 'subscriptions/listen').at(-1);
+                const ack = wire.received.filter(m => m.method === 'notifications/subscriptions/acknowledged').at(-1);
+                const subId = ack?.params?._meta?.['io.modelcontextprotocol/subscriptionId'];
+                assert.ok(listen && subId !== undefined, 'listen request and its acknowledgement with a subscriptionId');
+                const n = wire.received.filter(m => m.method === `notifications/${kind}/list_changed`).at(-1);
+                assert.equal(n.params?._meta?.['io.modelcontextprotocol/subscriptionId'], subId, 'list_changed is tagged with the subscription id');
+            } finally {
+                await sub.close();
+            }
+        });
+    }
+
+    it('test_input_required_result_list_roots: SDK answers roots/list in an MRTR round', async () => {
+        rec.roots.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_list_roots' });
+        assert.equal(rec.roots.length, 1);
+        F.assertRootsText(r);
+    });
+
+    it('test_input_required_result_request_state: requestState echoed, text has state-ok', async () => {
+        const from = wire.sent.length;
+        elicitRequests.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_request_state' });
+        assert.equal(elicitRequests.length, 1);
+        assert.equal(elicitRequests[0].message, 'Please confirm');
+        const text = F.onlyText(r);
+        assert.ok(text.includes('state-ok'), text);
+        assert.equal(text, 'state-ok: confirmed={"ok":true}');
+        const calls = callsOf('test_input_required_result_request_state', from);
+        assert.equal(calls.length, 2, 'one input_required round then the retry');
+        assert.equal(typeof calls[1].params.requestState, 'string');
+        assert.ok(calls[1].params.inputResponses?.confirm, 'retry carries inputResponses.confirm');
+    });
+
+    it('test_input_required_result_multiple_inputs: three questions in one round', async () => {
+        elicitRequests.length = 0; samplingRequests.length = 0; rec.roots.length = 0;
+        const from = wire.sent.length;
+        const r = await client.callTool({ name: 'test_input_required_result_multiple_inputs' });
+        assert.deepEqual([elicitRequests.length, samplingRequests.length, rec.roots.length], [1, 1, 1]);
+        assert.equal(samplingRequests[0].maxTokens, 50);
+        assert.equal(F.onlyText(r), `Hello, ${F.FIXTURE.client.elicitName}! Model: ${F.FIXTURE.client.samplingAnswer}. Roots received.`);
+        const calls = callsOf('test_input_required_result_multiple_inputs', from);
+        assert.equal(calls.length, 2);
+        assert.deepEqual(Object.keys(calls[1].params.inputResponses).sort(), ['client_roots', 'greeting', 'user_name']);
+    });
+
+    it('test_input_required_result_multi_round: two rounds', async () => {
+        elicitRequests.length = 0;
+        const from = wire.sent.length;
+        const r = await client.callTool({ name: 'test_input_required_result_multi_round' });
+        assert.deepEqual(elicitRequests.map(e => e.message), ['Step 1: What is your name?', 'Step 2: What is your favorite color?']);
+        assert.equal(F.onlyText(r), `Hello, ${F.FIXTURE.client.elicitName}! Your favorite color is ${F.FIXTURE.client.elicitString}.`);
+        assert.equal(callsOf('test_input_required_result_multi_round', from).length, 3, 'two input_required rounds then the result');
+    });
+
+    it('test_input_required_result_tampered_state: untouched state succeeds', async () => {
+        const r = await client.callTool({ name: 'test_input_required_result_tampered_state' });
+        assert.equal(F.onlyText(r), `Verified state; hello, ${F.FIXTURE.client.elicitName}!`);
+    });
+
+    it('test_input_required_result_tampered_state: a tampered requestState is rejected with -32602', async () => {
+        tamper = true;
+        try {
+            await assert.rejects(client.callTool({ name: 'test_input_required_result_tampered_state' }), e => {
+                assert.equal(e.code, -32602, `code ${e.code}: ${e.message}`);
+                return true;
+            });
+        } finally {
+            tamper = false;
+        }
+        const retry = callsOf('test_input_required_result_tampered_state', 0).at(-1);
+        assert.equal(typeof retry.params.requestState, 'string', 'the tampered retry was sent');
+    });
+
+    it('test_input_required_result_capabilities: asks what _meta clientCapabilities declare (elicitation)', async () => {
+        elicitRequests.length = 0; samplingRequests.length = 0;
+        const r = await client.callTool({ name: 'test_input_required_result_capabilities' });
+        assert.deepEqual([elicitRequests.length, samplingRequests.length], [1, 0]);
+        assert.equal(F.onlyText(r), `Hello, ${F.FIXTURE.client.elicitName}!`);
+    });
+
     it('resources/list and resources/templates/list', async () => {
         const { resources } = await client.listResources();
         const { resourceTemplates } = await client.listResourceTemplates();
@@ -125,6 +346,33 @@ describe(`TS SDK 2.x client, pinned ${REVISION}`, () => {
         F.assertCompletion(
             await client.complete({ ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' }, argument: { name: 'arg1', value: 'test' } })
         ));
+    it('get test_prompt_with_embedded_resource', async () => {
+        const r = await client.getPrompt({ name: 'test_prompt_with_embedded_resource', arguments: { resourceUri: 'test://example-resource' } });
+        assert.deepEqual(r.messages.map(m => m.content.type), ['resource', 'text']);
+        assert.deepEqual(r.messages[0].content.resource, { uri: 'test://example-resource', mimeType: 'text/plain', text: 'Embedded resource content for testing.' });
+        assert.equal(r.messages[1].content.text, 'Please process the embedded resource above.');
+    });
+    it('get test_prompt_with_image', async () => {
+        const r = await client.getPrompt({ name: 'test_prompt_with_image' });
+        assert.deepEqual(r.messages.map(m => [m.content.type, m.content.mimeType ?? null, m.content.data ?? m.content.text]),
+            [['image', 'image/png', F.FIXTURE.png], ['text', null, 'Please analyze the image above.']]);
+    });
+    it('get test_input_required_result_prompt (MRTR through prompts/get)', async () => {
+        elicitRequests.length = 0;
+        const from = wire.sent.length;
+        const r = await client.getPrompt({ name: 'test_input_required_result_prompt' });
+        assert.equal(elicitRequests.length, 1);
+        assert.equal(elicitRequests[0].message, 'What context should the prompt use?');
+        assert.deepEqual(r.messages.map(m => [m.role, F.textOf(m.content)]), [['user', `Prompt with user context: ${F.FIXTURE.client.elicitString}`]]);
+        const gets = wire.sent.slice(from).filter(m => m.method === 'prompts/get');
+        assert.equal(gets.length, 2);
+        assert.ok(gets[1].params.inputResponses?.user_context, 'retry carries inputResponses.user_context');
+    });
+
+    it('every tool tools/list returned was called', () => {
+        const called = new Set(wire.sent.filter(m => m.method === 'tools/call').map(m => m.params.name));
+        F.assertCoversAll(listedTools, called);
+    });
 });
 
 describe(`TS SDK 2.x client, versionNegotiation 'auto'`, () => {

@@ -20,7 +20,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use crate::application::server::context::{
     CallbackExchange, DynFrameSink, ExchangeError, RequestContext,
 };
-use crate::application::server::dispatch::{Connection, Server};
+use crate::application::server::{Connection, Server};
 use crate::domain::TransportKind;
 use crate::domain::jsonrpc::framing::{
     DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, nesting_depth,

@@ -126,10 +126,16 @@ impl Call {
         self.arguments.get(name).and_then(Value::as_str)
     }
 
-    /// The verified state a previous round kept (2026-07-28), if any.
+    /// The state in force: what this call last kept, or else what the
+    /// previous round kept (verified from its `requestState`).
+    ///
+    /// The same code reads it in both eras. In the legacy era a question is
+    /// answered within the one call, so what was kept is simply still there;
+    /// in 2026-07-28 it came back sealed with the retry.
     #[must_use]
-    pub fn state(&self) -> Option<&Value> {
-        self.ctx.request_state.as_ref()
+    pub fn state(&self) -> Option<Value> {
+        let kept = self.asked.lock().ok().and_then(|a| a.state.clone());
+        kept.or_else(|| self.ctx.request_state.clone())
     }
 
     /// Keeps `state` for the next round: sealed into `requestState` if this

@@ -6,7 +6,9 @@
 //! - [`call`]: what a handler receives, and the one "ask the client" step
 //!   that works in both eras.
 //! - [`registry`]: what a server offers.
-//! - [`dispatch`]: the [`Server`] and its per-client [`Connection`].
+//! - [`host`]: the [`Server`]: identity, registry and change feed.
+//! - [`dispatch`]: a [`Connection`], one client's view of a server, routing
+//!   each request by era.
 //! - [`request_state`]: the sealed `requestState` of multi round-trip
 //!   requests.
 //! - [`idempotency`]: replaying a retried `tools/call`'s recorded answer.
@@ -14,10 +16,12 @@
 pub mod call;
 pub mod context;
 pub mod dispatch;
+pub mod host;
 pub mod idempotency;
 pub mod registry;
 pub mod request_state;
 
 pub use call::{Call, CallError, InputRequired, Question};
-pub use dispatch::{Change, Connection, Server, ServerBuilder};
+pub use dispatch::Connection;
+pub use host::{Change, Server, ServerBuilder};
 pub use registry::ToolSpec;

@@ -1,0 +1,95 @@
+//! `subscriptions/listen`: the one long-lived 2026-07-28 request.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::application::server::context::PeerSession;
+use crate::application::server::host::Change;
+use crate::domain::ir::JsonObject;
+use crate::domain::jsonrpc::{ErrorObject, Message, Notification, RequestId};
+
+use super::{Connection, SUBSCRIPTION_ID_META};
+
+impl Connection {
+    /// `subscriptions/listen`: acknowledge, then forward the opted-in changes
+    /// tagged with this request's id, until the caller stops or the server
+    /// goes away.
+    pub(super) async fn listen(
+        &self,
+        id: &RequestId,
+        params: &JsonObject,
+        peer: &PeerSession,
+    ) -> Result<Value, ErrorObject> {
+        let filter = params
+            .get("notifications")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let wants = |key: &str| filter.get(key).and_then(Value::as_bool).unwrap_or(false);
+        let mut honoured = JsonObject::new();
+        for key in [
+            "toolsListChanged",
+            "promptsListChanged",
+            "resourcesListChanged",
+        ] {
+            if wants(key) {
+                honoured.insert(key.to_owned(), json!(true));
+            }
+        }
+        let uris: BTreeSet<String> = filter
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !uris.is_empty() {
+            honoured.insert("resourceSubscriptions".to_owned(), json!(uris));
+        }
+        let tag = json!({ SUBSCRIPTION_ID_META: id.to_json() });
+        let mut changes = self.server.changes();
+        let _sent = peer.sink().send(Message::Notification(Notification {
+            method: "notifications/subscriptions/acknowledged".to_owned(),
+            params: Some(json!({ "notifications": honoured, "_meta": tag })),
+        }));
+        loop {
+            let change = match changes.recv().await {
+                Ok(change) => change,
+                // A listener that fell behind has lost notifications; list
+                // changes are idempotent, so carry on from the newest.
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => break,
+            };
+            let (method, extra) = match &change {
+                Change::Tools if wants("toolsListChanged") => {
+                    ("notifications/tools/list_changed", None)
+                }
+                Change::Prompts if wants("promptsListChanged") => {
+                    ("notifications/prompts/list_changed", None)
+                }
+                Change::Resources if wants("resourcesListChanged") => {
+                    ("notifications/resources/list_changed", None)
+                }
+                Change::ResourceUpdated(uri) if uris.contains(uri) => {
+                    ("notifications/resources/updated", Some(uri.clone()))
+                }
+                _ => continue,
+            };
+            let mut params = JsonObject::new();
+            if let Some(uri) = extra {
+                params.insert("uri".to_owned(), json!(uri));
+            }
+            params.insert("_meta".to_owned(), tag.clone());
+            let _sent = peer.sink().send(Message::Notification(Notification {
+                method: method.to_owned(),
+                params: Some(Value::Object(params)),
+            }));
+        }
+        Ok(json!({ "resultType": "complete", "_meta": tag }))
+    }
+}

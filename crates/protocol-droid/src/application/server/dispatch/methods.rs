@@ -1,0 +1,306 @@
+//! The methods both eras share, and turning a handler's outcome into an
+//! answer.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::adapters::secondary::codec::for_version;
+use crate::application::server::call::{Call, CallError};
+use crate::application::server::context::{AuthContext, PeerSession, RequestContext};
+use crate::application::server::host::Server;
+use crate::application::server::registry::{match_template, visible};
+use crate::application::server::request_state::StateBinding;
+use crate::domain::canonical::request_digest;
+use crate::domain::ir::{JsonObject, TranslationReport};
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::domain::{DegradePolicy, Era, Feature, ProtocolVersion};
+
+use super::{Connection, SERVER_INFO_META, error, now_ms};
+
+impl Connection {
+    /// The methods both eras share.
+    pub(super) async fn common(
+        &self,
+        method: &str,
+        params: JsonObject,
+        ctx: RequestContext,
+        peer: PeerSession,
+    ) -> Result<Value, ErrorObject> {
+        let registry = self.server.registry();
+        let era = peer.negotiated().era();
+        let can_see = |scope: Option<&String>| visible(scope, |s| ctx.auth.has_scope(s));
+        reject_cursor(&params)?;
+        match method {
+            "tools/list" => {
+                let tools: Vec<_> = registry
+                    .tools
+                    .values()
+                    .filter(|t| can_see(t.scope.as_ref()))
+                    .map(|t| t.tool.clone())
+                    .collect();
+                Ok(json!({ "tools": tools }))
+            }
+            "tools/call" => self.call_tool(params, ctx, peer).await,
+            "prompts/list" => {
+                let prompts: Vec<_> = registry
+                    .prompts
+                    .values()
+                    .filter(|p| can_see(p.scope.as_ref()))
+                    .map(|p| p.prompt.clone())
+                    .collect();
+                Ok(json!({ "prompts": prompts }))
+            }
+            "prompts/get" => {
+                let name = required_str(&params, "name")?;
+                let entry = registry
+                    .prompts
+                    .get(name)
+                    .filter(|p| can_see(p.scope.as_ref()))
+                    .ok_or_else(|| {
+                        error(ErrorCode::INVALID_PARAMS, format!("unknown prompt {name}"))
+                    })?;
+                let arguments = object_member(&params, "arguments");
+                let auth = ctx.auth.clone();
+                let call = Call::new(ctx, peer, arguments);
+                let result = (entry.handler)(call).await;
+                self.outcome(
+                    result.and_then(|r| to_value(&r)),
+                    "prompts/get",
+                    &params,
+                    &auth,
+                    era,
+                )
+            }
+            "resources/list" => {
+                let resources: Vec<_> = registry
+                    .resources
+                    .values()
+                    .filter(|r| can_see(r.scope.as_ref()))
+                    .map(|r| r.resource.clone())
+                    .collect();
+                Ok(json!({ "resources": resources }))
+            }
+            "resources/templates/list" => {
+                let templates: Vec<_> = registry
+                    .templates
+                    .values()
+                    .filter(|t| can_see(t.scope.as_ref()))
+                    .map(|t| t.template.clone())
+                    .collect();
+                Ok(json!({ "resourceTemplates": templates }))
+            }
+            "resources/read" => {
+                let uri = required_str(&params, "uri")?.to_owned();
+                let mut arguments = JsonObject::new();
+                arguments.insert("uri".to_owned(), json!(uri));
+                let found = match registry
+                    .resources
+                    .get(&uri)
+                    .filter(|r| can_see(r.scope.as_ref()))
+                {
+                    Some(entry) => Some(Arc::clone(&entry.handler)),
+                    None => registry
+                        .templates
+                        .values()
+                        .filter(|t| can_see(t.scope.as_ref()))
+                        .find_map(|t| {
+                            match_template(&t.template.uri_template, &uri).map(|vars| {
+                                arguments.extend(vars);
+                                Arc::clone(&t.handler)
+                            })
+                        }),
+                };
+                let Some(handler) = found else {
+                    // Never an empty `contents`: a missing resource is an
+                    // error, with the code the client's revision expects.
+                    let code = if peer.allows(Feature::LegacyResourceNotFound) {
+                        ErrorCode::RESOURCE_NOT_FOUND
+                    } else {
+                        ErrorCode::INVALID_PARAMS
+                    };
+                    return Err(error(code, format!("resource not found: {uri}"))
+                        .with_data(json!({ "uri": uri })));
+                };
+                let auth = ctx.auth.clone();
+                let call = Call::new(ctx, peer, arguments);
+                let result = handler(call)
+                    .await
+                    .and_then(|contents| Ok(json!({ "contents": to_value(&contents)? })));
+                self.outcome(result, "resources/read", &params, &auth, era)
+            }
+            "completion/complete" => {
+                let Some(completer) = registry.completer else {
+                    return Err(error(
+                        ErrorCode::METHOD_NOT_FOUND,
+                        "completions are not offered",
+                    ));
+                };
+                let mut values = completer(&params);
+                let total = values.len();
+                values.truncate(100);
+                Ok(json!({ "completion": {
+                    "values": values, "total": total, "hasMore": total > 100,
+                } }))
+            }
+            other => Err(error(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("{other} is not served here"),
+            )),
+        }
+    }
+
+    pub(super) async fn call_tool(
+        &self,
+        params: JsonObject,
+        ctx: RequestContext,
+        peer: PeerSession,
+    ) -> Result<Value, ErrorObject> {
+        let name = required_str(&params, "name")?.to_owned();
+        let entry = self
+            .server
+            .registry()
+            .tools
+            .get(&name)
+            .filter(|t| visible(t.scope.as_ref(), |s| ctx.auth.has_scope(s)))
+            .cloned()
+            .ok_or_else(|| error(ErrorCode::INVALID_PARAMS, format!("unknown tool {name}")))?;
+        let arguments = object_member(&params, "arguments");
+        let version = peer.negotiated();
+        let auth = ctx.auth.clone();
+        let call = Call::new(ctx, peer, arguments);
+        let result = (entry.handler)(call).await.and_then(|value| {
+            let mut report = TranslationReport::new(version);
+            // The server wrote the result, so lowering it for an older
+            // client is its own decision, not a bridge's: permissive.
+            for_version(version)
+                .lower_tool_result(value, DegradePolicy::permissive(), &mut report)
+                .map_err(|e| CallError::internal(e.to_string()))
+        });
+        self.outcome(result, "tools/call", &params, &auth, version.era())
+    }
+
+    /// Turns a handler's outcome into a result or an error; a request for
+    /// more input becomes an `InputRequiredResult` with a sealed state.
+    pub(super) fn outcome(
+        &self,
+        result: Result<Value, CallError>,
+        method: &str,
+        params: &JsonObject,
+        auth: &AuthContext,
+        era: Era,
+    ) -> Result<Value, ErrorObject> {
+        match result {
+            // A legacy client has no way to read an input-required round: a
+            // handler asking through `Call` never produces one there, so one
+            // built by hand is a handler bug, reported as such.
+            Err(CallError::InputRequired(_)) if era == Era::Legacy => Err(error(
+                ErrorCode::INTERNAL_ERROR,
+                "the handler asked for input in a form only 2026-07-28 clients can answer",
+            )),
+            Ok(value) => Ok(value),
+            Err(CallError::Protocol(object)) => Err(object),
+            Err(CallError::MissingCapability { required }) => Err(error(
+                ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "the request needs a client capability it did not declare",
+            )
+            .with_data(json!({ "requiredCapabilities": required }))),
+            Err(CallError::InputRequired(asked)) => {
+                let crate::application::server::call::InputRequired { requests, state } = *asked;
+                let mut result = JsonObject::new();
+                result.insert("resultType".to_owned(), json!("input_required"));
+                result.insert("inputRequests".to_owned(), Value::Object(requests));
+                if let Some(state) = state {
+                    let digest = request_digest(params);
+                    let binding = binding(method, params, auth, digest);
+                    let sealed = self
+                        .server
+                        .inner
+                        .sealer
+                        .seal(&state, &binding, now_ms())
+                        .map_err(|e| error(ErrorCode::INTERNAL_ERROR, e.to_string()))?;
+                    result.insert("requestState".to_owned(), json!(sealed));
+                }
+                Ok(Value::Object(result))
+            }
+        }
+    }
+}
+
+/// What a sealed state is bound to: the caller, the method, its target and
+/// the request's digest.
+pub(super) fn binding(
+    method: &str,
+    params: &JsonObject,
+    auth: &AuthContext,
+    digest: crate::domain::canonical::RequestDigest,
+) -> StateBinding {
+    let target = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    StateBinding {
+        principal: auth.subject().map(str::to_owned),
+        method: method.to_owned(),
+        target: target.to_owned(),
+        digest,
+    }
+}
+
+pub(super) fn finish(
+    value: Value,
+    method: &str,
+    version: ProtocolVersion,
+    server: &Server,
+) -> Value {
+    let Value::Object(mut map) = value else {
+        return value;
+    };
+    let codec = for_version(version);
+    codec.finish_result(Some(method), &mut map);
+    if version.era() == Era::Modern {
+        let meta = map
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(JsonObject::new()));
+        if let Value::Object(meta) = meta {
+            meta.entry(SERVER_INFO_META)
+                .or_insert_with(|| server.server_info());
+        }
+    }
+    Value::Object(map)
+}
+
+pub(super) fn meta_of(params: &JsonObject) -> JsonObject {
+    object_member(params, "_meta")
+}
+
+pub(super) fn object_member(params: &JsonObject, key: &str) -> JsonObject {
+    params
+        .get(key)
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
+pub(super) fn required_str<'a>(params: &'a JsonObject, key: &str) -> Result<&'a str, ErrorObject> {
+    params.get(key).and_then(Value::as_str).ok_or_else(|| {
+        error(
+            ErrorCode::INVALID_PARAMS,
+            format!("`{key}` must be a string"),
+        )
+    })
+}
+
+/// Lists are served as one page, so any cursor is one this server never
+/// issued.
+pub(super) fn reject_cursor(params: &JsonObject) -> Result<(), ErrorObject> {
+    match params.get("cursor") {
+        None | Some(Value::Null) => Ok(()),
+        Some(_) => Err(error(ErrorCode::INVALID_PARAMS, "invalid cursor")),
+    }
+}
+
+pub(super) fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, CallError> {
+    serde_json::to_value(value).map_err(|e| CallError::internal(e.to_string()))
+}

@@ -1,0 +1,584 @@
+//! Serving requests in both eras from one server.
+//!
+//! A [`Server`] holds what is offered; a [`Connection`] is one client's view
+//! of it (a stdio process, an HTTP session). Each request is routed by era:
+//!
+//! - `initialize` opens the legacy handshake, which settles the revision and
+//!   the capability profile once for the connection;
+//! - a request whose `_meta` carries `io.modelcontextprotocol/protocolVersion`
+//!   (or a method only 2026-07-28 has) is served statelessly against its own
+//!   `_meta`, whatever else the connection has done;
+//! - anything else is served against the legacy session, or refused when
+//!   there is none yet.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use super::context::{DynExchange, DynFrameSink, LogGate, NoExchange, PeerSession, RequestContext};
+use super::host::{Change, Server};
+use super::idempotency::{Admission, IdempotencyStore, Recorded};
+use crate::adapters::secondary::codec::{Sender, for_version};
+use crate::domain::canonical::request_digest;
+use crate::domain::ir::JsonObject;
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
+use crate::domain::{
+    CapabilitySet, Era, LoggingLevel, Negotiation, ProtocolVersion, SessionId, TransportKind,
+    resolve,
+};
+
+mod listen;
+mod methods;
+
+use methods::{binding, finish, meta_of};
+
+/// The `_meta` key naming a 2026-07-28 request's revision.
+pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+/// The `_meta` key holding a 2026-07-28 request's client capabilities.
+pub const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The `_meta` key holding a 2026-07-28 request's client info.
+pub const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
+/// The `_meta` key a result names its server under (2026-07-28).
+pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+/// The `_meta` key tagging a notification with its listen request's id.
+pub const SUBSCRIPTION_ID_META: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// One client's connection to a [`Server`].
+pub struct Connection {
+    server: Server,
+    transport: TransportKind,
+    session: SessionId,
+    exchange: Arc<dyn DynExchange>,
+    sink: Arc<dyn DynFrameSink>,
+    state: Mutex<ConnectionState>,
+}
+
+impl core::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Connection")
+            .field("session", &self.session)
+            .field("transport", &self.transport)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct ConnectionState {
+    legacy: Option<LegacySession>,
+    subscribed: BTreeSet<String>,
+}
+
+/// What the `initialize` handshake settled.
+#[derive(Clone)]
+struct LegacySession {
+    /// Persisted without a principal; each request overlays its own.
+    peer: PeerSession,
+    client_capabilities: JsonObject,
+    client_info: Option<JsonObject>,
+    init_meta: JsonObject,
+}
+
+fn error(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(code, message)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The methods only 2026-07-28 has, so a request for one is modern even
+/// when its `_meta` is missing (and is then refused for that).
+const MODERN_ONLY: [&str; 2] = ["server/discover", "subscriptions/listen"];
+
+impl Connection {
+    /// A connection of `server`'s, as `session`, talking through these ports.
+    pub(super) fn open(
+        server: Server,
+        session: SessionId,
+        transport: TransportKind,
+        exchange: Arc<dyn DynExchange>,
+        sink: Arc<dyn DynFrameSink>,
+    ) -> Self {
+        Self {
+            server,
+            transport,
+            session,
+            exchange,
+            sink,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The session this connection is.
+    #[must_use]
+    pub const fn session(&self) -> SessionId {
+        self.session
+    }
+
+    /// The revision the legacy handshake settled, if there was one.
+    #[must_use]
+    pub fn negotiated(&self) -> Option<ProtocolVersion> {
+        self.state
+            .lock()
+            .ok()
+            .and_then(|s| s.legacy.as_ref().map(|l| l.peer.negotiated()))
+    }
+
+    /// Whether the client is subscribed to `uri` (legacy `resources/subscribe`).
+    #[must_use]
+    pub fn is_subscribed(&self, uri: &str) -> bool {
+        self.state.lock().is_ok_and(|s| s.subscribed.contains(uri))
+    }
+
+    /// The notification a legacy session should receive for `change`, if any.
+    #[must_use]
+    pub fn legacy_notification(&self, change: &Change) -> Option<Message> {
+        let version = self.negotiated()?;
+        let (method, params) = match change {
+            Change::Tools => ("notifications/tools/list_changed", None),
+            Change::Prompts => ("notifications/prompts/list_changed", None),
+            Change::Resources => ("notifications/resources/list_changed", None),
+            Change::ResourceUpdated(uri) => {
+                if !self.is_subscribed(uri) {
+                    return None;
+                }
+                (
+                    "notifications/resources/updated",
+                    Some(json!({ "uri": uri })),
+                )
+            }
+        };
+        for_version(version)
+            .defines_notification(Sender::Server, method)
+            .then(|| {
+                Message::Notification(Notification {
+                    method: method.to_owned(),
+                    params,
+                })
+            })
+    }
+
+    /// Answers one request.
+    ///
+    /// Always produces the request's one answer, success or error. A
+    /// `subscriptions/listen` request runs until its caller stops polling it
+    /// (the transport cancels it) or the server goes away.
+    ///
+    /// # Errors
+    ///
+    /// The JSON-RPC error to answer with.
+    pub async fn handle(
+        &self,
+        request: Request,
+        ctx: RequestContext,
+    ) -> Result<Value, ErrorObject> {
+        let Request { id, method, params } = request;
+        let params = match params {
+            None => JsonObject::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(error(ErrorCode::INVALID_PARAMS, "params must be an object")),
+        };
+        if method == "initialize" {
+            return self.initialize(&params);
+        }
+        if self.is_modern(&method, &params) {
+            return self.modern(id, &method, params, ctx).await;
+        }
+        let legacy = self.state.lock().ok().and_then(|s| s.legacy.clone());
+        match legacy {
+            Some(session) => self.legacy(id, &method, params, ctx, session).await,
+            None if method == "ping" => Ok(json!({})),
+            None => Err(error(
+                ErrorCode::INVALID_REQUEST,
+                "not initialized: send `initialize` first, or a 2026-07-28 request \
+                 carrying `_meta` with its protocol version and client capabilities",
+            )),
+        }
+    }
+
+    /// Whether a request is to be served the 2026-07-28 way.
+    fn is_modern(&self, method: &str, params: &JsonObject) -> bool {
+        let offers_modern = self.server.offered().iter().any(|v| v.era() == Era::Modern);
+        let declares_modern = params
+            .get("_meta")
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.keys().any(|k| k.starts_with("io.modelcontextprotocol/")));
+        // A legacy-only server answers as a legacy server would, so a
+        // dual-era client's probe falls back to `initialize`.
+        offers_modern && (declares_modern || MODERN_ONLY.contains(&method))
+    }
+
+    fn initialize(&self, params: &JsonObject) -> Result<Value, ErrorObject> {
+        let legacy: Vec<ProtocolVersion> = self
+            .server
+            .offered()
+            .iter()
+            .copied()
+            .filter(|v| v.era() == Era::Legacy)
+            .collect();
+        let requested = params.get("protocolVersion").and_then(Value::as_str);
+        let Some(requested) = requested else {
+            return Err(error(
+                ErrorCode::INVALID_PARAMS,
+                "initialize needs `protocolVersion`",
+            ));
+        };
+        let supported: Vec<&str> = self.server.offered().iter().map(|v| v.as_str()).collect();
+        // Echo a supported revision; otherwise answer with our newest and let
+        // the client decide (the spec's negotiation). A modern-only server
+        // has nothing to offer and says what it supports instead.
+        let version = match ProtocolVersion::from_wire(requested).filter(|v| legacy.contains(v)) {
+            Some(v) => v,
+            None => match legacy.last() {
+                Some(v) => *v,
+                None => {
+                    return Err(error(
+                        ErrorCode::INVALID_PARAMS,
+                        "this server speaks only 2026-07-28: send requests with `_meta` instead of `initialize`",
+                    )
+                    .with_data(json!({ "supported": supported, "requested": requested })));
+                }
+            },
+        };
+        let client_capabilities = params
+            .get("capabilities")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let server_caps = self.server.capabilities(version);
+        let profile = resolve(Negotiation {
+            version,
+            client_caps: CapabilitySet::from_client_json(&client_capabilities, version),
+            server_caps: CapabilitySet::from_server_json(&server_caps, version),
+            transport: self.transport,
+        });
+        let peer = PeerSession::new(
+            version,
+            profile,
+            self.session,
+            self.transport,
+            Arc::clone(&self.exchange),
+            Arc::clone(&self.sink),
+        );
+        let session = LegacySession {
+            peer,
+            client_capabilities,
+            client_info: params.get("clientInfo").and_then(Value::as_object).cloned(),
+            init_meta: params
+                .get("_meta")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+        };
+        if let Ok(mut state) = self.state.lock() {
+            state.legacy = Some(session);
+        }
+        let mut result = JsonObject::new();
+        result.insert("protocolVersion".to_owned(), json!(version.as_str()));
+        result.insert("capabilities".to_owned(), Value::Object(server_caps));
+        result.insert("serverInfo".to_owned(), self.server.server_info());
+        if let Some(instructions) = &self.server.inner.instructions {
+            result.insert("instructions".to_owned(), json!(instructions));
+        }
+        Ok(Value::Object(result))
+    }
+
+    async fn legacy(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: JsonObject,
+        mut ctx: RequestContext,
+        session: LegacySession,
+    ) -> Result<Value, ErrorObject> {
+        let version = session.peer.negotiated();
+        let codec = for_version(version);
+        if !codec.defines_request(Sender::Client, method) {
+            return Err(error(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("{method} is not a method of {version}"),
+            ));
+        }
+        ctx.protocol_version = Some(version);
+        ctx.client_capabilities = session.client_capabilities.clone();
+        ctx.client_info = session.client_info.clone();
+        ctx.init_meta = session.init_meta.clone();
+        ctx.request_meta = meta_of(&params);
+        ctx.log_level = session.peer.log_gate().threshold();
+        let peer = session.peer.clone().with_auth(ctx.auth.clone());
+        let result = match method {
+            "ping" => Ok(json!({})),
+            "logging/setLevel" => self.set_level(&params),
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+                    return Err(error(ErrorCode::INVALID_PARAMS, "`uri` is required"));
+                };
+                if let Ok(mut state) = self.state.lock() {
+                    if method == "resources/subscribe" {
+                        state.subscribed.insert(uri.to_owned());
+                    } else {
+                        state.subscribed.remove(uri);
+                    }
+                }
+                Ok(json!({}))
+            }
+            "tools/call" => self.call_tool_once(id, params, ctx, peer).await,
+            _ => self.common(method, params, ctx, peer).await,
+        };
+        result.map(|value| finish(value, method, version, &self.server))
+    }
+
+    fn set_level(&self, params: &JsonObject) -> Result<Value, ErrorObject> {
+        let level: LoggingLevel = params
+            .get("level")
+            .cloned()
+            .and_then(|l| serde_json::from_value(l).ok())
+            .ok_or_else(|| error(ErrorCode::INVALID_PARAMS, "`level` must be a logging level"))?;
+        if let Ok(mut state) = self.state.lock() {
+            if let Some(legacy) = state.legacy.as_mut() {
+                legacy.peer = legacy.peer.clone().with_log_gate(LogGate::at(level));
+            }
+        }
+        Ok(json!({}))
+    }
+
+    /// A legacy `tools/call`, made idempotent per session: a retry of the
+    /// same request replays its recorded answer, a duplicate while the first
+    /// runs is refused, and nothing crosses sessions.
+    async fn call_tool_once(
+        &self,
+        id: RequestId,
+        params: JsonObject,
+        ctx: RequestContext,
+        peer: PeerSession,
+    ) -> Result<Value, ErrorObject> {
+        let digest = request_digest(&params);
+        let admission = self
+            .server
+            .inner
+            .idempotency
+            .lock()
+            .map_or(Admission::Full, |mut store| {
+                store.admit(peer.session(), &id, digest, now_ms())
+            });
+        match admission {
+            Admission::Fresh => {}
+            Admission::Replay(Recorded::Result(value)) => return Ok(value),
+            Admission::Replay(Recorded::Error(value)) => {
+                return Err(serde_json::from_value(value).unwrap_or_else(|_| {
+                    error(ErrorCode::INTERNAL_ERROR, "recorded error unreadable")
+                }));
+            }
+            Admission::InFlight => {
+                return Err(error(
+                    ErrorCode::INVALID_REQUEST,
+                    format!("request {id} is already in progress"),
+                ));
+            }
+            Admission::Conflict => {
+                return Err(error(
+                    ErrorCode::INVALID_REQUEST,
+                    format!("request id {id} was already used for a different call"),
+                ));
+            }
+            Admission::Full => {
+                return Err(error(
+                    ErrorCode::INTERNAL_ERROR,
+                    "too many calls in progress",
+                ));
+            }
+        }
+        // Cancelled calls are dropped mid-await; the guard then frees the
+        // entry so the id is not held "in flight" for ever.
+        let mut guard = Admitted {
+            store: &self.server.inner.idempotency,
+            session: peer.session(),
+            id: Some(id),
+        };
+        let outcome = self.call_tool(params, ctx, peer).await;
+        let recorded = match &outcome {
+            Ok(value) => Recorded::Result(value.clone()),
+            Err(e) => Recorded::Error(e.to_json()),
+        };
+        guard.record(recorded);
+        outcome
+    }
+
+    async fn modern(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: JsonObject,
+        mut ctx: RequestContext,
+    ) -> Result<Value, ErrorObject> {
+        let version = self.modern_version(&params)?;
+        if !for_version(version).defines_request(Sender::Client, method) {
+            return Err(error(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("{method} is not a method of {version}"),
+            ));
+        }
+        let meta = meta_of(&params);
+        let client_capabilities = meta
+            .get(CLIENT_CAPABILITIES_META)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let server_caps = self.server.capabilities(version);
+        let profile = resolve(Negotiation {
+            version,
+            client_caps: CapabilitySet::from_client_json(&client_capabilities, version),
+            server_caps: CapabilitySet::from_server_json(&server_caps, version),
+            transport: self.transport,
+        });
+        // A fresh peer per request: nothing is inherited from an earlier one.
+        let gate = LogGate::for_request(&meta);
+        let peer = PeerSession::new(
+            version,
+            profile,
+            self.session,
+            self.transport,
+            Arc::new(NoExchange),
+            Arc::clone(&self.sink),
+        )
+        .with_log_gate(gate)
+        .with_auth(ctx.auth.clone());
+        ctx.protocol_version = Some(version);
+        ctx.client_capabilities = client_capabilities;
+        ctx.client_info = meta
+            .get(CLIENT_INFO_META)
+            .and_then(Value::as_object)
+            .cloned();
+        ctx.log_level = gate.threshold();
+        ctx.request_meta = meta;
+        ctx.input_responses = params
+            .get("inputResponses")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let result = match method {
+            "server/discover" => Ok(self.discover(version)),
+            "subscriptions/listen" => return self.listen(&id, &params, &peer).await,
+            _ => {
+                self.open_state(method, &params, &mut ctx)?;
+                self.common(method, params, ctx, peer).await
+            }
+        };
+        result.map(|value| finish(value, method, version, &self.server))
+    }
+
+    /// The revision a 2026-07-28 request declares, checked.
+    fn modern_version(&self, params: &JsonObject) -> Result<ProtocolVersion, ErrorObject> {
+        let missing = || {
+            error(
+                ErrorCode::INVALID_PARAMS,
+                format!(
+                    "2026-07-28 requests carry `_meta` with `{PROTOCOL_VERSION_META}` \
+                     and `{CLIENT_CAPABILITIES_META}`"
+                ),
+            )
+        };
+        let meta = params
+            .get("_meta")
+            .and_then(Value::as_object)
+            .ok_or_else(missing)?;
+        let requested = meta
+            .get(PROTOCOL_VERSION_META)
+            .and_then(Value::as_str)
+            .ok_or_else(missing)?;
+        if !meta
+            .get(CLIENT_CAPABILITIES_META)
+            .is_some_and(Value::is_object)
+        {
+            return Err(missing());
+        }
+        let modern: Vec<ProtocolVersion> = self
+            .server
+            .offered()
+            .iter()
+            .copied()
+            .filter(|v| v.era() == Era::Modern)
+            .collect();
+        ProtocolVersion::from_wire(requested)
+            .filter(|v| modern.contains(v))
+            .ok_or_else(|| {
+                let supported: Vec<&str> = modern.iter().map(|v| v.as_str()).collect();
+                error(
+                    ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+                    format!("protocol version {requested} is not supported"),
+                )
+                .with_data(json!({ "supported": supported, "requested": requested }))
+            })
+    }
+
+    fn discover(&self, version: ProtocolVersion) -> Value {
+        let mut supported: Vec<&str> = self.server.offered().iter().map(|v| v.as_str()).collect();
+        supported.reverse();
+        let mut result = JsonObject::new();
+        result.insert("supportedVersions".to_owned(), json!(supported));
+        result.insert(
+            "capabilities".to_owned(),
+            Value::Object(self.server.capabilities(version)),
+        );
+        if let Some(instructions) = &self.server.inner.instructions {
+            result.insert("instructions".to_owned(), json!(instructions));
+        }
+        Value::Object(result)
+    }
+
+    /// Verifies a retry's `requestState` and binds the context to the request.
+    fn open_state(
+        &self,
+        method: &str,
+        params: &JsonObject,
+        ctx: &mut RequestContext,
+    ) -> Result<(), ErrorObject> {
+        let digest = request_digest(params);
+        ctx.request_digest = Some(digest);
+        let Some(sealed) = params.get("requestState") else {
+            return Ok(());
+        };
+        let Some(sealed) = sealed.as_str() else {
+            return Err(error(
+                ErrorCode::INVALID_PARAMS,
+                "`requestState` must be a string",
+            ));
+        };
+        let binding = binding(method, params, &ctx.auth, digest);
+        let payload = self
+            .server
+            .inner
+            .sealer
+            .open(sealed, &binding, now_ms())
+            .map_err(|e| error(e.code(), format!("requestState refused: {e}")))?;
+        ctx.request_state = Some(payload);
+        Ok(())
+    }
+}
+
+/// An admitted call not yet recorded: abandoned on drop.
+struct Admitted<'a> {
+    store: &'a Mutex<IdempotencyStore>,
+    session: SessionId,
+    id: Option<RequestId>,
+}
+
+impl Admitted<'_> {
+    fn record(&mut self, outcome: Recorded) {
+        if let (Some(id), Ok(mut store)) = (self.id.take(), self.store.lock()) {
+            let _recorded = store.record(self.session, &id, outcome, now_ms());
+        }
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if let (Some(id), Ok(mut store)) = (self.id.take(), self.store.lock()) {
+            let _abandoned = store.abandon(self.session, &id);
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The server host: what a server is and offers, and the change feed its
+//! connections and listeners follow.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use super::call::{Call, CallError};
+use super::context::{DynExchange, DynFrameSink};
+use super::dispatch::Connection;
+use super::idempotency::IdempotencyStore;
+use super::registry::{Handler, Registry, ToolSpec, handler};
+use super::request_state::{KeyError, StateSealer};
+use crate::adapters::secondary::codec::wire::prompts::{GetPromptResult, Prompt};
+use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
+use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
+use crate::domain::{ProtocolVersion, SessionId, TransportKind};
+
+/// How many recorded `tools/call` answers a server keeps for replay.
+const IDEMPOTENCY_CAPACITY: usize = 4096;
+/// How long a recorded answer is replayed, in milliseconds.
+const IDEMPOTENCY_TTL_MS: u64 = 10 * 60 * 1000;
+/// How many unread changes a slow listener may fall behind by.
+const CHANGE_BACKLOG: usize = 256;
+
+/// Something offered changed; listeners and legacy sessions are told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The tool list changed.
+    Tools,
+    /// The prompt list changed.
+    Prompts,
+    /// The resource list changed.
+    Resources,
+    /// One resource's contents changed.
+    ResourceUpdated(String),
+}
+
+/// A server: what it is, and what it offers.
+///
+/// Cheap to clone; every clone serves the same registry.
+#[derive(Clone)]
+pub struct Server {
+    pub(super) inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) name: String,
+    pub(super) version: String,
+    pub(super) instructions: Option<String>,
+    pub(super) offered: Vec<ProtocolVersion>,
+    pub(super) registry: RwLock<Registry>,
+    pub(super) changes: broadcast::Sender<Change>,
+    pub(super) sealer: StateSealer,
+    pub(super) idempotency: Mutex<IdempotencyStore>,
+    pub(super) next_session: AtomicU64,
+}
+
+impl core::fmt::Debug for Server {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.inner.name)
+            .field("offered", &self.inner.offered)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Server`].
+#[derive(Debug)]
+pub struct ServerBuilder {
+    name: String,
+    version: String,
+    instructions: Option<String>,
+    offered: Vec<ProtocolVersion>,
+    sealer: Option<StateSealer>,
+}
+
+impl ServerBuilder {
+    /// Offers only `revisions` (all five by default).
+    #[must_use]
+    pub fn revisions(mut self, revisions: impl IntoIterator<Item = ProtocolVersion>) -> Self {
+        let mut offered: Vec<_> = revisions.into_iter().collect();
+        offered.sort();
+        offered.dedup();
+        self.offered = offered;
+        self
+    }
+
+    /// Instructions for the client's model.
+    #[must_use]
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// Seals `requestState` with `sealer` rather than a fresh random key;
+    /// what several processes sharing retries need.
+    #[must_use]
+    pub fn sealer(mut self, sealer: StateSealer) -> Self {
+        self.sealer = Some(sealer);
+        self
+    }
+
+    /// The server.
+    ///
+    /// # Errors
+    ///
+    /// When no sealer was given and the system could not supply the entropy
+    /// for a fresh `requestState` key.
+    pub fn build(self) -> Result<Server, KeyError> {
+        let sealer = match self.sealer {
+            Some(sealer) => sealer,
+            None => StateSealer::generate()?,
+        };
+        let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
+        Ok(Server {
+            inner: Arc::new(Inner {
+                name: self.name,
+                version: self.version,
+                instructions: self.instructions,
+                offered: self.offered,
+                registry: RwLock::default(),
+                changes,
+                sealer,
+                idempotency: Mutex::new(IdempotencyStore::new(
+                    IDEMPOTENCY_CAPACITY,
+                    IDEMPOTENCY_TTL_MS,
+                )),
+                next_session: AtomicU64::new(1),
+            }),
+        })
+    }
+}
+
+impl Server {
+    /// A server called `name` at `version`, offering every revision.
+    #[must_use]
+    pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
+        ServerBuilder {
+            name: name.into(),
+            version: version.into(),
+            instructions: None,
+            offered: ProtocolVersion::ALL.to_vec(),
+            sealer: None,
+        }
+    }
+
+    /// The revisions offered, oldest first.
+    #[must_use]
+    pub fn offered(&self) -> &[ProtocolVersion] {
+        &self.inner.offered
+    }
+
+    fn edit(&self, change: Change, edit: impl FnOnce(&mut Registry)) {
+        if let Ok(mut registry) = self.inner.registry.write() {
+            edit(&mut registry);
+        }
+        // No receiver is not an error: nobody is listening yet.
+        let _listeners = self.inner.changes.send(change);
+    }
+
+    pub(super) fn registry(&self) -> Registry {
+        self.inner
+            .registry
+            .read()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    /// Registers a tool, replacing one of the same name.
+    pub fn add_tool<F, Fut>(&self, spec: ToolSpec, f: F)
+    where
+        F: Fn(Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolResult, CallError>> + Send + 'static,
+    {
+        let (tool, scope) = spec.into_parts();
+        let entry = super::registry::ToolEntry {
+            tool,
+            scope,
+            handler: handler(f),
+        };
+        self.edit(Change::Tools, |r| {
+            r.tools.insert(entry.tool.name.clone(), entry);
+        });
+    }
+
+    /// Removes a tool; whether it was there.
+    #[must_use = "removing an absent tool is worth knowing about"]
+    pub fn remove_tool(&self, name: &str) -> bool {
+        let mut removed = false;
+        self.edit(Change::Tools, |r| removed = r.tools.remove(name).is_some());
+        removed
+    }
+
+    /// Registers a resource.
+    pub fn add_resource<F, Fut>(&self, resource: Resource, scope: Option<String>, f: F)
+    where
+        F: Fn(Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<ResourceContents>, CallError>> + Send + 'static,
+    {
+        let handler: Handler<Vec<ResourceContents>> = handler(f);
+        self.edit(Change::Resources, |r| {
+            r.resources.insert(
+                resource.uri.clone(),
+                super::registry::ResourceEntry {
+                    resource,
+                    scope,
+                    handler,
+                },
+            );
+        });
+    }
+
+    /// Registers a resource template.
+    pub fn add_template<F, Fut>(&self, template: ResourceTemplate, scope: Option<String>, f: F)
+    where
+        F: Fn(Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<ResourceContents>, CallError>> + Send + 'static,
+    {
+        let handler: Handler<Vec<ResourceContents>> = handler(f);
+        self.edit(Change::Resources, |r| {
+            r.templates.insert(
+                template.uri_template.clone(),
+                super::registry::TemplateEntry {
+                    template,
+                    scope,
+                    handler,
+                },
+            );
+        });
+    }
+
+    /// Registers a prompt.
+    pub fn add_prompt<F, Fut>(&self, prompt: Prompt, scope: Option<String>, f: F)
+    where
+        F: Fn(Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<GetPromptResult, CallError>> + Send + 'static,
+    {
+        let handler: Handler<GetPromptResult> = handler(f);
+        self.edit(Change::Prompts, |r| {
+            r.prompts.insert(
+                prompt.name.clone(),
+                super::registry::PromptEntry {
+                    prompt,
+                    scope,
+                    handler,
+                },
+            );
+        });
+    }
+
+    /// Removes a prompt; whether it was there.
+    #[must_use = "removing an absent prompt is worth knowing about"]
+    pub fn remove_prompt(&self, name: &str) -> bool {
+        let mut removed = false;
+        self.edit(Change::Prompts, |r| {
+            removed = r.prompts.remove(name).is_some();
+        });
+        removed
+    }
+
+    /// Answers `completion/complete` with `completer`.
+    pub fn set_completer(
+        &self,
+        completer: impl Fn(&JsonObject) -> Vec<String> + Send + Sync + 'static,
+    ) {
+        if let Ok(mut registry) = self.inner.registry.write() {
+            registry.completer = Some(Arc::new(completer));
+        }
+    }
+
+    /// Tells subscribers that the resource at `uri` changed.
+    pub fn resource_updated(&self, uri: impl Into<String>) {
+        let _listeners = self.inner.changes.send(Change::ResourceUpdated(uri.into()));
+    }
+
+    /// Announces that the tool list changed without changing it; what a
+    /// server whose tools depend on outside state calls.
+    pub fn tools_changed(&self) {
+        let _listeners = self.inner.changes.send(Change::Tools);
+    }
+
+    /// Announces that the prompt list changed.
+    pub fn prompts_changed(&self) {
+        let _listeners = self.inner.changes.send(Change::Prompts);
+    }
+
+    /// Subscribes to changes.
+    #[must_use]
+    pub fn changes(&self) -> broadcast::Receiver<Change> {
+        self.inner.changes.subscribe()
+    }
+
+    /// The capabilities object this server declares at `version`.
+    #[must_use]
+    pub fn capabilities(&self, version: ProtocolVersion) -> JsonObject {
+        let registry = self.registry();
+        let mut caps = JsonObject::new();
+        caps.insert("tools".to_owned(), json!({ "listChanged": true }));
+        caps.insert("prompts".to_owned(), json!({ "listChanged": true }));
+        caps.insert(
+            "resources".to_owned(),
+            json!({ "subscribe": true, "listChanged": true }),
+        );
+        caps.insert("logging".to_owned(), json!({}));
+        if registry.completer.is_some() && version >= ProtocolVersion::V2025_03_26 {
+            caps.insert("completions".to_owned(), json!({}));
+        }
+        caps
+    }
+
+    pub(super) fn server_info(&self) -> Value {
+        json!({ "name": self.inner.name, "version": self.inner.version })
+    }
+
+    /// A new connection, as its own session, talking through these ports.
+    #[must_use]
+    pub fn connect(
+        &self,
+        transport: TransportKind,
+        exchange: Arc<dyn DynExchange>,
+        sink: Arc<dyn DynFrameSink>,
+    ) -> Connection {
+        let session = SessionId::new(self.inner.next_session.fetch_add(1, Ordering::Relaxed));
+        Connection::open(self.clone(), session, transport, exchange, sink)
+    }
+}
