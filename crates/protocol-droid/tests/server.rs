@@ -13,11 +13,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
+use protocol_droid::adapters::secondary::codec::wire::prompts::Prompt;
+use protocol_droid::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
 use protocol_droid::application::server::context::{
     AuthClaims, AuthContext, NoExchange, NullSink, RequestContext,
 };
 use protocol_droid::application::server::{Call, CallError, Server, ToolSpec};
-use protocol_droid::domain::ir::ToolResult;
+use protocol_droid::domain::ir::{ResourceContents, ToolResult};
 use protocol_droid::domain::jsonrpc::{Request, RequestId};
 use protocol_droid::domain::{LoggingLevel, TransportKind};
 use serde_json::{Value, json};
@@ -121,10 +123,120 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
         },
     );
     server.add_tool(
+        ToolSpec::new("sampler", "Asks the client's model."),
+        |call: Call| async move {
+            let answer = call
+                .sample(
+                    "q",
+                    json!({ "messages": [{ "role": "user",
+                "content": { "type": "text", "text": "?" } }], "maxTokens": 5 }),
+                )
+                .await?;
+            let text = answer["content"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            Ok(ToolResult::text(format!("model said {text}")))
+        },
+    );
+    server.add_tool(ToolSpec::new("boom", "Panics."), |_| async { explode() });
+    server.add_tool(ToolSpec::new("relay", "Three rounds; state kept in the first only."), |call: Call| async move {
+        if call.state().is_none() {
+            call.keep_state(json!({ "origin": "round one" }));
+        }
+        let form = json!({ "message": "?", "requestedSchema": { "type": "object", "properties": {} } });
+        let answered = |key: &str| call.ctx.input_responses.contains_key(key);
+        if answered("b") {
+            let origin = call.state().and_then(|s| s.get("origin").cloned()).unwrap_or(Value::Null);
+            return Ok(ToolResult::text(format!("origin {origin}")));
+        }
+        let key = if answered("a") { "b" } else { "a" };
+        call.elicit(key, form).await?;
+        Ok(ToolResult::text("unreachable in 2026-07-28"))
+    });
+    server.add_tool(
+        ToolSpec::new("progress", "Reports progress."),
+        |call: Call| async move {
+            call.progress(1.0, Some(2.0), Some("half"));
+            call.progress(2.0, Some(2.0), None);
+            Ok(ToolResult::text("done"))
+        },
+    );
+    let failures = Arc::clone(calls);
+    server.add_tool(
+        ToolSpec::new("refuse", "Counts, then refuses its arguments."),
+        move |_| {
+            let failures = Arc::clone(&failures);
+            async move {
+                failures.fetch_add(1, Ordering::SeqCst);
+                Err(CallError::invalid_params("these arguments are refused"))
+            }
+        },
+    );
+    let resource = |uri: &str| -> Result<Resource, TestError> {
+        Ok(serde_json::from_value(
+            json!({ "uri": uri, "name": uri, "mimeType": "text/plain" }),
+        )?)
+    };
+    server.add_resource(resource("test://doc")?, None, |call: Call| async move {
+        let uri = call.arg_str("uri").unwrap_or_default().to_owned();
+        contents(&uri, "public text")
+    });
+    server.add_resource(
+        resource("secret://doc")?,
+        Some("admin".to_owned()),
+        |_| async { contents("secret://doc", "secret text") },
+    );
+    let template: ResourceTemplate =
+        serde_json::from_value(json!({ "uriTemplate": "test://t/{id}", "name": "t" }))?;
+    server.add_template(template, None, |call: Call| async move {
+        let uri = call.arg_str("uri").unwrap_or_default().to_owned();
+        let id = call.arg_str("id").unwrap_or_default().to_owned();
+        contents(&uri, &format!("item {id}"))
+    });
+    let prompt = |name: &str| -> Result<Prompt, TestError> {
+        Ok(serde_json::from_value(
+            json!({ "name": name, "description": "d",
+            "arguments": [{ "name": "who", "required": true }] }),
+        )?)
+    };
+    server.add_prompt(prompt("greet")?, None, |call: Call| async move {
+        let who = call.arg_str("who").unwrap_or_default().to_owned();
+        serde_json::from_value(json!({ "messages": [{ "role": "user",
+            "content": { "type": "text", "text": format!("hello {who}") } }] }))
+        .map_err(|e| CallError::internal(e.to_string()))
+    });
+    server.add_prompt(prompt("vault")?, Some("admin".to_owned()), |_| async {
+        serde_json::from_value(json!({ "messages": [] }))
+            .map_err(|e| CallError::internal(e.to_string()))
+    });
+    server.set_completer(|params| {
+        let prefix = params["argument"]["value"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        ["alice", "bob", "alfred"]
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix))
+            .map(str::to_owned)
+            .collect()
+    });
+    server.add_tool(
         ToolSpec::new("admin", "Needs a scope.").scope("admin"),
         |_| async { Ok(ToolResult::text("secret")) },
     );
     Ok(server)
+}
+
+/// A handler that panics, as a buggy one would.
+#[allow(clippy::panic)] // The panic is the point.
+fn explode() -> Result<ToolResult, CallError> {
+    panic!("this handler panics on purpose")
+}
+
+fn contents(uri: &str, text: &str) -> Result<Vec<ResourceContents>, CallError> {
+    serde_json::from_value(json!([{ "uri": uri, "mimeType": "text/plain", "text": text }]))
+        .map_err(|e| CallError::internal(e.to_string()))
 }
 
 /// A client end of a stdio connection.
@@ -380,6 +492,191 @@ mod bad_input {
 
 mod legacy {
     use super::*;
+
+    #[tokio::test]
+    async fn a_second_initialize_is_refused_and_the_first_stands() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-03-26", json!({})).await?;
+        let again = h
+            .client
+            .request(
+                5,
+                "initialize",
+                json!({ "protocolVersion": "2025-11-25",
+                "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } }),
+            )
+            .await?;
+        assert_eq!(code(&again), Some(-32600));
+        let seen = reported(
+            &h.client
+                .request(6, "tools/call", json!({ "name": "whoami" }))
+                .await?,
+        )?;
+        assert_eq!(seen["version"], json!("2025-03-26"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_reserved_meta_key_does_not_make_a_legacy_request_modern() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-11-25", json!({})).await?;
+        let reply = h
+            .client
+            .request(
+                1,
+                "tools/call",
+                json!({ "name": "echo", "arguments": { "text": "x" },
+                "_meta": { "io.modelcontextprotocol/related-task": { "taskId": "t1" } } }),
+            )
+            .await?;
+        assert_eq!(reply["result"]["content"][0]["text"], json!("x"), "{reply}");
+        assert!(
+            reply["result"].get("resultType").is_none(),
+            "served as legacy"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_an_internal_error_and_serving_goes_on() -> Result<(), TestError>
+    {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let reply = h
+            .client
+            .request(1, "tools/call", json!({ "name": "boom" }))
+            .await?;
+        assert_eq!(code(&reply), Some(-32603));
+        let again = h
+            .client
+            .request(
+                1,
+                "tools/call",
+                json!({ "name": "echo", "arguments": { "text": "ok" } }),
+            )
+            .await?;
+        assert_eq!(
+            again["result"]["content"][0]["text"],
+            json!("ok"),
+            "the id is free again"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_only_for_2025_03_26() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        h.client
+            .send(json!([{ "jsonrpc": "2.0", "id": 1, "method": "ping" }]))
+            .await?;
+        assert_eq!(code(&h.client.next().await?), Some(-32600));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_batched_call_can_ask_the_client_a_question() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .initialize("2025-03-26", json!({ "sampling": {} }))
+            .await?;
+        // 2025-03-26 has no elicitation; sampling is the question it can ask.
+        h.client
+            .send(json!([
+                { "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "sampler" } },
+                { "jsonrpc": "2.0", "id": 2, "method": "ping" },
+            ]))
+            .await?;
+        let asked = h.client.next().await?;
+        assert_eq!(asked["method"], json!("sampling/createMessage"), "{asked}");
+        h.client
+            .send(
+                json!({ "jsonrpc": "2.0", "id": asked["id"].clone(), "result": {
+                "role": "assistant", "model": "m", "content": { "type": "text", "text": "42" } } }),
+            )
+            .await?;
+        let answers = h.client.next().await?;
+        let texts: Vec<Value> = answers
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| r["result"]["content"][0]["text"].clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(texts.contains(&json!("model said 42")), "{answers}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn resources_prompts_and_completions_are_served() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let read = h
+            .client
+            .request(1, "resources/read", json!({ "uri": "test://doc" }))
+            .await?;
+        assert_eq!(read["result"]["contents"][0]["text"], json!("public text"));
+        let missing = h
+            .client
+            .request(2, "resources/read", json!({ "uri": "secret://doc" }))
+            .await?;
+        assert_eq!(
+            code(&missing),
+            Some(-32002),
+            "legacy code, and a scoped resource is missing to the anonymous"
+        );
+        let prompt = h
+            .client
+            .request(
+                3,
+                "prompts/get",
+                json!({ "name": "greet", "arguments": { "who": "ada" } }),
+            )
+            .await?;
+        assert_eq!(
+            prompt["result"]["messages"][0]["content"]["text"],
+            json!("hello ada")
+        );
+        let hidden = h
+            .client
+            .request(4, "prompts/get", json!({ "name": "vault" }))
+            .await?;
+        assert_eq!(code(&hidden), Some(-32602));
+        let completion = h
+            .client
+            .request(
+                5,
+                "completion/complete",
+                json!({ "ref": { "type": "ref/prompt", "name": "greet" },
+                "argument": { "name": "who", "value": "al" } }),
+            )
+            .await?;
+        assert_eq!(
+            completion["result"]["completion"]["values"],
+            json!(["alice", "alfred"])
+        );
+        let probing = h
+            .client
+            .request(
+                6,
+                "completion/complete",
+                json!({ "ref": { "type": "ref/prompt", "name": "vault" },
+                "argument": { "name": "who", "value": "" } }),
+            )
+            .await?;
+        assert_eq!(
+            code(&probing),
+            Some(-32602),
+            "an invisible prompt is not completed"
+        );
+        let subscribe = h
+            .client
+            .request(7, "resources/subscribe", json!({ "uri": "secret://doc" }))
+            .await?;
+        assert_eq!(code(&subscribe), Some(-32602), "nor watched");
+        Ok(())
+    }
 
     #[tokio::test]
     async fn initialize_echoes_a_supported_version_and_offers_the_newest_otherwise()
@@ -708,6 +1005,28 @@ mod idempotency {
     use super::*;
 
     #[tokio::test]
+    async fn a_refusal_is_recorded_and_replayed_too() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        let first = h
+            .client
+            .request(3, "tools/call", json!({ "name": "refuse" }))
+            .await?;
+        let retry = h
+            .client
+            .request(3, "tools/call", json!({ "name": "refuse" }))
+            .await?;
+        assert_eq!(code(&first), Some(-32602));
+        assert_eq!(first["error"], retry["error"]);
+        assert_eq!(
+            h.calls.load(Ordering::SeqCst),
+            1,
+            "the retry was answered from the record"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_retried_call_replays_its_answer_within_its_session() -> Result<(), TestError> {
         let mut h = start()?;
         h.client.initialize("2025-06-18", json!({})).await?;
@@ -760,6 +1079,138 @@ mod idempotency {
 
 mod modern {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unknown_log_level_is_invalid_params() -> Result<(), TestError> {
+        let mut h = start()?;
+        let mut meta = modern_meta(json!({}));
+        meta["io.modelcontextprotocol/logLevel"] = json!("chatty");
+        let reply = h
+            .client
+            .request(1, "tools/call", json!({ "name": "echo", "_meta": meta }))
+            .await?;
+        assert_eq!(code(&reply), Some(-32602));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn state_kept_in_the_first_round_reaches_the_third() -> Result<(), TestError> {
+        let mut h = start()?;
+        let meta = modern_meta(json!({ "elicitation": {} }));
+        let call = |id: i64, responses: Value, state: Value| {
+            let mut params =
+                json!({ "name": "relay", "_meta": meta.clone(), "inputResponses": responses });
+            if !state.is_null() {
+                params["requestState"] = state;
+            }
+            (id, params)
+        };
+        let accept = json!({ "action": "accept", "content": {} });
+        let (id, params) = call(1, json!({}), Value::Null);
+        let one = h.client.request(id, "tools/call", params).await?;
+        let (id, params) = call(
+            2,
+            json!({ "a": accept }),
+            one["result"]["requestState"].clone(),
+        );
+        let two = h.client.request(id, "tools/call", params).await?;
+        assert_eq!(two["result"]["resultType"], json!("input_required"));
+        assert!(
+            two["result"]["requestState"].is_string(),
+            "round two must carry the state on: {two}"
+        );
+        let (id, params) = call(
+            3,
+            json!({ "b": accept }),
+            two["result"]["requestState"].clone(),
+        );
+        let three = h.client.request(id, "tools/call", params).await?;
+        assert_eq!(
+            three["result"]["content"][0]["text"],
+            json!("origin \"round one\"")
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn progress_goes_to_a_request_with_a_token_and_before_its_answer() -> Result<(), TestError>
+    {
+        let mut h = start()?;
+        let mut meta = modern_meta(json!({}));
+        meta["progressToken"] = json!("p-1");
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": { "name": "progress", "_meta": meta } }))
+            .await?;
+        let first = h.client.next().await?;
+        assert_eq!(first["method"], json!("notifications/progress"));
+        assert_eq!(first["params"]["progressToken"], json!("p-1"));
+        assert_eq!(first["params"]["message"], json!("half"));
+        assert_eq!(h.client.next().await?["params"]["progress"], json!(2.0));
+        assert_eq!(h.client.next().await?["id"], json!(1));
+        let quiet = h
+            .client
+            .request(
+                2,
+                "tools/call",
+                json!({ "name": "progress", "_meta": modern_meta(json!({})) }),
+            )
+            .await?;
+        assert_eq!(
+            quiet["id"],
+            json!(2),
+            "no token, no progress before the answer"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_missing_resource_is_invalid_params_never_empty_contents() -> Result<(), TestError> {
+        let mut h = start()?;
+        let meta = modern_meta(json!({}));
+        let missing = h
+            .client
+            .request(
+                1,
+                "resources/read",
+                json!({ "uri": "test://nothing", "_meta": meta }),
+            )
+            .await?;
+        assert_eq!(code(&missing), Some(-32602));
+        assert_eq!(missing["error"]["data"]["uri"], json!("test://nothing"));
+        let read = h
+            .client
+            .request(
+                2,
+                "resources/read",
+                json!({ "uri": "test://t/42", "_meta": meta }),
+            )
+            .await?;
+        assert_eq!(read["result"]["contents"][0]["text"], json!("item 42"));
+        assert_eq!(read["result"]["cacheScope"], json!("private"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_listen_stream_watches_only_resources_the_caller_may_read() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": "w", "method": "subscriptions/listen",
+                "params": { "_meta": modern_meta(json!({})),
+                            "notifications": { "resourceSubscriptions": ["test://doc", "secret://doc"] } } }))
+            .await?;
+        let ack = h.client.next().await?;
+        assert_eq!(
+            ack["params"]["notifications"]["resourceSubscriptions"],
+            json!(["test://doc"])
+        );
+        h.server.resource_updated("secret://doc");
+        h.server.resource_updated("test://doc");
+        let note = h.client.next().await?;
+        assert_eq!(note["method"], json!("notifications/resources/updated"));
+        assert_eq!(note["params"]["uri"], json!("test://doc"));
+        Ok(())
+    }
 
     #[tokio::test]
     async fn discover_answers_without_a_handshake() -> Result<(), TestError> {
@@ -815,7 +1266,17 @@ mod modern {
             .await?;
         assert_eq!(code(&reply), Some(-32022));
         assert_eq!(reply["error"]["data"]["requested"], json!("2099-01-01"));
-        assert_eq!(reply["error"]["data"]["supported"], json!([MODERN]));
+        assert_eq!(
+            reply["error"]["data"]["supported"],
+            json!([
+                MODERN,
+                "2025-11-25",
+                "2025-06-18",
+                "2025-03-26",
+                "2024-11-05"
+            ]),
+            "every revision offered, newest first, so a dual-era client may fall back"
+        );
         Ok(())
     }
 
@@ -911,11 +1372,16 @@ mod modern {
             json!("state \"kept\"")
         );
 
-        let mut forged = state.clone().into_bytes();
-        if let Some(byte) = forged.get_mut(10) {
-            *byte = if *byte == b'A' { b'B' } else { b'A' };
+        // Flip one bit of the payload itself, between the header and the
+        // tag, so what refuses it is the signature and nothing earlier.
+        use base64::Engine as _;
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let mut bytes = engine.decode(&state)?;
+        let at = bytes.len().checked_sub(33).ok_or("state too short")?;
+        if let Some(byte) = bytes.get_mut(at) {
+            *byte ^= 0x01;
         }
-        let forged = String::from_utf8(forged)?;
+        let forged = engine.encode(bytes);
         let refused = h
             .client
             .request(
@@ -1092,9 +1558,53 @@ mod visibility {
         Ok(())
     }
 
-    #[test]
-    fn call_errors_say_what_went_wrong() {
-        let error = CallError::invalid_params("bad");
-        assert!(error.to_string().contains("bad"));
+    fn person(sub: Option<&str>, client: &str) -> AuthContext {
+        AuthContext::principal(AuthClaims {
+            sub: sub.map(str::to_owned),
+            client_id: Some(client.to_owned()),
+            ..AuthClaims::default()
+        })
+    }
+
+    /// A state sealed for one caller is refused for another, including a
+    /// principal with no `sub` (who must not bind like nobody at all).
+    #[tokio::test]
+    async fn a_request_state_is_bound_to_the_caller_who_received_it() -> Result<(), TestError> {
+        let h = start()?;
+        let connection = h.server.connect(
+            TransportKind::Stdio,
+            Arc::new(NoExchange),
+            Arc::new(NullSink),
+        );
+        let meta = modern_meta(json!({ "elicitation": {} }));
+        let alice = person(Some("alice"), "app");
+        let first = connection
+            .handle(
+                request(
+                    1,
+                    "tools/call",
+                    json!({ "name": "stateful", "_meta": meta }),
+                ),
+                with_auth(alice.clone()),
+            )
+            .await
+            .map_err(|e| e.message)?;
+        let state = first["requestState"].clone();
+        let retry = |auth: AuthContext| {
+            let params = json!({ "name": "stateful", "_meta": meta, "requestState": state,
+                "inputResponses": { "go": { "action": "accept", "content": {} } } });
+            connection.handle(request(2, "tools/call", params), with_auth(auth))
+        };
+        for stranger in [
+            person(Some("bob"), "app"),
+            person(None, "app"),
+            AuthContext::anonymous(),
+        ] {
+            let refused = retry(stranger).await;
+            assert!(refused.is_err_and(|e| e.code.0 == -32602));
+        }
+        let accepted = retry(alice).await.map_err(|e| e.message)?;
+        assert_eq!(accepted["content"][0]["text"], json!("state \"kept\""));
+        Ok(())
     }
 }

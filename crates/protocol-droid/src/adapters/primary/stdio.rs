@@ -15,13 +15,12 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::task::{AbortHandle, JoinError, JoinHandle, JoinSet};
 
 use crate::application::server::context::{
     CallbackExchange, DynFrameSink, ExchangeError, RequestContext,
 };
 use crate::application::server::{Connection, Server};
-use crate::domain::TransportKind;
 use crate::domain::jsonrpc::framing::{
     DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, nesting_depth,
 };
@@ -29,6 +28,7 @@ use crate::domain::jsonrpc::{
     EnvelopeError, ErrorCode, ErrorObject, Incoming, Message, Notification, Request, RequestId,
     Response, ResponseId, parse,
 };
+use crate::domain::{Feature, TransportKind};
 
 /// Limits for one stdio connection. Every one is bounded by default.
 #[derive(Clone, Copy, Debug)]
@@ -65,8 +65,15 @@ impl Default for StdioOptions {
 struct Outbox(mpsc::Sender<Value>);
 
 impl Outbox {
+    /// Queues a notification, or drops it, loudly, when the client has
+    /// fallen `queue` frames behind: a notification is never worth stalling
+    /// the handler that produced it.
     fn message(&self, message: &Message) -> bool {
-        self.0.try_send(message.to_value()).is_ok()
+        let queued = self.0.try_send(message.to_value()).is_ok();
+        if !queued {
+            tracing::warn!("output queue full or closed; a notification was dropped");
+        }
+        queued
     }
 
     /// Answers are never dropped for want of queue space: the request's
@@ -217,13 +224,26 @@ where
     if let Some(Ok(last)) = framer.finish() {
         reader.frame(Ok(last)).await;
     }
+    // No answer can arrive any more: questions still waiting fail at once
+    // rather than sitting out their timeout.
+    if let Ok(mut pending) = reader.pending.lock() {
+        pending.clear();
+    }
     reader.drain().await;
     notifier.abort();
+    reader.connection.close();
     drop(reader);
     drop(outbox);
-    // The writer ends once every sender (the tasks', the sinks') is gone.
-    if writer.await.is_err() {
-        tracing::warn!("the stdio writer ended abnormally");
+    // The writer ends once every sender is gone; a handler that handed its
+    // session to a detached task may still hold one, so it gets a deadline.
+    let mut writer = writer;
+    match tokio::time::timeout(options.drain, &mut writer).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => tracing::warn!("the stdio writer ended abnormally"),
+        Err(_) => {
+            tracing::warn!("output still held after the drain; closing it");
+            writer.abort();
+        }
     }
     read_error.map_or(Ok(()), Err)
 }
@@ -356,22 +376,28 @@ impl Reader {
                 self.options.max_in_flight
             ));
         }
-        let connection = Arc::clone(&self.connection);
+        let work = serve_one(Arc::clone(&self.connection), request);
+        in_flight.insert(id.clone(), work.abort_handle());
         let outbox = self.outbox.clone();
         let table = Arc::clone(&self.in_flight);
-        let task_id = id.clone();
-        let handle = self.tasks.spawn(async move {
-            let outcome = connection.handle(request, RequestContext::default()).await;
+        self.tasks.spawn(async move {
+            let task = work.id();
+            let outcome = finished(work.await);
+            // Only its own entry: after a cancel, the id may already belong
+            // to a newer request.
             if let Ok(mut table) = table.lock() {
-                table.remove(&task_id);
+                if table.get(&id).is_some_and(|h| h.id() == task) {
+                    table.remove(&id);
+                }
             }
-            let response = Response {
-                id: ResponseId::Id(task_id),
-                outcome,
-            };
-            outbox.answer(Message::Response(response).to_value()).await;
+            if let Some(outcome) = outcome {
+                let response = Response {
+                    id: ResponseId::Id(id),
+                    outcome,
+                };
+                outbox.answer(Message::Response(response).to_value()).await;
+            }
         });
-        in_flight.insert(id, handle);
         None
     }
 
@@ -412,39 +438,46 @@ impl Reader {
         }
     }
 
-    /// A 2025-03-26 batch: each element is served, and the answers go back
-    /// together as one array.
+    /// A 2025-03-26 batch: each element is served concurrently, and the
+    /// answers go back together as one array, from a task of its own so the
+    /// reader keeps reading (a batched call may be waiting on a question the
+    /// client answers on the next line).
     async fn batch(&mut self, items: Vec<Result<Message, EnvelopeError>>) {
+        let batching = self
+            .connection
+            .negotiated()
+            .is_some_and(|v| Feature::Batching.exists_at(v));
+        if !batching || items.len() > self.options.max_in_flight {
+            let why = if batching {
+                format!(
+                    "a batch may hold at most {} messages",
+                    self.options.max_in_flight
+                )
+            } else {
+                "JSON-RPC batches are only part of 2025-03-26".to_owned()
+            };
+            return self.refuse(ErrorCode::INVALID_REQUEST, why).await;
+        }
         let mut answers = Vec::new();
         let mut running = Vec::new();
         for item in items {
             match item {
                 Err(e) => answers.push(refusal(&e)),
-                Ok(Message::Request(request)) => {
-                    if request.method == "initialize" {
-                        // `initialize` may never be batched.
-                        answers.push(
-                            Message::Response(Response {
-                                id: ResponseId::Id(request.id),
-                                outcome: Err(ErrorObject::new(
-                                    ErrorCode::INVALID_REQUEST,
-                                    "initialize must not be part of a batch",
-                                )),
-                            })
-                            .to_value(),
-                        );
-                        continue;
-                    }
-                    let connection = Arc::clone(&self.connection);
-                    running.push(tokio::spawn(async move {
-                        let id = request.id.clone();
-                        let outcome = connection.handle(request, RequestContext::default()).await;
+                Ok(Message::Request(request)) if request.method == "initialize" => {
+                    answers.push(
                         Message::Response(Response {
-                            id: ResponseId::Id(id),
-                            outcome,
+                            id: ResponseId::Id(request.id),
+                            outcome: Err(ErrorObject::new(
+                                ErrorCode::INVALID_REQUEST,
+                                "initialize must not be part of a batch",
+                            )),
                         })
-                        .to_value()
-                    }));
+                        .to_value(),
+                    );
+                }
+                Ok(Message::Request(request)) => {
+                    let id = request.id.clone();
+                    running.push((id, serve_one(Arc::clone(&self.connection), request)));
                 }
                 Ok(other) => {
                     if let Some(answer) = self.message(other).await {
@@ -453,16 +486,22 @@ impl Reader {
                 }
             }
         }
-        for task in running {
-            match task.await {
-                Ok(answer) => answers.push(answer),
-                Err(e) => tracing::warn!("a batched request failed: {e}"),
+        let outbox = self.outbox.clone();
+        self.tasks.spawn(async move {
+            for (id, work) in running {
+                if let Some(outcome) = finished(work.await) {
+                    let response = Response {
+                        id: ResponseId::Id(id),
+                        outcome,
+                    };
+                    answers.push(Message::Response(response).to_value());
+                }
             }
-        }
-        // A batch of notifications only gets no answer at all.
-        if !answers.is_empty() {
-            self.outbox.answer(Value::Array(answers)).await;
-        }
+            // A batch of notifications only gets no answer at all.
+            if !answers.is_empty() {
+                outbox.answer(Value::Array(answers)).await;
+            }
+        });
     }
 
     /// Collects the tasks that have finished.
@@ -478,11 +517,45 @@ impl Reader {
             tokio::select! {
                 next = self.tasks.join_next() => if next.is_none() { return },
                 () = &mut deadline => {
+                    // The handlers run in tasks of their own: stop those
+                    // too, not only the tasks waiting on them.
+                    if let Ok(mut in_flight) = self.in_flight.lock() {
+                        for (_, handle) in in_flight.drain() {
+                            handle.abort();
+                        }
+                    }
                     self.tasks.abort_all();
                     return;
                 }
             }
         }
+    }
+}
+
+/// Runs one request in a task of its own, so a panic in a handler is
+/// caught there rather than taking the answer with it.
+fn serve_one(
+    connection: Arc<Connection>,
+    request: Request,
+) -> JoinHandle<Result<Value, ErrorObject>> {
+    tokio::spawn(async move { connection.handle(request, RequestContext::default()).await })
+}
+
+/// What a request task's end means for its answer: its outcome, an internal
+/// error if the handler panicked, or nothing at all if it was cancelled.
+fn finished(
+    joined: Result<Result<Value, ErrorObject>, JoinError>,
+) -> Option<Result<Value, ErrorObject>> {
+    match joined {
+        Ok(outcome) => Some(outcome),
+        Err(e) if e.is_panic() => {
+            tracing::error!("a request handler panicked");
+            Some(Err(ErrorObject::new(
+                ErrorCode::INTERNAL_ERROR,
+                "the handler failed",
+            )))
+        }
+        Err(_) => None,
     }
 }
 

@@ -78,7 +78,7 @@ impl From<ExchangeError> for CallError {
 }
 
 /// One invocation of a tool, prompt or resource handler.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Call {
     /// The request being served.
     pub ctx: RequestContext,
@@ -88,6 +88,18 @@ pub struct Call {
     /// template variables for a resource).
     pub arguments: JsonObject,
     asked: Arc<Mutex<AskState>>,
+}
+
+/// Prints the arguments' names, never their values: a tool's arguments
+/// are the user's data and may hold secrets.
+impl core::fmt::Debug for Call {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Call")
+            .field("ctx", &self.ctx)
+            .field("peer", &self.peer)
+            .field("arguments", &self.arguments.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a handler asked for in this round, collected across several asks so
@@ -257,10 +269,9 @@ impl Call {
                 Era::Modern => CallError::MissingCapability {
                     required: required.as_object().cloned().unwrap_or_default(),
                 },
-                Era::Legacy => CallError::Protocol(ErrorObject::new(
-                    ErrorCode::INVALID_REQUEST,
-                    format!("the client did not declare the capability {method} needs"),
-                )),
+                // The client's request was valid; this server cannot finish
+                // it on this connection, which is the server's failure.
+                Era::Legacy => ExchangeError::NotNegotiated(feature).into(),
             });
         }
         match self.peer.negotiated().era() {
@@ -269,16 +280,18 @@ impl Call {
                 let mut request = JsonObject::new();
                 request.insert("method".to_owned(), json!(method));
                 request.insert("params".to_owned(), params);
-                let (requests, state) = match self.asked.lock() {
+                let requests = match self.asked.lock() {
                     Ok(mut asked) => {
                         asked
                             .requests
                             .insert(key.to_owned(), Value::Object(request));
-                        (asked.requests.clone(), asked.state.clone())
+                        asked.requests.clone()
                     }
                     Err(_) => return Err(CallError::internal("input bookkeeping poisoned")),
                 };
-                Err(CallError::input_required(requests, state))
+                // The state in force goes out again even when this round kept
+                // nothing new, or the round after would start from nothing.
+                Err(CallError::input_required(requests, self.state()))
             }
         }
     }

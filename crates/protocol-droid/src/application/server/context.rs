@@ -473,7 +473,7 @@ impl fmt::Debug for PeerSession {
 /// lasting effect. In the legacy era the era fields were settled by the
 /// `initialize` handshake and are copied in; in 2026-07-28 they are read from
 /// this request's own `_meta` and never inherited.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct RequestContext {
     /// HTTP headers, names lowercased; empty on stdio.
     pub headers: BTreeMap<String, String>,
@@ -501,6 +501,43 @@ pub struct RequestContext {
     /// SHA-256 of the params less `_meta`, `inputResponses` and
     /// `requestState`, to which a sealed state is bound.
     pub request_digest: Option<RequestDigest>,
+}
+
+/// Redacts what is the caller's or the user's: credential headers, claims,
+/// the verified state and the answers to input requests print as their
+/// shape only, so a context can be logged.
+impl fmt::Debug for RequestContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: BTreeMap<&str, &str> = self
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let shown = match name.as_str() {
+                    "authorization" | "cookie" | "proxy-authorization" | "set-cookie" => {
+                        "<redacted>"
+                    }
+                    _ => value.as_str(),
+                };
+                (name.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("RequestContext")
+            .field("headers", &headers)
+            .field("remote_addr", &self.remote_addr)
+            .field("subject", &self.auth.subject())
+            .field("protocol_version", &self.protocol_version)
+            .field("log_level", &self.log_level)
+            .field(
+                "input_responses",
+                &self.input_responses.keys().collect::<Vec<_>>(),
+            )
+            .field(
+                "request_state",
+                &self.request_state.as_ref().map(|_| "<verified>"),
+            )
+            .field("request_digest", &self.request_digest)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RequestContext {
@@ -583,43 +620,55 @@ mod tests {
     }
 
     #[test]
-    fn with_session_rebinds_the_key_everything_is_stored_under() {
-        let seed = peer();
-        let other = seed.clone().with_session(SessionId::new(8));
-        assert_ne!(seed.session(), other.session());
+    fn with_session_rebinds_only_the_session() {
+        let seed = peer().with_auth(principal("alice", &[]));
+        let rebound = seed.clone().with_session(SessionId::new(8));
+        assert_eq!(rebound.session(), SessionId::new(8));
+        assert_eq!(rebound.negotiated(), seed.negotiated());
+        assert_eq!(rebound.profile(), seed.profile());
+        assert_eq!(rebound.auth(), seed.auth());
+    }
+
+    fn note() -> Message {
+        Message::Notification(crate::domain::jsonrpc::Notification {
+            method: "notifications/tools/list_changed".to_owned(),
+            params: None,
+        })
+    }
+
+    fn count(sink: &Recording) -> usize {
+        sink.0.lock().map(|v| v.len()).unwrap_or(usize::MAX)
     }
 
     #[test]
-    fn with_sink_replaces_the_sink() {
-        let recording = Arc::new(Recording::default());
-        let peer = peer().with_sink(recording.clone());
-        assert!(peer.sink().send(Message::Notification(
-            crate::domain::jsonrpc::Notification {
-                method: "notifications/tools/list_changed".to_owned(),
-                params: None,
-            }
-        )));
-        assert_eq!(recording.0.lock().map(|v| v.len()).unwrap_or(0), 1);
+    fn with_sink_replaces_the_sink_rather_than_adding_one() {
+        let first = Arc::new(Recording::default());
+        let second = Arc::new(Recording::default());
+        let peer = peer().with_sink(first.clone()).with_sink(second.clone());
+        assert!(peer.sink().send(note()));
+        assert_eq!(count(&second), 1);
+        assert_eq!(count(&first), 0, "the replaced sink hears nothing");
     }
 
     #[tokio::test]
-    async fn with_exchange_replaces_the_exchange() {
-        struct Answers;
-        impl CallbackExchange for Answers {
-            async fn exchange(&self, method: &str, _: Value) -> Result<Value, ExchangeError> {
-                Ok(json!({ "echo": method }))
+    async fn with_exchange_replaces_the_exchange_rather_than_adding_one() {
+        struct Named(&'static str, std::sync::atomic::AtomicUsize);
+        impl CallbackExchange for Named {
+            async fn exchange(&self, _: &str, _: Value) -> Result<Value, ExchangeError> {
+                self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(json!(self.0))
             }
         }
-        let peer = peer();
+        let first = Arc::new(Named("first", 0.into()));
+        let second = Arc::new(Named("second", 0.into()));
+        let peer = peer()
+            .with_exchange(first.clone())
+            .with_exchange(second.clone());
         assert_eq!(
             peer.exchange().exchange_dyn("roots/list", json!({})).await,
-            Err(ExchangeError::Unsupported)
+            Ok(json!("second"))
         );
-        let peer = peer.with_exchange(Arc::new(Answers));
-        assert_eq!(
-            peer.exchange().exchange_dyn("roots/list", json!({})).await,
-            Ok(json!({ "echo": "roots/list" }))
-        );
+        assert_eq!(first.1.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 
     #[test]
@@ -635,7 +684,28 @@ mod tests {
     }
 
     #[test]
-    fn a_request_log_gate_is_closed_without_a_level_and_never_inherited() {
+    fn a_context_prints_no_credentials_and_no_user_data() {
+        let mut ctx = RequestContext::default();
+        ctx.headers
+            .insert("authorization".to_owned(), "Bearer s3cret".to_owned());
+        ctx.headers
+            .insert("accept".to_owned(), "application/json".to_owned());
+        ctx.input_responses
+            .insert("pin".to_owned(), json!({ "content": { "pin": "1234" } }));
+        ctx.request_state = Some(json!({ "token": "hunter2" }));
+        let printed = format!("{ctx:?}");
+        for secret in ["s3cret", "1234", "hunter2"] {
+            assert!(!printed.contains(secret), "{secret} leaked: {printed}");
+        }
+        assert!(printed.contains("application/json"), "{printed}");
+        assert!(
+            printed.contains("pin"),
+            "the shape is still there: {printed}"
+        );
+    }
+
+    #[test]
+    fn a_request_log_gate_opens_only_at_its_own_level() {
         let mut meta = JsonObject::new();
         assert_eq!(LogGate::for_request(&meta), LogGate::closed());
         meta.insert(LOG_LEVEL_META.to_owned(), json!("warning"));

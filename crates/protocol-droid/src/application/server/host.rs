@@ -12,7 +12,7 @@ use super::context::{DynExchange, DynFrameSink};
 use super::dispatch::Connection;
 use super::idempotency::IdempotencyStore;
 use super::registry::{Handler, Registry, ToolSpec, handler};
-use super::request_state::{KeyError, StateSealer};
+use super::request_state::{KeyError, StateKey, StateSealer};
 use crate::adapters::secondary::codec::wire::prompts::{GetPromptResult, Prompt};
 use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
@@ -51,9 +51,12 @@ pub(super) struct Inner {
     pub(super) version: String,
     pub(super) instructions: Option<String>,
     pub(super) offered: Vec<ProtocolVersion>,
-    pub(super) registry: RwLock<Registry>,
+    /// Replaced whole on every edit (copy on write), so a request takes a
+    /// cheap snapshot and never holds the lock while a handler runs.
+    pub(super) registry: RwLock<Arc<Registry>>,
     pub(super) changes: broadcast::Sender<Change>,
-    pub(super) sealer: StateSealer,
+    /// Behind a lock so its key can be rotated while the server runs.
+    pub(super) sealer: RwLock<StateSealer>,
     pub(super) idempotency: Mutex<IdempotencyStore>,
     pub(super) next_session: AtomicU64,
 }
@@ -123,7 +126,7 @@ impl ServerBuilder {
                 offered: self.offered,
                 registry: RwLock::default(),
                 changes,
-                sealer,
+                sealer: RwLock::new(sealer),
                 idempotency: Mutex::new(IdempotencyStore::new(
                     IDEMPOTENCY_CAPACITY,
                     IDEMPOTENCY_TTL_MS,
@@ -155,18 +158,27 @@ impl Server {
 
     fn edit(&self, change: Change, edit: impl FnOnce(&mut Registry)) {
         if let Ok(mut registry) = self.inner.registry.write() {
-            edit(&mut registry);
+            edit(Arc::make_mut(&mut registry));
         }
         // No receiver is not an error: nobody is listening yet.
         let _listeners = self.inner.changes.send(change);
     }
 
-    pub(super) fn registry(&self) -> Registry {
+    /// A snapshot of what is offered right now.
+    pub(super) fn registry(&self) -> Arc<Registry> {
         self.inner
             .registry
             .read()
-            .map(|r| r.clone())
+            .map(|r| Arc::clone(&r))
             .unwrap_or_default()
+    }
+
+    /// Seals new `requestState`s with `next`, still opening those sealed
+    /// with the key it replaces until they expire.
+    pub fn rotate_state_key(&self, next: StateKey) {
+        if let Ok(mut sealer) = self.inner.sealer.write() {
+            sealer.rotate(next);
+        }
     }
 
     /// Registers a tool, replacing one of the same name.
@@ -267,7 +279,7 @@ impl Server {
         completer: impl Fn(&JsonObject) -> Vec<String> + Send + Sync + 'static,
     ) {
         if let Ok(mut registry) = self.inner.registry.write() {
-            registry.completer = Some(Arc::new(completer));
+            Arc::make_mut(&mut registry).completer = Some(Arc::new(completer));
         }
     }
 

@@ -10,7 +10,7 @@ use crate::application::server::host::Change;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorObject, Message, Notification, RequestId};
 
-use super::{Connection, SUBSCRIPTION_ID_META};
+use super::{Connection, MAX_SUBSCRIPTIONS, SUBSCRIPTION_ID_META};
 
 impl Connection {
     /// `subscriptions/listen`: acknowledge, then forward the opted-in changes
@@ -38,12 +38,16 @@ impl Connection {
                 honoured.insert(key.to_owned(), json!(true));
             }
         }
+        // Only resources the caller may read can be watched, and only so
+        // many: the honoured subset goes back in the acknowledgement.
         let uris: BTreeSet<String> = filter
             .get("resourceSubscriptions")
             .and_then(Value::as_array)
             .map(|a| {
                 a.iter()
                     .filter_map(Value::as_str)
+                    .filter(|uri| self.can_read(uri, peer.auth()))
+                    .take(MAX_SUBSCRIPTIONS)
                     .map(str::to_owned)
                     .collect()
             })

@@ -130,12 +130,42 @@ impl Connection {
                 self.outcome(result, "resources/read", &params, &auth, era)
             }
             "completion/complete" => {
-                let Some(completer) = registry.completer else {
+                let Some(completer) = registry.completer.clone() else {
                     return Err(error(
                         ErrorCode::METHOD_NOT_FOUND,
                         "completions are not offered",
                     ));
                 };
+                // Completing an argument of something the caller cannot see
+                // would tell them it exists.
+                let reference = params.get("ref");
+                let kind = reference
+                    .and_then(|r| r.get("type"))
+                    .and_then(Value::as_str);
+                let target = reference
+                    .and_then(|r| r.get("name").or_else(|| r.get("uri")))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let visible_target = match kind {
+                    Some("ref/prompt") => registry
+                        .prompts
+                        .get(target)
+                        .is_some_and(|p| can_see(p.scope.as_ref())),
+                    Some("ref/resource") => {
+                        registry
+                            .templates
+                            .get(target)
+                            .is_some_and(|t| can_see(t.scope.as_ref()))
+                            || self.can_read(target, &ctx.auth)
+                    }
+                    _ => false,
+                };
+                if !visible_target {
+                    return Err(error(
+                        ErrorCode::INVALID_PARAMS,
+                        format!("nothing to complete for {target}"),
+                    ));
+                }
                 let mut values = completer(&params);
                 let total = values.len();
                 values.truncate(100);
@@ -217,6 +247,10 @@ impl Connection {
                         .server
                         .inner
                         .sealer
+                        .read()
+                        .map_err(|_| {
+                            error(ErrorCode::INTERNAL_ERROR, "the state key is unavailable")
+                        })?
                         .seal(&state, &binding, now_ms())
                         .map_err(|e| error(ErrorCode::INTERNAL_ERROR, e.to_string()))?;
                     result.insert("requestState".to_owned(), json!(sealed));
@@ -241,11 +275,28 @@ pub(super) fn binding(
         .and_then(Value::as_str)
         .unwrap_or_default();
     StateBinding {
-        principal: auth.subject().map(str::to_owned),
+        principal: principal_key(auth),
         method: method.to_owned(),
         target: target.to_owned(),
         digest,
     }
+}
+
+/// Who a state is bound to: nobody for the anonymous caller; otherwise the
+/// issuer and subject, and the client the token was issued to, so that a
+/// principal without a `sub` is still never mistaken for nobody.
+fn principal_key(auth: &AuthContext) -> Option<String> {
+    let claims = auth.claims()?;
+    let iss = claims
+        .raw_claims
+        .get("iss")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Some(format!(
+        "{iss}\u{1f}{}\u{1f}{}",
+        claims.sub.as_deref().unwrap_or_default(),
+        claims.client_id.as_deref().unwrap_or_default()
+    ))
 }
 
 pub(super) fn finish(

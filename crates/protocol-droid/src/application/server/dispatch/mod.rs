@@ -17,9 +17,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::context::{DynExchange, DynFrameSink, LogGate, NoExchange, PeerSession, RequestContext};
+use super::context::{
+    AuthContext, DynExchange, DynFrameSink, LOG_LEVEL_META, LogGate, NoExchange, PeerSession,
+    RequestContext,
+};
 use super::host::{Change, Server};
 use super::idempotency::{Admission, IdempotencyStore, Recorded};
+use super::registry::{match_template, visible};
 use crate::adapters::secondary::codec::{Sender, for_version};
 use crate::domain::canonical::request_digest;
 use crate::domain::ir::JsonObject;
@@ -90,6 +94,12 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The methods whose results may ask for input (2026-07-28).
+pub(super) const MULTI_ROUND_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// How many resources one legacy session may subscribe to.
+pub(super) const MAX_SUBSCRIPTIONS: usize = 1024;
+
 /// The methods only 2026-07-28 has, so a request for one is modern even
 /// when its `_meta` is missing (and is then refused for that).
 const MODERN_ONLY: [&str; 2] = ["server/discover", "subscriptions/listen"];
@@ -110,6 +120,26 @@ impl Connection {
             exchange,
             sink,
             state: Mutex::default(),
+        }
+    }
+
+    /// Whether `auth` may read (and so watch) the resource at `uri`.
+    pub(super) fn can_read(&self, uri: &str, auth: &AuthContext) -> bool {
+        let registry = self.server.registry();
+        let can_see = |scope: Option<&String>| visible(scope, |s| auth.has_scope(s));
+        registry
+            .resources
+            .get(uri)
+            .is_some_and(|r| can_see(r.scope.as_ref()))
+            || registry.templates.values().any(|t| {
+                can_see(t.scope.as_ref()) && match_template(&t.template.uri_template, uri).is_some()
+            })
+    }
+
+    /// Ends the connection: forgets what its session recorded.
+    pub fn close(&self) {
+        if let Ok(mut store) = self.server.inner.idempotency.lock() {
+            store.end_session(self.session);
         }
     }
 
@@ -201,12 +231,18 @@ impl Connection {
     }
 
     /// Whether a request is to be served the 2026-07-28 way.
+    ///
+    /// Only the two keys every 2026-07-28 request must carry decide it: a
+    /// legacy request may well carry other reserved `_meta` keys (the
+    /// 2025-11-25 tasks key, say) and must not be pulled over by them.
     fn is_modern(&self, method: &str, params: &JsonObject) -> bool {
         let offers_modern = self.server.offered().iter().any(|v| v.era() == Era::Modern);
         let declares_modern = params
             .get("_meta")
             .and_then(Value::as_object)
-            .is_some_and(|m| m.keys().any(|k| k.starts_with("io.modelcontextprotocol/")));
+            .is_some_and(|m| {
+                m.contains_key(PROTOCOL_VERSION_META) || m.contains_key(CLIENT_CAPABILITIES_META)
+            });
         // A legacy-only server answers as a legacy server would, so a
         // dual-era client's probe falls back to `initialize`.
         offers_modern && (declares_modern || MODERN_ONLY.contains(&method))
@@ -220,6 +256,14 @@ impl Connection {
             .copied()
             .filter(|v| v.era() == Era::Legacy)
             .collect();
+        // The profile is settled once per session; a second handshake would
+        // change what the client was already promised.
+        if self.negotiated().is_some() {
+            return Err(error(
+                ErrorCode::INVALID_REQUEST,
+                "this session is already initialized",
+            ));
+        }
         let requested = params.get("protocolVersion").and_then(Value::as_str);
         let Some(requested) = requested else {
             return Err(error(
@@ -244,11 +288,16 @@ impl Connection {
                 }
             },
         };
-        let client_capabilities = params
+        let Some(client_capabilities) = params
             .get("capabilities")
             .and_then(Value::as_object)
             .cloned()
-            .unwrap_or_default();
+        else {
+            return Err(error(
+                ErrorCode::INVALID_PARAMS,
+                "initialize needs `capabilities`",
+            ));
+        };
         let server_caps = self.server.capabilities(version);
         let profile = resolve(Negotiation {
             version,
@@ -317,11 +366,27 @@ impl Connection {
                 let Some(uri) = params.get("uri").and_then(Value::as_str) else {
                     return Err(error(ErrorCode::INVALID_PARAMS, "`uri` is required"));
                 };
+                if method == "resources/subscribe" && !self.can_read(uri, &ctx.auth) {
+                    return Err(error(
+                        ErrorCode::INVALID_PARAMS,
+                        format!("no such resource: {uri}"),
+                    )
+                    .with_data(json!({ "uri": uri })));
+                }
                 if let Ok(mut state) = self.state.lock() {
-                    if method == "resources/subscribe" {
-                        state.subscribed.insert(uri.to_owned());
-                    } else {
+                    if method == "resources/unsubscribe" {
                         state.subscribed.remove(uri);
+                    } else if state.subscribed.len() >= MAX_SUBSCRIPTIONS
+                        && !state.subscribed.contains(uri)
+                    {
+                        return Err(error(
+                            ErrorCode::INVALID_PARAMS,
+                            format!(
+                                "at most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
+                            ),
+                        ));
+                    } else {
+                        state.subscribed.insert(uri.to_owned());
                     }
                 }
                 Ok(json!({}))
@@ -400,11 +465,14 @@ impl Connection {
             id: Some(id),
         };
         let outcome = self.call_tool(params, ctx, peer).await;
-        let recorded = match &outcome {
-            Ok(value) => Recorded::Result(value.clone()),
-            Err(e) => Recorded::Error(e.to_json()),
-        };
-        guard.record(recorded);
+        match &outcome {
+            Ok(value) => guard.record(Recorded::Result(value.clone())),
+            // A failure of this server's (a timed-out question, a closed
+            // connection) is no answer worth replaying: the guard abandons
+            // the entry and a retry runs again.
+            Err(e) if e.code == ErrorCode::INTERNAL_ERROR => {}
+            Err(e) => guard.record(Recorded::Error(e.to_json())),
+        }
         outcome
     }
 
@@ -436,6 +504,14 @@ impl Connection {
             transport: self.transport,
         });
         // A fresh peer per request: nothing is inherited from an earlier one.
+        if let Some(level) = meta.get(LOG_LEVEL_META) {
+            if serde_json::from_value::<LoggingLevel>(level.clone()).is_err() {
+                return Err(error(
+                    ErrorCode::INVALID_PARAMS,
+                    format!("unknown log level {level}"),
+                ));
+            }
+        }
         let gate = LogGate::for_request(&meta);
         let peer = PeerSession::new(
             version,
@@ -506,7 +582,15 @@ impl Connection {
         ProtocolVersion::from_wire(requested)
             .filter(|v| modern.contains(v))
             .ok_or_else(|| {
-                let supported: Vec<&str> = modern.iter().map(|v| v.as_str()).collect();
+                // Every revision offered, newest first, as `server/discover`
+                // lists them: a dual-era client learns it may fall back.
+                let supported: Vec<&str> = self
+                    .server
+                    .offered()
+                    .iter()
+                    .rev()
+                    .map(|v| v.as_str())
+                    .collect();
                 error(
                     ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
                     format!("protocol version {requested} is not supported"),
@@ -530,13 +614,17 @@ impl Connection {
         Value::Object(result)
     }
 
-    /// Verifies a retry's `requestState` and binds the context to the request.
+    /// Verifies a retry's `requestState` and binds the context to the
+    /// request. Only the three methods that can ask for input carry one.
     fn open_state(
         &self,
         method: &str,
         params: &JsonObject,
         ctx: &mut RequestContext,
     ) -> Result<(), ErrorObject> {
+        if !MULTI_ROUND_METHODS.contains(&method) {
+            return Ok(());
+        }
         let digest = request_digest(params);
         ctx.request_digest = Some(digest);
         let Some(sealed) = params.get("requestState") else {
@@ -553,6 +641,8 @@ impl Connection {
             .server
             .inner
             .sealer
+            .read()
+            .map_err(|_| error(ErrorCode::INTERNAL_ERROR, "the state key is unavailable"))?
             .open(sealed, &binding, now_ms())
             .map_err(|e| error(e.code(), format!("requestState refused: {e}")))?;
         ctx.request_state = Some(payload);
