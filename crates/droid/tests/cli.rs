@@ -68,6 +68,46 @@ fn serve_restricted_to_one_revision_offers_only_that_one() -> Result<(), TestErr
 }
 
 #[test]
+fn a_modern_only_server_refuses_initialize_and_names_what_it_speaks() -> Result<(), TestError> {
+    let out = droid_with_input(
+        &["serve", "--revisions", "2026-07-28"],
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            "\n"
+        ),
+    )?;
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert!(reply.get("error").is_some(), "{reply}");
+    assert_eq!(
+        reply.pointer("/error/data/supported"),
+        Some(&serde_json::json!(["2026-07-28"]))
+    );
+    Ok(())
+}
+
+#[test]
+fn a_legacy_only_server_answers_a_modern_probe_as_a_legacy_server_would() -> Result<(), TestError> {
+    let out = droid_with_input(
+        &["serve", "--revisions", "2025-11-25"],
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#,
+            "\n"
+        ),
+    )?;
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let code = reply
+        .pointer("/error/code")
+        .and_then(serde_json::Value::as_i64);
+    // Not one of the modern codes, so a dual-era client falls back to
+    // `initialize` instead of retrying the modern way.
+    assert!(
+        code.is_some_and(|c| !(-32022..=-32020).contains(&c)),
+        "{reply}"
+    );
+    Ok(())
+}
+
+#[test]
 fn serve_over_http_is_refused_by_name_in_this_build() -> Result<(), TestError> {
     let out = droid(&["serve", "--listen", "127.0.0.1:0"])?;
     assert!(!out.status.success());
