@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every check the project runs: formatting, lints, tests (unit, integration,
 # property, doc), the official SDK clients against `droid serve` (which
-# tests/interop/setup.sh installs: npm packages and a Python venv), and the
-# documentation build. CI runs exactly this.
+# tests/interop/setup.sh installs: npm packages and a Python venv), the
+# official conformance suite against `droid serve --listen` (which
+# tests/conformance/run.sh installs, with Node 22), and the documentation
+# build. CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,11 @@ trap 'rm -f "$log" "$interop_log"' EXIT
 cargo build --locked -p droid
 bash tests/interop/run.sh 2>&1 | tee "$interop_log" || true
 
+step "conformance: the official MCP suite against droid serve --listen"
+conformance_log=$(mktemp)
+trap 'rm -f "$log" "$interop_log" "$conformance_log"' EXIT
+bash tests/conformance/run.sh 2>&1 | tee "$conformance_log" || true
+
 step "cargo doc (warnings denied)"
 cargo doc --workspace --no-deps --locked
 
@@ -44,5 +51,12 @@ if [ -z "$interop" ]; then
 fi
 passed=$((passed + $(echo "$interop" | awk '{print $1}')))
 failed=$((failed + $(echo "$interop" | awk '{print $3}')))
+# And the conformance runner's: scored scenarios at both revisions.
+conformance=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$conformance_log" | tail -n 1)
+if [ -z "$conformance" ]; then
+    conformance="0 passed, 1 failed"
+fi
+passed=$((passed + $(echo "$conformance" | awk '{print $1}')))
+failed=$((failed + $(echo "$conformance" | awk '{print $3}')))
 printf '\n%s passed, %s failed\n' "$passed" "$failed"
 [ "$failed" -eq 0 ]

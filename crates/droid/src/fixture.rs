@@ -142,11 +142,30 @@ fn content_tools(server: &Server) {
         |call: Call| async move { text(format!("Received: {}", Value::Object(call.arguments))) },
     );
     server.add_tool(
+        ToolSpec::new("test_x_mcp_header", "Takes a region mirrored in a header.").input_schema(
+            json!({
+                "type": "object",
+                "properties": {
+                    "region": { "type": "string", "description": "Where", "x-mcp-header": "Region" },
+                    "query": { "type": "string", "description": "What" },
+                },
+                "required": ["region"],
+            }),
+        ),
+        |call: Call| async move {
+            text(format!("Region: {}", call.arg_str("region").unwrap_or_default()))
+        },
+    );
+    server.add_tool(
         ToolSpec::new(
             "test_reconnection",
-            "Answers after a pause (resumption on HTTP).",
+            "Closes its stream, then answers on the resumed one (HTTP).",
         ),
-        |_| async {
+        |call: Call| async move {
+            // On Streamable HTTP at 2025-11-25 the client gets a primed,
+            // closed stream and resumes with Last-Event-ID; elsewhere this
+            // is a pause.
+            call.release_stream();
             tokio::time::sleep(Duration::from_millis(100)).await;
             text("Reconnection test completed")
         },
@@ -487,11 +506,13 @@ fn input_required_tools(server: &Server) {
             let name = match kept {
                 Some(name) => name,
                 None => {
+                    // Every round carries a state, the first one included.
+                    call.keep_state(json!({ "step": 1 }));
                     let answer = call
                         .elicit("step1", name_form("Step 1: What is your name?", "name"))
                         .await?;
                     let name = answer_field(&answer, "name");
-                    call.keep_state(json!({ "name": name }));
+                    call.keep_state(json!({ "step": 2, "name": name }));
                     name
                 }
             };

@@ -7,6 +7,7 @@ mod fixture;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
 use protocol_droid::domain::{
     CapabilitySet, Feature, Negotiation, ProtocolVersion, TransportKind, resolve,
@@ -26,6 +27,8 @@ enum Command {
     ///
     /// On stdio by default: newline-delimited JSON-RPC on stdin and stdout,
     /// logs on stderr, answering both the legacy handshake and 2026-07-28.
+    /// With `--listen`, Streamable HTTP at `/mcp` (both eras) and the
+    /// 2024-11-05 HTTP+SSE transport at `/sse`.
     Serve {
         /// Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.
         #[arg(long, value_name = "HOST:PORT")]
@@ -79,22 +82,32 @@ fn main() -> anyhow::Result<()> {
 
 fn serve(listen: Option<String>, revisions: &[String]) -> anyhow::Result<()> {
     let offered = offered(revisions)?;
-    if let Some(addr) = listen {
-        anyhow::bail!(
-            "--listen {addr}: this build serves stdio only; the Streamable HTTP transport is not in it"
-        );
-    }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let server = fixture::server(&offered).context("building the fixture server")?;
-        stdio::serve(
-            server,
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            StdioOptions::default(),
-        )
-        .await
-        .context("serving stdio")
+        let Some(addr) = listen else {
+            return stdio::serve(
+                server,
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                StdioOptions::default(),
+            )
+            .await
+            .context("serving stdio");
+        };
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        let bound = listener.local_addr().context("reading the bound address")?;
+        // Scripts read this line to learn the port when `:0` picked one.
+        tracing::warn!(target: "droid", "listening on http://{bound}/mcp (HTTP+SSE at /sse)");
+        let shutdown = async {
+            let _signal = tokio::signal::ctrl_c().await;
+        };
+        HttpServer::new(server, HttpOptions::default())
+            .serve(listener, shutdown)
+            .await
+            .context("serving HTTP")
     })
 }
 

@@ -107,11 +107,55 @@ fn a_legacy_only_server_answers_a_modern_probe_as_a_legacy_server_would() -> Res
     Ok(())
 }
 
+/// Kills the server when the test ends, however it ends.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _killed = self.0.kill();
+        let _reaped = self.0.wait();
+    }
+}
+
 #[test]
-fn serve_over_http_is_refused_by_name_in_this_build() -> Result<(), TestError> {
-    let out = droid(&["serve", "--listen", "127.0.0.1:0"])?;
-    assert!(!out.status.success());
-    assert!(String::from_utf8(out.stderr)?.contains("--listen"));
+fn serve_listen_answers_streamable_http_on_the_port_it_names() -> Result<(), TestError> {
+    use std::io::{BufRead as _, BufReader, Read as _};
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let _server = Running(child);
+    let mut lines = BufReader::new(stderr).lines();
+    let address = loop {
+        let line = lines.next().ok_or("the server exited before listening")??;
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split('/').next().unwrap_or_default().to_owned();
+        }
+    };
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(&address)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    stream.write_all(request.as_bytes())?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(
+        reply.to_ascii_lowercase().contains("mcp-session-id:"),
+        "{reply}"
+    );
+    assert!(
+        reply.contains(r#""protocolVersion":"2025-11-25""#),
+        "{reply}"
+    );
     Ok(())
 }
 

@@ -410,6 +410,11 @@ async def test_reconnection(conn):
     assert only_text(await client.call_tool("test_reconnection")) == "Reconnection test completed"
 
 
+async def test_x_mcp_header(conn):
+    _, client, _ = conn
+    assert only_text(await client.call_tool("test_x_mcp_header", {"region": "eu-west"})) == "Region: eu-west"
+
+
 async def test_missing_capability_declared(conn):
     _, client, _ = conn  # legacy: initialize capabilities; 2026: _meta clientCapabilities
     assert only_text(await client.call_tool("test_missing_capability")) == "The client declared sampling."

@@ -182,6 +182,9 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
     it('test_reconnection (stdio: just answers)', async () =>
         assert.equal(F.onlyText(await client.callTool({ name: 'test_reconnection' })), 'Reconnection test completed'));
 
+    it('test_x_mcp_header: answers with the region it was given', async () =>
+        assert.equal(F.onlyText(await client.callTool({ name: 'test_x_mcp_header', arguments: { region: 'eu-west' } })), 'Region: eu-west'));
+
     it('test_missing_capability: succeeds when sampling was declared at initialize', async () => {
         const r = await client.callTool({ name: 'test_missing_capability' });
         assert.equal(F.onlyText(r), 'The client declared sampling.');

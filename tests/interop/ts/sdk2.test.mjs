@@ -175,6 +175,9 @@ describe(`TS SDK 2.x client, pinned ${REVISION}`, () => {
     it('test_reconnection (stdio: just answers)', async () =>
         assert.equal(F.onlyText(await client.callTool({ name: 'test_reconnection' })), 'Reconnection test completed'));
 
+    it('test_x_mcp_header: answers with the region it was given', async () =>
+        assert.equal(F.onlyText(await client.callTool({ name: 'test_x_mcp_header', arguments: { region: 'eu-west' } })), 'Region: eu-west'));
+
     it('test_missing_capability: succeeds when _meta clientCapabilities declare sampling', async () =>
         assert.equal(F.onlyText(await client.callTool({ name: 'test_missing_capability' })), 'The client declared sampling.'));
 

@@ -1,3 +1,4 @@
 //! Primary (driving) adapters: the transports that bring requests in.
 
+pub mod http;
 pub mod stdio;

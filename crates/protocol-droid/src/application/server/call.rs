@@ -158,6 +158,14 @@ impl Call {
         }
     }
 
+    /// Lets the transport close this request's stream now and deliver the
+    /// rest when the client resumes; for a long call behind a proxy that
+    /// would otherwise time the connection out. See
+    /// [`DynFrameSink::release`](super::context::DynFrameSink::release).
+    pub fn release_stream(&self) {
+        self.peer.sink().release();
+    }
+
     /// Sends a log record, if the gate in force lets `level` through.
     ///
     /// The gate is the session's (legacy `logging/setLevel`) or the
@@ -260,7 +268,9 @@ impl Call {
         required: Value,
     ) -> Result<Value, CallError> {
         if self.peer.negotiated().era() == Era::Modern {
-            if let Some(answer) = self.ctx.input_responses.get(key) {
+            // An answer that is not even an object cannot be the result the
+            // question asked for: asked again, as a missing one would be.
+            if let Some(answer) = self.ctx.input_responses.get(key).filter(|a| a.is_object()) {
                 return Ok(answer.clone());
             }
         }

@@ -103,6 +103,13 @@ impl CallbackExchange for NoExchange {
 pub trait DynFrameSink: Send + Sync {
     /// Queues `message` for the client; `false` when it could not be.
     fn send(&self, message: Message) -> bool;
+
+    /// Asks the transport to close the current request's response stream
+    /// early; the client resumes it later (SSE polling, 2025-11-25) and
+    /// receives the rest, the response included. Transports without
+    /// resumable streams ignore it, which is always correct: the answer
+    /// then simply arrives on the open stream.
+    fn release(&self) {}
 }
 
 /// A sink that drops everything, for connections with nowhere to send.

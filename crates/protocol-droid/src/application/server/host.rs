@@ -173,6 +173,13 @@ impl Server {
             .unwrap_or_default()
     }
 
+    /// The definition of the tool called `name`, if one is registered: what a
+    /// transport reads `x-mcp-header` annotations from.
+    #[must_use]
+    pub fn tool(&self, name: &str) -> Option<crate::adapters::secondary::codec::wire::tools::Tool> {
+        self.registry().tools.get(name).map(|t| t.tool.clone())
+    }
+
     /// Seals new `requestState`s with `next`, still opening those sealed
     /// with the key it replaces until they expire.
     pub fn rotate_state_key(&self, next: StateKey) {

@@ -230,6 +230,28 @@ impl Connection {
         }
     }
 
+    /// Answers one request a transport already knows to be 2026-07-28 (an
+    /// HTTP POST naming that revision in its header): served statelessly
+    /// even without `_meta`, so a missing `_meta` is `-32602` and a removed
+    /// method such as `initialize` is `-32601`, never a handshake.
+    ///
+    /// # Errors
+    ///
+    /// The JSON-RPC error to answer with.
+    pub async fn handle_stateless(
+        &self,
+        request: Request,
+        ctx: RequestContext,
+    ) -> Result<Value, ErrorObject> {
+        let Request { id, method, params } = request;
+        let params = match params {
+            None => JsonObject::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(error(ErrorCode::INVALID_PARAMS, "params must be an object")),
+        };
+        self.modern(id, &method, params, ctx).await
+    }
+
     /// Whether a request is to be served the 2026-07-28 way.
     ///
     /// Only the two keys every 2026-07-28 request must carry decide it: a
@@ -483,13 +505,15 @@ impl Connection {
         params: JsonObject,
         mut ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
-        let version = self.modern_version(&params)?;
-        if !for_version(version).defines_request(Sender::Client, method) {
+        // A method the revision removed (or never had) is not found whatever
+        // its `_meta` says: that is what tells a client it asked the wrong era.
+        if !for_version(ProtocolVersion::LATEST).defines_request(Sender::Client, method) {
             return Err(error(
                 ErrorCode::METHOD_NOT_FOUND,
-                format!("{method} is not a method of {version}"),
+                format!("{method} is not a method of {}", ProtocolVersion::LATEST),
             ));
         }
+        let version = self.modern_version(&params)?;
         let meta = meta_of(&params);
         let client_capabilities = meta
             .get(CLIENT_CAPABILITIES_META)

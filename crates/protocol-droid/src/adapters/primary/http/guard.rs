@@ -1,0 +1,142 @@
+//! DNS-rebinding protection: the `Host` and `Origin` a request may carry.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::respond::error_body;
+use crate::domain::jsonrpc::ErrorCode;
+
+/// Which hosts a request may name.
+///
+/// A browser page on `evil.example` that resolves its own name to 127.0.0.1
+/// still sends `Host: evil.example`; refusing every name but the loopback
+/// ones is what keeps such a page from reaching a local server.
+#[derive(Clone, Debug)]
+pub struct HostPolicy {
+    names: Vec<String>,
+}
+
+impl HostPolicy {
+    /// `localhost`, `127.0.0.1` and `[::1]`, on any port.
+    #[must_use]
+    pub fn loopback() -> Self {
+        Self {
+            names: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+        }
+    }
+
+    /// The loopback names plus `name` (a host name without its port).
+    #[must_use]
+    pub fn allowing(mut self, name: impl Into<String>) -> Self {
+        self.names.push(name.into().to_ascii_lowercase());
+        self
+    }
+
+    fn admits(&self, authority: &str) -> bool {
+        let authority = authority.trim().to_ascii_lowercase();
+        let host = if authority.starts_with('[') {
+            authority
+                .find(']')
+                .and_then(|end| authority.get(..=end))
+                .unwrap_or(&authority)
+        } else {
+            authority.split(':').next().unwrap_or_default()
+        };
+        self.names.iter().any(|n| n == host)
+    }
+
+    fn admits_origin(&self, origin: &str) -> bool {
+        // `null` is what a sandboxed or file page sends; no site vouches for it.
+        let Some((scheme, rest)) = origin.split_once("://") else {
+            return false;
+        };
+        matches!(scheme, "http" | "https") && self.admits(rest.trim_end_matches('/'))
+    }
+}
+
+fn refused(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        error_body(None, ErrorCode::INVALID_REQUEST, message),
+    )
+        .into_response()
+}
+
+/// The middleware: 403 for a foreign `Origin`, 403 for a foreign `Host`,
+/// 400 for no `Host` at all.
+pub(super) async fn check(
+    State(policy): State<HostPolicy>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let headers: &HeaderMap = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
+    match host {
+        None => {
+            return refused(StatusCode::BAD_REQUEST, "a Host header is required");
+        }
+        Some(host) if !policy.admits(&host) => {
+            return refused(StatusCode::FORBIDDEN, &format!("Invalid Host: {host}"));
+        }
+        Some(_) => {}
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        if !policy.admits_origin(origin) {
+            return refused(StatusCode::FORBIDDEN, &format!("Invalid Origin: {origin}"));
+        }
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_names_pass_on_any_port_and_others_do_not() {
+        let policy = HostPolicy::loopback();
+        for ok in [
+            "localhost",
+            "localhost:3000",
+            "127.0.0.1:8080",
+            "[::1]:1",
+            "LOCALHOST",
+        ] {
+            assert!(policy.admits(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example.com",
+            "evil.example.com:3000",
+            "127.0.0.1.evil.com",
+            "[::2]:1",
+        ] {
+            assert!(!policy.admits(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_origin_must_be_a_web_origin_on_an_allowed_host() {
+        let policy = HostPolicy::loopback();
+        assert!(policy.admits_origin("http://localhost:5173"));
+        assert!(policy.admits_origin("https://127.0.0.1"));
+        assert!(!policy.admits_origin("http://evil.example.com"));
+        assert!(!policy.admits_origin("null"));
+        assert!(!policy.admits_origin("file://localhost"));
+    }
+
+    #[test]
+    fn an_added_name_is_allowed() {
+        assert!(
+            HostPolicy::loopback()
+                .allowing("mcp.internal")
+                .admits("mcp.internal:443")
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! The 2024-11-05 HTTP+SSE transport: a GET event stream whose first event
+//! names the endpoint to POST messages to; every answer travels on the
+//! stream.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::App;
+use super::respond::{CURRENT, channel, refusal};
+use super::sse::{self, SseEvent};
+use super::streamable::{check_post, context};
+use crate::domain::TransportKind;
+use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Response as RpcResponse, ResponseId};
+
+/// GET `/sse`: opens a session and its stream.
+pub(super) async fn open(State(app): State<App>) -> Response {
+    let Some(session) = app.sessions.open(
+        &app.server,
+        TransportKind::HttpSse,
+        app.options.replay_events,
+        app.options.exchange_timeout,
+    ) else {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            ErrorCode::INTERNAL_ERROR,
+            "too many sessions",
+        );
+    };
+    let (tx, rx) = mpsc::channel::<Value>(256);
+    session.set_standalone(tx);
+    let endpoint = format!("/messages?sessionId={}", session.id);
+    // The stream owns the session: when the client goes, so does it.
+    let guard = SessionGuard {
+        sessions: Arc::clone(&app.sessions),
+        id: session.id.clone(),
+    };
+    let (out, events) = mpsc::channel::<SseEvent>(256);
+    tokio::spawn(async move {
+        // Owned by this task, which ends with the client's stream.
+        let _guard = guard;
+        if out
+            .send(SseEvent::named("endpoint", endpoint))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let mut rx = rx;
+        while let Some(message) = rx.recv().await {
+            if out
+                .send(SseEvent::message(message.to_string()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    sse::response(events)
+}
+
+struct SessionGuard {
+    sessions: Arc<super::sessions::Sessions>,
+    id: String,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        self.sessions.end(&self.id);
+    }
+}
+
+/// POST `/messages?sessionId=…`: accepted at once; answers go on the stream.
+pub(super) async fn post(
+    State(app): State<App>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(session) = query.get("sessionId").and_then(|id| app.sessions.get(id)) else {
+        return refusal(
+            StatusCode::NOT_FOUND,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "unknown or ended session",
+        );
+    };
+    let incoming = match check_post(&headers, &body) {
+        Ok(incoming) => incoming,
+        Err(refused) => return refused,
+    };
+    let Some(connection) = session.connection().cloned() else {
+        return refusal(
+            StatusCode::NOT_FOUND,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "session unavailable",
+        );
+    };
+    match incoming {
+        Incoming::Single(Message::Request(request)) => {
+            let ctx = context(&headers);
+            let (channel, mut rx) = channel();
+            let owner = Arc::clone(&session);
+            tokio::spawn(async move {
+                // Everything this request says goes on the session's stream.
+                let relay = Arc::clone(&owner);
+                let forward = tokio::spawn(async move {
+                    while let Some(message) = rx.recv().await {
+                        let _sent = relay.send_standalone(message);
+                    }
+                });
+                let id = request.id.clone();
+                let outcome = CURRENT
+                    .scope(channel, connection.handle(request, ctx))
+                    .await;
+                let _drained = forward.await;
+                let response = Message::Response(RpcResponse {
+                    id: ResponseId::Id(id),
+                    outcome,
+                });
+                let _sent = owner.send_standalone(response.to_value());
+            });
+            StatusCode::ACCEPTED.into_response()
+        }
+        Incoming::Single(Message::Response(response)) => {
+            if let Some(id) = response.id.request_id() {
+                let _delivered = session.answer(id, response.outcome);
+            }
+            StatusCode::ACCEPTED.into_response()
+        }
+        Incoming::Single(Message::Notification(_)) => StatusCode::ACCEPTED.into_response(),
+        Incoming::Batch(_) => refusal(
+            StatusCode::BAD_REQUEST,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "the 2024-11-05 transport has no batches",
+        ),
+    }
+}

@@ -1,0 +1,160 @@
+//! Streamable HTTP for both eras, and the 2024-11-05 HTTP+SSE transport.
+//!
+//! One router serves three things:
+//!
+//! - `/mcp`, Streamable HTTP. A POST carrying `MCP-Protocol-Version:
+//!   2026-07-28` (or a 2026 `_meta`) and no session is served statelessly;
+//!   anything else follows the legacy shape: `initialize` mints an
+//!   `Mcp-Session-Id`, later requests carry it, GET opens the session's own
+//!   event stream, DELETE ends it.
+//! - `/sse` and `/messages`, the 2024-11-05 transport: a GET event stream
+//!   whose first event names the endpoint to POST to.
+//!
+//! Every request is checked for a loopback `Host` and `Origin` first (DNS
+//! rebinding), bodies are bounded, sessions are bounded in number and reaped
+//! when idle, and a response answers with JSON unless the handler starts
+//! talking before it finishes, in which case it becomes an event stream.
+
+mod events;
+mod guard;
+mod legacy_sse;
+mod respond;
+mod sessions;
+mod sse;
+mod stateless;
+mod streamable;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+
+use crate::application::server::Server;
+
+pub use guard::HostPolicy;
+
+/// Limits and policies for the HTTP transports. Bounded by default.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    /// The largest request body accepted (4 MiB); larger gets 413.
+    pub max_body: usize,
+    /// How many sessions may be open at once (16 384); more get 503.
+    pub max_sessions: usize,
+    /// How long a session may sit unused before it is reaped (10 minutes).
+    pub idle_timeout: Duration,
+    /// How many events a session keeps for `Last-Event-ID` resumption (512).
+    pub replay_events: usize,
+    /// The `retry:` hint sent to clients of a pollable stream (500 ms).
+    pub sse_retry: Duration,
+    /// How long a server-initiated request waits for its answer (60 s).
+    pub exchange_timeout: Duration,
+    /// Which `Host` and `Origin` values are accepted.
+    pub hosts: HostPolicy,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            max_body: 4 * 1024 * 1024,
+            max_sessions: 16_384,
+            idle_timeout: Duration::from_secs(600),
+            replay_events: 512,
+            sse_retry: Duration::from_millis(500),
+            exchange_timeout: Duration::from_secs(60),
+            hosts: HostPolicy::loopback(),
+        }
+    }
+}
+
+/// The shared state every route handler sees.
+#[derive(Clone)]
+struct App {
+    server: Server,
+    sessions: Arc<sessions::Sessions>,
+    options: Arc<HttpOptions>,
+}
+
+/// A server on HTTP: the routes, the session table and its reaper.
+///
+/// The reaper that closes idle sessions runs while this (or the router it
+/// made) is alive.
+#[derive(Clone)]
+pub struct HttpServer {
+    app: App,
+}
+
+impl core::fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HttpServer")
+            .field("options", &self.app.options)
+            .field("open_sessions", &self.open_sessions())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpServer {
+    /// `server` on HTTP with `options`. Needs a Tokio runtime (the reaper
+    /// is a task).
+    #[must_use]
+    pub fn new(server: Server, options: HttpOptions) -> Self {
+        let sessions = sessions::Sessions::new(options.max_sessions);
+        sessions::spawn_reaper(&sessions, options.idle_timeout);
+        Self {
+            app: App {
+                server,
+                sessions,
+                options: Arc::new(options),
+            },
+        }
+    }
+
+    /// How many legacy sessions are open right now.
+    #[must_use]
+    pub fn open_sessions(&self) -> usize {
+        self.app.sessions.len()
+    }
+
+    /// The router: `/mcp` (Streamable HTTP) and `/sse` + `/messages`
+    /// (2024-11-05), for serving or for embedding in a larger application.
+    pub fn router(&self) -> Router {
+        let app = self.app.clone();
+        let limit = app.options.max_body;
+        let hosts = app.options.hosts.clone();
+        Router::new()
+            .route(
+                "/mcp",
+                post(streamable::post)
+                    .get(streamable::get)
+                    .delete(streamable::delete),
+            )
+            .route("/sse", get(legacy_sse::open))
+            .route("/messages", post(legacy_sse::post))
+            .layer(axum::middleware::from_fn_with_state(hosts, guard::check))
+            .layer(DefaultBodyLimit::max(limit))
+            .with_state(app)
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then lets the
+    /// requests in flight finish.
+    ///
+    /// # Errors
+    ///
+    /// An I/O error from the listener.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(
+            listener,
+            self.router()
+                .into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await
+    }
+}

@@ -1,0 +1,296 @@
+//! Answering one request: as JSON, or as an event stream once the handler
+//! has something to say before its result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+
+use super::events::{EventStore, event_id};
+use super::sse::{self, SseEvent};
+use crate::domain::jsonrpc::{
+    ErrorCode, ErrorObject, Message, RequestId, Response as RpcResponse, ResponseId,
+};
+
+/// How many messages a request may have waiting for its stream.
+const REQUEST_QUEUE: usize = 256;
+
+tokio::task_local! {
+    /// The response stream of the request the current task is serving;
+    /// where its notifications and server-initiated requests go.
+    pub(super) static CURRENT: RequestChannel;
+}
+
+/// The channel a request's own messages travel on before its response.
+#[derive(Clone, Debug)]
+pub(super) struct RequestChannel {
+    pub(super) tx: mpsc::Sender<Value>,
+    /// Signalled when the handler asks for its stream to be closed early
+    /// (SSE polling): the client resumes with `Last-Event-ID`.
+    pub(super) release: Arc<Notify>,
+}
+
+/// A fresh channel and its receiving end.
+pub(super) fn channel() -> (RequestChannel, mpsc::Receiver<Value>) {
+    let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
+    (
+        RequestChannel {
+            tx,
+            release: Arc::new(Notify::new()),
+        },
+        rx,
+    )
+}
+
+/// A JSON-RPC error body, with the id when the request's was readable.
+pub(super) fn error_body(id: Option<&RequestId>, code: ErrorCode, message: &str) -> Response {
+    let response = RpcResponse {
+        id: id.map_or(ResponseId::Null, |id| ResponseId::Id(id.clone())),
+        outcome: Err(ErrorObject::new(code, message)),
+    };
+    json(StatusCode::OK, &Message::Response(response).to_value())
+}
+
+/// `value` as an `application/json` response with `status`.
+pub(super) fn json(status: StatusCode, value: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+/// An error response with the HTTP status its code calls for.
+pub(super) fn refusal(
+    status: StatusCode,
+    id: Option<&RequestId>,
+    code: ErrorCode,
+    message: &str,
+) -> Response {
+    let mut response = error_body(id, code, message);
+    *response.status_mut() = status;
+    response
+}
+
+/// The HTTP status a 2026-07-28 outcome travels with.
+pub(super) fn modern_status(outcome: &Result<Value, ErrorObject>) -> StatusCode {
+    match outcome {
+        Ok(_) => StatusCode::OK,
+        Err(e) if e.code == ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        Err(e)
+            if [
+                ErrorCode::INVALID_PARAMS,
+                ErrorCode::HEADER_MISMATCH,
+                ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+                ErrorCode::INVALID_REQUEST,
+                ErrorCode::PARSE_ERROR,
+            ]
+            .contains(&e.code) =>
+        {
+            StatusCode::BAD_REQUEST
+        }
+        Err(_) => StatusCode::OK,
+    }
+}
+
+/// How the answer to one request may be delivered.
+#[derive(Clone, Debug)]
+pub(super) struct Plan {
+    /// 2026-07-28: error statuses per code, and a dropped stream cancels.
+    pub(super) modern: bool,
+    /// Whether the client accepts `text/event-stream`.
+    pub(super) streams: bool,
+    /// For a legacy session: where events are recorded for resumption, and
+    /// whether to prime the stream (2025-11-25 SSE polling).
+    pub(super) record: Option<(Arc<EventStore>, bool)>,
+    /// The `retry:` hint for a primed stream.
+    pub(super) retry: Duration,
+    /// Headers to add (the session id).
+    pub(super) headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// Aborts a task when dropped, unless disarmed.
+struct Cancel(Option<tokio::task::AbortHandle>);
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.abort();
+        }
+    }
+}
+
+/// Serves one running request: JSON if it finishes without saying anything
+/// first, otherwise an event stream of what it says, then its response.
+pub(super) async fn respond(
+    id: RequestId,
+    work: JoinHandle<Result<Value, ErrorObject>>,
+    mut rx: mpsc::Receiver<Value>,
+    release: Arc<Notify>,
+    plan: &Plan,
+) -> Response {
+    // A 2026-07-28 client that goes away has cancelled; a legacy one has
+    // not (it may resume), so only the modern request is tied to us.
+    let mut cancel = Cancel(plan.modern.then(|| work.abort_handle()));
+    let mut work = work;
+    let mut released = false;
+    let first = tokio::select! {
+        biased;
+        // `None` only means the handler's task let go of its channel,
+        // which it does on finishing: not a reason to stream.
+        Some(message) = rx.recv(), if plan.streams => Some(message),
+        // The handler asked to close the stream early: only a stream the
+        // client can resume may be closed, and only a stream can be.
+        () = release.notified(), if plan.streams && plan.record.is_some() => {
+            released = true;
+            None
+        }
+        done = &mut work => {
+            cancel.0 = None;
+            let outcome = joined(done);
+            let status = if plan.modern { modern_status(&outcome) } else { StatusCode::OK };
+            let mut response = json(status, &answer(&id, outcome));
+            add_headers(&mut response, &plan.headers);
+            return response;
+        }
+    };
+    cancel.0 = None;
+    stream_response(id, first, released, work, rx, release, plan)
+}
+
+fn joined(
+    done: Result<Result<Value, ErrorObject>, tokio::task::JoinError>,
+) -> Result<Value, ErrorObject> {
+    done.unwrap_or_else(|e| {
+        if e.is_panic() {
+            tracing::error!("a request handler panicked");
+        }
+        Err(ErrorObject::new(
+            ErrorCode::INTERNAL_ERROR,
+            "the handler failed",
+        ))
+    })
+}
+
+fn answer(id: &RequestId, outcome: Result<Value, ErrorObject>) -> Value {
+    Message::Response(RpcResponse {
+        id: ResponseId::Id(id.clone()),
+        outcome,
+    })
+    .to_value()
+}
+
+fn add_headers(response: &mut Response, headers: &[(HeaderName, HeaderValue)]) {
+    for (name, value) in headers {
+        response.headers_mut().insert(name.clone(), value.clone());
+    }
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+}
+
+/// The stream: a pump task reads the request's messages, records them for
+/// resumption when the session keeps a record, and forwards them while the
+/// client listens.
+#[allow(clippy::too_many_arguments)] // One call site; a struct would only rename them.
+fn stream_response(
+    id: RequestId,
+    first: Option<Value>,
+    released: bool,
+    work: JoinHandle<Result<Value, ErrorObject>>,
+    mut rx: mpsc::Receiver<Value>,
+    release: Arc<Notify>,
+    plan: &Plan,
+) -> Response {
+    let (live_tx, live_rx) = mpsc::channel::<SseEvent>(REQUEST_QUEUE);
+    let stream_no = plan
+        .record
+        .as_ref()
+        .map_or(0, |(store, _)| store.open_stream());
+    let modern = plan.modern;
+    let record = plan.record.clone();
+    let retry = plan.retry;
+    let abort = work.abort_handle();
+    tokio::spawn(async move {
+        let mut live = Some(live_tx);
+        let mut seq = 0u64;
+        if let Some((_, true)) = &record {
+            // SSE polling: an id the client can resume from, and how long
+            // to wait before it does.
+            let priming = SseEvent::priming(event_id(stream_no, 0), retry);
+            forward(&mut live, priming).await;
+        }
+        if released {
+            live = None;
+        }
+        let mut emit = |data: Value, live: &mut Option<mpsc::Sender<SseEvent>>| {
+            seq += 1;
+            let mut event = SseEvent::message(data.to_string());
+            if let Some((store, _)) = &record {
+                let recorded = store.record(stream_no, seq, data);
+                event = event.with_id(recorded.id());
+            }
+            let sender = live.clone();
+            async move {
+                match sender {
+                    Some(tx) => tx.send(event).await.is_ok(),
+                    None => false,
+                }
+            }
+        };
+        if let Some(first) = first {
+            if !emit(first, &mut live).await {
+                live = None;
+            }
+        }
+        let mut work = work;
+        let outcome = loop {
+            tokio::select! {
+                message = rx.recv() => match message {
+                    Some(message) => {
+                        if !emit(message, &mut live).await {
+                            live = None;
+                        }
+                    }
+                    None => break joined((&mut work).await),
+                },
+                () = release.notified() => live = None,
+                done = &mut work => {
+                    // Anything the handler queued before finishing goes first.
+                    while let Ok(message) = rx.try_recv() {
+                        if !emit(message, &mut live).await {
+                            live = None;
+                        }
+                    }
+                    break joined(done);
+                }
+            }
+            if live.is_none() && modern {
+                // Nobody is listening to a 2026-07-28 stream: cancelled.
+                abort.abort();
+                return;
+            }
+        };
+        let _delivered = emit(answer(&id, outcome), &mut live).await;
+        if let Some((store, _)) = &record {
+            store.finish(stream_no);
+        }
+    });
+    let mut response = sse::response(live_rx);
+    add_headers(&mut response, &plan.headers);
+    response
+}
+
+async fn forward(live: &mut Option<mpsc::Sender<SseEvent>>, event: SseEvent) {
+    if let Some(tx) = live {
+        if tx.send(event).await.is_err() {
+            *live = None;
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The 2026-07-28 path: one request per POST, no session, and headers that
+//! must agree with the body.
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::App;
+use super::respond::{self, CURRENT, Plan, refusal};
+use super::streamable::{VERSION_HEADER, context, header};
+use crate::application::server::Server;
+use crate::application::server::context::NoExchange;
+use crate::domain::TransportKind;
+use crate::domain::ir::JsonObject;
+use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Request};
+
+/// The sentinel wrapping a base64 header value: `=?base64?...?=`.
+const B64_PREFIX: &str = "=?base64?";
+const B64_SUFFIX: &str = "?=";
+
+/// POST `/mcp` at 2026-07-28.
+pub(super) async fn post(app: &App, headers: &HeaderMap, incoming: Incoming) -> Response {
+    let request = match incoming {
+        Incoming::Single(Message::Request(request)) => request,
+        // No core client notification exists on HTTP; an accepted one is
+        // acknowledged and nothing more.
+        Incoming::Single(Message::Notification(_)) => return StatusCode::ACCEPTED.into_response(),
+        Incoming::Single(Message::Response(_)) => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                None,
+                ErrorCode::INVALID_REQUEST,
+                "2026-07-28 clients never send responses",
+            );
+        }
+        Incoming::Batch(_) => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                None,
+                ErrorCode::INVALID_REQUEST,
+                "2026-07-28 has no batches",
+            );
+        }
+    };
+    if let Err(message) = check_headers(headers, &request, &app.server) {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            Some(&request.id),
+            ErrorCode::HEADER_MISMATCH,
+            &message,
+        );
+    }
+    let (channel, rx) = respond::channel();
+    let release = Arc::clone(&channel.release);
+    // A connection per request: nothing survives it, as the revision asks.
+    let connection = app.server.connect(
+        TransportKind::StreamableHttp,
+        Arc::new(NoExchange),
+        Arc::new(CurrentSink),
+    );
+    let ctx = context(headers);
+    let id = request.id.clone();
+    let work = tokio::spawn(CURRENT.scope(channel, async move {
+        connection.handle_stateless(request, ctx).await
+    }));
+    let plan = Plan {
+        modern: true,
+        streams: header(headers, "accept").is_some_and(|a| a.contains("text/event-stream")),
+        record: None,
+        retry: app.options.sse_retry,
+        headers: Vec::new(),
+    };
+    respond::respond(id, work, rx, release, &plan).await
+}
+
+/// Sends to the stream of the request being served; there is no other.
+struct CurrentSink;
+
+impl crate::application::server::context::DynFrameSink for CurrentSink {
+    fn send(&self, message: Message) -> bool {
+        CURRENT
+            .try_with(|c| c.tx.try_send(message.to_value()).is_ok())
+            .unwrap_or(false)
+    }
+}
+
+/// A header value, with the base64 sentinel decoded.
+fn decoded(value: &str) -> Option<String> {
+    let value = value.trim();
+    match value
+        .strip_prefix(B64_PREFIX)
+        .and_then(|v| v.strip_suffix(B64_SUFFIX))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(value.to_owned()),
+    }
+}
+
+/// Checks the routing headers against the body, as the revision requires.
+fn check_headers(headers: &HeaderMap, request: &Request, server: &Server) -> Result<(), String> {
+    let params = request.params.as_ref().and_then(Value::as_object);
+    let meta_version = params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .and_then(Value::as_str);
+    match (header(headers, VERSION_HEADER), meta_version) {
+        (None, _) => return Err("MCP-Protocol-Version is required".to_owned()),
+        (Some(h), Some(m)) if h != m => {
+            return Err(format!("MCP-Protocol-Version {h} does not match _meta {m}"));
+        }
+        _ => {}
+    }
+    match header(headers, "mcp-method") {
+        None => return Err("Mcp-Method is required".to_owned()),
+        Some(method) if method != request.method => {
+            return Err(format!(
+                "Mcp-Method {method} does not match {}",
+                request.method
+            ));
+        }
+        Some(_) => {}
+    }
+    let named = match request.method.as_str() {
+        "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+        "resources/read" => params.and_then(|p| p.get("uri")),
+        _ => None,
+    };
+    if let Some(name) = named.and_then(Value::as_str) {
+        match header(headers, "mcp-name").and_then(decoded) {
+            None => return Err("Mcp-Name is required".to_owned()),
+            Some(h) if h != name => return Err(format!("Mcp-Name {h} does not match {name}")),
+            Some(_) => {}
+        }
+    }
+    if request.method == "tools/call" {
+        if let Some(name) = named.and_then(Value::as_str) {
+            let arguments = params
+                .and_then(|p| p.get("arguments"))
+                .and_then(Value::as_object);
+            check_param_headers(headers, server, name, arguments)?;
+        }
+    }
+    Ok(())
+}
+
+/// `Mcp-Param-*`: every argument a tool annotates with `x-mcp-header` must be
+/// mirrored in its header, value for value.
+fn check_param_headers(
+    headers: &HeaderMap,
+    server: &Server,
+    tool: &str,
+    arguments: Option<&JsonObject>,
+) -> Result<(), String> {
+    let Some(tool) = server.tool(tool) else {
+        return Ok(());
+    };
+    let Some(properties) = tool
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+    else {
+        return Ok(());
+    };
+    for (property, schema) in properties {
+        let Some(name) = schema.get("x-mcp-header").and_then(Value::as_str) else {
+            continue;
+        };
+        let header_name = format!("mcp-param-{}", name.to_ascii_lowercase());
+        let sent = header(headers, &header_name).and_then(decoded);
+        let value = arguments
+            .and_then(|a| a.get(property))
+            .filter(|v| !v.is_null());
+        match (value, sent) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(format!("Mcp-Param-{name} sent without `{property}`")),
+            (Some(_), None) => return Err(format!("Mcp-Param-{name} is required")),
+            (Some(value), Some(sent)) => {
+                let agrees = match value {
+                    Value::String(s) => *s == sent,
+                    Value::Bool(b) => sent == b.to_string(),
+                    Value::Number(n) => sent
+                        .parse::<i64>()
+                        .ok()
+                        .zip(n.as_i64())
+                        .is_some_and(|(a, b)| a == b),
+                    _ => false,
+                };
+                if !agrees {
+                    return Err(format!("Mcp-Param-{name} does not match `{property}`"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_base64_sentinel_is_decoded_and_plain_values_are_trimmed() {
+        assert_eq!(decoded("=?base64?w6l0w6k=?="), Some("été".to_owned()));
+        assert_eq!(decoded("  plain "), Some("plain".to_owned()));
+        assert_eq!(decoded("=?base64?not base64?="), None);
+    }
+}

@@ -1,0 +1,480 @@
+//! `/mcp`: Streamable HTTP, legacy sessions and the routing to the
+//! stateless 2026-07-28 path.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::events::parse_event_id;
+use super::respond::{self, CURRENT, Plan, refusal};
+use super::sessions::Session;
+use super::sse::{self, SseEvent};
+use super::{App, stateless};
+use crate::application::server::context::RequestContext;
+use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, nesting_depth};
+use crate::domain::jsonrpc::{
+    ErrorCode, Incoming, Message, Request, Response as RpcResponse, parse,
+};
+use crate::domain::{Era, Feature, ProtocolVersion, TransportKind};
+
+/// The session header, as the spec spells it (names are case-insensitive).
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
+/// The revision header.
+pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
+
+pub(super) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+fn accepts(headers: &HeaderMap, kind: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|v| v.split(';').next().unwrap_or_default().trim())
+        .any(|v| v == kind || v == "*/*" || (kind.starts_with("text/") && v == "text/*"))
+}
+
+/// The checks every POST passes before its body is read as JSON-RPC.
+// The error is the response that ends the request; boxing it would only
+// move the allocation.
+#[allow(clippy::result_large_err)]
+pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, Response> {
+    let json_body = header(headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
+        ct.split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if !json_body {
+        return Err(refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "Content-Type must be application/json",
+        ));
+    }
+    if !accepts(headers, "application/json") && !accepts(headers, "text/event-stream") {
+        return Err(refusal(
+            StatusCode::NOT_ACCEPTABLE,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "Accept must include application/json and text/event-stream",
+        ));
+    }
+    if nesting_depth(body, DEFAULT_MAX_DEPTH) > DEFAULT_MAX_DEPTH {
+        return Err(refusal(
+            StatusCode::BAD_REQUEST,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "message nested too deeply",
+        ));
+    }
+    parse(body).map_err(|e| {
+        let id = e.id.request_id().cloned();
+        refusal(StatusCode::BAD_REQUEST, id.as_ref(), e.code, &e.message)
+    })
+}
+
+/// Whether a POST is to be served statelessly (2026-07-28).
+fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
+    if headers.contains_key(SESSION_HEADER) {
+        return false;
+    }
+    let header_modern = header(headers, VERSION_HEADER)
+        .and_then(ProtocolVersion::from_wire)
+        .is_some_and(|v| v.era() == Era::Modern);
+    let body_modern = match message {
+        Incoming::Single(Message::Request(Request {
+            params: Some(params),
+            ..
+        })) => params
+            .get("_meta")
+            .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+            .is_some(),
+        _ => false,
+    };
+    header_modern || body_modern
+}
+
+/// POST `/mcp`.
+pub(super) async fn post(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    let incoming = match check_post(&headers, &body) {
+        Ok(incoming) => incoming,
+        Err(refused) => return refused,
+    };
+    if is_modern(&headers, &incoming) {
+        return stateless::post(&app, &headers, incoming).await;
+    }
+    // A legacy request carrying an unknown or modern revision header.
+    if let Some(version) = header(&headers, VERSION_HEADER) {
+        let legacy = ProtocolVersion::from_wire(version).is_some_and(|v| v.era() == Era::Legacy);
+        if !legacy {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                None,
+                ErrorCode::INVALID_REQUEST,
+                &format!("unsupported MCP-Protocol-Version {version}"),
+            );
+        }
+    }
+    match incoming {
+        Incoming::Single(Message::Request(request)) if request.method == "initialize" => {
+            initialize(&app, &headers, request).await
+        }
+        incoming => {
+            let Some(id) = header(&headers, SESSION_HEADER) else {
+                return refusal(
+                    StatusCode::BAD_REQUEST,
+                    None,
+                    ErrorCode::INVALID_REQUEST,
+                    "Mcp-Session-Id is required; send initialize first",
+                );
+            };
+            let Some(session) = app.sessions.get(id) else {
+                return refusal(
+                    StatusCode::NOT_FOUND,
+                    None,
+                    ErrorCode::INVALID_REQUEST,
+                    "unknown or ended session",
+                );
+            };
+            in_session(&app, &headers, &session, incoming).await
+        }
+    }
+}
+
+async fn initialize(app: &App, headers: &HeaderMap, request: Request) -> Response {
+    let Some(session) = app.sessions.open(
+        &app.server,
+        TransportKind::StreamableHttp,
+        app.options.replay_events,
+        app.options.exchange_timeout,
+    ) else {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(&request.id),
+            ErrorCode::INTERNAL_ERROR,
+            "too many sessions",
+        );
+    };
+    let Some(connection) = session.connection().cloned() else {
+        return refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            ErrorCode::INTERNAL_ERROR,
+            "session unavailable",
+        );
+    };
+    let id = request.id.clone();
+    let outcome = connection.handle(request, context(headers)).await;
+    if outcome.is_err() {
+        // A failed handshake leaves no session behind.
+        app.sessions.end(&session.id);
+    }
+    let mut response = respond::json(
+        StatusCode::OK,
+        &Message::Response(RpcResponse {
+            id: crate::domain::jsonrpc::ResponseId::Id(id),
+            outcome,
+        })
+        .to_value(),
+    );
+    if let Ok(value) = HeaderValue::from_str(&session.id) {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
+}
+
+/// The request context a transport builds: lowercased headers.
+pub(super) fn context(headers: &HeaderMap) -> RequestContext {
+    let mut ctx = RequestContext::default();
+    for (name, value) in headers {
+        if let Ok(value) = value.to_str() {
+            ctx.headers
+                .insert(name.as_str().to_owned(), value.to_owned());
+        }
+    }
+    ctx
+}
+
+async fn in_session(
+    app: &App,
+    headers: &HeaderMap,
+    session: &Arc<Session>,
+    incoming: Incoming,
+) -> Response {
+    let Some(connection) = session.connection().cloned() else {
+        return refusal(
+            StatusCode::NOT_FOUND,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "session unavailable",
+        );
+    };
+    match incoming {
+        Incoming::Single(Message::Request(request)) => {
+            let version = connection.negotiated();
+            let plan = Plan {
+                modern: false,
+                streams: accepts(headers, "text/event-stream"),
+                record: Some((
+                    Arc::clone(&session.events),
+                    version.is_some_and(|v| Feature::SsePolling.exists_at(v)),
+                )),
+                retry: app.options.sse_retry,
+                headers: Vec::new(),
+            };
+            let (channel, rx) = respond::channel();
+            let release = Arc::clone(&channel.release);
+            let id = request.id.clone();
+            let work = match start(session, connection, request, context(headers), channel) {
+                Ok(work) => work,
+                Err(refused) => return refused,
+            };
+            respond::respond(id, work, rx, release, &plan).await
+        }
+        Incoming::Single(Message::Notification(notification)) => {
+            if notification.method == "notifications/cancelled" {
+                let target = notification
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .and_then(crate::domain::jsonrpc::RequestId::from_json);
+                let handle = target.and_then(|id| session.in_flight.lock().ok()?.remove(&id));
+                if let Some(handle) = handle {
+                    handle.abort();
+                }
+            }
+            StatusCode::ACCEPTED.into_response()
+        }
+        Incoming::Single(Message::Response(response)) => {
+            if let Some(id) = response.id.request_id() {
+                if !session.answer(id, response.outcome) {
+                    tracing::warn!(
+                        "a response to {id}, which this session never sent, was dropped"
+                    );
+                }
+            }
+            StatusCode::ACCEPTED.into_response()
+        }
+        Incoming::Batch(items) => batch(headers, &connection, session, items).await,
+    }
+}
+
+/// Starts a request in its own task, registered so a cancellation can stop
+/// it; refuses an id already in flight in this session.
+#[allow(clippy::result_large_err)] // As for `check_post`.
+fn start(
+    session: &Arc<Session>,
+    connection: Arc<crate::application::server::Connection>,
+    request: Request,
+    ctx: RequestContext,
+    channel: respond::RequestChannel,
+) -> Result<tokio::task::JoinHandle<Result<Value, crate::domain::jsonrpc::ErrorObject>>, Response> {
+    let id = request.id.clone();
+    let Ok(mut in_flight) = session.in_flight.lock() else {
+        return Err(refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(&id),
+            ErrorCode::INTERNAL_ERROR,
+            "session unavailable",
+        ));
+    };
+    if in_flight.contains_key(&id) {
+        return Err(refusal(
+            StatusCode::OK,
+            Some(&id),
+            ErrorCode::INVALID_REQUEST,
+            &format!("request id {id} is already in flight"),
+        ));
+    }
+    let owner = Arc::clone(session);
+    let own_id = id.clone();
+    // The table stays locked across the spawn, so the task cannot remove its
+    // entry before it is inserted.
+    let work = tokio::spawn(CURRENT.scope(channel, async move {
+        let outcome = connection.handle(request, ctx).await;
+        if let Ok(mut in_flight) = owner.in_flight.lock() {
+            let mine = in_flight
+                .get(&own_id)
+                .is_some_and(|h| h.id() == tokio::task::id());
+            if mine {
+                in_flight.remove(&own_id);
+            }
+        }
+        outcome
+    }));
+    in_flight.insert(id, work.abort_handle());
+    Ok(work)
+}
+
+/// A 2025-03-26 batch: answered together, as one JSON array.
+async fn batch(
+    headers: &HeaderMap,
+    connection: &Arc<crate::application::server::Connection>,
+    session: &Arc<Session>,
+    items: Vec<Result<Message, crate::domain::jsonrpc::EnvelopeError>>,
+) -> Response {
+    let batching = connection
+        .negotiated()
+        .is_some_and(|v| Feature::Batching.exists_at(v));
+    if !batching {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "JSON-RPC batches are only part of 2025-03-26",
+        );
+    }
+    let mut answers = Vec::new();
+    let mut running = Vec::new();
+    for item in items {
+        match item {
+            Err(e) => answers.push(Message::Response(e.to_response()).to_value()),
+            Ok(Message::Request(request)) => {
+                let connection = Arc::clone(connection);
+                let ctx = context(headers);
+                let id = request.id.clone();
+                running.push((
+                    id,
+                    tokio::spawn(async move { connection.handle(request, ctx).await }),
+                ));
+            }
+            Ok(Message::Response(response)) => {
+                if let Some(id) = response.id.request_id() {
+                    let _delivered = session.answer(id, response.outcome);
+                }
+            }
+            Ok(Message::Notification(_)) => {}
+        }
+    }
+    for (id, task) in running {
+        let outcome = task.await.unwrap_or_else(|_| {
+            Err(crate::domain::jsonrpc::ErrorObject::new(
+                ErrorCode::INTERNAL_ERROR,
+                "the handler failed",
+            ))
+        });
+        answers.push(
+            Message::Response(RpcResponse {
+                id: crate::domain::jsonrpc::ResponseId::Id(id),
+                outcome,
+            })
+            .to_value(),
+        );
+    }
+    if answers.is_empty() {
+        StatusCode::ACCEPTED.into_response()
+    } else {
+        respond::json(StatusCode::OK, &Value::Array(answers))
+    }
+}
+
+/// GET `/mcp`: the session's own stream, or a resumed one.
+pub(super) async fn get(State(app): State<App>, headers: HeaderMap) -> Response {
+    if header(&headers, VERSION_HEADER)
+        .and_then(ProtocolVersion::from_wire)
+        .is_some_and(|v| v.era() == Era::Modern)
+        || !headers.contains_key(SESSION_HEADER)
+    {
+        // 2026-07-28 has no GET; a client with no session has nothing to
+        // listen to.
+        return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
+    }
+    if !accepts(&headers, "text/event-stream") {
+        return refusal(
+            StatusCode::NOT_ACCEPTABLE,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "Accept must include text/event-stream",
+        );
+    }
+    let Some(session) = header(&headers, SESSION_HEADER).and_then(|id| app.sessions.get(id)) else {
+        return refusal(
+            StatusCode::NOT_FOUND,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "unknown or ended session",
+        );
+    };
+    if let Some(last) = header(&headers, "last-event-id") {
+        let Some((stream, seq)) = parse_event_id(last) else {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                None,
+                ErrorCode::INVALID_REQUEST,
+                "unreadable Last-Event-ID",
+            );
+        };
+        return resume(&session, stream, seq);
+    }
+    let (tx, mut rx) = mpsc::channel::<Value>(256);
+    session.set_standalone(tx);
+    let (out, events) = mpsc::channel::<SseEvent>(256);
+    tokio::spawn(async move {
+        while let Some(message) = rx.recv().await {
+            if out
+                .send(SseEvent::message(message.to_string()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    sse::response(events)
+}
+
+/// Replays `stream` after `seq` from the session's record, then follows it
+/// until its response has been sent.
+fn resume(session: &Arc<Session>, stream_no: u64, seq: u64) -> Response {
+    let store = Arc::clone(&session.events);
+    let (out, events) = mpsc::channel::<SseEvent>(256);
+    tokio::spawn(async move {
+        let mut seq = seq;
+        loop {
+            // Registered before reading, so nothing recorded in between is
+            // missed.
+            let changed = store.changed();
+            let (recorded, finished) = store.after(stream_no, seq);
+            for event in recorded {
+                seq = event.seq;
+                let sse = SseEvent::message(event.data.to_string()).with_id(event.id());
+                if out.send(sse).await.is_err() {
+                    return;
+                }
+            }
+            if finished {
+                return;
+            }
+            changed.await;
+        }
+    });
+    sse::response(events)
+}
+
+/// DELETE `/mcp`: ends a session; later requests with its id get 404.
+pub(super) async fn delete(State(app): State<App>, headers: HeaderMap) -> Response {
+    let Some(id) = header(&headers, SESSION_HEADER) else {
+        return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
+    };
+    if app.sessions.end(id) {
+        StatusCode::OK.into_response()
+    } else {
+        refusal(
+            StatusCode::NOT_FOUND,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "unknown or ended session",
+        )
+    }
+}
