@@ -24,6 +24,143 @@ export function stdioParams() {
     return { command, args, env, stderr: 'inherit' };
 }
 
+// ---------- transports: INTEROP_TRANSPORT=stdio (default) | http | sse ----------
+
+/** Which transport the driver uses: `stdio` (spawn DROID_SERVER_CMD), `http` (Streamable HTTP) or `sse` (2024-11-05 HTTP+SSE). */
+export const TRANSPORT = process.env.INTEROP_TRANSPORT || 'stdio';
+export const IS_HTTP = TRANSPORT === 'http' || TRANSPORT === 'sse';
+
+/** The Streamable HTTP endpoint of the server run.sh started (INTEROP_HTTP_URL, e.g. http://127.0.0.1:PORT/mcp). */
+export function httpUrl(path = '/mcp') {
+    const raw = process.env.INTEROP_HTTP_URL;
+    if (!raw) throw new Error('INTEROP_HTTP_URL is not set (run.sh starts `droid serve --listen 127.0.0.1:0` and sets it)');
+    const u = new URL(raw);
+    u.pathname = path;
+    return u;
+}
+
+/**
+ * A `fetch` that records every HTTP exchange the SDK transport makes: method, lower-cased request headers,
+ * parsed JSON body, response status and content type, and (teed, so the SDK reads the same bytes) the full
+ * text of every `text/event-stream` response body. `log.done(entry)` resolves when that body has ended.
+ */
+export function recordingFetch() {
+    const log = [];
+    const f = async (url, init = {}) => {
+        const headers = {};
+        new Headers(init.headers ?? {}).forEach((v, k) => (headers[k] = v));
+        let body;
+        if (typeof init.body === 'string') {
+            try { body = JSON.parse(init.body); } catch { body = init.body; }
+        }
+        const entry = { method: (init.method ?? 'GET').toUpperCase(), url: String(url), headers, body, status: undefined, contentType: undefined, sse: '', ended: undefined };
+        log.push(entry);
+        const response = await fetch(url, init);
+        entry.status = response.status;
+        entry.contentType = response.headers.get('content-type') ?? '';
+        if (!response.body || !entry.contentType.includes('text/event-stream')) {
+            entry.ended = Promise.resolve();
+            return response;
+        }
+        const [mine, theirs] = response.body.tee();
+        entry.ended = (async () => {
+            const reader = mine.pipeThrough(new TextDecoderStream()).getReader();
+            try {
+                for (;;) {
+                    const { value, done } = await reader.read();
+                    if (done) break;
+                    entry.sse += value;
+                }
+            } catch (e) {
+                entry.sseError = String(e);
+            }
+        })();
+        return new Response(theirs, { status: response.status, statusText: response.statusText, headers: response.headers });
+    };
+    f.log = log;
+    return f;
+}
+
+/** Parse an SSE body into events [{ id, event, data, retry }] (blank-line separated; multi-line data joined). */
+export function parseSse(text) {
+    const events = [];
+    for (const block of text.replace(/\r\n?/g, '\n').split(/\n\n+/)) {
+        if (!block.trim()) continue;
+        const ev = { id: undefined, event: undefined, data: undefined, retry: undefined };
+        for (const line of block.split('\n')) {
+            if (line.startsWith(':')) continue;
+            const i = line.indexOf(':');
+            const field = i < 0 ? line : line.slice(0, i);
+            const value = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+            if (field === 'data') ev.data = ev.data === undefined ? value : `${ev.data}\n${value}`;
+            else if (field === 'id') ev.id = value;
+            else if (field === 'event') ev.event = value;
+            else if (field === 'retry') ev.retry = Number(value);
+        }
+        events.push(ev);
+    }
+    return events;
+}
+
+/** The JSON-RPC messages carried by an SSE body (events with non-empty data). */
+export function sseMessages(text) {
+    return parseSse(text).filter(e => e.data).map(e => JSON.parse(e.data));
+}
+
+/**
+ * Proof that a tools/call of `name` was answered through resumption, from a recordingFetch log:
+ *  - the POST carrying the call got an event stream holding a priming event (an id, empty data, `retry:`)
+ *    and no response for the call before the server closed it;
+ *  - afterwards the client sent GET /mcp with `Last-Event-ID` equal to that priming id (same session);
+ *  - that GET's stream carried the call's result.
+ * Returns { post, get, priming, result } for further checks.
+ */
+export async function assertResumed(log, name) {
+    const post = log.filter(e => e.method === 'POST' && e.body?.method === 'tools/call' && e.body?.params?.name === name).at(-1);
+    assert.ok(post, `no POST of tools/call ${name} recorded`);
+    await post.ended;
+    assert.equal(post.status, 200, `POST status ${post.status}`);
+    assert.match(post.contentType, /text\/event-stream/, 'the call must be answered with an event stream');
+    const postEvents = parseSse(post.sse);
+    const priming = postEvents.find(e => e.id !== undefined && !e.data);
+    assert.ok(priming, `no priming event (id, empty data) on the POST stream: ${JSON.stringify(post.sse)}`);
+    assert.equal(priming.retry, 500, `priming event retry: ${JSON.stringify(post.sse)}`);
+    const answeredOnPost = sseMessages(post.sse).some(m => m.id === post.body.id && ('result' in m || 'error' in m));
+    assert.equal(answeredOnPost, false, 'the POST stream must close without the response (otherwise no resumption is needed)');
+    const at = log.indexOf(post);
+    const get = log.slice(at + 1).find(e => e.method === 'GET' && e.headers['last-event-id'] !== undefined);
+    assert.ok(get, `no GET with Last-Event-ID after the POST (requests: ${log.slice(at).map(e => `${e.method} ${JSON.stringify(e.headers['last-event-id'] ?? null)}`).join(', ')})`);
+    assert.equal(get.headers['last-event-id'], priming.id, 'Last-Event-ID must name the priming event');
+    assert.equal(get.headers['mcp-session-id'], post.headers['mcp-session-id'], 'the GET must resume in the same session');
+    assert.equal(get.status, 200, `resumption GET status ${get.status}`);
+    await get.ended;
+    const result = sseMessages(get.sse).find(m => m.id === post.body.id && 'result' in m);
+    assert.ok(result, `the resumed GET stream did not carry the result for id ${post.body.id}: ${JSON.stringify(get.sse)}`);
+    assert.deepEqual(result.result.content, [{ type: 'text', text: 'Reconnection test completed' }]);
+    return { post, get, priming, result };
+}
+
+/**
+ * Legacy Streamable HTTP: the server-to-client `method` request for a tools/call of `name` travelled on that
+ * POST's event stream (before its response), and the client answered it with a POST of the JSON-RPC response.
+ */
+export async function assertBackChannel(log, name, method) {
+    const post = log.filter(e => e.method === 'POST' && e.body?.method === 'tools/call' && e.body?.params?.name === name).at(-1);
+    assert.ok(post, `no POST of tools/call ${name} recorded`);
+    await post.ended;
+    assert.match(post.contentType, /text\/event-stream/, `${name}: the call must be answered with an event stream`);
+    const msgs = F_sseMessages(post.sse);
+    const reqAt = msgs.findIndex(m => m.method === method && 'id' in m);
+    const respAt = msgs.findIndex(m => m.id === post.body.id && ('result' in m || 'error' in m));
+    assert.ok(reqAt >= 0, `${name}: no ${method} request on the POST stream: ${JSON.stringify(msgs.map(m => m.method ?? m.id))}`);
+    assert.ok(respAt > reqAt, `${name}: the tool result must follow the ${method} request on the same stream`);
+    const answer = log.find(e => e.method === 'POST' && e.body?.id === msgs[reqAt].id && 'result' in (e.body ?? {}) && !e.body.method);
+    assert.ok(answer, `${name}: the client's answer to ${method} was not POSTed`);
+    assert.equal(answer.headers['mcp-session-id'], post.headers['mcp-session-id']);
+    assert.equal(answer.status, 202, `the answer POST got ${answer.status}`);
+}
+const F_sseMessages = text => sseMessages(text);
+
 /**
  * Record a transport's wire traffic by patching the *instance* (not subclassing: the 2.x client only
  * uses its disposable sibling probe for the exact base StdioClientTransport class). `rewrite` may

@@ -4,10 +4,17 @@
 // hard-codes LATEST_PROTOCOL_VERSION in its initialize request (no option exists), so for an older
 // revision the recorded transport (F.recordTransport) rewrites `params.protocolVersion` of the outgoing `initialize`. The
 // client itself accepts any version in its SUPPORTED_PROTOCOL_VERSIONS in the answer.
+//
+// Transport: INTEROP_TRANSPORT (F.TRANSPORT). `stdio` (default) spawns DROID_SERVER_CMD; `http` uses the
+// SDK's StreamableHTTPClientTransport against INTEROP_HTTP_URL (a `droid serve --listen` run.sh started),
+// with a recording fetch (F.recordingFetch) so HTTP-level behaviour (resumption) can be asserted; `sse`
+// uses the SDK's (deprecated) SSEClientTransport against the 2024-11-05 HTTP+SSE endpoint at /sse.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import {
     CallToolResultSchema,
     CreateMessageRequestSchema,
@@ -26,10 +33,19 @@ const REVISION = process.env.INTEROP_REVISION || LATEST_PROTOCOL_VERSION;
 const HAS_ELICITATION = REVISION >= '2025-06-18';
 const HAS_AUDIO_AND_COMPLETIONS = REVISION >= '2025-03-26';
 
-describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
+/** A fresh client transport of the kind INTEROP_TRANSPORT selects, and its HTTP log (empty on stdio). */
+function newTransport() {
+    const fetch = F.recordingFetch();
+    if (F.TRANSPORT === 'http') return { t: new StreamableHTTPClientTransport(F.httpUrl('/mcp'), { fetch }), http: fetch.log };
+    if (F.TRANSPORT === 'sse') return { t: new SSEClientTransport(F.httpUrl('/sse'), { fetch }), http: fetch.log };
+    return { t: new StdioClientTransport(F.stdioParams()), http: [] };
+}
+
+describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport ${F.TRANSPORT}`, () => {
     let client;
     let transport;
     let wire;
+    let http;   // the recorded HTTP exchanges of the main client (http/sse transports)
     const samplingRequests = [];
     const elicitRequests = [];
     const logs = [];
@@ -39,7 +55,7 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
 
     before(async () => {
         assert.ok(SUPPORTED_PROTOCOL_VERSIONS.includes(REVISION), `SDK 1.x cannot speak ${REVISION}`);
-        ({ client, transport, wire } = await connectClient(
+        ({ client, transport, wire, http } = await connectClient(
             HAS_ELICITATION ? { sampling: {}, elicitation: {}, roots: {} } : { sampling: {}, roots: {} }
         ));
     });
@@ -67,14 +83,14 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
         });
         c.setNotificationHandler(ToolListChangedNotificationSchema, () => changed.push('tools'));
         c.setNotificationHandler(PromptListChangedNotificationSchema, () => changed.push('prompts'));
-        const t = new StdioClientTransport(F.stdioParams());
+        const { t, http: h } = newTransport();
         const w = F.recordTransport(t, m =>
             m.method === 'initialize' && REVISION !== LATEST_PROTOCOL_VERSION
                 ? { ...m, params: { ...m.params, protocolVersion: REVISION } }
                 : m
         );
         await c.connect(t);
-        return { client: c, transport: t, wire: w };
+        return { client: c, transport: t, wire: w, http: h };
     }
 
     after(async () => {
@@ -138,7 +154,9 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
 
     it('test_sampling goes through the client sampling handler', async () => {
         samplingRequests.length = 0;
+        const from = http.length;
         const r = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'interop sampling prompt' } });
+        if (F.TRANSPORT === 'http') await F.assertBackChannel(http.slice(from), 'test_sampling', 'sampling/createMessage');
         assert.notEqual(r.isError, true);
         assert.equal(samplingRequests.length, 1, 'exactly one sampling/createMessage');
         const m = samplingRequests[0].messages;
@@ -151,7 +169,9 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
     it('test_elicitation goes through the client elicitation handler', async () => {
         if (!HAS_ELICITATION) return expectNoElicitation('test_elicitation', { message: 'interop elicitation message' });
         elicitRequests.length = 0;
+        const from = http.length;
         const r = await client.callTool({ name: 'test_elicitation', arguments: { message: 'interop elicitation message' } });
+        if (F.TRANSPORT === 'http') await F.assertBackChannel(http.slice(from), 'test_elicitation', 'elicitation/create');
         assert.notEqual(r.isError, true);
         assert.equal(elicitRequests.length, 1, 'exactly one elicitation/create');
         assert.equal(elicitRequests[0].message, 'interop elicitation message');
@@ -179,8 +199,19 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}`, () => {
         });
     }
 
-    it('test_reconnection (stdio: just answers)', async () =>
-        assert.equal(F.onlyText(await client.callTool({ name: 'test_reconnection' })), 'Reconnection test completed'));
+    // Streamable HTTP at 2025-11-25 (SSE polling): the server primes the POST stream (id, empty data, retry: 500),
+    // closes it, and delivers the result when the client resumes with GET + Last-Event-ID. Elsewhere it just answers.
+    const RESUMES = F.TRANSPORT === 'http' && REVISION >= '2025-11-25';
+    it(`test_reconnection (${RESUMES ? 'HTTP: answered on the GET + Last-Event-ID resumption' : `${F.TRANSPORT}: just answers`})`, async () => {
+        const tokens = [];
+        const from = http.length;
+        const r = await client.callTool({ name: 'test_reconnection' }, CallToolResultSchema, { onresumptiontoken: id => tokens.push(id) });
+        assert.equal(F.onlyText(r), 'Reconnection test completed');
+        if (!RESUMES) return;
+        const { priming, get } = await F.assertResumed(http.slice(from), 'test_reconnection');
+        assert.equal(tokens[0], priming.id, `the SDK's onresumptiontoken hook saw ${JSON.stringify(tokens)}`);
+        console.log(`# resumed: POST primed id ${priming.id} (retry ${priming.retry}) and closed; GET Last-Event-ID ${get.headers['last-event-id']} carried the result`);
+    });
 
     it('test_x_mcp_header: answers with the region it was given', async () =>
         assert.equal(F.onlyText(await client.callTool({ name: 'test_x_mcp_header', arguments: { region: 'eu-west' } })), 'Region: eu-west'));

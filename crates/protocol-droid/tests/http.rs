@@ -1,0 +1,669 @@
+//! The HTTP transports, driven over loopback as a client would drive them.
+//!
+//! Timeouts only stop a broken test from hanging; nothing asserts how long
+//! anything took.
+
+// Indexing a `serde_json::Value` yields `Null` for a missing member and never
+// panics, which is what reading replies wants.
+#![allow(clippy::indexing_slicing)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
+use protocol_droid::application::server::{Call, Server, ToolSpec};
+use protocol_droid::domain::ir::ToolResult;
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+type TestError = Box<dyn std::error::Error + Send + Sync>;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+const LEGACY: &str = "2025-11-25";
+const MODERN: &str = "2026-07-28";
+
+fn server() -> Result<Server, TestError> {
+    let server = Server::builder("http-test", "1.0.0").build()?;
+    server.add_tool(
+        ToolSpec::new("echo", "Echoes its text."),
+        |call: Call| async move {
+            Ok(ToolResult::text(
+                call.arg_str("text").unwrap_or_default().to_owned(),
+            ))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new("ask", "Asks the user a question."),
+        |call: Call| async move {
+            let answer = call
+                .elicit(
+                    "who",
+                    json!({ "message": "Who?", "requestedSchema": {
+                "type": "object", "properties": { "name": { "type": "string" } } } }),
+                )
+                .await?;
+            let name = answer["content"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            Ok(ToolResult::text(format!("hello {name}")))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new("progress", "Reports progress."),
+        |call: Call| async move {
+            call.progress(1.0, Some(1.0), None);
+            Ok(ToolResult::text("done"))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new("polled", "Releases its stream, then answers."),
+        |call: Call| async move {
+            call.release_stream();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok(ToolResult::text("after the reconnect"))
+        },
+    );
+    Ok(server)
+}
+
+struct Running {
+    http: HttpServer,
+    base: String,
+    client: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start_with(options: HttpOptions) -> Result<Running, TestError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let http = HttpServer::new(server()?, options);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(http.clone().serve(listener, async {
+        let _ = stopped.await;
+    }));
+    Ok(Running {
+        http,
+        base: format!("http://{addr}"),
+        client: reqwest::Client::builder().timeout(PATIENCE).build()?,
+        _stop: stop,
+    })
+}
+
+async fn start() -> Result<Running, TestError> {
+    start_with(HttpOptions::default()).await
+}
+
+fn headers(pairs: &[(&'static str, &str)]) -> Result<HeaderMap, TestError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.insert(*name, HeaderValue::from_str(value)?);
+    }
+    Ok(map)
+}
+
+const BOTH: &str = "application/json, text/event-stream";
+
+impl Running {
+    async fn post(
+        &self,
+        extra: &[(&'static str, &str)],
+        body: &str,
+    ) -> Result<reqwest::Response, TestError> {
+        let mut all = vec![("content-type", "application/json"), ("accept", BOTH)];
+        all.extend_from_slice(extra);
+        Ok(self
+            .client
+            .post(format!("{}/mcp", self.base))
+            .headers(headers(&all)?)
+            .body(body.to_owned())
+            .send()
+            .await?)
+    }
+
+    async fn initialize(&self, version: &str, capabilities: Value) -> Result<String, TestError> {
+        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": capabilities,
+            "clientInfo": { "name": "t", "version": "1" } } });
+        let response = self.post(&[], &body.to_string()).await?;
+        assert_eq!(response.status(), 200);
+        let id = response
+            .headers()
+            .get("mcp-session-id")
+            .ok_or("no session id")?
+            .to_str()?
+            .to_owned();
+        assert!(
+            id.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+            "visible ASCII: {id}"
+        );
+        Ok(id)
+    }
+
+    async fn modern(
+        &self,
+        id: i64,
+        method: &str,
+        params: Value,
+        name: Option<&str>,
+    ) -> Result<reqwest::Response, TestError> {
+        let mut params = params;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let mut extra = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
+        if let Some(name) = name {
+            extra.push(("mcp-name", name));
+        }
+        self.post(&extra, &body.to_string()).await
+    }
+}
+
+/// Reads server-sent events off a streaming response.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+#[derive(Debug, Default)]
+struct Sse {
+    id: Option<String>,
+    retry: Option<String>,
+    data: Option<String>,
+}
+
+impl Events {
+    fn new(response: reqwest::Response) -> Self {
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event, or `None` when the stream ends.
+    async fn next(&mut self) -> Result<Option<Sse>, TestError> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                if block.starts_with(':') {
+                    continue;
+                }
+                let mut event = Sse::default();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        event.id = Some(v.to_owned());
+                    } else if let Some(v) = line.strip_prefix("retry: ") {
+                        event.retry = Some(v.to_owned());
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        event.data = Some(v.to_owned());
+                    }
+                }
+                return Ok(Some(event));
+            }
+            match tokio::time::timeout(PATIENCE, self.response.chunk()).await?? {
+                Some(chunk) => self.buffer.push_str(std::str::from_utf8(&chunk)?),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    async fn next_json(&mut self) -> Result<Value, TestError> {
+        loop {
+            let event = self.next().await?.ok_or("the stream ended")?;
+            if let Some(data) = event.data.filter(|d| !d.is_empty()) {
+                return Ok(serde_json::from_str(&data)?);
+            }
+        }
+    }
+}
+
+mod bad_input {
+    use super::*;
+
+    #[tokio::test]
+    async fn malformed_json_is_a_parse_error_with_400() -> Result<(), TestError> {
+        let s = start().await?;
+        let response = s.post(&[], "{\"jsonrpc\":").await?;
+        assert_eq!(response.status(), 400);
+        let body: Value = response.json().await?;
+        assert_eq!(body["error"]["code"], json!(-32700));
+        assert_eq!(body["id"], Value::Null);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_json_by_content_type_is_415() -> Result<(), TestError> {
+        let s = start().await?;
+        let response = s
+            .client
+            .post(format!("{}/mcp", s.base))
+            .headers(headers(&[
+                ("content-type", "text/plain"),
+                ("accept", BOTH),
+            ])?)
+            .body("{}")
+            .send()
+            .await?;
+        assert_eq!(response.status(), 415);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_client_accepting_neither_json_nor_events_is_406() -> Result<(), TestError> {
+        let s = start().await?;
+        let response = s
+            .client
+            .post(format!("{}/mcp", s.base))
+            .headers(headers(&[
+                ("content-type", "application/json"),
+                ("accept", "text/html"),
+            ])?)
+            .body(json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string())
+            .send()
+            .await?;
+        assert_eq!(response.status(), 406);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_oversized_body_is_413() -> Result<(), TestError> {
+        let s = start_with(HttpOptions {
+            max_body: 1024,
+            ..HttpOptions::default()
+        })
+        .await?;
+        let padding = "x".repeat(4096);
+        let body =
+            json!({ "jsonrpc": "2.0", "id": 1, "method": "ping", "params": { "pad": padding } });
+        let response = s.post(&[], &body.to_string()).await?;
+        assert_eq!(response.status(), 413);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unknown_session_is_404() -> Result<(), TestError> {
+        let s = start().await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
+        let response = s
+            .post(&[("mcp-session-id", "no-such-session")], &body.to_string())
+            .await?;
+        assert_eq!(response.status(), 404);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_request_without_a_session_after_the_handshake_is_400() -> Result<(), TestError> {
+        let s = start().await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+        let response = s
+            .post(&[("mcp-protocol-version", LEGACY)], &body.to_string())
+            .await?;
+        assert_eq!(response.status(), 400);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn headers_that_disagree_with_the_body_are_header_mismatch() -> Result<(), TestError> {
+        let s = start().await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "echo", "arguments": { "text": "x" },
+            "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
+                       "io.modelcontextprotocol/clientCapabilities": {} } } })
+        .to_string();
+        for extra in [
+            vec![
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "tools/list"),
+                ("mcp-name", "echo"),
+            ],
+            vec![
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "other"),
+            ],
+            vec![
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "tools/call"),
+            ],
+        ] {
+            let response = s.post(&extra, &body).await?;
+            assert_eq!(response.status(), 400, "{extra:?}");
+            let reply: Value = response.json().await?;
+            assert_eq!(reply["error"]["code"], json!(-32020), "{extra:?}");
+            assert_eq!(reply["id"], json!(1), "the error names the request");
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_foreign_host_or_origin_is_403() -> Result<(), TestError> {
+        let s = start().await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
+        let foreign_host = s.post(&[("host", "evil.example.com")], &body).await?;
+        assert_eq!(foreign_host.status(), 403);
+        let foreign_origin = s
+            .post(&[("origin", "http://evil.example.com")], &body)
+            .await?;
+        assert_eq!(foreign_origin.status(), 403);
+        let local_origin = s
+            .post(&[("origin", "http://localhost:5173")], &body)
+            .await?;
+        assert_ne!(local_origin.status(), 403);
+        Ok(())
+    }
+}
+
+mod legacy {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_session_answers_until_deleted_and_then_is_404() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": "echo", "arguments": { "text": "hi" } } })
+        .to_string();
+        let pair = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", LEGACY),
+        ];
+        let reply: Value = s.post(&pair, &body).await?.json().await?;
+        assert_eq!(reply["result"]["content"][0]["text"], json!("hi"));
+        let deleted = s
+            .client
+            .delete(format!("{}/mcp", s.base))
+            .headers(headers(&[("mcp-session-id", session.as_str())])?)
+            .send()
+            .await?;
+        assert_eq!(deleted.status(), 200);
+        assert_eq!(s.post(&pair, &body).await?.status(), 404);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unsupported_revision_header_is_400() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
+        let response = s
+            .post(
+                &[
+                    ("mcp-session-id", session.as_str()),
+                    ("mcp-protocol-version", "1999-01-01"),
+                ],
+                &body,
+            )
+            .await?;
+        assert_eq!(response.status(), 400);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_question_rides_the_calls_stream_and_the_answer_comes_back_by_post()
+    -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({ "elicitation": {} })).await?;
+        let pair = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", LEGACY),
+        ];
+        let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": { "name": "ask" } });
+        let response = s.post(&pair, &call.to_string()).await?;
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("text/event-stream")
+        );
+        let mut events = Events::new(response);
+        let asked = events.next_json().await?;
+        assert_eq!(asked["method"], json!("elicitation/create"));
+        let answer = json!({ "jsonrpc": "2.0", "id": asked["id"].clone(),
+            "result": { "action": "accept", "content": { "name": "ada" } } });
+        assert_eq!(s.post(&pair, &answer.to_string()).await?.status(), 202);
+        let reply = events.next_json().await?;
+        assert_eq!(reply["id"], json!(7));
+        assert_eq!(reply["result"]["content"][0]["text"], json!("hello ada"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_released_stream_is_resumed_with_last_event_id() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let pair = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", LEGACY),
+        ];
+        let call = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": { "name": "polled" } });
+        let mut events = Events::new(s.post(&pair, &call.to_string()).await?);
+        let priming = events.next().await?.ok_or("no priming event")?;
+        assert_eq!(priming.data.as_deref(), Some(""), "an id and empty data");
+        assert!(priming.retry.is_some());
+        let last = priming.id.ok_or("no event id")?;
+        assert!(
+            events.next().await?.is_none(),
+            "the server closed the stream"
+        );
+        let resumed = s
+            .client
+            .get(format!("{}/mcp", s.base))
+            .headers(headers(&[
+                ("accept", "text/event-stream"),
+                ("mcp-session-id", session.as_str()),
+                ("last-event-id", last.as_str()),
+            ])?)
+            .send()
+            .await?;
+        let reply = Events::new(resumed).next_json().await?;
+        assert_eq!(reply["id"], json!(9));
+        assert_eq!(
+            reply["result"]["content"][0]["text"],
+            json!("after the reconnect")
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_2025_03_26_batch_is_answered_as_an_array() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize("2025-03-26", json!({})).await?;
+        let batch = json!([
+            { "jsonrpc": "2.0", "id": 1, "method": "ping" },
+            { "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "echo", "arguments": { "text": "b" } } },
+        ]);
+        let reply: Value = s
+            .post(&[("mcp-session-id", session.as_str())], &batch.to_string())
+            .await?
+            .json()
+            .await?;
+        assert_eq!(reply.as_array().map(Vec::len), Some(2), "{reply}");
+        Ok(())
+    }
+
+    /// A burst of sessions opened and abandoned leaves nothing behind once
+    /// the idle timeout has passed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ten_thousand_abandoned_sessions_are_all_reaped() -> Result<(), TestError> {
+        let s = start_with(HttpOptions {
+            idle_timeout: Duration::from_millis(300),
+            ..HttpOptions::default()
+        })
+        .await?;
+        let before = resident_kib();
+        let mut opened = 0;
+        for _ in 0..100 {
+            let batch: Vec<_> = (0..100).map(|_| s.initialize(LEGACY, json!({}))).collect();
+            for outcome in futures_join(batch).await {
+                outcome?;
+                opened += 1;
+            }
+        }
+        assert_eq!(opened, 10_000);
+        let peak = resident_kib();
+        assert!(s.http.open_sessions() > 0, "the burst was still open");
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while s.http.open_sessions() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} sessions left",
+                s.http.open_sessions()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let after = resident_kib();
+        #[allow(clippy::print_stderr)] // The figure is reported, not asserted on.
+        eprintln!(
+            "resident memory: {before} KiB before, {peak} KiB at the peak, {after} KiB after reaping"
+        );
+        Ok(())
+    }
+}
+
+/// Awaits every future, in order.
+async fn futures_join<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut out = Vec::with_capacity(futures.len());
+    let handles: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    for handle in handles {
+        out.push(handle.await);
+    }
+    out
+}
+
+/// This process's resident set, from procfs; 0 where there is none.
+fn resident_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+mod modern {
+    use super::*;
+
+    #[tokio::test]
+    async fn errors_carry_the_statuses_the_revision_gives_them() -> Result<(), TestError> {
+        let s = start().await?;
+        let unknown = s.modern(1, "tools/frobnicate", json!({}), None).await?;
+        assert_eq!(unknown.status(), 404);
+        let removed = s.modern(2, "initialize", json!({}), None).await?;
+        assert_eq!(removed.status(), 404);
+        let body =
+            json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {} }).to_string();
+        let no_meta = s
+            .post(
+                &[
+                    ("mcp-protocol-version", MODERN),
+                    ("mcp-method", "tools/list"),
+                ],
+                &body,
+            )
+            .await?;
+        assert_eq!(no_meta.status(), 400);
+        let reply: Value = no_meta.json().await?;
+        assert_eq!(reply["error"]["code"], json!(-32602));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn get_and_delete_are_not_part_of_the_revision() -> Result<(), TestError> {
+        let s = start().await?;
+        let get = s
+            .client
+            .get(format!("{}/mcp", s.base))
+            .headers(headers(&[
+                ("accept", "text/event-stream"),
+                ("mcp-protocol-version", MODERN),
+            ])?)
+            .send()
+            .await?;
+        assert_eq!(get.status(), 405);
+        let delete = s.client.delete(format!("{}/mcp", s.base)).send().await?;
+        assert_eq!(delete.status(), 405);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn progress_streams_before_the_result_and_no_session_is_minted() -> Result<(), TestError>
+    {
+        let s = start().await?;
+        let mut params = json!({ "name": "progress" });
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "progressToken": "p",
+        });
+        let body = json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params });
+        let response = s
+            .post(
+                &[
+                    ("mcp-protocol-version", MODERN),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "progress"),
+                ],
+                &body.to_string(),
+            )
+            .await?;
+        assert!(response.headers().get("mcp-session-id").is_none());
+        let mut events = Events::new(response);
+        assert_eq!(
+            events.next_json().await?["method"],
+            json!("notifications/progress")
+        );
+        let reply = events.next_json().await?;
+        assert_eq!(reply["result"]["resultType"], json!("complete"));
+        assert_eq!(
+            s.http.open_sessions(),
+            0,
+            "stateless requests leave no session"
+        );
+        Ok(())
+    }
+}
+
+mod sse_2024 {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_endpoint_event_comes_first_and_answers_ride_the_stream() -> Result<(), TestError> {
+        let s = start().await?;
+        let stream = s
+            .client
+            .get(format!("{}/sse", s.base))
+            .headers(headers(&[("accept", "text/event-stream")])?)
+            .send()
+            .await?;
+        let mut events = Events::new(stream);
+        let endpoint = events
+            .next()
+            .await?
+            .and_then(|e| e.data)
+            .ok_or("no endpoint event")?;
+        assert!(endpoint.starts_with("/messages?sessionId="), "{endpoint}");
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
+        let posted = s
+            .client
+            .post(format!("{}{endpoint}", s.base))
+            .headers(headers(&[
+                ("content-type", "application/json"),
+                ("accept", BOTH),
+            ])?)
+            .body(body.to_string())
+            .send()
+            .await?;
+        assert_eq!(posted.status(), 202);
+        let reply = events.next_json().await?;
+        assert_eq!(reply["result"]["protocolVersion"], json!("2024-11-05"));
+        Ok(())
+    }
+}
