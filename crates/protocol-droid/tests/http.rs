@@ -515,10 +515,9 @@ mod legacy {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let after = resident_kib();
-        #[allow(clippy::print_stderr)] // The figure is reported, not asserted on.
-        eprintln!(
+        report(&format!(
             "resident memory: {before} KiB before, {peak} KiB at the peak, {after} KiB after reaping"
-        );
+        ));
         Ok(())
     }
 }
@@ -531,6 +530,12 @@ async fn futures_join<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
         out.push(handle.await);
     }
     out
+}
+
+/// Reports a measured figure: printed, not asserted on.
+#[allow(clippy::print_stderr)]
+fn report(figure: &str) {
+    eprintln!("{figure}");
 }
 
 /// This process's resident set, from procfs; 0 where there is none.
