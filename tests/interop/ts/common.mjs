@@ -53,17 +53,26 @@ export function recordingFetch() {
         if (typeof init.body === 'string') {
             try { body = JSON.parse(init.body); } catch { body = init.body; }
         }
-        const entry = { method: (init.method ?? 'GET').toUpperCase(), url: String(url), headers, body, status: undefined, contentType: undefined, sse: '', ended: undefined };
+        let ended;
+        const entry = { method: (init.method ?? 'GET').toUpperCase(), url: String(url), headers, body, status: undefined, contentType: undefined, sse: '',
+            ended: new Promise(r => (ended = r)) };   // resolves once the status is known and any event-stream body has ended
         log.push(entry);
-        const response = await fetch(url, init);
+        let response;
+        try {
+            response = await fetch(url, init);
+        } catch (e) {
+            entry.fetchError = String(e);
+            ended();
+            throw e;
+        }
         entry.status = response.status;
         entry.contentType = response.headers.get('content-type') ?? '';
         if (!response.body || !entry.contentType.includes('text/event-stream')) {
-            entry.ended = Promise.resolve();
+            ended();
             return response;
         }
         const [mine, theirs] = response.body.tee();
-        entry.ended = (async () => {
+        (async () => {
             const reader = mine.pipeThrough(new TextDecoderStream()).getReader();
             try {
                 for (;;) {
@@ -74,7 +83,7 @@ export function recordingFetch() {
             } catch (e) {
                 entry.sseError = String(e);
             }
-        })();
+        })().finally(ended);
         return new Response(theirs, { status: response.status, statusText: response.statusText, headers: response.headers });
     };
     f.log = log;
@@ -157,6 +166,7 @@ export async function assertBackChannel(log, name, method) {
     const answer = log.find(e => e.method === 'POST' && e.body?.id === msgs[reqAt].id && 'result' in (e.body ?? {}) && !e.body.method);
     assert.ok(answer, `${name}: the client's answer to ${method} was not POSTed`);
     assert.equal(answer.headers['mcp-session-id'], post.headers['mcp-session-id']);
+    await answer.ended;
     assert.equal(answer.status, 202, `the answer POST got ${answer.status}`);
 }
 const F_sseMessages = text => sseMessages(text);
