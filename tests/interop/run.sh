@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Runs every SDK client driver against an MCP server spawned over stdio and ends with
+# Runs every SDK client driver against an MCP server (over stdio, or over HTTP: see below) and ends with
 #   N passed, N failed
 # (summed over all drivers; skips are reported separately). Exit status 1 if anything failed.
 #
 #   DROID_SERVER_CMD   server command, split on whitespace (default: <repo>/target/debug/droid serve)
 #   INTEROP_DRIVERS    subset to run, space separated (default: all of the names below)
 #   INTEROP_TIMEOUT    per-driver wall-clock limit in seconds (default 300)
+#
+# The *-http / *-sse drivers start `$DROID_SERVER_CMD --listen 127.0.0.1:0` once per driver, read the port
+# from the `listening on http://HOST:PORT/mcp` line on its stderr, pass INTEROP_HTTP_URL and
+# INTEROP_TRANSPORT=http|sse to the driver, and kill the server afterwards (and on exit or interrupt).
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
 REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
@@ -15,7 +19,8 @@ REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
 
 export DROID_SERVER_CMD="${DROID_SERVER_CMD:-$REPO/target/debug/droid serve}"
 export PYTHONDONTWRITEBYTECODE=1
-ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk"
+ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk ts-sdk1-http-2025-11-25 ts-sdk2-http-2026-07-28 python-sdk-http"
+OPTIONAL_DRIVERS="ts-sdk1-2024-11-05 ts-sdk1-http-2025-03-26 ts-sdk1-sse-2024-11-05"
 DRIVERS="${INTEROP_DRIVERS:-$ALL_DRIVERS}"
 LIMIT="${INTEROP_TIMEOUT:-300}"
 
@@ -28,7 +33,11 @@ if ! command -v "$server_bin" >/dev/null 2>&1; then
 fi
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+http_pid=""
+cleanup() { stop_http_server; rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 total_pass=0; total_fail=0; total_skip=0
 summary=()
 
@@ -53,7 +62,7 @@ run_node() {  # name file [env assignments...]
 
 run_pytest() {  # name
     local name=$1
-    timeout "$LIMIT" "$INTEROP_DIR/.venv/bin/python" -m pytest -c "$INTEROP_DIR/pytest.ini" \
+    INTEROP_TRANSPORT="${INTEROP_TRANSPORT:-stdio}" timeout "$LIMIT" "$INTEROP_DIR/.venv/bin/python" -m pytest -c "$INTEROP_DIR/pytest.ini" \
         --rootdir "$INTEROP_DIR" -p no:cacheprovider -v --tb=short --color=no \
         --junitxml="$work/$name.xml" "$INTEROP_DIR/py"
     local rc=$?
@@ -72,6 +81,58 @@ PY
     record "$name" $counts "$rc"
 }
 
+# Starts `$DROID_SERVER_CMD --listen 127.0.0.1:0` in its own process group and exports INTEROP_HTTP_URL.
+start_http_server() {  # name
+    local name=$1 log="$work/$1.server.log" port="" i
+    # shellcheck disable=SC2086
+    setsid $DROID_SERVER_CMD --listen 127.0.0.1:0 </dev/null >"$log" 2>&1 &
+    http_pid=$!
+    for ((i = 0; i < 200; i++)); do   # up to 10 s
+        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9][0-9]*\)\/mcp.*/\1/p' "$log" | head -n1)
+        [ -n "$port" ] && break
+        kill -0 "$http_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if [ -z "$port" ]; then
+        echo "run.sh: $name: no 'listening on http://127.0.0.1:PORT/mcp' line from: $DROID_SERVER_CMD --listen 127.0.0.1:0"
+        sed 's/^/  server: /' "$log"
+        stop_http_server
+        return 1
+    fi
+    export INTEROP_HTTP_URL="http://127.0.0.1:$port/mcp"
+    echo "# server: $DROID_SERVER_CMD --listen 127.0.0.1:0 -> $INTEROP_HTTP_URL (pid $http_pid)"
+}
+
+# Kills the HTTP server started above (its whole process group), SIGKILL after 2 s.
+stop_http_server() {
+    [ -n "$http_pid" ] || return 0
+    local i
+    kill -TERM -- "-$http_pid" 2>/dev/null || kill -TERM "$http_pid" 2>/dev/null
+    for ((i = 0; i < 40; i++)); do
+        kill -0 "$http_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    kill -KILL -- "-$http_pid" 2>/dev/null || true
+    wait "$http_pid" 2>/dev/null
+    http_pid=""
+    unset INTEROP_HTTP_URL
+}
+
+# Runs one driver against a fresh HTTP server: with_http name transport runner args...
+with_http() {
+    local name=$1 transport=$2; shift 2
+    if ! start_http_server "$name"; then
+        record "$name" 0 1 0 1
+        return
+    fi
+    INTEROP_TRANSPORT=$transport "$@"
+    local log="$work/$name.server.log"
+    if grep -q -E 'ERROR|panicked' "$log"; then
+        echo "# server stderr ($name):"; sed 's/^/  server: /' "$log" | tail -n 40
+    fi
+    stop_http_server
+}
+
 record() {  # name pass fail skip rc
     local name=$1 p=$2 f=$3 s=$4 rc=$5
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
@@ -79,7 +140,7 @@ record() {  # name pass fail skip rc
         echo "run.sh: $name exited with status $rc without reporting a failed check"
     fi
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + s))
-    summary+=("$(printf '%-22s %3d passed, %3d failed, %3d skipped' "$name" "$p" "$f" "$s")")
+    summary+=("$(printf '%-24s %3d passed, %3d failed, %3d skipped' "$name" "$p" "$f" "$s")")
 }
 
 for d in $DRIVERS; do
@@ -94,7 +155,17 @@ for d in $DRIVERS; do
             run_node "$d" sdk2.test.mjs ;;
         python-sdk) banner "Python SDK (mcp) mode=legacy, mode=2026-07-28, mode=auto"
             run_pytest "$d" ;;
-        *) echo "run.sh: unknown driver $d (known: $ALL_DRIVERS ts-sdk1-2024-11-05)"
+        ts-sdk1-http-2025-11-25) banner "TS SDK 1.x (@modelcontextprotocol/sdk) @ 2025-11-25 over Streamable HTTP"
+            with_http "$d" http run_node "$d" sdk1.test.mjs INTEROP_REVISION=2025-11-25 INTEROP_TRANSPORT=http ;;
+        ts-sdk1-http-2025-03-26) banner "TS SDK 1.x (@modelcontextprotocol/sdk) @ 2025-03-26 over Streamable HTTP"
+            with_http "$d" http run_node "$d" sdk1.test.mjs INTEROP_REVISION=2025-03-26 INTEROP_TRANSPORT=http ;;
+        ts-sdk1-sse-2024-11-05) banner "TS SDK 1.x (@modelcontextprotocol/sdk) @ 2024-11-05 over HTTP+SSE (/sse)"
+            with_http "$d" sse run_node "$d" sdk1.test.mjs INTEROP_REVISION=2024-11-05 INTEROP_TRANSPORT=sse ;;
+        ts-sdk2-http-2026-07-28) banner "TS SDK 2.x (@modelcontextprotocol/client) pinned 2026-07-28 over Streamable HTTP"
+            with_http "$d" http run_node "$d" sdk2.test.mjs INTEROP_TRANSPORT=http ;;
+        python-sdk-http) banner "Python SDK (mcp) over Streamable HTTP: mode=legacy (2025-11-25), mode=2026-07-28, mode=auto"
+            with_http "$d" http run_pytest "$d" ;;
+        *) echo "run.sh: unknown driver $d (known: $ALL_DRIVERS $OPTIONAL_DRIVERS)"
            record "$d" 0 1 0 1 ;;
     esac
 done

@@ -22,8 +22,20 @@ const PATIENCE: Duration = Duration::from_secs(10);
 const LEGACY: &str = "2025-11-25";
 const MODERN: &str = "2026-07-28";
 
+/// Counts the slow tool's completions: a cancelled call never completes.
+static FINISHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn server() -> Result<Server, TestError> {
     let server = Server::builder("http-test", "1.0.0").build()?;
+    server.add_tool(
+        ToolSpec::new("slow", "Reports progress, then takes its time."),
+        |call: Call| async move {
+            call.progress(0.0, None, None);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            FINISHED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(ToolResult::text("finished"))
+        },
+    );
     server.add_tool(
         ToolSpec::new("echo", "Echoes its text."),
         |call: Call| async move {
@@ -631,6 +643,44 @@ mod modern {
             0,
             "stateless requests leave no session"
         );
+        Ok(())
+    }
+}
+
+mod cancellation {
+    use super::*;
+
+    /// 2026-07-28 has no cancel message on HTTP: closing the stream is the
+    /// cancellation, and the handler must stop.
+    #[tokio::test]
+    async fn closing_a_modern_stream_cancels_its_request() -> Result<(), TestError> {
+        let s = start().await?;
+        let mut params = json!({ "name": "slow" });
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "progressToken": 1,
+        });
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+        let response = s
+            .post(
+                &[
+                    ("mcp-protocol-version", MODERN),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "slow"),
+                ],
+                &body.to_string(),
+            )
+            .await?;
+        let mut events = Events::new(response);
+        assert_eq!(
+            events.next_json().await?["method"],
+            json!("notifications/progress")
+        );
+        drop(events);
+        // Long enough for an uncancelled call to have finished twice over.
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        assert_eq!(FINISHED.load(std::sync::atomic::Ordering::SeqCst), 0);
         Ok(())
     }
 }

@@ -6,13 +6,26 @@
 // then spawns the session process, which receives per-request `_meta` traffic with no
 // initialize and (unless discover() is called) no server/discover. Pin mode fails unless the
 // discover result offers 2026-07-28.
+//
+// Transport: INTEROP_TRANSPORT (F.TRANSPORT). `stdio` (default) as above; `http` uses the SDK's
+// StreamableHTTPClientTransport against INTEROP_HTTP_URL (stateless 2026-07-28 POSTs to /mcp; there is no
+// sibling process, the connect-time probe goes over the same transport), with a recording fetch.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client, LOG_LEVEL_META_KEY } from '@modelcontextprotocol/client';
+import { Client, LOG_LEVEL_META_KEY, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import * as F from './common.mjs';
 
 const REVISION = '2026-07-28';
+
+/** A fresh client transport of the kind INTEROP_TRANSPORT selects, and its HTTP log (empty on stdio). */
+function newTransport() {
+    if (F.TRANSPORT === 'http') {
+        const fetch = F.recordingFetch();
+        return { t: new StreamableHTTPClientTransport(F.httpUrl('/mcp'), { fetch }), http: fetch.log };
+    }
+    return { t: new StdioClientTransport(F.stdioParams()), http: [] };
+}
 
 function newClient(mode, samplingRequests = [], elicitRequests = [], rec = {}, capabilities = { sampling: {}, elicitation: {}, roots: {} }) {
     const client = new Client(
@@ -40,9 +53,10 @@ function newClient(mode, samplingRequests = [], elicitRequests = [], rec = {}, c
     return client;
 }
 
-describe(`TS SDK 2.x client, pinned ${REVISION}`, () => {
+describe(`TS SDK 2.x client, pinned ${REVISION}, transport ${F.TRANSPORT}`, () => {
     let client;
     let wire;
+    let http = [];
     const samplingRequests = [];
     const elicitRequests = [];
     const rec = { roots: [], logs: [], changed: [] };
@@ -51,7 +65,8 @@ describe(`TS SDK 2.x client, pinned ${REVISION}`, () => {
 
     before(async () => {
         client = newClient({ pin: REVISION }, samplingRequests, elicitRequests, rec);
-        const transport = new StdioClientTransport(F.stdioParams());
+        const { t: transport, http: h } = newTransport();
+        http = h;
         wire = F.recordTransport(transport, m => {
             if (tamper && m.method === 'tools/call' && typeof m.params?.requestState === 'string') {
                 const st = m.params.requestState;
@@ -67,7 +82,7 @@ describe(`TS SDK 2.x client, pinned ${REVISION}`, () => {
         await client?.close();
     });
 
-    it('connect-time server/discover (sibling probe) selected the modern era', () => {
+    it(`connect-time server/discover (${F.TRANSPORT === 'stdio' ? 'sibling probe' : 'probe POST'}) selected the modern era`, () => {
         assert.notEqual(wire.sent[0]?.method, 'initialize', 'no initialize on the session process');
         assert.equal(client.getProtocolEra(), 'modern');
         assert.equal(client.getNegotiatedProtocolVersion(), REVISION);
@@ -172,18 +187,25 @@ describe(`TS SDK 2.x client, pinned ${REVISION}`, () => {
         });
     }
 
-    it('test_reconnection (stdio: just answers)', async () =>
+    it(`test_reconnection (${F.TRANSPORT}, 2026-07-28: just answers)`, async () =>
         assert.equal(F.onlyText(await client.callTool({ name: 'test_reconnection' })), 'Reconnection test completed'));
 
-    it('test_x_mcp_header: answers with the region it was given', async () =>
-        assert.equal(F.onlyText(await client.callTool({ name: 'test_x_mcp_header', arguments: { region: 'eu-west' } })), 'Region: eu-west'));
+    it(`test_x_mcp_header: answers with the region it was given${F.TRANSPORT === 'http' ? ' (Mcp-Param-Region mirrored)' : ''}`, async () => {
+        const from = http.length;
+        assert.equal(F.onlyText(await client.callTool({ name: 'test_x_mcp_header', arguments: { region: 'eu-west' } })), 'Region: eu-west');
+        if (F.TRANSPORT !== 'http') return;
+        const post = http.slice(from).find(e => e.method === 'POST' && e.body?.params?.name === 'test_x_mcp_header');
+        assert.deepEqual([post?.headers['mcp-method'], post?.headers['mcp-name'], post?.headers['mcp-param-region'], post?.headers['mcp-protocol-version']],
+            ['tools/call', 'test_x_mcp_header', 'eu-west', REVISION], JSON.stringify(post?.headers));
+        assert.equal(post.headers['mcp-session-id'], undefined, 'no session at 2026-07-28');
+    });
 
     it('test_missing_capability: succeeds when _meta clientCapabilities declare sampling', async () =>
         assert.equal(F.onlyText(await client.callTool({ name: 'test_missing_capability' })), 'The client declared sampling.'));
 
     it('test_missing_capability: -32021 {requiredCapabilities:{sampling:{}}} from a client without sampling', async () => {
         const other = newClient({ pin: REVISION }, [], [], {}, { elicitation: {} });
-        const t = new StdioClientTransport(F.stdioParams());
+        const { t } = newTransport();
         const w = F.recordTransport(t);
         await other.connect(t);
         try {
@@ -382,7 +404,7 @@ describe(`TS SDK 2.x client, versionNegotiation 'auto'`, () => {
     it('auto mode negotiates the modern era', async () => {
         const client = newClient('auto');
         try {
-            await client.connect(new StdioClientTransport(F.stdioParams()));
+            await client.connect(newTransport().t);
             assert.equal(client.getProtocolEra(), 'modern', 'a dual-era server should be detected as modern');
             assert.equal(client.getNegotiatedProtocolVersion(), REVISION);
             F.assertSimpleText(await client.callTool({ name: 'test_simple_text' }));

@@ -261,6 +261,9 @@ fn stream_response(
                     None => break joined((&mut work).await),
                 },
                 () = release.notified() => live = None,
+                // The client went away: noticed now, not at the next write,
+                // which for a quiet handler may be never.
+                () = closed(live.as_ref()), if live.is_some() => live = None,
                 done = &mut work => {
                     // Anything the handler queued before finishing goes first.
                     while let Ok(message) = rx.try_recv() {
@@ -285,6 +288,14 @@ fn stream_response(
     let mut response = sse::response(live_rx);
     add_headers(&mut response, &plan.headers);
     response
+}
+
+/// Resolves when the stream's reader is gone.
+async fn closed(live: Option<&mpsc::Sender<SseEvent>>) {
+    match live {
+        Some(tx) => tx.closed().await,
+        None => core::future::pending().await,
+    }
 }
 
 async fn forward(live: &mut Option<mpsc::Sender<SseEvent>>, event: SseEvent) {
