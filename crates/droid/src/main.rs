@@ -5,6 +5,8 @@
 
 mod fixture;
 
+use std::time::Duration;
+
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
@@ -36,6 +38,9 @@ enum Command {
         /// Restrict the revisions offered, e.g. `2025-11-25,2026-07-28`.
         #[arg(long, value_delimiter = ',', value_name = "R,R,...")]
         revisions: Vec<String>,
+        /// Over HTTP, end a session idle for this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+        session_idle: u64,
     },
     /// Print which features each MCP revision allows, as this build resolves them.
     Revisions {
@@ -73,14 +78,18 @@ fn main() -> anyhow::Result<()> {
         )
         .init();
     match cli.command {
-        Command::Serve { listen, revisions } => serve(listen, &revisions),
+        Command::Serve {
+            listen,
+            revisions,
+            session_idle,
+        } => serve(listen, &revisions, Duration::from_secs(session_idle)),
         Command::Revisions { transport } => {
             revision_table(&mut std::io::stdout().lock(), transport.into())
         }
     }
 }
 
-fn serve(listen: Option<String>, revisions: &[String]) -> anyhow::Result<()> {
+fn serve(listen: Option<String>, revisions: &[String], idle: Duration) -> anyhow::Result<()> {
     let offered = offered(revisions)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
@@ -104,7 +113,11 @@ fn serve(listen: Option<String>, revisions: &[String]) -> anyhow::Result<()> {
         let shutdown = async {
             let _signal = tokio::signal::ctrl_c().await;
         };
-        HttpServer::new(server, HttpOptions::default())
+        let options = HttpOptions {
+            idle_timeout: idle,
+            ..HttpOptions::default()
+        };
+        HttpServer::new(server, options)
             .serve(listener, shutdown)
             .await
             .context("serving HTTP")
