@@ -33,8 +33,11 @@ if ! command -v "$server_bin" >/dev/null 2>&1; then
 fi
 
 work="$(mktemp -d)"
-http_pid=""
-cleanup() { stop_http_server; rm -rf "$work"; }
+http_pid=""; driver_pid=""
+cleanup() {
+    [ -n "$driver_pid" ] && kill -TERM "$driver_pid" 2>/dev/null   # `timeout` passes it on to the driver
+    stop_http_server; rm -rf "$work"
+}
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -43,10 +46,21 @@ summary=()
 
 banner() { printf '\n==================== %s ====================\n' "$*"; }
 
+# Runs a driver command as a waited-for background job, so an INT/TERM trap fires at once (bash defers traps
+# while a foreground command runs) and cleanup() can stop the driver and the HTTP server.
+in_background() {
+    "$@" &
+    driver_pid=$!
+    wait "$driver_pid"
+    local rc=$?
+    driver_pid=""
+    return $rc
+}
+
 # node --test with a human reporter on stdout and TAP into a file for counting.
 run_node() {  # name file [env assignments...]
     local name=$1 file=$2; shift 2
-    env "$@" timeout "$LIMIT" node --test --test-timeout=60000 \
+    in_background env "$@" timeout "$LIMIT" node --test --test-timeout=60000 \
         --test-reporter=spec --test-reporter-destination=stdout \
         --test-reporter=tap --test-reporter-destination="$work/$name.tap" \
         "$INTEROP_DIR/ts/$file"
@@ -62,7 +76,7 @@ run_node() {  # name file [env assignments...]
 
 run_pytest() {  # name
     local name=$1
-    INTEROP_TRANSPORT="${INTEROP_TRANSPORT:-stdio}" timeout "$LIMIT" "$INTEROP_DIR/.venv/bin/python" -m pytest -c "$INTEROP_DIR/pytest.ini" \
+    INTEROP_TRANSPORT="${INTEROP_TRANSPORT:-stdio}" in_background timeout "$LIMIT" "$INTEROP_DIR/.venv/bin/python" -m pytest -c "$INTEROP_DIR/pytest.ini" \
         --rootdir "$INTEROP_DIR" -p no:cacheprovider -v --tb=short --color=no \
         --junitxml="$work/$name.xml" "$INTEROP_DIR/py"
     local rc=$?

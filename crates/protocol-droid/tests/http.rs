@@ -81,6 +81,7 @@ fn server() -> Result<Server, TestError> {
 
 struct Running {
     http: HttpServer,
+    server: Server,
     base: String,
     client: reqwest::Client,
     _stop: tokio::sync::oneshot::Sender<()>,
@@ -89,13 +90,15 @@ struct Running {
 async fn start_with(options: HttpOptions) -> Result<Running, TestError> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr: SocketAddr = listener.local_addr()?;
-    let http = HttpServer::new(server()?, options);
+    let server = server()?;
+    let http = HttpServer::new(server.clone(), options);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(http.clone().serve(listener, async {
         let _ = stopped.await;
     }));
     Ok(Running {
         http,
+        server,
         base: format!("http://{addr}"),
         client: reqwest::Client::builder().timeout(PATIENCE).build()?,
         _stop: stop,
@@ -475,6 +478,55 @@ mod legacy {
         assert_eq!(
             reply["result"]["content"][0]["text"],
             json!("after the reconnect")
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn list_changes_reach_the_sessions_own_stream() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let stream = s
+            .client
+            .get(format!("{}/mcp", s.base))
+            .headers(headers(&[
+                ("accept", "text/event-stream"),
+                ("mcp-session-id", session.as_str()),
+            ])?)
+            .send()
+            .await?;
+        assert_eq!(stream.status(), 200);
+        let mut events = Events::new(stream);
+        // The GET may still be on its way: announce until it is heard.
+        let announcer = {
+            let server = s.server.clone();
+            tokio::spawn(async move {
+                for _ in 0..100 {
+                    server.tools_changed();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        };
+        let note = events.next_json().await?;
+        announcer.abort();
+        assert_eq!(note["method"], json!("notifications/tools/list_changed"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_stream_without_polling_is_not_released_early() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize("2025-06-18", json!({})).await?;
+        let pair = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", "2025-06-18"),
+        ];
+        let call = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "polled" } });
+        let reply: Value = s.post(&pair, &call.to_string()).await?.json().await?;
+        assert_eq!(
+            reply["result"]["content"][0]["text"],
+            json!("after the reconnect"),
+            "2025-06-18 has no SSE polling: the answer comes on the open request"
         );
         Ok(())
     }

@@ -1,4 +1,9 @@
-"""Python SDK (`mcp` 2.3.0) `mcp.Client` driving `droid serve` over stdio, in both eras.
+"""Python SDK (`mcp` 2.3.0) `mcp.Client` driving `droid serve` over stdio or Streamable HTTP, in both eras.
+
+The transport is INTEROP_TRANSPORT: "stdio" (default, spawns DROID_SERVER_CMD per client) or "http"
+(`mcp.client.streamable_http.streamable_http_client` against INTEROP_HTTP_URL, a `droid serve --listen`
+run.sh started, through an httpx2 transport that records every exchange, so resumption and the legacy
+back-channel can be asserted on the HTTP traffic).
 
 The era is chosen by `mcp.Client(mode=...)`:
   * "legacy"      - the initialize handshake (the client offers 2025-11-25, LATEST_HANDSHAKE_VERSION);
@@ -16,15 +21,18 @@ import time
 import re
 import shlex
 import warnings
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 FIXTURE = json.loads((Path(__file__).resolve().parent.parent / "fixture.json").read_text())
@@ -32,6 +40,9 @@ TEXTS = FIXTURE["texts"]
 ANSWERS = FIXTURE["client"]
 MODERN = "2026-07-28"
 MODES = ["legacy", MODERN]
+
+TRANSPORT = os.environ.get("INTEROP_TRANSPORT", "stdio")
+HTTP = TRANSPORT == "http"
 
 pytestmark = pytest.mark.anyio
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -42,6 +53,155 @@ def server_params() -> StdioServerParameters:
     if not raw:
         raise RuntimeError('DROID_SERVER_CMD is not set (e.g. "/work/main/target/debug/droid serve")')
     return StdioServerParameters(command=raw[0], args=raw[1:], env=dict(os.environ))
+
+
+# ----------------------------------------------------------------------------------------- HTTP recording
+
+
+@dataclass
+class Exchange:
+    """One HTTP request the SDK made, its status, and (for an event stream) the whole body text."""
+
+    method: str
+    headers: dict[str, str]
+    body: Any
+    status: int | None = None
+    content_type: str = ""
+    sse: str = ""
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class _RecordedStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: Any, entry: Exchange) -> None:
+        self._inner, self._entry = inner, entry
+
+    async def __aiter__(self):
+        try:
+            async for chunk in self._inner:
+                self._entry.sse += chunk.decode("utf-8", "replace")
+                yield chunk
+        finally:
+            self._entry.done.set()
+
+    async def aclose(self) -> None:
+        self._entry.done.set()
+        await self._inner.aclose()
+
+
+class RecordingTransport(httpx2.AsyncBaseTransport):
+    """Passes every request to a real transport and appends an `Exchange` to `log`."""
+
+    def __init__(self, log: list[Exchange]) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._log = log
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        raw = request.content if request.method == "POST" else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        entry = Exchange(request.method, {k.lower(): v for k, v in request.headers.items()}, body)
+        self._log.append(entry)
+        response = await self._inner.handle_async_request(request)
+        entry.status = response.status_code
+        entry.content_type = response.headers.get("content-type", "")
+        if "text/event-stream" in entry.content_type:
+            response.stream = _RecordedStream(response.stream, entry)
+        else:
+            entry.done.set()
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@asynccontextmanager
+async def recorded_http(url: str, log: list[Exchange]):
+    timeout = httpx2.Timeout(30, read=300)
+    async with httpx2.AsyncClient(transport=RecordingTransport(log), timeout=timeout) as http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            yield streams
+
+
+def parse_sse(text: str) -> list[dict[str, Any]]:
+    events = []
+    for block in re.split(r"\n\n+", text.replace("\r\n", "\n").replace("\r", "\n")):
+        if not block.strip():
+            continue
+        ev: dict[str, Any] = {}
+        for line in block.split("\n"):
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                ev["data"] = value if "data" not in ev else ev["data"] + "\n" + value
+            elif name in ("id", "event"):
+                ev[name] = value
+            elif name == "retry":
+                ev["retry"] = int(value)
+        events.append(ev)
+    return events
+
+
+def sse_messages(text: str) -> list[dict[str, Any]]:
+    return [json.loads(e["data"]) for e in parse_sse(text) if e.get("data")]
+
+
+def call_post(log: list[Exchange], name: str) -> Exchange:
+    posts = [e for e in log if e.method == "POST" and isinstance(e.body, dict)
+             and e.body.get("method") == "tools/call" and (e.body.get("params") or {}).get("name") == name]
+    assert posts, f"no POST of tools/call {name} recorded"
+    return posts[-1]
+
+
+async def ended(entry: Exchange) -> None:
+    with anyio.fail_after(5):
+        await entry.done.wait()
+
+
+async def assert_back_channel(log: list[Exchange], name: str, method: str) -> None:
+    """Legacy HTTP: the `method` request travelled on the call's POST event stream and was answered by a POST."""
+    post = call_post(log, name)
+    await ended(post)
+    assert "text/event-stream" in post.content_type, post.content_type
+    msgs = sse_messages(post.sse)
+    req = [i for i, m in enumerate(msgs) if m.get("method") == method and "id" in m]
+    resp = [i for i, m in enumerate(msgs) if m.get("id") == post.body["id"] and ("result" in m or "error" in m)]
+    assert req, f"{name}: no {method} request on the POST stream: {msgs}"
+    assert resp and resp[0] > req[0], f"{name}: the result must follow the {method} request on the same stream"
+    answer = [e for e in log if e.method == "POST" and isinstance(e.body, dict) and e.body.get("id") == msgs[req[0]]["id"]
+              and "result" in e.body and "method" not in e.body]
+    assert answer, f"{name}: the client's answer to {method} was not POSTed"
+    await ended(answer[0])
+    assert answer[0].headers.get("mcp-session-id") == post.headers.get("mcp-session-id")
+    assert answer[0].status == 202, answer[0].status
+
+
+async def assert_resumed(log: list[Exchange], name: str) -> tuple[Exchange, Exchange, dict[str, Any]]:
+    """The call's POST stream was primed (id, empty data, retry 500) and closed without the response; the client
+    then sent GET + Last-Event-ID (the priming id, same session) and that stream carried the result."""
+    post = call_post(log, name)
+    await ended(post)
+    assert post.status == 200 and "text/event-stream" in post.content_type, (post.status, post.content_type)
+    events = parse_sse(post.sse)
+    priming = next((e for e in events if "id" in e and not e.get("data")), None)
+    assert priming, f"no priming event on the POST stream: {post.sse!r}"
+    assert priming.get("retry") == 500, post.sse
+    assert not any(m.get("id") == post.body["id"] for m in sse_messages(post.sse)), "the POST stream must close unanswered"
+    after = log[log.index(post) + 1:]
+    gets = [e for e in after if e.method == "GET" and "last-event-id" in e.headers]
+    assert gets, f"no GET with Last-Event-ID after the POST: {[(e.method, e.headers.get('last-event-id')) for e in after]}"
+    get = gets[0]
+    assert get.headers["last-event-id"] == priming["id"]
+    assert get.headers.get("mcp-session-id") == post.headers.get("mcp-session-id")
+    assert get.status == 200, get.status
+    await ended(get)
+    results = [m for m in sse_messages(get.sse) if m.get("id") == post.body["id"] and "result" in m]
+    assert results, f"the resumed GET stream did not carry the result: {get.sse!r}"
+    assert results[0]["result"]["content"] == [{"type": "text", "text": "Reconnection test completed"}]
+    return post, get, priming
 
 
 def fill_elicitation(schema: dict[str, Any]) -> dict[str, Any]:
@@ -86,6 +246,7 @@ class Recorder:
     roots: list[int] = field(default_factory=list)
     notifications: list[str] = field(default_factory=list)
     called: set[str] = field(default_factory=set)
+    http: list[Exchange] = field(default_factory=list)
 
 
 def make_client(mode: str, rec: Recorder, *, sampling_cb: bool = True) -> Client:
@@ -115,8 +276,15 @@ def make_client(mode: str, rec: Recorder, *, sampling_cb: bool = True) -> Client
         if isinstance(method, str):
             rec.notifications.append(method)
 
+    if HTTP:
+        url = os.environ.get("INTEROP_HTTP_URL")
+        if not url:
+            raise RuntimeError("INTEROP_HTTP_URL is not set (run.sh starts `droid serve --listen 127.0.0.1:0` and sets it)")
+        server: Any = recorded_http(url, rec.http)
+    else:
+        server = server_params()
     return Client(
-        server_params(),
+        server,
         mode=mode,
         sampling_callback=sampling if sampling_cb else None,
         elicitation_callback=elicitation,
@@ -287,6 +455,8 @@ async def test_sampling(conn):
     mode, client, rec = conn  # legacy: a sampling/createMessage request; 2026: an input_required round
     rec.sampling.clear()
     r = await client.call_tool("test_sampling", {"prompt": "interop sampling prompt"})
+    if HTTP and mode == "legacy":  # the request travels on the POST's event stream
+        await assert_back_channel(rec.http, "test_sampling", "sampling/createMessage")
     assert not r.is_error
     assert len(rec.sampling) == 1
     msg = rec.sampling[0].messages[0]
@@ -298,6 +468,8 @@ async def test_elicitation(conn):
     mode, client, rec = conn  # legacy: an elicitation/create request; 2026: an input_required round
     rec.elicitation.clear()
     r = await client.call_tool("test_elicitation", {"message": "interop elicitation message"})
+    if HTTP and mode == "legacy":  # the request travels on the POST's event stream
+        await assert_back_channel(rec.http, "test_elicitation", "elicitation/create")
     assert not r.is_error
     assert len(rec.elicitation) == 1 and rec.elicitation[0].message == "interop elicitation message"
     text = only_text(r)
@@ -406,8 +578,14 @@ async def test_elicitation_sep1330_enums(conn):
 
 
 async def test_reconnection(conn):
-    _, client, _ = conn
+    """stdio and 2026-07-28: just answers. Streamable HTTP at 2025-11-25: answered only after the client resumes
+    the closed POST stream with GET + Last-Event-ID (asserted on the recorded HTTP traffic)."""
+    mode, client, rec = conn
+    from_ = len(rec.http)
     assert only_text(await client.call_tool("test_reconnection")) == "Reconnection test completed"
+    if HTTP and mode == "legacy":
+        _, get, priming = await assert_resumed(rec.http[from_:], "test_reconnection")
+        print(f"resumed: priming id {priming['id']} retry {priming['retry']}; GET Last-Event-ID {get.headers['last-event-id']}")
 
 
 async def test_x_mcp_header(conn):

@@ -205,7 +205,7 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
     it(`test_reconnection (${RESUMES ? 'HTTP: answered on the GET + Last-Event-ID resumption' : `${F.TRANSPORT}: just answers`})`, async () => {
         const tokens = [];
         const from = http.length;
-        const r = await client.callTool({ name: 'test_reconnection' }, CallToolResultSchema, { onresumptiontoken: id => tokens.push(id) });
+        const r = await client.callTool({ name: 'test_reconnection' }, CallToolResultSchema, { onresumptiontoken: id => tokens.push(id), timeout: 10_000 });
         assert.equal(F.onlyText(r), 'Reconnection test completed');
         if (!RESUMES) return;
         const { priming, get } = await F.assertResumed(http.slice(from), 'test_reconnection');

@@ -115,6 +115,14 @@ pub(super) struct Plan {
     pub(super) headers: Vec<(HeaderName, HeaderValue)>,
 }
 
+impl Plan {
+    /// Whether the stream is primed for SSE polling, so closing it early
+    /// leaves the client a way back.
+    fn pollable(&self) -> bool {
+        matches!(self.record, Some((_, true)))
+    }
+}
+
 /// Aborts a task when dropped, unless disarmed.
 struct Cancel(Option<tokio::task::AbortHandle>);
 
@@ -145,9 +153,9 @@ pub(super) async fn respond(
         // `None` only means the handler's task let go of its channel,
         // which it does on finishing: not a reason to stream.
         Some(message) = rx.recv(), if plan.streams => Some(message),
-        // The handler asked to close the stream early: only a stream the
-        // client can resume may be closed, and only a stream can be.
-        () = release.notified(), if plan.streams && plan.record.is_some() => {
+        // The handler asked to close the stream early: only a primed
+        // stream (one the client knows to resume) may be closed.
+        () = release.notified(), if plan.streams && plan.pollable() => {
             released = true;
             None
         }
@@ -215,6 +223,7 @@ fn stream_response(
         .map_or(0, |(store, _)| store.open_stream());
     let modern = plan.modern;
     let record = plan.record.clone();
+    let pollable = plan.pollable();
     let retry = plan.retry;
     let abort = work.abort_handle();
     tokio::spawn(async move {
@@ -260,7 +269,7 @@ fn stream_response(
                     }
                     None => break joined((&mut work).await),
                 },
-                () = release.notified() => live = None,
+                () = release.notified(), if pollable => live = None,
                 // The client went away: noticed now, not at the next write,
                 // which for a quiet handler may be never.
                 () = closed(live.as_ref()), if live.is_some() => live = None,

@@ -36,6 +36,9 @@ pub(super) struct Session {
     /// Requests in flight, so `notifications/cancelled` can stop them.
     pub(super) in_flight: Mutex<HashMap<RequestId, AbortHandle>>,
     exchange_timeout: Duration,
+    /// The task forwarding list changes to this session; stopped on close,
+    /// so an abandoned session leaves no task waiting for the next change.
+    forwarder: Mutex<Option<AbortHandle>>,
 }
 
 impl Session {
@@ -92,6 +95,9 @@ impl Session {
     }
 
     fn close(&self) {
+        if let Some(forwarder) = self.forwarder.lock().ok().and_then(|mut f| f.take()) {
+            forwarder.abort();
+        }
         if let Some(connection) = self.connection() {
             connection.close();
         }
@@ -211,6 +217,7 @@ impl Sessions {
             next_request: AtomicU64::new(1),
             in_flight: Mutex::default(),
             exchange_timeout,
+            forwarder: Mutex::default(),
         });
         let weak = Arc::downgrade(&session);
         let connection = server.connect(
@@ -219,6 +226,10 @@ impl Sessions {
             Arc::new(RoutedSink(weak)),
         );
         let _set = session.connection.set(Arc::new(connection));
+        let forwarder = forward_changes(server, Arc::downgrade(&session));
+        if let Ok(mut slot) = session.forwarder.lock() {
+            *slot = Some(forwarder);
+        }
         let mut map = self.map.lock().ok()?;
         if map.len() >= self.max {
             return None;
@@ -269,6 +280,31 @@ impl Sessions {
         }
         stale.len()
     }
+}
+
+/// Tells a legacy session about changes to what is offered, on its own
+/// stream, until the session is gone.
+fn forward_changes(server: &Server, session: Weak<Session>) -> AbortHandle {
+    let mut changes = server.changes();
+    let task = tokio::spawn(async move {
+        loop {
+            let change = match changes.recv().await {
+                Ok(change) => change,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            let Some(session) = session.upgrade() else {
+                return;
+            };
+            let message = session
+                .connection()
+                .and_then(|c| c.legacy_notification(&change));
+            if let Some(message) = message {
+                let _sent = session.send_standalone(message.to_value());
+            }
+        }
+    });
+    task.abort_handle()
 }
 
 /// Reaps idle sessions until the session table itself is dropped.
