@@ -514,6 +514,79 @@ mod legacy {
     }
 
     #[tokio::test]
+    async fn resuming_a_stream_that_never_existed_ends_at_once() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let resumed = s
+            .client
+            .get(format!("{}/mcp", s.base))
+            .headers(headers(&[
+                ("accept", "text/event-stream"),
+                ("mcp-session-id", session.as_str()),
+                ("last-event-id", "999-0"),
+            ])?)
+            .send()
+            .await?;
+        assert!(
+            Events::new(resumed).next().await?.is_none(),
+            "nothing to replay, nothing to wait for"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_question_to_a_client_that_takes_json_only_fails_at_once() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({ "elicitation": {} })).await?;
+        let call = json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": { "name": "ask" } });
+        let response = s
+            .client
+            .post(format!("{}/mcp", s.base))
+            .headers(headers(&[
+                ("content-type", "application/json"),
+                ("accept", "application/json"),
+                ("mcp-session-id", session.as_str()),
+            ])?)
+            .body(call.to_string())
+            .send()
+            .await?;
+        // Not the 60 s exchange timeout: with no stream to ask on, asking
+        // fails straight away (this client's PATIENCE is 10 s).
+        let reply: Value = response.json().await?;
+        assert!(reply.get("error").is_some(), "{reply}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_failed_handshake_names_no_session() -> Result<(), TestError> {
+        let s = start().await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": { "protocolVersion": LEGACY } });
+        let response = s.post(&[], &body.to_string()).await?;
+        assert!(response.headers().get("mcp-session-id").is_none());
+        assert_eq!(s.http.open_sessions(), 0);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_revision_header_other_than_the_sessions_is_400() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
+        let response = s
+            .post(
+                &[
+                    ("mcp-session-id", session.as_str()),
+                    ("mcp-protocol-version", "2025-03-26"),
+                ],
+                &body,
+            )
+            .await?;
+        assert_eq!(response.status(), 400);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_stream_without_polling_is_not_released_early() -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize("2025-06-18", json!({})).await?;
@@ -561,7 +634,7 @@ mod legacy {
         let mut opened = 0;
         for _ in 0..100 {
             let batch: Vec<_> = (0..100).map(|_| s.initialize(LEGACY, json!({}))).collect();
-            for outcome in futures_join(batch).await {
+            for outcome in one_by_one(batch).await {
                 outcome?;
                 opened += 1;
             }
@@ -586,8 +659,8 @@ mod legacy {
     }
 }
 
-/// Awaits every future, in order.
-async fn futures_join<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+/// Awaits every future, one after another.
+async fn one_by_one<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     let mut out = Vec::with_capacity(futures.len());
     let handles: Vec<_> = futures.into_iter().map(Box::pin).collect();
     for handle in handles {
@@ -614,6 +687,47 @@ fn resident_kib() -> u64 {
                 .and_then(|v| v.parse().ok())
         })
         .unwrap_or(0)
+}
+
+mod shutdown {
+    use super::*;
+
+    /// An open event stream does not hold a shutdown open for ever.
+    #[tokio::test]
+    async fn shutting_down_ends_sessions_and_their_streams() -> Result<(), TestError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let http = HttpServer::new(server()?, HttpOptions::default());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(http.clone().serve(listener, async {
+            let _ = stopped.await;
+        }));
+        let s = Running {
+            http,
+            server: server()?,
+            base,
+            client: reqwest::Client::builder().timeout(PATIENCE).build()?,
+            _stop: tokio::sync::oneshot::channel().0,
+        };
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let stream = s
+            .client
+            .get(format!("{}/mcp", s.base))
+            .headers(headers(&[
+                ("accept", "text/event-stream"),
+                ("mcp-session-id", session.as_str()),
+            ])?)
+            .send()
+            .await?;
+        let _ = stop.send(());
+        tokio::time::timeout(PATIENCE, serving).await???;
+        assert!(
+            Events::new(stream).next().await?.is_none(),
+            "the session stream was closed"
+        );
+        assert_eq!(s.http.open_sessions(), 0);
+        Ok(())
+    }
 }
 
 mod modern {
@@ -702,6 +816,34 @@ mod modern {
 mod cancellation {
     use super::*;
 
+    /// A legacy client that cancels gets no answer for what it cancelled.
+    #[tokio::test]
+    async fn a_cancelled_legacy_call_ends_its_stream_unanswered() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({ "elicitation": {} })).await?;
+        let pair = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", LEGACY),
+        ];
+        let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": { "name": "ask" } });
+        let mut events = Events::new(s.post(&pair, &call.to_string()).await?);
+        assert_eq!(
+            events.next_json().await?["method"],
+            json!("elicitation/create")
+        );
+        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 5 } });
+        assert_eq!(s.post(&pair, &cancel.to_string()).await?.status(), 202);
+        while let Some(event) = events.next().await? {
+            let data: Value = serde_json::from_str(event.data.as_deref().unwrap_or("null"))?;
+            assert_ne!(
+                data["id"],
+                json!(5),
+                "a cancelled call was answered: {data}"
+            );
+        }
+        Ok(())
+    }
+
     /// 2026-07-28 has no cancel message on HTTP: closing the stream is the
     /// cancellation, and the handler must stop.
     #[tokio::test]
@@ -739,6 +881,49 @@ mod cancellation {
 
 mod sse_2024 {
     use super::*;
+
+    #[tokio::test]
+    async fn a_client_leaving_its_stream_ends_its_session() -> Result<(), TestError> {
+        let s = start().await?;
+        let stream = s
+            .client
+            .get(format!("{}/sse", s.base))
+            .headers(headers(&[("accept", "text/event-stream")])?)
+            .send()
+            .await?;
+        let mut events = Events::new(stream);
+        assert!(events.next().await?.is_some(), "the endpoint event");
+        assert_eq!(s.http.open_sessions(), 1);
+        drop(events);
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while s.http.open_sessions() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the session outlived its stream"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_session_id_is_only_good_on_its_own_transport() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
+        let posted = s
+            .client
+            .post(format!("{}/messages?sessionId={session}", s.base))
+            .headers(headers(&[
+                ("content-type", "application/json"),
+                ("accept", BOTH),
+            ])?)
+            .body(body.to_string())
+            .send()
+            .await?;
+        assert_eq!(posted.status(), 404);
+        Ok(())
+    }
 
     #[tokio::test]
     async fn the_endpoint_event_comes_first_and_answers_ride_the_stream() -> Result<(), TestError> {

@@ -40,8 +40,10 @@ pub(super) fn parse_event_id(id: &str) -> Option<(u64, u64)> {
 #[derive(Debug, Default)]
 struct Log {
     events: VecDeque<Recorded>,
-    /// Streams whose last event (the response) has been recorded.
-    finished: Vec<u64>,
+    /// Streams still being written. Any other stream, whether finished or
+    /// never opened, has nothing more coming, so a resume of it ends after
+    /// replaying what is left rather than waiting for ever.
+    live: std::collections::HashSet<u64>,
     next_stream: u64,
 }
 
@@ -66,7 +68,9 @@ impl EventStore {
     pub(super) fn open_stream(&self) -> u64 {
         self.log.lock().map_or(0, |mut log| {
             log.next_stream += 1;
-            log.next_stream
+            let stream = log.next_stream;
+            log.live.insert(stream);
+            stream
         })
     }
 
@@ -86,10 +90,7 @@ impl EventStore {
     /// Marks `stream` complete: nothing more will be recorded for it.
     pub(super) fn finish(&self, stream: u64) {
         if let Ok(mut log) = self.log.lock() {
-            if log.finished.len() >= self.capacity {
-                log.finished.remove(0);
-            }
-            log.finished.push(stream);
+            log.live.remove(&stream);
         }
         self.appended.notify_waiters();
     }
@@ -103,7 +104,7 @@ impl EventStore {
                 .filter(|e| e.stream == stream && e.seq > seq)
                 .cloned()
                 .collect();
-            (events, log.finished.contains(&stream))
+            (events, !log.live.contains(&stream))
         })
     }
 
@@ -142,6 +143,14 @@ mod tests {
             events.first().and_then(|e| parse_event_id(&e.id())),
             Some((a, 2))
         );
+    }
+
+    #[test]
+    fn a_stream_never_opened_is_done_at_once() {
+        let store = EventStore::new(4);
+        let (events, done) = store.after(99, 0);
+        assert!(events.is_empty());
+        assert!(done, "nothing will ever come: the resume must not wait");
     }
 
     #[test]

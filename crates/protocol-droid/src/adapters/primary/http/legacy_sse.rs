@@ -54,7 +54,14 @@ pub(super) async fn open(State(app): State<App>) -> Response {
             return;
         }
         let mut rx = rx;
-        while let Some(message) = rx.recv().await {
+        loop {
+            // The client leaving is noticed at once, not at the next
+            // message, so a quiet session ends with its stream.
+            let message = tokio::select! {
+                message = rx.recv() => message,
+                () = out.closed() => return,
+            };
+            let Some(message) = message else { return };
             if out
                 .send(SseEvent::message(message.to_string()))
                 .await
@@ -85,7 +92,10 @@ pub(super) async fn post(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(session) = query.get("sessionId").and_then(|id| app.sessions.get(id)) else {
+    let Some(session) = query
+        .get("sessionId")
+        .and_then(|id| app.sessions.get(id, TransportKind::HttpSse))
+    else {
         return refusal(
             StatusCode::NOT_FOUND,
             None,
@@ -108,14 +118,15 @@ pub(super) async fn post(
     match incoming {
         Incoming::Single(Message::Request(request)) => {
             let ctx = context(&headers);
-            let (channel, mut rx) = channel();
+            // Its messages all travel on the session's stream.
+            let (channel, mut rx) = channel(true);
             let owner = Arc::clone(&session);
             tokio::spawn(async move {
                 // Everything this request says goes on the session's stream.
                 let relay = Arc::clone(&owner);
                 let forward = tokio::spawn(async move {
                     while let Some(message) = rx.recv().await {
-                        let _sent = relay.send_standalone(message);
+                        let _sent = relay.send_standalone_waiting(message).await;
                     }
                 });
                 let id = request.id.clone();
@@ -127,7 +138,8 @@ pub(super) async fn post(
                     id: ResponseId::Id(id),
                     outcome,
                 });
-                let _sent = owner.send_standalone(response.to_value());
+                // Waits for room: an answer is never dropped.
+                let _sent = owner.send_standalone_waiting(response.to_value()).await;
             });
             StatusCode::ACCEPTED.into_response()
         }

@@ -37,6 +37,9 @@ use crate::application::server::Server;
 
 pub use guard::HostPolicy;
 
+/// How long a shutdown waits for requests in flight.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// Limits and policies for the HTTP transports. Bounded by default.
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
@@ -138,8 +141,9 @@ impl HttpServer {
             .with_state(app)
     }
 
-    /// Serves on `listener` until `shutdown` resolves, then lets the
-    /// requests in flight finish.
+    /// Serves on `listener` until `shutdown` resolves, then ends every
+    /// session (closing their streams) and lets the requests in flight
+    /// finish, for at most [`SHUTDOWN_GRACE`].
     ///
     /// # Errors
     ///
@@ -149,12 +153,27 @@ impl HttpServer {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        axum::serve(
+        let sessions = Arc::clone(&self.app.sessions);
+        let stopping = Arc::new(tokio::sync::Notify::new());
+        let signal = Arc::clone(&stopping);
+        let graceful = axum::serve(
             listener,
             self.router()
                 .into_make_service_with_connect_info::<SocketAddr>(),
         )
-        .with_graceful_shutdown(shutdown)
-        .await
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            sessions.end_all();
+            signal.notify_one();
+        });
+        // Long-lived streams (a 2026-07-28 listen) would hold a graceful
+        // shutdown open for ever; past the grace period they are cut.
+        tokio::select! {
+            served = graceful => served,
+            () = async {
+                stopping.notified().await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => Ok(()),
+        }
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
@@ -29,17 +29,21 @@ tokio::task_local! {
 #[derive(Clone, Debug)]
 pub(super) struct RequestChannel {
     pub(super) tx: mpsc::Sender<Value>,
+    /// Whether the response may become a stream; when not, nothing reads
+    /// `tx` before the response, and routing must look elsewhere.
+    pub(super) streams: bool,
     /// Signalled when the handler asks for its stream to be closed early
     /// (SSE polling): the client resumes with `Last-Event-ID`.
     pub(super) release: Arc<Notify>,
 }
 
 /// A fresh channel and its receiving end.
-pub(super) fn channel() -> (RequestChannel, mpsc::Receiver<Value>) {
+pub(super) fn channel(streams: bool) -> (RequestChannel, mpsc::Receiver<Value>) {
     let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
     (
         RequestChannel {
             tx,
+            streams,
             release: Arc::new(Notify::new()),
         },
         rx,
@@ -111,8 +115,6 @@ pub(super) struct Plan {
     pub(super) record: Option<(Arc<EventStore>, bool)>,
     /// The `retry:` hint for a primed stream.
     pub(super) retry: Duration,
-    /// Headers to add (the session id).
-    pub(super) headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl Plan {
@@ -161,10 +163,15 @@ pub(super) async fn respond(
         }
         done = &mut work => {
             cancel.0 = None;
+            // Cancelled (`notifications/cancelled`, or its session ended):
+            // a cancelled request is not answered.
+            if done.as_ref().is_err_and(tokio::task::JoinError::is_cancelled) {
+                return StatusCode::ACCEPTED.into_response();
+            }
             let outcome = joined(done);
             let status = if plan.modern { modern_status(&outcome) } else { StatusCode::OK };
             let mut response = json(status, &answer(&id, outcome));
-            add_headers(&mut response, &plan.headers);
+            mark_unbuffered(&mut response);
             return response;
         }
     };
@@ -194,10 +201,8 @@ fn answer(id: &RequestId, outcome: Result<Value, ErrorObject>) -> Value {
     .to_value()
 }
 
-fn add_headers(response: &mut Response, headers: &[(HeaderName, HeaderValue)]) {
-    for (name, value) in headers {
-        response.headers_mut().insert(name.clone(), value.clone());
-    }
+/// Asks proxies not to buffer the response (the revision recommends it).
+fn mark_unbuffered(response: &mut Response) {
     response
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -267,7 +272,7 @@ fn stream_response(
                             live = None;
                         }
                     }
-                    None => break joined((&mut work).await),
+                    None => break (&mut work).await,
                 },
                 () = release.notified(), if pollable => live = None,
                 // The client went away: noticed now, not at the next write,
@@ -280,7 +285,7 @@ fn stream_response(
                             live = None;
                         }
                     }
-                    break joined(done);
+                    break done;
                 }
             }
             if live.is_none() && modern {
@@ -289,13 +294,19 @@ fn stream_response(
                 return;
             }
         };
-        let _delivered = emit(answer(&id, outcome), &mut live).await;
+        // A cancelled request ends its stream unanswered.
+        if !outcome
+            .as_ref()
+            .is_err_and(tokio::task::JoinError::is_cancelled)
+        {
+            let _delivered = emit(answer(&id, joined(outcome)), &mut live).await;
+        }
         if let Some((store, _)) = &record {
             store.finish(stream_no);
         }
     });
     let mut response = sse::response(live_rx);
-    add_headers(&mut response, &plan.headers);
+    mark_unbuffered(&mut response);
     response
 }
 

@@ -27,6 +27,8 @@ type Pending = Mutex<HashMap<RequestId, oneshot::Sender<Result<Value, ErrorObjec
 /// One legacy session.
 pub(super) struct Session {
     pub(super) id: String,
+    /// Which transport opened it; an id is only good on that transport.
+    pub(super) transport: TransportKind,
     connection: OnceLock<Arc<Connection>>,
     pending: Pending,
     pub(super) events: Arc<EventStore>,
@@ -52,6 +54,18 @@ impl Session {
         }
     }
 
+    /// Whether the session is in use without sending requests: a stream
+    /// still open to its client, or a request still running. Such a session
+    /// is not idle, however long since its last POST.
+    fn busy(&self) -> bool {
+        let streaming = self
+            .standalone
+            .lock()
+            .is_ok_and(|s| s.as_ref().is_some_and(|tx| !tx.is_closed()));
+        let working = self.in_flight.lock().is_ok_and(|m| !m.is_empty());
+        streaming || working
+    }
+
     fn idle_for(&self) -> Duration {
         self.last_seen
             .lock()
@@ -61,7 +75,12 @@ impl Session {
     /// Sends `message` on the current request's stream, or else on the GET
     /// stream; `false` when neither can take it.
     fn route(&self, message: Value) -> bool {
-        let on_request = CURRENT.try_with(|c| c.tx.clone()).ok();
+        // A request answered as plain JSON has no stream to carry anything
+        // else; its messages go to the session's stream, if there is one.
+        let on_request = CURRENT
+            .try_with(|c| c.streams.then(|| c.tx.clone()))
+            .ok()
+            .flatten();
         if let Some(tx) = on_request {
             return tx.try_send(message).is_ok();
         }
@@ -79,6 +98,16 @@ impl Session {
             .ok()
             .and_then(|s| s.clone())
             .is_some_and(|tx| tx.try_send(message).is_ok())
+    }
+
+    /// Sends on the session's own stream, waiting for room rather than
+    /// dropping: for answers, which must not be lost.
+    pub(super) async fn send_standalone_waiting(&self, message: Value) -> bool {
+        let tx = self.standalone.lock().ok().and_then(|s| s.clone());
+        match tx {
+            Some(tx) => tx.send(message).await.is_ok(),
+            None => false,
+        }
     }
 
     /// Makes `tx` the session's GET stream, replacing any earlier one.
@@ -145,6 +174,12 @@ impl CallbackExchange for RoutedExchange {
         if let Ok(mut pending) = session.pending.lock() {
             pending.insert(id.clone(), tx);
         }
+        // However this wait ends (an answer, a timeout, the caller dropped),
+        // the waiter leaves the table.
+        let _forget = Forget {
+            session: self.0.clone(),
+            id: id.clone(),
+        };
         let request = Message::Request(Request {
             id: id.clone(),
             method: method.to_owned(),
@@ -184,6 +219,22 @@ impl CallbackExchange for RoutedExchange {
     }
 }
 
+/// Removes a server request's waiter when its wait ends.
+struct Forget {
+    session: Weak<Session>,
+    id: RequestId,
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.upgrade() {
+            if let Ok(mut pending) = session.pending.lock() {
+                pending.remove(&self.id);
+            }
+        }
+    }
+}
+
 /// Every open session, bounded in number.
 pub(super) struct Sessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
@@ -206,9 +257,14 @@ impl Sessions {
         replay_events: usize,
         exchange_timeout: Duration,
     ) -> Option<Arc<Session>> {
+        // Checked first, so a refused session costs nothing.
+        if self.len() >= self.max {
+            return None;
+        }
         let id = mint_id()?;
         let session = Arc::new(Session {
             id: id.clone(),
+            transport,
             connection: OnceLock::new(),
             pending: Mutex::default(),
             events: Arc::new(EventStore::new(replay_events)),
@@ -226,21 +282,28 @@ impl Sessions {
             Arc::new(RoutedSink(weak)),
         );
         let _set = session.connection.set(Arc::new(connection));
+        {
+            let mut map = self.map.lock().ok()?;
+            if map.len() >= self.max {
+                return None;
+            }
+            map.insert(id, Arc::clone(&session));
+        }
+        // Only for a session that made it into the table: a refused one
+        // must leave no task behind.
         let forwarder = forward_changes(server, Arc::downgrade(&session));
         if let Ok(mut slot) = session.forwarder.lock() {
             *slot = Some(forwarder);
         }
-        let mut map = self.map.lock().ok()?;
-        if map.len() >= self.max {
-            return None;
-        }
-        map.insert(id, Arc::clone(&session));
         Some(session)
     }
 
-    /// The session `id`, marked as just used.
-    pub(super) fn get(&self, id: &str) -> Option<Arc<Session>> {
+    /// The session `id` of `transport`'s, marked as just used.
+    pub(super) fn get(&self, id: &str, transport: TransportKind) -> Option<Arc<Session>> {
         let session = self.map.lock().ok()?.get(id).cloned()?;
+        if session.transport != transport {
+            return None;
+        }
         session.touch();
         Some(session)
     }
@@ -249,6 +312,19 @@ impl Sessions {
     pub(super) fn end(&self, id: &str) -> bool {
         let removed = self.map.lock().ok().and_then(|mut m| m.remove(id));
         removed.map(|s| s.close()).is_some()
+    }
+
+    /// Ends every session: what shutting down does first, so their streams
+    /// close and their clients are not left waiting.
+    pub(super) fn end_all(&self) {
+        let all: Vec<Arc<Session>> = self
+            .map
+            .lock()
+            .map(|mut m| m.drain().map(|(_, s)| s).collect())
+            .unwrap_or_default();
+        for session in all {
+            session.close();
+        }
     }
 
     /// How many sessions are open.
@@ -262,7 +338,7 @@ impl Sessions {
             Ok(mut map) => {
                 let ids: Vec<String> = map
                     .iter()
-                    .filter(|(_, s)| s.idle_for() > idle)
+                    .filter(|(_, s)| s.idle_for() > idle && !s.busy())
                     .map(|(id, _)| id.clone())
                     .collect();
                 ids.iter().filter_map(|id| map.remove(id)).collect()

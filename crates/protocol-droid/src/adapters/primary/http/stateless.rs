@@ -53,7 +53,8 @@ pub(super) async fn post(app: &App, headers: &HeaderMap, incoming: Incoming) -> 
             &message,
         );
     }
-    let (channel, rx) = respond::channel();
+    let streams = super::streamable::accepts(headers, "text/event-stream");
+    let (channel, rx) = respond::channel(streams);
     let release = Arc::clone(&channel.release);
     // A connection per request: nothing survives it, as the revision asks.
     let connection = app.server.connect(
@@ -68,10 +69,9 @@ pub(super) async fn post(app: &App, headers: &HeaderMap, incoming: Incoming) -> 
     }));
     let plan = Plan {
         modern: true,
-        streams: header(headers, "accept").is_some_and(|a| a.contains("text/event-stream")),
+        streams,
         record: None,
         retry: app.options.sse_retry,
-        headers: Vec::new(),
     };
     respond::respond(id, work, rx, release, &plan).await
 }

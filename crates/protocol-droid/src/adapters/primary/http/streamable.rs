@@ -22,6 +22,9 @@ use crate::domain::jsonrpc::{
 };
 use crate::domain::{Era, Feature, ProtocolVersion, TransportKind};
 
+/// How many requests one session may have running at once.
+const MAX_IN_FLIGHT: usize = 256;
+
 /// The session header, as the spec spells it (names are case-insensitive).
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 /// The revision header.
@@ -34,7 +37,7 @@ pub(super) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .map(str::trim)
 }
 
-fn accepts(headers: &HeaderMap, kind: &str) -> bool {
+pub(super) fn accepts(headers: &HeaderMap, kind: &str) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
@@ -86,9 +89,8 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
 
 /// Whether a POST is to be served statelessly (2026-07-28).
 fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
-    if headers.contains_key(SESSION_HEADER) {
-        return false;
-    }
+    // A 2026-07-28 request ignores any Mcp-Session-Id it carries, so the
+    // revision header alone decides; a body alone decides only without one.
     let header_modern = header(headers, VERSION_HEADER)
         .and_then(ProtocolVersion::from_wire)
         .is_some_and(|v| v.era() == Era::Modern);
@@ -102,7 +104,7 @@ fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
             .is_some(),
         _ => false,
     };
-    header_modern || body_modern
+    header_modern || (body_modern && !headers.contains_key(SESSION_HEADER))
 }
 
 /// POST `/mcp`.
@@ -139,7 +141,7 @@ pub(super) async fn post(State(app): State<App>, headers: HeaderMap, body: Bytes
                     "Mcp-Session-Id is required; send initialize first",
                 );
             };
-            let Some(session) = app.sessions.get(id) else {
+            let Some(session) = app.sessions.get(id, TransportKind::StreamableHttp) else {
                 return refusal(
                     StatusCode::NOT_FOUND,
                     None,
@@ -176,8 +178,9 @@ async fn initialize(app: &App, headers: &HeaderMap, request: Request) -> Respons
     };
     let id = request.id.clone();
     let outcome = connection.handle(request, context(headers)).await;
-    if outcome.is_err() {
-        // A failed handshake leaves no session behind.
+    let failed = outcome.is_err();
+    if failed {
+        // A failed handshake leaves no session behind, and names none.
         app.sessions.end(&session.id);
     }
     let mut response = respond::json(
@@ -188,8 +191,10 @@ async fn initialize(app: &App, headers: &HeaderMap, request: Request) -> Respons
         })
         .to_value(),
     );
-    if let Ok(value) = HeaderValue::from_str(&session.id) {
-        response.headers_mut().insert(SESSION_HEADER, value);
+    if !failed {
+        if let Ok(value) = HeaderValue::from_str(&session.id) {
+            response.headers_mut().insert(SESSION_HEADER, value);
+        }
     }
     response
 }
@@ -220,6 +225,20 @@ async fn in_session(
             "session unavailable",
         );
     };
+    // After the handshake a request names the negotiated revision, or none
+    // (clients older than the header).
+    if let (Some(sent), Some(negotiated)) =
+        (header(headers, VERSION_HEADER), connection.negotiated())
+    {
+        if sent != negotiated.as_str() {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                None,
+                ErrorCode::INVALID_REQUEST,
+                &format!("MCP-Protocol-Version {sent} is not this session's {negotiated}"),
+            );
+        }
+    }
     match incoming {
         Incoming::Single(Message::Request(request)) => {
             let version = connection.negotiated();
@@ -231,9 +250,8 @@ async fn in_session(
                     version.is_some_and(|v| Feature::SsePolling.exists_at(v)),
                 )),
                 retry: app.options.sse_retry,
-                headers: Vec::new(),
             };
-            let (channel, rx) = respond::channel();
+            let (channel, rx) = respond::channel(plan.streams);
             let release = Arc::clone(&channel.release);
             let id = request.id.clone();
             let work = match start(session, connection, request, context(headers), channel) {
@@ -289,6 +307,14 @@ fn start(
             "session unavailable",
         ));
     };
+    if in_flight.len() >= MAX_IN_FLIGHT {
+        return Err(refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(&id),
+            ErrorCode::INTERNAL_ERROR,
+            "too many requests in flight in this session",
+        ));
+    }
     if in_flight.contains_key(&id) {
         return Err(refusal(
             StatusCode::OK,
@@ -398,7 +424,9 @@ pub(super) async fn get(State(app): State<App>, headers: HeaderMap) -> Response 
             "Accept must include text/event-stream",
         );
     }
-    let Some(session) = header(&headers, SESSION_HEADER).and_then(|id| app.sessions.get(id)) else {
+    let Some(session) = header(&headers, SESSION_HEADER)
+        .and_then(|id| app.sessions.get(id, TransportKind::StreamableHttp))
+    else {
         return refusal(
             StatusCode::NOT_FOUND,
             None,
@@ -456,7 +484,11 @@ fn resume(session: &Arc<Session>, stream_no: u64, seq: u64) -> Response {
             if finished {
                 return;
             }
-            changed.await;
+            // A client that gave up on the resume ends it too.
+            tokio::select! {
+                () = changed => {}
+                () = out.closed() => return,
+            }
         }
     });
     sse::response(events)
