@@ -5,4 +5,5 @@
 //! the adapters supply the rest.
 
 pub mod bridge;
+pub mod client;
 pub mod server;

@@ -1,3 +1,8 @@
 //! Secondary (driven) adapters: what the application calls out to.
 
+pub mod authorizer;
+pub mod child;
 pub mod codec;
+pub mod connect;
+pub mod http;
+pub mod oauth;

@@ -1,0 +1,285 @@
+//! A server run as a child process, spoken to over its stdin and stdout.
+//!
+//! Messages are newline-delimited JSON, bounded per line as the stdio server
+//! side is. The child's stderr is its log: every line goes to `tracing`, and
+//! the last few are kept so that a server that dies can say why. Shutdown is
+//! orderly, as the stdio transport asks: close stdin, wait, send `SIGTERM`,
+//! wait, then kill.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::{Mutex as AsyncMutex, mpsc};
+
+use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
+use crate::domain::jsonrpc::framing::{DEFAULT_MAX_LINE, LineFramer};
+
+/// How many of the child's last stderr lines are kept for error messages.
+const STDERR_TAIL: usize = 20;
+
+/// The longest stderr line kept whole.
+const STDERR_MAX_LINE: usize = 64 * 1024;
+
+/// How many outgoing messages may wait for the child's stdin.
+const OUTGOING_QUEUE: usize = 256;
+
+/// How to run the child.
+#[derive(Clone, Debug)]
+pub struct ChildOptions {
+    /// The program.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Extra environment variables.
+    pub env: Vec<(OsString, OsString)>,
+    /// The longest line accepted from the child.
+    pub max_line: usize,
+    /// How long to wait after closing stdin, and again after `SIGTERM`.
+    pub grace: Duration,
+}
+
+impl ChildOptions {
+    /// Runs `program` with `args`, with default limits.
+    pub fn new<I, S>(program: impl Into<OsString>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Self {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            max_line: DEFAULT_MAX_LINE,
+            grace: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The child-process transport.
+pub struct ChildProcess {
+    outgoing: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    child: AsyncMutex<Option<Child>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    grace: Duration,
+    pid: Option<u32>,
+}
+
+impl std::fmt::Debug for ChildProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildProcess")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChildProcess {
+    /// Starts the child and its reader, writer and stderr tasks; what it
+    /// sends goes to `inbound`.
+    ///
+    /// # Errors
+    ///
+    /// When the program cannot be started.
+    pub fn spawn(options: &ChildOptions, inbound: InboundTx) -> std::io::Result<Self> {
+        let mut child = Command::new(&options.program)
+            .args(&options.args)
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A client dropped without `close` must not leave the server
+            // running.
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child.id();
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(std::io::Error::other("the child's pipes were not set up"));
+        };
+        let (tx, rx) = mpsc::channel(OUTGOING_QUEUE);
+        tokio::spawn(write_loop(stdin, rx));
+        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        tokio::spawn(stderr_loop(stderr, Arc::clone(&tail), pid));
+        tokio::spawn(read_loop(
+            stdout,
+            options.max_line,
+            inbound,
+            Arc::clone(&tail),
+        ));
+        Ok(Self {
+            outgoing: Mutex::new(Some(tx)),
+            child: AsyncMutex::new(Some(child)),
+            stderr: tail,
+            grace: options.grace,
+            pid,
+        })
+    }
+
+    /// The child's last stderr lines, oldest first.
+    #[must_use]
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.stderr
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The child's process id, while it runs.
+    #[must_use]
+    pub const fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+}
+
+impl Link for ChildProcess {
+    fn send(&self, message: Outgoing) -> BoxFuture<'_, Result<(), LinkError>> {
+        let sender = self
+            .outgoing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Box::pin(async move {
+            let sender = sender.ok_or(LinkError::Closed)?;
+            let mut line = serde_json::to_vec(&message.message)
+                .map_err(|e| LinkError::Io(format!("unwritable message: {e}")))?;
+            line.push(b'\n');
+            sender.send(line).await.map_err(|_| LinkError::Closed)
+        })
+    }
+
+    fn is_stream(&self) -> bool {
+        true
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            // Dropping the sender ends the writer, which closes stdin.
+            self.outgoing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            let Some(mut child) = self.child.lock().await.take() else {
+                return;
+            };
+            if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
+                return;
+            }
+            if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+                if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
+                    return;
+                }
+            }
+            tracing::warn!(pid = self.pid, "the server ignored SIGTERM; killing it");
+            let _ = child.kill().await;
+        })
+    }
+}
+
+async fn write_loop(mut stdin: ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>) {
+    while let Some(line) = rx.recv().await {
+        if let Err(error) = stdin.write_all(&line).await {
+            tracing::debug!(%error, "the server's stdin is closed");
+            return;
+        }
+        if let Err(error) = stdin.flush().await {
+            tracing::debug!(%error, "the server's stdin is closed");
+            return;
+        }
+    }
+}
+
+async fn stderr_loop(
+    mut stderr: impl AsyncRead + Unpin,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    pid: Option<u32>,
+) {
+    // Framed like stdout, so one endless line cannot grow a buffer forever.
+    let mut framer = LineFramer::new(STDERR_MAX_LINE);
+    let mut buffer = vec![0_u8; 8 * 1024];
+    while let Ok(read @ 1..) = stderr.read(&mut buffer).await {
+        for frame in framer.push(buffer.get(..read).unwrap_or_default()) {
+            let line = match frame {
+                Ok(line) => String::from_utf8_lossy(&line).into_owned(),
+                Err(_) => "(a line too long to keep)".to_owned(),
+            };
+            tracing::debug!(pid, "server stderr: {line}");
+            let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+            if tail.len() == STDERR_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(line);
+        }
+    }
+}
+
+async fn read_loop(
+    mut stdout: impl AsyncRead + Unpin,
+    max_line: usize,
+    inbound: InboundTx,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut framer = LineFramer::new(max_line);
+    let mut buffer = vec![0_u8; 64 * 1024];
+    let reason = loop {
+        let read = match stdout.read(&mut buffer).await {
+            Ok(0) => break None,
+            Ok(n) => n,
+            Err(error) => break Some(format!("reading the server's stdout failed: {error}")),
+        };
+        for frame in framer.push(buffer.get(..read).unwrap_or_default()) {
+            let item = match frame {
+                Ok(line) => decode(&line),
+                Err(error) => vec![Inbound::Malformed(error.to_string())],
+            };
+            for item in item {
+                if inbound.send(item).await.is_err() {
+                    return;
+                }
+            }
+        }
+    };
+    if let Some(Ok(line)) = framer.finish() {
+        // A last message without its newline is still a message.
+        for item in decode(&line) {
+            let _ = inbound.send(item).await;
+        }
+    }
+    let stderr: Vec<String> = tail
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .cloned()
+        .collect();
+    let reason = reason.unwrap_or_else(|| "the server closed its stdout".to_owned());
+    let reason = if stderr.is_empty() {
+        reason
+    } else {
+        format!("{reason}; its last words: {}", stderr.join(" | "))
+    };
+    let _ = inbound.send(Inbound::Closed(Some(reason))).await;
+}
+
+/// One line as messages: a batch is split into its elements.
+fn decode(line: &[u8]) -> Vec<Inbound> {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Array(batch)) => batch.into_iter().map(Inbound::Message).collect(),
+        Ok(message @ Value::Object(_)) => vec![Inbound::Message(message)],
+        Ok(_) | Err(_) => vec![Inbound::Malformed(
+            String::from_utf8_lossy(line.get(..line.len().min(200)).unwrap_or_default())
+                .into_owned(),
+        )],
+    }
+}

@@ -1,0 +1,156 @@
+//! From a target (a command line or a URL) to a connected client.
+//!
+//! A URL is tried as Streamable HTTP first, with the era probe the client
+//! always runs. When the server refuses the POST of `initialize` with `400`,
+//! `404` or `405` and no JSON-RPC answer, it may be a 2024-11-05 HTTP+SSE
+//! server, so the client GETs the URL and, if an `endpoint` event comes,
+//! speaks that transport instead.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::sync::Arc;
+
+use url::Url;
+
+use super::authorizer::Authorizer;
+use super::child::{ChildOptions, ChildProcess};
+use super::http::{HttpOptions, LegacySse, StreamableHttp};
+use crate::application::client::{Client, ClientError, ClientOptions, LinkError, inbound_queue};
+use crate::domain::ProtocolVersion;
+
+/// What to connect to.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// A server run as a child process, over its stdio.
+    Command(ChildOptions),
+    /// A server at an HTTP URL.
+    Url(Url),
+}
+
+impl Target {
+    /// A command line: the program, then its arguments.
+    ///
+    /// # Errors
+    ///
+    /// When `argv` is empty.
+    pub fn command<I, S>(argv: I) -> Result<Self, ConnectError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let mut argv = argv.into_iter().map(Into::into);
+        let program = argv
+            .next()
+            .ok_or_else(|| ConnectError::Target("an empty command line".to_owned()))?;
+        Ok(Self::Command(ChildOptions::new(program, argv)))
+    }
+
+    /// A URL.
+    ///
+    /// # Errors
+    ///
+    /// When `url` is not an `http` or `https` URL.
+    pub fn url(url: &str) -> Result<Self, ConnectError> {
+        let url = Url::parse(url).map_err(|e| ConnectError::Target(format!("{url}: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(ConnectError::Target(format!(
+                "{url}: only http and https URLs are servers"
+            )));
+        }
+        Ok(Self::Url(url))
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Command(options) => {
+                write!(f, "{}", options.program.to_string_lossy())?;
+                for arg in &options.args {
+                    write!(f, " {}", arg.to_string_lossy())?;
+                }
+                Ok(())
+            }
+            Self::Url(url) => write!(f, "{url}"),
+        }
+    }
+}
+
+/// How to connect.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectOptions {
+    /// How the client behaves.
+    pub client: ClientOptions,
+    /// Credentials for HTTP servers.
+    pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// How the HTTP transport behaves.
+    pub http: HttpOptions,
+}
+
+/// Why a connection could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The target is not usable.
+    #[error("bad target: {0}")]
+    Target(String),
+    /// The child process could not be started.
+    #[error("could not start the server: {0}")]
+    Spawn(#[from] std::io::Error),
+    /// The server was reached but the client could not settle with it.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// Connects to `target` and settles a revision.
+///
+/// # Errors
+///
+/// [`ConnectError`] when the server cannot be started or reached, or no
+/// revision is shared.
+pub async fn connect(target: &Target, options: ConnectOptions) -> Result<Client, ConnectError> {
+    match target {
+        Target::Command(child) => {
+            let (tx, rx) = inbound_queue();
+            let link = ChildProcess::spawn(child, tx)?;
+            Ok(Client::connect(Arc::new(link), rx, options.client).await?)
+        }
+        Target::Url(url) => connect_url(url, options).await,
+    }
+}
+
+async fn connect_url(url: &Url, options: ConnectOptions) -> Result<Client, ConnectError> {
+    let (tx, rx) = inbound_queue();
+    let link = StreamableHttp::new(
+        url.clone(),
+        tx,
+        options.authorizer.clone(),
+        options.http.clone(),
+    )?;
+    let streamable = Client::connect(Arc::new(link), rx, options.client.clone()).await;
+    let refused = match &streamable {
+        Err(ClientError::Link(LinkError::Http { status, .. })) => matches!(status, 400 | 404 | 405),
+        _ => false,
+    };
+    let legacy_allowed = options
+        .client
+        .revisions
+        .contains(&ProtocolVersion::V2024_11_05);
+    if !refused || !legacy_allowed {
+        return Ok(streamable?);
+    }
+    tracing::debug!(%url, "Streamable HTTP refused; trying HTTP+SSE");
+    let (tx, rx) = inbound_queue();
+    let Ok(link) = LegacySse::connect(url.clone(), tx, options.authorizer.clone()).await else {
+        // Not an HTTP+SSE server either: the first refusal says more.
+        return Ok(streamable?);
+    };
+    let mut client_options = options.client;
+    client_options.revisions = vec![ProtocolVersion::V2024_11_05];
+    Ok(Client::connect(Arc::new(link), rx, client_options).await?)
+}
+
+impl From<LinkError> for ConnectError {
+    fn from(error: LinkError) -> Self {
+        Self::Client(ClientError::Link(error))
+    }
+}

@@ -1,0 +1,223 @@
+//! The 2024-11-05 HTTP+SSE client transport.
+//!
+//! The client opens one SSE stream with GET; the server's first event,
+//! `endpoint`, names the URL to POST messages to. Every message from the
+//! server, responses included, arrives as a `message` event on that stream,
+//! and each POST is only acknowledged (`202`).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use eventsource_stream::Eventsource as _;
+use futures_util::StreamExt as _;
+use futures_util::future::BoxFuture;
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use url::Url;
+
+use super::super::authorizer::Authorizer;
+use super::streamable::read_limited;
+use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
+
+/// How long the server may take to name its endpoint.
+const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The HTTP+SSE transport.
+pub struct LegacySse {
+    http: reqwest::Client,
+    endpoint: Url,
+    inbound: InboundTx,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    stream: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for LegacySse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LegacySse")
+            .field("endpoint", &self.endpoint.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LegacySse {
+    /// Opens the stream at `url` and waits for the server to name its
+    /// endpoint.
+    ///
+    /// # Errors
+    ///
+    /// [`LinkError::Http`] when the GET is refused or is not an event stream,
+    /// [`LinkError::Io`] when no `endpoint` event comes in time or it names
+    /// another origin.
+    pub async fn connect(
+        url: Url,
+        inbound: InboundTx,
+        authorizer: Option<Arc<dyn Authorizer>>,
+    ) -> Result<Self, LinkError> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| LinkError::Io(e.to_string()))?;
+        let mut request = http.get(url.clone()).header(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        if let Some(value) = authorization(authorizer.as_deref()).await? {
+            request = request.header(header::AUTHORIZATION, value);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| LinkError::Io(format!("{url}: {e}")))?;
+        let status = response.status();
+        let streams = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !status.is_success() || !streams {
+            return Err(LinkError::Http {
+                status: status.as_u16(),
+                body: "not an HTTP+SSE endpoint".to_owned(),
+            });
+        }
+        let mut events = response.bytes_stream().eventsource();
+        let first = tokio::time::timeout(ENDPOINT_TIMEOUT, events.next())
+            .await
+            .map_err(|_| LinkError::Io("the server named no endpoint in time".to_owned()))?;
+        let endpoint = match first {
+            Some(Ok(event)) if event.event == "endpoint" => url
+                .join(event.data.trim())
+                .map_err(|e| LinkError::Io(format!("unusable endpoint: {e}")))?,
+            _ => {
+                return Err(LinkError::Io(
+                    "the first event was not `endpoint`".to_owned(),
+                ));
+            }
+        };
+        if endpoint.origin() != url.origin() {
+            // Posting to another origin would hand it the caller's messages
+            // and credentials.
+            return Err(LinkError::Io(format!(
+                "the endpoint {endpoint} is on another origin"
+            )));
+        }
+        let tx = inbound.clone();
+        let task = tokio::spawn(async move {
+            while let Some(event) = events.next().await {
+                let Ok(event) = event else {
+                    break;
+                };
+                if event.event != "message" && !event.event.is_empty() {
+                    continue;
+                }
+                let item = match serde_json::from_str::<Value>(&event.data) {
+                    Ok(message) => Inbound::Message(message),
+                    Err(_) => Inbound::Malformed(event.data.chars().take(200).collect()),
+                };
+                if tx.send(item).await.is_err() {
+                    return;
+                }
+            }
+            let _ = tx
+                .send(Inbound::Closed(Some(
+                    "the server closed the event stream".to_owned(),
+                )))
+                .await;
+        });
+        Ok(Self {
+            http,
+            endpoint,
+            inbound,
+            authorizer,
+            stream: Mutex::new(Some(task)),
+        })
+    }
+}
+
+async fn authorization(
+    authorizer: Option<&dyn Authorizer>,
+) -> Result<Option<HeaderValue>, LinkError> {
+    let Some(authorizer) = authorizer else {
+        return Ok(None);
+    };
+    let value = authorizer
+        .authorization()
+        .await
+        .map_err(|e| LinkError::Unauthorized(e.to_string()))?;
+    Ok(value.and_then(|v| HeaderValue::from_str(&v).ok()))
+}
+
+impl Link for LegacySse {
+    fn send(&self, message: Outgoing) -> BoxFuture<'_, Result<(), LinkError>> {
+        Box::pin(async move {
+            let body = serde_json::to_vec(&message.message)
+                .map_err(|e| LinkError::Io(format!("unwritable message: {e}")))?;
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            if let Some(value) = authorization(self.authorizer.as_deref()).await? {
+                headers.insert(header::AUTHORIZATION, value);
+            }
+            let response = self
+                .http
+                .post(self.endpoint.clone())
+                .headers(headers)
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| LinkError::Io(e.to_string()))?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(());
+            }
+            let body = read_limited(response).await.unwrap_or_default();
+            let error = LinkError::Http {
+                status: status.as_u16(),
+                body: String::from_utf8_lossy(body.get(..body.len().min(300)).unwrap_or_default())
+                    .into_owned(),
+            };
+            match message.request_id() {
+                // The answer would have come on the stream; it never will.
+                Some(id) => {
+                    let _ = self.inbound.send(Inbound::Failed { id, error }).await;
+                    Ok(())
+                }
+                None => Err(error),
+            }
+        })
+    }
+
+    fn is_stream(&self) -> bool {
+        false
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(task) = self
+                .stream
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
+                task.abort();
+            }
+            let _ = self.inbound.send(Inbound::Closed(None)).await;
+        })
+    }
+}
+
+impl Drop for LegacySse {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .stream
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}

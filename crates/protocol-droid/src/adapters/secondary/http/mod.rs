@@ -1,0 +1,8 @@
+//! HTTP client transports: Streamable HTTP (both eras) and the 2024-11-05
+//! HTTP+SSE transport.
+
+pub mod legacy_sse;
+pub mod streamable;
+
+pub use legacy_sse::LegacySse;
+pub use streamable::{HttpOptions, StreamableHttp};

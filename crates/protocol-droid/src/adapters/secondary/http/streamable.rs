@@ -1,0 +1,615 @@
+//! The Streamable HTTP client transport, for both eras.
+//!
+//! Each request is one POST whose answer is either a JSON body or an SSE
+//! stream carrying the server's requests and notifications before the
+//! response. A stream that ends before the response is resumed with a GET
+//! carrying `Last-Event-ID`, after the `retry` delay the server asked for. In
+//! the legacy era the session id from `initialize` is repeated on every
+//! request, a GET stream carries what the server sends unprompted, a `404`
+//! means the session is gone, and `close` ends the session with DELETE.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use eventsource_stream::Eventsource as _;
+use futures_util::StreamExt as _;
+use futures_util::future::BoxFuture;
+use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, Response, StatusCode};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use url::Url;
+
+use super::super::authorizer::{Authorizer, Challenge};
+use crate::application::client::headers::encode;
+use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
+use crate::domain::jsonrpc::RequestId;
+
+/// The largest JSON response body read.
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// How often a broken response stream is resumed before the request fails.
+const MAX_RESUMES: u32 = 5;
+
+/// How often one request answers a challenge before giving up; the
+/// authorizer bounds its own attempts too.
+const MAX_CHALLENGES: u32 = 4;
+
+/// The wait before resuming when the server named none.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+
+/// The ceiling on a server-requested `retry`, so a hostile value cannot park
+/// a request.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// How the transport behaves.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    /// Extra headers sent with every request.
+    pub headers: HeaderMap,
+    /// Whether to open the GET stream after a legacy `initialize`.
+    pub listen: bool,
+    /// The connect timeout of the underlying client.
+    pub connect_timeout: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            headers: HeaderMap::new(),
+            listen: true,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    session: Option<String>,
+    version: Option<String>,
+}
+
+struct Shared {
+    http: reqwest::Client,
+    url: Url,
+    inbound: InboundTx,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    options: HttpOptions,
+    state: Mutex<State>,
+}
+
+/// The Streamable HTTP transport.
+pub struct StreamableHttp {
+    shared: Arc<Shared>,
+    listener: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for StreamableHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamableHttp")
+            .field("url", &self.shared.url.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StreamableHttp {
+    /// A transport to the MCP endpoint at `url`, delivering to `inbound`.
+    ///
+    /// # Errors
+    ///
+    /// When the HTTP client cannot be built.
+    pub fn new(
+        url: Url,
+        inbound: InboundTx,
+        authorizer: Option<Arc<dyn Authorizer>>,
+        options: HttpOptions,
+    ) -> Result<Self, LinkError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            // Redirects would carry the bearer token to another origin.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| LinkError::Io(e.to_string()))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                http,
+                url,
+                inbound,
+                authorizer,
+                options,
+                state: Mutex::new(State::default()),
+            }),
+            listener: Mutex::new(None),
+        })
+    }
+
+    /// The session id the server assigned, if any.
+    #[must_use]
+    pub fn session_id(&self) -> Option<String> {
+        self.shared.state().session.clone()
+    }
+}
+
+impl Shared {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The headers every request carries.
+    async fn base_headers(&self) -> Result<HeaderMap, LinkError> {
+        let mut headers = self.options.headers.clone();
+        let (session, version) = {
+            let state = self.state();
+            (state.session.clone(), state.version.clone())
+        };
+        if let Some(session) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+            headers.insert("mcp-session-id", session);
+        }
+        if let Some(version) = version.and_then(|v| HeaderValue::from_str(&v).ok()) {
+            headers.insert("mcp-protocol-version", version);
+        }
+        if let Some(authorizer) = &self.authorizer {
+            let value = authorizer
+                .authorization()
+                .await
+                .map_err(|e| LinkError::Unauthorized(e.to_string()))?;
+            if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                headers.insert(header::AUTHORIZATION, value);
+            }
+        }
+        Ok(headers)
+    }
+
+    /// Sends one HTTP request, answering authorization challenges.
+    async fn exchange(
+        &self,
+        method: Method,
+        extra: &HeaderMap,
+        body: Option<&[u8]>,
+    ) -> Result<Response, LinkError> {
+        let mut challenges = 0;
+        loop {
+            let mut headers = self.base_headers().await?;
+            headers.extend(extra.clone());
+            let mut request = self
+                .http
+                .request(method.clone(), self.url.clone())
+                .headers(headers);
+            if let Some(body) = body {
+                request = request.body(body.to_vec());
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|e| LinkError::Io(format!("{}: {e}", self.url)))?;
+            if let Some(session) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            {
+                self.state().session = Some(session.to_owned());
+            }
+            let status = response.status();
+            let www = response
+                .headers()
+                .get(header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let curable = status == StatusCode::UNAUTHORIZED
+                || (status == StatusCode::FORBIDDEN
+                    && www
+                        .as_deref()
+                        .is_some_and(|w| w.contains("insufficient_scope")));
+            let Some(authorizer) = self.authorizer.as_ref().filter(|_| curable) else {
+                return Ok(response);
+            };
+            if challenges >= MAX_CHALLENGES {
+                return Err(LinkError::Unauthorized(format!(
+                    "still {status} after {challenges} authorizations"
+                )));
+            }
+            challenges += 1;
+            let challenge = Challenge {
+                status: status.as_u16(),
+                resource: self.url.to_string(),
+                www_authenticate: www,
+            };
+            authorizer
+                .challenged(&challenge)
+                .await
+                .map_err(|e| LinkError::Unauthorized(e.to_string()))?;
+        }
+    }
+
+    async fn deliver(&self, item: Inbound) -> bool {
+        self.inbound.send(item).await.is_ok()
+    }
+
+    /// Carries one request to its answer.
+    async fn post_request(self: Arc<Self>, id: RequestId, body: Vec<u8>, extra: HeaderMap) {
+        let failure = match self.post_request_inner(&id, &body, &extra).await {
+            Ok(()) => return,
+            Err(error) => error,
+        };
+        self.deliver(Inbound::Failed { id, error: failure }).await;
+    }
+
+    async fn post_request_inner(
+        &self,
+        id: &RequestId,
+        body: &[u8],
+        extra: &HeaderMap,
+    ) -> Result<(), LinkError> {
+        let had_session = self.state().session.is_some();
+        let response = self.exchange(Method::POST, extra, Some(body)).await?;
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND && had_session {
+            self.state().session = None;
+            return Err(LinkError::SessionExpired);
+        }
+        if !status.is_success() {
+            return self.refusal(id, response).await;
+        }
+        if is_event_stream(&response) {
+            return self.pump_until_answered(id, response).await;
+        }
+        let bytes = read_limited(response).await?;
+        if bytes.is_empty() {
+            return Err(LinkError::Http {
+                status: status.as_u16(),
+                body: "an empty answer to a request".to_owned(),
+            });
+        }
+        self.deliver_body(&bytes).await;
+        Ok(())
+    }
+
+    /// A non-success answer to a request: its JSON-RPC error when it carries
+    /// one (given the request's id when the server could not), else the
+    /// status.
+    async fn refusal(&self, id: &RequestId, response: Response) -> Result<(), LinkError> {
+        let status = response.status().as_u16();
+        let bytes = read_limited(response).await.unwrap_or_default();
+        if let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(&bytes) {
+            if message.contains_key("error") {
+                if message.get("id").is_none_or(Value::is_null) {
+                    message.insert("id".to_owned(), id.to_json());
+                }
+                self.deliver(Inbound::Message(Value::Object(message))).await;
+                return Ok(());
+            }
+        }
+        Err(LinkError::Http {
+            status,
+            body: String::from_utf8_lossy(bytes.get(..bytes.len().min(300)).unwrap_or_default())
+                .into_owned(),
+        })
+    }
+
+    async fn deliver_body(&self, bytes: &[u8]) {
+        let item = match serde_json::from_slice::<Value>(bytes) {
+            Ok(Value::Array(batch)) => {
+                for message in batch {
+                    self.deliver(Inbound::Message(message)).await;
+                }
+                return;
+            }
+            Ok(message @ Value::Object(_)) => Inbound::Message(message),
+            Ok(_) | Err(_) => Inbound::Malformed(
+                String::from_utf8_lossy(bytes.get(..bytes.len().min(200)).unwrap_or_default())
+                    .into_owned(),
+            ),
+        };
+        self.deliver(item).await;
+    }
+
+    /// Reads an SSE stream until the response to `id` has passed, resuming
+    /// it with GET and `Last-Event-ID` when it ends early.
+    async fn pump_until_answered(
+        &self,
+        id: &RequestId,
+        response: Response,
+    ) -> Result<(), LinkError> {
+        let mut cursor = Cursor::default();
+        if self.pump(response, Some(id), &mut cursor).await {
+            return Ok(());
+        }
+        for _ in 0..MAX_RESUMES {
+            let Some(last) = cursor.last_event_id.clone() else {
+                break;
+            };
+            tokio::time::sleep(cursor.retry).await;
+            let mut extra = HeaderMap::new();
+            extra.insert(
+                header::ACCEPT,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            if let Ok(value) = HeaderValue::from_str(&last) {
+                extra.insert("last-event-id", value);
+            }
+            let response = self.exchange(Method::GET, &extra, None).await?;
+            if !response.status().is_success() || !is_event_stream(&response) {
+                return Err(LinkError::Http {
+                    status: response.status().as_u16(),
+                    body: "resuming the response stream was refused".to_owned(),
+                });
+            }
+            if self.pump(response, Some(id), &mut cursor).await {
+                return Ok(());
+            }
+        }
+        Err(LinkError::Io(
+            "the response stream ended before the response".to_owned(),
+        ))
+    }
+
+    /// Delivers a stream's messages; true once the response to `until` has
+    /// been delivered.
+    async fn pump(
+        &self,
+        response: Response,
+        until: Option<&RequestId>,
+        cursor: &mut Cursor,
+    ) -> bool {
+        let mut events = response.bytes_stream().eventsource();
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    tracing::debug!(%error, "the event stream broke");
+                    return false;
+                }
+            };
+            if !event.id.is_empty() {
+                cursor.last_event_id = Some(event.id.clone());
+            }
+            if let Some(retry) = event.retry {
+                cursor.retry = retry.min(MAX_RETRY);
+            }
+            if event.data.trim().is_empty() {
+                continue;
+            }
+            let answered = match serde_json::from_str::<Value>(&event.data) {
+                Ok(message) => {
+                    let is_answer = message.get("method").is_none()
+                        && until.is_some_and(|id| {
+                            message.get("id").and_then(RequestId::from_json).as_ref() == Some(id)
+                        });
+                    if !self.deliver(Inbound::Message(message)).await {
+                        return true;
+                    }
+                    is_answer
+                }
+                Err(_) => {
+                    self.deliver(Inbound::Malformed(event.data.chars().take(200).collect()))
+                        .await;
+                    false
+                }
+            };
+            if answered {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The standalone GET stream of a legacy session, reopened when it ends
+    /// while the session lives.
+    async fn listen(self: Arc<Self>) {
+        let mut cursor = Cursor::default();
+        let mut failures = 0_u32;
+        while failures < MAX_RESUMES {
+            let mut extra = HeaderMap::new();
+            extra.insert(
+                header::ACCEPT,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            if let Some(value) = cursor
+                .last_event_id
+                .as_deref()
+                .and_then(|l| HeaderValue::from_str(l).ok())
+            {
+                extra.insert("last-event-id", value);
+            }
+            let response = match self.exchange(Method::GET, &extra, None).await {
+                Ok(response) => response,
+                Err(error) => {
+                    tracing::debug!(%error, "the GET stream could not be opened");
+                    failures += 1;
+                    tokio::time::sleep(cursor.retry).await;
+                    continue;
+                }
+            };
+            if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+                // The server offers no such stream; that is allowed.
+                return;
+            }
+            if !response.status().is_success() || !is_event_stream(&response) {
+                failures += 1;
+                tokio::time::sleep(cursor.retry).await;
+                continue;
+            }
+            failures = 0;
+            self.pump(response, None, &mut cursor).await;
+            if self.inbound.is_closed() {
+                return;
+            }
+            tokio::time::sleep(cursor.retry).await;
+        }
+    }
+}
+
+/// Where a stream stood, for resuming it.
+#[derive(Debug)]
+struct Cursor {
+    last_event_id: Option<String>,
+    retry: Duration,
+}
+
+impl Default for Cursor {
+    fn default() -> Self {
+        Self {
+            last_event_id: None,
+            retry: DEFAULT_RETRY,
+        }
+    }
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// Reads a body, refusing one past [`MAX_BODY`].
+pub(super) async fn read_limited(response: Response) -> Result<Vec<u8>, LinkError> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| LinkError::Io(e.to_string()))?;
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(LinkError::Io(format!(
+                "a response body over {MAX_BODY} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The routing headers of a message: `Mcp-Method`, `Mcp-Name` and the
+/// `Mcp-Param-*` hints.
+fn routing_headers(message: &Outgoing) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    let Some(method) = message.message.get("method").and_then(Value::as_str) else {
+        return headers;
+    };
+    if let Ok(value) = HeaderValue::from_str(method) {
+        headers.insert("mcp-method", value);
+    }
+    let params = message.message.get("params");
+    let name = match method {
+        "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+        "resources/read" => params.and_then(|p| p.get("uri")),
+        _ => None,
+    };
+    if let Some(value) = name
+        .and_then(Value::as_str)
+        .and_then(|n| HeaderValue::from_str(&encode(n)).ok())
+    {
+        headers.insert("mcp-name", value);
+    }
+    for (name, value) in &message.hints.param_headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+    headers
+}
+
+impl Link for StreamableHttp {
+    fn send(&self, message: Outgoing) -> BoxFuture<'_, Result<(), LinkError>> {
+        Box::pin(async move {
+            let body = serde_json::to_vec(&message.message)
+                .map_err(|e| LinkError::Io(format!("unwritable message: {e}")))?;
+            let extra = routing_headers(&message);
+            if let Some(id) = message.request_id() {
+                // The answer may take long and carry the server's own
+                // requests first; it is read on a task of its own.
+                tokio::spawn(Arc::clone(&self.shared).post_request(id, body, extra));
+                return Ok(());
+            }
+            let response = self
+                .shared
+                .exchange(Method::POST, &extra, Some(&body))
+                .await?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(());
+            }
+            let body = read_limited(response).await.unwrap_or_default();
+            Err(LinkError::Http {
+                status: status.as_u16(),
+                body: String::from_utf8_lossy(body.get(..body.len().min(300)).unwrap_or_default())
+                    .into_owned(),
+            })
+        })
+    }
+
+    fn set_protocol_version(&self, version: &str) {
+        self.shared.state().version = Some(version.to_owned());
+    }
+
+    fn is_stream(&self) -> bool {
+        false
+    }
+
+    fn open_listen_channel(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if !self.shared.options.listen || self.shared.state().session.is_none() {
+                return;
+            }
+            let task = tokio::spawn(Arc::clone(&self.shared).listen());
+            if let Some(old) = self
+                .listener
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .replace(task)
+            {
+                old.abort();
+            }
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(task) = self
+                .listener
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
+                task.abort();
+            }
+            if self.shared.state().session.is_some() {
+                // Ending the session frees it on the server at once rather
+                // than when it idles out; a refusal changes nothing here.
+                if let Err(error) = self
+                    .shared
+                    .exchange(Method::DELETE, &HeaderMap::new(), None)
+                    .await
+                {
+                    tracing::debug!(%error, "DELETE of the session failed");
+                }
+                self.shared.state().session = None;
+            }
+            let _ = self.shared.inbound.send(Inbound::Closed(None)).await;
+        })
+    }
+}
+
+impl Drop for StreamableHttp {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,670 @@
+//! One client connection: request correlation, the server's questions, and
+//! notifications.
+//!
+//! A reader task owns the inbound queue. Responses complete the waiting
+//! request by id; requests from a legacy server are answered by the
+//! [`ClientHandler`] on tasks of their own so a slow user never stalls the
+//! connection; notifications update progress callbacks and the cache, then
+//! reach the handler. Anything that cannot be correlated is logged, never
+//! silently dropped.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+
+use super::cache::ResultCache;
+use super::error::ClientError;
+use super::handler::{ClientHandler, Declining, Notice};
+use super::headers::{self, ParamHeader};
+use super::input;
+use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
+use crate::adapters::secondary::codec::wire::{
+    ClientCapabilities, Implementation, ProgressNotificationParams, ServerCapabilities,
+};
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject, RequestId};
+use crate::domain::{Era, LoggingLevel, ProtocolVersion};
+
+/// The `_meta` keys of a 2026-07-28 request.
+pub(crate) mod meta {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    pub(crate) const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    /// `io.modelcontextprotocol/clientCapabilities`.
+    pub(crate) const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    /// `io.modelcontextprotocol/clientInfo`.
+    pub(crate) const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+    /// `io.modelcontextprotocol/logLevel`.
+    pub(crate) const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+}
+
+/// Called with each progress notification of one request.
+pub type ProgressFn = Arc<dyn Fn(ProgressNotificationParams) + Send + Sync>;
+
+/// How a client behaves; the defaults suit an interactive tool.
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// Who the client is, sent to the server.
+    pub client_info: Implementation,
+    /// The revisions the client may speak, any order. One entry pins the
+    /// client to it.
+    pub revisions: Vec<ProtocolVersion>,
+    /// How long a request may wait for its answer before it is cancelled.
+    pub request_timeout: Duration,
+    /// How long the `server/discover` probe may wait before the client
+    /// concludes the server is a legacy one.
+    pub probe_timeout: Duration,
+    /// How many input rounds a multi round-trip request may take.
+    pub max_input_rounds: usize,
+    /// Answers the server's questions.
+    pub handler: Arc<dyn ClientHandler>,
+    /// Whether 2026-07-28 results are cached as their `ttlMs` allows.
+    pub cache: bool,
+    /// Which authorization context private cache entries belong to.
+    pub cache_partition: String,
+    /// The log level asked of a 2026-07-28 server on every request.
+    pub log_level: Option<LoggingLevel>,
+}
+
+impl fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("client_info", &self.client_info.name)
+            .field("revisions", &self.revisions)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_input_rounds", &self.max_input_rounds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            client_info: Implementation {
+                name: "protocol-droid".to_owned(),
+                title: None,
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                description: None,
+                website_url: None,
+                icons: None,
+                extra: Map::new(),
+            },
+            revisions: ProtocolVersion::ALL.to_vec(),
+            request_timeout: Duration::from_secs(60),
+            probe_timeout: Duration::from_secs(10),
+            max_input_rounds: 8,
+            handler: Arc::new(Declining),
+            cache: true,
+            cache_partition: String::new(),
+            log_level: None,
+        }
+    }
+}
+
+/// Per-request settings.
+#[derive(Clone, Default)]
+pub struct RequestOptions {
+    /// Overrides [`ClientOptions::request_timeout`].
+    pub timeout: Option<Duration>,
+    /// Asks for progress notifications and receives them.
+    pub on_progress: Option<ProgressFn>,
+    /// Skips the cache for this request.
+    pub fresh: bool,
+}
+
+impl fmt::Debug for RequestOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestOptions")
+            .field("timeout", &self.timeout)
+            .field("on_progress", &self.on_progress.is_some())
+            .field("fresh", &self.fresh)
+            .finish()
+    }
+}
+
+/// What was settled with the server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerState {
+    /// The revision spoken.
+    pub version: ProtocolVersion,
+    /// Who the server says it is, if it said.
+    pub server_info: Option<Implementation>,
+    /// What the server supports.
+    pub capabilities: ServerCapabilities,
+    /// How to use the server, for the model.
+    pub instructions: Option<String>,
+}
+
+impl ServerState {
+    /// The era of the revision spoken.
+    #[must_use]
+    pub const fn era(&self) -> Era {
+        self.version.era()
+    }
+}
+
+type Waiter = oneshot::Sender<Result<Value, ClientError>>;
+
+pub(crate) struct Inner {
+    pub(crate) link: Arc<dyn Link>,
+    pub(crate) options: ClientOptions,
+    pending: Mutex<HashMap<RequestId, Waiter>>,
+    progress: Mutex<HashMap<String, ProgressFn>>,
+    next_id: AtomicI64,
+    pub(crate) state: RwLock<Option<ServerState>>,
+    cache: Mutex<ResultCache>,
+    tool_headers: RwLock<HashMap<String, Vec<ParamHeader>>>,
+    closed: RwLock<Option<String>>,
+}
+
+/// A connection to one MCP server, at any revision, over any transport.
+///
+/// Cloning is cheap and shares the connection. Build one with
+/// [`Client::connect`].
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("link", &self.inner.link)
+            .field("server", &self.server())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Client {
+    /// Starts the reader over `link`'s inbound queue, without negotiating.
+    /// [`Client::connect`] is the usual entry point.
+    #[must_use]
+    pub fn start(link: Arc<dyn Link>, inbound: InboundRx, options: ClientOptions) -> Self {
+        let inner = Arc::new(Inner {
+            link,
+            options,
+            pending: Mutex::new(HashMap::new()),
+            progress: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(1),
+            state: RwLock::new(None),
+            cache: Mutex::new(ResultCache::default()),
+            tool_headers: RwLock::new(HashMap::new()),
+            closed: RwLock::new(None),
+        });
+        tokio::spawn(read_loop(Arc::downgrade(&inner), inbound));
+        Self { inner }
+    }
+
+    /// Connects over `link` and settles a revision with the server, as
+    /// [`super::era`] describes.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Negotiation`] when no revision is shared, or whatever
+    /// the handshake's requests failed with.
+    pub async fn connect(
+        link: Arc<dyn Link>,
+        inbound: InboundRx,
+        options: ClientOptions,
+    ) -> Result<Self, ClientError> {
+        let client = Self::start(link, inbound, options);
+        match super::era::negotiate(&client).await {
+            Ok(()) => Ok(client),
+            Err(error) => {
+                client.close().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// What was settled with the server, once negotiated.
+    #[must_use]
+    pub fn server(&self) -> Option<ServerState> {
+        self.inner
+            .state
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The revision spoken, once negotiated.
+    #[must_use]
+    pub fn version(&self) -> Option<ProtocolVersion> {
+        self.server().map(|s| s.version)
+    }
+
+    /// The options the client was built with.
+    #[must_use]
+    pub fn options(&self) -> &ClientOptions {
+        &self.inner.options
+    }
+
+    pub(crate) fn set_state(&self, state: ServerState) {
+        self.inner.link.set_protocol_version(state.version.as_str());
+        *self
+            .inner
+            .state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(state);
+    }
+
+    /// Why the connection closed, once it has.
+    #[must_use]
+    pub fn closed(&self) -> Option<String> {
+        self.inner
+            .closed
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The capabilities the handler backs.
+    pub(crate) fn capabilities(&self) -> ClientCapabilities {
+        self.inner.options.handler.capabilities()
+    }
+
+    fn next_id(&self) -> RequestId {
+        RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Sends a request and waits for its answer, with the era's metadata,
+    /// the cache, progress and the timeout applied, and multi round-trip
+    /// input rounds driven to the end.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] for an error answer, a transport failure, a timeout or
+    /// too many input rounds.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        options: &RequestOptions,
+    ) -> Result<Value, ClientError> {
+        let partition = self.inner.options.cache_partition.clone();
+        let cacheable = self.inner.options.cache
+            && !options.fresh
+            && self.version().is_some_and(|v| v.era() == Era::Modern);
+        if cacheable {
+            if let Some(hit) = lock(&self.inner.cache).get(method, params.as_ref(), &partition) {
+                return Ok(hit);
+            }
+        }
+        let result = input::drive(self, method, params.clone(), options).await?;
+        if cacheable {
+            lock(&self.inner.cache).put(method, params.as_ref(), &partition, &result);
+        }
+        Ok(result)
+    }
+
+    /// Sends one request and waits for its answer: no input rounds, no cache.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::request`], without the rounds.
+    pub async fn request_once(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        options: &RequestOptions,
+    ) -> Result<Value, ClientError> {
+        let version = self.version();
+        let id = self.next_id();
+        let progress_token = options.on_progress.as_ref().map(|callback| {
+            let token = format!("p-{}", id.to_json());
+            lock(&self.inner.progress).insert(token.clone(), Arc::clone(callback));
+            token
+        });
+        let params = self.decorate(method, params, version, progress_token.as_deref());
+        let hints = self.hints(method, params.as_ref());
+        let mut message = json!({ "jsonrpc": "2.0", "id": id.to_json(), "method": method });
+        if let (Some(params), Value::Object(map)) = (params, &mut message) {
+            map.insert("params".to_owned(), params);
+        }
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.pending).insert(id.clone(), tx);
+        let guard = Pending {
+            inner: &self.inner,
+            id: id.clone(),
+            progress_token,
+            done: false,
+        };
+        if let Some(reason) = self.closed() {
+            drop(guard);
+            return Err(LinkError::Io(reason).into());
+        }
+        self.inner.link.send(Outgoing { message, hints }).await?;
+        let limit = options
+            .timeout
+            .unwrap_or(self.inner.options.request_timeout);
+        let answer = tokio::time::timeout(limit, rx).await;
+        let mut guard = guard;
+        match answer {
+            Ok(Ok(answer)) => {
+                guard.done = true;
+                answer
+            }
+            Ok(Err(_)) => {
+                guard.done = true;
+                Err(LinkError::Closed.into())
+            }
+            Err(_) => {
+                // Dropping the guard removes the waiter and tells the server.
+                drop(guard);
+                Err(ClientError::Timeout {
+                    method: method.to_owned(),
+                    millis: limit.as_millis(),
+                })
+            }
+        }
+    }
+
+    /// Adds what the era puts in every request's params: the 2026-07-28
+    /// `_meta` keys, and the progress token in either era.
+    fn decorate(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        version: Option<ProtocolVersion>,
+        progress_token: Option<&str>,
+    ) -> Option<Value> {
+        let modern = match version {
+            Some(v) => v.era() == Era::Modern,
+            // Before negotiation only the probe is sent, and it is modern.
+            None => method == "server/discover",
+        };
+        if !modern && progress_token.is_none() {
+            return params;
+        }
+        let mut params = match params {
+            Some(Value::Object(map)) => map,
+            None => Map::new(),
+            Some(other) => return Some(other),
+        };
+        let mut meta = match params.remove("_meta") {
+            Some(Value::Object(meta)) => meta,
+            _ => Map::new(),
+        };
+        if let Some(token) = progress_token {
+            meta.insert("progressToken".to_owned(), Value::from(token));
+        }
+        if modern {
+            let version = version.unwrap_or(ProtocolVersion::LATEST);
+            meta.insert(
+                meta::PROTOCOL_VERSION.to_owned(),
+                Value::from(version.as_str()),
+            );
+            meta.insert(
+                meta::CLIENT_CAPABILITIES.to_owned(),
+                serde_json::to_value(self.capabilities()).unwrap_or_else(|_| json!({})),
+            );
+            meta.insert(
+                meta::CLIENT_INFO.to_owned(),
+                serde_json::to_value(&self.inner.options.client_info).unwrap_or_else(|_| json!({})),
+            );
+            if let Some(level) = self.inner.options.log_level {
+                meta.insert(
+                    meta::LOG_LEVEL.to_owned(),
+                    serde_json::to_value(level).unwrap_or(Value::Null),
+                );
+            }
+        }
+        params.insert("_meta".to_owned(), Value::Object(meta));
+        Some(Value::Object(params))
+    }
+
+    /// The `Mcp-Param-*` values of a `tools/call`, from the tool's
+    /// annotations as last listed.
+    fn hints(&self, method: &str, params: Option<&Value>) -> Hints {
+        if method != "tools/call" {
+            return Hints::default();
+        }
+        let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+            return Hints::default();
+        };
+        let table = self
+            .inner
+            .tool_headers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(headers) = table.get(name) else {
+            return Hints::default();
+        };
+        let arguments = params
+            .and_then(|p| p.get("arguments"))
+            .and_then(Value::as_object);
+        Hints {
+            param_headers: headers::values(headers, arguments),
+        }
+    }
+
+    /// Records the header annotations of listed tools.
+    pub(crate) fn remember_tool_headers(&self, name: &str, headers: Vec<ParamHeader>) {
+        let mut table = self
+            .inner
+            .tool_headers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if headers.is_empty() {
+            table.remove(name);
+        } else {
+            table.insert(name.to_owned(), headers);
+        }
+    }
+
+    /// Sends a notification.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Link`] when the transport cannot deliver it.
+    pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), ClientError> {
+        let mut message = json!({ "jsonrpc": "2.0", "method": method });
+        if let (Some(params), Value::Object(map)) = (params, &mut message) {
+            map.insert("params".to_owned(), params);
+        }
+        self.inner.link.send(Outgoing::new(message)).await?;
+        Ok(())
+    }
+
+    /// Closes the connection; waiting requests fail with
+    /// [`LinkError::Closed`].
+    pub async fn close(&self) {
+        self.inner.link.close().await;
+        fail_all(&self.inner, "the client closed the connection");
+    }
+
+    /// Whether the server's capabilities include `name` (`tools`,
+    /// `resources`, `prompts`, `logging`, `completions`).
+    #[must_use]
+    pub fn server_supports(&self, name: &str) -> bool {
+        self.server()
+            .and_then(|s| serde_json::to_value(s.capabilities).ok())
+            .is_some_and(|caps| caps.get(name).is_some())
+    }
+}
+
+/// Removes a request's bookkeeping however its wait ends; if it ended
+/// without an answer, tells the server the client stopped waiting.
+struct Pending<'a> {
+    inner: &'a Arc<Inner>,
+    id: RequestId,
+    progress_token: Option<String>,
+    done: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        lock(&self.inner.pending).remove(&self.id);
+        if let Some(token) = &self.progress_token {
+            lock(&self.inner.progress).remove(token);
+        }
+        if self.done {
+            return;
+        }
+        let link = Arc::clone(&self.inner.link);
+        let message = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": { "requestId": self.id.to_json(), "reason": "the client stopped waiting" },
+        });
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if let Err(error) = link.send(Outgoing::new(message)).await {
+                    tracing::debug!(%error, "could not send notifications/cancelled");
+                }
+            });
+        }
+    }
+}
+
+fn fail_all(inner: &Inner, reason: &str) {
+    {
+        let mut closed = inner.closed.write().unwrap_or_else(PoisonError::into_inner);
+        if closed.is_none() {
+            *closed = Some(reason.to_owned());
+        }
+    }
+    let waiters: Vec<Waiter> = lock(&inner.pending).drain().map(|(_, w)| w).collect();
+    for waiter in waiters {
+        // A waiter that already gave up has nothing to be told.
+        let _ = waiter.send(Err(LinkError::Io(reason.to_owned()).into()));
+    }
+}
+
+async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
+    while let Some(item) = inbound.recv().await {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        match item {
+            Inbound::Message(message) => dispatch(&inner, &message),
+            Inbound::Failed { id, error } => match lock(&inner.pending).remove(&id) {
+                Some(waiter) => {
+                    let _ = waiter.send(Err(error.into()));
+                }
+                None => tracing::warn!(?id, %error, "a transport failure for no waiting request"),
+            },
+            Inbound::Malformed(text) => {
+                tracing::warn!(
+                    bytes = text.len(),
+                    "the server sent a line that is not JSON-RPC"
+                );
+            }
+            Inbound::Closed(reason) => {
+                let reason =
+                    reason.unwrap_or_else(|| "the server closed the connection".to_owned());
+                tracing::debug!(%reason, "connection closed");
+                fail_all(&inner, &reason);
+                return;
+            }
+        }
+    }
+    if let Some(inner) = inner.upgrade() {
+        fail_all(&inner, "the transport stopped");
+    }
+}
+
+fn dispatch(inner: &Arc<Inner>, message: &Value) {
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let id = message.get("id");
+    match (method, id) {
+        (Some(method), Some(id)) => {
+            let Some(id) = RequestId::from_json(id) else {
+                tracing::warn!(%method, "the server sent a request with an invalid id");
+                return;
+            };
+            let params = message.get("params").cloned();
+            let inner = Arc::clone(inner);
+            tokio::spawn(async move { answer(&inner, id, &method, params).await });
+        }
+        (Some(method), None) => notice(inner, method, message.get("params").cloned()),
+        (None, Some(id)) => {
+            let Some(id) = RequestId::from_json(id) else {
+                tracing::warn!(error = ?message.get("error"), "a response without a usable id");
+                return;
+            };
+            let Some(waiter) = lock(&inner.pending).remove(&id) else {
+                tracing::warn!(?id, "a response to no waiting request");
+                return;
+            };
+            let outcome = match (message.get("result"), message.get("error")) {
+                (Some(result), None) => Ok(result.clone()),
+                (None, Some(error)) => {
+                    Err(match serde_json::from_value::<ErrorObject>(error.clone()) {
+                        Ok(error) => ClientError::Server(error),
+                        Err(e) => ClientError::InvalidResult {
+                            method: String::new(),
+                            detail: format!("unreadable error object: {e}"),
+                        },
+                    })
+                }
+                _ => Err(ClientError::InvalidResult {
+                    method: String::new(),
+                    detail: "a response needs exactly one of result and error".to_owned(),
+                }),
+            };
+            let _ = waiter.send(outcome);
+        }
+        (None, None) => {
+            tracing::warn!("the server sent a message that is neither request nor answer");
+        }
+    }
+}
+
+fn notice(inner: &Inner, method: String, params: Option<Value>) {
+    if method == "notifications/progress" {
+        let token = params
+            .as_ref()
+            .and_then(|p| p.get("progressToken"))
+            .map(|t| t.as_str().map_or_else(|| t.to_string(), str::to_owned));
+        let callback = token.and_then(|t| lock(&inner.progress).get(&t).cloned());
+        match (
+            callback,
+            params
+                .clone()
+                .map(serde_json::from_value::<ProgressNotificationParams>),
+        ) {
+            (Some(callback), Some(Ok(progress))) => callback(progress),
+            (None, _) => tracing::debug!("progress for no waiting request"),
+            (_, _) => tracing::warn!("unreadable progress notification"),
+        }
+    }
+    lock(&inner.cache).invalidate(&method, params.as_ref());
+    inner
+        .options
+        .handler
+        .notification(&Notice { method, params });
+}
+
+/// Answers one request from a legacy server with the handler.
+async fn answer(inner: &Inner, id: RequestId, method: &str, params: Option<Value>) {
+    let outcome = match method {
+        "ping" => Ok(json!({})),
+        _ => input::answer(inner.options.handler.as_ref(), method, params).await,
+    };
+    let mut message = json!({ "jsonrpc": "2.0", "id": id.to_json() });
+    if let Value::Object(map) = &mut message {
+        match outcome {
+            Ok(result) => map.insert("result".to_owned(), result),
+            Err(error) => map.insert("error".to_owned(), error.to_json()),
+        };
+    }
+    if let Err(error) = inner.link.send(Outgoing::new(message)).await {
+        tracing::warn!(%error, %method, "could not answer the server");
+    }
+}
+
+/// An error object for an answer the handler could not give.
+pub(crate) fn invalid_params(detail: impl fmt::Display) -> ErrorObject {
+    ErrorObject::new(ErrorCode::INVALID_PARAMS, detail.to_string())
+}

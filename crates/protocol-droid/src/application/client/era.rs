@@ -1,0 +1,197 @@
+//! Settling a revision with a server, in either era.
+//!
+//! A client that may speak 2026-07-28 probes first with `server/discover`. A
+//! discover result means a modern server. A recognised modern error
+//! (`-32022` with the versions the server supports) means a modern server
+//! too: the client picks a version both speak and does not fall back. Any
+//! other answer, or none within the probe timeout, means a legacy server, and
+//! the client runs the `initialize` handshake. The fallback never keys on one
+//! particular error code, since legacy servers answer an unknown pre-handshake
+//! request in many ways.
+
+use serde_json::{Value, json};
+
+use super::connection::{Client, RequestOptions, ServerState};
+use super::error::ClientError;
+use crate::adapters::secondary::codec::wire::{DiscoverResult, InitializeResult, ResultMeta};
+use crate::domain::jsonrpc::ErrorCode;
+use crate::domain::{Era, ProtocolVersion};
+
+/// Settles a revision for `client`.
+pub(super) async fn negotiate(client: &Client) -> Result<(), ClientError> {
+    let allowed = allowed(client);
+    let modern = allowed.iter().copied().find(|v| v.era() == Era::Modern);
+    let legacy = allowed.iter().copied().find(|v| v.era() == Era::Legacy);
+    let Some(modern) = modern else {
+        let Some(legacy) = legacy else {
+            return Err(ClientError::Negotiation(
+                "the client allows no revision".to_owned(),
+            ));
+        };
+        return initialize(client, legacy).await;
+    };
+    match discover(client, modern).await {
+        Ok(state) => {
+            client.set_state(state);
+            Ok(())
+        }
+        Err(Probe::Modern(supported)) => {
+            let common = allowed
+                .iter()
+                .copied()
+                .find(|v| supported.iter().any(|s| s == v.as_str()));
+            match common {
+                Some(v) if v.era() == Era::Modern => match discover(client, v).await {
+                    Ok(state) => {
+                        client.set_state(state);
+                        Ok(())
+                    }
+                    Err(probe) => Err(probe.into_error()),
+                },
+                Some(v) => initialize(client, v).await,
+                None => Err(ClientError::Negotiation(format!(
+                    "the server speaks {}",
+                    supported.join(", ")
+                ))),
+            }
+        }
+        Err(Probe::Legacy(why)) => match legacy {
+            Some(legacy) => {
+                tracing::debug!(%why, "not a 2026-07-28 server; initializing");
+                initialize(client, legacy).await
+            }
+            None => Err(ClientError::Negotiation(format!(
+                "the server does not speak {}: {why}",
+                modern.as_str()
+            ))),
+        },
+        Err(Probe::Failed(error)) => Err(error),
+    }
+}
+
+/// The revisions the client allows, newest first.
+fn allowed(client: &Client) -> Vec<ProtocolVersion> {
+    let mut allowed = client.options().revisions.clone();
+    allowed.sort_unstable();
+    allowed.dedup();
+    allowed.reverse();
+    allowed
+}
+
+/// What the probe found out.
+enum Probe {
+    /// A modern server that does not speak the version asked; what it speaks.
+    Modern(Vec<String>),
+    /// Not a modern server, and why the client thinks so.
+    Legacy(String),
+    /// The probe failed for a reason that says nothing about the era.
+    Failed(ClientError),
+}
+
+impl Probe {
+    fn into_error(self) -> ClientError {
+        match self {
+            Self::Modern(supported) => {
+                ClientError::Negotiation(format!("the server speaks {}", supported.join(", ")))
+            }
+            Self::Legacy(why) => ClientError::Negotiation(why),
+            Self::Failed(error) => error,
+        }
+    }
+}
+
+async fn discover(client: &Client, version: ProtocolVersion) -> Result<ServerState, Probe> {
+    client.inner.link.set_protocol_version(version.as_str());
+    let options = RequestOptions {
+        timeout: Some(client.options().probe_timeout),
+        ..RequestOptions::default()
+    };
+    let answer = client
+        .request_once("server/discover", Some(json!({})), &options)
+        .await;
+    match answer {
+        Ok(result) => {
+            let discovered: DiscoverResult = serde_json::from_value(result.clone())
+                .map_err(|e| Probe::Legacy(format!("not a discover result: {e}")))?;
+            if !discovered
+                .supported_versions
+                .iter()
+                .any(|v| v == version.as_str())
+            {
+                return Err(Probe::Modern(discovered.supported_versions));
+            }
+            let server_info = result
+                .get("_meta")
+                .cloned()
+                .and_then(|meta| serde_json::from_value::<ResultMeta>(meta).ok())
+                .and_then(|meta| meta.server_info)
+                .or_else(|| {
+                    result
+                        .get("serverInfo")
+                        .cloned()
+                        .and_then(|info| serde_json::from_value(info).ok())
+                });
+            Ok(ServerState {
+                version,
+                server_info,
+                capabilities: discovered.capabilities,
+                instructions: discovered.instructions,
+            })
+        }
+        Err(ClientError::Server(error))
+            if error.code == ErrorCode::UNSUPPORTED_PROTOCOL_VERSION =>
+        {
+            let supported = error
+                .data
+                .as_ref()
+                .and_then(|d| d.get("supported"))
+                .and_then(Value::as_array)
+                .map(|list| {
+                    list.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            Err(Probe::Modern(supported))
+        }
+        Err(ClientError::Link(super::link::LinkError::Unauthorized(why))) => Err(Probe::Failed(
+            super::link::LinkError::Unauthorized(why).into(),
+        )),
+        Err(error @ ClientError::Link(super::link::LinkError::Closed)) => Err(Probe::Failed(error)),
+        Err(other) => Err(Probe::Legacy(other.to_string())),
+    }
+}
+
+async fn initialize(client: &Client, version: ProtocolVersion) -> Result<(), ClientError> {
+    let params = json!({
+        "protocolVersion": version.as_str(),
+        "capabilities": client.capabilities(),
+        "clientInfo": client.options().client_info,
+    });
+    let result = client
+        .request_once("initialize", Some(params), &RequestOptions::default())
+        .await?;
+    let result: InitializeResult =
+        serde_json::from_value(result).map_err(|e| ClientError::InvalidResult {
+            method: "initialize".to_owned(),
+            detail: e.to_string(),
+        })?;
+    let chosen = ProtocolVersion::from_wire(&result.protocol_version)
+        .filter(|v| v.era() == Era::Legacy && client.options().revisions.contains(v))
+        .ok_or_else(|| {
+            ClientError::Negotiation(format!(
+                "the server chose {}, which the client does not speak",
+                result.protocol_version
+            ))
+        })?;
+    client.set_state(ServerState {
+        version: chosen,
+        server_info: Some(result.server_info),
+        capabilities: result.capabilities,
+        instructions: result.instructions,
+    });
+    client.notify("notifications/initialized", None).await?;
+    client.inner.link.open_listen_channel().await;
+    Ok(())
+}

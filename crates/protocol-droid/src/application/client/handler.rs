@@ -1,0 +1,125 @@
+//! What the application answers when a server asks the client something.
+//!
+//! The same handler serves both eras: a legacy server sends
+//! `sampling/createMessage`, `elicitation/create` or `roots/list` as requests
+//! of its own, and a 2026-07-28 server puts them in an `InputRequiredResult`
+//! that the client answers in its retry. The handler never sees the
+//! difference.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use crate::adapters::secondary::codec::wire::{
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ElicitValue, ListRootsResult,
+};
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+
+/// A notification from the server, as the application sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notice {
+    /// The method, e.g. `notifications/message`.
+    pub method: String,
+    /// The params as sent.
+    pub params: Option<Value>,
+}
+
+/// Answers the server's questions. Every method has a default that declines,
+/// so an application implements only what it supports, and declares it in
+/// [`Self::capabilities`].
+pub trait ClientHandler: Send + Sync + fmt::Debug {
+    /// The capabilities this handler backs, sent to the server at
+    /// `initialize` (legacy) or in every request's `_meta` (2026-07-28).
+    fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities::default()
+    }
+
+    /// Samples the client's model.
+    ///
+    /// # Errors
+    ///
+    /// The JSON-RPC error the server receives; by default `-32601`.
+    fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+    ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorObject>> {
+        Box::pin(async { Err(unsupported("sampling/createMessage")) })
+    }
+
+    /// Asks the user, through a form or a URL.
+    ///
+    /// # Errors
+    ///
+    /// The JSON-RPC error the server receives; by default `-32601`.
+    fn elicit(
+        &self,
+        _params: ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<ElicitResult, ErrorObject>> {
+        Box::pin(async { Err(unsupported("elicitation/create")) })
+    }
+
+    /// Lists the client's roots.
+    ///
+    /// # Errors
+    ///
+    /// The JSON-RPC error the server receives; by default `-32601`.
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        Box::pin(async { Err(unsupported("roots/list")) })
+    }
+
+    /// Answers a request this build does not model (an extension's).
+    ///
+    /// # Errors
+    ///
+    /// The JSON-RPC error the server receives; by default `-32601`.
+    fn other(
+        &self,
+        method: &str,
+        _params: Option<Value>,
+    ) -> BoxFuture<'_, Result<Value, ErrorObject>> {
+        let error = unsupported(method);
+        Box::pin(async move { Err(error) })
+    }
+
+    /// Told of every notification the server sends, after the client has
+    /// done its own bookkeeping (progress routing, cache invalidation).
+    fn notification(&self, _notice: &Notice) {}
+}
+
+/// The answer to a request the client does not handle.
+#[must_use]
+pub fn unsupported(method: &str) -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("this client does not handle {method}"),
+    )
+}
+
+/// The values a form would hold if the user accepted every default: each
+/// property of `requested_schema` that declares a `default` of a type a form
+/// can return.
+#[must_use]
+pub fn form_defaults(requested_schema: &Value) -> BTreeMap<String, ElicitValue> {
+    let Some(properties) = requested_schema
+        .get("properties")
+        .and_then(Value::as_object)
+    else {
+        return BTreeMap::new();
+    };
+    properties
+        .iter()
+        .filter_map(|(name, schema)| {
+            let value = serde_json::from_value(schema.get("default")?.clone()).ok()?;
+            Some((name.clone(), value))
+        })
+        .collect()
+}
+
+/// A handler that supports nothing: every question is declined.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Declining;
+
+impl ClientHandler for Declining {}

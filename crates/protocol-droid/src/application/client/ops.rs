@@ -1,0 +1,380 @@
+//! The typed operations: tools, resources, prompts, completion, logging.
+//!
+//! Each returns the revision-independent reading of the answer and keeps the
+//! raw reply at hand for a caller that wants what this build does not model.
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::connection::{Client, RequestOptions};
+use super::error::ClientError;
+use super::headers;
+use crate::adapters::secondary::codec::wire::{
+    CompleteResult, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, Prompt, ReadResourceResult, Resource, ResourceTemplate,
+    Tool,
+};
+use crate::domain::Era;
+use crate::domain::ir::{JsonObject, ToolResult};
+
+/// At most this many pages are followed by the `*_all` helpers, so a server
+/// that hands out cursors forever cannot keep a client busy forever.
+pub const MAX_PAGES: usize = 1000;
+
+/// A typed answer and the reply it was read from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply<T> {
+    /// The answer, read.
+    pub value: T,
+    /// The `result` member as the server sent it.
+    pub raw: Value,
+}
+
+fn read<T: DeserializeOwned>(method: &str, raw: Value) -> Result<Reply<T>, ClientError> {
+    match serde_json::from_value(raw.clone()) {
+        Ok(value) => Ok(Reply { value, raw }),
+        Err(e) => Err(ClientError::InvalidResult {
+            method: method.to_owned(),
+            detail: e.to_string(),
+        }),
+    }
+}
+
+fn cursor_params(cursor: Option<&str>) -> Option<Value> {
+    cursor.map(|c| json!({ "cursor": c }))
+}
+
+impl Client {
+    async fn call_typed<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        options: &RequestOptions,
+    ) -> Result<Reply<T>, ClientError> {
+        let raw = self.request(method, params, options).await?;
+        read(method, raw)
+    }
+
+    /// `ping`; at 2026-07-28, which has no ping, `server/discover` serves as
+    /// the liveness check.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] when the server does not answer.
+    pub async fn ping(&self) -> Result<(), ClientError> {
+        let modern = self.version().is_some_and(|v| v.era() == Era::Modern);
+        let method = if modern { "server/discover" } else { "ping" };
+        let options = RequestOptions {
+            fresh: true,
+            ..RequestOptions::default()
+        };
+        self.request(method, None, &options).await.map(|_| ())
+    }
+
+    /// One page of `tools/list`. On Streamable HTTP at 2026-07-28, tools whose
+    /// `x-mcp-header` annotations break the rules are dropped with a warning,
+    /// and the rest remember their headers for [`Self::call_tool`].
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request.
+    pub async fn list_tools(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<Reply<ListToolsResult>, ClientError> {
+        let mut reply: Reply<ListToolsResult> = self
+            .call_typed(
+                "tools/list",
+                cursor_params(cursor),
+                &RequestOptions::default(),
+            )
+            .await?;
+        let checks_headers =
+            !self.inner.link.is_stream() && self.version().is_some_and(|v| v.era() == Era::Modern);
+        reply
+            .value
+            .tools
+            .retain(|tool| match headers::param_headers(&tool.input_schema) {
+                Ok(found) => {
+                    self.remember_tool_headers(&tool.name, found);
+                    true
+                }
+                Err(error) if checks_headers => {
+                    tracing::warn!(tool = %tool.name, %error, "tool dropped: invalid x-mcp-header");
+                    false
+                }
+                Err(_) => true,
+            });
+        Ok(reply)
+    }
+
+    /// Every tool, following cursors.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request, or when the pages never end.
+    pub async fn list_all_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        let mut all = Vec::new();
+        let mut cursor = None;
+        for _ in 0..MAX_PAGES {
+            let page = self.list_tools(cursor.as_deref()).await?.value;
+            all.extend(page.tools);
+            match page.next_cursor {
+                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
+                _ => return Ok(all),
+            }
+        }
+        Err(too_many_pages("tools/list"))
+    }
+
+    /// Calls a tool, driving any input rounds through the handler.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request; a tool that failed is an `Ok`
+    /// result with `is_error` set.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        options: &RequestOptions,
+    ) -> Result<Reply<ToolResult>, ClientError> {
+        let mut params = Map::new();
+        params.insert("name".to_owned(), Value::from(name));
+        if let Some(arguments) = arguments {
+            params.insert("arguments".to_owned(), Value::Object(arguments));
+        }
+        self.call_typed("tools/call", Some(Value::Object(params)), options)
+            .await
+    }
+
+    /// One page of `resources/list`.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request.
+    pub async fn list_resources(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<Reply<ListResourcesResult>, ClientError> {
+        self.call_typed(
+            "resources/list",
+            cursor_params(cursor),
+            &RequestOptions::default(),
+        )
+        .await
+    }
+
+    /// Every resource, following cursors.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::list_all_tools`].
+    pub async fn list_all_resources(&self) -> Result<Vec<Resource>, ClientError> {
+        let mut all = Vec::new();
+        let mut cursor = None;
+        for _ in 0..MAX_PAGES {
+            let page = self.list_resources(cursor.as_deref()).await?.value;
+            all.extend(page.resources);
+            match page.next_cursor {
+                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
+                _ => return Ok(all),
+            }
+        }
+        Err(too_many_pages("resources/list"))
+    }
+
+    /// One page of `resources/templates/list`.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request.
+    pub async fn list_resource_templates(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<Reply<ListResourceTemplatesResult>, ClientError> {
+        self.call_typed(
+            "resources/templates/list",
+            cursor_params(cursor),
+            &RequestOptions::default(),
+        )
+        .await
+    }
+
+    /// Every resource template, following cursors.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::list_all_tools`].
+    pub async fn list_all_resource_templates(&self) -> Result<Vec<ResourceTemplate>, ClientError> {
+        let mut all = Vec::new();
+        let mut cursor = None;
+        for _ in 0..MAX_PAGES {
+            let page = self.list_resource_templates(cursor.as_deref()).await?.value;
+            all.extend(page.resource_templates);
+            match page.next_cursor {
+                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
+                _ => return Ok(all),
+            }
+        }
+        Err(too_many_pages("resources/templates/list"))
+    }
+
+    /// Reads a resource.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request (`-32002` for an unknown one).
+    pub async fn read_resource(&self, uri: &str) -> Result<Reply<ReadResourceResult>, ClientError> {
+        self.call_typed(
+            "resources/read",
+            Some(json!({ "uri": uri })),
+            &RequestOptions::default(),
+        )
+        .await
+    }
+
+    /// Subscribes to a resource's updates (legacy era; 2026-07-28 uses
+    /// `subscriptions/listen`).
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request.
+    pub async fn subscribe(&self, uri: &str) -> Result<(), ClientError> {
+        self.request(
+            "resources/subscribe",
+            Some(json!({ "uri": uri })),
+            &RequestOptions::default(),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Ends a subscription made with [`Self::subscribe`].
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request.
+    pub async fn unsubscribe(&self, uri: &str) -> Result<(), ClientError> {
+        self.request(
+            "resources/unsubscribe",
+            Some(json!({ "uri": uri })),
+            &RequestOptions::default(),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// One page of `prompts/list`.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request.
+    pub async fn list_prompts(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<Reply<ListPromptsResult>, ClientError> {
+        self.call_typed(
+            "prompts/list",
+            cursor_params(cursor),
+            &RequestOptions::default(),
+        )
+        .await
+    }
+
+    /// Every prompt, following cursors.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::list_all_tools`].
+    pub async fn list_all_prompts(&self) -> Result<Vec<Prompt>, ClientError> {
+        let mut all = Vec::new();
+        let mut cursor = None;
+        for _ in 0..MAX_PAGES {
+            let page = self.list_prompts(cursor.as_deref()).await?.value;
+            all.extend(page.prompts);
+            match page.next_cursor {
+                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
+                _ => return Ok(all),
+            }
+        }
+        Err(too_many_pages("prompts/list"))
+    }
+
+    /// Gets a prompt with its arguments.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<Reply<GetPromptResult>, ClientError> {
+        let mut params = Map::new();
+        params.insert("name".to_owned(), Value::from(name));
+        if let Some(arguments) = arguments {
+            params.insert("arguments".to_owned(), Value::Object(arguments));
+        }
+        self.call_typed(
+            "prompts/get",
+            Some(Value::Object(params)),
+            &RequestOptions::default(),
+        )
+        .await
+    }
+
+    /// Asks for completions of one argument (`completion/complete`); `reference`
+    /// is a `ref/prompt` or `ref/resource` object.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] as for any request.
+    pub async fn complete(
+        &self,
+        reference: Value,
+        argument: &str,
+        value: &str,
+    ) -> Result<Reply<CompleteResult>, ClientError> {
+        let params = json!({
+            "ref": reference,
+            "argument": { "name": argument, "value": value },
+        });
+        self.call_typed(
+            "completion/complete",
+            Some(params),
+            &RequestOptions::default(),
+        )
+        .await
+    }
+
+    /// Sets the session's log level (legacy era; at 2026-07-28 the level is
+    /// sent with every request from [`super::ClientOptions::log_level`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Unsupported`] at 2026-07-28; otherwise as for any
+    /// request.
+    pub async fn set_logging_level(
+        &self,
+        level: crate::domain::LoggingLevel,
+    ) -> Result<(), ClientError> {
+        if self.version().is_some_and(|v| v.era() == Era::Modern) {
+            return Err(ClientError::Unsupported("logging/setLevel".to_owned()));
+        }
+        self.request(
+            "logging/setLevel",
+            Some(json!({ "level": level })),
+            &RequestOptions::default(),
+        )
+        .await
+        .map(|_| ())
+    }
+}
+
+fn too_many_pages(method: &str) -> ClientError {
+    ClientError::InvalidResult {
+        method: method.to_owned(),
+        detail: format!("more than {MAX_PAGES} pages"),
+    }
+}
