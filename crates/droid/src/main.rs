@@ -3,6 +3,7 @@
 //! This is the only place in the project that uses `anyhow` and prints to the
 //! terminal; everything it does is a call into the `protocol-droid` library.
 
+mod call;
 mod fixture;
 
 use std::time::Duration;
@@ -41,6 +42,28 @@ enum Command {
         /// Over HTTP, end a session idle for this many seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 600)]
         session_idle: u64,
+    },
+    /// Send one request to an MCP server and print the answer.
+    ///
+    /// `droid call URL METHOD [JSON_PARAMS]`, or, for a server started as a
+    /// child process over stdio, `droid call METHOD [JSON_PARAMS] -- COMMAND
+    /// [ARGS...]`. The revision is probed unless `--revision` pins one.
+    Call {
+        /// `URL METHOD [JSON_PARAMS]`, or `METHOD [JSON_PARAMS]` before `--`.
+        #[arg(required = true, num_args = 1..=3)]
+        positional: Vec<String>,
+        /// The server's command line, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
+        /// Speak only this revision, e.g. `2025-11-25`.
+        #[arg(long, value_name = "R")]
+        revision: Option<String>,
+        /// Print the raw `result` as JSON.
+        #[arg(long)]
+        json: bool,
+        /// A bearer token for an HTTP server (never sent to a stdio one).
+        #[arg(long, env = "DROID_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
     /// Print which features each MCP revision allows, as this build resolves them.
     Revisions {
@@ -83,6 +106,29 @@ fn main() -> anyhow::Result<()> {
             revisions,
             session_idle,
         } => serve(listen, &revisions, Duration::from_secs(session_idle)),
+        Command::Call {
+            positional,
+            command,
+            revision,
+            json,
+            token,
+        } => {
+            let (target, method, params) = call::target_and_method(positional, command)?;
+            let args = call::CallArgs {
+                target,
+                method,
+                params,
+                revision,
+                json,
+                token,
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let succeeded = runtime.block_on(call::run(args, &mut std::io::stdout().lock()))?;
+            if !succeeded {
+                std::process::exit(2);
+            }
+            Ok(())
+        }
         Command::Revisions { transport } => {
             revision_table(&mut std::io::stdout().lock(), transport.into())
         }

@@ -1,0 +1,154 @@
+//! `droid call`: one request to any MCP server, for a person at a terminal.
+//!
+//! The target is a URL, or a command line after `--` that is started as a
+//! stdio server. The client probes the era and settles a revision as it
+//! always does; `--revision` pins one. Output is readable by default (tool
+//! names, text content) and the raw `result` with `--json`.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use protocol_droid::adapters::secondary::authorizer::StaticToken;
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::application::client::{ClientOptions, RequestOptions};
+use protocol_droid::domain::ProtocolVersion;
+use serde_json::Value;
+
+/// What `droid call` was asked.
+#[derive(Debug)]
+pub(crate) struct CallArgs {
+    /// The URL, or the command line that starts a stdio server.
+    pub(crate) target: Target,
+    /// The method, e.g. `tools/list`.
+    pub(crate) method: String,
+    /// The params, as JSON text.
+    pub(crate) params: Option<String>,
+    /// Pins the client to one revision.
+    pub(crate) revision: Option<String>,
+    /// Prints the raw result.
+    pub(crate) json: bool,
+    /// A bearer token for an HTTP server.
+    pub(crate) token: Option<String>,
+}
+
+/// Reads the positional arguments: `URL METHOD [PARAMS]`, or
+/// `METHOD [PARAMS] -- COMMAND [ARGS...]`.
+pub(crate) fn target_and_method(
+    positional: Vec<String>,
+    command: Vec<String>,
+) -> anyhow::Result<(Target, String, Option<String>)> {
+    let mut positional = positional.into_iter();
+    if command.is_empty() {
+        let url = positional.next().context("a target URL is required")?;
+        let method = positional.next().context("a method is required")?;
+        let params = positional.next();
+        if positional.next().is_some() {
+            bail!("too many arguments: URL METHOD [JSON_PARAMS]");
+        }
+        return Ok((Target::url(&url)?, method, params));
+    }
+    let method = positional.next().context("a method is required")?;
+    let params = positional.next();
+    if positional.next().is_some() {
+        bail!("too many arguments: METHOD [JSON_PARAMS] -- COMMAND [ARGS...]");
+    }
+    Ok((Target::command(command)?, method, params))
+}
+
+/// Runs one call and prints its answer.
+pub(crate) async fn run(args: CallArgs, out: &mut impl Write) -> anyhow::Result<bool> {
+    let params: Option<Value> = args
+        .params
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .context("JSON_PARAMS is not JSON")?;
+    let mut client = ClientOptions::default();
+    if let Some(revision) = &args.revision {
+        client.revisions = vec![revision.parse::<ProtocolVersion>().context("--revision")?];
+    }
+    let options = ConnectOptions {
+        client,
+        authorizer: args.token.map(|t| Arc::new(StaticToken::new(t)) as Arc<_>),
+        ..ConnectOptions::default()
+    };
+    let client = connect(&args.target, options)
+        .await
+        .with_context(|| format!("connecting to {}", args.target))?;
+    let answer = client
+        .request(&args.method, params, &RequestOptions::default())
+        .await;
+    let version = client.version();
+    client.close().await;
+    let result = answer.with_context(|| format!("{} failed", args.method))?;
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?;
+        return Ok(true);
+    }
+    if let Some(version) = version {
+        writeln!(out, "# {} at {version}", args.target)?;
+    }
+    Ok(print_readable(&args.method, &result, out)?)
+}
+
+/// A person's view of common answers; anything else as indented JSON.
+fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io::Result<bool> {
+    let list = |key: &str, id: &str| {
+        result.get(key).and_then(Value::as_array).map(|items| {
+            items
+                .iter()
+                .map(|item| {
+                    let name = item.get(id).and_then(Value::as_str).unwrap_or("?");
+                    let about = item
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .lines()
+                        .next()
+                        .unwrap_or("");
+                    format!("{name:<32} {about}")
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    let lines = match method {
+        "tools/list" => list("tools", "name"),
+        "prompts/list" => list("prompts", "name"),
+        "resources/list" => list("resources", "uri"),
+        "resources/templates/list" => list("resourceTemplates", "uriTemplate"),
+        "tools/call" => result
+            .get("content")
+            .and_then(Value::as_array)
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .map(|block| match block.get("text").and_then(Value::as_str) {
+                        Some(text) => text.to_owned(),
+                        None => format!(
+                            "[{} block]",
+                            block
+                                .get("type")
+                                .and_then(Value::as_str)
+                                .unwrap_or("unknown")
+                        ),
+                    })
+                    .collect()
+            }),
+        _ => None,
+    };
+    match lines {
+        Some(lines) => {
+            for line in lines {
+                writeln!(out, "{line}")?;
+            }
+        }
+        None => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(result).unwrap_or_default()
+        )?,
+    }
+    // A tool that reported failure makes the command fail too.
+    Ok(result.get("isError").and_then(Value::as_bool) != Some(true))
+}
