@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use protocol_droid::adapters::secondary::authorizer::StaticToken;
+use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::application::client::{ClientOptions, RequestOptions};
 use protocol_droid::domain::ProtocolVersion;
@@ -70,7 +70,10 @@ pub(crate) async fn run(args: CallArgs, out: &mut impl Write) -> anyhow::Result<
     }
     let options = ConnectOptions {
         client,
-        authorizer: args.token.map(|t| Arc::new(StaticToken::new(t)) as Arc<_>),
+        authorizer: args.token.map(|t| {
+            let token: Arc<dyn Authorizer> = Arc::new(StaticToken::new(t));
+            token
+        }),
         ..ConnectOptions::default()
     };
     let client = connect(&args.target, options)
