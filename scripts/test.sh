@@ -2,8 +2,9 @@
 # Every check the project runs: formatting, lints, tests (unit, integration,
 # property, doc), the official SDK clients against `droid serve` (which
 # tests/interop/setup.sh installs: npm packages and a Python venv), the
-# official conformance suite against `droid serve --listen` (which
-# tests/conformance/run.sh installs, with Node 22), and the documentation
+# official conformance suite against `droid serve --listen` and, in client
+# mode, against `conformance-client` (which tests/conformance/run.sh installs,
+# with Node 22), and the documentation
 # build. CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,10 +30,10 @@ cargo test --workspace --locked 2>&1 | tee "$log"
 step "interoperability: the official SDK clients against droid serve"
 interop_log=$(mktemp)
 trap 'rm -f "$log" "$interop_log"' EXIT
-cargo build --locked -p droid
+cargo build --locked -p droid -p conformance-client
 bash tests/interop/run.sh 2>&1 | tee "$interop_log" || true
 
-step "conformance: the official MCP suite against droid serve --listen"
+step "conformance: the official MCP suite against droid serve --listen and conformance-client"
 conformance_log=$(mktemp)
 trap 'rm -f "$log" "$interop_log" "$conformance_log"' EXIT
 bash tests/conformance/run.sh 2>&1 | tee "$conformance_log" || true

