@@ -74,6 +74,13 @@ def test_simple_text() -> str:
 
 
 @mcp.tool()
+def add(a: float, b: float) -> str:
+    """Adds two numbers (not part of the conformance fixture: the client interop tests call it)."""
+    total = a + b
+    return str(int(total)) if total == int(total) else str(total)
+
+
+@mcp.tool()
 def test_image_content() -> list[ImageContent]:
     """Tests image content response"""
     return [ImageContent(type="image", data=PNG, mime_type="image/png")]
@@ -468,5 +475,15 @@ async def _complete(
 
 
 if __name__ == "__main__":
-    print("reference_server: serving the conformance fixture on stdio", file=sys.stderr)
-    mcp.run(transport="stdio")
+    # reference_server.py                 stdio (the default)
+    # reference_server.py http PORT       Streamable HTTP at http://127.0.0.1:PORT/mcp
+    # reference_server.py sse PORT        2024-11-05 HTTP+SSE at http://127.0.0.1:PORT/sse
+    args = sys.argv[1:]
+    if args and args[0] in ("http", "sse"):
+        port = int(args[1])
+        transport = "streamable-http" if args[0] == "http" else "sse"
+        print(f"reference_server: serving the conformance fixture over {transport} on 127.0.0.1:{port}", file=sys.stderr)
+        mcp.run(transport=transport, host="127.0.0.1", port=port)
+    else:
+        print("reference_server: serving the conformance fixture on stdio", file=sys.stderr)
+        mcp.run(transport="stdio")

@@ -19,7 +19,7 @@ REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
 
 export DROID_SERVER_CMD="${DROID_SERVER_CMD:-$REPO/target/debug/droid serve}"
 export PYTHONDONTWRITEBYTECODE=1
-ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk ts-sdk1-http-2025-11-25 ts-sdk2-http-2026-07-28 python-sdk-http"
+ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk ts-sdk1-http-2025-11-25 ts-sdk2-http-2026-07-28 python-sdk-http droid-client"
 OPTIONAL_DRIVERS="ts-sdk1-2024-11-05 ts-sdk1-http-2025-03-26 ts-sdk1-sse-2024-11-05"
 DRIVERS="${INTEROP_DRIVERS:-$ALL_DRIVERS}"
 LIMIT="${INTEROP_TIMEOUT:-300}"
@@ -74,11 +74,11 @@ run_node() {  # name file [env assignments...]
     record "$name" "$p" "$((f + c))" "$s" "$rc"
 }
 
-run_pytest() {  # name
-    local name=$1
+run_pytest() {  # name [test folder, default py]
+    local name=$1 folder=${2:-py}
     INTEROP_TRANSPORT="${INTEROP_TRANSPORT:-stdio}" in_background timeout "$LIMIT" "$INTEROP_DIR/.venv/bin/python" -m pytest -c "$INTEROP_DIR/pytest.ini" \
         --rootdir "$INTEROP_DIR" -p no:cacheprovider -v --tb=short --color=no \
-        --junitxml="$work/$name.xml" "$INTEROP_DIR/py"
+        --junitxml="$work/$name.xml" "$INTEROP_DIR/$folder"
     local rc=$?
     local counts
     counts=$("$INTEROP_DIR/.venv/bin/python" - "$work/$name.xml" <<'PY' 2>/dev/null || echo "0 0 0"
@@ -179,6 +179,8 @@ for d in $DRIVERS; do
             with_http "$d" http run_node "$d" sdk2.test.mjs INTEROP_TRANSPORT=http ;;
         python-sdk-http) banner "Python SDK (mcp) over Streamable HTTP: mode=legacy (2025-11-25), mode=2026-07-28, mode=auto"
             with_http "$d" http run_pytest "$d" ;;
+        droid-client) banner "droid call (the project's client) against Python and TypeScript SDK servers: stdio, Streamable HTTP, HTTP+SSE"
+            run_pytest "$d" client ;;
         *) echo "run.sh: unknown driver $d (known: $ALL_DRIVERS $OPTIONAL_DRIVERS)"
            record "$d" 0 1 0 1 ;;
     esac
