@@ -247,7 +247,9 @@ impl Client {
     }
 
     pub(crate) fn set_state(&self, state: ServerState) {
-        self.inner.link.set_protocol_version(state.version.as_str());
+        self.inner
+            .link
+            .set_protocol_version(Some(state.version.as_str()));
         *self
             .inner
             .state
@@ -297,7 +299,17 @@ impl Client {
                 return Ok(hit);
             }
         }
-        let result = input::drive(self, method, params.clone(), options).await?;
+        let result = match input::drive(self, method, params.clone(), options).await {
+            // A legacy HTTP session the server ended (idle, restarted) is
+            // replaced by a new handshake at the same revision, once.
+            Err(ClientError::Link(LinkError::SessionExpired)) => {
+                let version = self.version().ok_or(LinkError::SessionExpired)?;
+                tracing::info!(%version, "the server ended the session; initializing again");
+                super::era::initialize(self, version).await?;
+                input::drive(self, method, params.clone(), options).await?
+            }
+            other => other?,
+        };
         if cacheable {
             lock(&self.inner.cache).put(method, params.as_ref(), &partition, &result);
         }

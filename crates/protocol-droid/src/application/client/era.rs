@@ -101,7 +101,10 @@ impl Probe {
 }
 
 async fn discover(client: &Client, version: ProtocolVersion) -> Result<ServerState, Probe> {
-    client.inner.link.set_protocol_version(version.as_str());
+    client
+        .inner
+        .link
+        .set_protocol_version(Some(version.as_str()));
     let options = RequestOptions {
         timeout: Some(client.options().probe_timeout),
         ..RequestOptions::default()
@@ -163,7 +166,14 @@ async fn discover(client: &Client, version: ProtocolVersion) -> Result<ServerSta
     }
 }
 
-async fn initialize(client: &Client, version: ProtocolVersion) -> Result<(), ClientError> {
+/// Runs the `initialize` handshake at `version`.
+pub(super) async fn initialize(
+    client: &Client,
+    version: ProtocolVersion,
+) -> Result<(), ClientError> {
+    // The probe's version must not ride along: a dual-era HTTP server routes
+    // a request by that header, and `initialize` is not a 2026-07-28 method.
+    client.inner.link.set_protocol_version(None);
     let params = json!({
         "protocolVersion": version.as_str(),
         "capabilities": client.capabilities(),

@@ -125,9 +125,10 @@ pub trait Link: Send + Sync + fmt::Debug {
     /// [`LinkError`] when the message could not be handed over at all.
     fn send(&self, message: Outgoing) -> BoxFuture<'_, Result<(), LinkError>>;
 
-    /// The protocol version settled with the server, for transports that
-    /// repeat it on every message (the HTTP `MCP-Protocol-Version` header).
-    fn set_protocol_version(&self, _version: &str) {}
+    /// The protocol version to repeat on every message, for transports that
+    /// do (the HTTP `MCP-Protocol-Version` header); `None` sends none, as
+    /// before the `initialize` handshake has settled one.
+    fn set_protocol_version(&self, _version: Option<&str>) {}
 
     /// Whether this transport shares one connection between the server's
     /// requests and the client's (stdio), rather than carrying each request

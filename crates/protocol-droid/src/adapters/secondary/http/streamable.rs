@@ -549,8 +549,8 @@ impl Link for StreamableHttp {
         })
     }
 
-    fn set_protocol_version(&self, version: &str) {
-        self.shared.state().version = Some(version.to_owned());
+    fn set_protocol_version(&self, version: Option<&str>) {
+        self.shared.state().version = version.map(str::to_owned);
     }
 
     fn is_stream(&self) -> bool {

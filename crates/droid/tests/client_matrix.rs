@@ -1,0 +1,322 @@
+//! The project's client against the project's fixture server (`droid serve`),
+//! over every transport and at every revision: the same operations must give
+//! the same answers whichever way the two sides settle.
+
+// Indexing a `serde_json::Value` yields `Null` for a missing member and never
+// panics, which is what reading replies wants.
+#![allow(clippy::indexing_slicing)]
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures_util::future::BoxFuture;
+use protocol_droid::adapters::secondary::codec::wire::{
+    ClientCapabilities, ClientElicitationCapability, ClientSamplingCapability,
+    CreateMessageRequestParams, CreateMessageResult, ElicitAction, ElicitRequestParams,
+    ElicitResult, ElicitValue, ListRootsResult, RootsCapability,
+};
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::application::client::{
+    Client, ClientHandler, ClientOptions, ProgressFn, RequestOptions,
+};
+use protocol_droid::domain::ProtocolVersion;
+use protocol_droid::domain::ir::{ContentBlock, ToolResult};
+use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
+use serde_json::{Map, Value, json};
+
+type TestError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Answers every question the fixture asks, so each round can be checked.
+#[derive(Debug)]
+struct Answers;
+
+impl ClientHandler for Answers {
+    fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities {
+            elicitation: Some(ClientElicitationCapability::default()),
+            sampling: Some(ClientSamplingCapability::default()),
+            roots: Some(RootsCapability::default()),
+            ..ClientCapabilities::default()
+        }
+    }
+
+    fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+    ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorObject>> {
+        Box::pin(async {
+            let reply = json!({
+                "role": "assistant",
+                "content": { "type": "text", "text": "sampled-by-droid" },
+                "model": "matrix",
+            });
+            serde_json::from_value(reply).map_err(|e| internal(&e))
+        })
+    }
+
+    fn elicit(
+        &self,
+        params: ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<ElicitResult, ErrorObject>> {
+        Box::pin(async move {
+            let ElicitRequestParams::Form(form) = params else {
+                return Err(internal(&"the fixture asks through forms"));
+            };
+            let schema = serde_json::to_value(&form.requested_schema).unwrap_or_default();
+            let content = schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|properties| {
+                    properties
+                        .keys()
+                        .map(|k| (k.clone(), ElicitValue::String(format!("{k}-answer"))))
+                        .collect()
+                });
+            Ok(ElicitResult {
+                action: ElicitAction::Accept,
+                content,
+                meta: None,
+                extra: Map::new(),
+            })
+        })
+    }
+
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        Box::pin(async {
+            serde_json::from_value(json!({ "roots": [{ "uri": "file:///matrix" }] }))
+                .map_err(|e| internal(&e))
+        })
+    }
+}
+
+/// An answer the fixture will turn into a failed call, and so a failed test.
+fn internal(why: &dyn std::fmt::Display) -> ErrorObject {
+    ErrorObject::new(ErrorCode::INTERNAL_ERROR, why.to_string())
+}
+
+fn options(revisions: &[ProtocolVersion]) -> ConnectOptions {
+    ConnectOptions {
+        client: ClientOptions {
+            revisions: revisions.to_vec(),
+            handler: Arc::new(Answers),
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    }
+}
+
+fn stdio_target(extra: &[&str]) -> Result<Target, TestError> {
+    let mut argv = vec![env!("CARGO_BIN_EXE_droid"), "serve"];
+    argv.extend_from_slice(extra);
+    Ok(Target::command(argv)?)
+}
+
+/// `droid serve --listen 127.0.0.1:0`, stopped when dropped.
+struct HttpServer {
+    child: Child,
+    base: String,
+}
+
+impl HttpServer {
+    fn start(extra: &[&str]) -> Result<Self, TestError> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let stderr = child.stderr.take().ok_or("no stderr")?;
+        let mut lines = BufReader::new(stderr).lines();
+        let base = loop {
+            let line = lines.next().ok_or("the server exited before listening")??;
+            if let Some(at) = line.find("listening on http://") {
+                let url = line[at + "listening on ".len()..]
+                    .split_whitespace()
+                    .next()
+                    .ok_or("no URL")?;
+                break url.trim_end_matches("/mcp").to_owned();
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(Self { child, base })
+    }
+
+    fn url(&self, path: &str) -> Result<Target, TestError> {
+        Ok(Target::url(&format!("{}{path}", self.base))?)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn text_of(result: &ToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn call(client: &Client, name: &str, arguments: Value) -> Result<String, TestError> {
+    let arguments = arguments.as_object().cloned();
+    let reply = client
+        .call_tool(name, arguments, &RequestOptions::default())
+        .await?;
+    assert_ne!(reply.value.is_error, Some(true), "{name}: {}", reply.raw);
+    Ok(text_of(&reply.value))
+}
+
+/// The operations every revision has, and the rounds each revision can
+/// carry, checked against the fixture's known answers.
+async fn exercise(client: &Client, expected: ProtocolVersion) -> Result<(), TestError> {
+    let version = client.version().ok_or("not negotiated")?;
+    assert_eq!(version, expected, "negotiated revision");
+
+    let tools = client.list_all_tools().await?;
+    assert!(
+        tools.iter().any(|t| t.name == "test_simple_text"),
+        "{tools:?}"
+    );
+    assert_eq!(
+        call(client, "test_simple_text", json!({})).await?,
+        "This is a simple text response for testing."
+    );
+
+    let resource = client.read_resource("test://static-text").await?;
+    assert!(
+        resource.raw["contents"][0]["text"].as_str().is_some(),
+        "{}",
+        resource.raw
+    );
+    let prompt = client.get_prompt("test_simple_prompt", None).await?;
+    assert!(!prompt.value.messages.is_empty());
+
+    // Sampling: a server-to-client request in the legacy era, an input
+    // round at 2026-07-28; the handler sees no difference.
+    let sampled = call(client, "test_sampling", json!({ "prompt": "hi" })).await?;
+    assert_eq!(sampled, "LLM response: sampled-by-droid");
+    if version >= ProtocolVersion::V2025_06_18 {
+        let elicited = call(client, "test_elicitation", json!({ "message": "who?" })).await?;
+        assert!(
+            elicited.contains("action=accept") && elicited.contains("username-answer"),
+            "{elicited}"
+        );
+    }
+    if version == ProtocolVersion::V2026_07_28 {
+        let rounds = call(client, "test_input_required_result_multi_round", json!({})).await?;
+        assert_eq!(
+            rounds,
+            "Hello, name-answer! Your favorite color is color-answer."
+        );
+    }
+
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    let on_progress: ProgressFn = Arc::new(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    let progress = RequestOptions {
+        on_progress: Some(on_progress),
+        ..RequestOptions::default()
+    };
+    let reply = client
+        .call_tool("test_tool_with_progress", None, &progress)
+        .await?;
+    assert_eq!(
+        text_of(&reply.value),
+        "Tool with progress executed successfully"
+    );
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        3,
+        "progress notifications at {version}"
+    );
+
+    client.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn stdio_at_every_revision() -> Result<(), TestError> {
+    for version in ProtocolVersion::ALL {
+        let client = connect(&stdio_target(&[])?, options(&[version])).await?;
+        exercise(&client, version).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn streamable_http_at_every_revision() -> Result<(), TestError> {
+    let server = HttpServer::start(&[])?;
+    for version in ProtocolVersion::ALL {
+        let client = connect(&server.url("/mcp")?, options(&[version])).await?;
+        exercise(&client, version).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn http_sse_at_2024_11_05() -> Result<(), TestError> {
+    let server = HttpServer::start(&[])?;
+    let client = connect(
+        &server.url("/sse")?,
+        options(&[ProtocolVersion::V2024_11_05]),
+    )
+    .await?;
+    exercise(&client, ProtocolVersion::V2024_11_05).await
+}
+
+#[tokio::test]
+async fn an_unpinned_client_prefers_2026_and_falls_back_to_the_handshake() -> Result<(), TestError>
+{
+    let all = ProtocolVersion::ALL;
+    let modern = connect(&stdio_target(&[])?, options(&all)).await?;
+    exercise(&modern, ProtocolVersion::V2026_07_28).await?;
+    let legacy_only = ["--revisions", "2025-11-25"];
+    let legacy = connect(&stdio_target(&legacy_only)?, options(&all)).await?;
+    exercise(&legacy, ProtocolVersion::V2025_11_25).await?;
+
+    let server = HttpServer::start(&legacy_only)?;
+    let legacy = connect(&server.url("/mcp")?, options(&all)).await?;
+    exercise(&legacy, ProtocolVersion::V2025_11_25).await
+}
+
+#[tokio::test]
+async fn an_expired_legacy_session_is_replaced_by_a_new_handshake() -> Result<(), TestError> {
+    let server = HttpServer::start(&["--session-idle", "1"])?;
+    let mut options = options(&[ProtocolVersion::V2025_11_25]);
+    // Without the GET stream the session is idle between requests.
+    options.http.listen = false;
+    let client = connect(&server.url("/mcp")?, options).await?;
+    assert_eq!(
+        call(&client, "test_simple_text", json!({})).await?,
+        "This is a simple text response for testing."
+    );
+    // Long enough for the server to reap the idle session; the next request
+    // meets a 404 and the client initializes again.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        call(&client, "test_simple_text", json!({})).await?,
+        "This is a simple text response for testing."
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unpinned_client_finds_the_http_sse_transport_from_its_url() -> Result<(), TestError> {
+    let server = HttpServer::start(&[])?;
+    let client = connect(&server.url("/sse")?, options(&ProtocolVersion::ALL)).await?;
+    exercise(&client, ProtocolVersion::V2024_11_05).await
+}

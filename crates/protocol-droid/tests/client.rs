@@ -1,0 +1,218 @@
+//! The client against servers that misbehave: each failure must end in a
+//! clear error or be survived, never a hang, a panic or a lost message.
+//!
+//! The misbehaving server is `tests/fixtures/bad_server.py`, run as a real
+//! child process over stdio, one mode per test.
+
+// Indexing a `serde_json::Value` yields `Null` for a missing member and never
+// panics, which is what reading replies wants.
+#![allow(clippy::indexing_slicing)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use protocol_droid::adapters::secondary::child::ChildOptions;
+use protocol_droid::adapters::secondary::codec::wire::{ListRootsResult, RootsCapability};
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::application::client::{
+    Client, ClientError, ClientHandler, ClientOptions, LinkError, Notice, RequestOptions,
+};
+use protocol_droid::domain::jsonrpc::ErrorObject;
+use serde_json::{Map, Value};
+
+type TestError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A guard against a test that would otherwise hang forever; not a
+/// measurement.
+const GUARD: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Default)]
+struct Counting {
+    notices: AtomicUsize,
+}
+
+impl ClientHandler for Counting {
+    fn capabilities(&self) -> protocol_droid::adapters::secondary::codec::wire::ClientCapabilities {
+        protocol_droid::adapters::secondary::codec::wire::ClientCapabilities {
+            roots: Some(RootsCapability::default()),
+            ..Default::default()
+        }
+    }
+
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        Box::pin(async {
+            Ok(ListRootsResult {
+                roots: Vec::new(),
+                meta: None,
+                extra: Map::new(),
+            })
+        })
+    }
+
+    fn notification(&self, notice: &Notice) {
+        if notice.method == "notifications/message" {
+            self.notices.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+struct Bad {
+    client: Client,
+    handler: Arc<Counting>,
+    record: PathBuf,
+}
+
+async fn bad_server(mode: &str, tune: impl FnOnce(&mut ClientOptions)) -> Result<Bad, TestError> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let record = std::env::temp_dir().join(format!(
+        "droid-bad-server-{mode}-{}-{}.log",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_file(&record);
+    let mut child = ChildOptions::new("python3", [script.into_os_string(), mode.into()]);
+    child
+        .env
+        .push(("BAD_SERVER_RECORD".into(), record.clone().into_os_string()));
+    let handler = Arc::new(Counting::default());
+    let shared: Arc<dyn ClientHandler> = handler.clone();
+    let mut client = ClientOptions {
+        handler: shared,
+        ..ClientOptions::default()
+    };
+    tune(&mut client);
+    let options = ConnectOptions {
+        client,
+        ..ConnectOptions::default()
+    };
+    let client = tokio::time::timeout(GUARD, connect(&Target::Command(child), options)).await??;
+    Ok(Bad {
+        client,
+        handler,
+        record,
+    })
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+async fn call(client: &Client, options: &RequestOptions) -> Result<Value, ClientError> {
+    match tokio::time::timeout(GUARD, client.call_tool("anything", None, options)).await {
+        Ok(answer) => answer.map(|reply| reply.raw),
+        // Reported as an error no test expects, so the test fails.
+        Err(_) => Err(ClientError::Unsupported("the call hung".to_owned())),
+    }
+}
+
+fn recorded(path: &PathBuf) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_server_that_dies_mid_response_fails_the_call_with_its_reason() -> Result<(), TestError> {
+    let bad = bad_server("close-mid-response", |_| {}).await?;
+    let error = call(&bad.client, &RequestOptions::default())
+        .await
+        .err()
+        .ok_or("the call succeeded")?;
+    let ClientError::Link(LinkError::Io(reason)) = &error else {
+        return Err(format!("unexpected error {error:?}").into());
+    };
+    assert!(reason.contains("closed its stdout"), "{reason}");
+    assert!(bad.client.closed().is_some());
+    // Later requests fail at once rather than waiting for a dead server.
+    assert!(call(&bad.client, &RequestOptions::default()).await.is_err());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_line_of_invalid_json_is_reported_and_the_connection_survives() -> Result<(), TestError> {
+    let bad = bad_server("invalid-json", |_| {}).await?;
+    for _ in 0..2 {
+        let result = call(&bad.client, &RequestOptions::default()).await?;
+        assert_eq!(result["content"][0]["text"], "done");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_response_to_an_unknown_id_is_ignored_and_the_real_one_arrives() -> Result<(), TestError>
+{
+    let bad = bad_server("unknown-id", |_| {}).await?;
+    let result = call(&bad.client, &RequestOptions::default()).await?;
+    assert_eq!(result["content"][0]["text"], "done");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_times_out_and_is_told_to_cancel() -> Result<(), TestError> {
+    let bad = bad_server("silent", |_| {}).await?;
+    let options = RequestOptions {
+        timeout: Some(Duration::from_millis(200)),
+        ..RequestOptions::default()
+    };
+    let error = call(&bad.client, &options)
+        .await
+        .err()
+        .ok_or("the call succeeded")?;
+    assert!(
+        matches!(&error, ClientError::Timeout { method, .. } if method == "tools/call"),
+        "{error:?}"
+    );
+    // The cancellation reaches the server; poll its record for it.
+    let mut cancelled = Vec::new();
+    for _ in 0..200 {
+        cancelled = recorded(&bad.record);
+        if !cancelled.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let params: Value = serde_json::from_str(cancelled.first().ok_or("no cancellation")?)?;
+    assert!(params["requestId"].is_number(), "{params}");
+    // The connection is still usable for requests the server does answer.
+    bad.client.ping().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_flood_of_notifications_is_delivered_whole_before_the_answer() -> Result<(), TestError> {
+    let bad = bad_server("flood", |_| {}).await?;
+    let result = call(&bad.client, &RequestOptions::default()).await?;
+    assert_eq!(result["content"][0]["text"], "done");
+    // Notifications are handled in order on the reader, so all of them have
+    // been seen once the answer that followed them arrived.
+    assert_eq!(bad.handler.notices.load(Ordering::SeqCst), 10_000);
+    Ok(())
+}
+
+#[tokio::test]
+async fn endless_input_rounds_stop_at_the_limit_with_a_clear_error() -> Result<(), TestError> {
+    let bad = bad_server("input-forever", |o| o.max_input_rounds = 3).await?;
+    let error = call(&bad.client, &RequestOptions::default())
+        .await
+        .err()
+        .ok_or("the call succeeded")?;
+    assert!(
+        matches!(&error, ClientError::TooManyRounds { rounds: 3, .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("after 3 rounds"), "{error}");
+    let rounds = recorded(&bad.record);
+    assert_eq!(rounds.len(), 4, "the first request and three retries");
+    // The first request has no state; each retry echoes the previous round's.
+    assert_eq!(rounds.first().map(String::as_str), Some("null"));
+    for pair in rounds.windows(2) {
+        let (Some(_), Some(next)) = (pair.first(), pair.get(1)) else {
+            continue;
+        };
+        assert!(next.starts_with("\"state-"), "{next}");
+    }
+    Ok(())
+}
