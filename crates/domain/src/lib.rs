@@ -49,6 +49,7 @@
 //! `protocol_droid::domain`.
 
 pub mod canonical;
+pub mod catalog;
 pub mod capability;
 pub mod feature;
 pub mod ir;

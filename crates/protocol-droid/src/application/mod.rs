@@ -6,4 +6,5 @@
 
 pub mod bridge;
 pub mod client;
+pub mod gateway;
 pub mod server;

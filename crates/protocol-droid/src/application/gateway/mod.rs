@@ -1,0 +1,21 @@
+//! The gateway: many upstream servers, one catalog, and per session exactly
+//! the tools that session was given.
+//!
+//! [`ToolCatalog`] holds every tool with its digest and provenance;
+//! [`SessionToolSet`] is what one session may see and call, pinned per tool;
+//! [`ExecutionGate`] checks both on every call, so a tool whose definition
+//! changed after it was approved (a rug pull) is refused by name.
+
+pub mod catalog;
+pub mod gate;
+pub mod session;
+
+pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
+pub use gate::{ExecutionGate, GateError};
+pub use session::{
+    ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
+    ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,
+};
+
+#[cfg(test)]
+mod tests;
