@@ -2,6 +2,7 @@
 # Every check the project runs: formatting, lints, tests (unit, integration,
 # property, doc), the official SDK clients against `droid serve` (which
 # tests/interop/setup.sh installs: npm packages and a Python venv), the
+# official ACP TypeScript SDK against `droid acp` (tests/acp-interop), the
 # official conformance suite against `droid serve --listen` and, in client
 # mode, against `conformance-client` (which tests/conformance/run.sh installs,
 # with Node 22), and the documentation
@@ -33,9 +34,14 @@ trap 'rm -f "$log" "$interop_log"' EXIT
 cargo build --locked -p droid -p conformance-client
 bash tests/interop/run.sh 2>&1 | tee "$interop_log" || true
 
+step "interoperability: the official ACP TypeScript SDK client against droid acp"
+acp_log=$(mktemp)
+trap 'rm -f "$log" "$interop_log" "$acp_log"' EXIT
+bash tests/acp-interop/run.sh 2>&1 | tee "$acp_log" || true
+
 step "conformance: the official MCP suite against droid serve --listen and conformance-client"
 conformance_log=$(mktemp)
-trap 'rm -f "$log" "$interop_log" "$conformance_log"' EXIT
+trap 'rm -f "$log" "$interop_log" "$acp_log" "$conformance_log"' EXIT
 bash tests/conformance/run.sh 2>&1 | tee "$conformance_log" || true
 
 step "cargo doc (warnings denied)"
@@ -45,19 +51,15 @@ cargo doc --workspace --no-deps --locked
 # whole run at a glance.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
-# The interop runner ends with its own total; a run that printed none failed.
-interop=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$interop_log" | tail -n 1)
-if [ -z "$interop" ]; then
-    interop="0 passed, 1 failed"
-fi
-passed=$((passed + $(echo "$interop" | awk '{print $1}')))
-failed=$((failed + $(echo "$interop" | awk '{print $3}')))
-# And the conformance runner's: scored scenarios at both revisions.
-conformance=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$conformance_log" | tail -n 1)
-if [ -z "$conformance" ]; then
-    conformance="0 passed, 1 failed"
-fi
-passed=$((passed + $(echo "$conformance" | awk '{print $1}')))
-failed=$((failed + $(echo "$conformance" | awk '{print $3}')))
+# The interop, ACP and conformance runners each end with their own total
+# (conformance: scored scenarios); a run that printed none failed.
+for runner_log in "$interop_log" "$acp_log" "$conformance_log"; do
+    total=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$runner_log" | tail -n 1)
+    if [ -z "$total" ]; then
+        total="0 passed, 1 failed"
+    fi
+    passed=$((passed + $(echo "$total" | awk '{print $1}')))
+    failed=$((failed + $(echo "$total" | awk '{print $3}')))
+done
 printf '\n%s passed, %s failed\n' "$passed" "$failed"
 [ "$failed" -eq 0 ]

@@ -49,8 +49,8 @@
 //! `protocol_droid::domain`.
 
 pub mod canonical;
-pub mod catalog;
 pub mod capability;
+pub mod catalog;
 pub mod feature;
 pub mod ir;
 pub mod jsonrpc;

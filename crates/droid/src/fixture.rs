@@ -8,6 +8,7 @@ use protocol_droid::adapters::secondary::codec::wire::prompts::{
     GetPromptResult, Prompt, PromptArgument,
 };
 use protocol_droid::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
+use protocol_droid::adapters::secondary::codec::wire::tools::ToolAnnotations;
 use protocol_droid::application::server::request_state::KeyError;
 use protocol_droid::application::server::{Call, CallError, Question, Server, ToolSpec};
 use protocol_droid::domain::ir::{JsonObject, ResourceContents, ToolResult};
@@ -29,6 +30,8 @@ pub(crate) fn server(revisions: &[ProtocolVersion]) -> Result<Server, KeyError> 
     interactive_tools(&server);
     stateless_tools(&server);
     input_required_tools(&server);
+    agent_tools(&server);
+    benchmark_tools(&server);
     resources(&server);
     prompts(&server);
     server.set_completer(complete);
@@ -368,6 +371,105 @@ fn stateless_tools(server: &Server) {
             async move {
                 server.prompts_changed();
                 text("Prompt list change triggered")
+            }
+        },
+    );
+}
+
+/// The longest wait `sleep` agrees to.
+const MAX_SLEEP_MS: u64 = 60_000;
+
+/// Tools for clients that act on annotations or cancel calls (an ACP agent
+/// asks before a destructive call and drops a call its user cancelled).
+fn agent_tools(server: &Server) {
+    server.add_tool(
+        ToolSpec::new(
+            "delete_note",
+            "Deletes a note by its id. Nothing is stored, so nothing is lost; \
+             the annotations are what matter.",
+        )
+        .input_schema(string_arg("id", "The note to delete"))
+        .annotations(ToolAnnotations {
+            read_only_hint: Some(false),
+            destructive_hint: Some(true),
+            idempotent_hint: Some(true),
+            open_world_hint: Some(false),
+            ..ToolAnnotations::default()
+        }),
+        |call: Call| async move {
+            text(format!(
+                "Deleted note {}.",
+                call.arg_str("id").unwrap_or_default()
+            ))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new(
+            "sleep",
+            "Waits `ms` milliseconds (at most 60000), then answers: a call slow enough to cancel.",
+        )
+        .input_schema(json!({
+            "type": "object",
+            "properties": { "ms": { "type": "integer", "minimum": 0, "maximum": MAX_SLEEP_MS } },
+            "required": ["ms"],
+        }))
+        .annotations(ToolAnnotations {
+            read_only_hint: Some(true),
+            destructive_hint: Some(false),
+            ..ToolAnnotations::default()
+        }),
+        |call: Call| async move {
+            let ms = call
+                .arguments
+                .get("ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                .min(MAX_SLEEP_MS);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            text(format!("Slept {ms} ms."))
+        },
+    );
+}
+
+/// The two tools the load harness calls (`crates/bench`): as little work as
+/// a tool can do, so a measurement is of the server around them.
+fn benchmark_tools(server: &Server) {
+    server.add_tool(
+        ToolSpec::new("echo", "Returns `text` as one text block.")
+            .input_schema(string_arg("text", "What to return")),
+        |call: Call| async move {
+            let Some(echoed) = call.arg_str("text") else {
+                return Err(CallError::invalid_params("echo needs a string `text`"));
+            };
+            text(echoed)
+        },
+    );
+    server.add_tool(
+        ToolSpec::new(
+            "add",
+            "Returns the sum of the numbers `a` and `b`, as text.",
+        )
+        .input_schema(json!({
+            "type": "object",
+            "properties": { "a": { "type": "number" }, "b": { "type": "number" } },
+            "required": ["a", "b"],
+        })),
+        |call: Call| async move {
+            let number = |name: &str| call.arguments.get(name).and_then(Value::as_number).cloned();
+            let (Some(a), Some(b)) = (number("a"), number("b")) else {
+                return Err(CallError::invalid_params("add needs numbers `a` and `b`"));
+            };
+            // Integers stay exact; anything else, or an overflow, is summed
+            // as floating point, as JSON numbers are.
+            let exact = a
+                .as_i64()
+                .zip(b.as_i64())
+                .and_then(|(a, b)| a.checked_add(b));
+            match exact {
+                Some(sum) => text(sum.to_string()),
+                None => text(
+                    (a.as_f64().unwrap_or(f64::NAN) + b.as_f64().unwrap_or(f64::NAN)).to_string(),
+                ),
             }
         },
     );

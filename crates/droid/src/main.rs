@@ -3,12 +3,15 @@
 //! This is the only place in the project that uses `anyhow` and prints to the
 //! terminal; everything it does is a call into the `protocol-droid` library.
 
+mod acp;
+mod auth;
 mod call;
 mod fixture;
 
 use std::time::Duration;
 
 use anyhow::Context as _;
+use auth::AuthArgs;
 use clap::{Parser, Subcommand};
 use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
@@ -42,6 +45,9 @@ enum Command {
         /// Over HTTP, end a session idle for this many seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 600)]
         session_idle: u64,
+        // Boxed: the flags outweigh every other subcommand's.
+        #[command(flatten)]
+        auth: Box<AuthArgs>,
     },
     /// Send one request to an MCP server and print the answer.
     ///
@@ -64,6 +70,21 @@ enum Command {
         /// A bearer token for an HTTP server (never sent to a stdio one).
         #[arg(long, env = "DROID_TOKEN", hide_env_values = true)]
         token: Option<String>,
+    },
+    /// Be an ACP agent on stdio whose tools are MCP servers.
+    ///
+    /// An ACP client (an editor) starts `droid acp` and speaks ACP v1 on its
+    /// stdin and stdout; logs go to stderr. Each session connects to the MCP
+    /// servers the client lists (stdio, http, sse), and each prompt is one of
+    /// the commands below, carried out against them.
+    #[command(after_long_help = acp::HELP)]
+    Acp {
+        /// How long connecting to one MCP server may take.
+        #[arg(long, value_name = "SECONDS", default_value_t = 20)]
+        connect_timeout: u64,
+        /// The most sessions open at once.
+        #[arg(long, value_name = "N", default_value_t = 64)]
+        max_sessions: usize,
     },
     /// Print which features each MCP revision allows, as this build resolves them.
     Revisions {
@@ -105,7 +126,8 @@ fn main() -> anyhow::Result<()> {
             listen,
             revisions,
             session_idle,
-        } => serve(listen, &revisions, Duration::from_secs(session_idle)),
+            auth,
+        } => serve(listen, &revisions, Duration::from_secs(session_idle), &auth),
         Command::Call {
             positional,
             command,
@@ -129,18 +151,49 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Acp {
+            connect_timeout,
+            max_sessions,
+        } => {
+            let options = acp::AcpOptions {
+                connect_timeout: Duration::from_secs(connect_timeout),
+                max_sessions: max_sessions.max(1),
+                ..acp::AcpOptions::default()
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(acp::serve(tokio::io::stdin(), tokio::io::stdout(), options));
+            Ok(())
+        }
         Command::Revisions { transport } => {
             revision_table(&mut std::io::stdout().lock(), transport.into())
         }
     }
 }
 
-fn serve(listen: Option<String>, revisions: &[String], idle: Duration) -> anyhow::Result<()> {
+fn serve(
+    listen: Option<String>,
+    revisions: &[String],
+    idle: Duration,
+    auth: &AuthArgs,
+) -> anyhow::Result<()> {
     let offered = offered(revisions)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let server = fixture::server(&offered).context("building the fixture server")?;
+        for rule in &auth.scope {
+            let (tool, scope) = rule
+                .split_once('=')
+                .with_context(|| format!("--auth-scope {rule:?} is not TOOL=SCOPE"))?;
+            anyhow::ensure!(
+                server.set_tool_scope(tool, Some(scope.to_owned())),
+                "--auth-scope names {tool:?}, which the server does not offer"
+            );
+        }
         let Some(addr) = listen else {
+            anyhow::ensure!(
+                !auth.enabled(),
+                "authorization needs --listen: stdio carries no bearer tokens"
+            );
             return stdio::serve(
                 server,
                 tokio::io::stdin(),
@@ -159,10 +212,22 @@ fn serve(listen: Option<String>, revisions: &[String], idle: Duration) -> anyhow
         let shutdown = async {
             let _signal = tokio::signal::ctrl_c().await;
         };
-        let options = HttpOptions {
+        let mut options = HttpOptions {
             idle_timeout: idle,
             ..HttpOptions::default()
         };
+        if let Some(resource_server) = auth::resource_server(auth, bound)? {
+            // A resource named by a public host name is reached by that name.
+            if let Some(host) = resource_server.host() {
+                options.hosts = options.hosts.allowing(host);
+            }
+            tracing::warn!(
+                target: "droid",
+                "authorization on: metadata at {}",
+                resource_server.metadata_url()
+            );
+            options.auth = Some(resource_server);
+        }
         HttpServer::new(server, options)
             .serve(listener, shutdown)
             .await

@@ -1,6 +1,7 @@
 //! Secondary (driven) adapters: what the application calls out to.
 
 pub mod authorizer;
+pub mod bearer;
 pub mod child;
 pub mod codec;
 pub mod connect;

@@ -76,7 +76,7 @@ impl ToolRecord {
     }
 }
 
-/// What an [`ToolCatalog::upsert`] did.
+/// What an [`ToolCatalog::upsert_upstream`] (or [`ToolCatalog::add_builtin`]) did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Upsert {
     /// A tool the catalog did not have.

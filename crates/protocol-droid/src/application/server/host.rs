@@ -180,6 +180,22 @@ impl Server {
         self.registry().tools.get(name).map(|t| t.tool.clone())
     }
 
+    /// The definition of the tool called `name` if `caller` may see it: what
+    /// a transport checking a request against a tool's definition reads, so
+    /// that its refusals say nothing about tools the caller cannot see.
+    #[must_use]
+    pub fn tool_for(
+        &self,
+        name: &str,
+        caller: &super::context::AuthContext,
+    ) -> Option<crate::adapters::secondary::codec::wire::tools::Tool> {
+        self.registry()
+            .tools
+            .get(name)
+            .filter(|t| super::registry::visible(t.scope.as_ref(), |s| caller.has_scope(s)))
+            .map(|t| t.tool.clone())
+    }
+
     /// Seals new `requestState`s with `next`, still opening those sealed
     /// with the key it replaces until they expire.
     pub fn rotate_state_key(&self, next: StateKey) {
@@ -203,6 +219,23 @@ impl Server {
         self.edit(Change::Tools, |r| {
             r.tools.insert(entry.tool.name.clone(), entry);
         });
+    }
+
+    /// Makes the tool called `name` require `scope` (or, with `None`, nothing)
+    /// to be seen and called; whether such a tool is registered.
+    ///
+    /// For a server whose tools are registered by code that knows nothing of
+    /// authorization, as the command line's fixture is.
+    #[must_use = "scoping an absent tool protects nothing"]
+    pub fn set_tool_scope(&self, name: &str, scope: Option<String>) -> bool {
+        let mut found = false;
+        self.edit(Change::Tools, |r| {
+            if let Some(entry) = r.tools.get_mut(name) {
+                entry.scope = scope;
+                found = true;
+            }
+        });
+        found
     }
 
     /// Removes a tool; whether it was there.

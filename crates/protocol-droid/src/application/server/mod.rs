@@ -1,6 +1,8 @@
 //! The server side: sessions and requests, handlers, and dispatch for both
 //! eras.
 //!
+//! - [`auth`]: the [`auth::TokenValidator`] port a resource server checks
+//!   bearer tokens through, and the normalisation of their claims.
 //! - [`context`]: who a handler is serving ([`context::PeerSession`],
 //!   [`context::RequestContext`]) and the ports to reach the client.
 //! - [`call`]: what a handler receives, and the one "ask the client" step
@@ -13,6 +15,7 @@
 //!   requests.
 //! - [`idempotency`]: replaying a retried `tools/call`'s recorded answer.
 
+pub mod auth;
 pub mod call;
 pub mod context;
 pub mod dispatch;

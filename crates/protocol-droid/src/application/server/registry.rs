@@ -12,7 +12,7 @@ use super::call::{Call, CallError};
 use super::context::BoxFuture;
 use crate::adapters::secondary::codec::wire::prompts::{GetPromptResult, Prompt};
 use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
-use crate::adapters::secondary::codec::wire::tools::Tool;
+use crate::adapters::secondary::codec::wire::tools::{Tool, ToolAnnotations};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 
 /// A shared async handler producing `T`.
@@ -216,6 +216,15 @@ impl ToolSpec {
         if let Value::Object(schema) = schema {
             self.tool.output_schema = Some(schema);
         }
+        self
+    }
+
+    /// Declares hints about the tool's behaviour (`readOnlyHint`,
+    /// `destructiveHint` and the rest), which clients may use to decide
+    /// whether to ask their user before a call.
+    #[must_use]
+    pub fn annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.tool.annotations = Some(annotations);
         self
     }
 

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -16,6 +17,7 @@ use super::App;
 use super::respond::{CURRENT, channel, refusal};
 use super::sse::{self, SseEvent};
 use super::streamable::{check_post, context};
+use crate::application::server::context::AuthContext;
 use crate::domain::TransportKind;
 use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Response as RpcResponse, ResponseId};
 
@@ -88,6 +90,7 @@ impl Drop for SessionGuard {
 /// POST `/messages?sessionId=…`: accepted at once; answers go on the stream.
 pub(super) async fn post(
     State(app): State<App>,
+    Extension(caller): Extension<AuthContext>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Bytes,
@@ -117,7 +120,7 @@ pub(super) async fn post(
     };
     match incoming {
         Incoming::Single(Message::Request(request)) => {
-            let ctx = context(&headers);
+            let ctx = context(&headers, &caller);
             // Its messages all travel on the session's stream.
             let (channel, mut rx) = channel(true);
             let owner = Arc::clone(&session);

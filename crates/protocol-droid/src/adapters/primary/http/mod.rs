@@ -11,10 +11,13 @@
 //!   whose first event names the endpoint to POST to.
 //!
 //! Every request is checked for a loopback `Host` and `Origin` first (DNS
-//! rebinding), bodies are bounded, sessions are bounded in number and reaped
+//! rebinding); with a [`ResourceServer`] configured, every request to those
+//! endpoints then needs a bearer token, and the server publishes its
+//! Protected Resource Metadata at the well-known path; bodies are bounded, sessions are bounded in number and reaped
 //! when idle, and a response answers with JSON unless the handler starts
 //! talking before it finishes, in which case it becomes an event stream.
 
+mod auth;
 mod events;
 mod guard;
 mod legacy_sse;
@@ -35,6 +38,7 @@ use tokio::net::TcpListener;
 
 use crate::application::server::Server;
 
+pub use auth::{METADATA_PREFIX, ResourceServer, ResourceServerError};
 pub use guard::HostPolicy;
 
 /// How long a shutdown waits for requests in flight.
@@ -57,6 +61,9 @@ pub struct HttpOptions {
     pub exchange_timeout: Duration,
     /// Which `Host` and `Origin` values are accepted.
     pub hosts: HostPolicy,
+    /// Authorization: `None` (the default) serves every caller as the
+    /// anonymous caller, who sees only what requires no scope.
+    pub auth: Option<ResourceServer>,
 }
 
 impl Default for HttpOptions {
@@ -69,6 +76,7 @@ impl Default for HttpOptions {
             sse_retry: Duration::from_millis(500),
             exchange_timeout: Duration::from_secs(60),
             hosts: HostPolicy::loopback(),
+            auth: None,
         }
     }
 }
@@ -122,12 +130,14 @@ impl HttpServer {
     }
 
     /// The router: `/mcp` (Streamable HTTP) and `/sse` + `/messages`
-    /// (2024-11-05), for serving or for embedding in a larger application.
+    /// (2024-11-05), for serving or for embedding in a larger application;
+    /// with authorization on, also the Protected Resource Metadata.
     pub fn router(&self) -> Router {
         let app = self.app.clone();
         let limit = app.options.max_body;
         let hosts = app.options.hosts.clone();
-        Router::new()
+        let resource_server = app.options.auth.clone().map(Arc::new);
+        let mut router = Router::new()
             .route(
                 "/mcp",
                 post(streamable::post)
@@ -136,6 +146,28 @@ impl HttpServer {
             )
             .route("/sse", get(legacy_sse::open))
             .route("/messages", post(legacy_sse::post))
+            // A route layer, so only the MCP routes above demand a token: the
+            // metadata that tells a client how to get one must not.
+            .route_layer(axum::middleware::from_fn_with_state(
+                resource_server.clone(),
+                auth::authenticate,
+            ));
+        if let Some(resource_server) = resource_server {
+            let document = Arc::new(resource_server.metadata());
+            let serve = move || {
+                let document = Arc::clone(&document);
+                async move { auth::metadata(&document) }
+            };
+            let path = resource_server.metadata_path();
+            // The path-suffixed form is what RFC 9728 §3.1 derives from the
+            // resource; the root form is where clients that ignore the path
+            // look first.
+            if path != METADATA_PREFIX {
+                router = router.route(&path, get(serve.clone()));
+            }
+            router = router.route(METADATA_PREFIX, get(serve));
+        }
+        router
             .layer(axum::middleware::from_fn_with_state(hosts, guard::check))
             .layer(DefaultBodyLimit::max(limit))
             .with_state(app)

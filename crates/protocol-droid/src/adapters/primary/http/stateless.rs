@@ -12,7 +12,7 @@ use super::App;
 use super::respond::{self, CURRENT, Plan, refusal};
 use super::streamable::{VERSION_HEADER, context, header};
 use crate::application::server::Server;
-use crate::application::server::context::NoExchange;
+use crate::application::server::context::{AuthContext, NoExchange};
 use crate::domain::TransportKind;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Request};
@@ -22,7 +22,12 @@ const B64_PREFIX: &str = "=?base64?";
 const B64_SUFFIX: &str = "?=";
 
 /// POST `/mcp` at 2026-07-28.
-pub(super) async fn post(app: &App, headers: &HeaderMap, incoming: Incoming) -> Response {
+pub(super) async fn post(
+    app: &App,
+    headers: &HeaderMap,
+    caller: &AuthContext,
+    incoming: Incoming,
+) -> Response {
     let request = match incoming {
         Incoming::Single(Message::Request(request)) => request,
         // No core client notification exists on HTTP; an accepted one is
@@ -45,7 +50,7 @@ pub(super) async fn post(app: &App, headers: &HeaderMap, incoming: Incoming) -> 
             );
         }
     };
-    if let Err(message) = check_headers(headers, &request, &app.server) {
+    if let Err(message) = check_headers(headers, &request, &app.server, caller) {
         return refusal(
             StatusCode::BAD_REQUEST,
             Some(&request.id),
@@ -62,7 +67,7 @@ pub(super) async fn post(app: &App, headers: &HeaderMap, incoming: Incoming) -> 
         Arc::new(NoExchange),
         Arc::new(CurrentSink),
     );
-    let ctx = context(headers);
+    let ctx = context(headers, caller);
     let id = request.id.clone();
     let work = tokio::spawn(CURRENT.scope(channel, async move {
         connection.handle_stateless(request, ctx).await
@@ -103,7 +108,12 @@ fn decoded(value: &str) -> Option<String> {
 }
 
 /// Checks the routing headers against the body, as the revision requires.
-fn check_headers(headers: &HeaderMap, request: &Request, server: &Server) -> Result<(), String> {
+fn check_headers(
+    headers: &HeaderMap,
+    request: &Request,
+    server: &Server,
+    caller: &AuthContext,
+) -> Result<(), String> {
     let params = request.params.as_ref().and_then(Value::as_object);
     let meta_version = params
         .and_then(|p| p.get("_meta"))
@@ -143,7 +153,7 @@ fn check_headers(headers: &HeaderMap, request: &Request, server: &Server) -> Res
             let arguments = params
                 .and_then(|p| p.get("arguments"))
                 .and_then(Value::as_object);
-            check_param_headers(headers, server, name, arguments)?;
+            check_param_headers(headers, server, caller, name, arguments)?;
         }
     }
     Ok(())
@@ -154,10 +164,13 @@ fn check_headers(headers: &HeaderMap, request: &Request, server: &Server) -> Res
 fn check_param_headers(
     headers: &HeaderMap,
     server: &Server,
+    caller: &AuthContext,
     tool: &str,
     arguments: Option<&JsonObject>,
 ) -> Result<(), String> {
-    let Some(tool) = server.tool(tool) else {
+    // A tool the caller cannot see is checked like one that does not exist,
+    // so a header mismatch cannot reveal it.
+    let Some(tool) = server.tool_for(tool, caller) else {
         return Ok(());
     };
     let Some(properties) = tool

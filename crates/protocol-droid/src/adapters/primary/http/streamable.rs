@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -15,7 +16,7 @@ use super::respond::{self, CURRENT, Plan, refusal};
 use super::sessions::Session;
 use super::sse::{self, SseEvent};
 use super::{App, stateless};
-use crate::application::server::context::RequestContext;
+use crate::application::server::context::{AuthContext, RequestContext};
 use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, nesting_depth};
 use crate::domain::jsonrpc::{
     ErrorCode, Incoming, Message, Request, Response as RpcResponse, parse,
@@ -108,13 +109,18 @@ fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
 }
 
 /// POST `/mcp`.
-pub(super) async fn post(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+pub(super) async fn post(
+    State(app): State<App>,
+    Extension(caller): Extension<AuthContext>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let incoming = match check_post(&headers, &body) {
         Ok(incoming) => incoming,
         Err(refused) => return refused,
     };
     if is_modern(&headers, &incoming) {
-        return stateless::post(&app, &headers, incoming).await;
+        return stateless::post(&app, &headers, &caller, incoming).await;
     }
     // A legacy request carrying an unknown or modern revision header.
     if let Some(version) = header(&headers, VERSION_HEADER) {
@@ -130,7 +136,7 @@ pub(super) async fn post(State(app): State<App>, headers: HeaderMap, body: Bytes
     }
     match incoming {
         Incoming::Single(Message::Request(request)) if request.method == "initialize" => {
-            initialize(&app, &headers, request).await
+            initialize(&app, &headers, &caller, request).await
         }
         incoming => {
             let Some(id) = header(&headers, SESSION_HEADER) else {
@@ -149,12 +155,17 @@ pub(super) async fn post(State(app): State<App>, headers: HeaderMap, body: Bytes
                     "unknown or ended session",
                 );
             };
-            in_session(&app, &headers, &session, incoming).await
+            in_session(&app, &headers, &caller, &session, incoming).await
         }
     }
 }
 
-async fn initialize(app: &App, headers: &HeaderMap, request: Request) -> Response {
+async fn initialize(
+    app: &App,
+    headers: &HeaderMap,
+    caller: &AuthContext,
+    request: Request,
+) -> Response {
     let Some(session) = app.sessions.open(
         &app.server,
         TransportKind::StreamableHttp,
@@ -177,7 +188,7 @@ async fn initialize(app: &App, headers: &HeaderMap, request: Request) -> Respons
         );
     };
     let id = request.id.clone();
-    let outcome = connection.handle(request, context(headers)).await;
+    let outcome = connection.handle(request, context(headers, caller)).await;
     let failed = outcome.is_err();
     if failed {
         // A failed handshake leaves no session behind, and names none.
@@ -199,9 +210,13 @@ async fn initialize(app: &App, headers: &HeaderMap, request: Request) -> Respons
     response
 }
 
-/// The request context a transport builds: lowercased headers.
-pub(super) fn context(headers: &HeaderMap) -> RequestContext {
-    let mut ctx = RequestContext::default();
+/// The request context a transport builds: lowercased headers, and the
+/// caller this request's own token named (never the session's).
+pub(super) fn context(headers: &HeaderMap, caller: &AuthContext) -> RequestContext {
+    let mut ctx = RequestContext {
+        auth: caller.clone(),
+        ..RequestContext::default()
+    };
     for (name, value) in headers {
         if let Ok(value) = value.to_str() {
             ctx.headers
@@ -214,6 +229,7 @@ pub(super) fn context(headers: &HeaderMap) -> RequestContext {
 async fn in_session(
     app: &App,
     headers: &HeaderMap,
+    caller: &AuthContext,
     session: &Arc<Session>,
     incoming: Incoming,
 ) -> Response {
@@ -254,7 +270,13 @@ async fn in_session(
             let (channel, rx) = respond::channel(plan.streams);
             let release = Arc::clone(&channel.release);
             let id = request.id.clone();
-            let work = match start(session, connection, request, context(headers), channel) {
+            let work = match start(
+                session,
+                connection,
+                request,
+                context(headers, caller),
+                channel,
+            ) {
                 Ok(work) => work,
                 Err(refused) => return refused,
             };
@@ -284,7 +306,7 @@ async fn in_session(
             }
             StatusCode::ACCEPTED.into_response()
         }
-        Incoming::Batch(items) => batch(headers, &connection, session, items).await,
+        Incoming::Batch(items) => batch(headers, caller, &connection, session, items).await,
     }
 }
 
@@ -346,6 +368,7 @@ fn start(
 /// A 2025-03-26 batch: answered together, as one JSON array.
 async fn batch(
     headers: &HeaderMap,
+    caller: &AuthContext,
     connection: &Arc<crate::application::server::Connection>,
     session: &Arc<Session>,
     items: Vec<Result<Message, crate::domain::jsonrpc::EnvelopeError>>,
@@ -368,7 +391,7 @@ async fn batch(
             Err(e) => answers.push(Message::Response(e.to_response()).to_value()),
             Ok(Message::Request(request)) => {
                 let connection = Arc::clone(connection);
-                let ctx = context(headers);
+                let ctx = context(headers, caller);
                 let id = request.id.clone();
                 running.push((
                     id,

@@ -1,0 +1,325 @@
+//! The MCP servers of a session: connecting to every `mcpServers` entry at
+//! once, and finding a tool, prompt or resource among them.
+//!
+//! Rules, as `docs/acp.md` states them: a stdio entry is started with its
+//! `env` added to this process's environment; an `http` entry is tried as
+//! Streamable HTTP and then as HTTP+SSE, with its headers on every request;
+//! an `sse` entry speaks 2024-11-05 HTTP+SSE, where only an `Authorization`
+//! header can be sent. An entry of another `type` (`acp`), a duplicate name
+//! or a server that does not connect in time is skipped and reported to the
+//! user; the session goes on with the rest.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use protocol_droid::adapters::primary::acp::{McpServer, McpServerHttp, McpServerStdio};
+use protocol_droid::adapters::secondary::authorizer::{AuthError, Authorizer, Challenge};
+use protocol_droid::adapters::secondary::child::ChildOptions;
+use protocol_droid::adapters::secondary::codec::wire::tools::Tool;
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::adapters::secondary::http::{HttpOptions, LegacySse};
+use protocol_droid::application::client::{Client, ClientError, ClientOptions, inbound_queue};
+use protocol_droid::domain::ProtocolVersion;
+
+/// A connected MCP server.
+#[derive(Debug)]
+pub(crate) struct Connected {
+    /// The entry's `name`: the `SERVER/` of qualified names.
+    pub(crate) name: String,
+    /// The connection.
+    pub(crate) client: Client,
+    /// The tools as last listed; `None` until listed.
+    tools: Mutex<Option<Arc<[Tool]>>>,
+}
+
+/// An entry that gave no connection, and why, in words for the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Failed {
+    /// The entry's `name`.
+    pub(crate) name: String,
+    /// Why.
+    pub(crate) reason: String,
+}
+
+/// Connects to every entry at once, each within `timeout`.
+pub(crate) async fn connect_all(
+    entries: &[McpServer],
+    timeout: Duration,
+) -> (Vec<Arc<Connected>>, Vec<Failed>) {
+    let mut failed = Vec::new();
+    let mut attempts = Vec::new();
+    let mut seen = HashMap::new();
+    for entry in entries {
+        let name = entry_name(entry);
+        if seen.insert(name.clone(), ()).is_some() {
+            failed.push(Failed {
+                name,
+                reason: "another server of this session has the same name".to_owned(),
+            });
+            continue;
+        }
+        let entry = entry.clone();
+        let attempt = tokio::spawn(async move {
+            match tokio::time::timeout(timeout, connect_one(&entry)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
+            }
+        });
+        attempts.push((name, attempt));
+    }
+    let mut connected = Vec::new();
+    for (name, attempt) in attempts {
+        match attempt.await {
+            Ok(Ok(client)) => connected.push(Arc::new(Connected {
+                name,
+                client,
+                tools: Mutex::new(None),
+            })),
+            Ok(Err(reason)) => failed.push(Failed { name, reason }),
+            Err(join) => failed.push(Failed {
+                name,
+                reason: format!("the connection attempt stopped: {join}"),
+            }),
+        }
+    }
+    (connected, failed)
+}
+
+fn entry_name(entry: &McpServer) -> String {
+    match entry {
+        McpServer::Stdio(stdio) => stdio.name.clone(),
+        McpServer::Http(http) | McpServer::Sse(http) => http.name.clone(),
+        McpServer::Other { raw, transport } => raw
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .map_or_else(|| format!("({transport} server)"), str::to_owned),
+    }
+}
+
+async fn connect_one(entry: &McpServer) -> Result<Client, String> {
+    let options = ConnectOptions {
+        client: client_options(),
+        ..ConnectOptions::default()
+    };
+    match entry {
+        McpServer::Stdio(stdio) => connect(&stdio_target(stdio), options)
+            .await
+            .map_err(|e| e.to_string()),
+        McpServer::Http(http) => {
+            let target = Target::url(&http.url).map_err(|e| e.to_string())?;
+            let headers: HashMap<String, String> = http
+                .headers
+                .iter()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect();
+            let options = ConnectOptions {
+                http: HttpOptions {
+                    headers: (&headers)
+                        .try_into()
+                        .map_err(|e| format!("a header cannot be sent: {e}"))?,
+                    ..HttpOptions::default()
+                },
+                ..options
+            };
+            connect(&target, options).await.map_err(|e| e.to_string())
+        }
+        McpServer::Sse(sse) => connect_sse(sse).await,
+        McpServer::Other { transport, .. } => Err(format!(
+            "`{transport}` servers are not supported (stdio, http and sse are)"
+        )),
+    }
+}
+
+fn client_options() -> ClientOptions {
+    let mut options = ClientOptions::default();
+    "droid-acp".clone_into(&mut options.client_info.name);
+    options
+}
+
+fn stdio_target(stdio: &McpServerStdio) -> Target {
+    let mut child = ChildOptions::new(&stdio.command, &stdio.args);
+    child.env = stdio
+        .env
+        .iter()
+        .map(|pair| (pair.name.clone().into(), pair.value.clone().into()))
+        .collect();
+    Target::Command(child)
+}
+
+async fn connect_sse(sse: &McpServerHttp) -> Result<Client, String> {
+    let Target::Url(url) = Target::url(&sse.url).map_err(|e| e.to_string())? else {
+        return Err(format!("{} is not a URL", sse.url));
+    };
+    let authorization = sse
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("authorization"))
+        .map(|h| {
+            let authorizer: Arc<dyn Authorizer> = Arc::new(FixedAuthorization(h.value.clone()));
+            authorizer
+        });
+    let (tx, rx) = inbound_queue();
+    let link = LegacySse::connect(url, tx, authorization)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut options = client_options();
+    options.revisions = vec![ProtocolVersion::V2024_11_05];
+    Client::connect(Arc::new(link), rx, options)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The `Authorization` header an `sse` entry gave, sent as it is. The
+/// HTTP+SSE transport takes no other headers.
+struct FixedAuthorization(String);
+
+impl std::fmt::Debug for FixedAuthorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A credential; it must not reach logs.
+        f.debug_struct("FixedAuthorization").finish_non_exhaustive()
+    }
+}
+
+type AuthFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, AuthError>> + Send + 'a>>;
+
+impl Authorizer for FixedAuthorization {
+    fn authorization(&self) -> AuthFuture<'_, Option<String>> {
+        let value = self.0.clone();
+        Box::pin(async move { Ok(Some(value)) })
+    }
+
+    fn challenged<'a>(&'a self, challenge: &'a Challenge) -> AuthFuture<'a, ()> {
+        let status = challenge.status;
+        Box::pin(async move {
+            Err(AuthError::Refused(format!(
+                "the server refused the session's Authorization header ({status})"
+            )))
+        })
+    }
+}
+
+impl Connected {
+    /// The tools, listed once and then kept; `refresh` lists them again.
+    pub(crate) async fn tools(&self, refresh: bool) -> Result<Arc<[Tool]>, ClientError> {
+        if !refresh {
+            if let Some(tools) = self
+                .tools
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+            {
+                return Ok(tools);
+            }
+        }
+        let tools: Arc<[Tool]> = self.client.list_all_tools().await?.into();
+        *self.tools.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&tools));
+        Ok(tools)
+    }
+
+    /// Whether the server said it has `capability` (`tools`, `prompts`,
+    /// `resources`).
+    pub(crate) fn offers(&self, capability: &str) -> bool {
+        self.client.server_supports(capability)
+    }
+}
+
+/// A tool found among the session's servers.
+#[derive(Clone, Debug)]
+pub(crate) struct FoundTool {
+    /// Its server.
+    pub(crate) server: Arc<Connected>,
+    /// Its definition.
+    pub(crate) tool: Tool,
+}
+
+impl FoundTool {
+    /// `SERVER/TOOL`.
+    pub(crate) fn qualified(&self) -> String {
+        format!("{}/{}", self.server.name, self.tool.name)
+    }
+
+    /// Whether the server says the tool may destroy data. Only an explicit
+    /// `destructiveHint: true` counts, and `readOnlyHint: true` overrides
+    /// it (the spec says the destructive hint means nothing then).
+    /// MCP's default for a missing hint is "destructive", but asking before
+    /// every unannotated call would teach users to allow without reading.
+    pub(crate) fn destructive(&self) -> bool {
+        self.tool
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.destructive_hint == Some(true) && a.read_only_hint != Some(true))
+    }
+
+    /// The ACP `ToolKind` its annotations suggest.
+    pub(crate) fn kind(&self) -> &'static str {
+        let read_only = self
+            .tool
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.read_only_hint == Some(true));
+        if read_only { "read" } else { "other" }
+    }
+}
+
+/// Finds `name` (`SERVER/TOOL` or `TOOL`) among `servers`' tools, listing
+/// them again once when it is not among those already listed.
+///
+/// The error is a sentence for the user.
+pub(crate) async fn find_tool(servers: &[Arc<Connected>], name: &str) -> Result<FoundTool, String> {
+    for refresh in [false, true] {
+        let mut found = Vec::new();
+        for server in servers {
+            let Ok(tools) = server.tools(refresh).await else {
+                continue;
+            };
+            let qualified = name
+                .strip_prefix(server.name.as_str())
+                .and_then(|rest| rest.strip_prefix('/'));
+            for tool in tools.iter() {
+                if tool.name == name || qualified == Some(tool.name.as_str()) {
+                    found.push(FoundTool {
+                        server: Arc::clone(server),
+                        tool: tool.clone(),
+                    });
+                }
+            }
+        }
+        // A qualified match wins over the same words read as a bare name.
+        if found.len() > 1 {
+            found.retain(|f| f.qualified() == name);
+        }
+        match found.len() {
+            0 => continue,
+            1 => return found.pop().ok_or_else(String::new),
+            _ => {
+                let names: Vec<String> = found.iter().map(FoundTool::qualified).collect();
+                return Err(format!(
+                    "More than one server has `{name}`; name one of: {}.",
+                    names.join(", ")
+                ));
+            }
+        }
+    }
+    Err(format!(
+        "No tool `{name}` on this session's servers. `tools` lists them."
+    ))
+}
+
+/// Closes every connection, each within `grace`.
+pub(crate) async fn close_all(servers: &[Arc<Connected>], grace: Duration) {
+    let closing: Vec<_> = servers
+        .iter()
+        .map(|server| {
+            let client = server.client.clone();
+            tokio::spawn(async move {
+                let _closed_in_time = tokio::time::timeout(grace, client.close()).await;
+            })
+        })
+        .collect();
+    for task in closing {
+        let _finished = task.await;
+    }
+}

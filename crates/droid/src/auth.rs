@@ -1,0 +1,137 @@
+//! `droid serve`'s authorization flags, turned into a resource server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use protocol_droid::adapters::primary::http::ResourceServer;
+use protocol_droid::adapters::secondary::bearer::{
+    IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
+};
+use protocol_droid::application::server::auth::TokenValidator;
+
+/// Authorization for `--listen`: off unless an issuer or an introspection
+/// endpoint is named; once on, a request without a valid token is refused.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AuthArgs {
+    /// Accept JWT access tokens issued by this issuer (its `iss`).
+    #[arg(long, value_name = "URL")]
+    auth_issuer: Option<String>,
+    /// Where the issuer publishes its signing keys (its `jwks_uri`).
+    #[arg(long, value_name = "URL", conflicts_with = "auth_jwks_file")]
+    auth_jwks_url: Option<String>,
+    /// The issuer's signing keys, read once from a JWKS file.
+    #[arg(long, value_name = "PATH")]
+    auth_jwks_file: Option<std::path::PathBuf>,
+    /// Validate opaque tokens at this RFC 7662 introspection endpoint
+    /// instead of as JWTs.
+    #[arg(long, value_name = "URL", conflicts_with = "auth_issuer")]
+    auth_introspection_url: Option<String>,
+    /// The client id this server introspects as.
+    #[arg(long, value_name = "ID", requires = "auth_introspection_url")]
+    auth_client_id: Option<String>,
+    /// The client secret this server introspects with.
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "DROID_AUTH_CLIENT_SECRET",
+        hide_env_values = true
+    )]
+    auth_client_secret: Option<String>,
+    /// The canonical URI of this server, which tokens must name as their
+    /// audience; `http://LISTEN/mcp` by default.
+    #[arg(long, value_name = "URL")]
+    auth_resource: Option<String>,
+    /// Also accept tokens whose `aud` is this value.
+    #[arg(long, value_name = "AUD")]
+    auth_audience: Option<String>,
+    /// A scope every request's token must hold (repeatable); a token
+    /// without it is refused with 403 and a challenge naming the scope.
+    #[arg(long = "auth-required-scope", value_name = "SCOPE")]
+    required_scope: Vec<String>,
+    /// Make a tool require a scope to be seen and called (repeatable).
+    #[arg(long = "auth-scope", value_name = "TOOL=SCOPE")]
+    pub(crate) scope: Vec<String>,
+    /// Tolerate clocks this many seconds apart when checking exp and nbf.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    auth_leeway: u64,
+    /// Serve a request without a token as the anonymous caller, who sees
+    /// only the tools that require no scope.
+    #[arg(long)]
+    auth_allow_anonymous: bool,
+}
+
+impl AuthArgs {
+    /// Whether authorization is configured at all.
+    pub(crate) const fn enabled(&self) -> bool {
+        self.auth_issuer.is_some() || self.auth_introspection_url.is_some()
+    }
+}
+
+/// The resource server `args` describe for a server bound at `bound`, or
+/// `None` when authorization is off.
+pub(crate) fn resource_server(
+    args: &AuthArgs,
+    bound: SocketAddr,
+) -> anyhow::Result<Option<ResourceServer>> {
+    if !args.enabled() {
+        return Ok(None);
+    }
+    let resource = args
+        .auth_resource
+        .clone()
+        .unwrap_or_else(|| format!("http://{bound}/mcp"));
+    let audience = args
+        .auth_audience
+        .clone()
+        .unwrap_or_else(|| resource.clone());
+    let leeway = Duration::from_secs(args.auth_leeway);
+    let (validator, issuer): (Arc<dyn TokenValidator>, Option<&String>) =
+        match (&args.auth_issuer, &args.auth_introspection_url) {
+            (Some(issuer), _) => {
+                let jwks = match (&args.auth_jwks_url, &args.auth_jwks_file) {
+                    (Some(url), _) => Jwks::remote(url, JwksOptions::default())?,
+                    (None, Some(path)) => {
+                        let bytes = std::fs::read(path)
+                            .with_context(|| format!("reading {}", path.display()))?;
+                        Jwks::fixed(&bytes)?
+                    }
+                    (None, None) => {
+                        anyhow::bail!("--auth-issuer needs --auth-jwks-url or --auth-jwks-file")
+                    }
+                };
+                let validator = JwtValidator::new(issuer, &audience, jwks).leeway(leeway);
+                (Arc::new(validator), Some(issuer))
+            }
+            (None, Some(endpoint)) => {
+                let (Some(id), Some(secret)) = (&args.auth_client_id, &args.auth_client_secret)
+                else {
+                    anyhow::bail!(
+                        "--auth-introspection-url needs --auth-client-id and \
+                         --auth-client-secret (or DROID_AUTH_CLIENT_SECRET)"
+                    );
+                };
+                let validator = IntrospectionValidator::new(endpoint, id, secret, &audience)?;
+                (Arc::new(validator), None)
+            }
+            (None, None) => return Ok(None),
+        };
+    let mut server = ResourceServer::new(&resource, validator)?
+        .audience(audience)
+        .require_scopes(&args.required_scope)?;
+    let mut supported = args.required_scope.clone();
+    supported.extend(
+        args.scope
+            .iter()
+            .filter_map(|rule| rule.split_once('=').map(|(_, s)| s.to_owned())),
+    );
+    server = server.scopes_supported(&supported)?;
+    if let Some(issuer) = issuer {
+        server = server.authorization_server(issuer);
+    }
+    if args.auth_allow_anonymous {
+        server = server.allow_anonymous();
+    }
+    Ok(Some(server))
+}

@@ -1,0 +1,204 @@
+//! `droid acp` run as an editor runs it, with `droid serve` started by the
+//! agent as the session's stdio MCP server.
+
+// `value["key"]` yields `null` for a missing member, which the assertions
+// then catch; it cannot panic.
+#![allow(clippy::indexing_slicing)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+type TestError = Box<dyn std::error::Error>;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A running `droid acp` and the lines it writes.
+struct Agent {
+    child: Child,
+    /// `None` once closed.
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    next_id: i64,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _already_gone = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
+impl Agent {
+    fn start() -> Result<Self, TestError> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
+            .arg("acp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Self {
+            child,
+            stdin: Some(stdin),
+            lines,
+            next_id: 0,
+        })
+    }
+
+    fn send(&mut self, message: &Value) -> Result<(), TestError> {
+        let stdin = self.stdin.as_mut().ok_or("stdin is closed")?;
+        writeln!(stdin, "{message}")?;
+        stdin.flush()?;
+        Ok(())
+    }
+
+    fn request(&mut self, method: &str, params: &Value) -> Result<i64, TestError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))?;
+        Ok(id)
+    }
+
+    /// Reads until a message `matches`; returns it and the updates before.
+    fn until(&self, matches: impl Fn(&Value) -> bool) -> Result<(Value, Vec<Value>), TestError> {
+        let mut updates = Vec::new();
+        loop {
+            let line = self.lines.recv_timeout(PATIENCE)?;
+            let message: Value = serde_json::from_str(&line)?;
+            if matches(&message) {
+                return Ok((message, updates));
+            }
+            if message["method"] == "session/update" {
+                updates.push(message["params"]["update"].clone());
+            }
+        }
+    }
+
+    fn answer(&self, id: i64) -> Result<(Value, Vec<Value>), TestError> {
+        self.until(|m| m["id"] == id && m.get("method").is_none())
+    }
+
+    fn prompt(&mut self, session: &str, text: &str) -> Result<i64, TestError> {
+        self.request(
+            "session/prompt",
+            &json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }),
+        )
+    }
+}
+
+fn statuses(updates: &[Value]) -> Vec<&str> {
+    updates
+        .iter()
+        .filter_map(|u| u["status"].as_str())
+        .collect()
+}
+
+fn said(updates: &[Value]) -> String {
+    updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+#[test]
+fn droid_acp_drives_droid_serve_over_stdio_through_a_whole_session() -> Result<(), TestError> {
+    let mut agent = Agent::start()?;
+    let id = agent.request(
+        "initialize",
+        &json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+    )?;
+    let (reply, _) = agent.answer(id)?;
+    assert_eq!(reply["result"]["protocolVersion"], 1, "{reply}");
+
+    let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
+        "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
+    let id = agent.request(
+        "session/new",
+        &json!({ "cwd": "/", "mcpServers": [server] }),
+    )?;
+    let (reply, _) = agent.answer(id)?;
+    let session = reply["result"]["sessionId"]
+        .as_str()
+        .ok_or("no sessionId")?
+        .to_owned();
+
+    let id = agent.prompt(&session, "tools")?;
+    let (_, updates) = agent.answer(id)?;
+    assert!(said(&updates).contains("droid/delete_note"), "{updates:?}");
+
+    let id = agent.prompt(&session, "call droid/test_simple_text")?;
+    let (reply, updates) = agent.answer(id)?;
+    assert_eq!(reply["result"]["stopReason"], "end_turn");
+    assert_eq!(statuses(&updates), ["pending", "in_progress", "completed"]);
+
+    // Permission: allowed for the session, so the second call asks nothing.
+    let id = agent.prompt(&session, r#"call delete_note {"id": "1"}"#)?;
+    let (ask, _) = agent.until(|m| m["method"] == "session/request_permission")?;
+    agent.send(&json!({ "jsonrpc": "2.0", "id": ask["id"],
+        "result": { "outcome": { "outcome": "selected", "optionId": "allow-always" } } }))?;
+    let (_, updates) = agent.answer(id)?;
+    assert_eq!(statuses(&updates), ["in_progress", "completed"]);
+    let id = agent.prompt(&session, r#"call delete_note {"id": "2"}"#)?;
+    let (_, updates) =
+        agent.until(|m| m["id"] == id || m["method"] == "session/request_permission")?;
+    assert_eq!(
+        statuses(&updates),
+        ["pending", "in_progress", "completed"],
+        "asked again after allow_always"
+    );
+
+    // Cancel: the turn ends cancelled well before the tool would.
+    let id = agent.prompt(&session, r#"call sleep {"ms": 20000}"#)?;
+    agent.until(|m| m["params"]["update"]["status"] == "in_progress")?;
+    agent.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel",
+        "params": { "sessionId": session } }))?;
+    let (reply, updates) = agent.answer(id)?;
+    assert_eq!(reply["result"]["stopReason"], "cancelled", "{reply}");
+    assert_eq!(statuses(&updates), ["failed"]);
+    assert!(
+        agent
+            .lines
+            .recv_timeout(Duration::from_millis(500))
+            .is_err(),
+        "a line followed the cancelled turn's reply"
+    );
+    Ok(())
+}
+
+#[test]
+fn droid_acp_exits_when_its_client_closes_stdin() -> Result<(), TestError> {
+    let mut agent = Agent::start()?;
+    let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
+        "args": ["serve"], "env": [] });
+    let id = agent.request(
+        "session/new",
+        &json!({ "cwd": "/", "mcpServers": [server] }),
+    )?;
+    agent.answer(id)?;
+    // Closing stdin is how an ACP client ends the agent; it must then close
+    // its servers and exit by itself.
+    agent.stdin = None;
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = agent.child.try_wait()? {
+            assert!(status.success(), "{status}");
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err("droid acp did not exit after its stdin closed".into())
+}

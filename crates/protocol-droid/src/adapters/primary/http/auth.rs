@@ -1,0 +1,473 @@
+//! The OAuth 2.1 resource server in front of the MCP endpoints: a bearer
+//! token on every request, its Protected Resource Metadata (RFC 9728), and
+//! the `401`/`403` challenges that tell a client what to fetch next.
+
+use core::fmt;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::respond::error_body;
+use crate::application::server::auth::{TokenError, TokenValidator, audience_includes};
+use crate::application::server::context::AuthContext;
+use crate::domain::jsonrpc::ErrorCode;
+
+/// The well-known path prefix of Protected Resource Metadata (RFC 9728 §3).
+pub const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
+
+/// Why a [`ResourceServer`] could not be configured.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceServerError {
+    /// The resource identifier is not an absolute `http`/`https` URI
+    /// without a fragment (RFC 8707 §2).
+    #[error("the resource {0:?} is not an absolute http(s) URI without a fragment")]
+    Resource(String),
+    /// A scope contains a character RFC 6749 §3.3 does not allow (space,
+    /// `"` or `\`), which would break the challenge it is quoted in.
+    #[error("the scope {0:?} is not a valid scope token")]
+    Scope(String),
+}
+
+/// What an HTTP server demands of its callers when authorization is on.
+///
+/// Every request to an MCP endpoint must carry `Authorization: Bearer`; the
+/// token is checked by the [`TokenValidator`], its audience must be this
+/// resource, and it must hold every scope of [`Self::require_scopes`]. A
+/// token passed in the query string is refused outright (OAuth 2.1 §5.2.1).
+/// What the token may then *see* is decided per primitive, by the scopes the
+/// registry records: see the crate's authorization guide.
+#[derive(Clone)]
+pub struct ResourceServer {
+    resource: url::Url,
+    audiences: Vec<String>,
+    authorization_servers: Vec<String>,
+    scopes_supported: Vec<String>,
+    required_scopes: Vec<String>,
+    allow_anonymous: bool,
+    validator: Arc<dyn TokenValidator>,
+}
+
+impl fmt::Debug for ResourceServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResourceServer")
+            .field("resource", &self.resource.as_str())
+            .field("authorization_servers", &self.authorization_servers)
+            .field("required_scopes", &self.required_scopes)
+            .field("allow_anonymous", &self.allow_anonymous)
+            .field("validator", &self.validator)
+            .finish_non_exhaustive()
+    }
+}
+
+fn valid_scope(scope: &str) -> Result<String, ResourceServerError> {
+    let ok = !scope.is_empty()
+        && scope
+            .chars()
+            .all(|c| matches!(c, '\x21' | '\x23'..='\x5b' | '\x5d'..='\x7e'));
+    if ok {
+        Ok(scope.to_owned())
+    } else {
+        Err(ResourceServerError::Scope(scope.to_owned()))
+    }
+}
+
+impl ResourceServer {
+    /// Protects the resource whose canonical URI is `resource` (the MCP
+    /// endpoint as clients name it, `https://mcp.example.com/mcp`), checking
+    /// tokens with `validator`. Anonymous callers are refused.
+    ///
+    /// # Errors
+    ///
+    /// [`ResourceServerError::Resource`] when `resource` is not an absolute
+    /// `http`/`https` URI without a fragment.
+    pub fn new(
+        resource: &str,
+        validator: Arc<dyn TokenValidator>,
+    ) -> Result<Self, ResourceServerError> {
+        let parsed = url::Url::parse(resource)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .filter(|u| u.fragment().is_none() && u.host().is_some())
+            .ok_or_else(|| ResourceServerError::Resource(resource.to_owned()))?;
+        // The URI as written is the audience a token must name.
+        let canonical = parsed.as_str().to_owned();
+        Ok(Self {
+            resource: parsed,
+            audiences: vec![canonical],
+            authorization_servers: Vec::new(),
+            scopes_supported: Vec::new(),
+            required_scopes: Vec::new(),
+            allow_anonymous: false,
+            validator,
+        })
+    }
+
+    /// Names an authorization server (its issuer URL) in the metadata.
+    #[must_use]
+    pub fn authorization_server(mut self, issuer: impl Into<String>) -> Self {
+        self.authorization_servers.push(issuer.into());
+        self
+    }
+
+    /// Also accepts tokens whose `aud` is `audience` (an issuer that names
+    /// APIs by an identifier of its own). The canonical URI is always
+    /// accepted.
+    #[must_use]
+    pub fn audience(mut self, audience: impl Into<String>) -> Self {
+        let audience = audience.into();
+        if !self.audiences.contains(&audience) {
+            self.audiences.push(audience);
+        }
+        self
+    }
+
+    /// Lists `scopes` as `scopes_supported` in the metadata.
+    ///
+    /// # Errors
+    ///
+    /// [`ResourceServerError::Scope`] for a scope that is not a scope token.
+    pub fn scopes_supported(
+        mut self,
+        scopes: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Result<Self, ResourceServerError> {
+        for scope in scopes {
+            let scope = valid_scope(scope.as_ref())?;
+            if !self.scopes_supported.contains(&scope) {
+                self.scopes_supported.push(scope);
+            }
+        }
+        Ok(self)
+    }
+
+    /// Requires every request's token to hold all of `scopes`; a token
+    /// without them is answered `403 insufficient_scope` naming them all.
+    ///
+    /// # Errors
+    ///
+    /// [`ResourceServerError::Scope`] for a scope that is not a scope token.
+    pub fn require_scopes(
+        mut self,
+        scopes: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Result<Self, ResourceServerError> {
+        for scope in scopes {
+            let scope = valid_scope(scope.as_ref())?;
+            if !self.required_scopes.contains(&scope) {
+                self.required_scopes.push(scope);
+            }
+        }
+        Ok(self)
+    }
+
+    /// Serves a request without a token as the anonymous caller, who sees
+    /// only what requires no scope. Off by default: with authorization on, a
+    /// request without a token is refused.
+    #[must_use]
+    pub const fn allow_anonymous(mut self) -> Self {
+        self.allow_anonymous = true;
+        self
+    }
+
+    /// The canonical URI of the protected resource.
+    #[must_use]
+    pub fn resource(&self) -> &str {
+        self.resource.as_str()
+    }
+
+    /// The resource's host name, without its port: what the `Host` guard
+    /// must admit when the resource is named by a public name.
+    #[must_use]
+    pub fn host(&self) -> Option<&str> {
+        self.resource.host_str()
+    }
+
+    /// The path the metadata is served at: the well-known prefix followed by
+    /// the resource's path (`/.well-known/oauth-protected-resource/mcp`).
+    #[must_use]
+    pub fn metadata_path(&self) -> String {
+        let path = self.resource.path().trim_end_matches('/');
+        format!("{METADATA_PREFIX}{path}")
+    }
+
+    /// The metadata's absolute URL, as a challenge names it.
+    #[must_use]
+    pub fn metadata_url(&self) -> String {
+        let origin = self.resource.origin().ascii_serialization();
+        format!("{origin}{}", self.metadata_path())
+    }
+
+    /// The Protected Resource Metadata document (RFC 9728 §2).
+    #[must_use]
+    pub fn metadata(&self) -> Value {
+        let mut document = serde_json::Map::new();
+        document.insert("resource".to_owned(), json!(self.resource.as_str()));
+        document.insert(
+            "authorization_servers".to_owned(),
+            json!(self.authorization_servers),
+        );
+        document.insert("bearer_methods_supported".to_owned(), json!(["header"]));
+        if !self.scopes_supported.is_empty() {
+            document.insert("scopes_supported".to_owned(), json!(self.scopes_supported));
+        }
+        Value::Object(document)
+    }
+
+    /// The scopes a challenge asks for: what every request needs, or what
+    /// the resource supports when nothing is required.
+    fn challenge_scopes(&self) -> &[String] {
+        if self.required_scopes.is_empty() {
+            &self.scopes_supported
+        } else {
+            &self.required_scopes
+        }
+    }
+
+    /// A `WWW-Authenticate` value: `Bearer` with `error` (if any), the
+    /// metadata URL and the scopes.
+    fn challenge(&self, error: Option<(&str, &str)>, scopes: &[String]) -> String {
+        let mut params = Vec::new();
+        if let Some((code, description)) = error {
+            params.push(format!("error=\"{code}\""));
+            params.push(format!("error_description=\"{description}\""));
+        }
+        params.push(format!("resource_metadata=\"{}\"", self.metadata_url()));
+        if !scopes.is_empty() {
+            params.push(format!("scope=\"{}\"", scopes.join(" ")));
+        }
+        format!("Bearer {}", params.join(", "))
+    }
+
+    fn refuse(
+        &self,
+        status: StatusCode,
+        error: Option<(&str, &str)>,
+        scopes: &[String],
+    ) -> Response {
+        let message = error.map_or("authorization required", |(_, d)| d);
+        let mut response = (
+            status,
+            error_body(None, ErrorCode::INVALID_REQUEST, message),
+        )
+            .into_response();
+        if let Ok(value) = HeaderValue::from_str(&self.challenge(error, scopes)) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+
+    /// Decides who is calling, or answers the refusal.
+    async fn caller(&self, presented: Presented) -> Result<AuthContext, Response> {
+        let scopes = self.challenge_scopes();
+        if presented.token_in_query {
+            return Err(self.refuse(
+                StatusCode::BAD_REQUEST,
+                Some((
+                    "invalid_request",
+                    "access tokens are accepted only in the Authorization header",
+                )),
+                scopes,
+            ));
+        }
+        let mut values = presented.authorization.iter();
+        let first = values.next();
+        if values.next().is_some() {
+            return Err(self.refuse(
+                StatusCode::BAD_REQUEST,
+                Some(("invalid_request", "more than one Authorization header")),
+                scopes,
+            ));
+        }
+        let Some(value) = first else {
+            if self.allow_anonymous {
+                return Ok(AuthContext::anonymous());
+            }
+            return Err(self.refuse(StatusCode::UNAUTHORIZED, None, scopes));
+        };
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .filter(|token| !token.is_empty());
+        let Some(token) = token else {
+            // Another scheme, or a bearer without a token: the challenge says
+            // which scheme this resource takes.
+            return Err(self.refuse(StatusCode::UNAUTHORIZED, None, scopes));
+        };
+        let claims = match self.validator.validate(token).await {
+            Ok(claims) => claims,
+            Err(TokenError::Invalid(reason)) => {
+                tracing::debug!("bearer token refused: {reason}");
+                return Err(self.refuse(
+                    StatusCode::UNAUTHORIZED,
+                    Some(("invalid_token", "the access token is not valid")),
+                    scopes,
+                ));
+            }
+            Err(TokenError::Unavailable(reason)) => {
+                tracing::warn!("bearer token could not be checked: {reason}");
+                return Err((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    error_body(
+                        None,
+                        ErrorCode::INTERNAL_ERROR,
+                        "the access token could not be checked; try again later",
+                    ),
+                )
+                    .into_response());
+            }
+        };
+        // Checked here as well as by the validator: a validator plugged in
+        // by a user that forgets the audience must still not let a token
+        // minted for another resource through (RFC 8707, and MCP forbids
+        // passing tokens on).
+        if !self
+            .audiences
+            .iter()
+            .any(|a| audience_includes(claims.aud.as_ref(), a))
+        {
+            tracing::debug!("bearer token refused: it is for another audience");
+            return Err(self.refuse(
+                StatusCode::UNAUTHORIZED,
+                Some(("invalid_token", "the access token is not valid")),
+                scopes,
+            ));
+        }
+        let missing = self
+            .required_scopes
+            .iter()
+            .any(|s| !claims.scopes.contains(s));
+        if missing {
+            return Err(self.refuse(
+                StatusCode::FORBIDDEN,
+                Some((
+                    "insufficient_scope",
+                    "the access token lacks a scope this resource requires",
+                )),
+                &self.required_scopes,
+            ));
+        }
+        Ok(AuthContext::principal(claims))
+    }
+}
+
+/// What a request presented as credentials, read before anything is awaited
+/// (a request body is not shareable across an await).
+struct Presented {
+    token_in_query: bool,
+    authorization: Vec<HeaderValue>,
+}
+
+impl Presented {
+    fn of(request: &Request) -> Self {
+        // A token in a URL lands in logs and `Referer` headers; it is refused
+        // even next to a good header, so the habit cannot take root.
+        let token_in_query = request.uri().query().is_some_and(|q| {
+            url::form_urlencoded::parse(q.as_bytes()).any(|(name, _)| name == "access_token")
+        });
+        Self {
+            token_in_query,
+            authorization: request
+                .headers()
+                .get_all(header::AUTHORIZATION)
+                .iter()
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// The middleware on every MCP route: resolves the caller and records it in
+/// the request's extensions, where the handlers read it. Without a resource
+/// server every caller is anonymous.
+pub(super) async fn authenticate(
+    State(guard): State<Option<Arc<ResourceServer>>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let caller = match guard {
+        None => AuthContext::anonymous(),
+        Some(guard) => match guard.caller(Presented::of(&request)).await {
+            Ok(caller) => caller,
+            Err(refused) => return refused,
+        },
+    };
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// The answer to a GET on the metadata path.
+pub(super) fn metadata(document: &Value) -> Response {
+    let mut response = super::respond::json(StatusCode::OK, document);
+    // Public and rarely changed: a client may keep it a while.
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::application::server::context::{AuthClaims, BoxFuture};
+
+    #[derive(Debug)]
+    struct Refuse;
+
+    impl TokenValidator for Refuse {
+        fn validate<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<AuthClaims, TokenError>> {
+            Box::pin(async { Err(TokenError::Invalid("no".to_owned())) })
+        }
+    }
+
+    #[test]
+    fn the_metadata_lives_under_the_well_known_prefix_plus_the_resource_path() {
+        let rs = ResourceServer::new("https://mcp.example.com:8443/mcp", Arc::new(Refuse));
+        let rs = rs.ok();
+        assert_eq!(
+            rs.as_ref().map(ResourceServer::metadata_url).as_deref(),
+            Some("https://mcp.example.com:8443/.well-known/oauth-protected-resource/mcp")
+        );
+    }
+
+    #[test]
+    fn a_resource_must_be_an_absolute_http_uri_without_fragment() {
+        for bad in ["/mcp", "ftp://x/mcp", "https://x/mcp#a", "not a uri"] {
+            assert!(ResourceServer::new(bad, Arc::new(Refuse)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_scope_that_would_break_the_challenge_is_refused() {
+        let rs = ResourceServer::new("http://127.0.0.1/mcp", Arc::new(Refuse));
+        let rs = rs.map_err(|e| e.to_string());
+        assert!(matches!(
+            rs.map(|r| r.require_scopes(["a\"b"])),
+            Ok(Err(ResourceServerError::Scope(_)))
+        ));
+    }
+
+    #[test]
+    fn a_challenge_names_the_metadata_and_every_scope() {
+        let rs = ResourceServer::new("http://127.0.0.1:1/mcp", Arc::new(Refuse))
+            .ok()
+            .and_then(|r| r.require_scopes(["mcp:use", "tools:read"]).ok());
+        let challenge =
+            rs.map(|r| r.challenge(Some(("insufficient_scope", "x")), &r.required_scopes));
+        assert_eq!(
+            challenge.as_deref(),
+            Some(
+                "Bearer error=\"insufficient_scope\", error_description=\"x\", \
+                 resource_metadata=\"http://127.0.0.1:1/.well-known/oauth-protected-resource/mcp\", \
+                 scope=\"mcp:use tools:read\""
+            )
+        );
+    }
+}

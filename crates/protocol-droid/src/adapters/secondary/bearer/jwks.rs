@@ -1,0 +1,319 @@
+//! The issuer's signing keys: fetched over HTTP, cached, and refetched when a
+//! token names a key the cache does not hold, at a bounded rate.
+
+use core::fmt;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::Algorithm;
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyOperations, PublicKeyUse};
+use serde_json::Value;
+
+use super::fetch;
+use crate::application::server::auth::TokenError;
+
+/// How a remote key set is fetched and kept. Bounded by default.
+#[derive(Clone, Debug)]
+pub struct JwksOptions {
+    /// How long one fetch may take, connection included (5 s).
+    pub timeout: Duration,
+    /// The least time between two fetches (30 s). A token naming an unknown
+    /// `kid` triggers a refetch only when the last one is at least this old,
+    /// so a stream of tokens with invented key ids costs the issuer one
+    /// request per interval, not one per token.
+    pub min_refresh_interval: Duration,
+    /// How long a fetched set is used before it is fetched again (1 hour),
+    /// so a key the issuer withdrew stops being accepted.
+    pub max_age: Duration,
+    /// The largest key set read (64 KiB).
+    pub max_bytes: usize,
+}
+
+impl Default for JwksOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(5),
+            min_refresh_interval: Duration::from_secs(30),
+            max_age: Duration::from_secs(3600),
+            max_bytes: fetch::MAX_DOCUMENT_BYTES,
+        }
+    }
+}
+
+enum Source {
+    Remote {
+        url: reqwest::Url,
+        client: reqwest::Client,
+    },
+    Fixed,
+}
+
+#[derive(Default)]
+struct Cached {
+    keys: Vec<Jwk>,
+    /// When the keys were last read successfully.
+    fetched_at: Option<Instant>,
+    /// When a fetch was last tried, successful or not: what the refresh
+    /// rate is measured from, so an issuer that is down is not hammered.
+    attempted_at: Option<Instant>,
+    fetches: u64,
+}
+
+/// An issuer's JSON Web Key Set (RFC 7517), as a token validator reads it.
+pub struct Jwks {
+    source: Source,
+    options: JwksOptions,
+    // An async lock held across a fetch on purpose: concurrent requests that
+    // all miss wait for one fetch instead of each starting their own.
+    cached: tokio::sync::Mutex<Cached>,
+}
+
+impl fmt::Debug for Jwks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            Source::Remote { url, .. } => url.as_str(),
+            Source::Fixed => "<fixed>",
+        };
+        f.debug_struct("Jwks")
+            .field("source", &source)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Jwks {
+    /// The key set published at `url` (an issuer's `jwks_uri`), fetched on
+    /// first use.
+    ///
+    /// # Errors
+    ///
+    /// [`TokenError::Unavailable`] when `url` is not an `http` or `https`
+    /// URL, or no HTTP client could be built.
+    pub fn remote(url: &str, options: JwksOptions) -> Result<Self, TokenError> {
+        let url = reqwest::Url::parse(url)
+            .map_err(|e| TokenError::Unavailable(format!("JWKS URL {url:?}: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(TokenError::Unavailable(format!(
+                "JWKS URL {url} is not http or https"
+            )));
+        }
+        let client = fetch::client(options.timeout)?;
+        Ok(Self {
+            source: Source::Remote { url, client },
+            options,
+            cached: tokio::sync::Mutex::default(),
+        })
+    }
+
+    /// A key set given whole (read from a file, say), never refetched.
+    ///
+    /// # Errors
+    ///
+    /// [`TokenError::Unavailable`] when `json` is not a key set.
+    pub fn fixed(json: &[u8]) -> Result<Self, TokenError> {
+        let keys = parse(json)?;
+        Ok(Self {
+            source: Source::Fixed,
+            options: JwksOptions::default(),
+            cached: tokio::sync::Mutex::new(Cached {
+                keys,
+                ..Cached::default()
+            }),
+        })
+    }
+
+    /// How many times the set has been fetched: what a test or a metric reads
+    /// to see the refresh rate hold.
+    pub async fn fetches(&self) -> u64 {
+        self.cached.lock().await.fetches
+    }
+
+    /// The key that verifies a token signed with `alg` under `kid`.
+    pub(super) async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Jwk, TokenError> {
+        let mut cached = self.cached.lock().await;
+        let Source::Remote { url, client } = &self.source else {
+            return pick(&cached.keys, kid, alg).ok_or_else(no_key);
+        };
+        let stale = cached
+            .fetched_at
+            .is_none_or(|t| t.elapsed() >= self.options.max_age);
+        if stale && self.may_fetch(&cached) {
+            if let Err(e) = self.refresh(&mut cached, url, client).await {
+                // A set already held keeps working while the issuer is away;
+                // with nothing held there is nothing to check against.
+                if cached.keys.is_empty() {
+                    return Err(e);
+                }
+                tracing::warn!("keeping the cached JWKS: {e}");
+            }
+        } else if cached.keys.is_empty() && cached.fetched_at.is_none() {
+            return Err(TokenError::Unavailable(
+                "the issuer's key set could not be fetched recently".to_owned(),
+            ));
+        }
+        if let Some(key) = pick(&cached.keys, kid, alg) {
+            return Ok(key);
+        }
+        // An unknown key may be one the issuer has just rotated in.
+        if kid.is_some() && self.may_fetch(&cached) {
+            if let Err(e) = self.refresh(&mut cached, url, client).await {
+                tracing::warn!("refetching the JWKS for an unknown key id: {e}");
+            }
+            if let Some(key) = pick(&cached.keys, kid, alg) {
+                return Ok(key);
+            }
+        }
+        Err(no_key())
+    }
+
+    fn may_fetch(&self, cached: &Cached) -> bool {
+        cached
+            .attempted_at
+            .is_none_or(|t| t.elapsed() >= self.options.min_refresh_interval)
+    }
+
+    async fn refresh(
+        &self,
+        cached: &mut Cached,
+        url: &reqwest::Url,
+        client: &reqwest::Client,
+    ) -> Result<(), TokenError> {
+        cached.attempted_at = Some(Instant::now());
+        cached.fetches += 1;
+        let request = client
+            .get(url.clone())
+            .header(reqwest::header::ACCEPT, "application/json");
+        let body = fetch::body(request, "fetching the JWKS", self.options.max_bytes).await?;
+        cached.keys = parse(&body)?;
+        cached.fetched_at = Some(Instant::now());
+        Ok(())
+    }
+}
+
+fn no_key() -> TokenError {
+    TokenError::Invalid("no key in the issuer's set verifies this token".to_owned())
+}
+
+/// Reads a key set, keeping the keys it can use and skipping the rest: a set
+/// that also publishes an encryption key or a key type this validator does
+/// not verify with is still a set.
+fn parse(json: &[u8]) -> Result<Vec<Jwk>, TokenError> {
+    let document: Value = serde_json::from_slice(json)
+        .map_err(|e| TokenError::Unavailable(format!("the JWKS is not JSON: {e}")))?;
+    let Some(keys) = document.get("keys").and_then(Value::as_array) else {
+        return Err(TokenError::Unavailable(
+            "the JWKS has no `keys` array".to_owned(),
+        ));
+    };
+    Ok(keys
+        .iter()
+        .filter_map(|k| serde_json::from_value::<Jwk>(k.clone()).ok())
+        // A symmetric key in a published set is everyone's secret: never a
+        // verification key.
+        .filter(|k| !matches!(k.algorithm, AlgorithmParameters::OctetKey(_)))
+        .collect())
+}
+
+/// The key for `alg` and `kid`: one meant for signatures, of the right
+/// family, whose declared algorithm (if any) is `alg`. Without a `kid` only
+/// an unambiguous set answers.
+fn pick(keys: &[Jwk], kid: Option<&str>, alg: Algorithm) -> Option<Jwk> {
+    let mut candidates = keys.iter().filter(|k| {
+        let for_signing = k
+            .common
+            .public_key_use
+            .as_ref()
+            .is_none_or(|u| *u == PublicKeyUse::Signature)
+            && k.common
+                .key_operations
+                .as_ref()
+                .is_none_or(|ops| ops.contains(&KeyOperations::Verify));
+        let algorithm = k
+            .common
+            .key_algorithm
+            .is_none_or(|a| a.to_string() == format!("{alg:?}"));
+        let family = matches!(
+            (&k.algorithm, alg),
+            (
+                AlgorithmParameters::RSA(_),
+                Algorithm::RS256
+                    | Algorithm::RS384
+                    | Algorithm::RS512
+                    | Algorithm::PS256
+                    | Algorithm::PS384
+                    | Algorithm::PS512
+            ) | (
+                AlgorithmParameters::EllipticCurve(_),
+                Algorithm::ES256 | Algorithm::ES384
+            ) | (AlgorithmParameters::OctetKeyPair(_), Algorithm::EdDSA)
+        );
+        for_signing && algorithm && family
+    });
+    match kid {
+        Some(kid) => candidates
+            .find(|k| k.common.key_id.as_deref() == Some(kid))
+            .cloned(),
+        None => {
+            let first = candidates.next()?;
+            candidates.next().is_none().then(|| first.clone())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SET: &str = r#"{"keys":[
+        {"kty":"RSA","kid":"r1","use":"sig","alg":"RS256","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB"},
+        {"kty":"EC","kid":"e1","crv":"P-256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"},
+        {"kty":"oct","kid":"h1","k":"c2VjcmV0"},
+        {"kty":"RSA","kid":"enc","use":"enc","n":"AQAB","e":"AQAB"},
+        {"kty":"weird"}
+    ]}"#;
+
+    #[test]
+    fn only_signature_keys_of_the_tokens_family_are_picked() {
+        let keys = parse(SET.as_bytes()).unwrap_or_default();
+        assert_eq!(
+            keys.len(),
+            3,
+            "the oct key and the unreadable one are dropped"
+        );
+        assert!(pick(&keys, Some("r1"), Algorithm::RS256).is_some());
+        assert!(
+            pick(&keys, Some("r1"), Algorithm::ES256).is_none(),
+            "an RSA key never verifies an ES256 token"
+        );
+        assert!(
+            pick(&keys, Some("r1"), Algorithm::PS256).is_none(),
+            "the key declares RS256"
+        );
+        assert!(pick(&keys, Some("e1"), Algorithm::ES256).is_some());
+        assert!(pick(&keys, Some("enc"), Algorithm::RS256).is_none());
+        assert!(pick(&keys, Some("h1"), Algorithm::HS256).is_none());
+        assert!(pick(&keys, Some("nope"), Algorithm::RS256).is_none());
+    }
+
+    #[test]
+    fn without_a_kid_only_an_unambiguous_set_answers() {
+        let keys = parse(SET.as_bytes()).unwrap_or_default();
+        assert!(pick(&keys, None, Algorithm::ES256).is_some(), "one EC key");
+        let two_ec: Vec<Jwk> = keys
+            .iter()
+            .filter(|k| k.common.key_id.as_deref() == Some("e1"))
+            .cloned()
+            .chain(
+                keys.iter()
+                    .filter(|k| k.common.key_id.as_deref() == Some("e1"))
+                    .cloned(),
+            )
+            .collect();
+        assert!(pick(&two_ec, None, Algorithm::ES256).is_none());
+    }
+
+    #[test]
+    fn a_document_without_keys_is_not_a_key_set() {
+        assert!(parse(b"{}").is_err());
+        assert!(parse(b"not json").is_err());
+    }
+}

@@ -1,0 +1,120 @@
+//! Signed JWT access tokens (RFC 9068), verified against the issuer's keys.
+
+use std::time::Duration;
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+
+use super::jwks::Jwks;
+use crate::application::server::auth::{TokenError, TokenValidator, normalize_claims};
+use crate::application::server::context::{AuthClaims, BoxFuture};
+use crate::domain::ir::JsonObject;
+
+/// The asymmetric algorithms accepted unless narrowed. The HMAC family is
+/// never among them: its key would have to be published in the key set,
+/// which would let anyone sign.
+const ASYMMETRIC: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// Validates JWT access tokens: signature against the issuer's [`Jwks`],
+/// `iss`, `aud` (the resource server's canonical URI, RFC 8707), `exp` and
+/// `nbf` with a small leeway.
+#[derive(Debug)]
+pub struct JwtValidator {
+    jwks: Jwks,
+    issuer: String,
+    audience: String,
+    leeway: Duration,
+    algorithms: Vec<Algorithm>,
+}
+
+impl JwtValidator {
+    /// Tokens issued by `issuer` for `audience`, signed with a key of `jwks`.
+    ///
+    /// The leeway is 30 seconds, and every asymmetric algorithm is accepted;
+    /// `alg: none` and the HMAC family never are.
+    #[must_use]
+    pub fn new(issuer: impl Into<String>, audience: impl Into<String>, jwks: Jwks) -> Self {
+        Self {
+            jwks,
+            issuer: issuer.into(),
+            audience: audience.into(),
+            leeway: Duration::from_secs(30),
+            algorithms: ASYMMETRIC.to_vec(),
+        }
+    }
+
+    /// Tolerates clocks `leeway` apart when checking `exp` and `nbf`.
+    #[must_use]
+    pub const fn leeway(mut self, leeway: Duration) -> Self {
+        self.leeway = leeway;
+        self
+    }
+
+    /// Accepts only `algorithms`; any HMAC algorithm among them is dropped.
+    #[must_use]
+    pub fn algorithms(mut self, algorithms: impl IntoIterator<Item = Algorithm>) -> Self {
+        self.algorithms = algorithms
+            .into_iter()
+            .filter(|a| ASYMMETRIC.contains(a))
+            .collect();
+        self
+    }
+
+    /// The key set tokens are checked against.
+    #[must_use]
+    pub const fn jwks(&self) -> &Jwks {
+        &self.jwks
+    }
+
+    async fn check(&self, token: &str) -> Result<AuthClaims, TokenError> {
+        let invalid = |why: &str| TokenError::Invalid(why.to_owned());
+        // `alg: none` is not an `Algorithm`, so such a header is unreadable.
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| invalid("the token's header is unreadable or names no usable alg"))?;
+        if !self.algorithms.contains(&header.alg) {
+            return Err(invalid(
+                "the token is signed with an algorithm not accepted here",
+            ));
+        }
+        let jwk = self.jwks.key(header.kid.as_deref(), header.alg).await?;
+        let key = DecodingKey::from_jwk(&jwk)
+            .map_err(|_| TokenError::Unavailable("a key in the JWKS is unusable".to_owned()))?;
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.leeway = self.leeway.as_secs();
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        let data = jsonwebtoken::decode::<JsonObject>(token, &key, &validation).map_err(|e| {
+            invalid(match e.kind() {
+                ErrorKind::ExpiredSignature => "the token has expired",
+                ErrorKind::ImmatureSignature => "the token is not valid yet",
+                ErrorKind::InvalidAudience => "the token is for another audience",
+                ErrorKind::InvalidIssuer => "the token is from another issuer",
+                ErrorKind::InvalidSignature => "the token's signature does not verify",
+                ErrorKind::MissingRequiredClaim(_) => "the token lacks exp, iss or aud",
+                ErrorKind::InvalidAlgorithm => "the token's algorithm does not match its key",
+                _ => "the token is malformed",
+            })
+        })?;
+        Ok(normalize_claims(data.claims))
+    }
+}
+
+impl TokenValidator for JwtValidator {
+    fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<AuthClaims, TokenError>> {
+        Box::pin(self.check(token))
+    }
+}

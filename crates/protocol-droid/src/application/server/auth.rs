@@ -1,0 +1,160 @@
+//! Who a bearer token says the caller is: the port a resource server checks
+//! tokens through, and the one normalisation of the claims it answers with.
+//!
+//! A transport never reads a token itself. It hands the string to a
+//! [`TokenValidator`] and overlays the [`AuthContext`](super::context::AuthContext) built from the answer
+//! onto the request it is serving, so a signed JWT, an introspection endpoint
+//! or anything a user plugs in arrive at handlers in the same shape.
+
+use core::fmt;
+
+use serde_json::Value;
+
+use super::context::{AuthClaims, BoxFuture};
+use crate::domain::ir::JsonObject;
+
+/// Why a token was not accepted.
+///
+/// Split by who is to blame, because the answer differs: a bad token is the
+/// caller's (`401 invalid_token`, and a new token may cure it), an issuer that
+/// cannot be reached is nobody's the caller can fix (`503`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// The token is malformed, expired, not yet valid, for another audience or
+    /// issuer, badly signed, revoked or otherwise not acceptable. The reason
+    /// is for the server's log and never carries the token.
+    #[error("invalid token: {0}")]
+    Invalid(String),
+    /// The token could not be checked: the key set or the introspection
+    /// endpoint did not answer usably.
+    #[error("token validation unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Checks a bearer token and answers its normalised claims.
+///
+/// Object safe, so a resource server holds one as `Arc<dyn TokenValidator>`
+/// and a user can plug in their own (a cache in front of introspection, a
+/// test double).
+pub trait TokenValidator: Send + Sync + fmt::Debug {
+    /// Validates `token` (the string after `Bearer `).
+    ///
+    /// # Errors
+    ///
+    /// [`TokenError::Invalid`] for a token that must be refused,
+    /// [`TokenError::Unavailable`] when it could not be checked.
+    fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<AuthClaims, TokenError>>;
+}
+
+/// Normalises a token's claims (a JWT payload, an introspection response).
+///
+/// Every issuer spells scopes a little differently: `scope` is a
+/// space-separated string in RFC 8693 and RFC 7662, some issuers send it as
+/// an array, and some send `scp` instead. All of them end up in
+/// [`AuthClaims::scopes`], deduplicated and in the order given, with
+/// [`AuthClaims::scope`] the same list joined by spaces. `client_id` falls
+/// back to `azp`, the `OpenID Connect` name for the same party. Numeric times
+/// that are not whole non-negative seconds are dropped rather than guessed.
+#[must_use]
+pub fn normalize_claims(raw: JsonObject) -> AuthClaims {
+    let mut scopes: Vec<String> = Vec::new();
+    for key in ["scope", "scp"] {
+        let words: Vec<&str> = match raw.get(key) {
+            Some(Value::String(s)) => s.split_whitespace().collect(),
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        for word in words {
+            if !word.is_empty() && !scopes.iter().any(|s| s == word) {
+                scopes.push(word.to_owned());
+            }
+        }
+    }
+    let string = |key: &str| raw.get(key).and_then(Value::as_str).map(str::to_owned);
+    AuthClaims {
+        sub: string("sub"),
+        aud: raw.get("aud").cloned(),
+        scope: (!scopes.is_empty()).then(|| scopes.join(" ")),
+        scopes,
+        exp: raw.get("exp").and_then(Value::as_u64),
+        iat: raw.get("iat").and_then(Value::as_u64),
+        client_id: string("client_id").or_else(|| string("azp")),
+        raw_claims: raw,
+    }
+}
+
+/// Whether a token's `aud` (a string or an array of strings) names `resource`.
+#[must_use]
+pub fn audience_includes(aud: Option<&Value>, resource: &str) -> bool {
+    match aud {
+        Some(Value::String(one)) => one == resource,
+        Some(Value::Array(many)) => many.iter().any(|a| a.as_str() == Some(resource)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(value: Value) -> JsonObject {
+        match value {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        }
+    }
+
+    #[test]
+    fn the_claims_are_normalised_to_the_listed_fields() {
+        let claims = normalize_claims(object(json!({
+            "iss": "https://issuer.example",
+            "sub": "alice",
+            "aud": "https://mcp.example/mcp",
+            "scope": "tools:read  tools:write",
+            "exp": 1_900_000_000u64,
+            "iat": 1_800_000_000u64,
+            "client_id": "client-abc",
+        })));
+        assert_eq!(claims.sub.as_deref(), Some("alice"));
+        assert_eq!(claims.aud, Some(json!("https://mcp.example/mcp")));
+        assert_eq!(claims.scope.as_deref(), Some("tools:read tools:write"));
+        assert_eq!(claims.scopes, ["tools:read", "tools:write"]);
+        assert_eq!(claims.exp, Some(1_900_000_000));
+        assert_eq!(claims.iat, Some(1_800_000_000));
+        assert_eq!(claims.client_id.as_deref(), Some("client-abc"));
+        assert_eq!(
+            claims.raw_claims.get("iss"),
+            Some(&json!("https://issuer.example"))
+        );
+    }
+
+    #[test]
+    fn scopes_arrive_from_every_spelling_once() {
+        let claims = normalize_claims(object(json!({
+            "scope": ["a", "b"],
+            "scp": "b c",
+            "azp": "web",
+        })));
+        assert_eq!(claims.scopes, ["a", "b", "c"]);
+        assert_eq!(claims.client_id.as_deref(), Some("web"));
+    }
+
+    #[test]
+    fn no_scope_claim_means_no_scope() {
+        let claims = normalize_claims(object(json!({ "sub": "x", "exp": -5 })));
+        assert!(claims.scopes.is_empty());
+        assert_eq!(claims.scope, None);
+        assert_eq!(claims.exp, None, "a negative time is dropped, not wrapped");
+    }
+
+    #[test]
+    fn an_audience_matches_as_a_string_or_a_member() {
+        let r = "https://mcp.example/mcp";
+        assert!(audience_includes(Some(&json!(r)), r));
+        assert!(audience_includes(Some(&json!(["other", r])), r));
+        assert!(!audience_includes(Some(&json!("https://mcp.example")), r));
+        assert!(!audience_includes(None, r));
+    }
+}

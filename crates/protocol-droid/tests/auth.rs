@@ -1,0 +1,958 @@
+//! Authorization on the HTTP transports, with real tokens: an issuer whose
+//! RSA and P-256 keys are generated here, a key set and an introspection
+//! endpoint served on loopback, and a protected MCP server in front of them.
+//!
+//! Timeouts only stop a broken test from hanging; nothing asserts how long
+//! anything took.
+
+// Indexing a `serde_json::Value` yields `Null` for a missing member and never
+// panics, which is what reading replies wants.
+#![allow(clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::routing::{get, post};
+use base64::Engine as _;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use p256::elliptic_curve::sec1::ToEncodedPoint as _;
+use p256::pkcs8::EncodePrivateKey as _;
+use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer, ResourceServer};
+use protocol_droid::adapters::secondary::bearer::{
+    IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
+};
+use protocol_droid::application::server::auth::TokenValidator;
+use protocol_droid::application::server::context::{AuthClaims, AuthContext, RequestContext};
+use protocol_droid::application::server::context::{NoExchange, NullSink};
+use protocol_droid::application::server::{Call, CallError, Server, ToolSpec};
+use protocol_droid::domain::TransportKind;
+use protocol_droid::domain::ir::{JsonObject, ToolResult};
+use protocol_droid::domain::jsonrpc::{Request, RequestId};
+use rsa::pkcs1::EncodeRsaPrivateKey as _;
+use rsa::traits::PublicKeyParts as _;
+use serde_json::{Value, json};
+
+type TestError = Box<dyn std::error::Error + Send + Sync>;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+const LEGACY: &str = "2025-11-25";
+const MODERN: &str = "2026-07-28";
+const BOTH: &str = "application/json, text/event-stream";
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A signing key of the test issuer, with its public half as a JWK.
+struct SigningKey {
+    kid: String,
+    alg: Algorithm,
+    encoding: EncodingKey,
+    jwk: Value,
+}
+
+impl SigningKey {
+    fn rsa(kid: &str) -> Result<Self, TestError> {
+        let private = rsa::RsaPrivateKey::new(&mut rand::rngs::OsRng, 2048)?;
+        let der = private.to_pkcs1_der()?;
+        let public = private.to_public_key();
+        Ok(Self {
+            kid: kid.to_owned(),
+            alg: Algorithm::RS256,
+            encoding: EncodingKey::from_rsa_der(der.as_bytes()),
+            jwk: json!({
+                "kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
+                "n": b64(&public.n().to_bytes_be()), "e": b64(&public.e().to_bytes_be()),
+            }),
+        })
+    }
+
+    fn ec(kid: &str) -> Result<Self, TestError> {
+        let secret = p256::SecretKey::random(&mut rand::rngs::OsRng);
+        let der = secret.to_pkcs8_der()?;
+        let point = secret.public_key().to_encoded_point(false);
+        let (Some(x), Some(y)) = (point.x(), point.y()) else {
+            return Err("an uncompressed point has coordinates".into());
+        };
+        Ok(Self {
+            kid: kid.to_owned(),
+            alg: Algorithm::ES256,
+            encoding: EncodingKey::from_ec_der(der.as_bytes()),
+            jwk: json!({ "kty": "EC", "kid": kid, "crv": "P-256", "x": b64(x), "y": b64(y) }),
+        })
+    }
+
+    fn sign(&self, claims: &Value) -> Result<String, TestError> {
+        let mut header = Header::new(self.alg);
+        header.kid = Some(self.kid.clone());
+        Ok(jsonwebtoken::encode(&header, claims, &self.encoding)?)
+    }
+}
+
+fn as_json(value: &Value) -> ([(&'static str, &'static str); 1], String) {
+    ([("content-type", "application/json")], value.to_string())
+}
+
+/// The test issuer's own HTTP server: the key set (counting its fetches) and
+/// an introspection endpoint answering from a table.
+#[derive(Clone, Default)]
+struct IssuerState {
+    jwks: Arc<Mutex<Value>>,
+    fetches: Arc<AtomicU64>,
+    introspection: Arc<Mutex<BTreeMap<String, Value>>>,
+}
+
+struct Issuer {
+    url: String,
+    state: IssuerState,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Issuer {
+    async fn start(keys: &[&SigningKey]) -> Result<Self, TestError> {
+        let state = IssuerState::default();
+        state.publish(keys);
+        let app = axum::Router::new()
+            .route(
+                "/jwks",
+                get(
+                    |axum::extract::State(s): axum::extract::State<IssuerState>| async move {
+                        s.fetches.fetch_add(1, Ordering::SeqCst);
+                        let body = s.jwks.lock().map(|v| v.clone()).unwrap_or(Value::Null);
+                        as_json(&body)
+                    },
+                ),
+            )
+            .route(
+                "/introspect",
+                post(
+                    |axum::extract::State(s): axum::extract::State<IssuerState>,
+                     headers: axum::http::HeaderMap,
+                     body: String| async move {
+                        // The resource server must authenticate itself.
+                        let expected = format!(
+                            "Basic {}",
+                            base64::engine::general_purpose::STANDARD.encode("rs:rs-secret")
+                        );
+                        if headers.get("authorization").and_then(|v| v.to_str().ok())
+                            != Some(expected.as_str())
+                        {
+                            return as_json(&json!({ "error": "invalid_client" }));
+                        }
+                        let token = url::form_urlencoded::parse(body.as_bytes())
+                            .find(|(k, _)| k == "token")
+                            .map(|(_, v)| v.into_owned())
+                            .unwrap_or_default();
+                        let answer = s
+                            .introspection
+                            .lock()
+                            .ok()
+                            .and_then(|t| t.get(&token).cloned())
+                            .unwrap_or_else(|| json!({ "active": false }));
+                        as_json(&answer)
+                    },
+                ),
+            )
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr: SocketAddr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _served = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(Self {
+            url: format!("http://{addr}"),
+            state,
+            _stop: stop,
+        })
+    }
+
+    fn issuer(&self) -> String {
+        format!("{}/issuer", self.url)
+    }
+
+    fn jwks(&self, min_refresh: Duration) -> Result<Jwks, TestError> {
+        Ok(Jwks::remote(
+            &format!("{}/jwks", self.url),
+            JwksOptions {
+                min_refresh_interval: min_refresh,
+                ..JwksOptions::default()
+            },
+        )?)
+    }
+
+    fn fetches(&self) -> u64 {
+        self.state.fetches.load(Ordering::SeqCst)
+    }
+}
+
+impl IssuerState {
+    fn publish(&self, keys: &[&SigningKey]) {
+        let keys: Vec<Value> = keys.iter().map(|k| k.jwk.clone()).collect();
+        if let Ok(mut jwks) = self.jwks.lock() {
+            *jwks = json!({ "keys": keys });
+        }
+    }
+}
+
+/// The protected MCP server: a public tool, a scoped one and one that asks
+/// for input and keeps state between rounds.
+fn mcp_server() -> Result<Server, TestError> {
+    let server = Server::builder("auth-test", "1.0.0").build()?;
+    server.add_tool(ToolSpec::new("public", "Anyone may call it."), |_| async {
+        Ok(ToolResult::text("public"))
+    });
+    server.add_tool(
+        ToolSpec::new("secret", "Needs tools:secret.").scope("tools:secret"),
+        |call: Call| async move {
+            let who = call.peer.auth().subject().unwrap_or("nobody").to_owned();
+            Ok(ToolResult::text(format!("secret for {who}")))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new("stateful", "Asks once, then resumes."),
+        |call: Call| async move {
+            if call.state().is_some() {
+                return Ok(ToolResult::text("resumed"));
+            }
+            let mut requests = JsonObject::new();
+            requests.insert(
+                "who".to_owned(),
+                json!({ "method": "elicitation/create", "params": {
+                    "message": "Who?", "requestedSchema": { "type": "object", "properties": {} } } }),
+            );
+            Err(CallError::input_required(requests, Some(json!({ "step": 1 }))))
+        },
+    );
+    Ok(server)
+}
+
+struct Protected {
+    base: String,
+    client: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Starts the MCP server on loopback, protected by what `configure` builds
+/// from its canonical resource URI.
+async fn protect(
+    configure: impl FnOnce(&str) -> Result<ResourceServer, TestError>,
+) -> Result<Protected, TestError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let base = format!("http://{addr}");
+    let options = HttpOptions {
+        auth: Some(configure(&format!("{base}/mcp"))?),
+        ..HttpOptions::default()
+    };
+    let http = HttpServer::new(mcp_server()?, options);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(http.serve(listener, async {
+        let _ = stopped.await;
+    }));
+    Ok(Protected {
+        base,
+        client: reqwest::Client::builder().timeout(PATIENCE).build()?,
+        _stop: stop,
+    })
+}
+
+/// A resource server checking JWTs from `issuer` for its own URI.
+fn jwt_guard(
+    issuer: &Issuer,
+    min_refresh: Duration,
+) -> impl FnOnce(&str) -> Result<ResourceServer, TestError> {
+    let iss = issuer.issuer();
+    let jwks = issuer.jwks(min_refresh);
+    move |resource| {
+        let validator = JwtValidator::new(&iss, resource, jwks?).leeway(Duration::from_secs(30));
+        Ok(ResourceServer::new(resource, Arc::new(validator))?
+            .authorization_server(iss)
+            .scopes_supported(["tools:secret"])?)
+    }
+}
+
+impl Protected {
+    fn resource(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    fn claims(&self, issuer: &Issuer, sub: &str, scope: &str) -> Value {
+        json!({
+            "iss": issuer.issuer(), "sub": sub, "aud": self.resource(),
+            "scope": scope, "exp": now() + 300, "iat": now(), "client_id": "test-client",
+        })
+    }
+
+    async fn post_to(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        extra: &[(&str, &str)],
+        body: &Value,
+    ) -> Result<reqwest::Response, TestError> {
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .header("accept", BOTH)
+            .body(body.to_string());
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        Ok(request.send().await?)
+    }
+
+    /// A 2026-07-28 request, stateless, with `token`.
+    async fn modern(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        mut params: Value,
+    ) -> Result<reqwest::Response, TestError> {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+        });
+        let name = params["name"].as_str().map(str::to_owned);
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        let mut extra = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
+        if let Some(name) = name.as_deref() {
+            extra.push(("mcp-name", name));
+        }
+        self.post_to("/mcp", token, &extra, &body).await
+    }
+
+    async fn tool_names(&self, token: Option<&str>) -> Result<Vec<String>, TestError> {
+        let response = self.modern(token, "tools/list", json!({})).await?;
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await?;
+        Ok(body["result"]["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}
+
+fn challenge(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get("www-authenticate")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Asserts a `401 invalid_token` carrying the metadata URL.
+async fn assert_invalid_token(
+    server: &Protected,
+    token: &str,
+    what: &str,
+) -> Result<(), TestError> {
+    let response = server.modern(Some(token), "tools/list", json!({})).await?;
+    assert_eq!(response.status(), 401, "{what}");
+    let challenge = challenge(&response);
+    assert!(
+        challenge.starts_with("Bearer ") && challenge.contains("error=\"invalid_token\""),
+        "{what}: {challenge}"
+    );
+    assert!(
+        challenge.contains(&format!(
+            "resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"",
+            server.base
+        )),
+        "{what}: {challenge}"
+    );
+    Ok(())
+}
+
+mod tokens {
+    use super::*;
+
+    #[tokio::test]
+    async fn rs256_and_es256_tokens_from_the_issuer_are_accepted() -> Result<(), TestError> {
+        let rsa = SigningKey::rsa("rsa-1")?;
+        let ec = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&rsa, &ec]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        for key in [&rsa, &ec] {
+            let token = key.sign(&server.claims(&issuer, "alice", "tools:secret"))?;
+            let names = server.tool_names(Some(&token)).await?;
+            assert!(
+                names.contains(&"secret".to_owned()),
+                "{:?}: {names:?}",
+                key.alg
+            );
+        }
+        assert_eq!(issuer.fetches(), 1, "the key set is cached");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn every_bad_token_is_refused_with_invalid_token() -> Result<(), TestError> {
+        let key = SigningKey::rsa("rsa-1")?;
+        let stranger = SigningKey::rsa("rsa-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let good = server.claims(&issuer, "alice", "");
+        let with = |patch: Value| {
+            let mut claims = good.clone();
+            if let (Value::Object(claims), Value::Object(patch)) = (&mut claims, patch) {
+                claims.extend(patch);
+            }
+            claims
+        };
+        let cases = [
+            ("expired", key.sign(&with(json!({ "exp": now() - 120 })))?),
+            (
+                "not yet valid",
+                key.sign(&with(json!({ "nbf": now() + 300 })))?,
+            ),
+            (
+                "wrong audience",
+                key.sign(&with(json!({ "aud": "http://127.0.0.1:1/mcp" })))?,
+            ),
+            (
+                "wrong issuer",
+                key.sign(&with(json!({ "iss": "http://127.0.0.1:1/evil" })))?,
+            ),
+            ("no expiry", {
+                let mut claims = good.clone();
+                if let Value::Object(c) = &mut claims {
+                    c.remove("exp");
+                }
+                key.sign(&claims)?
+            }),
+            ("bad signature", stranger.sign(&good)?),
+            ("alg none", {
+                let header = b64(br#"{"alg":"none","typ":"JWT"}"#);
+                format!("{header}.{}.", b64(good.to_string().as_bytes()))
+            }),
+            ("hmac with the public key", {
+                let mut header = Header::new(Algorithm::HS256);
+                header.kid = Some("rsa-1".to_owned());
+                jsonwebtoken::encode(
+                    &header,
+                    &good,
+                    &EncodingKey::from_secret(key.jwk["n"].to_string().as_bytes()),
+                )?
+            }),
+            ("not a jwt", "definitely-not-a-jwt".to_owned()),
+        ];
+        for (what, token) in &cases {
+            assert_invalid_token(&server, token, what).await?;
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_token_expired_within_the_leeway_is_still_accepted() -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let mut claims = server.claims(&issuer, "alice", "");
+        claims["exp"] = json!(now() - 5);
+        let response = server
+            .modern(Some(&key.sign(&claims)?), "tools/list", json!({}))
+            .await?;
+        assert_eq!(response.status(), 200);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unknown_kid_refetches_the_key_set_at_a_bounded_rate() -> Result<(), TestError> {
+        let known = SigningKey::ec("known")?;
+        let unknown = SigningKey::ec("unknown")?;
+        let issuer = Issuer::start(&[&known]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::from_secs(3600))).await?;
+        let ok = known.sign(&server.claims(&issuer, "alice", ""))?;
+        assert_eq!(
+            server
+                .modern(Some(&ok), "tools/list", json!({}))
+                .await?
+                .status(),
+            200
+        );
+        for _ in 0..5 {
+            let forged = unknown.sign(&server.claims(&issuer, "alice", ""))?;
+            assert_invalid_token(&server, &forged, "unknown kid").await?;
+        }
+        assert_eq!(
+            issuer.fetches(),
+            1,
+            "five unknown key ids within the interval cost no further fetch"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_key_rotated_in_is_found_by_refetching() -> Result<(), TestError> {
+        let old = SigningKey::ec("old")?;
+        let new = SigningKey::rsa("new")?;
+        let issuer = Issuer::start(&[&old]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::ZERO)).await?;
+        let first = old.sign(&server.claims(&issuer, "alice", ""))?;
+        assert_eq!(
+            server
+                .modern(Some(&first), "tools/list", json!({}))
+                .await?
+                .status(),
+            200
+        );
+        issuer.state.publish(&[&old, &new]);
+        let rotated = new.sign(&server.claims(&issuer, "alice", ""))?;
+        assert_eq!(
+            server
+                .modern(Some(&rotated), "tools/list", json!({}))
+                .await?
+                .status(),
+            200
+        );
+        assert_eq!(issuer.fetches(), 2);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_token_in_the_query_string_is_refused_even_beside_a_header() -> Result<(), TestError>
+    {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let token = key.sign(&server.claims(&issuer, "alice", ""))?;
+        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": { "name": "t", "version": "1" } } });
+        for header in [None, Some(token.as_str())] {
+            let response = server
+                .post_to(&format!("/mcp?access_token={token}"), header, &[], &body)
+                .await?;
+            assert_eq!(response.status(), 400);
+            assert!(
+                challenge(&response).contains("error=\"invalid_request\""),
+                "{}",
+                challenge(&response)
+            );
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn introspection_accepts_an_active_token_for_this_resource_only() -> Result<(), TestError>
+    {
+        let issuer = Issuer::start(&[]).await?;
+        let endpoint = format!("{}/introspect", issuer.url);
+        let server = protect(|resource| {
+            let validator = IntrospectionValidator::new(&endpoint, "rs", "rs-secret", resource)?;
+            Ok(ResourceServer::new(resource, Arc::new(validator))?)
+        })
+        .await?;
+        let resource = server.resource();
+        if let Ok(mut table) = issuer.state.introspection.lock() {
+            table.insert(
+                "opaque-good".to_owned(),
+                json!({ "active": true, "sub": "alice", "aud": resource,
+                        "scope": "tools:secret", "exp": now() + 300 }),
+            );
+            table.insert(
+                "opaque-elsewhere".to_owned(),
+                json!({ "active": true, "sub": "alice", "aud": "http://127.0.0.1:1/mcp",
+                        "exp": now() + 300 }),
+            );
+            table.insert(
+                "opaque-no-aud".to_owned(),
+                json!({ "active": true, "sub": "alice", "exp": now() + 300 }),
+            );
+        }
+        let names = server.tool_names(Some("opaque-good")).await?;
+        assert!(names.contains(&"secret".to_owned()), "{names:?}");
+        for bad in ["opaque-elsewhere", "opaque-no-aud", "opaque-revoked"] {
+            assert_invalid_token(&server, bad, bad).await?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn an_introspection_validator_never_prints_its_secret() -> Result<(), TestError> {
+        let validator = IntrospectionValidator::new(
+            "http://127.0.0.1:1/introspect",
+            "rs",
+            "hunter2",
+            "http://127.0.0.1:2/mcp",
+        )?;
+        let printed = format!("{validator:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        Ok(())
+    }
+}
+
+mod challenges {
+    use super::*;
+
+    #[tokio::test]
+    async fn no_token_gets_401_naming_the_metadata_which_is_served_without_one()
+    -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let response = server.modern(None, "tools/list", json!({})).await?;
+        assert_eq!(response.status(), 401);
+        let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", server.base);
+        assert_eq!(
+            challenge(&response),
+            format!("Bearer resource_metadata=\"{metadata_url}\", scope=\"tools:secret\"")
+        );
+        for url in [
+            metadata_url,
+            format!("{}/.well-known/oauth-protected-resource", server.base),
+        ] {
+            let response = server.client.get(&url).send().await?;
+            assert_eq!(response.status(), 200, "{url}");
+            let document: Value = response.json().await?;
+            assert_eq!(document["resource"], json!(server.resource()));
+            assert_eq!(document["authorization_servers"], json!([issuer.issuer()]));
+            assert_eq!(document["bearer_methods_supported"], json!(["header"]));
+            assert_eq!(document["scopes_supported"], json!(["tools:secret"]));
+        }
+        // Every MCP route is behind the same guard.
+        for path in ["/sse", "/mcp"] {
+            let response = server
+                .client
+                .get(format!("{}{path}", server.base))
+                .send()
+                .await?;
+            assert_eq!(response.status(), 401, "{path}");
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_token_without_a_required_scope_gets_one_step_up_challenge_naming_them_all()
+    -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let jwks = issuer.jwks(Duration::from_secs(60))?;
+        let iss = issuer.issuer();
+        let server = protect(|resource| {
+            let validator = JwtValidator::new(&iss, resource, jwks);
+            Ok(ResourceServer::new(resource, Arc::new(validator))?
+                .require_scopes(["mcp:use", "mcp:tools"])?)
+        })
+        .await?;
+        let token = key.sign(&server.claims(&issuer, "alice", "mcp:use"))?;
+        let response = server.modern(Some(&token), "tools/list", json!({})).await?;
+        assert_eq!(response.status(), 403);
+        let challenge = challenge(&response);
+        assert!(
+            challenge.contains("error=\"insufficient_scope\""),
+            "{challenge}"
+        );
+        assert!(
+            challenge.contains("scope=\"mcp:use mcp:tools\""),
+            "every scope the request needs, in one challenge: {challenge}"
+        );
+        let upgraded = key.sign(&server.claims(&issuer, "alice", "mcp:use mcp:tools"))?;
+        let response = server
+            .modern(Some(&upgraded), "tools/list", json!({}))
+            .await?;
+        assert_eq!(response.status(), 200);
+        Ok(())
+    }
+}
+
+mod scopes {
+    use super::*;
+
+    async fn anonymous_allowed(issuer: &Issuer) -> Result<Protected, TestError> {
+        let jwks = issuer.jwks(Duration::from_secs(60))?;
+        let iss = issuer.issuer();
+        protect(|resource| {
+            let validator = JwtValidator::new(&iss, resource, jwks);
+            Ok(ResourceServer::new(resource, Arc::new(validator))?.allow_anonymous())
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn anonymous_and_scoped_callers_see_different_tool_lists() -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = anonymous_allowed(&issuer).await?;
+        let anonymous = server.tool_names(None).await?;
+        assert_eq!(anonymous, ["public", "stateful"]);
+        let unscoped = key.sign(&server.claims(&issuer, "alice", "other"))?;
+        assert_eq!(server.tool_names(Some(&unscoped)).await?, anonymous);
+        let scoped = key.sign(&server.claims(&issuer, "alice", "tools:secret"))?;
+        assert_eq!(
+            server.tool_names(Some(&scoped)).await?,
+            ["public", "secret", "stateful"]
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_list_that_varies_by_caller_is_marked_private() -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = anonymous_allowed(&issuer).await?;
+        let scoped = key.sign(&server.claims(&issuer, "alice", "tools:secret"))?;
+        let body: Value = server
+            .modern(Some(&scoped), "tools/list", json!({}))
+            .await?
+            .json()
+            .await?;
+        assert_eq!(body["result"]["cacheScope"], json!("private"), "{body}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn calling_a_hidden_tool_is_answered_as_calling_an_unknown_one() -> Result<(), TestError>
+    {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = anonymous_allowed(&issuer).await?;
+        let unscoped = key.sign(&server.claims(&issuer, "alice", ""))?;
+        let mut answers = Vec::new();
+        for name in ["secret", "no-such-tool"] {
+            let response = server
+                .modern(
+                    Some(&unscoped),
+                    "tools/call",
+                    json!({ "name": name, "arguments": {} }),
+                )
+                .await?;
+            let status = response.status();
+            let body: Value = response.json().await?;
+            let error = body["error"].to_string().replace(name, "NAME");
+            answers.push((status, error));
+        }
+        assert_eq!(answers[0], answers[1], "no oracle: {answers:?}");
+        assert!(answers[0].1.contains("-32602"), "{answers:?}");
+        let scoped = key.sign(&server.claims(&issuer, "alice", "tools:secret"))?;
+        let body: Value = server
+            .modern(
+                Some(&scoped),
+                "tools/call",
+                json!({ "name": "secret", "arguments": {} }),
+            )
+            .await?
+            .json()
+            .await?;
+        assert_eq!(
+            body["result"]["content"][0]["text"],
+            json!("secret for alice")
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_token_swapped_mid_session_changes_what_the_next_request_sees()
+    -> Result<(), TestError> {
+        let key = SigningKey::rsa("rsa-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let plain = key.sign(&server.claims(&issuer, "alice", ""))?;
+        let elevated = key.sign(&server.claims(&issuer, "alice", "tools:secret"))?;
+        let init = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": { "name": "t", "version": "1" } } });
+        let response = server.post_to("/mcp", Some(&elevated), &[], &init).await?;
+        assert_eq!(response.status(), 200);
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .ok_or("no session id")?
+            .to_owned();
+        let list = |id: i64| json!({ "jsonrpc": "2.0", "id": id, "method": "tools/list" });
+        let headers = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", LEGACY),
+        ];
+        let mut seen = Vec::new();
+        for (id, token) in [(1, &plain), (2, &elevated), (3, &plain)] {
+            let body: Value = server
+                .post_to("/mcp", Some(token), &headers, &list(id))
+                .await?
+                .json()
+                .await?;
+            seen.push(body["result"]["tools"].as_array().map_or(0, Vec::len));
+        }
+        assert_eq!(
+            seen,
+            [2, 3, 2],
+            "the session opened with the elevated token does not keep it"
+        );
+        let withdrawn = server.post_to("/mcp", None, &headers, &list(4)).await?;
+        assert_eq!(
+            withdrawn.status(),
+            401,
+            "a withdrawn token ends access at once"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_persisted_session_carries_no_principal() -> Result<(), TestError> {
+        let server = mcp_server()?;
+        let connection = server.connect(
+            TransportKind::StreamableHttp,
+            Arc::new(NoExchange),
+            Arc::new(NullSink),
+        );
+        let alice = AuthContext::principal(AuthClaims {
+            sub: Some("alice".to_owned()),
+            scopes: vec!["tools:secret".to_owned()],
+            ..AuthClaims::default()
+        });
+        let request = |id: i64, method: &str, params: Value| Request {
+            id: RequestId::Number(id),
+            method: method.to_owned(),
+            params: Some(params),
+        };
+        let opened = connection
+            .handle(
+                request(
+                    0,
+                    "initialize",
+                    json!({ "protocolVersion": LEGACY, "capabilities": {} }),
+                ),
+                RequestContext {
+                    auth: alice.clone(),
+                    ..RequestContext::default()
+                },
+            )
+            .await;
+        assert!(opened.is_ok(), "{opened:?}");
+        let count = |listed: Result<Value, _>| {
+            listed.map(|v: Value| v["tools"].as_array().map_or(0, Vec::len))
+        };
+        let served_as_alice = connection
+            .handle(
+                request(1, "tools/list", json!({})),
+                RequestContext {
+                    auth: alice,
+                    ..RequestContext::default()
+                },
+            )
+            .await;
+        assert_eq!(count(served_as_alice), Ok(3));
+        // A request that brings no principal of its own is served as nobody,
+        // whoever opened the session.
+        let served_as_nobody = connection
+            .handle(
+                request(2, "tools/list", json!({})),
+                RequestContext::default(),
+            )
+            .await;
+        assert_eq!(count(served_as_nobody), Ok(2));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_request_state_minted_for_one_subject_is_refused_for_another() -> Result<(), TestError>
+    {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let alice = key.sign(&server.claims(&issuer, "alice", ""))?;
+        let bob = key.sign(&server.claims(&issuer, "bob", ""))?;
+        let call = json!({ "name": "stateful", "arguments": {} });
+        let first: Value = server
+            .modern(Some(&alice), "tools/call", call.clone())
+            .await?
+            .json()
+            .await?;
+        assert_eq!(
+            first["result"]["resultType"],
+            json!("input_required"),
+            "{first}"
+        );
+        let state = first["result"]["requestState"].clone();
+        assert!(state.is_string(), "{first}");
+        let mut retry = call;
+        retry["requestState"] = state;
+        retry["inputResponses"] = json!({ "who": { "action": "accept", "content": {} } });
+        let as_bob: Value = server
+            .modern(Some(&bob), "tools/call", retry.clone())
+            .await?
+            .json()
+            .await?;
+        assert!(
+            as_bob["error"].is_object(),
+            "bob cannot resume alice's round: {as_bob}"
+        );
+        let as_alice: Value = server
+            .modern(Some(&alice), "tools/call", retry)
+            .await?
+            .json()
+            .await?;
+        assert_eq!(
+            as_alice["result"]["content"][0]["text"],
+            json!("resumed"),
+            "{as_alice}"
+        );
+        Ok(())
+    }
+}
+
+/// A validator a user plugs in: the port is all a resource server needs.
+#[derive(Debug)]
+struct Fixed;
+
+impl TokenValidator for Fixed {
+    fn validate<'a>(
+        &'a self,
+        token: &'a str,
+    ) -> protocol_droid::application::server::context::BoxFuture<
+        'a,
+        Result<AuthClaims, protocol_droid::application::server::auth::TokenError>,
+    > {
+        Box::pin(async move {
+            match token {
+                "letmein" => Ok(AuthClaims {
+                    sub: Some("plugged".to_owned()),
+                    aud: Some(json!("http://127.0.0.1:9/elsewhere")),
+                    ..AuthClaims::default()
+                }),
+                _ => Err(
+                    protocol_droid::application::server::auth::TokenError::Invalid(
+                        "unknown".to_owned(),
+                    ),
+                ),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_plugged_in_validator_cannot_admit_a_token_for_another_audience() -> Result<(), TestError>
+{
+    let server = protect(|resource| Ok(ResourceServer::new(resource, Arc::new(Fixed))?)).await?;
+    assert_invalid_token(
+        &server,
+        "letmein",
+        "audience checked by the resource server",
+    )
+    .await
+}
