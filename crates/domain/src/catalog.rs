@@ -45,7 +45,8 @@ impl ToolId {
 
 impl fmt::Display for ToolId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        // `pad`, so a table can align ids with `{:<48}`.
+        f.pad(&self.0)
     }
 }
 

@@ -7,6 +7,7 @@ mod acp;
 mod auth;
 mod call;
 mod fixture;
+mod gateway;
 
 use std::time::Duration;
 
@@ -70,6 +71,26 @@ enum Command {
         /// A bearer token for an HTTP server (never sent to a stdio one).
         #[arg(long, env = "DROID_TOKEN", hide_env_values = true)]
         token: Option<String>,
+    },
+    /// Serve many MCP servers as one: a catalog of their tools, each pinned
+    /// by digest, and per session exactly the tools that session was given.
+    ///
+    /// Without `--config`, the embedded default: the built-in fixture server
+    /// as the one upstream. Stdio unless `--listen` (or the config's
+    /// `listen`) says where to serve Streamable HTTP.
+    Gateway {
+        /// The TOML configuration (upstreams, pins, mode, listen).
+        #[arg(long, value_name = "FILE")]
+        config: Option<std::path::PathBuf>,
+        /// Serve Streamable HTTP at http://HOST:PORT/mcp.
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: Option<String>,
+        /// Print every tool's id, digest and provenance, then exit.
+        #[arg(long)]
+        print_digests: bool,
+        /// Over HTTP, end a session idle for this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+        session_idle: u64,
     },
     /// Be an ACP agent on stdio whose tools are MCP servers.
     ///
@@ -151,6 +172,17 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Gateway {
+            config,
+            listen,
+            print_digests,
+            session_idle,
+        } => gateway::run(
+            config.as_deref(),
+            listen,
+            print_digests,
+            Duration::from_secs(session_idle),
+        ),
         Command::Acp {
             connect_timeout,
             max_sessions,

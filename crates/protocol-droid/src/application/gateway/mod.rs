@@ -8,10 +8,12 @@
 
 pub mod catalog;
 pub mod gate;
+pub mod runtime;
 pub mod session;
 
 pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
 pub use gate::{ExecutionGate, GateError};
+pub use runtime::{Disclosure, DriftReport, Gateway, Trust};
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,

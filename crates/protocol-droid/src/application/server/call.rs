@@ -18,7 +18,7 @@ use super::context::{ExchangeError, PeerSession, RequestContext};
 use crate::domain::feature::Feature;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification};
-use crate::domain::{Era, LoggingLevel};
+use crate::domain::{Era, LoggingLevel, SessionId};
 
 /// Why a handler did not produce a result.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -120,6 +120,18 @@ impl Call {
             arguments,
             asked: Arc::default(),
         }
+    }
+
+    /// The session this call belongs to.
+    #[must_use]
+    pub const fn session(&self) -> SessionId {
+        self.peer.session()
+    }
+
+    /// The caller, as this request's credentials say.
+    #[must_use]
+    pub const fn caller(&self) -> &super::context::AuthContext {
+        &self.ctx.auth
     }
 
     /// The arguments read as `T`.

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::call::{Call, CallError};
-use super::context::{DynExchange, DynFrameSink};
+use super::context::{AuthContext, DynExchange, DynFrameSink};
 use super::dispatch::Connection;
 use super::idempotency::IdempotencyStore;
 use super::registry::{Handler, Registry, ToolSpec, handler};
@@ -36,6 +36,27 @@ pub enum Change {
     Resources,
     /// One resource's contents changed.
     ResourceUpdated(String),
+    /// The tool list changed for one session only (a gateway session's
+    /// activations).
+    ToolsFor(SessionId),
+}
+
+/// Decides whether a session's caller may see and call a tool, on top of
+/// scopes: `(session, caller, tool name)`.
+pub type ToolVisibility = Arc<dyn Fn(SessionId, &AuthContext, &str) -> ToolAccess + Send + Sync>;
+
+/// What a [`ToolVisibility`] hook decided for one tool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolAccess {
+    /// Listed and callable.
+    Granted,
+    /// Neither listed nor callable: a call is answered as for an unknown
+    /// tool, so nothing is revealed.
+    Hidden,
+    /// Not listed, and a call is refused with this reason: for a tool the
+    /// session had and lost (its definition drifted), where saying why is
+    /// the point.
+    Refused(String),
 }
 
 /// A server: what it is, and what it offers.
@@ -59,6 +80,7 @@ pub(super) struct Inner {
     pub(super) sealer: RwLock<StateSealer>,
     pub(super) idempotency: Mutex<IdempotencyStore>,
     pub(super) next_session: AtomicU64,
+    pub(super) tool_visibility: Option<ToolVisibility>,
 }
 
 impl core::fmt::Debug for Server {
@@ -71,16 +93,34 @@ impl core::fmt::Debug for Server {
 }
 
 /// Builds a [`Server`].
-#[derive(Debug)]
 pub struct ServerBuilder {
     name: String,
     version: String,
     instructions: Option<String>,
     offered: Vec<ProtocolVersion>,
     sealer: Option<StateSealer>,
+    tool_visibility: Option<ToolVisibility>,
+}
+
+impl core::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("name", &self.name)
+            .field("offered", &self.offered)
+            .field("tool_visibility", &self.tool_visibility.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ServerBuilder {
+    /// Consults `visibility` for every tool a session lists or calls, after
+    /// scopes: what a gateway uses to give each session its own tool set.
+    #[must_use]
+    pub fn tool_visibility(mut self, visibility: ToolVisibility) -> Self {
+        self.tool_visibility = Some(visibility);
+        self
+    }
+
     /// Offers only `revisions` (all five by default).
     #[must_use]
     pub fn revisions(mut self, revisions: impl IntoIterator<Item = ProtocolVersion>) -> Self {
@@ -132,6 +172,7 @@ impl ServerBuilder {
                     IDEMPOTENCY_TTL_MS,
                 )),
                 next_session: AtomicU64::new(1),
+                tool_visibility: self.tool_visibility,
             }),
         })
     }
@@ -147,6 +188,7 @@ impl Server {
             instructions: None,
             offered: ProtocolVersion::ALL.to_vec(),
             sealer: None,
+            tool_visibility: None,
         }
     }
 
@@ -187,7 +229,7 @@ impl Server {
     pub fn tool_for(
         &self,
         name: &str,
-        caller: &super::context::AuthContext,
+        caller: &AuthContext,
     ) -> Option<crate::adapters::secondary::codec::wire::tools::Tool> {
         self.registry()
             .tools
@@ -202,6 +244,22 @@ impl Server {
         if let Ok(mut sealer) = self.inner.sealer.write() {
             sealer.rotate(next);
         }
+    }
+
+    /// Whether `session`'s `caller` may see and call the tool `name`, as the
+    /// [`ServerBuilder::tool_visibility`] hook decides (granted, without
+    /// one). Scopes are checked separately.
+    #[must_use]
+    pub fn tool_access(&self, session: SessionId, caller: &AuthContext, name: &str) -> ToolAccess {
+        self.inner
+            .tool_visibility
+            .as_ref()
+            .map_or(ToolAccess::Granted, |decide| decide(session, caller, name))
+    }
+
+    /// Tells one session, and only it, that its tool list changed.
+    pub fn tools_changed_for(&self, session: SessionId) {
+        let _listeners = self.inner.changes.send(Change::ToolsFor(session));
     }
 
     /// Registers a tool, replacing one of the same name.

@@ -26,5 +26,5 @@ pub mod request_state;
 
 pub use call::{Call, CallError, InputRequired, Question};
 pub use dispatch::Connection;
-pub use host::{Change, Server, ServerBuilder};
+pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility};
 pub use registry::ToolSpec;

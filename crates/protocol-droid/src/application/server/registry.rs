@@ -191,6 +191,13 @@ impl ToolSpec {
         }
     }
 
+    /// A tool exactly as `tool` defines it: what a gateway or bridge uses to
+    /// offer a definition it read from elsewhere.
+    #[must_use]
+    pub const fn from_definition(tool: Tool) -> Self {
+        Self { tool, scope: None }
+    }
+
     /// Takes arguments shaped like `T`, with the schema schemars derives.
     #[must_use]
     pub fn input<T: JsonSchema>(self) -> Self {

@@ -73,6 +73,11 @@ impl Connection {
                 Change::Tools if wants("toolsListChanged") => {
                     ("notifications/tools/list_changed", None)
                 }
+                Change::ToolsFor(session)
+                    if *session == peer.session() && wants("toolsListChanged") =>
+                {
+                    ("notifications/tools/list_changed", None)
+                }
                 Change::Prompts if wants("promptsListChanged") => {
                     ("notifications/prompts/list_changed", None)
                 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::adapters::secondary::codec::for_version;
 use crate::application::server::call::{Call, CallError};
 use crate::application::server::context::{AuthContext, PeerSession, RequestContext};
-use crate::application::server::host::Server;
+use crate::application::server::host::{Server, ToolAccess};
 use crate::application::server::registry::{match_template, visible};
 use crate::application::server::request_state::StateBinding;
 use crate::domain::canonical::request_digest;
@@ -33,10 +33,15 @@ impl Connection {
         reject_cursor(&params)?;
         match method {
             "tools/list" => {
+                let session = peer.session();
                 let tools: Vec<_> = registry
                     .tools
                     .values()
                     .filter(|t| can_see(t.scope.as_ref()))
+                    .filter(|t| {
+                        self.server.tool_access(session, &ctx.auth, &t.tool.name)
+                            == ToolAccess::Granted
+                    })
                     .map(|t| t.tool.clone())
                     .collect();
                 Ok(json!({ "tools": tools }))
@@ -195,6 +200,16 @@ impl Connection {
             .filter(|t| visible(t.scope.as_ref(), |s| ctx.auth.has_scope(s)))
             .cloned()
             .ok_or_else(|| error(ErrorCode::INVALID_PARAMS, format!("unknown tool {name}")))?;
+        match self.server.tool_access(peer.session(), &ctx.auth, &name) {
+            ToolAccess::Granted => {}
+            ToolAccess::Hidden => {
+                return Err(error(
+                    ErrorCode::INVALID_PARAMS,
+                    format!("unknown tool {name}"),
+                ));
+            }
+            ToolAccess::Refused(reason) => return Err(error(ErrorCode::INVALID_PARAMS, reason)),
+        }
         let arguments = object_member(&params, "arguments");
         let version = peer.negotiated();
         let auth = ctx.auth.clone();

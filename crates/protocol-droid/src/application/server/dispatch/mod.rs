@@ -170,6 +170,10 @@ impl Connection {
         let version = self.negotiated()?;
         let (method, params) = match change {
             Change::Tools => ("notifications/tools/list_changed", None),
+            Change::ToolsFor(session) if *session == self.session => {
+                ("notifications/tools/list_changed", None)
+            }
+            Change::ToolsFor(_) => return None,
             Change::Prompts => ("notifications/prompts/list_changed", None),
             Change::Resources => ("notifications/resources/list_changed", None),
             Change::ResourceUpdated(uri) => {

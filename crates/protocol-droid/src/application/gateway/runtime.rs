@@ -1,0 +1,699 @@
+//! The gateway at work: upstream clients feeding the catalog, a server
+//! offering each session its own tool set, and every call through the gate.
+//!
+//! Each cataloged tool is registered with the server under its catalog id
+//! (`upstream/name`). The server asks the gateway, for every `tools/list`
+//! and `tools/call`, whether the session may see the tool; the tool's handler
+//! asks the [`ExecutionGate`] again before forwarding, so a tool whose
+//! definition drifted after it was given to a session is refused by name
+//! even while it is still listed somewhere.
+//!
+//! In progressive mode a session starts with the discovery tools only:
+//! `search_tools` ranks the catalog, `activate_tools` grants exact ids, and
+//! `deactivate_tools` revokes them; each change is announced to that session
+//! alone.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::catalog::{CatalogChange, Pins, ToolCatalog, ToolRole, ToolSource, Upsert};
+use super::gate::ExecutionGate;
+use super::session::{DropReason, DroppedActivation, SessionActivationGrant, SessionToolSet};
+use crate::adapters::secondary::codec::wire::Tool;
+use crate::application::client::{Client, ClientError, ClientHandler, Notice, RequestOptions};
+use crate::application::server::{
+    Call, CallError, Server, ServerBuilder, ToolAccess, ToolSpec, ToolVisibility,
+};
+use crate::domain::SessionId;
+use crate::domain::catalog::{Provenance, SchemaDigest, ToolId};
+use crate::domain::ir::{JsonObject, ToolResult};
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+
+/// How many sessions' tool sets are kept; the oldest goes first.
+pub const MAX_SESSIONS: usize = 10_000;
+
+/// How many drift reports are kept for [`Gateway::drift`].
+pub const MAX_DRIFT_REPORTS: usize = 256;
+
+/// The discovery tools of progressive mode.
+pub const SEARCH_TOOLS: &str = "search_tools";
+/// See [`SEARCH_TOOLS`].
+pub const ACTIVATE_TOOLS: &str = "activate_tools";
+/// See [`SEARCH_TOOLS`].
+pub const DEACTIVATE_TOOLS: &str = "deactivate_tools";
+
+/// How sessions get their tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disclosure {
+    /// Every verified tool is core for every session.
+    Default,
+    /// Sessions start with the discovery tools and activate the rest exactly.
+    Progressive,
+}
+
+/// How an upstream's tools earn trust.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trust {
+    /// Only digests pinned in configuration are verified.
+    Pinned,
+    /// The digests seen when the upstream is first loaded are pinned; a later
+    /// change is drift like any other.
+    OnFirstUse,
+}
+
+/// A change to a tool an operator should know about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriftReport {
+    /// The tool.
+    pub id: ToolId,
+    /// Its digest before, if it existed.
+    pub old: Option<SchemaDigest>,
+    /// Its digest now, if it still exists.
+    pub new: Option<SchemaDigest>,
+    /// Session activations dropped because of it.
+    pub dropped_activations: usize,
+}
+
+struct Upstream {
+    client: Client,
+    trust: Trust,
+}
+
+struct State {
+    catalog: ToolCatalog,
+    pins: Pins,
+    upstreams: BTreeMap<String, Upstream>,
+    sessions: BTreeMap<SessionId, SessionToolSet>,
+    /// Why each session lost the activations it lost, so a call to one is
+    /// refused by naming the reason rather than as an unknown tool.
+    lost: BTreeMap<SessionId, BTreeMap<ToolId, String>>,
+    drift: VecDeque<DriftReport>,
+}
+
+/// How many lost activations are remembered per session.
+const MAX_LOST: usize = 256;
+
+impl State {
+    /// The session's set, built on first use and rebuilt (carrying what
+    /// still matches) when the catalog moved on.
+    fn session_set(&mut self, session: SessionId, disclosure: Disclosure) -> &SessionToolSet {
+        let fresh = |catalog: &ToolCatalog| match disclosure {
+            Disclosure::Default => SessionToolSet::default_core_for_catalog(session, catalog),
+            Disclosure::Progressive => {
+                SessionToolSet::progressive_core_for_catalog(session, catalog)
+            }
+        };
+        let stale = self
+            .sessions
+            .get(&session)
+            .is_none_or(|set| set.is_stale(&self.catalog));
+        if stale {
+            let next = match self.sessions.get(&session) {
+                Some(set) => {
+                    let (next, dropped) = set
+                        .rebuilt_for_catalog(&self.catalog, disclosure == Disclosure::Progressive);
+                    report_dropped(session, &dropped);
+                    self.remember_lost(session, &dropped);
+                    next
+                }
+                None => {
+                    if self.sessions.len() >= MAX_SESSIONS {
+                        if let Some((old, _)) = self.sessions.pop_first() {
+                            self.lost.remove(&old);
+                        }
+                    }
+                    fresh(&self.catalog)
+                }
+            };
+            self.sessions.insert(session, next);
+        }
+        self.sessions
+            .entry(session)
+            .or_insert_with(|| fresh(&self.catalog))
+    }
+
+    fn remember_lost(&mut self, session: SessionId, dropped: &[DroppedActivation]) {
+        if dropped.is_empty() {
+            return;
+        }
+        let lost = self.lost.entry(session).or_default();
+        for d in dropped {
+            let id = &d.activation.id;
+            let why = match &d.reason {
+                DropReason::Removed => format!("{id} is no longer offered by its upstream"),
+                DropReason::Drifted { pinned, current } => format!(
+                    "{id} changed after it was activated (digest {pinned}, now {current}); \
+                     its activation was dropped and it must be approved and activated again"
+                ),
+                DropReason::Untrusted { pinned, current } => format!(
+                    "{id} was {pinned} when activated and is {current} now; its activation was dropped"
+                ),
+                DropReason::OtherSession => continue,
+            };
+            if lost.len() >= MAX_LOST {
+                lost.pop_first();
+            }
+            lost.insert(id.clone(), why);
+        }
+    }
+
+    /// What the server may do with `id` for `session`.
+    fn access(&mut self, session: SessionId, disclosure: Disclosure, id: &ToolId) -> ToolAccess {
+        let set = self.session_set(session, disclosure);
+        if set.is_core(id) || set.activation(id).is_some() {
+            return ToolAccess::Granted;
+        }
+        match self.lost.get(&session).and_then(|lost| lost.get(id)) {
+            Some(why) => ToolAccess::Refused(why.clone()),
+            None => ToolAccess::Hidden,
+        }
+    }
+
+    fn record_drift(&mut self, report: DriftReport) {
+        if self.drift.len() >= MAX_DRIFT_REPORTS {
+            self.drift.pop_front();
+        }
+        self.drift.push_back(report);
+    }
+}
+
+fn report_dropped(session: SessionId, dropped: &[DroppedActivation]) {
+    for d in dropped {
+        tracing::warn!(
+            %session,
+            tool = %d.activation.id,
+            reason = ?d.reason,
+            "activation dropped"
+        );
+    }
+}
+
+struct Inner {
+    server: Server,
+    disclosure: Disclosure,
+    state: Arc<Mutex<State>>,
+    refresh: mpsc::Sender<String>,
+}
+
+/// A gateway: one MCP server in front of many upstream servers.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("disclosure", &self.inner.disclosure)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Deserialize)]
+struct SearchArgs {
+    query: String,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+#[derive(Deserialize)]
+struct IdsArgs {
+    ids: Vec<String>,
+}
+
+fn text(message: impl Into<String>) -> ToolResult {
+    ToolResult::text(message)
+}
+
+fn failure(message: impl Into<String>) -> ToolResult {
+    ToolResult {
+        is_error: Some(true),
+        ..text(message)
+    }
+}
+
+impl Gateway {
+    /// A gateway serving through a server built from `builder`, with
+    /// `pins` vouching for upstream digests. The server's tool visibility
+    /// is the gateway's.
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be built (no entropy for its state key).
+    pub fn build(
+        builder: ServerBuilder,
+        disclosure: Disclosure,
+        pins: Pins,
+    ) -> Result<Self, crate::application::server::request_state::KeyError> {
+        let state = Arc::new(Mutex::new(State {
+            catalog: ToolCatalog::new(),
+            pins,
+            upstreams: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            lost: BTreeMap::new(),
+            drift: VecDeque::new(),
+        }));
+        let seen = Arc::clone(&state);
+        let visibility: ToolVisibility = Arc::new(move |session, _caller, name| {
+            lock(&seen).access(session, disclosure, &ToolId::new(name))
+        });
+        let server = builder.tool_visibility(visibility).build()?;
+        let (refresh, mut requests) = mpsc::channel::<String>(64);
+        let gateway = Self {
+            inner: Arc::new(Inner {
+                server,
+                disclosure,
+                state,
+                refresh,
+            }),
+        };
+        if disclosure == Disclosure::Progressive {
+            gateway.add_discovery_tools();
+        }
+        let weak = Arc::downgrade(&gateway.inner);
+        tokio::spawn(async move {
+            while let Some(upstream) = requests.recv().await {
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let gateway = Self { inner };
+                if let Err(error) = gateway.refresh(&upstream).await {
+                    tracing::warn!(%upstream, %error, "refreshing the upstream's tools failed");
+                }
+            }
+        });
+        Ok(gateway)
+    }
+
+    /// The server to serve over any transport.
+    #[must_use]
+    pub fn server(&self) -> &Server {
+        &self.inner.server
+    }
+
+    /// A client handler for the upstream called `name`: it asks the gateway
+    /// to refresh that upstream's tools whenever it says they changed.
+    #[must_use]
+    pub fn notices_for(&self, name: &str) -> Arc<dyn ClientHandler> {
+        Arc::new(UpstreamNotices {
+            name: name.to_owned(),
+            refresh: self.inner.refresh.clone(),
+        })
+    }
+
+    /// Adds an upstream and loads its tools.
+    ///
+    /// # Errors
+    ///
+    /// When its tools cannot be listed.
+    pub async fn add_upstream(
+        &self,
+        name: &str,
+        client: Client,
+        trust: Trust,
+    ) -> Result<(), ClientError> {
+        lock(&self.inner.state)
+            .upstreams
+            .insert(name.to_owned(), Upstream { client, trust });
+        self.refresh(name).await
+    }
+
+    /// Lists an upstream's tools again and applies what changed: new tools
+    /// registered, changed ones re-derived from the pins (a drifted pinned
+    /// tool becomes unverified) and reported with both digests, removed ones
+    /// unregistered; session sets are rebuilt and sessions whose tools
+    /// changed are told.
+    ///
+    /// # Errors
+    ///
+    /// When the upstream's tools cannot be listed.
+    pub async fn refresh(&self, name: &str) -> Result<(), ClientError> {
+        let client = {
+            let state = lock(&self.inner.state);
+            match state.upstreams.get(name) {
+                Some(upstream) => upstream.client.clone(),
+                None => return Ok(()),
+            }
+        };
+        let tools = client.list_all_tools().await?;
+        let definitions: Vec<JsonObject> = tools
+            .iter()
+            .filter_map(|t| match serde_json::to_value(t) {
+                Ok(Value::Object(map)) => Some(map),
+                _ => None,
+            })
+            .collect();
+        let mut state = lock(&self.inner.state);
+        let first_load = !state
+            .catalog
+            .records()
+            .any(|r| r.source == ToolSource::Upstream(name.to_owned()));
+        if first_load && state.upstreams.get(name).map(|u| u.trust) == Some(Trust::OnFirstUse) {
+            for definition in &definitions {
+                let tool = definition
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let id = ToolId::namespaced(name, tool);
+                if state.pins.get(&id).is_none() {
+                    state.pins.pin(id, SchemaDigest::of_definition(definition));
+                }
+            }
+        }
+        let pins = state.pins.clone();
+        let changes = state.catalog.sync_upstream(name, definitions, &pins);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        // Rebuild every session's set now, so drift is reported once, here.
+        let disclosure = self.inner.disclosure;
+        let sessions: Vec<SessionId> = state.sessions.keys().copied().collect();
+        let mut dropped_by_tool: HashMap<ToolId, usize> = HashMap::new();
+        let mut touched = Vec::new();
+        for session in sessions {
+            let Some(set) = state.sessions.get(&session) else {
+                continue;
+            };
+            let (next, dropped) =
+                set.rebuilt_for_catalog(&state.catalog, disclosure == Disclosure::Progressive);
+            let visible_before: Vec<ToolId> = set.visible().cloned().collect();
+            if visible_before != next.visible().cloned().collect::<Vec<_>>() || !dropped.is_empty()
+            {
+                touched.push(session);
+            }
+            report_dropped(session, &dropped);
+            state.remember_lost(session, &dropped);
+            for d in &dropped {
+                *dropped_by_tool.entry(d.activation.id.clone()).or_default() += 1;
+            }
+            state.sessions.insert(session, next);
+        }
+        for (id, change) in &changes {
+            let (old, new) = match change {
+                CatalogChange::Added => (None, state.catalog.get(id).map(|r| r.digest)),
+                CatalogChange::Updated(Upsert::Changed { old, new }) => (Some(*old), Some(*new)),
+                CatalogChange::Updated(_) => continue,
+                CatalogChange::Removed { old } => (Some(*old), None),
+            };
+            if old.is_some() {
+                tracing::warn!(
+                    tool = %id,
+                    old = ?old.map(|d| d.to_string()),
+                    new = ?new.map(|d| d.to_string()),
+                    "an upstream changed a tool's definition"
+                );
+            }
+            let report = DriftReport {
+                id: id.clone(),
+                old,
+                new,
+                dropped_activations: dropped_by_tool.get(id).copied().unwrap_or(0),
+            };
+            state.record_drift(report);
+        }
+        // Register what the catalog has now; unregister what it lost.
+        let registrations: Vec<(ToolId, Option<Tool>)> = changes
+            .iter()
+            .map(|(id, _)| {
+                let tool = state.catalog.get(id).and_then(|record| {
+                    let mut definition = record.definition.clone();
+                    definition.insert("name".to_owned(), Value::from(id.as_str()));
+                    serde_json::from_value::<Tool>(Value::Object(definition)).ok()
+                });
+                (id.clone(), tool)
+            })
+            .collect();
+        drop(state);
+        for (id, tool) in registrations {
+            match tool {
+                Some(tool) => self.register_upstream_tool(&id, tool),
+                None => {
+                    let _removed = self.inner.server.remove_tool(id.as_str());
+                }
+            }
+        }
+        for session in touched {
+            self.inner.server.tools_changed_for(session);
+        }
+        Ok(())
+    }
+
+    fn register_upstream_tool(&self, id: &ToolId, tool: Tool) {
+        let gateway = self.clone();
+        let id = id.clone();
+        self.inner
+            .server
+            .add_tool(ToolSpec::from_definition(tool), move |call: Call| {
+                let gateway = gateway.clone();
+                let id = id.clone();
+                async move { gateway.forward(&id, call).await }
+            });
+    }
+
+    /// Authorizes a call through the gate and forwards it upstream.
+    async fn forward(&self, id: &ToolId, call: Call) -> Result<ToolResult, CallError> {
+        let session = call.session();
+        let (client, name) = {
+            let mut state = lock(&self.inner.state);
+            let set = state.session_set(session, self.inner.disclosure).clone();
+            let record = ExecutionGate::authorize(&set, &state.catalog, id)
+                .map_err(|e| refused(e.to_string()))?;
+            let ToolSource::Upstream(upstream) = &record.source else {
+                return Err(refused(format!("{id} has no upstream")));
+            };
+            let name = record.source_name().to_owned();
+            let client = state
+                .upstreams
+                .get(upstream)
+                .map(|u| u.client.clone())
+                .ok_or_else(|| refused(format!("upstream {upstream} is gone")))?;
+            (client, name)
+        };
+        let arguments: JsonObject = call.args()?;
+        match client
+            .call_tool(&name, Some(arguments), &RequestOptions::default())
+            .await
+        {
+            Ok(reply) => Ok(reply.value),
+            Err(ClientError::Server(error)) => Err(CallError::Protocol(error)),
+            Err(error) => Err(CallError::internal(format!(
+                "upstream call failed: {error}"
+            ))),
+        }
+    }
+
+    fn add_discovery_tools(&self) {
+        let definitions = [
+            (
+                ToolSpec::new(
+                    SEARCH_TOOLS,
+                    "Searches every tool this gateway can offer by name and description; \
+                     activate the ones you need with activate_tools.",
+                )
+                .input_schema(json!({
+                    "type": "object",
+                    "properties": {
+                        "query": { "type": "string", "description": "Words to look for" },
+                        "limit": { "type": "integer", "minimum": 1, "maximum": 50 },
+                    },
+                    "required": ["query"],
+                })),
+                SEARCH_TOOLS,
+            ),
+            (
+                ToolSpec::new(
+                    ACTIVATE_TOOLS,
+                    "Makes tools found with search_tools available in this session, by exact id.",
+                )
+                .input_schema(ids_schema()),
+                ACTIVATE_TOOLS,
+            ),
+            (
+                ToolSpec::new(
+                    DEACTIVATE_TOOLS,
+                    "Removes tools activated with activate_tools from this session.",
+                )
+                .input_schema(ids_schema()),
+                DEACTIVATE_TOOLS,
+            ),
+        ];
+        for (spec, name) in definitions {
+            let (tool, _) = spec.clone().into_parts();
+            if let Ok(Value::Object(definition)) = serde_json::to_value(&tool) {
+                lock(&self.inner.state).catalog.add_builtin(
+                    ToolId::new(name),
+                    definition,
+                    ToolRole::Discovery,
+                );
+            }
+            let gateway = self.clone();
+            self.inner.server.add_tool(spec, move |call: Call| {
+                let gateway = gateway.clone();
+                async move { gateway.discovery(name, &call) }
+            });
+        }
+    }
+
+    fn discovery(&self, tool: &str, call: &Call) -> Result<ToolResult, CallError> {
+        let session = call.session();
+        let mut state = lock(&self.inner.state);
+        let disclosure = self.inner.disclosure;
+        let set = state.session_set(session, disclosure).clone();
+        ExecutionGate::authorize(&set, &state.catalog, &ToolId::new(tool))
+            .map_err(|e| refused(e.to_string()))?;
+        match tool {
+            SEARCH_TOOLS => {
+                let args: SearchArgs = call.args()?;
+                let limit = args.limit.unwrap_or(10).clamp(1, 50);
+                let found: Vec<Value> = state
+                    .catalog
+                    .search(&args.query, limit)
+                    .into_iter()
+                    .filter(|(r, _)| r.role == ToolRole::Deferred)
+                    .map(|(r, score)| {
+                        json!({
+                            "id": r.id.as_str(),
+                            "description": r.description(),
+                            "provenance": r.provenance.to_string(),
+                            "active": set.is_core(&r.id) || set.activation(&r.id).is_some(),
+                            "score": (score * 1000.0).round() / 1000.0,
+                        })
+                    })
+                    .collect();
+                let lines: Vec<String> = found
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "{} ({}{}): {}",
+                            f["id"].as_str().unwrap_or_default(),
+                            f["provenance"].as_str().unwrap_or_default(),
+                            if f["active"] == json!(true) {
+                                ", active"
+                            } else {
+                                ""
+                            },
+                            f["description"].as_str().unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                let mut result = text(if lines.is_empty() {
+                    "No tool matches.".to_owned()
+                } else {
+                    lines.join("\n")
+                });
+                result.structured_content = Some(json!({ "tools": found }));
+                Ok(result)
+            }
+            ACTIVATE_TOOLS => {
+                let args: IdsArgs = call.args()?;
+                let mut grants = Vec::new();
+                for id in &args.ids {
+                    let id = ToolId::new(id.as_str());
+                    match SessionActivationGrant::issue(session, &id, &state.catalog) {
+                        Some(grant) => grants.push(grant),
+                        None => return Ok(failure(format!("{id} is not in the catalog"))),
+                    }
+                }
+                let mut next = set;
+                let catalog = state.catalog.clone();
+                match next.activate_many(grants, &catalog) {
+                    Ok(applied) => {
+                        state.sessions.insert(session, next);
+                        if let Some(lost) = state.lost.get_mut(&session) {
+                            for id in &args.ids {
+                                lost.remove(&ToolId::new(id.as_str()));
+                            }
+                        }
+                        drop(state);
+                        if applied > 0 {
+                            self.inner.server.tools_changed_for(session);
+                        }
+                        Ok(text(format!(
+                            "Activated {applied} tool(s): {}",
+                            args.ids.join(", ")
+                        )))
+                    }
+                    Err(error) => Ok(failure(format!("Nothing was activated: {error}"))),
+                }
+            }
+            DEACTIVATE_TOOLS => {
+                let args: IdsArgs = call.args()?;
+                let mut next = set;
+                for id in &args.ids {
+                    if let Err(error) = next.revoke_exact(&ToolId::new(id.as_str())) {
+                        return Ok(failure(format!("Nothing was deactivated: {error}")));
+                    }
+                }
+                state.sessions.insert(session, next);
+                drop(state);
+                self.inner.server.tools_changed_for(session);
+                Ok(text(format!("Deactivated: {}", args.ids.join(", "))))
+            }
+            _ => Err(refused(format!("unknown discovery tool {tool}"))),
+        }
+    }
+
+    /// The catalog as it stands: each tool's id, digest and provenance.
+    #[must_use]
+    pub fn catalog(&self) -> Vec<(ToolId, SchemaDigest, Provenance)> {
+        lock(&self.inner.state)
+            .catalog
+            .records()
+            .map(|r| (r.id.clone(), r.digest, r.provenance))
+            .collect()
+    }
+
+    /// The most recent drift reports, oldest first.
+    #[must_use]
+    pub fn drift(&self) -> Vec<DriftReport> {
+        lock(&self.inner.state).drift.iter().cloned().collect()
+    }
+}
+
+fn ids_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "ids": { "type": "array", "items": { "type": "string" }, "description": "Exact tool ids" },
+        },
+        "required": ["ids"],
+    })
+}
+
+fn refused(message: String) -> CallError {
+    CallError::Protocol(ErrorObject::new(ErrorCode::INVALID_PARAMS, message))
+}
+
+/// Forwards an upstream's list changes to the gateway.
+#[derive(Debug)]
+struct UpstreamNotices {
+    name: String,
+    refresh: mpsc::Sender<String>,
+}
+
+impl ClientHandler for UpstreamNotices {
+    fn notification(&self, notice: &Notice) {
+        if notice.method == "notifications/tools/list_changed" {
+            // A full queue already holds a refresh that will see this change.
+            let _queued = self.refresh.try_send(self.name.clone());
+        }
+    }
+
+    fn other(
+        &self,
+        method: &str,
+        _params: Option<Value>,
+    ) -> BoxFuture<'_, Result<Value, ErrorObject>> {
+        let error = crate::application::client::handler::unsupported(method);
+        Box::pin(async move { Err(error) })
+    }
+}

@@ -1,0 +1,187 @@
+"""`droid gateway` end to end, with the official Python SDK client as each session.
+
+Two real upstreams: the project's fixture server (`droid serve`, over stdio) and a server
+built on the official TypeScript SDK (1.x, Streamable HTTP with sessions). The gateway
+runs in progressive mode over HTTP. Sessions search, activate and call deferred tools;
+then the TypeScript upstream changes a tool's definition under them (a "rug pull"): the
+activation must be dropped, the call refused naming the drift, and the drift logged with
+both digests.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+
+HERE = Path(__file__).resolve().parent.parent
+REPO = HERE.parent.parent
+DROID = str(REPO / "target" / "debug" / "droid")
+TS_SERVERS = str(HERE / "ts" / "servers.mjs")
+DISCOVERY = {"search_tools", "activate_tools", "deactivate_tools"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{what} did not start listening on {port}")
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    """A TS upstream, then the gateway in front of it and of `droid serve`."""
+    folder = tmp_path_factory.mktemp("gateway")
+    ts_port, gw_port = free_port(), free_port()
+    ts = subprocess.Popen(["node", TS_SERVERS, "sdk1-http", str(ts_port)],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [ts]
+    try:
+        wait_for_port(ts_port, ts, "the TypeScript server")
+        config = folder / "gateway.toml"
+        config.write_text(f"""
+mode = "progressive"
+
+[[upstream]]
+name = "fixture"
+command = ["{DROID}", "serve"]
+trust = "on-first-use"
+
+[[upstream]]
+name = "ts"
+url = "http://127.0.0.1:{ts_port}/mcp"
+revision = "2025-11-25"
+trust = "on-first-use"
+""")
+        log = folder / "gateway.log"
+        gw = subprocess.Popen([DROID, "gateway", "--config", str(config), "--listen", f"127.0.0.1:{gw_port}"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+        procs.append(gw)
+        wait_for_port(gw_port, gw, "the gateway")
+        yield {"url": f"http://127.0.0.1:{gw_port}/mcp", "ts": f"http://127.0.0.1:{ts_port}", "log": log}
+    finally:
+        for proc in reversed(procs):
+            proc.kill()
+            proc.wait()
+
+
+class Notices:
+    def __init__(self):
+        self.methods: list[str] = []
+
+    async def __call__(self, message) -> None:
+        inner = getattr(message, "root", message)
+        method = getattr(inner, "method", None)
+        if isinstance(method, str):
+            self.methods.append(method)
+
+
+def session(url: str, notices: Notices) -> Client:
+    return Client(url, mode="legacy", message_handler=notices, read_timeout_seconds=30)
+
+
+def names(listed) -> set[str]:
+    return {t.name for t in listed.tools}
+
+
+def text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+async def eventually(check, what: str, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        await anyio.sleep(0.1)
+
+
+@pytest.mark.anyio
+async def test_search_activate_call_and_a_rug_pull(gateway):
+    notices = Notices()
+    async with session(gateway["url"], notices) as client:
+        # Progressive: only the discovery tools to begin with.
+        assert names(await client.list_tools()) == DISCOVERY
+
+        found = await client.call_tool("search_tools", {"query": "add two numbers"})
+        assert not found.is_error, text(found)
+        ids = [t["id"] for t in found.structured_content["tools"]]
+        assert "ts/add" in ids, ids
+
+        # A deferred tool is not callable before activation, and looks unknown.
+        with pytest.raises(Exception, match="unknown tool"):
+            await client.call_tool("ts/add", {"a": 2, "b": 3})
+
+        activated = await client.call_tool("activate_tools", {"ids": ["ts/add"]})
+        assert not activated.is_error, text(activated)
+        await eventually(lambda: _async(lambda: "notifications/tools/list_changed" in notices.methods),
+                         "tools/list_changed after activation")
+        assert names(await client.list_tools()) == DISCOVERY | {"ts/add"}
+        assert text(await client.call_tool("ts/add", {"a": 2, "b": 3})) == "5"
+
+        # The rug pull: the upstream changes `add` under the running session.
+        urllib.request.urlopen(urllib.request.Request(gateway["ts"] + "/admin/rug-pull", method="POST"), timeout=10)
+
+        async def dropped():
+            return "ts/add" not in names(await client.list_tools())
+
+        await eventually(dropped, "the drifted activation to be dropped")
+        with pytest.raises(Exception, match=r"ts/add changed after it was activated"):
+            await client.call_tool("ts/add", {"a": 2, "b": 3})
+
+        # The drift is in the gateway's log with both digests.
+        log = gateway["log"].read_text()
+        line = next((l for l in log.splitlines() if "an upstream changed a tool's definition" in l and "ts/add" in l), None)
+        assert line is not None, log[-3000:]
+        digests = re.findall(r"[0-9a-f]{64}", line)
+        assert len(digests) == 2 and digests[0] != digests[1], line
+
+        # Re-activation needs the operator: the drifted tool is unverified now.
+        again = await client.call_tool("activate_tools", {"ids": ["ts/add"]})
+        assert again.is_error and "unverified" in text(again), text(again)
+
+
+async def _async(fn):
+    return fn()
+
+
+@pytest.mark.anyio
+async def test_two_sessions_see_only_their_own_activations(gateway):
+    a_notices, b_notices = Notices(), Notices()
+    async with session(gateway["url"], a_notices) as a, session(gateway["url"], b_notices) as b:
+        assert not (await a.call_tool("activate_tools", {"ids": ["fixture/echo"]})).is_error
+        assert not (await b.call_tool("activate_tools", {"ids": ["fixture/test_simple_text"]})).is_error
+        assert names(await a.list_tools()) == DISCOVERY | {"fixture/echo"}
+        assert names(await b.list_tools()) == DISCOVERY | {"fixture/test_simple_text"}
+        assert text(await a.call_tool("fixture/echo", {"text": "hi"})) == "hi"
+        assert text(await b.call_tool("fixture/test_simple_text", {})) == "This is a simple text response for testing."
+        with pytest.raises(Exception, match="unknown tool"):
+            await a.call_tool("fixture/test_simple_text", {})
+        with pytest.raises(Exception, match="unknown tool"):
+            await b.call_tool("fixture/echo", {"text": "hi"})
+        # Each session was told of its own activation only once: B's did not reach A.
+        await anyio.sleep(0.5)
+        assert a_notices.methods.count("notifications/tools/list_changed") == 1, a_notices.methods
+        assert b_notices.methods.count("notifications/tools/list_changed") == 1, b_notices.methods
