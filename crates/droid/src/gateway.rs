@@ -39,6 +39,8 @@ use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
 use serde::Deserialize;
 
+use crate::auth::AuthArgs;
+
 /// The configuration used when none is given. `{self}` is this program.
 pub(crate) const EMBEDDED_DEFAULT: &str = r#"
 # The built-in fixture server as the one upstream, trusted on first use.
@@ -65,6 +67,10 @@ pub(crate) struct Config {
     /// Approved digests, by tool id.
     #[serde(default)]
     pins: BTreeMap<String, String>,
+    /// The scope a caller needs for a tool, by tool id (with authorization
+    /// on, see `--auth-issuer`).
+    #[serde(default)]
+    scopes: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize)]
@@ -135,7 +141,7 @@ impl Config {
 }
 
 /// Builds the gateway: connects every upstream and loads its tools.
-pub(crate) async fn start(config: &Config) -> anyhow::Result<Gateway> {
+pub(crate) async fn start(config: &Config, auth: &AuthArgs) -> anyhow::Result<Gateway> {
     let disclosure = match config.mode {
         Mode::Default => Disclosure::Default,
         Mode::Progressive => Disclosure::Progressive,
@@ -144,6 +150,15 @@ pub(crate) async fn start(config: &Config) -> anyhow::Result<Gateway> {
         .instructions("A gateway in front of several MCP servers; tool names are `upstream/tool`.");
     let gateway = Gateway::build(builder, disclosure, config.pins()?)
         .context("building the gateway's server")?;
+    let flags = auth.scope.iter().map(|rule| {
+        rule.split_once('=')
+            .map(|(tool, scope)| (tool.to_owned(), scope.to_owned()))
+            .with_context(|| format!("--auth-scope {rule:?} is not TOOL=SCOPE"))
+    });
+    for rule in config.scopes.clone().into_iter().map(Ok).chain(flags) {
+        let (tool, scope) = rule?;
+        gateway.require_scope(ToolId::new(tool), scope);
+    }
     for upstream in &config.upstream {
         let target = match (&upstream.command, &upstream.url) {
             (Some(command), None) => Target::command(command.clone())?,
@@ -189,11 +204,12 @@ pub(crate) fn run(
     listen: Option<String>,
     print_digests: bool,
     idle: Duration,
+    auth: &AuthArgs,
 ) -> anyhow::Result<()> {
     let config = Config::load(config)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let gateway = start(&config).await?;
+        let gateway = start(&config, auth).await?;
         if print_digests {
             let mut out = std::io::stdout().lock();
             for (id, digest, provenance) in gateway.catalog() {
@@ -215,6 +231,9 @@ pub(crate) fn run(
         }
         let server = gateway.server().clone();
         match listen.or_else(|| config.listen.clone()) {
+            None if auth.enabled() => {
+                bail!("authorization needs --listen: stdio carries no bearer tokens")
+            }
             None => stdio::serve(
                 server,
                 tokio::io::stdin(),
@@ -232,10 +251,21 @@ pub(crate) fn run(
                 let shutdown = async {
                     let _signal = tokio::signal::ctrl_c().await;
                 };
-                let options = HttpOptions {
+                let mut options = HttpOptions {
                     idle_timeout: idle,
                     ..HttpOptions::default()
                 };
+                if let Some(resource_server) = crate::auth::resource_server(auth, bound)? {
+                    if let Some(host) = resource_server.host() {
+                        options.hosts = options.hosts.allowing(host);
+                    }
+                    tracing::warn!(
+                        target: "droid",
+                        "authorization on: metadata at {}",
+                        resource_server.metadata_url()
+                    );
+                    options.auth = Some(resource_server);
+                }
                 HttpServer::new(server, options)
                     .serve(listener, shutdown)
                     .await

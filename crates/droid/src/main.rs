@@ -91,6 +91,9 @@ enum Command {
         /// Over HTTP, end a session idle for this many seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 600)]
         session_idle: u64,
+        // Boxed, as for `serve`.
+        #[command(flatten)]
+        auth: Box<AuthArgs>,
     },
     /// Be an ACP agent on stdio whose tools are MCP servers.
     ///
@@ -177,11 +180,13 @@ fn main() -> anyhow::Result<()> {
             listen,
             print_digests,
             session_idle,
+            auth,
         } => gateway::run(
             config.as_deref(),
             listen,
             print_digests,
             Duration::from_secs(session_idle),
+            &auth,
         ),
         Command::Acp {
             connect_timeout,
@@ -226,14 +231,10 @@ fn serve(
                 !auth.enabled(),
                 "authorization needs --listen: stdio carries no bearer tokens"
             );
-            return stdio::serve(
-                server,
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-                StdioOptions::default(),
-            )
-            .await
-            .context("serving stdio");
+            let (input, output) = stdio::process_streams();
+            return stdio::serve(server, input, output, StdioOptions::default())
+                .await
+                .context("serving stdio");
         };
         let listener = tokio::net::TcpListener::bind(&addr)
             .await

@@ -185,3 +185,32 @@ async def test_two_sessions_see_only_their_own_activations(gateway):
         await anyio.sleep(0.5)
         assert a_notices.methods.count("notifications/tools/list_changed") == 1, a_notices.methods
         assert b_notices.methods.count("notifications/tools/list_changed") == 1, b_notices.methods
+
+
+@pytest.mark.anyio
+async def test_a_scoped_tool_is_hidden_from_a_caller_without_the_scope(tmp_path):
+    """`[scopes]` in the configuration: an anonymous caller neither sees nor can call the tool."""
+    port = free_port()
+    config = tmp_path / "gateway.toml"
+    config.write_text(f"""
+[[upstream]]
+name = "fixture"
+command = ["{DROID}", "serve"]
+trust = "on-first-use"
+
+[scopes]
+"fixture/echo" = "tools:echo"
+""")
+    gw = subprocess.Popen([DROID, "gateway", "--config", str(config), "--listen", f"127.0.0.1:{port}"],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, gw, "the gateway")
+        async with session(f"http://127.0.0.1:{port}/mcp", Notices()) as client:
+            listed = names(await client.list_tools())
+            assert "fixture/add" in listed and "fixture/echo" not in listed, listed
+            with pytest.raises(Exception, match="unknown tool"):
+                await client.call_tool("fixture/echo", {"text": "hi"})
+            assert text(await client.call_tool("fixture/add", {"a": 1, "b": 2})) == "3"
+    finally:
+        gw.kill()
+        gw.wait()

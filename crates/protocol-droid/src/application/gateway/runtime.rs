@@ -88,6 +88,8 @@ struct State {
     catalog: ToolCatalog,
     pins: Pins,
     upstreams: BTreeMap<String, Upstream>,
+    /// The scope a caller needs to see and call a tool, by id.
+    scopes: BTreeMap<ToolId, String>,
     sessions: BTreeMap<SessionId, SessionToolSet>,
     /// Why each session lost the activations it lost, so a call to one is
     /// refused by naming the reason rather than as an unknown tool.
@@ -258,6 +260,7 @@ impl Gateway {
             catalog: ToolCatalog::new(),
             pins,
             upstreams: BTreeMap::new(),
+            scopes: BTreeMap::new(),
             sessions: BTreeMap::new(),
             lost: BTreeMap::new(),
             drift: VecDeque::new(),
@@ -308,6 +311,17 @@ impl Gateway {
             name: name.to_owned(),
             refresh: self.inner.refresh.clone(),
         })
+    }
+
+    /// Requires `scope` of a caller to see and call the tool `id`, now and
+    /// whenever the tool is registered again; the server's authorization
+    /// answers a hidden tool as an unknown one.
+    pub fn require_scope(&self, id: ToolId, scope: String) {
+        let _registered = self
+            .inner
+            .server
+            .set_tool_scope(id.as_str(), Some(scope.clone()));
+        lock(&self.inner.state).scopes.insert(id, scope);
     }
 
     /// Adds an upstream and loads its tools.
@@ -449,14 +463,16 @@ impl Gateway {
 
     fn register_upstream_tool(&self, id: &ToolId, tool: Tool) {
         let gateway = self.clone();
+        let mut spec = ToolSpec::from_definition(tool);
+        if let Some(scope) = lock(&self.inner.state).scopes.get(id) {
+            spec = spec.scope(scope.clone());
+        }
         let id = id.clone();
-        self.inner
-            .server
-            .add_tool(ToolSpec::from_definition(tool), move |call: Call| {
-                let gateway = gateway.clone();
-                let id = id.clone();
-                async move { gateway.forward(&id, call).await }
-            });
+        self.inner.server.add_tool(spec, move |call: Call| {
+            let gateway = gateway.clone();
+            let id = id.clone();
+            async move { gateway.forward(&id, call).await }
+        });
     }
 
     /// Authorizes a call through the gate and forwards it upstream.
