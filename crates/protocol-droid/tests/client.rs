@@ -66,6 +66,14 @@ struct Bad {
 }
 
 async fn bad_server(mode: &str, tune: impl FnOnce(&mut ClientOptions)) -> Result<Bad, TestError> {
+    bad_server_in(mode, None, tune).await
+}
+
+async fn bad_server_in(
+    mode: &str,
+    cwd: Option<PathBuf>,
+    tune: impl FnOnce(&mut ClientOptions),
+) -> Result<Bad, TestError> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
     let record = std::env::temp_dir().join(format!(
         "droid-bad-server-{mode}-{}-{}.log",
@@ -77,6 +85,7 @@ async fn bad_server(mode: &str, tune: impl FnOnce(&mut ClientOptions)) -> Result
     child
         .env
         .push(("BAD_SERVER_RECORD".into(), record.clone().into_os_string()));
+    child.cwd = cwd;
     let handler = Arc::new(Counting::default());
     let shared: Arc<dyn ClientHandler> = handler.clone();
     let mut client = ClientOptions {
@@ -214,5 +223,20 @@ async fn endless_input_rounds_stop_at_the_limit_with_a_clear_error() -> Result<(
         };
         assert!(next.starts_with("\"state-"), "{next}");
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_child_server_starts_in_the_directory_it_is_given() -> Result<(), TestError> {
+    let dir = std::env::temp_dir().join(format!("droid-cwd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let bad = bad_server_in("cwd", Some(dir.clone()), |_| {}).await?;
+    let result = call(&bad.client, &RequestOptions::default()).await?;
+    let reported = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(PathBuf::from(reported).canonicalize()?, dir.canonicalize()?);
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

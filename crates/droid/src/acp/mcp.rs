@@ -47,6 +47,7 @@ pub(crate) struct Failed {
 /// Connects to every entry at once, each within `timeout`.
 pub(crate) async fn connect_all(
     entries: &[McpServer],
+    cwd: Option<&str>,
     timeout: Duration,
 ) -> (Vec<Arc<Connected>>, Vec<Failed>) {
     let mut failed = Vec::new();
@@ -62,8 +63,9 @@ pub(crate) async fn connect_all(
             continue;
         }
         let entry = entry.clone();
+        let cwd = cwd.map(str::to_owned);
         let attempt = tokio::spawn(async move {
-            match tokio::time::timeout(timeout, connect_one(&entry)).await {
+            match tokio::time::timeout(timeout, connect_one(&entry, cwd.as_deref())).await {
                 Ok(outcome) => outcome,
                 Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
             }
@@ -99,13 +101,13 @@ fn entry_name(entry: &McpServer) -> String {
     }
 }
 
-async fn connect_one(entry: &McpServer) -> Result<Client, String> {
+async fn connect_one(entry: &McpServer, cwd: Option<&str>) -> Result<Client, String> {
     let options = ConnectOptions {
         client: client_options(),
         ..ConnectOptions::default()
     };
     match entry {
-        McpServer::Stdio(stdio) => connect(&stdio_target(stdio), options)
+        McpServer::Stdio(stdio) => connect(&stdio_target(stdio, cwd), options)
             .await
             .map_err(|e| e.to_string()),
         McpServer::Http(http) => {
@@ -139,8 +141,10 @@ fn client_options() -> ClientOptions {
     options
 }
 
-fn stdio_target(stdio: &McpServerStdio) -> Target {
+/// A stdio server started in the session's working directory, as ACP asks.
+fn stdio_target(stdio: &McpServerStdio, cwd: Option<&str>) -> Target {
     let mut child = ChildOptions::new(&stdio.command, &stdio.args);
+    child.cwd = cwd.map(std::path::PathBuf::from);
     child.env = stdio
         .env
         .iter()

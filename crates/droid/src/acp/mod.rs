@@ -280,7 +280,12 @@ impl Agent {
         let state = Arc::clone(&self.state);
         let options = self.options;
         tokio::spawn(async move {
-            let servers = mcp::connect_all(&params.mcp_servers, options.connect_timeout).await;
+            let servers = mcp::connect_all(
+                &params.mcp_servers,
+                Some(&params.cwd),
+                options.connect_timeout,
+            )
+            .await;
             let session = Arc::new(Session::new(
                 session_id.clone(),
                 sender.clone(),
@@ -361,7 +366,7 @@ impl Agent {
         let state = Arc::clone(&self.state);
         let timeout = self.options.connect_timeout;
         tokio::spawn(async move {
-            let servers = mcp::connect_all(&params.mcp_servers, timeout).await;
+            let servers = mcp::connect_all(&params.mcp_servers, Some(&params.cwd), timeout).await;
             let session = Arc::new(old.reconnected(sender.clone(), servers));
             let replayed = session.replay().await;
             let kept = {

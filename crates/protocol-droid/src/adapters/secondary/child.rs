@@ -39,6 +39,8 @@ pub struct ChildOptions {
     pub args: Vec<OsString>,
     /// Extra environment variables.
     pub env: Vec<(OsString, OsString)>,
+    /// The working directory; this process's when `None`.
+    pub cwd: Option<std::path::PathBuf>,
     /// The longest line accepted from the child.
     pub max_line: usize,
     /// How long to wait after closing stdin, and again after `SIGTERM`.
@@ -56,6 +58,7 @@ impl ChildOptions {
             program: program.into(),
             args: args.into_iter().map(Into::into).collect(),
             env: Vec::new(),
+            cwd: None,
             max_line: DEFAULT_MAX_LINE,
             grace: Duration::from_secs(2),
         }
@@ -87,7 +90,11 @@ impl ChildProcess {
     ///
     /// When the program cannot be started.
     pub fn spawn(options: &ChildOptions, inbound: InboundTx) -> std::io::Result<Self> {
-        let mut child = Command::new(&options.program)
+        let mut command = Command::new(&options.program);
+        if let Some(cwd) = &options.cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command
             .args(&options.args)
             .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
