@@ -813,6 +813,40 @@ mod scopes {
     }
 
     #[tokio::test]
+    async fn a_session_is_answered_only_to_the_subject_that_opened_it() -> Result<(), TestError> {
+        let key = SigningKey::rsa("rsa-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let alice = key.sign(&server.claims(&issuer, "alice", ""))?;
+        let mallory = key.sign(&server.claims(&issuer, "mallory", ""))?;
+        let init = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": { "name": "t", "version": "1" } } });
+        let response = server.post_to("/mcp", Some(&alice), &[], &init).await?;
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .ok_or("no session id")?
+            .to_owned();
+        let headers = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", LEGACY),
+        ];
+        let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+        // Another valid caller who learned the id meets an unknown session.
+        let stolen = server
+            .post_to("/mcp", Some(&mallory), &headers, &list)
+            .await?;
+        assert_eq!(stolen.status(), 404);
+        let own = server
+            .post_to("/mcp", Some(&alice), &headers, &list)
+            .await?;
+        assert_eq!(own.status(), 200);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_persisted_session_carries_no_principal() -> Result<(), TestError> {
         let server = mcp_server()?;
         let connection = server.connect(

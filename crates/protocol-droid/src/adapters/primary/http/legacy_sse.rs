@@ -22,12 +22,16 @@ use crate::domain::TransportKind;
 use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Response as RpcResponse, ResponseId};
 
 /// GET `/sse`: opens a session and its stream.
-pub(super) async fn open(State(app): State<App>) -> Response {
+pub(super) async fn open(
+    State(app): State<App>,
+    Extension(caller): Extension<AuthContext>,
+) -> Response {
     let Some(session) = app.sessions.open(
         &app.server,
         TransportKind::HttpSse,
         app.options.replay_events,
         app.options.exchange_timeout,
+        &caller,
     ) else {
         return refusal(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -97,7 +101,7 @@ pub(super) async fn post(
 ) -> Response {
     let Some(session) = query
         .get("sessionId")
-        .and_then(|id| app.sessions.get(id, TransportKind::HttpSse))
+        .and_then(|id| app.sessions.get(id, TransportKind::HttpSse, &caller))
     else {
         return refusal(
             StatusCode::NOT_FOUND,

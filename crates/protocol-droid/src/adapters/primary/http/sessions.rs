@@ -17,7 +17,9 @@ use tokio::task::AbortHandle;
 
 use super::events::EventStore;
 use super::respond::CURRENT;
-use crate::application::server::context::{CallbackExchange, DynFrameSink, ExchangeError};
+use crate::application::server::context::{
+    AuthContext, CallbackExchange, DynFrameSink, ExchangeError,
+};
 use crate::application::server::{Connection, Server};
 use crate::domain::TransportKind;
 use crate::domain::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId};
@@ -29,6 +31,10 @@ pub(super) struct Session {
     pub(super) id: String,
     /// Which transport opened it; an id is only good on that transport.
     pub(super) transport: TransportKind,
+    /// The subject of the credentials that opened it. The id alone is not a
+    /// credential: a request with another caller's token (or none, for a
+    /// session opened with one) is answered as if the session did not exist.
+    owner: Option<String>,
     connection: OnceLock<Arc<Connection>>,
     pending: Pending,
     pub(super) events: Arc<EventStore>,
@@ -256,6 +262,7 @@ impl Sessions {
         transport: TransportKind,
         replay_events: usize,
         exchange_timeout: Duration,
+        opener: &AuthContext,
     ) -> Option<Arc<Session>> {
         // Checked first, so a refused session costs nothing.
         if self.len() >= self.max {
@@ -265,6 +272,7 @@ impl Sessions {
         let session = Arc::new(Session {
             id: id.clone(),
             transport,
+            owner: opener.subject().map(str::to_owned),
             connection: OnceLock::new(),
             pending: Mutex::default(),
             events: Arc::new(EventStore::new(replay_events)),
@@ -298,10 +306,16 @@ impl Sessions {
         Some(session)
     }
 
-    /// The session `id` of `transport`'s, marked as just used.
-    pub(super) fn get(&self, id: &str, transport: TransportKind) -> Option<Arc<Session>> {
+    /// The session `id` of `transport`'s, marked as just used, when `caller`
+    /// is who opened it.
+    pub(super) fn get(
+        &self,
+        id: &str,
+        transport: TransportKind,
+        caller: &AuthContext,
+    ) -> Option<Arc<Session>> {
         let session = self.map.lock().ok()?.get(id).cloned()?;
-        if session.transport != transport {
+        if session.transport != transport || session.owner.as_deref() != caller.subject() {
             return None;
         }
         session.touch();

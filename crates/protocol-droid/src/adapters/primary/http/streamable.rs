@@ -147,7 +147,7 @@ pub(super) async fn post(
                     "Mcp-Session-Id is required; send initialize first",
                 );
             };
-            let Some(session) = app.sessions.get(id, TransportKind::StreamableHttp) else {
+            let Some(session) = app.sessions.get(id, TransportKind::StreamableHttp, &caller) else {
                 return refusal(
                     StatusCode::NOT_FOUND,
                     None,
@@ -171,6 +171,7 @@ async fn initialize(
         TransportKind::StreamableHttp,
         app.options.replay_events,
         app.options.exchange_timeout,
+        caller,
     ) else {
         return refusal(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -429,7 +430,11 @@ async fn batch(
 }
 
 /// GET `/mcp`: the session's own stream, or a resumed one.
-pub(super) async fn get(State(app): State<App>, headers: HeaderMap) -> Response {
+pub(super) async fn get(
+    State(app): State<App>,
+    Extension(caller): Extension<AuthContext>,
+    headers: HeaderMap,
+) -> Response {
     if header(&headers, VERSION_HEADER)
         .and_then(ProtocolVersion::from_wire)
         .is_some_and(|v| v.era() == Era::Modern)
@@ -448,7 +453,7 @@ pub(super) async fn get(State(app): State<App>, headers: HeaderMap) -> Response 
         );
     }
     let Some(session) = header(&headers, SESSION_HEADER)
-        .and_then(|id| app.sessions.get(id, TransportKind::StreamableHttp))
+        .and_then(|id| app.sessions.get(id, TransportKind::StreamableHttp, &caller))
     else {
         return refusal(
             StatusCode::NOT_FOUND,
@@ -518,11 +523,20 @@ fn resume(session: &Arc<Session>, stream_no: u64, seq: u64) -> Response {
 }
 
 /// DELETE `/mcp`: ends a session; later requests with its id get 404.
-pub(super) async fn delete(State(app): State<App>, headers: HeaderMap) -> Response {
+pub(super) async fn delete(
+    State(app): State<App>,
+    Extension(caller): Extension<AuthContext>,
+    headers: HeaderMap,
+) -> Response {
     let Some(id) = header(&headers, SESSION_HEADER) else {
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     };
-    if app.sessions.end(id) {
+    // Only who opened a session may end it.
+    let owned = app
+        .sessions
+        .get(id, TransportKind::StreamableHttp, &caller)
+        .is_some();
+    if owned && app.sessions.end(id) {
         StatusCode::OK.into_response()
     } else {
         refusal(
