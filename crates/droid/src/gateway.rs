@@ -112,7 +112,11 @@ impl Config {
             }
         };
         let config: Self = toml::from_str(&text).context("reading the gateway configuration")?;
+        let mut names = std::collections::BTreeSet::new();
         for upstream in &config.upstream {
+            if !names.insert(upstream.name.as_str()) {
+                bail!("two upstreams are called {:?}", upstream.name);
+            }
             if upstream.name.is_empty() || upstream.name.contains('/') {
                 bail!(
                     "upstream name {:?} must be non-empty and have no '/'",
@@ -170,6 +174,9 @@ pub(crate) async fn start(config: &Config, auth: &AuthArgs) -> anyhow::Result<Ga
         };
         let mut client = ClientOptions {
             handler: gateway.notices_for(&upstream.name),
+            // The gateway lists again exactly when an upstream says its
+            // tools changed; a cached list would hide the change.
+            cache: false,
             ..ClientOptions::default()
         };
         client.client_info.name = "droid-gateway".to_owned();

@@ -181,3 +181,33 @@ fn the_revision_table_shows_structured_output_arriving_in_2025_06_18() -> Result
     assert_eq!(marks, ["-", "-", "yes", "yes", "yes"]);
     Ok(())
 }
+
+#[test]
+fn the_token_for_http_servers_never_reaches_a_stdio_server() -> Result<(), TestError> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../protocol-droid/tests/fixtures/bad_server.py");
+    let out = Command::new(env!("CARGO_BIN_EXE_droid"))
+        .args([
+            "call",
+            "--json",
+            "tools/call",
+            r#"{"name":"any"}"#,
+            "--",
+            "python3",
+        ])
+        .arg(&script)
+        .arg("env")
+        .env("DROID_TOKEN", "secret-token")
+        .env("DROID_AUTH_CLIENT_SECRET", "secret-client")
+        .env("DROID_LOG", "warn")
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The log level passes through; the credentials do not.
+    assert!(stdout.contains(r#""text": "DROID_LOG""#), "{stdout}");
+    Ok(())
+}

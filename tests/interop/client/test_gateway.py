@@ -214,3 +214,14 @@ trust = "on-first-use"
     finally:
         gw.kill()
         gw.wait()
+
+
+@pytest.mark.anyio
+async def test_a_stateless_request_is_its_own_session_and_keeps_no_activation(gateway):
+    """At 2026-07-28 over HTTP each request stands alone: activating is refused, and says why."""
+    async with Client(gateway["url"], mode="2026-07-28", read_timeout_seconds=30) as client:
+        assert names(await client.list_tools()) == DISCOVERY
+        refused = await client.call_tool("activate_tools", {"ids": ["fixture/echo"]})
+        assert refused.is_error and "its own session" in text(refused), text(refused)
+        found = await client.call_tool("search_tools", {"query": "echo"})
+        assert "fixture/echo" in [t["id"] for t in found.structured_content["tools"]]

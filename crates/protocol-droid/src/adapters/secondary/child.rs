@@ -94,6 +94,13 @@ impl ChildProcess {
         if let Some(cwd) = &options.cwd {
             command.current_dir(cwd);
         }
+        // This program's own credentials are for the servers it talks to
+        // over HTTP, never for the programs it starts.
+        for (key, _) in std::env::vars_os() {
+            if is_secret(&key) {
+                command.env_remove(key);
+            }
+        }
         let mut child = command
             .args(&options.args)
             .envs(options.env.iter().map(|(k, v)| (k, v)))
@@ -277,6 +284,16 @@ async fn read_loop(
         format!("{reason}; its last words: {}", stderr.join(" | "))
     };
     let _ = inbound.send(Inbound::Closed(Some(reason))).await;
+}
+
+/// Whether an environment variable holds one of this program's secrets
+/// (`DROID_TOKEN`, `DROID_AUTH_CLIENT_SECRET`, and any like them).
+fn is_secret(key: &std::ffi::OsStr) -> bool {
+    let key = key.to_string_lossy().to_ascii_uppercase();
+    key.starts_with("DROID_")
+        && ["TOKEN", "SECRET", "PASSWORD", "KEY"]
+            .iter()
+            .any(|word| key.contains(word))
 }
 
 /// One line as messages: a batch is split into its elements.

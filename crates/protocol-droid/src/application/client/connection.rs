@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use super::handler::{ClientHandler, Declining, Notice};
 use super::headers::{self, ParamHeader};
 use super::input;
 use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
+use crate::adapters::secondary::codec::CACHEABLE_METHODS;
 use crate::adapters::secondary::codec::wire::{
     ClientCapabilities, Implementation, ProgressNotificationParams, ServerCapabilities,
 };
@@ -158,7 +159,18 @@ pub(crate) struct Inner {
     cache: Mutex<ResultCache>,
     tool_headers: RwLock<HashMap<String, Vec<ParamHeader>>>,
     closed: RwLock<Option<String>>,
+    /// Advanced by every notification that makes cached answers stale.
+    epoch: AtomicU64,
+    /// Advanced by every handshake that replaced an expired session.
+    session_generation: AtomicU64,
+    reinit: tokio::sync::Mutex<()>,
+    /// Bounds the server's own requests being answered at once.
+    answering: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many of a legacy server's requests are answered at once; more are
+/// refused until one finishes.
+pub const MAX_SERVER_REQUESTS: usize = 64;
 
 /// A connection to one MCP server, at any revision, over any transport.
 ///
@@ -197,6 +209,10 @@ impl Client {
             cache: Mutex::new(ResultCache::default()),
             tool_headers: RwLock::new(HashMap::new()),
             closed: RwLock::new(None),
+            epoch: AtomicU64::new(0),
+            session_generation: AtomicU64::new(0),
+            reinit: tokio::sync::Mutex::new(()),
+            answering: Arc::new(tokio::sync::Semaphore::new(MAX_SERVER_REQUESTS)),
         });
         tokio::spawn(read_loop(Arc::downgrade(&inner), inbound));
         Self { inner }
@@ -293,27 +309,48 @@ impl Client {
         let partition = self.inner.options.cache_partition.clone();
         let cacheable = self.inner.options.cache
             && !options.fresh
+            && CACHEABLE_METHODS.contains(&method)
             && self.version().is_some_and(|v| v.era() == Era::Modern);
         if cacheable {
             if let Some(hit) = lock(&self.inner.cache).get(method, params.as_ref(), &partition) {
                 return Ok(hit);
             }
         }
-        let result = match input::drive(self, method, params.clone(), options).await {
+        // Read before sending: a change announced while the answer was on
+        // its way makes the answer unfit to keep.
+        let epoch = self.inner.epoch.load(Ordering::SeqCst);
+        let session = self.inner.session_generation.load(Ordering::SeqCst);
+        let (result, rounds) = match input::drive(self, method, params.clone(), options).await {
             // A legacy HTTP session the server ended (idle, restarted) is
             // replaced by a new handshake at the same revision, once.
             Err(ClientError::Link(LinkError::SessionExpired)) => {
-                let version = self.version().ok_or(LinkError::SessionExpired)?;
-                tracing::info!(%version, "the server ended the session; initializing again");
-                super::era::initialize(self, version).await?;
+                self.reinitialize(session).await?;
                 input::drive(self, method, params.clone(), options).await?
             }
             other => other?,
         };
-        if cacheable {
+        // A result that took input rounds answered one exchange; it is not
+        // an answer to the bare request and is never kept.
+        if cacheable && rounds == 0 && self.inner.epoch.load(Ordering::SeqCst) == epoch {
             lock(&self.inner.cache).put(method, params.as_ref(), &partition, &result);
         }
         Ok(result)
+    }
+
+    /// Runs the handshake again after the server ended the session that
+    /// `seen` counted, unless a concurrent request already did: many requests
+    /// in flight meet the same expiry, and one new session must serve them
+    /// all.
+    async fn reinitialize(&self, seen: u64) -> Result<(), ClientError> {
+        let _one_at_a_time = self.inner.reinit.lock().await;
+        if self.inner.session_generation.load(Ordering::SeqCst) != seen {
+            return Ok(());
+        }
+        let version = self.version().ok_or(LinkError::SessionExpired)?;
+        tracing::info!(%version, "the server ended the session; initializing again");
+        super::era::initialize(self, version).await?;
+        self.inner.session_generation.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Sends one request and waits for its answer: no input rounds, no cache.
@@ -342,22 +379,42 @@ impl Client {
         }
         let (tx, rx) = oneshot::channel();
         lock(&self.inner.pending).insert(id.clone(), tx);
-        let guard = Pending {
+        // The handshake and the era probe are never cancelled: the revisions
+        // forbid cancelling `initialize`, and a legacy server must see nothing
+        // but the handshake before it. A 2026-07-28 HTTP request is cancelled
+        // by closing its stream, which `Link::cancel` does; there is no
+        // notification for it.
+        let modern_http =
+            !self.inner.link.is_stream() && version.is_none_or(|v| v.era() == Era::Modern);
+        let mut guard = Pending {
             inner: &self.inner,
             id: id.clone(),
             progress_token,
             done: false,
+            notify: !matches!(method, "initialize" | "server/discover") && !modern_http,
         };
         if let Some(reason) = self.closed() {
-            drop(guard);
+            guard.done = true;
             return Err(LinkError::Io(reason).into());
         }
-        self.inner.link.send(Outgoing { message, hints }).await?;
         let limit = options
             .timeout
             .unwrap_or(self.inner.options.request_timeout);
-        let answer = tokio::time::timeout(limit, rx).await;
-        let mut guard = guard;
+        // The limit covers handing the request over too: a transport that
+        // stops taking messages must not park the caller.
+        let answer = tokio::time::timeout(limit, async {
+            self.inner.link.send(Outgoing { message, hints }).await?;
+            Ok::<_, ClientError>(rx.await)
+        })
+        .await;
+        let answer = match answer {
+            Ok(Err(error)) => {
+                guard.done = true;
+                return Err(error);
+            }
+            Ok(Ok(answer)) => Ok(answer),
+            Err(elapsed) => Err(elapsed),
+        };
         match answer {
             Ok(Ok(answer)) => {
                 guard.done = true;
@@ -503,12 +560,14 @@ impl Client {
 }
 
 /// Removes a request's bookkeeping however its wait ends; if it ended
-/// without an answer, tells the server the client stopped waiting.
+/// without an answer, cancels it at the transport and, where the revision
+/// has one, tells the server with `notifications/cancelled`.
 struct Pending<'a> {
     inner: &'a Arc<Inner>,
     id: RequestId,
     progress_token: Option<String>,
     done: bool,
+    notify: bool,
 }
 
 impl Drop for Pending<'_> {
@@ -518,6 +577,10 @@ impl Drop for Pending<'_> {
             lock(&self.inner.progress).remove(token);
         }
         if self.done {
+            return;
+        }
+        self.inner.link.cancel(&self.id);
+        if !self.notify {
             return;
         }
         let link = Arc::clone(&self.inner.link);
@@ -597,7 +660,30 @@ fn dispatch(inner: &Arc<Inner>, message: &Value) {
             };
             let params = message.get("params").cloned();
             let inner = Arc::clone(inner);
-            tokio::spawn(async move { answer(&inner, id, &method, params).await });
+            let modern = read_version(&inner).is_some_and(|v| v.era() == Era::Modern);
+            let permit = Arc::clone(&inner.answering).try_acquire_owned();
+            tokio::spawn(async move {
+                let refusal = if modern {
+                    // 2026-07-28 servers never send requests; questions come
+                    // as input rounds.
+                    Some(ErrorObject::new(
+                        ErrorCode::INVALID_REQUEST,
+                        "at 2026-07-28 a server does not send requests",
+                    ))
+                } else if permit.is_err() {
+                    Some(ErrorObject::new(
+                        ErrorCode::INTERNAL_ERROR,
+                        "too many requests from the server are being answered",
+                    ))
+                } else {
+                    None
+                };
+                match refusal {
+                    Some(error) => reply(&inner, id, Err(error)).await,
+                    None => answer(&inner, id, &method, params).await,
+                }
+                drop(permit);
+            });
         }
         (Some(method), None) => notice(inner, method, message.get("params").cloned()),
         (None, Some(id)) => {
@@ -651,11 +737,23 @@ fn notice(inner: &Inner, method: String, params: Option<Value>) {
             (_, _) => tracing::warn!("unreadable progress notification"),
         }
     }
+    if method.ends_with("/list_changed") || method == "notifications/resources/updated" {
+        inner.epoch.fetch_add(1, Ordering::SeqCst);
+    }
     lock(&inner.cache).invalidate(&method, params.as_ref());
     inner
         .options
         .handler
         .notification(&Notice { method, params });
+}
+
+fn read_version(inner: &Inner) -> Option<ProtocolVersion> {
+    inner
+        .state
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .map(|s| s.version)
 }
 
 /// Answers one request from a legacy server with the handler.
@@ -664,6 +762,10 @@ async fn answer(inner: &Inner, id: RequestId, method: &str, params: Option<Value
         "ping" => Ok(json!({})),
         _ => input::answer(inner.options.handler.as_ref(), method, params).await,
     };
+    reply(inner, id, outcome).await;
+}
+
+async fn reply(inner: &Inner, id: RequestId, outcome: Result<Value, ErrorObject>) {
     let mut message = json!({ "jsonrpc": "2.0", "id": id.to_json() });
     if let Value::Object(map) = &mut message {
         match outcome {
@@ -672,7 +774,7 @@ async fn answer(inner: &Inner, id: RequestId, method: &str, params: Option<Value
         };
     }
     if let Err(error) = inner.link.send(Outgoing::new(message)).await {
-        tracing::warn!(%error, %method, "could not answer the server");
+        tracing::warn!(%error, "could not answer the server");
     }
 }
 

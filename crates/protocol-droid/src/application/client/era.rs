@@ -158,6 +158,16 @@ async fn discover(client: &Client, version: ProtocolVersion) -> Result<ServerSta
                 .unwrap_or_default();
             Err(Probe::Modern(supported))
         }
+        // The other modern errors say the server is modern and the request
+        // was wrong: surfaced, never a reason to try the legacy handshake.
+        Err(error @ ClientError::Server(_))
+            if error.server_error().is_some_and(|e| {
+                e.code == ErrorCode::HEADER_MISMATCH
+                    || e.code == ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+            }) =>
+        {
+            Err(Probe::Failed(error))
+        }
         Err(ClientError::Link(super::link::LinkError::Unauthorized(why))) => Err(Probe::Failed(
             super::link::LinkError::Unauthorized(why).into(),
         )),

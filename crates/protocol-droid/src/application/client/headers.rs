@@ -125,7 +125,11 @@ pub fn values(headers: &[ParamHeader], arguments: Option<&JsonObject>) -> Vec<(S
 /// surrounding whitespace, else wrapped in the base64 sentinel.
 #[must_use]
 pub fn encode(value: &str) -> String {
-    let plain = value.bytes().all(|b| (0x20..=0x7e).contains(&b)) && value.trim() == value;
+    // A plain value that looks like the sentinel would be decoded by the
+    // server, so it is wrapped too.
+    let plain = value.bytes().all(|b| (0x20..=0x7e).contains(&b))
+        && value.trim() == value
+        && !value.starts_with("=?base64?");
     if plain {
         value.to_owned()
     } else {
@@ -156,6 +160,7 @@ mod tests {
         assert_eq!(encode(" lead"), "=?base64?IGxlYWQ=?=");
         assert_eq!(encode("été"), "=?base64?w6l0w6k=?=");
         assert_eq!(encode("a\tb"), "=?base64?YQli?=");
+        assert_eq!(encode("=?base64?x?="), "=?base64?PT9iYXNlNjQ/eD89?=");
     }
 
     #[test]

@@ -17,19 +17,33 @@ use crate::domain::jsonrpc::ErrorObject;
 /// The `resultType` of a result that needs input first.
 const INPUT_REQUIRED: &str = "input_required";
 
+/// The `resultType` of a finished result.
+const RESULT_COMPLETE: &str = "complete";
+
 /// Sends `method` and drives its input rounds to a complete result.
 pub(super) async fn drive(
     client: &Client,
     method: &str,
     params: Option<Value>,
     options: &RequestOptions,
-) -> Result<Value, ClientError> {
+) -> Result<(Value, usize), ClientError> {
     let mut params = params;
     let mut rounds = 0;
     loop {
         let result = client.request_once(method, params.clone(), options).await?;
-        if result.get("resultType").and_then(Value::as_str) != Some(INPUT_REQUIRED) {
-            return Ok(result);
+        match result.get("resultType") {
+            // Absent means complete, as the revision says.
+            None => return Ok((result, rounds)),
+            Some(Value::String(kind)) if kind == RESULT_COMPLETE => return Ok((result, rounds)),
+            Some(Value::String(kind)) if kind == INPUT_REQUIRED => {}
+            // A kind this client never asked for (`task` needs the tasks
+            // extension declared) is not a result it can read as complete.
+            Some(other) => {
+                return Err(ClientError::InvalidResult {
+                    method: method.to_owned(),
+                    detail: format!("unexpected resultType {other}"),
+                });
+            }
         }
         if rounds >= client.options().max_input_rounds {
             return Err(ClientError::TooManyRounds {

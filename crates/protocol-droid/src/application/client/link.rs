@@ -130,6 +130,11 @@ pub trait Link: Send + Sync + fmt::Debug {
     /// before the `initialize` handshake has settled one.
     fn set_protocol_version(&self, _version: Option<&str>) {}
 
+    /// Gives up on the request `id`: a transport that carries each request
+    /// separately (HTTP) drops its response stream, which is how a
+    /// 2026-07-28 server learns of a cancellation. A no-op elsewhere.
+    fn cancel(&self, _id: &RequestId) {}
+
     /// Whether this transport shares one connection between the server's
     /// requests and the client's (stdio), rather than carrying each request
     /// separately (HTTP). Era probing uses it to choose how to probe.

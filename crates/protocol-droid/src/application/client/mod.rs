@@ -18,7 +18,9 @@ pub mod input;
 pub mod link;
 pub mod ops;
 
-pub use connection::{Client, ClientOptions, ProgressFn, RequestOptions, ServerState};
+pub use connection::{
+    Client, ClientOptions, MAX_SERVER_REQUESTS, ProgressFn, RequestOptions, ServerState,
+};
 pub use error::ClientError;
 pub use handler::{ClientHandler, Declining, Notice};
 pub use link::{Hints, Inbound, InboundRx, InboundTx, Link, LinkError, Outgoing, inbound_queue};

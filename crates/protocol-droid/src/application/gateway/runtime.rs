@@ -26,6 +26,7 @@ use super::gate::ExecutionGate;
 use super::session::{DropReason, DroppedActivation, SessionActivationGrant, SessionToolSet};
 use crate::adapters::secondary::codec::wire::Tool;
 use crate::application::client::{Client, ClientError, ClientHandler, Notice, RequestOptions};
+use crate::application::server::context::PeerSession;
 use crate::application::server::{
     Call, CallError, Server, ServerBuilder, ToolAccess, ToolSpec, ToolVisibility,
 };
@@ -82,6 +83,9 @@ pub struct DriftReport {
 struct Upstream {
     client: Client,
     trust: Trust,
+    /// Whether the first listing has been pinned (on-first-use trust is
+    /// granted once, never re-armed by an upstream that empties its list).
+    first_use_done: bool,
 }
 
 struct State {
@@ -164,13 +168,30 @@ impl State {
         }
     }
 
-    /// What the server may do with `id` for `session`.
-    fn access(&mut self, session: SessionId, disclosure: Disclosure, id: &ToolId) -> ToolAccess {
-        let set = self.session_set(session, disclosure);
+    /// The set serving `peer`: its session's, kept and rebuilt, when the
+    /// session outlives the request; a fresh core for a 2026-07-28 HTTP
+    /// request, which is its own session and keeps nothing.
+    fn set_for(&mut self, peer: &PeerSession, disclosure: Disclosure) -> SessionToolSet {
+        if peer.is_lasting() {
+            return self.session_set(peer.session(), disclosure).clone();
+        }
+        match disclosure {
+            Disclosure::Default => {
+                SessionToolSet::default_core_for_catalog(peer.session(), &self.catalog)
+            }
+            Disclosure::Progressive => {
+                SessionToolSet::progressive_core_for_catalog(peer.session(), &self.catalog)
+            }
+        }
+    }
+
+    /// What the server may do with `id` for `peer`.
+    fn access(&mut self, peer: &PeerSession, disclosure: Disclosure, id: &ToolId) -> ToolAccess {
+        let set = self.set_for(peer, disclosure);
         if set.is_core(id) || set.activation(id).is_some() {
             return ToolAccess::Granted;
         }
-        match self.lost.get(&session).and_then(|lost| lost.get(id)) {
+        match self.lost.get(&peer.session()).and_then(|lost| lost.get(id)) {
             Some(why) => ToolAccess::Refused(why.clone()),
             None => ToolAccess::Hidden,
         }
@@ -266,8 +287,8 @@ impl Gateway {
             drift: VecDeque::new(),
         }));
         let seen = Arc::clone(&state);
-        let visibility: ToolVisibility = Arc::new(move |session, _caller, name| {
-            lock(&seen).access(session, disclosure, &ToolId::new(name))
+        let visibility: ToolVisibility = Arc::new(move |peer, _caller, name| {
+            lock(&seen).access(peer, disclosure, &ToolId::new(name))
         });
         let server = builder.tool_visibility(visibility).build()?;
         let (refresh, mut requests) = mpsc::channel::<String>(64);
@@ -335,9 +356,14 @@ impl Gateway {
         client: Client,
         trust: Trust,
     ) -> Result<(), ClientError> {
-        lock(&self.inner.state)
-            .upstreams
-            .insert(name.to_owned(), Upstream { client, trust });
+        lock(&self.inner.state).upstreams.insert(
+            name.to_owned(),
+            Upstream {
+                client,
+                trust,
+                first_use_done: false,
+            },
+        );
         self.refresh(name).await
     }
 
@@ -367,11 +393,14 @@ impl Gateway {
             })
             .collect();
         let mut state = lock(&self.inner.state);
-        let first_load = !state
-            .catalog
-            .records()
-            .any(|r| r.source == ToolSource::Upstream(name.to_owned()));
-        if first_load && state.upstreams.get(name).map(|u| u.trust) == Some(Trust::OnFirstUse) {
+        let first_use = state
+            .upstreams
+            .get(name)
+            .is_some_and(|u| u.trust == Trust::OnFirstUse && !u.first_use_done);
+        if let Some(upstream) = state.upstreams.get_mut(name) {
+            upstream.first_use_done = true;
+        }
+        if first_use {
             for definition in &definitions {
                 let tool = definition
                     .get("name")
@@ -462,25 +491,31 @@ impl Gateway {
     }
 
     fn register_upstream_tool(&self, id: &ToolId, tool: Tool) {
-        let gateway = self.clone();
+        // Weak: the server holds the handlers and the gateway holds the
+        // server, so a strong handle here would keep both alive forever.
+        let gateway = Arc::downgrade(&self.inner);
         let mut spec = ToolSpec::from_definition(tool);
         if let Some(scope) = lock(&self.inner.state).scopes.get(id) {
             spec = spec.scope(scope.clone());
         }
         let id = id.clone();
         self.inner.server.add_tool(spec, move |call: Call| {
-            let gateway = gateway.clone();
+            let gateway = gateway.upgrade().map(|inner| Self { inner });
             let id = id.clone();
-            async move { gateway.forward(&id, call).await }
+            async move {
+                match gateway {
+                    Some(gateway) => gateway.forward(&id, call).await,
+                    None => Err(CallError::internal("the gateway is shutting down")),
+                }
+            }
         });
     }
 
     /// Authorizes a call through the gate and forwards it upstream.
     async fn forward(&self, id: &ToolId, call: Call) -> Result<ToolResult, CallError> {
-        let session = call.session();
-        let (client, name) = {
+        let (client, name, upstream) = {
             let mut state = lock(&self.inner.state);
-            let set = state.session_set(session, self.inner.disclosure).clone();
+            let set = state.set_for(call.peer(), self.inner.disclosure);
             let record = ExecutionGate::authorize(&set, &state.catalog, id)
                 .map_err(|e| refused(e.to_string()))?;
             let ToolSource::Upstream(upstream) = &record.source else {
@@ -492,7 +527,7 @@ impl Gateway {
                 .get(upstream)
                 .map(|u| u.client.clone())
                 .ok_or_else(|| refused(format!("upstream {upstream} is gone")))?;
-            (client, name)
+            (client, name, upstream.clone())
         };
         let arguments: JsonObject = call.args()?;
         match client
@@ -500,6 +535,22 @@ impl Gateway {
             .await
         {
             Ok(reply) => Ok(reply.value),
+            // These describe the gateway's own link to the upstream, not the
+            // caller's request; passed on, they would send the caller to fix
+            // what it did not do.
+            Err(ClientError::Server(error))
+                if [
+                    ErrorCode::HEADER_MISMATCH,
+                    ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+                ]
+                .contains(&error.code) =>
+            {
+                Err(CallError::internal(format!(
+                    "upstream {upstream} refused the call: {}",
+                    error.message
+                )))
+            }
             Err(ClientError::Server(error)) => Err(CallError::Protocol(error)),
             Err(error) => Err(CallError::internal(format!(
                 "upstream call failed: {error}"
@@ -551,10 +602,15 @@ impl Gateway {
                     ToolRole::Discovery,
                 );
             }
-            let gateway = self.clone();
+            let gateway = Arc::downgrade(&self.inner);
             self.inner.server.add_tool(spec, move |call: Call| {
-                let gateway = gateway.clone();
-                async move { gateway.discovery(name, &call) }
+                let gateway = gateway.upgrade().map(|inner| Self { inner });
+                async move {
+                    match gateway {
+                        Some(gateway) => gateway.discovery(name, &call),
+                        None => Err(CallError::internal("the gateway is shutting down")),
+                    }
+                }
             });
         }
     }
@@ -563,7 +619,15 @@ impl Gateway {
         let session = call.session();
         let mut state = lock(&self.inner.state);
         let disclosure = self.inner.disclosure;
-        let set = state.session_set(session, disclosure).clone();
+        let set = state.set_for(call.peer(), disclosure);
+        // A tool whose scope the caller lacks does not exist for it, in
+        // searches and activations as in lists.
+        let permitted = |state: &State, id: &ToolId| {
+            state
+                .scopes
+                .get(id)
+                .is_none_or(|scope| call.caller().has_scope(scope))
+        };
         ExecutionGate::authorize(&set, &state.catalog, &ToolId::new(tool))
             .map_err(|e| refused(e.to_string()))?;
         match tool {
@@ -574,7 +638,7 @@ impl Gateway {
                     .catalog
                     .search(&args.query, limit)
                     .into_iter()
-                    .filter(|(r, _)| r.role == ToolRole::Deferred)
+                    .filter(|(r, _)| r.role == ToolRole::Deferred && permitted(&state, &r.id))
                     .map(|(r, score)| {
                         json!({
                             "id": r.id.as_str(),
@@ -611,10 +675,19 @@ impl Gateway {
             }
             ACTIVATE_TOOLS => {
                 let args: IdsArgs = call.args()?;
+                if !call.peer().is_lasting() {
+                    return Ok(failure(
+                        "Nothing was activated: activations last a session, and a 2026-07-28 \
+                         request over HTTP is its own session; connect over stdio or with a \
+                         legacy HTTP session",
+                    ));
+                }
                 let mut grants = Vec::new();
                 for id in &args.ids {
                     let id = ToolId::new(id.as_str());
-                    match SessionActivationGrant::issue(session, &id, &state.catalog) {
+                    let grant = SessionActivationGrant::issue(session, &id, &state.catalog)
+                        .filter(|_| permitted(&state, &id));
+                    match grant {
                         Some(grant) => grants.push(grant),
                         None => return Ok(failure(format!("{id} is not in the catalog"))),
                     }

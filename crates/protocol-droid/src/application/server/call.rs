@@ -128,6 +128,12 @@ impl Call {
         self.peer.session()
     }
 
+    /// What was settled with the caller's session.
+    #[must_use]
+    pub const fn peer(&self) -> &PeerSession {
+        &self.peer
+    }
+
     /// The caller, as this request's credentials say.
     #[must_use]
     pub const fn caller(&self) -> &super::context::AuthContext {

@@ -428,6 +428,14 @@ impl PeerSession {
         self.negotiated
     }
 
+    /// Whether this session outlives the request being served: false for a
+    /// 2026-07-28 request over HTTP, whose connection is that one request.
+    #[must_use]
+    pub fn is_lasting(&self) -> bool {
+        !(self.negotiated.era() == crate::domain::Era::Modern
+            && self.transport == TransportKind::StreamableHttp)
+    }
+
     /// The profile the revision and the capabilities produced.
     #[must_use]
     pub const fn profile(&self) -> FeatureProfile {

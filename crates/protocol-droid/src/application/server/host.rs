@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::call::{Call, CallError};
-use super::context::{AuthContext, DynExchange, DynFrameSink};
+use super::context::{AuthContext, DynExchange, DynFrameSink, PeerSession};
 use super::dispatch::Connection;
 use super::idempotency::IdempotencyStore;
 use super::registry::{Handler, Registry, ToolSpec, handler};
@@ -43,7 +43,7 @@ pub enum Change {
 
 /// Decides whether a session's caller may see and call a tool, on top of
 /// scopes: `(session, caller, tool name)`.
-pub type ToolVisibility = Arc<dyn Fn(SessionId, &AuthContext, &str) -> ToolAccess + Send + Sync>;
+pub type ToolVisibility = Arc<dyn Fn(&PeerSession, &AuthContext, &str) -> ToolAccess + Send + Sync>;
 
 /// What a [`ToolVisibility`] hook decided for one tool.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -250,11 +250,11 @@ impl Server {
     /// [`ServerBuilder::tool_visibility`] hook decides (granted, without
     /// one). Scopes are checked separately.
     #[must_use]
-    pub fn tool_access(&self, session: SessionId, caller: &AuthContext, name: &str) -> ToolAccess {
+    pub fn tool_access(&self, peer: &PeerSession, caller: &AuthContext, name: &str) -> ToolAccess {
         self.inner
             .tool_visibility
             .as_ref()
-            .map_or(ToolAccess::Granted, |decide| decide(session, caller, name))
+            .map_or(ToolAccess::Granted, |decide| decide(peer, caller, name))
     }
 
     /// Tells one session, and only it, that its tool list changed.

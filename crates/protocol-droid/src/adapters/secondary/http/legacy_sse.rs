@@ -65,9 +65,9 @@ impl LegacySse {
         if let Some(value) = authorization(authorizer.as_deref()).await? {
             request = request.header(header::AUTHORIZATION, value);
         }
-        let response = request
-            .send()
+        let response = tokio::time::timeout(ENDPOINT_TIMEOUT, request.send())
             .await
+            .map_err(|_| LinkError::Io(format!("{url}: no answer in time")))?
             .map_err(|e| LinkError::Io(format!("{url}: {e}")))?;
         let status = response.status();
         let streams = response
@@ -81,7 +81,7 @@ impl LegacySse {
                 body: "not an HTTP+SSE endpoint".to_owned(),
             });
         }
-        let mut events = response.bytes_stream().eventsource();
+        let mut events = super::streamable::bounded_events(response).eventsource();
         let first = tokio::time::timeout(ENDPOINT_TIMEOUT, events.next())
             .await
             .map_err(|_| LinkError::Io("the server named no endpoint in time".to_owned()))?;
@@ -166,6 +166,9 @@ impl Link for LegacySse {
                 .post(self.endpoint.clone())
                 .headers(headers)
                 .body(body)
+                // Every POST is only acknowledged; the answers come on the
+                // stream.
+                .timeout(super::streamable::ACK_TIMEOUT)
                 .send()
                 .await
                 .map_err(|e| LinkError::Io(e.to_string()))?;

@@ -8,6 +8,7 @@
 //! request, a GET stream carries what the server sends unprompted, a `404`
 //! means the session is gone, and `close` ends the session with DELETE.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use futures_util::future::BoxFuture;
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Response, StatusCode};
 use serde_json::Value;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use url::Url;
 
 use super::super::authorizer::{Authorizer, Challenge};
@@ -34,6 +35,9 @@ const MAX_RESUMES: u32 = 5;
 /// How often one request answers a challenge before giving up; the
 /// authorizer bounds its own attempts too.
 const MAX_CHALLENGES: u32 = 4;
+
+/// How long a POST of a notification or an answer may wait for its `202`.
+pub const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The wait before resuming when the server named none.
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
@@ -76,6 +80,9 @@ struct Shared {
     authorizer: Option<Arc<dyn Authorizer>>,
     options: HttpOptions,
     state: Mutex<State>,
+    /// The task carrying each request in flight, so a cancelled request's
+    /// stream can be dropped.
+    in_flight: Mutex<HashMap<RequestId, AbortHandle>>,
 }
 
 /// The Streamable HTTP transport.
@@ -118,6 +125,7 @@ impl StreamableHttp {
                 authorizer,
                 options,
                 state: Mutex::new(State::default()),
+                in_flight: Mutex::new(HashMap::new()),
             }),
             listener: Mutex::new(None),
         })
@@ -227,11 +235,14 @@ impl Shared {
 
     /// Carries one request to its answer.
     async fn post_request(self: Arc<Self>, id: RequestId, body: Vec<u8>, extra: HeaderMap) {
-        let failure = match self.post_request_inner(&id, &body, &extra).await {
-            Ok(()) => return,
-            Err(error) => error,
-        };
-        self.deliver(Inbound::Failed { id, error: failure }).await;
+        let outcome = self.post_request_inner(&id, &body, &extra).await;
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        if let Err(error) = outcome {
+            self.deliver(Inbound::Failed { id, error }).await;
+        }
     }
 
     async fn post_request_inner(
@@ -351,7 +362,7 @@ impl Shared {
         until: Option<&RequestId>,
         cursor: &mut Cursor,
     ) -> bool {
-        let mut events = response.bytes_stream().eventsource();
+        let mut events = bounded_events(response).eventsource();
         while let Some(event) = events.next().await {
             let event = match event {
                 Ok(event) => event,
@@ -463,6 +474,37 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
+/// A response's bytes, failing once more than [`MAX_BODY`] of them arrive
+/// without an event ending: the event parser would otherwise buffer a
+/// never-ending event without limit.
+pub(super) fn bounded_events(
+    response: Response,
+) -> impl futures_util::Stream<Item = Result<impl AsRef<[u8]>, std::io::Error>> {
+    let mut unterminated = 0_usize;
+    response.bytes_stream().map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        let end = [&b"\n\n"[..], b"\r\r", b"\r\n\r\n"]
+            .iter()
+            .filter_map(|sep| {
+                chunk
+                    .windows(sep.len())
+                    .rposition(|w| w == *sep)
+                    .map(|at| at + sep.len())
+            })
+            .max();
+        unterminated = match end {
+            Some(end) => chunk.len() - end,
+            None => unterminated.saturating_add(chunk.len()),
+        };
+        if unterminated > MAX_BODY {
+            return Err(std::io::Error::other(format!(
+                "an event longer than {MAX_BODY} bytes"
+            )));
+        }
+        Ok(chunk)
+    })
+}
+
 /// Reads a body, refusing one past [`MAX_BODY`].
 pub(super) async fn read_limited(response: Response) -> Result<Vec<u8>, LinkError> {
     let mut body = Vec::new();
@@ -529,13 +571,32 @@ impl Link for StreamableHttp {
             if let Some(id) = message.request_id() {
                 // The answer may take long and carry the server's own
                 // requests first; it is read on a task of its own.
-                tokio::spawn(Arc::clone(&self.shared).post_request(id, body, extra));
+                // The task waits until it is registered, so its own removal
+                // when it ends can never come before the registration.
+                let (registered, go) = tokio::sync::oneshot::channel::<()>();
+                let shared = Arc::clone(&self.shared);
+                let key = id.clone();
+                let task = tokio::spawn(async move {
+                    if go.await.is_ok() {
+                        shared.post_request(key, body, extra).await;
+                    }
+                });
+                self.shared
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id, task.abort_handle());
+                let _started = registered.send(());
                 return Ok(());
             }
-            let response = self
-                .shared
-                .exchange(Method::POST, &extra, Some(&body))
-                .await?;
+            // A notification or an answer is acknowledged at once; a server
+            // that never does must not hold the caller.
+            let response = tokio::time::timeout(
+                ACK_TIMEOUT,
+                self.shared.exchange(Method::POST, &extra, Some(&body)),
+            )
+            .await
+            .map_err(|_| LinkError::Io(format!("no acknowledgement within {ACK_TIMEOUT:?}")))??;
             let status = response.status();
             if status.is_success() {
                 return Ok(());
@@ -555,6 +616,19 @@ impl Link for StreamableHttp {
 
     fn is_stream(&self) -> bool {
         false
+    }
+
+    fn cancel(&self, id: &RequestId) {
+        let task = self
+            .shared
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        if let Some(task) = task {
+            // Dropping the response closes its stream: the server's signal.
+            task.abort();
+        }
     }
 
     fn open_listen_channel(&self) -> BoxFuture<'_, ()> {

@@ -33,13 +33,12 @@ impl Connection {
         reject_cursor(&params)?;
         match method {
             "tools/list" => {
-                let session = peer.session();
                 let tools: Vec<_> = registry
                     .tools
                     .values()
                     .filter(|t| can_see(t.scope.as_ref()))
                     .filter(|t| {
-                        self.server.tool_access(session, &ctx.auth, &t.tool.name)
+                        self.server.tool_access(&peer, &ctx.auth, &t.tool.name)
                             == ToolAccess::Granted
                     })
                     .map(|t| t.tool.clone())
@@ -200,7 +199,7 @@ impl Connection {
             .filter(|t| visible(t.scope.as_ref(), |s| ctx.auth.has_scope(s)))
             .cloned()
             .ok_or_else(|| error(ErrorCode::INVALID_PARAMS, format!("unknown tool {name}")))?;
-        match self.server.tool_access(peer.session(), &ctx.auth, &name) {
+        match self.server.tool_access(&peer, &ctx.auth, &name) {
             ToolAccess::Granted => {}
             ToolAccess::Hidden => {
                 return Err(error(
