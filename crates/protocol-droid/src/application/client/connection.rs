@@ -327,6 +327,16 @@ impl Client {
                 self.reinitialize(session).await?;
                 input::drive(self, method, params.clone(), options).await?
             }
+            // The server's tool annotations changed since they were listed:
+            // list again and retry once, as the revision recommends.
+            Err(ClientError::Server(error))
+                if method == "tools/call" && error.code == ErrorCode::HEADER_MISMATCH =>
+            {
+                tracing::debug!(message = %error.message, "header mismatch; listing tools again");
+                // Boxed: listing is itself a request.
+                Box::pin(self.refresh_tools()).await?;
+                input::drive(self, method, params.clone(), options).await?
+            }
             other => other?,
         };
         // A result that took input rounds answered one exchange; it is not

@@ -17,10 +17,19 @@ pub const ANNOTATION: &str = "x-mcp-header";
 /// One argument a tool mirrors into a header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamHeader {
-    /// The argument (the property name).
-    pub property: String,
+    /// Where the argument is: the chain of property names from the
+    /// arguments object down to it (one name for a top-level argument).
+    pub path: Vec<String>,
     /// The header suffix: the header is `Mcp-Param-<name>`.
     pub name: String,
+}
+
+impl ParamHeader {
+    /// The argument's path, dotted, for messages.
+    #[must_use]
+    pub fn property(&self) -> String {
+        self.path.join(".")
+    }
 }
 
 /// Why a tool's annotations cannot be used.
@@ -47,6 +56,13 @@ pub enum InvalidAnnotation {
         /// The name.
         name: String,
     },
+    /// The annotation is somewhere a chain of `properties` does not reach
+    /// (under `items`, a composition, a conditional, a `$ref` target).
+    #[error("x-mcp-header at `{pointer}` is not on a property reached through `properties` alone")]
+    Misplaced {
+        /// Where it is, as a JSON pointer into the input schema.
+        pointer: String,
+    },
 }
 
 /// The headers a tool's input schema asks for, or why they cannot be used.
@@ -55,41 +71,96 @@ pub enum InvalidAnnotation {
 ///
 /// [`InvalidAnnotation`] for the first rule the annotations break.
 pub fn param_headers(input_schema: &JsonObject) -> Result<Vec<ParamHeader>, InvalidAnnotation> {
-    let Some(properties) = input_schema.get("properties").and_then(Value::as_object) else {
-        return Ok(Vec::new());
-    };
     let mut found: Vec<ParamHeader> = Vec::new();
-    for (property, schema) in properties {
-        let Some(annotation) = schema.get(ANNOTATION) else {
-            continue;
-        };
-        let name = annotation.as_str().unwrap_or_default();
-        if !is_token(name) {
-            return Err(InvalidAnnotation::BadName {
-                property: property.clone(),
-                name: annotation.to_string(),
-            });
-        }
-        let primitive = matches!(
-            schema.get("type").and_then(Value::as_str),
-            Some("string" | "integer" | "boolean")
-        );
-        if !primitive {
-            return Err(InvalidAnnotation::NotPrimitive {
-                property: property.clone(),
-            });
-        }
-        if found.iter().any(|h| h.name.eq_ignore_ascii_case(name)) {
-            return Err(InvalidAnnotation::Duplicate {
-                name: name.to_owned(),
-            });
-        }
-        found.push(ParamHeader {
-            property: property.clone(),
-            name: name.to_owned(),
-        });
+    let mut allowed = Vec::new();
+    collect(input_schema, &mut Vec::new(), &mut found, &mut allowed)?;
+    // Any annotation the chain did not reach is misplaced.
+    let mut everywhere = Vec::new();
+    annotations(&Value::Object(input_schema.clone()), "", &mut everywhere);
+    if let Some(pointer) = everywhere.into_iter().find(|p| !allowed.contains(p)) {
+        return Err(InvalidAnnotation::Misplaced { pointer });
     }
     Ok(found)
+}
+
+/// Walks `properties` chains from `schema`, recording each annotated
+/// property and the JSON pointer of each annotation it accepts.
+fn collect(
+    schema: &JsonObject,
+    path: &mut Vec<String>,
+    found: &mut Vec<ParamHeader>,
+    allowed: &mut Vec<String>,
+) -> Result<(), InvalidAnnotation> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Ok(());
+    };
+    for (property, child) in properties {
+        let Some(child) = child.as_object() else {
+            continue;
+        };
+        path.push(property.clone());
+        if let Some(annotation) = child.get(ANNOTATION) {
+            let dotted = path.join(".");
+            let name = annotation.as_str().unwrap_or_default();
+            if !is_token(name) {
+                return Err(InvalidAnnotation::BadName {
+                    property: dotted,
+                    name: annotation.to_string(),
+                });
+            }
+            let primitive = matches!(
+                child.get("type").and_then(Value::as_str),
+                Some("string" | "integer" | "boolean")
+            );
+            if !primitive {
+                return Err(InvalidAnnotation::NotPrimitive { property: dotted });
+            }
+            if found.iter().any(|h| h.name.eq_ignore_ascii_case(name)) {
+                return Err(InvalidAnnotation::Duplicate {
+                    name: name.to_owned(),
+                });
+            }
+            found.push(ParamHeader {
+                path: path.clone(),
+                name: name.to_owned(),
+            });
+            let pointer: String = path
+                .iter()
+                .map(|p| format!("/properties/{}", escape(p)))
+                .collect();
+            allowed.push(format!("{pointer}/{ANNOTATION}"));
+        }
+        collect(child, path, found, allowed)?;
+        path.pop();
+    }
+    Ok(())
+}
+
+/// The JSON pointer of every annotation anywhere in `value`.
+fn annotations(value: &Value, at: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let pointer = format!("{at}/{}", escape(key));
+                if key == ANNOTATION {
+                    out.push(pointer);
+                } else {
+                    annotations(child, &pointer, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                annotations(child, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A JSON pointer reference token (RFC 6901).
+fn escape(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
 }
 
 /// An RFC 9110 token: what a header field name may be made of.
@@ -110,7 +181,12 @@ pub fn values(headers: &[ParamHeader], arguments: Option<&JsonObject>) -> Vec<(S
     headers
         .iter()
         .filter_map(|h| {
-            let value = match arguments.get(&h.property)? {
+            let (last, parents) = h.path.split_last()?;
+            let mut holder = arguments;
+            for parent in parents {
+                holder = holder.get(parent)?.as_object()?;
+            }
+            let value = match holder.get(last)? {
                 Value::String(s) => encode(s),
                 Value::Bool(b) => b.to_string(),
                 Value::Number(n) => n.to_string(),
@@ -179,6 +255,43 @@ mod tests {
                 ("Mcp-Param-N".to_owned(), "3".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn a_nested_property_reached_through_properties_is_mirrored() {
+        let input = schema(
+            json!({"properties": {"options": {"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+            }}}}),
+        );
+        let headers = param_headers(&input).unwrap_or_default();
+        assert_eq!(
+            headers.first().map(ParamHeader::property),
+            Some("options.region".to_owned())
+        );
+        let arguments = schema(json!({"options": {"region": "eu"}}));
+        assert_eq!(
+            values(&headers, Some(&arguments)),
+            vec![("Mcp-Param-Region".to_owned(), "eu".to_owned())]
+        );
+    }
+
+    #[test]
+    fn an_annotation_outside_a_properties_chain_is_refused() {
+        for misplaced in [
+            json!({"properties": {"list": {"type": "array", "items": {"type": "string", "x-mcp-header": "Item"}}}}),
+            json!({"properties": {"v": {"anyOf": [{"type": "string", "x-mcp-header": "V"}]}}}),
+            json!({"$defs": {"r": {"type": "string", "x-mcp-header": "R"}}, "properties": {"r": {"$ref": "#/$defs/r"}}}),
+        ] {
+            let input = schema(misplaced);
+            assert!(
+                matches!(
+                    param_headers(&input),
+                    Err(InvalidAnnotation::Misplaced { .. })
+                ),
+                "{input:?} was accepted"
+            );
+        }
     }
 
     #[test]

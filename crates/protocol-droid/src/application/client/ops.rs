@@ -82,12 +82,17 @@ impl Client {
         &self,
         cursor: Option<&str>,
     ) -> Result<Reply<ListToolsResult>, ClientError> {
+        self.list_tools_with(cursor, &RequestOptions::default())
+            .await
+    }
+
+    async fn list_tools_with(
+        &self,
+        cursor: Option<&str>,
+        options: &RequestOptions,
+    ) -> Result<Reply<ListToolsResult>, ClientError> {
         let mut reply: Reply<ListToolsResult> = self
-            .call_typed(
-                "tools/list",
-                cursor_params(cursor),
-                &RequestOptions::default(),
-            )
+            .call_typed("tools/list", cursor_params(cursor), options)
             .await?;
         let checks_headers =
             !self.inner.link.is_stream() && self.version().is_some_and(|v| v.era() == Era::Modern);
@@ -106,6 +111,28 @@ impl Client {
                 Err(_) => true,
             });
         Ok(reply)
+    }
+
+    /// Lists every tool again, bypassing the cache, so the `x-mcp-header`
+    /// annotations the client mirrors are the server's current ones.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::list_all_tools`].
+    pub async fn refresh_tools(&self) -> Result<(), ClientError> {
+        let fresh = RequestOptions {
+            fresh: true,
+            ..RequestOptions::default()
+        };
+        let mut cursor = None;
+        for _ in 0..MAX_PAGES {
+            let page = self.list_tools_with(cursor.as_deref(), &fresh).await?.value;
+            match page.next_cursor {
+                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
+                _ => return Ok(()),
+            }
+        }
+        Err(too_many_pages("tools/list"))
     }
 
     /// Every tool, following cursors.
