@@ -17,7 +17,9 @@ use protocol_droid::adapters::secondary::codec::wire::{
     CreateMessageRequestParams, CreateMessageResult, ElicitAction, ElicitRequestParams,
     ElicitResult, ElicitValue, ListRootsResult, RootsCapability,
 };
-use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::adapters::secondary::connect::{
+    ConnectOptions, Target, cached_version, connect, remember,
+};
 use protocol_droid::application::client::{
     Client, ClientHandler, ClientOptions, ProgressFn, RequestOptions,
 };
@@ -319,4 +321,21 @@ async fn an_unpinned_client_finds_the_http_sse_transport_from_its_url() -> Resul
     let server = HttpServer::start(&[])?;
     let client = connect(&server.url("/sse")?, options(&ProtocolVersion::ALL)).await?;
     exercise(&client, ProtocolVersion::V2024_11_05).await
+}
+
+#[tokio::test]
+async fn a_remembered_revision_the_server_no_longer_speaks_is_probed_again() -> Result<(), TestError>
+{
+    let target = stdio_target(&["--revisions", "2025-06-18,2025-11-25"])?;
+    // As if an earlier connection had settled 2026-07-28 with this server.
+    remember(&target, ProtocolVersion::V2026_07_28);
+    let client = connect(&target, options(&ProtocolVersion::ALL)).await?;
+    assert_eq!(client.version(), Some(ProtocolVersion::V2025_11_25));
+    assert_eq!(cached_version(&target), Some(ProtocolVersion::V2025_11_25));
+    client.close().await;
+    // The next connection starts from what was learnt.
+    let again = connect(&target, options(&ProtocolVersion::ALL)).await?;
+    assert_eq!(again.version(), Some(ProtocolVersion::V2025_11_25));
+    again.close().await;
+    Ok(())
 }

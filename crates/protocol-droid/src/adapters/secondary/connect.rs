@@ -6,6 +6,7 @@
 //! server, so the client GETs the URL and, if an `endpoint` event comes,
 //! speaks that transport instead.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::sync::Arc;
@@ -108,6 +109,66 @@ pub enum ConnectError {
 /// [`ConnectError`] when the server cannot be started or reached, or no
 /// revision is shared.
 pub async fn connect(target: &Target, options: ConnectOptions) -> Result<Client, ConnectError> {
+    // The revision settled last time is tried first, without the probe; a
+    // server that no longer speaks it is probed afresh.
+    let key = target.to_string();
+    let remembered = cached_version(target).filter(|v| options.client.revisions.contains(v));
+    if let Some(version) = remembered.filter(|_| options.client.revisions.len() > 1) {
+        let mut pinned = options.clone();
+        pinned.client.revisions = vec![version];
+        match connect_uncached(target, pinned).await {
+            Ok(client) => return Ok(client),
+            Err(error) => {
+                tracing::debug!(%key, %version, %error, "the remembered revision failed; probing");
+                forget(target);
+            }
+        }
+    }
+    let client = connect_uncached(target, options).await?;
+    if let Some(version) = client.version() {
+        remember(target, version);
+    }
+    Ok(client)
+}
+
+/// At most this many servers' revisions are remembered.
+const ERA_CACHE_ENTRIES: usize = 256;
+
+/// The revision last settled with each server (by its command line or URL),
+/// for this process.
+static ERA_CACHE: std::sync::LazyLock<std::sync::Mutex<BTreeMap<String, ProtocolVersion>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn era_cache() -> std::sync::MutexGuard<'static, BTreeMap<String, ProtocolVersion>> {
+    ERA_CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The revision last settled with `target` in this process, if any.
+#[must_use]
+pub fn cached_version(target: &Target) -> Option<ProtocolVersion> {
+    era_cache().get(&target.to_string()).copied()
+}
+
+/// Remembers `version` as the one `target` speaks.
+pub fn remember(target: &Target, version: ProtocolVersion) {
+    let mut cache = era_cache();
+    if cache.len() >= ERA_CACHE_ENTRIES && !cache.contains_key(&target.to_string()) {
+        cache.pop_first();
+    }
+    cache.insert(target.to_string(), version);
+}
+
+/// Forgets what `target` speaks, so the next connection probes.
+pub fn forget(target: &Target) {
+    era_cache().remove(&target.to_string());
+}
+
+async fn connect_uncached(
+    target: &Target,
+    options: ConnectOptions,
+) -> Result<Client, ConnectError> {
     match target {
         Target::Command(child) => {
             let (tx, rx) = inbound_queue();
