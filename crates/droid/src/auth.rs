@@ -69,6 +69,26 @@ impl AuthArgs {
     }
 }
 
+/// Refuses, before anything is bound, a public listener with authorization
+/// on and no `--auth-resource`: its resource must be a URL clients use.
+pub(crate) fn check_listen(args: &AuthArgs, listen: &str) -> anyhow::Result<()> {
+    if !args.enabled() || args.auth_resource.is_some() {
+        return Ok(());
+    }
+    let host = listen.rsplit_once(':').map_or(listen, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    anyhow::ensure!(
+        loopback,
+        "--auth-resource is required when listening on {listen}: the resource must be the URL \
+         clients use"
+    );
+    Ok(())
+}
+
 /// The resource server `args` describe for a server bound at `bound`, or
 /// `None` when authorization is off.
 pub(crate) fn resource_server(
@@ -76,16 +96,35 @@ pub(crate) fn resource_server(
     bound: SocketAddr,
 ) -> anyhow::Result<Option<ResourceServer>> {
     if !args.enabled() {
+        // A flag that only means something with authorization on must not
+        // leave a server open while its operator believes it protected.
+        let stray = args.auth_jwks_url.is_some()
+            || args.auth_jwks_file.is_some()
+            || args.auth_resource.is_some()
+            || args.auth_audience.is_some()
+            || args.auth_client_id.is_some()
+            || args.auth_allow_anonymous
+            || !args.required_scope.is_empty();
+        anyhow::ensure!(
+            !stray,
+            "authorization flags were given without --auth-issuer or --auth-introspection-url, \
+             so authorization would be off; name the issuer or drop the flags"
+        );
         return Ok(None);
     }
+    // The resource is what clients reach; an unspecified or public bind
+    // address is not a name they use, so it must be said.
+    anyhow::ensure!(
+        args.auth_resource.is_some() || bound.ip().is_loopback(),
+        "--auth-resource is required when listening on {bound}: the resource must be the URL \
+         clients use"
+    );
     let resource = args
         .auth_resource
         .clone()
         .unwrap_or_else(|| format!("http://{bound}/mcp"));
-    let audience = args
-        .auth_audience
-        .clone()
-        .unwrap_or_else(|| resource.clone());
+    let alias = args.auth_audience.clone();
+    let audience = alias.clone().unwrap_or_else(|| resource.clone());
     let leeway = Duration::from_secs(args.auth_leeway);
     let (validator, issuer): (Arc<dyn TokenValidator>, Option<&String>) =
         match (&args.auth_issuer, &args.auth_introspection_url) {
@@ -101,7 +140,10 @@ pub(crate) fn resource_server(
                         anyhow::bail!("--auth-issuer needs --auth-jwks-url or --auth-jwks-file")
                     }
                 };
-                let validator = JwtValidator::new(issuer, &audience, jwks).leeway(leeway);
+                let mut validator = JwtValidator::new(issuer, &resource, jwks).leeway(leeway);
+                if let Some(alias) = &alias {
+                    validator = validator.also_audience(alias.clone());
+                }
                 (Arc::new(validator), Some(issuer))
             }
             (None, Some(endpoint)) => {
@@ -112,7 +154,10 @@ pub(crate) fn resource_server(
                          --auth-client-secret (or DROID_AUTH_CLIENT_SECRET)"
                     );
                 };
-                let validator = IntrospectionValidator::new(endpoint, id, secret, &audience)?;
+                let mut validator = IntrospectionValidator::new(endpoint, id, secret, &resource)?;
+                if let Some(alias) = &alias {
+                    validator = validator.also_audience(alias.clone());
+                }
                 (Arc::new(validator), None)
             }
             (None, None) => return Ok(None),

@@ -250,6 +250,7 @@ pub(crate) fn run(
             .await
             .context("serving stdio"),
             Some(addr) => {
+                crate::auth::check_listen(auth, &addr)?;
                 let listener = tokio::net::TcpListener::bind(&addr)
                     .await
                     .with_context(|| format!("binding {addr}"))?;

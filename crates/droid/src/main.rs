@@ -231,11 +231,11 @@ fn serve(
                 !auth.enabled(),
                 "authorization needs --listen: stdio carries no bearer tokens"
             );
-            let (input, output) = stdio::process_streams();
-            return stdio::serve(server, input, output, StdioOptions::default())
+            return stdio::serve_process(server, StdioOptions::default())
                 .await
                 .context("serving stdio");
         };
+        auth::check_listen(auth, &addr)?;
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .with_context(|| format!("binding {addr}"))?;

@@ -211,3 +211,38 @@ fn the_token_for_http_servers_never_reaches_a_stdio_server() -> Result<(), TestE
     assert!(stdout.contains(r#""text": "DROID_LOG""#), "{stdout}");
     Ok(())
 }
+
+#[test]
+fn auth_flags_without_an_issuer_refuse_to_start_rather_than_serve_openly() -> Result<(), TestError>
+{
+    let out = droid(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--auth-jwks-url",
+        "http://127.0.0.1:9/jwks",
+        "--auth-required-scope",
+        "mcp",
+    ])?;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("without --auth-issuer"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn a_public_listener_with_auth_must_name_its_resource() -> Result<(), TestError> {
+    let out = droid(&[
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--auth-issuer",
+        "http://127.0.0.1:9",
+        "--auth-jwks-url",
+        "http://127.0.0.1:9/jwks",
+    ])?;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--auth-resource is required"), "{stderr}");
+    Ok(())
+}

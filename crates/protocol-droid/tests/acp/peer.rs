@@ -417,3 +417,28 @@ async fn terminal_calls_round_trip_once_advertised() -> TestResult {
     assert_eq!(running.await??, ("ok\n".to_owned(), Some(0)));
     Ok(())
 }
+
+#[tokio::test]
+async fn a_request_read_before_stdin_closed_is_still_answered() -> TestResult {
+    let (mut peer, mut client) = connect();
+    client
+        .send(r#"{"jsonrpc":"2.0","id":7,"method":"_x/last","params":{}}"#)
+        .await?;
+    client.close_stdin();
+    let request = tokio::time::timeout(Duration::from_secs(5), peer.recv_request()).await?;
+    assert!(request.is_some(), "the complete request was lost");
+    // The client half-closed but still reads: the answer goes out.
+    assert!(peer.send_reply(json!(7), json!({})).await.is_ok());
+    assert_eq!(client.recv().await?["id"], 7);
+    // Once the end has been handed over, sends are refused.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), peer.recv_request())
+            .await?
+            .is_none()
+    );
+    assert!(matches!(
+        peer.send_reply(json!(8), json!({})).await,
+        Err(AcpPeerError::Closed)
+    ));
+    Ok(())
+}

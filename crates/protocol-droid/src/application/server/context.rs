@@ -185,6 +185,25 @@ impl AuthContext {
         self.claims().and_then(|c| c.sub.as_deref())
     }
 
+    /// Who the caller is, as one key: `None` for the anonymous caller;
+    /// otherwise the issuer, subject and client the token was issued to, so
+    /// a principal without a `sub` is never mistaken for nobody, nor for
+    /// another `sub`-less client.
+    #[must_use]
+    pub fn principal_key(&self) -> Option<String> {
+        let claims = self.claims()?;
+        let iss = claims
+            .raw_claims
+            .get("iss")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Some(format!(
+            "{iss}\u{1f}{}\u{1f}{}",
+            claims.sub.as_deref().unwrap_or_default(),
+            claims.client_id.as_deref().unwrap_or_default()
+        ))
+    }
+
     /// Whether the caller holds `scope`. The anonymous caller holds none.
     #[must_use]
     pub fn has_scope(&self, scope: &str) -> bool {

@@ -117,6 +117,7 @@ impl AcpAgentPeer {
             pending: Mutex::default(),
             next_id: AtomicI64::new(0),
             closed: AtomicBool::new(false),
+            input_closed: AtomicBool::new(false),
             client_caps: Mutex::default(),
             request_timeout: options.request_timeout,
         });
@@ -137,7 +138,13 @@ impl AcpAgentPeer {
     /// delivered. The application is expected to end its handler loop on
     /// `None`.
     pub async fn recv_request(&mut self) -> Option<Inbound> {
-        self.inbound.recv().await
+        let next = self.inbound.recv().await;
+        if next.is_none() {
+            // Every request read before the end has now been handed over and
+            // could be answered; from here on sends are refused.
+            self.sender.shared.close();
+        }
+        next
     }
 
     /// A cloneable handle for sending, usable from other tasks.
@@ -531,10 +538,11 @@ impl AcpSender {
             .map(drop)
     }
 
-    /// Whether the connection is closed, so every send will fail.
+    /// Whether the connection is closed: the client closed its input, or
+    /// the output failed (then every send fails too).
     #[must_use]
     pub fn is_closed(&self) -> bool {
-        self.shared.is_closed()
+        self.shared.is_closed() || self.shared.input_closed.load(Ordering::Acquire)
     }
 
     async fn call<T: DeserializeOwned>(
@@ -592,6 +600,11 @@ struct Shared {
     next_id: AtomicI64,
     /// Set when stdin ends, the output breaks or the peer is dropped.
     closed: AtomicBool,
+    /// The client closed its input. Sends still go out until the
+    /// application has been handed everything read before the end (then
+    /// `recv_request` answers `None` and closes): a client that half-closes
+    /// after its last request still reads the answers to it.
+    input_closed: AtomicBool,
     /// What the client advertised in `initialize`; nothing until then.
     client_caps: Mutex<ClientCapabilities>,
     request_timeout: Duration,
@@ -606,6 +619,16 @@ struct Outgoing {
 impl Shared {
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// The client's input ended: no answer to the agent's own requests can
+    /// arrive any more, so those fail now; replies and notifications are
+    /// still written while the output lasts.
+    fn input_ended(&self) {
+        self.input_closed.store(true, Ordering::Release);
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.clear();
+        }
     }
 
     /// Refuses further sends and fails every waiting request: no answer can
@@ -753,7 +776,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
     // `framer.finish()` is deliberately not called: a last line without its
     // newline is a message the client stopped writing, and acting on half a
     // message is worse than on none.
-    shared.close();
+    shared.input_ended();
 }
 
 async fn handle_frame(

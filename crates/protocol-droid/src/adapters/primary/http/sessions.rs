@@ -31,7 +31,7 @@ pub(super) struct Session {
     pub(super) id: String,
     /// Which transport opened it; an id is only good on that transport.
     pub(super) transport: TransportKind,
-    /// The subject of the credentials that opened it. The id alone is not a
+    /// Who opened it (issuer, subject and client). The id alone is not a
     /// credential: a request with another caller's token (or none, for a
     /// session opened with one) is answered as if the session did not exist.
     owner: Option<String>,
@@ -272,7 +272,7 @@ impl Sessions {
         let session = Arc::new(Session {
             id: id.clone(),
             transport,
-            owner: opener.subject().map(str::to_owned),
+            owner: opener.principal_key(),
             connection: OnceLock::new(),
             pending: Mutex::default(),
             events: Arc::new(EventStore::new(replay_events)),
@@ -315,7 +315,7 @@ impl Sessions {
         caller: &AuthContext,
     ) -> Option<Arc<Session>> {
         let session = self.map.lock().ok()?.get(id).cloned()?;
-        if session.transport != transport || session.owner.as_deref() != caller.subject() {
+        if session.transport != transport || session.owner != caller.principal_key() {
             return None;
         }
         session.touch();

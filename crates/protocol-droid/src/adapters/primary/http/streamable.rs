@@ -219,6 +219,11 @@ pub(super) fn context(headers: &HeaderMap, caller: &AuthContext) -> RequestConte
         ..RequestContext::default()
     };
     for (name, value) in headers {
+        // Credentials stay with the transport: handlers have the caller in
+        // `ctx.auth`, and a token handed on would be token passthrough.
+        if CREDENTIAL_HEADERS.contains(&name.as_str()) {
+            continue;
+        }
         if let Ok(value) = value.to_str() {
             ctx.headers
                 .insert(name.as_str().to_owned(), value.to_owned());
@@ -226,6 +231,9 @@ pub(super) fn context(headers: &HeaderMap, caller: &AuthContext) -> RequestConte
     }
     ctx
 }
+
+/// Headers that carry credentials, never copied into a request's context.
+const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
 
 async fn in_session(
     app: &App,

@@ -24,6 +24,8 @@ pub struct IntrospectionValidator {
     client_id: String,
     client_secret: String,
     audience: String,
+    /// Further values of `aud` accepted besides [`Self::audience`].
+    also: Vec<String>,
     issuer: Option<String>,
     leeway: Duration,
     client: reqwest::Client,
@@ -67,10 +69,18 @@ impl IntrospectionValidator {
             client_id: client_id.into(),
             client_secret: client_secret.into(),
             audience: audience.into(),
+            also: Vec::new(),
             issuer: None,
             leeway: Duration::from_secs(30),
             client: fetch::client(Duration::from_secs(5))?,
         })
+    }
+    /// Also accepts tokens whose `aud` names `audience`, besides the one
+    /// given to [`Self::new`].
+    #[must_use]
+    pub fn also_audience(mut self, audience: impl Into<String>) -> Self {
+        self.also.push(audience.into());
+        self
     }
 
     /// Also requires the answer's `iss`, when it carries one, to be `issuer`.
@@ -105,7 +115,10 @@ impl IntrospectionValidator {
         if answer.get("active") != Some(&Value::Bool(true)) {
             return Err(invalid("the token is not active"));
         }
-        if !audience_includes(answer.get("aud"), &self.audience) {
+        let named = std::iter::once(&self.audience)
+            .chain(&self.also)
+            .any(|audience| audience_includes(answer.get("aud"), audience));
+        if !named {
             return Err(invalid("the token is for another audience"));
         }
         if let (Some(expected), Some(iss)) = (&self.issuer, answer.get("iss")) {

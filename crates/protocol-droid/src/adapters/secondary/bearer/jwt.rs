@@ -33,6 +33,8 @@ pub struct JwtValidator {
     jwks: Jwks,
     issuer: String,
     audience: String,
+    /// Further values of `aud` accepted besides [`Self::audience`].
+    also: Vec<String>,
     leeway: Duration,
     algorithms: Vec<Algorithm>,
 }
@@ -48,9 +50,17 @@ impl JwtValidator {
             jwks,
             issuer: issuer.into(),
             audience: audience.into(),
+            also: Vec::new(),
             leeway: Duration::from_secs(30),
             algorithms: ASYMMETRIC.to_vec(),
         }
+    }
+    /// Also accepts tokens whose `aud` names `audience` (an alias of the
+    /// resource, say), besides the one given to [`Self::new`].
+    #[must_use]
+    pub fn also_audience(mut self, audience: impl Into<String>) -> Self {
+        self.also.push(audience.into());
+        self
     }
 
     /// Tolerates clocks `leeway` apart when checking `exp` and `nbf`.
@@ -95,7 +105,9 @@ impl JwtValidator {
         validation.validate_exp = true;
         validation.validate_nbf = true;
         validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[&self.audience]);
+        let mut audiences = vec![self.audience.as_str()];
+        audiences.extend(self.also.iter().map(String::as_str));
+        validation.set_audience(&audiences);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         let data = jsonwebtoken::decode::<JsonObject>(token, &key, &validation).map_err(|e| {
             invalid(match e.kind() {

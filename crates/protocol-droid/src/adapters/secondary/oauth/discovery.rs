@@ -186,6 +186,7 @@ pub(crate) async fn server_metadata(
             "authorization server {issuer} is not a URL: {error}"
         ))
     })?;
+    require_secure(&issuer_url, "authorization server")?;
     for url in server_metadata_urls(&issuer_url) {
         let fetched = fetch(client, &url, "authorization server metadata").await?;
         if fetched.status.is_server_error() {
@@ -204,6 +205,19 @@ pub(crate) async fn server_metadata(
                 "metadata at {url} names issuer {}, not {issuer}",
                 metadata.issuer
             )));
+        }
+        for endpoint in [
+            &metadata.authorization_endpoint,
+            &metadata.token_endpoint,
+            &metadata.registration_endpoint,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let parsed = Url::parse(endpoint).map_err(|error| {
+                AuthError::Rejected(format!("endpoint {endpoint} is not a URL: {error}"))
+            })?;
+            require_secure(&parsed, "authorization server endpoint")?;
         }
         return Ok(metadata);
     }
@@ -245,6 +259,25 @@ pub(crate) async fn origin_server_metadata(
         )));
     }
     Ok(metadata)
+}
+
+/// Codes, verifiers and secrets travel only over TLS, or to this machine:
+/// an MCP server naming a plain-HTTP authorization server elsewhere would
+/// have them sent in the clear, or to itself.
+pub(crate) fn require_secure(url: &Url, what: &str) -> Result<(), AuthError> {
+    let loopback = match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    if url.scheme() == "https" || (url.scheme() == "http" && loopback) {
+        Ok(())
+    } else {
+        Err(AuthError::Rejected(format!(
+            "{what} {url} is neither https nor on this machine"
+        )))
+    }
 }
 
 fn origin_string(url: &Url) -> String {
@@ -321,6 +354,22 @@ mod tests {
                 "http://localhost:1/.well-known/openid-configuration",
             ]
         );
+        Ok(())
+    }
+
+    #[test]
+    fn only_tls_or_this_machine_is_trusted_with_codes_and_secrets() -> TestResult {
+        for good in [
+            "https://as.example/",
+            "http://localhost:9000/",
+            "http://127.0.0.1/t",
+            "http://[::1]/",
+        ] {
+            assert!(require_secure(&Url::parse(good)?, "x").is_ok(), "{good}");
+        }
+        for bad in ["http://as.example/", "http://10.0.0.1/", "ftp://localhost/"] {
+            assert!(require_secure(&Url::parse(bad)?, "x").is_err(), "{bad}");
+        }
         Ok(())
     }
 

@@ -191,13 +191,15 @@ impl Connection {
         peer: PeerSession,
     ) -> Result<Value, ErrorObject> {
         let name = required_str(&params, "name")?.to_owned();
-        let entry = self
+        // Only the handler is taken: cloning the whole entry would copy the
+        // tool's definition, input schema and all, on every call.
+        let handler = self
             .server
             .registry()
             .tools
             .get(&name)
             .filter(|t| visible(t.scope.as_ref(), |s| ctx.auth.has_scope(s)))
-            .cloned()
+            .map(|t| Arc::clone(&t.handler))
             .ok_or_else(|| error(ErrorCode::INVALID_PARAMS, format!("unknown tool {name}")))?;
         match self.server.tool_access(&peer, &ctx.auth, &name) {
             ToolAccess::Granted => {}
@@ -213,7 +215,7 @@ impl Connection {
         let version = peer.negotiated();
         let auth = ctx.auth.clone();
         let call = Call::new(ctx, peer, arguments);
-        let result = (entry.handler)(call).await.and_then(|value| {
+        let result = handler(call).await.and_then(|value| {
             let mut report = TranslationReport::new(version);
             // The server wrote the result, so lowering it for an older
             // client is its own decision, not a bridge's: permissive.
@@ -289,28 +291,11 @@ pub(super) fn binding(
         .and_then(Value::as_str)
         .unwrap_or_default();
     StateBinding {
-        principal: principal_key(auth),
+        principal: auth.principal_key(),
         method: method.to_owned(),
         target: target.to_owned(),
         digest,
     }
-}
-
-/// Who a state is bound to: nobody for the anonymous caller; otherwise the
-/// issuer and subject, and the client the token was issued to, so that a
-/// principal without a `sub` is still never mistaken for nobody.
-fn principal_key(auth: &AuthContext) -> Option<String> {
-    let claims = auth.claims()?;
-    let iss = claims
-        .raw_claims
-        .get("iss")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    Some(format!(
-        "{iss}\u{1f}{}\u{1f}{}",
-        claims.sub.as_deref().unwrap_or_default(),
-        claims.client_id.as_deref().unwrap_or_default()
-    ))
 }
 
 pub(super) fn finish(
