@@ -766,6 +766,42 @@ mod scopes {
     }
 
     #[tokio::test]
+    async fn an_audience_alias_is_accepted_besides_the_resource_not_instead()
+    -> Result<(), TestError> {
+        let key = SigningKey::rsa("rsa-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let iss = issuer.issuer();
+        let jwks = issuer.jwks(Duration::from_secs(60))?;
+        let server = protect(move |resource| {
+            let validator = JwtValidator::new(&iss, resource, jwks).also_audience("api://alias");
+            Ok(ResourceServer::new(resource, Arc::new(validator))?.audience("api://alias"))
+        })
+        .await?;
+        let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+            "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                       "io.modelcontextprotocol/clientCapabilities": {} } } });
+        let headers = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ];
+        let mut claims = server.claims(&issuer, "alice", "");
+        for (aud, accepted) in [
+            (json!(server.resource()), true),
+            (json!("api://alias"), true),
+            (json!("api://other"), false),
+        ] {
+            claims["aud"] = aud.clone();
+            let token = key.sign(&claims)?;
+            let status = server
+                .post_to("/mcp", Some(&token), &headers, &list)
+                .await?
+                .status();
+            assert_eq!(status == 200, accepted, "aud {aud}: {status}");
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_token_swapped_mid_session_changes_what_the_next_request_sees()
     -> Result<(), TestError> {
         let key = SigningKey::rsa("rsa-1")?;
