@@ -47,6 +47,9 @@ bash tests/conformance/run.sh 2>&1 | tee "$conformance_log" || true
 step "cargo doc (warnings denied)"
 cargo doc --workspace --no-deps --locked
 
+step "benchmarks compile (cargo bench --no-run), so they cannot rot"
+cargo bench --no-run --locked -p protocol-droid-bench
+
 # One closing line summing every test binary, so a reader (or CI) sees the
 # whole run at a glance.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinError, JoinHandle, JoinSet};
@@ -166,6 +166,59 @@ impl Drop for Outstanding {
     }
 }
 
+/// The input half of [`process_streams`].
+pub type ProcessInput = Box<dyn AsyncRead + Unpin + Send>;
+
+/// The output half of [`process_streams`].
+pub type ProcessOutput = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// This process's stdin and stdout, to [`serve`] on.
+///
+/// When both are pipes, which is how an MCP client starts a server, they
+/// are opened again through `/proc/self/fd` as non-blocking pipes that
+/// tokio's reactor drives. tokio's own `stdin()` and `stdout()` run every
+/// read, write and flush on a blocking thread, and that hand-off was most
+/// of a stdio round trip. The new open file descriptions keep `O_NONBLOCK`
+/// to themselves: file descriptors 0 and 1, and any child that inherits
+/// them, stay as they were. Anything else (a terminal, a file, a system
+/// without `/proc`) gets tokio's handles.
+///
+/// Must be called within a tokio runtime.
+#[must_use]
+pub fn process_streams() -> (ProcessInput, ProcessOutput) {
+    #[cfg(target_os = "linux")]
+    {
+        use tokio::net::unix::pipe;
+        // `OpenOptions` refuses anything that is not a FIFO.
+        let input = pipe::OpenOptions::new().open_receiver("/proc/self/fd/0");
+        let output = pipe::OpenOptions::new().open_sender("/proc/self/fd/1");
+        if let (Ok(input), Ok(output)) = (input, output) {
+            return (Box::new(input), Box::new(output));
+        }
+    }
+    (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+}
+
+/// Serves `server` on this process's stdin and stdout
+/// ([`process_streams`]) until stdin ends, as [`serve`] does.
+///
+/// The connection runs as a task of the runtime rather than on the thread
+/// that awaits this: a request spawned from a worker goes to that worker's
+/// own queue, where one spawned from a `block_on` thread is handed across
+/// threads and wakes a sleeping worker, on every request.
+///
+/// # Errors
+///
+/// As [`serve`]; a panic in the connection's task is reported as an error
+/// rather than propagated.
+pub async fn serve_process(server: Server, options: StdioOptions) -> std::io::Result<()> {
+    let (input, output) = process_streams();
+    match tokio::spawn(serve(server, input, output, options)).await {
+        Ok(served) => served,
+        Err(failed) => Err(std::io::Error::other(failed)),
+    }
+}
+
 /// Serves `server` on `input` and `output` until the input ends.
 ///
 /// # Errors
@@ -248,15 +301,56 @@ where
     read_error.map_or(Ok(()), Err)
 }
 
+/// How many bytes of frames the writer gathers into one write at most.
+const WRITE_BATCH: usize = 64 * 1024;
+
 async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Value>, mut output: W) {
+    let mut batch = Vec::with_capacity(8 * 1024);
     while let Some(value) = rx.recv().await {
-        let mut line = value.to_string().into_bytes();
-        line.push(b'\n');
-        if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+        batch.clear();
+        push_frame(&mut batch, &value);
+        // Frames already waiting go out in the same write and flush. A client
+        // pipelining requests gets its answers in bursts, and a write to
+        // stdout costs a hand-off to a blocking thread, so one write per
+        // burst rather than per frame is most of stdio's throughput. Nothing
+        // waits for more to arrive: a lone answer is written at once.
+        while batch.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(value) => push_frame(&mut batch, &value),
+                Err(_) => break,
+            }
+        }
+        if output.write_all(&batch).await.is_err() || output.flush().await.is_err() {
             tracing::debug!("output closed; dropping the rest");
             return;
         }
     }
+}
+
+/// Appends `value` and its newline to `batch`.
+fn push_frame(batch: &mut Vec<u8>, value: &Value) {
+    let start = batch.len();
+    // A `Value` always has string keys, so this does not fail; if it ever
+    // did, a half-written frame must not reach the client.
+    if serde_json::to_writer(&mut *batch, value).is_ok() {
+        batch.push(b'\n');
+    } else {
+        batch.truncate(start);
+        tracing::error!("a frame could not be serialised and was dropped");
+    }
+}
+
+/// A response as JSON, built from its parts: `Message::to_value` copies the
+/// result, and results are the bulk of what a server writes.
+fn response_value(id: &RequestId, outcome: Result<Value, ErrorObject>) -> Value {
+    let mut map = Map::with_capacity(3);
+    map.insert("jsonrpc".to_owned(), Value::from("2.0"));
+    map.insert("id".to_owned(), id.to_json());
+    match outcome {
+        Ok(result) => map.insert("result".to_owned(), result),
+        Err(error) => map.insert("error".to_owned(), error.to_json()),
+    };
+    Value::Object(map)
 }
 
 /// Tells a legacy session about changes to what is offered.
@@ -391,11 +485,7 @@ impl Reader {
                 }
             }
             if let Some(outcome) = outcome {
-                let response = Response {
-                    id: ResponseId::Id(id),
-                    outcome,
-                };
-                outbox.answer(Message::Response(response).to_value()).await;
+                outbox.answer(response_value(&id, outcome)).await;
             }
         });
         None

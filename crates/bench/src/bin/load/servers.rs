@@ -1,0 +1,169 @@
+//! Starting the measured servers, and reading their memory.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use tokio::process::{Child, Command};
+
+/// Which program answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// `droid serve`, the built-in fixture server.
+    Droid,
+    /// The rmcp echo server (`rmcp-echo`).
+    Rmcp,
+    /// hyper and `serde_json` with no MCP logic (`floor-echo`).
+    Floor,
+}
+
+impl Target {
+    /// The column heading.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Droid => "droid",
+            Self::Rmcp => "rmcp",
+            Self::Floor => "floor",
+        }
+    }
+}
+
+/// Where the measured programs are.
+#[derive(Debug)]
+pub(crate) struct Binaries {
+    /// The directory holding `droid`, `rmcp-echo` and `floor-echo`.
+    pub(crate) dir: PathBuf,
+}
+
+impl Binaries {
+    /// Checks that every program is there, so a missing build fails before
+    /// any measurement rather than halfway through.
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
+        for name in ["droid", "rmcp-echo", "floor-echo"] {
+            let path = self.dir.join(name);
+            if !path.is_file() {
+                bail!(
+                    "{} is missing: build it first (`cargo build --release -p droid -p protocol-droid-bench`)",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn command(&self, name: &str) -> Command {
+        let mut command = Command::new(self.dir.join(name));
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // A harness that fails midway leaves no server behind.
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Starts `target` on stdio, its pipes ours.
+    pub(crate) fn stdio(&self, target: Target) -> anyhow::Result<Child> {
+        let mut command = match target {
+            Target::Droid => {
+                let mut command = self.command("droid");
+                command.arg("serve");
+                command
+            }
+            Target::Rmcp => {
+                let mut command = self.command("rmcp-echo");
+                command.arg("stdio");
+                command
+            }
+            Target::Floor => bail!("the floor has no stdio server; the serde_json loop stands in"),
+        };
+        command.stdin(Stdio::piped()).stdout(Stdio::piped());
+        command.spawn().context("starting a stdio server")
+    }
+
+    /// Starts `target` on HTTP at `127.0.0.1:port`; `sessions` picks rmcp's
+    /// session mode, which the other two decide per request.
+    pub(crate) async fn http(
+        &self,
+        target: Target,
+        port: u16,
+        sessions: bool,
+    ) -> anyhow::Result<Child> {
+        let mut command = match target {
+            Target::Droid => {
+                let mut command = self.command("droid");
+                command
+                    .args(["serve", "--listen"])
+                    .arg(format!("127.0.0.1:{port}"));
+                command
+            }
+            Target::Rmcp => {
+                let mut command = self.command("rmcp-echo");
+                command
+                    .arg(if sessions { "http-sessions" } else { "http" })
+                    .arg(port.to_string());
+                command
+            }
+            Target::Floor => {
+                let mut command = self.command("floor-echo");
+                command.arg(port.to_string());
+                command
+            }
+        };
+        let child = command.spawn().context("starting an HTTP server")?;
+        wait_for_port(port).await?;
+        Ok(child)
+    }
+}
+
+/// A port free on 127.0.0.1 a moment ago.
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+async fn wait_for_port(port: u16) -> anyhow::Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(20) {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bail!("no server listening on 127.0.0.1:{port} after 20 s")
+}
+
+/// The resident set of a process, now and at its peak, in KiB.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Memory {
+    /// `VmRSS`.
+    pub(crate) resident_kib: u64,
+    /// `VmHWM`: the most the process has held resident.
+    pub(crate) peak_kib: u64,
+}
+
+/// Reads `/proc/PID/status`.
+pub(crate) fn memory(child: &Child) -> anyhow::Result<Memory> {
+    let pid = child.id().context("the server has exited")?;
+    let status = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status"))
+        .context("reading /proc/PID/status")?;
+    let field = |name: &str| -> anyhow::Result<u64> {
+        let line = status
+            .lines()
+            .find(|line| line.starts_with(name))
+            .with_context(|| format!("{name} missing from /proc/PID/status"))?;
+        let kib = line
+            .split_whitespace()
+            .nth(1)
+            .with_context(|| format!("{name} has no value"))?;
+        Ok(kib.parse()?)
+    };
+    Ok(Memory {
+        resident_kib: field("VmRSS:")?,
+        peak_kib: field("VmHWM:")?,
+    })
+}
