@@ -831,6 +831,21 @@ async def test_get_input_required_result_prompt(conn):
         ("user", "text", f"Prompt with user context: {ANSWERS['elicitString']}")]
 
 
+async def test_tools_beyond_the_conformance_fixture(conn):
+    """`droid serve`'s own tools: the benchmark pair, a destructive one and a slow one."""
+    _, client, _ = conn
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    for name in ("echo", "add", "delete_note", "sleep"):
+        if name not in tools:
+            pytest.skip(f"the server under test has no {name} tool")
+    assert only_text(await client.call_tool("echo", {"text": "héllo"})) == "héllo"
+    assert only_text(await client.call_tool("add", {"a": 2, "b": 3.5})) == "5.5"
+    annotations = tools["delete_note"].annotations
+    assert annotations is not None and annotations.destructive_hint is True
+    assert only_text(await client.call_tool("delete_note", {"id": "7"})) == "Deleted note 7."
+    assert only_text(await client.call_tool("sleep", {"ms": 1})) == "Slept 1 ms."
+
+
 async def test_every_listed_tool_was_called(conn):
     """Runs last for each mode (module-scoped parametrized fixture): every tool tools/list returned was called."""
     _, client, rec = conn

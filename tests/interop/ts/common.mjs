@@ -247,6 +247,20 @@ export function assertToolList(tools, era) {
     for (const t of tools) assert.match(t.name, /^[A-Za-z0-9_./-]{1,64}$/, `invalid tool name ${t.name}`);
 }
 
+/** `droid serve`'s tools beyond the conformance fixture; `listed` is the tools/list result. */
+export async function assertExtraTools(client, listed) {
+    const byName = Object.fromEntries(listed.map(t => [t.name, t]));
+    for (const name of ['echo', 'add', 'delete_note', 'sleep']) {
+        if (!byName[name]) return `the server under test has no ${name} tool`;
+    }
+    assert.equal(onlyText(await client.callTool({ name: 'echo', arguments: { text: 'héllo' } })), 'héllo');
+    assert.equal(onlyText(await client.callTool({ name: 'add', arguments: { a: 2, b: 3.5 } })), '5.5');
+    assert.equal(byName.delete_note.annotations?.destructiveHint, true);
+    assert.equal(onlyText(await client.callTool({ name: 'delete_note', arguments: { id: '7' } })), 'Deleted note 7.');
+    assert.equal(onlyText(await client.callTool({ name: 'sleep', arguments: { ms: 1 } })), 'Slept 1 ms.');
+    return null;
+}
+
 export function assertSimpleText(r) {
     assert.notEqual(r.isError, true);
     assert.deepEqual(r.content.map(textOf), [FIXTURE.texts.simple]);

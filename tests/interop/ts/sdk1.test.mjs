@@ -381,6 +381,11 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.deepEqual(r.messages.map(m => [m.role, F.textOf(m.content)]), [['user', `Prompt with user context: ${F.FIXTURE.client.elicitString}`]]);
     });
 
+    it('the tools beyond the conformance fixture', async (t) => {
+        const skipped = await F.assertExtraTools(client, (await client.listTools()).tools);
+        if (skipped) t.skip(skipped);
+    });
+
     it('every tool tools/list returned was called', () => {
         const called = new Set(wire.sent.filter(m => m.method === 'tools/call').map(m => m.params.name));
         F.assertCoversAll(listedTools, called);

@@ -394,6 +394,11 @@ describe(`TS SDK 2.x client, pinned ${REVISION}, transport ${F.TRANSPORT}`, () =
         assert.ok(gets[1].params.inputResponses?.user_context, 'retry carries inputResponses.user_context');
     });
 
+    it('the tools beyond the conformance fixture', async (t) => {
+        const skipped = await F.assertExtraTools(client, (await client.listTools()).tools);
+        if (skipped) t.skip(skipped);
+    });
+
     it('every tool tools/list returned was called', () => {
         const called = new Set(wire.sent.filter(m => m.method === 'tools/call').map(m => m.params.name));
         F.assertCoversAll(listedTools, called);
