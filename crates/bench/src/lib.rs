@@ -54,11 +54,17 @@ pub fn initialized_notification() -> Value {
 /// Written by hand rather than through `serde_json`, so that making the
 /// request costs the load generator next to nothing.
 pub fn write_echo_call(id: u64, out: &mut Vec<u8>) {
+    write_named_echo_call(id, "echo", out);
+}
+
+/// As [`write_echo_call`], for an echo tool called `tool` (a gateway names
+/// it `fixture/echo`).
+pub fn write_named_echo_call(id: u64, tool: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id.to_string().as_bytes());
-    out.extend_from_slice(
-        br#","method":"tools/call","params":{"name":"echo","arguments":{"text":""#,
-    );
+    out.extend_from_slice(br#","method":"tools/call","params":{"name":""#);
+    out.extend_from_slice(tool.as_bytes());
+    out.extend_from_slice(br#"","arguments":{"text":""#);
     out.extend_from_slice(ECHO_TEXT.as_bytes());
     out.extend_from_slice(br#""}}}"#);
 }

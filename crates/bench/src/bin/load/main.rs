@@ -76,7 +76,7 @@ impl Scenario {
     /// (the `serde_json` loop is its floor).
     const fn targets(self) -> &'static [Target] {
         match self {
-            Self::Stdio(_) => &[Target::Droid, Target::Rmcp],
+            Self::Stdio(_) => &[Target::Droid, Target::Rmcp, Target::Gateway],
             Self::Http(..) => &[Target::Droid, Target::Rmcp, Target::Floor],
         }
     }
@@ -334,7 +334,51 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
         "| serde_json alone, one thread | request/reply pairs per s | — | — | {} | — |",
         cell(Spread::of(&results.floor_pairs), 0),
     );
+    gateway_table(results, &mut out);
     out
+}
+
+/// The gateway's cost per call: `droid gateway` in front of `droid serve`,
+/// against `droid serve` alone, on the same workloads.
+fn gateway_table(results: &Results, out: &mut String) {
+    let spread = |index: usize, target: Target, figure: fn(&Sample) -> f64| {
+        let values: Vec<f64> = results
+            .samples
+            .iter()
+            .filter(|(i, t, _)| *i == index && *t == target)
+            .map(|(_, _, s)| figure(s))
+            .collect();
+        Spread::of(&values)
+    };
+    out.push_str("\n| gateway overhead | figure | direct (`droid serve`) | via `droid gateway` | gateway ÷ direct |\n");
+    out.push_str("|---|---|---:|---:|---:|\n");
+    type Figure = (&'static str, fn(&Sample) -> f64);
+    let figures: [Figure; 3] = [
+        ("calls/s", |s| s.per_second),
+        ("p50 µs", |s| s.p50_us),
+        ("p99 µs", |s| s.p99_us),
+    ];
+    for (index, scenario) in Scenario::ALL.into_iter().enumerate() {
+        if !scenario.targets().contains(&Target::Gateway) {
+            continue;
+        }
+        for (row, (name, figure)) in figures.iter().enumerate() {
+            let title = if row == 0 {
+                scenario.title()
+            } else {
+                String::new()
+            };
+            let direct = spread(index, Target::Droid, *figure);
+            let gateway = spread(index, Target::Gateway, *figure);
+            let _ = writeln!(
+                out,
+                "| {title} | {name} | {} | {} | {} |",
+                cell(direct, 0),
+                cell(gateway, 0),
+                ratio(gateway, direct),
+            );
+        }
+    }
 }
 
 fn cell(spread: Option<Spread>, decimals: usize) -> String {

@@ -16,6 +16,10 @@ pub(crate) enum Target {
     Rmcp,
     /// hyper and `serde_json` with no MCP logic (`floor-echo`).
     Floor,
+    /// `droid gateway` on its embedded default: the same `droid serve` behind
+    /// the gateway, so the difference to [`Self::Droid`] is the gateway's
+    /// cost per call.
+    Gateway,
 }
 
 impl Target {
@@ -25,6 +29,7 @@ impl Target {
             Self::Droid => "droid",
             Self::Rmcp => "rmcp",
             Self::Floor => "floor",
+            Self::Gateway => "gateway",
         }
     }
 }
@@ -77,6 +82,11 @@ impl Binaries {
                 command
             }
             Target::Floor => bail!("the floor has no stdio server; the serde_json loop stands in"),
+            Target::Gateway => {
+                let mut command = self.command("droid");
+                command.arg("gateway");
+                command
+            }
         };
         command.stdin(Stdio::piped()).stdout(Stdio::piped());
         command.spawn().context("starting a stdio server")
@@ -110,6 +120,7 @@ impl Binaries {
                 command.arg(port.to_string());
                 command
             }
+            Target::Gateway => bail!("the gateway is measured on stdio only"),
         };
         let child = command.spawn().context("starting an HTTP server")?;
         wait_for_port(port).await?;

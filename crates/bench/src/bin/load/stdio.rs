@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use protocol_droid_bench::{initialize_request, initialized_notification, write_echo_call};
+use protocol_droid_bench::{initialize_request, initialized_notification, write_named_echo_call};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
@@ -29,6 +29,8 @@ struct Peer {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next_id: u64,
+    /// The echo tool's name at this server.
+    tool: &'static str,
 }
 
 /// Measures `target` with `in_flight` calls outstanding at all times.
@@ -82,6 +84,11 @@ async fn start(binaries: &Binaries, target: Target) -> anyhow::Result<Peer> {
         stdin,
         stdout,
         next_id: 1,
+        tool: if target == Target::Gateway {
+            "fixture/echo"
+        } else {
+            "echo"
+        },
     })
 }
 
@@ -99,6 +106,7 @@ async fn phase(
     let started = Instant::now();
     let deadline = started + duration;
     let first_id = peer.next_id;
+    let tool = peer.tool;
 
     // Writer and reader run in this one task (`join!`), so they share state
     // through cells without locks; the only points where either waits are
@@ -120,7 +128,7 @@ async fn phase(
             if stop.get() {
                 break;
             }
-            write_echo_call(id, &mut buffer);
+            write_named_echo_call(id, tool, &mut buffer);
             buffer.push(b'\n');
             pending.borrow_mut().insert(id, Instant::now());
             id += 1;
