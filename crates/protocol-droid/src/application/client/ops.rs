@@ -124,15 +124,13 @@ impl Client {
             fresh: true,
             ..RequestOptions::default()
         };
-        let mut cursor = None;
-        for _ in 0..MAX_PAGES {
-            let page = self.list_tools_with(cursor.as_deref(), &fresh).await?.value;
-            match page.next_cursor {
-                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
-                _ => return Ok(()),
-            }
-        }
-        Err(too_many_pages("tools/list"))
+        let fresh = &fresh;
+        all_pages("tools/list", |cursor| async move {
+            let page = self.list_tools_with(cursor.as_deref(), fresh).await?.value;
+            Ok((page.tools, page.next_cursor))
+        })
+        .await
+        .map(drop)
     }
 
     /// Every tool, following cursors.
@@ -141,17 +139,11 @@ impl Client {
     ///
     /// [`ClientError`] as for any request, or when the pages never end.
     pub async fn list_all_tools(&self) -> Result<Vec<Tool>, ClientError> {
-        let mut all = Vec::new();
-        let mut cursor = None;
-        for _ in 0..MAX_PAGES {
+        all_pages("tools/list", |cursor| async move {
             let page = self.list_tools(cursor.as_deref()).await?.value;
-            all.extend(page.tools);
-            match page.next_cursor {
-                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
-                _ => return Ok(all),
-            }
-        }
-        Err(too_many_pages("tools/list"))
+            Ok((page.tools, page.next_cursor))
+        })
+        .await
     }
 
     /// Calls a tool, driving any input rounds through the handler.
@@ -198,17 +190,11 @@ impl Client {
     ///
     /// As [`Self::list_all_tools`].
     pub async fn list_all_resources(&self) -> Result<Vec<Resource>, ClientError> {
-        let mut all = Vec::new();
-        let mut cursor = None;
-        for _ in 0..MAX_PAGES {
+        all_pages("resources/list", |cursor| async move {
             let page = self.list_resources(cursor.as_deref()).await?.value;
-            all.extend(page.resources);
-            match page.next_cursor {
-                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
-                _ => return Ok(all),
-            }
-        }
-        Err(too_many_pages("resources/list"))
+            Ok((page.resources, page.next_cursor))
+        })
+        .await
     }
 
     /// One page of `resources/templates/list`.
@@ -234,17 +220,11 @@ impl Client {
     ///
     /// As [`Self::list_all_tools`].
     pub async fn list_all_resource_templates(&self) -> Result<Vec<ResourceTemplate>, ClientError> {
-        let mut all = Vec::new();
-        let mut cursor = None;
-        for _ in 0..MAX_PAGES {
+        all_pages("resources/templates/list", |cursor| async move {
             let page = self.list_resource_templates(cursor.as_deref()).await?.value;
-            all.extend(page.resource_templates);
-            match page.next_cursor {
-                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
-                _ => return Ok(all),
-            }
-        }
-        Err(too_many_pages("resources/templates/list"))
+            Ok((page.resource_templates, page.next_cursor))
+        })
+        .await
     }
 
     /// Reads a resource.
@@ -315,17 +295,11 @@ impl Client {
     ///
     /// As [`Self::list_all_tools`].
     pub async fn list_all_prompts(&self) -> Result<Vec<Prompt>, ClientError> {
-        let mut all = Vec::new();
-        let mut cursor = None;
-        for _ in 0..MAX_PAGES {
+        all_pages("prompts/list", |cursor| async move {
             let page = self.list_prompts(cursor.as_deref()).await?.value;
-            all.extend(page.prompts);
-            match page.next_cursor {
-                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
-                _ => return Ok(all),
-            }
-        }
-        Err(too_many_pages("prompts/list"))
+            Ok((page.prompts, page.next_cursor))
+        })
+        .await
     }
 
     /// Gets a prompt with its arguments.
@@ -397,6 +371,27 @@ impl Client {
         .await
         .map(|_| ())
     }
+}
+
+/// Every item of a paginated list: pages are fetched from the first until
+/// one names no further cursor (or names the one it was fetched with), at
+/// most [`MAX_PAGES`] of them.
+async fn all_pages<T, F, Fut>(method: &str, mut page: F) -> Result<Vec<T>, ClientError>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>), ClientError>>,
+{
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let (items, next) = page(cursor.clone()).await?;
+        all.extend(items);
+        match next {
+            Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
+            _ => return Ok(all),
+        }
+    }
+    Err(too_many_pages(method))
 }
 
 fn too_many_pages(method: &str) -> ClientError {

@@ -307,7 +307,10 @@ impl OAuthClient {
     ///         })
     ///     }
     /// }
-    /// # async fn open_and_wait(_: &Url) -> Result<Url, AuthError> { unimplemented!() }
+    /// # // Stands in for opening a browser and waiting for its redirect.
+    /// # async fn open_and_wait(url: &Url) -> Result<Url, AuthError> {
+    /// #     Err(AuthError::Refused(format!("no browser to open {url}")))
+    /// # }
     ///
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let client = OAuthClient::builder(
