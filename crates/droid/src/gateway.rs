@@ -29,8 +29,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
-use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, Trust};
@@ -236,49 +234,7 @@ pub(crate) fn run(
                 "{unverified} tool(s) are unverified and hidden until approved (see --print-digests)"
             );
         }
-        let server = gateway.server().clone();
-        match listen.or_else(|| config.listen.clone()) {
-            None if auth.enabled() => {
-                bail!("authorization needs --listen: stdio carries no bearer tokens")
-            }
-            None => stdio::serve(
-                server,
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-                StdioOptions::default(),
-            )
-            .await
-            .context("serving stdio"),
-            Some(addr) => {
-                crate::auth::check_listen(auth, &addr)?;
-                let listener = tokio::net::TcpListener::bind(&addr)
-                    .await
-                    .with_context(|| format!("binding {addr}"))?;
-                let bound = listener.local_addr().context("reading the bound address")?;
-                tracing::warn!(target: "droid", "listening on http://{bound}/mcp (HTTP+SSE at /sse)");
-                let shutdown = async {
-                    let _signal = tokio::signal::ctrl_c().await;
-                };
-                let mut options = HttpOptions {
-                    idle_timeout: idle,
-                    ..HttpOptions::default()
-                };
-                if let Some(resource_server) = crate::auth::resource_server(auth, bound)? {
-                    if let Some(host) = resource_server.host() {
-                        options.hosts = options.hosts.allowing(host);
-                    }
-                    tracing::warn!(
-                        target: "droid",
-                        "authorization on: metadata at {}",
-                        resource_server.metadata_url()
-                    );
-                    options.auth = Some(resource_server);
-                }
-                HttpServer::new(server, options)
-                    .serve(listener, shutdown)
-                    .await
-                    .context("serving HTTP")
-            }
-        }
+        let listen = listen.or_else(|| config.listen.clone());
+        crate::serve_on(gateway.server().clone(), listen, idle, auth).await
     })
 }

@@ -226,46 +226,58 @@ fn serve(
                 "--auth-scope names {tool:?}, which the server does not offer"
             );
         }
-        let Some(addr) = listen else {
-            anyhow::ensure!(
-                !auth.enabled(),
-                "authorization needs --listen: stdio carries no bearer tokens"
-            );
-            return stdio::serve_process(server, StdioOptions::default())
-                .await
-                .context("serving stdio");
-        };
-        auth::check_listen(auth, &addr)?;
-        let listener = tokio::net::TcpListener::bind(&addr)
-            .await
-            .with_context(|| format!("binding {addr}"))?;
-        let bound = listener.local_addr().context("reading the bound address")?;
-        // Scripts read this line to learn the port when `:0` picked one.
-        tracing::warn!(target: "droid", "listening on http://{bound}/mcp (HTTP+SSE at /sse)");
-        let shutdown = async {
-            let _signal = tokio::signal::ctrl_c().await;
-        };
-        let mut options = HttpOptions {
-            idle_timeout: idle,
-            ..HttpOptions::default()
-        };
-        if let Some(resource_server) = auth::resource_server(auth, bound)? {
-            // A resource named by a public host name is reached by that name.
-            if let Some(host) = resource_server.host() {
-                options.hosts = options.hosts.allowing(host);
-            }
-            tracing::warn!(
-                target: "droid",
-                "authorization on: metadata at {}",
-                resource_server.metadata_url()
-            );
-            options.auth = Some(resource_server);
-        }
-        HttpServer::new(server, options)
-            .serve(listener, shutdown)
-            .await
-            .context("serving HTTP")
+        serve_on(server, listen, idle, auth).await
     })
+}
+
+/// Serves `server` on stdio, or on Streamable HTTP (and HTTP+SSE) at
+/// `listen`, with the authorization `auth` describes: what `droid serve` and
+/// `droid gateway` share.
+pub(crate) async fn serve_on(
+    server: protocol_droid::application::server::Server,
+    listen: Option<String>,
+    idle: Duration,
+    auth: &AuthArgs,
+) -> anyhow::Result<()> {
+    let Some(addr) = listen else {
+        anyhow::ensure!(
+            !auth.enabled(),
+            "authorization needs --listen: stdio carries no bearer tokens"
+        );
+        return stdio::serve_process(server, StdioOptions::default())
+            .await
+            .context("serving stdio");
+    };
+    auth::check_listen(auth, &addr)?;
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let bound = listener.local_addr().context("reading the bound address")?;
+    // Scripts read this line to learn the port when `:0` picked one.
+    tracing::warn!(target: "droid", "listening on http://{bound}/mcp (HTTP+SSE at /sse)");
+    let shutdown = async {
+        let _signal = tokio::signal::ctrl_c().await;
+    };
+    let mut options = HttpOptions {
+        idle_timeout: idle,
+        ..HttpOptions::default()
+    };
+    if let Some(resource_server) = auth::resource_server(auth, bound)? {
+        // A resource named by a public host name is reached by that name.
+        if let Some(host) = resource_server.host() {
+            options.hosts = options.hosts.allowing(host);
+        }
+        tracing::warn!(
+            target: "droid",
+            "authorization on: metadata at {}",
+            resource_server.metadata_url()
+        );
+        options.auth = Some(resource_server);
+    }
+    HttpServer::new(server, options)
+        .serve(listener, shutdown)
+        .await
+        .context("serving HTTP")
 }
 
 fn offered(revisions: &[String]) -> anyhow::Result<Vec<ProtocolVersion>> {

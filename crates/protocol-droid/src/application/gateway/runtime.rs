@@ -108,12 +108,6 @@ impl State {
     /// The session's set, built on first use and rebuilt (carrying what
     /// still matches) when the catalog moved on.
     fn session_set(&mut self, session: SessionId, disclosure: Disclosure) -> &SessionToolSet {
-        let fresh = |catalog: &ToolCatalog| match disclosure {
-            Disclosure::Default => SessionToolSet::default_core_for_catalog(session, catalog),
-            Disclosure::Progressive => {
-                SessionToolSet::progressive_core_for_catalog(session, catalog)
-            }
-        };
         let stale = self
             .sessions
             .get(&session)
@@ -133,14 +127,14 @@ impl State {
                             self.lost.remove(&old);
                         }
                     }
-                    fresh(&self.catalog)
+                    fresh_set(session, &self.catalog, disclosure)
                 }
             };
             self.sessions.insert(session, next);
         }
         self.sessions
             .entry(session)
-            .or_insert_with(|| fresh(&self.catalog))
+            .or_insert_with(|| fresh_set(session, &self.catalog, disclosure))
     }
 
     fn remember_lost(&mut self, session: SessionId, dropped: &[DroppedActivation]) {
@@ -175,14 +169,7 @@ impl State {
         if peer.is_lasting() {
             return self.session_set(peer.session(), disclosure).clone();
         }
-        match disclosure {
-            Disclosure::Default => {
-                SessionToolSet::default_core_for_catalog(peer.session(), &self.catalog)
-            }
-            Disclosure::Progressive => {
-                SessionToolSet::progressive_core_for_catalog(peer.session(), &self.catalog)
-            }
-        }
+        fresh_set(peer.session(), &self.catalog, disclosure)
     }
 
     /// What the server may do with `id` for `peer`.
@@ -202,6 +189,14 @@ impl State {
             self.drift.pop_front();
         }
         self.drift.push_back(report);
+    }
+}
+
+/// A new set for `session`: the core `disclosure` gives, no activations.
+fn fresh_set(session: SessionId, catalog: &ToolCatalog, disclosure: Disclosure) -> SessionToolSet {
+    match disclosure {
+        Disclosure::Default => SessionToolSet::default_core_for_catalog(session, catalog),
+        Disclosure::Progressive => SessionToolSet::progressive_core_for_catalog(session, catalog),
     }
 }
 
