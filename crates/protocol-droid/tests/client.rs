@@ -2,7 +2,8 @@
 //! clear error or be survived, never a hang, a panic or a lost message.
 //!
 //! The misbehaving server is `tests/fixtures/bad_server.py`, run as a real
-//! child process over stdio, one mode per test.
+//! child process over stdio, one mode per test; the HTTP cases use a small
+//! loopback server written for the one behaviour they exercise.
 
 // Indexing a `serde_json::Value` yields `Null` for a missing member and never
 // panics, which is what reading replies wants.
@@ -238,5 +239,106 @@ async fn a_child_server_starts_in_the_directory_it_is_given() -> Result<(), Test
         .to_owned();
     assert_eq!(PathBuf::from(reported).canonicalize()?, dir.canonicalize()?);
     std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// A legacy-era HTTP server that, like servers which answer on whichever
+/// stream is open, is slow to answer the GET: `tools/call` reports whether the
+/// GET stream was established when the call arrived.
+mod slow_listen {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use axum::body::{Body, Bytes};
+    use axum::extract::State;
+    use axum::http::{StatusCode, header};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+    use futures_util::StreamExt as _;
+    use serde_json::{Value, json};
+
+    /// How long the GET waits before its headers; long enough that a client
+    /// which does not wait for them sends its next request first.
+    const GET_DELAY: Duration = Duration::from_millis(300);
+
+    #[derive(Clone, Default)]
+    pub(crate) struct Seen {
+        listening: Arc<AtomicBool>,
+    }
+
+    fn json_reply(body: &Value) -> Response {
+        (
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::HeaderName::from_static("mcp-session-id"), "s1"),
+            ],
+            body.to_string(),
+        )
+            .into_response()
+    }
+
+    async fn on_post(State(seen): State<Seen>, body: Bytes) -> Response {
+        let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let id = message["id"].clone();
+        match message["method"].as_str() {
+            Some("initialize") => json_reply(&json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "slow-listen", "version": "0"}}})),
+            Some("tools/call") => {
+                let listening = seen.listening.load(Ordering::SeqCst);
+                json_reply(&json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "content": [{"type": "text", "text": listening.to_string()}]}}))
+            }
+            _ if id.is_null() => StatusCode::ACCEPTED.into_response(),
+            _ => json_reply(&json!({"jsonrpc": "2.0", "id": id, "result": {}})),
+        }
+    }
+
+    async fn on_get(State(seen): State<Seen>) -> Response {
+        tokio::time::sleep(GET_DELAY).await;
+        seen.listening.store(true, Ordering::SeqCst);
+        // A priming event, then a stream that stays open.
+        let events = futures_util::stream::iter([Ok::<_, Infallible>(Bytes::from_static(
+            b"id: e1\nretry: 500\ndata: \n\n",
+        ))])
+        .chain(futures_util::stream::pending());
+        (
+            [(header::CONTENT_TYPE, "text/event-stream")],
+            Body::from_stream(events),
+        )
+            .into_response()
+    }
+
+    pub(crate) async fn start() -> std::io::Result<(String, Seen)> {
+        let seen = Seen::default();
+        let app = axum::Router::new()
+            .route("/mcp", post(on_post).get(on_get))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok((format!("http://{address}/mcp"), seen))
+    }
+}
+
+#[tokio::test]
+async fn the_get_stream_is_open_before_the_first_request_after_initialize() -> Result<(), TestError>
+{
+    let (url, _) = slow_listen::start().await?;
+    let mut options = ConnectOptions::default();
+    options.client.revisions = vec![protocol_droid::domain::ProtocolVersion::V2025_11_25];
+    let target = Target::Url(url.parse()?);
+    let client = tokio::time::timeout(GUARD, connect(&target, options)).await??;
+    let reply = call(&client, &RequestOptions::default()).await?;
+    assert_eq!(
+        reply["content"][0]["text"], "true",
+        "the call overtook the GET stream: {reply}"
+    );
+    client.close().await;
     Ok(())
 }

@@ -404,42 +404,49 @@ impl Shared {
         false
     }
 
-    /// The standalone GET stream of a legacy session, reopened when it ends
-    /// while the session lives.
-    async fn listen(self: Arc<Self>) {
+    /// Opens the standalone GET stream of a legacy session. `None` when the
+    /// server offers no such stream (`405`) or refused it.
+    async fn open_listen(&self, cursor: &Cursor) -> Result<Option<Response>, LinkError> {
+        let mut extra = HeaderMap::new();
+        extra.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        if let Some(value) = cursor
+            .last_event_id
+            .as_deref()
+            .and_then(|l| HeaderValue::from_str(l).ok())
+        {
+            extra.insert("last-event-id", value);
+        }
+        let response = self.exchange(Method::GET, &extra, None).await?;
+        if response.status().is_success() && is_event_stream(&response) {
+            return Ok(Some(response));
+        }
+        if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+            tracing::debug!(status = %response.status(), "the GET stream was refused");
+        }
+        Ok(None)
+    }
+
+    /// Reads the standalone GET stream, reopening it when it ends while the
+    /// session lives. `first` is the stream already opened, if any.
+    async fn listen(self: Arc<Self>, first: Option<Response>) {
         let mut cursor = Cursor::default();
+        let mut next = first;
         let mut failures = 0_u32;
         while failures < MAX_RESUMES {
-            let mut extra = HeaderMap::new();
-            extra.insert(
-                header::ACCEPT,
-                HeaderValue::from_static("text/event-stream"),
-            );
-            if let Some(value) = cursor
-                .last_event_id
-                .as_deref()
-                .and_then(|l| HeaderValue::from_str(l).ok())
-            {
-                extra.insert("last-event-id", value);
-            }
-            let response = match self.exchange(Method::GET, &extra, None).await {
-                Ok(response) => response,
-                Err(error) => {
-                    tracing::debug!(%error, "the GET stream could not be opened");
-                    failures += 1;
-                    tokio::time::sleep(cursor.retry).await;
-                    continue;
-                }
+            let response = match next.take() {
+                Some(response) => response,
+                None => match self.open_listen(&cursor).await {
+                    Ok(Some(response)) => response,
+                    Ok(None) | Err(_) => {
+                        failures += 1;
+                        tokio::time::sleep(cursor.retry).await;
+                        continue;
+                    }
+                },
             };
-            if response.status() == StatusCode::METHOD_NOT_ALLOWED {
-                // The server offers no such stream; that is allowed.
-                return;
-            }
-            if !response.status().is_success() || !is_event_stream(&response) {
-                failures += 1;
-                tokio::time::sleep(cursor.retry).await;
-                continue;
-            }
             failures = 0;
             self.pump(response, None, &mut cursor).await;
             if self.inbound.is_closed() {
@@ -636,7 +643,25 @@ impl Link for StreamableHttp {
             if !self.shared.options.listen || self.shared.state().session.is_none() {
                 return;
             }
-            let task = tokio::spawn(Arc::clone(&self.shared).listen());
+            // The stream is established before this returns, so a request sent
+            // next cannot overtake it: a server that answers on whichever
+            // stream is open would otherwise race the two.
+            let cursor = Cursor::default();
+            let opening = self.shared.open_listen(&cursor);
+            let first = match tokio::time::timeout(ACK_TIMEOUT, opening).await {
+                Ok(Ok(Some(response))) => Some(response),
+                Ok(Ok(None)) => return,
+                Ok(Err(error)) => {
+                    // Transient, perhaps: the listener retries on its own.
+                    tracing::debug!(%error, "the GET stream could not be opened");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!("the GET stream sent no headers in time");
+                    return;
+                }
+            };
+            let task = tokio::spawn(Arc::clone(&self.shared).listen(first));
             if let Some(old) = self
                 .listener
                 .lock()
