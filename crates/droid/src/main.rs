@@ -5,6 +5,7 @@
 
 mod acp;
 mod auth;
+mod bridge;
 mod call;
 mod fixture;
 mod gateway;
@@ -50,6 +51,14 @@ enum Command {
         #[command(flatten)]
         auth: Box<AuthArgs>,
     },
+    /// Put any MCP client in front of any MCP server, whatever revision and
+    /// transport each speaks.
+    ///
+    /// `droid bridge [--listen HOST:PORT] (--upstream URL | -- COMMAND
+    /// [ARGS...])`. What the client's revision cannot express of the
+    /// server's is refused (`--degrade strict`, the default) or downgraded
+    /// (`--degrade permissive`), and every downgrade is logged.
+    Bridge(Box<bridge::BridgeArgs>),
     /// Send one request to an MCP server and print the answer.
     ///
     /// `droid call URL METHOD [JSON_PARAMS]`, or, for a server started as a
@@ -152,6 +161,7 @@ fn main() -> anyhow::Result<()> {
             session_idle,
             auth,
         } => serve(listen, &revisions, Duration::from_secs(session_idle), &auth),
+        Command::Bridge(args) => bridge::run(&args),
         Command::Call {
             positional,
             command,
@@ -280,7 +290,7 @@ pub(crate) async fn serve_on(
         .context("serving HTTP")
 }
 
-fn offered(revisions: &[String]) -> anyhow::Result<Vec<ProtocolVersion>> {
+pub(crate) fn offered(revisions: &[String]) -> anyhow::Result<Vec<ProtocolVersion>> {
     if revisions.is_empty() {
         return Ok(ProtocolVersion::ALL.to_vec());
     }

@@ -1,11 +1,31 @@
-//! Connecting a client and a server that speak different revisions.
+//! Connecting a client and a server that speak different revisions, or
+//! different transports.
 //!
-//! The bridge is a full server toward its client and a full client toward its
-//! server, and translates only where the two revisions disagree. The first
-//! such place is a tool result: [`Translator`] decides, per reply, whether the
-//! client can read what the server said, and rewrites it only when a
-//! [`DegradePolicy`](crate::domain::DegradePolicy) authorises the loss.
+//! The bridge is a full server toward its client and a full client toward
+//! its server; it terminates negotiation on both legs and translates only
+//! where the two revisions disagree.
+//!
+//! - [`Translator`] decides, per tool result, whether the client can read
+//!   what the server said, and rewrites it only when a
+//!   [`DegradePolicy`](crate::domain::DegradePolicy) authorises the loss.
+//! - `lower`: the same decision for everything else a reply carries
+//!   (definitions, prompt messages, resource contents) and for the
+//!   questions a server asks the client.
+//! - `upstream`: the connections to the server, one per legacy session, and
+//!   where the server's own requests and notifications go.
+//! - `exchange`: one request carried across input rounds, including the
+//!   multi round-trip synthesis in front of a legacy server.
+//! - [`Bridge`]: the [`Forward`](crate::application::server::Forward) a
+//!   server serves through.
 
 mod content;
+mod exchange;
+mod lower;
+mod runtime;
+mod upstream;
 
 pub use content::{ToolResultCodec, Translated, Translator};
+pub use exchange::MAX_PARKED;
+pub use lower::feature_named;
+pub use runtime::{Bridge, BridgeOptions, MAX_REPORTS, REPORT_META, Report};
+pub use upstream::Connector;

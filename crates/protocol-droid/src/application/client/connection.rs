@@ -480,19 +480,17 @@ impl Client {
                 meta::PROTOCOL_VERSION.to_owned(),
                 Value::from(version.as_str()),
             );
-            meta.insert(
-                meta::CLIENT_CAPABILITIES.to_owned(),
-                serde_json::to_value(self.capabilities()).unwrap_or_else(|_| json!({})),
-            );
-            meta.insert(
-                meta::CLIENT_INFO.to_owned(),
-                serde_json::to_value(&self.inner.options.client_info).unwrap_or_else(|_| json!({})),
-            );
+            // What the caller put in `_meta` itself stands: a bridge speaks
+            // for its own client's capabilities, identity and log level.
+            meta.entry(meta::CLIENT_CAPABILITIES).or_insert_with(|| {
+                serde_json::to_value(self.capabilities()).unwrap_or_else(|_| json!({}))
+            });
+            meta.entry(meta::CLIENT_INFO).or_insert_with(|| {
+                serde_json::to_value(&self.inner.options.client_info).unwrap_or_else(|_| json!({}))
+            });
             if let Some(level) = self.inner.options.log_level {
-                meta.insert(
-                    meta::LOG_LEVEL.to_owned(),
-                    serde_json::to_value(level).unwrap_or(Value::Null),
-                );
+                meta.entry(meta::LOG_LEVEL)
+                    .or_insert_with(|| serde_json::to_value(level).unwrap_or(Value::Null));
             }
         }
         params.insert("_meta".to_owned(), Value::Object(meta));

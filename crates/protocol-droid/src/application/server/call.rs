@@ -20,6 +20,29 @@ use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification};
 use crate::domain::{Era, LoggingLevel, SessionId};
 
+/// The `_meta` key under which a legacy server-to-client request names the
+/// input key the same question has in 2026-07-28.
+///
+/// A legacy request has no key of its own; naming it lets a bridge in front
+/// of this server ask a 2026-07-28 client under the key the server would
+/// have used itself, so the question reads the same through the bridge as
+/// from the server directly. Any other client ignores it.
+pub const INPUT_KEY_META: &str = "protocol-droid/inputKey";
+
+/// `params` with `key` named in their `_meta`.
+fn with_input_key(params: Value, key: &str) -> Value {
+    let Value::Object(mut params) = params else {
+        return params;
+    };
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(JsonObject::new()));
+    if let Value::Object(meta) = meta {
+        meta.insert(INPUT_KEY_META.to_owned(), json!(key));
+    }
+    Value::Object(params)
+}
+
 /// Why a handler did not produce a result.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CallError {
@@ -303,7 +326,10 @@ impl Call {
             });
         }
         match self.peer.negotiated().era() {
-            Era::Legacy => Ok(self.peer.exchange().exchange_dyn(method, params).await?),
+            Era::Legacy => {
+                let params = with_input_key(params, key);
+                Ok(self.peer.exchange().exchange_dyn(method, params).await?)
+            }
             Era::Modern => {
                 let mut request = JsonObject::new();
                 request.insert("method".to_owned(), json!(method));
@@ -333,14 +359,18 @@ impl Call {
     ///
     /// As [`Self::elicit`].
     pub async fn ask_all(&self, questions: Vec<Question>) -> Result<Vec<Value>, CallError> {
+        if self.peer.negotiated().era() == Era::Legacy {
+            // Asked together, as the client may answer them in any order;
+            // the answers come back in the order asked.
+            return futures_util::future::try_join_all(
+                questions.into_iter().map(|question| self.ask_one(question)),
+            )
+            .await;
+        }
         let mut answers = Vec::with_capacity(questions.len());
         let mut pending: Option<CallError> = None;
         for question in questions {
-            let outcome = match question {
-                Question::Elicit { key, params } => self.elicit(&key, params).await,
-                Question::Sample { key, params } => self.sample(&key, params).await,
-                Question::ListRoots { key } => self.list_roots(&key).await,
-            };
+            let outcome = self.ask_one(question).await;
             match outcome {
                 Ok(answer) => answers.push(answer),
                 // Keep asking so the round carries every missing answer;
@@ -350,6 +380,16 @@ impl Call {
             }
         }
         pending.map_or(Ok(answers), Err)
+    }
+}
+
+impl Call {
+    async fn ask_one(&self, question: Question) -> Result<Value, CallError> {
+        match question {
+            Question::Elicit { key, params } => self.elicit(&key, params).await,
+            Question::Sample { key, params } => self.sample(&key, params).await,
+            Question::ListRoots { key } => self.list_roots(&key).await,
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::sync::broadcast;
 use super::call::{Call, CallError};
 use super::context::{AuthContext, DynExchange, DynFrameSink, PeerSession};
 use super::dispatch::Connection;
+use super::forward::Forward;
 use super::idempotency::IdempotencyStore;
 use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, StateKey, StateSealer};
@@ -81,6 +82,7 @@ pub(super) struct Inner {
     pub(super) idempotency: Mutex<IdempotencyStore>,
     pub(super) next_session: AtomicU64,
     pub(super) tool_visibility: Option<ToolVisibility>,
+    pub(super) forward: Option<Arc<dyn Forward>>,
 }
 
 impl core::fmt::Debug for Server {
@@ -100,6 +102,7 @@ pub struct ServerBuilder {
     offered: Vec<ProtocolVersion>,
     sealer: Option<StateSealer>,
     tool_visibility: Option<ToolVisibility>,
+    forward: Option<Arc<dyn Forward>>,
 }
 
 impl core::fmt::Debug for ServerBuilder {
@@ -108,11 +111,20 @@ impl core::fmt::Debug for ServerBuilder {
             .field("name", &self.name)
             .field("offered", &self.offered)
             .field("tool_visibility", &self.tool_visibility.is_some())
+            .field("forward", &self.forward.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl ServerBuilder {
+    /// Serves the primitives through `forward` rather than the registry:
+    /// what a bridge does.
+    #[must_use]
+    pub fn forward(mut self, forward: Arc<dyn Forward>) -> Self {
+        self.forward = Some(forward);
+        self
+    }
+
     /// Consults `visibility` for every tool a session lists or calls, after
     /// scopes: what a gateway uses to give each session its own tool set.
     #[must_use]
@@ -173,6 +185,7 @@ impl ServerBuilder {
                 )),
                 next_session: AtomicU64::new(1),
                 tool_visibility: self.tool_visibility,
+                forward: self.forward,
             }),
         })
     }
@@ -189,6 +202,7 @@ impl Server {
             offered: ProtocolVersion::ALL.to_vec(),
             sealer: None,
             tool_visibility: None,
+            forward: None,
         }
     }
 
@@ -397,6 +411,11 @@ impl Server {
         let _listeners = self.inner.changes.send(Change::Prompts);
     }
 
+    /// Announces that the resource list changed.
+    pub fn resources_changed(&self) {
+        let _listeners = self.inner.changes.send(Change::Resources);
+    }
+
     /// Subscribes to changes.
     #[must_use]
     pub fn changes(&self) -> broadcast::Receiver<Change> {
@@ -406,6 +425,14 @@ impl Server {
     /// The capabilities object this server declares at `version`.
     #[must_use]
     pub fn capabilities(&self, version: ProtocolVersion) -> JsonObject {
+        if let Some(caps) = self
+            .inner
+            .forward
+            .as_ref()
+            .and_then(|f| f.capabilities(version))
+        {
+            return caps;
+        }
         let registry = self.registry();
         let mut caps = JsonObject::new();
         caps.insert("tools".to_owned(), json!({ "listChanged": true }));
@@ -419,6 +446,10 @@ impl Server {
             caps.insert("completions".to_owned(), json!({}));
         }
         caps
+    }
+
+    pub(super) fn forwarder(&self) -> Option<&Arc<dyn Forward>> {
+        self.inner.forward.as_ref()
     }
 
     pub(super) fn server_info(&self) -> Value {

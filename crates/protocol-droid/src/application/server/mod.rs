@@ -8,6 +8,8 @@
 //! - [`call`]: what a handler receives, and the one "ask the client" step
 //!   that works in both eras.
 //! - [`registry`]: what a server offers.
+//! - [`forward`]: the [`Forward`] port, serving primitives from elsewhere
+//!   (what a bridge is).
 //! - [`host`]: the [`Server`]: identity, registry and change feed.
 //! - [`dispatch`]: a [`Connection`], one client's view of a server, routing
 //!   each request by era.
@@ -19,12 +21,14 @@ pub mod auth;
 pub mod call;
 pub mod context;
 pub mod dispatch;
+pub mod forward;
 pub mod host;
 pub mod idempotency;
 pub mod registry;
 pub mod request_state;
 
-pub use call::{Call, CallError, InputRequired, Question};
+pub use call::{Call, CallError, INPUT_KEY_META, InputRequired, Question};
 pub use dispatch::Connection;
+pub use forward::Forward;
 pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility};
 pub use registry::ToolSpec;

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use crate::adapters::secondary::codec::for_version;
 use crate::application::server::call::{Call, CallError};
 use crate::application::server::context::{AuthContext, PeerSession, RequestContext};
+use crate::application::server::forward::FORWARDED;
 use crate::application::server::host::{Server, ToolAccess};
 use crate::application::server::registry::{match_template, visible};
 use crate::application::server::request_state::StateBinding;
@@ -27,8 +28,11 @@ impl Connection {
         ctx: RequestContext,
         peer: PeerSession,
     ) -> Result<Value, ErrorObject> {
-        let registry = self.server.registry();
         let era = peer.negotiated().era();
+        if self.server.forwarder().is_some() && FORWARDED.contains(&method) {
+            return self.forwarded(method, params, ctx, peer).await;
+        }
+        let registry = self.server.registry();
         let can_see = |scope: Option<&String>| visible(scope, |s| ctx.auth.has_scope(s));
         reject_cursor(&params)?;
         match method {
@@ -190,6 +194,9 @@ impl Connection {
         ctx: RequestContext,
         peer: PeerSession,
     ) -> Result<Value, ErrorObject> {
+        if self.server.forwarder().is_some() {
+            return self.forwarded("tools/call", params, ctx, peer).await;
+        }
         let name = required_str(&params, "name")?.to_owned();
         // Only the handler is taken: cloning the whole entry would copy the
         // tool's definition, input schema and all, on every call.
@@ -224,6 +231,24 @@ impl Connection {
                 .map_err(|e| CallError::internal(e.to_string()))
         });
         self.outcome(result, "tools/call", &params, &auth, version.era())
+    }
+
+    /// Hands a primitive to the server's [`Forward`](crate::application::server::Forward).
+    async fn forwarded(
+        &self,
+        method: &str,
+        params: JsonObject,
+        ctx: RequestContext,
+        peer: PeerSession,
+    ) -> Result<Value, ErrorObject> {
+        let Some(forward) = self.server.forwarder().map(Arc::clone) else {
+            return Err(error(ErrorCode::INTERNAL_ERROR, "nothing to forward to"));
+        };
+        let era = peer.negotiated().era();
+        let auth = ctx.auth.clone();
+        let call = Call::new(ctx, peer, object_member(&params, "arguments"));
+        let result = forward.forward(method, params.clone(), call).await;
+        self.outcome(result, method, &params, &auth, era)
     }
 
     /// Turns a handler's outcome into a result or an error; a request for

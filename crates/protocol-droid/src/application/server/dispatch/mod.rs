@@ -125,6 +125,10 @@ impl Connection {
 
     /// Whether `auth` may read (and so watch) the resource at `uri`.
     pub(super) fn can_read(&self, uri: &str, auth: &AuthContext) -> bool {
+        // What is forwarded is the upstream's to refuse.
+        if self.server.forwarder().is_some() {
+            return true;
+        }
         let registry = self.server.registry();
         let can_see = |scope: Option<&String>| visible(scope, |s| auth.has_scope(s));
         registry
@@ -138,6 +142,9 @@ impl Connection {
 
     /// Ends the connection: forgets what its session recorded.
     pub fn close(&self) {
+        if let Some(forward) = self.server.forwarder() {
+            forward.session_closed(self.session);
+        }
         if let Ok(mut store) = self.server.inner.idempotency.lock() {
             store.end_session(self.session);
         }
@@ -414,6 +421,9 @@ impl Connection {
                     } else {
                         state.subscribed.insert(uri.to_owned());
                     }
+                }
+                if let Some(forward) = self.server.forwarder() {
+                    forward.subscription(self.session, uri, method == "resources/subscribe");
                 }
                 Ok(json!({}))
             }

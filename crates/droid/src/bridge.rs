@@ -1,0 +1,156 @@
+//! `droid bridge`: any client in front of any server.
+//!
+//! The upstream is a URL or a command line; the downstream is stdio, or
+//! Streamable HTTP (both eras) and HTTP+SSE with `--listen`. Each leg speaks
+//! its own revision, and what one cannot express of the other's is
+//! translated under the degrade policy, every loss logged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
+use protocol_droid::adapters::secondary::codec::result::WireToolResults;
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::application::bridge::{Bridge, BridgeOptions, Connector, feature_named};
+use protocol_droid::application::client::ClientOptions;
+use protocol_droid::domain::{DegradePolicy, ProtocolVersion};
+
+use crate::auth::AuthArgs;
+
+/// What `droid bridge` was asked to do.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BridgeArgs {
+    /// Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Restrict the revisions offered to the client, e.g. `2026-07-28`.
+    #[arg(long, value_delimiter = ',', value_name = "R,R,...")]
+    revisions: Vec<String>,
+    /// Speak only this revision to the upstream.
+    #[arg(long, value_name = "R")]
+    upstream_revision: Option<String>,
+    /// What a translation may lose: nothing (`strict`, the default), or
+    /// whatever this build can downgrade (`permissive`).
+    #[arg(long, value_enum, default_value = "strict")]
+    degrade: Degrade,
+    /// Also allow losing this feature (e.g. `titles`, `icons`,
+    /// `tool-output-schema`); repeatable.
+    #[arg(long, value_name = "FEATURE")]
+    allow: Vec<String>,
+    /// Never lose this feature, even when permissive; repeatable.
+    #[arg(long, value_name = "FEATURE")]
+    refuse: Vec<String>,
+    /// Put each reply's translation report in its `_meta`.
+    #[arg(long)]
+    report_meta: bool,
+    /// The upstream server's URL (Streamable HTTP, or HTTP+SSE).
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    upstream: Option<String>,
+    /// A bearer token for an HTTP upstream. Never the client's own token:
+    /// the bridge does not pass tokens through.
+    #[arg(long, env = "DROID_UPSTREAM_TOKEN", hide_env_values = true)]
+    upstream_token: Option<String>,
+    /// Over HTTP, end a session idle for this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    session_idle: u64,
+    /// The upstream server's command line, after `--`.
+    #[arg(last = true)]
+    command: Vec<String>,
+    // Boxed, as for `serve`.
+    #[command(flatten)]
+    auth: Box<AuthArgs>,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Degrade {
+    Strict,
+    Permissive,
+}
+
+impl BridgeArgs {
+    fn policy(&self) -> anyhow::Result<DegradePolicy> {
+        let mut policy = match self.degrade {
+            Degrade::Strict => DegradePolicy::strict(),
+            Degrade::Permissive => DegradePolicy::permissive(),
+        };
+        for name in &self.allow {
+            let feature = feature_named(name)
+                .with_context(|| format!("--allow {name:?} names no feature"))?;
+            policy = policy.allowing(feature);
+        }
+        for name in &self.refuse {
+            let feature = feature_named(name)
+                .with_context(|| format!("--refuse {name:?} names no feature"))?;
+            policy = policy.refusing(feature);
+        }
+        Ok(policy)
+    }
+
+    fn target(&self) -> anyhow::Result<Target> {
+        match (&self.upstream, self.command.is_empty()) {
+            (Some(url), true) => Ok(Target::Url(
+                url.parse().with_context(|| format!("--upstream {url:?}"))?,
+            )),
+            (None, false) => Target::command(&self.command).context("the upstream command"),
+            _ => anyhow::bail!("name the upstream: --upstream URL, or -- COMMAND [ARGS...]"),
+        }
+    }
+}
+
+/// Runs the bridge until interrupted.
+pub(crate) fn run(args: &BridgeArgs) -> anyhow::Result<()> {
+    let policy = args.policy()?;
+    let target = args.target()?;
+    let offered = crate::offered(&args.revisions)?;
+    let mut client = ClientOptions::default();
+    if let Some(revision) = &args.upstream_revision {
+        client.revisions = vec![
+            revision
+                .parse::<ProtocolVersion>()
+                .context("--upstream-revision")?,
+        ];
+    }
+    let authorizer = args.upstream_token.clone().map(|token| {
+        let token: Arc<dyn Authorizer> = Arc::new(StaticToken::new(token));
+        token
+    });
+    let connector: Connector = Arc::new(move |handler| {
+        let target = target.clone();
+        let options = ConnectOptions {
+            client: ClientOptions {
+                handler,
+                ..client.clone()
+            },
+            authorizer: authorizer.clone(),
+            ..ConnectOptions::default()
+        };
+        Box::pin(async move { connect(&target, options).await.map_err(|e| e.to_string()) })
+    });
+    let options = BridgeOptions {
+        policy,
+        report_meta: args.report_meta,
+        ..BridgeOptions::default()
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let bridge = Bridge::connect(connector, WireToolResults, options)
+            .await
+            .map_err(|e| anyhow::anyhow!("connecting to the upstream: {e}"))?;
+        tracing::info!(
+            target: "droid",
+            upstream = %bridge.upstream().version,
+            "bridging"
+        );
+        let server = bridge
+            .server(|builder| builder.revisions(offered))
+            .context("building the bridge's server")?;
+        crate::serve_on(
+            server,
+            args.listen.clone(),
+            Duration::from_secs(args.session_idle),
+            &args.auth,
+        )
+        .await
+    })
+}

@@ -1,0 +1,726 @@
+//! The bridge at work: a server toward the client, a client toward the
+//! server, and a translation of each reply the client cannot read as it is.
+//!
+//! The downstream half is an ordinary [`Server`] with the bridge as its
+//! [`Forward`]: the server terminates the client's revision (handshake or
+//! per-request `_meta`, sessions, headers, sealed `requestState`), and hands
+//! every primitive request to [`Bridge`], which carries it upstream through
+//! a [`Client`](crate::application::client::Client) speaking the upstream's
+//! revision, and translates the answer for the client under the
+//! [`DegradePolicy`].
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value, json};
+
+use super::content::{ToolResultCodec, Translator};
+use super::exchange::{Parking, Rounds, Start, parked_handle};
+use super::lower::Lowering;
+use super::upstream::{Connector, Lease, RELAY_BACKLOG, Relay, Upstream, UpstreamHandler, lock};
+use crate::adapters::secondary::codec::wire::ClientCapabilities;
+use crate::application::client::{ClientError, RequestOptions, ServerState};
+use crate::application::server::forward::Forward;
+use crate::application::server::request_state::KeyError;
+use crate::application::server::{Call, CallError, Server, ServerBuilder};
+use crate::domain::ir::{JsonObject, LowerError, TranslationReport};
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::domain::{DegradePolicy, Era, Feature, Leg, ProtocolVersion, SessionId};
+
+/// The `_meta` key a reply's translation report travels under, when
+/// [`BridgeOptions::report_meta`] asks for it.
+pub const REPORT_META: &str = "protocol-droid/translation";
+
+/// How many translation reports [`Bridge::reports`] keeps.
+pub const MAX_REPORTS: usize = 256;
+
+/// The `_meta` keys of a 2026-07-28 request, which the bridge speaks for
+/// itself upstream.
+const REQUEST_META_KEYS: [&str; 5] = [
+    "io.modelcontextprotocol/protocolVersion",
+    "io.modelcontextprotocol/clientCapabilities",
+    "io.modelcontextprotocol/clientInfo",
+    "io.modelcontextprotocol/logLevel",
+    "progressToken",
+];
+
+/// How a bridge behaves.
+#[derive(Clone, Debug)]
+pub struct BridgeOptions {
+    /// Which losses a translation may make; strict by default.
+    pub policy: DegradePolicy,
+    /// Whether a reply that was translated carries its report in `_meta`
+    /// ([`REPORT_META`]). Reports are always logged.
+    pub report_meta: bool,
+    /// How long a request waiting for its client's input retry keeps its
+    /// upstream request open.
+    pub park_for: Duration,
+    /// The most input rounds one request may take.
+    pub max_rounds: usize,
+    /// The most upstream connections open at once.
+    pub max_upstreams: usize,
+    /// How long an unused upstream connection is kept.
+    pub idle: Duration,
+    /// Whether a connection whose server went away (a child that exited) is
+    /// opened again for the next request.
+    pub restart: bool,
+}
+
+impl Default for BridgeOptions {
+    fn default() -> Self {
+        Self {
+            policy: DegradePolicy::strict(),
+            report_meta: false,
+            park_for: Duration::from_secs(120),
+            max_rounds: 16,
+            max_upstreams: 256,
+            idle: Duration::from_secs(600),
+            restart: true,
+        }
+    }
+}
+
+/// Which connection a request goes through.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+enum Affinity {
+    /// The one connection to a stateless upstream.
+    Shared,
+    /// A legacy downstream session's own.
+    Session(SessionId),
+    /// A stateless caller's own, by principal (`None`: anonymous) and by
+    /// the capabilities its requests declare: a legacy server hears them
+    /// once, at the handshake, so each set gets its own connections.
+    Caller(Option<String>, String),
+}
+
+/// One reply's translation, as [`Bridge::reports`] keeps it.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The method whose reply was translated.
+    pub method: String,
+    /// What was changed.
+    pub report: TranslationReport,
+}
+
+/// Any client in front of any server. Cheap to clone.
+pub struct Bridge<C> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C> Clone for Bridge<C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<C> core::fmt::Debug for Bridge<C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Bridge")
+            .field("upstream", &self.inner.upstream.version)
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner<C> {
+    translator: Translator<C>,
+    options: BridgeOptions,
+    connector: Connector,
+    /// What the first connection learned of the server.
+    upstream: ServerState,
+    /// One connection per affinity, or a pool of exclusively leased ones
+    /// for the stateless callers of a legacy upstream.
+    upstreams: Mutex<HashMap<Affinity, Vec<Arc<Upstream>>>>,
+    /// One connection is opened at a time, so a burst of first requests
+    /// does not start a child process each.
+    opening: tokio::sync::Mutex<()>,
+    parking: Mutex<Parking>,
+    server: Mutex<Option<Server>>,
+    reports: Mutex<VecDeque<Report>>,
+}
+
+impl<C: ToolResultCodec + 'static> Bridge<C> {
+    /// Connects to the upstream once, to learn what it is and offers, and
+    /// keeps that connection for the first requests.
+    ///
+    /// # Errors
+    ///
+    /// Why the upstream could not be reached.
+    pub async fn connect(
+        connector: Connector,
+        codec: C,
+        options: BridgeOptions,
+    ) -> Result<Self, String> {
+        let handler = Arc::new(UpstreamHandler::new(full_capabilities(), None, false));
+        let client = connector(handler.clone()).await?;
+        let upstream = client
+            .server()
+            .ok_or_else(|| "the upstream settled no revision".to_owned())?;
+        let affinity = if upstream.version.era() == Era::Modern {
+            Affinity::Shared
+        } else {
+            Affinity::Caller(None, capabilities_key(&full_capabilities()))
+        };
+        let first = Arc::new(Upstream::new(client, handler));
+        let bridge = Self {
+            inner: Arc::new(Inner {
+                translator: Translator::new(codec),
+                options,
+                connector,
+                upstream,
+                upstreams: Mutex::new(HashMap::from([(affinity, vec![first])])),
+                opening: tokio::sync::Mutex::new(()),
+                parking: Mutex::default(),
+                server: Mutex::default(),
+                reports: Mutex::default(),
+            }),
+        };
+        bridge.spawn_reaper();
+        Ok(bridge)
+    }
+
+    /// The downstream server: named as the upstream names itself, with its
+    /// instructions, forwarding to this bridge. `configure` sets the rest
+    /// (the revisions offered, a shared sealing key).
+    ///
+    /// # Errors
+    ///
+    /// When the server's `requestState` key could not be made.
+    pub fn server(
+        &self,
+        configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+    ) -> Result<Server, KeyError> {
+        let (name, version) = self.inner.upstream.server_info.as_ref().map_or_else(
+            || {
+                (
+                    "protocol-droid bridge".to_owned(),
+                    env!("CARGO_PKG_VERSION").to_owned(),
+                )
+            },
+            |info| (info.name.clone(), info.version.clone()),
+        );
+        let mut builder = Server::builder(name, version).forward(Arc::new(self.clone()));
+        if let Some(instructions) = &self.inner.upstream.instructions {
+            builder = builder.instructions(instructions.clone());
+        }
+        let server = configure(builder).build()?;
+        *lock(&self.inner.server) = Some(server.clone());
+        for upstream in lock(&self.inner.upstreams).values().flatten() {
+            upstream.handler.attach(server.clone());
+        }
+        Ok(server)
+    }
+
+    /// What the upstream said it is and offers.
+    #[must_use]
+    pub fn upstream(&self) -> &ServerState {
+        &self.inner.upstream
+    }
+
+    /// The latest translation reports, oldest first.
+    #[must_use]
+    pub fn reports(&self) -> Vec<Report> {
+        lock(&self.inner.reports).iter().cloned().collect()
+    }
+
+    /// How many upstream connections are open.
+    #[must_use]
+    pub fn connections(&self) -> usize {
+        lock(&self.inner.upstreams).values().map(Vec::len).sum()
+    }
+
+    /// How many requests wait for their client's input retry.
+    #[must_use]
+    pub fn parked(&self) -> usize {
+        lock(&self.inner.parking).len()
+    }
+
+    /// Closes idle connections and expired parked requests every so often,
+    /// for as long as the bridge lives.
+    fn spawn_reaper(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let every =
+            (self.inner.options.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let now = Instant::now();
+                lock(&inner.parking).expire(now);
+                let mut idle: Vec<Arc<Upstream>> = Vec::new();
+                {
+                    let mut upstreams = lock(&inner.upstreams);
+                    for (affinity, pool) in upstreams.iter_mut() {
+                        if *affinity == Affinity::Shared {
+                            continue;
+                        }
+                        pool.retain(|u| {
+                            let stale = !u.busy.load(std::sync::atomic::Ordering::Acquire)
+                                && now.duration_since(*lock(&u.last_used)) > inner.options.idle;
+                            if stale {
+                                idle.push(Arc::clone(u));
+                            }
+                            !stale
+                        });
+                    }
+                    upstreams.retain(|_, pool| !pool.is_empty());
+                }
+                for upstream in idle {
+                    upstream.client.close().await;
+                }
+            }
+        });
+    }
+
+    /// Which connections `call` may use.
+    fn affinity(&self, call: &Call) -> Affinity {
+        if self.inner.upstream.version.era() == Era::Modern {
+            Affinity::Shared
+        } else if call.peer.negotiated().era() == Era::Legacy {
+            Affinity::Session(call.session())
+        } else {
+            let declared = legacy_capabilities(&call.ctx.client_capabilities);
+            Affinity::Caller(call.caller().principal_key(), capabilities_key(&declared))
+        }
+    }
+
+    /// A connection for `call`: the affinity's one, or, for a stateless
+    /// caller of a legacy upstream, one leased to this request alone, opened
+    /// when none is free.
+    async fn lease_for(&self, call: &Call) -> Result<Lease, CallError> {
+        let affinity = self.affinity(call);
+        let exclusive = matches!(affinity, Affinity::Caller(..));
+        if let Some(found) = self.free(&affinity, exclusive)? {
+            return Ok(found);
+        }
+        let _one = self.inner.opening.lock().await;
+        if let Some(found) = self.free(&affinity, exclusive)? {
+            return Ok(found);
+        }
+        if self.connections() >= self.inner.options.max_upstreams {
+            return Err(CallError::internal(
+                "the bridge has as many upstream connections open as it may; try again later",
+            ));
+        }
+        // A legacy session's connection declares what that client declared;
+        // any other declares everything the bridge can ask a client for.
+        let (capabilities, one_client) = match &affinity {
+            Affinity::Session(_) => (legacy_capabilities(&call.ctx.client_capabilities), true),
+            Affinity::Caller(..) => (legacy_capabilities(&call.ctx.client_capabilities), false),
+            Affinity::Shared => (full_capabilities(), false),
+        };
+        let server = lock(&self.inner.server).clone();
+        let handler = Arc::new(UpstreamHandler::new(capabilities, server, one_client));
+        let client = (self.inner.connector)(handler.clone())
+            .await
+            .map_err(|e| CallError::internal(format!("the upstream could not be reached: {e}")))?;
+        let upstream = Arc::new(Upstream::new(client, handler));
+        let lease = if exclusive {
+            upstream
+                .try_lease()
+                .ok_or_else(|| CallError::internal("a new connection was taken"))?
+        } else {
+            upstream.share()
+        };
+        lock(&self.inner.upstreams)
+            .entry(affinity)
+            .or_default()
+            .push(upstream);
+        Ok(lease)
+    }
+
+    /// An open connection of `affinity` free for this request; those whose
+    /// server went away are forgotten, and refused when restarting is off.
+    fn free(&self, affinity: &Affinity, exclusive: bool) -> Result<Option<Lease>, CallError> {
+        let mut upstreams = lock(&self.inner.upstreams);
+        let Some(pool) = upstreams.get_mut(affinity) else {
+            return Ok(None);
+        };
+        let mut ended = None;
+        pool.retain(|u| match u.client.closed() {
+            Some(reason) => {
+                ended = Some(reason);
+                false
+            }
+            None => true,
+        });
+        if let Some(reason) = ended {
+            tracing::warn!(target: "droid::bridge", %reason, "an upstream connection ended");
+            if !self.inner.options.restart {
+                return Err(CallError::internal(format!(
+                    "the upstream connection ended: {reason}"
+                )));
+            }
+        }
+        Ok(if exclusive {
+            pool.iter().find_map(Upstream::try_lease)
+        } else {
+            pool.first().map(Upstream::share)
+        })
+    }
+
+    async fn forward_call(
+        &self,
+        method: &str,
+        params: JsonObject,
+        call: Call,
+    ) -> Result<Value, CallError> {
+        let version = self.inner.upstream.version;
+        // A retry of a round parked in front of a legacy server continues
+        // on the connection its request is open on.
+        let parked = match parked_handle(call.state().as_ref()) {
+            Some(handle) if version.era() == Era::Legacy => {
+                Some(lock(&self.inner.parking).take(handle).ok_or_else(|| {
+                    CallError::invalid_params(
+                        "the request this retry continues is no longer waiting (it expired or \
+                         was already answered); send it again without requestState",
+                    )
+                })?)
+            }
+            _ => None,
+        };
+        let lease = match parked {
+            Some(_) => None,
+            None => Some(self.lease_for(&call).await?),
+        };
+        let leg = Leg::new(call.peer.negotiated(), call.peer.profile());
+        let params = upstream_params(params, &call, version.era());
+        if let Some(lease) = lease.as_ref().filter(|_| version.era() == Era::Legacy) {
+            self.settle_level(&lease.upstream, &call).await;
+        }
+        let (relay, mut relayed) = tokio::sync::mpsc::channel(RELAY_BACKLOG);
+        let mut options = RequestOptions::default();
+        if call.ctx.progress_token().is_some() {
+            let progress = relay.clone();
+            options.on_progress = Some(Arc::new(move |p| {
+                let _full = progress.try_send(Relay::Progress {
+                    progress: p.progress.as_f64().unwrap_or_default(),
+                    total: p.total.as_ref().and_then(serde_json::Number::as_f64),
+                    message: p.message,
+                });
+            }));
+        }
+        let mut report = TranslationReport::new(leg.version);
+        let outcome = {
+            let mut rounds = Rounds {
+                parking: &self.inner.parking,
+                leg: &leg,
+                policy: self.inner.options.policy,
+                report: &mut report,
+                max_rounds: self.inner.options.max_rounds,
+                park_for: self.inner.options.park_for,
+                options,
+                relay,
+            };
+            let work = async {
+                match (parked, lease) {
+                    (Some(flight), _) => {
+                        rounds
+                            .legacy(&call, method, params, Start::Parked(flight))
+                            .await
+                    }
+                    (None, Some(lease)) if version.era() == Era::Modern => {
+                        rounds.modern(&call, method, params, &lease).await
+                    }
+                    (None, Some(lease)) => {
+                        rounds
+                            .legacy(&call, method, params, Start::New(lease))
+                            .await
+                    }
+                    (None, None) => Err(CallError::internal("no upstream connection")),
+                }
+            };
+            tokio::pin!(work);
+            // Notifications are sent from this task, the request's own, in
+            // the order they came, and all of them before the answer.
+            let outcome = loop {
+                tokio::select! {
+                    biased;
+                    Some(relayed) = relayed.recv() => emit(&call, relayed),
+                    outcome = &mut work => break outcome,
+                }
+            };
+            while let Ok(late) = relayed.try_recv() {
+                emit(&call, late);
+            }
+            outcome
+        };
+        let result = match outcome? {
+            Ok(result) => result,
+            Err(error) => return Err(upstream_error(error, &leg)),
+        };
+        let mut value = self
+            .translate(method, result, version, &leg, &mut report)
+            .inspect_err(|e| {
+                tracing::warn!(target: "droid::bridge", method, error = %e, "translation refused");
+            })
+            .map_err(|e| refusal(&e))?;
+        if !report.is_empty() {
+            self.record(method, &report, &mut value);
+        }
+        Ok(value)
+    }
+
+    /// Translates a result from the upstream's revision into the client's.
+    fn translate(
+        &self,
+        method: &str,
+        result: Value,
+        from: ProtocolVersion,
+        leg: &Leg,
+        report: &mut TranslationReport,
+    ) -> Result<Value, LowerError> {
+        let policy = self.inner.options.policy;
+        let mut value = if method == "tools/call" {
+            let mut reply = Map::new();
+            reply.insert("result".to_owned(), result);
+            let translated = self.inner.translator.translate(reply, from, leg, policy)?;
+            report.absorb(&translated.report);
+            let mut reply = translated.reply;
+            reply.remove("result").unwrap_or(Value::Null)
+        } else {
+            result
+        };
+        Lowering {
+            leg,
+            policy,
+            report,
+        }
+        .result(method, &mut value)?;
+        Ok(value)
+    }
+
+    /// Logs a translation, keeps it, and puts it in the reply if asked to.
+    fn record(&self, method: &str, report: &TranslationReport, value: &mut Value) {
+        let lines: Vec<String> = report
+            .downgrades()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        tracing::info!(
+            target: "droid::bridge",
+            method,
+            revision = %report.target(),
+            downgrades = ?lines,
+            "translated a reply for an older client"
+        );
+        {
+            let mut reports = lock(&self.inner.reports);
+            if reports.len() >= MAX_REPORTS {
+                reports.pop_front();
+            }
+            reports.push_back(Report {
+                method: method.to_owned(),
+                report: report.clone(),
+            });
+        }
+        if self.inner.options.report_meta {
+            if let Value::Object(object) = value {
+                let meta = object
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(meta) = meta {
+                    let downgrades: Vec<Value> = report
+                        .downgrades()
+                        .iter()
+                        .map(|d| json!({ "feature": format!("{:?}", d.feature), "detail": d.detail }))
+                        .collect();
+                    meta.insert(
+                        REPORT_META.to_owned(),
+                        json!({ "revision": report.target().as_str(), "downgrades": downgrades }),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Sets a legacy upstream's session log level to what the request
+    /// asked for, when it differs from what was last set.
+    async fn settle_level(&self, upstream: &Upstream, call: &Call) {
+        let Some(level) = call.ctx.log_level else {
+            return;
+        };
+        if upstream
+            .client
+            .server()
+            .is_none_or(|s| s.capabilities.logging.is_none())
+        {
+            return;
+        }
+        if *lock(&upstream.handler.level) == Some(level) {
+            return;
+        }
+        match upstream.client.set_logging_level(level).await {
+            Ok(()) => *lock(&upstream.handler.level) = Some(level),
+            Err(error) => {
+                tracing::debug!(target: "droid::bridge", %error, "the upstream refused the log level");
+            }
+        }
+    }
+}
+
+impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
+    fn forward<'a>(
+        &'a self,
+        method: &'a str,
+        params: JsonObject,
+        call: Call,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        Box::pin(self.forward_call(method, params, call))
+    }
+
+    fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {
+        let mut caps = match serde_json::to_value(&self.inner.upstream.capabilities) {
+            Ok(Value::Object(caps)) => caps,
+            _ => JsonObject::new(),
+        };
+        // What the bridge does not carry across is not offered.
+        caps.remove("tasks");
+        caps.remove("extensions");
+        if version < ProtocolVersion::V2025_03_26 {
+            caps.remove("completions");
+        }
+        Some(caps)
+    }
+
+    fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
+        let upstream = lock(&self.inner.upstreams)
+            .get(&Affinity::Session(session))
+            .and_then(|pool| pool.first().cloned());
+        let Some(upstream) = upstream else {
+            return;
+        };
+        let uri = uri.to_owned();
+        tokio::spawn(async move {
+            let outcome = if subscribed {
+                upstream.client.subscribe(&uri).await
+            } else {
+                upstream.client.unsubscribe(&uri).await
+            };
+            if let Err(error) = outcome {
+                tracing::debug!(target: "droid::bridge", %error, uri, "the upstream subscription failed");
+            }
+        });
+    }
+
+    fn session_closed(&self, session: SessionId) {
+        let pool = lock(&self.inner.upstreams).remove(&Affinity::Session(session));
+        for upstream in pool.into_iter().flatten() {
+            tokio::spawn(async move { upstream.client.close().await });
+        }
+    }
+}
+
+/// Sends a relayed notification on `call`'s stream.
+fn emit(call: &Call, relayed: Relay) {
+    match relayed {
+        Relay::Progress {
+            progress,
+            total,
+            message,
+        } => call.progress(progress, total, message.as_deref()),
+        Relay::Log { level, data } => call.log(level, data),
+    }
+}
+
+/// The params to send upstream: the client's own, without what the bridge
+/// says for itself (the 2026-07-28 `_meta` keys, the input round members),
+/// and, toward a 2026-07-28 server, with the client's capabilities, identity
+/// and log level in `_meta`.
+fn upstream_params(mut params: JsonObject, call: &Call, era: Era) -> JsonObject {
+    params.remove("inputResponses");
+    params.remove("requestState");
+    let mut meta = match params.remove("_meta") {
+        Some(Value::Object(meta)) => meta,
+        _ => JsonObject::new(),
+    };
+    for key in REQUEST_META_KEYS {
+        meta.remove(key);
+    }
+    if era == Era::Modern {
+        let mut caps = call.ctx.client_capabilities.clone();
+        // Legacy-only members have no 2026-07-28 meaning.
+        if let Some(Value::Object(roots)) = caps.get_mut("roots") {
+            roots.remove("listChanged");
+        }
+        caps.remove("tasks");
+        meta.insert(REQUEST_META_KEYS[1].to_owned(), Value::Object(caps));
+        if let Some(info) = &call.ctx.client_info {
+            meta.insert(REQUEST_META_KEYS[2].to_owned(), Value::Object(info.clone()));
+        }
+        if let Some(level) = call.ctx.log_level {
+            meta.insert(REQUEST_META_KEYS[3].to_owned(), json!(level));
+        }
+    }
+    if !meta.is_empty() {
+        params.insert("_meta".to_owned(), Value::Object(meta));
+    }
+    params
+}
+
+/// Everything a bridge can ask a client for on an upstream's behalf.
+fn full_capabilities() -> ClientCapabilities {
+    serde_json::from_value(json!({
+        "roots": { "listChanged": false },
+        "sampling": {},
+        "elicitation": { "form": {}, "url": {} },
+    }))
+    .unwrap_or_default()
+}
+
+/// What a legacy client declared, as the upstream is to hear it.
+fn legacy_capabilities(declared: &JsonObject) -> ClientCapabilities {
+    let mut declared = declared.clone();
+    declared.remove("tasks");
+    serde_json::from_value(Value::Object(declared)).unwrap_or_default()
+}
+
+/// A stable key for a capability set.
+fn capabilities_key(capabilities: &ClientCapabilities) -> String {
+    serde_json::to_string(capabilities).unwrap_or_default()
+}
+
+/// An upstream failure as the client is to read it.
+fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
+    match error {
+        ClientError::Server(mut object) => {
+            // A missing resource is `-32602` from 2026-07-28 on.
+            if object.code == ErrorCode::RESOURCE_NOT_FOUND
+                && !leg.profile.allows(Feature::LegacyResourceNotFound)
+            {
+                object.code = ErrorCode::INVALID_PARAMS;
+            }
+            CallError::Protocol(object)
+        }
+        other => CallError::internal(format!("the upstream failed: {other}")),
+    }
+}
+
+/// A translation the policy refused, as the error the client receives: it
+/// names the feature and the revision.
+pub(super) fn refusal(error: &LowerError) -> CallError {
+    let data = match error {
+        LowerError::FeatureUnavailable { feature, version } => json!({
+            "feature": format!("{feature:?}"),
+            "revision": version.as_str(),
+        }),
+        LowerError::FieldNotRepresentable { field, version, .. } => json!({
+            "field": field,
+            "revision": version.as_str(),
+        }),
+    };
+    CallError::Protocol(
+        ErrorObject::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!("the bridge's degrade policy refuses this reply: {error}"),
+        )
+        .with_data(data),
+    )
+}

@@ -1,0 +1,80 @@
+//! Serving what another server offers: the port a bridge plugs into a
+//! [`Server`](super::Server).
+//!
+//! With a [`Forward`] in place the server still terminates the protocol
+//! itself, in every revision and on every transport: the handshake or the
+//! per-request `_meta`, sessions, header checks, `requestState` sealing and
+//! the era's finishing touches on each result. Only the primitives (the
+//! methods that read or run what is offered) are handed over, together with
+//! the [`Call`] that lets the forwarder ask the client for input in either
+//! era.
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::call::{Call, CallError};
+use crate::domain::ir::JsonObject;
+use crate::domain::{ProtocolVersion, SessionId};
+
+/// The methods a [`Forward`] serves in place of the registry.
+pub const FORWARDED: [&str; 8] = [
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+];
+
+/// Serves the primitives of a server from somewhere else.
+///
+/// Declared here, by the server that consults it; implemented by the bridge.
+pub trait Forward: Send + Sync {
+    /// Answers one request for a method in [`FORWARDED`], as the client on
+    /// `call.peer` can read it.
+    ///
+    /// `params` are the request's own, `_meta` included; `call` carries the
+    /// request context and asks the client for input.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError`]: an input round (2026-07-28), a missing client
+    /// capability, or a JSON-RPC error to answer with.
+    fn forward<'a>(
+        &'a self,
+        method: &'a str,
+        params: JsonObject,
+        call: Call,
+    ) -> BoxFuture<'a, Result<Value, CallError>>;
+
+    /// The capabilities to declare at `version`; `None` keeps the server's
+    /// own.
+    fn capabilities(&self, _version: ProtocolVersion) -> Option<JsonObject> {
+        None
+    }
+
+    /// A legacy session subscribed to `uri` (`subscribed`) or dropped it.
+    fn subscription(&self, _session: SessionId, _uri: &str, _subscribed: bool) {}
+
+    /// A session ended; whatever was kept for it can go.
+    fn session_closed(&self, _session: SessionId) {}
+}
+
+/// Lets a bare function serve, for tests and small adapters.
+impl<F> Forward for F
+where
+    F: for<'a> Fn(&'a str, JsonObject, Call) -> BoxFuture<'a, Result<Value, CallError>>
+        + Send
+        + Sync,
+{
+    fn forward<'a>(
+        &'a self,
+        method: &'a str,
+        params: JsonObject,
+        call: Call,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        self(method, params, call)
+    }
+}
