@@ -17,6 +17,11 @@
 #      CONFORMANCE_ALL=1 also `--suite all` (listed, never counted);
 #   4. prints every check of every scenario and a table of scored scenarios (summarize.mjs);
 #   5. stops the server (trap), whatever happened;
+#   5b. starts `droid bridge --listen` twice, each time across the eras in front of the fixture
+#      over stdio, and runs the revision the bridge offers: the bridge offering 2026-07-28 in
+#      front of `droid serve --revisions 2025-11-25` (`--requirements 2026-07-28`), and the
+#      bridge offering 2025-11-25 in front of `droid serve --revisions 2026-07-28`
+#      (`--requirements 2025-11-25`); CONFORMANCE_BRIDGE=0 skips them;
 #   6. runs `conformance client --requirements 2025-11-25` and `--requirements 2026-07-28`
 #      with $CONFORMANCE_CLIENT_BIN as the client under test, inside `unshare -n` with only
 #      loopback up (the suite's mock servers listen on every interface).
@@ -28,6 +33,7 @@
 #   CONFORMANCE_LEG_TIMEOUT   wall-clock limit of one leg in seconds (default 120)
 #   CONFORMANCE_CLIENT_BIN    client binary (default <repo>/target/debug/conformance-client)
 #   CONFORMANCE_CLIENT=0      skip the client legs
+#   CONFORMANCE_BRIDGE=0      skip the bridge legs
 #   CONFORMANCE_CLIENT_TIMEOUT_MS  the suite's per-scenario client timeout (default 120000)
 set -uo pipefail
 
@@ -121,12 +127,14 @@ free_port() {
 }
 accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-start_server() {
+start_server() {  # [ARGS...]: `droid` arguments after `--listen`; default `serve`
     local attempt port deadline rc
+    local -a args=("$@")
+    [ ${#args[@]} -gt 0 ] || args=(serve)
     for attempt in 1 2 3; do
         port=$(free_port) || give_up "could not find a free port"
-        say "starting $DROID_BIN serve --listen 127.0.0.1:$port (log: $server_log)"
-        "$DROID_BIN" serve --listen "127.0.0.1:$port" >"$server_log" 2>&1 </dev/null &
+        say "starting $DROID_BIN ${args[0]} --listen 127.0.0.1:$port ${args[*]:1} (log: $server_log)"
+        "$DROID_BIN" "${args[0]}" --listen "127.0.0.1:$port" "${args[@]:1}" >"$server_log" 2>&1 </dev/null &
         server_pid=$!
         deadline=$((SECONDS + WAIT_S))
         while [ "$SECONDS" -lt "$deadline" ]; do
@@ -185,6 +193,22 @@ if [ "${CONFORMANCE_ALL:-0}" = 1 ] && [ -z "$problems" ]; then
     run_leg all - --suite all
 fi
 stop_server
+
+# ------------------------------------------------------------------------------- bridge legs
+# The bridge terminates the client's revision and speaks the other era to the fixture, which
+# offers only that era: every scenario crosses the bridge's translation.
+run_bridge_leg() {  # offered-to-the-client fixture-revision
+    local offered=$1 upstream=$2
+    server_log="$OUT/bridge-$offered.server.log"
+    start_server bridge --revisions "$offered" -- "$DROID_BIN" serve --revisions "$upstream"
+    URL="http://127.0.0.1:$PORT/mcp"
+    run_leg "bridge-$offered" "$offered" --requirements "$offered"
+    stop_server
+}
+if [ "${CONFORMANCE_BRIDGE:-1}" = 1 ] && [ -z "$problems" ]; then
+    run_bridge_leg 2026-07-28 2025-11-25
+    run_bridge_leg 2025-11-25 2026-07-28
+fi
 
 # ------------------------------------------------------------------------------- client legs
 # The suite's mock servers listen on every interface, so client mode runs in a network
