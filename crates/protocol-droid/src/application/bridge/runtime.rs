@@ -66,6 +66,9 @@ pub struct BridgeOptions {
     /// Whether a connection whose server went away (a child that exited) is
     /// opened again for the next request.
     pub restart: bool,
+    /// How long one upstream request may take before it is cancelled
+    /// upstream and refused downstream.
+    pub request_timeout: Duration,
 }
 
 impl Default for BridgeOptions {
@@ -78,6 +81,7 @@ impl Default for BridgeOptions {
             max_upstreams: 256,
             idle: Duration::from_secs(600),
             restart: true,
+            request_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -396,7 +400,10 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             self.settle_level(&lease.upstream, &call).await;
         }
         let (relay, mut relayed) = tokio::sync::mpsc::channel(RELAY_BACKLOG);
-        let mut options = RequestOptions::default();
+        let mut options = RequestOptions {
+            timeout: Some(self.inner.options.request_timeout),
+            ..RequestOptions::default()
+        };
         if call.ctx.progress_token().is_some() {
             let progress = relay.clone();
             options.on_progress = Some(Arc::new(move |p| {

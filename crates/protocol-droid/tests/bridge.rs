@@ -1,0 +1,751 @@
+//! The bridge between real peers: an upstream server over HTTP, the bridge
+//! serving HTTP, and a client pinned to an older revision, all on loopback.
+//!
+//! The upstream says things only newer revisions can express (audio, resource
+//! links, structured output, titles, icons, enum forms, sampling arrays). For
+//! each row of the expressibility matrix the tests show both outcomes: a policy
+//! that refuses the feature refuses the request and names the feature, and a
+//! policy that allows it downgrades the reply and records the feature in the
+//! report.
+//!
+//! The fault tests put the bridge in front of `tests/fixtures/bad_server.py`,
+//! a real child process that crashes, hangs or writes garbage on `tools/call`.
+
+// Indexing a `serde_json::Value` yields `Null` for a missing member and never
+// panics, which is what reading replies wants.
+#![allow(clippy::indexing_slicing)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
+use protocol_droid::adapters::secondary::child::ChildOptions;
+use protocol_droid::adapters::secondary::codec::result::WireToolResults;
+use protocol_droid::adapters::secondary::codec::wire::{
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult,
+};
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::application::bridge::{Bridge, BridgeOptions, Connector, REPORT_META};
+use protocol_droid::application::client::{
+    Client, ClientError, ClientHandler, ClientOptions, RequestOptions,
+};
+use protocol_droid::application::server::{Call, CallError, Server};
+use protocol_droid::domain::ir::JsonObject;
+use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
+use protocol_droid::domain::{DegradePolicy, Feature, ProtocolVersion};
+use serde_json::{Value, json};
+
+type TestError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A guard against a test that would otherwise hang; not a measurement.
+const GUARD: Duration = Duration::from_secs(60);
+
+const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+/// What the upstream answers, per method and tool: things only the newest
+/// revisions can express.
+fn upstream_answer<'a>(
+    method: &'a str,
+    params: JsonObject,
+    call: Call,
+) -> BoxFuture<'a, Result<Value, CallError>> {
+    Box::pin(async move {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+        match (method, name) {
+            ("tools/list", _) => Ok(json!({ "tools": [{
+                "name": "rich",
+                "title": "Rich",
+                "icons": [{ "src": "https://example.com/rich.png" }],
+                "inputSchema": { "type": "object" },
+                "outputSchema": { "type": "object" },
+                "annotations": { "readOnlyHint": true },
+                "_meta": { "example.com/owner": "tests" },
+            }] })),
+            ("resources/list", _) => Ok(json!({ "resources": [{
+                "uri": "test://dated", "name": "dated",
+                "annotations": { "lastModified": "2025-01-01T00:00:00Z" },
+            }] })),
+            ("resources/read", _) => Err(CallError::Protocol(
+                ErrorObject::new(ErrorCode::RESOURCE_NOT_FOUND, "no such resource")
+                    .with_data(json!({ "uri": params.get("uri") })),
+            )),
+            ("prompts/get", _) => Ok(json!({ "messages": [{
+                "role": "user",
+                "content": { "type": "audio", "data": WAV, "mimeType": "audio/wav" },
+            }] })),
+            ("tools/call", "audio") => Ok(json!({ "content": [
+                { "type": "audio", "data": WAV, "mimeType": "audio/wav" },
+            ] })),
+            ("tools/call", "link") => Ok(json!({ "content": [
+                { "type": "resource_link", "uri": "test://linked", "name": "linked" },
+            ] })),
+            ("tools/call", "structured") => Ok(json!({
+                "content": [{ "type": "text", "text": "{\"a\":1}" }],
+                "structuredContent": { "a": 1 },
+            })),
+            ("tools/call", "ask_enum") => {
+                let answer = call
+                    .elicit(
+                        "pick",
+                        json!({ "message": "Pick a colour", "requestedSchema": {
+                            "type": "object",
+                            "properties": { "colour": {
+                                "type": "string",
+                                "oneOf": [{ "const": "r", "title": "Red" },
+                                          { "const": "g", "title": "Green" }],
+                                "default": "r",
+                            } },
+                        } }),
+                    )
+                    .await?;
+                Ok(json!({ "content": [{ "type": "text", "text": answer["action"] }] }))
+            }
+            ("tools/call", "ask_multi") => {
+                call.elicit(
+                    "many",
+                    json!({ "message": "Pick several", "requestedSchema": {
+                        "type": "object",
+                        "properties": { "colours": {
+                            "type": "array",
+                            "items": { "type": "string", "enum": ["r", "g"] },
+                        } },
+                    } }),
+                )
+                .await?;
+                Ok(json!({ "content": [] }))
+            }
+            ("tools/call", "sample_array") => {
+                let answer = call
+                    .sample(
+                        "s",
+                        json!({ "maxTokens": 5, "messages": [{ "role": "user",
+                            "content": [{ "type": "text", "text": "hi" }] }] }),
+                    )
+                    .await?;
+                Ok(json!({ "content": [{ "type": "text", "text": answer["content"]["text"] }] }))
+            }
+            _ => Ok(json!({ "content": [{ "type": "text", "text": "plain" }] })),
+        }
+    })
+}
+
+/// Serves `server` on a loopback port; the URL of its endpoint.
+async fn serve(server: Server) -> Result<String, TestError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(
+        HttpServer::new(server, HttpOptions::default()).serve(listener, std::future::pending()),
+    );
+    Ok(format!("http://{addr}/mcp"))
+}
+
+/// The client's side of the questions: records what it was asked.
+#[derive(Debug, Default)]
+struct Recording {
+    asked: Mutex<Vec<Value>>,
+}
+
+impl ClientHandler for Recording {
+    fn capabilities(&self) -> ClientCapabilities {
+        serde_json::from_value(json!({ "elicitation": {}, "sampling": {} })).unwrap_or_default()
+    }
+
+    fn elicit(
+        &self,
+        params: ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<ElicitResult, ErrorObject>> {
+        Box::pin(async move {
+            let params = serde_json::to_value(params).unwrap_or_default();
+            self.asked.lock().map_err(|_| poisoned())?.push(params);
+            serde_json::from_value(json!({ "action": "accept", "content": { "colour": "r" } }))
+                .map_err(|_| poisoned())
+        })
+    }
+
+    fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorObject>> {
+        Box::pin(async move {
+            let params = serde_json::to_value(params).unwrap_or_default();
+            self.asked.lock().map_err(|_| poisoned())?.push(params);
+            serde_json::from_value(json!({ "role": "assistant", "model": "m",
+                "content": { "type": "text", "text": "sampled" } }))
+            .map_err(|_| poisoned())
+        })
+    }
+}
+
+fn poisoned() -> ErrorObject {
+    ErrorObject::new(ErrorCode::INTERNAL_ERROR, "test bookkeeping failed")
+}
+
+/// A connector to `target`, as `droid bridge` builds one.
+fn connector(target: Target, revisions: Vec<ProtocolVersion>) -> Connector {
+    Arc::new(move |handler| {
+        let target = target.clone();
+        let options = ConnectOptions {
+            client: ClientOptions {
+                handler,
+                revisions: revisions.clone(),
+                ..ClientOptions::default()
+            },
+            ..ConnectOptions::default()
+        };
+        Box::pin(async move { connect(&target, options).await.map_err(|e| e.to_string()) })
+    })
+}
+
+/// Everything a test talks to.
+struct Rig {
+    bridge: Bridge<WireToolResults>,
+    client: Client,
+    handler: Arc<Recording>,
+}
+
+/// The rich upstream at `upstream`, the bridge under `options`, and a
+/// client speaking only `client`.
+async fn rig(
+    upstream: ProtocolVersion,
+    client: ProtocolVersion,
+    options: BridgeOptions,
+) -> Result<Rig, TestError> {
+    let origin = Server::builder("rich-upstream", "1")
+        .revisions([upstream])
+        .forward(Arc::new(upstream_answer))
+        .build()?;
+    let origin = serve(origin).await?;
+    let bridge = Bridge::connect(
+        connector(Target::Url(origin.parse()?), vec![upstream]),
+        WireToolResults,
+        options,
+    )
+    .await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let handler = Arc::new(Recording::default());
+    let shared: Arc<dyn ClientHandler> = handler.clone();
+    let options = ConnectOptions {
+        client: ClientOptions {
+            handler: shared,
+            revisions: vec![client],
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let client =
+        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    Ok(Rig {
+        bridge,
+        client,
+        handler,
+    })
+}
+
+fn policy(policy: DegradePolicy) -> BridgeOptions {
+    BridgeOptions {
+        policy,
+        ..BridgeOptions::default()
+    }
+}
+
+async fn ask(rig: &Rig, method: &str, params: Value) -> Result<Value, ClientError> {
+    match tokio::time::timeout(
+        GUARD,
+        rig.client
+            .request(method, Some(params), &RequestOptions::default()),
+    )
+    .await
+    {
+        Ok(answer) => answer,
+        Err(_) => Err(ClientError::Unsupported(format!("{method} hung"))),
+    }
+}
+
+/// The refusal names `feature`, whichever policy produced it.
+fn assert_refused(outcome: Result<Value, ClientError>, feature: Feature) -> Result<(), TestError> {
+    match outcome {
+        Err(ClientError::Server(error)) => {
+            let named = error.data.as_ref().map(|d| d["feature"].clone());
+            assert_eq!(
+                named,
+                Some(json!(format!("{feature:?}"))),
+                "the refusal must name {feature:?}: {error:?}"
+            );
+            Ok(())
+        }
+        other => Err(format!("expected a refusal naming {feature:?}, got {other:?}").into()),
+    }
+}
+
+/// The bridge's latest report records `feature`.
+fn assert_reported(rig: &Rig, feature: Feature) {
+    let reports = rig.bridge.reports();
+    let last = reports.last().map(|r| r.report.features());
+    assert!(
+        last.is_some_and(|f| f.contains(feature)),
+        "the report must record {feature:?}: {reports:?}"
+    );
+}
+
+/// One row of the matrix: refused when the policy refuses `feature` alone,
+/// downgraded and reported when it allows it.
+async fn row(
+    feature: Feature,
+    client: ProtocolVersion,
+    method: &str,
+    params: Value,
+    check: impl Fn(&Value),
+) -> Result<(), TestError> {
+    let refusing = rig(
+        ProtocolVersion::V2025_11_25,
+        client,
+        policy(DegradePolicy::permissive().refusing(feature)),
+    )
+    .await?;
+    assert_refused(ask(&refusing, method, params.clone()).await, feature)?;
+
+    let allowing = rig(
+        ProtocolVersion::V2025_11_25,
+        client,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    let reply = ask(&allowing, method, params).await?;
+    check(&reply);
+    assert_reported(&allowing, feature);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_default_policy_is_strict_and_names_what_it_refused() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2024_11_05,
+        BridgeOptions::default(),
+    )
+    .await?;
+    let outcome = ask(&rig, "tools/call", json!({ "name": "audio" })).await;
+    assert_refused(outcome, Feature::AudioContent)?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn audio_becomes_a_description_for_2024_11_05() -> Result<(), TestError> {
+    row(
+        Feature::AudioContent,
+        ProtocolVersion::V2024_11_05,
+        "tools/call",
+        json!({ "name": "audio" }),
+        |reply| {
+            assert_eq!(reply["content"][0]["type"], "text");
+            assert!(
+                reply["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("audio/wav")),
+                "{reply}"
+            );
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_resource_link_becomes_text_for_2025_03_26() -> Result<(), TestError> {
+    row(
+        Feature::ResourceLinkContent,
+        ProtocolVersion::V2025_03_26,
+        "tools/call",
+        json!({ "name": "link" }),
+        |reply| {
+            assert_eq!(reply["content"][0]["type"], "text");
+            assert!(
+                reply["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("test://linked")),
+                "{reply}"
+            );
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn structured_content_is_dropped_for_2025_03_26() -> Result<(), TestError> {
+    row(
+        Feature::ToolStructuredOutput,
+        ProtocolVersion::V2025_03_26,
+        "tools/call",
+        json!({ "name": "structured" }),
+        |reply| {
+            assert!(reply.get("structuredContent").is_none(), "{reply}");
+            assert_eq!(reply["content"][0]["text"], "{\"a\":1}");
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn an_output_schema_is_dropped_for_2025_03_26() -> Result<(), TestError> {
+    row(
+        Feature::ToolOutputSchema,
+        ProtocolVersion::V2025_03_26,
+        "tools/list",
+        json!({}),
+        |reply| assert!(reply["tools"][0].get("outputSchema").is_none(), "{reply}"),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn tool_annotations_are_dropped_for_2024_11_05() -> Result<(), TestError> {
+    row(
+        Feature::ToolAnnotations,
+        ProtocolVersion::V2024_11_05,
+        "tools/list",
+        json!({}),
+        |reply| assert!(reply["tools"][0].get("annotations").is_none(), "{reply}"),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_title_moves_into_the_annotations_for_2025_03_26() -> Result<(), TestError> {
+    row(
+        Feature::Titles,
+        ProtocolVersion::V2025_03_26,
+        "tools/list",
+        json!({}),
+        |reply| {
+            assert!(reply["tools"][0].get("title").is_none(), "{reply}");
+            assert_eq!(reply["tools"][0]["annotations"]["title"], "Rich");
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn icons_are_dropped_for_2025_06_18() -> Result<(), TestError> {
+    row(
+        Feature::Icons,
+        ProtocolVersion::V2025_06_18,
+        "tools/list",
+        json!({}),
+        |reply| assert!(reply["tools"][0].get("icons").is_none(), "{reply}"),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn entity_meta_is_dropped_for_2025_03_26() -> Result<(), TestError> {
+    row(
+        Feature::EntityMeta,
+        ProtocolVersion::V2025_03_26,
+        "tools/list",
+        json!({}),
+        |reply| assert!(reply["tools"][0].get("_meta").is_none(), "{reply}"),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn last_modified_is_dropped_for_2025_03_26() -> Result<(), TestError> {
+    row(
+        Feature::AnnotationsLastModified,
+        ProtocolVersion::V2025_03_26,
+        "resources/list",
+        json!({}),
+        |reply| {
+            assert!(
+                reply["resources"][0]["annotations"]
+                    .get("lastModified")
+                    .is_none(),
+                "{reply}"
+            );
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn audio_in_a_prompt_becomes_a_description_for_2024_11_05() -> Result<(), TestError> {
+    row(
+        Feature::AudioContent,
+        ProtocolVersion::V2024_11_05,
+        "prompts/get",
+        json!({ "name": "any" }),
+        |reply| assert_eq!(reply["messages"][0]["content"]["type"], "text"),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn titled_enums_become_enum_names_for_2025_06_18() -> Result<(), TestError> {
+    let refusing = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_06_18,
+        policy(DegradePolicy::permissive().refusing(Feature::ElicitationEnumVariants)),
+    )
+    .await?;
+    let refused = ask(&refusing, "tools/call", json!({ "name": "ask_enum" })).await;
+    assert_refused(refused, Feature::ElicitationEnumVariants)?;
+    // The question was never put to the client.
+    assert!(
+        refusing
+            .handler
+            .asked
+            .lock()
+            .map_err(|_| "poisoned")?
+            .is_empty()
+    );
+
+    let allowing = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_06_18,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    let reply = ask(&allowing, "tools/call", json!({ "name": "ask_enum" })).await?;
+    assert_eq!(reply["content"][0]["text"], "accept", "{reply}");
+    let asked = allowing
+        .handler
+        .asked
+        .lock()
+        .map_err(|_| "poisoned")?
+        .clone();
+    let colour = &asked[0]["requestedSchema"]["properties"]["colour"];
+    assert_eq!(colour["enum"], json!(["r", "g"]));
+    assert_eq!(colour["enumNames"], json!(["Red", "Green"]));
+    assert!(colour.get("oneOf").is_none() && colour.get("default").is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn multi_select_is_never_put_to_a_2025_06_18_client() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_06_18,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    // Multi-select has no 2025-06-18 form, so even a permissive policy
+    // refuses, naming the feature, and the client is never asked.
+    let outcome = ask(&rig, "tools/call", json!({ "name": "ask_multi" })).await;
+    assert_refused(outcome, Feature::ElicitationEnumVariants)?;
+    assert!(rig.handler.asked.lock().map_err(|_| "poisoned")?.is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_one_block_sampling_array_is_unwrapped_for_2025_06_18() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_06_18,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    let reply = ask(&rig, "tools/call", json!({ "name": "sample_array" })).await?;
+    assert_eq!(reply["content"][0]["text"], "sampled", "{reply}");
+    let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
+    assert_eq!(asked[0]["messages"][0]["content"]["type"], "text");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_missing_resource_is_invalid_params_for_2026_07_28() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2026_07_28,
+        BridgeOptions::default(),
+    )
+    .await?;
+    match ask(&rig, "resources/read", json!({ "uri": "test://gone" })).await {
+        Err(ClientError::Server(error)) => assert_eq!(error.code, ErrorCode::INVALID_PARAMS),
+        other => return Err(format!("expected -32602, got {other:?}").into()),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_report_travels_in_meta_when_asked_for() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_03_26,
+        BridgeOptions {
+            report_meta: true,
+            ..policy(DegradePolicy::permissive())
+        },
+    )
+    .await?;
+    let reply = ask(&rig, "tools/call", json!({ "name": "structured" })).await?;
+    let report = &reply["_meta"][REPORT_META];
+    assert_eq!(report["revision"], "2025-03-26");
+    assert_eq!(report["downgrades"][0]["feature"], "ToolStructuredOutput");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_reply_the_client_reads_passes_unchanged_and_unreported() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_11_25,
+        BridgeOptions::default(),
+    )
+    .await?;
+    let listed = ask(&rig, "tools/list", json!({})).await?;
+    assert_eq!(listed["tools"][0]["title"], "Rich");
+    assert_eq!(
+        listed["tools"][0]["icons"][0]["src"],
+        "https://example.com/rich.png"
+    );
+    assert_eq!(listed["tools"][0]["_meta"]["example.com/owner"], "tests");
+    assert!(rig.bridge.reports().is_empty());
+    Ok(())
+}
+
+// ----------------------------------------------------------------------- faults
+
+/// The bridge in front of `bad_server.py` in `mode`, and a 2025-11-25 client.
+async fn in_front_of_bad(mode: &str, options: BridgeOptions) -> Result<(Rig, PathBuf), TestError> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let record = std::env::temp_dir().join(format!(
+        "droid-bridge-bad-{mode}-{}.log",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&record);
+    let mut child = ChildOptions::new("python3", [script.into_os_string(), mode.into()]);
+    child
+        .env
+        .push(("BAD_SERVER_RECORD".into(), record.clone().into_os_string()));
+    let bridge = Bridge::connect(
+        connector(Target::Command(child), ProtocolVersion::ALL.to_vec()),
+        WireToolResults,
+        options,
+    )
+    .await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let handler = Arc::new(Recording::default());
+    let shared: Arc<dyn ClientHandler> = handler.clone();
+    let client = tokio::time::timeout(
+        GUARD,
+        connect(
+            &Target::Url(front.parse()?),
+            ConnectOptions {
+                client: ClientOptions {
+                    handler: shared,
+                    revisions: vec![ProtocolVersion::V2025_11_25],
+                    ..ClientOptions::default()
+                },
+                ..ConnectOptions::default()
+            },
+        ),
+    )
+    .await??;
+    Ok((
+        Rig {
+            bridge,
+            client,
+            handler,
+        },
+        record,
+    ))
+}
+
+#[tokio::test]
+async fn an_upstream_that_dies_mid_call_fails_the_call_and_is_started_again()
+-> Result<(), TestError> {
+    let (rig, _) = in_front_of_bad("close-mid-response", BridgeOptions::default()).await?;
+    match ask(&rig, "tools/call", json!({ "name": "anything" })).await {
+        Err(ClientError::Server(error)) => {
+            assert_eq!(error.code, ErrorCode::INTERNAL_ERROR);
+            assert!(error.message.contains("upstream"), "{}", error.message);
+        }
+        other => return Err(format!("expected a clear error, got {other:?}").into()),
+    }
+    // The next request is served by a new upstream process: the answer is
+    // that server's own (it serves no `tools/list`), not a dead connection.
+    match ask(&rig, "tools/list", json!({})).await {
+        Err(ClientError::Server(error)) => {
+            assert_eq!(error.code, ErrorCode::METHOD_NOT_FOUND, "{error:?}");
+        }
+        other => {
+            return Err(format!("expected the new upstream's own answer, got {other:?}").into());
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_upstream_that_hangs_is_cancelled_at_the_timeout() -> Result<(), TestError> {
+    let (rig, record) = in_front_of_bad(
+        "silent",
+        BridgeOptions {
+            request_timeout: Duration::from_millis(300),
+            ..BridgeOptions::default()
+        },
+    )
+    .await?;
+    match ask(&rig, "tools/call", json!({ "name": "anything" })).await {
+        Err(ClientError::Server(error)) => {
+            assert!(error.message.contains("no answer"), "{}", error.message);
+        }
+        other => return Err(format!("expected a timeout error, got {other:?}").into()),
+    }
+    // The upstream was told: its record holds the cancellation.
+    let mut told = false;
+    for _ in 0..50 {
+        if std::fs::read_to_string(&record).is_ok_and(|r| r.contains("requestId")) {
+            told = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(told, "the upstream never heard notifications/cancelled");
+    Ok(())
+}
+
+#[tokio::test]
+async fn garbage_from_the_upstream_does_not_lose_the_answer() -> Result<(), TestError> {
+    let (rig, _) = in_front_of_bad("invalid-json", BridgeOptions::default()).await?;
+    let reply = ask(&rig, "tools/call", json!({ "name": "anything" })).await?;
+    assert_eq!(reply["content"][0]["text"], "done", "{reply}");
+    Ok(())
+}
+
+// ----------------------------------------------------------------- sessions
+
+#[tokio::test]
+async fn each_legacy_session_gets_its_own_upstream_session_until_it_ends() -> Result<(), TestError>
+{
+    let first = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_11_25,
+        BridgeOptions::default(),
+    )
+    .await?;
+    // The connection that learned what the upstream is stays for stateless
+    // callers; the session's own is opened by its first request.
+    let before = first.bridge.connections();
+    ask(&first, "tools/list", json!({})).await?;
+    assert_eq!(first.bridge.connections(), before + 1);
+    ask(&first, "tools/list", json!({})).await?;
+    assert_eq!(
+        first.bridge.connections(),
+        before + 1,
+        "a session reuses its own upstream session"
+    );
+    // Ending the downstream session ends its upstream session.
+    first.client.close().await;
+    let mut closed = false;
+    for _ in 0..50 {
+        if first.bridge.connections() == before {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(closed, "the session's upstream connection outlived it");
+    Ok(())
+}
