@@ -33,7 +33,7 @@ use super::upstream::{Ask, Lease, Registration, Relay, lock};
 use crate::application::client::{ClientError, RequestOptions};
 use crate::application::server::{Call, CallError, INPUT_KEY_META, Question};
 use crate::domain::ir::{JsonObject, TranslationReport};
-use crate::domain::jsonrpc::ErrorObject;
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{DegradePolicy, Leg};
 
 /// How many flights may be parked waiting for their client's retry.
@@ -296,10 +296,9 @@ impl Rounds<'_> {
                         Err(error) => {
                             let object = match &error {
                                 CallError::Protocol(object) => object.clone(),
-                                other => ErrorObject::new(
-                                    crate::domain::jsonrpc::ErrorCode::INTERNAL_ERROR,
-                                    other.to_string(),
-                                ),
+                                other => {
+                                    ErrorObject::new(ErrorCode::INTERNAL_ERROR, other.to_string())
+                                }
                             };
                             flight.refuse_open(&object);
                             return Err(error);
@@ -351,16 +350,32 @@ impl Rounds<'_> {
             if let Some(state) = &upstream_state {
                 request.insert("requestState".to_owned(), state.clone());
             }
-            let result = match lease
-                .upstream
-                .client
-                .request_once(method, Some(Value::Object(request)), &self.options)
+            let client = &lease.upstream.client;
+            let request = Some(Value::Object(request));
+            let result = match client
+                .request_once(method, request.clone(), &self.options)
                 .await
             {
                 Ok(result) => result,
+                // The tool's header annotations changed since the bridge
+                // last listed them (or it never did): list, then once more.
+                Err(ClientError::Server(error))
+                    if method == "tools/call" && error.code == ErrorCode::HEADER_MISMATCH =>
+                {
+                    if let Err(error) = client.refresh_tools().await {
+                        return Ok(Err(error));
+                    }
+                    match client.request_once(method, request, &self.options).await {
+                        Ok(result) => result,
+                        Err(error) => return Ok(Err(error)),
+                    }
+                }
                 Err(error) => return Ok(Err(error)),
             };
             if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                if method == "tools/list" {
+                    client.remember_tools(&result);
+                }
                 return Ok(Ok(result));
             }
             rounds += 1;

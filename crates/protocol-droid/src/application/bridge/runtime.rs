@@ -145,6 +145,13 @@ struct Inner<C> {
     parking: Mutex<Parking>,
     server: Mutex<Option<Server>>,
     reports: Mutex<VecDeque<Report>>,
+    /// The resources each legacy session subscribed to, watched through
+    /// the listen of a 2026-07-28 upstream.
+    watched: Mutex<HashMap<SessionId, std::collections::BTreeSet<String>>>,
+    /// Reopens that listen after `watched` changed.
+    rewatch: Arc<tokio::sync::Notify>,
+    /// Dropped with the bridge, which ends its background tasks.
+    closing: tokio::sync::watch::Sender<()>,
 }
 
 impl<C: ToolResultCodec + 'static> Bridge<C> {
@@ -181,9 +188,15 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                 parking: Mutex::default(),
                 server: Mutex::default(),
                 reports: Mutex::default(),
+                watched: Mutex::default(),
+                rewatch: Arc::default(),
+                closing: tokio::sync::watch::channel(()).0,
             }),
         };
         bridge.spawn_reaper();
+        if bridge.inner.upstream.version.era() == Era::Modern {
+            bridge.spawn_listener();
+        }
         Ok(bridge)
     }
 
@@ -300,6 +313,24 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
     /// when none is free.
     async fn lease_for(&self, call: &Call) -> Result<Lease, CallError> {
         let affinity = self.affinity(call);
+        // A legacy session's connection declares what that client declared;
+        // any other declares everything the bridge can ask a client for.
+        let capabilities = match &affinity {
+            Affinity::Session(_) | Affinity::Caller(..) => {
+                legacy_capabilities(&call.ctx.client_capabilities)
+            }
+            Affinity::Shared => full_capabilities(),
+        };
+        self.lease(affinity, capabilities).await
+    }
+
+    /// A connection of `affinity`, opened declaring `capabilities` when none
+    /// is free.
+    async fn lease(
+        &self,
+        affinity: Affinity,
+        capabilities: ClientCapabilities,
+    ) -> Result<Lease, CallError> {
         let exclusive = matches!(affinity, Affinity::Caller(..));
         if let Some(found) = self.free(&affinity, exclusive)? {
             return Ok(found);
@@ -313,13 +344,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                 "the bridge has as many upstream connections open as it may; try again later",
             ));
         }
-        // A legacy session's connection declares what that client declared;
-        // any other declares everything the bridge can ask a client for.
-        let (capabilities, one_client) = match &affinity {
-            Affinity::Session(_) => (legacy_capabilities(&call.ctx.client_capabilities), true),
-            Affinity::Caller(..) => (legacy_capabilities(&call.ctx.client_capabilities), false),
-            Affinity::Shared => (full_capabilities(), false),
-        };
+        let one_client = matches!(affinity, Affinity::Session(_));
         let server = lock(&self.inner.server).clone();
         let handler = Arc::new(UpstreamHandler::new(capabilities, server, one_client));
         let client = (self.inner.connector)(handler.clone())
@@ -338,6 +363,83 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             .or_default()
             .push(upstream);
         Ok(lease)
+    }
+
+    /// Keeps one `subscriptions/listen` open on a 2026-07-28 upstream, so
+    /// its list changes and the updates of the resources legacy sessions
+    /// subscribed to reach the bridge's own clients; reopened when it ends
+    /// and whenever the set of watched resources changes.
+    fn spawn_listener(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let rewatch = Arc::clone(&self.inner.rewatch);
+        let mut closing = self.inner.closing.subscribe();
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(500);
+            loop {
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let bridge = Self { inner };
+                let params = bridge.listen_params();
+                let lease = bridge.lease(Affinity::Shared, full_capabilities()).await;
+                drop(bridge);
+                let started = Instant::now();
+                if let Ok(lease) = lease {
+                    let client = lease.upstream.client.clone();
+                    drop(lease);
+                    let long = RequestOptions {
+                        timeout: Some(Duration::from_secs(24 * 60 * 60)),
+                        ..RequestOptions::default()
+                    };
+                    let listening =
+                        client.request_once("subscriptions/listen", Some(params), &long);
+                    tokio::select! {
+                        outcome = listening => {
+                            if let Err(error) = outcome {
+                                tracing::debug!(target: "droid::bridge", %error, "the upstream listen ended");
+                            }
+                        }
+                        () = rewatch.notified() => pause = Duration::ZERO,
+                        _ = closing.changed() => return,
+                    }
+                }
+                // A listen that keeps failing at once is retried ever less
+                // often; one that lasted starts over.
+                if started.elapsed() > Duration::from_secs(30) {
+                    pause = Duration::from_millis(500);
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    _ = closing.changed() => return,
+                }
+                pause = (pause * 2).clamp(Duration::from_millis(500), Duration::from_secs(30));
+            }
+        });
+    }
+
+    /// What the upstream listen asks for: every list the upstream offers
+    /// changes of, and the resources legacy sessions subscribed to.
+    fn listen_params(&self) -> Value {
+        let caps = serde_json::to_value(&self.inner.upstream.capabilities).unwrap_or_default();
+        let mut notifications = Map::new();
+        for (capability, key) in [
+            ("tools", "toolsListChanged"),
+            ("prompts", "promptsListChanged"),
+            ("resources", "resourcesListChanged"),
+        ] {
+            if caps.get(capability).is_some() {
+                notifications.insert(key.to_owned(), json!(true));
+            }
+        }
+        let watched: std::collections::BTreeSet<String> = lock(&self.inner.watched)
+            .values()
+            .flatten()
+            .cloned()
+            .collect();
+        if !watched.is_empty() {
+            notifications.insert("resourceSubscriptions".to_owned(), json!(watched));
+        }
+        json!({ "notifications": notifications })
     }
 
     /// An open connection of `affinity` free for this request; those whose
@@ -598,6 +700,21 @@ impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
     }
 
     fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
+        if self.inner.upstream.version.era() == Era::Modern {
+            let changed = {
+                let mut watched = lock(&self.inner.watched);
+                let uris = watched.entry(session).or_default();
+                if subscribed {
+                    uris.insert(uri.to_owned())
+                } else {
+                    uris.remove(uri)
+                }
+            };
+            if changed {
+                self.inner.rewatch.notify_one();
+            }
+            return;
+        }
         let upstream = lock(&self.inner.upstreams)
             .get(&Affinity::Session(session))
             .and_then(|pool| pool.first().cloned());
@@ -618,6 +735,12 @@ impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
     }
 
     fn session_closed(&self, session: SessionId) {
+        if lock(&self.inner.watched)
+            .remove(&session)
+            .is_some_and(|u| !u.is_empty())
+        {
+            self.inner.rewatch.notify_one();
+        }
         let pool = lock(&self.inner.upstreams).remove(&Affinity::Session(session));
         for upstream in pool.into_iter().flatten() {
             tokio::spawn(async move { upstream.client.close().await });

@@ -258,8 +258,16 @@ impl ClientHandler for UpstreamHandler {
     }
 
     fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        self.list_roots_for(None)
+    }
+
+    fn list_roots_for(
+        &self,
+        params: Option<Value>,
+    ) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
         Box::pin(async move {
-            let answer = self.ask("roots/list", json!({})).await?;
+            let params = params.unwrap_or_else(|| json!({}));
+            let answer = self.ask("roots/list", params).await?;
             serde_json::from_value(answer).map_err(invalid_answer)
         })
     }

@@ -70,6 +70,20 @@ pub trait ClientHandler: Send + Sync + fmt::Debug {
         Box::pin(async { Err(unsupported("roots/list")) })
     }
 
+    /// Lists the client's roots, seeing the request's params (in every
+    /// revision only `_meta`); by default [`Self::list_roots`]. For a handler
+    /// that passes the question on, as a bridge does.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::list_roots`].
+    fn list_roots_for(
+        &self,
+        _params: Option<Value>,
+    ) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        self.list_roots()
+    }
+
     /// Answers a request this build does not model (an extension's).
     ///
     /// # Errors

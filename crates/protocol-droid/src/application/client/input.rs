@@ -116,7 +116,9 @@ pub(super) async fn answer(
         InputRequest::Elicit(request) => {
             serde_json::to_value(handler.elicit(request.params).await?)
         }
-        InputRequest::ListRoots(_) => serde_json::to_value(handler.list_roots().await?),
+        InputRequest::ListRoots(_) => {
+            serde_json::to_value(handler.list_roots_for(params.clone()).await?)
+        }
         InputRequest::Other(_) => return handler.other(method, params).await,
     };
     answer.map_err(invalid_params)

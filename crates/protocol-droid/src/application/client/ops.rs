@@ -113,6 +113,26 @@ impl Client {
         Ok(reply)
     }
 
+    /// Remembers the `x-mcp-header` annotations of a `tools/list` result
+    /// that was read as it came (a bridge forwarding it), so later calls
+    /// carry their `Mcp-Param-*` headers as after [`Self::list_tools`].
+    pub fn remember_tools(&self, result: &Value) {
+        let Some(tools) = result.get("tools").and_then(Value::as_array) else {
+            return;
+        };
+        for tool in tools {
+            let (Some(name), Some(schema)) = (
+                tool.get("name").and_then(Value::as_str),
+                tool.get("inputSchema").and_then(Value::as_object),
+            ) else {
+                continue;
+            };
+            if let Ok(found) = headers::param_headers(schema) {
+                self.remember_tool_headers(name, found);
+            }
+        }
+    }
+
     /// Lists every tool again, bypassing the cache, so the `x-mcp-header`
     /// annotations the client mirrors are the server's current ones.
     ///
