@@ -212,7 +212,17 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Revisions { transport } => {
-            revision_table(&mut std::io::stdout().lock(), transport.into())
+            match revision_table(&mut std::io::stdout().lock(), transport.into()) {
+                // A reader that stopped early (`| head`) is not a failure.
+                Err(error)
+                    if error
+                        .downcast_ref::<std::io::Error>()
+                        .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+                {
+                    Ok(())
+                }
+                other => other,
+            }
         }
     }
 }

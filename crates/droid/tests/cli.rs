@@ -1,5 +1,9 @@
 //! The command line, run as a user runs it.
 
+// Indexing a `serde_json::Value` yields `Null` for a missing member and never
+// panics, which is what reading replies wants.
+#![allow(clippy::indexing_slicing)]
+
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
 
@@ -244,5 +248,58 @@ fn a_public_listener_with_auth_must_name_its_resource() -> Result<(), TestError>
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--auth-resource is required"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn bridge_gives_a_legacy_stdio_client_a_2026_only_server() -> Result<(), TestError> {
+    let droid = env!("CARGO_BIN_EXE_droid");
+    let out = droid_with_input(
+        &["bridge", "--", droid, "serve", "--revisions", "2026-07-28"],
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_simple_text"}}"#,
+            "\n"
+        ),
+    )?;
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout)?;
+    let replies: Vec<serde_json::Value> = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(replies.len(), 2, "{text}");
+    // The handshake was the bridge's, at the client's revision, naming the
+    // server behind it.
+    let init = replies.first().ok_or("no reply")?;
+    assert_eq!(init["result"]["protocolVersion"], "2025-03-26", "{text}");
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "mcp-conformance-test-server",
+        "{text}"
+    );
+    let call = replies.get(1).ok_or("no second reply")?;
+    assert!(
+        text.contains("This is a simple text response for testing."),
+        "{text}"
+    );
+    // 2026-07-28 members do not reach a 2025-03-26 client.
+    assert!(call["result"].get("resultType").is_none(), "{text}");
+    Ok(())
+}
+
+#[test]
+fn bridge_refuses_an_unknown_feature_name_and_a_missing_upstream() -> Result<(), TestError> {
+    let out = droid(&["bridge", "--allow", "nonsense", "--", "true"])?;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8(out.stderr)?.contains("--allow \"nonsense\" names no feature"),
+        "the error must name the flag"
+    );
+    let out = droid(&["bridge"])?;
+    assert!(!out.status.success());
+    assert!(String::from_utf8(out.stderr)?.contains("name the upstream"));
     Ok(())
 }

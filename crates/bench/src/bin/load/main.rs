@@ -76,7 +76,7 @@ impl Scenario {
     /// (the `serde_json` loop is its floor).
     const fn targets(self) -> &'static [Target] {
         match self {
-            Self::Stdio(_) => &[Target::Droid, Target::Rmcp, Target::Gateway],
+            Self::Stdio(_) => &[Target::Droid, Target::Rmcp, Target::Gateway, Target::Bridge],
             Self::Http(..) => &[Target::Droid, Target::Rmcp, Target::Floor],
         }
     }
@@ -334,13 +334,14 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
         "| serde_json alone, one thread | request/reply pairs per s | — | — | {} | — |",
         cell(Spread::of(&results.floor_pairs), 0),
     );
-    gateway_table(results, &mut out);
+    overhead_table(results, Target::Gateway, "`droid gateway`", &mut out);
+    overhead_table(results, Target::Bridge, "`droid bridge`", &mut out);
     out
 }
 
-/// The gateway's cost per call: `droid gateway` in front of `droid serve`,
-/// against `droid serve` alone, on the same workloads.
-fn gateway_table(results: &Results, out: &mut String) {
+/// The cost per call of `via` (the gateway or the bridge) in front of
+/// `droid serve`, against `droid serve` alone, on the same workloads.
+fn overhead_table(results: &Results, via: Target, program: &str, out: &mut String) {
     let spread = |index: usize, target: Target, figure: fn(&Sample) -> f64| {
         let values: Vec<f64> = results
             .samples
@@ -350,7 +351,11 @@ fn gateway_table(results: &Results, out: &mut String) {
             .collect();
         Spread::of(&values)
     };
-    out.push_str("\n| gateway overhead | figure | direct (`droid serve`) | via `droid gateway` | gateway ÷ direct |\n");
+    let name = via.name();
+    let _ = writeln!(
+        out,
+        "\n| {name} overhead | figure | direct (`droid serve`) | via {program} | {name} ÷ direct |"
+    );
     out.push_str("|---|---|---:|---:|---:|\n");
     type Figure = (&'static str, fn(&Sample) -> f64);
     let figures: [Figure; 3] = [
@@ -359,7 +364,7 @@ fn gateway_table(results: &Results, out: &mut String) {
         ("p99 µs", |s| s.p99_us),
     ];
     for (index, scenario) in Scenario::ALL.into_iter().enumerate() {
-        if !scenario.targets().contains(&Target::Gateway) {
+        if !scenario.targets().contains(&via) {
             continue;
         }
         for (row, (name, figure)) in figures.iter().enumerate() {
@@ -369,13 +374,13 @@ fn gateway_table(results: &Results, out: &mut String) {
                 String::new()
             };
             let direct = spread(index, Target::Droid, *figure);
-            let gateway = spread(index, Target::Gateway, *figure);
+            let through = spread(index, via, *figure);
             let _ = writeln!(
                 out,
                 "| {title} | {name} | {} | {} | {} |",
                 cell(direct, 0),
-                cell(gateway, 0),
-                ratio(gateway, direct),
+                cell(through, 0),
+                ratio(through, direct),
             );
         }
     }

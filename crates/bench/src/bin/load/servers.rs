@@ -20,6 +20,10 @@ pub(crate) enum Target {
     /// the gateway, so the difference to [`Self::Droid`] is the gateway's
     /// cost per call.
     Gateway,
+    /// `droid bridge` in front of `droid serve` over stdio, both legs at the
+    /// client's revision: the difference to [`Self::Droid`] is the bridge's
+    /// cost per call when there is nothing to translate.
+    Bridge,
 }
 
 impl Target {
@@ -30,6 +34,7 @@ impl Target {
             Self::Rmcp => "rmcp",
             Self::Floor => "floor",
             Self::Gateway => "gateway",
+            Self::Bridge => "bridge",
         }
     }
 }
@@ -87,6 +92,14 @@ impl Binaries {
                 command.arg("gateway");
                 command
             }
+            Target::Bridge => {
+                let mut command = self.command("droid");
+                command
+                    .args(["bridge", "--"])
+                    .arg(self.dir.join("droid"))
+                    .arg("serve");
+                command
+            }
         };
         command.stdin(Stdio::piped()).stdout(Stdio::piped());
         command.spawn().context("starting a stdio server")
@@ -120,7 +133,9 @@ impl Binaries {
                 command.arg(port.to_string());
                 command
             }
-            Target::Gateway => bail!("the gateway is measured on stdio only"),
+            Target::Gateway | Target::Bridge => {
+                bail!("the gateway and the bridge are measured on stdio only")
+            }
         };
         let child = command.spawn().context("starting an HTTP server")?;
         wait_for_port(port).await?;
