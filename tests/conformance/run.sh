@@ -21,7 +21,10 @@
 #      over stdio, and runs the revision the bridge offers: the bridge offering 2026-07-28 in
 #      front of `droid serve --revisions 2025-11-25` (`--requirements 2026-07-28`), and the
 #      bridge offering 2025-11-25 in front of `droid serve --revisions 2026-07-28`
-#      (`--requirements 2025-11-25`); CONFORMANCE_BRIDGE=0 skips them;
+#      (`--requirements 2025-11-25`); then the same two runs in front of the Python SDK fixture
+#      (tests/interop/reference_server.py on `mcp` from PyPI, served over Streamable HTTP, the
+#      interop venv installed by tests/interop/setup.sh), the bridge pinned to the other era with
+#      --upstream-revision; CONFORMANCE_BRIDGE=0 skips them;
 #   6. runs `conformance client --requirements 2025-11-25` and `--requirements 2026-07-28`
 #      with $CONFORMANCE_CLIENT_BIN as the client under test, inside `unshare -n` with only
 #      loopback up (the suite's mock servers listen on every interface).
@@ -197,17 +200,50 @@ stop_server
 # ------------------------------------------------------------------------------- bridge legs
 # The bridge terminates the client's revision and speaks the other era to the fixture, which
 # offers only that era: every scenario crosses the bridge's translation.
-run_bridge_leg() {  # offered-to-the-client fixture-revision
-    local offered=$1 upstream=$2
-    server_log="$OUT/bridge-$offered.server.log"
-    start_server bridge --revisions "$offered" -- "$DROID_BIN" serve --revisions "$upstream"
+run_bridge_leg() {  # leg-name offered-to-the-client droid-bridge-arguments...
+    local name=$1 offered=$2; shift 2
+    server_log="$OUT/$name.server.log"
+    start_server bridge --revisions "$offered" "$@"
     URL="http://127.0.0.1:$PORT/mcp"
-    run_leg "bridge-$offered" "$offered" --requirements "$offered"
+    run_leg "$name" "$offered" --requirements "$offered"
     stop_server
 }
+
+# The Python SDK fixture on Streamable HTTP, stopped with the run.
+python_pid=""
+stop_python() {
+    [ -n "$python_pid" ] || return 0
+    kill -TERM "$python_pid" 2>/dev/null; wait "$python_pid" 2>/dev/null; python_pid=""
+}
+trap 'stop_server; stop_python' EXIT
+start_python() {
+    local venv="$REPO/tests/interop/.venv/bin/python" log="$OUT/python-fixture.log" port deadline
+    if [ ! -x "$venv" ]; then
+        "$REPO/tests/interop/setup.sh" >"$OUT/interop-setup.log" 2>&1 \
+            || give_up "the interop venv could not be installed (log: $OUT/interop-setup.log)"
+    fi
+    port=$(free_port) || give_up "could not find a free port"
+    say "starting the Python SDK fixture on 127.0.0.1:$port (log: $log)"
+    "$venv" "$REPO/tests/interop/reference_server.py" http "$port" >"$log" 2>&1 </dev/null &
+    python_pid=$!
+    deadline=$((SECONDS + WAIT_S))
+    until accepts "$port"; do
+        kill -0 "$python_pid" 2>/dev/null || give_up "the Python SDK fixture exited (log: $log)"
+        [ "$SECONDS" -lt "$deadline" ] || give_up "the Python SDK fixture did not start (log: $log)"
+        sleep 0.1
+    done
+    PYTHON_URL="http://127.0.0.1:$port/mcp"
+}
+
 if [ "${CONFORMANCE_BRIDGE:-1}" = 1 ] && [ -z "$problems" ]; then
-    run_bridge_leg 2026-07-28 2025-11-25
-    run_bridge_leg 2025-11-25 2026-07-28
+    run_bridge_leg bridge-2026-07-28 2026-07-28 -- "$DROID_BIN" serve --revisions 2025-11-25
+    run_bridge_leg bridge-2025-11-25 2025-11-25 -- "$DROID_BIN" serve --revisions 2026-07-28
+    start_python
+    run_bridge_leg bridge-python-2026-07-28 2026-07-28 \
+        --upstream "$PYTHON_URL" --upstream-revision 2025-11-25
+    run_bridge_leg bridge-python-2025-11-25 2025-11-25 \
+        --upstream "$PYTHON_URL" --upstream-revision 2026-07-28
+    stop_python
 fi
 
 # ------------------------------------------------------------------------------- client legs

@@ -9,6 +9,11 @@ Serves the fixture of shared/CONFORMANCE.md section 5 over stdio. The SDK's stdi
 client's first request decides between the legacy `initialize` handshake and the stateless 2026-07-28
 per-request `_meta` envelope. Texts follow CONFORMANCE.md exactly (compact JSON, the exact
 `test_error_handling` text) rather than the SDK's own everything-server where the two differ.
+
+Every tool that asks the client something works in both eras, so the fixture can stand behind
+`droid bridge` at either revision: in a legacy session it asks with server-to-client requests (sent
+together when a 2026-07-28 round would carry them together, each naming in `_meta` the input key the
+2026-07-28 round uses), and in a 2026-07-28 request it answers with an InputRequiredResult.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 from mcp.types import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     AudioContent,
@@ -52,7 +58,6 @@ from mcp.types import (
     TextResourceContents,
     UnsubscribeRequestParams,
 )
-from pydantic import BaseModel, Field
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
@@ -152,55 +157,105 @@ def test_error_handling() -> CallToolResult:
 
 
 @mcp.tool()
-async def test_sampling(prompt: str, ctx: Context) -> str:
+async def test_sampling(prompt: str, ctx: Context) -> str | InputRequiredResult:
     """Tests server-initiated sampling (LLM completion request)"""
-    try:
-        result = await ctx.session.create_message(
-            messages=[SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
-            max_tokens=100,
-            related_request_id=ctx.request_id,
-        )
-        text = result.content.text if result.content.type == "text" else "No response"
-        return f"LLM response: {text}"
-    except Exception as e:  # modern era: no back-channel
-        return f"Sampling not supported or error: {e}"
-
-
-class UserResponse(BaseModel):
-    response: str = Field(description="User's response")
+    question = _sample(prompt, 100)
+    if _modern(ctx):
+        answer = (ctx.input_responses or {}).get("sampling")
+        if answer is None:
+            return InputRequiredResult(input_requests={"sampling": question})
+    else:
+        answer = (await _ask_legacy(ctx, {"sampling": question}))["sampling"]
+    text = answer.content.text if isinstance(answer, CreateMessageResult) and answer.content.type == "text" else "No response"
+    return f"LLM response: {text}"
 
 
 @mcp.tool()
-async def test_elicitation(message: str, ctx: Context) -> str:
+async def test_elicitation(message: str, ctx: Context) -> str | InputRequiredResult:
     """Tests server-initiated elicitation (user input request)"""
-    try:
-        result = await ctx.elicit(message=message, schema=UserResponse)
-        content = result.data.model_dump_json() if result.action == "accept" else "{}"
-        return f"User response: action={result.action}, content={content}"
-    except Exception as e:  # modern era: no back-channel
-        return f"Elicitation not supported or error: {e}"
+    question = _form(
+        message, {"type": "object", "properties": {"response": {"type": "string", "description": "User's response"}}, "required": ["response"]}
+    )
+    answer = await _one(ctx, "elicitation", question)
+    if isinstance(answer, InputRequiredResult):
+        return answer
+    return f"User response: action={answer.action}, content={compact(answer.content or {})}"
 
 
-class SEP1034Defaults(BaseModel):
-    name: str = Field(default="John Doe", description="User name")
-    age: int = Field(default=30, description="User age")
-    score: float = Field(default=95.5, description="User score")
-    status: str = Field(default="active", description="User status", json_schema_extra={"enum": ["active", "inactive", "pending"]})
-    verified: bool = Field(default=True, description="Verification status")
+async def _one(ctx: Context, key: str, question: InputRequest) -> Any:
+    """The answer to one question, or, in a 2026-07-28 request without it, the round asking it."""
+    if _modern(ctx):
+        answer = (ctx.input_responses or {}).get(key)
+        return answer if answer is not None else InputRequiredResult(input_requests={key: question})
+    return (await _ask_legacy(ctx, {key: question}))[key]
+
+
+SEP1034_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    },
+}
+
+SEP1330_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "description": "Pick one", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {
+            "type": "string",
+            "description": "Pick one",
+            "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"},
+            ],
+        },
+        "legacyEnum": {
+            "type": "string",
+            "description": "Pick one",
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"],
+        },
+        "untitledMulti": {
+            "type": "array",
+            "description": "Pick some",
+            "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        },
+        "titledMulti": {
+            "type": "array",
+            "description": "Pick some",
+            "items": {
+                "anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"},
+                ]
+            },
+        },
+    },
+}
 
 
 @mcp.tool()
-async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str | InputRequiredResult:
     """Tests elicitation with default values for all primitive types (SEP-1034)"""
-    result = await ctx.elicit(message="Please provide user information", schema=SEP1034Defaults)
-    content = result.data.model_dump_json() if result.action == "accept" else "{}"
-    return f"Elicitation result: action={result.action}, content={content}"
+    answer = await _one(ctx, "defaults", _form("Please provide user information", SEP1034_SCHEMA))
+    if isinstance(answer, InputRequiredResult):
+        return answer
+    return f"Elicitation result: action={answer.action}, content={compact(answer.content or {})}"
 
 
 @mcp.tool()
-async def test_elicitation_sep1330_enums(ctx: Context) -> str:
-    """Tests elicitation with enum schema variations (SEP-1330); not exercised by the drivers"""
-    return "not implemented in the reference server"
+async def test_elicitation_sep1330_enums(ctx: Context) -> str | InputRequiredResult:
+    """Tests elicitation with enum schema variations (SEP-1330)"""
+    answer = await _one(ctx, "enums", _form("Please select options from the enum fields", SEP1330_SCHEMA))
+    if isinstance(answer, InputRequiredResult):
+        return answer
+    return f"Elicitation completed: action={answer.action}, content={compact(answer.content or {})}"
 
 
 @mcp.tool()
@@ -209,10 +264,39 @@ def test_reconnection() -> str:
     return "Reconnection test completed"
 
 
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
 @mcp.tool(name="json_schema_2020_12_tool")
 def json_schema_2020_12_tool() -> str:
     """Tests JSON Schema 2020-12 keyword preservation in tools/list"""
     return "json_schema_2020_12_tool"
+
+
+# The decorator derives the schema from the signature; this tool's point is the schema itself.
+mcp._tool_manager.get_tool("json_schema_2020_12_tool").parameters = JSON_SCHEMA_2020_12  # noqa: SLF001
 
 
 # ----------------------------------------------------------------------------- tools, 2026-07-28
@@ -259,6 +343,42 @@ async def test_trigger_prompt_change(ctx: Context) -> str:
     return "prompt list changed"
 
 
+# The `_meta` key under which a legacy server-to-client request names the input key the same
+# question has in a 2026-07-28 round (what protocol-droid's own servers do too).
+INPUT_KEY_META = "protocol-droid/inputKey"
+
+_ANSWER_TYPES = {
+    "elicitation/create": ElicitResult,
+    "sampling/createMessage": CreateMessageResult,
+    "roots/list": ListRootsResult,
+}
+
+
+def _modern(ctx: Context) -> bool:
+    return ctx.protocol_version == "2026-07-28"
+
+
+async def _ask_inline(ctx: Context, key: str, request: InputRequest) -> object:
+    """One question as a legacy server-to-client request, naming its 2026-07-28 input key."""
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    data.setdefault("params", {}).setdefault("_meta", {})[INPUT_KEY_META] = key
+    typed = type(request).model_validate(data)
+    return await ctx.session.send_request(
+        typed, _ANSWER_TYPES[data["method"]], metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
+    )
+
+
+async def _ask_legacy(ctx: Context, requests: dict[str, InputRequest]) -> dict[str, object]:
+    """A round of questions in the legacy era: sent together, answered in any order."""
+    keys = list(requests)
+    answers = await asyncio.gather(*(_ask_inline(ctx, key, requests[key]) for key in keys))
+    return dict(zip(keys, answers))
+
+
+def _form(message: str, schema: dict[str, Any]) -> ElicitRequest:
+    return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=schema))
+
+
 def _elicit(message: str, field: str) -> ElicitRequest:
     schema = {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}
     return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=schema))
@@ -282,6 +402,9 @@ def _elicited(answer: object, field: str) -> str | None:
 @mcp.tool()
 async def test_input_required_result_elicitation(ctx: Context) -> str | InputRequiredResult:
     """MRTR: one elicitation (user_name), then a greeting"""
+    if not _modern(ctx):
+        answers = await _ask_legacy(ctx, {"user_name": _elicit("What is your name?", "name")})
+        return f"Hello, {_elicited(answers['user_name'], 'name') or 'stranger'}!"
     responses = ctx.input_responses or {}
     if "user_name" in responses:
         return f"Hello, {_elicited(responses['user_name'], 'name') or 'stranger'}!"
@@ -292,6 +415,8 @@ async def test_input_required_result_elicitation(ctx: Context) -> str | InputReq
 async def test_input_required_result_sampling(ctx: Context) -> str | InputRequiredResult:
     """MRTR: one sampling request (capital_question), then echoes the sampled text"""
     responses = ctx.input_responses or {}
+    if not _modern(ctx):
+        responses = await _ask_legacy(ctx, {"capital_question": _sample("What is the capital of France?", 100)})
     if "capital_question" in responses:
         answer = responses["capital_question"]
         text = answer.content.text if isinstance(answer, CreateMessageResult) and answer.content.type == "text" else "?"
@@ -303,6 +428,8 @@ async def test_input_required_result_sampling(ctx: Context) -> str | InputRequir
 async def test_input_required_result_list_roots(ctx: Context) -> str | InputRequiredResult:
     """MRTR: roots/list (client_roots)"""
     responses = ctx.input_responses or {}
+    if not _modern(ctx):
+        responses = await _ask_legacy(ctx, {"client_roots": ListRootsRequest()})
     if "client_roots" in responses:
         answer = responses["client_roots"]
         return f"Client exposed {len(answer.roots) if isinstance(answer, ListRootsResult) else 0} root(s)."
@@ -312,6 +439,9 @@ async def test_input_required_result_list_roots(ctx: Context) -> str | InputRequ
 @mcp.tool()
 async def test_input_required_result_request_state(ctx: Context) -> str | InputRequiredResult:
     """MRTR with an opaque requestState"""
+    if not _modern(ctx):
+        await _ask_legacy(ctx, {"confirm": _elicit("Please confirm", "ok")})
+        return "state-ok: confirmation received"
     if "confirm" in (ctx.input_responses or {}) and ctx.request_state == "request-state-nonce":
         return "state-ok: confirmation received"
     return InputRequiredResult(input_requests={"confirm": _elicit("Please confirm", "ok")}, request_state="request-state-nonce")
@@ -320,6 +450,16 @@ async def test_input_required_result_request_state(ctx: Context) -> str | InputR
 @mcp.tool()
 async def test_input_required_result_multiple_inputs(ctx: Context) -> str | InputRequiredResult:
     """MRTR: elicitation, sampling and roots in one round"""
+    if not _modern(ctx):
+        await _ask_legacy(
+            ctx,
+            {
+                "user_name": _elicit("What is your name?", "name"),
+                "greeting": _sample("Generate a greeting", 50),
+                "client_roots": ListRootsRequest(),
+            },
+        )
+        return "All inputs received."
     if {"user_name", "greeting", "client_roots"} <= (ctx.input_responses or {}).keys():
         return "All inputs received."
     requests: dict[str, InputRequest] = {
@@ -333,6 +473,10 @@ async def test_input_required_result_multiple_inputs(ctx: Context) -> str | Inpu
 @mcp.tool()
 async def test_input_required_result_multi_round(ctx: Context) -> str | InputRequiredResult:
     """MRTR over two rounds with an evolving requestState"""
+    if not _modern(ctx):
+        first = await _ask_legacy(ctx, {"step1": _elicit("Step 1: What is your name?", "name")})
+        second = await _ask_legacy(ctx, {"step2": _elicit("Step 2: What is your favorite color?", "color")})
+        return f"{_elicited(first['step1'], 'name')} likes {_elicited(second['step2'], 'color')}."
     state = json.loads(ctx.request_state) if ctx.request_state else {"round": 0}
     responses = ctx.input_responses or {}
     if state["round"] == 1 and "step1" in responses:
@@ -351,6 +495,9 @@ async def test_input_required_result_multi_round(ctx: Context) -> str | InputReq
 @mcp.tool()
 async def test_input_required_result_tampered_state(ctx: Context) -> str | InputRequiredResult:
     """MRTR with an integrity-protected requestState"""
+    if not _modern(ctx):
+        await _ask_legacy(ctx, {"confirm": _elicit("Please confirm", "ok")})
+        return "state-ok: round-1"
     if ctx.request_state is None:
         return InputRequiredResult(input_requests={"confirm": _elicit("Please confirm", "ok")}, request_state="round-1")
     return f"state-ok: {ctx.request_state}"
@@ -369,6 +516,9 @@ async def test_input_required_result_capabilities(ctx: Context) -> str | InputRe
         requests["ask"] = _elicit("What is your name?", "name")
     if not requests:
         return "no declared capabilities"
+    if not _modern(ctx):
+        await _ask_legacy(ctx, requests)
+        return "capabilities ok"
     return InputRequiredResult(input_requests=requests, request_state="capability-gated")
 
 
@@ -438,6 +588,8 @@ def test_prompt_with_image() -> list[UserMessage]:
 async def test_input_required_result_prompt(ctx: Context) -> list[UserMessage] | InputRequiredResult:
     """MRTR through prompts/get (user_context)"""
     responses = ctx.input_responses or {}
+    if not _modern(ctx):
+        responses = await _ask_legacy(ctx, {"user_context": _elicit("What context should the prompt use?", "context")})
     if "user_context" in responses:
         text = _elicited(responses["user_context"], "context") or "?"
         return [UserMessage(role="user", content=TextContent(type="text", text=f"Use the following context: {text}"))]
