@@ -30,7 +30,7 @@ use protocol_droid::adapters::secondary::codec::wire::{
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::application::bridge::{Bridge, BridgeOptions, Connector, REPORT_META};
 use protocol_droid::application::client::{
-    Client, ClientError, ClientHandler, ClientOptions, RequestOptions,
+    Client, ClientError, ClientHandler, ClientOptions, Notice, RequestOptions,
 };
 use protocol_droid::application::server::{Call, CallError, Server};
 use protocol_droid::domain::ir::JsonObject;
@@ -44,6 +44,10 @@ type TestError = Box<dyn std::error::Error + Send + Sync>;
 const GUARD: Duration = Duration::from_secs(60);
 
 const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+/// The upstream servers of this test binary, so a tool can announce a
+/// change on the one it runs in.
+static UPSTREAMS: Mutex<Vec<Server>> = Mutex::new(Vec::new());
 
 /// What the upstream answers, per method and tool: things only the newest
 /// revisions can express.
@@ -127,6 +131,20 @@ fn upstream_answer<'a>(
                     .await?;
                 Ok(json!({ "content": [{ "type": "text", "text": answer["content"]["text"] }] }))
             }
+            ("tools/call", "touch") => {
+                // Every upstream of this binary hears it; only the one with a
+                // subscriber sends anything.
+                for server in UPSTREAMS
+                    .lock()
+                    .map_err(|_| CallError::internal("poisoned"))?
+                    .iter()
+                {
+                    server.resource_updated("test://dated");
+                }
+                Ok(json!({ "content": [] }))
+            }
+            // A method no revision defines: the upstream's own extension.
+            ("example/echo", _) => Ok(json!({ "echoed": params.get("word") })),
             _ => Ok(json!({ "content": [{ "type": "text", "text": "plain" }] })),
         }
     })
@@ -146,6 +164,7 @@ async fn serve(server: Server) -> Result<String, TestError> {
 #[derive(Debug, Default)]
 struct Recording {
     asked: Mutex<Vec<Value>>,
+    notices: Mutex<Vec<String>>,
 }
 
 impl ClientHandler for Recording {
@@ -163,6 +182,12 @@ impl ClientHandler for Recording {
             serde_json::from_value(json!({ "action": "accept", "content": { "colour": "r" } }))
                 .map_err(|_| poisoned())
         })
+    }
+
+    fn notification(&self, notice: &Notice) {
+        if let Ok(mut notices) = self.notices.lock() {
+            notices.push(notice.method.clone());
+        }
     }
 
     fn create_message(
@@ -217,6 +242,10 @@ async fn rig(
         .revisions([upstream])
         .forward(Arc::new(upstream_answer))
         .build()?;
+    UPSTREAMS
+        .lock()
+        .map_err(|_| "poisoned")?
+        .push(origin.clone());
     let origin = serve(origin).await?;
     let bridge = Bridge::connect(
         connector(Target::Url(origin.parse()?), vec![upstream]),
@@ -747,5 +776,70 @@ async fn each_legacy_session_gets_its_own_upstream_session_until_it_ends() -> Re
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(closed, "the session's upstream connection outlived it");
+    Ok(())
+}
+
+// ------------------------------------------------------------ subscriptions
+
+/// Waits until the client has heard `method`.
+async fn heard(rig: &Rig, method: &str) -> Result<bool, TestError> {
+    for _ in 0..100 {
+        if rig
+            .handler
+            .notices
+            .lock()
+            .map_err(|_| "poisoned")?
+            .iter()
+            .any(|m| m == method)
+        {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(false)
+}
+
+/// A legacy client's subscription reaches the upstream however it speaks,
+/// and the upstream's update comes back.
+async fn subscription_through(upstream: ProtocolVersion) -> Result<(), TestError> {
+    let rig = rig(
+        upstream,
+        ProtocolVersion::V2025_11_25,
+        BridgeOptions::default(),
+    )
+    .await?;
+    rig.client.subscribe("test://dated").await?;
+    // The upstream hears of it asynchronously: touch until the update comes.
+    for _ in 0..20 {
+        ask(&rig, "tools/call", json!({ "name": "touch" })).await?;
+        if heard(&rig, "notifications/resources/updated").await? {
+            return Ok(());
+        }
+    }
+    Err("the subscribed resource's update never reached the client".into())
+}
+
+#[tokio::test]
+async fn a_subscription_reaches_a_2026_upstream_through_its_listen() -> Result<(), TestError> {
+    subscription_through(ProtocolVersion::V2026_07_28).await
+}
+
+#[tokio::test]
+async fn a_subscription_reaches_a_legacy_upstream() -> Result<(), TestError> {
+    subscription_through(ProtocolVersion::V2025_11_25).await
+}
+
+// ---------------------------------------------------------------- unmodelled
+
+#[tokio::test]
+async fn a_method_no_revision_defines_is_forwarded_as_it_is() -> Result<(), TestError> {
+    for (upstream, client) in [
+        (ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_06_18),
+        (ProtocolVersion::V2026_07_28, ProtocolVersion::V2026_07_28),
+    ] {
+        let rig = rig(upstream, client, BridgeOptions::default()).await?;
+        let reply = ask(&rig, "example/echo", json!({ "word": "hello" })).await?;
+        assert_eq!(reply["echoed"], "hello", "{upstream} -> {client}: {reply}");
+    }
     Ok(())
 }

@@ -365,6 +365,31 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         Ok(lease)
     }
 
+    /// Subscribes to `uri` on a legacy upstream (or ends the subscription),
+    /// on the connection kept for watching: its `resources/updated`
+    /// notifications reach every session and listen watching `uri`.
+    fn watch_legacy(&self, uri: String, subscribed: bool) {
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            let lease = match bridge.lease(Affinity::Shared, full_capabilities()).await {
+                Ok(lease) => lease,
+                Err(error) => {
+                    tracing::debug!(target: "droid::bridge", %error, uri, "no connection to watch on");
+                    return;
+                }
+            };
+            let client = &lease.upstream.client;
+            let outcome = if subscribed {
+                client.subscribe(&uri).await
+            } else {
+                client.unsubscribe(&uri).await
+            };
+            if let Err(error) = outcome {
+                tracing::debug!(target: "droid::bridge", %error, uri, "the upstream subscription failed");
+            }
+        });
+    }
+
     /// Keeps one `subscriptions/listen` open on a 2026-07-28 upstream, so
     /// its list changes and the updates of the resources legacy sessions
     /// subscribed to reach the bridge's own clients; reopened when it ends
@@ -700,46 +725,57 @@ impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
     }
 
     fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
-        if self.inner.upstream.version.era() == Era::Modern {
-            let changed = {
-                let mut watched = lock(&self.inner.watched);
-                let uris = watched.entry(session).or_default();
-                if subscribed {
-                    uris.insert(uri.to_owned())
-                } else {
-                    uris.remove(uri)
-                }
+        // Watched resources are counted over every session and listen; the
+        // upstream hears of a resource when the first starts watching it and
+        // when the last stops.
+        let (changed, watchers) = {
+            let mut watched = lock(&self.inner.watched);
+            let uris = watched.entry(session).or_default();
+            let changed = if subscribed {
+                uris.insert(uri.to_owned())
+            } else {
+                uris.remove(uri)
             };
-            if changed {
-                self.inner.rewatch.notify_one();
+            if uris.is_empty() {
+                watched.remove(&session);
             }
+            let watchers = watched.values().filter(|u| u.contains(uri)).count();
+            (changed, watchers)
+        };
+        if !changed {
             return;
         }
-        let upstream = lock(&self.inner.upstreams)
-            .get(&Affinity::Session(session))
-            .and_then(|pool| pool.first().cloned());
-        let Some(upstream) = upstream else {
+        if self.inner.upstream.version.era() == Era::Modern {
+            self.inner.rewatch.notify_one();
             return;
+        }
+        let first_or_last = if subscribed {
+            watchers == 1
+        } else {
+            watchers == 0
         };
-        let uri = uri.to_owned();
-        tokio::spawn(async move {
-            let outcome = if subscribed {
-                upstream.client.subscribe(&uri).await
-            } else {
-                upstream.client.unsubscribe(&uri).await
-            };
-            if let Err(error) = outcome {
-                tracing::debug!(target: "droid::bridge", %error, uri, "the upstream subscription failed");
-            }
-        });
+        if first_or_last {
+            self.watch_legacy(uri.to_owned(), subscribed);
+        }
     }
 
     fn session_closed(&self, session: SessionId) {
-        if lock(&self.inner.watched)
+        let dropped = lock(&self.inner.watched)
             .remove(&session)
-            .is_some_and(|u| !u.is_empty())
-        {
-            self.inner.rewatch.notify_one();
+            .unwrap_or_default();
+        if !dropped.is_empty() {
+            if self.inner.upstream.version.era() == Era::Modern {
+                self.inner.rewatch.notify_one();
+            } else {
+                let still: std::collections::BTreeSet<String> = lock(&self.inner.watched)
+                    .values()
+                    .flatten()
+                    .cloned()
+                    .collect();
+                for uri in dropped.into_iter().filter(|u| !still.contains(u)) {
+                    self.watch_legacy(uri, false);
+                }
+            }
         }
         let pool = lock(&self.inner.upstreams).remove(&Affinity::Session(session));
         for upstream in pool.into_iter().flatten() {

@@ -13,6 +13,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::call::{Call, CallError};
+use crate::adapters::secondary::codec::{Sender, for_version};
 use crate::domain::ir::JsonObject;
 use crate::domain::{ProtocolVersion, SessionId};
 
@@ -28,12 +29,24 @@ pub const FORWARDED: [&str; 8] = [
     "completion/complete",
 ];
 
+/// Whether `method` is a client request no revision defines (an
+/// extension's): a [`Forward`] is handed those too, as they are, since an
+/// unmodelled request is the upstream's to answer, not this build's to
+/// refuse.
+#[must_use]
+pub fn is_unmodelled(method: &str) -> bool {
+    !ProtocolVersion::ALL
+        .into_iter()
+        .any(|v| for_version(v).defines_request(Sender::Client, method))
+}
+
 /// Serves the primitives of a server from somewhere else.
 ///
 /// Declared here, by the server that consults it; implemented by the bridge.
 pub trait Forward: Send + Sync {
-    /// Answers one request for a method in [`FORWARDED`], as the client on
-    /// `call.peer` can read it.
+    /// Answers one request for a method in [`FORWARDED`] (or one no revision
+    /// defines, see [`is_unmodelled`]), as the client on `call.peer` can
+    /// read it.
     ///
     /// `params` are the request's own, `_meta` included; `call` carries the
     /// request context and asks the client for input.
@@ -55,7 +68,9 @@ pub trait Forward: Send + Sync {
         None
     }
 
-    /// A legacy session subscribed to `uri` (`subscribed`) or dropped it.
+    /// A session subscribed to `uri` (`subscribed`) or dropped it: a legacy
+    /// `resources/subscribe`, or a `subscriptions/listen` watching it,
+    /// opened or ended.
     fn subscription(&self, _session: SessionId, _uri: &str, _subscribed: bool) {}
 
     /// A session ended; whatever was kept for it can go.

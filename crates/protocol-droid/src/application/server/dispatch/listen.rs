@@ -55,6 +55,9 @@ impl Connection {
         if !uris.is_empty() {
             honoured.insert("resourceSubscriptions".to_owned(), json!(uris));
         }
+        // Watching through a forwarder means watching upstream too, for as
+        // long as this listen lasts, however it ends.
+        let _watching = Watching::start(self, &uris);
         let tag = json!({ SUBSCRIPTION_ID_META: id.to_json() });
         let mut changes = self.server.changes();
         let _sent = peer.sink().send(Message::Notification(Notification {
@@ -100,5 +103,39 @@ impl Connection {
             }));
         }
         Ok(json!({ "resultType": "complete", "_meta": tag }))
+    }
+}
+
+/// The resources a listen watches through the server's forwarder, dropped
+/// (and told to the forwarder) when the listen ends.
+struct Watching {
+    forward: Option<std::sync::Arc<dyn crate::application::server::Forward>>,
+    session: crate::domain::SessionId,
+    uris: Vec<String>,
+}
+
+impl Watching {
+    fn start(connection: &Connection, uris: &BTreeSet<String>) -> Self {
+        let forward = connection.server.forwarder().cloned();
+        if let Some(forward) = &forward {
+            for uri in uris {
+                forward.subscription(connection.session(), uri, true);
+            }
+        }
+        Self {
+            forward,
+            session: connection.session(),
+            uris: uris.iter().cloned().collect(),
+        }
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        if let Some(forward) = &self.forward {
+            for uri in &self.uris {
+                forward.subscription(self.session, uri, false);
+            }
+        }
     }
 }

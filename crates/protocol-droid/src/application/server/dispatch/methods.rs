@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::adapters::secondary::codec::for_version;
 use crate::application::server::call::{Call, CallError};
 use crate::application::server::context::{AuthContext, PeerSession, RequestContext};
-use crate::application::server::forward::FORWARDED;
+use crate::application::server::forward::{FORWARDED, is_unmodelled};
 use crate::application::server::host::{Server, ToolAccess};
 use crate::application::server::registry::{match_template, visible};
 use crate::application::server::request_state::StateBinding;
@@ -29,7 +29,9 @@ impl Connection {
         peer: PeerSession,
     ) -> Result<Value, ErrorObject> {
         let era = peer.negotiated().era();
-        if self.server.forwarder().is_some() && FORWARDED.contains(&method) {
+        if self.server.forwarder().is_some()
+            && (FORWARDED.contains(&method) || is_unmodelled(method))
+        {
             return self.forwarded(method, params, ctx, peer).await;
         }
         let registry = self.server.registry();

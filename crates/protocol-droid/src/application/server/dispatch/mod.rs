@@ -140,6 +140,12 @@ impl Connection {
             })
     }
 
+    /// Whether `method` is one no revision defines and a forwarder is there
+    /// to pass it on.
+    fn forwards_unmodelled(&self, method: &str) -> bool {
+        self.server.forwarder().is_some() && super::forward::is_unmodelled(method)
+    }
+
     /// Ends the connection: forgets what its session recorded.
     pub fn close(&self) {
         if let Some(forward) = self.server.forwarder() {
@@ -379,7 +385,7 @@ impl Connection {
     ) -> Result<Value, ErrorObject> {
         let version = session.peer.negotiated();
         let codec = for_version(version);
-        if !codec.defines_request(Sender::Client, method) {
+        if !codec.defines_request(Sender::Client, method) && !self.forwards_unmodelled(method) {
             return Err(error(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!("{method} is not a method of {version}"),
@@ -521,7 +527,9 @@ impl Connection {
     ) -> Result<Value, ErrorObject> {
         // A method the revision removed (or never had) is not found whatever
         // its `_meta` says: that is what tells a client it asked the wrong era.
-        if !for_version(ProtocolVersion::LATEST).defines_request(Sender::Client, method) {
+        if !for_version(ProtocolVersion::LATEST).defines_request(Sender::Client, method)
+            && !self.forwards_unmodelled(method)
+        {
             return Err(error(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!("{method} is not a method of {}", ProtocolVersion::LATEST),
