@@ -143,6 +143,42 @@ fn upstream_answer<'a>(
                 }
                 Ok(json!({ "content": [] }))
             }
+            ("tools/call", "list_of_numbers") => Ok(json!({
+                "content": [{ "type": "text", "text": "[1,2]" }],
+                "structuredContent": [1, 2],
+            })),
+            ("tools/call", "ask_url") => {
+                call.elicit(
+                    "link",
+                    json!({ "mode": "url", "message": "Sign in", "url": "https://example.com/login",
+                            "elicitationId": "e1" }),
+                )
+                .await?;
+                Ok(json!({ "content": [] }))
+            }
+            ("tools/call", "ask_form") => {
+                call.elicit(
+                    "form",
+                    json!({ "message": "Name?", "requestedSchema": { "type": "object",
+                        "properties": { "name": { "type": "string" } } } }),
+                )
+                .await?;
+                Ok(json!({ "content": [] }))
+            }
+            ("tools/call", "sample_tools") => {
+                call.sample(
+                    "s",
+                    json!({ "maxTokens": 5, "messages": [{ "role": "user",
+                        "content": { "type": "text", "text": "hi" } }],
+                        "tools": [{ "name": "t", "inputSchema": { "type": "object" } }] }),
+                )
+                .await?;
+                Ok(json!({ "content": [] }))
+            }
+            ("tools/call", "progress") => {
+                call.progress(1.0, Some(2.0), Some("half way"));
+                Ok(json!({ "content": [] }))
+            }
             // A method no revision defines: the upstream's own extension.
             ("example/echo", _) => Ok(json!({ "echoed": params.get("word") })),
             _ => Ok(json!({ "content": [{ "type": "text", "text": "plain" }] })),
@@ -841,5 +877,208 @@ async fn a_method_no_revision_defines_is_forwarded_as_it_is() -> Result<(), Test
         let reply = ask(&rig, "example/echo", json!({ "word": "hello" })).await?;
         assert_eq!(reply["echoed"], "hello", "{upstream} -> {client}: {reply}");
     }
+    Ok(())
+}
+
+// ------------------------------------------------------------- more rows
+
+#[tokio::test]
+async fn a_non_object_structured_result_is_not_sent_to_2025_11_25() -> Result<(), TestError> {
+    let refusing = rig(
+        ProtocolVersion::V2026_07_28,
+        ProtocolVersion::V2025_11_25,
+        policy(DegradePolicy::permissive().refusing(Feature::StructuredContentAnyJson)),
+    )
+    .await?;
+    let outcome = ask(
+        &refusing,
+        "tools/call",
+        json!({ "name": "list_of_numbers" }),
+    )
+    .await;
+    assert_refused(outcome, Feature::StructuredContentAnyJson)?;
+
+    let allowing = rig(
+        ProtocolVersion::V2026_07_28,
+        ProtocolVersion::V2025_11_25,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    let reply = ask(
+        &allowing,
+        "tools/call",
+        json!({ "name": "list_of_numbers" }),
+    )
+    .await?;
+    assert!(
+        reply.get("structuredContent").is_none_or(Value::is_object),
+        "{reply}"
+    );
+    assert_reported(&allowing, Feature::StructuredContentAnyJson);
+    Ok(())
+}
+
+/// What a client's revision or declaration cannot answer fails the call,
+/// and the client is never asked.
+async fn not_put_to(client: ProtocolVersion, tool: &str) -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        client,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    let outcome = ask(&rig, "tools/call", json!({ "name": tool })).await;
+    assert!(
+        matches!(outcome, Err(ClientError::Server(_))),
+        "{tool} for {client}: {outcome:?}"
+    );
+    assert!(rig.handler.asked.lock().map_err(|_| "poisoned")?.is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn elicitation_is_never_put_to_2025_03_26() -> Result<(), TestError> {
+    not_put_to(ProtocolVersion::V2025_03_26, "ask_form").await
+}
+
+#[tokio::test]
+async fn url_elicitation_is_never_put_to_2025_06_18() -> Result<(), TestError> {
+    not_put_to(ProtocolVersion::V2025_06_18, "ask_url").await
+}
+
+#[tokio::test]
+async fn sampling_with_tools_is_refused_for_2025_06_18_by_name() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_06_18,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    let outcome = ask(&rig, "tools/call", json!({ "name": "sample_tools" })).await;
+    assert_refused(outcome, Feature::SamplingTools)?;
+    assert!(rig.handler.asked.lock().map_err(|_| "poisoned")?.is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn result_type_and_caching_hints_do_not_reach_a_legacy_client() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2026_07_28,
+        ProtocolVersion::V2025_11_25,
+        BridgeOptions::default(),
+    )
+    .await?;
+    // Not a loss: the strict default lets it through.
+    let listed = ask(&rig, "tools/list", json!({})).await?;
+    for member in ["resultType", "ttlMs", "cacheScope"] {
+        assert!(listed.get(member).is_none(), "{member}: {listed}");
+    }
+    let called = ask(&rig, "tools/call", json!({ "name": "plain" })).await?;
+    assert!(called.get("resultType").is_none(), "{called}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_progress_message_does_not_reach_2024_11_05() -> Result<(), TestError> {
+    for (client, keeps) in [
+        (ProtocolVersion::V2024_11_05, false),
+        (ProtocolVersion::V2025_03_26, true),
+    ] {
+        let rig = rig(
+            ProtocolVersion::V2025_11_25,
+            client,
+            BridgeOptions::default(),
+        )
+        .await?;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        let options = RequestOptions {
+            on_progress: Some(Arc::new(move |p| {
+                if let Ok(mut seen) = sink.lock() {
+                    seen.push(p.message);
+                }
+            })),
+            ..RequestOptions::default()
+        };
+        rig.client
+            .request("tools/call", Some(json!({ "name": "progress" })), &options)
+            .await?;
+        let seen = seen.lock().map_err(|_| "poisoned")?.clone();
+        assert_eq!(seen.len(), 1, "{client}: one progress notification");
+        assert_eq!(
+            seen.first().cloned().flatten().is_some(),
+            keeps,
+            "{client}: {seen:?}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_2025_03_26_batch_is_split_and_answered_as_a_batch() -> Result<(), TestError> {
+    let origin = Server::builder("rich-upstream", "1")
+        .revisions([ProtocolVersion::V2026_07_28])
+        .forward(Arc::new(upstream_answer))
+        .build()?;
+    let origin = serve(origin).await?;
+    let bridge = Bridge::connect(
+        connector(
+            Target::Url(origin.parse()?),
+            vec![ProtocolVersion::V2026_07_28],
+        ),
+        WireToolResults,
+        BridgeOptions::default(),
+    )
+    .await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<String>| {
+        let mut request = http
+            .post(&front)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-03-26");
+        }
+        request.send()
+    };
+    let init = post(
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": { "name": "batcher", "version": "1" } } }),
+        None,
+    )
+    .await?;
+    let session = init
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .ok_or("no session id")?;
+    post(
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        Some(session.clone()),
+    )
+    .await?;
+    let reply: Value = post(
+        json!([
+            { "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "plain" } },
+            { "jsonrpc": "2.0", "id": 3, "method": "tools/list" },
+        ]),
+        Some(session),
+    )
+    .await?
+    .json()
+    .await?;
+    let replies = reply.as_array().ok_or("not a batch")?;
+    assert_eq!(replies.len(), 2, "{reply}");
+    let ids: Vec<&Value> = replies.iter().map(|r| &r["id"]).collect();
+    assert!(
+        ids.contains(&&json!(2)) && ids.contains(&&json!(3)),
+        "{reply}"
+    );
     Ok(())
 }
