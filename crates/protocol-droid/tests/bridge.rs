@@ -49,6 +49,9 @@ const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 /// change on the one it runs in.
 static UPSTREAMS: Mutex<Vec<Server>> = Mutex::new(Vec::new());
 
+/// How often `needs_url` was called.
+static URL_VISITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// What the upstream answers, per method and tool: things only the newest
 /// revisions can express.
 fn upstream_answer<'a>(
@@ -179,6 +182,20 @@ fn upstream_answer<'a>(
                 call.progress(1.0, Some(2.0), Some("half way"));
                 Ok(json!({ "content": [] }))
             }
+            ("tools/call", "needs_url") => {
+                // The first call needs the user to visit a URL; after that,
+                // the server has what it needed.
+                if URL_VISITS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    return Err(CallError::Protocol(
+                        ErrorObject::new(ErrorCode::URL_ELICITATION_REQUIRED, "sign in first")
+                            .with_data(json!({ "elicitations": [{
+                                "mode": "url", "message": "Sign in",
+                                "url": "https://example.com/login", "elicitationId": "e1",
+                            }] })),
+                    ));
+                }
+                Ok(json!({ "content": [{ "type": "text", "text": "signed in" }] }))
+            }
             // A method no revision defines: the upstream's own extension.
             ("example/echo", _) => Ok(json!({ "echoed": params.get("word") })),
             _ => Ok(json!({ "content": [{ "type": "text", "text": "plain" }] })),
@@ -205,7 +222,8 @@ struct Recording {
 
 impl ClientHandler for Recording {
     fn capabilities(&self) -> ClientCapabilities {
-        serde_json::from_value(json!({ "elicitation": {}, "sampling": {} })).unwrap_or_default()
+        serde_json::from_value(json!({ "elicitation": { "form": {}, "url": {} }, "sampling": {} }))
+            .unwrap_or_default()
     }
 
     fn elicit(
@@ -1080,5 +1098,23 @@ async fn a_2025_03_26_batch_is_split_and_answered_as_a_batch() -> Result<(), Tes
         ids.contains(&&json!(2)) && ids.contains(&&json!(3)),
         "{reply}"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn url_elicitation_required_becomes_an_input_round_for_2026_07_28() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2026_07_28,
+        BridgeOptions::default(),
+    )
+    .await?;
+    let reply = ask(&rig, "tools/call", json!({ "name": "needs_url" })).await?;
+    assert_eq!(reply["content"][0]["text"], "signed in", "{reply}");
+    let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["mode"], "url");
+    assert_eq!(asked[0]["url"], "https://example.com/login");
+    assert!(asked[0].get("elicitationId").is_none(), "{asked:?}");
     Ok(())
 }

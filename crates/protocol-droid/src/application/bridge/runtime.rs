@@ -24,7 +24,7 @@ use crate::adapters::secondary::codec::wire::ClientCapabilities;
 use crate::application::client::{ClientError, RequestOptions, ServerState};
 use crate::application::server::forward::Forward;
 use crate::application::server::request_state::KeyError;
-use crate::application::server::{Call, CallError, Server, ServerBuilder};
+use crate::application::server::{Call, CallError, Question, Server, ServerBuilder};
 use crate::domain::ir::{JsonObject, LowerError, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{DegradePolicy, Era, Feature, Leg, ProtocolVersion, SessionId};
@@ -588,6 +588,12 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         };
         let result = match outcome? {
             Ok(result) => result,
+            Err(ClientError::Server(error))
+                if error.code == ErrorCode::URL_ELICITATION_REQUIRED
+                    && leg.version.era() == Era::Modern =>
+            {
+                return Err(url_round(&call, error).await);
+            }
             Err(error) => return Err(upstream_error(error, &leg)),
         };
         let mut value = self
@@ -851,6 +857,49 @@ fn legacy_capabilities(declared: &JsonObject) -> ClientCapabilities {
 /// A stable key for a capability set.
 fn capabilities_key(capabilities: &ClientCapabilities) -> String {
     serde_json::to_string(capabilities).unwrap_or_default()
+}
+
+/// The key the state of a URL round travels under.
+const URL_ASKED: &str = "urlAsked";
+
+/// A 2025-11-25 server's `-32042` (URL elicitation required), for a
+/// 2026-07-28 client: an input round asking the URLs, whose retry sends the
+/// request upstream again. A retry the server still refuses gets the
+/// server's error.
+async fn url_round(call: &Call, error: ErrorObject) -> CallError {
+    let retried = call.state().is_some_and(|s| s.get(URL_ASKED).is_some());
+    let elicitations = error
+        .data
+        .as_ref()
+        .and_then(|d| d.get("elicitations"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if retried || elicitations.is_empty() {
+        return CallError::Protocol(error);
+    }
+    let questions = elicitations
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut params)| {
+            // The id is the upstream's bookkeeping; 2026-07-28 has none.
+            if let Value::Object(params) = &mut params {
+                params.remove("elicitationId");
+            }
+            Question::Elicit {
+                key: format!("url{i}"),
+                params,
+            }
+        })
+        .collect();
+    call.keep_state(json!({ URL_ASKED: true }));
+    match call.ask_all(questions).await {
+        Err(round @ CallError::InputRequired(_)) => round,
+        Err(other) => other,
+        // Answers already in hand mean this is the retry; the server's
+        // error stands.
+        Ok(_) => CallError::Protocol(error),
+    }
 }
 
 /// An upstream failure as the client is to read it.
