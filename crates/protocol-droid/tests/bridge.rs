@@ -946,16 +946,22 @@ async fn not_put_to(client: ProtocolVersion, tool: &str) -> Result<(), TestError
     )
     .await?;
     let outcome = ask(&rig, "tools/call", json!({ "name": tool })).await;
-    assert!(
-        matches!(outcome, Err(ClientError::Server(_))),
-        "{tool} for {client}: {outcome:?}"
-    );
+    match &outcome {
+        Err(ClientError::Server(error)) => assert!(
+            error.message.to_lowercase().contains("elicitation"),
+            "{tool} for {client}: the error must say what was missing: {error:?}"
+        ),
+        other => {
+            return Err(format!("{tool} for {client}: expected a refusal, got {other:?}").into());
+        }
+    }
     assert!(rig.handler.asked.lock().map_err(|_| "poisoned")?.is_empty());
     Ok(())
 }
 
 #[tokio::test]
 async fn elicitation_is_never_put_to_2025_03_26() -> Result<(), TestError> {
+    // The upstream hears the client's capabilities, so it refuses itself.
     not_put_to(ProtocolVersion::V2025_03_26, "ask_form").await
 }
 
@@ -1117,4 +1123,187 @@ async fn url_elicitation_required_becomes_an_input_round_for_2026_07_28() -> Res
     assert_eq!(asked[0]["url"], "https://example.com/login");
     assert!(asked[0].get("elicitationId").is_none(), "{asked:?}");
     Ok(())
+}
+
+// ------------------------------------------------------ rounds synthesized
+
+#[tokio::test]
+async fn a_2026_client_answers_a_legacy_servers_question_in_an_input_round() -> Result<(), TestError>
+{
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2026_07_28,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    // The legacy server asks inline; the bridge parks its call, the client
+    // retries with the answer, and the parked call finishes.
+    let reply = ask(&rig, "tools/call", json!({ "name": "ask_enum" })).await?;
+    assert_eq!(reply["content"][0]["text"], "accept", "{reply}");
+    let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(rig.bridge.parked(), 0, "nothing stays parked");
+    // Sampling, the other question a server asks.
+    let reply = ask(&rig, "tools/call", json!({ "name": "sample_array" })).await?;
+    assert_eq!(reply["content"][0]["text"], "sampled", "{reply}");
+    Ok(())
+}
+
+/// A raw 2026-07-28 request to `url`.
+async fn raw(url: &str, id: u64, params: Value) -> Result<Value, TestError> {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+    });
+    let name = params["name"].as_str().unwrap_or_default().to_owned();
+    let reply: Value = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name)
+        .json(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }))
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(reply)
+}
+
+/// The bridge in front of the rich upstream at 2025-11-25, served over
+/// HTTP: its URL, and the bridge.
+async fn front(options: BridgeOptions) -> Result<(String, Bridge<WireToolResults>), TestError> {
+    let origin = Server::builder("rich-upstream", "1")
+        .revisions([ProtocolVersion::V2025_11_25])
+        .forward(Arc::new(upstream_answer))
+        .build()?;
+    UPSTREAMS
+        .lock()
+        .map_err(|_| "poisoned")?
+        .push(origin.clone());
+    let origin = serve(origin).await?;
+    let bridge = Bridge::connect(
+        connector(
+            Target::Url(origin.parse()?),
+            vec![ProtocolVersion::V2025_11_25],
+        ),
+        WireToolResults,
+        options,
+    )
+    .await?;
+    let url = serve(bridge.server(|b| b)?).await?;
+    Ok((url, bridge))
+}
+
+#[tokio::test]
+async fn a_parked_call_is_resumed_only_by_its_own_untampered_unexpired_retry()
+-> Result<(), TestError> {
+    let (url, bridge) = front(BridgeOptions {
+        park_for: Duration::from_millis(300),
+        ..BridgeOptions::default()
+    })
+    .await?;
+    let form = json!({ "name": "ask_form", "arguments": {} });
+    let first = raw(&url, 1, form.clone()).await?;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"]
+        .as_str()
+        .ok_or("no state")?
+        .to_owned();
+    assert_eq!(bridge.parked(), 1);
+    let answer = json!({ "form": { "action": "accept", "content": { "name": "Ada" } } });
+
+    // A tampered state is refused, and the parked call stays parked.
+    let mut tampered = form.clone();
+    tampered["requestState"] = json!(format!("{state}x"));
+    tampered["inputResponses"] = answer.clone();
+    let refused = raw(&url, 2, tampered).await?;
+    assert!(refused.get("error").is_some(), "{refused}");
+    // The state is bound to the request: another tool cannot use it.
+    let mut other = json!({ "name": "ask_enum", "arguments": {} });
+    other["requestState"] = json!(state);
+    other["inputResponses"] = answer.clone();
+    let refused = raw(&url, 3, other).await?;
+    assert!(refused.get("error").is_some(), "{refused}");
+    assert_eq!(bridge.parked(), 1);
+
+    // Too late: the parked call expired and was cancelled upstream.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut late = form.clone();
+    late["requestState"] = json!(state);
+    late["inputResponses"] = answer;
+    let refused = raw(&url, 4, late).await?;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no longer waiting")),
+        "{refused}"
+    );
+    assert_eq!(bridge.parked(), 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn two_legacy_sessions_get_two_upstream_sessions() -> Result<(), TestError> {
+    let (url, bridge) = front(BridgeOptions::default()).await?;
+    let before = bridge.connections();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let options = ConnectOptions {
+            client: ClientOptions {
+                revisions: vec![ProtocolVersion::V2025_11_25],
+                ..ClientOptions::default()
+            },
+            ..ConnectOptions::default()
+        };
+        let client = connect(&Target::Url(url.parse()?), options).await?;
+        client
+            .request("tools/list", None, &RequestOptions::default())
+            .await?;
+        clients.push(client);
+    }
+    assert_eq!(bridge.connections(), before + 2);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_listen_watching_a_resource_subscribes_a_legacy_upstream() -> Result<(), TestError> {
+    use futures_util::StreamExt as _;
+    let (url, _bridge) = front(BridgeOptions::default()).await?;
+    let listen = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(
+            &json!({ "jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+            "params": {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+                "notifications": { "resourceSubscriptions": ["test://dated"] },
+            } }),
+        )
+        .send()
+        .await?;
+    let mut events = listen.bytes_stream();
+    let mut seen = String::new();
+    for _ in 0..40 {
+        // The upstream hears of the watch asynchronously: touch until the
+        // update arrives on the listen stream.
+        raw(&url, 8, json!({ "name": "touch", "arguments": {} })).await?;
+        if let Ok(Some(chunk)) =
+            tokio::time::timeout(Duration::from_millis(100), events.next()).await
+        {
+            seen.push_str(&String::from_utf8_lossy(&chunk?));
+        }
+        if seen.contains("notifications/resources/updated") {
+            return Ok(());
+        }
+    }
+    Err(format!("no update on the listen stream: {seen}").into())
 }

@@ -10,18 +10,27 @@
 //! - **2026-07-28 upstream.** The server answers `input_required`; its
 //!   `inputRequests` become the downstream questions under the same keys,
 //!   and the answers go back upstream with its `requestState`, in a new
-//!   request. Nothing is kept in the bridge: the upstream state and the
-//!   questions travel sealed in the downstream `requestState`.
+//!   request. Nothing is kept in the bridge: the upstream state, the
+//!   questions and any answers already given travel sealed in the
+//!   downstream `requestState`.
 //! - **Legacy upstream.** The server asks by sending requests of its own
 //!   while the forwarded request is in flight ([`Flight`]). In front of a
 //!   2026-07-28 client that is the hard case (multi round-trip synthesis):
 //!   the upstream request has to stay open across the client's retry, so
-//!   the flight is parked under a handle, the handle is sealed into
+//!   the flight is parked under a random handle, the handle is sealed into
 //!   `requestState`, and the retry picks it up and answers the waiting
-//!   questions. Parked flights are bounded in number and in time; one that
-//!   expires is dropped, which cancels the upstream request.
+//!   questions. A parked flight also remembers whose request it is (caller,
+//!   method, target), and only a retry of that request takes it. Parked
+//!   flights are bounded in number and in time; one that expires is
+//!   dropped, which cancels the upstream request.
+//!
+//! The client's `inputResponses` answer the questions of the round they
+//! were asked in, once: a question asked again later in the same request,
+//! under a key already answered, goes to the client again rather than
+//! receiving the old answer.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -29,12 +38,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::lower::Lowering;
-use super::upstream::{Ask, Lease, Registration, Relay, lock};
+use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
 use crate::application::client::{ClientError, RequestOptions};
 use crate::application::server::{Call, CallError, INPUT_KEY_META, Question};
 use crate::domain::ir::{JsonObject, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
-use crate::domain::{DegradePolicy, Leg};
+use crate::domain::{DegradePolicy, Era, Leg};
 
 /// How many flights may be parked waiting for their client's retry.
 pub const MAX_PARKED: usize = 1024;
@@ -46,16 +55,46 @@ const GATHER: Duration = Duration::from_millis(25);
 /// The key a parked flight's handle travels under in the sealed state.
 const PARKED: &str = "parked";
 
+/// The methods whose requests may take input rounds; a question a server
+/// asks during any other is not put to the client.
+pub(super) const MULTI_ROUND_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// Whose request a parked flight is: only a retry of the same request, by
+/// the same caller, resumes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Owner {
+    pub(super) principal: Option<String>,
+    pub(super) method: String,
+    pub(super) target: String,
+}
+
+impl Owner {
+    /// The owner of `call`'s request for `method` with `params`.
+    pub(super) fn of(call: &Call, method: &str, params: &JsonObject) -> Self {
+        let target = params
+            .get("name")
+            .or_else(|| params.get("uri"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Self {
+            principal: call.caller().principal_key(),
+            method: method.to_owned(),
+            target: target.to_owned(),
+        }
+    }
+}
+
 /// A legacy upstream request in flight, with the questions it asked.
 pub(super) struct Flight {
-    // Dropped before the lease, so the connection is free of this request
-    // before another may take it.
-    registration: Registration,
+    // Fields drop in order: the registration goes before the lease, so the
+    // connection is free of this request before another may take it.
+    _registration: Registration,
     asks: mpsc::Receiver<Ask>,
     task: AbortOnDrop,
     open: Vec<(String, Ask)>,
     next_key: u32,
     rounds: usize,
+    relay: RelayCell,
     lease: Lease,
 }
 
@@ -69,21 +108,36 @@ impl Drop for AbortOnDrop {
     }
 }
 
+impl Drop for Flight {
+    fn drop(&mut self) {
+        // Abandoned while the server may still be working on it (expired,
+        // cancelled, refused): what the server sends next on the connection
+        // could be about this request, so no other request may have it.
+        if !self.task.0.is_finished() {
+            self.lease.retire();
+        }
+    }
+}
+
 enum Step {
     Done(Result<Value, ClientError>),
     Asked,
 }
 
 impl Flight {
-    /// Starts `method` upstream for `call`, on the leased connection.
-    pub(super) fn start(
+    /// Starts `method` upstream on the leased connection, its
+    /// notifications going to `relay` and its progress too.
+    fn start(
         lease: Lease,
-        relay: mpsc::Sender<Relay>,
+        relay: RelayCell,
         method: &str,
         params: JsonObject,
-        options: RequestOptions,
+        mut options: RequestOptions,
     ) -> Self {
-        let (registration, asks) = lease.upstream.handler.register(relay);
+        let (registration, asks) = lease.upstream.handler.register(Arc::clone(&relay));
+        if options.on_progress.is_some() {
+            options.on_progress = Some(progress_to(Arc::clone(&relay)));
+        }
         let client = lease.upstream.client.clone();
         let method = method.to_owned();
         let task = tokio::spawn(async move {
@@ -92,14 +146,22 @@ impl Flight {
                 .await
         });
         Self {
-            registration,
+            _registration: registration,
             asks,
             task: AbortOnDrop(task),
             open: Vec::new(),
             next_key: 1,
             rounds: 0,
+            relay,
             lease,
         }
+    }
+
+    /// Sends this request's notifications to `relay` from now on: a
+    /// request resumed by a retry is served by a new task.
+    fn relay_to(&self, relay: &RelayCell) {
+        let current = lock(relay).clone();
+        *lock(&self.relay) = current;
     }
 
     /// Waits for the result, or for the next questions; with `gather`,
@@ -109,12 +171,9 @@ impl Flight {
             return Step::Asked;
         }
         tokio::select! {
-            joined = &mut self.task.0 => Step::Done(joined.unwrap_or_else(|e| {
-                Err(ClientError::InvalidResult {
-                    method: "upstream request".to_owned(),
-                    detail: e.to_string(),
-                })
-            })),
+            // A question is taken before a result that is ready at the same
+            // moment: it is waiting for an answer, the result is not.
+            biased;
             Some(ask) = self.asks.recv() => {
                 self.take(ask);
                 // Questions asked together go out together.
@@ -133,6 +192,12 @@ impl Flight {
                 }
                 Step::Asked
             }
+            joined = &mut self.task.0 => Step::Done(joined.unwrap_or_else(|e| {
+                Err(ClientError::InvalidResult {
+                    method: "upstream request".to_owned(),
+                    detail: e.to_string(),
+                })
+            })),
         }
     }
 
@@ -153,6 +218,17 @@ impl Flight {
         self.open.push((key, ask));
     }
 
+    /// Answers the open question under `key` with `answer`.
+    fn answer(&mut self, key: &str, answer: Value) {
+        if let Some(index) = self.open.iter().position(|(k, _)| k == key) {
+            let (_, ask) = self.open.remove(index);
+            if ask.method == "roots/list" {
+                self.lease.upstream.handler.remember_roots(&answer);
+            }
+            let _gone = ask.answer.send(Ok(answer));
+        }
+    }
+
     /// Withdraws every open question with `error`.
     fn refuse_open(&mut self, error: &ErrorObject) {
         for (_, ask) in self.open.drain(..) {
@@ -161,35 +237,59 @@ impl Flight {
     }
 }
 
+/// A progress callback sending to whichever task serves the request now.
+pub(super) fn progress_to(cell: RelayCell) -> crate::application::client::ProgressFn {
+    Arc::new(move |p| {
+        super::upstream::relay(
+            &cell,
+            Relay::Progress {
+                progress: p.progress.as_f64().unwrap_or_default(),
+                total: p.total.as_ref().and_then(serde_json::Number::as_f64),
+                message: p.message,
+            },
+        );
+    })
+}
+
 /// Flights waiting for their client's retry, by handle.
 #[derive(Default)]
 pub(super) struct Parking {
-    flights: HashMap<u64, (Flight, Instant)>,
-    next: u64,
+    flights: HashMap<String, (Flight, Owner, Instant)>,
 }
 
 impl Parking {
-    /// Parks `flight` until `deadline`; `None` when the lot is full.
-    fn park(&mut self, flight: Flight, deadline: Instant) -> Option<u64> {
+    /// Parks `flight` until `deadline` under a fresh random handle; `None`
+    /// when the lot is full or no handle could be drawn.
+    fn park(&mut self, flight: Flight, owner: Owner, deadline: Instant) -> Option<String> {
         self.expire(Instant::now());
         if self.flights.len() >= MAX_PARKED {
             return None;
         }
-        self.next += 1;
-        self.flights.insert(self.next, (flight, deadline));
-        Some(self.next)
+        // Random rather than counted: a handle means nothing to another
+        // process, or to this one after a restart, even under a shared
+        // sealing key.
+        let mut bytes = [0_u8; 16];
+        getrandom::fill(&mut bytes).ok()?;
+        let handle: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        self.flights
+            .insert(handle.clone(), (flight, owner, deadline));
+        Some(handle)
     }
 
-    /// Takes the flight parked under `handle`, if it has not expired.
-    pub(super) fn take(&mut self, handle: u64) -> Option<Flight> {
+    /// Takes the flight parked under `handle` for `owner`, if it has not
+    /// expired; another caller's or another request's stays where it is.
+    pub(super) fn take(&mut self, handle: &str, owner: &Owner) -> Option<Flight> {
         self.expire(Instant::now());
-        self.flights.remove(&handle).map(|(flight, _)| flight)
+        if self.flights.get(handle).is_some_and(|(_, o, _)| o == owner) {
+            return self.flights.remove(handle).map(|(flight, _, _)| flight);
+        }
+        None
     }
 
     /// Drops every flight whose client did not come back in time, which
     /// cancels its upstream request.
     pub(super) fn expire(&mut self, now: Instant) {
-        self.flights.retain(|_, (_, deadline)| *deadline > now);
+        self.flights.retain(|_, (_, _, deadline)| *deadline > now);
     }
 
     /// How many flights are parked.
@@ -207,8 +307,11 @@ pub(super) enum Start {
 }
 
 /// The handle a parked flight's retry names, if `state` is such a retry's.
-pub(super) fn parked_handle(state: Option<&Value>) -> Option<u64> {
-    state.and_then(|s| s.get(PARKED)).and_then(Value::as_u64)
+pub(super) fn parked_handle(state: Option<&Value>) -> Option<String> {
+    state
+        .and_then(|s| s.get(PARKED))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// What the round loop needs from the bridge.
@@ -221,7 +324,9 @@ pub(super) struct Rounds<'a> {
     pub(super) park_for: Duration,
     pub(super) options: RequestOptions,
     /// Where the upstream's notifications about this request go.
-    pub(super) relay: mpsc::Sender<Relay>,
+    pub(super) relay: RelayCell,
+    /// Whose request this is.
+    pub(super) owner: Owner,
 }
 
 impl Rounds<'_> {
@@ -235,29 +340,51 @@ impl Rounds<'_> {
     ) -> Result<Result<Value, ClientError>, CallError> {
         let mut flight = match start {
             Start::Parked(flight) => {
-                flight.registration.relay_to(self.relay.clone());
+                flight.relay_to(&self.relay);
                 flight
             }
             Start::New(lease) => Flight::start(
                 lease,
-                self.relay.clone(),
+                Arc::clone(&self.relay),
                 method,
                 params,
                 self.options.clone(),
             ),
         };
+        let modern = call.peer.negotiated().era() == Era::Modern;
+        let asks_client = MULTI_ROUND_METHODS.contains(&method);
+        // The client's answers are for the questions open when this request
+        // arrived, once.
+        let mut responses = call.ctx.input_responses.clone();
+        let mut asking = call.clone();
+        asking.ctx.input_responses = JsonObject::new();
         loop {
-            let gather = call.peer.negotiated().era() == crate::domain::Era::Modern;
-            match flight.next(gather).await {
+            match flight.next(modern).await {
                 Step::Done(result) => return Ok(result),
+                Step::Asked if !asks_client => {
+                    // Nothing a client can answer fits this method's reply.
+                    flight.refuse_open(&ErrorObject::new(
+                        ErrorCode::INTERNAL_ERROR,
+                        format!("the bridge cannot put a question to the client during {method}"),
+                    ));
+                }
                 Step::Asked => {
+                    let keys: Vec<String> = flight.open.iter().map(|(k, _)| k.clone()).collect();
+                    for key in keys {
+                        if let Some(answer) = responses.remove(&key).filter(Value::is_object) {
+                            flight.answer(&key, answer);
+                        }
+                    }
+                    responses.clear();
+                    if flight.open.is_empty() {
+                        continue;
+                    }
                     flight.rounds += 1;
                     if flight.rounds > self.max_rounds {
-                        let error = CallError::internal(format!(
+                        return Err(CallError::internal(format!(
                             "the server asked for input more than {} times",
                             self.max_rounds
-                        ));
-                        return Err(error);
+                        )));
                     }
                     let questions = match self.questions(
                         flight
@@ -273,18 +400,19 @@ impl Rounds<'_> {
                             return Err(error);
                         }
                     };
-                    match call.ask_all(questions).await {
+                    match asking.ask_all(questions).await {
                         Ok(answers) => {
-                            for ((_, ask), answer) in flight.open.drain(..).zip(answers) {
-                                if ask.method == "roots/list" {
-                                    flight.lease.upstream.handler.remember_roots(&answer);
-                                }
-                                let _gone = ask.answer.send(Ok(answer));
+                            let keys: Vec<String> =
+                                flight.open.iter().map(|(k, _)| k.clone()).collect();
+                            for (key, answer) in keys.into_iter().zip(answers) {
+                                flight.answer(&key, answer);
                             }
                         }
                         Err(CallError::InputRequired(asked)) => {
                             let deadline = Instant::now() + self.park_for;
-                            let Some(handle) = lock(self.parking).park(flight, deadline) else {
+                            let parked =
+                                lock(self.parking).park(flight, self.owner.clone(), deadline);
+                            let Some(handle) = parked else {
                                 return Err(CallError::internal(
                                     "too many requests are waiting for input; try again later",
                                 ));
@@ -318,33 +446,63 @@ impl Rounds<'_> {
         lease: &Lease,
     ) -> Result<Result<Value, ClientError>, CallError> {
         let state = call.state().unwrap_or(Value::Null);
-        let mut asked: JsonObject = state
-            .get("asked")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
+        let member = |key: &str| -> JsonObject {
+            state
+                .get(key)
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let mut asked = member("asked");
+        // Answers given in earlier retries of this round, kept sealed until
+        // every question has one.
+        let mut answered = member("answered");
         let mut upstream_state = state.get("upstream").cloned().filter(|s| !s.is_null());
         let mut rounds = state.get("rounds").and_then(Value::as_u64).unwrap_or(0);
+        let mut responses = call.ctx.input_responses.clone();
+        let mut asking = call.clone();
+        asking.ctx.input_responses = JsonObject::new();
         // Registered so the server's log lines about it can find it.
-        let (_registration, _asks) = lease.upstream.handler.register(self.relay.clone());
+        let (_registration, _asks) = lease.upstream.handler.register(Arc::clone(&self.relay));
+        let mut options = self.options.clone();
+        if options.on_progress.is_some() {
+            options.on_progress = Some(progress_to(Arc::clone(&self.relay)));
+        }
         loop {
             let mut request = params.clone();
             if !asked.is_empty() {
-                let questions = self.questions(asked.iter().map(|(key, q)| {
-                    (
-                        key.clone(),
-                        q.get("method")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                        q.get("params").cloned().unwrap_or_else(|| json!({})),
-                    )
-                }))?;
-                call.keep_state(json!({
-                    "asked": asked, "upstream": upstream_state, "rounds": rounds,
-                }));
-                let answers = call.ask_all(questions).await?;
-                let responses: Map<String, Value> = asked.keys().cloned().zip(answers).collect();
+                for key in asked.keys() {
+                    if let Some(answer) = responses.remove(key).filter(Value::is_object) {
+                        answered.insert(key.clone(), answer);
+                    }
+                }
+                responses.clear();
+                let missing: Vec<(String, Value)> = asked
+                    .iter()
+                    .filter(|(key, _)| !answered.contains_key(*key))
+                    .map(|(k, q)| (k.clone(), q.clone()))
+                    .collect();
+                if !missing.is_empty() {
+                    let questions = self.questions(missing.iter().map(|(key, q)| {
+                        (
+                            key.clone(),
+                            q.get("method")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned(),
+                            q.get("params").cloned().unwrap_or_else(|| json!({})),
+                        )
+                    }))?;
+                    asking.keep_state(json!({
+                        "asked": asked, "answered": answered,
+                        "upstream": upstream_state, "rounds": rounds,
+                    }));
+                    let answers = asking.ask_all(questions).await?;
+                    for ((key, _), answer) in missing.into_iter().zip(answers) {
+                        answered.insert(key, answer);
+                    }
+                }
+                let responses: Map<String, Value> = std::mem::take(&mut answered);
                 request.insert("inputResponses".to_owned(), Value::Object(responses));
             }
             if let Some(state) = &upstream_state {
@@ -352,10 +510,7 @@ impl Rounds<'_> {
             }
             let client = &lease.upstream.client;
             let request = Some(Value::Object(request));
-            let result = match client
-                .request_once(method, request.clone(), &self.options)
-                .await
-            {
+            let result = match client.request_once(method, request.clone(), &options).await {
                 Ok(result) => result,
                 // The tool's header annotations changed since the bridge
                 // last listed them (or it never did): list, then once more.
@@ -365,7 +520,7 @@ impl Rounds<'_> {
                     if let Err(error) = client.refresh_tools().await {
                         return Ok(Err(error));
                     }
-                    match client.request_once(method, request, &self.options).await {
+                    match client.request_once(method, request, &options).await {
                         Ok(result) => result,
                         Err(error) => return Ok(Err(error)),
                     }
@@ -377,6 +532,11 @@ impl Rounds<'_> {
                     client.remember_tools(&result);
                 }
                 return Ok(Ok(result));
+            }
+            if !MULTI_ROUND_METHODS.contains(&method) {
+                return Err(CallError::internal(format!(
+                    "the server asked for input during {method}, which has no input rounds"
+                )));
             }
             rounds += 1;
             if usize::try_from(rounds).map_or(true, |r| r > self.max_rounds) {

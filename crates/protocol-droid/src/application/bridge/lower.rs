@@ -255,10 +255,22 @@ impl Lowering<'_> {
         }
     }
 
-    /// Elicitation schemas: the enum forms and `default` of 2025-11-25 in
-    /// the forms 2025-06-18 has, and a refusal for multi-select, which has
-    /// none.
+    /// Elicitation: the URL mode's `elicitationId` as the client's revision
+    /// has it, and schemas with the enum forms and `default` of 2025-11-25
+    /// in the forms 2025-06-18 has (multi-select has none).
     fn elicitation(&mut self, params: &mut Map<String, Value>) -> Result<(), LowerError> {
+        if params.get("mode").and_then(Value::as_str) == Some("url") {
+            if self.leg.profile.allows(Feature::UrlElicitationCompletion) {
+                // 2025-11-25 requires one; a 2026-07-28 server has none to give.
+                if !params.contains_key("elicitationId") {
+                    params.insert("elicitationId".to_owned(), json!(fresh_id()));
+                }
+            } else {
+                // The upstream's bookkeeping; later revisions have no such id.
+                params.remove("elicitationId");
+            }
+            return Ok(());
+        }
         if self.leg.profile.allows(Feature::ElicitationEnumVariants) {
             return Ok(());
         }
@@ -307,6 +319,15 @@ impl Lowering<'_> {
     /// Sampling: one-block arrays unwrapped; tools refused, as the older
     /// revisions have no tool use in sampling.
     fn sampling(&mut self, params: &mut Map<String, Value>) -> Result<(), LowerError> {
+        let context = params.get("includeContext").and_then(Value::as_str);
+        if context.is_some_and(|c| c != "none")
+            && self.must_drop(
+                Feature::SamplingIncludeContext,
+                "includeContext became none: the client did not declare sampling.context",
+            )?
+        {
+            params.insert("includeContext".to_owned(), json!("none"));
+        }
         if params.contains_key("tools") && !self.leg.profile.allows(Feature::SamplingTools) {
             return Err(LowerError::FeatureUnavailable {
                 feature: Feature::SamplingTools,
@@ -341,6 +362,21 @@ impl Lowering<'_> {
         }
         Ok(())
     }
+}
+
+/// A random id for a URL elicitation a 2025-11-25 client must be able to
+/// name.
+fn fresh_id() -> String {
+    let mut bytes = [0_u8; 16];
+    // Without entropy the id is still unique enough for one client's
+    // bookkeeping: the time is used instead.
+    if getrandom::fill(&mut bytes).is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes = now.to_le_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The feature named `name`, as config and flags spell it: the variant's

@@ -17,7 +17,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::content::{ToolResultCodec, Translator};
-use super::exchange::{Parking, Rounds, Start, parked_handle};
+use super::exchange::{Owner, Parking, Rounds, Start, parked_handle, progress_to};
 use super::lower::Lowering;
 use super::upstream::{Connector, Lease, RELAY_BACKLOG, Relay, Upstream, UpstreamHandler, lock};
 use crate::adapters::secondary::codec::wire::ClientCapabilities;
@@ -145,10 +145,10 @@ struct Inner<C> {
     parking: Mutex<Parking>,
     server: Mutex<Option<Server>>,
     reports: Mutex<VecDeque<Report>>,
-    /// The resources each legacy session subscribed to, watched through
-    /// the listen of a 2026-07-28 upstream.
-    watched: Mutex<HashMap<SessionId, std::collections::BTreeSet<String>>>,
-    /// Reopens that listen after `watched` changed.
+    /// The resources each session watches (by `resources/subscribe`, or in
+    /// its listens), counted: a session may watch one twice.
+    watched: Mutex<HashMap<SessionId, HashMap<String, usize>>>,
+    /// Tells the task that watches upstream that `watched` changed.
     rewatch: Arc<tokio::sync::Notify>,
     /// Dropped with the bridge, which ends its background tasks.
     closing: tokio::sync::watch::Sender<()>,
@@ -196,6 +196,8 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         bridge.spawn_reaper();
         if bridge.inner.upstream.version.era() == Era::Modern {
             bridge.spawn_listener();
+        } else {
+            bridge.spawn_watcher();
         }
         Ok(bridge)
     }
@@ -203,6 +205,11 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
     /// The downstream server: named as the upstream names itself, with its
     /// instructions, forwarding to this bridge. `configure` sets the rest
     /// (the revisions offered, a shared sealing key).
+    ///
+    /// The server refers to the bridge without keeping it alive: keep the
+    /// bridge for as long as the server serves (once it is dropped, its
+    /// connections close and the server answers every primitive with an
+    /// error).
     ///
     /// # Errors
     ///
@@ -220,7 +227,11 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             },
             |info| (info.name.clone(), info.version.clone()),
         );
-        let mut builder = Server::builder(name, version).forward(Arc::new(self.clone()));
+        // The server holds the bridge weakly: the bridge holds the server
+        // (to announce the upstream's changes), and a cycle would keep both,
+        // and their background tasks and child processes, alive forever.
+        let forwarding = Forwarding(Arc::downgrade(&self.inner));
+        let mut builder = Server::builder(name, version).forward(Arc::new(forwarding));
         if let Some(instructions) = &self.inner.upstream.instructions {
             builder = builder.instructions(instructions.clone());
         }
@@ -279,7 +290,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                             continue;
                         }
                         pool.retain(|u| {
-                            let stale = !u.busy.load(std::sync::atomic::Ordering::Acquire)
+                            let stale = u.is_idle()
                                 && now.duration_since(*lock(&u.last_used)) > inner.options.idle;
                             if stale {
                                 idle.push(Arc::clone(u));
@@ -347,9 +358,10 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         let one_client = matches!(affinity, Affinity::Session(_));
         let server = lock(&self.inner.server).clone();
         let handler = Arc::new(UpstreamHandler::new(capabilities, server, one_client));
-        let client = (self.inner.connector)(handler.clone())
-            .await
-            .map_err(|e| CallError::internal(format!("the upstream could not be reached: {e}")))?;
+        let client = (self.inner.connector)(handler.clone()).await.map_err(|e| {
+            tracing::warn!(target: "droid::bridge", error = %e, "the upstream could not be reached");
+            CallError::internal("the upstream could not be reached; the bridge's log says why")
+        })?;
         let upstream = Arc::new(Upstream::new(client, handler));
         let lease = if exclusive {
             upstream
@@ -365,27 +377,69 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         Ok(lease)
     }
 
-    /// Subscribes to `uri` on a legacy upstream (or ends the subscription),
-    /// on the connection kept for watching: its `resources/updated`
-    /// notifications reach every session and listen watching `uri`.
-    fn watch_legacy(&self, uri: String, subscribed: bool) {
-        let bridge = self.clone();
+    /// Every resource some session watches.
+    fn watched_uris(&self) -> std::collections::BTreeSet<String> {
+        lock(&self.inner.watched)
+            .values()
+            .flat_map(HashMap::keys)
+            .cloned()
+            .collect()
+    }
+
+    /// Keeps a legacy upstream subscribed to exactly the resources some
+    /// session watches, on one connection kept for watching: its
+    /// `resources/updated` notifications reach every session and listen
+    /// watching the resource. One task does it, in order, and subscribes
+    /// again on a new connection when the old one ended.
+    fn spawn_watcher(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let rewatch = Arc::clone(&self.inner.rewatch);
+        let mut closing = self.inner.closing.subscribe();
         tokio::spawn(async move {
-            let lease = match bridge.lease(Affinity::Shared, full_capabilities()).await {
-                Ok(lease) => lease,
-                Err(error) => {
-                    tracing::debug!(target: "droid::bridge", %error, uri, "no connection to watch on");
-                    return;
+            let mut subscribed = std::collections::BTreeSet::new();
+            let mut on: Option<Arc<Upstream>> = None;
+            let mut check = tokio::time::interval(Duration::from_secs(30));
+            loop {
+                tokio::select! {
+                    () = rewatch.notified() => {}
+                    _ = check.tick() => {}
+                    _ = closing.changed() => return,
                 }
-            };
-            let client = &lease.upstream.client;
-            let outcome = if subscribed {
-                client.subscribe(&uri).await
-            } else {
-                client.unsubscribe(&uri).await
-            };
-            if let Err(error) = outcome {
-                tracing::debug!(target: "droid::bridge", %error, uri, "the upstream subscription failed");
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let bridge = Self { inner };
+                let wanted = bridge.watched_uris();
+                if wanted.is_empty() && subscribed.is_empty() {
+                    continue;
+                }
+                let Ok(lease) = bridge.lease(Affinity::Shared, full_capabilities()).await else {
+                    continue;
+                };
+                drop(bridge);
+                if on.as_ref().is_none_or(|u| !Arc::ptr_eq(u, &lease.upstream)) {
+                    // A new connection knows of no subscription.
+                    subscribed.clear();
+                    on = Some(Arc::clone(&lease.upstream));
+                }
+                let client = lease.upstream.client.clone();
+                drop(lease);
+                for uri in wanted.difference(&subscribed).cloned().collect::<Vec<_>>() {
+                    match client.subscribe(&uri).await {
+                        Ok(()) => {
+                            subscribed.insert(uri);
+                        }
+                        Err(error) => {
+                            tracing::debug!(target: "droid::bridge", %error, uri, "the upstream subscription failed");
+                        }
+                    }
+                }
+                for uri in subscribed.difference(&wanted).cloned().collect::<Vec<_>>() {
+                    if let Err(error) = client.unsubscribe(&uri).await {
+                        tracing::debug!(target: "droid::bridge", %error, uri, "the upstream unsubscription failed");
+                    }
+                    subscribed.remove(&uri);
+                }
             }
         });
     }
@@ -456,11 +510,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                 notifications.insert(key.to_owned(), json!(true));
             }
         }
-        let watched: std::collections::BTreeSet<String> = lock(&self.inner.watched)
-            .values()
-            .flatten()
-            .cloned()
-            .collect();
+        let watched = self.watched_uris();
         if !watched.is_empty() {
             notifications.insert("resourceSubscriptions".to_owned(), json!(watched));
         }
@@ -475,13 +525,22 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             return Ok(None);
         };
         let mut ended = None;
-        pool.retain(|u| match u.client.closed() {
-            Some(reason) => {
+        let mut retired = Vec::new();
+        pool.retain(|u| {
+            if let Some(reason) = u.client.closed() {
                 ended = Some(reason);
-                false
+                return false;
             }
-            None => true,
+            // A connection kept from other requests is closed once free.
+            if u.retired.load(std::sync::atomic::Ordering::Acquire) && u.is_idle() {
+                retired.push(Arc::clone(u));
+                return false;
+            }
+            true
         });
+        for upstream in retired {
+            tokio::spawn(async move { upstream.client.close().await });
+        }
         if let Some(reason) = ended {
             tracing::warn!(target: "droid::bridge", %reason, "an upstream connection ended");
             if !self.inner.options.restart {
@@ -506,15 +565,18 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         let version = self.inner.upstream.version;
         // A retry of a round parked in front of a legacy server continues
         // on the connection its request is open on.
+        let owner = Owner::of(&call, method, &params);
         let parked = match parked_handle(call.state().as_ref()) {
-            Some(handle) if version.era() == Era::Legacy => {
-                Some(lock(&self.inner.parking).take(handle).ok_or_else(|| {
-                    CallError::invalid_params(
-                        "the request this retry continues is no longer waiting (it expired or \
+            Some(handle) if version.era() == Era::Legacy => Some(
+                lock(&self.inner.parking)
+                    .take(&handle, &owner)
+                    .ok_or_else(|| {
+                        CallError::invalid_params(
+                            "the request this retry continues is no longer waiting (it expired or \
                          was already answered); send it again without requestState",
-                    )
-                })?)
-            }
+                        )
+                    })?,
+            ),
             _ => None,
         };
         let lease = match parked {
@@ -527,19 +589,15 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             self.settle_level(&lease.upstream, &call).await;
         }
         let (relay, mut relayed) = tokio::sync::mpsc::channel(RELAY_BACKLOG);
+        let relay = Arc::new(Mutex::new(relay));
         let mut options = RequestOptions {
             timeout: Some(self.inner.options.request_timeout),
             ..RequestOptions::default()
         };
         if call.ctx.progress_token().is_some() {
-            let progress = relay.clone();
-            options.on_progress = Some(Arc::new(move |p| {
-                let _full = progress.try_send(Relay::Progress {
-                    progress: p.progress.as_f64().unwrap_or_default(),
-                    total: p.total.as_ref().and_then(serde_json::Number::as_f64),
-                    message: p.message,
-                });
-            }));
+            // Pointed at the relay by the round loop, which knows which
+            // task serves the request now.
+            options.on_progress = Some(progress_to(Arc::clone(&relay)));
         }
         let mut report = TranslationReport::new(leg.version);
         let outcome = {
@@ -552,6 +610,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                 park_for: self.inner.options.park_for,
                 options,
                 relay,
+                owner,
             };
             let work = async {
                 match (parked, lease) {
@@ -706,6 +765,48 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
     }
 }
 
+/// What the bridge's own server forwards through: the bridge, held weakly.
+struct Forwarding<C>(std::sync::Weak<Inner<C>>);
+
+impl<C> Forwarding<C> {
+    fn bridge(&self) -> Option<Bridge<C>> {
+        self.0.upgrade().map(|inner| Bridge { inner })
+    }
+}
+
+impl<C: ToolResultCodec + 'static> Forward for Forwarding<C> {
+    fn forward<'a>(
+        &'a self,
+        method: &'a str,
+        params: JsonObject,
+        call: Call,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        Box::pin(async move {
+            let Some(bridge) = self.bridge() else {
+                return Err(CallError::internal("the bridge has shut down"));
+            };
+            bridge.forward_call(method, params, call).await
+        })
+    }
+
+    fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {
+        self.bridge()
+            .and_then(|b| Forward::capabilities(&b, version))
+    }
+
+    fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
+        if let Some(bridge) = self.bridge() {
+            Forward::subscription(&bridge, session, uri, subscribed);
+        }
+    }
+
+    fn session_closed(&self, session: SessionId) {
+        if let Some(bridge) = self.bridge() {
+            Forward::session_closed(&bridge, session);
+        }
+    }
+}
+
 impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
     fn forward<'a>(
         &'a self,
@@ -731,57 +832,27 @@ impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
     }
 
     fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
-        // Watched resources are counted over every session and listen; the
-        // upstream hears of a resource when the first starts watching it and
-        // when the last stops.
-        let (changed, watchers) = {
+        {
             let mut watched = lock(&self.inner.watched);
-            let uris = watched.entry(session).or_default();
-            let changed = if subscribed {
-                uris.insert(uri.to_owned())
-            } else {
-                uris.remove(uri)
-            };
-            if uris.is_empty() {
+            let counts = watched.entry(session).or_default();
+            if subscribed {
+                *counts.entry(uri.to_owned()).or_default() += 1;
+            } else if let Some(count) = counts.get_mut(uri) {
+                *count -= 1;
+                if *count == 0 {
+                    counts.remove(uri);
+                }
+            }
+            if counts.is_empty() {
                 watched.remove(&session);
             }
-            let watchers = watched.values().filter(|u| u.contains(uri)).count();
-            (changed, watchers)
-        };
-        if !changed {
-            return;
         }
-        if self.inner.upstream.version.era() == Era::Modern {
-            self.inner.rewatch.notify_one();
-            return;
-        }
-        let first_or_last = if subscribed {
-            watchers == 1
-        } else {
-            watchers == 0
-        };
-        if first_or_last {
-            self.watch_legacy(uri.to_owned(), subscribed);
-        }
+        self.inner.rewatch.notify_one();
     }
 
     fn session_closed(&self, session: SessionId) {
-        let dropped = lock(&self.inner.watched)
-            .remove(&session)
-            .unwrap_or_default();
-        if !dropped.is_empty() {
-            if self.inner.upstream.version.era() == Era::Modern {
-                self.inner.rewatch.notify_one();
-            } else {
-                let still: std::collections::BTreeSet<String> = lock(&self.inner.watched)
-                    .values()
-                    .flatten()
-                    .cloned()
-                    .collect();
-                for uri in dropped.into_iter().filter(|u| !still.contains(u)) {
-                    self.watch_legacy(uri, false);
-                }
-            }
+        if lock(&self.inner.watched).remove(&session).is_some() {
+            self.inner.rewatch.notify_one();
         }
         let pool = lock(&self.inner.upstreams).remove(&Affinity::Session(session));
         for upstream in pool.into_iter().flatten() {
@@ -914,7 +985,18 @@ fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
             }
             CallError::Protocol(object)
         }
-        other => CallError::internal(format!("the upstream failed: {other}")),
+        // The detail names the upstream (its URL, its command): logged,
+        // not told to the client.
+        ClientError::Timeout { method, millis } => {
+            tracing::warn!(target: "droid::bridge", method, millis, "the upstream did not answer in time");
+            CallError::internal(format!(
+                "the upstream gave no answer to {method} within {millis} ms; the request was cancelled"
+            ))
+        }
+        other => {
+            tracing::warn!(target: "droid::bridge", error = %other, "the upstream failed");
+            CallError::internal("the upstream failed; the bridge's log says why")
+        }
     }
 }
 

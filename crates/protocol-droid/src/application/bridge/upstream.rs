@@ -16,7 +16,7 @@
 //! question is refused rather than put to the wrong caller.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Instant;
 
@@ -69,12 +69,22 @@ pub(super) enum Relay {
 /// they are dropped, as a notification is never worth stalling a reader.
 pub(super) const RELAY_BACKLOG: usize = 256;
 
+/// Where a request's notifications go: replaced when a parked request is
+/// resumed by a retry, which a new task serves.
+pub(super) type RelayCell = Arc<Mutex<mpsc::Sender<Relay>>>;
+
+/// Sends `relayed` to the request's current task, if it keeps up.
+pub(super) fn relay(cell: &RelayCell, relayed: Relay) {
+    let sender = lock(cell).clone();
+    let _full = sender.try_send(relayed);
+}
+
 /// One forwarded request in flight on a connection: where the upstream's
 /// questions and notifications about it go.
 #[derive(Debug)]
 struct FlightSlot {
     asks: mpsc::Sender<Ask>,
-    relay: mpsc::Sender<Relay>,
+    relay: RelayCell,
 }
 
 /// What a forwarded request holds while it is in flight; dropping it ends
@@ -83,18 +93,6 @@ struct FlightSlot {
 pub(super) struct Registration {
     handler: Weak<UpstreamHandler>,
     id: u64,
-}
-
-impl Registration {
-    /// Sends this request's notifications to `relay` from now on: a
-    /// request resumed by a retry is served by a new task.
-    pub(super) fn relay_to(&self, relay: mpsc::Sender<Relay>) {
-        if let Some(handler) = self.handler.upgrade() {
-            if let Some(slot) = lock(&handler.flights).get_mut(&self.id) {
-                slot.relay = relay;
-            }
-        }
-    }
 }
 
 impl Drop for Registration {
@@ -145,7 +143,7 @@ impl UpstreamHandler {
     /// receiver until the registration is dropped.
     pub(super) fn register(
         self: &Arc<Self>,
-        relay: mpsc::Sender<Relay>,
+        relay: RelayCell,
     ) -> (Registration, mpsc::Receiver<Ask>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(MAX_WAITING_ASKS);
@@ -164,23 +162,37 @@ impl UpstreamHandler {
         *lock(&self.server) = Some(server);
     }
 
-    /// Remembers the roots a client gave, for questions outside requests.
+    /// Remembers the roots a client gave, for questions outside requests;
+    /// only on a connection serving one client, as roots are that client's.
     pub(super) fn remember_roots(&self, roots: &Value) {
-        *lock(&self.roots) = Some(roots.clone());
+        if self.one_client {
+            *lock(&self.roots) = Some(roots.clone());
+        }
     }
 
-    /// The request a question or a log line belongs to: the only one in
-    /// flight, or, on a legacy session's own connection, where every
-    /// request comes from the same client, the oldest.
-    fn sole_flight(&self) -> Option<(mpsc::Sender<Ask>, mpsc::Sender<Relay>)> {
+    /// The request a question belongs to: the only one in flight, or, on a
+    /// legacy session's own connection, where every request comes from the
+    /// same client, the oldest.
+    fn asking_flight(&self) -> Option<mpsc::Sender<Ask>> {
         let flights = lock(&self.flights);
         let oldest = flights
             .iter()
             .min_by_key(|(id, _)| **id)
             .map(|(_, slot)| slot);
         match (flights.len(), oldest) {
-            (1, Some(slot)) => Some((slot.asks.clone(), slot.relay.clone())),
-            (_, Some(slot)) if self.one_client => Some((slot.asks.clone(), slot.relay.clone())),
+            (1, Some(slot)) => Some(slot.asks.clone()),
+            (_, Some(slot)) if self.one_client => Some(slot.asks.clone()),
+            _ => None,
+        }
+    }
+
+    /// The request a log line belongs to: only ever the one in flight; a
+    /// line that could be another's is dropped.
+    fn logging_flight(&self) -> Option<RelayCell> {
+        let flights = lock(&self.flights);
+        let mut slots = flights.values();
+        match (slots.next(), slots.next()) {
+            (Some(slot), None) => Some(Arc::clone(&slot.relay)),
             _ => None,
         }
     }
@@ -188,43 +200,46 @@ impl UpstreamHandler {
     /// Puts one question to the request in flight and waits for the
     /// downstream client's answer.
     async fn ask(&self, method: &str, params: Value) -> Result<Value, ErrorObject> {
-        let Some((asks, _)) = self.sole_flight() else {
-            if method == "roots/list" {
-                // Outside any request: the roots last seen, or none.
-                return Ok(lock(&self.roots)
-                    .clone()
-                    .unwrap_or_else(|| json!({ "roots": [] })));
+        // A request that ends while its question waits withdraws it; on a
+        // session's own connection another request of the same client may
+        // still be the one that asked, so the question goes there instead.
+        for _ in 0..MAX_REROUTES {
+            let Some(asks) = self.asking_flight() else {
+                break;
+            };
+            let (answer, answered) = oneshot::channel();
+            let ask = Ask {
+                method: method.to_owned(),
+                params: params.clone(),
+                answer,
+            };
+            if asks.try_send(ask).is_err() {
+                return Err(ErrorObject::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!("too many questions waiting; {method} refused"),
+                ));
             }
-            return Err(ErrorObject::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!(
-                    "{method} arrived with no single request in flight, so the bridge cannot \
-                     tell which client to ask"
-                ),
-            ));
-        };
-        let (answer, answered) = oneshot::channel();
-        let ask = Ask {
-            method: method.to_owned(),
-            params,
-            answer,
-        };
-        if asks.try_send(ask).is_err() {
-            return Err(ErrorObject::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("too many questions waiting; {method} refused"),
-            ));
+            match answered.await {
+                Ok(outcome) => return outcome,
+                Err(_) if self.one_client => continue,
+                Err(_) => break,
+            }
         }
-        // The flight ended without answering (its client went away, or the
-        // round timed out): the question is withdrawn.
-        answered.await.unwrap_or_else(|_| {
-            Err(ErrorObject::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("the request that {method} belonged to ended"),
-            ))
-        })
+        if method == "roots/list" {
+            // Outside any request: the roots last seen, or none.
+            return Ok(lock(&self.roots)
+                .clone()
+                .unwrap_or_else(|| json!({ "roots": [] })));
+        }
+        Err(ErrorObject::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!("{method} arrived outside any request the bridge can put it to"),
+        ))
     }
 }
+
+/// How often a question is routed again after the request it went to ended.
+const MAX_REROUTES: usize = 4;
 
 impl ClientHandler for UpstreamHandler {
     fn capabilities(&self) -> ClientCapabilities {
@@ -278,14 +293,14 @@ impl ClientHandler for UpstreamHandler {
             "notifications/message" => {
                 // Attributable only when one request is in flight; a log
                 // line nobody asked for is not sent anywhere.
-                if let Some((_, relay)) = self.sole_flight() {
+                if let Some(cell) = self.logging_flight() {
                     let level = params
                         .get("level")
                         .cloned()
                         .and_then(|l| serde_json::from_value(l).ok())
                         .unwrap_or(LoggingLevel::Info);
                     let data = params.get("data").cloned().unwrap_or(Value::Null);
-                    let _full = relay.try_send(Relay::Log { level, data });
+                    relay(&cell, Relay::Log { level, data });
                 }
             }
             "notifications/tools/list_changed" => self.with_server(Server::tools_changed),
@@ -321,6 +336,13 @@ pub(super) struct Upstream {
     /// Held by one request at a time, when the connection is leased
     /// exclusively.
     pub(super) busy: AtomicBool,
+    /// How many requests use the connection now; the reaper leaves it
+    /// alone while any does.
+    pub(super) in_use: AtomicUsize,
+    /// Set when a request was abandoned on it while the server may still be
+    /// working on it: whatever the server sends next could be about that
+    /// request, so the connection is not given to another.
+    pub(super) retired: AtomicBool,
 }
 
 impl Upstream {
@@ -331,6 +353,22 @@ impl Upstream {
             handler,
             last_used: Mutex::new(Instant::now()),
             busy: AtomicBool::new(false),
+            in_use: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the reaper may close it.
+    pub(super) fn is_idle(&self) -> bool {
+        self.in_use.load(Ordering::Acquire) == 0 && !self.busy.load(Ordering::Acquire)
+    }
+
+    fn lease(self: &Arc<Self>, exclusive: bool) -> Lease {
+        self.in_use.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        Lease {
+            upstream: Arc::clone(self),
+            exclusive,
         }
     }
 
@@ -340,21 +378,18 @@ impl Upstream {
 
     /// Takes the connection for one request, if no other holds it.
     pub(super) fn try_lease(self: &Arc<Self>) -> Option<Lease> {
+        if self.retired.load(Ordering::Acquire) {
+            return None;
+        }
         self.busy
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
             .ok()
-            .map(|_| Lease {
-                upstream: Arc::clone(self),
-                exclusive: true,
-            })
+            .map(|_| self.lease(true))
     }
 
     /// Uses the connection alongside any other request.
     pub(super) fn share(self: &Arc<Self>) -> Lease {
-        Lease {
-            upstream: Arc::clone(self),
-            exclusive: false,
-        }
+        self.lease(false)
     }
 }
 
@@ -367,9 +402,21 @@ pub(super) struct Lease {
     exclusive: bool,
 }
 
+impl Lease {
+    /// Keeps the connection from every other request from now on: the
+    /// request leased on it was abandoned while the server may still be
+    /// working on it.
+    pub(super) fn retire(&self) {
+        if self.exclusive {
+            self.upstream.retired.store(true, Ordering::Release);
+        }
+    }
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
         self.upstream.touch();
+        self.upstream.in_use.fetch_sub(1, Ordering::AcqRel);
         if self.exclusive {
             self.upstream.busy.store(false, Ordering::Release);
         }

@@ -28,16 +28,27 @@ impl Connection {
             .cloned()
             .unwrap_or_default();
         let wants = |key: &str| filter.get(key).and_then(Value::as_bool).unwrap_or(false);
+        // Only what the server announces changes of: a server whose list
+        // never changes (a bridge's upstream, say) does not promise to.
+        let caps = self.server.capabilities(peer.negotiated());
+        let announces = |capability: &str| {
+            caps.get(capability)
+                .and_then(|c| c.get("listChanged"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        };
         let mut honoured = JsonObject::new();
-        for key in [
-            "toolsListChanged",
-            "promptsListChanged",
-            "resourcesListChanged",
+        for (key, capability) in [
+            ("toolsListChanged", "tools"),
+            ("promptsListChanged", "prompts"),
+            ("resourcesListChanged", "resources"),
         ] {
-            if wants(key) {
+            if wants(key) && announces(capability) {
                 honoured.insert(key.to_owned(), json!(true));
             }
         }
+        let lists: Vec<String> = honoured.keys().cloned().collect();
+        let wants = |key: &str| lists.iter().any(|k| k == key);
         // Only resources the caller may read can be watched, and only so
         // many: the honoured subset goes back in the acknowledgement.
         let uris: BTreeSet<String> = filter

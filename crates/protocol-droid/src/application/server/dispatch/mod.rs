@@ -412,9 +412,10 @@ impl Connection {
                     )
                     .with_data(json!({ "uri": uri })));
                 }
+                let mut changed = false;
                 if let Ok(mut state) = self.state.lock() {
                     if method == "resources/unsubscribe" {
-                        state.subscribed.remove(uri);
+                        changed = state.subscribed.remove(uri);
                     } else if state.subscribed.len() >= MAX_SUBSCRIPTIONS
                         && !state.subscribed.contains(uri)
                     {
@@ -425,10 +426,11 @@ impl Connection {
                             ),
                         ));
                     } else {
-                        state.subscribed.insert(uri.to_owned());
+                        changed = state.subscribed.insert(uri.to_owned());
                     }
                 }
-                if let Some(forward) = self.server.forwarder() {
+                // The forwarder counts watchers, so it hears of changes only.
+                if let Some(forward) = self.server.forwarder().filter(|_| changed) {
                     forward.subscription(self.session, uri, method == "resources/subscribe");
                 }
                 Ok(json!({}))
