@@ -179,7 +179,7 @@ for d in $DRIVERS; do
             with_http "$d" http run_node "$d" sdk2.test.mjs INTEROP_TRANSPORT=http ;;
         python-sdk-http) banner "Python SDK (mcp) over Streamable HTTP: mode=legacy (2025-11-25), mode=2026-07-28, mode=auto"
             with_http "$d" http run_pytest "$d" ;;
-        droid-client) banner "droid call (the project's client) against Python and TypeScript SDK servers: stdio, Streamable HTTP, HTTP+SSE"
+        droid-client) banner "droid call (the project's client) against Python and TypeScript SDK servers: stdio, Streamable HTTP, HTTP+SSE; droid gateway and droid bridge with the Python SDK client"
             run_pytest "$d" client ;;
         ts-sdk1-bridge-stdio-http) banner "TS SDK 1.x @ 2025-11-25 over stdio -> droid bridge -> Streamable HTTP fixture (2026-07-28)"
             run_node "$d" sdk1.test.mjs INTEROP_REVISION=2025-11-25 \

@@ -3,6 +3,8 @@
 //   node ts/servers.mjs sdk1-stdio            1.x McpServer on stdio (up to 2025-11-25)
 //   node ts/servers.mjs sdk1-http PORT        1.x, Streamable HTTP with sessions at /mcp
 //   node ts/servers.mjs sdk1-sse PORT         1.x, 2024-11-05 HTTP+SSE at /sse (+ /messages)
+//   node ts/servers.mjs sdk1-tasks-stdio      1.x on stdio with 2025-11-25 tasks: also `slow_add`,
+//                                             a tool that only runs as a task
 //   node ts/servers.mjs sdk2-stdio            2.x, serveStdio (both eras)
 //   node ts/servers.mjs sdk2-http PORT        2.x, createMcpHandler at /mcp (both eras)
 //
@@ -60,6 +62,40 @@ async function sdk1() {
   if (mode === 'sdk1-stdio') {
     const { StdioServerTransport } = await import('@modelcontextprotocol/sdk/server/stdio.js');
     await make().connect(new StdioServerTransport());
+    return;
+  }
+  if (mode === 'sdk1-tasks-stdio') {
+    const { StdioServerTransport } = await import('@modelcontextprotocol/sdk/server/stdio.js');
+    const { InMemoryTaskStore, InMemoryTaskMessageQueue } = await import(
+      '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js'
+    );
+    const server = define(new McpServer(
+      { name: 'ts-sdk1-tasks-server', version: '1.0.0' },
+      {
+        capabilities: { tasks: { requests: { tools: { call: {} } } } },
+        taskStore: new InMemoryTaskStore(),
+        taskMessageQueue: new InMemoryTaskMessageQueue(),
+      },
+    ), z);
+    server.experimental.tasks.registerToolTask('slow_add', {
+      description: 'Adds two numbers, as a task that finishes a little later.',
+      inputSchema: { a: z.number(), b: z.number() },
+    }, {
+      async createTask({ a, b }, { taskStore, taskRequestedTtl }) {
+        const task = await taskStore.createTask({ ttl: taskRequestedTtl });
+        setTimeout(() => {
+          taskStore.storeTaskResult(task.taskId, 'completed', { content: [{ type: 'text', text: String(a + b) }] });
+        }, 100);
+        return { task };
+      },
+      async getTask(_args, { taskId, taskStore }) {
+        return await taskStore.getTask(taskId);
+      },
+      async getTaskResult(_args, { taskId, taskStore }) {
+        return await taskStore.getTaskResult(taskId);
+      },
+    });
+    await server.connect(new StdioServerTransport());
     return;
   }
   if (mode === 'sdk1-http') {

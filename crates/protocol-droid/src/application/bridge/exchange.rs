@@ -133,6 +133,7 @@ impl Flight {
         method: &str,
         params: JsonObject,
         mut options: RequestOptions,
+        as_task: bool,
     ) -> Self {
         let (registration, asks) = lease.upstream.handler.register(Arc::clone(&relay));
         if options.on_progress.is_some() {
@@ -141,6 +142,9 @@ impl Flight {
         let client = lease.upstream.client.clone();
         let method = method.to_owned();
         let task = tokio::spawn(async move {
+            if as_task {
+                return run_as_task(&client, &method, params, &options).await;
+            }
             client
                 .request(&method, Some(Value::Object(params)), &options)
                 .await
@@ -237,6 +241,38 @@ impl Flight {
     }
 }
 
+/// How long a task the bridge starts upstream may live there, in
+/// milliseconds: as long as one request may take.
+const TASK_TTL_MS: u64 = 300_000;
+
+/// Runs a tool that only runs as a task (2025-11-25, `taskSupport:
+/// "required"`): created upstream, then its result waited for with
+/// `tasks/result`, which blocks until the task ends. The client sees an
+/// ordinary call. The server's questions while the task needs input arrive
+/// on the same connection, so they reach the same request.
+async fn run_as_task(
+    client: &crate::application::client::Client,
+    method: &str,
+    mut params: JsonObject,
+    options: &RequestOptions,
+) -> Result<Value, ClientError> {
+    params.insert("task".to_owned(), json!({ "ttl": TASK_TTL_MS }));
+    let created = client
+        .request(method, Some(Value::Object(params)), options)
+        .await?;
+    let Some(task_id) = created
+        .get("task")
+        .and_then(|t| t.get("taskId"))
+        .and_then(Value::as_str)
+    else {
+        // The server answered at once after all.
+        return Ok(created);
+    };
+    client
+        .request("tasks/result", Some(json!({ "taskId": task_id })), options)
+        .await
+}
+
 /// A progress callback sending to whichever task serves the request now.
 pub(super) fn progress_to(cell: RelayCell) -> crate::application::client::ProgressFn {
     Arc::new(move |p| {
@@ -327,6 +363,8 @@ pub(super) struct Rounds<'a> {
     pub(super) relay: RelayCell,
     /// Whose request this is.
     pub(super) owner: Owner,
+    /// Whether the tool only runs as a task upstream.
+    pub(super) as_task: bool,
 }
 
 impl Rounds<'_> {
@@ -349,6 +387,7 @@ impl Rounds<'_> {
                 method,
                 params,
                 self.options.clone(),
+                self.as_task,
             ),
         };
         let modern = call.peer.negotiated().era() == Era::Modern;

@@ -108,8 +108,10 @@ impl Lowering<'_> {
         self.entity(tool, &what)?;
         self.strip(tool, "outputSchema", Feature::ToolOutputSchema, &what)?;
         self.strip(tool, "annotations", Feature::ToolAnnotations, &what)?;
-        // `execution` (task support) belongs to the tasks of 2025-11-25.
-        self.strip(tool, "execution", Feature::Tasks, &what)?;
+        // The bridge offers no tasks: it runs a task-only tool as a task
+        // upstream and answers with the task's result, so how the tool runs
+        // upstream is nothing the client acts on.
+        tool.remove("execution");
         Ok(())
     }
 

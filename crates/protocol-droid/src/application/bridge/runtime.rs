@@ -145,6 +145,10 @@ struct Inner<C> {
     parking: Mutex<Parking>,
     server: Mutex<Option<Server>>,
     reports: Mutex<VecDeque<Report>>,
+    /// The upstream's tools that only run as tasks (2025-11-25
+    /// `execution.taskSupport: "required"`), as last listed; `None` before
+    /// the first list.
+    task_tools: Mutex<Option<std::collections::HashSet<String>>>,
     /// The resources each session watches (by `resources/subscribe`, or in
     /// its listens), counted: a session may watch one twice.
     watched: Mutex<HashMap<SessionId, HashMap<String, usize>>>,
@@ -188,6 +192,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                 parking: Mutex::default(),
                 server: Mutex::default(),
                 reports: Mutex::default(),
+                task_tools: Mutex::default(),
                 watched: Mutex::default(),
                 rewatch: Arc::default(),
                 closing: tokio::sync::watch::channel(()).0,
@@ -588,6 +593,10 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         if let Some(lease) = lease.as_ref().filter(|_| version.era() == Era::Legacy) {
             self.settle_level(&lease.upstream, &call).await;
         }
+        let as_task = match lease.as_ref() {
+            Some(lease) if method == "tools/call" => self.runs_as_task(lease, &params).await,
+            _ => false,
+        };
         let (relay, mut relayed) = tokio::sync::mpsc::channel(RELAY_BACKLOG);
         let relay = Arc::new(Mutex::new(relay));
         let mut options = RequestOptions {
@@ -611,6 +620,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                 options,
                 relay,
                 owner,
+                as_task,
             };
             let work = async {
                 match (parked, lease) {
@@ -667,6 +677,58 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         Ok(value)
     }
 
+    /// Whether the tool `params` call only runs as a task upstream: a tool
+    /// list of the upstream says so, listed once when none passed through
+    /// yet.
+    async fn runs_as_task(&self, lease: &Lease, params: &JsonObject) -> bool {
+        let offers_tasks = lease.upstream.client.server().is_some_and(|s| {
+            s.version == ProtocolVersion::V2025_11_25 && s.capabilities.tasks.is_some()
+        });
+        if !offers_tasks {
+            return false;
+        }
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return false;
+        };
+        if lock(&self.inner.task_tools).is_none() {
+            let listed = lease
+                .upstream
+                .client
+                .request("tools/list", None, &RequestOptions::default())
+                .await;
+            if let Ok(listed) = listed {
+                self.note_task_tools(&listed);
+            }
+        }
+        lock(&self.inner.task_tools)
+            .as_ref()
+            .is_some_and(|tools| tools.contains(name))
+    }
+
+    /// Records which tools of a `tools/list` page only run as tasks.
+    fn note_task_tools(&self, listed: &Value) {
+        let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
+            return;
+        };
+        let mut known = lock(&self.inner.task_tools);
+        let known = known.get_or_insert_with(Default::default);
+        for tool in tools {
+            let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let required = tool
+                .get("execution")
+                .and_then(|e| e.get("taskSupport"))
+                .and_then(Value::as_str)
+                == Some("required");
+            if required {
+                known.insert(name.to_owned());
+            } else {
+                known.remove(name);
+            }
+        }
+    }
+
     /// Translates a result from the upstream's revision into the client's.
     fn translate(
         &self,
@@ -677,6 +739,9 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         report: &mut TranslationReport,
     ) -> Result<Value, LowerError> {
         let policy = self.inner.options.policy;
+        if method == "tools/list" {
+            self.note_task_tools(&result);
+        }
         let mut value = if method == "tools/call" {
             let mut reply = Map::new();
             reply.insert("result".to_owned(), result);

@@ -1,0 +1,69 @@
+"""`droid bridge` end to end, with the official Python SDK client in both eras.
+
+The upstream is a server built on the official TypeScript SDK (1.x, stdio) with 2025-11-25
+tasks: `slow_add` only runs as a task. The bridge offers no tasks of its own; it runs the tool
+as a task upstream and answers with the task's result, so a client of any era calls it like
+any other tool.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+HERE = Path(__file__).resolve().parent.parent
+REPO = HERE.parent.parent
+DROID = str(REPO / "target" / "debug" / "droid")
+TS_SERVERS = str(HERE / "ts" / "servers.mjs")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def bridge(tmp_path_factory):
+    log = tmp_path_factory.mktemp("bridge") / "bridge.log"
+    port = free_port()
+    proc = subprocess.Popen(
+        [DROID, "bridge", "--listen", f"127.0.0.1:{port}", "--", "node", TS_SERVERS, "sdk1-tasks-stdio"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the bridge did not start: {log.read_text()[-2000:]}")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_task_only_tool_is_an_ordinary_call_through_the_bridge(bridge, mode):
+    async with Client(bridge, mode=mode, read_timeout_seconds=30) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert "slow_add" in listed, sorted(listed)
+        # How the tool runs upstream is not the client's concern.
+        assert getattr(listed["slow_add"], "execution", None) is None, listed["slow_add"]
+        result = await client.call_tool("slow_add", {"a": 2, "b": 3})
+        assert not result.is_error, result
+        assert [c.text for c in result.content if c.type == "text"] == ["5"]
