@@ -70,7 +70,22 @@ fn upstream_answer<'a>(
                 "outputSchema": { "type": "object" },
                 "annotations": { "readOnlyHint": true },
                 "_meta": { "example.com/owner": "tests" },
+            }, {
+                "name": "shaped",
+                "inputSchema": {
+                    "type": "object",
+                    "$defs": { "point": { "type": "object" } },
+                    "properties": { "at": { "$ref": "#/$defs/point" } },
+                },
             }] })),
+            ("completion/complete", _) => {
+                let context = if params.contains_key("context") {
+                    "with context"
+                } else {
+                    "without"
+                };
+                Ok(json!({ "completion": { "values": [context] } }))
+            }
             ("resources/list", _) => Ok(json!({ "resources": [{
                 "uri": "test://dated", "name": "dated",
                 "annotations": { "lastModified": "2025-01-01T00:00:00Z" },
@@ -1306,4 +1321,64 @@ async fn a_listen_watching_a_resource_subscribes_a_legacy_upstream() -> Result<(
         }
     }
     Err(format!("no update on the listen stream: {seen}").into())
+}
+
+#[tokio::test]
+async fn a_2020_12_schema_names_its_dialect_for_older_clients() -> Result<(), TestError> {
+    let dialect = "https://json-schema.org/draft/2020-12/schema";
+    let older = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_06_18,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    let listed = ask(&older, "tools/list", json!({})).await?;
+    assert_eq!(
+        listed["tools"][1]["inputSchema"]["$schema"], dialect,
+        "{listed}"
+    );
+    // Not a loss: nothing was reported for it.
+    assert!(older.bridge.reports().iter().all(|r| {
+        r.report
+            .downgrades()
+            .iter()
+            .all(|d| !d.detail.contains("$schema"))
+    }),);
+    let current = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_11_25,
+        BridgeOptions::default(),
+    )
+    .await?;
+    let listed = ask(&current, "tools/list", json!({})).await?;
+    assert!(
+        listed["tools"][1]["inputSchema"].get("$schema").is_none(),
+        "{listed}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_completion_context_does_not_reach_a_server_older_than_2025_06_18()
+-> Result<(), TestError> {
+    let request = json!({ "ref": { "type": "ref/prompt", "name": "p" },
+        "argument": { "name": "a", "value": "x" },
+        "context": { "arguments": { "b": "y" } } });
+    for (upstream, expected) in [
+        (ProtocolVersion::V2025_03_26, "without"),
+        (ProtocolVersion::V2025_11_25, "with context"),
+    ] {
+        let rig = rig(
+            upstream,
+            ProtocolVersion::V2025_11_25,
+            BridgeOptions::default(),
+        )
+        .await?;
+        let reply = ask(&rig, "completion/complete", request.clone()).await?;
+        assert_eq!(
+            reply["completion"]["values"][0], expected,
+            "{upstream}: {reply}"
+        );
+    }
+    Ok(())
 }

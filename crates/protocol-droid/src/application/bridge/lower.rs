@@ -108,6 +108,18 @@ impl Lowering<'_> {
         self.entity(tool, &what)?;
         self.strip(tool, "outputSchema", Feature::ToolOutputSchema, &what)?;
         self.strip(tool, "annotations", Feature::ToolAnnotations, &what)?;
+        // Revisions before 2025-11-25 name no schema dialect, and their
+        // clients usually assume draft-07: a schema using 2020-12 keywords
+        // says so itself, which loses nothing.
+        if self.leg.version < crate::domain::ProtocolVersion::V2025_11_25 {
+            for member in ["inputSchema", "outputSchema"] {
+                if let Some(Value::Object(schema)) = tool.get_mut(member) {
+                    if !schema.contains_key("$schema") && uses_2020_12(schema) {
+                        schema.insert("$schema".to_owned(), json!(DIALECT_2020_12));
+                    }
+                }
+            }
+        }
         // The bridge offers no tasks: it runs a task-only tool as a task
         // upstream and answers with the task's result, so how the tool runs
         // upstream is nothing the client acts on.
@@ -364,6 +376,43 @@ impl Lowering<'_> {
         }
         Ok(())
     }
+}
+
+/// The JSON Schema 2020-12 meta-schema.
+const DIALECT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// Keywords only JSON Schema 2020-12 (or 2019-09) has.
+const KEYWORDS_2020_12: [&str; 9] = [
+    "$defs",
+    "$anchor",
+    "$dynamicRef",
+    "$dynamicAnchor",
+    "prefixItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "dependentRequired",
+    "dependentSchemas",
+];
+
+/// Whether `schema` uses a 2020-12 keyword anywhere, to a bounded depth.
+fn uses_2020_12(schema: &Map<String, Value>) -> bool {
+    fn walk(value: &Value, depth: usize) -> bool {
+        if depth > 32 {
+            return false;
+        }
+        match value {
+            Value::Object(map) => {
+                map.keys().any(|k| KEYWORDS_2020_12.contains(&k.as_str()))
+                    || map.values().any(|v| walk(v, depth + 1))
+            }
+            Value::Array(items) => items.iter().any(|v| walk(v, depth + 1)),
+            _ => false,
+        }
+    }
+    schema
+        .keys()
+        .any(|k| KEYWORDS_2020_12.contains(&k.as_str()))
+        || schema.values().any(|v| walk(v, 1))
 }
 
 /// A random id for a URL elicitation a 2025-11-25 client must be able to

@@ -589,7 +589,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             None => Some(self.lease_for(&call).await?),
         };
         let leg = Leg::new(call.peer.negotiated(), call.peer.profile());
-        let params = upstream_params(params, &call, version.era());
+        let params = upstream_params(method, params, &call, version);
         if let Some(lease) = lease.as_ref().filter(|_| version.era() == Era::Legacy) {
             self.settle_level(&lease.upstream, &call).await;
         }
@@ -942,9 +942,22 @@ fn emit(call: &Call, relayed: Relay) {
 /// says for itself (the 2026-07-28 `_meta` keys, the input round members),
 /// and, toward a 2026-07-28 server, with the client's capabilities, identity
 /// and log level in `_meta`.
-fn upstream_params(mut params: JsonObject, call: &Call, era: Era) -> JsonObject {
+fn upstream_params(
+    method: &str,
+    mut params: JsonObject,
+    call: &Call,
+    upstream: ProtocolVersion,
+) -> JsonObject {
+    let era = upstream.era();
     params.remove("inputResponses");
     params.remove("requestState");
+    // The bridge offers no tasks; a task asked for anyway is not passed on.
+    params.remove("task");
+    // A completion's context (2025-06-18) means nothing to an older server;
+    // its completions are simply less precise without it.
+    if method == "completion/complete" && upstream < ProtocolVersion::V2025_06_18 {
+        params.remove("context");
+    }
     let mut meta = match params.remove("_meta") {
         Some(Value::Object(meta)) => meta,
         _ => JsonObject::new(),
