@@ -12,6 +12,11 @@ mod gateway;
 
 use std::time::Duration;
 
+// A quarter of the instructions of a trivial call went to the system
+// allocator (`docs/benchmarks.md`); every message allocates its JSON tree.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Context as _;
 use auth::AuthArgs;
 use clap::{Parser, Subcommand};
