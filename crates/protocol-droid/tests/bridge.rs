@@ -77,6 +77,11 @@ fn upstream_answer<'a>(
                     "$defs": { "point": { "type": "object" } },
                     "properties": { "at": { "$ref": "#/$defs/point" } },
                 },
+            }, {
+                "name": "regional",
+                "inputSchema": { "type": "object", "properties": {
+                    "region": { "type": "string", "x-mcp-header": "Region" },
+                } },
             }] })),
             ("completion/complete", _) => {
                 let context = if params.contains_key("context") {
@@ -1380,5 +1385,60 @@ async fn a_completion_context_does_not_reach_a_server_older_than_2025_06_18()
             "{upstream}: {reply}"
         );
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_bridge_checks_param_headers_against_the_upstreams_definitions() -> Result<(), TestError>
+{
+    let origin = Server::builder("rich-upstream", "1")
+        .revisions([ProtocolVersion::V2026_07_28])
+        .forward(Arc::new(upstream_answer))
+        .build()?;
+    let origin = serve(origin).await?;
+    let bridge = Bridge::connect(
+        connector(
+            Target::Url(origin.parse()?),
+            vec![ProtocolVersion::V2026_07_28],
+        ),
+        WireToolResults,
+        BridgeOptions::default(),
+    )
+    .await?;
+    let url = serve(bridge.server(|b| b)?).await?;
+    let call = |region_header: Option<&'static str>| {
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "regional")
+            .json(
+                &json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "regional", "arguments": { "region": "eu" },
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                } } }),
+            );
+        if let Some(value) = region_header {
+            request = request.header("mcp-param-region", value);
+        }
+        request.send()
+    };
+    // Never listed by a client: the bridge knew the definition from the start.
+    let missing = call(None).await?;
+    assert_eq!(missing.status(), reqwest::StatusCode::BAD_REQUEST);
+    let body: Value = missing.json().await?;
+    assert_eq!(
+        body["error"]["code"],
+        ErrorCode::HEADER_MISMATCH.0,
+        "{body}"
+    );
+    let wrong = call(Some("us")).await?;
+    assert_eq!(wrong.status(), reqwest::StatusCode::BAD_REQUEST);
+    let right = call(Some("eu")).await?;
+    assert!(right.status().is_success(), "{}", right.status());
     Ok(())
 }

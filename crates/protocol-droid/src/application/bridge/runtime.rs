@@ -21,6 +21,7 @@ use super::exchange::{Owner, Parking, Rounds, Start, parked_handle, progress_to}
 use super::lower::Lowering;
 use super::upstream::{Connector, Lease, RELAY_BACKLOG, Relay, Upstream, UpstreamHandler, lock};
 use crate::adapters::secondary::codec::wire::ClientCapabilities;
+use crate::adapters::secondary::codec::wire::tools::Tool;
 use crate::application::client::{ClientError, RequestOptions, ServerState};
 use crate::application::server::forward::Forward;
 use crate::application::server::request_state::KeyError;
@@ -32,6 +33,9 @@ use crate::domain::{DegradePolicy, Era, Feature, Leg, ProtocolVersion, SessionId
 /// The `_meta` key a reply's translation report travels under, when
 /// [`BridgeOptions::report_meta`] asks for it.
 pub const REPORT_META: &str = "protocol-droid/translation";
+
+/// How many tool definitions the bridge keeps for header checks.
+const MAX_KNOWN_TOOLS: usize = 4096;
 
 /// How many translation reports [`Bridge::reports`] keeps.
 pub const MAX_REPORTS: usize = 256;
@@ -145,6 +149,9 @@ struct Inner<C> {
     parking: Mutex<Parking>,
     server: Mutex<Option<Server>>,
     reports: Mutex<VecDeque<Report>>,
+    /// The tools as the clients were last given them, by name: what the
+    /// server checks `Mcp-Param-*` headers against. Bounded.
+    tools: Mutex<HashMap<String, Tool>>,
     /// The upstream's tools that only run as tasks (2025-11-25
     /// `execution.taskSupport: "required"`), as last listed; `None` before
     /// the first list.
@@ -193,12 +200,31 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                 server: Mutex::default(),
                 reports: Mutex::default(),
                 task_tools: Mutex::default(),
+                tools: Mutex::default(),
                 watched: Mutex::default(),
                 rewatch: Arc::default(),
                 closing: tokio::sync::watch::channel(()).0,
             }),
         };
         bridge.spawn_reaper();
+        // The tools are known before any client lists them, so the first
+        // call's `Mcp-Param-*` headers can be checked.
+        if bridge.inner.upstream.capabilities.tools.is_some() {
+            let first = lock(&bridge.inner.upstreams)
+                .values()
+                .flatten()
+                .next()
+                .map(|u| u.client.clone());
+            if let Some(client) = first {
+                if let Ok(listed) = client
+                    .request("tools/list", None, &RequestOptions::default())
+                    .await
+                {
+                    bridge.note_tools(&listed);
+                    bridge.note_task_tools(&listed);
+                }
+            }
+        }
         if bridge.inner.upstream.version.era() == Era::Modern {
             bridge.spawn_listener();
         } else {
@@ -705,6 +731,23 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             .is_some_and(|tools| tools.contains(name))
     }
 
+    /// Keeps the definitions of a `tools/list` page as the client got them.
+    fn note_tools(&self, listed: &Value) {
+        let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
+            return;
+        };
+        let mut known = lock(&self.inner.tools);
+        for tool in tools {
+            let Ok(tool) = serde_json::from_value::<Tool>(tool.clone()) else {
+                continue;
+            };
+            if known.len() >= MAX_KNOWN_TOOLS && !known.contains_key(&tool.name) {
+                continue;
+            }
+            known.insert(tool.name.clone(), tool);
+        }
+    }
+
     /// Records which tools of a `tools/list` page only run as tasks.
     fn note_task_tools(&self, listed: &Value) {
         let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
@@ -758,6 +801,9 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             report,
         }
         .result(method, &mut value)?;
+        if method == "tools/list" {
+            self.note_tools(&value);
+        }
         Ok(value)
     }
 
@@ -859,6 +905,10 @@ impl<C: ToolResultCodec + 'static> Forward for Forwarding<C> {
             .and_then(|b| Forward::capabilities(&b, version))
     }
 
+    fn tool(&self, name: &str) -> Option<Tool> {
+        self.bridge().and_then(|b| Forward::tool(&b, name))
+    }
+
     fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
         if let Some(bridge) = self.bridge() {
             Forward::subscription(&bridge, session, uri, subscribed);
@@ -880,6 +930,10 @@ impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
         call: Call,
     ) -> BoxFuture<'a, Result<Value, CallError>> {
         Box::pin(self.forward_call(method, params, call))
+    }
+
+    fn tool(&self, name: &str) -> Option<Tool> {
+        lock(&self.inner.tools).get(name).cloned()
     }
 
     fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {

@@ -13,6 +13,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::call::{Call, CallError};
+use crate::adapters::secondary::codec::wire::tools::Tool;
 use crate::adapters::secondary::codec::{Sender, for_version};
 use crate::domain::ir::JsonObject;
 use crate::domain::{ProtocolVersion, SessionId};
@@ -61,6 +62,12 @@ pub trait Forward: Send + Sync {
         params: JsonObject,
         call: Call,
     ) -> BoxFuture<'a, Result<Value, CallError>>;
+
+    /// The definition of the tool called `name`, as the client was given it,
+    /// if known: what a transport checks `Mcp-Param-*` headers against.
+    fn tool(&self, _name: &str) -> Option<Tool> {
+        None
+    }
 
     /// The capabilities to declare at `version`; `None` keeps the server's
     /// own.

@@ -250,6 +250,8 @@ impl Server {
             .get(name)
             .filter(|t| super::registry::visible(t.scope.as_ref(), |s| caller.has_scope(s)))
             .map(|t| t.tool.clone())
+            // A forwarded tool is the upstream's, as its last list gave it.
+            .or_else(|| self.inner.forward.as_ref().and_then(|f| f.tool(name)))
     }
 
     /// Seals new `requestState`s with `next`, still opening those sealed
