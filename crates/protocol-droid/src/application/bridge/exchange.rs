@@ -48,6 +48,9 @@ use crate::domain::{DegradePolicy, Era, Leg};
 /// How many flights may be parked waiting for their client's retry.
 pub const MAX_PARKED: usize = 1024;
 
+/// How many of them one caller may have parked.
+pub const MAX_PARKED_PER_CALLER: usize = 64;
+
 /// How long, after a legacy server's question, the bridge waits for others
 /// sent alongside it, so a 2026-07-28 client gets them in one round.
 const GATHER: Duration = Duration::from_millis(25);
@@ -298,7 +301,12 @@ impl Parking {
     /// when the lot is full or no handle could be drawn.
     fn park(&mut self, flight: Flight, owner: Owner, deadline: Instant) -> Option<String> {
         self.expire(Instant::now());
-        if self.flights.len() >= MAX_PARKED {
+        let callers = self
+            .flights
+            .values()
+            .filter(|(_, o, _)| o.principal == owner.principal)
+            .count();
+        if self.flights.len() >= MAX_PARKED || callers >= MAX_PARKED_PER_CALLER {
             return None;
         }
         // Random rather than counted: a handle means nothing to another

@@ -25,7 +25,7 @@ mod runtime;
 mod upstream;
 
 pub use content::{ToolResultCodec, Translated, Translator};
-pub use exchange::MAX_PARKED;
+pub use exchange::{MAX_PARKED, MAX_PARKED_PER_CALLER};
 pub use lower::feature_named;
 pub use runtime::{Bridge, BridgeOptions, MAX_REPORTS, REPORT_META, Report};
 pub use upstream::Connector;

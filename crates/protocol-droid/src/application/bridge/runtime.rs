@@ -65,6 +65,9 @@ pub struct BridgeOptions {
     pub max_rounds: usize,
     /// The most upstream connections open at once.
     pub max_upstreams: usize,
+    /// The most upstream connections one stateless caller may hold (per
+    /// principal; anonymous callers share one count).
+    pub max_upstreams_per_caller: usize,
     /// How long an unused upstream connection is kept.
     pub idle: Duration,
     /// Whether a connection whose server went away (a child that exited) is
@@ -83,6 +86,7 @@ impl Default for BridgeOptions {
             park_for: Duration::from_secs(120),
             max_rounds: 16,
             max_upstreams: 256,
+            max_upstreams_per_caller: 32,
             idle: Duration::from_secs(600),
             restart: true,
             request_timeout: Duration::from_secs(300),
@@ -385,6 +389,18 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             return Err(CallError::internal(
                 "the bridge has as many upstream connections open as it may; try again later",
             ));
+        }
+        if let Affinity::Caller(principal, _) = &affinity {
+            let held: usize = lock(&self.inner.upstreams)
+                .iter()
+                .filter(|(a, _)| matches!(a, Affinity::Caller(p, _) if p == principal))
+                .map(|(_, pool)| pool.len())
+                .sum();
+            if held >= self.inner.options.max_upstreams_per_caller {
+                return Err(CallError::internal(
+                    "this caller holds as many upstream connections as it may; try again later",
+                ));
+            }
         }
         let one_client = matches!(affinity, Affinity::Session(_));
         let server = lock(&self.inner.server).clone();
