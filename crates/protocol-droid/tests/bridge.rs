@@ -198,6 +198,17 @@ fn upstream_answer<'a>(
                 .await?;
                 Ok(json!({ "content": [] }))
             }
+            ("tools/call", "sample_context") => {
+                let answer = call
+                    .sample(
+                        "s",
+                        json!({ "maxTokens": 5, "includeContext": "thisServer",
+                            "messages": [{ "role": "user",
+                            "content": { "type": "text", "text": "hi" } }] }),
+                    )
+                    .await?;
+                Ok(json!({ "content": [{ "type": "text", "text": answer["content"]["text"] }] }))
+            }
             ("tools/call", "progress") => {
                 call.progress(1.0, Some(2.0), Some("half way"));
                 Ok(json!({ "content": [] }))
@@ -712,18 +723,31 @@ async fn a_reply_the_client_reads_passes_unchanged_and_unreported() -> Result<()
 
 /// The bridge in front of `bad_server.py` in `mode`, and a 2025-11-25 client.
 async fn in_front_of_bad(mode: &str, options: BridgeOptions) -> Result<(Rig, PathBuf), TestError> {
+    in_front_of_bad_at(mode, options, None, ProtocolVersion::V2025_11_25).await
+}
+
+/// The same, the bridge speaking `upstream` (probed when `None`) and the
+/// client `client`.
+async fn in_front_of_bad_at(
+    mode: &str,
+    options: BridgeOptions,
+    upstream: Option<ProtocolVersion>,
+    client: ProtocolVersion,
+) -> Result<(Rig, PathBuf), TestError> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
     let record = std::env::temp_dir().join(format!(
-        "droid-bridge-bad-{mode}-{}.log",
-        std::process::id()
+        "droid-bridge-bad-{mode}-{}-{}.log",
+        std::process::id(),
+        upstream.map_or("probed", ProtocolVersion::as_str)
     ));
     let _ = std::fs::remove_file(&record);
     let mut child = ChildOptions::new("python3", [script.into_os_string(), mode.into()]);
     child
         .env
         .push(("BAD_SERVER_RECORD".into(), record.clone().into_os_string()));
+    let revisions = upstream.map_or_else(|| ProtocolVersion::ALL.to_vec(), |v| vec![v]);
     let bridge = Bridge::connect(
-        connector(Target::Command(child), ProtocolVersion::ALL.to_vec()),
+        connector(Target::Command(child), revisions),
         WireToolResults,
         options,
     )
@@ -738,7 +762,7 @@ async fn in_front_of_bad(mode: &str, options: BridgeOptions) -> Result<(Rig, Pat
             ConnectOptions {
                 client: ClientOptions {
                     handler: shared,
-                    revisions: vec![ProtocolVersion::V2025_11_25],
+                    revisions: vec![client],
                     ..ClientOptions::default()
                 },
                 ..ConnectOptions::default()
@@ -1440,5 +1464,89 @@ async fn the_bridge_checks_param_headers_against_the_upstreams_definitions() -> 
     assert_eq!(wrong.status(), reqwest::StatusCode::BAD_REQUEST);
     let right = call(Some("eu")).await?;
     assert!(right.status().is_success(), "{}", right.status());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_legacy_upstream_that_dies_or_hangs_mid_call_fails_only_that_call()
+-> Result<(), TestError> {
+    // A stateless client in front of a legacy upstream: the call runs on a
+    // connection leased to it alone.
+    let (rig, _) = in_front_of_bad_at(
+        "close-mid-response",
+        BridgeOptions::default(),
+        Some(ProtocolVersion::V2025_11_25),
+        ProtocolVersion::V2026_07_28,
+    )
+    .await?;
+    match ask(&rig, "tools/call", json!({ "name": "anything" })).await {
+        Err(ClientError::Server(error)) => assert!(error.message.contains("upstream"), "{error:?}"),
+        other => return Err(format!("expected a clear error, got {other:?}").into()),
+    }
+    match ask(&rig, "tools/list", json!({})).await {
+        Err(ClientError::Server(error)) => assert_eq!(error.code, ErrorCode::METHOD_NOT_FOUND),
+        other => {
+            return Err(format!("expected the new upstream's own answer, got {other:?}").into());
+        }
+    }
+
+    let (rig, record) = in_front_of_bad_at(
+        "silent",
+        BridgeOptions {
+            request_timeout: Duration::from_millis(300),
+            ..BridgeOptions::default()
+        },
+        Some(ProtocolVersion::V2025_11_25),
+        ProtocolVersion::V2026_07_28,
+    )
+    .await?;
+    match ask(&rig, "tools/call", json!({ "name": "anything" })).await {
+        Err(ClientError::Server(error)) => {
+            assert!(error.message.contains("no answer"), "{error:?}");
+        }
+        other => return Err(format!("expected a timeout error, got {other:?}").into()),
+    }
+    let mut told = false;
+    for _ in 0..50 {
+        if std::fs::read_to_string(&record).is_ok_and(|r| r.contains("requestId")) {
+            told = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(told, "the upstream never heard notifications/cancelled");
+    Ok(())
+}
+
+#[tokio::test]
+async fn include_context_becomes_none_for_a_client_without_sampling_context()
+-> Result<(), TestError> {
+    for (policy, allowed) in [
+        (
+            DegradePolicy::permissive().refusing(Feature::SamplingIncludeContext),
+            false,
+        ),
+        (DegradePolicy::permissive(), true),
+    ] {
+        let rig = rig(
+            ProtocolVersion::V2025_11_25,
+            ProtocolVersion::V2025_11_25,
+            BridgeOptions {
+                policy,
+                ..BridgeOptions::default()
+            },
+        )
+        .await?;
+        let outcome = ask(&rig, "tools/call", json!({ "name": "sample_context" })).await;
+        if allowed {
+            let reply = outcome?;
+            assert_eq!(reply["content"][0]["text"], "sampled", "{reply}");
+            let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
+            assert_eq!(asked[0]["includeContext"], "none", "{asked:?}");
+            assert_reported(&rig, Feature::SamplingIncludeContext);
+        } else {
+            assert_refused(outcome, Feature::SamplingIncludeContext)?;
+        }
+    }
     Ok(())
 }
