@@ -209,6 +209,36 @@ fn upstream_answer<'a>(
                     .await?;
                 Ok(json!({ "content": [{ "type": "text", "text": answer["content"]["text"] }] }))
             }
+            ("tools/call", "confirm_twice") => {
+                // The same question twice, as a legacy handler may ask it: the
+                // second is a new question, not the first one's answer.
+                let first = call
+                    .elicit(
+                        "confirm",
+                        json!({ "message": "Sure?",
+                    "requestedSchema": { "type": "object", "properties": {} } }),
+                    )
+                    .await?;
+                let second = call
+                    .elicit(
+                        "confirm",
+                        json!({ "message": "Really sure?",
+                    "requestedSchema": { "type": "object", "properties": {} } }),
+                    )
+                    .await?;
+                Ok(json!({ "content": [{ "type": "text",
+                    "text": format!("{} {}", first["action"], second["action"]) }] }))
+            }
+            ("tools/call", "ask_then_progress") => {
+                call.elicit(
+                    "go",
+                    json!({ "message": "Go?",
+                    "requestedSchema": { "type": "object", "properties": {} } }),
+                )
+                .await?;
+                call.progress(1.0, Some(1.0), None);
+                Ok(json!({ "content": [] }))
+            }
             ("tools/call", "progress") => {
                 call.progress(1.0, Some(2.0), Some("half way"));
                 Ok(json!({ "content": [] }))
@@ -1548,5 +1578,57 @@ async fn include_context_becomes_none_for_a_client_without_sampling_context()
             assert_refused(outcome, Feature::SamplingIncludeContext)?;
         }
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_question_asked_again_goes_to_the_client_again() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2026_07_28,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    let reply = ask(&rig, "tools/call", json!({ "name": "confirm_twice" })).await?;
+    assert_eq!(
+        reply["content"][0]["text"], "\"accept\" \"accept\"",
+        "{reply}"
+    );
+    let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
+    let messages: Vec<&Value> = asked.iter().map(|a| &a["message"]).collect();
+    assert_eq!(
+        messages,
+        [&json!("Sure?"), &json!("Really sure?")],
+        "{asked:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn progress_after_a_resumed_round_reaches_the_retry() -> Result<(), TestError> {
+    let rig = rig(
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2026_07_28,
+        policy(DegradePolicy::permissive()),
+    )
+    .await?;
+    let seen = Arc::new(Mutex::new(0_usize));
+    let sink = Arc::clone(&seen);
+    let options = RequestOptions {
+        on_progress: Some(Arc::new(move |_| {
+            if let Ok(mut seen) = sink.lock() {
+                *seen += 1;
+            }
+        })),
+        ..RequestOptions::default()
+    };
+    rig.client
+        .request(
+            "tools/call",
+            Some(json!({ "name": "ask_then_progress" })),
+            &options,
+        )
+        .await?;
+    assert_eq!(*seen.lock().map_err(|_| "poisoned")?, 1);
     Ok(())
 }

@@ -98,6 +98,8 @@ pub(super) struct Flight {
     next_key: u32,
     rounds: usize,
     relay: RelayCell,
+    /// How long the flight waits for its server at a time.
+    wait_limit: Duration,
     lease: Lease,
 }
 
@@ -142,6 +144,11 @@ impl Flight {
         if options.on_progress.is_some() {
             options.on_progress = Some(progress_to(Arc::clone(&relay)));
         }
+        // The time the flight spends parked, waiting for a person, is not
+        // the server's: the limit applies to each wait for the server
+        // instead (`next`), and parking has its own.
+        let wait_limit = options.timeout.unwrap_or(UNBOUNDED_WAIT);
+        options.timeout = Some(UNBOUNDED_WAIT);
         let client = lease.upstream.client.clone();
         let method = method.to_owned();
         let task = tokio::spawn(async move {
@@ -160,6 +167,7 @@ impl Flight {
             next_key: 1,
             rounds: 0,
             relay,
+            wait_limit,
             lease,
         }
     }
@@ -205,6 +213,10 @@ impl Flight {
                     detail: e.to_string(),
                 })
             })),
+            () = tokio::time::sleep(self.wait_limit) => Step::Done(Err(ClientError::Timeout {
+                method: "the upstream request".to_owned(),
+                millis: self.wait_limit.as_millis(),
+            })),
         }
     }
 
@@ -243,6 +255,10 @@ impl Flight {
         }
     }
 }
+
+/// The client-level limit of a flight's upstream request, which the
+/// flight's own per-wait limit and the parking limit make moot.
+const UNBOUNDED_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How long a task the bridge starts upstream may live there, in
 /// milliseconds: as long as one request may take.
@@ -290,16 +306,25 @@ pub(super) fn progress_to(cell: RelayCell) -> crate::application::client::Progre
     })
 }
 
-/// Flights waiting for their client's retry, by handle.
-#[derive(Default)]
-pub(super) struct Parking {
-    flights: HashMap<String, (Flight, Owner, Instant)>,
+/// Flights waiting for their client's retry, by handle. Generic over what
+/// is parked so its rules can be tested without a connection.
+pub(super) struct Parking<T = Flight> {
+    flights: HashMap<String, (T, Owner, Instant)>,
 }
 
-impl Parking {
+impl<T> Default for Parking<T> {
+    fn default() -> Self {
+        Self {
+            flights: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Parking<T> {
     /// Parks `flight` until `deadline` under a fresh random handle; `None`
-    /// when the lot is full or no handle could be drawn.
-    fn park(&mut self, flight: Flight, owner: Owner, deadline: Instant) -> Option<String> {
+    /// when the lot, or the caller's share of it, is full, or no handle
+    /// could be drawn.
+    fn park(&mut self, flight: T, owner: Owner, deadline: Instant) -> Option<String> {
         self.expire(Instant::now());
         let callers = self
             .flights
@@ -322,7 +347,7 @@ impl Parking {
 
     /// Takes the flight parked under `handle` for `owner`, if it has not
     /// expired; another caller's or another request's stays where it is.
-    pub(super) fn take(&mut self, handle: &str, owner: &Owner) -> Option<Flight> {
+    pub(super) fn take(&mut self, handle: &str, owner: &Owner) -> Option<T> {
         self.expire(Instant::now());
         if self.flights.get(handle).is_some_and(|(_, o, _)| o == owner) {
             return self.flights.remove(handle).map(|(flight, _, _)| flight);
@@ -360,7 +385,7 @@ pub(super) fn parked_handle(state: Option<&Value>) -> Option<String> {
 
 /// What the round loop needs from the bridge.
 pub(super) struct Rounds<'a> {
-    pub(super) parking: &'a std::sync::Mutex<Parking>,
+    pub(super) parking: &'a std::sync::Mutex<Parking<Flight>>,
     pub(super) leg: &'a Leg,
     pub(super) policy: DegradePolicy,
     pub(super) report: &'a mut TranslationReport,
@@ -384,6 +409,12 @@ impl Rounds<'_> {
         params: JsonObject,
         start: Start,
     ) -> Result<Result<Value, ClientError>, CallError> {
+        // The client's answers are for the questions open when this request
+        // arrived, so only a retry of a parked call has any to give.
+        let mut responses = match &start {
+            Start::Parked(_) => call.ctx.input_responses.clone(),
+            Start::New(_) => JsonObject::new(),
+        };
         let mut flight = match start {
             Start::Parked(flight) => {
                 flight.relay_to(&self.relay);
@@ -400,14 +431,22 @@ impl Rounds<'_> {
         };
         let modern = call.peer.negotiated().era() == Era::Modern;
         let asks_client = MULTI_ROUND_METHODS.contains(&method);
-        // The client's answers are for the questions open when this request
-        // arrived, once.
-        let mut responses = call.ctx.input_responses.clone();
         let mut asking = call.clone();
         asking.ctx.input_responses = JsonObject::new();
         loop {
             match flight.next(modern).await {
-                Step::Done(result) => return Ok(result),
+                Step::Done(result) => {
+                    // The server may still be at work on a request the
+                    // bridge gave up on (it timed out, its answer could not
+                    // be read): its connection serves nobody else.
+                    if matches!(
+                        result,
+                        Err(ClientError::Timeout { .. } | ClientError::Link(_))
+                    ) {
+                        flight.lease.retire();
+                    }
+                    return Ok(result);
+                }
                 Step::Asked if !asks_client => {
                     // Nothing a client can answer fits this method's reply.
                     flight.refuse_open(&ErrorObject::new(
@@ -506,7 +545,13 @@ impl Rounds<'_> {
         let mut answered = member("answered");
         let mut upstream_state = state.get("upstream").cloned().filter(|s| !s.is_null());
         let mut rounds = state.get("rounds").and_then(Value::as_u64).unwrap_or(0);
-        let mut responses = call.ctx.input_responses.clone();
+        // The client's answers are for the questions of the round it retries;
+        // a request that retries none has none to give.
+        let mut responses = if asked.is_empty() {
+            JsonObject::new()
+        } else {
+            call.ctx.input_responses.clone()
+        };
         let mut asking = call.clone();
         asking.ctx.input_responses = JsonObject::new();
         // Registered so the server's log lines about it can find it.
@@ -631,5 +676,66 @@ impl Rounds<'_> {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{MAX_PARKED_PER_CALLER, Owner, Parking};
+
+    fn owner(principal: &str, target: &str) -> Owner {
+        Owner {
+            principal: Some(principal.to_owned()),
+            method: "tools/call".to_owned(),
+            target: target.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_parked_call_is_taken_only_by_its_owner_and_only_once() {
+        let mut lot = Parking::<u32>::default();
+        let later = Instant::now() + Duration::from_secs(60);
+        let handle = lot.park(7, owner("ada", "t"), later).unwrap_or_default();
+        assert_eq!(handle.len(), 32, "a 128-bit random handle");
+        assert_eq!(
+            lot.take(&handle, &owner("bob", "t")),
+            None,
+            "another caller"
+        );
+        assert_eq!(lot.take(&handle, &owner("ada", "u")), None, "another tool");
+        assert_eq!(lot.take("0", &owner("ada", "t")), None, "another handle");
+        assert_eq!(lot.len(), 1, "refusals leave it parked");
+        assert_eq!(lot.take(&handle, &owner("ada", "t")), Some(7));
+        assert_eq!(lot.take(&handle, &owner("ada", "t")), None, "taken once");
+    }
+
+    #[test]
+    fn a_parked_call_expires_and_one_caller_cannot_fill_the_lot() {
+        let mut lot = Parking::<u32>::default();
+        let past = Instant::now();
+        let handle = lot.park(1, owner("ada", "t"), past).unwrap_or_default();
+        lot.expire(Instant::now() + Duration::from_millis(1));
+        assert_eq!(lot.take(&handle, &owner("ada", "t")), None);
+        let later = Instant::now() + Duration::from_secs(60);
+        for n in 0..MAX_PARKED_PER_CALLER {
+            assert!(
+                lot.park(
+                    u32::try_from(n).unwrap_or_default(),
+                    owner("ada", "t"),
+                    later
+                )
+                .is_some()
+            );
+        }
+        assert!(
+            lot.park(0, owner("ada", "t"), later).is_none(),
+            "ada's share is full"
+        );
+        assert!(
+            lot.park(0, owner("bob", "t"), later).is_some(),
+            "bob still parks"
+        );
     }
 }

@@ -73,8 +73,10 @@ pub struct BridgeOptions {
     /// Whether a connection whose server went away (a child that exited) is
     /// opened again for the next request.
     pub restart: bool,
-    /// How long one upstream request may take before it is cancelled
-    /// upstream and refused downstream.
+    /// How long the bridge waits for its server at a time (a request's
+    /// answer, or its next question) before the request is cancelled
+    /// upstream and refused downstream. Time spent waiting for the client's
+    /// input is bounded by [`Self::park_for`] instead.
     pub request_timeout: Duration,
 }
 
@@ -325,8 +327,11 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                             continue;
                         }
                         pool.retain(|u| {
+                            let retired = u.retired.load(std::sync::atomic::Ordering::Acquire);
                             let stale = u.is_idle()
-                                && now.duration_since(*lock(&u.last_used)) > inner.options.idle;
+                                && (retired
+                                    || now.duration_since(*lock(&u.last_used))
+                                        > inner.options.idle);
                             if stale {
                                 idle.push(Arc::clone(u));
                             }
@@ -385,7 +390,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         if let Some(found) = self.free(&affinity, exclusive)? {
             return Ok(found);
         }
-        if self.connections() >= self.inner.options.max_upstreams {
+        if self.connections() >= self.inner.options.max_upstreams && !self.evict_one() {
             return Err(CallError::internal(
                 "the bridge has as many upstream connections open as it may; try again later",
             ));
@@ -562,6 +567,36 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             notifications.insert("resourceSubscriptions".to_owned(), json!(watched));
         }
         json!({ "notifications": notifications })
+    }
+
+    /// Closes the least recently used connection no request uses (a retired
+    /// one first), to make room; false when every connection is in use.
+    fn evict_one(&self) -> bool {
+        let victim = {
+            let mut upstreams = lock(&self.inner.upstreams);
+            let found = upstreams
+                .iter()
+                .filter(|(affinity, _)| **affinity != Affinity::Shared)
+                .flat_map(|(affinity, pool)| pool.iter().map(move |u| (affinity.clone(), u)))
+                .filter(|(_, u)| u.is_idle())
+                .min_by_key(|(_, u)| {
+                    let retired = u.retired.load(std::sync::atomic::Ordering::Acquire);
+                    (!retired, *lock(&u.last_used))
+                })
+                .map(|(affinity, u)| (affinity, Arc::clone(u)));
+            let Some((affinity, victim)) = found else {
+                return false;
+            };
+            if let Some(pool) = upstreams.get_mut(&affinity) {
+                pool.retain(|u| !Arc::ptr_eq(u, &victim));
+                if pool.is_empty() {
+                    upstreams.remove(&affinity);
+                }
+            }
+            victim
+        };
+        tokio::spawn(async move { victim.client.close().await });
+        true
     }
 
     /// An open connection of `affinity` free for this request; those whose
@@ -967,6 +1002,7 @@ impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
     }
 
     fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
+        let before = self.watched_uris();
         {
             let mut watched = lock(&self.inner.watched);
             let counts = watched.entry(session).or_default();
@@ -982,11 +1018,18 @@ impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
                 watched.remove(&session);
             }
         }
-        self.inner.rewatch.notify_one();
+        // The upstream hears only of changes to the set watched overall: a
+        // second watcher of a resource, or one of two leaving, is nothing
+        // to it (and reopening a listen would lose what it carried).
+        if self.watched_uris() != before {
+            self.inner.rewatch.notify_one();
+        }
     }
 
     fn session_closed(&self, session: SessionId) {
-        if lock(&self.inner.watched).remove(&session).is_some() {
+        let before = self.watched_uris();
+        lock(&self.inner.watched).remove(&session);
+        if self.watched_uris() != before {
             self.inner.rewatch.notify_one();
         }
         let pool = lock(&self.inner.upstreams).remove(&Affinity::Session(session));
