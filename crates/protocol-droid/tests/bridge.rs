@@ -49,6 +49,10 @@ const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 /// change on the one it runs in.
 static UPSTREAMS: Mutex<Vec<Server>> = Mutex::new(Vec::new());
 
+/// Whether `regional` mirrors its argument in `Mcp-Param-Area` rather than
+/// `Mcp-Param-Region` (after `rename_header`).
+static RENAMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// How often `needs_url` was called.
 static URL_VISITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -80,9 +84,21 @@ fn upstream_answer<'a>(
             }, {
                 "name": "regional",
                 "inputSchema": { "type": "object", "properties": {
-                    "region": { "type": "string", "x-mcp-header": "Region" },
+                    "region": { "type": "string", "x-mcp-header":
+                        if RENAMED.load(std::sync::atomic::Ordering::SeqCst) { "Area" } else { "Region" } },
                 } },
             }] })),
+            ("tools/call", "rename_header") => {
+                RENAMED.store(true, std::sync::atomic::Ordering::SeqCst);
+                let servers = UPSTREAMS
+                    .lock()
+                    .map_err(|_| CallError::internal("poisoned"))?
+                    .clone();
+                for server in &servers {
+                    server.tools_changed();
+                }
+                Ok(json!({ "content": [] }))
+            }
             ("completion/complete", _) => {
                 let context = if params.contains_key("context") {
                     "with context"
@@ -1449,6 +1465,10 @@ async fn the_bridge_checks_param_headers_against_the_upstreams_definitions() -> 
         .revisions([ProtocolVersion::V2026_07_28])
         .forward(Arc::new(upstream_answer))
         .build()?;
+    UPSTREAMS
+        .lock()
+        .map_err(|_| "poisoned")?
+        .push(origin.clone());
     let origin = serve(origin).await?;
     let bridge = Bridge::connect(
         connector(
@@ -1494,7 +1514,34 @@ async fn the_bridge_checks_param_headers_against_the_upstreams_definitions() -> 
     assert_eq!(wrong.status(), reqwest::StatusCode::BAD_REQUEST);
     let right = call(Some("eu")).await?;
     assert!(right.status().is_success(), "{}", right.status());
-    Ok(())
+
+    // The upstream changes the header's name and says so: the bridge lists
+    // again, and the old header no longer passes.
+    let rename = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "rename_header")
+        .json(
+            &json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "rename_header", "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            } } }),
+        )
+        .send()
+        .await?;
+    assert!(rename.status().is_success(), "{}", rename.status());
+    for _ in 0..100 {
+        if call(Some("eu")).await?.status() == reqwest::StatusCode::BAD_REQUEST {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err("the renamed header was never required".into())
 }
 
 #[tokio::test]
@@ -1630,5 +1677,27 @@ async fn progress_after_a_resumed_round_reaches_the_retry() -> Result<(), TestEr
         )
         .await?;
     assert_eq!(*seen.lock().map_err(|_| "poisoned")?, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_restarts_an_ended_upstream_refuses_every_later_request() -> Result<(), TestError> {
+    let (rig, _) = in_front_of_bad(
+        "close-mid-response",
+        BridgeOptions {
+            restart: false,
+            ..BridgeOptions::default()
+        },
+    )
+    .await?;
+    let _ = ask(&rig, "tools/call", json!({ "name": "anything" })).await;
+    for _ in 0..2 {
+        match ask(&rig, "tools/list", json!({})).await {
+            Err(ClientError::Server(error)) => {
+                assert!(error.message.contains("does not restart"), "{error:?}");
+            }
+            other => return Err(format!("expected a refusal, got {other:?}").into()),
+        }
+    }
     Ok(())
 }

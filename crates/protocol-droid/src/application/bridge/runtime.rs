@@ -169,6 +169,9 @@ struct Inner<C> {
     rewatch: Arc<tokio::sync::Notify>,
     /// Dropped with the bridge, which ends its background tasks.
     closing: tokio::sync::watch::Sender<()>,
+    /// Set when a connection ended and [`BridgeOptions::restart`] is off:
+    /// from then on every request is refused.
+    ended: Mutex<Option<String>>,
 }
 
 impl<C: ToolResultCodec + 'static> Bridge<C> {
@@ -210,8 +213,12 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                 watched: Mutex::default(),
                 rewatch: Arc::default(),
                 closing: tokio::sync::watch::channel(()).0,
+                ended: Mutex::default(),
             }),
         };
+        for upstream in lock(&bridge.inner.upstreams).values().flatten() {
+            upstream.handler.on_tools_changed(bridge.relist_hook());
+        }
         bridge.spawn_reaper();
         // The tools are known before any client lists them, so the first
         // call's `Mcp-Param-*` headers can be checked.
@@ -387,6 +394,11 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             return Ok(found);
         }
         let _one = self.inner.opening.lock().await;
+        if lock(&self.inner.ended).is_some() {
+            return Err(CallError::internal(
+                "the upstream connection ended, and the bridge does not restart it",
+            ));
+        }
         if let Some(found) = self.free(&affinity, exclusive)? {
             return Ok(found);
         }
@@ -410,6 +422,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         let one_client = matches!(affinity, Affinity::Session(_));
         let server = lock(&self.inner.server).clone();
         let handler = Arc::new(UpstreamHandler::new(capabilities, server, one_client));
+        handler.on_tools_changed(self.relist_hook());
         let client = (self.inner.connector)(handler.clone()).await.map_err(|e| {
             tracing::warn!(target: "droid::bridge", error = %e, "the upstream could not be reached");
             CallError::internal("the upstream could not be reached; the bridge's log says why")
@@ -626,10 +639,13 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         if let Some(reason) = ended {
             tracing::warn!(target: "droid::bridge", %reason, "an upstream connection ended");
             if !self.inner.options.restart {
-                return Err(CallError::internal(format!(
-                    "the upstream connection ended: {reason}"
-                )));
+                *lock(&self.inner.ended) = Some(reason);
             }
+        }
+        if lock(&self.inner.ended).is_some() {
+            return Err(CallError::internal(
+                "the upstream connection ended, and the bridge does not restart it",
+            ));
         }
         Ok(if exclusive {
             pool.iter().find_map(Upstream::try_lease)
@@ -780,6 +796,39 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         lock(&self.inner.task_tools)
             .as_ref()
             .is_some_and(|tools| tools.contains(name))
+    }
+
+    /// What an upstream connection calls when the tool list changed: list
+    /// again, so the definitions the bridge checks headers against and the
+    /// task-only tools are the server's current ones.
+    fn relist_hook(&self) -> Arc<dyn Fn() + Send + Sync> {
+        let weak = Arc::downgrade(&self.inner);
+        Arc::new(move || {
+            let Some(inner) = weak.upgrade() else {
+                return;
+            };
+            let bridge = Self { inner };
+            tokio::spawn(async move {
+                let client = lock(&bridge.inner.upstreams)
+                    .values()
+                    .flatten()
+                    .find(|u| u.client.closed().is_none())
+                    .map(|u| u.client.clone());
+                let Some(client) = client else {
+                    return;
+                };
+                let fresh = RequestOptions {
+                    fresh: true,
+                    ..RequestOptions::default()
+                };
+                if let Ok(listed) = client.request("tools/list", None, &fresh).await {
+                    lock(&bridge.inner.tools).clear();
+                    *lock(&bridge.inner.task_tools) = None;
+                    bridge.note_tools(&listed);
+                    bridge.note_task_tools(&listed);
+                }
+            });
+        })
     }
 
     /// Keeps the definitions of a `tools/list` page as the client got them.

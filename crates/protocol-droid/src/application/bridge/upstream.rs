@@ -105,7 +105,6 @@ impl Drop for Registration {
 
 /// Answers the upstream's questions by asking the downstream client, and
 /// passes its notifications on.
-#[derive(Debug)]
 pub(super) struct UpstreamHandler {
     capabilities: ClientCapabilities,
     flights: Mutex<HashMap<u64, FlightSlot>>,
@@ -119,6 +118,18 @@ pub(super) struct UpstreamHandler {
     /// Whether every request on the connection comes from one client (a
     /// legacy downstream session's own connection).
     one_client: bool,
+    /// Told when the upstream's tool list changed.
+    tools_changed: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for UpstreamHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamHandler")
+            .field("capabilities", &self.capabilities)
+            .field("in_flight", &lock(&self.flights).len())
+            .field("one_client", &self.one_client)
+            .finish_non_exhaustive()
+    }
 }
 
 impl UpstreamHandler {
@@ -130,6 +141,7 @@ impl UpstreamHandler {
     ) -> Self {
         Self {
             one_client,
+            tools_changed: Mutex::default(),
             capabilities,
             flights: Mutex::default(),
             next: AtomicU64::new(1),
@@ -155,6 +167,11 @@ impl UpstreamHandler {
             },
             rx,
         )
+    }
+
+    /// Calls `hook` whenever the upstream says its tool list changed.
+    pub(super) fn on_tools_changed(&self, hook: Arc<dyn Fn() + Send + Sync>) {
+        *lock(&self.tools_changed) = Some(hook);
     }
 
     /// Passes the upstream's change notifications to `server` from now on.
@@ -303,7 +320,12 @@ impl ClientHandler for UpstreamHandler {
                     relay(&cell, Relay::Log { level, data });
                 }
             }
-            "notifications/tools/list_changed" => self.with_server(Server::tools_changed),
+            "notifications/tools/list_changed" => {
+                if let Some(hook) = lock(&self.tools_changed).clone() {
+                    hook();
+                }
+                self.with_server(Server::tools_changed);
+            }
             "notifications/prompts/list_changed" => self.with_server(Server::prompts_changed),
             "notifications/resources/list_changed" => {
                 self.with_server(Server::resources_changed);
