@@ -93,6 +93,20 @@ struct Results {
     floor_pairs: Vec<f64>,
 }
 
+impl Results {
+    /// The spread of `figure` over the runs of scenario `index` against
+    /// `target`.
+    fn spread(&self, index: usize, target: Target, figure: fn(&Sample) -> f64) -> Option<Spread> {
+        let values: Vec<f64> = self
+            .samples
+            .iter()
+            .filter(|(i, t, _)| *i == index && *t == target)
+            .map(|(_, _, s)| figure(s))
+            .collect();
+        Spread::of(&values)
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let options = options()?;
     options.binaries.check()?;
@@ -288,15 +302,7 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
     ];
     for (index, scenario) in Scenario::ALL.into_iter().enumerate() {
         for (row, (name, figure, decimals)) in figures.iter().enumerate() {
-            let spread = |target: Target| {
-                let values: Vec<f64> = results
-                    .samples
-                    .iter()
-                    .filter(|(i, t, _)| *i == index && *t == target)
-                    .map(|(_, _, s)| figure(s))
-                    .collect();
-                Spread::of(&values)
-            };
+            let spread = |target: Target| results.spread(index, target, *figure);
             let title = if row == 0 {
                 scenario.title()
             } else {
@@ -342,15 +348,6 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
 /// The cost per call of `via` (the gateway or the bridge) in front of
 /// `droid serve`, against `droid serve` alone, on the same workloads.
 fn overhead_table(results: &Results, via: Target, program: &str, out: &mut String) {
-    let spread = |index: usize, target: Target, figure: fn(&Sample) -> f64| {
-        let values: Vec<f64> = results
-            .samples
-            .iter()
-            .filter(|(i, t, _)| *i == index && *t == target)
-            .map(|(_, _, s)| figure(s))
-            .collect();
-        Spread::of(&values)
-    };
     let name = via.name();
     let _ = writeln!(
         out,
@@ -373,8 +370,8 @@ fn overhead_table(results: &Results, via: Target, program: &str, out: &mut Strin
             } else {
                 String::new()
             };
-            let direct = spread(index, Target::Droid, *figure);
-            let through = spread(index, via, *figure);
+            let direct = results.spread(index, Target::Droid, *figure);
+            let through = results.spread(index, via, *figure);
             let _ = writeln!(
                 out,
                 "| {title} | {name} | {} | {} | {} |",

@@ -337,9 +337,7 @@ impl<T> Parking<T> {
         // Random rather than counted: a handle means nothing to another
         // process, or to this one after a restart, even under a shared
         // sealing key.
-        let mut bytes = [0_u8; 16];
-        getrandom::fill(&mut bytes).ok()?;
-        let handle: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let handle = super::random_hex()?;
         self.flights
             .insert(handle.clone(), (flight, owner, deadline));
         Some(handle)

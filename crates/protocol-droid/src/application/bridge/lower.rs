@@ -277,7 +277,13 @@ impl Lowering<'_> {
             if self.leg.profile.allows(Feature::UrlElicitationCompletion) {
                 // 2025-11-25 requires one; a 2026-07-28 server has none to give.
                 if !params.contains_key("elicitationId") {
-                    params.insert("elicitationId".to_owned(), json!(fresh_id()));
+                    let id =
+                        super::random_hex().ok_or_else(|| LowerError::FieldNotRepresentable {
+                            field: "elicitationId".to_owned(),
+                            version: self.leg.version,
+                            reason: "no entropy to mint an id".to_owned(),
+                        })?;
+                    params.insert("elicitationId".to_owned(), json!(id));
                 }
             } else {
                 // The upstream's bookkeeping; later revisions have no such id.
@@ -413,21 +419,6 @@ fn uses_2020_12(schema: &Map<String, Value>) -> bool {
         .keys()
         .any(|k| KEYWORDS_2020_12.contains(&k.as_str()))
         || schema.values().any(|v| walk(v, 1))
-}
-
-/// A random id for a URL elicitation a 2025-11-25 client must be able to
-/// name.
-fn fresh_id() -> String {
-    let mut bytes = [0_u8; 16];
-    // Without entropy the id is still unique enough for one client's
-    // bookkeeping: the time is used instead.
-    if getrandom::fill(&mut bytes).is_err() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        bytes = now.to_le_bytes();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The feature named `name`, as config and flags spell it: the variant's

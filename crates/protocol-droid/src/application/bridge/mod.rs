@@ -29,3 +29,12 @@ pub use exchange::{MAX_PARKED, MAX_PARKED_PER_CALLER};
 pub use lower::feature_named;
 pub use runtime::{Bridge, BridgeOptions, MAX_REPORTS, REPORT_META, Report};
 pub use upstream::Connector;
+
+/// 128 random bits as hex: parked-call handles and URL elicitation ids, which
+/// must mean nothing to anyone who did not receive them. `None` when the
+/// system has no entropy to give.
+fn random_hex() -> Option<String> {
+    let mut bytes = [0_u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -23,6 +23,10 @@ use super::upstream::{Connector, Lease, RELAY_BACKLOG, Relay, Upstream, Upstream
 use crate::adapters::secondary::codec::wire::ClientCapabilities;
 use crate::adapters::secondary::codec::wire::tools::Tool;
 use crate::application::client::{ClientError, RequestOptions, ServerState};
+use crate::application::server::context::LOG_LEVEL_META;
+use crate::application::server::dispatch::{
+    CLIENT_CAPABILITIES_META, CLIENT_INFO_META, PROTOCOL_VERSION_META,
+};
 use crate::application::server::forward::Forward;
 use crate::application::server::request_state::KeyError;
 use crate::application::server::{Call, CallError, Question, Server, ServerBuilder};
@@ -40,13 +44,14 @@ const MAX_KNOWN_TOOLS: usize = 4096;
 /// How many translation reports [`Bridge::reports`] keeps.
 pub const MAX_REPORTS: usize = 256;
 
-/// The `_meta` keys of a 2026-07-28 request, which the bridge speaks for
-/// itself upstream.
+/// The `_meta` keys of a request the bridge speaks for itself upstream: the
+/// 2026-07-28 envelope, and the progress token (the bridge's own client
+/// mints one per upstream request).
 const REQUEST_META_KEYS: [&str; 5] = [
-    "io.modelcontextprotocol/protocolVersion",
-    "io.modelcontextprotocol/clientCapabilities",
-    "io.modelcontextprotocol/clientInfo",
-    "io.modelcontextprotocol/logLevel",
+    PROTOCOL_VERSION_META,
+    CLIENT_CAPABILITIES_META,
+    CLIENT_INFO_META,
+    LOG_LEVEL_META,
     "progressToken",
 ];
 
@@ -223,20 +228,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         // The tools are known before any client lists them, so the first
         // call's `Mcp-Param-*` headers can be checked.
         if bridge.inner.upstream.capabilities.tools.is_some() {
-            let first = lock(&bridge.inner.upstreams)
-                .values()
-                .flatten()
-                .next()
-                .map(|u| u.client.clone());
-            if let Some(client) = first {
-                if let Ok(listed) = client
-                    .request("tools/list", None, &RequestOptions::default())
-                    .await
-                {
-                    bridge.note_tools(&listed);
-                    bridge.note_task_tools(&listed);
-                }
-            }
+            bridge.learn_tools().await;
         }
         if bridge.inner.upstream.version.era() == Era::Modern {
             bridge.spawn_listener();
@@ -771,8 +763,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
     }
 
     /// Whether the tool `params` call only runs as a task upstream: a tool
-    /// list of the upstream says so, listed once when none passed through
-    /// yet.
+    /// list of the upstream says so, listed when none is known yet.
     async fn runs_as_task(&self, lease: &Lease, params: &JsonObject) -> bool {
         let offers_tasks = lease.upstream.client.server().is_some_and(|s| {
             s.version == ProtocolVersion::V2025_11_25 && s.capabilities.tasks.is_some()
@@ -784,14 +775,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
             return false;
         };
         if lock(&self.inner.task_tools).is_none() {
-            let listed = lease
-                .upstream
-                .client
-                .request("tools/list", None, &RequestOptions::default())
-                .await;
-            if let Ok(listed) = listed {
-                self.note_task_tools(&listed);
-            }
+            self.learn_tools().await;
         }
         lock(&self.inner.task_tools)
             .as_ref()
@@ -808,27 +792,32 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
                 return;
             };
             let bridge = Self { inner };
-            tokio::spawn(async move {
-                let client = lock(&bridge.inner.upstreams)
-                    .values()
-                    .flatten()
-                    .find(|u| u.client.closed().is_none())
-                    .map(|u| u.client.clone());
-                let Some(client) = client else {
-                    return;
-                };
-                let fresh = RequestOptions {
-                    fresh: true,
-                    ..RequestOptions::default()
-                };
-                if let Ok(listed) = client.request("tools/list", None, &fresh).await {
-                    lock(&bridge.inner.tools).clear();
-                    *lock(&bridge.inner.task_tools) = None;
-                    bridge.note_tools(&listed);
-                    bridge.note_task_tools(&listed);
-                }
-            });
+            tokio::spawn(async move { bridge.learn_tools().await });
         })
+    }
+
+    /// Lists the upstream's tools afresh, on any live connection, and keeps
+    /// what the bridge needs of them: the definitions it checks headers
+    /// against and the tools that only run as tasks.
+    async fn learn_tools(&self) {
+        let client = lock(&self.inner.upstreams)
+            .values()
+            .flatten()
+            .find(|u| u.client.closed().is_none())
+            .map(|u| u.client.clone());
+        let Some(client) = client else {
+            return;
+        };
+        let fresh = RequestOptions {
+            fresh: true,
+            ..RequestOptions::default()
+        };
+        if let Ok(listed) = client.request("tools/list", None, &fresh).await {
+            lock(&self.inner.tools).clear();
+            *lock(&self.inner.task_tools) = None;
+            self.note_tools(&listed);
+            self.note_task_tools(&listed);
+        }
     }
 
     /// Keeps the definitions of a `tools/list` page as the client got them.
@@ -1000,57 +989,47 @@ impl<C: ToolResultCodec + 'static> Forward for Forwarding<C> {
         })
     }
 
-    fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {
+    fn tool(&self, name: &str) -> Option<Tool> {
         self.bridge()
-            .and_then(|b| Forward::capabilities(&b, version))
+            .and_then(|b| lock(&b.inner.tools).get(name).cloned())
     }
 
-    fn tool(&self, name: &str) -> Option<Tool> {
-        self.bridge().and_then(|b| Forward::tool(&b, name))
+    fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {
+        self.bridge().map(|b| b.offered_capabilities(version))
     }
 
     fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
         if let Some(bridge) = self.bridge() {
-            Forward::subscription(&bridge, session, uri, subscribed);
+            bridge.watch(session, uri, subscribed);
         }
     }
 
     fn session_closed(&self, session: SessionId) {
         if let Some(bridge) = self.bridge() {
-            Forward::session_closed(&bridge, session);
+            bridge.end_session(session);
         }
     }
 }
 
-impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
-    fn forward<'a>(
-        &'a self,
-        method: &'a str,
-        params: JsonObject,
-        call: Call,
-    ) -> BoxFuture<'a, Result<Value, CallError>> {
-        Box::pin(self.forward_call(method, params, call))
-    }
-
-    fn tool(&self, name: &str) -> Option<Tool> {
-        lock(&self.inner.tools).get(name).cloned()
-    }
-
-    fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {
+impl<C: ToolResultCodec + 'static> Bridge<C> {
+    /// The upstream's capabilities, less what the bridge does not carry
+    /// across, as a client at `version` is to read them.
+    fn offered_capabilities(&self, version: ProtocolVersion) -> JsonObject {
         let mut caps = match serde_json::to_value(&self.inner.upstream.capabilities) {
             Ok(Value::Object(caps)) => caps,
             _ => JsonObject::new(),
         };
-        // What the bridge does not carry across is not offered.
         caps.remove("tasks");
         caps.remove("extensions");
         if version < ProtocolVersion::V2025_03_26 {
             caps.remove("completions");
         }
-        Some(caps)
+        caps
     }
 
-    fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
+    /// Counts `session` watching `uri` (or no longer), and tells the task
+    /// that watches upstream when the set watched overall changed.
+    fn watch(&self, session: SessionId, uri: &str, subscribed: bool) {
         let before = self.watched_uris();
         {
             let mut watched = lock(&self.inner.watched);
@@ -1067,15 +1046,16 @@ impl<C: ToolResultCodec + 'static> Forward for Bridge<C> {
                 watched.remove(&session);
             }
         }
-        // The upstream hears only of changes to the set watched overall: a
-        // second watcher of a resource, or one of two leaving, is nothing
-        // to it (and reopening a listen would lose what it carried).
+        // A second watcher of a resource, or one of two leaving, is nothing
+        // to the upstream (and reopening a listen would lose what it
+        // carried).
         if self.watched_uris() != before {
             self.inner.rewatch.notify_one();
         }
     }
 
-    fn session_closed(&self, session: SessionId) {
+    /// Forgets what `session` watched and closes its upstream session.
+    fn end_session(&self, session: SessionId) {
         let before = self.watched_uris();
         lock(&self.inner.watched).remove(&session);
         if self.watched_uris() != before {
@@ -1134,12 +1114,12 @@ fn upstream_params(
             roots.remove("listChanged");
         }
         caps.remove("tasks");
-        meta.insert(REQUEST_META_KEYS[1].to_owned(), Value::Object(caps));
+        meta.insert(CLIENT_CAPABILITIES_META.to_owned(), Value::Object(caps));
         if let Some(info) = &call.ctx.client_info {
-            meta.insert(REQUEST_META_KEYS[2].to_owned(), Value::Object(info.clone()));
+            meta.insert(CLIENT_INFO_META.to_owned(), Value::Object(info.clone()));
         }
         if let Some(level) = call.ctx.log_level {
-            meta.insert(REQUEST_META_KEYS[3].to_owned(), json!(level));
+            meta.insert(LOG_LEVEL_META.to_owned(), json!(level));
         }
     }
     if !meta.is_empty() {
