@@ -86,7 +86,7 @@ pub fn canonical_json(value: &Value) -> Vec<u8> {
 /// ```
 #[must_use]
 pub fn request_digest(params: &Map<String, Value>) -> RequestDigest {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(256);
     write_object(
         params
             .iter()
@@ -168,6 +168,12 @@ fn utf16_order(a: &str, b: &str) -> Ordering {
 fn write_string(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
+    // Most strings need no escape at all, and are copied whole.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     for ch in s.chars() {
         match ch {
             '"' => out.extend_from_slice(b"\\\""),

@@ -113,9 +113,9 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
                 json!({
                     "version": ctx.protocol_version.map(|v| v.as_str()),
                     "client": ctx.client_info.as_ref().and_then(|c| c.get("name")).cloned(),
-                    "initMeta": ctx.init_meta,
+                    "initMeta": *ctx.init_meta,
                     "logLevel": ctx.log_level,
-                    "caps": ctx.client_capabilities,
+                    "caps": *ctx.client_capabilities,
                     "session": call.peer.session().get(),
                 })
                 .to_string(),

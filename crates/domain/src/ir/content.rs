@@ -7,6 +7,7 @@
 
 use serde::de::Error as _;
 use serde::ser::Error as _;
+use serde::ser::SerializeMap as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Number, Value};
 
@@ -459,6 +460,38 @@ impl ContentBlock {
 
 impl Serialize for ContentBlock {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            // Nearly every block is text: written member by member, in the
+            // order the derived form writes them, with no JSON object built
+            // on the way.
+            Self::Text(b) => {
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", &b.text)?;
+                if let Some(annotations) = &b.annotations {
+                    map.serialize_entry("annotations", annotations)?;
+                }
+                if let Some(meta) = &b.meta {
+                    map.serialize_entry("_meta", meta)?;
+                }
+                for (key, value) in b.extra.iter().filter(|(key, _)| *key != "type") {
+                    map.serialize_entry(key, value)?;
+                }
+                map.end()
+            }
+            Self::Unknown(map) => map.serialize(serializer),
+            _ => self.serialize_tagged(serializer),
+        }
+    }
+}
+
+impl ContentBlock {
+    /// Writes a block as its body's own form with `type` put first.
+    ///
+    /// `type` comes from the variant alone, and first, as every example in
+    /// the spec writes it: a stray `type` left in `extra` must not relabel
+    /// the block.
+    fn serialize_tagged<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let body = match self {
             Self::Text(b) => serde_json::to_value(b),
             Self::Image(b) | Self::Audio(b) => serde_json::to_value(b),
@@ -474,12 +507,12 @@ impl Serialize for ContentBlock {
                 "a content block must serialise as an object",
             ));
         };
-        // `type` first, as every example in the spec writes it, and from the
-        // variant alone: a stray `type` left in `extra` must not relabel it.
-        let mut map = JsonObject::new();
-        map.insert("type".to_owned(), Value::String(self.kind().to_owned()));
-        map.extend(fields.into_iter().filter(|(key, _)| key != "type"));
-        map.serialize(serializer)
+        let mut map = serializer.serialize_map(Some(fields.len() + 1))?;
+        map.serialize_entry("type", self.kind())?;
+        for (key, value) in fields.iter().filter(|(key, _)| *key != "type") {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
     }
 }
 
@@ -557,6 +590,33 @@ mod tests {
         let written = serde_json::to_value(ContentBlock::Text(text))?;
         assert_eq!(written, json!({ "type": "text", "text": "hi" }));
         Ok(())
+    }
+
+    #[test]
+    fn text_is_written_as_the_generic_path_writes_it() -> Result<(), serde_json::Error> {
+        let wire = json!({
+            "type": "text",
+            "text": "hi",
+            "annotations": { "audience": ["user"], "priority": 0.5 },
+            "_meta": { "k": [1, 2] },
+            "later": { "x": null },
+            "first": true,
+        });
+        let block: ContentBlock = serde_json::from_value(wire.clone())?;
+        let direct = serde_json::to_string(&block)?;
+        let generic = serde_json::to_string(&Tagged(&block))?;
+        assert_eq!(direct, generic, "same members in the same order");
+        assert_eq!(serde_json::from_str::<Value>(&direct)?, wire);
+        Ok(())
+    }
+
+    /// The generic path, for any block.
+    struct Tagged<'a>(&'a ContentBlock);
+
+    impl Serialize for Tagged<'_> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            self.0.serialize_tagged(serializer)
+        }
     }
 
     #[test]

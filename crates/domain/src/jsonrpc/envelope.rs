@@ -1,5 +1,8 @@
 //! The four kinds of JSON-RPC message, and reading them from bytes.
 
+use core::fmt;
+
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::VERSION;
@@ -96,26 +99,31 @@ impl EnvelopeError {
 
 /// Reads one frame.
 ///
+/// The envelope is read straight from the bytes: only `id`, `method`,
+/// `params`, `result` and `error` become JSON values, and members no message
+/// has are skipped unread. Building a JSON object for the envelope itself,
+/// only to take it apart again, was the larger part of reading a message.
+///
 /// # Errors
 ///
 /// A parse error for bytes that are not JSON (including invalid UTF-8 and
 /// nesting past `serde_json`'s recursion limit), an invalid-request error for
 /// JSON that is not a message or an empty batch.
 pub fn parse(frame: &[u8]) -> Result<Incoming, EnvelopeError> {
-    let value: Value = serde_json::from_slice(frame).map_err(|e| EnvelopeError {
+    let frame: Frame = serde_json::from_slice(frame).map_err(|e| EnvelopeError {
         code: ErrorCode::PARSE_ERROR,
         message: format!("not JSON: {e}"),
         id: ResponseId::Null,
     })?;
-    match value {
-        Value::Array(items) if items.is_empty() => Err(EnvelopeError::invalid(
+    match frame {
+        Frame::Batch(items) if items.is_empty() => Err(EnvelopeError::invalid(
             "an empty batch is not a request",
             ResponseId::Null,
         )),
-        Value::Array(items) => Ok(Incoming::Batch(
-            items.into_iter().map(Message::from_value).collect(),
+        Frame::Batch(items) => Ok(Incoming::Batch(
+            items.into_iter().map(Frame::into_message).collect(),
         )),
-        other => Message::from_value(other).map(Incoming::Single),
+        other => other.into_message().map(Incoming::Single),
     }
 }
 
@@ -126,91 +134,17 @@ impl Message {
     ///
     /// [`ErrorCode::INVALID_REQUEST`], with the id when it was readable.
     pub fn from_value(value: Value) -> Result<Self, EnvelopeError> {
-        let Value::Object(mut map) = value else {
-            return Err(EnvelopeError::invalid(
-                "a message must be a JSON object",
-                ResponseId::Null,
-            ));
-        };
-        let id = match map.remove("id") {
-            None => ResponseId::Absent,
-            Some(Value::Null) => ResponseId::Null,
-            Some(raw) => match RequestId::from_json(&raw) {
-                Some(id) => ResponseId::Id(id),
-                None => {
-                    return Err(EnvelopeError::invalid(
-                        "`id` must be a string or an integer",
-                        ResponseId::Null,
-                    ));
-                }
-            },
-        };
-        if map.get("jsonrpc").and_then(Value::as_str) != Some(VERSION) {
-            return Err(EnvelopeError::invalid("`jsonrpc` must be \"2.0\"", id));
-        }
-        if let Some(method) = map.remove("method") {
-            return Self::call(method, map, id);
-        }
-        Self::response(map, id)
-    }
-
-    fn call(
-        method: Value,
-        mut map: Map<String, Value>,
-        id: ResponseId,
-    ) -> Result<Self, EnvelopeError> {
-        let Value::String(method) = method else {
-            return Err(EnvelopeError::invalid("`method` must be a string", id));
-        };
-        let params = map.remove("params");
-        if params
-            .as_ref()
-            .is_some_and(|p| !p.is_object() && !p.is_array())
-        {
-            return Err(EnvelopeError::invalid(
-                "`params` must be an object or an array",
-                id,
-            ));
-        }
-        match id {
-            ResponseId::Absent => Ok(Self::Notification(Notification { method, params })),
-            ResponseId::Id(id) => Ok(Self::Request(Request { id, method, params })),
-            ResponseId::Null => Err(EnvelopeError::invalid(
-                "a request id may not be null",
-                ResponseId::Null,
-            )),
-        }
-    }
-
-    fn response(mut map: Map<String, Value>, id: ResponseId) -> Result<Self, EnvelopeError> {
-        match (map.remove("result"), map.remove("error")) {
-            (Some(result), None) => match id {
-                ResponseId::Id(_) => Ok(Self::Response(Response {
-                    id,
-                    outcome: Ok(result),
-                })),
-                ResponseId::Null | ResponseId::Absent => Err(EnvelopeError::invalid(
-                    "a result must carry the id of the request it answers",
-                    ResponseId::Null,
-                )),
-            },
-            (None, Some(error)) => {
-                let error: ErrorObject = serde_json::from_value(error).map_err(|e| {
-                    EnvelopeError::invalid(format!("malformed `error`: {e}"), id.clone())
-                })?;
-                Ok(Self::Response(Response {
-                    id,
-                    outcome: Err(error),
-                }))
+        match value {
+            Value::Object(mut map) => Members {
+                jsonrpc: map.remove("jsonrpc"),
+                id: map.remove("id"),
+                method: map.remove("method"),
+                params: map.remove("params"),
+                result: map.remove("result"),
+                error: map.remove("error"),
             }
-            (Some(_), Some(_)) => Err(EnvelopeError::invalid(
-                "a response has `result` or `error`, not both",
-                id,
-            )),
-            (None, None) => Err(EnvelopeError::invalid(
-                "a message needs `method`, `result` or `error`",
-                id,
-            )),
+            .into_message(),
+            _ => Frame::Other.into_message(),
         }
     }
 
@@ -250,6 +184,242 @@ impl Message {
             }
         }
         Value::Object(map)
+    }
+}
+
+/// A frame as `serde_json` reads it, before any JSON-RPC rule is applied.
+// It lives only while a frame is read, and boxing the members would cost
+// every message an allocation to spare a batch some stack.
+#[allow(clippy::large_enum_variant)]
+enum Frame {
+    /// A JSON object: a message, or an attempt at one.
+    Object(Members),
+    /// A JSON array: a batch.
+    Batch(Vec<Self>),
+    /// Any other JSON value, which no message is.
+    Other,
+}
+
+impl Frame {
+    fn into_message(self) -> Result<Message, EnvelopeError> {
+        match self {
+            Self::Object(members) => members.into_message(),
+            Self::Batch(_) | Self::Other => Err(EnvelopeError::invalid(
+                "a message must be a JSON object",
+                ResponseId::Null,
+            )),
+        }
+    }
+}
+
+/// The members of a message object; any other member is ignored.
+///
+/// Each is kept as whatever JSON it held, so that a member of the wrong type
+/// is an invalid request (with the id, when that was readable) rather than
+/// a parse error.
+#[derive(Default)]
+struct Members {
+    jsonrpc: Option<Value>,
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+    result: Option<Value>,
+    error: Option<Value>,
+}
+
+impl Members {
+    fn into_message(self) -> Result<Message, EnvelopeError> {
+        let id = match self.id {
+            None => ResponseId::Absent,
+            Some(Value::Null) => ResponseId::Null,
+            Some(raw) => match RequestId::from_json(&raw) {
+                Some(id) => ResponseId::Id(id),
+                None => {
+                    return Err(EnvelopeError::invalid(
+                        "`id` must be a string or an integer",
+                        ResponseId::Null,
+                    ));
+                }
+            },
+        };
+        if self.jsonrpc.as_ref().and_then(Value::as_str) != Some(VERSION) {
+            return Err(EnvelopeError::invalid("`jsonrpc` must be \"2.0\"", id));
+        }
+        match self.method {
+            Some(method) => Self::call(method, self.params, id),
+            None => Self::response(self.result, self.error, id),
+        }
+    }
+
+    fn call(
+        method: Value,
+        params: Option<Value>,
+        id: ResponseId,
+    ) -> Result<Message, EnvelopeError> {
+        let Value::String(method) = method else {
+            return Err(EnvelopeError::invalid("`method` must be a string", id));
+        };
+        if params
+            .as_ref()
+            .is_some_and(|p| !p.is_object() && !p.is_array())
+        {
+            return Err(EnvelopeError::invalid(
+                "`params` must be an object or an array",
+                id,
+            ));
+        }
+        match id {
+            ResponseId::Absent => Ok(Message::Notification(Notification { method, params })),
+            ResponseId::Id(id) => Ok(Message::Request(Request { id, method, params })),
+            ResponseId::Null => Err(EnvelopeError::invalid(
+                "a request id may not be null",
+                ResponseId::Null,
+            )),
+        }
+    }
+
+    fn response(
+        result: Option<Value>,
+        error: Option<Value>,
+        id: ResponseId,
+    ) -> Result<Message, EnvelopeError> {
+        match (result, error) {
+            (Some(result), None) => match id {
+                ResponseId::Id(_) => Ok(Message::Response(Response {
+                    id,
+                    outcome: Ok(result),
+                })),
+                ResponseId::Null | ResponseId::Absent => Err(EnvelopeError::invalid(
+                    "a result must carry the id of the request it answers",
+                    ResponseId::Null,
+                )),
+            },
+            (None, Some(error)) => {
+                let error: ErrorObject = serde_json::from_value(error).map_err(|e| {
+                    EnvelopeError::invalid(format!("malformed `error`: {e}"), id.clone())
+                })?;
+                Ok(Message::Response(Response {
+                    id,
+                    outcome: Err(error),
+                }))
+            }
+            (Some(_), Some(_)) => Err(EnvelopeError::invalid(
+                "a response has `result` or `error`, not both",
+                id,
+            )),
+            (None, None) => Err(EnvelopeError::invalid(
+                "a message needs `method`, `result` or `error`",
+                id,
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Frame {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FrameVisitor)
+    }
+}
+
+struct FrameVisitor;
+
+impl<'de> Visitor<'de> for FrameVisitor {
+    type Value = Frame;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message or batch")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Frame, A::Error> {
+        let mut members = Members::default();
+        while let Some(key) = map.next_key::<Member>()? {
+            // As in a JSON object read whole, a repeated member's last value wins.
+            let slot = match key {
+                Member::Jsonrpc => &mut members.jsonrpc,
+                Member::Id => &mut members.id,
+                Member::Method => &mut members.method,
+                Member::Params => &mut members.params,
+                Member::Result => &mut members.result,
+                Member::Error => &mut members.error,
+                Member::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = Some(map.next_value()?);
+        }
+        Ok(Frame::Object(members))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Frame, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(item) = seq.next_element::<Frame>()? {
+            items.push(item);
+        }
+        Ok(Frame::Batch(items))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Frame, E> {
+        Ok(Frame::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Frame, E> {
+        Ok(Frame::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Frame, E> {
+        Ok(Frame::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Frame, E> {
+        Ok(Frame::Other)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Frame, E> {
+        Ok(Frame::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Frame, E> {
+        Ok(Frame::Other)
+    }
+}
+
+/// The name of a member of a message object.
+enum Member {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_identifier(MemberVisitor)
+    }
+}
+
+struct MemberVisitor;
+
+impl Visitor<'_> for MemberVisitor {
+    type Value = Member;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E>(self, name: &str) -> Result<Member, E> {
+        Ok(match name {
+            "jsonrpc" => Member::Jsonrpc,
+            "id" => Member::Id,
+            "method" => Member::Method,
+            "params" => Member::Params,
+            "result" => Member::Result,
+            "error" => Member::Error,
+            _ => Member::Other,
+        })
     }
 }
 
@@ -345,6 +515,53 @@ mod tests {
         };
         assert!(matches!(items.first(), Some(Ok(Message::Request(_)))));
         assert!(matches!(items.get(1), Some(Err(_))));
+        Ok(())
+    }
+
+    #[test]
+    fn reading_bytes_agrees_with_reading_a_json_value() {
+        for frame in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"method":"ping","extra":{"deep":[1,{"a":null}]},"jsonrpc":"2.0","id":"s"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"a","method":"b"}"#,
+            r#"{"jsonr\u0070c":"2.0","i\u0064":3,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            r#"{"jsonrpc":2,"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{}"#,
+            "true",
+            "[1]",
+        ] {
+            let read = parse(frame.as_bytes());
+            let value: Value = serde_json::from_str(frame).unwrap_or(Value::Null);
+            let expected = match value {
+                Value::Array(items) => Ok(Incoming::Batch(
+                    items.into_iter().map(Message::from_value).collect(),
+                )),
+                other => Message::from_value(other).map(Incoming::Single),
+            };
+            assert_eq!(read, expected, "{frame}");
+        }
+    }
+
+    #[test]
+    fn a_batch_element_that_is_itself_a_batch_is_invalid() -> Result<(), EnvelopeError> {
+        let Incoming::Batch(items) = parse(br#"[[{"jsonrpc":"2.0","method":"ping"}]]"#)? else {
+            return Err(EnvelopeError::invalid("not a batch", ResponseId::Null));
+        };
+        assert_eq!(
+            items
+                .first()
+                .map(|item| item.as_ref().err().map(|e| e.code)),
+            Some(Some(ErrorCode::INVALID_REQUEST))
+        );
         Ok(())
     }
 

@@ -8,11 +8,13 @@
 //! go to stderr through `tracing`.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use futures_util::FutureExt as _;
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinError, JoinHandle, JoinSet};
@@ -22,7 +24,7 @@ use crate::application::server::context::{
 };
 use crate::application::server::{Connection, Server};
 use crate::domain::jsonrpc::framing::{
-    DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, nesting_depth,
+    DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, deeper_than,
 };
 use crate::domain::jsonrpc::{
     EnvelopeError, ErrorCode, ErrorObject, Incoming, Message, Notification, Request, RequestId,
@@ -60,16 +62,20 @@ impl Default for StdioOptions {
     }
 }
 
-/// Frames waiting to be written, as JSON values (a batch answer is an array).
+/// Frames waiting to be written: each one serialised, newline included, by
+/// the task that produced it, so the one writer only copies bytes.
 #[derive(Clone, Debug)]
-struct Outbox(mpsc::Sender<Value>);
+struct Outbox(mpsc::Sender<Vec<u8>>);
 
 impl Outbox {
     /// Queues a notification, or drops it, loudly, when the client has
     /// fallen `queue` frames behind: a notification is never worth stalling
     /// the handler that produced it.
     fn message(&self, message: &Message) -> bool {
-        let queued = self.0.try_send(message.to_value()).is_ok();
+        let Some(frame) = encoded(&message.to_value()) else {
+            return false;
+        };
+        let queued = self.0.try_send(frame).is_ok();
         if !queued {
             tracing::warn!("output queue full or closed; a notification was dropped");
         }
@@ -79,7 +85,14 @@ impl Outbox {
     /// Answers are never dropped for want of queue space: the request's
     /// task waits for the writer instead.
     async fn answer(&self, value: Value) {
-        if self.0.send(value).await.is_err() {
+        if let Some(frame) = encoded(&value) {
+            self.send(frame).await;
+        }
+    }
+
+    /// Queues a frame already serialised, waiting for room.
+    async fn send(&self, frame: Vec<u8>) {
+        if self.0.send(frame).await.is_err() {
             tracing::debug!("output closed before an answer could be written");
         }
     }
@@ -304,11 +317,11 @@ where
 /// How many bytes of frames the writer gathers into one write at most.
 const WRITE_BATCH: usize = 64 * 1024;
 
-async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Value>, mut output: W) {
+async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mut output: W) {
     let mut batch = Vec::with_capacity(8 * 1024);
-    while let Some(value) = rx.recv().await {
+    while let Some(frame) = rx.recv().await {
         batch.clear();
-        push_frame(&mut batch, &value);
+        batch.extend_from_slice(&frame);
         // Frames already waiting go out in the same write and flush. A client
         // pipelining requests gets its answers in bursts, and a write to
         // stdout costs a hand-off to a blocking thread, so one write per
@@ -316,7 +329,7 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Value>, mut 
         // waits for more to arrive: a lone answer is written at once.
         while batch.len() < WRITE_BATCH {
             match rx.try_recv() {
-                Ok(value) => push_frame(&mut batch, &value),
+                Ok(frame) => batch.extend_from_slice(&frame),
                 Err(_) => break,
             }
         }
@@ -327,30 +340,41 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Value>, mut 
     }
 }
 
-/// Appends `value` and its newline to `batch`.
-fn push_frame(batch: &mut Vec<u8>, value: &Value) {
-    let start = batch.len();
-    // A `Value` always has string keys, so this does not fail; if it ever
-    // did, a half-written frame must not reach the client.
-    if serde_json::to_writer(&mut *batch, value).is_ok() {
-        batch.push(b'\n');
-    } else {
-        batch.truncate(start);
-        tracing::error!("a frame could not be serialised and was dropped");
+/// The answer to request `id` as one frame, written straight from its parts
+/// rather than through a JSON object built only to be written.
+fn response_frame(id: &RequestId, outcome: &Result<Value, ErrorObject>) -> Option<Vec<u8>> {
+    #[derive(serde::Serialize)]
+    struct Answer<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<&'a Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<&'a ErrorObject>,
     }
+    encoded(&Answer {
+        jsonrpc: crate::domain::jsonrpc::VERSION,
+        id,
+        result: outcome.as_ref().ok(),
+        error: outcome.as_ref().err(),
+    })
 }
 
-/// A response as JSON, built from its parts: `Message::to_value` copies the
-/// result, and results are the bulk of what a server writes.
-fn response_value(id: &RequestId, outcome: Result<Value, ErrorObject>) -> Value {
-    let mut map = Map::with_capacity(3);
-    map.insert("jsonrpc".to_owned(), Value::from("2.0"));
-    map.insert("id".to_owned(), id.to_json());
-    match outcome {
-        Ok(result) => map.insert("result".to_owned(), result),
-        Err(error) => map.insert("error".to_owned(), error.to_json()),
-    };
-    Value::Object(map)
+/// `message` serialised, with its newline. A value that cannot be written
+/// (a map with a non-string key, which no `Value` has) is dropped loudly
+/// rather than sent half-written.
+fn encoded(message: &impl serde::Serialize) -> Option<Vec<u8>> {
+    let mut frame = Vec::with_capacity(256);
+    match serde_json::to_writer(&mut frame, message) {
+        Ok(()) => {
+            frame.push(b'\n');
+            Some(frame)
+        }
+        Err(e) => {
+            tracing::error!("a frame could not be serialised and was dropped: {e}");
+            None
+        }
+    }
 }
 
 /// Tells a legacy session about changes to what is offered.
@@ -392,7 +416,7 @@ impl Reader {
                 return self.refuse(ErrorCode::INVALID_REQUEST, e.to_string()).await;
             }
         };
-        if nesting_depth(&bytes, self.options.max_depth) > self.options.max_depth {
+        if deeper_than(&bytes, self.options.max_depth) {
             let message = format!(
                 "message nested deeper than {} levels",
                 self.options.max_depth
@@ -470,24 +494,33 @@ impl Reader {
                 self.options.max_in_flight
             ));
         }
-        let work = serve_one(Arc::clone(&self.connection), request);
-        in_flight.insert(id.clone(), work.abort_handle());
+        let connection = Arc::clone(&self.connection);
         let outbox = self.outbox.clone();
         let table = Arc::clone(&self.in_flight);
-        self.tasks.spawn(async move {
-            let task = work.id();
-            let outcome = finished(work.await);
+        let key = id.clone();
+        // One task per request, which runs the handler and writes its
+        // answer. Boxed, so that spawning it and storing its output moves a
+        // pointer rather than the whole state of the dispatch future.
+        let work = Box::pin(async move {
+            let handled = AssertUnwindSafe(connection.handle(request, RequestContext::default()))
+                .catch_unwind()
+                .await;
             // Only its own entry: after a cancel, the id may already belong
             // to a newer request.
+            let task = tokio::task::id();
             if let Ok(mut table) = table.lock() {
                 if table.get(&id).is_some_and(|h| h.id() == task) {
                     table.remove(&id);
                 }
             }
-            if let Some(outcome) = outcome {
-                outbox.answer(response_value(&id, outcome)).await;
+            if let Some(frame) = response_frame(&id, &outcome_of(handled)) {
+                outbox.send(frame).await;
             }
         });
+        // Aborting the task (a cancellation, or the drain running out) drops
+        // the handler mid-await, and no answer is written: that is what a
+        // cancelled request gets.
+        in_flight.insert(key, self.tasks.spawn(work));
         None
     }
 
@@ -622,31 +655,42 @@ impl Reader {
     }
 }
 
-/// Runs one request in a task of its own, so a panic in a handler is
-/// caught there rather than taking the answer with it.
+/// Runs one request of a batch in a task of its own, so a panic in a
+/// handler is caught there rather than taking the whole batch with it.
 fn serve_one(
     connection: Arc<Connection>,
     request: Request,
 ) -> JoinHandle<Result<Value, ErrorObject>> {
-    tokio::spawn(async move { connection.handle(request, RequestContext::default()).await })
+    tokio::spawn(Box::pin(async move {
+        connection.handle(request, RequestContext::default()).await
+    }))
 }
 
-/// What a request task's end means for its answer: its outcome, an internal
-/// error if the handler panicked, or nothing at all if it was cancelled.
+/// What a batch element's task ending means for its answer: its outcome, an
+/// internal error if the handler panicked, or nothing at all if it was
+/// cancelled.
 fn finished(
     joined: Result<Result<Value, ErrorObject>, JoinError>,
 ) -> Option<Result<Value, ErrorObject>> {
     match joined {
         Ok(outcome) => Some(outcome),
-        Err(e) if e.is_panic() => {
-            tracing::error!("a request handler panicked");
-            Some(Err(ErrorObject::new(
-                ErrorCode::INTERNAL_ERROR,
-                "the handler failed",
-            )))
-        }
+        Err(e) if e.is_panic() => Some(outcome_of(Err(e.into_panic()))),
         Err(_) => None,
     }
+}
+
+/// A handler's outcome, or an internal error in its place if it panicked:
+/// a panic costs the request its answer's content, never the answer.
+fn outcome_of(
+    handled: Result<Result<Value, ErrorObject>, Box<dyn std::any::Any + Send>>,
+) -> Result<Value, ErrorObject> {
+    handled.unwrap_or_else(|_| {
+        tracing::error!("a request handler panicked");
+        Err(ErrorObject::new(
+            ErrorCode::INTERNAL_ERROR,
+            "the handler failed",
+        ))
+    })
 }
 
 fn refusal(error: &EnvelopeError) -> Value {

@@ -1108,7 +1108,7 @@ fn upstream_params(
         meta.remove(key);
     }
     if era == Era::Modern {
-        let mut caps = call.ctx.client_capabilities.clone();
+        let mut caps = JsonObject::clone(&call.ctx.client_capabilities);
         // Legacy-only members have no 2026-07-28 meaning.
         if let Some(Value::Object(roots)) = caps.get_mut("roots") {
             roots.remove("listChanged");
@@ -1116,7 +1116,10 @@ fn upstream_params(
         caps.remove("tasks");
         meta.insert(CLIENT_CAPABILITIES_META.to_owned(), Value::Object(caps));
         if let Some(info) = &call.ctx.client_info {
-            meta.insert(CLIENT_INFO_META.to_owned(), Value::Object(info.clone()));
+            meta.insert(
+                CLIENT_INFO_META.to_owned(),
+                Value::Object(JsonObject::clone(info)),
+            );
         }
         if let Some(level) = call.ctx.log_level {
             meta.insert(LOG_LEVEL_META.to_owned(), json!(level));

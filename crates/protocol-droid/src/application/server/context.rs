@@ -516,15 +516,18 @@ pub struct RequestContext {
     /// The caller.
     pub auth: AuthContext,
     /// The `_meta` of the `initialize` request (legacy era); empty otherwise.
-    pub init_meta: JsonObject,
+    ///
+    /// Shared with the session rather than copied into every request.
+    pub init_meta: Arc<JsonObject>,
     /// This request's own `_meta`.
     pub request_meta: JsonObject,
     /// The revision this request speaks.
     pub protocol_version: Option<ProtocolVersion>,
-    /// The client's capabilities, as declared for this request.
-    pub client_capabilities: JsonObject,
+    /// The client's capabilities, as declared for this request (in the
+    /// legacy era, shared with the session).
+    pub client_capabilities: Arc<JsonObject>,
     /// The client's self-description; advisory only.
-    pub client_info: Option<JsonObject>,
+    pub client_info: Option<Arc<JsonObject>>,
     /// The log threshold for this request.
     pub log_level: Option<LoggingLevel>,
     /// Answers to a previous round's input requests (2026-07-28).

@@ -26,7 +26,7 @@ use super::outbound::{
 use super::wire::{
     self, ErrorBody, ErrorFrame, Frame, NotificationFrame, Refusal, ReplyFrame, RequestFrame,
 };
-use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, FrameError, LineFramer, nesting_depth};
+use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, FrameError, LineFramer, deeper_than};
 use crate::domain::jsonrpc::{ErrorCode, VERSION};
 
 /// The default longest line: 64 MiB.
@@ -791,7 +791,7 @@ async fn handle_frame(
             format!("Invalid request: {e}"),
             Value::Null,
         ),
-        Ok(bytes) if nesting_depth(&bytes, options.max_depth) > options.max_depth => Refusal::new(
+        Ok(bytes) if deeper_than(&bytes, options.max_depth) => Refusal::new(
             ErrorCode::INVALID_REQUEST,
             format!(
                 "Invalid request: nested deeper than {} levels",

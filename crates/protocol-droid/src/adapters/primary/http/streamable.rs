@@ -17,7 +17,7 @@ use super::sessions::Session;
 use super::sse::{self, SseEvent};
 use super::{App, stateless};
 use crate::application::server::context::{AuthContext, RequestContext};
-use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, nesting_depth};
+use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than};
 use crate::domain::jsonrpc::{
     ErrorCode, Incoming, Message, Request, Response as RpcResponse, parse,
 };
@@ -74,7 +74,7 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
             "Accept must include application/json and text/event-stream",
         ));
     }
-    if nesting_depth(body, DEFAULT_MAX_DEPTH) > DEFAULT_MAX_DEPTH {
+    if deeper_than(body, DEFAULT_MAX_DEPTH) {
         return Err(refusal(
             StatusCode::BAD_REQUEST,
             None,

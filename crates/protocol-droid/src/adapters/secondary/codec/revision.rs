@@ -7,6 +7,8 @@
 //! `resultType` and cache hints; a legacy one must not depend on them). The
 //! per-revision modules beside this one each hold one such description.
 
+use std::sync::OnceLock;
+
 use serde::Deserialize as _;
 use serde_json::{Map, Value};
 
@@ -175,13 +177,24 @@ impl RevisionCodec {
     /// declared: what a codec lowers toward.
     #[must_use]
     pub fn expressible(&self) -> FeatureProfile {
-        let caps = CapabilitySet::all_for(self.version);
-        resolve(Negotiation {
-            version: self.version,
-            client_caps: caps,
-            server_caps: caps,
-            transport: TransportKind::Stdio,
-        })
+        // The same answer for every result of a revision: resolved once,
+        // not once per tool call.
+        static PROFILES: [OnceLock<FeatureProfile>; ProtocolVersion::ALL.len()] =
+            [const { OnceLock::new() }; ProtocolVersion::ALL.len()];
+        let resolved = || {
+            let caps = CapabilitySet::all_for(self.version);
+            resolve(Negotiation {
+                version: self.version,
+                client_caps: caps,
+                server_caps: caps,
+                transport: TransportKind::Stdio,
+            })
+        };
+        let slot = ProtocolVersion::ALL
+            .iter()
+            .position(|v| *v == self.version)
+            .and_then(|at| PROFILES.get(at));
+        slot.map_or_else(resolved, |slot| *slot.get_or_init(resolved))
     }
 
     /// Reads a `CallToolResult` written at this revision.

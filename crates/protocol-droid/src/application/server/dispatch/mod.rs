@@ -79,9 +79,9 @@ struct ConnectionState {
 struct LegacySession {
     /// Persisted without a principal; each request overlays its own.
     peer: PeerSession,
-    client_capabilities: JsonObject,
-    client_info: Option<JsonObject>,
-    init_meta: JsonObject,
+    client_capabilities: Arc<JsonObject>,
+    client_info: Option<Arc<JsonObject>>,
+    init_meta: Arc<JsonObject>,
 }
 
 fn error(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
@@ -354,13 +354,19 @@ impl Connection {
         );
         let session = LegacySession {
             peer,
-            client_capabilities,
-            client_info: params.get("clientInfo").and_then(Value::as_object).cloned(),
-            init_meta: params
-                .get("_meta")
+            client_capabilities: Arc::new(client_capabilities),
+            client_info: params
+                .get("clientInfo")
                 .and_then(Value::as_object)
                 .cloned()
-                .unwrap_or_default(),
+                .map(Arc::new),
+            init_meta: Arc::new(
+                params
+                    .get("_meta")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
         };
         if let Ok(mut state) = self.state.lock() {
             state.legacy = Some(session);
@@ -392,9 +398,9 @@ impl Connection {
             ));
         }
         ctx.protocol_version = Some(version);
-        ctx.client_capabilities = session.client_capabilities.clone();
+        ctx.client_capabilities = Arc::clone(&session.client_capabilities);
         ctx.client_info = session.client_info.clone();
-        ctx.init_meta = session.init_meta.clone();
+        ctx.init_meta = Arc::clone(&session.init_meta);
         ctx.request_meta = meta_of(&params);
         ctx.log_level = session.peer.log_gate().threshold();
         let peer = session.peer.clone().with_auth(ctx.auth.clone());
@@ -572,11 +578,12 @@ impl Connection {
         .with_log_gate(gate)
         .with_auth(ctx.auth.clone());
         ctx.protocol_version = Some(version);
-        ctx.client_capabilities = client_capabilities;
+        ctx.client_capabilities = Arc::new(client_capabilities);
         ctx.client_info = meta
             .get(CLIENT_INFO_META)
             .and_then(Value::as_object)
-            .cloned();
+            .cloned()
+            .map(Arc::new);
         ctx.log_level = gate.threshold();
         ctx.request_meta = meta;
         ctx.input_responses = params
