@@ -4,8 +4,12 @@
 //! greatest value, and `droid`'s figure as a ratio to rmcp's.
 //!
 //! ```text
-//! load [--runs 3] [--seconds 5] [--warmup 1] [--sessions 1000] [--bin-dir DIR] [--only TEXT]
+//! load [--runs 3] [--seconds 5] [--warmup 1] [--sessions 1000] [--instructions 20000]
+//!      [--bin-dir DIR] [--only TEXT]
 //! ```
+//!
+//! `--instructions` is how many calls each stdio server is counted for under
+//! callgrind, when valgrind is installed (0 skips it; see `instructions`).
 //!
 //! `--only` keeps the scenarios whose title contains `TEXT` (`--only "stdio, 64"`,
 //! `--only "idle sessions"`), for profiling one under `perf record -g`,
@@ -18,6 +22,7 @@
 //! time goes to the server measured. It binds and connects to 127.0.0.1 only.
 
 mod http;
+mod instructions;
 mod servers;
 mod stats;
 mod stdio;
@@ -44,6 +49,8 @@ struct Options {
     binaries: Binaries,
     /// Only scenarios whose title contains this (for profiling one).
     only: Option<String>,
+    /// Calls counted under callgrind per server; 0 skips the count.
+    instructions: u64,
 }
 
 /// A workload, measured for some of the servers.
@@ -91,6 +98,8 @@ struct Results {
     sessions: Vec<(Target, f64)>,
     /// `serde_json` floor, request/reply pairs per second.
     floor_pairs: Vec<f64>,
+    /// `(target, instructions per stdio call)`, counted once.
+    instructions: Vec<(Target, f64)>,
 }
 
 impl Results {
@@ -167,6 +176,29 @@ fn main() -> anyhow::Result<()> {
             results.sessions.push((target, per_session));
         }
     }
+    let counting = options.instructions > 0
+        && options
+            .only
+            .as_ref()
+            .is_none_or(|only| "instructions".contains(only.as_str()));
+    if counting && !instructions::available() {
+        log("valgrind is not installed: instructions per call are not counted");
+    } else if counting {
+        for target in [Target::Droid, Target::Rmcp] {
+            let per_call = runtime
+                .block_on(instructions::per_call(
+                    &options.binaries,
+                    target,
+                    options.instructions,
+                ))
+                .with_context(|| format!("counting instructions of {}", target.name()))?;
+            log(&format!(
+                "  instructions per call  {:<5} {per_call:.0}",
+                target.name()
+            ));
+            results.instructions.push((target, per_call));
+        }
+    }
     let report = table(&results, &options, &load_before, started.elapsed());
     // The table is the program's output.
     #[expect(clippy::print_stdout, reason = "the table is what the harness prints")]
@@ -216,6 +248,7 @@ fn options() -> anyhow::Result<Options> {
     let mut warmup = 1.0;
     let mut sessions = 1_000;
     let mut only = None;
+    let mut instructions = 20_000;
     let mut dir = std::env::current_exe()?
         .parent()
         .context("the harness has no directory")?
@@ -230,8 +263,9 @@ fn options() -> anyhow::Result<Options> {
             "--sessions" => sessions = value()?.parse()?,
             "--bin-dir" => dir = PathBuf::from(value()?),
             "--only" => only = Some(value()?),
+            "--instructions" => instructions = value()?.parse()?,
             other => bail!(
-                "unknown argument {other}; usage: load [--runs N] [--seconds S] [--warmup S] [--sessions N] [--bin-dir DIR] [--only TEXT]"
+                "unknown argument {other}; usage: load [--runs N] [--seconds S] [--warmup S] [--sessions N] [--instructions CALLS] [--bin-dir DIR] [--only TEXT]"
             ),
         }
     }
@@ -245,6 +279,7 @@ fn options() -> anyhow::Result<Options> {
         sessions,
         binaries: Binaries { dir },
         only,
+        instructions,
     })
 }
 
@@ -340,6 +375,22 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
         "| serde_json alone, one thread | request/reply pairs per s | — | — | {} | — |",
         cell(Spread::of(&results.floor_pairs), 0),
     );
+    let counted = |target: Target| {
+        results
+            .instructions
+            .iter()
+            .find(|(t, _)| *t == target)
+            .map(|(_, n)| *n)
+    };
+    if let (Some(droid), Some(rmcp)) = (counted(Target::Droid), counted(Target::Rmcp)) {
+        let _ = writeln!(
+            out,
+            "| stdio, 64 in flight, under callgrind (counted once) | instructions per call | {} | {} | — | {:.2} |",
+            number(droid, 0),
+            number(rmcp, 0),
+            droid / rmcp,
+        );
+    }
     overhead_table(results, Target::Gateway, "`droid gateway`", &mut out);
     overhead_table(results, Target::Bridge, "`droid bridge`", &mut out);
     out

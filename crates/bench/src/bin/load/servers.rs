@@ -75,7 +75,14 @@ impl Binaries {
 
     /// Starts `target` on stdio, its pipes ours.
     pub(crate) fn stdio(&self, target: Target) -> anyhow::Result<Child> {
-        let mut command = match target {
+        let mut command = self.stdio_command(target)?;
+        command.stdin(Stdio::piped()).stdout(Stdio::piped());
+        command.spawn().context("starting a stdio server")
+    }
+
+    /// The command that serves `target` on stdio, not yet started.
+    pub(crate) fn stdio_command(&self, target: Target) -> anyhow::Result<Command> {
+        let command = match target {
             Target::Droid => {
                 let mut command = self.command("droid");
                 command.arg("serve");
@@ -101,8 +108,7 @@ impl Binaries {
                 command
             }
         };
-        command.stdin(Stdio::piped()).stdout(Stdio::piped());
-        command.spawn().context("starting a stdio server")
+        Ok(command)
     }
 
     /// Starts `target` on HTTP at `127.0.0.1:port`; `sessions` picks rmcp's

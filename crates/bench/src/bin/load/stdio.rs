@@ -52,7 +52,50 @@ pub(crate) async fn measure(
 }
 
 async fn start(binaries: &Binaries, target: Target) -> anyhow::Result<Peer> {
-    let mut child = binaries.stdio(target)?;
+    handshake(binaries.stdio(target)?, target).await
+}
+
+/// Sends exactly `calls` calls to the server `child` runs as `target`,
+/// keeping `in_flight` outstanding, then closes its stdin and waits for it
+/// to exit, for its exit status. For a count of work rather than a rate (an instruction count
+/// under valgrind), so it has no deadline of its own.
+pub(crate) async fn drive(
+    child: Child,
+    target: Target,
+    in_flight: u64,
+    calls: u64,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let mut peer = handshake(child, target).await?;
+    let mut buffer = Vec::with_capacity(256);
+    let mut sent = 0;
+    let mut line = Vec::new();
+    let mut answered = 0;
+    while answered < calls {
+        while sent < calls && sent - answered < in_flight {
+            write_named_echo_call(peer.next_id, peer.tool, &mut buffer);
+            buffer.push(b'\n');
+            peer.next_id += 1;
+            sent += 1;
+        }
+        peer.stdin.write_all(&buffer).await?;
+        buffer.clear();
+        line.clear();
+        if peer.stdout.read_until(b'\n', &mut line).await? == 0 {
+            bail!("the server closed stdout");
+        }
+        let reply: Reply = serde_json::from_slice(&line).context("reading a reply")?;
+        if reply.id.is_some() {
+            if reply.result.is_none() {
+                bail!("a call was refused: {}", String::from_utf8_lossy(&line));
+            }
+            answered += 1;
+        }
+    }
+    drop(peer.stdin);
+    Ok(peer.child.wait().await?)
+}
+
+async fn handshake(mut child: Child, target: Target) -> anyhow::Result<Peer> {
     let mut stdin = child.stdin.take().context("the server's stdin")?;
     let mut stdout = BufReader::new(child.stdout.take().context("the server's stdout")?);
     let mut line = serde_json::to_vec(&initialize_request())?;
