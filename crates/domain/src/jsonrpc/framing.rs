@@ -62,7 +62,7 @@ impl LineFramer {
     pub fn push(&mut self, mut bytes: &[u8]) -> Vec<Result<Vec<u8>, FrameError>> {
         let mut out = Vec::new();
         while !bytes.is_empty() {
-            let (chunk, rest, ends_line) = match bytes.iter().position(|b| *b == b'\n') {
+            let (chunk, rest, ends_line) = match memchr::memchr(b'\n', bytes) {
                 Some(at) => {
                     let (line, rest) = bytes.split_at(at);
                     (line, rest.get(1..).unwrap_or_default(), true)
@@ -120,13 +120,12 @@ impl LineFramer {
 /// Whether `json` nests arrays and objects more than `limit` deep.
 ///
 /// No value nests deeper than the number of brackets that open in it, and
-/// counting those is one pass the compiler vectorises, several times
-/// cheaper than [`nesting_depth`]'s walk through strings and escapes. Only
-/// a frame with more than `limit` opening brackets, inside strings or not,
-/// is walked.
+/// counting those is one vectorised search, several times cheaper than
+/// [`nesting_depth`]'s walk through strings and escapes. Only a frame with
+/// more than `limit` opening brackets, inside strings or not, is walked.
 #[must_use]
 pub fn deeper_than(json: &[u8], limit: usize) -> bool {
-    let opening = json.iter().filter(|&&b| b == b'[' || b == b'{').count();
+    let opening = memchr::memchr2_iter(b'[', b'{', json).count();
     opening > limit && nesting_depth(json, limit) > limit
 }
 
