@@ -8,6 +8,7 @@
 //! go to stderr through `tracing`.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -483,10 +484,11 @@ impl Reader {
         let Ok(mut in_flight) = self.in_flight.lock() else {
             return refuse("the in-flight table is unavailable".to_owned());
         };
-        if in_flight.contains_key(&id) {
+        let full = in_flight.len() >= self.options.max_in_flight;
+        let Entry::Vacant(slot) = in_flight.entry(id.clone()) else {
             return refuse(format!("request id {id} is already in flight"));
-        }
-        if in_flight.len() >= self.options.max_in_flight {
+        };
+        if full {
             return refuse(format!(
                 "more than {} requests in flight",
                 self.options.max_in_flight
@@ -494,7 +496,6 @@ impl Reader {
         }
         let outbox = self.outbox.clone();
         let table = Arc::clone(&self.in_flight);
-        let key = id.clone();
         // The handler runs in a task of its own, and a second task waits for
         // it and writes the answer: a panicking handler still gets its
         // request an answer, and a cancelled one (its task aborted) gets
@@ -503,15 +504,17 @@ impl Reader {
         // can steal, and with one request outstanding that keeps the answer
         // measurably sooner (docs/benchmarks.md).
         let work = serve_one(Arc::clone(&self.connection), request);
-        in_flight.insert(key, work.abort_handle());
+        slot.insert(work.abort_handle());
         self.tasks.spawn(async move {
             let task = work.id();
             let outcome = finished(work.await);
             // Only its own entry: after a cancel, the id may already belong
             // to a newer request.
             if let Ok(mut table) = table.lock() {
-                if table.get(&id).is_some_and(|h| h.id() == task) {
-                    table.remove(&id);
+                if let Entry::Occupied(entry) = table.entry(id.clone()) {
+                    if entry.get().id() == task {
+                        entry.remove();
+                    }
                 }
             }
             if let Some(frame) = outcome.and_then(|o| response_frame(&id, &o)) {

@@ -42,7 +42,7 @@
 //! milliseconds from any fixed origin, so expiry is tested without a clock.
 
 use core::fmt;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, hash_map};
 
 use serde_json::Value;
 
@@ -148,26 +148,34 @@ impl IdempotencyStore {
         now_ms: u64,
     ) -> Admission {
         self.purge_expired(now_ms);
-        let key = (session, id.clone());
-        if let Some(entry) = self.entries.get(&key) {
-            if entry.digest != digest {
-                return Admission::Conflict;
+        let full = self.entries.len() >= self.capacity;
+        let fresh = Entry {
+            digest,
+            state: State::InFlight,
+        };
+        // One lookup for the common case, a call never seen in a store
+        // with room.
+        let key = match self.entries.entry((session, id.clone())) {
+            hash_map::Entry::Occupied(held) => {
+                let entry = held.get();
+                if entry.digest != digest {
+                    return Admission::Conflict;
+                }
+                return match &entry.state {
+                    State::InFlight => Admission::InFlight,
+                    State::Completed { outcome, .. } => Admission::Replay(outcome.clone()),
+                };
             }
-            return match &entry.state {
-                State::InFlight => Admission::InFlight,
-                State::Completed { outcome, .. } => Admission::Replay(outcome.clone()),
-            };
-        }
-        if self.entries.len() >= self.capacity && !self.evict_oldest_completed() {
+            hash_map::Entry::Vacant(slot) if !full => {
+                slot.insert(fresh);
+                return Admission::Fresh;
+            }
+            hash_map::Entry::Vacant(slot) => slot.into_key(),
+        };
+        if !self.evict_oldest_completed() {
             return Admission::Full;
         }
-        self.entries.insert(
-            key,
-            Entry {
-                digest,
-                state: State::InFlight,
-            },
-        );
+        self.entries.insert(key, fresh);
         Admission::Fresh
     }
 
