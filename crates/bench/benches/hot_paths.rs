@@ -1,4 +1,5 @@
-//! Micro-benchmarks of the paths every message takes: framing a line, the
+//! Micro-benchmarks of the paths every message takes: framing a line,
+//! reading the JSON-RPC envelope (the depth check included), the
 //! per-revision codecs in both directions, `resolve`, the bridge's
 //! `Translator` (pass-through and rebuild), the request digest, and sealing
 //! and opening `requestState`.
@@ -16,7 +17,8 @@ use protocol_droid::adapters::secondary::codec::{Sender, for_version};
 use protocol_droid::application::bridge::Translator;
 use protocol_droid::application::server::request_state::{StateBinding, StateKey, StateSealer};
 use protocol_droid::domain::canonical::request_digest;
-use protocol_droid::domain::jsonrpc::framing::LineFramer;
+use protocol_droid::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, LineFramer, deeper_than};
+use protocol_droid::domain::jsonrpc::parse;
 use protocol_droid::domain::{
     CapabilitySet, DegradePolicy, Leg, Negotiation, ProtocolVersion, TransportKind, resolve,
 };
@@ -29,6 +31,7 @@ fn main() -> Outcome {
     // entry points carry no documentation and cannot return an error.
     let mut criterion = Criterion::default().configure_from_args();
     framing(&mut criterion);
+    envelope(&mut criterion);
     codecs(&mut criterion)?;
     resolving(&mut criterion);
     translating(&mut criterion)?;
@@ -66,6 +69,26 @@ fn framing(c: &mut Criterion) {
     group.bench_function("64 lines in one read", |b| {
         let mut framer = LineFramer::default();
         b.iter(|| black_box(framer.push(black_box(&sixty_four))));
+    });
+    group.finish();
+}
+
+/// What every transport does with a frame before dispatch: the nesting
+/// check, then the envelope read into a request with its params.
+fn envelope(c: &mut Criterion) {
+    let line = CALL_LINE.strip_suffix(b"\n").unwrap_or(CALL_LINE);
+    let mut group = c.benchmark_group("envelope");
+    group.throughput(Throughput::Bytes(u64::try_from(line.len()).unwrap_or(0)));
+    group.bench_function("depth check of a tools/call", |b| {
+        b.iter(|| black_box(deeper_than(black_box(line), DEFAULT_MAX_DEPTH)));
+    });
+    group.bench_function("read a tools/call", |b| {
+        b.iter(|| black_box(parse(black_box(line))));
+    });
+    // For scale: the same frame read whole into a JSON value, which is
+    // what reading the envelope through a `Value` started with.
+    group.bench_function("the same frame as a serde_json Value", |b| {
+        b.iter(|| black_box(serde_json::from_slice::<Value>(black_box(line))));
     });
     group.finish();
 }
