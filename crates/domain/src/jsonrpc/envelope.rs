@@ -151,20 +151,27 @@ impl Message {
     /// The message as a JSON value.
     #[must_use]
     pub fn to_value(&self) -> Value {
-        let mut map = Map::new();
+        self.clone().into_value()
+    }
+
+    /// The message as a JSON value, its params or result moved rather than
+    /// copied.
+    #[must_use]
+    pub fn into_value(self) -> Value {
+        let mut map = Map::with_capacity(4);
         map.insert("jsonrpc".to_owned(), Value::from(VERSION));
         match self {
             Self::Request(Request { id, method, params }) => {
                 map.insert("id".to_owned(), id.to_json());
-                map.insert("method".to_owned(), Value::String(method.clone()));
+                map.insert("method".to_owned(), Value::String(method));
                 if let Some(params) = params {
-                    map.insert("params".to_owned(), params.clone());
+                    map.insert("params".to_owned(), params);
                 }
             }
             Self::Notification(Notification { method, params }) => {
-                map.insert("method".to_owned(), Value::String(method.clone()));
+                map.insert("method".to_owned(), Value::String(method));
                 if let Some(params) = params {
-                    map.insert("params".to_owned(), params.clone());
+                    map.insert("params".to_owned(), params);
                 }
             }
             Self::Response(Response { id, outcome }) => {
@@ -178,7 +185,7 @@ impl Message {
                     ResponseId::Absent => {}
                 }
                 match outcome {
-                    Ok(result) => map.insert("result".to_owned(), result.clone()),
+                    Ok(result) => map.insert("result".to_owned(), result),
                     Err(error) => map.insert("error".to_owned(), error.to_json()),
                 };
             }

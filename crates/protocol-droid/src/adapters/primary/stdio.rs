@@ -70,8 +70,8 @@ impl Outbox {
     /// Queues a notification, or drops it, loudly, when the client has
     /// fallen `queue` frames behind: a notification is never worth stalling
     /// the handler that produced it.
-    fn message(&self, message: &Message) -> bool {
-        let Some(frame) = encoded(&message.to_value()) else {
+    fn message(&self, message: Message) -> bool {
+        let Some(frame) = encoded(&message.into_value()) else {
             return false;
         };
         let queued = self.0.try_send(frame).is_ok();
@@ -99,7 +99,7 @@ impl Outbox {
 
 impl DynFrameSink for Outbox {
     fn send(&self, message: Message) -> bool {
-        self.message(&message)
+        self.message(message)
     }
 }
 
@@ -137,7 +137,7 @@ impl CallbackExchange for StdioExchange {
             method: method.to_owned(),
             params: Some(params),
         });
-        self.outbox.answer(request.to_value()).await;
+        self.outbox.answer(request.into_value()).await;
         let outcome = tokio::time::timeout(self.timeout, rx).await;
         guard.settled = outcome.is_ok();
         match outcome {
@@ -167,7 +167,7 @@ impl Drop for Outstanding {
             pending.remove(&self.id);
         }
         if !self.settled {
-            let _queued = self.outbox.message(&Message::Notification(Notification {
+            let _queued = self.outbox.message(Message::Notification(Notification {
                 method: "notifications/cancelled".to_owned(),
                 params: Some(serde_json::json!({
                     "requestId": self.id.to_json(),
@@ -383,7 +383,7 @@ async fn forward_changes(server: Server, connection: Arc<Connection>, outbox: Ou
         match changes.recv().await {
             Ok(change) => {
                 if let Some(message) = connection.legacy_notification(&change) {
-                    let _queued = outbox.message(&message);
+                    let _queued = outbox.message(message);
                 }
             }
             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
@@ -426,7 +426,7 @@ impl Reader {
             Err(e) => self.outbox.answer(refusal(&e)).await,
             Ok(Incoming::Single(message)) => {
                 if let Some(answer) = self.message(message).await {
-                    self.outbox.answer(answer.to_value()).await;
+                    self.outbox.answer(answer.into_value()).await;
                 }
             }
             Ok(Incoming::Batch(items)) => self.batch(items).await,
@@ -439,7 +439,7 @@ impl Reader {
             outcome: Err(ErrorObject::new(code, message)),
         };
         self.outbox
-            .answer(Message::Response(response).to_value())
+            .answer(Message::Response(response).into_value())
             .await;
     }
 
@@ -595,7 +595,7 @@ impl Reader {
                                 "initialize must not be part of a batch",
                             )),
                         })
-                        .to_value(),
+                        .into_value(),
                     );
                 }
                 Ok(Message::Request(request)) => {
@@ -604,7 +604,7 @@ impl Reader {
                 }
                 Ok(other) => {
                     if let Some(answer) = self.message(other).await {
-                        answers.push(answer.to_value());
+                        answers.push(answer.into_value());
                     }
                 }
             }
@@ -617,7 +617,7 @@ impl Reader {
                         id: ResponseId::Id(id),
                         outcome,
                     };
-                    answers.push(Message::Response(response).to_value());
+                    answers.push(Message::Response(response).into_value());
                 }
             }
             // A batch of notifications only gets no answer at all.
@@ -687,5 +687,5 @@ fn finished(
 }
 
 fn refusal(error: &EnvelopeError) -> Value {
-    Message::Response(error.to_response()).to_value()
+    Message::Response(error.to_response()).into_value()
 }

@@ -17,7 +17,7 @@ use super::request_state::{KeyError, StateKey, StateSealer};
 use crate::adapters::secondary::codec::wire::prompts::{GetPromptResult, Prompt};
 use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
-use crate::domain::{ProtocolVersion, SessionId, TransportKind};
+use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId, TransportKind};
 
 /// How many recorded `tools/call` answers a server keeps for replay.
 const IDEMPOTENCY_CAPACITY: usize = 4096;
@@ -254,6 +254,23 @@ impl Server {
             .or_else(|| self.inner.forward.as_ref().and_then(|f| f.tool(name)))
     }
 
+    /// The `x-mcp-header` annotations of the tool `name` if `caller` may see
+    /// it, as `(argument, header)` pairs: what a transport checking
+    /// `Mcp-Param-*` headers reads, without copying the whole definition
+    /// for every request. `None` as [`tool_for`](Self::tool_for) is.
+    #[must_use]
+    pub fn param_headers(&self, name: &str, caller: &AuthContext) -> Option<Vec<(String, String)>> {
+        self.registry()
+            .tools
+            .get(name)
+            .filter(|t| super::registry::visible(t.scope.as_ref(), |s| caller.has_scope(s)))
+            .map(|t| header_annotations(&t.tool.input_schema))
+            .or_else(|| {
+                let forwarded = self.inner.forward.as_ref()?.tool(name)?;
+                Some(header_annotations(&forwarded.input_schema))
+            })
+    }
+
     /// Seals new `requestState`s with `next`, still opening those sealed
     /// with the key it replaces until they expire.
     pub fn rotate_state_key(&self, next: StateKey) {
@@ -450,6 +467,36 @@ impl Server {
         caps
     }
 
+    /// The capabilities [`capabilities`](Self::capabilities) declares, as
+    /// negotiation reads them, without building their JSON: every
+    /// 2026-07-28 request resolves its own profile against them.
+    pub(super) fn capability_set(&self, version: ProtocolVersion) -> CapabilitySet {
+        if let Some(caps) = self
+            .inner
+            .forward
+            .as_ref()
+            .and_then(|f| f.capabilities(version))
+        {
+            return CapabilitySet::from_server_json(&caps, version);
+        }
+        let mut set: CapabilitySet = [
+            Capability::Tools,
+            Capability::ToolsListChanged,
+            Capability::Prompts,
+            Capability::PromptsListChanged,
+            Capability::Resources,
+            Capability::ResourcesListChanged,
+            Capability::ResourcesSubscribe,
+            Capability::Logging,
+        ]
+        .into_iter()
+        .collect();
+        if self.registry().completer.is_some() && version >= ProtocolVersion::V2025_03_26 {
+            set = set.with(Capability::Completions);
+        }
+        set.restricted_to(version)
+    }
+
     pub(super) fn forwarder(&self) -> Option<&Arc<dyn Forward>> {
         self.inner.forward.as_ref()
     }
@@ -468,5 +515,44 @@ impl Server {
     ) -> Connection {
         let session = SessionId::new(self.inner.next_session.fetch_add(1, Ordering::Relaxed));
         Connection::open(self.clone(), session, transport, exchange, sink)
+    }
+}
+
+/// The `(argument, header)` pairs an input schema annotates with
+/// `x-mcp-header`.
+fn header_annotations(input_schema: &JsonObject) -> Vec<(String, String)> {
+    input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(property, schema)| {
+            let header = schema.get("x-mcp-header")?.as_str()?;
+            Some((property.clone(), header.to_owned()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_capability_set_is_what_the_declared_capabilities_read_as() -> Result<(), KeyError> {
+        let server = Server::builder("t", "1").build()?;
+        for completing in [false, true] {
+            if completing {
+                server.set_completer(|_| Vec::new());
+            }
+            for version in ProtocolVersion::ALL {
+                let declared = server.capabilities(version);
+                assert_eq!(
+                    server.capability_set(version),
+                    CapabilitySet::from_server_json(&declared, version),
+                    "at {version}, completer {completing}"
+                );
+            }
+        }
+        Ok(())
     }
 }

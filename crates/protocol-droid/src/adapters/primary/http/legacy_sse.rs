@@ -146,7 +146,7 @@ pub(super) async fn post(
                     outcome,
                 });
                 // Waits for room: an answer is never dropped.
-                let _sent = owner.send_standalone_waiting(response.to_value()).await;
+                let _sent = owner.send_standalone_waiting(response.into_value()).await;
             });
             StatusCode::ACCEPTED.into_response()
         }

@@ -56,17 +56,20 @@ pub(super) fn error_body(id: Option<&RequestId>, code: ErrorCode, message: &str)
         id: id.map_or(ResponseId::Null, |id| ResponseId::Id(id.clone())),
         outcome: Err(ErrorObject::new(code, message)),
     };
-    json(StatusCode::OK, &Message::Response(response).to_value())
+    json(StatusCode::OK, &Message::Response(response).into_value())
 }
 
 /// `value` as an `application/json` response with `status`.
 pub(super) fn json(status: StatusCode, value: &Value) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
-    )
-        .into_response()
+    // Written straight into bytes: `to_string` would go through the
+    // formatting machinery one fragment at a time.
+    match serde_json::to_vec(value) {
+        Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => {
+            tracing::error!("a response could not be serialised: {e}");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
 }
 
 /// An error response with the HTTP status its code calls for.
@@ -198,7 +201,7 @@ fn answer(id: &RequestId, outcome: Result<Value, ErrorObject>) -> Value {
         id: ResponseId::Id(id.clone()),
         outcome,
     })
-    .to_value()
+    .into_value()
 }
 
 /// Asks proxies not to buffer the response (the revision recommends it).

@@ -157,7 +157,7 @@ impl DynFrameSink for RoutedSink {
     fn send(&self, message: Message) -> bool {
         self.0
             .upgrade()
-            .is_some_and(|s| s.route(message.to_value()))
+            .is_some_and(|s| s.route(message.into_value()))
     }
 
     fn release(&self) {
@@ -191,7 +191,7 @@ impl CallbackExchange for RoutedExchange {
             method: method.to_owned(),
             params: Some(params),
         });
-        if !session.route(request.to_value()) {
+        if !session.route(request.into_value()) {
             if let Ok(mut pending) = session.pending.lock() {
                 pending.remove(&id);
             }
@@ -216,7 +216,7 @@ impl CallbackExchange for RoutedExchange {
                             params: Some(json!({ "requestId": id.to_json(),
                                 "reason": "the server stopped waiting for this answer" })),
                         })
-                        .to_value(),
+                        .into_value(),
                     );
                 }
                 Err(ExchangeError::TimedOut)
@@ -390,7 +390,7 @@ fn forward_changes(server: &Server, session: Weak<Session>) -> AbortHandle {
                 .connection()
                 .and_then(|c| c.legacy_notification(&change));
             if let Some(message) = message {
-                let _sent = session.send_standalone(message.to_value());
+                let _sent = session.send_standalone(message.into_value());
             }
         }
     });

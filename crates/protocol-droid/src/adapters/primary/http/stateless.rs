@@ -87,7 +87,7 @@ struct CurrentSink;
 impl crate::application::server::context::DynFrameSink for CurrentSink {
     fn send(&self, message: Message) -> bool {
         CURRENT
-            .try_with(|c| c.tx.try_send(message.to_value()).is_ok())
+            .try_with(|c| c.tx.try_send(message.into_value()).is_ok())
             .unwrap_or(false)
     }
 }
@@ -170,24 +170,14 @@ fn check_param_headers(
 ) -> Result<(), String> {
     // A tool the caller cannot see is checked like one that does not exist,
     // so a header mismatch cannot reveal it.
-    let Some(tool) = server.tool_for(tool, caller) else {
+    let Some(annotated) = server.param_headers(tool, caller) else {
         return Ok(());
     };
-    let Some(properties) = tool
-        .input_schema
-        .get("properties")
-        .and_then(Value::as_object)
-    else {
-        return Ok(());
-    };
-    for (property, schema) in properties {
-        let Some(name) = schema.get("x-mcp-header").and_then(Value::as_str) else {
-            continue;
-        };
+    for (property, name) in &annotated {
         let header_name = format!("mcp-param-{}", name.to_ascii_lowercase());
         let sent = header(headers, &header_name).and_then(decoded);
         let value = arguments
-            .and_then(|a| a.get(property))
+            .and_then(|a| a.get(property.as_str()))
             .filter(|v| !v.is_null());
         match (value, sent) {
             (None, None) => {}

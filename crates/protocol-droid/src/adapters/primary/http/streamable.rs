@@ -201,7 +201,7 @@ async fn initialize(
             id: crate::domain::jsonrpc::ResponseId::Id(id),
             outcome,
         })
-        .to_value(),
+        .into_value(),
     );
     if !failed {
         if let Ok(value) = HeaderValue::from_str(&session.id) {
@@ -397,7 +397,7 @@ async fn batch(
     let mut running = Vec::new();
     for item in items {
         match item {
-            Err(e) => answers.push(Message::Response(e.to_response()).to_value()),
+            Err(e) => answers.push(Message::Response(e.to_response()).into_value()),
             Ok(Message::Request(request)) => {
                 let connection = Arc::clone(connection);
                 let ctx = context(headers, caller);
@@ -427,7 +427,7 @@ async fn batch(
                 id: crate::domain::jsonrpc::ResponseId::Id(id),
                 outcome,
             })
-            .to_value(),
+            .into_value(),
         );
     }
     if answers.is_empty() {

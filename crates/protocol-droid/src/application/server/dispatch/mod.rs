@@ -550,11 +550,10 @@ impl Connection {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        let server_caps = self.server.capabilities(version);
         let profile = resolve(Negotiation {
             version,
             client_caps: CapabilitySet::from_client_json(&client_capabilities, version),
-            server_caps: CapabilitySet::from_server_json(&server_caps, version),
+            server_caps: self.server.capability_set(version),
             transport: self.transport,
         });
         // A fresh peer per request: nothing is inherited from an earlier one.
