@@ -461,21 +461,17 @@ impl ContentBlock {
 impl Serialize for ContentBlock {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
-            // Nearly every block is text: written member by member, in the
-            // order the derived form writes them, with no JSON object built
-            // on the way.
-            Self::Text(b) => {
+            // Nearly every block is plain text: written member by member,
+            // in the order the derived form writes them, with no JSON object
+            // built on the way. Members in `extra` or in the annotations'
+            // own extras could collide with the typed ones, which the
+            // generic path resolves as one object would; those blocks take it.
+            Self::Text(b) if b.extra.is_empty() && b.annotations.is_none() => {
                 let mut map = serializer.serialize_map(None)?;
                 map.serialize_entry("type", "text")?;
                 map.serialize_entry("text", &b.text)?;
-                if let Some(annotations) = &b.annotations {
-                    map.serialize_entry("annotations", annotations)?;
-                }
                 if let Some(meta) = &b.meta {
                     map.serialize_entry("_meta", meta)?;
-                }
-                for (key, value) in b.extra.iter().filter(|(key, _)| *key != "type") {
-                    map.serialize_entry(key, value)?;
                 }
                 map.end()
             }
@@ -594,7 +590,8 @@ mod tests {
 
     #[test]
     fn text_is_written_as_the_generic_path_writes_it() -> Result<(), serde_json::Error> {
-        let wire = json!({
+        let plain = json!({ "type": "text", "text": "hi", "_meta": { "k": [1, 2] } });
+        let full = json!({
             "type": "text",
             "text": "hi",
             "annotations": { "audience": ["user"], "priority": 0.5 },
@@ -602,11 +599,18 @@ mod tests {
             "later": { "x": null },
             "first": true,
         });
-        let block: ContentBlock = serde_json::from_value(wire.clone())?;
-        let direct = serde_json::to_string(&block)?;
-        let generic = serde_json::to_string(&Tagged(&block))?;
-        assert_eq!(direct, generic, "same members in the same order");
-        assert_eq!(serde_json::from_str::<Value>(&direct)?, wire);
+        for wire in [plain, full] {
+            let block: ContentBlock = serde_json::from_value(wire.clone())?;
+            let direct = serde_json::to_string(&block)?;
+            let generic = serde_json::to_string(&Tagged(&block))?;
+            assert_eq!(direct, generic, "same members in the same order");
+            assert_eq!(serde_json::from_str::<Value>(&direct)?, wire);
+        }
+        // A member of `extra` named like a typed one is written once.
+        let mut text = TextContent::new("typed");
+        text.extra.insert("text".to_owned(), json!("extra"));
+        let written = serde_json::to_string(&ContentBlock::Text(text))?;
+        assert_eq!(written.matches("\"text\":").count(), 1, "{written}");
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::VERSION;
@@ -99,9 +99,9 @@ impl EnvelopeError {
 
 /// Reads one frame.
 ///
-/// The envelope is read straight from the bytes: only `id`, `method`,
-/// `params`, `result` and `error` become JSON values, and members no message
-/// has are skipped unread. Building a JSON object for the envelope itself,
+/// The envelope is read straight from the bytes into its members, without a
+/// JSON object for the envelope itself; members no message has are read (so
+/// that malformed JSON anywhere is a parse error) and dropped. Building a JSON object for the envelope itself,
 /// only to take it apart again, was the larger part of reading a message.
 ///
 /// # Errors
@@ -219,7 +219,7 @@ impl Frame {
     }
 }
 
-/// The members of a message object; any other member is ignored.
+/// The members of a message object; any other member is read and dropped.
 ///
 /// Each is kept as whatever JSON it held, so that a member of the wrong type
 /// is an invalid request (with the id, when that was readable) rather than
@@ -348,8 +348,11 @@ impl<'de> Visitor<'de> for FrameVisitor {
                 Member::Params => &mut members.params,
                 Member::Result => &mut members.result,
                 Member::Error => &mut members.error,
+                // Read whole and dropped rather than skipped: serde_json's
+                // skipping does not check UTF-8, escapes, number range or
+                // depth, and malformed JSON is a parse error wherever it is.
                 Member::Other => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value::<Value>()?;
                     continue;
                 }
             };
@@ -555,6 +558,24 @@ mod tests {
                 other => Message::from_value(other).map(Incoming::Single),
             };
             assert_eq!(read, expected, "{frame}");
+        }
+    }
+
+    #[test]
+    fn malformed_json_in_a_member_no_message_has_is_still_a_parse_error() {
+        let frames: [&[u8]; 4] = [
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"\xff\"}",
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":"\ud800"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":1e400}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":{"y":[1,}}"#,
+        ];
+        for frame in frames {
+            assert_eq!(
+                parse(frame).err().map(|e| e.code),
+                Some(ErrorCode::PARSE_ERROR),
+                "{}",
+                String::from_utf8_lossy(frame)
+            );
         }
     }
 

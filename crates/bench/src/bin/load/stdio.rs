@@ -92,7 +92,13 @@ pub(crate) async fn drive(
         }
     }
     drop(peer.stdin);
-    Ok(peer.child.wait().await?)
+    // Closing stdin asks the server to exit; valgrind then writes its
+    // summary, which takes a moment, and a server that never exits is an
+    // error rather than a hang.
+    tokio::time::timeout(Duration::from_secs(120), peer.child.wait())
+        .await
+        .context("the server did not exit after its stdin closed")?
+        .context("waiting for the server to exit")
 }
 
 async fn handshake(mut child: Child, target: Target) -> anyhow::Result<Peer> {
