@@ -1002,20 +1002,59 @@ mod cancellation {
 }
 
 mod idempotency {
+    //! Replay is for the transports whose session outlives a connection
+    //! (Streamable HTTP, HTTP+SSE): a client that lost an answer retries on
+    //! a new connection of the same session. These tests drive such a
+    //! session's `Connection` directly. A stdio session ends with its pipe,
+    //! so no retry can reach it and nothing is recorded there.
     use super::*;
+
+    /// A legacy session as Streamable HTTP holds it.
+    struct Session(protocol_droid::application::server::Connection);
+
+    impl Session {
+        async fn open(server: &Server) -> Result<Self, TestError> {
+            let connection = server.connect(
+                TransportKind::StreamableHttp,
+                Arc::new(NoExchange),
+                Arc::new(NullSink),
+            );
+            let params = json!({ "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": { "name": "t", "version": "1" } });
+            connection
+                .handle(request(0, "initialize", params), RequestContext::default())
+                .await
+                .map_err(|e| e.message)?;
+            Ok(Self(connection))
+        }
+
+        /// A `tools/call`, answered as the JSON-RPC member it would travel in.
+        async fn call(&self, id: i64, params: Value) -> Value {
+            let outcome = self
+                .0
+                .handle(request(id, "tools/call", params), RequestContext::default())
+                .await;
+            match outcome {
+                Ok(result) => json!({ "result": result }),
+                Err(error) => json!({ "error": error.to_json() }),
+            }
+        }
+    }
+
+    fn request(id: i64, method: &str, params: Value) -> Request {
+        Request {
+            id: RequestId::Number(id),
+            method: method.to_owned(),
+            params: Some(params),
+        }
+    }
 
     #[tokio::test]
     async fn a_refusal_is_recorded_and_replayed_too() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
-        let first = h
-            .client
-            .request(3, "tools/call", json!({ "name": "refuse" }))
-            .await?;
-        let retry = h
-            .client
-            .request(3, "tools/call", json!({ "name": "refuse" }))
-            .await?;
+        let h = start()?;
+        let session = Session::open(&h.server).await?;
+        let first = session.call(3, json!({ "name": "refuse" })).await;
+        let retry = session.call(3, json!({ "name": "refuse" })).await;
         assert_eq!(code(&first), Some(-32602));
         assert_eq!(first["error"], retry["error"]);
         assert_eq!(
@@ -1028,26 +1067,17 @@ mod idempotency {
 
     #[tokio::test]
     async fn a_retried_call_replays_its_answer_within_its_session() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
-        let first = h
-            .client
-            .request(7, "tools/call", json!({ "name": "count" }))
-            .await?;
-        let retry = h
-            .client
-            .request(7, "tools/call", json!({ "name": "count" }))
-            .await?;
+        let h = start()?;
+        let session = Session::open(&h.server).await?;
+        let first = session.call(7, json!({ "name": "count" })).await;
+        let retry = session.call(7, json!({ "name": "count" })).await;
         assert_eq!(first["result"], retry["result"]);
         assert_eq!(
             h.calls.load(Ordering::SeqCst),
             1,
             "the retry did not run the tool again"
         );
-        let reused = h
-            .client
-            .request(7, "tools/call", json!({ "name": "echo" }))
-            .await?;
+        let reused = session.call(7, json!({ "name": "echo" })).await;
         assert_eq!(
             code(&reused),
             Some(-32600),
@@ -1060,19 +1090,32 @@ mod idempotency {
     /// this fails if sessions share a key space (the `with_session` hazard).
     #[tokio::test]
     async fn a_recorded_answer_never_crosses_sessions() -> Result<(), TestError> {
+        let h = start()?;
+        let mine = Session::open(&h.server).await?;
+        let other = Session::open(&h.server).await?;
+        let first = mine.call(7, json!({ "name": "count" })).await;
+        let theirs = other.call(7, json!({ "name": "count" })).await;
+        assert_eq!(h.calls.load(Ordering::SeqCst), 2);
+        assert_ne!(first["result"], theirs["result"]);
+        Ok(())
+    }
+
+    /// On stdio a finished call leaves nothing behind: the same id and
+    /// params run again, because no retry could have needed the record.
+    #[tokio::test]
+    async fn stdio_records_nothing_for_replay() -> Result<(), TestError> {
         let mut h = start()?;
-        let mut other = connect(&h.server, StdioOptions::default());
         h.client.initialize("2025-06-18", json!({})).await?;
-        other.initialize("2025-06-18", json!({})).await?;
-        let mine = h
+        let first = h
             .client
             .request(7, "tools/call", json!({ "name": "count" }))
             .await?;
-        let theirs = other
+        let again = h
+            .client
             .request(7, "tools/call", json!({ "name": "count" }))
             .await?;
         assert_eq!(h.calls.load(Ordering::SeqCst), 2);
-        assert_ne!(mine["result"], theirs["result"]);
+        assert_ne!(first["result"], again["result"]);
         Ok(())
     }
 }

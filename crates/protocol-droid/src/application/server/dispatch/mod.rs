@@ -441,6 +441,12 @@ impl Connection {
                 }
                 Ok(json!({}))
             }
+            // A stdio session ends with its pipe, so no retry can ever reach
+            // a recorded answer there: recording one would only cost every
+            // call a digest, a store entry and a copy of its result.
+            "tools/call" if self.transport == TransportKind::Stdio => {
+                self.call_tool(params, ctx, peer).await
+            }
             "tools/call" => self.call_tool_once(id, params, ctx, peer).await,
             _ => self.common(method, params, ctx, peer).await,
         };
@@ -463,7 +469,9 @@ impl Connection {
 
     /// A legacy `tools/call`, made idempotent per session: a retry of the
     /// same request replays its recorded answer, a duplicate while the first
-    /// runs is refused, and nothing crosses sessions.
+    /// runs is refused, and nothing crosses sessions. For the transports
+    /// whose session outlives a connection (Streamable HTTP, HTTP+SSE), where
+    /// a client that lost an answer retries on a new one.
     async fn call_tool_once(
         &self,
         id: RequestId,
