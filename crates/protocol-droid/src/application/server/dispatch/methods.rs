@@ -192,7 +192,7 @@ impl Connection {
 
     pub(super) async fn call_tool(
         &self,
-        params: JsonObject,
+        mut params: JsonObject,
         ctx: RequestContext,
         peer: PeerSession,
     ) -> Result<Value, ErrorObject> {
@@ -220,8 +220,16 @@ impl Connection {
             }
             ToolAccess::Refused(reason) => return Err(error(ErrorCode::INVALID_PARAMS, reason)),
         }
-        let arguments = object_member(&params, "arguments");
         let version = peer.negotiated();
+        // Only a 2026-07-28 outcome reads the params again (to seal an
+        // input-required round); a legacy call's arguments are moved out.
+        let arguments = match version.era() {
+            Era::Legacy => match params.swap_remove("arguments") {
+                Some(Value::Object(arguments)) => arguments,
+                _ => JsonObject::new(),
+            },
+            Era::Modern => object_member(&params, "arguments"),
+        };
         let auth = ctx.auth.clone();
         let call = Call::new(ctx, peer, arguments);
         let result = handler(call).await.and_then(|value| {
