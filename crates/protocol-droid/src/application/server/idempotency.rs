@@ -6,6 +6,10 @@
 //! that. [`IdempotencyStore`] remembers, per session and request id, what a
 //! call answered, and hands that answer back to the retry.
 //!
+//! The dispatcher records legacy calls on the transports whose session
+//! outlives a connection (Streamable HTTP, HTTP+SSE). A stdio session ends
+//! with its pipe, so no retry could reach a record there, and none is made.
+//!
 //! # The calling contract
 //!
 //! For each `tools/call`:
