@@ -824,6 +824,23 @@ mod legacy {
         Ok(())
     }
 
+    /// Batched requests are in flight like any other: a repeated id is
+    /// refused rather than run twice.
+    #[tokio::test]
+    async fn a_batch_repeating_an_id_runs_it_once() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-03-26", json!({})).await?;
+        let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": { "name": "count" } });
+        h.client.send(json!([call, call])).await?;
+        let answers = h.client.next().await?;
+        let answers = answers.as_array().ok_or("not a batch answer")?;
+        assert_eq!(answers.len(), 2, "{answers:?}");
+        let refused = answers.iter().filter(|a| code(a) == Some(-32600)).count();
+        assert_eq!(refused, 1, "{answers:?}");
+        assert_eq!(h.calls.load(Ordering::SeqCst), 1);
+        Ok(())
+    }
+
     #[tokio::test]
     async fn results_for_a_legacy_client_carry_no_2026_members() -> Result<(), TestError> {
         let mut h = start()?;

@@ -473,27 +473,10 @@ impl Reader {
 
     fn request(&mut self, request: Request) -> Option<Message> {
         let id = request.id.clone();
-        let refuse = |message: String| {
-            Some(Message::Response(Response {
-                id: ResponseId::Id(id.clone()),
-                outcome: Err(ErrorObject::new(ErrorCode::INVALID_REQUEST, message)),
-            }))
+        let work = match self.start(request) {
+            Ok(work) => work,
+            Err(why) => return Some(refused(id, why)),
         };
-        // Held across the spawn, so the task cannot remove its entry before
-        // it has been inserted.
-        let Ok(mut in_flight) = self.in_flight.lock() else {
-            return refuse("the in-flight table is unavailable".to_owned());
-        };
-        let full = in_flight.len() >= self.options.max_in_flight;
-        let Entry::Vacant(slot) = in_flight.entry(id.clone()) else {
-            return refuse(format!("request id {id} is already in flight"));
-        };
-        if full {
-            return refuse(format!(
-                "more than {} requests in flight",
-                self.options.max_in_flight
-            ));
-        }
         let outbox = self.outbox.clone();
         let table = Arc::clone(&self.in_flight);
         // The handler runs in a task of its own, and a second task waits for
@@ -503,25 +486,38 @@ impl Reader {
         // `catch_unwind`, but the handler's task is the one another worker
         // can steal, and with one request outstanding that keeps the answer
         // measurably sooner (docs/benchmarks.md).
-        let work = serve_one(Arc::clone(&self.connection), request);
-        slot.insert(work.abort_handle());
         self.tasks.spawn(async move {
             let task = work.id();
             let outcome = finished(work.await);
-            // Only its own entry: after a cancel, the id may already belong
-            // to a newer request.
-            if let Ok(mut table) = table.lock() {
-                if let Entry::Occupied(entry) = table.entry(id.clone()) {
-                    if entry.get().id() == task {
-                        entry.remove();
-                    }
-                }
-            }
+            settle(&table, &id, task);
             if let Some(frame) = outcome.and_then(|o| response_frame(&id, &o)) {
                 outbox.send(frame).await;
             }
         });
         None
+    }
+
+    /// Starts `request`'s handler and enters it in the in-flight table, or
+    /// says why not: its id is already in flight (JSON-RPC ids are unique
+    /// among a peer's outstanding requests, and running a duplicate would
+    /// run the tool twice), or too many requests are.
+    fn start(&self, request: Request) -> Result<JoinHandle<Result<Value, ErrorObject>>, String> {
+        let Ok(mut in_flight) = self.in_flight.lock() else {
+            return Err("the in-flight table is unavailable".to_owned());
+        };
+        let full = in_flight.len() >= self.options.max_in_flight;
+        let Entry::Vacant(slot) = in_flight.entry(request.id.clone()) else {
+            return Err(format!("request id {} is already in flight", request.id));
+        };
+        if full {
+            return Err(format!(
+                "more than {} requests in flight",
+                self.options.max_in_flight
+            ));
+        }
+        let work = serve_one(Arc::clone(&self.connection), request);
+        slot.insert(work.abort_handle());
+        Ok(work)
     }
 
     fn notification(&mut self, notification: &Notification) {
@@ -598,9 +594,14 @@ impl Reader {
                         .into_value(),
                     );
                 }
+                // Entered in the in-flight table like any request: a
+                // duplicate id is refused, and each can be cancelled.
                 Ok(Message::Request(request)) => {
                     let id = request.id.clone();
-                    running.push((id, serve_one(Arc::clone(&self.connection), request)));
+                    match self.start(request) {
+                        Ok(work) => running.push((id, work)),
+                        Err(why) => answers.push(refused(id, why).into_value()),
+                    }
                 }
                 Ok(other) => {
                     if let Some(answer) = self.message(other).await {
@@ -610,9 +611,13 @@ impl Reader {
             }
         }
         let outbox = self.outbox.clone();
+        let table = Arc::clone(&self.in_flight);
         self.tasks.spawn(async move {
             for (id, work) in running {
-                if let Some(outcome) = finished(work.await) {
+                let task = work.id();
+                let outcome = finished(work.await);
+                settle(&table, &id, task);
+                if let Some(outcome) = outcome {
                     let response = Response {
                         id: ResponseId::Id(id),
                         outcome,
@@ -650,6 +655,27 @@ impl Reader {
                     self.tasks.abort_all();
                     return;
                 }
+            }
+        }
+    }
+}
+
+/// An invalid-request answer to `id`.
+fn refused(id: RequestId, why: String) -> Message {
+    Message::Response(Response {
+        id: ResponseId::Id(id),
+        outcome: Err(ErrorObject::new(ErrorCode::INVALID_REQUEST, why)),
+    })
+}
+
+/// Takes a finished request out of the in-flight table, if its entry is
+/// still `task`'s: after a cancel, the id may already belong to a newer
+/// request.
+fn settle(table: &InFlight, id: &RequestId, task: tokio::task::Id) {
+    if let Ok(mut table) = table.lock() {
+        if let Entry::Occupied(entry) = table.entry(id.clone()) {
+            if entry.get().id() == task {
+                entry.remove();
             }
         }
     }

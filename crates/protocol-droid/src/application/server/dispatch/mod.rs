@@ -469,8 +469,8 @@ impl Connection {
 
     /// A legacy `tools/call`, made idempotent per session: a retry of the
     /// same request replays its recorded answer, a duplicate while the first
-    /// runs is refused, and nothing crosses sessions. For the transports
-    /// whose session outlives a connection (Streamable HTTP, HTTP+SSE), where
+    /// runs is refused, and nothing crosses sessions. Used on the transports
+    /// whose session outlives a connection (Streamable HTTP, HTTP+SSE): there
     /// a client that lost an answer retries on a new one.
     async fn call_tool_once(
         &self,
