@@ -583,16 +583,8 @@ impl Reader {
             match item {
                 Err(e) => answers.push(refusal(&e)),
                 Ok(Message::Request(request)) if request.method == "initialize" => {
-                    answers.push(
-                        Message::Response(Response {
-                            id: ResponseId::Id(request.id),
-                            outcome: Err(ErrorObject::new(
-                                ErrorCode::INVALID_REQUEST,
-                                "initialize must not be part of a batch",
-                            )),
-                        })
-                        .into_value(),
-                    );
+                    let why = "initialize must not be part of a batch".to_owned();
+                    answers.push(refused(request.id, why).into_value());
                 }
                 // Entered in the in-flight table like any request: a
                 // duplicate id is refused, and each can be cancelled.
