@@ -362,13 +362,12 @@ struct Rig {
     handler: Arc<Recording>,
 }
 
-/// The rich upstream at `upstream`, the bridge under `options`, and a
-/// client speaking only `client`.
-async fn rig(
+/// The bridge under `options` in front of the rich upstream at `upstream`,
+/// both served over HTTP: the bridge's URL, and the bridge.
+async fn front_at(
     upstream: ProtocolVersion,
-    client: ProtocolVersion,
     options: BridgeOptions,
-) -> Result<Rig, TestError> {
+) -> Result<(String, Bridge<WireToolResults>), TestError> {
     let origin = Server::builder("rich-upstream", "1")
         .revisions([upstream])
         .forward(Arc::new(upstream_answer))
@@ -384,7 +383,18 @@ async fn rig(
         options,
     )
     .await?;
-    let front = serve(bridge.server(|b| b)?).await?;
+    let url = serve(bridge.server(|b| b)?).await?;
+    Ok((url, bridge))
+}
+
+/// The rich upstream at `upstream`, the bridge under `options`, and a
+/// client speaking only `client`.
+async fn rig(
+    upstream: ProtocolVersion,
+    client: ProtocolVersion,
+    options: BridgeOptions,
+) -> Result<Rig, TestError> {
+    let (front, bridge) = front_at(upstream, options).await?;
     let handler = Arc::new(Recording::default());
     let shared: Arc<dyn ClientHandler> = handler.clone();
     let options = ConnectOptions {
@@ -1130,21 +1140,7 @@ async fn a_progress_message_does_not_reach_2024_11_05() -> Result<(), TestError>
 
 #[tokio::test]
 async fn a_2025_03_26_batch_is_split_and_answered_as_a_batch() -> Result<(), TestError> {
-    let origin = Server::builder("rich-upstream", "1")
-        .revisions([ProtocolVersion::V2026_07_28])
-        .forward(Arc::new(upstream_answer))
-        .build()?;
-    let origin = serve(origin).await?;
-    let bridge = Bridge::connect(
-        connector(
-            Target::Url(origin.parse()?),
-            vec![ProtocolVersion::V2026_07_28],
-        ),
-        WireToolResults,
-        BridgeOptions::default(),
-    )
-    .await?;
-    let front = serve(bridge.server(|b| b)?).await?;
+    let (front, _bridge) = front_at(ProtocolVersion::V2026_07_28, BridgeOptions::default()).await?;
     let http = reqwest::Client::new();
     let post = |body: Value, session: Option<String>| {
         let mut request = http
@@ -1262,38 +1258,16 @@ async fn raw(url: &str, id: u64, params: Value) -> Result<Value, TestError> {
     Ok(reply)
 }
 
-/// The bridge in front of the rich upstream at 2025-11-25, served over
-/// HTTP: its URL, and the bridge.
-async fn front(options: BridgeOptions) -> Result<(String, Bridge<WireToolResults>), TestError> {
-    let origin = Server::builder("rich-upstream", "1")
-        .revisions([ProtocolVersion::V2025_11_25])
-        .forward(Arc::new(upstream_answer))
-        .build()?;
-    UPSTREAMS
-        .lock()
-        .map_err(|_| "poisoned")?
-        .push(origin.clone());
-    let origin = serve(origin).await?;
-    let bridge = Bridge::connect(
-        connector(
-            Target::Url(origin.parse()?),
-            vec![ProtocolVersion::V2025_11_25],
-        ),
-        WireToolResults,
-        options,
-    )
-    .await?;
-    let url = serve(bridge.server(|b| b)?).await?;
-    Ok((url, bridge))
-}
-
 #[tokio::test]
 async fn a_parked_call_is_resumed_only_by_its_own_untampered_unexpired_retry()
 -> Result<(), TestError> {
-    let (url, bridge) = front(BridgeOptions {
-        park_for: Duration::from_millis(300),
-        ..BridgeOptions::default()
-    })
+    let (url, bridge) = front_at(
+        ProtocolVersion::V2025_11_25,
+        BridgeOptions {
+            park_for: Duration::from_millis(300),
+            ..BridgeOptions::default()
+        },
+    )
     .await?;
     let form = json!({ "name": "ask_form", "arguments": {} });
     let first = raw(&url, 1, form.clone()).await?;
@@ -1337,7 +1311,7 @@ async fn a_parked_call_is_resumed_only_by_its_own_untampered_unexpired_retry()
 
 #[tokio::test]
 async fn two_legacy_sessions_get_two_upstream_sessions() -> Result<(), TestError> {
-    let (url, bridge) = front(BridgeOptions::default()).await?;
+    let (url, bridge) = front_at(ProtocolVersion::V2025_11_25, BridgeOptions::default()).await?;
     let before = bridge.connections();
     let mut clients = Vec::new();
     for _ in 0..2 {
@@ -1361,7 +1335,7 @@ async fn two_legacy_sessions_get_two_upstream_sessions() -> Result<(), TestError
 #[tokio::test]
 async fn a_listen_watching_a_resource_subscribes_a_legacy_upstream() -> Result<(), TestError> {
     use futures_util::StreamExt as _;
-    let (url, _bridge) = front(BridgeOptions::default()).await?;
+    let (url, _bridge) = front_at(ProtocolVersion::V2025_11_25, BridgeOptions::default()).await?;
     let listen = reqwest::Client::new()
         .post(&url)
         .header("content-type", "application/json")
@@ -1461,25 +1435,7 @@ async fn a_completion_context_does_not_reach_a_server_older_than_2025_06_18()
 #[tokio::test]
 async fn the_bridge_checks_param_headers_against_the_upstreams_definitions() -> Result<(), TestError>
 {
-    let origin = Server::builder("rich-upstream", "1")
-        .revisions([ProtocolVersion::V2026_07_28])
-        .forward(Arc::new(upstream_answer))
-        .build()?;
-    UPSTREAMS
-        .lock()
-        .map_err(|_| "poisoned")?
-        .push(origin.clone());
-    let origin = serve(origin).await?;
-    let bridge = Bridge::connect(
-        connector(
-            Target::Url(origin.parse()?),
-            vec![ProtocolVersion::V2026_07_28],
-        ),
-        WireToolResults,
-        BridgeOptions::default(),
-    )
-    .await?;
-    let url = serve(bridge.server(|b| b)?).await?;
+    let (url, _bridge) = front_at(ProtocolVersion::V2026_07_28, BridgeOptions::default()).await?;
     let call = |region_header: Option<&'static str>| {
         let mut request = reqwest::Client::new()
             .post(&url)
