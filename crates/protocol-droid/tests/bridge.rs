@@ -15,7 +15,7 @@
 // panics, which is what reading replies wants.
 #![allow(clippy::indexing_slicing)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -777,6 +777,24 @@ async fn a_reply_the_client_reads_passes_unchanged_and_unreported() -> Result<()
 
 // ----------------------------------------------------------------------- faults
 
+/// A call the upstream never answers fails with a timeout, and the upstream
+/// is told: its `record` of what it was sent holds the cancellation.
+async fn times_out_and_is_cancelled_upstream(rig: &Rig, record: &Path) -> Result<(), TestError> {
+    match ask(rig, "tools/call", json!({ "name": "anything" })).await {
+        Err(ClientError::Server(error)) => {
+            assert!(error.message.contains("no answer"), "{error:?}");
+        }
+        other => return Err(format!("expected a timeout error, got {other:?}").into()),
+    }
+    for _ in 0..50 {
+        if std::fs::read_to_string(record).is_ok_and(|r| r.contains("requestId")) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err("the upstream never heard notifications/cancelled".into())
+}
+
 /// The bridge in front of `bad_server.py` in `mode`, and a 2025-11-25 client.
 async fn in_front_of_bad(mode: &str, options: BridgeOptions) -> Result<(Rig, PathBuf), TestError> {
     in_front_of_bad_at(mode, options, None, ProtocolVersion::V2025_11_25).await
@@ -870,23 +888,7 @@ async fn an_upstream_that_hangs_is_cancelled_at_the_timeout() -> Result<(), Test
         },
     )
     .await?;
-    match ask(&rig, "tools/call", json!({ "name": "anything" })).await {
-        Err(ClientError::Server(error)) => {
-            assert!(error.message.contains("no answer"), "{}", error.message);
-        }
-        other => return Err(format!("expected a timeout error, got {other:?}").into()),
-    }
-    // The upstream was told: its record holds the cancellation.
-    let mut told = false;
-    for _ in 0..50 {
-        if std::fs::read_to_string(&record).is_ok_and(|r| r.contains("requestId")) {
-            told = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(told, "the upstream never heard notifications/cancelled");
-    Ok(())
+    times_out_and_is_cancelled_upstream(&rig, &record).await
 }
 
 #[tokio::test]
@@ -1533,22 +1535,7 @@ async fn a_legacy_upstream_that_dies_or_hangs_mid_call_fails_only_that_call()
         ProtocolVersion::V2026_07_28,
     )
     .await?;
-    match ask(&rig, "tools/call", json!({ "name": "anything" })).await {
-        Err(ClientError::Server(error)) => {
-            assert!(error.message.contains("no answer"), "{error:?}");
-        }
-        other => return Err(format!("expected a timeout error, got {other:?}").into()),
-    }
-    let mut told = false;
-    for _ in 0..50 {
-        if std::fs::read_to_string(&record).is_ok_and(|r| r.contains("requestId")) {
-            told = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(told, "the upstream never heard notifications/cancelled");
-    Ok(())
+    times_out_and_is_cancelled_upstream(&rig, &record).await
 }
 
 #[tokio::test]
