@@ -152,22 +152,36 @@ pub fn lower_tool_result(
     version: ProtocolVersion,
     policy: DegradePolicy,
 ) -> Result<(ToolResult, TranslationReport), LowerError> {
+    let report = lower_tool_result_in_place(&mut value, profile, version, policy)?;
+    Ok((value, report))
+}
+
+/// [`lower_tool_result`] on a value where it lies, for a caller that keeps
+/// it there (a result is a few hundred bytes, moved on every call).
+///
+/// # Errors
+///
+/// As [`lower_tool_result`]; a refused value is left exactly as it was.
+pub fn lower_tool_result_in_place(
+    value: &mut ToolResult,
+    profile: &FeatureProfile,
+    version: ProtocolVersion,
+    policy: DegradePolicy,
+) -> Result<TranslationReport, LowerError> {
     let refuse = |feature| LowerError::FeatureUnavailable { feature, version };
     let needs = value.required_features();
 
-    if value.result_type.is_some() && !profile.allows(Feature::ToolResultType) {
-        if !value.is_complete() {
-            // An interim result has no form an older client could act on.
-            let feature = [Feature::MultiRoundTrip, Feature::TasksExtension]
-                .into_iter()
-                .find(|f| needs.contains(*f))
-                .unwrap_or(Feature::ToolResultType);
-            return Err(refuse(feature));
-        }
-        value.result_type = None;
+    let drop_result_type = value.result_type.is_some() && !profile.allows(Feature::ToolResultType);
+    if drop_result_type && !value.is_complete() {
+        // An interim result has no form an older client could act on.
+        let feature = [Feature::MultiRoundTrip, Feature::TasksExtension]
+            .into_iter()
+            .find(|f| needs.contains(*f))
+            .unwrap_or(Feature::ToolResultType);
+        return Err(refuse(feature));
     }
 
-    // `resultType` is settled above: allowed, or a `complete` dropped. Every
+    // `resultType` is settled above: allowed, or a `complete` to drop. Every
     // other missing feature is decided before anything changes, so a refusal
     // never leaves a half-lowered value behind.
     let missing = needs
@@ -179,16 +193,19 @@ pub fn lower_tool_result(
     {
         return Err(refuse(feature));
     }
+    if drop_result_type {
+        value.result_type = None;
+    }
 
     let mut report = TranslationReport::new(version);
     if !missing.is_empty() {
-        lower_structured(&mut value, profile, &mut report);
+        lower_structured(value, profile, &mut report);
         value.content = core::mem::take(&mut value.content)
             .into_iter()
             .map(|block| lower_block(block, profile, &mut report))
             .collect();
     }
-    Ok((value, report))
+    Ok(report)
 }
 
 /// Whether losing `feature` from a tool result leaves something a client can

@@ -101,8 +101,9 @@ impl EnvelopeError {
 ///
 /// The envelope is read straight from the bytes into its members, without a
 /// JSON object for the envelope itself; members no message has are read (so
-/// that malformed JSON anywhere is a parse error) and dropped. Building a JSON object for the envelope itself,
-/// only to take it apart again, was the larger part of reading a message.
+/// that malformed JSON anywhere is a parse error) and dropped. Building a
+/// JSON object for the envelope, only to take it apart again, was the larger
+/// part of reading a message.
 ///
 /// # Errors
 ///
@@ -110,11 +111,15 @@ impl EnvelopeError {
 /// nesting past `serde_json`'s recursion limit), an invalid-request error for
 /// JSON that is not a message or an empty batch.
 pub fn parse(frame: &[u8]) -> Result<Incoming, EnvelopeError> {
-    let frame: Frame = serde_json::from_slice(frame).map_err(|e| EnvelopeError {
+    let not_json = |e: &dyn fmt::Display| EnvelopeError {
         code: ErrorCode::PARSE_ERROR,
         message: format!("not JSON: {e}"),
         id: ResponseId::Null,
-    })?;
+    };
+    // UTF-8 is checked once for the whole frame: reading bytes, serde_json
+    // checks every string on its own, which costs more than one pass.
+    let text = core::str::from_utf8(frame).map_err(|e| not_json(&e))?;
+    let frame: Frame = serde_json::from_str(text).map_err(|e| not_json(&e))?;
     match frame {
         Frame::Batch(items) if items.is_empty() => Err(EnvelopeError::invalid(
             "an empty batch is not a request",
@@ -197,10 +202,11 @@ impl Message {
 /// A frame as `serde_json` reads it, before any JSON-RPC rule is applied.
 // It lives only while a frame is read, and boxing the members would cost
 // every message an allocation to spare a batch some stack.
-#[allow(clippy::large_enum_variant)]
 enum Frame {
-    /// A JSON object: a message, or an attempt at one.
-    Object(Members),
+    /// A JSON object: a message, or why it is not one. Read into a message
+    /// as soon as its members are, so what is moved about afterwards is the
+    /// message rather than six slots for its members.
+    Object(Result<Message, EnvelopeError>),
     /// A JSON array: a batch.
     Batch(Vec<Self>),
     /// Any other JSON value, which no message is.
@@ -210,7 +216,7 @@ enum Frame {
 impl Frame {
     fn into_message(self) -> Result<Message, EnvelopeError> {
         match self {
-            Self::Object(members) => members.into_message(),
+            Self::Object(message) => message,
             Self::Batch(_) | Self::Other => Err(EnvelopeError::invalid(
                 "a message must be a JSON object",
                 ResponseId::Null,
@@ -358,7 +364,7 @@ impl<'de> Visitor<'de> for FrameVisitor {
             };
             *slot = Some(map.next_value()?);
         }
-        Ok(Frame::Object(members))
+        Ok(Frame::Object(members.into_message()))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Frame, A::Error> {
