@@ -16,12 +16,14 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::{AbortHandle, JoinError, JoinHandle, JoinSet};
+use tokio::task::{AbortHandle, JoinError, JoinHandle};
+use tokio_util::task::TaskTracker;
 
 use crate::application::server::context::{
     CallbackExchange, DynFrameSink, ExchangeError, RequestContext,
 };
-use crate::application::server::{Connection, Server};
+use crate::application::server::reply::write_response;
+use crate::application::server::{Connection, Reply, Server};
 use crate::domain::jsonrpc::framing::{
     DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, deeper_than,
 };
@@ -269,7 +271,7 @@ where
         connection,
         outbox: outbox.clone(),
         pending,
-        tasks: JoinSet::new(),
+        tasks: TaskTracker::new(),
         in_flight: InFlight::default(),
         options,
     };
@@ -284,7 +286,6 @@ where
         for frame in framer.push(buffer.get(..read).unwrap_or_default()) {
             reader.frame(frame).await;
         }
-        reader.reap();
     };
     if let Some(Ok(last)) = framer.finish() {
         reader.frame(Ok(last)).await;
@@ -339,32 +340,25 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mu
     }
 }
 
-/// The answer to request `id` as one frame, written straight from its parts
-/// rather than through a JSON object built only to be written.
-fn response_frame(id: &RequestId, outcome: &Result<Value, ErrorObject>) -> Option<Vec<u8>> {
-    #[derive(serde::Serialize)]
-    struct Answer<'a> {
-        jsonrpc: &'static str,
-        id: &'a RequestId,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        result: Option<&'a Value>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<&'a ErrorObject>,
-    }
-    encoded(&Answer {
-        jsonrpc: crate::domain::jsonrpc::VERSION,
-        id,
-        result: outcome.as_ref().ok(),
-        error: outcome.as_ref().err(),
-    })
+/// The answer to request `id` as one frame.
+fn response_frame(id: &RequestId, outcome: &Result<Reply, ErrorObject>) -> Option<Vec<u8>> {
+    let mut frame = Vec::with_capacity(256);
+    let written = write_response(&mut frame, id, outcome);
+    line(frame, written)
 }
 
-/// `message` serialised, with its newline. A value that cannot be written
-/// (a map with a non-string key, which no `Value` has) is dropped loudly
-/// rather than sent half-written.
+/// `message` serialised, with its newline.
 fn encoded(message: &impl serde::Serialize) -> Option<Vec<u8>> {
     let mut frame = Vec::with_capacity(256);
-    match serde_json::to_writer(&mut frame, message) {
+    let written = serde_json::to_writer(&mut frame, message);
+    line(frame, written)
+}
+
+/// A frame ended with its newline, or, if it could not be written (a map
+/// with a non-string key, which no `Value` has), dropped loudly rather than
+/// sent half-written.
+fn line(mut frame: Vec<u8>, written: serde_json::Result<()>) -> Option<Vec<u8>> {
+    match written {
         Ok(()) => {
             frame.push(b'\n');
             Some(frame)
@@ -396,7 +390,9 @@ struct Reader {
     connection: Arc<Connection>,
     outbox: Outbox,
     pending: Pending,
-    tasks: JoinSet<()>,
+    /// The tasks that wait for a handler and write its answer. Tracked
+    /// rather than joined: only the drain at the end waits for them.
+    tasks: TaskTracker,
     /// Requests still running. A task removes itself before it answers, so
     /// a client that sends its next request on reading the answer never
     /// finds the old id still "in flight".
@@ -404,7 +400,9 @@ struct Reader {
     options: StdioOptions,
 }
 
-type InFlight = Arc<Mutex<HashMap<RequestId, AbortHandle>>>;
+/// Ids are the client's, but a table of at most `max_in_flight` entries
+/// bounds what colliding ones could cost, so a fast hasher is safe here.
+type InFlight = Arc<Mutex<HashMap<RequestId, AbortHandle, foldhash::fast::RandomState>>>;
 
 impl Reader {
     async fn frame(&mut self, frame: Result<Vec<u8>, crate::domain::jsonrpc::framing::FrameError>) {
@@ -486,14 +484,14 @@ impl Reader {
         // `catch_unwind`, but the handler's task is the one another worker
         // can steal, and with one request outstanding that keeps the answer
         // measurably sooner (docs/benchmarks.md).
-        self.tasks.spawn(async move {
+        drop(self.tasks.spawn(async move {
             let task = work.id();
             let outcome = finished(work.await);
             settle(&table, &id, task);
             if let Some(frame) = outcome.and_then(|o| response_frame(&id, &o)) {
                 outbox.send(frame).await;
             }
-        });
+        }));
         None
     }
 
@@ -501,7 +499,7 @@ impl Reader {
     /// says why not: its id is already in flight (JSON-RPC ids are unique
     /// among a peer's outstanding requests, and running a duplicate would
     /// run the tool twice), or too many requests are.
-    fn start(&self, request: Request) -> Result<JoinHandle<Result<Value, ErrorObject>>, String> {
+    fn start(&self, request: Request) -> Result<JoinHandle<Result<Reply, ErrorObject>>, String> {
         let Ok(mut in_flight) = self.in_flight.lock() else {
             return Err("the in-flight table is unavailable".to_owned());
         };
@@ -604,7 +602,7 @@ impl Reader {
         }
         let outbox = self.outbox.clone();
         let table = Arc::clone(&self.in_flight);
-        self.tasks.spawn(async move {
+        drop(self.tasks.spawn(async move {
             for (id, work) in running {
                 let task = work.id();
                 let outcome = finished(work.await);
@@ -612,7 +610,7 @@ impl Reader {
                 if let Some(outcome) = outcome {
                     let response = Response {
                         id: ResponseId::Id(id),
-                        outcome,
+                        outcome: outcome.map(Reply::into_value),
                     };
                     answers.push(Message::Response(response).into_value());
                 }
@@ -621,31 +619,23 @@ impl Reader {
             if !answers.is_empty() {
                 outbox.answer(Value::Array(answers)).await;
             }
-        });
-    }
-
-    /// Collects the tasks that have finished.
-    fn reap(&mut self) {
-        while self.tasks.try_join_next().is_some() {}
+        }));
     }
 
     /// Lets in-flight requests finish, for a while, once the input ended.
+    ///
+    /// Past the deadline the handlers are stopped; the tasks waiting on them
+    /// then end with nothing to write, and any still waiting for room in the
+    /// output end when the writer is closed.
     async fn drain(&mut self) {
-        let deadline = tokio::time::sleep(self.options.drain);
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                next = self.tasks.join_next() => if next.is_none() { return },
-                () = &mut deadline => {
-                    // The handlers run in tasks of their own: stop those
-                    // too, not only the tasks waiting on them.
-                    if let Ok(mut in_flight) = self.in_flight.lock() {
-                        for (_, handle) in in_flight.drain() {
-                            handle.abort();
-                        }
-                    }
-                    self.tasks.abort_all();
-                    return;
+        self.tasks.close();
+        if tokio::time::timeout(self.options.drain, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            if let Ok(mut in_flight) = self.in_flight.lock() {
+                for (_, handle) in in_flight.drain() {
+                    handle.abort();
                 }
             }
         }
@@ -665,10 +655,8 @@ fn refused(id: RequestId, why: String) -> Message {
 /// request.
 fn settle(table: &InFlight, id: &RequestId, task: tokio::task::Id) {
     if let Ok(mut table) = table.lock() {
-        if let Entry::Occupied(entry) = table.entry(id.clone()) {
-            if entry.get().id() == task {
-                entry.remove();
-            }
+        if table.get(id).is_some_and(|entry| entry.id() == task) {
+            table.remove(id);
         }
     }
 }
@@ -680,17 +668,17 @@ fn settle(table: &InFlight, id: &RequestId, task: tokio::task::Id) {
 fn serve_one(
     connection: Arc<Connection>,
     request: Request,
-) -> JoinHandle<Result<Value, ErrorObject>> {
+) -> JoinHandle<Result<Reply, ErrorObject>> {
     tokio::spawn(Box::pin(async move {
-        connection.handle(request, RequestContext::default()).await
+        connection.answer(request, RequestContext::default()).await
     }))
 }
 
 /// What a request task's end means for its answer: its outcome, an internal
 /// error if the handler panicked, or nothing at all if it was cancelled.
 fn finished(
-    joined: Result<Result<Value, ErrorObject>, JoinError>,
-) -> Option<Result<Value, ErrorObject>> {
+    joined: Result<Result<Reply, ErrorObject>, JoinError>,
+) -> Option<Result<Reply, ErrorObject>> {
     match joined {
         Ok(outcome) => Some(outcome),
         Err(e) if e.is_panic() => {
@@ -706,4 +694,51 @@ fn finished(
 
 fn refusal(error: &EnvelopeError) -> Value {
     Message::Response(error.to_response()).into_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::ir::ToolResult;
+
+    /// The frame as the envelope's own serialisation would write it.
+    fn expected(id: &RequestId, outcome: Result<Value, ErrorObject>) -> Option<Vec<u8>> {
+        let message = Message::Response(Response {
+            id: ResponseId::Id(id.clone()),
+            outcome,
+        });
+        encoded(&message.into_value())
+    }
+
+    #[test]
+    fn an_answer_frame_reads_as_the_response_it_answers() {
+        let ids = [
+            RequestId::Number(-7),
+            RequestId::String("a \"quoted\" id\n é".to_owned()),
+        ];
+        let error = ErrorObject::new(ErrorCode::INVALID_PARAMS, "bad \"name\"")
+            .with_data(json!({"uri": "file:///x"}));
+        let tool = ToolResult::text("hé\tllo");
+        let tool_value = serde_json::to_value(&tool).ok();
+        for id in &ids {
+            let cases = [
+                (
+                    Ok(Reply::Value(json!({"a": [1, null]}))),
+                    Ok(json!({"a": [1, null]})),
+                ),
+                (
+                    Ok(Reply::Tool(Box::new(tool.clone()))),
+                    tool_value.clone().ok_or(error.clone()),
+                ),
+                (Err(error.clone()), Err(error.clone())),
+            ];
+            for (outcome, value) in cases {
+                let frame = response_frame(id, &outcome);
+                assert_eq!(frame, expected(id, value));
+                assert_eq!(frame.as_deref().and_then(|f| f.last()), Some(&b'\n'));
+            }
+        }
+    }
 }

@@ -50,6 +50,7 @@ use std::collections::{BTreeMap, HashMap, hash_map};
 
 use serde_json::Value;
 
+use super::reply::Reply;
 use crate::domain::SessionId;
 use crate::domain::canonical::RequestDigest;
 use crate::domain::jsonrpc::RequestId;
@@ -57,8 +58,8 @@ use crate::domain::jsonrpc::RequestId;
 /// What a completed call answered: the member of its JSON-RPC response.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Recorded {
-    /// The response's `result` object.
-    Result(Value),
+    /// The response's `result` object, as it was first written.
+    Result(Reply),
     /// The response's `error` object.
     Error(Value),
 }
@@ -330,7 +331,9 @@ mod tests {
     }
 
     fn result(text: &str) -> Recorded {
-        Recorded::Result(json!({"content": [{"type": "text", "text": text}]}))
+        Recorded::Result(Reply::Value(
+            json!({"content": [{"type": "text", "text": text}]}),
+        ))
     }
 
     const S1: SessionId = SessionId::new(1);

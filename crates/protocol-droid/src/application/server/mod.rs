@@ -16,6 +16,7 @@
 //! - [`request_state`]: the sealed `requestState` of multi round-trip
 //!   requests.
 //! - [`idempotency`]: replaying a retried `tools/call`'s recorded answer.
+//! - [`reply`]: a result as a transport writes it, a tool's kept typed.
 
 pub mod auth;
 pub mod call;
@@ -25,6 +26,7 @@ pub mod forward;
 pub mod host;
 pub mod idempotency;
 pub mod registry;
+pub mod reply;
 pub mod request_state;
 
 pub use call::{Call, CallError, INPUT_KEY_META, InputRequired, Question};
@@ -32,3 +34,4 @@ pub use dispatch::Connection;
 pub use forward::Forward;
 pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility};
 pub use registry::ToolSpec;
+pub use reply::Reply;

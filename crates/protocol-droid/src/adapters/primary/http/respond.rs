@@ -12,6 +12,8 @@ use tokio::task::JoinHandle;
 
 use super::events::{EventStore, event_id};
 use super::sse::{self, SseEvent};
+use crate::application::server::Reply;
+use crate::application::server::reply::write_response;
 use crate::domain::jsonrpc::{
     ErrorCode, ErrorObject, Message, RequestId, Response as RpcResponse, ResponseId,
 };
@@ -63,7 +65,12 @@ pub(super) fn error_body(id: Option<&RequestId>, code: ErrorCode, message: &str)
 pub(super) fn json(status: StatusCode, value: &Value) -> Response {
     // Written straight into bytes: `to_string` would go through the
     // formatting machinery one fragment at a time.
-    match serde_json::to_vec(value) {
+    json_body(status, serde_json::to_vec(value))
+}
+
+/// `body`, once written, as an `application/json` response with `status`.
+fn json_body(status: StatusCode, body: serde_json::Result<Vec<u8>>) -> Response {
+    match body {
         Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => {
             tracing::error!("a response could not be serialised: {e}");
@@ -85,7 +92,7 @@ pub(super) fn refusal(
 }
 
 /// The HTTP status a 2026-07-28 outcome travels with.
-pub(super) fn modern_status(outcome: &Result<Value, ErrorObject>) -> StatusCode {
+pub(super) fn modern_status<T>(outcome: &Result<T, ErrorObject>) -> StatusCode {
     match outcome {
         Ok(_) => StatusCode::OK,
         Err(e) if e.code == ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
@@ -143,7 +150,7 @@ impl Drop for Cancel {
 /// first, otherwise an event stream of what it says, then its response.
 pub(super) async fn respond(
     id: RequestId,
-    work: JoinHandle<Result<Value, ErrorObject>>,
+    work: JoinHandle<Result<Reply, ErrorObject>>,
     mut rx: mpsc::Receiver<Value>,
     release: Arc<Notify>,
     plan: &Plan,
@@ -173,7 +180,7 @@ pub(super) async fn respond(
             }
             let outcome = joined(done);
             let status = if plan.modern { modern_status(&outcome) } else { StatusCode::OK };
-            let mut response = json(status, &answer(&id, outcome));
+            let mut response = answered(status, &id, &outcome);
             mark_unbuffered(&mut response);
             return response;
         }
@@ -183,8 +190,8 @@ pub(super) async fn respond(
 }
 
 fn joined(
-    done: Result<Result<Value, ErrorObject>, tokio::task::JoinError>,
-) -> Result<Value, ErrorObject> {
+    done: Result<Result<Reply, ErrorObject>, tokio::task::JoinError>,
+) -> Result<Reply, ErrorObject> {
     done.unwrap_or_else(|e| {
         if e.is_panic() {
             tracing::error!("a request handler panicked");
@@ -196,10 +203,20 @@ fn joined(
     })
 }
 
-fn answer(id: &RequestId, outcome: Result<Value, ErrorObject>) -> Value {
+/// The response to `id` as an `application/json` response with `status`,
+/// written straight from the outcome (a tool's result is never a JSON
+/// object first).
+fn answered(status: StatusCode, id: &RequestId, outcome: &Result<Reply, ErrorObject>) -> Response {
+    let mut body = Vec::with_capacity(256);
+    let written = write_response(&mut body, id, outcome).map(|()| body);
+    json_body(status, written)
+}
+
+/// The response to `id` as a JSON value, for a stream that records it.
+fn answer(id: &RequestId, outcome: Result<Reply, ErrorObject>) -> Value {
     Message::Response(RpcResponse {
         id: ResponseId::Id(id.clone()),
-        outcome,
+        outcome: outcome.map(Reply::into_value),
     })
     .into_value()
 }
@@ -219,7 +236,7 @@ fn stream_response(
     id: RequestId,
     first: Option<Value>,
     released: bool,
-    work: JoinHandle<Result<Value, ErrorObject>>,
+    work: JoinHandle<Result<Reply, ErrorObject>>,
     mut rx: mpsc::Receiver<Value>,
     release: Arc<Notify>,
     plan: &Plan,

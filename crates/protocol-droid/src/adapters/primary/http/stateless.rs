@@ -70,7 +70,7 @@ pub(super) async fn post(
     let ctx = context(headers, caller);
     let id = request.id.clone();
     let work = tokio::spawn(CURRENT.scope(channel, async move {
-        connection.handle_stateless(request, ctx).await
+        connection.answer_stateless(request, ctx).await
     }));
     let plan = Plan {
         modern: true,

@@ -328,7 +328,12 @@ fn start(
     request: Request,
     ctx: RequestContext,
     channel: respond::RequestChannel,
-) -> Result<tokio::task::JoinHandle<Result<Value, crate::domain::jsonrpc::ErrorObject>>, Response> {
+) -> Result<
+    tokio::task::JoinHandle<
+        Result<crate::application::server::Reply, crate::domain::jsonrpc::ErrorObject>,
+    >,
+    Response,
+> {
     let id = request.id.clone();
     let Ok(mut in_flight) = session.in_flight.lock() else {
         return Err(refusal(
@@ -359,7 +364,7 @@ fn start(
     // The table stays locked across the spawn, so the task cannot remove its
     // entry before it is inserted.
     let work = tokio::spawn(CURRENT.scope(channel, async move {
-        let outcome = connection.handle(request, ctx).await;
+        let outcome = connection.answer(request, ctx).await;
         if let Ok(mut in_flight) = owner.in_flight.lock() {
             let mine = in_flight
                 .get(&own_id)

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::wire::jsonrpc_meta::ResultMeta;
 use super::wire::message::{ClientNotification, ClientRequest, ServerNotification, ServerRequest};
 
-use crate::domain::ir::lower::{LowerError, TranslationReport, lower_tool_result};
+use crate::domain::ir::lower::{LowerError, TranslationReport, lower_tool_result_in_place};
 use crate::domain::ir::{JsonObject, RESULT_TYPE_COMPLETE, ToolResult};
 use crate::domain::{
     CapabilitySet, DegradePolicy, Era, FeatureProfile, Negotiation, ProtocolVersion, TransportKind,
@@ -220,15 +220,53 @@ impl RevisionCodec {
         policy: DegradePolicy,
         report: &mut TranslationReport,
     ) -> Result<Value, LowerError> {
-        let (lowered, made) = lower_tool_result(value, &self.expressible(), self.version, policy)?;
-        report.absorb(&made);
-        self.check_result_meta(lowered.meta.as_ref())?;
+        let mut lowered = value;
+        self.lower_tool_result_in_place(&mut lowered, policy, report)?;
         let written = serde_json::to_value(&lowered).map_err(|e| self.unwritable("result", &e))?;
         let Value::Object(mut map) = written else {
             return Err(self.unwritable("result", &"not an object"));
         };
+        // Already finished; this only catches a modern member a handler
+        // spelled as an unmodelled one.
         self.finish_result(Some("tools/call"), &mut map);
         Ok(Value::Object(map))
+    }
+
+    /// [`lower_tool_result`](Self::lower_tool_result), left typed and where
+    /// it lies, so that it can be written straight to a frame: finished for
+    /// this revision as [`finish_result`](Self::finish_result) finishes a
+    /// `tools/call` result.
+    ///
+    /// # Errors
+    ///
+    /// As [`lower_tool_result`](Self::lower_tool_result); a refused value is
+    /// left as it was.
+    pub fn lower_tool_result_in_place(
+        &self,
+        lowered: &mut ToolResult,
+        policy: DegradePolicy,
+        report: &mut TranslationReport,
+    ) -> Result<(), LowerError> {
+        // Checked first, so that a refusal changes nothing: lowering never
+        // touches `_meta`.
+        self.check_result_meta(lowered.meta.as_ref())?;
+        let made = lower_tool_result_in_place(lowered, &self.expressible(), self.version, policy)?;
+        report.absorb(&made);
+        match self.version.era() {
+            // `tools/call` is not cacheable: only `resultType` is added.
+            Era::Modern => {
+                if lowered.result_type.is_none() && !lowered.extra.contains_key("resultType") {
+                    lowered.result_type = Some(RESULT_TYPE_COMPLETE.to_owned());
+                }
+            }
+            Era::Legacy => {
+                lowered.result_type = None;
+                for member in MODERN_RESULT_MEMBERS {
+                    lowered.extra.shift_remove(member);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Makes a result object of `method` what this revision expects.

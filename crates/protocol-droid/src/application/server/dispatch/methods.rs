@@ -13,11 +13,12 @@ use crate::application::server::host::{Server, ToolAccess};
 use crate::application::server::registry::{match_template, visible};
 use crate::application::server::request_state::StateBinding;
 use crate::domain::canonical::request_digest;
-use crate::domain::ir::{JsonObject, TranslationReport};
+use crate::domain::ir::{JsonObject, ToolResult, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{DegradePolicy, Era, Feature, ProtocolVersion};
 
 use super::{Connection, SERVER_INFO_META, error, now_ms};
+use crate::application::server::reply::Reply;
 
 impl Connection {
     /// The methods both eras share.
@@ -25,19 +26,21 @@ impl Connection {
         &self,
         method: &str,
         params: JsonObject,
-        ctx: RequestContext,
+        ctx: Box<RequestContext>,
         peer: PeerSession,
-    ) -> Result<Value, ErrorObject> {
+    ) -> Result<Reply, ErrorObject> {
         let era = peer.negotiated().era();
         if self.server.forwarder().is_some()
             && (FORWARDED.contains(&method) || is_unmodelled(method))
         {
-            return self.forwarded(method, params, ctx, peer).await;
+            return Box::pin(self.forwarded(method, params, ctx, peer))
+                .await
+                .map(Reply::Value);
         }
         let registry = self.server.registry();
         let can_see = |scope: Option<&String>| visible(scope, |s| ctx.auth.has_scope(s));
         reject_cursor(&params)?;
-        match method {
+        let answer = match method {
             "tools/list" => {
                 let tools: Vec<_> = registry
                     .tools
@@ -51,7 +54,7 @@ impl Connection {
                     .collect();
                 Ok(json!({ "tools": tools }))
             }
-            "tools/call" => self.call_tool(params, ctx, peer).await,
+            "tools/call" => return self.call_tool(params, ctx, peer).await,
             "prompts/list" => {
                 let prompts: Vec<_> = registry
                     .prompts
@@ -72,7 +75,7 @@ impl Connection {
                     })?;
                 let arguments = object_member(&params, "arguments");
                 let auth = ctx.auth.clone();
-                let call = Call::new(ctx, peer, arguments);
+                let call = Call::new(*ctx, peer, arguments);
                 let result = (entry.handler)(call).await;
                 self.outcome(
                     result.and_then(|r| to_value(&r)),
@@ -133,7 +136,7 @@ impl Connection {
                         .with_data(json!({ "uri": uri })));
                 };
                 let auth = ctx.auth.clone();
-                let call = Call::new(ctx, peer, arguments);
+                let call = Call::new(*ctx, peer, arguments);
                 let result = handler(call)
                     .await
                     .and_then(|contents| Ok(json!({ "contents": to_value(&contents)? })));
@@ -187,17 +190,20 @@ impl Connection {
                 ErrorCode::METHOD_NOT_FOUND,
                 format!("{other} is not served here"),
             )),
-        }
+        };
+        answer.map(Reply::Value)
     }
 
     pub(super) async fn call_tool(
         &self,
         mut params: JsonObject,
-        ctx: RequestContext,
+        ctx: Box<RequestContext>,
         peer: PeerSession,
-    ) -> Result<Value, ErrorObject> {
+    ) -> Result<Reply, ErrorObject> {
         if self.server.forwarder().is_some() {
-            return self.forwarded("tools/call", params, ctx, peer).await;
+            return Box::pin(self.forwarded("tools/call", params, ctx, peer))
+                .await
+                .map(Reply::Value);
         }
         let name = required_str(&params, "name")?.to_owned();
         // Only the handler is taken: cloning the whole entry would copy the
@@ -231,24 +237,52 @@ impl Connection {
             Era::Modern => object_member(&params, "arguments"),
         };
         let auth = ctx.auth.clone();
-        let call = Call::new(ctx, peer, arguments);
-        let result = handler(call).await.and_then(|value| {
-            let mut report = TranslationReport::new(version);
-            // The server wrote the result, so lowering it for an older
-            // client is its own decision, not a bridge's: permissive.
-            for_version(version)
-                .lower_tool_result(value, DegradePolicy::permissive(), &mut report)
-                .map_err(|e| CallError::internal(e.to_string()))
-        });
-        self.outcome(result, "tools/call", &params, &auth, version.era())
+        let call = Call::new(*ctx, peer, arguments);
+        let result = handler(call)
+            .await
+            .and_then(|value| self.write_tool_result(value, version));
+        match result {
+            Ok(written) => Ok(written),
+            Err(e) => self
+                .outcome(Err(e), "tools/call", &params, &auth, version.era())
+                .map(Reply::Value),
+        }
+    }
+
+    /// A tool's result lowered for `version` and finished as [`finish`]
+    /// would finish it, left for the transport to write.
+    fn write_tool_result(
+        &self,
+        value: ToolResult,
+        version: ProtocolVersion,
+    ) -> Result<Reply, CallError> {
+        // Boxed at once and lowered where it lies: moved by value through
+        // each step, the result was copied several times over.
+        let mut result = Box::new(value);
+        let mut report = TranslationReport::new(version);
+        // The server wrote the result, so lowering it for an older client is
+        // its own decision, not a bridge's: permissive.
+        for_version(version)
+            .lower_tool_result_in_place(&mut result, DegradePolicy::permissive(), &mut report)
+            .map_err(|e| CallError::internal(e.to_string()))?;
+        if version.era() == Era::Modern {
+            stamp_server_info(
+                result.meta.get_or_insert_with(JsonObject::new),
+                &self.server,
+            );
+        }
+        Ok(Reply::Tool(result))
     }
 
     /// Hands a primitive to the server's [`Forward`](crate::application::server::Forward).
+    ///
+    /// Its callers box this future: it is as large as the rest of a call's
+    /// state, and inline it would be moved with every call served here.
     async fn forwarded(
         &self,
         method: &str,
         params: JsonObject,
-        ctx: RequestContext,
+        ctx: Box<RequestContext>,
         peer: PeerSession,
     ) -> Result<Value, ErrorObject> {
         let Some(forward) = self.server.forwarder().map(Arc::clone) else {
@@ -256,7 +290,7 @@ impl Connection {
         };
         let era = peer.negotiated().era();
         let auth = ctx.auth.clone();
-        let call = Call::new(ctx, peer, object_member(&params, "arguments"));
+        let call = Call::new(*ctx, peer, object_member(&params, "arguments"));
         let result = forward.forward(method, params.clone(), call).await;
         self.outcome(result, method, &params, &auth, era)
     }
@@ -334,13 +368,14 @@ pub(super) fn binding(
 }
 
 pub(super) fn finish(
-    value: Value,
+    reply: Reply,
     method: &str,
     version: ProtocolVersion,
     server: &Server,
-) -> Value {
-    let Value::Object(mut map) = value else {
-        return value;
+) -> Reply {
+    // A tool's result was finished as it was lowered.
+    let Reply::Value(Value::Object(mut map)) = reply else {
+        return reply;
     };
     let codec = for_version(version);
     codec.finish_result(Some(method), &mut map);
@@ -349,11 +384,17 @@ pub(super) fn finish(
             .entry("_meta")
             .or_insert_with(|| Value::Object(JsonObject::new()));
         if let Value::Object(meta) = meta {
-            meta.entry(SERVER_INFO_META)
-                .or_insert_with(|| server.server_info());
+            stamp_server_info(meta, server);
         }
     }
-    Value::Object(map)
+    Reply::Value(Value::Object(map))
+}
+
+/// Names the server in a 2026-07-28 result's `_meta`, unless the handler
+/// already did.
+fn stamp_server_info(meta: &mut JsonObject, server: &Server) {
+    meta.entry(SERVER_INFO_META)
+        .or_insert_with(|| server.server_info());
 }
 
 pub(super) fn meta_of(params: &JsonObject) -> JsonObject {
@@ -361,15 +402,30 @@ pub(super) fn meta_of(params: &JsonObject) -> JsonObject {
 }
 
 pub(super) fn object_member(params: &JsonObject, key: &str) -> JsonObject {
-    params
-        .get(key)
+    member(params, key)
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default()
 }
 
+/// The member `key` of `params`.
+///
+/// Params hold a handful of members, and comparing their names is cheaper
+/// than hashing the one looked for (a map hashes with `SipHash`); a larger
+/// object is looked up by hash.
+pub(super) fn member<'a>(params: &'a JsonObject, key: &str) -> Option<&'a Value> {
+    const LINEAR: usize = 8;
+    if params.len() <= LINEAR {
+        params
+            .iter()
+            .find_map(|(name, value)| (name == key).then_some(value))
+    } else {
+        params.get(key)
+    }
+}
+
 pub(super) fn required_str<'a>(params: &'a JsonObject, key: &str) -> Result<&'a str, ErrorObject> {
-    params.get(key).and_then(Value::as_str).ok_or_else(|| {
+    member(params, key).and_then(Value::as_str).ok_or_else(|| {
         error(
             ErrorCode::INVALID_PARAMS,
             format!("`{key}` must be a string"),

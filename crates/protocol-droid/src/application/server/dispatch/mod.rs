@@ -24,6 +24,7 @@ use super::context::{
 use super::host::{Change, Server};
 use super::idempotency::{Admission, IdempotencyStore, Recorded};
 use super::registry::{match_template, visible};
+use super::reply::Reply;
 use crate::adapters::secondary::codec::{Sender, for_version};
 use crate::domain::canonical::request_digest;
 use crate::domain::ir::JsonObject;
@@ -36,7 +37,7 @@ use crate::domain::{
 mod listen;
 mod methods;
 
-use methods::{binding, finish, meta_of};
+use methods::{binding, finish, member, meta_of};
 
 /// The `_meta` key naming a 2026-07-28 request's revision.
 pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
@@ -223,6 +224,21 @@ impl Connection {
         request: Request,
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
+        self.answer(request, ctx).await.map(Reply::into_value)
+    }
+
+    /// Answers one request as [`handle`](Self::handle) does, with the result
+    /// as a transport writes it: a tool's result comes typed, for the
+    /// transport to write straight into its frame.
+    ///
+    /// # Errors
+    ///
+    /// The JSON-RPC error to answer with.
+    pub async fn answer(
+        &self,
+        request: Request,
+        ctx: RequestContext,
+    ) -> Result<Reply, ErrorObject> {
         let Request { id, method, params } = request;
         let params = match params {
             None => JsonObject::new(),
@@ -230,15 +246,21 @@ impl Connection {
             Some(_) => return Err(error(ErrorCode::INVALID_PARAMS, "params must be an object")),
         };
         if method == "initialize" {
-            return self.initialize(&params);
+            return self.initialize(&params).map(Reply::Value);
         }
+        // The context goes down the dispatch boxed: moved by value, its few
+        // hundred bytes were stored twice in each step's future and copied
+        // at every step of every call.
         if self.is_modern(&method, &params) {
-            return self.modern(id, &method, params, ctx).await;
+            return self.modern(id, &method, params, Box::new(ctx)).await;
         }
         let legacy = self.state.lock().ok().and_then(|s| s.legacy.clone());
         match legacy {
-            Some(session) => self.legacy(id, &method, params, ctx, session).await,
-            None if method == "ping" => Ok(json!({})),
+            Some(session) => {
+                self.legacy(id, &method, params, Box::new(ctx), session)
+                    .await
+            }
+            None if method == "ping" => Ok(Reply::Value(json!({}))),
             None => Err(error(
                 ErrorCode::INVALID_REQUEST,
                 "not initialized: send `initialize` first, or a 2026-07-28 request \
@@ -260,13 +282,30 @@ impl Connection {
         request: Request,
         ctx: RequestContext,
     ) -> Result<Value, ErrorObject> {
+        self.answer_stateless(request, ctx)
+            .await
+            .map(Reply::into_value)
+    }
+
+    /// Answers one 2026-07-28 request as
+    /// [`handle_stateless`](Self::handle_stateless) does, with the result as
+    /// a transport writes it (see [`answer`](Self::answer)).
+    ///
+    /// # Errors
+    ///
+    /// The JSON-RPC error to answer with.
+    pub async fn answer_stateless(
+        &self,
+        request: Request,
+        ctx: RequestContext,
+    ) -> Result<Reply, ErrorObject> {
         let Request { id, method, params } = request;
         let params = match params {
             None => JsonObject::new(),
             Some(Value::Object(map)) => map,
             Some(_) => return Err(error(ErrorCode::INVALID_PARAMS, "params must be an object")),
         };
-        self.modern(id, &method, params, ctx).await
+        self.modern(id, &method, params, Box::new(ctx)).await
     }
 
     /// Whether a request is to be served the 2026-07-28 way.
@@ -276,8 +315,7 @@ impl Connection {
     /// 2025-11-25 tasks key, say) and must not be pulled over by them.
     fn is_modern(&self, method: &str, params: &JsonObject) -> bool {
         let offers_modern = self.server.offered().iter().any(|v| v.era() == Era::Modern);
-        let declares_modern = params
-            .get("_meta")
+        let declares_modern = member(params, "_meta")
             .and_then(Value::as_object)
             .is_some_and(|m| {
                 m.contains_key(PROTOCOL_VERSION_META) || m.contains_key(CLIENT_CAPABILITIES_META)
@@ -386,9 +424,9 @@ impl Connection {
         id: RequestId,
         method: &str,
         params: JsonObject,
-        mut ctx: RequestContext,
+        mut ctx: Box<RequestContext>,
         session: LegacySession,
-    ) -> Result<Value, ErrorObject> {
+    ) -> Result<Reply, ErrorObject> {
         let version = session.peer.negotiated();
         let codec = for_version(version);
         if !codec.defines_request(Sender::Client, method) && !self.forwards_unmodelled(method) {
@@ -405,8 +443,8 @@ impl Connection {
         ctx.log_level = session.peer.log_gate().threshold();
         let peer = session.peer.clone().with_auth(ctx.auth.clone());
         let result = match method {
-            "ping" => Ok(json!({})),
-            "logging/setLevel" => self.set_level(&params),
+            "ping" => Ok(Reply::Value(json!({}))),
+            "logging/setLevel" => self.set_level(&params).map(Reply::Value),
             "resources/subscribe" | "resources/unsubscribe" => {
                 let Some(uri) = params.get("uri").and_then(Value::as_str) else {
                     return Err(error(ErrorCode::INVALID_PARAMS, "`uri` is required"));
@@ -439,7 +477,7 @@ impl Connection {
                 if let Some(forward) = self.server.forwarder().filter(|_| changed) {
                     forward.subscription(self.session, uri, method == "resources/subscribe");
                 }
-                Ok(json!({}))
+                Ok(Reply::Value(json!({})))
             }
             // A stdio session ends with its pipe, so no retry can ever reach
             // a recorded answer there: recording one would only cost every
@@ -447,10 +485,13 @@ impl Connection {
             "tools/call" if self.transport == TransportKind::Stdio => {
                 self.call_tool(params, ctx, peer).await
             }
-            "tools/call" => self.call_tool_once(id, params, ctx, peer).await,
-            _ => self.common(method, params, ctx, peer).await,
+            // Boxed, as every arm but the one above: inline, the largest arm
+            // sets the size of the whole future, which every request's task
+            // allocates and copies.
+            "tools/call" => Box::pin(self.call_tool_once(id, params, ctx, peer)).await,
+            _ => Box::pin(self.common(method, params, ctx, peer)).await,
         };
-        result.map(|value| finish(value, method, version, &self.server))
+        result.map(|reply| finish(reply, method, version, &self.server))
     }
 
     fn set_level(&self, params: &JsonObject) -> Result<Value, ErrorObject> {
@@ -476,9 +517,9 @@ impl Connection {
         &self,
         id: RequestId,
         params: JsonObject,
-        ctx: RequestContext,
+        ctx: Box<RequestContext>,
         peer: PeerSession,
-    ) -> Result<Value, ErrorObject> {
+    ) -> Result<Reply, ErrorObject> {
         let digest = request_digest(&params);
         let admission = self
             .server
@@ -490,7 +531,7 @@ impl Connection {
             });
         match admission {
             Admission::Fresh => {}
-            Admission::Replay(Recorded::Result(value)) => return Ok(value),
+            Admission::Replay(Recorded::Result(reply)) => return Ok(reply),
             Admission::Replay(Recorded::Error(value)) => {
                 return Err(serde_json::from_value(value).unwrap_or_else(|_| {
                     error(ErrorCode::INTERNAL_ERROR, "recorded error unreadable")
@@ -524,7 +565,7 @@ impl Connection {
         };
         let outcome = self.call_tool(params, ctx, peer).await;
         match &outcome {
-            Ok(value) => guard.record(Recorded::Result(value.clone())),
+            Ok(reply) => guard.record(Recorded::Result(reply.clone())),
             // A failure of this server's (a timed-out question, a closed
             // connection) is no answer worth replaying: the guard abandons
             // the entry and a retry runs again.
@@ -539,8 +580,8 @@ impl Connection {
         id: RequestId,
         method: &str,
         params: JsonObject,
-        mut ctx: RequestContext,
-    ) -> Result<Value, ErrorObject> {
+        mut ctx: Box<RequestContext>,
+    ) -> Result<Reply, ErrorObject> {
         // A method the revision removed (or never had) is not found whatever
         // its `_meta` says: that is what tells a client it asked the wrong era.
         if !for_version(ProtocolVersion::LATEST).defines_request(Sender::Client, method)
@@ -599,14 +640,16 @@ impl Connection {
             .cloned()
             .unwrap_or_default();
         let result = match method {
-            "server/discover" => Ok(self.discover(version)),
-            "subscriptions/listen" => return self.listen(&id, &params, &peer).await,
+            "server/discover" => Ok(Reply::Value(self.discover(version))),
+            "subscriptions/listen" => {
+                return self.listen(&id, &params, &peer).await.map(Reply::Value);
+            }
             _ => {
                 self.open_state(method, &params, &mut ctx)?;
                 self.common(method, params, ctx, peer).await
             }
         };
-        result.map(|value| finish(value, method, version, &self.server))
+        result.map(|reply| finish(reply, method, version, &self.server))
     }
 
     /// The revision a 2026-07-28 request declares, checked.
