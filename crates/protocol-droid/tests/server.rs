@@ -45,6 +45,27 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
             ))
         },
     );
+    server.add_tool(
+        ToolSpec::new(
+            "restated",
+            "Restates modelled members among its extra ones.",
+        ),
+        |_| async {
+            let mut result = ToolResult::text("typed");
+            result.is_error = Some(false);
+            result.meta = Some(
+                json!({ "typed": true })
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            result.extra.insert("isError".to_owned(), json!(true));
+            result
+                .extra
+                .insert("_meta".to_owned(), json!({ "note": "from extra" }));
+            Ok(result)
+        },
+    );
     let counter = Arc::clone(calls);
     server.add_tool(ToolSpec::new("count", "Counts its calls."), move |_| {
         let counter = Arc::clone(&counter);
@@ -257,10 +278,15 @@ impl Client {
     }
 
     async fn next(&mut self) -> Result<Value, TestError> {
+        Ok(serde_json::from_str(&self.next_line().await?)?)
+    }
+
+    /// The next line, as the server wrote it.
+    async fn next_line(&mut self) -> Result<String, TestError> {
         let line = tokio::time::timeout(PATIENCE, self.lines.next_line())
             .await??
             .ok_or("the server closed its output")?;
-        Ok(serde_json::from_str(&line)?)
+        Ok(line)
     }
 
     /// The next message that is not a notification.
@@ -513,6 +539,71 @@ mod legacy {
                 .await?,
         )?;
         assert_eq!(seen["version"], json!("2025-03-26"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_connection_stops_its_handlers_and_closes_its_output()
+    -> Result<(), TestError> {
+        let (calls, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Notify::new()));
+        let server = server(&calls, &gate)?;
+        let (client_end, server_end) = tokio::io::duplex(1 << 20);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let serving = tokio::spawn(stdio::serve(
+            server.clone(),
+            server_read,
+            server_write,
+            StdioOptions::default(),
+        ));
+        let (client_read, writer) = tokio::io::split(client_end);
+        let mut client = Client {
+            lines: BufReader::new(client_read).lines(),
+            writer,
+        };
+        client.initialize("2025-11-25", json!({})).await?;
+        client
+            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": { "name": "wait" } }))
+            .await?;
+        // Answered only once the call before it has started.
+        let pong = client.request(2, "ping", json!({})).await?;
+        assert_eq!(pong["id"], json!(2));
+        serving.abort();
+        assert!(serving.await.is_err_and(|e| e.is_cancelled()));
+        // Released now, a handler still running would answer.
+        gate.notify_one();
+        let next = tokio::time::timeout(PATIENCE, client.lines.next_line()).await??;
+        assert_eq!(next, None, "the output should close unanswered");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_result_restating_a_modelled_member_writes_it_once() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client.initialize("2025-11-25", json!({})).await?;
+        let legacy = json!({ "name": "restated" });
+        let modern = json!({ "name": "restated", "_meta": modern_meta(json!({})) });
+        for (id, params) in [(1, legacy), (2, modern)] {
+            h.client
+                .send(
+                    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }),
+                )
+                .await?;
+            let line = h.client.next_line().await?;
+            for member in ["\"_meta\"", "\"isError\""] {
+                assert_eq!(line.matches(member).count(), 1, "{member} in {line}");
+            }
+            let reply: Value = serde_json::from_str(&line)?;
+            let result = &reply["result"];
+            // As a JSON object built from the result: the unmodelled member wins.
+            assert_eq!(result["isError"], json!(true), "{line}");
+            assert_eq!(result["_meta"]["note"], json!("from extra"), "{line}");
+            assert!(result["_meta"].get("typed").is_none(), "{line}");
+            let named = result["_meta"]
+                .get("io.modelcontextprotocol/serverInfo")
+                .is_some();
+            assert_eq!(named, id == 2, "server info only in 2026-07-28: {line}");
+        }
         Ok(())
     }
 

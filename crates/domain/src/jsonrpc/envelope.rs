@@ -200,8 +200,6 @@ impl Message {
 }
 
 /// A frame as `serde_json` reads it, before any JSON-RPC rule is applied.
-// It lives only while a frame is read, and boxing the members would cost
-// every message an allocation to spare a batch some stack.
 enum Frame {
     /// A JSON object: a message, or why it is not one. Read into a message
     /// as soon as its members are, so what is moved about afterwards is the

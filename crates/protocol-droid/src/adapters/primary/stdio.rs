@@ -22,7 +22,7 @@ use tokio_util::task::TaskTracker;
 use crate::application::server::context::{
     CallbackExchange, DynFrameSink, ExchangeError, RequestContext,
 };
-use crate::application::server::reply::write_response;
+use crate::application::server::reply::response_bytes;
 use crate::application::server::{Connection, Reply, Server};
 use crate::domain::jsonrpc::framing::{
     DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, deeper_than,
@@ -273,6 +273,7 @@ where
         pending,
         tasks: TaskTracker::new(),
         in_flight: InFlight::default(),
+        notifier,
         options,
     };
     let mut framer = LineFramer::new(options.max_line);
@@ -296,7 +297,6 @@ where
         pending.clear();
     }
     reader.drain().await;
-    notifier.abort();
     reader.connection.close();
     drop(reader);
     drop(outbox);
@@ -341,24 +341,18 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mu
 }
 
 /// The answer to request `id` as one frame.
-fn response_frame(id: &RequestId, outcome: &Result<Reply, ErrorObject>) -> Option<Vec<u8>> {
-    let mut frame = Vec::with_capacity(256);
-    let written = write_response(&mut frame, id, outcome);
-    line(frame, written)
+fn response_frame(id: &RequestId, outcome: &Result<Reply, ErrorObject>) -> Vec<u8> {
+    let mut frame = response_bytes(id, outcome);
+    frame.push(b'\n');
+    frame
 }
 
-/// `message` serialised, with its newline.
+/// `message` serialised, with its newline. A value that cannot be written
+/// (a map with a non-string key, which no `Value` has) is dropped loudly
+/// rather than sent half-written.
 fn encoded(message: &impl serde::Serialize) -> Option<Vec<u8>> {
     let mut frame = Vec::with_capacity(256);
-    let written = serde_json::to_writer(&mut frame, message);
-    line(frame, written)
-}
-
-/// A frame ended with its newline, or, if it could not be written (a map
-/// with a non-string key, which no `Value` has), dropped loudly rather than
-/// sent half-written.
-fn line(mut frame: Vec<u8>, written: serde_json::Result<()>) -> Option<Vec<u8>> {
-    match written {
+    match serde_json::to_writer(&mut frame, message) {
         Ok(()) => {
             frame.push(b'\n');
             Some(frame)
@@ -397,6 +391,8 @@ struct Reader {
     /// a client that sends its next request on reading the answer never
     /// finds the old id still "in flight".
     in_flight: InFlight,
+    /// The task telling the session of changes to what is offered.
+    notifier: JoinHandle<()>,
     options: StdioOptions,
 }
 
@@ -488,7 +484,9 @@ impl Reader {
             let task = work.id();
             let outcome = finished(work.await);
             settle(&table, &id, task);
-            if let Some(frame) = outcome.and_then(|o| response_frame(&id, &o)) {
+            // The outcome is written and dropped before the wait for the
+            // writer, so this task's state never holds it.
+            if let Some(frame) = outcome.map(|o| response_frame(&id, &o)) {
                 outbox.send(frame).await;
             }
         }));
@@ -642,6 +640,21 @@ impl Reader {
     }
 }
 
+/// The connection's end: its change notifier stops, and so do handlers
+/// still running, which only a connection dropped before its drain (its
+/// `serve` future cancelled) has; the tasks waiting on them then end with
+/// nothing to write, and with every sender gone the writer ends too.
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.notifier.abort();
+        if let Ok(mut in_flight) = self.in_flight.lock() {
+            for (_, handle) in in_flight.drain() {
+                handle.abort();
+            }
+        }
+    }
+}
+
 /// An invalid-request answer to `id`.
 fn refused(id: RequestId, why: String) -> Message {
     Message::Response(Response {
@@ -736,8 +749,7 @@ mod tests {
             ];
             for (outcome, value) in cases {
                 let frame = response_frame(id, &outcome);
-                assert_eq!(frame, expected(id, value));
-                assert_eq!(frame.as_deref().and_then(|f| f.last()), Some(&b'\n'));
+                assert_eq!(Some(frame), expected(id, value));
             }
         }
     }

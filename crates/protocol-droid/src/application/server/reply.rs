@@ -4,7 +4,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::domain::ir::ToolResult;
-use crate::domain::jsonrpc::{ErrorObject, RequestId, VERSION};
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject, RequestId, VERSION};
 
 /// The `result` member of a successful response.
 ///
@@ -24,12 +24,16 @@ impl Reply {
     /// The result as a JSON value.
     ///
     /// A tool result always has a JSON form (its extra members are already
-    /// JSON); `null` stands in should that ever change.
+    /// JSON); should that ever change, `null` stands in, and the failure is
+    /// logged.
     #[must_use]
     pub fn into_value(self) -> Value {
         match self {
             Self::Value(value) => value,
-            Self::Tool(result) => serde_json::to_value(result).unwrap_or(Value::Null),
+            Self::Tool(result) => serde_json::to_value(result).unwrap_or_else(|e| {
+                tracing::error!("a tool result could not be written as JSON: {e}");
+                Value::Null
+            }),
         }
     }
 }
@@ -78,6 +82,27 @@ pub fn write_response(
     }
     out.push(b'}');
     Ok(())
+}
+
+/// The response answering `id` with `outcome`, as bytes.
+///
+/// Never fails: a result that cannot be written (see [`write_response`]) is
+/// answered with an internal error instead, so the request still gets its
+/// one answer.
+#[must_use]
+pub fn response_bytes(id: &RequestId, outcome: &Result<Reply, ErrorObject>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    if let Err(e) = write_response(&mut out, id, outcome) {
+        tracing::error!("a result could not be written and was answered with an error: {e}");
+        out.clear();
+        let failed = Err(ErrorObject::new(
+            ErrorCode::INTERNAL_ERROR,
+            "the result could not be written",
+        ));
+        // An error object is a code, a message and no data: it always writes.
+        let _written = write_response(&mut out, id, &failed);
+    }
+    out
 }
 
 #[cfg(test)]

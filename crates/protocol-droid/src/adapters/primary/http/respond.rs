@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use super::events::{EventStore, event_id};
 use super::sse::{self, SseEvent};
 use crate::application::server::Reply;
-use crate::application::server::reply::write_response;
+use crate::application::server::reply::response_bytes;
 use crate::domain::jsonrpc::{
     ErrorCode, ErrorObject, Message, RequestId, Response as RpcResponse, ResponseId,
 };
@@ -207,9 +207,7 @@ fn joined(
 /// written straight from the outcome (a tool's result is never a JSON
 /// object first).
 fn answered(status: StatusCode, id: &RequestId, outcome: &Result<Reply, ErrorObject>) -> Response {
-    let mut body = Vec::with_capacity(256);
-    let written = write_response(&mut body, id, outcome).map(|()| body);
-    json_body(status, written)
+    json_body(status, Ok(response_bytes(id, outcome)))
 }
 
 /// The response to `id` as a JSON value, for a stream that records it.

@@ -256,10 +256,28 @@ impl Connection {
         value: ToolResult,
         version: ProtocolVersion,
     ) -> Result<Reply, CallError> {
+        let mut report = TranslationReport::new(version);
+        // A result built by hand may name a member the type models among
+        // its unmodelled ones too. Written typed, that member would appear
+        // twice; as a JSON object the unmodelled one replaces the other, as
+        // it always did, so such a result goes that way.
+        if MODELLED_RESULT_MEMBERS
+            .iter()
+            .any(|member| value.extra.contains_key(*member))
+        {
+            let lowered = for_version(version)
+                .lower_tool_result(value, DegradePolicy::permissive(), &mut report)
+                .map_err(|e| CallError::internal(e.to_string()))?;
+            return Ok(finish(
+                Reply::Value(lowered),
+                "tools/call",
+                version,
+                &self.server,
+            ));
+        }
         // Boxed at once and lowered where it lies: moved by value through
         // each step, the result was copied several times over.
         let mut result = Box::new(value);
-        let mut report = TranslationReport::new(version);
         // The server wrote the result, so lowering it for an older client is
         // its own decision, not a bridge's: permissive.
         for_version(version)
@@ -366,6 +384,15 @@ pub(super) fn binding(
         digest,
     }
 }
+
+/// The members of a `CallToolResult` that `ToolResult` has fields for.
+const MODELLED_RESULT_MEMBERS: [&str; 5] = [
+    "content",
+    "structuredContent",
+    "isError",
+    "resultType",
+    "_meta",
+];
 
 pub(super) fn finish(
     reply: Reply,
