@@ -88,6 +88,23 @@ impl ToolResult {
         self
     }
 
+    /// Whether an unmodelled member has the name of a modelled one, which
+    /// only a result built by hand can have: reading one never puts a
+    /// modelled member in [`extra`](Self::extra). Written as it is, such a
+    /// result names that member twice; as a JSON object, the unmodelled
+    /// member replaces the modelled one.
+    #[must_use]
+    pub fn extra_repeats_a_field(&self) -> bool {
+        const FIELDS: [&str; 5] = [
+            "content",
+            "structuredContent",
+            "isError",
+            "resultType",
+            "_meta",
+        ];
+        !self.extra.is_empty() && FIELDS.iter().any(|field| self.extra.contains_key(*field))
+    }
+
     /// Whether the result is finished: `resultType` absent or `complete`.
     #[must_use]
     pub fn is_complete(&self) -> bool {
@@ -137,6 +154,25 @@ mod tests {
         let read: ToolResult = serde_json::from_value(wire.clone())?;
         assert_eq!(read.structured_content, Some(Value::Null));
         assert_eq!(serde_json::to_value(&read)?, wire);
+        Ok(())
+    }
+
+    #[test]
+    fn a_read_result_never_repeats_a_field_but_a_built_one_can() -> Result<(), serde_json::Error> {
+        let wire = json!({ "content": [], "isError": true, "_meta": {}, "vendor": 1 });
+        let read: ToolResult = serde_json::from_value(wire)?;
+        assert!(!read.extra_repeats_a_field());
+        for field in [
+            "content",
+            "structuredContent",
+            "isError",
+            "resultType",
+            "_meta",
+        ] {
+            let mut built = read.clone();
+            built.extra.insert(field.to_owned(), json!(null));
+            assert!(built.extra_repeats_a_field(), "{field}");
+        }
         Ok(())
     }
 }

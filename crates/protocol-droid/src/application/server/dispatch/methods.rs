@@ -257,14 +257,13 @@ impl Connection {
         version: ProtocolVersion,
     ) -> Result<Reply, CallError> {
         let mut report = TranslationReport::new(version);
-        // A result built by hand may name a member the type models among
-        // its unmodelled ones too. Written typed, that member would appear
-        // twice; as a JSON object the unmodelled one replaces the other, as
-        // it always did, so such a result goes that way.
-        if MODELLED_RESULT_MEMBERS
-            .iter()
-            .any(|member| value.extra.contains_key(*member))
-        {
+        // The server wrote the result, so lowering it for an older client is
+        // its own decision, not a bridge's: permissive.
+        //
+        // Written typed, a result repeating a field among its unmodelled
+        // members would name it twice; it goes the JSON-object way, where
+        // the unmodelled member wins, as it always did.
+        if value.extra_repeats_a_field() {
             let lowered = for_version(version)
                 .lower_tool_result(value, DegradePolicy::permissive(), &mut report)
                 .map_err(|e| CallError::internal(e.to_string()))?;
@@ -278,8 +277,6 @@ impl Connection {
         // Boxed at once and lowered where it lies: moved by value through
         // each step, the result was copied several times over.
         let mut result = Box::new(value);
-        // The server wrote the result, so lowering it for an older client is
-        // its own decision, not a bridge's: permissive.
         for_version(version)
             .lower_tool_result_in_place(&mut result, DegradePolicy::permissive(), &mut report)
             .map_err(|e| CallError::internal(e.to_string()))?;
@@ -384,15 +381,6 @@ pub(super) fn binding(
         digest,
     }
 }
-
-/// The members of a `CallToolResult` that `ToolResult` has fields for.
-const MODELLED_RESULT_MEMBERS: [&str; 5] = [
-    "content",
-    "structuredContent",
-    "isError",
-    "resultType",
-    "_meta",
-];
 
 pub(super) fn finish(
     reply: Reply,
