@@ -223,13 +223,10 @@ impl RevisionCodec {
         let mut lowered = value;
         self.lower_tool_result_in_place(&mut lowered, policy, report)?;
         let written = serde_json::to_value(&lowered).map_err(|e| self.unwritable("result", &e))?;
-        let Value::Object(mut map) = written else {
-            return Err(self.unwritable("result", &"not an object"));
-        };
-        // Already finished; this only catches a modern member a handler
-        // spelled as an unmodelled one.
-        self.finish_result(Some("tools/call"), &mut map);
-        Ok(Value::Object(map))
+        match written {
+            Value::Object(_) => Ok(written),
+            _ => Err(self.unwritable("result", &"not an object")),
+        }
     }
 
     /// [`lower_tool_result`](Self::lower_tool_result), left typed and where
@@ -248,7 +245,7 @@ impl RevisionCodec {
         report: &mut TranslationReport,
     ) -> Result<(), LowerError> {
         // Checked first, so that a refusal changes nothing: lowering never
-        // touches `_meta`.
+        // touches the result's own `_meta`.
         self.check_result_meta(lowered.meta.as_ref())?;
         let made = lower_tool_result_in_place(lowered, &self.expressible(), self.version, policy)?;
         report.absorb(&made);
