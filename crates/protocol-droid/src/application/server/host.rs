@@ -245,13 +245,24 @@ impl Server {
         name: &str,
         caller: &AuthContext,
     ) -> Option<crate::adapters::secondary::codec::wire::tools::Tool> {
+        self.read_tool(name, caller, Clone::clone)
+    }
+
+    /// What `read` takes from the definition of the tool `name`, if
+    /// `caller` may see it; a forwarded tool is the upstream's, as its last
+    /// list gave it.
+    fn read_tool<T>(
+        &self,
+        name: &str,
+        caller: &AuthContext,
+        read: impl Fn(&crate::adapters::secondary::codec::wire::tools::Tool) -> T,
+    ) -> Option<T> {
         self.registry()
             .tools
             .get(name)
             .filter(|t| super::registry::visible(t.scope.as_ref(), |s| caller.has_scope(s)))
-            .map(|t| t.tool.clone())
-            // A forwarded tool is the upstream's, as its last list gave it.
-            .or_else(|| self.inner.forward.as_ref().and_then(|f| f.tool(name)))
+            .map(|t| read(&t.tool))
+            .or_else(|| Some(read(&self.inner.forward.as_ref()?.tool(name)?)))
     }
 
     /// The `x-mcp-header` annotations of the tool `name` if `caller` may see
@@ -260,15 +271,7 @@ impl Server {
     /// for every request. `None` as [`tool_for`](Self::tool_for) is.
     #[must_use]
     pub fn param_headers(&self, name: &str, caller: &AuthContext) -> Option<Vec<(String, String)>> {
-        self.registry()
-            .tools
-            .get(name)
-            .filter(|t| super::registry::visible(t.scope.as_ref(), |s| caller.has_scope(s)))
-            .map(|t| header_annotations(&t.tool.input_schema))
-            .or_else(|| {
-                let forwarded = self.inner.forward.as_ref()?.tool(name)?;
-                Some(header_annotations(&forwarded.input_schema))
-            })
+        self.read_tool(name, caller, |tool| header_annotations(&tool.input_schema))
     }
 
     /// Seals new `requestState`s with `next`, still opening those sealed
