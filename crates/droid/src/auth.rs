@@ -9,6 +9,7 @@ use protocol_droid::adapters::primary::http::ResourceServer;
 use protocol_droid::adapters::secondary::bearer::{
     IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
 };
+use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::server::auth::TokenValidator;
 
 /// Authorization for `--listen`: off unless an issuer or an introspection
@@ -94,6 +95,8 @@ pub(crate) fn check_listen(args: &AuthArgs, listen: &str) -> anyhow::Result<()> 
 pub(crate) fn resource_server(
     args: &AuthArgs,
     bound: SocketAddr,
+    scheme: &str,
+    trust: &Trust,
 ) -> anyhow::Result<Option<ResourceServer>> {
     if !args.enabled() {
         // A flag that only means something with authorization on must not
@@ -122,7 +125,7 @@ pub(crate) fn resource_server(
     let resource = args
         .auth_resource
         .clone()
-        .unwrap_or_else(|| format!("http://{bound}/mcp"));
+        .unwrap_or_else(|| format!("{scheme}://{bound}/mcp"));
     let alias = args.auth_audience.clone();
     let audience = alias.clone().unwrap_or_else(|| resource.clone());
     let leeway = Duration::from_secs(args.auth_leeway);
@@ -130,7 +133,13 @@ pub(crate) fn resource_server(
         match (&args.auth_issuer, &args.auth_introspection_url) {
             (Some(issuer), _) => {
                 let jwks = match (&args.auth_jwks_url, &args.auth_jwks_file) {
-                    (Some(url), _) => Jwks::remote(url, JwksOptions::default())?,
+                    (Some(url), _) => Jwks::remote(
+                        url,
+                        JwksOptions {
+                            trust: trust.clone(),
+                            ..JwksOptions::default()
+                        },
+                    )?,
                     (None, Some(path)) => {
                         let bytes = std::fs::read(path)
                             .with_context(|| format!("reading {}", path.display()))?;
@@ -154,7 +163,8 @@ pub(crate) fn resource_server(
                          --auth-client-secret (or DROID_AUTH_CLIENT_SECRET)"
                     );
                 };
-                let mut validator = IntrospectionValidator::new(endpoint, id, secret, &resource)?;
+                let mut validator =
+                    IntrospectionValidator::new(endpoint, id, secret, &resource)?.trust(trust)?;
                 if let Some(alias) = &alias {
                     validator = validator.also_audience(alias.clone());
                 }

@@ -12,6 +12,8 @@ use anyhow::Context as _;
 use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
 use protocol_droid::adapters::secondary::codec::result::WireToolResults;
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::adapters::secondary::http::HttpOptions;
+use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
 use protocol_droid::application::bridge::{Bridge, BridgeOptions, Connector, feature_named};
 use protocol_droid::application::client::ClientOptions;
 use protocol_droid::domain::{DegradePolicy, ProtocolVersion};
@@ -57,6 +59,8 @@ pub(crate) struct BridgeArgs {
     /// The upstream server's command line, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
+    #[command(flatten)]
+    tls: crate::listen::TlsArgs,
     // Boxed, as for `serve`.
     #[command(flatten)]
     auth: Box<AuthArgs>,
@@ -99,7 +103,7 @@ impl BridgeArgs {
 }
 
 /// Runs the bridge until interrupted.
-pub(crate) fn run(args: &BridgeArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
     let policy = args.policy()?;
     let target = args.target()?;
     let offered = crate::offered(&args.revisions)?;
@@ -115,7 +119,9 @@ pub(crate) fn run(args: &BridgeArgs) -> anyhow::Result<()> {
         let token: Arc<dyn Authorizer> = Arc::new(StaticToken::new(token));
         token
     });
+    let upstream_trust = trust.clone();
     let connector: Connector = Arc::new(move |handler| {
+        let trust = &upstream_trust;
         let target = target.clone();
         let options = ConnectOptions {
             client: ClientOptions {
@@ -123,7 +129,10 @@ pub(crate) fn run(args: &BridgeArgs) -> anyhow::Result<()> {
                 ..client.clone()
             },
             authorizer: authorizer.clone(),
-            ..ConnectOptions::default()
+            http: HttpOptions {
+                trust: trust.clone(),
+                ..HttpOptions::default()
+            },
         };
         Box::pin(async move { connect(&target, options).await.map_err(|e| e.to_string()) })
     });
@@ -147,9 +156,13 @@ pub(crate) fn run(args: &BridgeArgs) -> anyhow::Result<()> {
             .context("building the bridge's server")?;
         crate::serve_on(
             server,
-            args.listen.clone(),
-            Duration::from_secs(args.session_idle),
-            &args.auth,
+            crate::Listening {
+                listen: args.listen.clone(),
+                idle: Duration::from_secs(args.session_idle),
+                tls: &args.tls,
+                auth: &args.auth,
+                trust,
+            },
         )
         .await
     })

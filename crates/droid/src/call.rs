@@ -11,6 +11,8 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail};
 use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::adapters::secondary::http::HttpOptions;
+use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::client::{ClientOptions, RequestOptions};
 use protocol_droid::domain::ProtocolVersion;
 use serde_json::Value;
@@ -30,6 +32,8 @@ pub(crate) struct CallArgs {
     pub(crate) json: bool,
     /// A bearer token for an HTTP server.
     pub(crate) token: Option<String>,
+    /// The certificate authorities an `https` server is checked against.
+    pub(crate) trust: Trust,
 }
 
 /// Reads the positional arguments: `URL METHOD [PARAMS]`, or
@@ -74,7 +78,10 @@ pub(crate) async fn run(args: CallArgs, out: &mut impl Write) -> anyhow::Result<
             let token: Arc<dyn Authorizer> = Arc::new(StaticToken::new(t));
             token
         }),
-        ..ConnectOptions::default()
+        http: HttpOptions {
+            trust: args.trust,
+            ..HttpOptions::default()
+        },
     };
     let client = connect(&args.target, options)
         .await

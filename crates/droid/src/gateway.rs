@@ -26,10 +26,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::adapters::secondary::http::HttpOptions;
+use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
 use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, Trust};
 use protocol_droid::application::server::Server;
@@ -96,6 +97,9 @@ struct UpstreamConfig {
     revision: Option<String>,
     #[serde(default)]
     trust: TrustConfig,
+    /// A private CA for this upstream's `https` URL, besides the defaults
+    /// and `--ca-file`.
+    ca_file: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -143,7 +147,11 @@ impl Config {
 }
 
 /// Builds the gateway: connects every upstream and loads its tools.
-pub(crate) async fn start(config: &Config, auth: &AuthArgs) -> anyhow::Result<Gateway> {
+pub(crate) async fn start(
+    config: &Config,
+    auth: &AuthArgs,
+    tls_trust: &TlsTrust,
+) -> anyhow::Result<Gateway> {
     let disclosure = match config.mode {
         Mode::Default => Disclosure::Default,
         Mode::Progressive => Disclosure::Progressive,
@@ -184,8 +192,17 @@ pub(crate) async fn start(config: &Config, auth: &AuthArgs) -> anyhow::Result<Ga
                     format!("upstream {:?}: revision {revision}", upstream.name)
                 })?];
         }
+        let trust = match &upstream.ca_file {
+            Some(path) => TlsTrust::with_ca_file(path)
+                .with_context(|| format!("upstream {:?}: ca_file", upstream.name))?,
+            None => tls_trust.clone(),
+        };
         let options = ConnectOptions {
             client,
+            http: HttpOptions {
+                trust,
+                ..HttpOptions::default()
+            },
             ..ConnectOptions::default()
         };
         let connected = connect(&target, options)
@@ -206,15 +223,13 @@ pub(crate) async fn start(config: &Config, auth: &AuthArgs) -> anyhow::Result<Ga
 /// `droid gateway`.
 pub(crate) fn run(
     config: Option<&Path>,
-    listen: Option<String>,
     print_digests: bool,
-    idle: Duration,
-    auth: &AuthArgs,
+    mut listening: crate::Listening<'_>,
 ) -> anyhow::Result<()> {
     let config = Config::load(config)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let gateway = start(&config, auth).await?;
+        let gateway = start(&config, listening.auth, listening.trust).await?;
         if print_digests {
             let mut out = std::io::stdout().lock();
             for (id, digest, provenance) in gateway.catalog() {
@@ -234,7 +249,7 @@ pub(crate) fn run(
                 "{unverified} tool(s) are unverified and hidden until approved (see --print-digests)"
             );
         }
-        let listen = listen.or_else(|| config.listen.clone());
-        crate::serve_on(gateway.server().clone(), listen, idle, auth).await
+        listening.listen = listening.listen.or_else(|| config.listen.clone());
+        crate::serve_on(gateway.server().clone(), listening).await
     })
 }

@@ -9,6 +9,7 @@ mod bridge;
 mod call;
 mod fixture;
 mod gateway;
+mod listen;
 
 use std::time::Duration;
 
@@ -32,6 +33,11 @@ use protocol_droid::domain::{
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Also trust the certificate authorities in this PEM file for every
+    /// outbound HTTPS connection (upstreams, servers called, key sets,
+    /// introspection, authorization servers).
+    #[arg(long, global = true, value_name = "PEM")]
+    ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -52,6 +58,8 @@ enum Command {
         /// Over HTTP, end a session idle for this many seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 600)]
         session_idle: u64,
+        #[command(flatten)]
+        tls: listen::TlsArgs,
         // Boxed: the flags outweigh every other subcommand's.
         #[command(flatten)]
         auth: Box<AuthArgs>,
@@ -105,6 +113,8 @@ enum Command {
         /// Over HTTP, end a session idle for this many seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 600)]
         session_idle: u64,
+        #[command(flatten)]
+        tls: listen::TlsArgs,
         // Boxed, as for `serve`.
         #[command(flatten)]
         auth: Box<AuthArgs>,
@@ -159,14 +169,25 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    let trust = listen::trust(cli.ca_file.as_deref())?;
     match cli.command {
         Command::Serve {
             listen,
             revisions,
             session_idle,
+            tls,
             auth,
-        } => serve(listen, &revisions, Duration::from_secs(session_idle), &auth),
-        Command::Bridge(args) => bridge::run(&args),
+        } => serve(
+            Listening {
+                listen,
+                idle: Duration::from_secs(session_idle),
+                tls: &tls,
+                auth: &auth,
+                trust: &trust,
+            },
+            &revisions,
+        ),
+        Command::Bridge(args) => bridge::run(&args, &trust),
         Command::Call {
             positional,
             command,
@@ -182,6 +203,7 @@ fn main() -> anyhow::Result<()> {
                 revision,
                 json,
                 token,
+                trust,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let succeeded = runtime.block_on(call::run(args, &mut std::io::stdout().lock()))?;
@@ -195,13 +217,18 @@ fn main() -> anyhow::Result<()> {
             listen,
             print_digests,
             session_idle,
+            tls,
             auth,
         } => gateway::run(
             config.as_deref(),
-            listen,
             print_digests,
-            Duration::from_secs(session_idle),
-            &auth,
+            Listening {
+                listen,
+                idle: Duration::from_secs(session_idle),
+                tls: &tls,
+                auth: &auth,
+                trust: &trust,
+            },
         ),
         Command::Acp {
             connect_timeout,
@@ -232,17 +259,23 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-fn serve(
-    listen: Option<String>,
-    revisions: &[String],
-    idle: Duration,
-    auth: &AuthArgs,
-) -> anyhow::Result<()> {
+/// How `serve`, `bridge` and `gateway` serve: where, for how long a session
+/// may idle, over TLS or not, with which authorization, trusting which
+/// authorities for what they fetch.
+pub(crate) struct Listening<'a> {
+    pub(crate) listen: Option<String>,
+    pub(crate) idle: Duration,
+    pub(crate) tls: &'a listen::TlsArgs,
+    pub(crate) auth: &'a AuthArgs,
+    pub(crate) trust: &'a protocol_droid::adapters::secondary::tls::Trust,
+}
+
+fn serve(listening: Listening<'_>, revisions: &[String]) -> anyhow::Result<()> {
     let offered = offered(revisions)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let server = fixture::server(&offered).context("building the fixture server")?;
-        for rule in &auth.scope {
+        for rule in &listening.auth.scope {
             let (tool, scope) = rule
                 .split_once('=')
                 .with_context(|| format!("--auth-scope {rule:?} is not TOOL=SCOPE"))?;
@@ -251,43 +284,56 @@ fn serve(
                 "--auth-scope names {tool:?}, which the server does not offer"
             );
         }
-        serve_on(server, listen, idle, auth).await
+        serve_on(server, listening).await
     })
 }
 
-/// Serves `server` on stdio, or on Streamable HTTP (and HTTP+SSE) at
-/// `listen`, with the authorization `auth` describes: what `droid serve` and
-/// `droid gateway` share.
+/// Serves `server` on stdio, or on Streamable HTTP (and HTTP+SSE) where
+/// `listening` says: what `droid serve`, `droid bridge` and `droid gateway`
+/// share.
 pub(crate) async fn serve_on(
     server: protocol_droid::application::server::Server,
-    listen: Option<String>,
-    idle: Duration,
-    auth: &AuthArgs,
+    listening: Listening<'_>,
 ) -> anyhow::Result<()> {
+    let Listening {
+        listen,
+        idle,
+        tls,
+        auth,
+        trust,
+    } = listening;
     let Some(addr) = listen else {
         anyhow::ensure!(
             !auth.enabled(),
             "authorization needs --listen: stdio carries no bearer tokens"
         );
+        anyhow::ensure!(!tls.enabled(), "--tls-cert needs --listen");
         return stdio::serve_process(server, StdioOptions::default())
             .await
             .context("serving stdio");
     };
     auth::check_listen(auth, &addr)?;
+    let server_tls = tls.server_tls()?;
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
     let bound = listener.local_addr().context("reading the bound address")?;
+    let scheme = if server_tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     // Scripts read this line to learn the port when `:0` picked one.
-    tracing::warn!(target: "droid", "listening on http://{bound}/mcp (HTTP+SSE at /sse)");
+    tracing::warn!(target: "droid", "listening on {scheme}://{bound}/mcp (HTTP+SSE at /sse)");
     let shutdown = async {
         let _signal = tokio::signal::ctrl_c().await;
     };
     let mut options = HttpOptions {
         idle_timeout: idle,
+        tls: server_tls,
         ..HttpOptions::default()
     };
-    if let Some(resource_server) = auth::resource_server(auth, bound)? {
+    if let Some(resource_server) = auth::resource_server(auth, bound, scheme, trust)? {
         // A resource named by a public host name is reached by that name.
         if let Some(host) = resource_server.host() {
             options.hosts = options.hosts.allowing(host);

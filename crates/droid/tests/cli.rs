@@ -121,25 +121,37 @@ impl Drop for Running {
     }
 }
 
-#[test]
-fn serve_listen_answers_streamable_http_on_the_port_it_names() -> Result<(), TestError> {
-    use std::io::{BufRead as _, BufReader, Read as _};
+/// Starts `droid ARGS` and waits for the line naming where it listens;
+/// the address (`HOST:PORT`) after `scheme://`.
+fn listening(args: &[&str], scheme: &str) -> Result<(Running, String), TestError> {
+    use std::io::{BufRead as _, BufReader};
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()?;
     let stderr = child.stderr.take().ok_or("no stderr")?;
-    let _server = Running(child);
+    let running = Running(child);
     let mut lines = BufReader::new(stderr).lines();
+    let marker = format!("listening on {scheme}://");
     let address = loop {
         let line = lines.next().ok_or("the server exited before listening")??;
-        if let Some(rest) = line.split("listening on http://").nth(1) {
+        if let Some(rest) = line.split(marker.as_str()).nth(1) {
             break rest.split('/').next().unwrap_or_default().to_owned();
         }
     };
+    // The rest of stderr is drained so the server never blocks on it.
+    std::thread::spawn(move || lines.for_each(drop));
+    Ok((running, address))
+}
+
+#[test]
+fn serve_listen_answers_streamable_http_on_the_port_it_names() -> Result<(), TestError> {
+    use std::io::Read as _;
+
+    let (_server, address) = listening(&["serve", "--listen", "127.0.0.1:0"], "http")?;
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
@@ -302,4 +314,120 @@ fn bridge_refuses_an_unknown_feature_name_and_a_missing_upstream() -> Result<(),
     assert!(!out.status.success());
     assert!(String::from_utf8(out.stderr)?.contains("name the upstream"));
     Ok(())
+}
+
+/// HTTPS end to end with the binary: `droid serve` terminates TLS with a
+/// chain from a CA made here, `droid call` and a gateway upstream reach it
+/// with `--ca-file` (or `ca_file`), and without it the refusal says why.
+mod https {
+    use super::*;
+
+    struct Files {
+        dir: std::path::PathBuf,
+    }
+
+    impl Drop for Files {
+        fn drop(&mut self) {
+            let _removed = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    impl Files {
+        fn path(&self, name: &str) -> String {
+            self.dir.join(name).to_string_lossy().into_owned()
+        }
+    }
+
+    /// `ca.pem`, `cert.pem` and `key.pem` for 127.0.0.1, in a fresh folder.
+    fn certificates() -> Result<Files, TestError> {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let dir = std::env::temp_dir().join(format!(
+            "droid-https-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let files = Files { dir };
+        let ca_key = KeyPair::generate()?;
+        let mut ca = CertificateParams::new(Vec::<String>::new())?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        std::fs::write(files.path("ca.pem"), ca.self_signed(&ca_key)?.pem())?;
+        let issuer = Issuer::new(ca, ca_key);
+        let key = KeyPair::generate()?;
+        let leaf =
+            CertificateParams::new(vec!["127.0.0.1".to_owned()])?.signed_by(&key, &issuer)?;
+        std::fs::write(files.path("cert.pem"), leaf.pem())?;
+        std::fs::write(files.path("key.pem"), key.serialize_pem())?;
+        Ok(files)
+    }
+
+    fn serve_https(files: &Files) -> Result<(Running, String), TestError> {
+        let (cert, key) = (files.path("cert.pem"), files.path("key.pem"));
+        let args = [
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ];
+        listening(&args, "https")
+    }
+
+    #[test]
+    fn droid_call_reaches_droid_serve_over_https_with_the_ca_file() -> Result<(), TestError> {
+        let files = certificates()?;
+        let (_server, address) = serve_https(&files)?;
+        let url = format!("https://{address}/mcp");
+        let ca = files.path("ca.pem");
+        let out = droid(&["call", &url, "tools/list", "--ca-file", &ca])?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("echo"), "{stdout}");
+        // The same server without the CA: refused, and the message says why.
+        let out = droid(&["call", &url, "tools/list"])?;
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("unknown issuer"), "{stderr}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_gateway_upstream_is_reached_over_https_with_its_ca_file() -> Result<(), TestError> {
+        let files = certificates()?;
+        let (_server, address) = serve_https(&files)?;
+        let config = files.path("gateway.toml");
+        let ca = files.path("ca.pem");
+        let write = |ca_line: &str| {
+            std::fs::write(
+                &config,
+                format!(
+                    "[[upstream]]\nname = \"secure\"\nurl = \"https://{address}/mcp\"\n\
+                     trust = \"on-first-use\"\n{ca_line}\n"
+                ),
+            )
+        };
+        write(&format!("ca_file = {ca:?}"))?;
+        let out = droid(&["gateway", "--config", &config, "--print-digests"])?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("secure/echo"), "{stdout}");
+        write("")?;
+        let out = droid(&["gateway", "--config", &config, "--print-digests"])?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "an untrusted upstream was served");
+        assert!(stderr.contains("unknown issuer"), "{stderr}");
+        Ok(())
+    }
 }

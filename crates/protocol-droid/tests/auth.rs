@@ -24,6 +24,7 @@ use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer, ResourceS
 use protocol_droid::adapters::secondary::bearer::{
     IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
 };
+use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::server::auth::TokenValidator;
 use protocol_droid::application::server::context::{AuthClaims, AuthContext, RequestContext};
 use protocol_droid::application::server::context::{NoExchange, NullSink};
@@ -34,6 +35,10 @@ use protocol_droid::domain::jsonrpc::{Request, RequestId};
 use rsa::pkcs1::EncodeRsaPrivateKey as _;
 use rsa::traits::PublicKeyParts as _;
 use serde_json::{Value, json};
+
+#[path = "support/pki.rs"]
+#[allow(dead_code)] // Each test binary uses its own part of it.
+mod pki;
 
 type TestError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -111,10 +116,19 @@ struct IssuerState {
     introspection: Arc<Mutex<BTreeMap<String, Value>>>,
 }
 
+/// The issuer serves HTTPS, as every real one does, with a chain from a CA
+/// made for the test that the resource server is told to trust.
 struct Issuer {
     url: String,
     state: IssuerState,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    trust: Trust,
+    served: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Issuer {
+    fn drop(&mut self) {
+        self.served.abort();
+    }
 }
 
 impl Issuer {
@@ -165,18 +179,14 @@ impl Issuer {
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr: SocketAddr = listener.local_addr()?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _served = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
+        let ca = pki::Authority::new("issuer ca")?;
+        let leaf = ca.leaf(&["127.0.0.1"], pki::Validity::Current)?;
+        let served = pki::serve_tls(listener, app, &leaf)?;
         Ok(Self {
-            url: format!("http://{addr}"),
+            url: format!("https://{addr}"),
             state,
-            _stop: stop,
+            trust: Trust::with_ca_pem(ca.pem.as_bytes())?,
+            served,
         })
     }
 
@@ -189,6 +199,7 @@ impl Issuer {
             &format!("{}/jwks", self.url),
             JwksOptions {
                 min_refresh_interval: min_refresh,
+                trust: self.trust.clone(),
                 ..JwksOptions::default()
             },
         )?)
@@ -563,7 +574,8 @@ mod tokens {
         let issuer = Issuer::start(&[]).await?;
         let endpoint = format!("{}/introspect", issuer.url);
         let server = protect(|resource| {
-            let validator = IntrospectionValidator::new(&endpoint, "rs", "rs-secret", resource)?;
+            let validator = IntrospectionValidator::new(&endpoint, "rs", "rs-secret", resource)?
+                .trust(&issuer.trust)?;
             Ok(ResourceServer::new(resource, Arc::new(validator))?)
         })
         .await?;

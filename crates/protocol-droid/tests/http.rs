@@ -16,6 +16,10 @@ use protocol_droid::domain::ir::ToolResult;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
+#[path = "support/pki.rs"]
+#[allow(dead_code)] // Each test binary uses its own part of it.
+mod pki;
+
 type TestError = Box<dyn std::error::Error + Send + Sync>;
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -946,6 +950,255 @@ mod sse_2024 {
         assert_eq!(posted.status(), 202);
         let reply = events.next_json().await?;
         assert_eq!(reply["result"]["protocolVersion"], json!("2024-11-05"));
+        Ok(())
+    }
+}
+
+/// HTTPS on both sides: the server terminates TLS with a chain made in the
+/// test, and the library's client checks it against the roots it is given.
+mod tls {
+    use super::*;
+    use crate::pki::{Authority, Leaf, Validity};
+    use protocol_droid::adapters::primary::http::ServerTls;
+    use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+    use protocol_droid::adapters::secondary::http::HttpOptions as ClientHttp;
+    use protocol_droid::adapters::secondary::tls::Trust;
+    use protocol_droid::application::client::RequestOptions;
+
+    /// Serves the test server over TLS with `leaf`; the URL names `host`.
+    async fn serve_tls(leaf: &Leaf, host: &str) -> Result<Running, TestError> {
+        let tls = ServerTls::from_pem(leaf.cert.as_bytes(), leaf.key.as_bytes())?;
+        let mut running = start_with(HttpOptions {
+            tls: Some(tls),
+            ..HttpOptions::default()
+        })
+        .await?;
+        let port = running
+            .base
+            .rsplit(':')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        running.base = format!("https://{host}:{port}");
+        Ok(running)
+    }
+
+    /// Lists the tools at `url` trusting `trust`; the error's whole chain as
+    /// text when it fails.
+    async fn list_tools(url: &str, trust: Trust) -> Result<Vec<String>, String> {
+        let options = ConnectOptions {
+            http: ClientHttp {
+                trust,
+                ..ClientHttp::default()
+            },
+            ..ConnectOptions::default()
+        };
+        let target = Target::url(url).map_err(|e| e.to_string())?;
+        let client = connect(&target, options).await.map_err(|error| {
+            let mut text = error.to_string();
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        })?;
+        let listed = client
+            .request("tools/list", None, &RequestOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        client.close().await;
+        Ok(listed["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+            .collect())
+    }
+
+    #[tokio::test]
+    async fn a_chain_from_a_named_authority_is_trusted() -> Result<(), TestError> {
+        let ca = Authority::new("test ca")?;
+        let leaf = ca.leaf(&["127.0.0.1", "localhost"], Validity::Current)?;
+        for host in ["127.0.0.1", "localhost"] {
+            let s = serve_tls(&leaf, host).await?;
+            let trust = Trust::with_ca_pem(ca.pem.as_bytes())?;
+            let tools = list_tools(&format!("{}/mcp", s.base), trust).await?;
+            assert!(tools.contains(&"echo".to_owned()), "{host}: {tools:?}");
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unknown_authority_is_refused_by_name() -> Result<(), TestError> {
+        let ca = Authority::new("test ca")?;
+        let s = serve_tls(&ca.leaf(&["127.0.0.1"], Validity::Current)?, "127.0.0.1").await?;
+        let url = format!("{}/mcp", s.base);
+        let error = list_tools(&url, Trust::default())
+            .await
+            .err()
+            .ok_or("a chain from an unknown CA was accepted")?;
+        assert!(error.contains("unknown issuer"), "{error}");
+        assert!(error.contains(&url), "the message names the URL: {error}");
+        // Another authority's root does not vouch for it either.
+        let other = Authority::new("other ca")?;
+        let error = list_tools(&url, Trust::with_ca_pem(other.pem.as_bytes())?)
+            .await
+            .err()
+            .ok_or("a chain was accepted under another CA")?;
+        assert!(error.contains("unknown issuer"), "{error}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_certificate_for_another_name_is_refused_by_name() -> Result<(), TestError> {
+        let ca = Authority::new("test ca")?;
+        let leaf = ca.leaf(&["mcp.example.test"], Validity::Current)?;
+        let s = serve_tls(&leaf, "127.0.0.1").await?;
+        let error = list_tools(
+            &format!("{}/mcp", s.base),
+            Trust::with_ca_pem(ca.pem.as_bytes())?,
+        )
+        .await
+        .err()
+        .ok_or("a certificate for another name was accepted")?;
+        assert!(error.contains("not valid for this host name"), "{error}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_expired_certificate_is_refused_by_name() -> Result<(), TestError> {
+        let ca = Authority::new("test ca")?;
+        let s = serve_tls(&ca.leaf(&["127.0.0.1"], Validity::Expired)?, "127.0.0.1").await?;
+        let error = list_tools(
+            &format!("{}/mcp", s.base),
+            Trust::with_ca_pem(ca.pem.as_bytes())?,
+        )
+        .await
+        .err()
+        .ok_or("an expired certificate was accepted")?;
+        assert!(error.contains("has expired"), "{error}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn plain_http_to_a_tls_listener_gets_no_answer() -> Result<(), TestError> {
+        let ca = Authority::new("test ca")?;
+        let s = serve_tls(&ca.leaf(&["127.0.0.1"], Validity::Current)?, "127.0.0.1").await?;
+        let plain = s.base.replace("https://", "http://");
+        let sent = s
+            .client
+            .post(format!("{plain}/mcp"))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await;
+        assert!(sent.is_err(), "a plain request was answered: {sent:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_refused() {
+        assert!(Trust::with_ca_pem(b"not pem at all").is_err());
+        assert!(ServerTls::from_pem(b"", b"").is_err());
+    }
+}
+
+/// Clients that send slowly, or not at all, hold nothing for long and take
+/// nothing from anyone else.
+mod slow_clients {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpStream;
+
+    /// Reads until the server closes the connection; what it sent first.
+    async fn until_closed(stream: &mut TcpStream) -> Result<String, TestError> {
+        let mut reply = Vec::new();
+        tokio::time::timeout(PATIENCE, stream.read_to_end(&mut reply)).await??;
+        Ok(String::from_utf8_lossy(&reply).into_owned())
+    }
+
+    fn address(s: &Running) -> String {
+        s.base.trim_start_matches("http://").to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_half_sent_request_head_is_closed_at_the_header_deadline() -> Result<(), TestError> {
+        let s = start_with(HttpOptions {
+            header_timeout: Duration::from_millis(200),
+            ..HttpOptions::default()
+        })
+        .await?;
+        let mut stream = TcpStream::connect(address(&s)).await?;
+        stream
+            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await?;
+        // The head never ends; the server must not wait for it for ever.
+        let reply = until_closed(&mut stream).await?;
+        assert!(!reply.contains("200 OK"), "{reply}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_body_that_does_not_arrive_in_time_is_answered_408() -> Result<(), TestError> {
+        let s = start_with(HttpOptions {
+            body_timeout: Duration::from_millis(200),
+            ..HttpOptions::default()
+        })
+        .await?;
+        let mut stream = TcpStream::connect(address(&s)).await?;
+        stream
+            .write_all(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                  Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+            )
+            .await?;
+        let reply = until_closed(&mut stream).await?;
+        assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn connections_past_one_address_share_are_closed_and_others_are_served()
+    -> Result<(), TestError> {
+        let mut s = start_with(HttpOptions {
+            max_connections_per_address: 16,
+            ..HttpOptions::default()
+        })
+        .await?;
+        // 64 connections from 127.0.0.1, each with half a request head.
+        let mut held = Vec::new();
+        for _ in 0..64 {
+            let mut stream = TcpStream::connect(address(&s)).await?;
+            stream.write_all(b"POST /mcp HTTP/1.1\r\n").await?;
+            held.push(stream);
+        }
+        // Those past the share were closed at once, unread.
+        let mut closed = 0;
+        for stream in &mut held {
+            let mut byte = [0_u8; 1];
+            let read = tokio::time::timeout(Duration::from_millis(300), stream.read(&mut byte));
+            if let Ok(Ok(0) | Err(_)) = read.await {
+                closed += 1;
+            }
+        }
+        assert_eq!(closed, 64 - 16, "connections closed past the share");
+        // Another address is still served while these are held.
+        let mine = std::mem::replace(
+            &mut s.client,
+            reqwest::Client::builder()
+                .local_address(Some("127.0.0.2".parse()?))
+                .timeout(PATIENCE)
+                .build()?,
+        );
+        let answer = s.modern(1, "tools/list", json!({}), None).await?;
+        assert_eq!(answer.status(), 200);
+        // And a slot given back is a slot someone else can take.
+        s.client = mine;
+        held.clear();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answer = s.modern(2, "tools/list", json!({}), None).await?;
+        assert_eq!(answer.status(), 200);
         Ok(())
     }
 }

@@ -21,6 +21,7 @@ use protocol_droid::adapters::secondary::child::ChildOptions;
 use protocol_droid::adapters::secondary::codec::wire::tools::Tool;
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::adapters::secondary::http::{HttpOptions, LegacySse};
+use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::client::{Client, ClientError, ClientOptions, inbound_queue};
 use protocol_droid::domain::ProtocolVersion;
 
@@ -166,7 +167,9 @@ async fn connect_sse(sse: &McpServerHttp) -> Result<Client, String> {
             authorizer
         });
     let (tx, rx) = inbound_queue();
-    let link = LegacySse::connect(url, tx, authorization)
+    // ACP sessions name their servers at run time; they are checked against
+    // the default roots.
+    let link = LegacySse::connect(url, tx, authorization, &Trust::default())
         .await
         .map_err(|e| e.to_string())?;
     let mut options = client_options();

@@ -72,7 +72,8 @@ impl fmt::Display for Target {
                 }
                 Ok(())
             }
-            Self::Url(url) => write!(f, "{url}"),
+            // Userinfo is a credential; it never reaches a message or a log.
+            Self::Url(url) => f.write_str(&super::tls::redacted(url)),
         }
     }
 }
@@ -201,7 +202,14 @@ async fn connect_url(url: &Url, options: ConnectOptions) -> Result<Client, Conne
     }
     tracing::debug!(%url, "Streamable HTTP refused; trying HTTP+SSE");
     let (tx, rx) = inbound_queue();
-    let Ok(link) = LegacySse::connect(url.clone(), tx, options.authorizer.clone()).await else {
+    let Ok(link) = LegacySse::connect(
+        url.clone(),
+        tx,
+        options.authorizer.clone(),
+        &options.http.trust,
+    )
+    .await
+    else {
         // Not an HTTP+SSE server either: the first refusal says more.
         return Ok(streamable?);
     };

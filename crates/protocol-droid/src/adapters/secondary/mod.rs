@@ -7,3 +7,4 @@ pub mod codec;
 pub mod connect;
 pub mod http;
 pub mod oauth;
+pub mod tls;

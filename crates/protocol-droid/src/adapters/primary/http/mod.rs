@@ -17,7 +17,9 @@
 //! when idle, and a response answers with JSON unless the handler starts
 //! talking before it finishes, in which case it becomes an event stream.
 
+mod accept;
 mod auth;
+mod body;
 mod events;
 mod guard;
 mod legacy_sse;
@@ -26,8 +28,8 @@ mod sessions;
 mod sse;
 mod stateless;
 mod streamable;
+mod tls;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +42,7 @@ use crate::application::server::Server;
 
 pub use auth::{METADATA_PREFIX, ResourceServer, ResourceServerError};
 pub use guard::HostPolicy;
+pub use tls::{ServerTls, ServerTlsError};
 
 /// How long a shutdown waits for requests in flight.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -64,6 +67,19 @@ pub struct HttpOptions {
     /// Authorization: `None` (the default) serves every caller as the
     /// anonymous caller, who sees only what requires no scope.
     pub auth: Option<ResourceServer>,
+    /// TLS termination: `None` (the default) serves plain HTTP.
+    pub tls: Option<ServerTls>,
+    /// How many connections may be open at once (4 096); more are closed
+    /// as they arrive.
+    pub max_connections: usize,
+    /// How many of those one client address may hold (256).
+    pub max_connections_per_address: usize,
+    /// How long a request head (and a TLS handshake) may take to arrive
+    /// (10 s); then the connection is closed.
+    pub header_timeout: Duration,
+    /// How long a request body may take to arrive once its head has (30 s);
+    /// then the request is answered with 408.
+    pub body_timeout: Duration,
 }
 
 impl Default for HttpOptions {
@@ -77,6 +93,11 @@ impl Default for HttpOptions {
             exchange_timeout: Duration::from_secs(60),
             hosts: HostPolicy::loopback(),
             auth: None,
+            tls: None,
+            max_connections: 4096,
+            max_connections_per_address: 256,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -168,14 +189,22 @@ impl HttpServer {
             router = router.route(METADATA_PREFIX, get(serve));
         }
         router
+            .layer(axum::middleware::from_fn_with_state(
+                body::BodyLimits {
+                    max_bytes: limit,
+                    timeout: app.options.body_timeout,
+                },
+                body::read_whole,
+            ))
             .layer(axum::middleware::from_fn_with_state(hosts, guard::check))
             .layer(DefaultBodyLimit::max(limit))
             .with_state(app)
     }
 
-    /// Serves on `listener` until `shutdown` resolves, then ends every
-    /// session (closing their streams) and lets the requests in flight
-    /// finish, for at most [`SHUTDOWN_GRACE`].
+    /// Serves on `listener` (over TLS when [`HttpOptions::tls`] is set)
+    /// until `shutdown` resolves, then ends every session (closing their
+    /// streams) and lets the requests in flight finish, for at most
+    /// [`SHUTDOWN_GRACE`].
     ///
     /// # Errors
     ///
@@ -188,12 +217,8 @@ impl HttpServer {
         let sessions = Arc::clone(&self.app.sessions);
         let stopping = Arc::new(tokio::sync::Notify::new());
         let signal = Arc::clone(&stopping);
-        let graceful = axum::serve(
-            listener,
-            self.router()
-                .into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
+        let admission = accept::Admission::new(&self.app.options);
+        let served = accept::run(listener, self.router(), admission, async move {
             shutdown.await;
             sessions.end_all();
             signal.notify_one();
@@ -201,7 +226,7 @@ impl HttpServer {
         // Long-lived streams (a 2026-07-28 listen) would hold a graceful
         // shutdown open for ever; past the grace period they are cut.
         tokio::select! {
-            served = graceful => served,
+            served = served => served,
             () = async {
                 stopping.notified().await;
                 tokio::time::sleep(SHUTDOWN_GRACE).await;

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::adapters::secondary::tls::{Trust, describe};
 use crate::application::server::auth::TokenError;
 
 /// The largest document read from an issuer. A key set with a handful of
@@ -13,8 +14,10 @@ pub(super) const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 /// Redirects are not followed: a key set must come from the URL configured
 /// for it, and an introspection request carries the server's credentials,
 /// which must not be replayed elsewhere.
-pub(super) fn client(timeout: Duration) -> Result<reqwest::Client, TokenError> {
-    reqwest::Client::builder()
+pub(super) fn client(timeout: Duration, trust: &Trust) -> Result<reqwest::Client, TokenError> {
+    trust
+        .client_builder()
+        .map_err(|e| TokenError::Unavailable(e.to_string()))?
         .redirect(reqwest::redirect::Policy::none())
         .timeout(timeout)
         .connect_timeout(timeout)
@@ -33,7 +36,7 @@ pub(super) async fn body(
     let mut response = request
         .send()
         .await
-        .map_err(|e| unavailable(e.to_string()))?;
+        .map_err(|e| unavailable(describe(&e)))?;
     let status = response.status();
     if !status.is_success() {
         return Err(unavailable(format!("answered {status}")));
@@ -48,7 +51,7 @@ pub(super) async fn body(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| unavailable(e.to_string()))?
+        .map_err(|e| unavailable(describe(&e)))?
     {
         if body.len() + chunk.len() > max {
             return Err(unavailable(format!("larger than {max} bytes")));

@@ -7,10 +7,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::fetch;
+use crate::adapters::secondary::tls::Trust;
 use crate::application::server::auth::{
     TokenError, TokenValidator, audience_includes, normalize_claims,
 };
 use crate::application::server::context::{AuthClaims, BoxFuture};
+
+/// How long one introspection request may take, connection included.
+const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Validates tokens by introspection.
 ///
@@ -72,9 +76,21 @@ impl IntrospectionValidator {
             also: Vec::new(),
             issuer: None,
             leeway: Duration::from_secs(30),
-            client: fetch::client(Duration::from_secs(5))?,
+            client: fetch::client(INTROSPECTION_TIMEOUT, &Trust::default())?,
         })
     }
+
+    /// Checks an `https` endpoint's certificate against `trust` instead of
+    /// the platform's and the webpki roots.
+    ///
+    /// # Errors
+    ///
+    /// [`TokenError::Unavailable`] when no HTTP client could be built.
+    pub fn trust(mut self, trust: &Trust) -> Result<Self, TokenError> {
+        self.client = fetch::client(INTROSPECTION_TIMEOUT, trust)?;
+        Ok(self)
+    }
+
     /// Also accepts tokens whose `aud` names `audience`, besides the one
     /// given to [`Self::new`].
     #[must_use]

@@ -9,6 +9,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyOperations, PublicKeyUse};
 use serde_json::Value;
 
 use super::fetch;
+use crate::adapters::secondary::tls::Trust;
 use crate::application::server::auth::TokenError;
 
 /// How a remote key set is fetched and kept. Bounded by default.
@@ -26,6 +27,8 @@ pub struct JwksOptions {
     pub max_age: Duration,
     /// The largest key set read (64 KiB).
     pub max_bytes: usize,
+    /// The certificate authorities an `https` key set URL is checked against.
+    pub trust: Trust,
 }
 
 impl Default for JwksOptions {
@@ -35,6 +38,7 @@ impl Default for JwksOptions {
             min_refresh_interval: Duration::from_secs(30),
             max_age: Duration::from_secs(3600),
             max_bytes: fetch::MAX_DOCUMENT_BYTES,
+            trust: Trust::default(),
         }
     }
 }
@@ -96,7 +100,7 @@ impl Jwks {
                 "JWKS URL {url} is not http or https"
             )));
         }
-        let client = fetch::client(options.timeout)?;
+        let client = fetch::client(options.timeout, &options.trust)?;
         Ok(Self {
             source: Source::Remote { url, client },
             options,

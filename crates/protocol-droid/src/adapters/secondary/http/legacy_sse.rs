@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use url::Url;
 
 use super::super::authorizer::Authorizer;
+use super::super::tls::{Trust, describe, redacted};
 use super::streamable::read_limited;
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
 
@@ -53,8 +54,11 @@ impl LegacySse {
         url: Url,
         inbound: InboundTx,
         authorizer: Option<Arc<dyn Authorizer>>,
+        trust: &Trust,
     ) -> Result<Self, LinkError> {
-        let http = reqwest::Client::builder()
+        let http = trust
+            .client_builder()
+            .map_err(|e| LinkError::Io(e.to_string()))?
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| LinkError::Io(e.to_string()))?;
@@ -67,8 +71,8 @@ impl LegacySse {
         }
         let response = tokio::time::timeout(ENDPOINT_TIMEOUT, request.send())
             .await
-            .map_err(|_| LinkError::Io(format!("{url}: no answer in time")))?
-            .map_err(|e| LinkError::Io(format!("{url}: {e}")))?;
+            .map_err(|_| LinkError::Io(format!("{}: no answer in time", redacted(&url))))?
+            .map_err(|e| LinkError::Io(describe(&e)))?;
         let status = response.status();
         let streams = response
             .headers()
@@ -171,7 +175,7 @@ impl Link for LegacySse {
                 .timeout(super::streamable::ACK_TIMEOUT)
                 .send()
                 .await
-                .map_err(|e| LinkError::Io(e.to_string()))?;
+                .map_err(|e| LinkError::Io(describe(&e)))?;
             let status = response.status();
             if status.is_success() {
                 return Ok(());

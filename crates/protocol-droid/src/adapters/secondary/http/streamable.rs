@@ -22,6 +22,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use url::Url;
 
 use super::super::authorizer::{Authorizer, Challenge};
+use super::super::tls::{Trust, describe};
 use crate::application::client::headers::encode;
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
 use crate::domain::jsonrpc::RequestId;
@@ -55,6 +56,8 @@ pub struct HttpOptions {
     pub listen: bool,
     /// The connect timeout of the underlying client.
     pub connect_timeout: Duration,
+    /// The certificate authorities an `https` server is checked against.
+    pub trust: Trust,
 }
 
 impl Default for HttpOptions {
@@ -63,6 +66,7 @@ impl Default for HttpOptions {
             headers: HeaderMap::new(),
             listen: true,
             connect_timeout: Duration::from_secs(10),
+            trust: Trust::default(),
         }
     }
 }
@@ -111,7 +115,10 @@ impl StreamableHttp {
         authorizer: Option<Arc<dyn Authorizer>>,
         options: HttpOptions,
     ) -> Result<Self, LinkError> {
-        let http = reqwest::Client::builder()
+        let http = options
+            .trust
+            .client_builder()
+            .map_err(|e| LinkError::Io(e.to_string()))?
             .connect_timeout(options.connect_timeout)
             // Redirects would carry the bearer token to another origin.
             .redirect(reqwest::redirect::Policy::none())
@@ -189,7 +196,7 @@ impl Shared {
             let response = request
                 .send()
                 .await
-                .map_err(|e| LinkError::Io(format!("{}: {e}", self.url)))?;
+                .map_err(|e| LinkError::Io(describe(&e)))?;
             if let Some(session) = response
                 .headers()
                 .get("mcp-session-id")

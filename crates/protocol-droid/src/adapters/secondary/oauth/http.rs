@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use super::AuthError;
+use crate::adapters::secondary::tls::{Trust, describe};
 
 /// The largest metadata document, registration or token response read; real
 /// ones are a few kilobytes.
@@ -15,8 +16,10 @@ pub(crate) const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 /// Redirects are not followed: a metadata document must come from the URL
 /// its issuer names (RFC 8414 §3.3, RFC 9728 §3.3), and a token request must
 /// not be replayed somewhere else with its credentials.
-pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client, AuthError> {
-    reqwest::Client::builder()
+pub(crate) fn client(timeout: Duration, trust: &Trust) -> Result<reqwest::Client, AuthError> {
+    trust
+        .client_builder()
+        .map_err(|error| AuthError::Server(error.to_string()))?
         .redirect(reqwest::redirect::Policy::none())
         .timeout(timeout)
         .connect_timeout(timeout)
@@ -54,7 +57,7 @@ pub(crate) async fn send(
     let mut response = request
         .send()
         .await
-        .map_err(|error| AuthError::Server(format!("{what}: {error}")))?;
+        .map_err(|error| AuthError::Server(format!("{what}: {}", describe(&error))))?;
     let status = response.status();
     if response
         .content_length()
@@ -68,7 +71,7 @@ pub(crate) async fn send(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|error| AuthError::Server(format!("{what}: {error}")))?
+        .map_err(|error| AuthError::Server(format!("{what}: {}", describe(&error))))?
     {
         if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
             return Err(AuthError::Server(format!(

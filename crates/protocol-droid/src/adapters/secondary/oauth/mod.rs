@@ -64,6 +64,7 @@ pub use self::store::{
     ClientRegistration, MemoryTokenStore, RegistrationKind, TokenSet, TokenStore,
 };
 use super::authorizer::{AuthError, Authorizer, Challenge};
+use super::tls::Trust;
 
 use self::challenge::BearerChallenge;
 use self::discovery::{ResourceMetadata, ServerMetadata};
@@ -105,6 +106,7 @@ pub struct OAuthClientBuilder {
     pre_registered: Option<ClientRegistration>,
     store: Option<Arc<dyn TokenStore>>,
     timeout: Duration,
+    trust: Trust,
     max_attempts: usize,
     attempt_window: Duration,
 }
@@ -172,6 +174,14 @@ impl OAuthClientBuilder {
         self
     }
 
+    /// The certificate authorities authorization servers are checked
+    /// against; the platform's and the webpki roots unless given.
+    #[must_use]
+    pub fn trust(mut self, trust: Trust) -> Self {
+        self.trust = trust;
+        self
+    }
+
     /// How many challenges are answered within [`Self::attempt_window`];
     /// the next one is refused.
     #[must_use]
@@ -210,8 +220,8 @@ impl OAuthClientBuilder {
                     .ok_or(ConfigError::MetadataDocument(text))
             })
             .transpose()?;
-        let http =
-            http::client(self.timeout).map_err(|error| ConfigError::Http(error.to_string()))?;
+        let http = http::client(self.timeout, &self.trust)
+            .map_err(|error| ConfigError::Http(error.to_string()))?;
         Ok(OAuthClient {
             endpoint,
             profile: ClientProfile {
@@ -339,6 +349,7 @@ impl OAuthClient {
             pre_registered: None,
             store: None,
             timeout: DEFAULT_TIMEOUT,
+            trust: Trust::default(),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             attempt_window: DEFAULT_WINDOW,
         }

@@ -1,0 +1,218 @@
+//! Outbound TLS: which certificate authorities a connection trusts, and what
+//! a refused handshake is called.
+//!
+//! Every HTTP client the library builds (MCP transports, the OAuth client,
+//! key sets and introspection) starts from one [`Trust`], so one policy
+//! holds everywhere: rustls, the platform's roots and the webpki roots, plus
+//! any private authority the operator names.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::{CertificateError, RootCertStore};
+
+/// Why a trust configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A CA file could not be read or holds no certificate.
+    #[error("{path}: {detail}")]
+    CaFile {
+        /// The file named.
+        path: String,
+        /// What was wrong with it.
+        detail: String,
+    },
+    /// rustls refused the configuration.
+    #[error("TLS configuration: {0}")]
+    Config(String),
+}
+
+/// The certificate authorities outbound connections trust.
+///
+/// [`Trust::default`] is the platform's store together with the webpki
+/// roots; [`Trust::with_ca_file`] adds a private authority on top.
+#[derive(Clone, Default)]
+pub struct Trust {
+    /// `None` for the defaults, which every [`Trust::default`] shares.
+    custom: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl fmt::Debug for Trust {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trust")
+            .field("private_authorities", &self.custom.is_some())
+            .finish()
+    }
+}
+
+impl Trust {
+    /// The default roots and every certificate in the PEM file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`TlsError::CaFile`] when the file cannot be read, is not PEM, or
+    /// holds no usable certificate.
+    pub fn with_ca_file(path: impl AsRef<Path>) -> Result<Self, TlsError> {
+        let path = path.as_ref();
+        let named = |detail: String| TlsError::CaFile {
+            path: path.display().to_string(),
+            detail,
+        };
+        let pem = std::fs::read(path).map_err(|e| named(e.to_string()))?;
+        Self::with_ca_pem(&pem).map_err(|e| match e {
+            TlsError::CaFile { detail, .. } => named(detail),
+            other @ TlsError::Config(_) => other,
+        })
+    }
+
+    /// The default roots and every certificate in `pem`.
+    ///
+    /// # Errors
+    ///
+    /// [`TlsError::CaFile`] when `pem` holds no certificate or one that
+    /// cannot be a trust anchor.
+    pub fn with_ca_pem(pem: &[u8]) -> Result<Self, TlsError> {
+        let unusable = |detail: String| TlsError::CaFile {
+            path: "PEM".to_owned(),
+            detail,
+        };
+        let extra = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| unusable(format!("not a PEM certificate: {e}")))?;
+        if extra.is_empty() {
+            return Err(unusable("holds no certificate".to_owned()));
+        }
+        let mut roots = default_roots();
+        for certificate in extra {
+            roots
+                .add(certificate)
+                .map_err(|e| unusable(format!("not a usable CA certificate: {e}")))?;
+        }
+        Ok(Self {
+            custom: Some(client_config(roots)?),
+        })
+    }
+
+    /// A `reqwest` client builder speaking TLS with these roots.
+    ///
+    /// # Errors
+    ///
+    /// [`TlsError::Config`] when rustls refuses its safe defaults, which the
+    /// ring provider always has.
+    pub(crate) fn client_builder(&self) -> Result<reqwest::ClientBuilder, TlsError> {
+        let config = match &self.custom {
+            Some(config) => Arc::clone(config),
+            None => DEFAULT
+                .get_or_init(|| client_config(default_roots()).map_err(|e| e.to_string()))
+                .clone()
+                .map_err(TlsError::Config)?,
+        };
+        Ok(reqwest::Client::builder().use_preconfigured_tls((*config).clone()))
+    }
+}
+
+/// The default configuration, built once: reading the platform's store
+/// costs milliseconds, and a bridge opens a connection per session.
+static DEFAULT: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+
+/// The webpki roots and the platform's. A damaged or absent platform store
+/// leaves the webpki roots, which is what a container without
+/// ca-certificates has anyway.
+fn default_roots() -> RootCertStore {
+    let mut roots = RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    roots
+}
+
+fn client_config(roots: RootCertStore) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// `error` as a sentence naming its cause, with any credentials in the URL
+/// removed: "`https://host/mcp`: the server's certificate is not valid for
+/// this host name" rather than reqwest's "error sending request".
+pub(crate) fn describe(error: &reqwest::Error) -> String {
+    let cause = cause(error);
+    match error.url() {
+        Some(url) => format!("{}: {cause}", redacted(url)),
+        None => cause,
+    }
+}
+
+/// `url` without userinfo, for messages and logs.
+pub(crate) fn redacted(url: &url::Url) -> String {
+    if url.username().is_empty() && url.password().is_none() {
+        return url.to_string();
+    }
+    let mut url = url.clone();
+    // Only URLs that cannot have userinfo refuse these, and they have none.
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.to_string()
+}
+
+/// The most specific cause in `error`'s chain.
+fn cause(error: &reqwest::Error) -> String {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(error);
+    let mut deepest = None;
+    while let Some(current) = source {
+        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
+            return tls_cause(tls);
+        }
+        deepest = Some(current);
+        // An io::Error's `source` skips the error it wraps (and the TLS
+        // stack wraps io::Errors in io::Errors), so step into it instead.
+        source = match current.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| -> &(dyn StdError + 'static) { inner }),
+            None => current.source(),
+        };
+    }
+    if error.is_timeout() {
+        return "no answer in time".to_owned();
+    }
+    if error.is_connect() {
+        if let Some(deepest) = deepest.filter(|e| !std::ptr::addr_eq(*e, error)) {
+            return format!("cannot connect: {deepest}");
+        }
+        return "cannot connect".to_owned();
+    }
+    deepest.map_or_else(|| error.to_string(), ToString::to_string)
+}
+
+fn tls_cause(error: &rustls::Error) -> String {
+    let certificate = |what: &str| format!("TLS: the server's certificate {what}");
+    match error {
+        rustls::Error::InvalidCertificate(reason) => match reason {
+            CertificateError::UnknownIssuer => certificate(
+                "is signed by an unknown issuer (name a private CA with --ca-file or ca_file)",
+            ),
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                certificate("is not valid for this host name")
+            }
+            CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+                certificate("has expired")
+            }
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                certificate("is not valid yet")
+            }
+            CertificateError::Revoked => certificate("has been revoked"),
+            CertificateError::BadSignature => certificate("has a bad signature"),
+            other => certificate(&format!("was refused: {other:?}")),
+        },
+        other => format!("TLS: {other}"),
+    }
+}
