@@ -10,6 +10,7 @@ use protocol_droid::adapters::secondary::bearer::{
     IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
 };
 use protocol_droid::adapters::secondary::tls::Trust;
+use protocol_droid::application::server::Primitive;
 use protocol_droid::application::server::auth::TokenValidator;
 
 /// Authorization for `--listen`: off unless an issuer or an introspection
@@ -51,9 +52,12 @@ pub(crate) struct AuthArgs {
     /// without it is refused with 403 and a challenge naming the scope.
     #[arg(long = "auth-required-scope", value_name = "SCOPE")]
     required_scope: Vec<String>,
-    /// Make a tool require a scope to be seen and called (repeatable).
-    #[arg(long = "auth-scope", value_name = "TOOL=SCOPE")]
-    pub(crate) scope: Vec<String>,
+    /// Make a primitive require a scope to be seen and used (repeatable):
+    /// `NAME=SCOPE` for a tool, or `tool:NAME=SCOPE`, `prompt:NAME=SCOPE`,
+    /// `resource:URI=SCOPE`, `template:URI_TEMPLATE=SCOPE`. A rule naming
+    /// nothing the server offers stops it from starting.
+    #[arg(long = "auth-scope", value_name = "[KIND:]NAME=SCOPE")]
+    scope: Vec<String>,
     /// Tolerate clocks this many seconds apart when checking exp and nbf.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     auth_leeway: u64,
@@ -63,7 +67,51 @@ pub(crate) struct AuthArgs {
     auth_allow_anonymous: bool,
 }
 
+/// One `--auth-scope` rule.
+#[derive(Clone, Debug)]
+pub(crate) struct ScopeRule {
+    pub(crate) kind: Primitive,
+    pub(crate) name: String,
+    pub(crate) scope: String,
+}
+
+impl ScopeRule {
+    /// `[KIND:]NAME=SCOPE`; a name without a known kind is a tool's.
+    pub(crate) fn parse(rule: &str) -> anyhow::Result<Self> {
+        let (target, scope) = rule
+            .rsplit_once('=')
+            .filter(|(name, scope)| !name.is_empty() && !scope.is_empty())
+            .with_context(|| format!("--auth-scope {rule:?} is not [KIND:]NAME=SCOPE"))?;
+        let (kind, name) = [
+            Primitive::Tool,
+            Primitive::Prompt,
+            Primitive::Resource,
+            Primitive::Template,
+        ]
+        .into_iter()
+        .find_map(|kind| {
+            let name = target.strip_prefix(kind.word())?.strip_prefix(':')?;
+            Some((kind, name))
+        })
+        .unwrap_or((Primitive::Tool, target));
+        anyhow::ensure!(!name.is_empty(), "--auth-scope {rule:?} names nothing");
+        Ok(Self {
+            kind,
+            name: name.to_owned(),
+            scope: scope.to_owned(),
+        })
+    }
+}
+
 impl AuthArgs {
+    /// The `--auth-scope` rules.
+    pub(crate) fn scope_rules(&self) -> anyhow::Result<Vec<ScopeRule>> {
+        self.scope
+            .iter()
+            .map(|rule| ScopeRule::parse(rule))
+            .collect()
+    }
+
     /// Whether authorization is configured at all.
     pub(crate) const fn enabled(&self) -> bool {
         self.auth_issuer.is_some() || self.auth_introspection_url.is_some()
@@ -176,11 +224,11 @@ pub(crate) fn resource_server(
         .audience(audience)
         .require_scopes(&args.required_scope)?;
     let mut supported = args.required_scope.clone();
-    supported.extend(
-        args.scope
-            .iter()
-            .filter_map(|rule| rule.split_once('=').map(|(_, s)| s.to_owned())),
-    );
+    for rule in args.scope_rules()? {
+        if !supported.contains(&rule.scope) {
+            supported.push(rule.scope);
+        }
+    }
     server = server.scopes_supported(&supported)?;
     if let Some(issuer) = issuer {
         server = server.authorization_server(issuer);

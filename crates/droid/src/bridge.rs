@@ -16,6 +16,7 @@ use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
 use protocol_droid::application::bridge::{Bridge, BridgeOptions, Connector, feature_named};
 use protocol_droid::application::client::ClientOptions;
+use protocol_droid::application::server::ScopeRules;
 use protocol_droid::domain::{DegradePolicy, ProtocolVersion};
 
 use crate::auth::AuthArgs;
@@ -151,8 +152,24 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
             upstream = %bridge.upstream().version,
             "bridging"
         );
+        // Every rule must name something the upstream offers now: a typo
+        // would otherwise leave the primitive it meant open to everyone.
+        let mut rules = ScopeRules::default();
+        for rule in args.auth.scope_rules()? {
+            let offered = bridge
+                .offers(rule.kind, &rule.name)
+                .await
+                .map_err(|e| anyhow::anyhow!("checking --auth-scope against the upstream: {e}"))?;
+            anyhow::ensure!(
+                offered,
+                "--auth-scope names the {} {:?}, which the upstream does not offer",
+                rule.kind.word(),
+                rule.name
+            );
+            rules.require(rule.kind, rule.name, rule.scope);
+        }
         let server = bridge
-            .server(|builder| builder.revisions(offered))
+            .server(|builder| builder.revisions(offered).forwarded_scopes(rules))
             .context("building the bridge's server")?;
         crate::serve_on(
             server,

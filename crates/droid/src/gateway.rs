@@ -33,7 +33,7 @@ use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
 use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, Trust};
-use protocol_droid::application::server::Server;
+use protocol_droid::application::server::{Primitive, Server};
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
 use serde::Deserialize;
@@ -160,15 +160,6 @@ pub(crate) async fn start(
         .instructions("A gateway in front of several MCP servers; tool names are `upstream/tool`.");
     let gateway = Gateway::build(builder, disclosure, config.pins()?)
         .context("building the gateway's server")?;
-    let flags = auth.scope.iter().map(|rule| {
-        rule.split_once('=')
-            .map(|(tool, scope)| (tool.to_owned(), scope.to_owned()))
-            .with_context(|| format!("--auth-scope {rule:?} is not TOOL=SCOPE"))
-    });
-    for rule in config.scopes.clone().into_iter().map(Ok).chain(flags) {
-        let (tool, scope) = rule?;
-        gateway.require_scope(ToolId::new(tool), scope);
-    }
     for upstream in &config.upstream {
         let target = match (&upstream.command, &upstream.url) {
             (Some(command), None) => Target::command(command.clone())?,
@@ -216,6 +207,29 @@ pub(crate) async fn start(
             .add_upstream(&upstream.name, connected, trust)
             .await
             .with_context(|| format!("listing the tools of upstream {:?}", upstream.name))?;
+    }
+    // Scopes are set once every upstream is in, and each must name a tool
+    // the catalog holds (verified or not): a typo would leave the tool it
+    // meant open to everyone.
+    let mut rules: Vec<(String, String)> = config.scopes.clone().into_iter().collect();
+    for rule in auth.scope_rules()? {
+        anyhow::ensure!(
+            rule.kind == Primitive::Tool,
+            "--auth-scope {}:{}: the gateway scopes tools only, by their `upstream/tool` id",
+            rule.kind.word(),
+            rule.name
+        );
+        rules.push((rule.name, rule.scope));
+    }
+    let catalog = gateway.catalog();
+    for (tool, scope) in rules {
+        let id = ToolId::new(tool.as_str());
+        anyhow::ensure!(
+            catalog.iter().any(|(known, _, _)| *known == id),
+            "the scope rule for {tool:?} names no tool of any upstream (ids are `upstream/tool`; \
+             see --print-digests)"
+        );
+        gateway.require_scope(id, scope);
     }
     Ok(gateway)
 }

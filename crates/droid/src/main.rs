@@ -275,13 +275,12 @@ fn serve(listening: Listening<'_>, revisions: &[String]) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let server = fixture::server(&offered).context("building the fixture server")?;
-        for rule in &listening.auth.scope {
-            let (tool, scope) = rule
-                .split_once('=')
-                .with_context(|| format!("--auth-scope {rule:?} is not TOOL=SCOPE"))?;
+        for rule in listening.auth.scope_rules()? {
             anyhow::ensure!(
-                server.set_tool_scope(tool, Some(scope.to_owned())),
-                "--auth-scope names {tool:?}, which the server does not offer"
+                server.set_scope(rule.kind, &rule.name, Some(rule.scope.clone())),
+                "--auth-scope names the {} {:?}, which the server does not offer",
+                rule.kind.word(),
+                rule.name
             );
         }
         serve_on(server, listening).await

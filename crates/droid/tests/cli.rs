@@ -431,3 +431,219 @@ mod https {
         Ok(())
     }
 }
+
+/// Scope rules hold for every primitive in every mode, and a rule that
+/// names nothing stops the server from starting.
+mod scopes {
+    use super::*;
+
+    /// RFC 7517 A.1's public P-256 key: a key set no token here is signed
+    /// with, so every caller is the anonymous one.
+    const JWKS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","use":"sig","kid":"1",
+        "x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4",
+        "y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}]}"#;
+
+    fn jwks_file() -> Result<std::path::PathBuf, TestError> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path =
+            std::env::temp_dir().join(format!("droid-scopes-{}-{n}.jwks", std::process::id()));
+        std::fs::write(&path, JWKS)?;
+        Ok(path)
+    }
+
+    /// `droid MODE --listen … --auth-allow-anonymous RULES… [-- UPSTREAM]`.
+    fn protected(mode: &str, rules: &[&str], upstream: bool) -> Result<Vec<String>, TestError> {
+        let jwks = jwks_file()?.to_string_lossy().into_owned();
+        let mut args: Vec<String> = [
+            mode,
+            "--listen",
+            "127.0.0.1:0",
+            "--auth-issuer",
+            "https://issuer.example",
+            "--auth-jwks-file",
+            &jwks,
+            "--auth-allow-anonymous",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        for rule in rules {
+            args.push("--auth-scope".to_owned());
+            args.push((*rule).to_owned());
+        }
+        if upstream {
+            args.extend([
+                "--".to_owned(),
+                env!("CARGO_BIN_EXE_droid").to_owned(),
+                "serve".to_owned(),
+            ]);
+        }
+        Ok(args)
+    }
+
+    fn call(address: &str, method: &str, params: &str) -> Result<(bool, String), TestError> {
+        let url = format!("http://{address}/mcp");
+        let out = droid(&["call", &url, method, params, "--json"])?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok((out.status.success(), text))
+    }
+
+    /// What an anonymous caller of `args` sees and may use.
+    fn anonymous_is_kept_out(args: &[String]) -> Result<(), TestError> {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (_server, address) = listening(&args, "http")?;
+        let (listed, tools) = call(&address, "tools/list", "{}")?;
+        assert!(listed, "{tools}");
+        assert!(
+            !tools.contains("\"echo\""),
+            "a scoped tool was listed: {tools}"
+        );
+        assert!(
+            tools.contains("\"add\""),
+            "an open tool was not listed: {tools}"
+        );
+        let (called, answer) = call(
+            &address,
+            "tools/call",
+            r#"{"name":"echo","arguments":{"text":"hi"}}"#,
+        )?;
+        assert!(!called && answer.contains("unknown tool echo"), "{answer}");
+        let (_, prompts) = call(&address, "prompts/list", "{}")?;
+        assert!(!prompts.contains("test_simple_prompt"), "{prompts}");
+        let (got, answer) = call(&address, "prompts/get", r#"{"name":"test_simple_prompt"}"#)?;
+        assert!(!got, "a scoped prompt was served: {answer}");
+        let (_, resources) = call(&address, "resources/list", "{}")?;
+        assert!(!resources.contains("test://static-text"), "{resources}");
+        assert!(resources.contains("test://static-binary"), "{resources}");
+        let (read, answer) = call(
+            &address,
+            "resources/read",
+            r#"{"uri":"test://static-text"}"#,
+        )?;
+        assert!(!read && answer.contains("not found"), "{answer}");
+        let (completed, answer) = call(
+            &address,
+            "completion/complete",
+            r#"{"ref":{"type":"ref/prompt","name":"test_simple_prompt"},"argument":{"name":"x","value":""}}"#,
+        )?;
+        assert!(
+            !completed,
+            "a scoped prompt's argument was completed: {answer}"
+        );
+        Ok(())
+    }
+
+    const RULES: [&str; 3] = [
+        "echo=tools:echo",
+        "prompt:test_simple_prompt=prompts:simple",
+        "resource:test://static-text=files:text",
+    ];
+
+    #[test]
+    fn scopes_hold_for_every_primitive_when_serving() -> Result<(), TestError> {
+        anonymous_is_kept_out(&protected("serve", &RULES, false)?)
+    }
+
+    #[test]
+    fn scopes_hold_for_every_forwarded_primitive_through_the_bridge() -> Result<(), TestError> {
+        anonymous_is_kept_out(&protected("bridge", &RULES, true)?)
+    }
+
+    #[test]
+    fn a_scope_rule_naming_nothing_stops_every_mode() -> Result<(), TestError> {
+        for (mode, upstream) in [("serve", false), ("bridge", true)] {
+            let args = protected(mode, &["ehco=tools:echo"], upstream)?;
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = droid(&args)?;
+            assert!(
+                !out.status.success(),
+                "{mode} started with a rule naming nothing"
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains("ehco"), "{mode}: {stderr}");
+        }
+        let out = droid(&[
+            "gateway",
+            "--print-digests",
+            "--auth-scope",
+            "fixture/ehco=tools:echo",
+        ])?;
+        assert!(
+            !out.status.success(),
+            "the gateway accepted a rule naming nothing"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("fixture/ehco"), "{stderr}");
+        Ok(())
+    }
+}
+
+/// `search_tools` in progressive mode, through the binary over stdio.
+mod gateway_search {
+    use super::*;
+
+    /// Searches a progressive gateway in front of `droid serve`, its tools
+    /// trusted as `trust` says; the raw result.
+    fn search(trust: &str, query: &str) -> Result<String, TestError> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let config =
+            std::env::temp_dir().join(format!("droid-search-{}-{n}.toml", std::process::id()));
+        std::fs::write(
+            &config,
+            format!(
+                "mode = \"progressive\"\n[[upstream]]\nname = \"fixture\"\n\
+                 command = [{:?}, \"serve\"]\ntrust = \"{trust}\"\n",
+                env!("CARGO_BIN_EXE_droid")
+            ),
+        )?;
+        let params = serde_json::json!({ "name": "search_tools", "arguments": { "query": query } });
+        let config = config.to_string_lossy().into_owned();
+        let out = droid(&[
+            "call",
+            "tools/call",
+            &params.to_string(),
+            "--json",
+            "--",
+            env!("CARGO_BIN_EXE_droid"),
+            "gateway",
+            "--config",
+            &config,
+        ])?;
+        let _removed = std::fs::remove_file(&config);
+        Ok(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+
+    #[test]
+    fn a_search_finds_verified_tools_and_never_an_unverified_one() -> Result<(), TestError> {
+        let trusted = search("on-first-use", "echo text")?;
+        assert!(trusted.contains("fixture/echo"), "{trusted}");
+        // Pinned trust and no pins: every upstream tool is unverified, so
+        // none is found, named or described.
+        let unverified = search("pinned", "echo text")?;
+        assert!(!unverified.contains("fixture/echo"), "{unverified}");
+        assert!(!unverified.contains("as one text block"), "{unverified}");
+        assert!(unverified.contains("No tool matches"), "{unverified}");
+        Ok(())
+    }
+
+    #[test]
+    fn an_oversized_query_is_refused_without_being_ranked() -> Result<(), TestError> {
+        let answer = search("on-first-use", &"echo ".repeat(20_000))?;
+        assert!(
+            answer.contains("longer than 1024 bytes"),
+            "{}",
+            &answer[..answer.len().min(500)]
+        );
+        Ok(())
+    }
+}

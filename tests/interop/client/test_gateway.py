@@ -158,9 +158,18 @@ async def test_search_activate_call_and_a_rug_pull(gateway):
         digests = re.findall(r"[0-9a-f]{64}", line)
         assert len(digests) == 2 and digests[0] != digests[1], line
 
-        # Re-activation needs the operator: the drifted tool is unverified now.
+        # The drifted tool is unverified now, and an unverified tool never reaches a
+        # session: a search neither finds it nor shows the poisoned description.
+        searched = await client.call_tool("search_tools", {"query": "add two numbers elsewhere"})
+        assert not searched.is_error, text(searched)
+        ids = [t["id"] for t in searched.structured_content["tools"]]
+        assert "ts/add" not in ids, ids
+        assert "elsewhere" not in text(searched), text(searched)
+
+        # Re-activation needs the operator, and the refusal does not say the tool exists.
         again = await client.call_tool("activate_tools", {"ids": ["ts/add"]})
-        assert again.is_error and "unverified" in text(again), text(again)
+        assert again.is_error and "not in the catalog" in text(again), text(again)
+        assert "unverified" not in text(again), text(again)
 
 
 async def _async(fn):

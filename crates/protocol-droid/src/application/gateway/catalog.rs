@@ -321,10 +321,18 @@ impl ToolCatalog {
         Some(digest)
     }
 
-    /// The tools whose names and descriptions best match `query`, best first,
-    /// ranked by BM25; at most `limit`.
+    /// The tools `admit` lets through whose names and descriptions best
+    /// match `query`, best first, ranked by BM25; at most `limit`.
+    ///
+    /// What `admit` refuses is not ranked at all, so it neither takes a
+    /// place among the `limit` nor shifts the scores of what is shown.
     #[must_use]
-    pub fn search(&self, query: &str, limit: usize) -> Vec<(&ToolRecord, f64)> {
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        admit: impl Fn(&ToolRecord) -> bool,
+    ) -> Vec<(&ToolRecord, f64)> {
         let query = tokens(query);
         if query.is_empty() {
             return Vec::new();
@@ -332,6 +340,7 @@ impl ToolCatalog {
         let documents: Vec<(&ToolRecord, Vec<String>)> = self
             .records
             .values()
+            .filter(|r| admit(r))
             .map(|r| {
                 let text = format!("{} {} {}", r.id, r.source_name(), r.description());
                 (r, tokens(&text))
@@ -468,12 +477,12 @@ mod tests {
         catalog.upsert_upstream("fs", tool("read_file", "Reads a file from disk"), &pins);
         catalog.upsert_upstream("fs", tool("write_file", "Writes a file to disk"), &pins);
         catalog.upsert_upstream("web", tool("fetch", "Fetches a URL over HTTP"), &pins);
-        let found = catalog.search("read file", 10);
+        let found = catalog.search("read file", 10, |_| true);
         assert_eq!(
             found.first().map(|(r, _)| r.id.as_str()),
             Some("fs/read_file")
         );
         assert!(found.iter().all(|(r, _)| r.id.as_str() != "web/fetch"));
-        assert!(catalog.search("", 10).is_empty());
+        assert!(catalog.search("", 10, |_| true).is_empty());
     }
 }

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::catalog::{CatalogChange, Pins, ToolCatalog, ToolRole, ToolSource, Upsert};
+use super::catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
 use super::gate::ExecutionGate;
 use super::session::{DropReason, DroppedActivation, SessionActivationGrant, SessionToolSet};
 use crate::adapters::secondary::codec::wire::Tool;
@@ -89,7 +89,9 @@ struct Upstream {
 }
 
 struct State {
-    catalog: ToolCatalog,
+    /// Shared, so a search ranks a snapshot without holding the lock every
+    /// session's lists and calls wait on; changed copy-on-write.
+    catalog: Arc<ToolCatalog>,
     pins: Pins,
     upstreams: BTreeMap<String, Upstream>,
     /// The scope a caller needs to see and call a tool, by id.
@@ -100,6 +102,10 @@ struct State {
     lost: BTreeMap<SessionId, BTreeMap<ToolId, String>>,
     drift: VecDeque<DriftReport>,
 }
+
+/// The longest `search_tools` query ranked; a longer one is refused. A few
+/// words find a tool, and ranking costs time in proportion to the query.
+const MAX_QUERY_BYTES: usize = 1024;
 
 /// How many lost activations are remembered per session.
 const MAX_LOST: usize = 256;
@@ -273,7 +279,7 @@ impl Gateway {
         pins: Pins,
     ) -> Result<Self, crate::application::server::request_state::KeyError> {
         let state = Arc::new(Mutex::new(State {
-            catalog: ToolCatalog::new(),
+            catalog: Arc::new(ToolCatalog::new()),
             pins,
             upstreams: BTreeMap::new(),
             scopes: BTreeMap::new(),
@@ -408,7 +414,7 @@ impl Gateway {
             }
         }
         let pins = state.pins.clone();
-        let changes = state.catalog.sync_upstream(name, definitions, &pins);
+        let changes = Arc::make_mut(&mut state.catalog).sync_upstream(name, definitions, &pins);
         if changes.is_empty() {
             return Ok(());
         }
@@ -591,7 +597,7 @@ impl Gateway {
         for (spec, name) in definitions {
             let (tool, _) = spec.clone().into_parts();
             if let Ok(Value::Object(definition)) = serde_json::to_value(&tool) {
-                lock(&self.inner.state).catalog.add_builtin(
+                Arc::make_mut(&mut lock(&self.inner.state).catalog).add_builtin(
                     ToolId::new(name),
                     definition,
                     ToolRole::Discovery,
@@ -610,7 +616,77 @@ impl Gateway {
         }
     }
 
+    /// `search_tools`: the caller's query, bounded, ranked over a snapshot
+    /// of the catalog outside the lock, among only the verified deferred
+    /// tools the caller may see.
+    fn search(&self, call: &Call) -> Result<ToolResult, CallError> {
+        // Read and bounded before any shared state is touched.
+        let args: SearchArgs = call.args()?;
+        if args.query.len() > MAX_QUERY_BYTES {
+            return Ok(failure(format!(
+                "the query is longer than {MAX_QUERY_BYTES} bytes; search with a few words"
+            )));
+        }
+        let limit = args.limit.unwrap_or(10).clamp(1, 50);
+        let (catalog, set, scopes) = {
+            let mut state = lock(&self.inner.state);
+            let set = state.set_for(call.peer(), self.inner.disclosure);
+            ExecutionGate::authorize(&set, &state.catalog, &ToolId::new(SEARCH_TOOLS))
+                .map_err(|e| refused(e.to_string()))?;
+            (Arc::clone(&state.catalog), set, state.scopes.clone())
+        };
+        // An unverified tool (unpinned, or drifted from its pin) never
+        // reaches a session, and its description is exactly what a rug pull
+        // poisons: it is not ranked, shown or counted.
+        let admit = |record: &ToolRecord| {
+            record.role == ToolRole::Deferred
+                && record.provenance.is_verified()
+                && scopes
+                    .get(&record.id)
+                    .is_none_or(|scope| call.caller().has_scope(scope))
+        };
+        let found: Vec<Value> = catalog
+            .search(&args.query, limit, admit)
+            .into_iter()
+            .map(|(r, score)| {
+                json!({
+                    "id": r.id.as_str(),
+                    "description": r.description(),
+                    "provenance": r.provenance.to_string(),
+                    "active": set.is_core(&r.id) || set.activation(&r.id).is_some(),
+                    "score": (score * 1000.0).round() / 1000.0,
+                })
+            })
+            .collect();
+        let lines: Vec<String> = found
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} ({}{}): {}",
+                    f["id"].as_str().unwrap_or_default(),
+                    f["provenance"].as_str().unwrap_or_default(),
+                    if f["active"] == json!(true) {
+                        ", active"
+                    } else {
+                        ""
+                    },
+                    f["description"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        let mut result = text(if lines.is_empty() {
+            "No tool matches.".to_owned()
+        } else {
+            lines.join("\n")
+        });
+        result.structured_content = Some(json!({ "tools": found }));
+        Ok(result)
+    }
+
     fn discovery(&self, tool: &str, call: &Call) -> Result<ToolResult, CallError> {
+        if tool == SEARCH_TOOLS {
+            return self.search(call);
+        }
         let session = call.session();
         let mut state = lock(&self.inner.state);
         let disclosure = self.inner.disclosure;
@@ -626,48 +702,6 @@ impl Gateway {
         ExecutionGate::authorize(&set, &state.catalog, &ToolId::new(tool))
             .map_err(|e| refused(e.to_string()))?;
         match tool {
-            SEARCH_TOOLS => {
-                let args: SearchArgs = call.args()?;
-                let limit = args.limit.unwrap_or(10).clamp(1, 50);
-                let found: Vec<Value> = state
-                    .catalog
-                    .search(&args.query, limit)
-                    .into_iter()
-                    .filter(|(r, _)| r.role == ToolRole::Deferred && permitted(&state, &r.id))
-                    .map(|(r, score)| {
-                        json!({
-                            "id": r.id.as_str(),
-                            "description": r.description(),
-                            "provenance": r.provenance.to_string(),
-                            "active": set.is_core(&r.id) || set.activation(&r.id).is_some(),
-                            "score": (score * 1000.0).round() / 1000.0,
-                        })
-                    })
-                    .collect();
-                let lines: Vec<String> = found
-                    .iter()
-                    .map(|f| {
-                        format!(
-                            "{} ({}{}): {}",
-                            f["id"].as_str().unwrap_or_default(),
-                            f["provenance"].as_str().unwrap_or_default(),
-                            if f["active"] == json!(true) {
-                                ", active"
-                            } else {
-                                ""
-                            },
-                            f["description"].as_str().unwrap_or_default()
-                        )
-                    })
-                    .collect();
-                let mut result = text(if lines.is_empty() {
-                    "No tool matches.".to_owned()
-                } else {
-                    lines.join("\n")
-                });
-                result.structured_content = Some(json!({ "tools": found }));
-                Ok(result)
-            }
             ACTIVATE_TOOLS => {
                 let args: IdsArgs = call.args()?;
                 if !call.peer().is_lasting() {
@@ -680,8 +714,14 @@ impl Gateway {
                 let mut grants = Vec::new();
                 for id in &args.ids {
                     let id = ToolId::new(id.as_str());
+                    // An unverified tool is not in the catalog as far as a
+                    // session can tell, in an activation as in a search.
+                    let verified = state
+                        .catalog
+                        .get(&id)
+                        .is_some_and(|r| r.provenance.is_verified());
                     let grant = SessionActivationGrant::issue(session, &id, &state.catalog)
-                        .filter(|_| permitted(&state, &id));
+                        .filter(|_| verified && permitted(&state, &id));
                     match grant {
                         Some(grant) => grants.push(grant),
                         None => return Ok(failure(format!("{id} is not in the catalog"))),

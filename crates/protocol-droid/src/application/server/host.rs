@@ -14,6 +14,7 @@ use super::forward::Forward;
 use super::idempotency::IdempotencyStore;
 use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, StateKey, StateSealer};
+use super::scopes::{Primitive, ScopeRules};
 use crate::adapters::secondary::codec::wire::prompts::{GetPromptResult, Prompt};
 use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
@@ -83,6 +84,7 @@ pub(super) struct Inner {
     pub(super) next_session: AtomicU64,
     pub(super) tool_visibility: Option<ToolVisibility>,
     pub(super) forward: Option<Arc<dyn Forward>>,
+    pub(super) forward_scopes: ScopeRules,
 }
 
 impl core::fmt::Debug for Server {
@@ -103,6 +105,7 @@ pub struct ServerBuilder {
     sealer: Option<StateSealer>,
     tool_visibility: Option<ToolVisibility>,
     forward: Option<Arc<dyn Forward>>,
+    forward_scopes: ScopeRules,
 }
 
 impl core::fmt::Debug for ServerBuilder {
@@ -122,6 +125,15 @@ impl ServerBuilder {
     #[must_use]
     pub fn forward(mut self, forward: Arc<dyn Forward>) -> Self {
         self.forward = Some(forward);
+        self
+    }
+
+    /// The scopes the forwarded primitives require (see [`ScopeRules`]):
+    /// without them, everything the upstream offers is open to every
+    /// caller the transport admitted.
+    #[must_use]
+    pub fn forwarded_scopes(mut self, rules: ScopeRules) -> Self {
+        self.forward_scopes = rules;
         self
     }
 
@@ -186,6 +198,7 @@ impl ServerBuilder {
                 next_session: AtomicU64::new(1),
                 tool_visibility: self.tool_visibility,
                 forward: self.forward,
+                forward_scopes: self.forward_scopes,
             }),
         })
     }
@@ -203,6 +216,7 @@ impl Server {
             sealer: None,
             tool_visibility: None,
             forward: None,
+            forward_scopes: ScopeRules::default(),
         }
     }
 
@@ -218,6 +232,11 @@ impl Server {
         }
         // No receiver is not an error: nobody is listening yet.
         let _listeners = self.inner.changes.send(change);
+    }
+
+    /// The scopes the forwarded primitives require.
+    pub(super) fn forwarded_scopes(&self) -> &ScopeRules {
+        &self.inner.forward_scopes
     }
 
     /// A snapshot of what is offered right now.
@@ -262,7 +281,13 @@ impl Server {
             .get(name)
             .filter(|t| super::registry::visible(t.scope.as_ref(), |s| caller.has_scope(s)))
             .map(|t| read(&t.tool))
-            .or_else(|| Some(read(&self.inner.forward.as_ref()?.tool(name)?)))
+            .or_else(|| {
+                let scopes = &self.inner.forward_scopes;
+                if !scopes.admits_tool(name, |s| caller.has_scope(s)) {
+                    return None;
+                }
+                Some(read(&self.inner.forward.as_ref()?.tool(name)?))
+            })
     }
 
     /// The `x-mcp-header` annotations of the tool `name` if `caller` may see
@@ -326,6 +351,32 @@ impl Server {
         self.edit(Change::Tools, |r| {
             if let Some(entry) = r.tools.get_mut(name) {
                 entry.scope = scope;
+                found = true;
+            }
+        });
+        found
+    }
+
+    /// Makes the registered primitive of `kind` called `name` require
+    /// `scope` (or, with `None`, nothing) to be seen and used; whether such a
+    /// primitive is registered. [`Self::set_tool_scope`] for any kind.
+    #[must_use = "scoping an absent primitive protects nothing"]
+    pub fn set_scope(&self, kind: Primitive, name: &str, scope: Option<String>) -> bool {
+        let change = match kind {
+            Primitive::Tool => return self.set_tool_scope(name, scope),
+            Primitive::Prompt => Change::Prompts,
+            Primitive::Resource | Primitive::Template => Change::Resources,
+        };
+        let mut found = false;
+        self.edit(change, |r| {
+            let slot = match kind {
+                Primitive::Prompt => r.prompts.get_mut(name).map(|e| &mut e.scope),
+                Primitive::Resource => r.resources.get_mut(name).map(|e| &mut e.scope),
+                Primitive::Template => r.templates.get_mut(name).map(|e| &mut e.scope),
+                Primitive::Tool => None,
+            };
+            if let Some(slot) = slot {
+                *slot = scope;
                 found = true;
             }
         });

@@ -17,6 +17,7 @@
 //!   requests.
 //! - [`idempotency`]: replaying a retried `tools/call`'s recorded answer.
 //! - [`reply`]: a result as a transport writes it, a tool's kept typed.
+//! - [`scopes`]: the scopes forwarded primitives require.
 
 pub mod auth;
 pub mod call;
@@ -28,6 +29,7 @@ pub mod idempotency;
 pub mod registry;
 pub mod reply;
 pub mod request_state;
+pub mod scopes;
 
 pub use call::{Call, CallError, INPUT_KEY_META, InputRequired, Question};
 pub use dispatch::Connection;
@@ -35,3 +37,4 @@ pub use forward::Forward;
 pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility};
 pub use registry::ToolSpec;
 pub use reply::Reply;
+pub use scopes::{Primitive, ScopeRules};

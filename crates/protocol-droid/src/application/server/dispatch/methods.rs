@@ -304,10 +304,18 @@ impl Connection {
             return Err(error(ErrorCode::INTERNAL_ERROR, "nothing to forward to"));
         };
         let era = peer.negotiated().era();
+        let scopes = self.server.forwarded_scopes();
+        if !scopes.admits_request(method, &params, |s| ctx.auth.has_scope(s)) {
+            return Err(unknown(method, &params, &peer));
+        }
         let auth = ctx.auth.clone();
         let call = Call::new(*ctx, peer, object_member(&params, "arguments"));
         let result = forward.forward(method, params.clone(), call).await;
-        self.outcome(result, method, &params, &auth, era)
+        let mut answer = self.outcome(result, method, &params, &auth, era)?;
+        if !scopes.is_empty() {
+            scopes.filter_list(method, &mut answer, |s| auth.has_scope(s));
+        }
+        Ok(answer)
     }
 
     /// Turns a handler's outcome into a result or an error; a request for
@@ -459,4 +467,33 @@ pub(super) fn reject_cursor(params: &JsonObject) -> Result<(), ErrorObject> {
 
 pub(super) fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, CallError> {
     serde_json::to_value(value).map_err(|e| CallError::internal(e.to_string()))
+}
+
+/// The error a request naming a primitive the caller may not see gets: the
+/// one it would get if the primitive did not exist.
+fn unknown(method: &str, params: &JsonObject, peer: &PeerSession) -> ErrorObject {
+    let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
+    match method {
+        "tools/call" => error(
+            ErrorCode::INVALID_PARAMS,
+            format!("unknown tool {}", text("name")),
+        ),
+        "prompts/get" => error(
+            ErrorCode::INVALID_PARAMS,
+            format!("unknown prompt {}", text("name")),
+        ),
+        "resources/read" => {
+            let code = if peer.allows(Feature::LegacyResourceNotFound) {
+                ErrorCode::RESOURCE_NOT_FOUND
+            } else {
+                ErrorCode::INVALID_PARAMS
+            };
+            error(code, format!("resource not found: {}", text("uri")))
+                .with_data(json!({ "uri": text("uri") }))
+        }
+        _ => error(
+            ErrorCode::INVALID_PARAMS,
+            "nothing to complete for this reference",
+        ),
+    }
 }

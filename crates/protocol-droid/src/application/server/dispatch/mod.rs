@@ -126,9 +126,13 @@ impl Connection {
 
     /// Whether `auth` may read (and so watch) the resource at `uri`.
     pub(super) fn can_read(&self, uri: &str, auth: &AuthContext) -> bool {
-        // What is forwarded is the upstream's to refuse.
+        // What is forwarded is the upstream's to refuse, once this server's
+        // own scope rules let it through.
         if self.server.forwarder().is_some() {
-            return true;
+            return self
+                .server
+                .forwarded_scopes()
+                .admits_resource(uri, |s| auth.has_scope(s));
         }
         let registry = self.server.registry();
         let can_see = |scope: Option<&String>| visible(scope, |s| auth.has_scope(s));

@@ -1,0 +1,220 @@
+//! Scopes over what a server serves through a [`Forward`](super::Forward).
+//!
+//! A registered primitive carries its own scope in the registry. A forwarded
+//! one is the upstream's, and the upstream knows nothing of this server's
+//! callers, so the rules live here and the dispatcher applies them around the
+//! forwarder: a list loses what the caller may not see, and a call, get,
+//! read, subscription or completion naming it is answered exactly as if it
+//! did not exist, so a refusal never confirms that it does.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::registry::match_template;
+use crate::domain::ir::JsonObject;
+
+/// The kind of primitive a scope rule names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Primitive {
+    /// A tool, by name.
+    Tool,
+    /// A prompt, by name.
+    Prompt,
+    /// A resource, by URI.
+    Resource,
+    /// A resource template, by its URI template; it also covers every URI
+    /// the template matches.
+    Template,
+}
+
+impl Primitive {
+    /// The word a rule uses for this kind: `tool`, `prompt`, `resource`,
+    /// `template`.
+    #[must_use]
+    pub const fn word(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Prompt => "prompt",
+            Self::Resource => "resource",
+            Self::Template => "template",
+        }
+    }
+}
+
+/// Which scope each forwarded primitive requires; a primitive no rule names
+/// is open to every caller the transport admitted.
+#[derive(Clone, Debug, Default)]
+pub struct ScopeRules {
+    rules: HashMap<(Primitive, String), String>,
+}
+
+impl ScopeRules {
+    /// Makes the primitive of `kind` called `name` require `scope`.
+    pub fn require(&mut self, kind: Primitive, name: impl Into<String>, scope: impl Into<String>) {
+        self.rules.insert((kind, name.into()), scope.into());
+    }
+
+    /// Whether no rule is set.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Every rule, as `(kind, name, scope)`.
+    pub fn iter(&self) -> impl Iterator<Item = (Primitive, &str, &str)> {
+        self.rules
+            .iter()
+            .map(|((kind, name), scope)| (*kind, name.as_str(), scope.as_str()))
+    }
+
+    fn scope(&self, kind: Primitive, name: &str) -> Option<&str> {
+        // Lookups by a borrowed name without building the key: the table is
+        // small and read on every forwarded request.
+        self.rules
+            .iter()
+            .find(|((k, n), _)| *k == kind && n == name)
+            .map(|(_, scope)| scope.as_str())
+    }
+
+    /// Whether a caller holding `has` may see the tool `name`.
+    pub(crate) fn admits_tool(&self, name: &str, has: impl Fn(&str) -> bool) -> bool {
+        self.scope(Primitive::Tool, name).is_none_or(has)
+    }
+
+    /// Whether a caller holding `has` may read the resource at `uri`: the
+    /// resource's own rule, and that of every template matching it.
+    pub(crate) fn admits_resource(&self, uri: &str, has: impl Fn(&str) -> bool) -> bool {
+        let own = self.scope(Primitive::Resource, uri).is_none_or(&has);
+        own && self.rules.iter().all(|((kind, template), scope)| {
+            *kind != Primitive::Template || match_template(template, uri).is_none() || has(scope)
+        })
+    }
+
+    /// Whether a caller holding `has` may make the request `method` with
+    /// `params`; `None` when the method names no primitive.
+    pub(crate) fn admits_request(
+        &self,
+        method: &str,
+        params: &JsonObject,
+        has: impl Fn(&str) -> bool,
+    ) -> bool {
+        let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
+        match method {
+            "tools/call" => self.admits_tool(text("name"), has),
+            "prompts/get" => self.scope(Primitive::Prompt, text("name")).is_none_or(has),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                self.admits_resource(text("uri"), has)
+            }
+            "completion/complete" => {
+                let reference = params.get("ref");
+                let field = |key: &str| {
+                    reference
+                        .and_then(|r| r.get(key))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                };
+                match field("type") {
+                    "ref/prompt" => self.scope(Primitive::Prompt, field("name")).is_none_or(has),
+                    "ref/resource" => {
+                        let uri = field("uri");
+                        self.scope(Primitive::Template, uri).is_none_or(&has)
+                            && self.admits_resource(uri, &has)
+                    }
+                    _ => true,
+                }
+            }
+            _ => true,
+        }
+    }
+
+    /// Removes from the list result of `method` what a caller holding `has`
+    /// may not see.
+    pub(crate) fn filter_list(&self, method: &str, result: &mut Value, has: impl Fn(&str) -> bool) {
+        let (member, kind, key) = match method {
+            "tools/list" => ("tools", Primitive::Tool, "name"),
+            "prompts/list" => ("prompts", Primitive::Prompt, "name"),
+            "resources/list" => ("resources", Primitive::Resource, "uri"),
+            "resources/templates/list" => ("resourceTemplates", Primitive::Template, "uriTemplate"),
+            _ => return,
+        };
+        let Some(Value::Array(items)) = result.get_mut(member) else {
+            return;
+        };
+        items.retain(|item| {
+            let name = item.get(key).and_then(Value::as_str).unwrap_or_default();
+            match kind {
+                Primitive::Resource => self.admits_resource(name, &has),
+                other => self.scope(other, name).is_none_or(&has),
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn rules() -> ScopeRules {
+        let mut rules = ScopeRules::default();
+        rules.require(Primitive::Tool, "admin", "tools:admin");
+        rules.require(Primitive::Prompt, "secret", "prompts:secret");
+        rules.require(Primitive::Resource, "file:///etc/shadow", "files:root");
+        rules.require(Primitive::Template, "notes://{id}", "notes:read");
+        rules
+    }
+
+    fn params(value: Value) -> JsonObject {
+        match value {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        }
+    }
+
+    #[test]
+    fn a_caller_without_the_scope_is_refused_every_request_naming_it() {
+        let rules = rules();
+        let nobody = |_: &str| false;
+        for (method, p) in [
+            ("tools/call", json!({ "name": "admin" })),
+            ("prompts/get", json!({ "name": "secret" })),
+            ("resources/read", json!({ "uri": "file:///etc/shadow" })),
+            ("resources/subscribe", json!({ "uri": "notes://7" })),
+            (
+                "completion/complete",
+                json!({ "ref": { "type": "ref/prompt", "name": "secret" } }),
+            ),
+            (
+                "completion/complete",
+                json!({ "ref": { "type": "ref/resource", "uri": "notes://{id}" } }),
+            ),
+        ] {
+            assert!(
+                !rules.admits_request(method, &params(p.clone()), nobody),
+                "{method} {p}"
+            );
+            assert!(
+                rules.admits_request(method, &params(p), |_| true),
+                "{method}"
+            );
+        }
+        assert!(rules.admits_request("tools/call", &params(json!({ "name": "open" })), nobody));
+    }
+
+    #[test]
+    fn a_list_loses_exactly_what_the_caller_may_not_see() {
+        let rules = rules();
+        let mut listed = json!({ "tools": [{ "name": "admin" }, { "name": "open" }] });
+        rules.filter_list("tools/list", &mut listed, |_| false);
+        assert_eq!(listed, json!({ "tools": [{ "name": "open" }] }));
+        let mut resources = json!({ "resources": [
+            { "uri": "notes://1" }, { "uri": "file:///etc/shadow" }, { "uri": "file:///tmp/x" }] });
+        rules.filter_list("resources/list", &mut resources, |s| s == "files:root");
+        assert_eq!(
+            resources,
+            json!({ "resources": [{ "uri": "file:///etc/shadow" }, { "uri": "file:///tmp/x" }] })
+        );
+    }
+}
