@@ -33,14 +33,10 @@ pub(crate) struct AuthArgs {
     /// The client id this server introspects as.
     #[arg(long, value_name = "ID", requires = "auth_introspection_url")]
     auth_client_id: Option<String>,
-    /// The client secret this server introspects with.
-    #[arg(
-        long,
-        value_name = "SECRET",
-        env = "DROID_AUTH_CLIENT_SECRET",
-        hide_env_values = true
-    )]
-    auth_client_secret: Option<String>,
+    /// Read the client secret this server introspects with from this
+    /// file, or set `DROID_AUTH_CLIENT_SECRET`.
+    #[arg(long, value_name = "FILE")]
+    auth_client_secret_file: Option<std::path::PathBuf>,
     /// The canonical URI of this server, which tokens must name as their
     /// audience; `http://LISTEN/mcp` by default.
     #[arg(long, value_name = "URL")]
@@ -204,11 +200,14 @@ pub(crate) fn resource_server(
                 (Arc::new(validator), Some(issuer))
             }
             (None, Some(endpoint)) => {
-                let (Some(id), Some(secret)) = (&args.auth_client_id, &args.auth_client_secret)
-                else {
+                let secret = crate::secret::read(
+                    "DROID_AUTH_CLIENT_SECRET",
+                    args.auth_client_secret_file.as_deref(),
+                )?;
+                let (Some(id), Some(secret)) = (&args.auth_client_id, &secret) else {
                     anyhow::bail!(
                         "--auth-introspection-url needs --auth-client-id and \
-                         --auth-client-secret (or DROID_AUTH_CLIENT_SECRET)"
+                         DROID_AUTH_CLIENT_SECRET (or --auth-client-secret-file)"
                     );
                 };
                 let mut validator =

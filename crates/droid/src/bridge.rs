@@ -50,18 +50,28 @@ pub(crate) struct BridgeArgs {
     /// The upstream server's URL (Streamable HTTP, or HTTP+SSE).
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     upstream: Option<String>,
-    /// A bearer token for an HTTP upstream. Never the client's own token:
-    /// the bridge does not pass tokens through.
-    #[arg(long, env = "DROID_UPSTREAM_TOKEN", hide_env_values = true)]
-    upstream_token: Option<String>,
+    /// Read a bearer token for an HTTP upstream from this file, or set
+    /// `DROID_UPSTREAM_TOKEN`. Never the client's own token: the bridge does
+    /// not pass tokens through.
+    #[arg(long, value_name = "FILE")]
+    upstream_token_file: Option<std::path::PathBuf>,
     /// Over HTTP, end a session idle for this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     session_idle: u64,
     /// The upstream server's command line, after `--`.
+    /// Set an environment variable for the upstream command (repeatable).
+    /// The command gets only PATH, HOME, the locale and TERM of this
+    /// process's environment otherwise.
+    #[arg(long = "upstream-env", value_name = "KEY=VALUE")]
+    upstream_env: Vec<String>,
+    /// Pass this variable of this process's environment on to the upstream
+    /// command (repeatable).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pass_env: Vec<String>,
     #[arg(last = true)]
     command: Vec<String>,
     #[command(flatten)]
-    tls: crate::listen::TlsArgs,
+    served: crate::listen::ListenArgs,
     // Boxed, as for `serve`.
     #[command(flatten)]
     auth: Box<AuthArgs>,
@@ -97,7 +107,20 @@ impl BridgeArgs {
             (Some(url), true) => Ok(Target::Url(
                 url.parse().with_context(|| format!("--upstream {url:?}"))?,
             )),
-            (None, false) => Target::command(&self.command).context("the upstream command"),
+            (None, false) => {
+                let mut target = Target::command(&self.command).context("the upstream command")?;
+                if let Target::Command(child) = &mut target {
+                    for pair in &self.upstream_env {
+                        let (key, value) = pair
+                            .split_once('=')
+                            .filter(|(key, _)| !key.is_empty())
+                            .with_context(|| format!("--upstream-env {pair:?} is not KEY=VALUE"))?;
+                        child.env.push((key.into(), value.into()));
+                    }
+                    child.pass_env = self.pass_env.iter().map(Into::into).collect();
+                }
+                Ok(target)
+            }
             _ => anyhow::bail!("name the upstream: --upstream URL, or -- COMMAND [ARGS...]"),
         }
     }
@@ -116,7 +139,8 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
                 .context("--upstream-revision")?,
         ];
     }
-    let authorizer = args.upstream_token.clone().map(|token| {
+    let token = crate::secret::read("DROID_UPSTREAM_TOKEN", args.upstream_token_file.as_deref())?;
+    let authorizer = token.map(|token| {
         let token: Arc<dyn Authorizer> = Arc::new(StaticToken::new(token));
         token
     });
@@ -176,7 +200,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
             crate::Listening {
                 listen: args.listen.clone(),
                 idle: Duration::from_secs(args.session_idle),
-                tls: &args.tls,
+                served: &args.served,
                 auth: &args.auth,
                 trust,
             },

@@ -100,6 +100,14 @@ struct UpstreamConfig {
     /// A private CA for this upstream's `https` URL, besides the defaults
     /// and `--ca-file`.
     ca_file: Option<std::path::PathBuf>,
+    /// Variables set for a command upstream, which otherwise gets only
+    /// PATH, HOME, the locale and TERM of the gateway's environment.
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    /// Variables of the gateway's environment passed on to a command
+    /// upstream by name.
+    #[serde(default)]
+    pass_env: Vec<String>,
 }
 
 impl Config {
@@ -122,6 +130,13 @@ impl Config {
             if upstream.name.is_empty() || upstream.name.contains('/') {
                 bail!(
                     "upstream name {:?} must be non-empty and have no '/'",
+                    upstream.name
+                );
+            }
+            if upstream.url.is_some() && (!upstream.env.is_empty() || !upstream.pass_env.is_empty())
+            {
+                bail!(
+                    "upstream {:?}: env and pass_env are for command upstreams",
                     upstream.name
                 );
             }
@@ -162,7 +177,18 @@ pub(crate) async fn start(
         .context("building the gateway's server")?;
     for upstream in &config.upstream {
         let target = match (&upstream.command, &upstream.url) {
-            (Some(command), None) => Target::command(command.clone())?,
+            (Some(command), None) => {
+                let mut target = Target::command(command.clone())?;
+                if let Target::Command(child) = &mut target {
+                    child.env = upstream
+                        .env
+                        .iter()
+                        .map(|(key, value)| (key.into(), value.into()))
+                        .collect();
+                    child.pass_env = upstream.pass_env.iter().map(Into::into).collect();
+                }
+                target
+            }
             (None, Some(url)) => Target::url(url)?,
             _ => bail!(
                 "upstream {:?} needs exactly one of command and url",

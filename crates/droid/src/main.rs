@@ -10,6 +10,7 @@ mod call;
 mod fixture;
 mod gateway;
 mod listen;
+mod secret;
 
 use std::time::Duration;
 
@@ -59,7 +60,7 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 600)]
         session_idle: u64,
         #[command(flatten)]
-        tls: listen::TlsArgs,
+        served: listen::ListenArgs,
         // Boxed: the flags outweigh every other subcommand's.
         #[command(flatten)]
         auth: Box<AuthArgs>,
@@ -90,9 +91,11 @@ enum Command {
         /// Print the raw `result` as JSON.
         #[arg(long)]
         json: bool,
-        /// A bearer token for an HTTP server (never sent to a stdio one).
-        #[arg(long, env = "DROID_TOKEN", hide_env_values = true)]
-        token: Option<String>,
+        /// Read the bearer token for an HTTP server from this file (never
+        /// sent to a stdio one); or set `DROID_TOKEN`. Not on the command
+        /// line, where every user of the machine can read it.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<std::path::PathBuf>,
     },
     /// Serve many MCP servers as one: a catalog of their tools, each pinned
     /// by digest, and per session exactly the tools that session was given.
@@ -114,7 +117,7 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 600)]
         session_idle: u64,
         #[command(flatten)]
-        tls: listen::TlsArgs,
+        served: listen::ListenArgs,
         // Boxed, as for `serve`.
         #[command(flatten)]
         auth: Box<AuthArgs>,
@@ -175,13 +178,13 @@ fn main() -> anyhow::Result<()> {
             listen,
             revisions,
             session_idle,
-            tls,
+            served,
             auth,
         } => serve(
             Listening {
                 listen,
                 idle: Duration::from_secs(session_idle),
-                tls: &tls,
+                served: &served,
                 auth: &auth,
                 trust: &trust,
             },
@@ -193,8 +196,9 @@ fn main() -> anyhow::Result<()> {
             command,
             revision,
             json,
-            token,
+            token_file,
         } => {
+            let token = secret::read("DROID_TOKEN", token_file.as_deref())?;
             let (target, method, params) = call::target_and_method(positional, command)?;
             let args = call::CallArgs {
                 target,
@@ -217,7 +221,7 @@ fn main() -> anyhow::Result<()> {
             listen,
             print_digests,
             session_idle,
-            tls,
+            served,
             auth,
         } => gateway::run(
             config.as_deref(),
@@ -225,7 +229,7 @@ fn main() -> anyhow::Result<()> {
             Listening {
                 listen,
                 idle: Duration::from_secs(session_idle),
-                tls: &tls,
+                served: &served,
                 auth: &auth,
                 trust: &trust,
             },
@@ -265,7 +269,7 @@ fn main() -> anyhow::Result<()> {
 pub(crate) struct Listening<'a> {
     pub(crate) listen: Option<String>,
     pub(crate) idle: Duration,
-    pub(crate) tls: &'a listen::TlsArgs,
+    pub(crate) served: &'a listen::ListenArgs,
     pub(crate) auth: &'a AuthArgs,
     pub(crate) trust: &'a protocol_droid::adapters::secondary::tls::Trust,
 }
@@ -297,7 +301,7 @@ pub(crate) async fn serve_on(
     let Listening {
         listen,
         idle,
-        tls,
+        served,
         auth,
         trust,
     } = listening;
@@ -306,13 +310,14 @@ pub(crate) async fn serve_on(
             !auth.enabled(),
             "authorization needs --listen: stdio carries no bearer tokens"
         );
-        anyhow::ensure!(!tls.enabled(), "--tls-cert needs --listen");
+        anyhow::ensure!(!served.tls_enabled(), "--tls-cert needs --listen");
         return stdio::serve_process(server, StdioOptions::default())
             .await
             .context("serving stdio");
     };
     auth::check_listen(auth, &addr)?;
-    let server_tls = tls.server_tls()?;
+    served.check_exposure(&addr, auth.enabled()).await?;
+    let server_tls = served.server_tls()?;
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("binding {addr}"))?;

@@ -223,8 +223,9 @@ fn the_token_for_http_servers_never_reaches_a_stdio_server() -> Result<(), TestE
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    // The log level passes through; the credentials do not.
-    assert!(stdout.contains(r#""text": "DROID_LOG""#), "{stdout}");
+    // Nothing of this program's own environment reaches a child unnamed:
+    // not the credentials, not even the log level.
+    assert!(stdout.contains(r#""text": """#), "{stdout}");
     Ok(())
 }
 
@@ -646,4 +647,90 @@ mod gateway_search {
         );
         Ok(())
     }
+}
+
+/// A command upstream starts from a minimal environment: this process's
+/// secrets reach it only when named.
+#[test]
+fn an_upstream_command_gets_a_minimal_environment_and_what_is_named() -> Result<(), TestError> {
+    let dump = std::env::temp_dir().join(format!("droid-env-{}.txt", std::process::id()));
+    let script = format!(
+        "env > {}; exec {} serve",
+        dump.display(),
+        env!("CARGO_BIN_EXE_droid")
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_droid"))
+        .args([
+            "bridge",
+            "--upstream-env",
+            "UPSTREAM_SETTING=on",
+            "--pass-env",
+            "GITHUB_TOKEN",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .env("AWS_SECRET_ACCESS_KEY", "do-not-leak")
+        .env("GITHUB_TOKEN", "named-so-passed")
+        .env("DROID_TOKEN", "never")
+        .stdin(Stdio::null())
+        .output()?;
+    let seen = std::fs::read_to_string(&dump)?;
+    let _removed = std::fs::remove_file(&dump);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!seen.contains("do-not-leak"), "{seen}");
+    assert!(!seen.contains("DROID_TOKEN"), "{seen}");
+    assert!(seen.contains("GITHUB_TOKEN=named-so-passed"), "{seen}");
+    assert!(seen.contains("UPSTREAM_SETTING=on"), "{seen}");
+    assert!(seen.lines().any(|line| line.starts_with("PATH=")), "{seen}");
+    Ok(())
+}
+
+#[test]
+fn a_public_listener_without_authorization_is_refused_before_binding() -> Result<(), TestError> {
+    for mode in [&["serve"][..], &["gateway"][..]] {
+        let mut args = mode.to_vec();
+        args.extend(["--listen", "0.0.0.0:0"]);
+        let out = droid(&args)?;
+        assert!(
+            !out.status.success(),
+            "{mode:?} served a public address openly"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("without authorization"), "{stderr}");
+        assert!(stderr.contains("--allow-public-without-auth"), "{stderr}");
+    }
+    Ok(())
+}
+
+#[test]
+fn secrets_are_not_taken_from_argv() -> Result<(), TestError> {
+    for args in [
+        &[
+            "call",
+            "http://127.0.0.1:9/mcp",
+            "tools/list",
+            "--token",
+            "s3cret",
+        ][..],
+        &[
+            "bridge",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+            "--upstream-token",
+            "s3cret",
+        ][..],
+        &["serve", "--auth-client-secret", "s3cret"][..],
+    ] {
+        let out = droid(args)?;
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("unexpected argument"), "{args:?}: {stderr}");
+    }
+    Ok(())
 }

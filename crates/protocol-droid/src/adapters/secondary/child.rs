@@ -37,8 +37,12 @@ pub struct ChildOptions {
     pub program: OsString,
     /// Its arguments.
     pub args: Vec<OsString>,
-    /// Extra environment variables.
+    /// Environment variables set for the child, on top of the minimal
+    /// environment ([`BASE_ENV`]) and [`Self::pass_env`].
     pub env: Vec<(OsString, OsString)>,
+    /// Variables of this process's environment passed on by name, besides
+    /// [`BASE_ENV`]; nothing else of it reaches the child.
+    pub pass_env: Vec<OsString>,
     /// The working directory; this process's when `None`.
     pub cwd: Option<std::path::PathBuf>,
     /// The longest line accepted from the child.
@@ -58,6 +62,7 @@ impl ChildOptions {
             program: program.into(),
             args: args.into_iter().map(Into::into).collect(),
             env: Vec::new(),
+            pass_env: Vec::new(),
             cwd: None,
             max_line: DEFAULT_MAX_LINE,
             grace: Duration::from_secs(2),
@@ -94,11 +99,15 @@ impl ChildProcess {
         if let Some(cwd) = &options.cwd {
             command.current_dir(cwd);
         }
-        // This program's own credentials are for the servers it talks to
-        // over HTTP, never for the programs it starts.
-        for (key, _) in std::env::vars_os() {
-            if is_secret(&key) {
-                command.env_remove(key);
+        // A child starts from a minimal environment: what this process was
+        // given (cloud keys, tokens, this program's own secrets) is for it,
+        // not for every server it starts. What a server needs is said per
+        // server, as a value or as a name to pass on.
+        command.env_clear();
+        for (key, value) in std::env::vars_os() {
+            let named = options.pass_env.contains(&key);
+            if named || (is_base(&key) && !is_secret(&key)) {
+                command.env(key, value);
             }
         }
         let mut child = command
@@ -286,6 +295,19 @@ async fn read_loop(
     let _ = inbound.send(Inbound::Closed(Some(reason))).await;
 }
 
+/// What every child is given of this process's environment: enough to find
+/// programs, a home for caches, and the locale and terminal, nothing that
+/// authorises anything. Every `LC_*` variable is passed as well.
+pub const BASE_ENV: [&str; 9] = [
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ",
+];
+
+/// Whether `key` is in [`BASE_ENV`] or is a locale category.
+fn is_base(key: &std::ffi::OsStr) -> bool {
+    let key = key.to_string_lossy();
+    BASE_ENV.contains(&key.as_ref()) || key.starts_with("LC_")
+}
+
 /// Whether an environment variable holds one of this program's secrets
 /// (`DROID_TOKEN`, `DROID_AUTH_CLIENT_SECRET`, and any like them).
 fn is_secret(key: &std::ffi::OsStr) -> bool {
@@ -305,5 +327,25 @@ fn decode(line: &[u8]) -> Vec<Inbound> {
             String::from_utf8_lossy(line.get(..line.len().min(200)).unwrap_or_default())
                 .into_owned(),
         )],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_base_environment_is_passed_on_unnamed() {
+        for base in ["PATH", "HOME", "LANG", "LC_ALL", "TERM"] {
+            assert!(is_base(base.as_ref()), "{base}");
+        }
+        for secret in [
+            "AWS_SECRET_ACCESS_KEY",
+            "GITHUB_TOKEN",
+            "DROID_TOKEN",
+            "SSH_AUTH_SOCK",
+        ] {
+            assert!(!is_base(secret.as_ref()), "{secret}");
+        }
     }
 }

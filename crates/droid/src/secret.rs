@@ -1,0 +1,29 @@
+//! Secrets the command line needs: from an environment variable or a file,
+//! never from argv, which every user of the machine can read in `ps`.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+
+/// A secret read from the variable `env` or from the file `file`; `None`
+/// when neither is given. Both at once is an error: which one wins would
+/// be a guess.
+pub(crate) fn read(env: &str, file: Option<&Path>) -> anyhow::Result<Option<String>> {
+    let from_env = std::env::var(env).ok().filter(|value| !value.is_empty());
+    match (from_env, file) {
+        (Some(_), Some(path)) => anyhow::bail!(
+            "both {env} and {} are set; give the secret one way",
+            path.display()
+        ),
+        (Some(value), None) => Ok(Some(value)),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the secret in {}", path.display()))?;
+            // Files written by `echo` end in a newline no secret contains.
+            let value = text.trim_end_matches(['\n', '\r']).to_owned();
+            anyhow::ensure!(!value.is_empty(), "{} is empty", path.display());
+            Ok(Some(value))
+        }
+        (None, None) => Ok(None),
+    }
+}
