@@ -41,6 +41,13 @@ fn server() -> Result<Server, TestError> {
         },
     );
     server.add_tool(
+        ToolSpec::new("park", "Holds its request open for a while."),
+        |_call: Call| async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok(ToolResult::text("parked"))
+        },
+    );
+    server.add_tool(
         ToolSpec::new("echo", "Echoes its text."),
         |call: Call| async move {
             Ok(ToolResult::text(
@@ -1199,6 +1206,297 @@ mod slow_clients {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let answer = s.modern(2, "tools/list", json!({}), None).await?;
         assert_eq!(answer.status(), 200);
+        Ok(())
+    }
+}
+
+/// What one client does takes nothing from another: in-flight shares,
+/// batches, session quotas and streams nobody reads are all bounded per
+/// session or per caller.
+mod one_client_takes_nothing {
+    use super::*;
+
+    fn call(id: usize, name: &str, arguments: Value) -> Value {
+        let mut params = json!({ "name": name });
+        params["arguments"] = arguments;
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params })
+    }
+
+    impl Running {
+        async fn in_session(
+            &self,
+            session: &str,
+            body: &Value,
+        ) -> Result<reqwest::Response, TestError> {
+            self.post(
+                &[
+                    ("mcp-session-id", session),
+                    ("mcp-protocol-version", "2025-03-26"),
+                ],
+                &body.to_string(),
+            )
+            .await
+        }
+
+        /// A client of the same server from another loopback address.
+        fn from(&self, address: &str) -> Result<Self, TestError> {
+            Ok(Self {
+                http: self.http.clone(),
+                server: self.server.clone(),
+                base: self.base.clone(),
+                client: reqwest::Client::builder()
+                    .local_address(Some(address.parse()?))
+                    .timeout(PATIENCE)
+                    .build()?,
+                _stop: tokio::sync::oneshot::channel().0,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_larger_than_the_in_flight_share_is_refused_whole() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize("2025-03-26", json!({})).await?;
+        let batch: Vec<Value> = (0..257)
+            .map(|id| json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }))
+            .collect();
+        let response = s.in_session(&session, &Value::Array(batch)).await?;
+        assert_eq!(response.status(), 413);
+        let batch: Vec<Value> = (0..256)
+            .map(|id| json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }))
+            .collect();
+        let response = s.in_session(&session, &Value::Array(batch)).await?;
+        assert_eq!(response.status(), 200);
+        let answers: Value = response.json().await?;
+        assert_eq!(answers.as_array().map(Vec::len), Some(256));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_batched_request_is_in_flight_like_any_other() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize("2025-03-26", json!({})).await?;
+        // A repeated id in one batch is refused, not run twice.
+        let batch = json!([
+            call(1, "echo", json!({ "text": "a" })),
+            call(1, "park", json!({}))
+        ]);
+        let answers: Value = s.in_session(&session, &batch).await?.json().await?;
+        let refused = answers
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| {
+                a["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("already in flight"))
+            })
+            .count();
+        assert_eq!(refused, 1, "{answers}");
+        // A batched call can be cancelled: it is answered with nothing.
+        let posting = {
+            let s = s.from("127.0.0.1")?;
+            let session = session.clone();
+            tokio::spawn(async move {
+                let batch = json!([call(7, "park", json!({}))]);
+                s.in_session(&session, &batch).await.map(|r| r.status())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                             "params": { "requestId": 7 } });
+        assert_eq!(s.in_session(&session, &cancel).await?.status(), 202);
+        let status = tokio::time::timeout(Duration::from_secs(1), posting)
+            .await
+            .map_err(|_| "the cancelled batch was not answered at once")???;
+        assert_eq!(
+            status, 202,
+            "a batch of only a cancelled call has no answers"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn sessions_filling_their_shares_with_slow_calls_take_nothing_from_another()
+    -> Result<(), TestError> {
+        let s = start().await?;
+        // 16 sessions, 256 slow calls each: 4 096 in flight, as one client
+        // could start them.
+        let mut attackers = Vec::new();
+        for _ in 0..16 {
+            let session = s.initialize("2025-03-26", json!({})).await?;
+            let attacker = s.from("127.0.0.1")?;
+            attackers.push(tokio::spawn(async move {
+                let batch: Vec<Value> = (0..256).map(|id| call(id, "park", json!({}))).collect();
+                attacker
+                    .in_session(&session, &Value::Array(batch))
+                    .await
+                    .map(|r| r.status())
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Another client, a legacy session of its own and a stateless call.
+        let other = s.from("127.0.0.2")?;
+        let session = other.initialize("2025-03-26", json!({})).await?;
+        let answer: Value = other
+            .in_session(&session, &call(1, "echo", json!({ "text": "still here" })))
+            .await?
+            .json()
+            .await?;
+        assert_eq!(
+            answer["result"]["content"][0]["text"],
+            json!("still here"),
+            "{answer}"
+        );
+        let modern = other
+            .modern(
+                2,
+                "tools/call",
+                json!({ "name": "echo", "arguments": { "text": "and here" } }),
+                Some("echo"),
+            )
+            .await?;
+        assert_eq!(modern.status(), 200);
+        for attacker in attackers {
+            assert_eq!(attacker.await??, 200);
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn one_address_holds_only_its_share_of_sessions() -> Result<(), TestError> {
+        let s = start_with(HttpOptions {
+            max_sessions_per_address: 3,
+            ..HttpOptions::default()
+        })
+        .await?;
+        let mut mine = Vec::new();
+        for _ in 0..3 {
+            mine.push(s.initialize(LEGACY, json!({})).await?);
+        }
+        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": { "name": "t", "version": "1" } } });
+        let refused = s.post(&[], &body.to_string()).await?;
+        assert_eq!(refused.status(), 429);
+        // Another address is not refused for it.
+        s.from("127.0.0.2")?.initialize(LEGACY, json!({})).await?;
+        // A session ended is a share given back.
+        let ended = s
+            .client
+            .delete(format!("{}/mcp", s.base))
+            .header("mcp-session-id", &mine[0])
+            .header("mcp-protocol-version", LEGACY)
+            .send()
+            .await?;
+        assert!(ended.status().is_success(), "{}", ended.status());
+        s.initialize(LEGACY, json!({})).await?;
+        Ok(())
+    }
+
+    /// Opens a 2024-11-05 session; its stream and the URL to post to.
+    async fn sse_session(s: &Running) -> Result<(Events, String), TestError> {
+        let stream = s
+            .client
+            .get(format!("{}/sse", s.base))
+            .headers(headers(&[("accept", "text/event-stream")])?)
+            .send()
+            .await?;
+        let mut events = Events::new(stream);
+        let endpoint = events
+            .next()
+            .await?
+            .and_then(|e| e.data)
+            .ok_or("no endpoint event")?;
+        let url = format!("{}{endpoint}", s.base);
+        let initialize = json!({ "jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2024-11-05", "capabilities": {},
+            "clientInfo": { "name": "t", "version": "1" } } });
+        assert_eq!(post_message(s, &url, &initialize).await?, 202);
+        let reply = events.next_json().await?;
+        assert_eq!(reply["id"], json!("init"), "{reply}");
+        let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        assert_eq!(post_message(s, &url, &initialized).await?, 202);
+        Ok((events, url))
+    }
+
+    async fn post_message(s: &Running, url: &str, body: &Value) -> Result<u16, TestError> {
+        Ok(s.client
+            .post(url)
+            .headers(headers(&[
+                ("content-type", "application/json"),
+                ("accept", BOTH),
+            ])?)
+            .body(body.to_string())
+            .send()
+            .await?
+            .status()
+            .as_u16())
+    }
+
+    #[tokio::test]
+    async fn the_2024_transport_caps_in_flight_and_honours_cancellation() -> Result<(), TestError> {
+        let s = start().await?;
+        let (mut events, url) = sse_session(&s).await?;
+        for id in 0..256 {
+            assert_eq!(
+                post_message(&s, &url, &call(id, "park", json!({}))).await?,
+                202
+            );
+        }
+        assert_eq!(
+            post_message(&s, &url, &call(256, "park", json!({}))).await?,
+            503
+        );
+        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                             "params": { "requestId": 3 } });
+        assert_eq!(post_message(&s, &url, &cancel).await?, 202);
+        let mut answered = std::collections::BTreeSet::new();
+        while answered.len() < 255 {
+            let answer = events.next_json().await?;
+            answered.insert(answer["id"].as_u64().ok_or("an answer without an id")?);
+        }
+        assert!(!answered.contains(&3), "the cancelled call was answered");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_2024_stream_nobody_reads_ends_its_session() -> Result<(), TestError> {
+        let s = start_with(HttpOptions {
+            stall_timeout: Duration::from_millis(300),
+            ..HttpOptions::default()
+        })
+        .await?;
+        let (events, url) = sse_session(&s).await?;
+        let text = "z".repeat(32 * 1024);
+        // Answers pile up behind a stream that is never read, until the
+        // server gives up on it and ends the session.
+        let mut ended = false;
+        for round in 0..40 {
+            let bodies: Vec<Value> = (0..64)
+                .map(|n| call(round * 64 + n, "echo", json!({ "text": text })))
+                .collect();
+            let posts: Vec<_> = bodies
+                .iter()
+                .map(|body| post_message(&s, &url, body))
+                .collect();
+            let statuses = futures_util::future::join_all(posts).await;
+            if statuses.iter().any(|status| matches!(status, Ok(404))) {
+                ended = true;
+                break;
+            }
+        }
+        assert!(ended, "a session whose stream is never read lived on");
+        assert_eq!(
+            post_message(
+                &s,
+                &url,
+                &json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" })
+            )
+            .await?,
+            404
+        );
+        drop(events);
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ use super::call::{Call, CallError};
 use super::context::{AuthContext, DynExchange, DynFrameSink, PeerSession};
 use super::dispatch::Connection;
 use super::forward::Forward;
-use super::idempotency::IdempotencyStore;
+use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
@@ -20,10 +20,6 @@ use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTempl
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId, TransportKind};
 
-/// How many recorded `tools/call` answers a server keeps for replay.
-const IDEMPOTENCY_CAPACITY: usize = 4096;
-/// How long a recorded answer is replayed, in milliseconds.
-const IDEMPOTENCY_TTL_MS: u64 = 10 * 60 * 1000;
 /// How many unread changes a slow listener may fall behind by.
 const CHANGE_BACKLOG: usize = 256;
 
@@ -106,6 +102,7 @@ pub struct ServerBuilder {
     tool_visibility: Option<ToolVisibility>,
     forward: Option<Arc<dyn Forward>>,
     forward_scopes: ScopeRules,
+    idempotency: IdempotencyLimits,
 }
 
 impl core::fmt::Debug for ServerBuilder {
@@ -134,6 +131,14 @@ impl ServerBuilder {
     #[must_use]
     pub fn forwarded_scopes(mut self, rules: ScopeRules) -> Self {
         self.forward_scopes = rules;
+        self
+    }
+
+    /// The bounds of the record that replays a retried `tools/call`'s answer
+    /// (per session and in bytes; see [`IdempotencyLimits`]).
+    #[must_use]
+    pub const fn idempotency(mut self, limits: IdempotencyLimits) -> Self {
+        self.idempotency = limits;
         self
     }
 
@@ -191,10 +196,7 @@ impl ServerBuilder {
                 registry: RwLock::default(),
                 changes,
                 sealer: RwLock::new(sealer),
-                idempotency: Mutex::new(IdempotencyStore::new(
-                    IDEMPOTENCY_CAPACITY,
-                    IDEMPOTENCY_TTL_MS,
-                )),
+                idempotency: Mutex::new(IdempotencyStore::with_limits(self.idempotency)),
                 next_session: AtomicU64::new(1),
                 tool_visibility: self.tool_visibility,
                 forward: self.forward,
@@ -217,6 +219,7 @@ impl Server {
             tool_visibility: None,
             forward: None,
             forward_scopes: ScopeRules::default(),
+            idempotency: IdempotencyLimits::default(),
         }
     }
 

@@ -30,13 +30,26 @@
 //!
 //! # Bounds
 //!
-//! At most `capacity` entries, in flight and completed together. A completed
-//! entry is replayable for `ttl_ms` after it was recorded. When the store is
-//! full the completed entry recorded longest ago makes room; an in-flight
-//! entry is never evicted, because forgetting it would let its duplicate run
-//! while it is still running. If every slot is in flight, `admit` refuses
-//! with [`Admission::Full`] rather than grow. The capacity counts entries,
-//! not bytes: a server with large tool results sizes it accordingly.
+//! Every bound that one client could fill is per session, so that no
+//! session's calls can crowd out another's ([`IdempotencyLimits`]):
+//!
+//! - A session holds at most `per_session` entries, in flight and completed
+//!   together. When its share is full its own completed entry recorded
+//!   longest ago makes room; an in-flight entry is never evicted, because
+//!   forgetting it would let its duplicate run while it is still running. If
+//!   all of a session's entries are in flight, `admit` refuses that session
+//!   alone with [`Admission::Full`].
+//! - Recorded answers are bounded in bytes, per session and in all. An
+//!   answer larger than `max_record_bytes` is not kept; its retry is told so
+//!   (and runs nothing) instead of replaying gigabytes. Past a byte budget,
+//!   or past `capacity` completed entries in all, the answers recorded
+//!   longest ago (the session's own first, for its budget) are forgotten.
+//! - In-flight entries are not bounded in all by the store: each is a few
+//!   words, their number is bounded by the sessions times `per_session`,
+//!   and a global bound there is exactly what let one session starve every
+//!   other.
+//!
+//! A completed entry is replayable for `ttl_ms` after it was recorded.
 //!
 //! # Concurrency and time
 //!
@@ -90,13 +103,52 @@ pub enum Admission {
 
 type Key = (SessionId, RequestId);
 
+/// The store's bounds; see the [module docs](self#bounds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdempotencyLimits {
+    /// Completed entries kept in all (4 096).
+    pub capacity: usize,
+    /// Entries one session holds, in flight and completed (256).
+    pub per_session: usize,
+    /// Bytes of recorded answers kept in all (64 MiB).
+    pub max_bytes: usize,
+    /// Bytes of recorded answers one session keeps (4 MiB).
+    pub per_session_bytes: usize,
+    /// The largest answer kept for replay (1 MiB).
+    pub max_record_bytes: usize,
+    /// How long a recorded answer is replayed, in milliseconds (10 min).
+    pub ttl_ms: u64,
+}
+
+impl Default for IdempotencyLimits {
+    fn default() -> Self {
+        Self {
+            capacity: 4096,
+            per_session: 256,
+            max_bytes: 64 * 1024 * 1024,
+            per_session_bytes: 4 * 1024 * 1024,
+            max_record_bytes: 1024 * 1024,
+            ttl_ms: 10 * 60 * 1000,
+        }
+    }
+}
+
+/// What one session holds.
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    entries: usize,
+    bytes: usize,
+}
+
 /// Remembers recent `tools/call` answers per session and request id.
 ///
 /// See the [module docs](self) for the calling contract.
 pub struct IdempotencyStore {
-    capacity: usize,
-    ttl_ms: u64,
+    limits: IdempotencyLimits,
     entries: HashMap<Key, Entry>,
+    usage: HashMap<SessionId, Usage>,
+    /// Bytes of every recorded answer held.
+    bytes: usize,
     /// Completed entries by when they were recorded, oldest first: the front
     /// is both the next to expire and the next to evict.
     completed: BTreeMap<Stamp, Key>,
@@ -119,21 +171,34 @@ struct Entry {
 
 enum State {
     InFlight,
-    Completed { outcome: Recorded },
+    Completed { outcome: Recorded, bytes: usize },
 }
 
 impl IdempotencyStore {
-    /// A store holding at most `capacity` entries, replaying each answer for
-    /// `ttl_ms` after it was recorded.
+    /// A store holding at most `capacity` entries per session and
+    /// completed in all, replaying each answer for `ttl_ms` after it was
+    /// recorded, with the default byte bounds.
     ///
     /// A capacity of zero admits nothing: every call is refused as
     /// [`Admission::Full`].
     #[must_use]
     pub fn new(capacity: usize, ttl_ms: u64) -> Self {
-        Self {
+        Self::with_limits(IdempotencyLimits {
             capacity,
+            per_session: capacity,
             ttl_ms,
+            ..IdempotencyLimits::default()
+        })
+    }
+
+    /// A store with these bounds.
+    #[must_use]
+    pub fn with_limits(limits: IdempotencyLimits) -> Self {
+        Self {
+            limits,
             entries: HashMap::new(),
+            usage: HashMap::new(),
+            bytes: 0,
             completed: BTreeMap::new(),
             next_seq: 0,
         }
@@ -153,7 +218,7 @@ impl IdempotencyStore {
         now_ms: u64,
     ) -> Admission {
         self.purge_expired(now_ms);
-        let full = self.entries.len() >= self.capacity;
+        let full = self.usage_of(session).entries >= self.limits.per_session;
         let fresh = Entry {
             digest,
             state: State::InFlight,
@@ -173,14 +238,17 @@ impl IdempotencyStore {
             }
             hash_map::Entry::Vacant(slot) if !full => {
                 slot.insert(fresh);
+                self.usage.entry(session).or_default().entries += 1;
                 return Admission::Fresh;
             }
             hash_map::Entry::Vacant(slot) => slot.into_key(),
         };
-        if !self.evict_oldest_completed() {
+        // The session's share is full: only its own answers make room.
+        if self.limits.per_session == 0 || !self.evict_oldest_of(Some(session)) {
             return Admission::Full;
         }
         self.entries.insert(key, fresh);
+        self.usage.entry(session).or_default().entries += 1;
         Admission::Fresh
     }
 
@@ -196,6 +264,37 @@ impl IdempotencyStore {
         outcome: Recorded,
         now_ms: u64,
     ) -> bool {
+        let size = size_of(&outcome);
+        self.settle(session, id, size, || outcome, now_ms)
+    }
+
+    /// [`record`](Self::record) for a successful answer, copied only if it
+    /// is small enough to keep.
+    pub fn record_result(
+        &mut self,
+        session: SessionId,
+        id: &RequestId,
+        reply: &Reply,
+        now_ms: u64,
+    ) -> bool {
+        let size = written_size(reply);
+        self.settle(
+            session,
+            id,
+            size,
+            || Recorded::Result(reply.clone()),
+            now_ms,
+        )
+    }
+
+    fn settle(
+        &mut self,
+        session: SessionId,
+        id: &RequestId,
+        size: usize,
+        outcome: impl FnOnce() -> Recorded,
+        now_ms: u64,
+    ) -> bool {
         let key = (session, id.clone());
         let Some(entry) = self.entries.get_mut(&key) else {
             return false;
@@ -203,14 +302,56 @@ impl IdempotencyStore {
         if !matches!(entry.state, State::InFlight) {
             return false;
         }
+        // Too large to keep: the retry learns the call answered and is not
+        // run again, rather than the store holding the answer.
+        let (outcome, bytes) = if size > self.limits.max_record_bytes {
+            let refusal = too_large(self.limits.max_record_bytes);
+            let bytes = size_of(&refusal);
+            (refusal, bytes)
+        } else {
+            (outcome(), size)
+        };
         let stamp = Stamp {
             recorded_at_ms: now_ms,
             seq: self.next_seq,
         };
         self.next_seq = self.next_seq.wrapping_add(1);
-        entry.state = State::Completed { outcome };
+        entry.state = State::Completed { outcome, bytes };
         self.completed.insert(stamp, key);
+        self.bytes += bytes;
+        self.usage.entry(session).or_default().bytes += bytes;
+        // The session's own budget first, from its own oldest answers; then
+        // the store's, from everyone's oldest.
+        while self.usage_of(session).bytes > self.limits.per_session_bytes
+            && self.evict_oldest_of(Some(session))
+        {}
+        while (self.bytes > self.limits.max_bytes || self.completed.len() > self.limits.capacity)
+            && self.evict_oldest_of(None)
+        {}
         true
+    }
+
+    fn usage_of(&self, session: SessionId) -> Usage {
+        self.usage.get(&session).copied().unwrap_or_default()
+    }
+
+    /// Forgets the entry at `key`, whatever its state, keeping the counts.
+    fn forget(&mut self, key: &Key) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        let bytes = match &entry.state {
+            State::Completed { bytes, .. } => *bytes,
+            State::InFlight => 0,
+        };
+        self.bytes = self.bytes.saturating_sub(bytes);
+        if let hash_map::Entry::Occupied(mut usage) = self.usage.entry(key.0) {
+            let held = usage.get_mut();
+            held.entries = held.entries.saturating_sub(1);
+            held.bytes = held.bytes.saturating_sub(bytes);
+            if held.entries == 0 {
+                usage.remove();
+            }
+        }
+        Some(entry)
     }
 
     /// Forgets the in-flight call `id` in `session`, as though it had never
@@ -229,7 +370,7 @@ impl IdempotencyStore {
                 ..
             })
         ) {
-            self.entries.remove(&key);
+            self.forget(&key);
             return true;
         }
         false
@@ -241,8 +382,19 @@ impl IdempotencyStore {
     /// entries would only hold slots until they expired. A call still running
     /// for it will find its [`record`](Self::record) ignored.
     pub fn end_session(&mut self, session: SessionId) {
-        self.entries.retain(|(owner, _), _| *owner != session);
+        let mut freed = 0;
+        self.entries.retain(|(owner, _), entry| {
+            if *owner != session {
+                return true;
+            }
+            if let State::Completed { bytes, .. } = entry.state {
+                freed += bytes;
+            }
+            false
+        });
         self.completed.retain(|_, (owner, _)| *owner != session);
+        self.bytes = self.bytes.saturating_sub(freed);
+        self.usage.remove(&session);
     }
 
     /// How many entries are held, in flight and completed.
@@ -263,39 +415,48 @@ impl IdempotencyStore {
         self.entries.len().saturating_sub(self.completed.len())
     }
 
-    /// The most entries this store holds.
+    /// Bytes of recorded answers held.
     #[must_use]
-    pub const fn capacity(&self) -> usize {
-        self.capacity
+    pub const fn bytes(&self) -> usize {
+        self.bytes
     }
 
-    /// How long a recorded answer is replayed for, in milliseconds.
+    /// The store's bounds.
     #[must_use]
-    pub const fn ttl_ms(&self) -> u64 {
-        self.ttl_ms
+    pub const fn limits(&self) -> &IdempotencyLimits {
+        &self.limits
     }
 
     /// Drops every completed entry recorded `ttl_ms` or more before `now_ms`.
     fn purge_expired(&mut self, now_ms: u64) {
         while let Some(entry) = self.completed.first_entry() {
-            if entry.key().recorded_at_ms.saturating_add(self.ttl_ms) > now_ms {
+            if entry
+                .key()
+                .recorded_at_ms
+                .saturating_add(self.limits.ttl_ms)
+                > now_ms
+            {
                 break;
             }
             let key = entry.remove();
-            self.entries.remove(&key);
+            self.forget(&key);
         }
     }
 
-    /// Makes room by dropping the completed entry recorded longest ago.
-    /// Returns false if there is none, when every entry is in flight.
-    fn evict_oldest_completed(&mut self) -> bool {
-        match self.completed.pop_first() {
-            Some((_, key)) => {
-                self.entries.remove(&key);
-                true
-            }
-            None => false,
-        }
+    /// Makes room by dropping the completed entry recorded longest ago, of
+    /// `session` or of anyone. Returns false if there is none, when every
+    /// such entry is in flight.
+    fn evict_oldest_of(&mut self, session: Option<SessionId>) -> bool {
+        let stamp = self
+            .completed
+            .iter()
+            .find(|(_, (owner, _))| session.is_none_or(|s| s == *owner))
+            .map(|(stamp, _)| *stamp);
+        let Some(key) = stamp.and_then(|stamp| self.completed.remove(&stamp)) else {
+            return false;
+        };
+        self.forget(&key);
+        true
     }
 }
 
@@ -304,12 +465,49 @@ impl fmt::Debug for IdempotencyStore {
     /// and may be private to the session that asked.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IdempotencyStore")
-            .field("capacity", &self.capacity)
-            .field("ttl_ms", &self.ttl_ms)
+            .field("limits", &self.limits)
             .field("len", &self.len())
+            .field("bytes", &self.bytes)
             .field("in_flight", &self.in_flight())
             .finish_non_exhaustive()
     }
+}
+
+/// How many bytes `outcome` takes written as JSON: what a recorded answer
+/// is charged, counted without writing it anywhere.
+fn size_of(outcome: &Recorded) -> usize {
+    match outcome {
+        Recorded::Result(reply) => written_size(reply),
+        Recorded::Error(value) => written_size(value),
+    }
+}
+
+/// How many bytes `value` takes written as JSON; `usize::MAX`, too large to
+/// keep, if it cannot be written.
+fn written_size(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_or(usize::MAX, |()| count.0)
+}
+
+/// What a retry of a call whose answer was too large to keep is told.
+fn too_large(limit: usize) -> Recorded {
+    Recorded::Error(serde_json::json!({
+        "code": crate::domain::jsonrpc::ErrorCode::INVALID_REQUEST.0,
+        "message": format!(
+            "this request was answered already, and the answer (over {limit} bytes) was too \
+             large to keep for a retry; the call was not run again"
+        ),
+    }))
 }
 
 #[cfg(test)]
@@ -577,16 +775,68 @@ mod tests {
     }
 
     #[test]
-    fn a_store_all_in_flight_refuses_rather_than_grows() {
+    fn a_session_all_in_flight_is_refused_and_no_other_session_is() {
         let mut store = IdempotencyStore::new(3, TTL);
         for n in 1..=3 {
             assert_eq!(store.admit(S1, &id(n), digest(n), 0), Admission::Fresh);
         }
-        assert_eq!(store.admit(S2, &id(4), digest(4), 1), Admission::Full);
-        assert_eq!(store.len(), 3);
-        // Settling one frees its slot.
+        // S1's share is spent on calls still running: S1 is refused, S2 not.
+        assert_eq!(store.admit(S1, &id(4), digest(4), 1), Admission::Full);
+        assert_eq!(store.admit(S2, &id(4), digest(4), 1), Admission::Fresh);
+        assert_eq!(store.len(), 4);
+        // Settling one of S1's frees its slot for S1.
         assert!(store.abandon(S1, &id(2)));
-        assert_eq!(store.admit(S2, &id(4), digest(4), 2), Admission::Fresh);
+        assert_eq!(store.admit(S1, &id(4), digest(4), 2), Admission::Fresh);
+    }
+
+    #[test]
+    fn an_answer_too_large_to_keep_is_not_kept_and_its_retry_runs_nothing() {
+        let mut store = IdempotencyStore::with_limits(IdempotencyLimits {
+            max_record_bytes: 1024,
+            ttl_ms: TTL,
+            ..IdempotencyLimits::default()
+        });
+        assert_eq!(store.admit(S1, &id(1), digest(1), 0), Admission::Fresh);
+        assert!(store.record(S1, &id(1), result(&"x".repeat(4096)), 0));
+        assert!(store.bytes() < 1024, "{} bytes kept", store.bytes());
+        // The retry of a call whose answer was not kept must not run.
+        let retry = store.admit(S1, &id(1), digest(1), 1);
+        let message = match &retry {
+            Admission::Replay(Recorded::Error(error)) => {
+                error.get("message").and_then(Value::as_str)
+            }
+            _ => None,
+        };
+        assert!(
+            message.is_some_and(|m| m.contains("not run again")),
+            "{retry:?}"
+        );
+    }
+
+    #[test]
+    fn a_session_over_its_byte_budget_forgets_its_own_oldest_answers_only() {
+        let mut store = IdempotencyStore::with_limits(IdempotencyLimits {
+            per_session_bytes: 3_000,
+            ttl_ms: TTL,
+            ..IdempotencyLimits::default()
+        });
+        let big = "y".repeat(900);
+        assert_eq!(store.admit(S2, &id(100), digest(100), 0), Admission::Fresh);
+        assert!(store.record(S2, &id(100), result(&big), 0));
+        for n in 1..=10 {
+            assert_eq!(store.admit(S1, &id(n), digest(n), 0), Admission::Fresh);
+            assert!(store.record(S1, &id(n), result(&big), 0));
+        }
+        // S1 keeps what fits its budget, its newest; S2's answer stands.
+        assert!(matches!(
+            store.admit(S1, &id(10), digest(10), 1),
+            Admission::Replay(_)
+        ));
+        assert_eq!(store.admit(S1, &id(1), digest(1), 1), Admission::Fresh);
+        assert!(matches!(
+            store.admit(S2, &id(100), digest(100), 1),
+            Admission::Replay(_)
+        ));
     }
 
     #[test]
@@ -603,7 +853,7 @@ mod tests {
     }
 
     #[test]
-    fn the_store_never_holds_more_than_its_capacity() {
+    fn the_store_never_holds_more_than_its_bounds() {
         let mut store = IdempotencyStore::new(8, TTL);
         for n in 0..200_i64 {
             let session = SessionId::new(n.unsigned_abs() % 3);
@@ -616,13 +866,22 @@ mod tests {
                     assert!(store.record(session, &id(n), result("x"), now));
                 }
             }
-            assert!(store.len() <= 8, "{} entries after call {n}", store.len());
+            let completed = store.len() - store.in_flight();
+            assert!(completed <= 8, "{completed} answers kept after call {n}");
+            for owner in 0..3 {
+                let held = store.usage_of(SessionId::new(owner)).entries;
+                assert!(held <= 8, "session {owner} holds {held} after call {n}");
+            }
         }
-        // By now the in-flight calls fill the store.
-        assert_eq!(store.in_flight(), 8);
+        // Each session's calls left running fill its own share only.
+        assert_eq!(store.in_flight(), 24);
         assert_eq!(
-            store.admit(S1, &id(1_000), digest(1), 1_000),
+            store.admit(SessionId::new(0), &id(1_000), digest(1), 1_000),
             Admission::Full
+        );
+        assert_eq!(
+            store.admit(SessionId::new(9), &id(1_000), digest(1), 1_000),
+            Admission::Fresh
         );
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::App;
 use super::respond::{CURRENT, channel, refusal};
+use super::sessions::sessions_full;
 use super::sse::{self, SseEvent};
 use super::streamable::{check_post, context};
 use crate::application::server::context::AuthContext;
@@ -25,20 +26,15 @@ use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Response as RpcRespon
 pub(super) async fn open(
     State(app): State<App>,
     Extension(caller): Extension<AuthContext>,
+    peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
 ) -> Response {
-    let Some(session) = app.sessions.open(
-        &app.server,
-        TransportKind::HttpSse,
-        app.options.replay_events,
-        app.options.exchange_timeout,
-        &caller,
-    ) else {
-        return refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            None,
-            ErrorCode::INTERNAL_ERROR,
-            "too many sessions",
-        );
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let session = match app
+        .sessions
+        .open(&app.server, TransportKind::HttpSse, &caller, peer)
+    {
+        Ok(session) => session,
+        Err(full) => return sessions_full(&full, None),
     };
     let (tx, rx) = mpsc::channel::<Value>(256);
     session.set_standalone(tx);
@@ -128,7 +124,10 @@ pub(super) async fn post(
             // Its messages all travel on the session's stream.
             let (channel, mut rx) = channel(true);
             let owner = Arc::clone(&session);
-            tokio::spawn(async move {
+            let id = request.id.clone();
+            // In the session's in-flight table like any legacy request:
+            // capped, unique and cancellable.
+            let started = session.start(&id, async move {
                 // Everything this request says goes on the session's stream.
                 let relay = Arc::clone(&owner);
                 let forward = tokio::spawn(async move {
@@ -145,10 +144,14 @@ pub(super) async fn post(
                     id: ResponseId::Id(id),
                     outcome,
                 });
-                // Waits for room: an answer is never dropped.
+                // Waits for room, for a bounded time: an answer is never
+                // dropped while the client reads its stream.
                 let _sent = owner.send_standalone_waiting(response.into_value()).await;
             });
-            StatusCode::ACCEPTED.into_response()
+            match started {
+                Ok(_running) => StatusCode::ACCEPTED.into_response(),
+                Err(refused) => refusal(refused.status, Some(&id), refused.code, &refused.message),
+            }
         }
         Incoming::Single(Message::Response(response)) => {
             if let Some(id) = response.id.request_id() {
@@ -156,7 +159,10 @@ pub(super) async fn post(
             }
             StatusCode::ACCEPTED.into_response()
         }
-        Incoming::Single(Message::Notification(_)) => StatusCode::ACCEPTED.into_response(),
+        Incoming::Single(Message::Notification(notification)) => {
+            session.cancel(&notification);
+            StatusCode::ACCEPTED.into_response()
+        }
         Incoming::Batch(_) => refusal(
             StatusCode::BAD_REQUEST,
             None,

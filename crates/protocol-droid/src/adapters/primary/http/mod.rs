@@ -54,6 +54,15 @@ pub struct HttpOptions {
     pub max_body: usize,
     /// How many sessions may be open at once (16 384); more get 503.
     pub max_sessions: usize,
+    /// How many of those one authenticated principal may hold (256); more
+    /// get 429.
+    pub max_sessions_per_principal: usize,
+    /// How many one anonymous caller's address may hold (1 024); more get
+    /// 429.
+    pub max_sessions_per_address: usize,
+    /// How long an answer may wait for room on a session's stream before
+    /// the stream counts as unread and the session ends (30 s).
+    pub stall_timeout: Duration,
     /// How long a session may sit unused before it is reaped (10 minutes).
     pub idle_timeout: Duration,
     /// How many events a session keeps for `Last-Event-ID` resumption (512).
@@ -87,6 +96,9 @@ impl Default for HttpOptions {
         Self {
             max_body: 4 * 1024 * 1024,
             max_sessions: 16_384,
+            max_sessions_per_principal: 256,
+            max_sessions_per_address: 1024,
+            stall_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(600),
             replay_events: 512,
             sse_retry: Duration::from_millis(500),
@@ -133,7 +145,14 @@ impl HttpServer {
     /// is a task).
     #[must_use]
     pub fn new(server: Server, options: HttpOptions) -> Self {
-        let sessions = sessions::Sessions::new(options.max_sessions);
+        let sessions = sessions::Sessions::new(sessions::SessionLimits {
+            max: options.max_sessions,
+            per_principal: options.max_sessions_per_principal,
+            per_address: options.max_sessions_per_address,
+            replay_events: options.replay_events,
+            exchange_timeout: options.exchange_timeout,
+            stall_timeout: options.stall_timeout,
+        });
         sessions::spawn_reaper(&sessions, options.idle_timeout);
         Self {
             app: App {

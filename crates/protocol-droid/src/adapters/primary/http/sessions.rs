@@ -7,7 +7,8 @@
 //! stream.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -22,7 +23,11 @@ use crate::application::server::context::{
 };
 use crate::application::server::{Connection, Server};
 use crate::domain::TransportKind;
-use crate::domain::jsonrpc::{ErrorObject, Message, Notification, Request, RequestId};
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
+
+/// How many requests one session may have in flight, on either legacy HTTP
+/// transport and in a batch: the same bound stdio has.
+pub(super) const MAX_IN_FLIGHT: usize = 256;
 
 type Pending = Mutex<HashMap<RequestId, oneshot::Sender<Result<Value, ErrorObject>>>>;
 
@@ -47,6 +52,20 @@ pub(super) struct Session {
     /// The task forwarding list changes to this session; stopped on close,
     /// so an abandoned session leaves no task waiting for the next change.
     forwarder: Mutex<Option<AbortHandle>>,
+    /// Whose share of the session quota this session is.
+    quota: String,
+    /// How long an answer waits for room on a stream nobody reads.
+    stall_timeout: Duration,
+    /// Set once the session has ended: lookups no longer find it, and the
+    /// reaper takes it out of the table at once.
+    closed: AtomicBool,
+}
+
+/// Why a request was not started.
+pub(super) struct Refused {
+    pub(super) status: axum::http::StatusCode,
+    pub(super) code: ErrorCode,
+    pub(super) message: String,
 }
 
 impl Session {
@@ -107,12 +126,91 @@ impl Session {
     }
 
     /// Sends on the session's own stream, waiting for room rather than
-    /// dropping: for answers, which must not be lost.
+    /// dropping: for answers, which must not be lost. A stream that takes
+    /// nothing for [`HttpOptions::stall_timeout`](super::HttpOptions) is not
+    /// being read, and the session ends: its answers would otherwise wait,
+    /// and hold memory, for ever.
     pub(super) async fn send_standalone_waiting(&self, message: Value) -> bool {
         let tx = self.standalone.lock().ok().and_then(|s| s.clone());
-        match tx {
-            Some(tx) => tx.send(message).await.is_ok(),
-            None => false,
+        let Some(tx) = tx else {
+            return false;
+        };
+        match tokio::time::timeout(self.stall_timeout, tx.send(message)).await {
+            Ok(sent) => sent.is_ok(),
+            Err(_) => {
+                tracing::debug!(session = %self.id, "the session's stream is not read; ending it");
+                self.close();
+                false
+            }
+        }
+    }
+
+    /// Starts `work`, the answering of request `id`, in its own task,
+    /// registered so a cancellation can stop it; refuses an id already in
+    /// flight in this session, and a request past [`MAX_IN_FLIGHT`]. Every
+    /// request of either legacy HTTP transport, batched or not, comes
+    /// through here.
+    pub(super) fn start<T: Send + 'static>(
+        self: &Arc<Self>,
+        id: &RequestId,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Result<tokio::task::JoinHandle<T>, Refused> {
+        use axum::http::StatusCode;
+        let Ok(mut in_flight) = self.in_flight.lock() else {
+            return Err(Refused {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                code: ErrorCode::INTERNAL_ERROR,
+                message: "session unavailable".to_owned(),
+            });
+        };
+        if in_flight.len() >= MAX_IN_FLIGHT {
+            return Err(Refused {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                code: ErrorCode::INTERNAL_ERROR,
+                message: format!("this session has {MAX_IN_FLIGHT} requests in flight already"),
+            });
+        }
+        if in_flight.contains_key(id) {
+            return Err(Refused {
+                status: StatusCode::OK,
+                code: ErrorCode::INVALID_REQUEST,
+                message: format!("request id {id} is already in flight"),
+            });
+        }
+        let owner = Arc::clone(self);
+        let own_id = id.clone();
+        // The table stays locked across the spawn, so the task cannot remove
+        // its entry before it is inserted.
+        let task = tokio::spawn(async move {
+            let outcome = work.await;
+            if let Ok(mut in_flight) = owner.in_flight.lock() {
+                let mine = in_flight
+                    .get(&own_id)
+                    .is_some_and(|h| h.id() == tokio::task::id());
+                if mine {
+                    in_flight.remove(&own_id);
+                }
+            }
+            outcome
+        });
+        in_flight.insert(id.clone(), task.abort_handle());
+        Ok(task)
+    }
+
+    /// Stops the request a `notifications/cancelled` names, if it is in
+    /// flight; any other notification is left alone.
+    pub(super) fn cancel(&self, notification: &Notification) {
+        if notification.method != "notifications/cancelled" {
+            return;
+        }
+        let target = notification
+            .params
+            .as_ref()
+            .and_then(|p| p.get("requestId"))
+            .and_then(RequestId::from_json);
+        let handle = target.and_then(|id| self.in_flight.lock().ok()?.remove(&id));
+        if let Some(handle) = handle {
+            handle.abort();
         }
     }
 
@@ -130,6 +228,7 @@ impl Session {
     }
 
     fn close(&self) {
+        self.closed.store(true, Ordering::Release);
         if let Some(forwarder) = self.forwarder.lock().ok().and_then(|mut f| f.take()) {
             forwarder.abort();
         }
@@ -241,47 +340,131 @@ impl Drop for Forget {
     }
 }
 
-/// Every open session, bounded in number.
+/// Every open session, bounded in number in all and per opener.
 pub(super) struct Sessions {
-    map: Mutex<HashMap<String, Arc<Session>>>,
-    max: usize,
+    map: Mutex<Table>,
+    limits: SessionLimits,
+}
+
+#[derive(Default)]
+struct Table {
+    sessions: HashMap<String, Arc<Session>>,
+    /// How many sessions each quota key holds.
+    held: HashMap<String, usize>,
+}
+
+impl Table {
+    fn insert(&mut self, session: Arc<Session>) {
+        *self.held.entry(session.quota.clone()).or_default() += 1;
+        self.sessions.insert(session.id.clone(), session);
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Arc<Session>> {
+        let session = self.sessions.remove(id)?;
+        if let std::collections::hash_map::Entry::Occupied(mut held) =
+            self.held.entry(session.quota.clone())
+        {
+            *held.get_mut() -= 1;
+            if *held.get() == 0 {
+                held.remove();
+            }
+        }
+        Some(session)
+    }
+}
+
+/// What bounds the session table; see [`HttpOptions`](super::HttpOptions).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SessionLimits {
+    pub(super) max: usize,
+    pub(super) per_principal: usize,
+    pub(super) per_address: usize,
+    pub(super) replay_events: usize,
+    pub(super) exchange_timeout: Duration,
+    pub(super) stall_timeout: Duration,
+}
+
+/// Why no session was opened.
+#[derive(Debug)]
+pub(super) enum Full {
+    /// The server holds as many as it may.
+    Server,
+    /// This opener (a principal, or an anonymous caller's address) holds
+    /// its share.
+    Quota,
+}
+
+/// The answer to an `initialize` (or an SSE `GET`) that found no room: 503
+/// when the server is full, 429 when the opener holds its share.
+pub(super) fn sessions_full(full: &Full, id: Option<&RequestId>) -> axum::response::Response {
+    use axum::http::StatusCode;
+    let (status, message) = match full {
+        Full::Server => (StatusCode::SERVICE_UNAVAILABLE, "too many sessions"),
+        Full::Quota => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "this caller has as many sessions open as it may; end one (DELETE) first",
+        ),
+    };
+    super::respond::refusal(status, id, ErrorCode::INTERNAL_ERROR, message)
+}
+
+/// Whose share of the quota a session opened by `opener` from `peer` is: an
+/// authenticated principal's, else the anonymous caller's address.
+fn quota_key(opener: &AuthContext, peer: Option<IpAddr>) -> (String, bool) {
+    match opener.principal_key() {
+        Some(principal) => (principal, true),
+        None => (
+            format!(
+                "address\u{1f}{}",
+                peer.map_or_else(String::new, |ip| ip.to_string())
+            ),
+            false,
+        ),
+    }
 }
 
 impl Sessions {
-    pub(super) fn new(max: usize) -> Arc<Self> {
+    pub(super) fn new(limits: SessionLimits) -> Arc<Self> {
         Arc::new(Self {
             map: Mutex::default(),
-            max,
+            limits,
         })
     }
 
-    /// Opens a session of `server`'s, or `None` when the limit is reached.
+    /// Opens a session of `server`'s for `opener`, who connected from
+    /// `peer`; refused when the server or the opener's quota is full.
     pub(super) fn open(
         &self,
         server: &Server,
         transport: TransportKind,
-        replay_events: usize,
-        exchange_timeout: Duration,
         opener: &AuthContext,
-    ) -> Option<Arc<Session>> {
+        peer: Option<IpAddr>,
+    ) -> Result<Arc<Session>, Full> {
+        let (quota, principal) = quota_key(opener, peer);
+        let share = if principal {
+            self.limits.per_principal
+        } else {
+            self.limits.per_address
+        };
         // Checked first, so a refused session costs nothing.
-        if self.len() >= self.max {
-            return None;
-        }
-        let id = mint_id()?;
+        self.room_for(&quota, share)?;
+        let id = mint_id().ok_or(Full::Server)?;
         let session = Arc::new(Session {
-            id: id.clone(),
+            id,
             transport,
             owner: opener.principal_key(),
             connection: OnceLock::new(),
             pending: Mutex::default(),
-            events: Arc::new(EventStore::new(replay_events)),
+            events: Arc::new(EventStore::new(self.limits.replay_events)),
             standalone: Mutex::default(),
             last_seen: Mutex::new(Instant::now()),
             next_request: AtomicU64::new(1),
             in_flight: Mutex::default(),
-            exchange_timeout,
+            exchange_timeout: self.limits.exchange_timeout,
             forwarder: Mutex::default(),
+            quota: quota.clone(),
+            stall_timeout: self.limits.stall_timeout,
+            closed: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&session);
         let connection = server.connect(
@@ -291,11 +474,9 @@ impl Sessions {
         );
         let _set = session.connection.set(Arc::new(connection));
         {
-            let mut map = self.map.lock().ok()?;
-            if map.len() >= self.max {
-                return None;
-            }
-            map.insert(id, Arc::clone(&session));
+            let mut map = self.map.lock().map_err(|_| Full::Server)?;
+            Self::check(&map, &quota, share, self.limits.max)?;
+            map.insert(Arc::clone(&session));
         }
         // Only for a session that made it into the table: a refused one
         // must leave no task behind.
@@ -303,7 +484,22 @@ impl Sessions {
         if let Ok(mut slot) = session.forwarder.lock() {
             *slot = Some(forwarder);
         }
-        Some(session)
+        Ok(session)
+    }
+
+    fn room_for(&self, quota: &str, share: usize) -> Result<(), Full> {
+        let map = self.map.lock().map_err(|_| Full::Server)?;
+        Self::check(&map, quota, share, self.limits.max)
+    }
+
+    fn check(table: &Table, quota: &str, share: usize, max: usize) -> Result<(), Full> {
+        if table.sessions.len() >= max {
+            return Err(Full::Server);
+        }
+        if table.held.get(quota).copied().unwrap_or(0) >= share {
+            return Err(Full::Quota);
+        }
+        Ok(())
     }
 
     /// The session `id` of `transport`'s, marked as just used, when `caller`
@@ -314,8 +510,11 @@ impl Sessions {
         transport: TransportKind,
         caller: &AuthContext,
     ) -> Option<Arc<Session>> {
-        let session = self.map.lock().ok()?.get(id).cloned()?;
-        if session.transport != transport || session.owner != caller.principal_key() {
+        let session = self.map.lock().ok()?.sessions.get(id).cloned()?;
+        if session.transport != transport
+            || session.owner != caller.principal_key()
+            || session.closed.load(Ordering::Acquire)
+        {
             return None;
         }
         session.touch();
@@ -334,7 +533,10 @@ impl Sessions {
         let all: Vec<Arc<Session>> = self
             .map
             .lock()
-            .map(|mut m| m.drain().map(|(_, s)| s).collect())
+            .map(|mut m| {
+                m.held.clear();
+                m.sessions.drain().map(|(_, s)| s).collect()
+            })
             .unwrap_or_default();
         for session in all {
             session.close();
@@ -343,16 +545,20 @@ impl Sessions {
 
     /// How many sessions are open.
     pub(super) fn len(&self) -> usize {
-        self.map.lock().map_or(0, |m| m.len())
+        self.map.lock().map_or(0, |m| m.sessions.len())
     }
 
-    /// Ends every session idle for longer than `idle`.
+    /// Ends every session idle for longer than `idle`, and takes out every
+    /// one that already ended (a stream that was not read).
     pub(super) fn reap(&self, idle: Duration) -> usize {
         let stale: Vec<Arc<Session>> = match self.map.lock() {
             Ok(mut map) => {
                 let ids: Vec<String> = map
+                    .sessions
                     .iter()
-                    .filter(|(_, s)| s.idle_for() > idle && !s.busy())
+                    .filter(|(_, s)| {
+                        s.closed.load(Ordering::Acquire) || (s.idle_for() > idle && !s.busy())
+                    })
                     .map(|(id, _)| id.clone())
                     .collect();
                 ids.iter().filter_map(|id| map.remove(id)).collect()
@@ -364,8 +570,9 @@ impl Sessions {
         }
         if let Ok(mut map) = self.map.lock() {
             // Give back what a burst of sessions grew the table to.
-            if map.capacity() > 4 * map.len().max(16) {
-                map.shrink_to_fit();
+            if map.sessions.capacity() > 4 * map.sessions.len().max(16) {
+                map.sessions.shrink_to_fit();
+                map.held.shrink_to_fit();
             }
         }
         stale.len()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::events::parse_event_id;
 use super::respond::{self, CURRENT, Plan, refusal};
-use super::sessions::Session;
+use super::sessions::{MAX_IN_FLIGHT, Session, sessions_full};
 use super::sse::{self, SseEvent};
 use super::{App, stateless};
 use crate::application::server::context::{AuthContext, RequestContext};
@@ -22,9 +22,6 @@ use crate::domain::jsonrpc::{
     ErrorCode, Incoming, Message, Request, Response as RpcResponse, parse,
 };
 use crate::domain::{Era, Feature, ProtocolVersion, TransportKind};
-
-/// How many requests one session may have running at once.
-const MAX_IN_FLIGHT: usize = 256;
 
 /// The session header, as the spec spells it (names are case-insensitive).
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
@@ -112,6 +109,7 @@ fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
 pub(super) async fn post(
     State(app): State<App>,
     Extension(caller): Extension<AuthContext>,
+    peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -136,7 +134,8 @@ pub(super) async fn post(
     }
     match incoming {
         Incoming::Single(Message::Request(request)) if request.method == "initialize" => {
-            initialize(&app, &headers, &caller, request).await
+            let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+            initialize(&app, &headers, &caller, peer, request).await
         }
         incoming => {
             let Some(id) = header(&headers, SESSION_HEADER) else {
@@ -164,21 +163,15 @@ async fn initialize(
     app: &App,
     headers: &HeaderMap,
     caller: &AuthContext,
+    peer: Option<std::net::IpAddr>,
     request: Request,
 ) -> Response {
-    let Some(session) = app.sessions.open(
-        &app.server,
-        TransportKind::StreamableHttp,
-        app.options.replay_events,
-        app.options.exchange_timeout,
-        caller,
-    ) else {
-        return refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Some(&request.id),
-            ErrorCode::INTERNAL_ERROR,
-            "too many sessions",
-        );
+    let session = match app
+        .sessions
+        .open(&app.server, TransportKind::StreamableHttp, caller, peer)
+    {
+        Ok(session) => session,
+        Err(full) => return sessions_full(&full, Some(&request.id)),
     };
     let Some(connection) = session.connection().cloned() else {
         return refusal(
@@ -279,30 +272,21 @@ async fn in_session(
             let (channel, rx) = respond::channel(plan.streams);
             let release = Arc::clone(&channel.release);
             let id = request.id.clone();
-            let work = match start(
-                session,
-                connection,
-                request,
-                context(headers, caller),
+            let ctx = context(headers, caller);
+            let answering = CURRENT.scope(
                 channel,
-            ) {
+                async move { connection.answer(request, ctx).await },
+            );
+            let work = match session.start(&id, answering) {
                 Ok(work) => work,
-                Err(refused) => return refused,
+                Err(refused) => {
+                    return refusal(refused.status, Some(&id), refused.code, &refused.message);
+                }
             };
             respond::respond(id, work, rx, release, &plan).await
         }
         Incoming::Single(Message::Notification(notification)) => {
-            if notification.method == "notifications/cancelled" {
-                let target = notification
-                    .params
-                    .as_ref()
-                    .and_then(|p| p.get("requestId"))
-                    .and_then(crate::domain::jsonrpc::RequestId::from_json);
-                let handle = target.and_then(|id| session.in_flight.lock().ok()?.remove(&id));
-                if let Some(handle) = handle {
-                    handle.abort();
-                }
-            }
+            session.cancel(&notification);
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Single(Message::Response(response)) => {
@@ -317,66 +301,6 @@ async fn in_session(
         }
         Incoming::Batch(items) => batch(headers, caller, &connection, session, items).await,
     }
-}
-
-/// Starts a request in its own task, registered so a cancellation can stop
-/// it; refuses an id already in flight in this session.
-#[allow(clippy::result_large_err)] // As for `check_post`.
-fn start(
-    session: &Arc<Session>,
-    connection: Arc<crate::application::server::Connection>,
-    request: Request,
-    ctx: RequestContext,
-    channel: respond::RequestChannel,
-) -> Result<
-    tokio::task::JoinHandle<
-        Result<crate::application::server::Reply, crate::domain::jsonrpc::ErrorObject>,
-    >,
-    Response,
-> {
-    let id = request.id.clone();
-    let Ok(mut in_flight) = session.in_flight.lock() else {
-        return Err(refusal(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Some(&id),
-            ErrorCode::INTERNAL_ERROR,
-            "session unavailable",
-        ));
-    };
-    if in_flight.len() >= MAX_IN_FLIGHT {
-        return Err(refusal(
-            StatusCode::SERVICE_UNAVAILABLE,
-            Some(&id),
-            ErrorCode::INTERNAL_ERROR,
-            "too many requests in flight in this session",
-        ));
-    }
-    if in_flight.contains_key(&id) {
-        return Err(refusal(
-            StatusCode::OK,
-            Some(&id),
-            ErrorCode::INVALID_REQUEST,
-            &format!("request id {id} is already in flight"),
-        ));
-    }
-    let owner = Arc::clone(session);
-    let own_id = id.clone();
-    // The table stays locked across the spawn, so the task cannot remove its
-    // entry before it is inserted.
-    let work = tokio::spawn(CURRENT.scope(channel, async move {
-        let outcome = connection.answer(request, ctx).await;
-        if let Ok(mut in_flight) = owner.in_flight.lock() {
-            let mine = in_flight
-                .get(&own_id)
-                .is_some_and(|h| h.id() == tokio::task::id());
-            if mine {
-                in_flight.remove(&own_id);
-            }
-        }
-        outcome
-    }));
-    in_flight.insert(id, work.abort_handle());
-    Ok(work)
 }
 
 /// A 2025-03-26 batch: answered together, as one JSON array.
@@ -398,6 +322,16 @@ async fn batch(
             "JSON-RPC batches are only part of 2025-03-26",
         );
     }
+    // The same bound as on stdio: one body must not start more work than
+    // the session may have in flight.
+    if items.len() > MAX_IN_FLIGHT {
+        return refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            &format!("a batch holds at most {MAX_IN_FLIGHT} messages"),
+        );
+    }
     let mut answers = Vec::new();
     let mut running = Vec::new();
     for item in items {
@@ -407,26 +341,40 @@ async fn batch(
                 let connection = Arc::clone(connection);
                 let ctx = context(headers, caller);
                 let id = request.id.clone();
-                running.push((
-                    id,
-                    tokio::spawn(async move { connection.handle(request, ctx).await }),
-                ));
+                // Each request enters the session's in-flight table as a
+                // single one does: capped, unique and cancellable.
+                match session.start(&id, async move { connection.handle(request, ctx).await }) {
+                    Ok(task) => running.push((id, task)),
+                    Err(refused) => answers.push(
+                        Message::Response(RpcResponse {
+                            id: crate::domain::jsonrpc::ResponseId::Id(id),
+                            outcome: Err(crate::domain::jsonrpc::ErrorObject::new(
+                                refused.code,
+                                refused.message,
+                            )),
+                        })
+                        .into_value(),
+                    ),
+                }
             }
             Ok(Message::Response(response)) => {
                 if let Some(id) = response.id.request_id() {
                     let _delivered = session.answer(id, response.outcome);
                 }
             }
-            Ok(Message::Notification(_)) => {}
+            Ok(Message::Notification(notification)) => session.cancel(&notification),
         }
     }
     for (id, task) in running {
-        let outcome = task.await.unwrap_or_else(|_| {
-            Err(crate::domain::jsonrpc::ErrorObject::new(
+        let outcome = match task.await {
+            Ok(outcome) => outcome,
+            // A cancelled request is answered with nothing, as alone.
+            Err(join) if join.is_cancelled() => continue,
+            Err(_) => Err(crate::domain::jsonrpc::ErrorObject::new(
                 ErrorCode::INTERNAL_ERROR,
                 "the handler failed",
-            ))
-        });
+            )),
+        };
         answers.push(
             Message::Response(RpcResponse {
                 id: crate::domain::jsonrpc::ResponseId::Id(id),

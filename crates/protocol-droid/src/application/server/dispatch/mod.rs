@@ -555,8 +555,9 @@ impl Connection {
             }
             Admission::Full => {
                 return Err(error(
-                    ErrorCode::INTERNAL_ERROR,
-                    "too many calls in progress",
+                    ErrorCode::INVALID_REQUEST,
+                    "this session has as many calls in progress as it may; wait for one to \
+                     finish",
                 ));
             }
         }
@@ -569,7 +570,7 @@ impl Connection {
         };
         let outcome = self.call_tool(params, ctx, peer).await;
         match &outcome {
-            Ok(reply) => guard.record(Recorded::Result(reply.clone())),
+            Ok(reply) => guard.record_result(reply),
             // A failure of this server's (a timed-out question, a closed
             // connection) is no answer worth replaying: the guard abandons
             // the entry and a retry runs again.
@@ -767,6 +768,12 @@ struct Admitted<'a> {
 }
 
 impl Admitted<'_> {
+    fn record_result(&mut self, reply: &Reply) {
+        if let (Some(id), Ok(mut store)) = (self.id.take(), self.store.lock()) {
+            let _recorded = store.record_result(self.session, &id, reply, now_ms());
+        }
+    }
+
     fn record(&mut self, outcome: Recorded) {
         if let (Some(id), Ok(mut store)) = (self.id.take(), self.store.lock()) {
             let _recorded = store.record(self.session, &id, outcome, now_ms());
