@@ -1759,3 +1759,77 @@ mod visibility {
         Ok(())
     }
 }
+
+/// On stdio the pipe is the client's flow control: a burst past the
+/// in-flight cap waits in the pipe and is answered in full, never refused.
+mod backpressure {
+    use super::*;
+
+    fn call(id: i64, name: &str) -> Value {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": { "name": name } })
+    }
+
+    #[tokio::test]
+    async fn a_burst_past_the_in_flight_cap_is_answered_in_full() -> Result<(), TestError> {
+        let mut h = start_with(StdioOptions {
+            max_in_flight: 4,
+            ..StdioOptions::default()
+        })?;
+        h.client.initialize("2025-06-18", json!({})).await?;
+        // 4 held calls fill the table; 60 more are pipelined behind them.
+        for id in 1..=4 {
+            h.client.send(call(id, "wait")).await?;
+        }
+        for id in 5..=64 {
+            h.client.send(call(id, "count")).await?;
+        }
+        // Nothing past the cap is refused while the held calls run ...
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // ... and once they are released every request is answered.
+        for _ in 0..4 {
+            h.gate.notify_one();
+        }
+        let mut answered = std::collections::BTreeSet::new();
+        while answered.len() < 64 {
+            let reply = h.client.next_reply().await?;
+            assert!(reply.get("result").is_some(), "refused: {reply}");
+            answered.insert(reply["id"].as_i64().ok_or("no id")?);
+        }
+        assert_eq!(answered.len(), 64);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn answers_to_questions_are_read_while_requests_wait() -> Result<(), TestError> {
+        let mut h = start_with(StdioOptions {
+            max_in_flight: 2,
+            ..StdioOptions::default()
+        })?;
+        h.client
+            .initialize("2025-06-18", json!({ "elicitation": {} }))
+            .await?;
+        // Two calls that each ask the client, then as many queued behind
+        // them as may wait: the client's answers must still get through to
+        // the first two.
+        for id in 1..=2 {
+            h.client.send(call(id, "ask")).await?;
+        }
+        for id in 3..=4 {
+            h.client.send(call(id, "count")).await?;
+        }
+        let mut results = 0;
+        while results < 4 {
+            let message = h.client.next().await?;
+            if message["method"] == json!("elicitation/create") {
+                h.client
+                    .send(json!({ "jsonrpc": "2.0", "id": message["id"],
+                                  "result": { "action": "accept", "content": { "name": "Ada" } } }))
+                    .await?;
+            } else if message.get("id").is_some() {
+                assert!(message.get("result").is_some(), "{message}");
+                results += 1;
+            }
+        }
+        Ok(())
+    }
+}

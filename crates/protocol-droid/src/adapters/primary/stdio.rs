@@ -7,15 +7,15 @@
 //! interleave. Nothing but protocol messages is written to the output: logs
 //! go to stderr through `tracing`.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinError, JoinHandle};
 use tokio_util::task::TaskTracker;
 
@@ -42,7 +42,13 @@ pub struct StdioOptions {
     pub max_depth: usize,
     /// How many outgoing frames may wait for the writer (1024 by default).
     pub queue: usize,
-    /// How many requests may run at once (256 by default); more are refused.
+    /// How many requests may run at once (256 by default). Past that the
+    /// reader waits for one to finish, keeping up to as many again in order,
+    /// and then stops reading: the pipe is the client's flow control, and
+    /// every request is answered rather than refused. Answers and
+    /// notifications are still read while requests wait, so a running call
+    /// waiting on the client's answer to a question is never stuck behind
+    /// them.
     pub max_in_flight: usize,
     /// How long a server-initiated request waits for the client (60 s).
     pub exchange_timeout: Duration,
@@ -274,15 +280,25 @@ where
         tasks: TaskTracker::new(),
         in_flight: InFlight::default(),
         notifier,
+        waiting: VecDeque::new(),
+        freed: Arc::new(Notify::new()),
         options,
     };
     let mut framer = LineFramer::new(options.max_line);
     let mut buffer = vec![0u8; 64 * 1024];
     let read_error = loop {
-        let read = match input.read(&mut buffer).await {
-            Ok(0) => break None,
-            Ok(n) => n,
-            Err(e) => break Some(e),
+        reader.start_waiting().await;
+        // With as many requests waiting as may run, the next bytes are left
+        // in the pipe until one finishes.
+        let reading = reader.waiting.len() <= options.max_in_flight;
+        let freed = Arc::clone(&reader.freed);
+        let read = tokio::select! {
+            read = input.read(&mut buffer), if reading => match read {
+                Ok(0) => break None,
+                Ok(n) => n,
+                Err(e) => break Some(e),
+            },
+            () = freed.notified(), if !reader.waiting.is_empty() => continue,
         };
         for frame in framer.push(buffer.get(..read).unwrap_or_default()) {
             reader.frame(frame).await;
@@ -291,6 +307,7 @@ where
     if let Some(Ok(last)) = framer.finish() {
         reader.frame(Ok(last)).await;
     }
+    reader.run_waiting().await;
     // No answer can arrive any more: questions still waiting fail at once
     // rather than sitting out their timeout.
     if let Ok(mut pending) = reader.pending.lock() {
@@ -393,7 +410,20 @@ struct Reader {
     in_flight: InFlight,
     /// The task telling the session of changes to what is offered.
     notifier: JoinHandle<()>,
+    /// Requests read while the in-flight table was full, in order; at most
+    /// `max_in_flight` of them, then reading stops.
+    waiting: VecDeque<Request>,
+    /// Signalled whenever a request leaves the in-flight table.
+    freed: Arc<Notify>,
     options: StdioOptions,
+}
+
+/// Why [`Reader::start`] did not start a request.
+enum NotStarted {
+    /// The table is full: the request is handed back to wait its turn.
+    Full(Request),
+    /// It must not run at all (its id is already in flight).
+    Refused(String),
 }
 
 /// Ids are the client's, but a table of at most `max_in_flight` entries
@@ -465,14 +495,80 @@ impl Reader {
         }
     }
 
+    /// A request: started if a slot is free and none waits before it, else
+    /// queued behind those that do.
     fn request(&mut self, request: Request) -> Option<Message> {
+        if !self.waiting.is_empty() {
+            self.waiting.push_back(request);
+            return None;
+        }
+        self.run(request)
+    }
+
+    /// Starts the requests that wait, in order, while slots are free.
+    async fn start_waiting(&mut self) {
+        while let Some(request) = self.waiting.pop_front() {
+            if let Some(refusal) = self.run(request) {
+                self.outbox.answer(refusal.into_value()).await;
+            }
+            // Put back at the front by `run` when the table is full.
+            if self.waiting.front().is_some_and(|_| {
+                self.in_flight
+                    .lock()
+                    .is_ok_and(|t| t.len() >= self.options.max_in_flight)
+            }) {
+                return;
+            }
+        }
+    }
+
+    /// Once the input ended: the requests still waiting run as slots free,
+    /// until the drain deadline; any left then are answered with an error
+    /// rather than dropped.
+    async fn run_waiting(&mut self) {
+        let deadline = tokio::time::Instant::now() + self.options.drain;
+        while !self.waiting.is_empty() {
+            self.start_waiting().await;
+            if self.waiting.is_empty() {
+                break;
+            }
+            let freed = Arc::clone(&self.freed);
+            if tokio::time::timeout_at(deadline, freed.notified())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        for request in std::mem::take(&mut self.waiting) {
+            let why = "the input ended before this request could run".to_owned();
+            self.outbox
+                .answer(refused(request.id, why).into_value())
+                .await;
+        }
+    }
+
+    /// Starts `request`, or puts it first in line when the table is full.
+    fn run(&mut self, request: Request) -> Option<Message> {
         let id = request.id.clone();
         let work = match self.start(request) {
             Ok(work) => work,
-            Err(why) => return Some(refused(id, why)),
+            // With no slot at all nothing could ever run: refused at once.
+            Err(NotStarted::Full(request)) if self.options.max_in_flight > 0 => {
+                self.waiting.push_front(request);
+                return None;
+            }
+            Err(NotStarted::Full(_)) => {
+                return Some(refused(
+                    id,
+                    "no request may run on this connection".to_owned(),
+                ));
+            }
+            Err(NotStarted::Refused(why)) => return Some(refused(id, why)),
         };
         let outbox = self.outbox.clone();
         let table = Arc::clone(&self.in_flight);
+        let freed = Arc::clone(&self.freed);
         // The handler runs in a task of its own, and a second task waits for
         // it and writes the answer: a panicking handler still gets its
         // request an answer, and a cancelled one (its task aborted) gets
@@ -483,7 +579,7 @@ impl Reader {
         drop(self.tasks.spawn(async move {
             let task = work.id();
             let outcome = finished(work.await);
-            settle(&table, &id, task);
+            settle(&table, &id, task, &freed);
             // The outcome is written and dropped before the wait for the
             // writer, so this task's state never holds it.
             if let Some(frame) = outcome.map(|o| response_frame(&id, &o)) {
@@ -497,19 +593,24 @@ impl Reader {
     /// says why not: its id is already in flight (JSON-RPC ids are unique
     /// among a peer's outstanding requests, and running a duplicate would
     /// run the tool twice), or too many requests are.
-    fn start(&self, request: Request) -> Result<JoinHandle<Result<Reply, ErrorObject>>, String> {
+    fn start(
+        &self,
+        request: Request,
+    ) -> Result<JoinHandle<Result<Reply, ErrorObject>>, NotStarted> {
         let Ok(mut in_flight) = self.in_flight.lock() else {
-            return Err("the in-flight table is unavailable".to_owned());
+            return Err(NotStarted::Refused(
+                "the in-flight table is unavailable".to_owned(),
+            ));
         };
         let full = in_flight.len() >= self.options.max_in_flight;
         let Entry::Vacant(slot) = in_flight.entry(request.id.clone()) else {
-            return Err(format!("request id {} is already in flight", request.id));
+            return Err(NotStarted::Refused(format!(
+                "request id {} is already in flight",
+                request.id
+            )));
         };
         if full {
-            return Err(format!(
-                "more than {} requests in flight",
-                self.options.max_in_flight
-            ));
+            return Err(NotStarted::Full(request));
         }
         let work = serve_one(Arc::clone(&self.connection), request);
         slot.insert(work.abort_handle());
@@ -525,10 +626,14 @@ impl Reader {
                     .and_then(|p| p.get("requestId"))
                     .and_then(RequestId::from_json);
                 // Cancelling is racy by design: a request already answered
-                // is simply not found.
+                // is simply not found. One still waiting never runs.
+                if let Some(id) = &id {
+                    self.waiting.retain(|request| request.id != *id);
+                }
                 let handle = id.and_then(|id| self.in_flight.lock().ok()?.remove(&id));
                 if let Some(handle) = handle {
                     handle.abort();
+                    self.freed.notify_one();
                 }
             }
             "notifications/initialized" | "notifications/roots/list_changed" => {}
@@ -588,7 +693,18 @@ impl Reader {
                     let id = request.id.clone();
                     match self.start(request) {
                         Ok(work) => running.push((id, work)),
-                        Err(why) => answers.push(refused(id, why).into_value()),
+                        Err(NotStarted::Refused(why)) => {
+                            answers.push(refused(id, why).into_value());
+                        }
+                        // A batch is answered as one array, so its requests
+                        // cannot wait their turn one by one.
+                        Err(NotStarted::Full(_)) => {
+                            let why = format!(
+                                "more than {} requests in flight",
+                                self.options.max_in_flight
+                            );
+                            answers.push(refused(id, why).into_value());
+                        }
                     }
                 }
                 Ok(other) => {
@@ -600,11 +716,12 @@ impl Reader {
         }
         let outbox = self.outbox.clone();
         let table = Arc::clone(&self.in_flight);
+        let freed = Arc::clone(&self.freed);
         drop(self.tasks.spawn(async move {
             for (id, work) in running {
                 let task = work.id();
                 let outcome = finished(work.await);
-                settle(&table, &id, task);
+                settle(&table, &id, task, &freed);
                 if let Some(outcome) = outcome {
                     let response = Response {
                         id: ResponseId::Id(id),
@@ -666,12 +783,15 @@ fn refused(id: RequestId, why: String) -> Message {
 /// Takes a finished request out of the in-flight table, if its entry is
 /// still `task`'s: after a cancel, the id may already belong to a newer
 /// request.
-fn settle(table: &InFlight, id: &RequestId, task: tokio::task::Id) {
+fn settle(table: &InFlight, id: &RequestId, task: tokio::task::Id, freed: &Notify) {
     if let Ok(mut table) = table.lock() {
         if table.get(id).is_some_and(|entry| entry.id() == task) {
             table.remove(id);
         }
     }
+    // A permit is stored if the reader is not waiting yet, so a slot freed
+    // between its check and its wait is not missed.
+    freed.notify_one();
 }
 
 /// Runs one request in a task of its own, so a panic in a handler is
