@@ -25,7 +25,7 @@ use protocol_droid::adapters::secondary::bearer::{
     IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
 };
 use protocol_droid::adapters::secondary::tls::Trust;
-use protocol_droid::application::server::auth::TokenValidator;
+use protocol_droid::application::server::auth::{TokenError, TokenValidator};
 use protocol_droid::application::server::context::{AuthClaims, AuthContext, RequestContext};
 use protocol_droid::application::server::context::{NoExchange, NullSink};
 use protocol_droid::application::server::{Call, CallError, Server, ToolSpec};
@@ -114,6 +114,12 @@ struct IssuerState {
     jwks: Arc<Mutex<Value>>,
     fetches: Arc<AtomicU64>,
     introspection: Arc<Mutex<BTreeMap<String, Value>>>,
+    introspections: Arc<AtomicU64>,
+    /// While set, a key-set request is held until `release` is notified.
+    hold: Arc<std::sync::atomic::AtomicBool>,
+    release: Arc<tokio::sync::Notify>,
+    /// While set, the key set is answered with 503.
+    down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The issuer serves HTTPS, as every real one does, with a chain from a CA
@@ -141,8 +147,14 @@ impl Issuer {
                 get(
                     |axum::extract::State(s): axum::extract::State<IssuerState>| async move {
                         s.fetches.fetch_add(1, Ordering::SeqCst);
+                        if s.hold.load(Ordering::SeqCst) {
+                            s.release.notified().await;
+                        }
+                        if s.down.load(Ordering::SeqCst) {
+                            return Err(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+                        }
                         let body = s.jwks.lock().map(|v| v.clone()).unwrap_or(Value::Null);
-                        as_json(&body)
+                        Ok(as_json(&body))
                     },
                 ),
             )
@@ -162,6 +174,7 @@ impl Issuer {
                         {
                             return as_json(&json!({ "error": "invalid_client" }));
                         }
+                        s.introspections.fetch_add(1, Ordering::SeqCst);
                         let token = url::form_urlencoded::parse(body.as_bytes())
                             .find(|(k, _)| k == "token")
                             .map(|(_, v)| v.into_owned())
@@ -421,6 +434,98 @@ mod tokens {
     }
 
     #[tokio::test]
+    async fn a_fetch_for_an_unknown_kid_stalls_no_token_whose_key_is_known() -> Result<(), TestError>
+    {
+        let key = SigningKey::ec("known")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let iss = issuer.issuer();
+        let aud = "http://127.0.0.1:1/mcp";
+        let validator = Arc::new(JwtValidator::new(&iss, aud, issuer.jwks(Duration::ZERO)?));
+        let claims = json!({ "iss": iss, "aud": aud, "sub": "a", "exp": now() + 300 });
+        validator.validate(&key.sign(&claims)?).await?;
+        // The issuer now holds every key-set request; a token naming a key it
+        // never published makes the validator fetch, and that fetch hangs.
+        issuer.state.hold.store(true, Ordering::SeqCst);
+        let bogus = SigningKey::ec("bogus")?.sign(&claims)?;
+        let stalled = {
+            let validator = Arc::clone(&validator);
+            tokio::spawn(async move { validator.validate(&bogus).await.is_err() })
+        };
+        while issuer.fetches() < 2 {
+            tokio::task::yield_now().await;
+        }
+        // Meanwhile a token whose key is held is checked at once.
+        let good = tokio::time::timeout(PATIENCE, validator.validate(&key.sign(&claims)?)).await;
+        assert!(
+            matches!(good, Ok(Ok(_))),
+            "a known key waited on another token's fetch"
+        );
+        assert!(
+            !stalled.is_finished(),
+            "the hanging fetch was not what the test meant"
+        );
+        issuer.state.hold.store(false, Ordering::SeqCst);
+        issuer.state.release.notify_waiters();
+        assert!(stalled.await?, "the unknown key was accepted");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn keys_are_not_trusted_for_ever_while_the_issuer_is_unreachable() -> Result<(), TestError>
+    {
+        let key = SigningKey::ec("k")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let iss = issuer.issuer();
+        let aud = "http://127.0.0.1:1/mcp";
+        let jwks = Jwks::remote(
+            &format!("{}/jwks", issuer.url),
+            JwksOptions {
+                min_refresh_interval: Duration::ZERO,
+                max_age: Duration::from_millis(50),
+                max_stale: Duration::from_millis(300),
+                trust: issuer.trust.clone(),
+                ..JwksOptions::default()
+            },
+        )?;
+        let validator = JwtValidator::new(&iss, aud, jwks);
+        let token = key.sign(&json!({ "iss": iss, "aud": aud, "sub": "a", "exp": now() + 300 }))?;
+        validator.validate(&token).await?;
+        issuer.state.down.store(true, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Stale but within the bound: the held key still works.
+        validator.validate(&token).await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let refused = validator.validate(&token).await;
+        assert!(
+            matches!(refused, Err(TokenError::Unavailable(_))),
+            "{refused:?}"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_token_typed_as_something_else_is_refused() -> Result<(), TestError> {
+        let key = SigningKey::ec("k")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let iss = issuer.issuer();
+        let aud = "http://127.0.0.1:1/mcp";
+        let validator = JwtValidator::new(&iss, aud, issuer.jwks(Duration::from_secs(60))?);
+        let claims = json!({ "iss": iss, "aud": aud, "sub": "a", "exp": now() + 300 });
+        for (typ, accepted) in [
+            ("at+jwt", true),
+            ("logout+jwt", false),
+            ("secevent+jwt", false),
+        ] {
+            let mut header = Header::new(key.alg);
+            header.kid = Some(key.kid.clone());
+            header.typ = Some(typ.to_owned());
+            let token = jsonwebtoken::encode(&header, &claims, &key.encoding)?;
+            assert_eq!(validator.validate(&token).await.is_ok(), accepted, "{typ}");
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn every_bad_token_is_refused_with_invalid_token() -> Result<(), TestError> {
         let key = SigningKey::rsa("rsa-1")?;
         let stranger = SigningKey::rsa("rsa-1")?;
@@ -601,6 +706,49 @@ mod tokens {
         for bad in ["opaque-elsewhere", "opaque-no-aud", "opaque-revoked"] {
             assert_invalid_token(&server, bad, bad).await?;
         }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn introspection_answers_are_cached_and_a_flood_of_made_up_tokens_is_rate_limited()
+    -> Result<(), TestError> {
+        let issuer = Issuer::start(&[]).await?;
+        let endpoint = format!("{}/introspect", issuer.url);
+        let resource = "http://127.0.0.1:1/mcp";
+        let validator = IntrospectionValidator::new(&endpoint, "rs", "rs-secret", resource)?
+            .trust(&issuer.trust)?;
+        if let Ok(mut table) = issuer.state.introspection.lock() {
+            table.insert(
+                "cached".to_owned(),
+                json!({ "active": true, "sub": "alice", "aud": resource, "exp": now() + 300 }),
+            );
+        }
+        for _ in 0..5 {
+            let claims = validator.validate("cached").await?;
+            assert_eq!(claims.sub.as_deref(), Some("alice"));
+        }
+        assert_eq!(
+            issuer.state.introspections.load(Ordering::SeqCst),
+            1,
+            "a good token is asked once"
+        );
+        // A rejected token is remembered briefly too.
+        for _ in 0..5 {
+            assert!(validator.validate("made-up").await.is_err());
+        }
+        assert_eq!(issuer.state.introspections.load(Ordering::SeqCst), 2);
+        // A flood of distinct made-up tokens reaches the server at a bounded
+        // rate; the rest are refused as unavailable, not forwarded.
+        let mut limited = 0;
+        for n in 0..500 {
+            if let Err(TokenError::Unavailable(_)) = validator.validate(&format!("bogus-{n}")).await
+            {
+                limited += 1;
+            }
+        }
+        let asked = issuer.state.introspections.load(Ordering::SeqCst);
+        assert!(asked < 100, "{asked} introspections for 500 made-up tokens");
+        assert!(limited > 400, "{limited} of 500 were rate limited");
         Ok(())
     }
 
@@ -1006,10 +1154,8 @@ impl TokenValidator for Fixed {
     fn validate<'a>(
         &'a self,
         token: &'a str,
-    ) -> protocol_droid::application::server::context::BoxFuture<
-        'a,
-        Result<AuthClaims, protocol_droid::application::server::auth::TokenError>,
-    > {
+    ) -> protocol_droid::application::server::context::BoxFuture<'a, Result<AuthClaims, TokenError>>
+    {
         Box::pin(async move {
             match token {
                 "letmein" => Ok(AuthClaims {
@@ -1017,11 +1163,7 @@ impl TokenValidator for Fixed {
                     aud: Some(json!("http://127.0.0.1:9/elsewhere")),
                     ..AuthClaims::default()
                 }),
-                _ => Err(
-                    protocol_droid::application::server::auth::TokenError::Invalid(
-                        "unknown".to_owned(),
-                    ),
-                ),
+                _ => Err(TokenError::Invalid("unknown".to_owned())),
             }
         })
     }

@@ -1492,6 +1492,48 @@ mod modern {
     }
 
     #[tokio::test]
+    async fn a_round_is_answered_once_and_retried_only_with_the_same_answers()
+    -> Result<(), TestError> {
+        let mut h = start()?;
+        let meta = modern_meta(json!({ "elicitation": {} }));
+        let first = h
+            .client
+            .request(
+                1,
+                "tools/call",
+                json!({ "name": "stateful", "_meta": meta }),
+            )
+            .await?;
+        let state = first["result"]["requestState"]
+            .as_str()
+            .ok_or("no requestState")?
+            .to_owned();
+        let retry = |id: i64, answer: &str| {
+            json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "stateful", "_meta": meta, "requestState": state,
+                "inputResponses": { "go": { "action": answer, "content": {} } } } })
+        };
+        h.client.send(retry(2, "accept")).await?;
+        let answered = h.client.next_reply().await?;
+        assert!(answered.get("result").is_some(), "{answered}");
+        // The same answers again: a retry after a lost answer, served.
+        h.client.send(retry(3, "accept")).await?;
+        let again = h.client.next_reply().await?;
+        assert!(again.get("result").is_some(), "{again}");
+        // Other answers to the same question: refused.
+        h.client.send(retry(4, "decline")).await?;
+        let other = h.client.next_reply().await?;
+        assert_eq!(code(&other), Some(-32602), "{other}");
+        assert!(
+            other["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("already answered")),
+            "{other}"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn request_state_survives_the_round_trip_and_a_forgery_is_refused()
     -> Result<(), TestError> {
         let mut h = start()?;

@@ -234,7 +234,10 @@ impl Agent {
                 }
             }
             // Anything else is ignored, as ACP asks of notifications.
-            _ => tracing::debug!("ignoring the notification {}", notification.method),
+            _ => tracing::debug!(
+                "ignoring the notification {}",
+                notification.method.escape_debug()
+            ),
         }
     }
 

@@ -637,7 +637,7 @@ impl Reader {
                 }
             }
             "notifications/initialized" | "notifications/roots/list_changed" => {}
-            other => tracing::debug!("ignoring notification {other}"),
+            other => tracing::debug!("ignoring notification {}", other.escape_debug()),
         }
     }
 

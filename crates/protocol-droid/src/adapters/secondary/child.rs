@@ -238,7 +238,7 @@ async fn stderr_loop(
                 Ok(line) => String::from_utf8_lossy(&line).into_owned(),
                 Err(_) => "(a line too long to keep)".to_owned(),
             };
-            tracing::debug!(pid, "server stderr: {line}");
+            tracing::debug!(pid, "server stderr: {}", line.escape_debug());
             let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
             if tail.len() == STDERR_TAIL {
                 tail.pop_front();

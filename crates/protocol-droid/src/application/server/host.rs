@@ -13,12 +13,15 @@ use super::dispatch::Connection;
 use super::forward::Forward;
 use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::registry::{Handler, Registry, ToolSpec, handler};
-use super::request_state::{KeyError, StateKey, StateSealer};
+use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
 use crate::adapters::secondary::codec::wire::prompts::{GetPromptResult, Prompt};
 use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId, TransportKind};
+
+/// How many answered `requestState`s are remembered, each until it expires.
+const ROUNDS_REMEMBERED: usize = 65_536;
 
 /// How many unread changes a slow listener may fall behind by.
 const CHANGE_BACKLOG: usize = 256;
@@ -77,6 +80,8 @@ pub(super) struct Inner {
     /// Behind a lock so its key can be rotated while the server runs.
     pub(super) sealer: RwLock<StateSealer>,
     pub(super) idempotency: Mutex<IdempotencyStore>,
+    /// The `requestState`s answered, so each is answered once.
+    pub(super) rounds: Mutex<Rounds>,
     pub(super) next_session: AtomicU64,
     pub(super) tool_visibility: Option<ToolVisibility>,
     pub(super) forward: Option<Arc<dyn Forward>>,
@@ -197,6 +202,7 @@ impl ServerBuilder {
                 changes,
                 sealer: RwLock::new(sealer),
                 idempotency: Mutex::new(IdempotencyStore::with_limits(self.idempotency)),
+                rounds: Mutex::new(Rounds::new(ROUNDS_REMEMBERED)),
                 next_session: AtomicU64::new(1),
                 tool_visibility: self.tool_visibility,
                 forward: self.forward,

@@ -15,9 +15,10 @@
 //! The sealed string is URL-safe base64 without padding of
 //!
 //! ```text
-//! envelope = version (1 byte, = 1)
+//! envelope = version (1 byte, = 2)
 //!            key id length (1 byte) ‖ key id (UTF-8)
 //!            expiry (u64, milliseconds, big-endian)
+//!            nonce (8 bytes, random)
 //!            payload (compact JSON, to the end of the envelope)
 //! sealed   = envelope ‖ HMAC-SHA256(key, label ‖ len(envelope) ‖ envelope ‖ binding)
 //! ```
@@ -38,9 +39,12 @@
 //! - **Confidentiality.** The payload is signed, not encrypted: a client can
 //!   read it. Keep secrets out of it, or keep them server-side and seal a
 //!   reference.
-//! - **Single use.** A state opens as often as it is presented until it
-//!   expires. Where a step must happen once, the server enforces that itself
-//!   (for `tools/call`, the idempotency store is one way).
+//! - **Single use, on its own.** A state opens as often as it is presented
+//!   until it expires. The dispatcher adds one rule on top, through
+//!   [`Rounds`]: a state is answered once. Presented again with the same
+//!   `inputResponses` (a retry after a lost answer) it is served again;
+//!   presented with other `inputResponses` it is refused, so a client cannot
+//!   try answer after answer against one question.
 //! - **Clocks.** Time is an argument, so expiry is tested deterministically.
 
 use core::fmt;
@@ -82,8 +86,13 @@ pub const MAX_KEY_ID_LEN: usize = 64;
 /// handful covers every state still worth opening.
 pub const MAX_PREVIOUS_KEYS: usize = 4;
 
-const FORMAT_VERSION: u8 = 1;
-const TAG_LEN: usize = 32;
+const FORMAT_VERSION: u8 = 2;
+
+/// The nonce's length: it makes every sealed state distinct, even two
+/// sealed in the same millisecond with the same payload for the same
+/// request, so that each round can be told from every other.
+const NONCE_LEN: usize = 8;
+pub(crate) const TAG_LEN: usize = 32;
 const SECRET_LEN: usize = 32;
 /// Domain separation: a tag made for any other purpose with the same key
 /// cannot be passed off as a state's.
@@ -354,6 +363,22 @@ impl StateSealer {
         binding: &StateBinding,
         now_ms: u64,
     ) -> Result<Value, StateError> {
+        self.open_round(sealed, binding, now_ms)
+            .map(|opened| opened.payload)
+    }
+
+    /// [`Self::open`], also answering what identifies the state and when it
+    /// expires: what [`Rounds`] records.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::open`].
+    pub fn open_round(
+        &self,
+        sealed: &str,
+        binding: &StateBinding,
+        now_ms: u64,
+    ) -> Result<Opened, StateError> {
         if sealed.len() > MAX_SEALED_LEN {
             return Err(StateError::Malformed);
         }
@@ -378,18 +403,27 @@ impl StateSealer {
         }
         // Only a payload this code sealed gets here, so this failing means a
         // key was used by something else; refusing is still the safe answer.
-        serde_json::from_slice(header.payload).map_err(|_| StateError::Malformed)
+        let payload = serde_json::from_slice(header.payload).map_err(|_| StateError::Malformed)?;
+        let mut id = [0u8; TAG_LEN];
+        id.copy_from_slice(tag);
+        Ok(Opened {
+            payload,
+            id,
+            expires_at_ms: header.expires_at_ms,
+        })
     }
 
     fn seal_unbounded(&self, payload: &Value, binding: &StateBinding, now_ms: u64) -> String {
         let key = &self.current;
         let payload = payload.to_string();
-        let mut sealed = Vec::with_capacity(2 + key.id.len() + 8 + payload.len() + TAG_LEN);
+        let mut sealed =
+            Vec::with_capacity(2 + key.id.len() + 8 + NONCE_LEN + payload.len() + TAG_LEN);
         sealed.push(FORMAT_VERSION);
         // `StateKey::new` holds ids to MAX_KEY_ID_LEN, which fits a byte.
         sealed.push(u8::try_from(key.id.len()).unwrap_or(u8::MAX));
         sealed.extend_from_slice(key.id.as_bytes());
         sealed.extend_from_slice(&now_ms.saturating_add(self.lifetime_ms).to_be_bytes());
+        sealed.extend_from_slice(&nonce());
         sealed.extend_from_slice(payload.as_bytes());
         let tag = authenticate(key, &sealed, binding).finalize().into_bytes();
         sealed.extend_from_slice(&tag);
@@ -401,6 +435,97 @@ impl StateSealer {
         core::iter::once(&self.current)
             .chain(&self.previous)
             .find(|key| key.id == id)
+    }
+}
+
+/// A state that opened.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Opened {
+    /// What was sealed.
+    pub payload: Value,
+    /// Its tag: what tells this state from every other.
+    pub id: [u8; TAG_LEN],
+    /// When it stops opening, in the sealer's milliseconds.
+    pub expires_at_ms: u64,
+}
+
+/// Which states have been answered, and with what: one answer per round.
+///
+/// Bounded: at most `capacity` states are remembered, each until it
+/// expires. When full, the state closest to its expiry is forgotten first;
+/// it may then be answered again, but only by the principal it is bound to,
+/// so a flood weakens the rule for nobody but the principals it evicts, and
+/// only towards themselves.
+#[derive(Debug)]
+pub struct Rounds {
+    capacity: usize,
+    answered: std::collections::HashMap<[u8; TAG_LEN], (u64, [u8; 32])>,
+    by_expiry: std::collections::BTreeSet<(u64, [u8; TAG_LEN])>,
+}
+
+/// What [`Rounds::answer`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Round {
+    /// First answer to this state: serve it.
+    First,
+    /// The same answer again (a retry): serve it again.
+    Retry,
+    /// Another answer to a state already answered: refuse it.
+    Conflict,
+}
+
+impl Rounds {
+    /// A record of at most `capacity` answered states.
+    #[must_use]
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            answered: std::collections::HashMap::new(),
+            by_expiry: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// Records that `state` is answered with `responses` (a digest of the
+    /// retry's `inputResponses`), unless it was answered otherwise before.
+    pub fn answer(&mut self, state: &Opened, responses: [u8; 32], now_ms: u64) -> Round {
+        while let Some(&(expiry, id)) = self.by_expiry.first() {
+            if expiry > now_ms {
+                break;
+            }
+            self.by_expiry.pop_first();
+            self.answered.remove(&id);
+        }
+        if let Some((_, earlier)) = self.answered.get(&state.id) {
+            return if *earlier == responses {
+                Round::Retry
+            } else {
+                Round::Conflict
+            };
+        }
+        if self.capacity == 0 {
+            return Round::First;
+        }
+        if self.answered.len() >= self.capacity {
+            if let Some((_, id)) = self.by_expiry.pop_first() {
+                self.answered.remove(&id);
+            }
+        }
+        self.answered
+            .insert(state.id, (state.expires_at_ms, responses));
+        self.by_expiry.insert((state.expires_at_ms, state.id));
+        Round::First
+    }
+
+    /// How many answered states are remembered.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.answered.len()
+    }
+
+    /// Whether none is.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.answered.is_empty()
     }
 }
 
@@ -467,13 +592,30 @@ impl<'a> Header<'a> {
         let (key_id, rest) = rest
             .split_at_checked(usize::from(*id_len))
             .ok_or(StateError::Malformed)?;
-        let (expiry, payload) = rest.split_first_chunk::<8>().ok_or(StateError::Malformed)?;
+        let (expiry, rest) = rest.split_first_chunk::<8>().ok_or(StateError::Malformed)?;
+        let (_nonce, payload) = rest
+            .split_first_chunk::<NONCE_LEN>()
+            .ok_or(StateError::Malformed)?;
         Ok(Self {
             key_id: core::str::from_utf8(key_id).map_err(|_| StateError::Malformed)?,
             expires_at_ms: u64::from_be_bytes(*expiry),
             payload,
         })
     }
+}
+
+/// A fresh nonce: random, or, should the operating system have no
+/// randomness to give, from a counter, which is as unique within this
+/// process (uniqueness is all the nonce is for; the tag vouches for it).
+fn nonce() -> [u8; NONCE_LEN] {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut nonce = [0u8; NONCE_LEN];
+    if getrandom::fill(&mut nonce).is_err() {
+        nonce = COUNTER
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_be_bytes();
+    }
+    nonce
 }
 
 /// The MAC over an envelope and the binding it is sealed for.
@@ -504,6 +646,26 @@ fn update_field(mac: &mut HmacSha256, bytes: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_round_record_is_bounded_and_forgets_what_expired() {
+        let opened = |n: u8, expires_at_ms: u64| Opened {
+            payload: Value::Null,
+            id: [n; TAG_LEN],
+            expires_at_ms,
+        };
+        let mut rounds = Rounds::new(2);
+        assert_eq!(rounds.answer(&opened(1, 100), [1; 32], 0), Round::First);
+        assert_eq!(rounds.answer(&opened(1, 100), [1; 32], 1), Round::Retry);
+        assert_eq!(rounds.answer(&opened(1, 100), [2; 32], 1), Round::Conflict);
+        assert_eq!(rounds.answer(&opened(2, 200), [1; 32], 2), Round::First);
+        // Full: the one nearest its expiry makes room.
+        assert_eq!(rounds.answer(&opened(3, 300), [1; 32], 3), Round::First);
+        assert_eq!(rounds.len(), 2);
+        // Past their expiry, states are forgotten (and no longer open).
+        assert_eq!(rounds.answer(&opened(4, 400), [1; 32], 350), Round::First);
+        assert_eq!(rounds.len(), 1);
+    }
+
     use serde_json::json;
 
     use super::*;
@@ -833,11 +995,12 @@ mod tests {
         let wrong_version = {
             let mut bytes = decode(&sealer.seal(&payload(), &binding(), NOW)?)?;
             if let Some(version) = bytes.first_mut() {
-                *version = 2;
+                *version = FORMAT_VERSION + 1;
             }
             URL_SAFE_NO_PAD.encode(bytes)
         };
-        let overlong_id = URL_SAFE_NO_PAD.encode([[1_u8, 200].as_slice(), &[0; 40]].concat());
+        let overlong_id =
+            URL_SAFE_NO_PAD.encode([[FORMAT_VERSION, 200].as_slice(), &[0; 40]].concat());
         for garbage in [
             "",
             "not base64!",

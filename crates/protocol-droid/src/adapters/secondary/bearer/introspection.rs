@@ -2,9 +2,12 @@
 //! whether an opaque token is active, and for what.
 
 use core::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
+use sha2::{Digest as _, Sha256};
 
 use super::fetch;
 use crate::adapters::secondary::tls::Trust;
@@ -15,6 +18,84 @@ use crate::application::server::context::{AuthClaims, BoxFuture};
 
 /// How long one introspection request may take, connection included.
 const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an active answer is kept when the token names no `exp`, and
+/// the longest any is kept: a revocation is seen within this.
+const MAX_POSITIVE: Duration = Duration::from_secs(300);
+
+/// How long an inactive or refused token is remembered: long enough that a
+/// client retrying a bad token does not reach the authorization server
+/// each time, short enough that a token just issued is not refused for long.
+const NEGATIVE: Duration = Duration::from_secs(10);
+
+/// The most answers kept.
+const CACHE_ENTRIES: usize = 10_000;
+
+/// Introspection requests per second, sustained, and in a burst: a flood of
+/// made-up tokens costs the authorization server this, not a request each.
+const RATE_PER_SECOND: f64 = 20.0;
+const BURST: f64 = 40.0;
+
+/// Answers kept by the SHA-256 of the token (the token itself is never
+/// kept), and the budget for asking again.
+struct Cache {
+    answers: HashMap<[u8; 32], (Instant, Result<AuthClaims, String>)>,
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl Cache {
+    fn new() -> Self {
+        Self {
+            answers: HashMap::new(),
+            tokens: BURST,
+            refilled: Instant::now(),
+        }
+    }
+
+    fn get(&mut self, key: &[u8; 32], now: Instant) -> Option<Result<AuthClaims, TokenError>> {
+        let (until, answer) = self.answers.get(key)?;
+        if *until <= now {
+            self.answers.remove(key);
+            return None;
+        }
+        Some(answer.clone().map_err(TokenError::Invalid))
+    }
+
+    fn put(
+        &mut self,
+        key: [u8; 32],
+        until: Instant,
+        answer: Result<AuthClaims, String>,
+        now: Instant,
+    ) {
+        if self.answers.len() >= CACHE_ENTRIES {
+            self.answers.retain(|_, (until, _)| *until > now);
+            // Still full of live answers: the oldest-expiring half goes.
+            if self.answers.len() >= CACHE_ENTRIES {
+                let mut expiries: Vec<Instant> = self.answers.values().map(|(u, _)| *u).collect();
+                expiries.sort_unstable();
+                let cut = expiries.get(CACHE_ENTRIES / 2).copied();
+                if let Some(cut) = cut {
+                    self.answers.retain(|_, (until, _)| *until > cut);
+                }
+            }
+        }
+        self.answers.insert(key, (until, answer));
+    }
+
+    /// Takes one request from the budget, or says there is none.
+    fn spend(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = elapsed.mul_add(RATE_PER_SECOND, self.tokens).min(BURST);
+        self.refilled = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
 
 /// Validates tokens by introspection.
 ///
@@ -33,6 +114,7 @@ pub struct IntrospectionValidator {
     issuer: Option<String>,
     leeway: Duration,
     client: reqwest::Client,
+    cache: Mutex<Cache>,
 }
 
 /// The client secret never prints.
@@ -77,6 +159,7 @@ impl IntrospectionValidator {
             issuer: None,
             leeway: Duration::from_secs(30),
             client: fetch::client(INTROSPECTION_TIMEOUT, &Trust::default())?,
+            cache: Mutex::new(Cache::new()),
         })
     }
 
@@ -104,6 +187,38 @@ impl IntrospectionValidator {
     pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
         self.issuer = Some(issuer.into());
         self
+    }
+
+    /// The cached answer for `token`, or a fresh one, within the rate.
+    async fn validate_cached(&self, token: &str) -> Result<AuthClaims, TokenError> {
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = Instant::now();
+        {
+            let mut cache = self
+                .cache
+                .lock()
+                .map_err(|_| TokenError::Unavailable("the cache is unavailable".to_owned()))?;
+            if let Some(answer) = cache.get(&key, now) {
+                return answer;
+            }
+            if !cache.spend(now) {
+                return Err(TokenError::Unavailable(
+                    "introspection is rate limited; try again shortly".to_owned(),
+                ));
+            }
+        }
+        let answer = self.check(token).await;
+        let now = Instant::now();
+        let keep = match &answer {
+            Ok(claims) => Some((now + positive_life(claims), Ok(claims.clone()))),
+            Err(TokenError::Invalid(why)) => Some((now + NEGATIVE, Err(why.clone()))),
+            // The server did not answer usably: nothing learnt to keep.
+            Err(TokenError::Unavailable(_)) => None,
+        };
+        if let (Some((until, kept)), Ok(mut cache)) = (keep, self.cache.lock()) {
+            cache.put(key, until, kept, now);
+        }
+        answer
     }
 
     async fn check(&self, token: &str) -> Result<AuthClaims, TokenError> {
@@ -164,6 +279,22 @@ impl IntrospectionValidator {
 
 impl TokenValidator for IntrospectionValidator {
     fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<AuthClaims, TokenError>> {
-        Box::pin(self.check(token))
+        Box::pin(self.validate_cached(token))
     }
+}
+
+/// How long an active answer is kept: until the token's `exp`, at most
+/// [`MAX_POSITIVE`].
+fn positive_life(claims: &AuthClaims) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let left = claims
+        .raw_claims
+        .get("exp")
+        .and_then(Value::as_u64)
+        .map_or(MAX_POSITIVE, |exp| {
+            Duration::from_secs(exp.saturating_sub(now))
+        });
+    left.min(MAX_POSITIVE)
 }

@@ -27,6 +27,11 @@ pub struct JwksOptions {
     pub max_age: Duration,
     /// The largest key set read (64 KiB).
     pub max_bytes: usize,
+    /// How long a set is still used after its last successful fetch while
+    /// the issuer cannot be reached (1 day); past that, tokens cannot be
+    /// checked and are refused as unavailable, so a key the issuer withdrew
+    /// during the outage is not trusted for ever.
+    pub max_stale: Duration,
     /// The certificate authorities an `https` key set URL is checked against.
     pub trust: Trust,
 }
@@ -38,6 +43,7 @@ impl Default for JwksOptions {
             min_refresh_interval: Duration::from_secs(30),
             max_age: Duration::from_secs(3600),
             max_bytes: fetch::MAX_DOCUMENT_BYTES,
+            max_stale: Duration::from_secs(24 * 3600),
             trust: Trust::default(),
         }
     }
@@ -66,9 +72,12 @@ struct Cached {
 pub struct Jwks {
     source: Source,
     options: JwksOptions,
-    // An async lock held across a fetch on purpose: concurrent requests that
-    // all miss wait for one fetch instead of each starting their own.
-    cached: tokio::sync::Mutex<Cached>,
+    /// Held only to read or replace the keys, never across a fetch: a token
+    /// whose key is known is checked while a fetch is under way.
+    cached: std::sync::Mutex<Cached>,
+    /// Held across a fetch: concurrent requests that all miss wait for one
+    /// fetch instead of each starting their own, and only they wait.
+    fetching: tokio::sync::Mutex<()>,
 }
 
 impl fmt::Debug for Jwks {
@@ -104,7 +113,8 @@ impl Jwks {
         Ok(Self {
             source: Source::Remote { url, client },
             options,
-            cached: tokio::sync::Mutex::default(),
+            cached: std::sync::Mutex::default(),
+            fetching: tokio::sync::Mutex::const_new(()),
         })
     }
 
@@ -118,76 +128,122 @@ impl Jwks {
         Ok(Self {
             source: Source::Fixed,
             options: JwksOptions::default(),
-            cached: tokio::sync::Mutex::new(Cached {
+            cached: std::sync::Mutex::new(Cached {
                 keys,
                 ..Cached::default()
             }),
+            fetching: tokio::sync::Mutex::const_new(()),
         })
     }
 
     /// How many times the set has been fetched: what a test or a metric reads
     /// to see the refresh rate hold.
     pub async fn fetches(&self) -> u64 {
-        self.cached.lock().await.fetches
+        self.cached().fetches
+    }
+
+    fn cached(&self) -> std::sync::MutexGuard<'_, Cached> {
+        self.cached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The key that verifies a token signed with `alg` under `kid`.
     pub(super) async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Jwk, TokenError> {
-        let mut cached = self.cached.lock().await;
         let Source::Remote { url, client } = &self.source else {
-            return pick(&cached.keys, kid, alg).ok_or_else(no_key);
+            return pick(&self.cached().keys, kid, alg).ok_or_else(no_key);
         };
-        let stale = cached
-            .fetched_at
-            .is_none_or(|t| t.elapsed() >= self.options.max_age);
-        if stale && self.may_fetch(&cached) {
-            if let Err(e) = self.refresh(&mut cached, url, client).await {
-                // A set already held keeps working while the issuer is away;
-                // with nothing held there is nothing to check against.
-                if cached.keys.is_empty() {
-                    return Err(e);
+        let (found, stale) = {
+            let cached = self.cached();
+            let stale = cached
+                .fetched_at
+                .is_none_or(|t| t.elapsed() >= self.options.max_age);
+            (self.usable(&cached, kid, alg), stale)
+        };
+        match found {
+            Ok(key) if !stale => return Ok(key),
+            // Past its age: one caller refreshes it, and everyone, that one
+            // included when the issuer is away, goes on with the key held.
+            Ok(key) => {
+                if let Ok(_fetching) = self.fetching.try_lock() {
+                    if self.may_fetch() {
+                        if let Err(e) = self.refresh(url, client).await {
+                            tracing::warn!("keeping the cached JWKS: {e}");
+                        }
+                    }
                 }
-                tracing::warn!("keeping the cached JWKS: {e}");
+                return self.usable(&self.cached(), kid, alg).or(Ok(key));
             }
-        } else if cached.keys.is_empty() && cached.fetched_at.is_none() {
-            return Err(TokenError::Unavailable(
-                "the issuer's key set could not be fetched recently".to_owned(),
-            ));
+            Err(_) => {}
         }
-        if let Some(key) = pick(&cached.keys, kid, alg) {
+        // No key for this token: fetch (once, for every caller that missed)
+        // when the last attempt is old enough; only these callers wait.
+        let _fetching = self.fetching.lock().await;
+        if let Ok(key) = self.usable(&self.cached(), kid, alg) {
             return Ok(key);
         }
-        // An unknown key may be one the issuer has just rotated in.
-        if kid.is_some() && self.may_fetch(&cached) {
-            if let Err(e) = self.refresh(&mut cached, url, client).await {
+        if self.may_fetch() {
+            if let Err(e) = self.refresh(url, client).await {
+                let held = self.cached().keys.is_empty();
+                if held {
+                    return Err(e);
+                }
                 tracing::warn!("refetching the JWKS for an unknown key id: {e}");
             }
-            if let Some(key) = pick(&cached.keys, kid, alg) {
-                return Ok(key);
-            }
         }
-        Err(no_key())
+        self.usable(&self.cached(), kid, alg)
     }
 
-    fn may_fetch(&self, cached: &Cached) -> bool {
-        cached
+    /// The key for `kid` and `alg` among those held, if they are not older
+    /// than [`JwksOptions::max_stale`].
+    fn usable(
+        &self,
+        cached: &Cached,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Jwk, TokenError> {
+        if matches!(self.source, Source::Remote { .. }) {
+            match cached.fetched_at {
+                None if cached.attempted_at.is_some() => {
+                    return Err(TokenError::Unavailable(
+                        "the issuer's key set could not be fetched recently".to_owned(),
+                    ));
+                }
+                None => return Err(no_key()),
+                Some(at) if at.elapsed() >= self.options.max_stale => {
+                    return Err(TokenError::Unavailable(
+                        "the issuer's key set could not be fetched for too long".to_owned(),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        pick(&cached.keys, kid, alg).ok_or_else(no_key)
+    }
+
+    fn may_fetch(&self) -> bool {
+        self.cached()
             .attempted_at
             .is_none_or(|t| t.elapsed() >= self.options.min_refresh_interval)
     }
 
     async fn refresh(
         &self,
-        cached: &mut Cached,
         url: &reqwest::Url,
         client: &reqwest::Client,
     ) -> Result<(), TokenError> {
-        cached.attempted_at = Some(Instant::now());
-        cached.fetches += 1;
+        {
+            let mut cached = self.cached();
+            cached.attempted_at = Some(Instant::now());
+            cached.fetches += 1;
+        }
         let request = client
             .get(url.clone())
             .header(reqwest::header::ACCEPT, "application/json");
         let body = fetch::body(request, "fetching the JWKS", self.options.max_bytes).await?;
-        cached.keys = parse(&body)?;
+        let keys = parse(&body)?;
+        let mut cached = self.cached();
+        cached.keys = keys;
         cached.fetched_at = Some(Instant::now());
         Ok(())
     }

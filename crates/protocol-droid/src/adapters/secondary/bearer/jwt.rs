@@ -96,6 +96,9 @@ impl JwtValidator {
                 "the token is signed with an algorithm not accepted here",
             ));
         }
+        if !typ_is_access_token(header.typ.as_deref()) {
+            return Err(invalid("the token's typ says it is not an access token"));
+        }
         let jwk = self.jwks.key(header.kid.as_deref(), header.alg).await?;
         let key = DecodingKey::from_jwk(&jwk)
             .map_err(|_| TokenError::Unavailable("a key in the JWKS is unusable".to_owned()))?;
@@ -128,5 +131,50 @@ impl JwtValidator {
 impl TokenValidator for JwtValidator {
     fn validate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<AuthClaims, TokenError>> {
         Box::pin(self.check(token))
+    }
+}
+
+/// Whether a JWT's `typ` header allows it to be an access token.
+///
+/// RFC 9068 §4 types access tokens `at+jwt` (or `application/at+jwt`), and
+/// that is what a typed token must say: an ID token, a logout token or a
+/// security event token signed by the same issuer is refused here even
+/// before its audience is checked. An untyped token, or one typed plainly
+/// `JWT`, is still accepted, because many deployed issuers mint access
+/// tokens so; the audience check keeps an ID token (whose audience is the
+/// client) out.
+fn typ_is_access_token(typ: Option<&str>) -> bool {
+    let Some(typ) = typ else {
+        return true;
+    };
+    let typ = typ.to_ascii_lowercase();
+    let typ = typ.strip_prefix("application/").unwrap_or(&typ);
+    matches!(typ, "at+jwt" | "jwt")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::typ_is_access_token;
+
+    #[test]
+    fn only_access_token_types_pass() {
+        for ok in [
+            None,
+            Some("at+jwt"),
+            Some("application/at+jwt"),
+            Some("AT+JWT"),
+            Some("JWT"),
+        ] {
+            assert!(typ_is_access_token(ok), "{ok:?}");
+        }
+        for bad in [
+            "logout+jwt",
+            "secevent+jwt",
+            "dpop+jwt",
+            "id_token+jwt",
+            "application/jose",
+        ] {
+            assert!(!typ_is_access_token(Some(bad)), "{bad}");
+        }
     }
 }

@@ -25,14 +25,16 @@ use super::host::{Change, Server};
 use super::idempotency::{Admission, IdempotencyStore, Recorded};
 use super::registry::{match_template, visible};
 use super::reply::Reply;
+use super::request_state::Round;
 use crate::adapters::secondary::codec::{Sender, for_version};
-use crate::domain::canonical::request_digest;
+use crate::domain::canonical::{canonical_json, request_digest};
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
 use crate::domain::{
     CapabilitySet, Era, LoggingLevel, Negotiation, ProtocolVersion, SessionId, TransportKind,
     resolve,
 };
+use sha2::Digest as _;
 
 mod listen;
 mod methods;
@@ -753,9 +755,30 @@ impl Connection {
             .sealer
             .read()
             .map_err(|_| error(ErrorCode::INTERNAL_ERROR, "the state key is unavailable"))?
-            .open(sealed, &binding, now_ms())
+            .open_round(sealed, &binding, now_ms())
             .map_err(|e| error(e.code(), format!("requestState refused: {e}")))?;
-        ctx.request_state = Some(payload);
+        // One answer per round: the same answers again are a retry, other
+        // answers to a question already answered are refused.
+        let responses = params
+            .get("inputResponses")
+            .map_or_else(Vec::new, canonical_json);
+        let responses: [u8; 32] = sha2::Sha256::digest(&responses).into();
+        let round = self
+            .server
+            .inner
+            .rounds
+            .lock()
+            .map_or(Round::Conflict, |mut rounds| {
+                rounds.answer(&payload, responses, now_ms())
+            });
+        if round == Round::Conflict {
+            return Err(error(
+                ErrorCode::INVALID_PARAMS,
+                "requestState refused: this round was already answered with other \
+                 inputResponses; start the request again",
+            ));
+        }
+        ctx.request_state = Some(payload.payload);
         Ok(())
     }
 }
