@@ -5,9 +5,10 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
-use protocol_droid::adapters::primary::http::ServerTls;
+use protocol_droid::adapters::primary::http::{HttpOptions, ServerTls};
 use protocol_droid::adapters::secondary::tls::Trust;
 
 /// How `--listen` serves.
@@ -25,6 +26,31 @@ pub(crate) struct ListenArgs {
     /// could use every tool.
     #[arg(long)]
     allow_public_without_auth: bool,
+    /// The largest request body accepted, in bytes; larger gets 413.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    max_body: usize,
+    /// How many legacy sessions may be open at once; more get 503.
+    #[arg(long, value_name = "N", default_value_t = 16_384)]
+    max_sessions: usize,
+    /// How many sessions one authenticated principal may hold; more get 429.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    max_sessions_per_principal: usize,
+    /// How many sessions one anonymous caller's address may hold; more get
+    /// 429.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    max_sessions_per_address: usize,
+    /// How many connections may be open at once; more are closed at once.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    max_connections: usize,
+    /// How many connections one client address may hold.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    max_connections_per_address: usize,
+    /// Seconds a request head (or a TLS handshake) may take to arrive.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    header_timeout: u64,
+    /// Seconds a request body may take to arrive; then 408.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    body_timeout: u64,
 }
 
 impl ListenArgs {
@@ -35,6 +61,21 @@ impl ListenArgs {
                 ServerTls::from_pem_files(cert, key).context("--tls-cert and --tls-key")?,
             )),
             _ => Ok(None),
+        }
+    }
+
+    /// The HTTP options these flags set, over `base`.
+    pub(crate) fn http_options(&self, base: HttpOptions) -> HttpOptions {
+        HttpOptions {
+            max_body: self.max_body,
+            max_sessions: self.max_sessions,
+            max_sessions_per_principal: self.max_sessions_per_principal,
+            max_sessions_per_address: self.max_sessions_per_address,
+            max_connections: self.max_connections,
+            max_connections_per_address: self.max_connections_per_address,
+            header_timeout: Duration::from_secs(self.header_timeout),
+            body_timeout: Duration::from_secs(self.body_timeout),
+            ..base
         }
     }
 

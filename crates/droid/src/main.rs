@@ -332,11 +332,11 @@ pub(crate) async fn serve_on(
     let shutdown = async {
         let _signal = tokio::signal::ctrl_c().await;
     };
-    let mut options = HttpOptions {
+    let mut options = served.http_options(HttpOptions {
         idle_timeout: idle,
         tls: server_tls,
         ..HttpOptions::default()
-    };
+    });
     if let Some(resource_server) = auth::resource_server(auth, bound, scheme, trust)? {
         // A resource named by a public host name is reached by that name.
         if let Some(host) = resource_server.host() {

@@ -734,3 +734,387 @@ fn secrets_are_not_taken_from_argv() -> Result<(), TestError> {
     }
     Ok(())
 }
+
+/// One client floods `droid serve --listen` every way it can at once while
+/// another client's calls keep being answered, and the server's memory stays
+/// bounded. Each flood comes from a loopback address of its own, so each
+/// defence is met at full strength rather than the first one taking all.
+mod flood {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use futures_util::StreamExt as _;
+    use serde_json::{Value, json};
+
+    use super::listening;
+
+    /// Sent between the flood's tasks.
+    type TestError = Box<dyn std::error::Error + Send + Sync>;
+
+    const MODERN: &str = "2026-07-28";
+    const BATCHING: &str = "2025-03-26";
+
+    fn client(from: &str) -> Result<reqwest::Client, TestError> {
+        Ok(reqwest::Client::builder()
+            .local_address(Some(from.parse()?))
+            // A hang guard, not a measurement.
+            .timeout(Duration::from_secs(30))
+            .build()?)
+    }
+
+    fn rss_kib(pid: u32) -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|n| n.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
+    struct Post {
+        status: u16,
+        session: Option<String>,
+        body: String,
+    }
+
+    async fn post(
+        client: &reqwest::Client,
+        url: &str,
+        session: Option<&str>,
+        version: &str,
+        body: &Value,
+    ) -> Result<Post, TestError> {
+        let mut request = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", version)
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        if version == MODERN {
+            let method = body["method"].as_str().unwrap_or_default().to_owned();
+            request = request.header("mcp-method", method);
+            if let Some(name) = body["params"]["name"].as_str() {
+                request = request.header("mcp-name", name.to_owned());
+            }
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Ok(Post {
+            status,
+            session,
+            body: response.text().await?,
+        })
+    }
+
+    fn initialize(version: &str) -> Value {
+        json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {},
+            "clientInfo": { "name": "flood", "version": "1" } } })
+    }
+
+    fn call(id: usize, name: &str, arguments: &Value) -> Value {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": { "name": name, "arguments": arguments } })
+    }
+
+    /// The well-behaved client: a legacy session and a stateless call, over
+    /// and over, each of which must be answered.
+    async fn victim(url: String, stop: Arc<AtomicBool>) -> Result<usize, TestError> {
+        let client = client("127.0.0.2")?;
+        let mut answered = 0;
+        while !stop.load(Ordering::SeqCst) {
+            let opened = post(&client, &url, None, "2025-11-25", &initialize("2025-11-25")).await?;
+            let session = opened
+                .session
+                .ok_or_else(|| format!("no session: {}", opened.status))?;
+            let echo = call(1, "echo", &json!({ "text": "still served" }));
+            let reply = post(&client, &url, Some(&session), "2025-11-25", &echo).await?;
+            if !reply.body.contains("still served") {
+                return Err(
+                    format!("a legacy call failed: {} {}", reply.status, reply.body).into(),
+                );
+            }
+            let mut modern = call(2, "echo", &json!({ "text": "still served" }));
+            modern["params"]["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {} });
+            let reply = post(&client, &url, None, MODERN, &modern).await?;
+            if !reply.body.contains("still served") {
+                return Err(
+                    format!("a stateless call failed: {} {}", reply.status, reply.body).into(),
+                );
+            }
+            let _ended = client
+                .delete(&url)
+                .header("mcp-session-id", &session)
+                .header("mcp-protocol-version", "2025-11-25")
+                .send()
+                .await?;
+            answered += 2;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(answered)
+    }
+
+    /// 4,000 connections, each with half a request head, held open.
+    async fn half_open(
+        address: std::net::SocketAddr,
+    ) -> Result<Vec<tokio::net::TcpStream>, TestError> {
+        use tokio::io::AsyncWriteExt as _;
+        let mut held = Vec::new();
+        for _ in 0..4000 {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind("127.0.0.3:0".parse()?)?;
+            let Ok(mut stream) = socket.connect(address).await else {
+                continue;
+            };
+            let _partial = stream
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .await;
+            held.push(stream);
+        }
+        Ok(held)
+    }
+
+    /// 16,384 sessions asked for; what was granted and what refused.
+    async fn sessions(url: &str) -> Result<(usize, usize), TestError> {
+        let client = client("127.0.0.1")?;
+        let statuses: Vec<u16> = futures_util::stream::iter(0..16_384)
+            .map(|_| {
+                let client = client.clone();
+                async move {
+                    post(&client, url, None, "2025-11-25", &initialize("2025-11-25"))
+                        .await
+                        .map_or(0, |p| p.status)
+                }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        let granted = statuses.iter().filter(|s| **s == 200).count();
+        let refused = statuses.iter().filter(|s| **s == 429).count();
+        Ok((granted, refused))
+    }
+
+    /// A batch of 4,096 slow calls, then 16 sessions with 256 each.
+    async fn slow_calls(url: &str) -> Result<(u16, Vec<tokio::task::JoinHandle<u16>>), TestError> {
+        let client = client("127.0.0.4")?;
+        let sleep = json!({ "ms": 3000 });
+        let opened = post(&client, url, None, BATCHING, &initialize(BATCHING)).await?;
+        let session = opened.session.ok_or("no session for the batch")?;
+        let whole: Vec<Value> = (0..4096).map(|id| call(id, "sleep", &sleep)).collect();
+        let refused = post(&client, url, Some(&session), BATCHING, &Value::Array(whole))
+            .await?
+            .status;
+        let mut running = Vec::new();
+        for _ in 0..16 {
+            let opened = post(&client, url, None, BATCHING, &initialize(BATCHING)).await?;
+            let session = opened.session.ok_or("no session for a share")?;
+            let batch: Vec<Value> = (0..256).map(|id| call(id, "sleep", &sleep)).collect();
+            let (client, url) = (client.clone(), url.to_owned());
+            running.push(tokio::spawn(async move {
+                post(
+                    &client,
+                    &url,
+                    Some(&session),
+                    BATCHING,
+                    &Value::Array(batch),
+                )
+                .await
+                .map_or(0, |p| p.status)
+            }));
+        }
+        Ok((refused, running))
+    }
+
+    /// A 2024-11-05 stream that is never read, its session sent answers
+    /// until the server gives up on it; whether it did.
+    async fn unread_stream(base: &str) -> Result<bool, TestError> {
+        let client = client("127.0.0.5")?;
+        let mut stream = client
+            .get(format!("{base}/sse"))
+            .header("accept", "text/event-stream")
+            .send()
+            .await?;
+        let mut head = String::new();
+        while !head.contains("\n\n") {
+            let chunk = stream.chunk().await?.ok_or("the stream ended")?;
+            head.push_str(std::str::from_utf8(&chunk)?);
+        }
+        let endpoint = head
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .ok_or("no endpoint")?
+            .to_owned();
+        let url = format!("{base}{endpoint}");
+        let send = |body: Value| {
+            let (client, url) = (client.clone(), url.clone());
+            async move {
+                client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .map_or(0, |r| r.status().as_u16())
+            }
+        };
+        send(initialize("2024-11-05")).await;
+        send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+        let text = "z".repeat(32 * 1024);
+        // Until the session ends: the server's stall bound (30 s by default)
+        // runs from the first answer that found no room.
+        for round in 0..400 {
+            let statuses: Vec<u16> = futures_util::future::join_all(
+                (0..32).map(|n| send(call(round * 32 + n, "echo", &json!({ "text": text })))),
+            )
+            .await;
+            if statuses.contains(&404) {
+                drop(stream);
+                return Ok(true);
+            }
+            // Its in-flight share is full of answers waiting for room.
+            if statuses.iter().all(|s| *s == 503) {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+        Ok(false)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_megabyte_search_queries_stall_nobody_elses_search() -> Result<(), TestError> {
+        let config = std::env::temp_dir().join(format!("droid-flood-{}.toml", std::process::id()));
+        std::fs::write(
+            &config,
+            format!(
+                "mode = \"progressive\"\n[[upstream]]\nname = \"fixture\"\n\
+                 command = [{:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
+                env!("CARGO_BIN_EXE_droid")
+            ),
+        )?;
+        let config_path = config.to_string_lossy().into_owned();
+        let (_gateway, address) = listening(
+            &[
+                "gateway",
+                "--config",
+                &config_path,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            "http",
+        )
+        .map_err(|e| e.to_string())?;
+        let _removed = std::fs::remove_file(&config);
+        let url = format!("http://{address}/mcp");
+        let search = |query: String| {
+            let mut body = call(1, "search_tools", &json!({ "query": query }));
+            body["params"]["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {} });
+            body
+        };
+        let huge = "read ".repeat(2 * 1024 * 1024 / 5);
+        let attacker = client("127.0.0.6")?;
+        let flood = {
+            let (url, body) = (url.clone(), search(huge));
+            tokio::spawn(async move {
+                let mut refused = 0;
+                for _ in 0..4 {
+                    let answers = futures_util::future::join_all(
+                        (0..8).map(|_| post(&attacker, &url, None, MODERN, &body)),
+                    )
+                    .await;
+                    refused += answers
+                        .iter()
+                        .filter(|a| a.as_ref().is_ok_and(|p| p.body.contains("longer than")))
+                        .count();
+                }
+                refused
+            })
+        };
+        let other = client("127.0.0.2")?;
+        let mut found = 0;
+        while !flood.is_finished() {
+            let answer = post(&other, &url, None, MODERN, &search("echo text".to_owned())).await?;
+            assert!(answer.body.contains("fixture/echo"), "{}", answer.body);
+            found += 1;
+        }
+        let refused = flood.await?;
+        assert_eq!(refused, 32, "every oversized query is refused");
+        assert!(found > 0, "the other client's search was never answered");
+        Ok(())
+    }
+
+    #[allow(clippy::print_stderr)] // The figures are this test's report.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn one_client_flooding_every_way_takes_nothing_from_another() -> Result<(), TestError> {
+        let (server, address) =
+            listening(&["serve", "--listen", "127.0.0.1:0"], "http").map_err(|e| e.to_string())?;
+        let pid = server.0.id();
+        let base = format!("http://{address}");
+        let url = format!("{base}/mcp");
+        let idle_rss = rss_kib(pid);
+        let peak = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let (peak, stop) = (Arc::clone(&peak), Arc::clone(&stop));
+            tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let rss = usize::try_from(rss_kib(pid)).unwrap_or(usize::MAX);
+                    peak.fetch_max(rss, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        let victim = tokio::spawn(victim(url.clone(), Arc::clone(&stop)));
+        let held = half_open(address.parse()?).await?;
+        let (whole_batch, running) = slow_calls(&url).await?;
+        let (granted, refused) = sessions(&url).await?;
+        let stream_ended = unread_stream(&base).await?;
+        stop.store(true, Ordering::SeqCst);
+        let answered = victim.await??;
+        sampler.await?;
+        let mut shares = Vec::new();
+        for batch in running {
+            shares.push(batch.await?);
+        }
+        let peak_rss = peak.load(Ordering::SeqCst);
+        eprintln!(
+            "flood: {} half-open connections held; a 4,096-call batch answered {whole_batch}; \
+             16 x 256 slow calls answered {shares:?}; sessions granted {granted}, refused \
+             {refused} of 16,384; unread stream ended its session: {stream_ended}; the other \
+             client had {answered} calls answered; RSS {idle_rss} KiB idle, {peak_rss} KiB at \
+             the peak",
+            held.len()
+        );
+        assert_eq!(
+            whole_batch, 413,
+            "a batch past the in-flight share must be refused whole"
+        );
+        assert!(shares.iter().all(|s| *s == 200), "{shares:?}");
+        assert!(granted <= 1024, "one address held {granted} sessions");
+        assert!(refused >= 16_384 - 1024, "{refused} refused");
+        assert!(stream_ended, "the unread stream's session lived on");
+        assert!(
+            answered >= 10,
+            "the other client was served only {answered} times"
+        );
+        // Bounded: a few hundred MiB at most, whatever the flood.
+        assert!(peak_rss < 512 * 1024, "the server grew to {peak_rss} KiB");
+        drop(held);
+        Ok(())
+    }
+}
