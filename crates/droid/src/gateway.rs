@@ -97,8 +97,8 @@ struct UpstreamConfig {
     revision: Option<String>,
     #[serde(default)]
     trust: TrustConfig,
-    /// A private CA for this upstream's `https` URL, besides the defaults
-    /// and `--ca-file`.
+    /// A private CA for this upstream's `https` URL, besides the default
+    /// roots and in place of `--ca-file`.
     ca_file: Option<std::path::PathBuf>,
     /// Variables set for a command upstream, which otherwise gets only
     /// PATH, HOME, the locale and TERM of the gateway's environment.

@@ -986,10 +986,9 @@ mod flood {
                 drop(stream);
                 return Ok(true);
             }
-            // Its in-flight share is full of answers waiting for room.
-            if statuses.iter().all(|s| *s == 503) {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
+            // Its in-flight share fills with answers waiting for room; what
+            // comes past it is refused on the same unread stream.
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
         Ok(false)
     }

@@ -43,12 +43,15 @@ pub struct StdioOptions {
     /// How many outgoing frames may wait for the writer (1024 by default).
     pub queue: usize,
     /// How many requests may run at once (256 by default). Past that the
-    /// reader waits for one to finish, keeping up to as many again in order,
-    /// and then stops reading: the pipe is the client's flow control, and
-    /// every request is answered rather than refused. Answers and
-    /// notifications are still read while requests wait, so a running call
-    /// waiting on the client's answer to a question is never stuck behind
-    /// them.
+    /// requests read wait in order, and once as many again wait the reader
+    /// stops reading: the pipe is the client's flow control, and each such
+    /// request is answered in turn rather than refused. Until then answers
+    /// and notifications are still read while requests wait, so a running
+    /// call waiting on the client's answer to a question is not stuck behind
+    /// them; a client that pipelines more than twice this many requests
+    /// while the server waits on its answers stalls its own calls until they
+    /// time out. A batch is answered as one array, so those of its requests
+    /// that find the table full are refused.
     pub max_in_flight: usize,
     /// How long a server-initiated request waits for the client (60 s).
     pub exchange_timeout: Duration,

@@ -52,10 +52,12 @@ impl Target {
     ///
     /// When `url` is not an `http` or `https` URL.
     pub fn url(url: &str) -> Result<Self, ConnectError> {
-        let url = Url::parse(url).map_err(|e| ConnectError::Target(format!("{url}: {e}")))?;
+        // A URL that does not parse is not repeated: it may hold a password.
+        let url = Url::parse(url).map_err(|e| ConnectError::Target(format!("not a URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(ConnectError::Target(format!(
-                "{url}: only http and https URLs are servers"
+                "{}: only http and https URLs are servers",
+                super::tls::redacted(&url)
             )));
         }
         Ok(Self::Url(url))
@@ -200,7 +202,7 @@ async fn connect_url(url: &Url, options: ConnectOptions) -> Result<Client, Conne
     if !refused || !legacy_allowed {
         return Ok(streamable?);
     }
-    tracing::debug!(%url, "Streamable HTTP refused; trying HTTP+SSE");
+    tracing::debug!(url = %super::tls::redacted(url), "Streamable HTTP refused; trying HTTP+SSE");
     let (tx, rx) = inbound_queue();
     let Ok(link) = LegacySse::connect(
         url.clone(),

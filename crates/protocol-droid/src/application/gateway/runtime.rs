@@ -107,6 +107,9 @@ struct State {
 /// words find a tool, and ranking costs time in proportion to the query.
 const MAX_QUERY_BYTES: usize = 1024;
 
+/// The most ids one `activate_tools` or `deactivate_tools` call names.
+const MAX_IDS: usize = 64;
+
 /// How many lost activations are remembered per session.
 const MAX_LOST: usize = 256;
 
@@ -687,6 +690,13 @@ impl Gateway {
         if tool == SEARCH_TOOLS {
             return self.search(call);
         }
+        // Read and bounded before the lock every session shares is taken.
+        let args: IdsArgs = call.args()?;
+        if args.ids.len() > MAX_IDS {
+            return Ok(failure(format!(
+                "Nothing was changed: at most {MAX_IDS} ids at a time"
+            )));
+        }
         let session = call.session();
         let mut state = lock(&self.inner.state);
         let disclosure = self.inner.disclosure;
@@ -703,7 +713,6 @@ impl Gateway {
             .map_err(|e| refused(e.to_string()))?;
         match tool {
             ACTIVATE_TOOLS => {
-                let args: IdsArgs = call.args()?;
                 if !call.peer().is_lasting() {
                     return Ok(failure(
                         "Nothing was activated: activations last a session, and a 2026-07-28 \
@@ -750,7 +759,6 @@ impl Gateway {
                 }
             }
             DEACTIVATE_TOOLS => {
-                let args: IdsArgs = call.args()?;
                 let mut next = set;
                 for id in &args.ids {
                     if let Err(error) = next.revoke_exact(&ToolId::new(id.as_str())) {

@@ -268,21 +268,25 @@ impl IdempotencyStore {
         self.settle(session, id, size, || outcome, now_ms)
     }
 
-    /// [`record`](Self::record) for a successful answer, copied only if it
-    /// is small enough to keep.
-    pub fn record_result(
+    /// [`record`](Self::record) for an outcome measured (and copied, if it
+    /// is small enough to keep) before the store was locked: `size` is what
+    /// [`measure`] said of it, and `outcome` is `None` when it was too large
+    /// to copy. Writing and copying a large answer is the caller's work, not
+    /// something every session's calls wait on the store's lock for.
+    pub fn record_measured(
         &mut self,
         session: SessionId,
         id: &RequestId,
-        reply: &Reply,
+        outcome: Option<Recorded>,
+        size: usize,
         now_ms: u64,
     ) -> bool {
-        let size = written_size(reply);
+        let limit = self.limits.max_record_bytes;
         self.settle(
             session,
             id,
             size,
-            || Recorded::Result(reply.clone()),
+            || outcome.unwrap_or_else(|| too_large(limit)),
             now_ms,
         )
     }
@@ -325,9 +329,20 @@ impl IdempotencyStore {
         while self.usage_of(session).bytes > self.limits.per_session_bytes
             && self.evict_oldest_of(Some(session))
         {}
-        while (self.bytes > self.limits.max_bytes || self.completed.len() > self.limits.capacity)
-            && self.evict_oldest_of(None)
-        {}
+        // Past a bound in all, the session holding the most pays, so one
+        // client's answers never push out another's (whose retries would
+        // then run again).
+        while self.bytes > self.limits.max_bytes || self.completed.len() > self.limits.capacity {
+            let heaviest = self
+                .usage
+                .iter()
+                .filter(|(_, usage)| usage.bytes > 0)
+                .max_by_key(|(_, usage)| usage.bytes)
+                .map(|(owner, _)| *owner);
+            if !heaviest.is_some_and(|owner| self.evict_oldest_of(Some(owner))) {
+                break;
+            }
+        }
         true
     }
 
@@ -480,6 +495,13 @@ fn size_of(outcome: &Recorded) -> usize {
         Recorded::Result(reply) => written_size(reply),
         Recorded::Error(value) => written_size(value),
     }
+}
+
+/// How many bytes `reply` takes written as JSON, counted without writing it
+/// anywhere: what [`IdempotencyStore::record_measured`] is given.
+#[must_use]
+pub fn measure(reply: &Reply) -> usize {
+    written_size(reply)
 }
 
 /// How many bytes `value` takes written as JSON; `usize::MAX`, too large to
@@ -850,6 +872,28 @@ mod tests {
             store.admit(S1, &id(2), digest(2), TTL),
             Admission::Replay(result("2"))
         );
+    }
+
+    #[test]
+    fn one_sessions_answers_never_push_out_anothers() {
+        let mut store = IdempotencyStore::with_limits(IdempotencyLimits {
+            capacity: 4,
+            per_session: 100,
+            ttl_ms: TTL,
+            ..IdempotencyLimits::default()
+        });
+        assert_eq!(store.admit(S2, &id(100), digest(100), 0), Admission::Fresh);
+        assert!(store.record(S2, &id(100), result("mine"), 0));
+        for n in 1..=10 {
+            assert_eq!(store.admit(S1, &id(n), digest(n), 1), Admission::Fresh);
+            assert!(store.record(S1, &id(n), result("flood"), 1));
+        }
+        // Past the bound in all, S1 (holding the most) paid for it.
+        assert_eq!(
+            store.admit(S2, &id(100), digest(100), 2),
+            Admission::Replay(result("mine"))
+        );
+        assert!(store.len() - store.in_flight() <= 4);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! sends half a request on each would pin a descriptor for each. Here every
 //! connection holds a permit from a global cap and a slot of its address's
 //! share, a TLS handshake and a request head must each arrive within a
-//! deadline, and a shutdown lets requests in flight finish.
+//! deadline, a write that makes no progress fails after the stall bound, and
+//! a shutdown lets requests in flight finish.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -32,6 +33,7 @@ pub(super) struct Admission {
     per_address: Arc<PerAddress>,
     header_timeout: Duration,
     handshake_timeout: Duration,
+    write_timeout: Duration,
     tls: Option<ServerTls>,
 }
 
@@ -45,6 +47,7 @@ impl Admission {
             }),
             header_timeout: options.header_timeout,
             handshake_timeout: options.header_timeout,
+            write_timeout: options.stall_timeout,
             tls: options.tls.clone(),
         }
     }
@@ -54,11 +57,28 @@ impl Admission {
     /// it is read.
     fn admit(&self, peer: IpAddr) -> Option<Slot> {
         let permit = Arc::clone(&self.total).try_acquire_owned().ok()?;
-        let address = self.per_address.take(peer)?;
+        let address = self.per_address.take(share_of(peer))?;
         Some(Slot {
             _permit: permit,
             _address: address,
         })
+    }
+}
+
+/// Whose share a connection from `peer` counts against: an IPv4 address
+/// (an IPv4-mapped IPv6 one included) as it is, an IPv6 address by its /64,
+/// since one host is routinely given a whole /64 and could otherwise take a
+/// share per address.
+pub(super) fn share_of(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(_) => peer,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let [a, b, c, d, ..] = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
+            }
+        },
     }
 }
 
@@ -168,6 +188,12 @@ async fn serve_connection(
     watcher: hyper_util::server::graceful::Watcher,
 ) {
     let _ = stream.set_nodelay(true);
+    // A client that stops reading leaves its response, and every buffer
+    // behind it, unwritten: a write that makes no progress for the stall
+    // bound fails, and hyper closes the connection, freeing all of it.
+    let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+    stream.set_write_timeout(Some(admission.write_timeout));
+    let stream = Box::pin(stream);
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
         router.clone().call(request)
@@ -203,5 +229,25 @@ async fn serve_connection(
     };
     if let Err(error) = served {
         tracing::debug!(%peer, %error, "connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv6_host_shares_by_its_64_and_a_mapped_address_is_its_ipv4() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1"
+            .parse()
+            .unwrap_or(IpAddr::from([0; 4]));
+        let b: IpAddr = "2001:db8:1:2:bbbb::9"
+            .parse()
+            .unwrap_or(IpAddr::from([0; 4]));
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap_or(IpAddr::from([0; 4]));
+        assert_eq!(share_of(a), share_of(b));
+        assert_ne!(share_of(a), share_of(other));
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap_or(IpAddr::from([0; 4]));
+        assert_eq!(share_of(mapped), IpAddr::from([192, 0, 2, 7]));
     }
 }

@@ -150,7 +150,21 @@ pub(super) async fn post(
             });
             match started {
                 Ok(_running) => StatusCode::ACCEPTED.into_response(),
-                Err(refused) => refusal(refused.status, Some(&id), refused.code, &refused.message),
+                // A 2024-11-05 client reads every answer on its stream, a
+                // refusal included.
+                Err(refused) => {
+                    let response = Message::Response(RpcResponse {
+                        id: ResponseId::Id(id),
+                        outcome: Err(crate::domain::jsonrpc::ErrorObject::new(
+                            refused.code,
+                            refused.message,
+                        )),
+                    });
+                    tokio::spawn(async move {
+                        let _sent = session.send_standalone_waiting(response.into_value()).await;
+                    });
+                    StatusCode::ACCEPTED.into_response()
+                }
             }
         }
         Incoming::Single(Message::Response(response)) => {

@@ -61,7 +61,9 @@ pub struct HttpOptions {
     /// 429.
     pub max_sessions_per_address: usize,
     /// How long an answer may wait for room on a session's stream before
-    /// the stream counts as unread and the session ends (30 s).
+    /// the stream counts as unread and the session ends, and how long a
+    /// write to any connection may make no progress before the connection
+    /// is closed (30 s).
     pub stall_timeout: Duration,
     /// How long a session may sit unused before it is reaped (10 minutes).
     pub idle_timeout: Duration,
@@ -186,6 +188,15 @@ impl HttpServer {
             )
             .route("/sse", get(legacy_sse::open))
             .route("/messages", post(legacy_sse::post))
+            // Bodies are read whole within their deadline inside the token
+            // check, so an unauthenticated client never gets a body read.
+            .route_layer(axum::middleware::from_fn_with_state(
+                body::BodyLimits {
+                    max_bytes: limit,
+                    timeout: app.options.body_timeout,
+                },
+                body::read_whole,
+            ))
             // A route layer, so only the MCP routes above demand a token: the
             // metadata that tells a client how to get one must not.
             .route_layer(axum::middleware::from_fn_with_state(
@@ -208,13 +219,6 @@ impl HttpServer {
             router = router.route(METADATA_PREFIX, get(serve));
         }
         router
-            .layer(axum::middleware::from_fn_with_state(
-                body::BodyLimits {
-                    max_bytes: limit,
-                    timeout: app.options.body_timeout,
-                },
-                body::read_whole,
-            ))
             .layer(axum::middleware::from_fn_with_state(hosts, guard::check))
             .layer(DefaultBodyLimit::max(limit))
             .with_state(app)

@@ -167,12 +167,16 @@ impl Jwks {
             Ok(key) => {
                 if let Ok(_fetching) = self.fetching.try_lock() {
                     if self.may_fetch() {
-                        if let Err(e) = self.refresh(url, client).await {
-                            tracing::warn!("keeping the cached JWKS: {e}");
+                        match self.refresh(url, client).await {
+                            // A fresh set decides: a key it dropped is withdrawn.
+                            Ok(()) => return self.usable(&self.cached(), kid, alg),
+                            Err(e) => tracing::warn!("keeping the cached JWKS: {e}"),
                         }
                     }
                 }
-                return self.usable(&self.cached(), kid, alg).or(Ok(key));
+                // No fresh set (the issuer is away, or another caller is
+                // fetching it): the key held still verifies, within max_stale.
+                return Ok(key);
             }
             Err(_) => {}
         }

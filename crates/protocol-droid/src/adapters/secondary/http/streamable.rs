@@ -226,7 +226,7 @@ impl Shared {
             challenges += 1;
             let challenge = Challenge {
                 status: status.as_u16(),
-                resource: self.url.to_string(),
+                resource: super::super::tls::redacted(&self.url),
                 www_authenticate: www,
             };
             authorizer

@@ -491,9 +491,17 @@ fn unknown(method: &str, params: &JsonObject, peer: &PeerSession) -> ErrorObject
             error(code, format!("resource not found: {}", text("uri")))
                 .with_data(json!({ "uri": text("uri") }))
         }
-        _ => error(
-            ErrorCode::INVALID_PARAMS,
-            "nothing to complete for this reference",
-        ),
+        // As serve mode words it for a reference it cannot see.
+        _ => {
+            let target = params
+                .get("ref")
+                .and_then(|r| r.get("name").or_else(|| r.get("uri")))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            error(
+                ErrorCode::INVALID_PARAMS,
+                format!("nothing to complete for {target}"),
+            )
+        }
     }
 }

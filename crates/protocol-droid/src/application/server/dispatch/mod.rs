@@ -456,6 +456,12 @@ impl Connection {
                     return Err(error(ErrorCode::INVALID_PARAMS, "`uri` is required"));
                 };
                 if method == "resources/subscribe" && !self.can_read(uri, &ctx.auth) {
+                    // Through a forwarder a URI nobody offers is accepted
+                    // (the upstream is the one to know), so a hidden one is
+                    // accepted too, and neither kept nor passed on.
+                    if self.server.forwarder().is_some() {
+                        return Ok(Reply::Value(json!({})));
+                    }
                     return Err(error(
                         ErrorCode::INVALID_PARAMS,
                         format!("no such resource: {uri}"),
@@ -792,8 +798,18 @@ struct Admitted<'a> {
 
 impl Admitted<'_> {
     fn record_result(&mut self, reply: &Reply) {
-        if let (Some(id), Ok(mut store)) = (self.id.take(), self.store.lock()) {
-            let _recorded = store.record_result(self.session, &id, reply, now_ms());
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let limit = self
+            .store
+            .lock()
+            .map_or(0, |store| store.limits().max_record_bytes);
+        // Measured and copied outside the lock every session's calls share.
+        let size = super::idempotency::measure(reply);
+        let outcome = (size <= limit).then(|| Recorded::Result(reply.clone()));
+        if let Ok(mut store) = self.store.lock() {
+            let _recorded = store.record_measured(self.session, &id, outcome, size, now_ms());
         }
     }
 
