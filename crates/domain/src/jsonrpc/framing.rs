@@ -76,8 +76,10 @@ impl LineFramer {
                 }
                 continue;
             }
-            if self.buffer.len() + chunk.len() > self.max_line + usize::from(ends_line) {
-                // One spare byte for a `\r` that is about to be trimmed.
+            // One spare byte for a `\r` that is about to be trimmed, or may
+            // be: a read can end between a line's `\r` and its `\n`.
+            let spare = ends_line || chunk.last() == Some(&b'\r');
+            if self.buffer.len() + chunk.len() > self.max_line + usize::from(spare) {
                 self.buffer.clear();
                 self.discarding = !ends_line;
                 out.push(Err(FrameError::LineTooLong {
@@ -112,6 +114,12 @@ impl LineFramer {
         let line = self.buffer;
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
+        }
+        // Only the spare byte a `\r` was let in on can put it over.
+        if line.len() > self.max_line {
+            return Some(Err(FrameError::LineTooLong {
+                limit: self.max_line,
+            }));
         }
         Some(Ok(line))
     }
@@ -168,6 +176,29 @@ pub fn nesting_depth(json: &[u8], limit: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_line_at_the_limit_ended_by_crlf_passes_however_the_reads_fall() {
+        for cut in 1..7 {
+            let stream = b"abcd\r\n{}\n";
+            let (first, second) = stream.split_at(cut);
+            let mut framer = LineFramer::new(4);
+            let mut events = framer.push(first);
+            events.extend(framer.push(second));
+            assert_eq!(
+                lines(events),
+                [Ok("abcd".into()), Ok("{}".into())],
+                "cut at {cut}"
+            );
+        }
+        // A spare byte let in for a `\r` that no `\n` follows is no licence.
+        let mut framer = LineFramer::new(4);
+        assert!(framer.push(b"abcd\r").is_empty());
+        assert!(matches!(
+            framer.finish(),
+            Some(Err(FrameError::LineTooLong { .. }))
+        ));
+    }
+
     use super::*;
 
     fn lines(events: Vec<Result<Vec<u8>, FrameError>>) -> Vec<Result<String, FrameError>> {

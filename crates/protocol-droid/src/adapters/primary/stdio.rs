@@ -307,8 +307,9 @@ where
             reader.frame(frame).await;
         }
     };
-    if let Some(Ok(last)) = framer.finish() {
-        reader.frame(Ok(last)).await;
+    // A last line without its newline is served, or refused if too long.
+    if let Some(last) = framer.finish() {
+        reader.frame(last).await;
     }
     reader.run_waiting().await;
     // No answer can arrive any more: questions still waiting fail at once
