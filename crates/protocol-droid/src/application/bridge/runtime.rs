@@ -41,8 +41,6 @@ pub const REPORT_META: &str = "protocol-droid/translation";
 /// How many tool definitions the bridge keeps for header checks.
 const MAX_KNOWN_TOOLS: usize = 4096;
 
-/// How many pages of a list [`Bridge::offers`] reads before it gives up.
-const MAX_OFFER_PAGES: usize = 64;
 
 /// How many translation reports [`Bridge::reports`] keeps.
 pub const MAX_REPORTS: usize = 256;
@@ -297,54 +295,39 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
     ///
     /// When the upstream cannot be asked, or answers a list with an error.
     pub async fn offers(&self, kind: Primitive, name: &str) -> Result<bool, String> {
-        let (method, member, key) = match kind {
-            Primitive::Tool => ("tools/list", "tools", "name"),
-            Primitive::Prompt => ("prompts/list", "prompts", "name"),
-            Primitive::Resource => ("resources/list", "resources", "uri"),
-            Primitive::Template => (
-                "resources/templates/list",
-                "resourceTemplates",
-                "uriTemplate",
-            ),
-        };
         let client = lock(&self.inner.upstreams)
             .values()
             .flatten()
             .find(|u| u.client.closed().is_none())
             .map(|u| u.client.clone())
             .ok_or_else(|| "no upstream connection is open".to_owned())?;
-        let fresh = RequestOptions {
-            fresh: true,
-            ..RequestOptions::default()
-        };
-        let mut cursor: Option<String> = None;
-        // Bounded: an upstream whose cursors never end is not listed for ever.
-        for _ in 0..MAX_OFFER_PAGES {
-            let params = cursor.as_ref().map(|c| serde_json::json!({ "cursor": c }));
-            let page = client
-                .request(method, params, &fresh)
+        let failed = |e: ClientError| e.to_string();
+        Ok(match kind {
+            Primitive::Tool => client
+                .list_all_tools()
                 .await
-                .map_err(|e| format!("{method}: {e}"))?;
-            let found = page
-                .get(member)
-                .and_then(Value::as_array)
-                .is_some_and(|items| {
-                    items
-                        .iter()
-                        .any(|item| item.get(key).and_then(Value::as_str) == Some(name))
-                });
-            if found {
-                return Ok(true);
-            }
-            cursor = page
-                .get("nextCursor")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            if cursor.is_none() {
-                break;
-            }
-        }
-        Ok(false)
+                .map_err(failed)?
+                .iter()
+                .any(|tool| tool.name == name),
+            Primitive::Prompt => client
+                .list_all_prompts()
+                .await
+                .map_err(failed)?
+                .iter()
+                .any(|prompt| prompt.name == name),
+            Primitive::Resource => client
+                .list_all_resources()
+                .await
+                .map_err(failed)?
+                .iter()
+                .any(|resource| resource.uri == name),
+            Primitive::Template => client
+                .list_all_resource_templates()
+                .await
+                .map_err(failed)?
+                .iter()
+                .any(|template| template.uri_template == name),
+        })
     }
 
     /// The latest translation reports, oldest first.
