@@ -752,6 +752,61 @@ mod tokens {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn an_address_presenting_made_up_tokens_is_held_back_and_no_one_else_is()
+    -> Result<(), TestError> {
+        let issuer = Issuer::start(&[]).await?;
+        let endpoint = format!("{}/introspect", issuer.url);
+        let trust = issuer.trust.clone();
+        let mut server = protect(|resource| {
+            let validator = IntrospectionValidator::new(&endpoint, "rs", "rs-secret", resource)?
+                .trust(&trust)?;
+            Ok(ResourceServer::new(resource, Arc::new(validator))?)
+        })
+        .await?;
+        let resource = server.resource();
+        if let Ok(mut table) = issuer.state.introspection.lock() {
+            table.insert(
+                "real".to_owned(),
+                json!({ "active": true, "sub": "bob", "aud": resource, "exp": now() + 300 }),
+            );
+        }
+        let mine = std::mem::replace(
+            &mut server.client,
+            reqwest::Client::builder()
+                .local_address(Some("127.0.0.9".parse()?))
+                .timeout(PATIENCE)
+                .build()?,
+        );
+        let mut held_back = None;
+        for n in 0..40 {
+            let response = server
+                .modern(Some(&format!("made-up-{n}")), "tools/list", json!({}))
+                .await?;
+            if response.status() == 429 {
+                held_back = Some(n);
+                assert!(response.headers().contains_key("retry-after"));
+                break;
+            }
+            assert_eq!(response.status(), 401);
+        }
+        assert_eq!(
+            held_back,
+            Some(20),
+            "held back after its twentieth refused token"
+        );
+        let asked = issuer.state.introspections.load(Ordering::SeqCst);
+        assert_eq!(
+            asked, 20,
+            "a held-back token never reaches the authorization server"
+        );
+        // Another address, with a real token, is served throughout.
+        server.client = mine;
+        let names = server.tool_names(Some("real")).await?;
+        assert!(names.contains(&"public".to_owned()), "{names:?}");
+        Ok(())
+    }
+
     #[test]
     fn an_introspection_validator_never_prints_its_secret() -> Result<(), TestError> {
         let validator = IntrospectionValidator::new(

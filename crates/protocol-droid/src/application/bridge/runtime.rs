@@ -41,7 +41,6 @@ pub const REPORT_META: &str = "protocol-droid/translation";
 /// How many tool definitions the bridge keeps for header checks.
 const MAX_KNOWN_TOOLS: usize = 4096;
 
-
 /// How many translation reports [`Bridge::reports`] keeps.
 pub const MAX_REPORTS: usize = 256;
 

@@ -3,9 +3,12 @@
 //! the `401`/`403` challenges that tell a client what to fetch next.
 
 use core::fmt;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -49,6 +52,54 @@ pub struct ResourceServer {
     required_scopes: Vec<String>,
     allow_anonymous: bool,
     validator: Arc<dyn TokenValidator>,
+    refusals: Arc<Mutex<Refusals>>,
+}
+
+/// How many refused tokens one client address may present in
+/// [`REFUSAL_WINDOW`] before it is told to wait for the rest of it.
+const MAX_REFUSALS: u32 = 20;
+
+/// The window refused tokens are counted over.
+const REFUSAL_WINDOW: Duration = Duration::from_secs(10);
+
+/// How many addresses are counted at once; past that the oldest windows go.
+const REFUSAL_ADDRESSES: usize = 4096;
+
+/// Refused tokens per client address: an address presenting made-up tokens
+/// by the dozen is held back before its tokens reach the validator, so its
+/// flood does not spend the validator's budget (an introspection endpoint's,
+/// say) that every other caller's new tokens need.
+#[derive(Debug, Default)]
+struct Refusals {
+    by_address: HashMap<IpAddr, (Instant, u32)>,
+}
+
+impl Refusals {
+    /// How long `peer` must wait, if it is held back.
+    fn held_back(&mut self, peer: IpAddr, now: Instant) -> Option<Duration> {
+        let (since, count) = *self.by_address.get(&peer)?;
+        let ends = since + REFUSAL_WINDOW;
+        if now >= ends {
+            self.by_address.remove(&peer);
+            return None;
+        }
+        (count >= MAX_REFUSALS).then(|| ends - now)
+    }
+
+    fn note(&mut self, peer: IpAddr, now: Instant) {
+        if self.by_address.len() >= REFUSAL_ADDRESSES && !self.by_address.contains_key(&peer) {
+            self.by_address
+                .retain(|_, (since, _)| now < *since + REFUSAL_WINDOW);
+            if self.by_address.len() >= REFUSAL_ADDRESSES {
+                return;
+            }
+        }
+        let entry = self.by_address.entry(peer).or_insert((now, 0));
+        if now >= entry.0 + REFUSAL_WINDOW {
+            *entry = (now, 0);
+        }
+        entry.1 = entry.1.saturating_add(1);
+    }
 }
 
 impl fmt::Debug for ResourceServer {
@@ -103,6 +154,7 @@ impl ResourceServer {
             required_scopes: Vec::new(),
             allow_anonymous: false,
             validator,
+            refusals: Arc::default(),
         })
     }
 
@@ -300,7 +352,37 @@ impl ResourceServer {
             // which scheme this resource takes.
             return Err(self.refuse(StatusCode::UNAUTHORIZED, None, scopes));
         };
-        let claims = match self.validator.validate(token).await {
+        let now = Instant::now();
+        let wait = presented.peer.and_then(|peer| {
+            self.refusals
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .held_back(peer, now)
+        });
+        if let Some(wait) = wait {
+            let mut response = (
+                StatusCode::TOO_MANY_REQUESTS,
+                error_body(
+                    None,
+                    ErrorCode::INVALID_REQUEST,
+                    "too many invalid access tokens from this address; try again later",
+                ),
+            )
+                .into_response();
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(wait.as_secs().max(1)),
+            );
+            return Err(response);
+        }
+        let validated = self.validator.validate(token).await;
+        if let (Err(_), Some(peer)) = (&validated, presented.peer) {
+            self.refusals
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .note(peer, now);
+        }
+        let claims = match validated {
             Ok(claims) => claims,
             Err(TokenError::Invalid(reason)) => {
                 tracing::debug!("bearer token refused: {reason}");
@@ -362,6 +444,8 @@ impl ResourceServer {
 struct Presented {
     token_in_query: bool,
     authorization: Vec<HeaderValue>,
+    /// Whose share of the refusal budget the request counts against.
+    peer: Option<IpAddr>,
 }
 
 impl Presented {
@@ -373,6 +457,10 @@ impl Presented {
         });
         Self {
             token_in_query,
+            peer: request
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(addr)| super::accept::share_of(addr.ip())),
             authorization: request
                 .headers()
                 .get_all(header::AUTHORIZATION)
