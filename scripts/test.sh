@@ -5,8 +5,9 @@
 # official ACP TypeScript SDK against `droid acp` (tests/acp-interop), the
 # official conformance suite against `droid serve --listen` and, in client
 # mode, against `conformance-client` (which tests/conformance/run.sh installs,
-# with Node 22), and the documentation
-# build. CI runs exactly this.
+# with Node 22), a short run of every fuzz target (scripts/fuzz-smoke.sh,
+# which installs cargo-fuzz and needs the nightly toolchain), and the
+# documentation build. CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +45,11 @@ conformance_log=$(mktemp)
 trap 'rm -f "$log" "$interop_log" "$acp_log" "$conformance_log"' EXIT
 bash tests/conformance/run.sh 2>&1 | tee "$conformance_log" || true
 
+step "fuzzing: every target briefly, and every fault found so far stays fixed"
+fuzz_log=$(mktemp)
+trap 'rm -f "$log" "$interop_log" "$acp_log" "$conformance_log" "$fuzz_log"' EXIT
+bash scripts/fuzz-smoke.sh 20 2>&1 | tee "$fuzz_log" || true
+
 step "cargo doc (warnings denied)"
 cargo doc --workspace --no-deps --locked
 
@@ -54,9 +60,9 @@ cargo bench --no-run --locked -p protocol-droid-bench
 # whole run at a glance.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
-# The interop, ACP and conformance runners each end with their own total
-# (conformance: scored scenarios); a run that printed none failed.
-for runner_log in "$interop_log" "$acp_log" "$conformance_log"; do
+# The interop, ACP, conformance and fuzzing runners each end with their own
+# total (conformance: scored scenarios); a run that printed none failed.
+for runner_log in "$interop_log" "$acp_log" "$conformance_log" "$fuzz_log"; do
     total=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$runner_log" | tail -n 1)
     if [ -z "$total" ]; then
         total="0 passed, 1 failed"
