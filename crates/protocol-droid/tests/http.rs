@@ -1057,33 +1057,28 @@ mod tls {
         Ok(())
     }
 
+    /// Why the client refused a server presenting a leaf for `names`,
+    /// made as `validity` says, under a CA it trusts.
+    async fn refusal(names: &[&str], validity: Validity) -> Result<String, TestError> {
+        let ca = Authority::new("test ca")?;
+        let s = serve_tls(&ca.leaf(names, validity)?, "127.0.0.1").await?;
+        let trust = Trust::with_ca_pem(ca.pem.as_bytes())?;
+        Ok(list_tools(&format!("{}/mcp", s.base), trust)
+            .await
+            .err()
+            .ok_or("the certificate was accepted")?)
+    }
+
     #[tokio::test]
     async fn a_certificate_for_another_name_is_refused_by_name() -> Result<(), TestError> {
-        let ca = Authority::new("test ca")?;
-        let leaf = ca.leaf(&["mcp.example.test"], Validity::Current)?;
-        let s = serve_tls(&leaf, "127.0.0.1").await?;
-        let error = list_tools(
-            &format!("{}/mcp", s.base),
-            Trust::with_ca_pem(ca.pem.as_bytes())?,
-        )
-        .await
-        .err()
-        .ok_or("a certificate for another name was accepted")?;
+        let error = refusal(&["mcp.example.test"], Validity::Current).await?;
         assert!(error.contains("not valid for this host name"), "{error}");
         Ok(())
     }
 
     #[tokio::test]
     async fn an_expired_certificate_is_refused_by_name() -> Result<(), TestError> {
-        let ca = Authority::new("test ca")?;
-        let s = serve_tls(&ca.leaf(&["127.0.0.1"], Validity::Expired)?, "127.0.0.1").await?;
-        let error = list_tools(
-            &format!("{}/mcp", s.base),
-            Trust::with_ca_pem(ca.pem.as_bytes())?,
-        )
-        .await
-        .err()
-        .ok_or("an expired certificate was accepted")?;
+        let error = refusal(&["127.0.0.1"], Validity::Expired).await?;
         assert!(error.contains("has expired"), "{error}");
         Ok(())
     }
