@@ -880,20 +880,31 @@ mod cancellation {
     }
 }
 
+/// Opens a 2024-11-05 stream: the events, and the endpoint its first event
+/// names.
+async fn open_sse(s: &Running) -> Result<(Events, String), TestError> {
+    let stream = s
+        .client
+        .get(format!("{}/sse", s.base))
+        .headers(headers(&[("accept", "text/event-stream")])?)
+        .send()
+        .await?;
+    let mut events = Events::new(stream);
+    let endpoint = events
+        .next()
+        .await?
+        .and_then(|e| e.data)
+        .ok_or("no endpoint event")?;
+    Ok((events, endpoint))
+}
+
 mod sse_2024 {
     use super::*;
 
     #[tokio::test]
     async fn a_client_leaving_its_stream_ends_its_session() -> Result<(), TestError> {
         let s = start().await?;
-        let stream = s
-            .client
-            .get(format!("{}/sse", s.base))
-            .headers(headers(&[("accept", "text/event-stream")])?)
-            .send()
-            .await?;
-        let mut events = Events::new(stream);
-        assert!(events.next().await?.is_some(), "the endpoint event");
+        let (events, _endpoint) = open_sse(&s).await?;
         assert_eq!(s.http.open_sessions(), 1);
         drop(events);
         let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -929,18 +940,7 @@ mod sse_2024 {
     #[tokio::test]
     async fn the_endpoint_event_comes_first_and_answers_ride_the_stream() -> Result<(), TestError> {
         let s = start().await?;
-        let stream = s
-            .client
-            .get(format!("{}/sse", s.base))
-            .headers(headers(&[("accept", "text/event-stream")])?)
-            .send()
-            .await?;
-        let mut events = Events::new(stream);
-        let endpoint = events
-            .next()
-            .await?
-            .and_then(|e| e.data)
-            .ok_or("no endpoint event")?;
+        let (mut events, endpoint) = open_sse(&s).await?;
         assert!(endpoint.starts_with("/messages?sessionId="), "{endpoint}");
         let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
@@ -1391,18 +1391,7 @@ mod one_client_takes_nothing {
 
     /// Opens a 2024-11-05 session; its stream and the URL to post to.
     async fn sse_session(s: &Running) -> Result<(Events, String), TestError> {
-        let stream = s
-            .client
-            .get(format!("{}/sse", s.base))
-            .headers(headers(&[("accept", "text/event-stream")])?)
-            .send()
-            .await?;
-        let mut events = Events::new(stream);
-        let endpoint = events
-            .next()
-            .await?
-            .and_then(|e| e.data)
-            .ok_or("no endpoint event")?;
+        let (mut events, endpoint) = open_sse(s).await?;
         let url = format!("{}{endpoint}", s.base);
         let initialize = json!({ "jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
             "protocolVersion": "2024-11-05", "capabilities": {},

@@ -70,9 +70,7 @@ impl Connection {
                     .prompts
                     .get(name)
                     .filter(|p| can_see(p.scope.as_ref()))
-                    .ok_or_else(|| {
-                        error(ErrorCode::INVALID_PARAMS, format!("unknown prompt {name}"))
-                    })?;
+                    .ok_or_else(|| unknown("prompts/get", &params, &peer))?;
                 let arguments = object_member(&params, "arguments");
                 let auth = ctx.auth.clone();
                 let call = Call::new(*ctx, peer, arguments);
@@ -127,13 +125,7 @@ impl Connection {
                 let Some(handler) = found else {
                     // Never an empty `contents`: a missing resource is an
                     // error, with the code the client's revision expects.
-                    let code = if peer.allows(Feature::LegacyResourceNotFound) {
-                        ErrorCode::RESOURCE_NOT_FOUND
-                    } else {
-                        ErrorCode::INVALID_PARAMS
-                    };
-                    return Err(error(code, format!("resource not found: {uri}"))
-                        .with_data(json!({ "uri": uri })));
+                    return Err(unknown("resources/read", &params, &peer));
                 };
                 let auth = ctx.auth.clone();
                 let call = Call::new(*ctx, peer, arguments);
@@ -174,10 +166,7 @@ impl Connection {
                     _ => false,
                 };
                 if !visible_target {
-                    return Err(error(
-                        ErrorCode::INVALID_PARAMS,
-                        format!("nothing to complete for {target}"),
-                    ));
+                    return Err(unknown("completion/complete", &params, &peer));
                 }
                 let mut values = completer(&params);
                 let total = values.len();
@@ -215,15 +204,10 @@ impl Connection {
             .get(&name)
             .filter(|t| visible(t.scope.as_ref(), |s| ctx.auth.has_scope(s)))
             .map(|t| Arc::clone(&t.handler))
-            .ok_or_else(|| error(ErrorCode::INVALID_PARAMS, format!("unknown tool {name}")))?;
+            .ok_or_else(|| unknown("tools/call", &params, &peer))?;
         match self.server.tool_access(&peer, &ctx.auth, &name) {
             ToolAccess::Granted => {}
-            ToolAccess::Hidden => {
-                return Err(error(
-                    ErrorCode::INVALID_PARAMS,
-                    format!("unknown tool {name}"),
-                ));
-            }
+            ToolAccess::Hidden => return Err(unknown("tools/call", &params, &peer)),
             ToolAccess::Refused(reason) => return Err(error(ErrorCode::INVALID_PARAMS, reason)),
         }
         let version = peer.negotiated();
@@ -469,8 +453,9 @@ pub(super) fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, CallErro
     serde_json::to_value(value).map_err(|e| CallError::internal(e.to_string()))
 }
 
-/// The error a request naming a primitive the caller may not see gets: the
-/// one it would get if the primitive did not exist.
+/// The error a request naming a primitive that does not exist gets, and so
+/// also one naming a primitive the caller may not see (registered or
+/// forwarded): one wording, so a refusal never tells the two apart.
 fn unknown(method: &str, params: &JsonObject, peer: &PeerSession) -> ErrorObject {
     let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
     match method {
