@@ -241,6 +241,7 @@ fn main() -> anyhow::Result<()> {
             let options = acp::AcpOptions {
                 connect_timeout: Duration::from_secs(connect_timeout),
                 max_sessions: max_sessions.max(1),
+                trust,
                 ..acp::AcpOptions::default()
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-type TestError = Box<dyn std::error::Error>;
+mod support;
+
+use support::{TestError, certificates, serve_https};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -34,8 +36,14 @@ impl Drop for Agent {
 
 impl Agent {
     fn start() -> Result<Self, TestError> {
+        Self::start_with(&[])
+    }
+
+    /// `droid acp ARGS`.
+    fn start_with(args: &[&str]) -> Result<Self, TestError> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
             .arg("acp")
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -201,4 +209,44 @@ fn droid_acp_exits_when_its_client_closes_stdin() -> Result<(), TestError> {
         std::thread::sleep(Duration::from_millis(50));
     }
     Err("droid acp did not exit after its stdin closed".into())
+}
+
+/// A session's HTTPS server is checked against `--ca-file`: reached with it,
+/// refused without it, and the refusal says why.
+#[test]
+fn droid_acp_reaches_an_https_server_through_the_ca_file() -> Result<(), TestError> {
+    let files = certificates()?;
+    let (_server, address) = serve_https(&files)?;
+    let server = json!({ "type": "http", "name": "secure",
+        "url": format!("https://{address}/mcp"), "headers": [] });
+    let tools = |args: &[&str]| -> Result<String, TestError> {
+        let mut agent = Agent::start_with(args)?;
+        let id = agent.request(
+            "initialize",
+            &json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+        )?;
+        agent.answer(id)?;
+        let id = agent.request(
+            "session/new",
+            &json!({ "cwd": "/", "mcpServers": [server] }),
+        )?;
+        let (reply, _) = agent.answer(id)?;
+        let session = reply["result"]["sessionId"]
+            .as_str()
+            .ok_or("no sessionId")?
+            .to_owned();
+        let id = agent.prompt(&session, "tools")?;
+        let (_, updates) = agent.answer(id)?;
+        Ok(said(&updates))
+    };
+    let ca = files.path("ca.pem");
+    let trusted = tools(&["--ca-file", &ca])?;
+    assert!(trusted.contains("secure/test_simple_text"), "{trusted}");
+    let untrusted = tools(&[])?;
+    assert!(
+        !untrusted.contains("secure/test_simple_text"),
+        "{untrusted}"
+    );
+    assert!(untrusted.contains("unknown issuer"), "{untrusted}");
+    Ok(())
 }

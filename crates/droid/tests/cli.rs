@@ -7,6 +7,10 @@
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
 
+mod support;
+
+use support::listening;
+
 type TestError = Box<dyn std::error::Error>;
 
 fn droid(args: &[&str]) -> Result<Output, TestError> {
@@ -109,42 +113,6 @@ fn a_legacy_only_server_answers_a_modern_probe_as_a_legacy_server_would() -> Res
         "{reply}"
     );
     Ok(())
-}
-
-/// Kills the server when the test ends, however it ends.
-struct Running(std::process::Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _killed = self.0.kill();
-        let _reaped = self.0.wait();
-    }
-}
-
-/// Starts `droid ARGS` and waits for the line naming where it listens;
-/// the address (`HOST:PORT`) after `scheme://`.
-fn listening(args: &[&str], scheme: &str) -> Result<(Running, String), TestError> {
-    use std::io::{BufRead as _, BufReader};
-
-    let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stderr = child.stderr.take().ok_or("no stderr")?;
-    let running = Running(child);
-    let mut lines = BufReader::new(stderr).lines();
-    let marker = format!("listening on {scheme}://");
-    let address = loop {
-        let line = lines.next().ok_or("the server exited before listening")??;
-        if let Some(rest) = line.split(marker.as_str()).nth(1) {
-            break rest.split('/').next().unwrap_or_default().to_owned();
-        }
-    };
-    // The rest of stderr is drained so the server never blocks on it.
-    std::thread::spawn(move || lines.for_each(drop));
-    Ok((running, address))
 }
 
 #[test]
@@ -321,62 +289,8 @@ fn bridge_refuses_an_unknown_feature_name_and_a_missing_upstream() -> Result<(),
 /// chain from a CA made here, `droid call` and a gateway upstream reach it
 /// with `--ca-file` (or `ca_file`), and without it the refusal says why.
 mod https {
+    use super::support::{certificates, serve_https};
     use super::*;
-
-    struct Files {
-        dir: std::path::PathBuf,
-    }
-
-    impl Drop for Files {
-        fn drop(&mut self) {
-            let _removed = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-
-    impl Files {
-        fn path(&self, name: &str) -> String {
-            self.dir.join(name).to_string_lossy().into_owned()
-        }
-    }
-
-    /// `ca.pem`, `cert.pem` and `key.pem` for 127.0.0.1, in a fresh folder.
-    fn certificates() -> Result<Files, TestError> {
-        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-        let dir = std::env::temp_dir().join(format!(
-            "droid-https-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&dir)?;
-        let files = Files { dir };
-        let ca_key = KeyPair::generate()?;
-        let mut ca = CertificateParams::new(Vec::<String>::new())?;
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        std::fs::write(files.path("ca.pem"), ca.self_signed(&ca_key)?.pem())?;
-        let issuer = Issuer::new(ca, ca_key);
-        let key = KeyPair::generate()?;
-        let leaf =
-            CertificateParams::new(vec!["127.0.0.1".to_owned()])?.signed_by(&key, &issuer)?;
-        std::fs::write(files.path("cert.pem"), leaf.pem())?;
-        std::fs::write(files.path("key.pem"), key.serialize_pem())?;
-        Ok(files)
-    }
-
-    fn serve_https(files: &Files) -> Result<(Running, String), TestError> {
-        let (cert, key) = (files.path("cert.pem"), files.path("key.pem"));
-        let args = [
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            &cert,
-            "--tls-key",
-            &key,
-        ];
-        listening(&args, "https")
-    }
 
     #[test]
     fn droid_call_reaches_droid_serve_over_https_with_the_ca_file() -> Result<(), TestError> {
@@ -647,6 +561,87 @@ mod gateway_search {
         );
         Ok(())
     }
+}
+
+/// Calls `tool` on a gateway in `mode` in front of `droid serve` the
+/// 2026-07-28 way, its `region` argument `eu` and its `Mcp-Param-Region`
+/// header `us`; the raw HTTP reply.
+fn call_with_wrong_header(mode: &str, tool: &str) -> Result<String, TestError> {
+    use std::io::Read as _;
+
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let config = std::env::temp_dir().join(format!("droid-header-{}-{n}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        format!(
+            "mode = \"{mode}\"\n[[upstream]]\nname = \"fixture\"\n\
+             command = [{:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
+            env!("CARGO_BIN_EXE_droid")
+        ),
+    )?;
+    let listened = listening(
+        &[
+            "gateway",
+            "--config",
+            &config.to_string_lossy(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        "http",
+    );
+    let _removed = std::fs::remove_file(&config);
+    let (_gateway, address) = listened?;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": tool, "arguments": { "region": "eu" }, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        } },
+    })
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\nMcp-Param-Region: us\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(&address)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
+    stream.write_all(request.as_bytes())?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    Ok(reply)
+}
+
+/// A 2026-07-28 call's `Mcp-Param-*` headers are checked only against tools
+/// its caller can see: a deferred gateway tool answers a wrong header as a
+/// missing tool does, so the header check cannot reveal it.
+#[test]
+fn a_header_check_never_reveals_a_tool_the_gateway_hides() -> Result<(), TestError> {
+    // Served: the wrong header is refused as such.
+    let served = call_with_wrong_header("default", "fixture/test_x_mcp_header")?;
+    assert!(
+        served.contains("Mcp-Param-Region does not match"),
+        "{served}"
+    );
+    // Deferred in progressive mode: as if it did not exist.
+    let hidden = call_with_wrong_header("progressive", "fixture/test_x_mcp_header")?;
+    let missing = call_with_wrong_header("progressive", "fixture/no_such_tool")?;
+    assert!(!hidden.contains("Mcp-Param"), "{hidden}");
+    let status = |reply: &str| reply.lines().next().unwrap_or_default().to_owned();
+    assert_eq!(status(&hidden), status(&missing), "{hidden}\n{missing}");
+    let code = |reply: &str| {
+        reply
+            .split("\"code\":")
+            .nth(1)
+            .and_then(|rest| rest.split([',', '}']).next())
+            .map(str::to_owned)
+    };
+    assert!(code(&hidden).is_some(), "{hidden}");
+    assert_eq!(code(&hidden), code(&missing), "{hidden}\n{missing}");
+    Ok(())
 }
 
 /// A command upstream starts from a minimal environment: this process's

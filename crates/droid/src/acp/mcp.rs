@@ -50,6 +50,7 @@ pub(crate) async fn connect_all(
     entries: &[McpServer],
     cwd: Option<&str>,
     timeout: Duration,
+    trust: &Trust,
 ) -> (Vec<Arc<Connected>>, Vec<Failed>) {
     let mut failed = Vec::new();
     let mut attempts = Vec::new();
@@ -65,8 +66,10 @@ pub(crate) async fn connect_all(
         }
         let entry = entry.clone();
         let cwd = cwd.map(str::to_owned);
+        let trust = trust.clone();
         let attempt = tokio::spawn(async move {
-            match tokio::time::timeout(timeout, connect_one(&entry, cwd.as_deref())).await {
+            let connecting = connect_one(&entry, cwd.as_deref(), &trust);
+            match tokio::time::timeout(timeout, connecting).await {
                 Ok(outcome) => outcome,
                 Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
             }
@@ -102,7 +105,11 @@ fn entry_name(entry: &McpServer) -> String {
     }
 }
 
-async fn connect_one(entry: &McpServer, cwd: Option<&str>) -> Result<Client, String> {
+async fn connect_one(
+    entry: &McpServer,
+    cwd: Option<&str>,
+    trust: &Trust,
+) -> Result<Client, String> {
     let options = ConnectOptions {
         client: client_options(),
         ..ConnectOptions::default()
@@ -123,13 +130,14 @@ async fn connect_one(entry: &McpServer, cwd: Option<&str>) -> Result<Client, Str
                     headers: (&headers)
                         .try_into()
                         .map_err(|e| format!("a header cannot be sent: {e}"))?,
+                    trust: trust.clone(),
                     ..HttpOptions::default()
                 },
                 ..options
             };
             connect(&target, options).await.map_err(|e| e.to_string())
         }
-        McpServer::Sse(sse) => connect_sse(sse).await,
+        McpServer::Sse(sse) => connect_sse(sse, trust).await,
         McpServer::Other { transport, .. } => Err(format!(
             "`{transport}` servers are not supported (stdio, http and sse are)"
         )),
@@ -154,7 +162,7 @@ fn stdio_target(stdio: &McpServerStdio, cwd: Option<&str>) -> Target {
     Target::Command(child)
 }
 
-async fn connect_sse(sse: &McpServerHttp) -> Result<Client, String> {
+async fn connect_sse(sse: &McpServerHttp, trust: &Trust) -> Result<Client, String> {
     let Target::Url(url) = Target::url(&sse.url).map_err(|e| e.to_string())? else {
         return Err(format!("{} is not a URL", sse.url));
     };
@@ -167,9 +175,7 @@ async fn connect_sse(sse: &McpServerHttp) -> Result<Client, String> {
             authorizer
         });
     let (tx, rx) = inbound_queue();
-    // ACP sessions name their servers at run time; they are checked against
-    // the default roots.
-    let link = LegacySse::connect(url, tx, authorization, &Trust::default())
+    let link = LegacySse::connect(url, tx, authorization, trust)
         .await
         .map_err(|e| e.to_string())?;
     let mut options = client_options();

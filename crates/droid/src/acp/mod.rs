@@ -32,6 +32,7 @@ use protocol_droid::adapters::primary::acp::{
     AcpAgentPeer, AcpPeerError, AcpSender, Inbound, InboundNotification, InboundRequest,
     LoadSessionParams, NewSessionParams, NotificationParams, PromptParams, RequestParams, methods,
 };
+use protocol_droid::adapters::secondary::tls::Trust;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
@@ -50,7 +51,7 @@ const RESOURCE_NOT_FOUND: i64 = -32002;
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Limits of one `droid acp` process.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct AcpOptions {
     /// How long connecting to one MCP server may take.
     pub(crate) connect_timeout: Duration,
@@ -60,6 +61,8 @@ pub(crate) struct AcpOptions {
     pub(crate) max_servers: usize,
     /// What each session keeps for `session/load`.
     pub(crate) history: HistoryLimits,
+    /// The certificate authorities HTTPS servers are checked against.
+    pub(crate) trust: Trust,
 }
 
 impl Default for AcpOptions {
@@ -69,6 +72,7 @@ impl Default for AcpOptions {
             max_sessions: 64,
             max_servers: 32,
             history: HistoryLimits::default(),
+            trust: Trust::default(),
         }
     }
 }
@@ -281,12 +285,13 @@ impl Agent {
         };
         let sender = self.sender.clone();
         let state = Arc::clone(&self.state);
-        let options = self.options;
+        let options = self.options.clone();
         tokio::spawn(async move {
             let servers = mcp::connect_all(
                 &params.mcp_servers,
                 Some(&params.cwd),
                 options.connect_timeout,
+                &options.trust,
             )
             .await;
             let session = Arc::new(Session::new(
@@ -368,8 +373,10 @@ impl Agent {
         let sender = self.sender.clone();
         let state = Arc::clone(&self.state);
         let timeout = self.options.connect_timeout;
+        let trust = self.options.trust.clone();
         tokio::spawn(async move {
-            let servers = mcp::connect_all(&params.mcp_servers, Some(&params.cwd), timeout).await;
+            let servers =
+                mcp::connect_all(&params.mcp_servers, Some(&params.cwd), timeout, &trust).await;
             let session = Arc::new(old.reconnected(sender.clone(), servers));
             let replayed = session.replay().await;
             let kept = {

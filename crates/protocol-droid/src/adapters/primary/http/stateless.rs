@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::App;
 use super::respond::{self, CURRENT, Plan, refusal};
 use super::streamable::{VERSION_HEADER, context, header};
-use crate::application::server::Server;
+use crate::application::server::Connection;
 use crate::application::server::context::{AuthContext, NoExchange};
 use crate::domain::TransportKind;
 use crate::domain::ir::JsonObject;
@@ -50,7 +50,13 @@ pub(super) async fn post(
             );
         }
     };
-    if let Err(message) = check_headers(headers, &request, &app.server, caller) {
+    // A connection per request: nothing survives it, as the revision asks.
+    let connection = app.server.connect(
+        TransportKind::StreamableHttp,
+        Arc::new(NoExchange),
+        Arc::new(CurrentSink),
+    );
+    if let Err(message) = check_headers(headers, &request, &connection, caller) {
         return refusal(
             StatusCode::BAD_REQUEST,
             Some(&request.id),
@@ -61,12 +67,6 @@ pub(super) async fn post(
     let streams = super::streamable::accepts(headers, "text/event-stream");
     let (channel, rx) = respond::channel(streams);
     let release = Arc::clone(&channel.release);
-    // A connection per request: nothing survives it, as the revision asks.
-    let connection = app.server.connect(
-        TransportKind::StreamableHttp,
-        Arc::new(NoExchange),
-        Arc::new(CurrentSink),
-    );
     let ctx = context(headers, caller);
     let id = request.id.clone();
     let work = tokio::spawn(CURRENT.scope(channel, async move {
@@ -111,7 +111,7 @@ fn decoded(value: &str) -> Option<String> {
 fn check_headers(
     headers: &HeaderMap,
     request: &Request,
-    server: &Server,
+    connection: &Connection,
     caller: &AuthContext,
 ) -> Result<(), String> {
     let params = request.params.as_ref().and_then(Value::as_object);
@@ -153,7 +153,7 @@ fn check_headers(
             let arguments = params
                 .and_then(|p| p.get("arguments"))
                 .and_then(Value::as_object);
-            check_param_headers(headers, server, caller, name, arguments)?;
+            check_param_headers(headers, connection, caller, name, arguments)?;
         }
     }
     Ok(())
@@ -163,14 +163,14 @@ fn check_headers(
 /// mirrored in its header, value for value.
 fn check_param_headers(
     headers: &HeaderMap,
-    server: &Server,
+    connection: &Connection,
     caller: &AuthContext,
     tool: &str,
     arguments: Option<&JsonObject>,
 ) -> Result<(), String> {
     // A tool the caller cannot see is checked like one that does not exist,
     // so a header mismatch cannot reveal it.
-    let Some(annotated) = server.param_headers(tool, caller) else {
+    let Some(annotated) = connection.param_headers(tool, caller) else {
         return Ok(());
     };
     for (property, name) in &annotated {

@@ -147,6 +147,38 @@ impl Connection {
             })
     }
 
+    /// The `x-mcp-header` annotations of the tool `name`, if a 2026-07-28
+    /// request from `caller` on this connection may see it: what checking
+    /// `Mcp-Param-*` headers reads. A tool hidden from that request (by its
+    /// scope or by the [`ServerBuilder::tool_visibility`] hook, as a gateway
+    /// hides deferred tools) gives `None`, as a missing one does, so a header
+    /// error cannot reveal it.
+    ///
+    /// [`ServerBuilder::tool_visibility`]: super::ServerBuilder::tool_visibility
+    #[must_use]
+    pub fn param_headers(&self, name: &str, caller: &AuthContext) -> Option<Vec<(String, String)>> {
+        let version = ProtocolVersion::LATEST;
+        let profile = resolve(Negotiation {
+            version,
+            client_caps: CapabilitySet::empty(),
+            server_caps: self.server.capability_set(version),
+            transport: self.transport,
+        });
+        let peer = PeerSession::new(
+            version,
+            profile,
+            self.session,
+            self.transport,
+            Arc::new(NoExchange),
+            Arc::clone(&self.sink),
+        )
+        .with_auth(caller.clone());
+        if self.server.tool_access(&peer, caller, name) != super::ToolAccess::Granted {
+            return None;
+        }
+        self.server.param_headers(name, caller)
+    }
+
     /// Whether `method` is one no revision defines and a forwarder is there
     /// to pass it on.
     fn forwards_unmodelled(&self, method: &str) -> bool {

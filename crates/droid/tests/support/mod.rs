@@ -1,0 +1,102 @@
+//! What more than one of these test binaries starts: `droid` listening,
+//! and a certificate authority for it.
+
+// Each test binary uses its own part of this module.
+#![allow(dead_code)]
+
+use std::process::{Command, Stdio};
+
+pub(crate) type TestError = Box<dyn std::error::Error>;
+
+/// Kills the server when the test ends, however it ends.
+pub(crate) struct Running(pub(crate) std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _killed = self.0.kill();
+        let _reaped = self.0.wait();
+    }
+}
+
+/// Starts `droid ARGS` and waits for the line naming where it listens;
+/// the address (`HOST:PORT`) after `scheme://`.
+pub(crate) fn listening(args: &[&str], scheme: &str) -> Result<(Running, String), TestError> {
+    use std::io::{BufRead as _, BufReader};
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let running = Running(child);
+    let mut lines = BufReader::new(stderr).lines();
+    let marker = format!("listening on {scheme}://");
+    let address = loop {
+        let line = lines.next().ok_or("the server exited before listening")??;
+        if let Some(rest) = line.split(marker.as_str()).nth(1) {
+            break rest.split('/').next().unwrap_or_default().to_owned();
+        }
+    };
+    // The rest of stderr is drained so the server never blocks on it.
+    std::thread::spawn(move || lines.for_each(drop));
+    Ok((running, address))
+}
+
+/// A fresh folder of PEM files, removed when dropped.
+pub(crate) struct Files {
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        let _removed = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Files {
+    /// The path of the file `name` in the folder.
+    pub(crate) fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_string_lossy().into_owned()
+    }
+}
+
+/// `ca.pem`, `cert.pem` and `key.pem` for 127.0.0.1, in a fresh folder.
+pub(crate) fn certificates() -> Result<Files, TestError> {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let dir = std::env::temp_dir().join(format!(
+        "droid-https-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    let files = Files { dir };
+    let ca_key = KeyPair::generate()?;
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    std::fs::write(files.path("ca.pem"), ca.self_signed(&ca_key)?.pem())?;
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate()?;
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned()])?.signed_by(&key, &issuer)?;
+    std::fs::write(files.path("cert.pem"), leaf.pem())?;
+    std::fs::write(files.path("key.pem"), key.serialize_pem())?;
+    Ok(files)
+}
+
+/// `droid serve` over HTTPS with the certificate and key in `files`.
+pub(crate) fn serve_https(files: &Files) -> Result<(Running, String), TestError> {
+    let (cert, key) = (files.path("cert.pem"), files.path("key.pem"));
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+    ];
+    listening(&args, "https")
+}
