@@ -250,6 +250,11 @@ def main():
     write("sse_client", "streamable", b"\1" + b"id: 1-1\nretry: 10\ndata: " + notification + b"\n\n"
           + b"id: 1-2\ndata:\n\ndata: " + answer.replace(b'"call-tool-example"', b"1") + b"\n\n")
     write("sse_client", "streamable-cr", b"\1" + b"event: message\rdata: [1,2]\r\r: c\rdata: {\"id\":1}\r\r")
+    # Bytes that are not UTF-8, and a sequence the stream goes on after.
+    write("sse_client", "legacy-invalid-utf8", b"\0" + b"event: endpoint\ndata: /messages\n\n"
+          + b"data: \"\xff\xfe\"\n\nevent: message\ndata: " + notification + b"\n\n")
+    write("sse_client", "streamable-invalid-utf8", b"\1" + b"data: [\"\xc3\x28\xe2\x82\"]\n\n"
+          + b"data: " + notification + b"\n\n")
 
     # http_headers: [0] + params, or [1] + header lines, "\n\n", body.
     call = every["CallToolRequest"][0]

@@ -342,3 +342,82 @@ async fn the_get_stream_is_open_before_the_first_request_after_initialize() -> R
     client.close().await;
     Ok(())
 }
+
+/// A server whose event stream carries bytes that are not UTF-8, and goes
+/// on after them.
+mod bad_bytes {
+    use std::convert::Infallible;
+
+    use axum::body::{Body, Bytes};
+    use axum::http::{StatusCode, header};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+    use futures_util::StreamExt as _;
+    use serde_json::{Value, json};
+
+    async fn on_post(body: Bytes) -> Response {
+        let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let id = message["id"].clone();
+        let events: Vec<u8> = match message["method"].as_str() {
+            Some("initialize") => format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "bad-bytes", "version": "0"}}})
+            )
+            .into_bytes(),
+            Some("tools/call") => [
+                &br#"data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"#[..],
+                b"\xFF\xFE",
+                b"\"}}\n\n",
+                br#"data: {"jsonrpc":"2.0","id":"#,
+                id.to_string().as_bytes(),
+                br#","result":{"content":[{"type":"text","text":"a"#,
+                b"\xC3\x28",
+                b"b\"}]}}\n\n",
+            ]
+            .concat(),
+            _ if id.is_null() => return StatusCode::ACCEPTED.into_response(),
+            _ => format!("data: {}\n\n", json!({"jsonrpc": "2.0", "id": id, "result": {}}))
+                .into_bytes(),
+        };
+        // The stream stays open after its events, as a server's may.
+        let stream = futures_util::stream::iter([Ok::<_, Infallible>(Bytes::from(events))])
+            .chain(futures_util::stream::pending());
+        (
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::HeaderName::from_static("mcp-session-id"), "s1"),
+            ],
+            Body::from_stream(stream),
+        )
+            .into_response()
+    }
+
+    pub(crate) async fn start() -> std::io::Result<String> {
+        let app = axum::Router::new().route("/mcp", post(on_post));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok(format!("http://{address}/mcp"))
+    }
+}
+
+/// Bytes that are not UTF-8 are read as the event-stream rules say, each
+/// invalid sequence one U+FFFD, and the stream goes on being read: what
+/// follows them arrives, rather than piling up unread.
+#[tokio::test]
+async fn an_event_stream_with_invalid_utf8_is_decoded_and_read_on() -> Result<(), TestError> {
+    let url = bad_bytes::start().await?;
+    let mut options = ConnectOptions::default();
+    options.client.revisions = vec![protocol_droid::domain::ProtocolVersion::V2025_11_25];
+    let target = Target::Url(url.parse()?);
+    let client = tokio::time::timeout(GUARD, connect(&target, options)).await??;
+    let reply = call(&client, &RequestOptions::default()).await?;
+    assert_eq!(reply["content"][0]["text"], "a\u{FFFD}(b", "{reply}");
+    client.close().await;
+    Ok(())
+}

@@ -369,7 +369,7 @@ impl Shared {
         until: Option<&RequestId>,
         cursor: &mut Cursor,
     ) -> bool {
-        let mut events = bounded_events(response).eventsource();
+        let mut events = super::event_bytes::bounded_events(response).eventsource();
         while let Some(event) = events.next().await {
             let event = match event {
                 Ok(event) => event,
@@ -486,60 +486,6 @@ fn is_event_stream(response: &Response) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"))
-}
-
-/// A response's bytes, failing once more than [`MAX_BODY`] of them arrive
-/// without an event ending: the event parser would otherwise buffer a
-/// never-ending event without limit.
-///
-/// A leading byte order mark is removed here too, even one split across
-/// reads: the event parser slices it off as if it were one byte wide and
-/// panics, so a server could crash the task reading its stream with three
-/// bytes.
-pub(super) fn bounded_events(
-    response: Response,
-) -> impl futures_util::Stream<Item = Result<impl AsRef<[u8]>, std::io::Error>> {
-    const BOM: &[u8] = b"\xEF\xBB\xBF";
-    let mut unterminated = 0_usize;
-    // The stream's first bytes, until they are known not to be (or to have
-    // been) a byte order mark.
-    let mut head: Option<Vec<u8>> = Some(Vec::new());
-    response.bytes_stream().map(move |chunk| {
-        let mut chunk = chunk.map_err(std::io::Error::other)?;
-        if let Some(pending) = head.as_mut() {
-            pending.extend_from_slice(&chunk);
-            if pending.len() < BOM.len() && BOM.starts_with(pending) {
-                // An empty chunk is skipped by the parser.
-                return Ok(axum::body::Bytes::new());
-            }
-            let bytes = core::mem::take(pending);
-            head = None;
-            chunk = if bytes.starts_with(BOM) {
-                axum::body::Bytes::copy_from_slice(bytes.get(BOM.len()..).unwrap_or_default())
-            } else {
-                axum::body::Bytes::from(bytes)
-            };
-        }
-        let end = [&b"\n\n"[..], b"\r\r", b"\r\n\r\n"]
-            .iter()
-            .filter_map(|sep| {
-                chunk
-                    .windows(sep.len())
-                    .rposition(|w| w == *sep)
-                    .map(|at| at + sep.len())
-            })
-            .max();
-        unterminated = match end {
-            Some(end) => chunk.len() - end,
-            None => unterminated.saturating_add(chunk.len()),
-        };
-        if unterminated > MAX_BODY {
-            return Err(std::io::Error::other(format!(
-                "an event longer than {MAX_BODY} bytes"
-            )));
-        }
-        Ok(chunk)
-    })
 }
 
 /// Reads a body, refusing one past [`MAX_BODY`].
