@@ -26,9 +26,11 @@
 //!   sequence one U+FFFD, and never stop the stream being read.
 //! - A malformed report never carries more than 200 characters.
 //!
-//! Fault found and fixed (fuzz/regressions/sse_client): a stream that
+//! Faults found and fixed (fuzz/regressions/sse_client): a stream that
 //! starts with a UTF-8 BOM panicked inside `eventsource-stream` 0.2.3, which
-//! slices the BOM off as one byte; the transports now remove it first.
+//! slices the BOM off as one byte; the transports now remove it first. A
+//! stream starting with two marks then panicked the same way on the second
+//! (`second-bom`); a comment line now stands before it.
 //! `PD_FUZZ_KNOWN_ISSUES` containing `sse-bom` still skips such streams, for
 //! bisecting.
 #![no_main]

@@ -6,7 +6,8 @@
 //!
 //! - it buffers an event until its blank line, however long it grows;
 //! - it slices a leading byte order mark off as if it were one byte wide,
-//!   and panics;
+//!   and panics: whether the stream starts with one or, once the first is
+//!   removed, with a second;
 //! - past an invalid UTF-8 byte it decodes nothing more, and keeps every
 //!   later byte buffered waiting for the sequence to complete, so a stream
 //!   that goes on after one bad byte grows without limit.
@@ -50,6 +51,8 @@ struct Guard {
     partial: Vec<u8>,
     /// Bytes since the last event ended.
     unterminated: usize,
+    /// Whether the parser has been handed its first character.
+    started: bool,
 }
 
 impl Default for Guard {
@@ -58,6 +61,7 @@ impl Default for Guard {
             head: Some(Vec::new()),
             partial: Vec::new(),
             unterminated: 0,
+            started: false,
         }
     }
 }
@@ -81,7 +85,17 @@ impl Guard {
                 Bytes::from(bytes)
             }
         };
-        let chunk = self.decode(chunk);
+        let mut chunk = self.decode(chunk);
+        if !self.started && !chunk.is_empty() {
+            self.started = true;
+            if chunk.starts_with(BOM) {
+                // A second mark is data (the first line's field name starts
+                // with it), but the parser would take it for the first and
+                // panic. A comment line before it changes nothing the rules
+                // read and keeps the parser from looking.
+                chunk = Bytes::from([&b":\n"[..], chunk.as_ref()].concat());
+            }
+        }
         let end = [&b"\n\n"[..], b"\r\r", b"\r\n\r\n"]
             .iter()
             .filter_map(|sep| {
@@ -182,6 +196,16 @@ mod tests {
     fn a_byte_order_mark_split_across_chunks_is_removed() {
         let out = through(&[b"\xEF", b"\xBB", b"\xBFdata: x\n\n"]);
         assert_eq!(out, b"data: x\n\n");
+    }
+
+    #[test]
+    fn a_second_mark_stays_data_behind_a_comment() {
+        for chunks in [
+            &[&b"\xEF\xBB\xBF\xEF\xBB\xBFid: 1\n\n"[..]][..],
+            &[b"\xEF\xBB\xBF\xEF", b"\xBB", b"\xBFid: 1\n\n"],
+        ] {
+            assert_eq!(through(chunks), b":\n\xEF\xBB\xBFid: 1\n\n");
+        }
     }
 
     #[test]
