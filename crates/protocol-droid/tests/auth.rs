@@ -462,7 +462,7 @@ mod tokens {
         );
         assert!(
             !stalled.is_finished(),
-            "the hanging fetch was not what the test meant"
+            "the known key was checked only once the other token's fetch had ended"
         );
         issuer.state.hold.store(false, Ordering::SeqCst);
         issuer.state.release.notify_waiters();

@@ -1083,6 +1083,32 @@ mod tls {
         Ok(())
     }
 
+    /// What `openssl req -x509` makes by default: a self-signed certificate
+    /// marked as an authority, served as the server's own. Even trusted, it
+    /// is refused, and the message says what to serve instead.
+    #[tokio::test]
+    async fn a_ca_certificate_served_as_the_servers_own_is_refused_by_name() -> Result<(), TestError>
+    {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()])?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key)?;
+        let leaf = Leaf {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        };
+        let s = serve_tls(&leaf, "127.0.0.1").await?;
+        let trust = Trust::with_ca_pem(leaf.cert.as_bytes())?;
+        let error = list_tools(&format!("{}/mcp", s.base), trust)
+            .await
+            .err()
+            .ok_or("a CA certificate was accepted as a server's")?;
+        assert!(error.contains("is a CA certificate"), "{error}");
+        assert!(error.contains("without CA:TRUE"), "{error}");
+        Ok(())
+    }
+
     #[tokio::test]
     async fn plain_http_to_a_tls_listener_gets_no_answer() -> Result<(), TestError> {
         let ca = Authority::new("test ca")?;

@@ -211,6 +211,19 @@ fn tls_cause(error: &rustls::Error) -> String {
             }
             CertificateError::Revoked => certificate("has been revoked"),
             CertificateError::BadSignature => certificate("has a bad signature"),
+            CertificateError::Other(other)
+                if matches!(
+                    other.0.downcast_ref::<webpki::Error>(),
+                    Some(webpki::Error::CaUsedAsEndEntity)
+                ) =>
+            {
+                // What `openssl req -x509` makes by default: trusted as an
+                // authority, it still cannot be a server's own certificate.
+                certificate(
+                    "is a CA certificate (basicConstraints CA:TRUE), which cannot be a \
+                     server's own; serve one issued by that CA, or a self-signed one without CA:TRUE",
+                )
+            }
             other => certificate(&format!("was refused: {other:?}")),
         },
         other => format!("TLS: {other}"),
