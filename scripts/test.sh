@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every check the project runs: formatting, lints, tests (unit, integration,
+# Every check the project runs: formatting, the layering rule
+# (scripts/check-layers.sh), lints, tests (unit, integration,
 # property, doc), the official SDK clients against `droid serve` (which
 # tests/interop/setup.sh installs: npm packages and a Python venv), the
 # official ACP TypeScript SDK against `droid acp` (tests/acp-interop), the
@@ -20,6 +21,9 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+
+step "layers: application/ imports no adapter (beyond a shrinking baseline)"
+bash scripts/check-layers.sh
 
 step "cargo clippy (all targets, warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -6,7 +6,9 @@
 //!   revision-neutral model, JSON-RPC). Pure and synchronous; a crate of its
 //!   own so the compiler keeps it that way.
 //! - [`application`]: the use cases. Each declares the ports it needs as
-//!   traits, and names no wire type and no socket.
+//!   traits and names no socket. It still reads the wire types of
+//!   `adapters::secondary::codec`, which have no I/O and are to move into a
+//!   sans-I/O home; `scripts/check-layers.sh` keeps that from spreading.
 //! - `adapters`: what drives the application (`primary`: transports) and
 //!   what the application drives (`secondary`: the per-revision wire codecs,
 //!   clients, stores).
