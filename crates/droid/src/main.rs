@@ -35,8 +35,8 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// Also trust the certificate authorities in this PEM file for every
-    /// outbound HTTPS connection (upstreams, servers called, key sets,
-    /// introspection, authorization servers).
+    /// outbound HTTPS connection (upstreams, servers called, the servers an
+    /// ACP session names, key sets, introspection, authorization servers).
     #[arg(long, global = true, value_name = "PEM")]
     ca_file: Option<std::path::PathBuf>,
 }

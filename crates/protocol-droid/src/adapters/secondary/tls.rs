@@ -217,8 +217,9 @@ fn tls_cause(error: &rustls::Error) -> String {
                     Some(webpki::Error::CaUsedAsEndEntity)
                 ) =>
             {
-                // What `openssl req -x509` makes by default: trusted as an
-                // authority, it still cannot be a server's own certificate.
+                // What `openssl req -x509` makes by default. A certificate
+                // marked as an authority is never accepted as a server's
+                // own, trusted or not, so naming a CA file cannot help.
                 certificate(
                     "is a CA certificate (basicConstraints CA:TRUE), which cannot be a \
                      server's own; serve one issued by that CA, or a self-signed one without CA:TRUE",

@@ -264,18 +264,6 @@ impl Server {
         self.registry().tools.get(name).map(|t| t.tool.clone())
     }
 
-    /// The definition of the tool called `name` if `caller` may see it: what
-    /// a transport checking a request against a tool's definition reads, so
-    /// that its refusals say nothing about tools the caller cannot see.
-    #[must_use]
-    pub fn tool_for(
-        &self,
-        name: &str,
-        caller: &AuthContext,
-    ) -> Option<crate::adapters::secondary::codec::wire::tools::Tool> {
-        self.read_tool(name, caller, Clone::clone)
-    }
-
     /// What `read` takes from the definition of the tool `name`, if
     /// `caller` may see it; a forwarded tool is the upstream's, as its last
     /// list gave it.
@@ -299,12 +287,19 @@ impl Server {
             })
     }
 
-    /// The `x-mcp-header` annotations of the tool `name` if `caller` may see
-    /// it, as `(argument, header)` pairs: what a transport checking
-    /// `Mcp-Param-*` headers reads, without copying the whole definition
-    /// for every request. `None` as [`tool_for`](Self::tool_for) is.
+    /// The `x-mcp-header` annotations of the tool `name` if `caller`'s
+    /// scopes let it see it, as `(argument, header)` pairs, without copying
+    /// the whole definition. Scopes only: the visibility hook needs the
+    /// request, so transports ask [`Connection::param_headers`], which asks
+    /// both.
+    ///
+    /// [`Connection::param_headers`]: super::Connection::param_headers
     #[must_use]
-    pub fn param_headers(&self, name: &str, caller: &AuthContext) -> Option<Vec<(String, String)>> {
+    pub(crate) fn param_headers(
+        &self,
+        name: &str,
+        caller: &AuthContext,
+    ) -> Option<Vec<(String, String)>> {
         self.read_tool(name, caller, |tool| header_annotations(&tool.input_schema))
     }
 

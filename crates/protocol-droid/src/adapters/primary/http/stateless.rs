@@ -149,11 +149,8 @@ fn check_headers(
         }
     }
     if request.method == "tools/call" {
-        if let Some(name) = named.and_then(Value::as_str) {
-            let arguments = params
-                .and_then(|p| p.get("arguments"))
-                .and_then(Value::as_object);
-            check_param_headers(headers, connection, caller, name, arguments)?;
+        if let (Some(name), Some(params)) = (named.and_then(Value::as_str), params) {
+            check_param_headers(headers, connection, caller, name, params)?;
         }
     }
     Ok(())
@@ -166,11 +163,12 @@ fn check_param_headers(
     connection: &Connection,
     caller: &AuthContext,
     tool: &str,
-    arguments: Option<&JsonObject>,
+    params: &JsonObject,
 ) -> Result<(), String> {
+    let arguments = params.get("arguments").and_then(Value::as_object);
     // A tool the caller cannot see is checked like one that does not exist,
     // so a header mismatch cannot reveal it.
-    let Some(annotated) = connection.param_headers(tool, caller) else {
+    let Some(annotated) = connection.param_headers(tool, caller, params) else {
         return Ok(());
     };
     for (property, name) in &annotated {

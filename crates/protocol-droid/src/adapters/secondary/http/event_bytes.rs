@@ -51,8 +51,26 @@ struct Guard {
     partial: Vec<u8>,
     /// Bytes since the last event ended.
     unterminated: usize,
+    /// Where the last chunk left the line it was in: what ending an event
+    /// takes, when its blank line is cut across chunks.
+    line: LineState,
     /// Whether the parser has been handed its first character.
     started: bool,
+    /// Whether this guard has refused the stream: nothing is handed on
+    /// after that, even to a caller that goes on polling.
+    failed: bool,
+}
+
+/// Where a stream stands in its line, as far as ending an event goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LineState {
+    /// At the start of a line: a line end here is a blank line.
+    Start,
+    /// At the start of a line just ended by a CR, so an LF here only
+    /// completes that CRLF.
+    StartAfterCr,
+    /// Inside a line.
+    Inside,
 }
 
 impl Default for Guard {
@@ -61,7 +79,9 @@ impl Default for Guard {
             head: Some(Vec::new()),
             partial: Vec::new(),
             unterminated: 0,
+            line: LineState::Start,
             started: false,
+            failed: false,
         }
     }
 }
@@ -69,6 +89,9 @@ impl Default for Guard {
 impl Guard {
     /// The bytes to hand the parser for `chunk`.
     fn next(&mut self, chunk: Bytes) -> Result<Bytes, std::io::Error> {
+        if self.failed {
+            return Err(std::io::Error::other("the stream was already refused"));
+        }
         let chunk = match self.head.as_mut() {
             None => chunk,
             Some(pending) => {
@@ -86,6 +109,13 @@ impl Guard {
             }
         };
         let mut chunk = self.decode(chunk);
+        self.measure(&chunk);
+        if self.unterminated > MAX_BODY {
+            self.failed = true;
+            return Err(std::io::Error::other(format!(
+                "an event longer than {MAX_BODY} bytes"
+            )));
+        }
         if !self.started && !chunk.is_empty() {
             self.started = true;
             if chunk.starts_with(BOM) {
@@ -96,25 +126,31 @@ impl Guard {
                 chunk = Bytes::from([&b":\n"[..], chunk.as_ref()].concat());
             }
         }
-        let end = [&b"\n\n"[..], b"\r\r", b"\r\n\r\n"]
-            .iter()
-            .filter_map(|sep| {
-                chunk
-                    .windows(sep.len())
-                    .rposition(|w| w == *sep)
-                    .map(|at| at + sep.len())
-            })
-            .max();
-        self.unterminated = match end {
-            Some(end) => chunk.len() - end,
-            None => self.unterminated.saturating_add(chunk.len()),
-        };
-        if self.unterminated > MAX_BODY {
-            return Err(std::io::Error::other(format!(
-                "an event longer than {MAX_BODY} bytes"
-            )));
-        }
         Ok(chunk)
+    }
+
+    /// Counts `chunk`'s bytes into the event they belong to: the count
+    /// starts again after every blank line (CR, LF or CRLF at the start of
+    /// a line), wherever the chunks were cut.
+    fn measure(&mut self, chunk: &[u8]) {
+        for &byte in chunk {
+            self.line = match (self.line, byte) {
+                // The LF of a CRLF: the line already ended at its CR.
+                (LineState::StartAfterCr, b'\n') => LineState::Start,
+                (LineState::Start | LineState::StartAfterCr, b'\r' | b'\n') => {
+                    self.unterminated = 0;
+                    if byte == b'\r' {
+                        LineState::StartAfterCr
+                    } else {
+                        LineState::Start
+                    }
+                }
+                (LineState::Inside, b'\r') => LineState::StartAfterCr,
+                (LineState::Inside, b'\n') => LineState::Start,
+                (_, _) => LineState::Inside,
+            };
+            self.unterminated = self.unterminated.saturating_add(1);
+        }
     }
 
     /// `chunk` as valid UTF-8: invalid sequences replaced, a sequence cut
@@ -157,27 +193,31 @@ impl Guard {
 
 #[cfg(test)]
 mod tests {
+    use eventsource_stream::Eventsource as _;
+
     use super::*;
 
-    /// What the parser is handed for a stream cut into `chunks`.
-    fn through(chunks: &[&[u8]]) -> Vec<u8> {
+    /// What the parser is handed for a stream cut into `chunks`, or the
+    /// guard's refusal.
+    fn through(chunks: &[&[u8]]) -> Result<Vec<u8>, std::io::Error> {
         let mut guard = Guard::default();
-        chunks
-            .iter()
-            .flat_map(|c| {
-                guard
-                    .next(Bytes::copy_from_slice(c))
-                    .map(|b| b.to_vec())
-                    .unwrap_or_default()
-            })
-            .collect()
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend_from_slice(&guard.next(Bytes::copy_from_slice(chunk))?);
+        }
+        Ok(out)
+    }
+
+    fn text(chunks: &[&[u8]]) -> Option<String> {
+        through(chunks)
+            .ok()
+            .and_then(|out| String::from_utf8(out).ok())
     }
 
     #[test]
     fn invalid_bytes_are_replaced_and_what_follows_is_still_read() {
-        let out = through(&[b"data: a\xFFb\n\n", b"data: \xC3\x28\n\n"]);
         assert_eq!(
-            String::from_utf8(out).ok().as_deref(),
+            text(&[b"data: a\xFFb\n\n", b"data: \xC3\x28\n\n"]).as_deref(),
             Some("data: a\u{FFFD}b\n\ndata: \u{FFFD}(\n\n")
         );
     }
@@ -187,46 +227,97 @@ mod tests {
         let euro = "€".as_bytes();
         for cut in 1..euro.len() {
             let (first, second) = euro.split_at(cut);
-            let out = through(&[b"data: ", first, second, b"\n\n"]);
-            assert_eq!(String::from_utf8(out).ok().as_deref(), Some("data: €\n\n"));
+            let out = text(&[b"data: ", first, second, b"\n\n"]);
+            assert_eq!(out.as_deref(), Some("data: €\n\n"));
         }
     }
 
     #[test]
     fn a_byte_order_mark_split_across_chunks_is_removed() {
-        let out = through(&[b"\xEF", b"\xBB", b"\xBFdata: x\n\n"]);
-        assert_eq!(out, b"data: x\n\n");
+        let out = through(&[b"\xEF", b"\xBB", b"\xBFdata: x\n\n"]).ok();
+        assert_eq!(out.as_deref(), Some(&b"data: x\n\n"[..]));
     }
 
     #[test]
-    fn a_second_mark_stays_data_behind_a_comment() {
+    fn a_second_mark_stays_data_behind_a_comment() -> Result<(), std::io::Error> {
         for chunks in [
-            &[&b"\xEF\xBB\xBF\xEF\xBB\xBFid: 1\n\n"[..]][..],
-            &[b"\xEF\xBB\xBF\xEF", b"\xBB", b"\xBFid: 1\n\n"],
+            &[&b"\xEF\xBB\xBF\xEF\xBB\xBFid: 1\ndata: x\n\n"[..]][..],
+            &[b"\xEF\xBB\xBF\xEF", b"\xBB", b"\xBFid: 1\ndata: x\n\n"],
         ] {
-            assert_eq!(through(chunks), b":\n\xEF\xBB\xBFid: 1\n\n");
+            let out = through(chunks)?;
+            assert_eq!(out, b":\n\xEF\xBB\xBFid: 1\ndata: x\n\n");
+            // The parser reads it without panicking, and as the rules say:
+            // `\u{FEFF}id` is a field nobody knows, so no id is set.
+            let events: Vec<_> = parsed(out);
+            assert_eq!(events, [(String::new(), "x".to_owned())]);
         }
+        Ok(())
+    }
+
+    /// Every event the parser reads from `bytes`: its id and data.
+    fn parsed(bytes: Vec<u8>) -> Vec<(String, String)> {
+        let stream = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from(bytes))]);
+        let runtime = tokio::runtime::Builder::new_current_thread().build();
+        runtime
+            .map(|rt| {
+                rt.block_on(async {
+                    stream
+                        .eventsource()
+                        .filter_map(|e| async move { e.ok().map(|e| (e.id, e.data)) })
+                        .collect()
+                        .await
+                })
+            })
+            .unwrap_or_default()
     }
 
     #[test]
-    fn whatever_the_bytes_the_parser_gets_valid_utf8() {
-        // Every byte value, cut at every length, alone and after a partial
-        // sequence.
+    fn whatever_the_bytes_and_cuts_the_parser_gets_their_lossy_decoding() {
+        // Every byte value, cut at every length: the same text as decoding
+        // the whole at once, invalid sequences replaced (after a leading
+        // mark, which this stream does not have, is removed).
         let all: Vec<u8> = (0..=255).collect();
+        let whole = String::from_utf8_lossy(&all).into_owned();
         for size in 1..8 {
             let chunks: Vec<&[u8]> = all.chunks(size).collect();
-            assert!(
-                String::from_utf8(through(&chunks)).is_ok(),
+            assert_eq!(
+                text(&chunks).as_deref(),
+                Some(whole.as_str()),
                 "chunks of {size}"
             );
         }
     }
 
     #[test]
-    fn an_event_that_never_ends_is_refused_past_the_limit() {
-        let mut guard = Guard::default();
+    fn an_event_that_never_ends_is_refused_past_the_limit_and_only_then() {
         let block = Bytes::from(vec![b'x'; 1024 * 1024]);
-        let refused = (0..=MAX_BODY / block.len()).any(|_| guard.next(block.clone()).is_err());
-        assert!(refused);
+        let mut guard = Guard::default();
+        for _ in 0..MAX_BODY / block.len() {
+            assert!(guard.next(block.clone()).is_ok());
+        }
+        assert!(guard.next(block).is_err());
+        // Refused once, refused for good.
+        assert!(guard.next(Bytes::from_static(b"\n\n")).is_err());
+    }
+
+    #[test]
+    fn a_blank_line_cut_across_chunks_still_ends_the_event() {
+        // As a server writing line by line sends them: `data: ...\n`, then
+        // `\n`, with every line ending the rules allow.
+        let line = Bytes::from([&b"data: "[..], &vec![b'x'; 1024 * 1024], b"\n"].concat());
+        for blank in [&b"\n"[..], b"\r", b"\r\n"] {
+            let mut guard = Guard::default();
+            for _ in 0..2 * MAX_BODY / line.len() {
+                assert!(guard.next(line.clone()).is_ok());
+                assert!(guard.next(Bytes::copy_from_slice(blank)).is_ok());
+            }
+        }
+        // A CR ends a line too, and its LF may come in the next chunk.
+        let mut guard = Guard::default();
+        let cr_line = Bytes::from([&b"data: "[..], &vec![b'x'; 1024 * 1024], b"\r"].concat());
+        for _ in 0..2 * MAX_BODY / cr_line.len() {
+            assert!(guard.next(cr_line.clone()).is_ok());
+            assert!(guard.next(Bytes::from_static(b"\n\r\n")).is_ok());
+        }
     }
 }

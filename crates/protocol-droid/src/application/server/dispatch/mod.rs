@@ -41,6 +41,17 @@ mod methods;
 
 use methods::{binding, finish, member, meta_of};
 
+/// The client capabilities a 2026-07-28 request's `_meta` declares; none
+/// when it declares none.
+fn client_capabilities(params: &JsonObject) -> JsonObject {
+    params
+        .get("_meta")
+        .and_then(|meta| meta.get(CLIENT_CAPABILITIES_META))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The `_meta` key naming a 2026-07-28 request's revision.
 pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 /// The `_meta` key holding a 2026-07-28 request's client capabilities.
@@ -147,24 +158,52 @@ impl Connection {
             })
     }
 
-    /// The `x-mcp-header` annotations of the tool `name`, if a 2026-07-28
-    /// request from `caller` on this connection may see it: what checking
-    /// `Mcp-Param-*` headers reads. A tool hidden from that request (by its
-    /// scope or by the [`ServerBuilder::tool_visibility`] hook, as a gateway
-    /// hides deferred tools) gives `None`, as a missing one does, so a header
-    /// error cannot reveal it.
+    /// The `x-mcp-header` annotations of the tool `name`, if the 2026-07-28
+    /// request from `caller` whose params are `params` may see it: what
+    /// checking `Mcp-Param-*` headers reads. A tool hidden from that
+    /// request (by its scope or by the [`ServerBuilder::tool_visibility`]
+    /// hook, as a gateway hides deferred tools) gives `None`, as a missing
+    /// one does, so a header error cannot reveal it. The hook sees the
+    /// request exactly as dispatch will: its revision and capabilities.
+    ///
+    /// A request whose `_meta` does not name a revision this server offers
+    /// gives `None` too: dispatch refuses it before any tool is looked up.
     ///
     /// [`ServerBuilder::tool_visibility`]: super::ServerBuilder::tool_visibility
     #[must_use]
-    pub fn param_headers(&self, name: &str, caller: &AuthContext) -> Option<Vec<(String, String)>> {
-        let version = ProtocolVersion::LATEST;
+    pub fn param_headers(
+        &self,
+        name: &str,
+        caller: &AuthContext,
+        params: &JsonObject,
+    ) -> Option<Vec<(String, String)>> {
+        let annotated = self.server.param_headers(name, caller)?;
+        // A tool with no annotated argument has no header to check, so the
+        // hook (which may build a whole tool set) is not asked.
+        if annotated.is_empty() {
+            return Some(annotated);
+        }
+        let version = self.modern_version(params).ok()?;
+        let peer = self.stateless_peer(version, &client_capabilities(params), caller);
+        (self.server.tool_access(&peer, caller, name) == super::ToolAccess::Granted)
+            .then_some(annotated)
+    }
+
+    /// The peer a 2026-07-28 request is served as: its own revision and
+    /// capabilities, this connection's session, nothing inherited.
+    fn stateless_peer(
+        &self,
+        version: ProtocolVersion,
+        client_capabilities: &JsonObject,
+        caller: &AuthContext,
+    ) -> PeerSession {
         let profile = resolve(Negotiation {
             version,
-            client_caps: CapabilitySet::empty(),
+            client_caps: CapabilitySet::from_client_json(client_capabilities, version),
             server_caps: self.server.capability_set(version),
             transport: self.transport,
         });
-        let peer = PeerSession::new(
+        PeerSession::new(
             version,
             profile,
             self.session,
@@ -172,11 +211,7 @@ impl Connection {
             Arc::new(NoExchange),
             Arc::clone(&self.sink),
         )
-        .with_auth(caller.clone());
-        if self.server.tool_access(&peer, caller, name) != super::ToolAccess::Granted {
-            return None;
-        }
-        self.server.param_headers(name, caller)
+        .with_auth(caller.clone())
     }
 
     /// Whether `method` is one no revision defines and a forwarder is there
@@ -639,17 +674,7 @@ impl Connection {
         }
         let version = self.modern_version(&params)?;
         let meta = meta_of(&params);
-        let client_capabilities = meta
-            .get(CLIENT_CAPABILITIES_META)
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let profile = resolve(Negotiation {
-            version,
-            client_caps: CapabilitySet::from_client_json(&client_capabilities, version),
-            server_caps: self.server.capability_set(version),
-            transport: self.transport,
-        });
+        let client_capabilities = client_capabilities(&params);
         // A fresh peer per request: nothing is inherited from an earlier one.
         if let Some(level) = meta.get(LOG_LEVEL_META) {
             if serde_json::from_value::<LoggingLevel>(level.clone()).is_err() {
@@ -660,16 +685,9 @@ impl Connection {
             }
         }
         let gate = LogGate::for_request(&meta);
-        let peer = PeerSession::new(
-            version,
-            profile,
-            self.session,
-            self.transport,
-            Arc::new(NoExchange),
-            Arc::clone(&self.sink),
-        )
-        .with_log_gate(gate)
-        .with_auth(ctx.auth.clone());
+        let peer = self
+            .stateless_peer(version, &client_capabilities, &ctx.auth)
+            .with_log_gate(gate);
         ctx.protocol_version = Some(version);
         ctx.client_capabilities = Arc::new(client_capabilities);
         ctx.client_info = meta
