@@ -166,9 +166,6 @@ impl Connection {
     /// one does, so a header error cannot reveal it. The hook sees the
     /// request exactly as dispatch will: its revision and capabilities.
     ///
-    /// A request whose `_meta` does not name a revision this server offers
-    /// gives `None` too: dispatch refuses it before any tool is looked up.
-    ///
     /// [`ServerBuilder::tool_visibility`]: super::ServerBuilder::tool_visibility
     #[must_use]
     pub fn param_headers(
@@ -183,7 +180,13 @@ impl Connection {
         if annotated.is_empty() {
             return Some(annotated);
         }
-        let version = self.modern_version(params).ok()?;
+        // A request whose `_meta` names no revision this server offers is
+        // refused by dispatch; its header mismatch is still reported first,
+        // as a transport's check comes before the body is served, so the
+        // hook is asked as for the newest revision.
+        let version = self
+            .modern_version(params)
+            .unwrap_or(ProtocolVersion::LATEST);
         let peer = self.stateless_peer(version, &client_capabilities(params), caller);
         (self.server.tool_access(&peer, caller, name) == super::ToolAccess::Granted)
             .then_some(annotated)
