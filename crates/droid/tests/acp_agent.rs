@@ -99,6 +99,30 @@ impl Agent {
         self.until(|m| m["id"] == id && m.get("method").is_none())
     }
 
+    /// `initialize`, answered at protocol version 1.
+    fn initialize(&mut self) -> Result<(), TestError> {
+        let id = self.request(
+            "initialize",
+            &json!({ "protocolVersion": 1, "clientCapabilities": {} }),
+        )?;
+        let (reply, _) = self.answer(id)?;
+        assert_eq!(reply["result"]["protocolVersion"], 1, "{reply}");
+        Ok(())
+    }
+
+    /// `session/new` with `server` as its one MCP server; the session's id.
+    fn new_session(&mut self, server: &Value) -> Result<String, TestError> {
+        let id = self.request(
+            "session/new",
+            &json!({ "cwd": "/", "mcpServers": [server] }),
+        )?;
+        let (reply, _) = self.answer(id)?;
+        Ok(reply["result"]["sessionId"]
+            .as_str()
+            .ok_or("no sessionId")?
+            .to_owned())
+    }
+
     fn prompt(&mut self, session: &str, text: &str) -> Result<i64, TestError> {
         self.request(
             "session/prompt",
@@ -125,24 +149,10 @@ fn said(updates: &[Value]) -> String {
 #[test]
 fn droid_acp_drives_droid_serve_over_stdio_through_a_whole_session() -> Result<(), TestError> {
     let mut agent = Agent::start()?;
-    let id = agent.request(
-        "initialize",
-        &json!({ "protocolVersion": 1, "clientCapabilities": {} }),
-    )?;
-    let (reply, _) = agent.answer(id)?;
-    assert_eq!(reply["result"]["protocolVersion"], 1, "{reply}");
-
+    agent.initialize()?;
     let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
         "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
-    let id = agent.request(
-        "session/new",
-        &json!({ "cwd": "/", "mcpServers": [server] }),
-    )?;
-    let (reply, _) = agent.answer(id)?;
-    let session = reply["result"]["sessionId"]
-        .as_str()
-        .ok_or("no sessionId")?
-        .to_owned();
+    let session = agent.new_session(&server)?;
 
     let id = agent.prompt(&session, "tools")?;
     let (_, updates) = agent.answer(id)?;
@@ -221,20 +231,8 @@ fn droid_acp_reaches_an_https_server_through_the_ca_file() -> Result<(), TestErr
         "url": format!("https://{address}/mcp"), "headers": [] });
     let tools = |args: &[&str]| -> Result<String, TestError> {
         let mut agent = Agent::start_with(args)?;
-        let id = agent.request(
-            "initialize",
-            &json!({ "protocolVersion": 1, "clientCapabilities": {} }),
-        )?;
-        agent.answer(id)?;
-        let id = agent.request(
-            "session/new",
-            &json!({ "cwd": "/", "mcpServers": [server] }),
-        )?;
-        let (reply, _) = agent.answer(id)?;
-        let session = reply["result"]["sessionId"]
-            .as_str()
-            .ok_or("no sessionId")?
-            .to_owned();
+        agent.initialize()?;
+        let session = agent.new_session(&server)?;
         let id = agent.prompt(&session, "tools")?;
         let (_, updates) = agent.answer(id)?;
         Ok(said(&updates))

@@ -20,8 +20,6 @@ use axum::body::Bytes;
 use futures_util::StreamExt as _;
 use reqwest::Response;
 
-use super::streamable::MAX_BODY;
-
 /// The UTF-8 byte order mark.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -29,12 +27,13 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 const REPLACEMENT: &str = "\u{FFFD}";
 
 /// A response's bytes as valid UTF-8 without a leading byte order mark,
-/// failing once more than [`MAX_BODY`] of them arrive without an event
+/// failing once more than `max_event` of them arrive without an event
 /// ending.
 pub(super) fn bounded_events(
     response: Response,
+    max_event: usize,
 ) -> impl futures_util::Stream<Item = Result<impl AsRef<[u8]>, std::io::Error>> {
-    let mut guard = Guard::default();
+    let mut guard = Guard::new(max_event);
     response
         .bytes_stream()
         .map(move |chunk| guard.next(chunk.map_err(std::io::Error::other)?))
@@ -51,6 +50,8 @@ struct Guard {
     partial: Vec<u8>,
     /// Bytes since the last event ended.
     unterminated: usize,
+    /// The most `unterminated` may reach.
+    max_event: usize,
     /// Where the last chunk left the line it was in: what ending an event
     /// takes, when its blank line is cut across chunks.
     line: LineState,
@@ -73,20 +74,20 @@ enum LineState {
     Inside,
 }
 
-impl Default for Guard {
-    fn default() -> Self {
+impl Guard {
+    /// A guard for a fresh stream whose events may be `max_event` long.
+    const fn new(max_event: usize) -> Self {
         Self {
             head: Some(Vec::new()),
             partial: Vec::new(),
             unterminated: 0,
+            max_event,
             line: LineState::Start,
             started: false,
             failed: false,
         }
     }
-}
 
-impl Guard {
     /// The bytes to hand the parser for `chunk`.
     fn next(&mut self, chunk: Bytes) -> Result<Bytes, std::io::Error> {
         if self.failed {
@@ -110,10 +111,11 @@ impl Guard {
         };
         let mut chunk = self.decode(chunk);
         self.measure(&chunk);
-        if self.unterminated > MAX_BODY {
+        if self.unterminated > self.max_event {
             self.failed = true;
             return Err(std::io::Error::other(format!(
-                "an event longer than {MAX_BODY} bytes"
+                "an event longer than {} bytes",
+                self.max_event
             )));
         }
         if !self.started && !chunk.is_empty() {
@@ -197,10 +199,13 @@ mod tests {
 
     use super::*;
 
+    /// A limit as large as the transports use.
+    const MAX_BODY: usize = 16 * 1024 * 1024;
+
     /// What the parser is handed for a stream cut into `chunks`, or the
     /// guard's refusal.
     fn through(chunks: &[&[u8]]) -> Result<Vec<u8>, std::io::Error> {
-        let mut guard = Guard::default();
+        let mut guard = Guard::new(MAX_BODY);
         let mut out = Vec::new();
         for chunk in chunks {
             out.extend_from_slice(&guard.next(Bytes::copy_from_slice(chunk))?);
@@ -291,7 +296,7 @@ mod tests {
     #[test]
     fn an_event_that_never_ends_is_refused_past_the_limit_and_only_then() {
         let block = Bytes::from(vec![b'x'; 1024 * 1024]);
-        let mut guard = Guard::default();
+        let mut guard = Guard::new(MAX_BODY);
         for _ in 0..MAX_BODY / block.len() {
             assert!(guard.next(block.clone()).is_ok());
         }
@@ -306,14 +311,14 @@ mod tests {
         // `\n`, with every line ending the rules allow.
         let line = Bytes::from([&b"data: "[..], &vec![b'x'; 1024 * 1024], b"\n"].concat());
         for blank in [&b"\n"[..], b"\r", b"\r\n"] {
-            let mut guard = Guard::default();
+            let mut guard = Guard::new(MAX_BODY);
             for _ in 0..2 * MAX_BODY / line.len() {
                 assert!(guard.next(line.clone()).is_ok());
                 assert!(guard.next(Bytes::copy_from_slice(blank)).is_ok());
             }
         }
         // A CR ends a line too, and its LF may come in the next chunk.
-        let mut guard = Guard::default();
+        let mut guard = Guard::new(MAX_BODY);
         let cr_line = Bytes::from([&b"data: "[..], &vec![b'x'; 1024 * 1024], b"\r"].concat());
         for _ in 0..2 * MAX_BODY / cr_line.len() {
             assert!(guard.next(cr_line.clone()).is_ok());

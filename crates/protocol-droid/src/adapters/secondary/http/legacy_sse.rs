@@ -85,7 +85,8 @@ impl LegacySse {
                 body: "not an HTTP+SSE endpoint".to_owned(),
             });
         }
-        let mut events = super::event_bytes::bounded_events(response).eventsource();
+        let mut events =
+            super::event_bytes::bounded_events(response, super::streamable::MAX_BODY).eventsource();
         let first = tokio::time::timeout(ENDPOINT_TIMEOUT, events.next())
             .await
             .map_err(|_| LinkError::Io("the server named no endpoint in time".to_owned()))?;

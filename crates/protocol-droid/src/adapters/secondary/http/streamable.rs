@@ -369,7 +369,7 @@ impl Shared {
         until: Option<&RequestId>,
         cursor: &mut Cursor,
     ) -> bool {
-        let mut events = super::event_bytes::bounded_events(response).eventsource();
+        let mut events = super::event_bytes::bounded_events(response, MAX_BODY).eventsource();
         while let Some(event) = events.next().await {
             let event = match event {
                 Ok(event) => event,
