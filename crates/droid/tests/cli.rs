@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 mod support;
 
-use support::listening;
+use support::{listening, raw_post};
 
 type TestError = Box<dyn std::error::Error>;
 
@@ -117,20 +117,9 @@ fn a_legacy_only_server_answers_a_modern_probe_as_a_legacy_server_would() -> Res
 
 #[test]
 fn serve_listen_answers_streamable_http_on_the_port_it_names() -> Result<(), TestError> {
-    use std::io::Read as _;
-
     let (_server, address) = listening(&["serve", "--listen", "127.0.0.1:0"], "http")?;
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = std::net::TcpStream::connect(&address)?;
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-    stream.write_all(request.as_bytes())?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply)?;
+    let reply = raw_post(&address, &[], body)?;
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(
         reply.to_ascii_lowercase().contains("mcp-session-id:"),
@@ -567,8 +556,6 @@ mod gateway_search {
 /// 2026-07-28 way, its `region` argument `eu` and its `Mcp-Param-Region`
 /// header `us`; the raw HTTP reply.
 fn call_with_wrong_header(mode: &str, tool: &str) -> Result<String, TestError> {
-    use std::io::Read as _;
-
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let config = std::env::temp_dir().join(format!("droid-header-{}-{n}.toml", std::process::id()));
@@ -600,19 +587,13 @@ fn call_with_wrong_header(mode: &str, tool: &str) -> Result<String, TestError> {
         } },
     })
     .to_string();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\nMcp-Param-Region: us\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = std::net::TcpStream::connect(&address)?;
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
-    stream.write_all(request.as_bytes())?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply)?;
-    Ok(reply)
+    let headers = [
+        "MCP-Protocol-Version: 2026-07-28".to_owned(),
+        "Mcp-Method: tools/call".to_owned(),
+        format!("Mcp-Name: {tool}"),
+        "Mcp-Param-Region: us".to_owned(),
+    ];
+    raw_post(&address, &headers, &body)
 }
 
 /// A 2026-07-28 call's `Mcp-Param-*` headers are checked only against tools

@@ -100,3 +100,24 @@ pub(crate) fn serve_https(files: &Files) -> Result<(Running, String), TestError>
     ];
     listening(&args, "https")
 }
+
+/// POSTs `body` to `/mcp` at `address` over a fresh HTTP/1.1 connection
+/// with `headers` (each `Name: value`) besides the usual ones, and reads the
+/// whole raw reply: status line, headers and body.
+pub(crate) fn raw_post(address: &str, headers: &[String], body: &str) -> Result<String, TestError> {
+    use std::io::{Read as _, Write as _};
+
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\n{extra}\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
+    stream.write_all(request.as_bytes())?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    Ok(reply)
+}
