@@ -22,7 +22,7 @@ step() { printf '\n==> %s\n' "$*"; }
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "layers: application/ imports no adapter (beyond a shrinking baseline)"
+step "layers: sans-IO crates stay sans-IO, application/ imports no adapter"
 bash scripts/check-layers.sh
 
 step "cargo clippy (all targets, warnings denied)"

@@ -1,5 +1,5 @@
 //! Each MCP revision's message decode
-//! (`protocol_droid::adapters::secondary::codec::for_version`).
+//! (`protocol_droid::wire::codec::for_version`).
 //!
 //! Input: byte 0 picks the revision (2024-11-05, 2025-03-26, 2025-06-18,
 //! 2025-11-25, 2026-07-28), byte 1 picks the request method a response is
@@ -24,11 +24,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use protocol_droid::adapters::secondary::codec::wire::message::{
+use protocol_droid::wire::message::{
     ClientNotification, ClientRequest, ClientResult, ServerNotification, ServerRequest,
     ServerResult,
 };
-use protocol_droid::adapters::secondary::codec::{ReadError, RevisionCodec, Sender, for_version};
+use protocol_droid::wire::codec::{ReadError, RevisionCodec, Sender, for_version};
 use protocol_droid::domain::ir::lower::TranslationReport;
 use protocol_droid::domain::jsonrpc::{Incoming, Message, parse};
 use protocol_droid::domain::{DegradePolicy, Era, ProtocolVersion};

@@ -1,7 +1,7 @@
 //! Micro-benchmarks of the paths every message takes: framing a line,
 //! reading the JSON-RPC envelope (the depth check included), the
 //! per-revision codecs in both directions, `resolve`, the bridge's
-//! `Translator` (pass-through and rebuild), the request digest, and sealing
+//! bridge's `translate` (pass-through and rebuild), the request digest, and sealing
 //! and opening `requestState`.
 //!
 //! `cargo bench -p protocol-droid-bench` runs them; a name filter narrows
@@ -11,10 +11,7 @@ use std::error::Error;
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput};
-use protocol_droid::adapters::secondary::codec::result::WireToolResults;
-use protocol_droid::adapters::secondary::codec::wire::{ClientResult, ServerResult};
-use protocol_droid::adapters::secondary::codec::{Sender, for_version};
-use protocol_droid::application::bridge::Translator;
+use protocol_droid::application::bridge::translate;
 use protocol_droid::application::server::request_state::{StateBinding, StateKey, StateSealer};
 use protocol_droid::domain::canonical::request_digest;
 use protocol_droid::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, LineFramer, deeper_than};
@@ -22,6 +19,8 @@ use protocol_droid::domain::jsonrpc::parse;
 use protocol_droid::domain::{
     CapabilitySet, DegradePolicy, Leg, Negotiation, ProtocolVersion, TransportKind, resolve,
 };
+use protocol_droid::wire::codec::{Sender, for_version};
+use protocol_droid::wire::{ClientResult, ServerResult};
 use serde_json::{Map, Value, json};
 
 type Outcome = Result<(), Box<dyn Error>>;
@@ -322,14 +321,13 @@ fn leg(version: ProtocolVersion) -> Leg {
 
 fn translating(c: &mut Criterion) -> Outcome {
     let mut group = c.benchmark_group("bridge translator");
-    let translator = Translator::new(WireToolResults);
 
     // Pass-through: a reply the client can read comes back untouched.
     let plain: Map<String, Value> = serde_json::from_value(json!({
         "jsonrpc": "2.0", "id": 7, "result": tool_result(),
     }))?;
     let old = leg(ProtocolVersion::V2024_11_05);
-    let passed = translator.translate(
+    let passed = translate(
         plain.clone(),
         ProtocolVersion::V2025_11_25,
         &old,
@@ -342,7 +340,7 @@ fn translating(c: &mut Criterion) -> Outcome {
         b.iter_batched(
             || plain.clone(),
             |reply| {
-                black_box(translator.translate(
+                black_box(translate(
                     reply,
                     ProtocolVersion::V2025_11_25,
                     &old,
@@ -365,7 +363,7 @@ fn translating(c: &mut Criterion) -> Outcome {
             "isError": false,
         },
     }))?;
-    let rebuilt = translator.translate(
+    let rebuilt = translate(
         rich.clone(),
         ProtocolVersion::V2025_11_25,
         &old,
@@ -378,7 +376,7 @@ fn translating(c: &mut Criterion) -> Outcome {
         b.iter_batched(
             || rich.clone(),
             |reply| {
-                black_box(translator.translate(
+                black_box(translate(
                     reply,
                     ProtocolVersion::V2025_11_25,
                     &old,

@@ -4,7 +4,7 @@
 //! library depends on:
 //!
 //! - `benches/hot_paths.rs`: criterion micro-benchmarks of framing, the
-//!   codecs, `resolve`, the bridge's `Translator`, the request digest and
+//!   codecs, `resolve`, the bridge's `translate`, the request digest and
 //!   `requestState` sealing;
 //! - `load`: drives `droid serve`, the rmcp echo server and the floor server
 //!   on loopback and prints a markdown table (`docs/benchmarks.md`);

@@ -3,14 +3,14 @@
 //! one), sample with a fixed reply, list no roots.
 
 use futures_util::future::BoxFuture;
-use protocol_droid::adapters::secondary::codec::wire::{
+use protocol_droid::application::client::ClientHandler;
+use protocol_droid::application::client::handler::form_defaults;
+use protocol_droid::domain::jsonrpc::ErrorObject;
+use protocol_droid::wire::{
     ClientCapabilities, ClientElicitationCapability, CreateMessageRequestParams,
     CreateMessageResult, ElicitAction, ElicitRequestParams, ElicitResult, ElicitValue,
     ListRootsResult, RootsCapability,
 };
-use protocol_droid::application::client::ClientHandler;
-use protocol_droid::application::client::handler::form_defaults;
-use protocol_droid::domain::jsonrpc::ErrorObject;
 use serde_json::{Map, Value, json};
 
 /// The conformance client's answers.

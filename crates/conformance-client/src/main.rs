@@ -13,11 +13,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use protocol_droid::adapters::secondary::codec::wire::Tool;
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::application::client::{Client, ClientOptions, RequestOptions};
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::ir::JsonObject;
+use protocol_droid::wire::Tool;
 use serde_json::{Value, json};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

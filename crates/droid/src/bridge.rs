@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
-use protocol_droid::adapters::secondary::codec::result::WireToolResults;
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
@@ -168,7 +167,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
     };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let bridge = Bridge::connect(connector, WireToolResults, options)
+        let bridge = Bridge::connect(connector, options)
             .await
             .map_err(|e| anyhow::anyhow!("connecting to the upstream: {e}"))?;
         tracing::info!(

@@ -4,15 +4,13 @@
 
 use std::time::Duration;
 
-use protocol_droid::adapters::secondary::codec::wire::prompts::{
-    GetPromptResult, Prompt, PromptArgument,
-};
-use protocol_droid::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
-use protocol_droid::adapters::secondary::codec::wire::tools::ToolAnnotations;
 use protocol_droid::application::server::request_state::KeyError;
 use protocol_droid::application::server::{Call, CallError, Question, Server, ToolSpec};
 use protocol_droid::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use protocol_droid::domain::{LoggingLevel, ProtocolVersion};
+use protocol_droid::wire::prompts::{GetPromptResult, Prompt, PromptArgument};
+use protocol_droid::wire::resources::{Resource, ResourceTemplate};
+use protocol_droid::wire::tools::ToolAnnotations;
 use serde_json::{Value, json};
 
 /// A 1×1 PNG.

@@ -12,11 +12,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::future::BoxFuture;
-use protocol_droid::adapters::secondary::codec::wire::{
-    ClientCapabilities, ClientElicitationCapability, ClientSamplingCapability,
-    CreateMessageRequestParams, CreateMessageResult, ElicitAction, ElicitRequestParams,
-    ElicitResult, ElicitValue, ListRootsResult, RootsCapability,
-};
 use protocol_droid::adapters::secondary::connect::{
     ConnectOptions, Target, cached_version, connect, remember,
 };
@@ -26,6 +21,11 @@ use protocol_droid::application::client::{
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::ir::{ContentBlock, ToolResult};
 use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
+use protocol_droid::wire::{
+    ClientCapabilities, ClientElicitationCapability, ClientSamplingCapability,
+    CreateMessageRequestParams, CreateMessageResult, ElicitAction, ElicitRequestParams,
+    ElicitResult, ElicitValue, ListRootsResult, RootsCapability,
+};
 use serde_json::{Map, Value, json};
 
 type TestError = Box<dyn std::error::Error + Send + Sync>;

@@ -7,19 +7,18 @@
 //!   own so the compiler keeps it that way.
 //! - [`application`]: the use cases. Each declares the ports it needs as
 //!   traits and names no socket. It still reads the wire types of
-//!   `adapters::secondary::codec`, which have no I/O and are to move into a
+//!   `wire::codec`, which have no I/O and are to move into a
 //!   sans-I/O home; `scripts/check-layers.sh` keeps that from spreading.
 //! - `adapters`: what drives the application (`primary`: transports) and
 //!   what the application drives (`secondary`: the per-revision wire codecs,
 //!   clients, stores).
 //!
-//! A reply crossing a revision boundary shows the three at work: the codec
-//! layer reads it into the domain's model, the domain decides what the far
-//! side can express, and the bridge refuses or rewrites accordingly.
+//! A reply crossing a revision boundary shows the layers at work: the codec
+//! reads it into the domain's model, the domain decides what the far side
+//! can express, and the bridge refuses or rewrites accordingly.
 //!
 //! ```
-//! use protocol_droid::adapters::secondary::codec::result::WireToolResults;
-//! use protocol_droid::application::bridge::Translator;
+//! use protocol_droid::application::bridge::translate;
 //! use protocol_droid::domain::{
 //!     CapabilitySet, DegradePolicy, Leg, Negotiation, ProtocolVersion, TransportKind, resolve,
 //! };
@@ -44,8 +43,7 @@
 //!     },
 //! }))?;
 //!
-//! let translator = Translator::new(WireToolResults);
-//! let translated = translator.translate(
+//! let translated = translate(
 //!     reply,
 //!     ProtocolVersion::V2026_07_28,
 //!     &client,
@@ -61,3 +59,4 @@ pub mod adapters;
 pub mod application;
 
 pub use protocol_droid_domain as domain;
+pub use protocol_droid_wire as wire;

@@ -22,11 +22,6 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::adapters::secondary::child::ChildOptions;
-use protocol_droid::adapters::secondary::codec::result::WireToolResults;
-use protocol_droid::adapters::secondary::codec::wire::{
-    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult,
-};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::application::bridge::{Bridge, BridgeOptions, Connector, REPORT_META};
 use protocol_droid::application::client::{
@@ -36,6 +31,10 @@ use protocol_droid::application::server::{Call, CallError, Server};
 use protocol_droid::domain::ir::JsonObject;
 use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
 use protocol_droid::domain::{DegradePolicy, Feature, ProtocolVersion};
+use protocol_droid::wire::{
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult,
+};
 use serde_json::{Value, json};
 
 type TestError = Box<dyn std::error::Error + Send + Sync>;
@@ -357,7 +356,7 @@ fn connector(target: Target, revisions: Vec<ProtocolVersion>) -> Connector {
 
 /// Everything a test talks to.
 struct Rig {
-    bridge: Bridge<WireToolResults>,
+    bridge: Bridge,
     client: Client,
     handler: Arc<Recording>,
 }
@@ -367,7 +366,7 @@ struct Rig {
 async fn front_at(
     upstream: ProtocolVersion,
     options: BridgeOptions,
-) -> Result<(String, Bridge<WireToolResults>), TestError> {
+) -> Result<(String, Bridge), TestError> {
     let origin = Server::builder("rich-upstream", "1")
         .revisions([upstream])
         .forward(Arc::new(upstream_answer))
@@ -379,7 +378,6 @@ async fn front_at(
     let origin = serve(origin).await?;
     let bridge = Bridge::connect(
         connector(Target::Url(origin.parse()?), vec![upstream]),
-        WireToolResults,
         options,
     )
     .await?;
@@ -820,12 +818,7 @@ async fn in_front_of_bad_at(
         .env
         .push(("BAD_SERVER_RECORD".into(), record.clone().into_os_string()));
     let revisions = upstream.map_or_else(|| ProtocolVersion::ALL.to_vec(), |v| vec![v]);
-    let bridge = Bridge::connect(
-        connector(Target::Command(child), revisions),
-        WireToolResults,
-        options,
-    )
-    .await?;
+    let bridge = Bridge::connect(connector(Target::Command(child), revisions), options).await?;
     let front = serve(bridge.server(|b| b)?).await?;
     let handler = Arc::new(Recording::default());
     let shared: Arc<dyn ClientHandler> = handler.clone();

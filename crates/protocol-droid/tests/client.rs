@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use protocol_droid::adapters::secondary::child::ChildOptions;
-use protocol_droid::adapters::secondary::codec::wire::{ListRootsResult, RootsCapability};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::application::client::{
     Client, ClientError, ClientHandler, ClientOptions, LinkError, Notice, RequestOptions,
 };
 use protocol_droid::domain::jsonrpc::ErrorObject;
+use protocol_droid::wire::{ListRootsResult, RootsCapability};
 use serde_json::{Map, Value};
 
 type TestError = Box<dyn std::error::Error + Send + Sync>;
@@ -36,8 +36,8 @@ struct Counting {
 }
 
 impl ClientHandler for Counting {
-    fn capabilities(&self) -> protocol_droid::adapters::secondary::codec::wire::ClientCapabilities {
-        protocol_droid::adapters::secondary::codec::wire::ClientCapabilities {
+    fn capabilities(&self) -> protocol_droid::wire::ClientCapabilities {
+        protocol_droid::wire::ClientCapabilities {
             roots: Some(RootsCapability::default()),
             ..Default::default()
         }

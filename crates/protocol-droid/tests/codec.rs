@@ -12,11 +12,9 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use protocol_droid::adapters::secondary::codec::result::WireToolResults;
-use protocol_droid::adapters::secondary::codec::{ReadError, Sender, for_version};
-use protocol_droid::application::bridge::ToolResultCodec;
 use protocol_droid::domain::ir::{LowerError, ToolResult, TranslationReport};
 use protocol_droid::domain::{DegradePolicy, Feature, ProtocolVersion};
+use protocol_droid::wire::codec::{ReadError, Sender, for_version};
 use serde_json::{Value, json};
 
 type TestError = Box<dyn std::error::Error>;
@@ -152,7 +150,7 @@ fn lowered(
 ) -> Result<(Value, TranslationReport), LowerError> {
     let mut report = TranslationReport::new(version);
     let written =
-        WireToolResults.lower(version, value, DegradePolicy::permissive(), &mut report)?;
+        for_version(version).lower_tool_result(value, DegradePolicy::permissive(), &mut report)?;
     Ok((written, report))
 }
 
@@ -207,8 +205,8 @@ fn every_official_tool_result_example_lowers_validly_to_every_revision() -> Resu
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         let wire: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-        let value = WireToolResults
-            .lift(ProtocolVersion::V2026_07_28, &wire)
+        let value = for_version(ProtocolVersion::V2026_07_28)
+            .lift_tool_result(&wire)
             .ok_or_else(|| format!("{} did not lift", path.display()))?;
         seen += 1;
         for version in ProtocolVersion::ALL {

@@ -13,8 +13,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
-use protocol_droid::adapters::secondary::codec::wire::prompts::Prompt;
-use protocol_droid::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
 use protocol_droid::application::server::context::{
     AuthClaims, AuthContext, NoExchange, NullSink, RequestContext,
 };
@@ -22,6 +20,8 @@ use protocol_droid::application::server::{Call, CallError, Server, ToolSpec};
 use protocol_droid::domain::ir::{ResourceContents, ToolResult};
 use protocol_droid::domain::jsonrpc::{Request, RequestId};
 use protocol_droid::domain::{LoggingLevel, TransportKind};
+use protocol_droid::wire::prompts::Prompt;
+use protocol_droid::wire::resources::{Resource, ResourceTemplate};
 use serde_json::{Value, json};
 use tokio::io::{
     AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,

@@ -8,7 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use protocol_droid::adapters::secondary::codec::wire::{
+use protocol_droid::domain::ir::{ContentBlock, ResourceContents};
+use protocol_droid::wire::{
     BooleanSchema, CallToolRequest, CallToolRequestParams, CallToolResult, CallToolResultResponse,
     CancelledNotification, CancelledNotificationParams, ClientCapabilities, ClientNotification,
     ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, CompleteResultResponse,
@@ -33,7 +34,6 @@ use protocol_droid::adapters::secondary::codec::wire::{
     TitledMultiSelectEnumSchema, TitledSingleSelectEnumSchema, Tool, ToolListChangedNotification,
     UnsupportedProtocolVersionError, UntitledMultiSelectEnumSchema, UntitledSingleSelectEnumSchema,
 };
-use protocol_droid::domain::ir::{ContentBlock, ResourceContents};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -18,12 +18,12 @@ use std::time::Duration;
 use protocol_droid::adapters::primary::acp::{McpServer, McpServerHttp, McpServerStdio};
 use protocol_droid::adapters::secondary::authorizer::{AuthError, Authorizer, Challenge};
 use protocol_droid::adapters::secondary::child::ChildOptions;
-use protocol_droid::adapters::secondary::codec::wire::tools::Tool;
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::adapters::secondary::http::{HttpOptions, LegacySse};
 use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::client::{Client, ClientError, ClientOptions, inbound_queue};
 use protocol_droid::domain::ProtocolVersion;
+use protocol_droid::wire::tools::Tool;
 
 /// A connected MCP server.
 #[derive(Debug)]

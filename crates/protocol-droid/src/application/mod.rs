@@ -1,10 +1,10 @@
 //! The use cases, each declaring the ports it needs.
 //!
 //! Nothing here reads a socket: a use case asks its ports (traits it
-//! declares itself) and the domain's profile, and the adapters supply the
-//! rest. The shared wire types (a `Tool`, a `Prompt`) are still read from
-//! `adapters::secondary::codec` in the files `scripts/layers-baseline.txt`
-//! lists; they have no I/O and are to move where this layer may import them.
+//! declares itself), the domain's profile and the wire model
+//! ([`crate::wire`], as sans-IO as the domain), and the adapters supply the
+//! rest. `scripts/check-layers.sh` fails the test command if this layer
+//! ever imports an adapter.
 
 pub mod bridge;
 pub mod client;

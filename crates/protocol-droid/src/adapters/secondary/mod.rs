@@ -3,7 +3,6 @@
 pub mod authorizer;
 pub mod bearer;
 pub mod child;
-pub mod codec;
 pub mod connect;
 pub mod http;
 pub mod oauth;

@@ -2,7 +2,7 @@
 //! can read: definitions in lists, prompt messages, resource contents, and
 //! the questions a server asks the client.
 //!
-//! Tool results have their own translator ([`Translator`](super::Translator)),
+//! Tool results have their own translator ([`translate`](super::translate)),
 //! because their lowering lives in the codecs. Everything here is a matter of
 //! members a revision does not define, or of a content block it has no
 //! variant for, so it works on JSON directly and leaves alone every member

@@ -5,7 +5,7 @@
 //! its server; it terminates negotiation on both legs and translates only
 //! where the two revisions disagree.
 //!
-//! - [`Translator`] decides, per tool result, whether the client can read
+//! - [`translate`] decides, per tool result, whether the client can read
 //!   what the server said, and rewrites it only when a
 //!   [`DegradePolicy`](crate::domain::DegradePolicy) authorises the loss.
 //! - `lower`: the same decision for everything else a reply carries
@@ -24,7 +24,7 @@ mod lower;
 mod runtime;
 mod upstream;
 
-pub use content::{ToolResultCodec, Translated, Translator};
+pub use content::{Translated, translate};
 pub use exchange::{MAX_PARKED, MAX_PARKED_PER_CALLER};
 pub use lower::feature_named;
 pub use runtime::{Bridge, BridgeOptions, MAX_REPORTS, REPORT_META, Report};

@@ -16,12 +16,10 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::content::{ToolResultCodec, Translator};
+use super::content::translate;
 use super::exchange::{Owner, Parking, Rounds, Start, parked_handle, progress_to};
 use super::lower::Lowering;
 use super::upstream::{Connector, Lease, RELAY_BACKLOG, Relay, Upstream, UpstreamHandler, lock};
-use crate::adapters::secondary::codec::wire::ClientCapabilities;
-use crate::adapters::secondary::codec::wire::tools::Tool;
 use crate::application::client::{ClientError, RequestOptions, ServerState};
 use crate::application::server::context::LOG_LEVEL_META;
 use crate::application::server::dispatch::{
@@ -33,6 +31,8 @@ use crate::application::server::{Call, CallError, Primitive, Question, Server, S
 use crate::domain::ir::{JsonObject, LowerError, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{DegradePolicy, Era, Feature, Leg, ProtocolVersion, SessionId};
+use crate::wire::ClientCapabilities;
+use crate::wire::tools::Tool;
 
 /// The `_meta` key a reply's translation report travels under, when
 /// [`BridgeOptions::report_meta`] asks for it.
@@ -124,11 +124,11 @@ pub struct Report {
 }
 
 /// Any client in front of any server. Cheap to clone.
-pub struct Bridge<C> {
-    inner: Arc<Inner<C>>,
+pub struct Bridge {
+    inner: Arc<Inner>,
 }
 
-impl<C> Clone for Bridge<C> {
+impl Clone for Bridge {
     fn clone(&self) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
@@ -136,7 +136,7 @@ impl<C> Clone for Bridge<C> {
     }
 }
 
-impl<C> core::fmt::Debug for Bridge<C> {
+impl core::fmt::Debug for Bridge {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Bridge")
             .field("upstream", &self.inner.upstream.version)
@@ -145,8 +145,7 @@ impl<C> core::fmt::Debug for Bridge<C> {
     }
 }
 
-struct Inner<C> {
-    translator: Translator<C>,
+struct Inner {
     options: BridgeOptions,
     connector: Connector,
     /// What the first connection learned of the server.
@@ -179,18 +178,14 @@ struct Inner<C> {
     ended: Mutex<Option<String>>,
 }
 
-impl<C: ToolResultCodec + 'static> Bridge<C> {
+impl Bridge {
     /// Connects to the upstream once, to learn what it is and offers, and
     /// keeps that connection for the first requests.
     ///
     /// # Errors
     ///
     /// Why the upstream could not be reached.
-    pub async fn connect(
-        connector: Connector,
-        codec: C,
-        options: BridgeOptions,
-    ) -> Result<Self, String> {
+    pub async fn connect(connector: Connector, options: BridgeOptions) -> Result<Self, String> {
         let handler = Arc::new(UpstreamHandler::new(full_capabilities(), None, false));
         let client = connector(handler.clone()).await?;
         let upstream = client
@@ -204,7 +199,6 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         let first = Arc::new(Upstream::new(client, handler));
         let bridge = Self {
             inner: Arc::new(Inner {
-                translator: Translator::new(codec),
                 options,
                 connector,
                 upstream,
@@ -921,7 +915,7 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
         let mut value = if method == "tools/call" {
             let mut reply = Map::new();
             reply.insert("result".to_owned(), result);
-            let translated = self.inner.translator.translate(reply, from, leg, policy)?;
+            let translated = translate(reply, from, leg, policy)?;
             report.absorb(&translated.report);
             let mut reply = translated.reply;
             reply.remove("result").unwrap_or(Value::Null)
@@ -1010,15 +1004,15 @@ impl<C: ToolResultCodec + 'static> Bridge<C> {
 }
 
 /// What the bridge's own server forwards through: the bridge, held weakly.
-struct Forwarding<C>(std::sync::Weak<Inner<C>>);
+struct Forwarding(std::sync::Weak<Inner>);
 
-impl<C> Forwarding<C> {
-    fn bridge(&self) -> Option<Bridge<C>> {
+impl Forwarding {
+    fn bridge(&self) -> Option<Bridge> {
         self.0.upgrade().map(|inner| Bridge { inner })
     }
 }
 
-impl<C: ToolResultCodec + 'static> Forward for Forwarding<C> {
+impl Forward for Forwarding {
     fn forward<'a>(
         &'a self,
         method: &'a str,
@@ -1055,7 +1049,7 @@ impl<C: ToolResultCodec + 'static> Forward for Forwarding<C> {
     }
 }
 
-impl<C: ToolResultCodec + 'static> Bridge<C> {
+impl Bridge {
     /// The upstream's capabilities, less what the bridge does not carry
     /// across, as a client at `version` is to read them.
     fn offered_capabilities(&self, version: ProtocolVersion) -> JsonObject {

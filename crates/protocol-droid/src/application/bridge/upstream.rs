@@ -24,14 +24,14 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::adapters::secondary::codec::wire::{
-    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, ListRootsResult,
-};
 use crate::application::client::{Client, ClientHandler, Notice};
 use crate::application::server::Server;
 use crate::domain::LoggingLevel;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::wire::{
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ListRootsResult,
+};
 
 /// Opens a connection to the upstream server, answering its questions with
 /// `handler`. Supplied by whoever knows where the server is (a command line,

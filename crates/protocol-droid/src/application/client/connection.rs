@@ -23,12 +23,12 @@ use super::handler::{ClientHandler, Declining, Notice};
 use super::headers::{self, ParamHeader};
 use super::input;
 use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
-use crate::adapters::secondary::codec::CACHEABLE_METHODS;
-use crate::adapters::secondary::codec::wire::{
-    ClientCapabilities, Implementation, ProgressNotificationParams, ServerCapabilities,
-};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, RequestId};
 use crate::domain::{Era, LoggingLevel, ProtocolVersion};
+use crate::wire::codec::CACHEABLE_METHODS;
+use crate::wire::{
+    ClientCapabilities, Implementation, ProgressNotificationParams, ServerCapabilities,
+};
 
 /// The `_meta` keys of a 2026-07-28 request.
 pub(crate) mod meta {

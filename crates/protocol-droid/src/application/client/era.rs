@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 
 use super::connection::{Client, RequestOptions, ServerState};
 use super::error::ClientError;
-use crate::adapters::secondary::codec::wire::{DiscoverResult, InitializeResult, ResultMeta};
 use crate::domain::jsonrpc::ErrorCode;
 use crate::domain::{Era, ProtocolVersion};
+use crate::wire::{DiscoverResult, InitializeResult, ResultMeta};
 
 /// Settles a revision for `client`.
 pub(super) async fn negotiate(client: &Client) -> Result<(), ClientError> {

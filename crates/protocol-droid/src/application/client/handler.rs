@@ -12,11 +12,11 @@ use std::fmt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use crate::adapters::secondary::codec::wire::{
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::wire::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ElicitValue, ListRootsResult,
 };
-use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 
 /// A notification from the server, as the application sees it.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 use super::connection::{Client, RequestOptions, invalid_params};
 use super::error::ClientError;
 use super::handler::ClientHandler;
-use crate::adapters::secondary::codec::wire::{InputRequest, InputRequiredResult};
 use crate::domain::jsonrpc::ErrorObject;
+use crate::wire::{InputRequest, InputRequiredResult};
 
 /// The `resultType` of a result that needs input first.
 const INPUT_REQUIRED: &str = "input_required";

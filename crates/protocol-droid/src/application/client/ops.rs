@@ -9,13 +9,13 @@ use serde_json::{Map, Value, json};
 use super::connection::{Client, RequestOptions};
 use super::error::ClientError;
 use super::headers;
-use crate::adapters::secondary::codec::wire::{
+use crate::domain::Era;
+use crate::domain::ir::{JsonObject, ToolResult};
+use crate::wire::{
     CompleteResult, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, Prompt, ReadResourceResult, Resource, ResourceTemplate,
     Tool,
 };
-use crate::domain::Era;
-use crate::domain::ir::{JsonObject, ToolResult};
 
 /// At most this many pages are followed by the `*_all` helpers, so a server
 /// that hands out cursors forever cannot keep a client busy forever.

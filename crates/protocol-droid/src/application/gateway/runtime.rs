@@ -24,7 +24,6 @@ use tokio::sync::mpsc;
 use super::catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
 use super::gate::ExecutionGate;
 use super::session::{DropReason, DroppedActivation, SessionActivationGrant, SessionToolSet};
-use crate::adapters::secondary::codec::wire::Tool;
 use crate::application::client::{Client, ClientError, ClientHandler, Notice, RequestOptions};
 use crate::application::server::context::PeerSession;
 use crate::application::server::{
@@ -34,6 +33,7 @@ use crate::domain::SessionId;
 use crate::domain::catalog::{Provenance, SchemaDigest, ToolId};
 use crate::domain::ir::{JsonObject, ToolResult};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::wire::Tool;
 
 /// How many sessions' tool sets are kept; the oldest goes first.
 pub const MAX_SESSIONS: usize = 10_000;

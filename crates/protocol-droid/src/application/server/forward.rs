@@ -13,10 +13,10 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::call::{Call, CallError};
-use crate::adapters::secondary::codec::wire::tools::Tool;
-use crate::adapters::secondary::codec::{Sender, for_version};
 use crate::domain::ir::JsonObject;
 use crate::domain::{ProtocolVersion, SessionId};
+use crate::wire::codec::{Sender, for_version};
+use crate::wire::tools::Tool;
 
 /// The methods a [`Forward`] serves in place of the registry.
 pub const FORWARDED: [&str; 8] = [

@@ -15,10 +15,10 @@ use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
-use crate::adapters::secondary::codec::wire::prompts::{GetPromptResult, Prompt};
-use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId, TransportKind};
+use crate::wire::prompts::{GetPromptResult, Prompt};
+use crate::wire::resources::{Resource, ResourceTemplate};
 
 /// How many answered `requestState`s are remembered, each until it expires.
 const ROUNDS_REMEMBERED: usize = 65_536;
@@ -260,7 +260,7 @@ impl Server {
     /// The definition of the tool called `name`, if one is registered: what a
     /// transport reads `x-mcp-header` annotations from.
     #[must_use]
-    pub fn tool(&self, name: &str) -> Option<crate::adapters::secondary::codec::wire::tools::Tool> {
+    pub fn tool(&self, name: &str) -> Option<crate::wire::tools::Tool> {
         self.registry().tools.get(name).map(|t| t.tool.clone())
     }
 
@@ -271,7 +271,7 @@ impl Server {
         &self,
         name: &str,
         caller: &AuthContext,
-        read: impl Fn(&crate::adapters::secondary::codec::wire::tools::Tool) -> T,
+        read: impl Fn(&crate::wire::tools::Tool) -> T,
     ) -> Option<T> {
         self.registry()
             .tools

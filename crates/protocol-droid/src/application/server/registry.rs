@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 
 use super::call::{Call, CallError};
 use super::context::BoxFuture;
-use crate::adapters::secondary::codec::wire::prompts::{GetPromptResult, Prompt};
-use crate::adapters::secondary::codec::wire::resources::{Resource, ResourceTemplate};
-use crate::adapters::secondary::codec::wire::tools::{Tool, ToolAnnotations};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
+use crate::wire::prompts::{GetPromptResult, Prompt};
+use crate::wire::resources::{Resource, ResourceTemplate};
+use crate::wire::tools::{Tool, ToolAnnotations};
 
 /// A shared async handler producing `T`.
 pub type Handler<T> = Arc<dyn Fn(Call) -> BoxFuture<'static, Result<T, CallError>> + Send + Sync>;

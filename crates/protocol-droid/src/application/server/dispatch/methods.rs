@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::adapters::secondary::codec::for_version;
 use crate::application::server::call::{Call, CallError};
 use crate::application::server::context::{AuthContext, PeerSession, RequestContext};
 use crate::application::server::forward::{FORWARDED, is_unmodelled};
@@ -16,6 +15,7 @@ use crate::domain::canonical::request_digest;
 use crate::domain::ir::{JsonObject, ToolResult, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{DegradePolicy, Era, Feature, ProtocolVersion};
+use crate::wire::codec::for_version;
 
 use super::{Connection, SERVER_INFO_META, error, now_ms};
 use crate::application::server::reply::Reply;

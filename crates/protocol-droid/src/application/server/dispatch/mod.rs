@@ -26,7 +26,6 @@ use super::idempotency::{Admission, IdempotencyStore, Recorded};
 use super::registry::{match_template, visible};
 use super::reply::Reply;
 use super::request_state::Round;
-use crate::adapters::secondary::codec::{Sender, for_version};
 use crate::domain::canonical::{canonical_json, request_digest};
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
@@ -34,6 +33,7 @@ use crate::domain::{
     CapabilitySet, Era, LoggingLevel, Negotiation, ProtocolVersion, SessionId, TransportKind,
     resolve,
 };
+use crate::wire::codec::{Sender, for_version};
 use sha2::Digest as _;
 
 mod listen;

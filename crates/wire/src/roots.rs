@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::ir::JsonObject;
+use protocol_droid_domain::ir::JsonObject;
 
 /// A root: `Root`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,30 +1,30 @@
-//! The bridge's [`ToolResultCodec`] port, implemented over every revision.
+//! The per-revision codecs.
+//!
+//! The message model ([`crate`]) is shared by every revision; one module per
+//! revision (`v2024_11_05` … `v2026_07_28`) describes what that revision
+//! defines, as a [`RevisionCodec`], and [`for_version`] picks one. No code
+//! outside this module compares version strings.
 
-use serde_json::Value;
+mod revision;
+pub mod v2024_11_05;
+pub mod v2025_03_26;
+pub mod v2025_06_18;
+pub mod v2025_11_25;
+pub mod v2026_07_28;
 
-use super::for_version;
-use crate::application::bridge::ToolResultCodec;
-use crate::domain::ir::{LowerError, ToolResult, TranslationReport};
-use crate::domain::{DegradePolicy, ProtocolVersion};
+pub use revision::{CACHEABLE_METHODS, ReadError, RevisionCodec, Sender};
 
-/// Reads and writes tool results at whichever revision is asked, by
-/// dispatching to that revision's codec.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct WireToolResults;
+use protocol_droid_domain::ProtocolVersion;
 
-impl ToolResultCodec for WireToolResults {
-    fn lift(&self, version: ProtocolVersion, wire: &Value) -> Option<ToolResult> {
-        for_version(version).lift_tool_result(wire)
-    }
-
-    fn lower(
-        &self,
-        version: ProtocolVersion,
-        value: ToolResult,
-        policy: DegradePolicy,
-        report: &mut TranslationReport,
-    ) -> Result<Value, LowerError> {
-        for_version(version).lower_tool_result(value, policy, report)
+/// The codec of `version`.
+#[must_use]
+pub fn for_version(version: ProtocolVersion) -> &'static RevisionCodec {
+    match version {
+        ProtocolVersion::V2024_11_05 => &v2024_11_05::CODEC,
+        ProtocolVersion::V2025_03_26 => &v2025_03_26::CODEC,
+        ProtocolVersion::V2025_06_18 => &v2025_06_18::CODEC,
+        ProtocolVersion::V2025_11_25 => &v2025_11_25::CODEC,
+        ProtocolVersion::V2026_07_28 => &v2026_07_28::CODEC,
     }
 }
 
@@ -32,16 +32,17 @@ impl ToolResultCodec for WireToolResults {
 mod tests {
     use serde_json::json;
 
-    use super::*;
-    use crate::domain::Feature;
+    use protocol_droid_domain::ir::{LowerError, ToolResult, TranslationReport};
+    use protocol_droid_domain::{DegradePolicy, Feature, ProtocolVersion};
+
+    use super::for_version;
 
     type TestError = Box<dyn std::error::Error>;
 
     #[test]
     fn a_modern_result_is_written_with_its_result_type() -> Result<(), TestError> {
         let mut report = TranslationReport::new(ProtocolVersion::V2026_07_28);
-        let written = WireToolResults.lower(
-            ProtocolVersion::V2026_07_28,
+        let written = for_version(ProtocolVersion::V2026_07_28).lower_tool_result(
             ToolResult::text("hi"),
             DegradePolicy::strict(),
             &mut report,
@@ -59,12 +60,11 @@ mod tests {
             "content": [{ "type": "audio", "data": "AAAA", "mimeType": "audio/ogg" }],
             "resultType": "complete",
         });
-        let value = WireToolResults
-            .lift(ProtocolVersion::V2026_07_28, &wire)
+        let value = for_version(ProtocolVersion::V2026_07_28)
+            .lift_tool_result(&wire)
             .ok_or("the result should be readable")?;
         let mut report = TranslationReport::new(ProtocolVersion::V2024_11_05);
-        let written = WireToolResults.lower(
-            ProtocolVersion::V2024_11_05,
+        let written = for_version(ProtocolVersion::V2024_11_05).lower_tool_result(
             value,
             DegradePolicy::permissive(),
             &mut report,
@@ -88,8 +88,7 @@ mod tests {
             json!("just a string"),
         )]));
         let mut report = TranslationReport::new(ProtocolVersion::V2026_07_28);
-        let outcome = WireToolResults.lower(
-            ProtocolVersion::V2026_07_28,
+        let outcome = for_version(ProtocolVersion::V2026_07_28).lower_tool_result(
             value,
             DegradePolicy::permissive(),
             &mut report,
@@ -104,7 +103,7 @@ mod tests {
     fn a_known_block_with_a_wrong_member_is_not_read() {
         let wire = json!({ "content": [{ "type": "text", "text": 42 }] });
         assert_eq!(
-            WireToolResults.lift(ProtocolVersion::V2025_06_18, &wire),
+            for_version(ProtocolVersion::V2025_06_18).lift_tool_result(&wire),
             None
         );
     }

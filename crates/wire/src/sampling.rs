@@ -9,7 +9,7 @@ use serde_json::{Number, Value};
 
 use super::tasks::TaskMetadata;
 use super::tools::Tool;
-use crate::domain::ir::{ContentBlock, JsonObject, Role};
+use protocol_droid_domain::ir::{ContentBlock, JsonObject, Role};
 
 /// What the server would like in a model: `ModelPreferences`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::jsonrpc_meta::{EmptyResult, ResultType};
-use crate::domain::ir::JsonObject;
+use protocol_droid_domain::ir::JsonObject;
 
 /// Where a task is: `TaskStatus`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

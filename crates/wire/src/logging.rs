@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::domain::ir::JsonObject;
+use protocol_droid_domain::ir::JsonObject;
 
-pub use crate::domain::LoggingLevel;
+pub use protocol_droid_domain::LoggingLevel;
 
 /// Params of `logging/setLevel` (2024-11-05 to 2025-11-25):
 /// `SetLevelRequestParams`.

@@ -1,7 +1,7 @@
 //! The 2025-11-25 wire: icons, URL elicitation, sampling with tools, tasks.
 
 use super::revision::RevisionCodec;
-use crate::domain::ProtocolVersion;
+use protocol_droid_domain::ProtocolVersion;
 
 /// The 2025-11-25 revision.
 pub static CODEC: RevisionCodec = RevisionCodec {

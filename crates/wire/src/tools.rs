@@ -5,12 +5,12 @@ use serde::{Deserialize, Serialize};
 use super::input::InputResponses;
 use super::jsonrpc_meta::{CacheScope, ResultType};
 use super::tasks::TaskMetadata;
-use crate::domain::ir::{Icon, JsonObject};
+use protocol_droid_domain::ir::{Icon, JsonObject};
 
 /// The answer to `tools/call`: the domain's revision-neutral
-/// [`ToolResult`](crate::domain::ir::ToolResult), which already has the
+/// [`ToolResult`](protocol_droid_domain::ir::ToolResult), which already has the
 /// union of every revision's members.
-pub type CallToolResult = crate::domain::ir::ToolResult;
+pub type CallToolResult = protocol_droid_domain::ir::ToolResult;
 
 /// A tool the server offers: `Tool`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -17,7 +17,7 @@ use super::elicitation::{ElicitRequestParams, ElicitResult};
 use super::literals::{ElicitationCreate, InputRequired, RootsList, SamplingCreateMessage};
 use super::roots::{ListRootsRequestParams, ListRootsResult};
 use super::sampling::{CreateMessageRequestParams, CreateMessageResult};
-use crate::domain::ir::JsonObject;
+use protocol_droid_domain::ir::JsonObject;
 
 /// `sampling/createMessage` as an input request: `CreateMessageRequest`.
 ///

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::input::InputResponses;
 use super::jsonrpc_meta::{CacheScope, ResultType};
-use crate::domain::ir::{ContentBlock, Icon, JsonObject, Role};
+use protocol_droid_domain::ir::{ContentBlock, Icon, JsonObject, Role};
 
 /// A prompt the server offers: `Prompt`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

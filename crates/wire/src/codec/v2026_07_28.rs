@@ -1,14 +1,17 @@
-//! The 2025-03-26 wire: Streamable HTTP, batching, audio, annotations.
+//! The 2026-07-28 wire: stateless, with per-request `_meta`.
+//!
+//! No handshake, no `ping`, no server-initiated requests: what a server needs
+//! from the client travels inside an `InputRequiredResult`, and change
+//! notifications arrive on a `subscriptions/listen` stream.
 
 use super::revision::RevisionCodec;
-use crate::domain::ProtocolVersion;
+use protocol_droid_domain::ProtocolVersion;
 
-/// The 2025-03-26 revision.
+/// The 2026-07-28 revision.
 pub static CODEC: RevisionCodec = RevisionCodec {
-    version: ProtocolVersion::V2025_03_26,
+    version: ProtocolVersion::V2026_07_28,
     client_requests: &[
-        "initialize",
-        "ping",
+        "server/discover",
         "tools/list",
         "tools/call",
         "prompts/list",
@@ -16,18 +19,11 @@ pub static CODEC: RevisionCodec = RevisionCodec {
         "resources/list",
         "resources/templates/list",
         "resources/read",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "logging/setLevel",
+        "subscriptions/listen",
         "completion/complete",
     ],
-    client_notifications: &[
-        "notifications/initialized",
-        "notifications/cancelled",
-        "notifications/progress",
-        "notifications/roots/list_changed",
-    ],
-    server_requests: &["ping", "sampling/createMessage", "roots/list"],
+    client_notifications: &["notifications/cancelled"],
+    server_requests: &[],
     server_notifications: &[
         "notifications/cancelled",
         "notifications/progress",
@@ -36,5 +32,6 @@ pub static CODEC: RevisionCodec = RevisionCodec {
         "notifications/resources/list_changed",
         "notifications/tools/list_changed",
         "notifications/prompts/list_changed",
+        "notifications/subscriptions/acknowledged",
     ],
 };

@@ -1,4 +1,7 @@
-//! The MCP wire model: one set of serde types for every published revision.
+//! The MCP wire model and the per-revision codecs: one set of serde types for
+//! every published revision, and [`codec`], which says what each revision
+//! defines. Sans-IO like the domain it builds on: nothing here reads a socket,
+//! so the application layer of `protocol-droid` may use it freely.
 //!
 //! Each type is the union of what the revisions from 2024-11-05 to
 //! 2026-07-28 put in that place on the wire. A member one revision lacks is an
@@ -21,7 +24,7 @@
 //!   the raw object exists only where the spec itself is open.
 //!
 //! Content blocks, resource contents, icons, annotations and the tool result
-//! are the domain's revision-neutral types ([`crate::domain::ir`]), used here
+//! are the domain's revision-neutral types ([`protocol_droid_domain::ir`]), used here
 //! as they are.
 //!
 //! Where to look:
@@ -46,6 +49,7 @@
 //! | progress and cancellation | [`utilities`] |
 //! | error codes and error data | [`errors`] |
 //! | dispatch by method | [`message`] |
+//! | what each revision defines ([`codec::for_version`]) | [`codec`] |
 
 /// Declares a unit type that reads and writes exactly one fixed string.
 ///
@@ -86,6 +90,7 @@ macro_rules! wire_literal {
     };
 }
 
+pub mod codec;
 pub mod completion;
 pub mod elicitation;
 pub mod envelopes;

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Number;
 
 use super::jsonrpc_meta::{ProgressToken, RequestId};
-use crate::domain::ir::JsonObject;
+use protocol_droid_domain::ir::JsonObject;
 
 /// Params of `notifications/progress`: `ProgressNotificationParams`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! What one revision's wire looks like: its methods and its result rules.
 //!
 //! The revisions differ mostly by addition, so the typed message model in
-//! [`wire`](super::wire) is shared and each revision is described by data: a
+//! [`wire`](crate) is shared and each revision is described by data: a
 //! [`RevisionCodec`] lists the methods that revision defines in each direction
 //! and says how a result is finished for it (a 2026-07-28 result carries
 //! `resultType` and cache hints; a legacy one must not depend on them). The
@@ -12,12 +12,12 @@ use std::sync::OnceLock;
 use serde::Deserialize as _;
 use serde_json::{Map, Value};
 
-use super::wire::jsonrpc_meta::ResultMeta;
-use super::wire::message::{ClientNotification, ClientRequest, ServerNotification, ServerRequest};
+use crate::jsonrpc_meta::ResultMeta;
+use crate::message::{ClientNotification, ClientRequest, ServerNotification, ServerRequest};
 
-use crate::domain::ir::lower::{LowerError, TranslationReport, lower_tool_result_in_place};
-use crate::domain::ir::{JsonObject, RESULT_TYPE_COMPLETE, ToolResult};
-use crate::domain::{
+use protocol_droid_domain::ir::lower::{LowerError, TranslationReport, lower_tool_result_in_place};
+use protocol_droid_domain::ir::{JsonObject, RESULT_TYPE_COMPLETE, ToolResult};
+use protocol_droid_domain::{
     CapabilitySet, DegradePolicy, Era, FeatureProfile, Negotiation, ProtocolVersion, TransportKind,
     resolve,
 };

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::jsonrpc_meta::ResultType;
-use crate::domain::ir::JsonObject;
+use protocol_droid_domain::ir::JsonObject;
 
 /// Which notifications a listener wants, or a server honours:
 /// `SubscriptionFilter`. Extensions add members (the tasks extension's

@@ -1,11 +1,11 @@
-//! The 2025-06-18 wire: structured output, elicitation, resource links.
+//! The 2024-11-05 wire: the first public revision.
 
 use super::revision::RevisionCodec;
-use crate::domain::ProtocolVersion;
+use protocol_droid_domain::ProtocolVersion;
 
-/// The 2025-06-18 revision.
+/// The 2024-11-05 revision.
 pub static CODEC: RevisionCodec = RevisionCodec {
-    version: ProtocolVersion::V2025_06_18,
+    version: ProtocolVersion::V2024_11_05,
     client_requests: &[
         "initialize",
         "ping",
@@ -27,12 +27,7 @@ pub static CODEC: RevisionCodec = RevisionCodec {
         "notifications/progress",
         "notifications/roots/list_changed",
     ],
-    server_requests: &[
-        "ping",
-        "sampling/createMessage",
-        "roots/list",
-        "elicitation/create",
-    ],
+    server_requests: &["ping", "sampling/createMessage", "roots/list"],
     server_notifications: &[
         "notifications/cancelled",
         "notifications/progress",

@@ -13,7 +13,7 @@ use serde_json::{Number, Value};
 
 use super::literals::{ModeForm, ModeUrl, TypeArray, TypeBoolean, TypeObject, TypeString};
 use super::tasks::TaskMetadata;
-use crate::domain::ir::JsonObject;
+use protocol_droid_domain::ir::JsonObject;
 
 /// Params of `elicitation/create`: `ElicitRequestParams`, form or URL mode.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::input::InputResponses;
 use super::jsonrpc_meta::{CacheScope, ResultType};
-use crate::domain::ir::{Annotations, Icon, JsonObject, ResourceContents};
+use protocol_droid_domain::ir::{Annotations, Icon, JsonObject, ResourceContents};
 
 /// A resource the server offers: `Resource`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

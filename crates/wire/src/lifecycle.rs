@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::jsonrpc_meta::{CacheScope, RequestParams, ResultType};
-use crate::domain::ir::{Icon, JsonObject};
+use protocol_droid_domain::ir::{Icon, JsonObject};
 
 /// A client's or server's name and version: `Implementation`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

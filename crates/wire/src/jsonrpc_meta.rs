@@ -17,13 +17,13 @@ use super::lifecycle::{ClientCapabilities, Implementation};
 use super::literals::JsonRpcVersion;
 use super::logging::LoggingLevel;
 use super::tasks::CreateTaskResult;
-use crate::domain::ir::{
+use protocol_droid_domain::ir::{
     JsonObject, RESULT_TYPE_COMPLETE, RESULT_TYPE_INPUT_REQUIRED, RESULT_TYPE_TASK,
 };
 
 /// A request id, shared with the domain's JSON-RPC layer.
-pub use crate::domain::jsonrpc::RequestId;
-use crate::domain::jsonrpc::ResponseId;
+pub use protocol_droid_domain::jsonrpc::RequestId;
+use protocol_droid_domain::jsonrpc::ResponseId;
 
 /// A progress token: a string or a number (the spec does not say integer).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -141,7 +141,7 @@ pub struct ErrorObject<D = Value> {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "crate::domain::ir::present"
+        deserialize_with = "protocol_droid_domain::ir::present"
     )]
     pub data: Option<D>,
     /// Members this build does not model.
@@ -439,7 +439,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::adapters::secondary::codec::wire::tools::CallToolResult;
+    use crate::tools::CallToolResult;
 
     #[test]
     fn an_error_with_a_null_id_is_written_back_with_a_null_id() -> Result<(), serde_json::Error> {
@@ -490,7 +490,7 @@ mod tests {
 
     #[test]
     fn a_request_for_one_method_refuses_another() {
-        use crate::adapters::secondary::codec::wire::literals::ToolsCall;
+        use crate::literals::ToolsCall;
         let wire = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
         assert!(serde_json::from_value::<Request<ToolsCall>>(wire.clone()).is_err());
         assert!(serde_json::from_value::<Request>(wire).is_ok());

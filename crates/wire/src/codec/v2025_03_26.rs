@@ -1,11 +1,11 @@
-//! The 2024-11-05 wire: the first public revision.
+//! The 2025-03-26 wire: Streamable HTTP, batching, audio, annotations.
 
 use super::revision::RevisionCodec;
-use crate::domain::ProtocolVersion;
+use protocol_droid_domain::ProtocolVersion;
 
-/// The 2024-11-05 revision.
+/// The 2025-03-26 revision.
 pub static CODEC: RevisionCodec = RevisionCodec {
-    version: ProtocolVersion::V2024_11_05,
+    version: ProtocolVersion::V2025_03_26,
     client_requests: &[
         "initialize",
         "ping",

@@ -12,10 +12,10 @@ use serde_json::Value;
 use super::elicitation::ElicitRequestUrlParams;
 use super::jsonrpc_meta::{ErrorObject, ErrorResponse};
 use super::lifecycle::ClientCapabilities;
-use crate::domain::ir::JsonObject;
+use protocol_droid_domain::ir::JsonObject;
 
 /// The JSON-RPC error code, shared with the domain's JSON-RPC layer.
-pub use crate::domain::jsonrpc::ErrorCode;
+pub use protocol_droid_domain::jsonrpc::ErrorCode;
 
 /// `data` of an unsupported-protocol-version error (2026-07-28).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,17 +1,14 @@
-//! The 2026-07-28 wire: stateless, with per-request `_meta`.
-//!
-//! No handshake, no `ping`, no server-initiated requests: what a server needs
-//! from the client travels inside an `InputRequiredResult`, and change
-//! notifications arrive on a `subscriptions/listen` stream.
+//! The 2025-06-18 wire: structured output, elicitation, resource links.
 
 use super::revision::RevisionCodec;
-use crate::domain::ProtocolVersion;
+use protocol_droid_domain::ProtocolVersion;
 
-/// The 2026-07-28 revision.
+/// The 2025-06-18 revision.
 pub static CODEC: RevisionCodec = RevisionCodec {
-    version: ProtocolVersion::V2026_07_28,
+    version: ProtocolVersion::V2025_06_18,
     client_requests: &[
-        "server/discover",
+        "initialize",
+        "ping",
         "tools/list",
         "tools/call",
         "prompts/list",
@@ -19,11 +16,23 @@ pub static CODEC: RevisionCodec = RevisionCodec {
         "resources/list",
         "resources/templates/list",
         "resources/read",
-        "subscriptions/listen",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "logging/setLevel",
         "completion/complete",
     ],
-    client_notifications: &["notifications/cancelled"],
-    server_requests: &[],
+    client_notifications: &[
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    ],
+    server_requests: &[
+        "ping",
+        "sampling/createMessage",
+        "roots/list",
+        "elicitation/create",
+    ],
     server_notifications: &[
         "notifications/cancelled",
         "notifications/progress",
@@ -32,6 +41,5 @@ pub static CODEC: RevisionCodec = RevisionCodec {
         "notifications/resources/list_changed",
         "notifications/tools/list_changed",
         "notifications/prompts/list_changed",
-        "notifications/subscriptions/acknowledged",
     ],
 };

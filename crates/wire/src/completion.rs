@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::jsonrpc_meta::ResultType;
 use super::literals::{RefPrompt, RefResource};
-use crate::domain::ir::JsonObject;
+use protocol_droid_domain::ir::JsonObject;
 
 /// What is being completed: a prompt's or a resource template's argument.
 #[derive(Clone, Debug, PartialEq)]
