@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
-use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
 use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
-use protocol_droid::application::bridge::{Bridge, BridgeOptions, Connector, feature_named};
+use protocol_droid::application::bridge::{Bridge, BridgeOptions, feature_named};
 use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::server::ScopeRules;
 use protocol_droid::domain::{DegradePolicy, ProtocolVersion};
@@ -143,23 +143,17 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
         let token: Arc<dyn Authorizer> = Arc::new(StaticToken::new(token));
         token
     });
-    let upstream_trust = trust.clone();
-    let connector: Connector = Arc::new(move |handler| {
-        let trust = &upstream_trust;
-        let target = target.clone();
-        let options = ConnectOptions {
-            client: ClientOptions {
-                handler,
-                ..client.clone()
-            },
-            authorizer: authorizer.clone(),
+    let connector = connector(
+        target,
+        ConnectOptions {
+            client,
+            authorizer,
             http: HttpOptions {
                 trust: trust.clone(),
                 ..HttpOptions::default()
             },
-        };
-        Box::pin(async move { connect(&target, options).await.map_err(|e| e.to_string()) })
-    });
+        },
+    );
     let options = BridgeOptions {
         policy,
         report_meta: args.report_meta,
@@ -169,7 +163,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
     runtime.block_on(async {
         let bridge = Bridge::connect(connector, options)
             .await
-            .map_err(|e| anyhow::anyhow!("connecting to the upstream: {e}"))?;
+            .context("connecting to the upstream")?;
         tracing::info!(
             target: "droid",
             upstream = %bridge.upstream().version,
@@ -182,7 +176,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
             let offered = bridge
                 .offers(rule.kind, &rule.name)
                 .await
-                .map_err(|e| anyhow::anyhow!("checking --auth-scope against the upstream: {e}"))?;
+                .context("checking --auth-scope against the upstream")?;
             anyhow::ensure!(
                 offered,
                 "--auth-scope names the {} {:?}, which the upstream does not offer",

@@ -60,3 +60,61 @@ pub mod application;
 
 pub use protocol_droid_domain as domain;
 pub use protocol_droid_wire as wire;
+
+/// The JSON Schema derive that typed tools read their schemas from, so a
+/// server author need not pick a version of it: derive with
+/// `#[derive(JsonSchema)]` and, without a direct `schemars` dependency,
+/// `#[schemars(crate = "protocol_droid::schemars")]`.
+pub use schemars;
+
+/// What a server author needs in one import.
+///
+/// ```
+/// use protocol_droid::prelude::*;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = Server::builder("hello", "1.0.0").build()?;
+/// server.add_tool(ToolSpec::new("hello", "Says hello"), |_call: Call| async {
+///     Ok(ToolResult::text("hello"))
+/// });
+/// # Ok(())
+/// # }
+/// ```
+pub mod prelude {
+    pub use schemars::JsonSchema;
+
+    pub use crate::adapters::primary::http::{HttpOptions, HttpServer};
+    pub use crate::adapters::primary::stdio::{StdioOptions, serve_process};
+    pub use crate::application::server::{
+        Call, CallError, Elicited, Server, ServerBuilder, Structured, ToolOutput, ToolSpec,
+    };
+    pub use crate::domain::ir::{ContentBlock, ToolResult};
+}
+
+/// The README and the long-form docs, compiled as doc tests so the Rust in
+/// them cannot drift from the library.
+#[cfg(doctest)]
+mod long_form {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/architecture.md")]
+    struct Architecture;
+    #[doc = include_str!("../../../docs/acp.md")]
+    struct Acp;
+    #[doc = include_str!("../../../docs/auth.md")]
+    struct Auth;
+    #[doc = include_str!("../../../docs/benchmarks.md")]
+    struct Benchmarks;
+    #[doc = include_str!("../../../docs/bridge.md")]
+    struct Bridge;
+    #[doc = include_str!("../../../docs/client.md")]
+    struct Client;
+    #[doc = include_str!("../../../docs/conformance.md")]
+    struct Conformance;
+    #[doc = include_str!("../../../docs/fuzzing.md")]
+    struct Fuzzing;
+    #[doc = include_str!("../../../docs/gateway.md")]
+    struct Gateway;
+    #[doc = include_str!("../../../docs/security.md")]
+    struct Security;
+}

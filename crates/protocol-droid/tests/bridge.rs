@@ -22,7 +22,9 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::adapters::secondary::child::ChildOptions;
-use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::adapters::secondary::connect::{
+    ConnectOptions, Target, connect, connector as connector_to,
+};
 use protocol_droid::application::bridge::{Bridge, BridgeOptions, Connector, REPORT_META};
 use protocol_droid::application::client::{
     Client, ClientError, ClientHandler, ClientOptions, Notice, RequestOptions,
@@ -340,18 +342,14 @@ fn poisoned() -> ErrorObject {
 
 /// A connector to `target`, as `droid bridge` builds one.
 fn connector(target: Target, revisions: Vec<ProtocolVersion>) -> Connector {
-    Arc::new(move |handler| {
-        let target = target.clone();
-        let options = ConnectOptions {
-            client: ClientOptions {
-                handler,
-                revisions: revisions.clone(),
-                ..ClientOptions::default()
-            },
-            ..ConnectOptions::default()
-        };
-        Box::pin(async move { connect(&target, options).await.map_err(|e| e.to_string()) })
-    })
+    let options = ConnectOptions {
+        client: ClientOptions {
+            revisions,
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    connector_to(target, options)
 }
 
 /// Everything a test talks to.

@@ -1875,3 +1875,199 @@ mod backpressure {
         Ok(())
     }
 }
+
+/// A tool whose argument type is named once: its schema, its decoding and
+/// its structured output all come from Rust types.
+mod typed_tools {
+    use protocol_droid::prelude::{JsonSchema, Structured};
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Divide {
+        /// The dividend.
+        a: i64,
+        /// The divisor.
+        b: i64,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    struct Quotient {
+        quotient: i64,
+        remainder: i64,
+    }
+
+    fn divider(runs: &Arc<AtomicUsize>) -> Result<Server, TestError> {
+        let server = Server::builder("typed", "1.0.0").build()?;
+        let runs = Arc::clone(runs);
+        server.add_typed_tool(
+            ToolSpec::new("divide", "Divides a by b"),
+            move |Divide { a, b }, _call| {
+                runs.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if b == 0 {
+                        return Err(CallError::invalid_params("b must not be zero"));
+                    }
+                    Ok(Structured(Quotient {
+                        quotient: a / b,
+                        remainder: a % b,
+                    }))
+                }
+            },
+        );
+        Ok(server)
+    }
+
+    async fn call(client: &mut Client, id: i64, arguments: Value) -> Result<Value, TestError> {
+        client
+            .request(
+                id,
+                "tools/call",
+                json!({ "name": "divide", "arguments": arguments }),
+            )
+            .await
+    }
+
+    #[tokio::test]
+    async fn the_schemas_a_client_is_shown_are_the_types_the_handler_reads() -> Result<(), TestError>
+    {
+        let server = divider(&Arc::default())?;
+        let mut client = connect(&server, StdioOptions::default());
+        client.initialize("2025-06-18", json!({})).await?;
+
+        let listed = client.request(1, "tools/list", json!({})).await?;
+        let tool = &listed["result"]["tools"][0];
+        assert_eq!(tool["inputSchema"]["required"], json!(["a", "b"]));
+        assert_eq!(
+            tool["inputSchema"]["properties"]["a"]["type"],
+            json!("integer")
+        );
+        assert_eq!(
+            tool["inputSchema"]["properties"]["b"]["description"],
+            json!("The divisor.")
+        );
+        assert_eq!(
+            tool["outputSchema"]["required"],
+            json!(["quotient", "remainder"])
+        );
+        assert!(tool["inputSchema"].get("title").is_none());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn arguments_are_read_into_the_type_and_the_output_is_structured() -> Result<(), TestError>
+    {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let server = divider(&runs)?;
+        let mut client = connect(&server, StdioOptions::default());
+        client.initialize("2025-06-18", json!({})).await?;
+
+        let reply = call(&mut client, 1, json!({ "a": 17, "b": 5 })).await?;
+        let result = &reply["result"];
+        assert_eq!(
+            result["structuredContent"],
+            json!({ "quotient": 3, "remainder": 2 })
+        );
+        // A client that reads no structured output gets the same as text.
+        let text = result["content"][0]["text"]
+            .as_str()
+            .ok_or("a text block")?;
+        assert_eq!(
+            serde_json::from_str::<Value>(text)?,
+            result["structuredContent"]
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn arguments_that_do_not_fit_are_a_tool_error_and_never_reach_the_handler()
+    -> Result<(), TestError> {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let server = divider(&runs)?;
+        let mut client = connect(&server, StdioOptions::default());
+        client.initialize("2025-06-18", json!({})).await?;
+
+        let reply = call(&mut client, 1, json!({ "a": "seventeen", "b": 5 })).await?;
+        assert_eq!(reply["result"]["isError"], json!(true), "{reply}");
+        let said = reply["result"]["content"][0]["text"]
+            .as_str()
+            .ok_or("text")?;
+        assert!(said.contains("invalid arguments"), "{said}");
+        let missing = call(&mut client, 2, json!({ "a": 17 })).await?;
+        assert_eq!(missing["result"]["isError"], json!(true), "{missing}");
+        assert_eq!(runs.load(Ordering::SeqCst), 0, "the handler never ran");
+
+        // The handler's own refusal is still the protocol error it chose.
+        let refused = call(&mut client, 3, json!({ "a": 1, "b": 0 })).await?;
+        assert_eq!(code(&refused), Some(-32602), "{refused}");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        Ok(())
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Contact {
+        /// Your name.
+        name: String,
+        /// Your age, if you will say.
+        age: Option<u8>,
+    }
+
+    #[tokio::test]
+    async fn a_typed_form_is_asked_with_a_flat_schema_and_read_back_typed() -> Result<(), TestError>
+    {
+        use protocol_droid::prelude::Elicited;
+
+        let server = Server::builder("typed", "1.0.0").build()?;
+        server.add_tool(
+            ToolSpec::new("greet", "Asks a name"),
+            |call: Call| async move {
+                Ok(
+                    match call
+                        .elicit_form::<Contact>("contact", "Who are you?")
+                        .await?
+                    {
+                        Elicited::Accepted(Contact { name, age }) => {
+                            ToolResult::text(format!("hello {name}, {}", age.unwrap_or_default()))
+                        }
+                        Elicited::Declined => ToolResult::text("declined"),
+                        Elicited::Cancelled => ToolResult::text("cancelled"),
+                    },
+                )
+            },
+        );
+        let mut client = connect(&server, StdioOptions::default());
+        client
+            .initialize("2025-06-18", json!({ "elicitation": {} }))
+            .await?;
+        client
+            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": { "name": "greet", "arguments": {} } }))
+            .await?;
+
+        let asked = client.next().await?;
+        assert_eq!(asked["method"], json!("elicitation/create"), "{asked}");
+        let schema = &asked["params"]["requestedSchema"];
+        assert_eq!(schema["type"], json!("object"));
+        assert_eq!(schema["required"], json!(["name"]));
+        assert_eq!(
+            schema["properties"]["age"]["type"],
+            json!("integer"),
+            "{schema}"
+        );
+        assert!(schema.get("$schema").is_none(), "{schema}");
+        client
+            .send(json!({ "jsonrpc": "2.0", "id": asked["id"], "result": {
+                "action": "accept", "content": { "name": "Ada", "age": 36 } } }))
+            .await?;
+
+        let reply = client.next_reply().await?;
+        assert_eq!(
+            reply["result"]["content"][0]["text"],
+            json!("hello Ada, 36"),
+            "{reply}"
+        );
+        Ok(())
+    }
+}

@@ -225,6 +225,17 @@ pub fn process_streams() -> (ProcessInput, ProcessOutput) {
 /// Serves `server` on this process's stdin and stdout
 /// ([`process_streams`]) until stdin ends, as [`serve`] does.
 ///
+/// ```no_run
+/// use protocol_droid::prelude::*;
+///
+/// #[tokio::main]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let server = Server::builder("hello", "1.0.0").build()?;
+///     serve_process(server, StdioOptions::default()).await?;
+///     Ok(())
+/// }
+/// ```
+///
 /// The connection runs as a task of the runtime rather than on the thread
 /// that awaits this: a request spawned from a worker goes to that worker's
 /// own queue, where one spawned from a `block_on` thread is handed across

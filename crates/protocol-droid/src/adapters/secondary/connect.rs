@@ -16,6 +16,7 @@ use url::Url;
 use super::authorizer::Authorizer;
 use super::child::{ChildOptions, ChildProcess};
 use super::http::{HttpOptions, LegacySse, StreamableHttp};
+use crate::application::bridge::{Connector, ConnectorError};
 use crate::application::client::{Client, ClientError, ClientOptions, LinkError, inbound_queue};
 use crate::domain::ProtocolVersion;
 
@@ -132,6 +133,39 @@ pub async fn connect(target: &Target, options: ConnectOptions) -> Result<Client,
         remember(target, version);
     }
     Ok(client)
+}
+
+/// The bridge's [`Connector`] port over [`connect`]: each connection it
+/// opens reaches `target` with `options`, answering the server's questions
+/// with the handler the bridge gives it.
+///
+/// ```no_run
+/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
+/// use protocol_droid::application::bridge::{Bridge, BridgeOptions};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let upstream = Target::command(["npx", "-y", "@modelcontextprotocol/server-everything"])?;
+/// let bridge = Bridge::connect(
+///     connector(upstream, ConnectOptions::default()),
+///     BridgeOptions::default(),
+/// )
+/// .await?;
+/// println!("the upstream speaks {}", bridge.upstream().version);
+/// # Ok(())
+/// # }
+/// ```
+#[must_use]
+pub fn connector(target: Target, options: ConnectOptions) -> Connector {
+    Arc::new(move |handler| {
+        let target = target.clone();
+        let mut options = options.clone();
+        options.client.handler = handler;
+        Box::pin(async move {
+            connect(&target, options)
+                .await
+                .map_err(|e| -> ConnectorError { Box::new(e) })
+        })
+    })
 }
 
 /// At most this many servers' revisions are remembered.

@@ -27,8 +27,8 @@ mod upstream;
 pub use content::{Translated, translate};
 pub use exchange::{MAX_PARKED, MAX_PARKED_PER_CALLER};
 pub use lower::feature_named;
-pub use runtime::{Bridge, BridgeOptions, MAX_REPORTS, REPORT_META, Report};
-pub use upstream::Connector;
+pub use runtime::{Bridge, BridgeError, BridgeOptions, MAX_REPORTS, REPORT_META, Report};
+pub use upstream::{Connector, ConnectorError};
 
 /// 128 random bits as hex: parked-call handles and URL elicitation ids, which
 /// must mean nothing to anyone who did not receive them. `None` when the

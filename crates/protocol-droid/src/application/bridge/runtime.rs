@@ -19,7 +19,9 @@ use serde_json::{Map, Value, json};
 use super::content::translate;
 use super::exchange::{Owner, Parking, Rounds, Start, parked_handle, progress_to};
 use super::lower::Lowering;
-use super::upstream::{Connector, Lease, RELAY_BACKLOG, Relay, Upstream, UpstreamHandler, lock};
+use super::upstream::{
+    Connector, ConnectorError, Lease, RELAY_BACKLOG, Relay, Upstream, UpstreamHandler, lock,
+};
 use crate::application::client::{ClientError, RequestOptions, ServerState};
 use crate::application::server::context::LOG_LEVEL_META;
 use crate::application::server::dispatch::{
@@ -123,7 +125,44 @@ pub struct Report {
     pub report: TranslationReport,
 }
 
+/// Why a bridge could not start, or could not answer a question about its
+/// upstream.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BridgeError {
+    /// The connector could not open a connection to the upstream.
+    #[error("the upstream could not be reached: {0}")]
+    Connect(#[source] ConnectorError),
+    /// The upstream answered but no revision was settled with it.
+    #[error("the upstream settled no revision")]
+    NoRevision,
+    /// Every upstream connection has ended.
+    #[error("no upstream connection is open")]
+    Closed,
+    /// The upstream refused or failed a request.
+    #[error(transparent)]
+    Upstream(#[from] ClientError),
+}
+
 /// Any client in front of any server. Cheap to clone.
+///
+/// ```no_run
+/// use protocol_droid::adapters::primary::stdio::{StdioOptions, serve_process};
+/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
+/// use protocol_droid::application::bridge::{Bridge, BridgeOptions};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// // A 2026-07-28 client in front of a server that only speaks 2025-06-18,
+/// // or the other way round: the bridge settles each leg on its own.
+/// let upstream = Target::url("http://127.0.0.1:3001/mcp")?;
+/// let bridge =
+///     Bridge::connect(connector(upstream, ConnectOptions::default()), BridgeOptions::default())
+///         .await?;
+/// let server = bridge.server(|builder| builder)?;
+/// serve_process(server, StdioOptions::default()).await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Bridge {
     inner: Arc<Inner>,
 }
@@ -184,13 +223,17 @@ impl Bridge {
     ///
     /// # Errors
     ///
-    /// Why the upstream could not be reached.
-    pub async fn connect(connector: Connector, options: BridgeOptions) -> Result<Self, String> {
+    /// [`BridgeError::Connect`] when the upstream could not be reached,
+    /// [`BridgeError::NoRevision`] when it settled none.
+    pub async fn connect(
+        connector: Connector,
+        options: BridgeOptions,
+    ) -> Result<Self, BridgeError> {
         let handler = Arc::new(UpstreamHandler::new(full_capabilities(), None, false));
-        let client = connector(handler.clone()).await?;
-        let upstream = client
-            .server()
-            .ok_or_else(|| "the upstream settled no revision".to_owned())?;
+        let client = connector(handler.clone())
+            .await
+            .map_err(BridgeError::Connect)?;
+        let upstream = client.server().ok_or(BridgeError::NoRevision)?;
         let affinity = if upstream.version.era() == Era::Modern {
             Affinity::Shared
         } else {
@@ -286,15 +329,16 @@ impl Bridge {
     ///
     /// # Errors
     ///
-    /// When the upstream cannot be asked, or answers a list with an error.
-    pub async fn offers(&self, kind: Primitive, name: &str) -> Result<bool, String> {
+    /// [`BridgeError::Closed`] when no upstream connection is open,
+    /// [`BridgeError::Upstream`] when a list fails.
+    pub async fn offers(&self, kind: Primitive, name: &str) -> Result<bool, BridgeError> {
         let client = lock(&self.inner.upstreams)
             .values()
             .flatten()
             .find(|u| u.client.closed().is_none())
             .map(|u| u.client.clone())
-            .ok_or_else(|| "no upstream connection is open".to_owned())?;
-        let failed = |e: ClientError| e.to_string();
+            .ok_or(BridgeError::Closed)?;
+        let failed = BridgeError::Upstream;
         Ok(match kind {
             Primitive::Tool => client
                 .list_all_tools()

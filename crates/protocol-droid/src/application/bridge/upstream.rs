@@ -36,8 +36,15 @@ use crate::wire::{
 /// Opens a connection to the upstream server, answering its questions with
 /// `handler`. Supplied by whoever knows where the server is (a command line,
 /// a URL) and how to reach it.
-pub type Connector =
-    Arc<dyn Fn(Arc<dyn ClientHandler>) -> BoxFuture<'static, Result<Client, String>> + Send + Sync>;
+pub type Connector = Arc<
+    dyn Fn(Arc<dyn ClientHandler>) -> BoxFuture<'static, Result<Client, ConnectorError>>
+        + Send
+        + Sync,
+>;
+
+/// Why a [`Connector`] could not open a connection: whatever the adapter
+/// that knows the transport says, kept whole so its causes can be read.
+pub type ConnectorError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How many questions a flight may have waiting before the upstream is
 /// refused: a server asking without end must not grow memory.

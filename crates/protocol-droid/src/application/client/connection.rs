@@ -175,7 +175,25 @@ pub const MAX_SERVER_REQUESTS: usize = 64;
 /// A connection to one MCP server, at any revision, over any transport.
 ///
 /// Cloning is cheap and shares the connection. Build one with
-/// [`Client::connect`].
+/// [`Client::connect`] over a [`Link`](super::Link), or, for a command line
+/// or a URL, with
+/// [`connect`](crate::adapters::secondary::connect::connect):
+///
+/// ```no_run
+/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+/// use protocol_droid::application::client::RequestOptions;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let target = Target::url("http://127.0.0.1:8931/mcp")?;
+/// let client = connect(&target, ConnectOptions::default()).await?;
+/// for tool in client.list_all_tools().await? {
+///     println!("{}", tool.name);
+/// }
+/// let reply = client.call_tool("fixture/add", None, &RequestOptions::default()).await?;
+/// println!("{:?}", reply.value.content);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,

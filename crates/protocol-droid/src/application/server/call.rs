@@ -169,7 +169,7 @@ impl Call {
     ///
     /// [`CallError::Protocol`] with `-32602` when they do not fit.
     pub fn args<T: DeserializeOwned>(&self) -> Result<T, CallError> {
-        serde_json::from_value(Value::Object(self.arguments.clone()))
+        T::deserialize(&self.arguments)
             .map_err(|e| CallError::invalid_params(format!("invalid arguments: {e}")))
     }
 

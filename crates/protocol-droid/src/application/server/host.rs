@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -15,6 +17,7 @@ use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
+use super::typed::ToolOutput;
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId, TransportKind};
 use crate::wire::prompts::{GetPromptResult, Prompt};
@@ -62,7 +65,24 @@ pub enum ToolAccess {
 
 /// A server: what it is, and what it offers.
 ///
-/// Cheap to clone; every clone serves the same registry.
+/// Cheap to clone; every clone serves the same registry. A transport serves
+/// it: [`serve_process`](crate::adapters::primary::stdio::serve_process) on
+/// stdio, [`HttpServer`](crate::adapters::primary::http::HttpServer) on HTTP.
+///
+/// ```
+/// use protocol_droid::prelude::*;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = Server::builder("notes", "1.0.0")
+///     .instructions("Keeps short notes.")
+///     .build()?;
+/// server.add_tool(ToolSpec::new("count", "How many notes there are"), |_call: Call| async {
+///     Ok(ToolResult::text("0"))
+/// });
+/// assert_eq!(server.tool("count").map(|tool| tool.name), Some("count".to_owned()));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Server {
     pub(super) inner: Arc<Inner>,
@@ -341,6 +361,61 @@ impl Server {
         };
         self.edit(Change::Tools, |r| {
             r.tools.insert(entry.tool.name.clone(), entry);
+        });
+    }
+
+    /// Registers a tool whose arguments are `A`, replacing one of the same
+    /// name: its input schema is derived from `A`, the arguments are read
+    /// into `A` before `f` runs, and a [`Structured`](super::Structured)
+    /// output declares its schema as the tool's `outputSchema`.
+    ///
+    /// Arguments that do not fit `A` never reach `f`: the call is answered
+    /// with a tool error (`isError: true`) saying why, which is what MCP asks
+    /// of input validation, so the model that made the call can correct it.
+    ///
+    /// ```
+    /// use protocol_droid::prelude::*;
+    ///
+    /// #[derive(serde::Deserialize, JsonSchema)]
+    /// #[schemars(crate = "protocol_droid::schemars")]
+    /// struct Add {
+    ///     /// The first addend.
+    ///     a: f64,
+    ///     /// The second.
+    ///     b: f64,
+    /// }
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = Server::builder("calculator", "1.0.0").build()?;
+    /// server.add_typed_tool(
+    ///     ToolSpec::new("add", "Adds two numbers"),
+    ///     |Add { a, b }, _call| async move { Ok(format!("{}", a + b)) },
+    /// );
+    /// assert!(server.tool("add").is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn add_typed_tool<A, R, F, Fut>(&self, spec: ToolSpec, f: F)
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: ToolOutput,
+        F: Fn(A, Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, CallError>> + Send + 'static,
+    {
+        let mut spec = spec.input::<A>();
+        if let Some(schema) = R::output_schema() {
+            spec = spec.output_schema(Value::Object(schema));
+        }
+        let f = Arc::new(f);
+        self.add_tool(spec, move |call: Call| {
+            let f = Arc::clone(&f);
+            async move {
+                let args = match call.typed_args::<A>() {
+                    Ok(args) => args,
+                    Err(refused) => return Ok(ToolResult::text(refused).as_error()),
+                };
+                f(args, call).await?.into_tool_result()
+            }
         });
     }
 

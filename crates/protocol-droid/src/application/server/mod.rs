@@ -18,6 +18,8 @@
 //! - [`idempotency`]: replaying a retried `tools/call`'s recorded answer.
 //! - [`reply`]: a result as a transport writes it, a tool's kept typed.
 //! - [`scopes`]: the scopes forwarded primitives require.
+//! - [`typed`]: typed tools, typed output and typed questions to the
+//!   client.
 
 pub mod auth;
 pub mod call;
@@ -30,6 +32,7 @@ pub mod registry;
 pub mod reply;
 pub mod request_state;
 pub mod scopes;
+pub mod typed;
 
 pub use call::{Call, CallError, INPUT_KEY_META, InputRequired, Question};
 pub use dispatch::Connection;
@@ -38,3 +41,4 @@ pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility};
 pub use registry::ToolSpec;
 pub use reply::Reply;
 pub use scopes::{Primitive, ScopeRules};
+pub use typed::{Elicited, Structured, ToolOutput};

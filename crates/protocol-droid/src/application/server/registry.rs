@@ -201,8 +201,7 @@ impl ToolSpec {
     /// Takes arguments shaped like `T`, with the schema schemars derives.
     #[must_use]
     pub fn input<T: JsonSchema>(self) -> Self {
-        let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
-        self.input_schema(schema)
+        self.input_schema(Value::Object(super::typed::schema_of::<T>()))
     }
 
     /// Takes arguments matching `schema` (a JSON Schema object), as given.

@@ -229,6 +229,20 @@ impl HttpServer {
     /// streams) and lets the requests in flight finish, for at most
     /// [`SHUTDOWN_GRACE`].
     ///
+    /// ```no_run
+    /// use protocol_droid::prelude::*;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = Server::builder("hello", "1.0.0").build()?;
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8000").await?;
+    /// let stop = async {
+    ///     let _ = tokio::signal::ctrl_c().await;
+    /// };
+    /// HttpServer::new(server, HttpOptions::default()).serve(listener, stop).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     ///
     /// An I/O error from the listener.
