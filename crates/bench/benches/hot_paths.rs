@@ -12,7 +12,7 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput};
 use protocol_droid::application::bridge::translate;
-use protocol_droid::application::server::request_state::{StateBinding, StateKey, StateSealer};
+use protocol_droid::application::server::{StateBinding, StateKey, StateSealer};
 use protocol_droid::domain::canonical::request_digest;
 use protocol_droid::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, LineFramer, deeper_than};
 use protocol_droid::domain::jsonrpc::parse;

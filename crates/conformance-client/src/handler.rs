@@ -4,7 +4,7 @@
 
 use futures_util::future::BoxFuture;
 use protocol_droid::application::client::ClientHandler;
-use protocol_droid::application::client::handler::form_defaults;
+use protocol_droid::application::client::form_defaults;
 use protocol_droid::domain::jsonrpc::ErrorObject;
 use protocol_droid::wire::{
     ClientCapabilities, ClientElicitationCapability, CreateMessageRequestParams,

@@ -11,7 +11,7 @@ use protocol_droid::adapters::secondary::bearer::{
 };
 use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::server::Primitive;
-use protocol_droid::application::server::auth::TokenValidator;
+use protocol_droid::application::server::TokenValidator;
 
 /// Authorization for `--listen`: off unless an issuer or an introspection
 /// endpoint is named; once on, a request without a valid token is refused.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use protocol_droid::application::server::request_state::KeyError;
+use protocol_droid::application::server::KeyError;
 use protocol_droid::application::server::{Call, CallError, Question, Server, ToolSpec};
 use protocol_droid::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use protocol_droid::domain::{LoggingLevel, ProtocolVersion};

@@ -25,10 +25,10 @@ use protocol_droid::adapters::secondary::bearer::{
     IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
 };
 use protocol_droid::adapters::secondary::tls::Trust;
-use protocol_droid::application::server::auth::{TokenError, TokenValidator};
-use protocol_droid::application::server::context::{AuthClaims, AuthContext, RequestContext};
-use protocol_droid::application::server::context::{NoExchange, NullSink};
+use protocol_droid::application::server::{AuthClaims, AuthContext, RequestContext};
 use protocol_droid::application::server::{Call, CallError, Server, ToolSpec};
+use protocol_droid::application::server::{NoExchange, NullSink};
+use protocol_droid::application::server::{TokenError, TokenValidator};
 use protocol_droid::domain::TransportKind;
 use protocol_droid::domain::ir::{JsonObject, ToolResult};
 use protocol_droid::domain::jsonrpc::{Request, RequestId};
@@ -1209,8 +1209,7 @@ impl TokenValidator for Fixed {
     fn validate<'a>(
         &'a self,
         token: &'a str,
-    ) -> protocol_droid::application::server::context::BoxFuture<'a, Result<AuthClaims, TokenError>>
-    {
+    ) -> protocol_droid::application::server::BoxFuture<'a, Result<AuthClaims, TokenError>> {
         Box::pin(async move {
             match token {
                 "letmein" => Ok(AuthClaims {

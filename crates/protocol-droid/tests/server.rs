@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
-use protocol_droid::application::server::context::{
+use protocol_droid::application::server::{
     AuthClaims, AuthContext, NoExchange, NullSink, RequestContext,
 };
 use protocol_droid::application::server::{Call, CallError, Server, ToolSpec};

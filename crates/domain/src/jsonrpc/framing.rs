@@ -15,6 +15,7 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 
 /// A frame that could not be delivered.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// A line longer than the limit; its bytes were discarded.
     #[error("a line exceeded the {limit}-byte limit and was discarded")]

@@ -53,6 +53,7 @@ pub struct RevisionCodec {
 
 /// Why a codec did not read a message.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     /// The revision has no such method in that direction: answered
     /// `-32601` by a receiver.

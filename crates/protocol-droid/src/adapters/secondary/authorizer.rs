@@ -24,6 +24,7 @@ pub struct Challenge {
 
 /// Why credentials could not be had.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AuthError {
     /// The challenge cannot be answered by this authorizer (a static token
     /// refused, step-up attempts exhausted, no usable metadata).

@@ -94,6 +94,7 @@ pub struct ConnectOptions {
 
 /// Why a connection could not be made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectError {
     /// The target is not usable.
     #[error("bad target: {0}")]

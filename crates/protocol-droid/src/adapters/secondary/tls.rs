@@ -17,6 +17,7 @@ use rustls::{CertificateError, RootCertStore};
 
 /// Why a trust configuration could not be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TlsError {
     /// A CA file could not be read or holds no certificate.
     #[error("{path}: {detail}")]

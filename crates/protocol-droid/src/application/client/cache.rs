@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::domain::canonical::canonical_json;
 
 /// At most this many entries are kept; the oldest goes first.
-pub const MAX_ENTRIES: usize = 512;
+pub(crate) const MAX_ENTRIES: usize = 512;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
@@ -33,7 +33,7 @@ struct Entry {
 
 /// The cache of one client.
 #[derive(Debug, Default)]
-pub struct ResultCache {
+pub(crate) struct ResultCache {
     entries: HashMap<Key, Entry>,
 }
 
@@ -55,7 +55,12 @@ impl ResultCache {
     /// A fresh cached answer, looked up first among the entries private to
     /// `partition`, then among the public ones.
     #[must_use]
-    pub fn get(&self, method: &str, params: Option<&Value>, partition: &str) -> Option<Value> {
+    pub(crate) fn get(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        partition: &str,
+    ) -> Option<Value> {
         let params = params_key(params);
         let now = Instant::now();
         [Some(partition.to_owned()), None]
@@ -74,7 +79,13 @@ impl ResultCache {
     }
 
     /// Keeps `result` if it says it may be kept.
-    pub fn put(&mut self, method: &str, params: Option<&Value>, partition: &str, result: &Value) {
+    pub(crate) fn put(
+        &mut self,
+        method: &str,
+        params: Option<&Value>,
+        partition: &str,
+        result: &Value,
+    ) {
         let Some(ttl) = result
             .get("ttlMs")
             .and_then(Value::as_u64)
@@ -122,7 +133,7 @@ impl ResultCache {
     }
 
     /// Drops what a server notification makes stale.
-    pub fn invalidate(&mut self, notification: &str, params: Option<&Value>) {
+    pub(crate) fn invalidate(&mut self, notification: &str, params: Option<&Value>) {
         match notification {
             "notifications/tools/list_changed" => self.drop_method("tools/list"),
             "notifications/prompts/list_changed" => self.drop_method("prompts/list"),
@@ -146,14 +157,16 @@ impl ResultCache {
     }
 
     /// How many entries are held.
+    #[cfg(test)]
     #[must_use]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether nothing is held.
+    #[cfg(test)]
     #[must_use]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 }

@@ -237,7 +237,7 @@ impl Client {
     }
 
     /// Connects over `link` and settles a revision with the server, as
-    /// [`super::era`] describes.
+    /// the `era` module describes.
     ///
     /// # Errors
     ///

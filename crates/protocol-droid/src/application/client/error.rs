@@ -6,6 +6,7 @@ use super::link::LinkError;
 
 /// Why a client operation failed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The server answered with a JSON-RPC error.
     #[error("the server answered {}: {}", .0.code.0, .0.message)]

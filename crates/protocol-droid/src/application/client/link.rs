@@ -55,6 +55,7 @@ pub enum Inbound {
 
 /// Why a transport could not deliver or carry a message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LinkError {
     /// The connection is closed.
     #[error("the connection is closed")]

@@ -7,6 +7,7 @@ use crate::domain::catalog::{Provenance, SchemaDigest, ToolId};
 
 /// Why a call was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GateError {
     /// The session was never given the tool (or it was revoked).
     #[error("{0} is not available in this session")]

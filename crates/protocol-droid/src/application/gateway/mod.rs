@@ -6,14 +6,16 @@
 //! [`ExecutionGate`] checks both on every call, so a tool whose definition
 //! changed after it was approved (a rug pull) is refused by name.
 
-pub mod catalog;
-pub mod gate;
-pub mod runtime;
-pub mod session;
+mod catalog;
+mod discovery;
+mod gate;
+mod runtime;
+mod session;
 
 pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
+pub use discovery::{ACTIVATE_TOOLS, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
-pub use runtime::{Disclosure, DriftReport, Gateway, Trust};
+pub use runtime::{Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS, Trust};
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,

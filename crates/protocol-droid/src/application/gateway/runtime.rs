@@ -8,22 +8,19 @@
 //! definition drifted after it was given to a session is refused by name
 //! even while it is still listed somewhere.
 //!
-//! In progressive mode a session starts with the discovery tools only:
-//! `search_tools` ranks the catalog, `activate_tools` grants exact ids, and
-//! `deactivate_tools` revokes them; each change is announced to that session
-//! alone.
+//! In progressive mode a session starts with the discovery tools only
+//! (`discovery`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures_util::future::BoxFuture;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
+use super::catalog::{CatalogChange, Pins, ToolCatalog, ToolSource, Upsert};
 use super::gate::ExecutionGate;
-use super::session::{DropReason, DroppedActivation, SessionActivationGrant, SessionToolSet};
+use super::session::{DropReason, DroppedActivation, SessionToolSet};
 use crate::application::client::{Client, ClientError, ClientHandler, Notice, RequestOptions};
 use crate::application::server::context::PeerSession;
 use crate::application::server::{
@@ -40,13 +37,6 @@ pub const MAX_SESSIONS: usize = 10_000;
 
 /// How many drift reports are kept for [`Gateway::drift`].
 pub const MAX_DRIFT_REPORTS: usize = 256;
-
-/// The discovery tools of progressive mode.
-pub const SEARCH_TOOLS: &str = "search_tools";
-/// See [`SEARCH_TOOLS`].
-pub const ACTIVATE_TOOLS: &str = "activate_tools";
-/// See [`SEARCH_TOOLS`].
-pub const DEACTIVATE_TOOLS: &str = "deactivate_tools";
 
 /// How sessions get their tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,27 +78,20 @@ struct Upstream {
     first_use_done: bool,
 }
 
-struct State {
+pub(super) struct State {
     /// Shared, so a search ranks a snapshot without holding the lock every
     /// session's lists and calls wait on; changed copy-on-write.
-    catalog: Arc<ToolCatalog>,
-    pins: Pins,
+    pub(super) catalog: Arc<ToolCatalog>,
+    pub(super) pins: Pins,
     upstreams: BTreeMap<String, Upstream>,
     /// The scope a caller needs to see and call a tool, by id.
-    scopes: BTreeMap<ToolId, String>,
-    sessions: BTreeMap<SessionId, SessionToolSet>,
+    pub(super) scopes: BTreeMap<ToolId, String>,
+    pub(super) sessions: BTreeMap<SessionId, SessionToolSet>,
     /// Why each session lost the activations it lost, so a call to one is
     /// refused by naming the reason rather than as an unknown tool.
-    lost: BTreeMap<SessionId, BTreeMap<ToolId, String>>,
-    drift: VecDeque<DriftReport>,
+    pub(super) lost: BTreeMap<SessionId, BTreeMap<ToolId, String>>,
+    pub(super) drift: VecDeque<DriftReport>,
 }
-
-/// The longest `search_tools` query ranked; a longer one is refused. A few
-/// words find a tool, and ranking costs time in proportion to the query.
-const MAX_QUERY_BYTES: usize = 1024;
-
-/// The most ids one `activate_tools` or `deactivate_tools` call names.
-const MAX_IDS: usize = 64;
 
 /// How many lost activations are remembered per session.
 const MAX_LOST: usize = 256;
@@ -174,7 +157,7 @@ impl State {
     /// The set serving `peer`: its session's, kept and rebuilt, when the
     /// session outlives the request; a fresh core for a 2026-07-28 HTTP
     /// request, which is its own session and keeps nothing.
-    fn set_for(&mut self, peer: &PeerSession, disclosure: Disclosure) -> SessionToolSet {
+    pub(super) fn set_for(&mut self, peer: &PeerSession, disclosure: Disclosure) -> SessionToolSet {
         if peer.is_lasting() {
             return self.session_set(peer.session(), disclosure).clone();
         }
@@ -220,11 +203,11 @@ fn report_dropped(session: SessionId, dropped: &[DroppedActivation]) {
     }
 }
 
-struct Inner {
-    server: Server,
-    disclosure: Disclosure,
-    state: Arc<Mutex<State>>,
-    refresh: mpsc::Sender<String>,
+pub(super) struct Inner {
+    pub(super) server: Server,
+    pub(super) disclosure: Disclosure,
+    pub(super) state: Arc<Mutex<State>>,
+    pub(super) refresh: mpsc::Sender<String>,
 }
 
 /// A gateway: one MCP server in front of many upstream servers.
@@ -258,7 +241,7 @@ struct Inner {
 /// ```
 #[derive(Clone)]
 pub struct Gateway {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -269,31 +252,8 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-#[derive(Deserialize)]
-struct SearchArgs {
-    query: String,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
-#[derive(Deserialize)]
-struct IdsArgs {
-    ids: Vec<String>,
-}
-
-fn text(message: impl Into<String>) -> ToolResult {
-    ToolResult::text(message)
-}
-
-fn failure(message: impl Into<String>) -> ToolResult {
-    ToolResult {
-        is_error: Some(true),
-        ..text(message)
-    }
 }
 
 impl Gateway {
@@ -590,218 +550,6 @@ impl Gateway {
         }
     }
 
-    fn add_discovery_tools(&self) {
-        let definitions = [
-            (
-                ToolSpec::new(
-                    SEARCH_TOOLS,
-                    "Searches every tool this gateway can offer by name and description; \
-                     activate the ones you need with activate_tools.",
-                )
-                .input_schema(json!({
-                    "type": "object",
-                    "properties": {
-                        "query": { "type": "string", "description": "Words to look for" },
-                        "limit": { "type": "integer", "minimum": 1, "maximum": 50 },
-                    },
-                    "required": ["query"],
-                })),
-                SEARCH_TOOLS,
-            ),
-            (
-                ToolSpec::new(
-                    ACTIVATE_TOOLS,
-                    "Makes tools found with search_tools available in this session, by exact id.",
-                )
-                .input_schema(ids_schema()),
-                ACTIVATE_TOOLS,
-            ),
-            (
-                ToolSpec::new(
-                    DEACTIVATE_TOOLS,
-                    "Removes tools activated with activate_tools from this session.",
-                )
-                .input_schema(ids_schema()),
-                DEACTIVATE_TOOLS,
-            ),
-        ];
-        for (spec, name) in definitions {
-            let (tool, _) = spec.clone().into_parts();
-            if let Ok(Value::Object(definition)) = serde_json::to_value(&tool) {
-                Arc::make_mut(&mut lock(&self.inner.state).catalog).add_builtin(
-                    ToolId::new(name),
-                    definition,
-                    ToolRole::Discovery,
-                );
-            }
-            let gateway = Arc::downgrade(&self.inner);
-            self.inner.server.add_tool(spec, move |call: Call| {
-                let gateway = gateway.upgrade().map(|inner| Self { inner });
-                async move {
-                    match gateway {
-                        Some(gateway) => gateway.discovery(name, &call),
-                        None => Err(CallError::internal("the gateway is shutting down")),
-                    }
-                }
-            });
-        }
-    }
-
-    /// `search_tools`: the caller's query, bounded, ranked over a snapshot
-    /// of the catalog outside the lock, among only the verified deferred
-    /// tools the caller may see.
-    fn search(&self, call: &Call) -> Result<ToolResult, CallError> {
-        // Read and bounded before any shared state is touched.
-        let args: SearchArgs = call.args()?;
-        if args.query.len() > MAX_QUERY_BYTES {
-            return Ok(failure(format!(
-                "the query is longer than {MAX_QUERY_BYTES} bytes; search with a few words"
-            )));
-        }
-        let limit = args.limit.unwrap_or(10).clamp(1, 50);
-        let (catalog, set, scopes) = {
-            let mut state = lock(&self.inner.state);
-            let set = state.set_for(call.peer(), self.inner.disclosure);
-            ExecutionGate::authorize(&set, &state.catalog, &ToolId::new(SEARCH_TOOLS))
-                .map_err(|e| refused(e.to_string()))?;
-            (Arc::clone(&state.catalog), set, state.scopes.clone())
-        };
-        // An unverified tool (unpinned, or drifted from its pin) never
-        // reaches a session, and its description is exactly what a rug pull
-        // poisons: it is not ranked, shown or counted.
-        let admit = |record: &ToolRecord| {
-            record.role == ToolRole::Deferred
-                && record.provenance.is_verified()
-                && scopes
-                    .get(&record.id)
-                    .is_none_or(|scope| call.caller().has_scope(scope))
-        };
-        let found: Vec<Value> = catalog
-            .search(&args.query, limit, admit)
-            .into_iter()
-            .map(|(r, score)| {
-                json!({
-                    "id": r.id.as_str(),
-                    "description": r.description(),
-                    "provenance": r.provenance.to_string(),
-                    "active": set.is_core(&r.id) || set.activation(&r.id).is_some(),
-                    "score": (score * 1000.0).round() / 1000.0,
-                })
-            })
-            .collect();
-        let lines: Vec<String> = found
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} ({}{}): {}",
-                    f["id"].as_str().unwrap_or_default(),
-                    f["provenance"].as_str().unwrap_or_default(),
-                    if f["active"] == json!(true) {
-                        ", active"
-                    } else {
-                        ""
-                    },
-                    f["description"].as_str().unwrap_or_default()
-                )
-            })
-            .collect();
-        let mut result = text(if lines.is_empty() {
-            "No tool matches.".to_owned()
-        } else {
-            lines.join("\n")
-        });
-        result.structured_content = Some(json!({ "tools": found }));
-        Ok(result)
-    }
-
-    fn discovery(&self, tool: &str, call: &Call) -> Result<ToolResult, CallError> {
-        if tool == SEARCH_TOOLS {
-            return self.search(call);
-        }
-        // Read and bounded before the lock every session shares is taken.
-        let args: IdsArgs = call.args()?;
-        if args.ids.len() > MAX_IDS {
-            return Ok(failure(format!(
-                "Nothing was changed: at most {MAX_IDS} ids at a time"
-            )));
-        }
-        let session = call.session();
-        let mut state = lock(&self.inner.state);
-        let disclosure = self.inner.disclosure;
-        let set = state.set_for(call.peer(), disclosure);
-        // A tool whose scope the caller lacks does not exist for it, in
-        // searches and activations as in lists.
-        let permitted = |state: &State, id: &ToolId| {
-            state
-                .scopes
-                .get(id)
-                .is_none_or(|scope| call.caller().has_scope(scope))
-        };
-        ExecutionGate::authorize(&set, &state.catalog, &ToolId::new(tool))
-            .map_err(|e| refused(e.to_string()))?;
-        match tool {
-            ACTIVATE_TOOLS => {
-                if !call.peer().is_lasting() {
-                    return Ok(failure(
-                        "Nothing was activated: activations last a session, and a 2026-07-28 \
-                         request over HTTP is its own session; connect over stdio or with a \
-                         legacy HTTP session",
-                    ));
-                }
-                let mut grants = Vec::new();
-                for id in &args.ids {
-                    let id = ToolId::new(id.as_str());
-                    // An unverified tool is not in the catalog as far as a
-                    // session can tell, in an activation as in a search.
-                    let verified = state
-                        .catalog
-                        .get(&id)
-                        .is_some_and(|r| r.provenance.is_verified());
-                    let grant = SessionActivationGrant::issue(session, &id, &state.catalog)
-                        .filter(|_| verified && permitted(&state, &id));
-                    match grant {
-                        Some(grant) => grants.push(grant),
-                        None => return Ok(failure(format!("{id} is not in the catalog"))),
-                    }
-                }
-                let mut next = set;
-                let catalog = state.catalog.clone();
-                match next.activate_many(grants, &catalog) {
-                    Ok(applied) => {
-                        state.sessions.insert(session, next);
-                        if let Some(lost) = state.lost.get_mut(&session) {
-                            for id in &args.ids {
-                                lost.remove(&ToolId::new(id.as_str()));
-                            }
-                        }
-                        drop(state);
-                        if applied > 0 {
-                            self.inner.server.tools_changed_for(session);
-                        }
-                        Ok(text(format!(
-                            "Activated {applied} tool(s): {}",
-                            args.ids.join(", ")
-                        )))
-                    }
-                    Err(error) => Ok(failure(format!("Nothing was activated: {error}"))),
-                }
-            }
-            DEACTIVATE_TOOLS => {
-                let mut next = set;
-                for id in &args.ids {
-                    if let Err(error) = next.revoke_exact(&ToolId::new(id.as_str())) {
-                        return Ok(failure(format!("Nothing was deactivated: {error}")));
-                    }
-                }
-                state.sessions.insert(session, next);
-                drop(state);
-                self.inner.server.tools_changed_for(session);
-                Ok(text(format!("Deactivated: {}", args.ids.join(", "))))
-            }
-            _ => Err(refused(format!("unknown discovery tool {tool}"))),
-        }
-    }
-
     /// The catalog as it stands: each tool's id, digest and provenance.
     #[must_use]
     pub fn catalog(&self) -> Vec<(ToolId, SchemaDigest, Provenance)> {
@@ -817,20 +565,6 @@ impl Gateway {
     pub fn drift(&self) -> Vec<DriftReport> {
         lock(&self.inner.state).drift.iter().cloned().collect()
     }
-}
-
-fn ids_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "ids": { "type": "array", "items": { "type": "string" }, "description": "Exact tool ids" },
-        },
-        "required": ["ids"],
-    })
-}
-
-fn refused(message: String) -> CallError {
-    CallError::Protocol(ErrorObject::new(ErrorCode::INVALID_PARAMS, message))
 }
 
 /// Forwards an upstream's list changes to the gateway.
@@ -856,4 +590,9 @@ impl ClientHandler for UpstreamNotices {
         let error = crate::application::client::handler::unsupported(method);
         Box::pin(async move { Err(error) })
     }
+}
+
+/// A refusal of the caller's request, by name (`-32602`).
+pub(super) fn refused(message: String) -> CallError {
+    CallError::Protocol(ErrorObject::new(ErrorCode::INVALID_PARAMS, message))
 }

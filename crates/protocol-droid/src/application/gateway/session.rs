@@ -120,6 +120,7 @@ pub struct DroppedActivation {
 
 /// Why a set could not be built.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SessionToolSetError {
     /// A configured core id is not in the catalog.
     #[error("core tool {0} is not in the catalog")]
@@ -128,6 +129,7 @@ pub enum SessionToolSetError {
 
 /// Why a revocation was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExactRevocationError {
     /// Core tools are not activations and cannot be revoked.
     #[error("{0} is a core tool; only activations can be revoked")]
@@ -139,6 +141,7 @@ pub enum ExactRevocationError {
 
 /// Why an activation was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ActivationError {
     /// The grant is for another session.
     #[error("the grant for {id} belongs to {grant}, not {set}")]
@@ -194,6 +197,7 @@ pub enum ActivationError {
 
 /// Why a bulk activation applied nothing.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BulkActivationError {
     /// The batch names one tool twice.
     #[error("{0} appears twice in the batch")]

@@ -19,6 +19,7 @@ use crate::domain::ir::JsonObject;
 /// caller's (`401 invalid_token`, and a new token may cure it), an issuer that
 /// cannot be reached is nobody's the caller can fix (`503`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TokenError {
     /// The token is malformed, expired, not yet valid, for another audience or
     /// issuer, badly signed, revoked or otherwise not acceptable. The reason
@@ -56,7 +57,7 @@ pub trait TokenValidator: Send + Sync + fmt::Debug {
 /// back to `azp`, the `OpenID Connect` name for the same party. Numeric times
 /// that are not whole non-negative seconds are dropped rather than guessed.
 #[must_use]
-pub fn normalize_claims(raw: JsonObject) -> AuthClaims {
+pub(crate) fn normalize_claims(raw: JsonObject) -> AuthClaims {
     let mut scopes: Vec<String> = Vec::new();
     for key in ["scope", "scp"] {
         let words: Vec<&str> = match raw.get(key) {
@@ -85,7 +86,7 @@ pub fn normalize_claims(raw: JsonObject) -> AuthClaims {
 
 /// Whether a token's `aud` (a string or an array of strings) names `resource`.
 #[must_use]
-pub fn audience_includes(aud: Option<&Value>, resource: &str) -> bool {
+pub(crate) fn audience_includes(aud: Option<&Value>, resource: &str) -> bool {
     match aud {
         Some(Value::String(one)) => one == resource,
         Some(Value::Array(many)) => many.iter().any(|a| a.as_str() == Some(resource)),

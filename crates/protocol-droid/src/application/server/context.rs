@@ -28,6 +28,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Why a server-initiated round trip did not produce an answer.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExchangeError {
     /// The connection has no way to send a request to the client (the
     /// 2026-07-28 era, or a transport without a back channel).
@@ -273,7 +274,7 @@ pub const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 /// ```
 /// use std::sync::Arc;
 ///
-/// use protocol_droid::application::server::context::{
+/// use protocol_droid::application::server::{
 ///     CallbackExchange, DynFrameSink, ExchangeError, PeerSession,
 /// };
 /// use protocol_droid::domain::feature::{Feature, FeatureProfile};
@@ -354,7 +355,7 @@ impl PeerSession {
     /// This peer, filtering its log records through `gate`.
     ///
     /// A legacy session moves its gate with `logging/setLevel`; a 2026-07-28
-    /// request replaces it with [`LogGate::for_request`].
+    /// request replaces it with `LogGate::for_request`.
     #[must_use]
     pub fn with_log_gate(mut self, gate: LogGate) -> Self {
         self.log_gate = gate;

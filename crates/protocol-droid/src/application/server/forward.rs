@@ -35,7 +35,7 @@ pub const FORWARDED: [&str; 8] = [
 /// unmodelled request is the upstream's to answer, not this build's to
 /// refuse.
 #[must_use]
-pub fn is_unmodelled(method: &str) -> bool {
+pub(crate) fn is_unmodelled(method: &str) -> bool {
     !ProtocolVersion::ALL
         .into_iter()
         .any(|v| for_version(v).defines_request(Sender::Client, method))
@@ -46,7 +46,7 @@ pub fn is_unmodelled(method: &str) -> bool {
 /// Declared here, by the server that consults it; implemented by the bridge.
 pub trait Forward: Send + Sync {
     /// Answers one request for a method in [`FORWARDED`] (or one no revision
-    /// defines, see [`is_unmodelled`]), as the client on `call.peer` can
+    /// defines, see `is_unmodelled`), as the client on `call.peer` can
     /// read it.
     ///
     /// `params` are the request's own, `_meta` included; `call` carries the

@@ -160,7 +160,7 @@ impl ServerBuilder {
     }
 
     /// The bounds of the record that replays a retried `tools/call`'s answer
-    /// (per session and in bytes; see [`IdempotencyLimits`]).
+    /// (per session and in bytes; see `IdempotencyLimits`).
     #[must_use]
     pub const fn idempotency(mut self, limits: IdempotencyLimits) -> Self {
         self.idempotency = limits;

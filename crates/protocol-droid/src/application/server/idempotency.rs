@@ -70,7 +70,7 @@ use crate::domain::jsonrpc::RequestId;
 
 /// What a completed call answered: the member of its JSON-RPC response.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Recorded {
+pub(crate) enum Recorded {
     /// The response's `result` object, as it was first written.
     Result(Reply),
     /// The response's `error` object.
@@ -83,7 +83,7 @@ pub enum Recorded {
 /// [`Fresh`](Self::Fresh) entry is never settled.
 #[must_use = "a Fresh admission must be recorded or abandoned; a refusal must be answered"]
 #[derive(Clone, Debug, PartialEq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Never seen: run it, then [`record`](IdempotencyStore::record) or
     /// [`abandon`](IdempotencyStore::abandon).
     Fresh,
@@ -143,7 +143,7 @@ struct Usage {
 /// Remembers recent `tools/call` answers per session and request id.
 ///
 /// See the [module docs](self) for the calling contract.
-pub struct IdempotencyStore {
+pub(crate) struct IdempotencyStore {
     limits: IdempotencyLimits,
     entries: HashMap<Key, Entry>,
     usage: HashMap<SessionId, Usage>,
@@ -181,8 +181,9 @@ impl IdempotencyStore {
     ///
     /// A capacity of zero admits nothing: every call is refused as
     /// [`Admission::Full`].
+    #[cfg(test)]
     #[must_use]
-    pub fn new(capacity: usize, ttl_ms: u64) -> Self {
+    pub(crate) fn new(capacity: usize, ttl_ms: u64) -> Self {
         Self::with_limits(IdempotencyLimits {
             capacity,
             per_session: capacity,
@@ -193,7 +194,7 @@ impl IdempotencyStore {
 
     /// A store with these bounds.
     #[must_use]
-    pub fn with_limits(limits: IdempotencyLimits) -> Self {
+    pub(crate) fn with_limits(limits: IdempotencyLimits) -> Self {
         Self {
             limits,
             entries: HashMap::new(),
@@ -210,7 +211,7 @@ impl IdempotencyStore {
     /// A [`Fresh`](Admission::Fresh) admission takes a slot and marks the
     /// call in flight; every other answer leaves the store as it was, apart
     /// from forgetting entries that expired by `now_ms`.
-    pub fn admit(
+    pub(crate) fn admit(
         &mut self,
         session: SessionId,
         id: &RequestId,
@@ -257,7 +258,7 @@ impl IdempotencyStore {
     /// Returns whether it was recorded. It is not when there is no such call
     /// in flight: it was abandoned, its session ended, it was recorded
     /// already (the first answer stands), or it was never admitted.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         session: SessionId,
         id: &RequestId,
@@ -273,7 +274,7 @@ impl IdempotencyStore {
     /// [`measure`] said of it, and `outcome` is `None` when it was too large
     /// to copy. Writing and copying a large answer is the caller's work, not
     /// something every session's calls wait on the store's lock for.
-    pub fn record_measured(
+    pub(crate) fn record_measured(
         &mut self,
         session: SessionId,
         id: &RequestId,
@@ -376,7 +377,7 @@ impl IdempotencyStore {
     /// should run again. A recorded answer is not touched: once a call has
     /// answered, its retries get that answer. Returns whether anything was
     /// forgotten.
-    pub fn abandon(&mut self, session: SessionId, id: &RequestId) -> bool {
+    pub(crate) fn abandon(&mut self, session: SessionId, id: &RequestId) -> bool {
         let key = (session, id.clone());
         if matches!(
             self.entries.get(&key),
@@ -396,7 +397,7 @@ impl IdempotencyStore {
     /// For when a session closes: nobody can retry into it any more, so its
     /// entries would only hold slots until they expired. A call still running
     /// for it will find its [`record`](Self::record) ignored.
-    pub fn end_session(&mut self, session: SessionId) {
+    pub(crate) fn end_session(&mut self, session: SessionId) {
         let mut freed = 0;
         self.entries.retain(|(owner, _), entry| {
             if *owner != session {
@@ -414,31 +415,33 @@ impl IdempotencyStore {
 
     /// How many entries are held, in flight and completed.
     #[must_use]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether no entry is held.
+    #[cfg(test)]
     #[must_use]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// How many held entries are calls still in flight.
     #[must_use]
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.entries.len().saturating_sub(self.completed.len())
     }
 
     /// Bytes of recorded answers held.
+    #[cfg(test)]
     #[must_use]
-    pub const fn bytes(&self) -> usize {
+    pub(crate) const fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// The store's bounds.
     #[must_use]
-    pub const fn limits(&self) -> &IdempotencyLimits {
+    pub(crate) const fn limits(&self) -> &IdempotencyLimits {
         &self.limits
     }
 
@@ -500,7 +503,7 @@ fn size_of(outcome: &Recorded) -> usize {
 /// How many bytes `reply` takes written as JSON, counted without writing it
 /// anywhere: what [`IdempotencyStore::record_measured`] is given.
 #[must_use]
-pub fn measure(reply: &Reply) -> usize {
+pub(crate) fn measure(reply: &Reply) -> usize {
     written_size(reply)
 }
 

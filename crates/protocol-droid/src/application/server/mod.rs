@@ -1,44 +1,59 @@
 //! The server side: sessions and requests, handlers, and dispatch for both
 //! eras.
 //!
-//! - [`auth`]: the [`auth::TokenValidator`] port a resource server checks
-//!   bearer tokens through, and the normalisation of their claims.
-//! - [`context`]: who a handler is serving ([`context::PeerSession`],
-//!   [`context::RequestContext`]) and the ports to reach the client.
-//! - [`call`]: what a handler receives, and the one "ask the client" step
-//!   that works in both eras.
-//! - [`registry`]: what a server offers.
-//! - [`forward`]: the [`Forward`] port, serving primitives from elsewhere
-//!   (what a bridge is).
-//! - [`host`]: the [`Server`]: identity, registry and change feed.
-//! - [`dispatch`]: a [`Connection`], one client's view of a server, routing
+//! Start at [`Server`]: build one, register tools, resources and prompts on
+//! it (typed with [`Server::add_typed_tool`]), and hand it to a transport. The
+//! modules behind it, one concept each:
+//!
+//! - `host`: the [`Server`] itself: identity, registry and change feed.
+//! - `registry` and `typed`: what a server offers, and typed tools, typed
+//!   output ([`Structured`]) and typed questions ([`Elicited`]).
+//! - `call`: what a handler receives ([`Call`]), and the one "ask the
+//!   client" step that works in both eras.
+//! - `context`: who a handler is serving ([`PeerSession`],
+//!   [`RequestContext`], [`AuthContext`]) and the ports to reach the client
+//!   ([`DynExchange`], [`DynFrameSink`]).
+//! - `auth`: the [`TokenValidator`] port a resource server checks bearer
+//!   tokens through, and the normalisation of their claims.
+//! - `dispatch`: a [`Connection`], one client's view of a server, routing
 //!   each request by era.
-//! - [`request_state`]: the sealed `requestState` of multi round-trip
-//!   requests.
-//! - [`idempotency`]: replaying a retried `tools/call`'s recorded answer.
-//! - [`reply`]: a result as a transport writes it, a tool's kept typed.
-//! - [`scopes`]: the scopes forwarded primitives require.
-//! - [`typed`]: typed tools, typed output and typed questions to the
-//!   client.
+//! - `forward`: the [`Forward`] port, serving primitives from elsewhere (what
+//!   a bridge is); `scopes`: the scopes forwarded primitives require.
+//! - `request_state`: the sealed `requestState` of multi round-trip requests
+//!   ([`StateSealer`]).
+//! - `idempotency`: replaying a retried `tools/call`'s recorded answer.
+//! - `reply`: a result as a transport writes it, a tool's kept typed.
 
-pub mod auth;
-pub mod call;
-pub mod context;
-pub mod dispatch;
-pub mod forward;
-pub mod host;
-pub mod idempotency;
-pub mod registry;
-pub mod reply;
-pub mod request_state;
-pub mod scopes;
-pub mod typed;
+pub(crate) mod auth;
+pub(crate) mod call;
+pub(crate) mod context;
+pub(crate) mod dispatch;
+pub(crate) mod forward;
+pub(crate) mod host;
+pub(crate) mod idempotency;
+pub(crate) mod registry;
+pub(crate) mod reply;
+pub(crate) mod request_state;
+pub(crate) mod scopes;
+pub(crate) mod typed;
 
+pub use auth::{TokenError, TokenValidator};
 pub use call::{Call, CallError, INPUT_KEY_META, InputRequired, Question};
-pub use dispatch::Connection;
-pub use forward::Forward;
+pub use context::{
+    AuthClaims, AuthContext, BoxFuture, CallbackExchange, DynExchange, DynFrameSink, ExchangeError,
+    LOG_LEVEL_META, NoExchange, NullSink, PeerSession, RequestContext,
+};
+pub use dispatch::{
+    CLIENT_CAPABILITIES_META, CLIENT_INFO_META, Connection, PROTOCOL_VERSION_META,
+    SERVER_INFO_META, SUBSCRIPTION_ID_META,
+};
+pub use forward::{FORWARDED, Forward};
 pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility};
 pub use registry::ToolSpec;
 pub use reply::Reply;
+pub use request_state::{
+    DEFAULT_LIFETIME_MS, KeyError, MAX_KEY_ID_LEN, MAX_PREVIOUS_KEYS, MAX_SEALED_LEN, Opened,
+    SealError, StateBinding, StateError, StateKey, StateSealer,
+};
 pub use scopes::{Primitive, ScopeRules};
 pub use typed::{Elicited, Structured, ToolOutput};

@@ -16,10 +16,11 @@ use crate::wire::resources::{Resource, ResourceTemplate};
 use crate::wire::tools::{Tool, ToolAnnotations};
 
 /// A shared async handler producing `T`.
-pub type Handler<T> = Arc<dyn Fn(Call) -> BoxFuture<'static, Result<T, CallError>> + Send + Sync>;
+pub(crate) type Handler<T> =
+    Arc<dyn Fn(Call) -> BoxFuture<'static, Result<T, CallError>> + Send + Sync>;
 
 /// Boxes an async closure into a [`Handler`].
-pub fn handler<T, F, Fut>(f: F) -> Handler<T>
+pub(crate) fn handler<T, F, Fut>(f: F) -> Handler<T>
 where
     F: Fn(Call) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<T, CallError>> + Send + 'static,
@@ -29,7 +30,7 @@ where
 
 /// A registered tool.
 #[derive(Clone)]
-pub struct ToolEntry {
+pub(crate) struct ToolEntry {
     /// The definition `tools/list` shows.
     pub tool: Tool,
     /// The scope a caller must hold to see and call it; `None` for everyone.
@@ -40,7 +41,7 @@ pub struct ToolEntry {
 
 /// A registered resource.
 #[derive(Clone)]
-pub struct ResourceEntry {
+pub(crate) struct ResourceEntry {
     /// The definition `resources/list` shows.
     pub resource: Resource,
     /// The scope a caller must hold; `None` for everyone.
@@ -51,7 +52,7 @@ pub struct ResourceEntry {
 
 /// A registered resource template.
 #[derive(Clone)]
-pub struct TemplateEntry {
+pub(crate) struct TemplateEntry {
     /// The definition `resources/templates/list` shows.
     pub template: ResourceTemplate,
     /// The scope a caller must hold; `None` for everyone.
@@ -63,7 +64,7 @@ pub struct TemplateEntry {
 
 /// A registered prompt.
 #[derive(Clone)]
-pub struct PromptEntry {
+pub(crate) struct PromptEntry {
     /// The definition `prompts/list` shows.
     pub prompt: Prompt,
     /// The scope a caller must hold; `None` for everyone.
@@ -73,11 +74,11 @@ pub struct PromptEntry {
 }
 
 /// Answers `completion/complete`: given the params, the values to offer.
-pub type Completer = Arc<dyn Fn(&JsonObject) -> Vec<String> + Send + Sync>;
+pub(crate) type Completer = Arc<dyn Fn(&JsonObject) -> Vec<String> + Send + Sync>;
 
 /// Everything a server offers, in a deterministic (name) order.
 #[derive(Clone, Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     /// Tools by name.
     pub tools: BTreeMap<String, ToolEntry>,
     /// Resources by URI.
@@ -129,7 +130,7 @@ pub(crate) fn visible(scope: Option<&String>, has_scope: impl Fn(&str) -> bool) 
 /// Matches `uri` against an RFC 6570 level-1 template (`{var}` segments),
 /// answering the variables.
 #[must_use]
-pub fn match_template(template: &str, uri: &str) -> Option<JsonObject> {
+pub(crate) fn match_template(template: &str, uri: &str) -> Option<JsonObject> {
     let mut vars = JsonObject::new();
     let mut rest = uri;
     let mut pattern = template;

@@ -61,7 +61,7 @@ impl Serialize for Reply {
 ///
 /// When the result cannot be written as JSON (a map with a non-string key,
 /// which no `Value` has); `out` then holds a partial response.
-pub fn write_response(
+pub(crate) fn write_response(
     out: &mut Vec<u8>,
     id: &RequestId,
     outcome: &Result<Reply, ErrorObject>,
@@ -90,7 +90,7 @@ pub fn write_response(
 /// answered with an internal error instead, so the request still gets its
 /// one answer.
 #[must_use]
-pub fn response_bytes(id: &RequestId, outcome: &Result<Reply, ErrorObject>) -> Vec<u8> {
+pub(crate) fn response_bytes(id: &RequestId, outcome: &Result<Reply, ErrorObject>) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     if let Err(e) = write_response(&mut out, id, outcome) {
         tracing::error!("a result could not be written and was answered with an error: {e}");

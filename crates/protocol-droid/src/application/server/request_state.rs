@@ -181,6 +181,7 @@ impl fmt::Debug for StateKey {
 
 /// Why a [`StateKey`] could not be made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The id is empty or longer than [`MAX_KEY_ID_LEN`] bytes.
     #[error("a state key id is 1 to {MAX_KEY_ID_LEN} bytes long, not {len}")]
@@ -219,7 +220,7 @@ pub struct StateBinding {
 /// strand the states already in clients' hands.
 ///
 /// ```
-/// use protocol_droid::application::server::request_state::{StateBinding, StateSealer, StateKey};
+/// use protocol_droid::application::server::{StateBinding, StateSealer, StateKey};
 /// use protocol_droid::domain::canonical::request_digest;
 /// use serde_json::json;
 ///
@@ -368,7 +369,7 @@ impl StateSealer {
     }
 
     /// [`Self::open`], also answering what identifies the state and when it
-    /// expires: what [`Rounds`] records.
+    /// expires: what `Rounds` records.
     ///
     /// # Errors
     ///
@@ -457,7 +458,7 @@ pub struct Opened {
 /// so a flood weakens the rule for nobody but the principals it evicts, and
 /// only towards themselves.
 #[derive(Debug)]
-pub struct Rounds {
+pub(crate) struct Rounds {
     capacity: usize,
     answered: std::collections::HashMap<[u8; TAG_LEN], (u64, [u8; 32])>,
     by_expiry: std::collections::BTreeSet<(u64, [u8; TAG_LEN])>,
@@ -465,7 +466,7 @@ pub struct Rounds {
 
 /// What [`Rounds::answer`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Round {
+pub(crate) enum Round {
     /// First answer to this state: serve it.
     First,
     /// The same answer again (a retry): serve it again.
@@ -477,7 +478,7 @@ pub enum Round {
 impl Rounds {
     /// A record of at most `capacity` answered states.
     #[must_use]
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Self {
             capacity,
             answered: std::collections::HashMap::new(),
@@ -487,7 +488,7 @@ impl Rounds {
 
     /// Records that `state` is answered with `responses` (a digest of the
     /// retry's `inputResponses`), unless it was answered otherwise before.
-    pub fn answer(&mut self, state: &Opened, responses: [u8; 32], now_ms: u64) -> Round {
+    pub(crate) fn answer(&mut self, state: &Opened, responses: [u8; 32], now_ms: u64) -> Round {
         while let Some(&(expiry, id)) = self.by_expiry.first() {
             if expiry > now_ms {
                 break;
@@ -517,20 +518,16 @@ impl Rounds {
     }
 
     /// How many answered states are remembered.
+    #[cfg(test)]
     #[must_use]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.answered.len()
-    }
-
-    /// Whether none is.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.answered.is_empty()
     }
 }
 
 /// Why a state could not be sealed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SealError {
     /// The sealed string would be longer than [`MAX_SEALED_LEN`].
     #[error("a sealed requestState of {len} bytes exceeds the {max}-byte limit")]
@@ -547,6 +544,7 @@ pub enum SealError {
 /// All four are the client's doing (or an attacker's), and all are answered
 /// the same way on the wire; the variants exist for logs and metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StateError {
     /// Too long, not base64, or not an envelope this server writes.
     #[error("requestState is malformed")]

@@ -24,6 +24,7 @@ pub const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
 /// Why a [`ResourceServer`] could not be configured.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResourceServerError {
     /// The resource identifier is not an absolute `http`/`https` URI
     /// without a fragment (RFC 8707 §2).

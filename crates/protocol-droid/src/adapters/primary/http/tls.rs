@@ -11,6 +11,7 @@ use tokio_rustls::TlsAcceptor;
 
 /// Why a certificate or key could not be served.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerTlsError {
     /// A file could not be read or parsed.
     #[error("{path}: {detail}")]

@@ -3,7 +3,7 @@
 //! authorization server (RFC 7662, [`IntrospectionValidator`]).
 //!
 //! Both implement the application's
-//! [`TokenValidator`](crate::application::server::auth::TokenValidator) port;
+//! [`TokenValidator`](crate::application::server::TokenValidator) port;
 //! the HTTP transport's
 //! [`ResourceServer`](crate::adapters::primary::http::ResourceServer) holds
 //! one. Every request they make is bounded in time and in size, and neither

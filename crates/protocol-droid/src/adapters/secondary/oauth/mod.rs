@@ -81,6 +81,7 @@ const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
 
 /// An [`OAuthClient`] could not be built from what it was given.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The MCP endpoint is not an absolute `http` or `https` URL.
     #[error("the MCP endpoint {0:?} is not an http(s) URL")]
