@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every check the project runs: formatting, the layering rule
-# (scripts/check-layers.sh), lints, tests (unit, integration, property, doc,
-# and the Rust in README.md and docs/), the library's examples run against
-# one another (scripts/examples.sh), the official SDK clients against
+# (scripts/check-layers.sh), the dependency policy (scripts/deny.sh, which
+# installs cargo-deny), lints, tests (unit, integration, property, doc, and
+# the Rust in README.md and docs/), the library's examples run against one
+# another (scripts/examples.sh), the official SDK clients against
 # `droid serve` (which tests/interop/setup.sh installs: npm packages and a
 # Python venv), the official ACP TypeScript SDK against `droid acp`
 # (tests/acp-interop), the official conformance suite against
@@ -27,39 +28,44 @@ cargo fmt --all -- --check
 step "layers: sans-IO crates stay sans-IO, application/ imports no adapter"
 bash scripts/check-layers.sh
 
+step "dependencies: licences, duplicate versions, sources and advisories (cargo-deny)"
+deny_log=$(mktemp)
+trap 'rm -f "$deny_log"' EXIT
+bash scripts/deny.sh 2>&1 | tee "$deny_log" || true
+
 step "cargo clippy (all targets, warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test (unit, integration, property and doc tests)"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$deny_log" "$log"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$log"
 
 step "examples: the client example against the server, bridge and gateway examples"
 examples_log=$(mktemp)
-trap 'rm -f "$log" "$examples_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log"' EXIT
 cargo build --locked -p protocol-droid --examples
 bash scripts/examples.sh 2>&1 | tee "$examples_log" || true
 
 step "interoperability: the official SDK clients against droid serve"
 interop_log=$(mktemp)
-trap 'rm -f "$log" "$examples_log" "$interop_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log"' EXIT
 cargo build --locked -p droid -p conformance-client
 bash tests/interop/run.sh 2>&1 | tee "$interop_log" || true
 
 step "interoperability: the official ACP TypeScript SDK client against droid acp"
 acp_log=$(mktemp)
-trap 'rm -f "$log" "$examples_log" "$interop_log" "$acp_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log"' EXIT
 bash tests/acp-interop/run.sh 2>&1 | tee "$acp_log" || true
 
 step "conformance: the official MCP suite against droid serve --listen and conformance-client"
 conformance_log=$(mktemp)
-trap 'rm -f "$log" "$examples_log" "$interop_log" "$acp_log" "$conformance_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$conformance_log"' EXIT
 bash tests/conformance/run.sh 2>&1 | tee "$conformance_log" || true
 
 step "fuzzing: every target briefly, and every fault found so far stays fixed"
 fuzz_log=$(mktemp)
-trap 'rm -f "$log" "$examples_log" "$interop_log" "$acp_log" "$conformance_log" "$fuzz_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$conformance_log" "$fuzz_log"' EXIT
 bash scripts/fuzz-smoke.sh 20 2>&1 | tee "$fuzz_log" || true
 
 step "cargo doc (warnings denied)"
@@ -72,10 +78,10 @@ cargo bench --no-run --locked -p protocol-droid-bench
 # whole run at a glance.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
-# The examples, interop, ACP, conformance and fuzzing runners each end with
-# their own total (conformance: scored scenarios); a run that printed none
+# The dependency, examples, interop, ACP, conformance and fuzzing runners
+# each end with their own total (conformance: scored scenarios); a run that printed none
 # failed.
-for runner_log in "$examples_log" "$interop_log" "$acp_log" "$conformance_log" "$fuzz_log"; do
+for runner_log in "$deny_log" "$examples_log" "$interop_log" "$acp_log" "$conformance_log" "$fuzz_log"; do
     total=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$runner_log" | tail -n 1)
     if [ -z "$total" ]; then
         total="0 passed, 1 failed"
