@@ -67,29 +67,7 @@ pub use protocol_droid_wire as wire;
 /// `#[schemars(crate = "protocol_droid::schemars")]`.
 pub use schemars;
 
-/// What a server author needs in one import.
-///
-/// ```
-/// use protocol_droid::prelude::*;
-///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let server = Server::builder("hello", "1.0.0").build()?;
-/// server.add_tool(ToolSpec::new("hello", "Says hello"), |_call: Call| async {
-///     Ok(ToolResult::text("hello"))
-/// });
-/// # Ok(())
-/// # }
-/// ```
-pub mod prelude {
-    pub use schemars::JsonSchema;
-
-    pub use crate::adapters::primary::http::{HttpOptions, HttpServer};
-    pub use crate::adapters::primary::stdio::{StdioOptions, serve_process};
-    pub use crate::application::server::{
-        Call, CallError, Elicited, Server, ServerBuilder, Structured, ToolOutput, ToolSpec,
-    };
-    pub use crate::domain::ir::{ContentBlock, ToolResult};
-}
+pub mod prelude;
 
 /// The README and the long-form docs, compiled as doc tests so the Rust in
 /// them cannot drift from the library.

@@ -7,10 +7,11 @@
 //! envelope-less shape in [`super::input`]; their legacy JSON-RPC form is
 //! here with a `JsonRpc` prefix.
 
+use super::call_tool::{CallToolRequestParams, CallToolResult};
 use super::completion::{CompleteRequestParams, CompleteResult};
 use super::elicitation::{ElicitRequestParams, ElicitationCompleteNotificationParams};
 use super::jsonrpc_meta::{
-    Notification, NotificationParams, Outcome, PaginatedRequestParams, Request, RequestParams,
+    Notification, NotificationParams, PaginatedRequestParams, Request, RequestParams,
     ResultResponse,
 };
 use super::lifecycle::{DiscoverResult, InitializeRequestParams, InitializeResult};
@@ -26,6 +27,7 @@ use super::literals::{
     TasksResult, ToolsCall, ToolsList,
 };
 use super::logging::{LoggingMessageNotificationParams, SetLevelRequestParams};
+use super::outcome::Outcome;
 use super::prompts::{GetPromptRequestParams, GetPromptResult, ListPromptsResult};
 use super::resources::{
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
@@ -39,7 +41,7 @@ use super::subscriptions::{
     SubscriptionsListenResult,
 };
 use super::tasks::{TaskIdParams, TaskStatusNotificationParams};
-use super::tools::{CallToolRequestParams, CallToolResult, ListToolsResult};
+use super::tools::ListToolsResult;
 use super::utilities::{CancelledNotificationParams, ProgressNotificationParams};
 
 /// `initialize` (2024-11-05 to 2025-11-25).

@@ -1,5 +1,6 @@
-//! JSON-RPC envelopes, ids, the shared parts of params and results, and the
-//! typed views of `_meta`.
+//! JSON-RPC envelopes, ids, and the shared parts of params and results. The
+//! typed views of `_meta` are in [`super::meta`]; a result that may be an
+//! input request or a task is an [`super::outcome::Outcome`].
 //!
 //! The envelopes are generic over the method marker and the params or result
 //! type, so `Request<ToolsCall, CallToolRequestParams>` both checks the method
@@ -7,19 +8,15 @@
 //! The domain is growing its own JSON-RPC module; this one stays local to the
 //! wire so the two can be reconciled later without a flag day.
 
-use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Number, Value};
 
-use super::errors::ErrorCode;
-use super::input::InputRequiredResult;
-use super::lifecycle::{ClientCapabilities, Implementation};
 use super::literals::JsonRpcVersion;
-use super::logging::LoggingLevel;
-use super::tasks::CreateTaskResult;
 use protocol_droid_domain::ir::{
     JsonObject, RESULT_TYPE_COMPLETE, RESULT_TYPE_INPUT_REQUIRED, RESULT_TYPE_TASK,
 };
+use protocol_droid_domain::jsonrpc::ErrorCode;
 
 /// A request id, shared with the domain's JSON-RPC layer.
 pub use protocol_droid_domain::jsonrpc::RequestId;
@@ -152,7 +149,7 @@ pub struct ErrorObject<D = Value> {
 /// Params carrying nothing but `_meta`: `RequestParams`.
 ///
 /// In 2026-07-28 every request's `_meta` is required and holds the
-/// protocol version and client capabilities (see [`RequestMeta`]); before
+/// protocol version and client capabilities (see [`RequestMeta`](super::meta::RequestMeta)); before
 /// that it was optional. Kept as an object so unknown keys survive.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestParams {
@@ -181,7 +178,7 @@ pub struct PaginatedRequestParams {
 /// Params carrying nothing but `_meta`: `NotificationParams`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NotificationParams {
-    /// Notification metadata (see [`NotificationMeta`]).
+    /// Notification metadata (see [`NotificationMeta`](super::meta::NotificationMeta)).
     #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<JsonObject>,
     /// Members this build does not model.
@@ -197,7 +194,7 @@ pub struct EmptyResult {
     /// What kind of result this is (2026-07-28); absent means complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_type: Option<ResultType>,
-    /// Result metadata (see [`ResultMeta`]).
+    /// Result metadata (see [`ResultMeta`](super::meta::ResultMeta)).
     #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<JsonObject>,
     /// Members this build does not model.
@@ -290,52 +287,6 @@ impl<'de> Deserialize<'de> for ResultType {
     }
 }
 
-/// The answer to a request that may ask for input or defer to a task: the
-/// `X | InputRequiredResult` of the 2026-07-28 `*ResultResponse` defs.
-///
-/// Read by `resultType`: absent or `complete` is the method's own result.
-/// A value the client did not ask for is refused, as the spec requires.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Outcome<R> {
-    /// The method's own result.
-    Complete(R),
-    /// The server needs input before it can finish.
-    InputRequired(InputRequiredResult),
-    /// The tasks extension deferred the result.
-    Task(Box<CreateTaskResult>),
-}
-
-impl<R: Serialize> Serialize for Outcome<R> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Complete(r) => r.serialize(serializer),
-            Self::InputRequired(r) => r.serialize(serializer),
-            Self::Task(r) => r.serialize(serializer),
-        }
-    }
-}
-
-impl<'de, R: DeserializeOwned> Deserialize<'de> for Outcome<R> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(deserializer)?;
-        let outcome = match result_type_of(&value).map_err(D::Error::custom)? {
-            None | Some(ResultType::Complete) => serde_json::from_value(value).map(Self::Complete),
-            Some(ResultType::InputRequired) => {
-                serde_json::from_value(value).map(Self::InputRequired)
-            }
-            Some(ResultType::Task) => {
-                serde_json::from_value(value).map(|t| Self::Task(Box::new(t)))
-            }
-            Some(ResultType::Other(other)) => {
-                return Err(D::Error::custom(format_args!(
-                    "unrecognised resultType `{other}`"
-                )));
-            }
-        };
-        outcome.map_err(D::Error::custom)
-    }
-}
-
 /// The `resultType` of a result object, if it has one.
 ///
 /// # Errors
@@ -349,97 +300,11 @@ pub fn result_type_of(result: &Value) -> Result<Option<ResultType>, serde_json::
     }
 }
 
-/// The keys 2026-07-28 defines in a request's `_meta`: `RequestMetaObject`.
-///
-/// Params keep `_meta` as a plain object so nothing is lost; read it into
-/// this type when the typed keys are wanted.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RequestMeta {
-    /// Opt-in to progress notifications for this request.
-    #[serde(
-        rename = "progressToken",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub progress_token: Option<ProgressToken>,
-    /// The protocol version of this request (required in 2026-07-28).
-    #[serde(
-        rename = "io.modelcontextprotocol/protocolVersion",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub protocol_version: Option<String>,
-    /// Who the client says it is; advisory only.
-    #[serde(
-        rename = "io.modelcontextprotocol/clientInfo",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub client_info: Option<Implementation>,
-    /// What the client supports for this request (required in 2026-07-28).
-    #[serde(
-        rename = "io.modelcontextprotocol/clientCapabilities",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub client_capabilities: Option<Box<ClientCapabilities>>,
-    /// Opt-in to log notifications at or above this level.
-    #[serde(
-        rename = "io.modelcontextprotocol/logLevel",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub log_level: Option<LoggingLevel>,
-    /// Keys this build does not model (trace context, extensions).
-    #[serde(flatten)]
-    pub extra: JsonObject,
-}
-
-/// The keys 2026-07-28 defines in a notification's `_meta`:
-/// `NotificationMetaObject`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct NotificationMeta {
-    /// The `subscriptions/listen` request this notification belongs to.
-    #[serde(
-        rename = "io.modelcontextprotocol/subscriptionId",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub subscription_id: Option<RequestId>,
-    /// Keys this build does not model.
-    #[serde(flatten)]
-    pub extra: JsonObject,
-}
-
-/// The keys 2026-07-28 defines in a result's `_meta`: `ResultMetaObject`
-/// (and `SubscriptionsListenResultMetaObject`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ResultMeta {
-    /// Who the server says it is; advisory only.
-    #[serde(
-        rename = "io.modelcontextprotocol/serverInfo",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub server_info: Option<Implementation>,
-    /// On a `subscriptions/listen` result: the subscription it closes.
-    #[serde(
-        rename = "io.modelcontextprotocol/subscriptionId",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub subscription_id: Option<RequestId>,
-    /// Keys this build does not model.
-    #[serde(flatten)]
-    pub extra: JsonObject,
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tools::CallToolResult;
 
     #[test]
     fn an_error_with_a_null_id_is_written_back_with_a_null_id() -> Result<(), serde_json::Error> {
@@ -470,21 +335,6 @@ mod tests {
         let error: ErrorObject = serde_json::from_value(wire.clone())?;
         assert_eq!(error.data, Some(Value::Null));
         assert_eq!(serde_json::to_value(&error)?, wire);
-        Ok(())
-    }
-
-    #[test]
-    fn an_outcome_is_chosen_by_result_type_not_by_shape() -> Result<(), serde_json::Error> {
-        let asking = json!({ "resultType": "input_required", "requestState": "s" });
-        let read: Outcome<CallToolResult> = serde_json::from_value(asking)?;
-        assert!(matches!(read, Outcome::InputRequired(_)));
-
-        let done = json!({ "content": [] });
-        let read: Outcome<CallToolResult> = serde_json::from_value(done)?;
-        assert!(matches!(read, Outcome::Complete(_)));
-
-        let strange = json!({ "resultType": "someday", "content": [] });
-        assert!(serde_json::from_value::<Outcome<CallToolResult>>(strange).is_err());
         Ok(())
     }
 

@@ -32,10 +32,13 @@
 //! | area | module |
 //! |---|---|
 //! | whole messages by `$defs` name (`CallToolRequest`, ...) | [`envelopes`] |
-//! | JSON-RPC envelopes, ids, `_meta`, result kinds | [`jsonrpc_meta`] |
+//! | JSON-RPC envelopes, ids, result kinds | [`jsonrpc_meta`] |
+//! | the typed views of `_meta` | [`meta`] |
+//! | a result, an input request or a task | [`outcome`] |
 //! | method names and other fixed strings | [`literals`] |
 //! | `initialize`, `server/discover`, capabilities | [`lifecycle`] |
-//! | tools | [`tools`] |
+//! | tool definitions and lists | [`tools`] |
+//! | `tools/call` | [`call_tool`] |
 //! | resources | [`resources`] |
 //! | prompts | [`prompts`] |
 //! | sampling | [`sampling`] |
@@ -90,6 +93,7 @@ macro_rules! wire_literal {
     };
 }
 
+pub mod call_tool;
 pub mod codec;
 pub mod completion;
 pub mod elicitation;
@@ -101,6 +105,8 @@ pub mod lifecycle;
 pub mod literals;
 pub mod logging;
 pub mod message;
+pub mod meta;
+pub mod outcome;
 pub mod prompts;
 pub mod resources;
 pub mod roots;
@@ -110,6 +116,7 @@ pub mod tasks;
 pub mod tools;
 pub mod utilities;
 
+pub use call_tool::{CallToolRequestParams, CallToolResult};
 pub use completion::{
     CompleteRequestParams, CompleteResult, Completion, CompletionArgument, CompletionContext,
     CompletionReference, PromptReference, ResourceReference, ResourceTemplateReference,
@@ -150,8 +157,8 @@ pub use input::{
 };
 pub use jsonrpc_meta::{
     CacheScope, CacheableResult, EmptyResult, ErrorObject, ErrorResponse, Notification,
-    NotificationMeta, NotificationParams, Outcome, PaginatedRequestParams, ProgressToken, Request,
-    RequestId, RequestMeta, RequestParams, ResultMeta, ResultResponse, ResultType,
+    NotificationParams, PaginatedRequestParams, ProgressToken, Request, RequestId, RequestParams,
+    ResultResponse, ResultType,
 };
 pub use lifecycle::{
     ClientCapabilities, ClientElicitationCapability, ClientSamplingCapability,
@@ -166,6 +173,8 @@ pub use message::{
     ClientNotification, ClientRequest, ClientResult, ServerNotification, ServerRequest,
     ServerResult,
 };
+pub use meta::{NotificationMeta, RequestMeta, ResultMeta};
+pub use outcome::Outcome;
 pub use prompts::{
     GetPromptRequestParams, GetPromptResult, ListPromptsResult, Prompt, PromptArgument,
     PromptMessage,
@@ -190,8 +199,5 @@ pub use tasks::{
     RelatedTaskMetadata, Task, TaskIdParams, TaskMetadata, TaskStatus,
     TaskStatusNotificationParams,
 };
-pub use tools::{
-    CallToolRequestParams, CallToolResult, ListToolsResult, TaskSupport, Tool, ToolAnnotations,
-    ToolExecution,
-};
+pub use tools::{ListToolsResult, TaskSupport, Tool, ToolAnnotations, ToolExecution};
 pub use utilities::{CancelledNotificationParams, ProgressNotificationParams};

@@ -320,7 +320,7 @@ pub type DiscoverRequestParams = RequestParams;
 ///
 /// The server's identity is not a member: it travels in
 /// `_meta["io.modelcontextprotocol/serverInfo"]` (see
-/// [`super::jsonrpc_meta::ResultMeta`]).
+/// [`super::meta::ResultMeta`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DiscoverResult {

@@ -9,6 +9,7 @@
 use serde::de::{DeserializeOwned, Error as _};
 use serde_json::Value;
 
+use super::call_tool::{CallToolRequestParams, CallToolResult};
 use super::completion::{CompleteRequestParams, CompleteResult};
 use super::elicitation::{
     ElicitRequestParams, ElicitResult, ElicitationCompleteNotificationParams,
@@ -47,7 +48,7 @@ use super::tasks::{
     CancelTaskResult, CreateTaskResult, GetTaskPayloadResult, GetTaskResult, ListTasksResult,
     TaskIdParams, TaskStatusNotificationParams,
 };
-use super::tools::{CallToolRequestParams, CallToolResult, ListToolsResult};
+use super::tools::ListToolsResult;
 use super::utilities::{CancelledNotificationParams, ProgressNotificationParams};
 
 /// Writes one of the four method enums: the enum, `method`, `decode` and

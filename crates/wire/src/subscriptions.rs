@@ -45,7 +45,7 @@ pub struct SubscriptionsListenRequestParams {
 /// The result that closes a listen stream: `SubscriptionsListenResult`.
 ///
 /// Its `_meta` names the subscription (`io.modelcontextprotocol/subscriptionId`);
-/// read it with [`super::jsonrpc_meta::ResultMeta`].
+/// read it with [`super::meta::ResultMeta`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionsListenResult {

@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 use serde::Deserialize as _;
 use serde_json::{Map, Value};
 
-use crate::jsonrpc_meta::ResultMeta;
 use crate::message::{ClientNotification, ClientRequest, ServerNotification, ServerRequest};
+use crate::meta::ResultMeta;
 
 use protocol_droid_domain::ir::lower::{LowerError, TranslationReport, lower_tool_result_in_place};
 use protocol_droid_domain::ir::{JsonObject, RESULT_TYPE_COMPLETE, ToolResult};

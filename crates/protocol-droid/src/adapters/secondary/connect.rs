@@ -113,6 +113,56 @@ pub enum ConnectError {
 ///
 /// [`ConnectError`] when the server cannot be started or reached, or no
 /// revision is shared.
+///
+/// # Examples
+///
+/// A client that lists a server's tools and calls one:
+///
+/// ```no_run
+/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+/// use protocol_droid::application::client::RequestOptions;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let target = Target::url("http://127.0.0.1:8931/mcp")?;
+/// let client = connect(&target, ConnectOptions::default()).await?;
+/// for tool in client.list_all_tools().await? {
+///     println!("{}", tool.name);
+/// }
+/// let reply = client.call_tool("fixture/add", None, &RequestOptions::default()).await?;
+/// println!("{:?}", reply.value.content);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// A gateway whose one upstream is a server from npm, served on stdio:
+///
+/// ```no_run
+/// use protocol_droid::adapters::primary::stdio::{StdioOptions, serve_process};
+/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+/// use protocol_droid::application::client::ClientOptions;
+/// use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, Trust};
+/// use protocol_droid::application::server::Server;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let gateway = Gateway::build(
+///     Server::builder("my-gateway", "1.0.0"),
+///     Disclosure::Default,
+///     Pins::default(),
+/// )?;
+/// let target = Target::command(["npx", "-y", "@modelcontextprotocol/server-everything"])?;
+/// let options = ConnectOptions {
+///     client: ClientOptions {
+///         handler: gateway.notices_for("everything"),
+///         ..ClientOptions::default()
+///     },
+///     ..ConnectOptions::default()
+/// };
+/// let upstream = connect(&target, options).await?;
+/// gateway.add_upstream("everything", upstream, Trust::OnFirstUse).await?;
+/// serve_process(gateway.server().clone(), StdioOptions::default()).await?;
+/// # Ok(())
+/// # }
+/// ```
 pub async fn connect(target: &Target, options: ConnectOptions) -> Result<Client, ConnectError> {
     // The revision settled last time is tried first, without the probe; a
     // server that no longer speaks it is probed afresh.

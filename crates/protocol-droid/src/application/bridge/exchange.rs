@@ -663,7 +663,7 @@ impl Rounds<'_> {
                     report: self.report,
                 }
                 .question(&method, &mut params)
-                .map_err(|e| super::runtime::refusal(&e))?;
+                .map_err(|e| super::lower::refusal(&e))?;
                 match method.as_str() {
                     "elicitation/create" => Ok(Question::Elicit { key, params }),
                     "sampling/createMessage" => Ok(Question::Sample { key, params }),

@@ -17,7 +17,9 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::application::server::CallError;
 use crate::domain::ir::{LowerError, TranslationReport};
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{DegradePolicy, Feature, Leg};
 
 /// One translation toward a leg, under a policy, recording into a report.
@@ -434,6 +436,28 @@ pub fn feature_named(name: &str) -> Option<Feature> {
     Feature::ALL
         .into_iter()
         .find(|f| format!("{f:?}").to_ascii_lowercase() == wanted)
+}
+
+/// A translation the policy refused, as the error the client receives: it
+/// names the feature and the revision.
+pub(super) fn refusal(error: &LowerError) -> CallError {
+    let data = match error {
+        LowerError::FeatureUnavailable { feature, version } => json!({
+            "feature": format!("{feature:?}"),
+            "revision": version.as_str(),
+        }),
+        LowerError::FieldNotRepresentable { field, version, .. } => json!({
+            "field": field,
+            "revision": version.as_str(),
+        }),
+    };
+    CallError::Protocol(
+        ErrorObject::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!("the bridge's degrade policy refuses this reply: {error}"),
+        )
+        .with_data(data),
+    )
 }
 
 #[cfg(test)]

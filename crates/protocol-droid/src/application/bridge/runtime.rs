@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use super::content::translate;
 use super::exchange::{Owner, Parking, Rounds, Start, parked_handle, progress_to};
-use super::lower::Lowering;
+use super::lower::{Lowering, refusal};
 use super::upstream::{
     Connector, ConnectorError, Lease, RELAY_BACKLOG, Relay, Upstream, UpstreamHandler, lock,
 };
@@ -146,23 +146,9 @@ pub enum BridgeError {
 
 /// Any client in front of any server. Cheap to clone.
 ///
-/// ```no_run
-/// use protocol_droid::adapters::primary::stdio::{StdioOptions, serve_process};
-/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
-/// use protocol_droid::application::bridge::{Bridge, BridgeOptions};
-///
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// // A 2026-07-28 client in front of a server that only speaks 2025-06-18,
-/// // or the other way round: the bridge settles each leg on its own.
-/// let upstream = Target::url("http://127.0.0.1:3001/mcp")?;
-/// let bridge =
-///     Bridge::connect(connector(upstream, ConnectOptions::default()), BridgeOptions::default())
-///         .await?;
-/// let server = bridge.server(|builder| builder)?;
-/// serve_process(server, StdioOptions::default()).await?;
-/// # Ok(())
-/// # }
-/// ```
+/// The upstream is reached through a [`Connector`]; the crate's `connect`
+/// adapter provides one for a command line or a URL (its `connector`
+/// function has an example), and `examples/bridge.rs` is a bridge that runs.
 pub struct Bridge {
     inner: Arc<Inner>,
 }
@@ -1303,26 +1289,4 @@ fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
             CallError::internal("the upstream failed; the bridge's log says why")
         }
     }
-}
-
-/// A translation the policy refused, as the error the client receives: it
-/// names the feature and the revision.
-pub(super) fn refusal(error: &LowerError) -> CallError {
-    let data = match error {
-        LowerError::FeatureUnavailable { feature, version } => json!({
-            "feature": format!("{feature:?}"),
-            "revision": version.as_str(),
-        }),
-        LowerError::FieldNotRepresentable { field, version, .. } => json!({
-            "field": field,
-            "revision": version.as_str(),
-        }),
-    };
-    CallError::Protocol(
-        ErrorObject::new(
-            ErrorCode::INTERNAL_ERROR,
-            format!("the bridge's degrade policy refuses this reply: {error}"),
-        )
-        .with_data(data),
-    )
 }

@@ -19,13 +19,11 @@ use tokio::sync::oneshot;
 
 use super::cache::ResultCache;
 use super::error::ClientError;
-use super::handler::{ClientHandler, Declining, Notice};
+use super::handler::{ClientHandler, Declining, Notice, answer as answer_with};
 use super::headers::{self, ParamHeader};
-use super::input;
 use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, RequestId};
 use crate::domain::{Era, LoggingLevel, ProtocolVersion};
-use crate::wire::codec::CACHEABLE_METHODS;
 use crate::wire::{
     ClientCapabilities, Implementation, ProgressNotificationParams, ServerCapabilities,
 };
@@ -152,20 +150,20 @@ type Waiter = oneshot::Sender<Result<Value, ClientError>>;
 pub(crate) struct Inner {
     pub(crate) link: Arc<dyn Link>,
     pub(crate) options: ClientOptions,
-    pending: Mutex<HashMap<RequestId, Waiter>>,
-    progress: Mutex<HashMap<String, ProgressFn>>,
-    next_id: AtomicI64,
+    pub(super) pending: Mutex<HashMap<RequestId, Waiter>>,
+    pub(super) progress: Mutex<HashMap<String, ProgressFn>>,
+    pub(super) next_id: AtomicI64,
     pub(crate) state: RwLock<Option<ServerState>>,
-    cache: Mutex<ResultCache>,
-    tool_headers: RwLock<HashMap<String, Vec<ParamHeader>>>,
-    closed: RwLock<Option<String>>,
+    pub(super) cache: Mutex<ResultCache>,
+    pub(super) tool_headers: RwLock<HashMap<String, Vec<ParamHeader>>>,
+    pub(super) closed: RwLock<Option<String>>,
     /// Advanced by every notification that makes cached answers stale.
-    epoch: AtomicU64,
+    pub(super) epoch: AtomicU64,
     /// Advanced by every handshake that replaced an expired session.
-    session_generation: AtomicU64,
-    reinit: tokio::sync::Mutex<()>,
+    pub(super) session_generation: AtomicU64,
+    pub(super) reinit: tokio::sync::Mutex<()>,
     /// Bounds the server's own requests being answered at once.
-    answering: Arc<tokio::sync::Semaphore>,
+    pub(super) answering: Arc<tokio::sync::Semaphore>,
 }
 
 /// How many of a legacy server's requests are answered at once; more are
@@ -176,24 +174,8 @@ pub const MAX_SERVER_REQUESTS: usize = 64;
 ///
 /// Cloning is cheap and shares the connection. Build one with
 /// [`Client::connect`] over a [`Link`](super::Link), or, for a command line
-/// or a URL, with
-/// [`connect`](crate::adapters::secondary::connect::connect):
-///
-/// ```no_run
-/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
-/// use protocol_droid::application::client::RequestOptions;
-///
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let target = Target::url("http://127.0.0.1:8931/mcp")?;
-/// let client = connect(&target, ConnectOptions::default()).await?;
-/// for tool in client.list_all_tools().await? {
-///     println!("{}", tool.name);
-/// }
-/// let reply = client.call_tool("fixture/add", None, &RequestOptions::default()).await?;
-/// println!("{:?}", reply.value.content);
-/// # Ok(())
-/// # }
-/// ```
+/// or a URL, with the `connect` adapter, whose doc has an example;
+/// `examples/client.rs` is a client that runs.
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
@@ -208,7 +190,7 @@ impl fmt::Debug for Client {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -234,28 +216,6 @@ impl Client {
         });
         tokio::spawn(read_loop(Arc::downgrade(&inner), inbound));
         Self { inner }
-    }
-
-    /// Connects over `link` and settles a revision with the server, as
-    /// the `era` module describes.
-    ///
-    /// # Errors
-    ///
-    /// [`ClientError::Negotiation`] when no revision is shared, or whatever
-    /// the handshake's requests failed with.
-    pub async fn connect(
-        link: Arc<dyn Link>,
-        inbound: InboundRx,
-        options: ClientOptions,
-    ) -> Result<Self, ClientError> {
-        let client = Self::start(link, inbound, options);
-        match super::era::negotiate(&client).await {
-            Ok(()) => Ok(client),
-            Err(error) => {
-                client.close().await;
-                Err(error)
-            }
-        }
     }
 
     /// What was settled with the server, once negotiated.
@@ -308,77 +268,6 @@ impl Client {
 
     fn next_id(&self) -> RequestId {
         RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// Sends a request and waits for its answer, with the era's metadata,
-    /// the cache, progress and the timeout applied, and multi round-trip
-    /// input rounds driven to the end.
-    ///
-    /// # Errors
-    ///
-    /// [`ClientError`] for an error answer, a transport failure, a timeout or
-    /// too many input rounds.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        options: &RequestOptions,
-    ) -> Result<Value, ClientError> {
-        let partition = self.inner.options.cache_partition.clone();
-        let cacheable = self.inner.options.cache
-            && !options.fresh
-            && CACHEABLE_METHODS.contains(&method)
-            && self.version().is_some_and(|v| v.era() == Era::Modern);
-        if cacheable {
-            if let Some(hit) = lock(&self.inner.cache).get(method, params.as_ref(), &partition) {
-                return Ok(hit);
-            }
-        }
-        // Read before sending: a change announced while the answer was on
-        // its way makes the answer unfit to keep.
-        let epoch = self.inner.epoch.load(Ordering::SeqCst);
-        let session = self.inner.session_generation.load(Ordering::SeqCst);
-        let (result, rounds) = match input::drive(self, method, params.clone(), options).await {
-            // A legacy HTTP session the server ended (idle, restarted) is
-            // replaced by a new handshake at the same revision, once.
-            Err(ClientError::Link(LinkError::SessionExpired)) => {
-                self.reinitialize(session).await?;
-                input::drive(self, method, params.clone(), options).await?
-            }
-            // The server's tool annotations changed since they were listed:
-            // list again and retry once, as the revision recommends.
-            Err(ClientError::Server(error))
-                if method == "tools/call" && error.code == ErrorCode::HEADER_MISMATCH =>
-            {
-                tracing::debug!(message = %error.message, "header mismatch; listing tools again");
-                // Boxed: listing is itself a request.
-                Box::pin(self.refresh_tools()).await?;
-                input::drive(self, method, params.clone(), options).await?
-            }
-            other => other?,
-        };
-        // A result that took input rounds answered one exchange; it is not
-        // an answer to the bare request and is never kept.
-        if cacheable && rounds == 0 && self.inner.epoch.load(Ordering::SeqCst) == epoch {
-            lock(&self.inner.cache).put(method, params.as_ref(), &partition, &result);
-        }
-        Ok(result)
-    }
-
-    /// Runs the handshake again after the server ended the session that
-    /// `seen` counted, unless a concurrent request already did: many requests
-    /// in flight meet the same expiry, and one new session must serve them
-    /// all.
-    async fn reinitialize(&self, seen: u64) -> Result<(), ClientError> {
-        let _one_at_a_time = self.inner.reinit.lock().await;
-        if self.inner.session_generation.load(Ordering::SeqCst) != seen {
-            return Ok(());
-        }
-        let version = self.version().ok_or(LinkError::SessionExpired)?;
-        tracing::info!(%version, "the server ended the session; initializing again");
-        super::era::initialize(self, version).await?;
-        self.inner.session_generation.fetch_add(1, Ordering::SeqCst);
-        Ok(())
     }
 
     /// Sends one request and waits for its answer: no input rounds, no cache.
@@ -786,7 +675,7 @@ fn read_version(inner: &Inner) -> Option<ProtocolVersion> {
 async fn answer(inner: &Inner, id: RequestId, method: &str, params: Option<Value>) {
     let outcome = match method {
         "ping" => Ok(json!({})),
-        _ => input::answer(inner.options.handler.as_ref(), method, params).await,
+        _ => answer_with(inner.options.handler.as_ref(), method, params).await,
     };
     reply(inner, id, outcome).await;
 }
@@ -802,9 +691,4 @@ async fn reply(inner: &Inner, id: RequestId, outcome: Result<Value, ErrorObject>
     if let Err(error) = inner.link.send(Outgoing::new(message)).await {
         tracing::warn!(%error, "could not answer the server");
     }
-}
-
-/// An error object for an answer the handler could not give.
-pub(crate) fn invalid_params(detail: impl fmt::Display) -> ErrorObject {
-    ErrorObject::new(ErrorCode::INVALID_PARAMS, detail.to_string())
 }

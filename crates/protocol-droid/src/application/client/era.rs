@@ -11,11 +11,38 @@
 
 use serde_json::{Value, json};
 
-use super::connection::{Client, RequestOptions, ServerState};
+use std::sync::Arc;
+
+use super::connection::{Client, ClientOptions, RequestOptions, ServerState};
 use super::error::ClientError;
+use super::link::{InboundRx, Link};
 use crate::domain::jsonrpc::ErrorCode;
 use crate::domain::{Era, ProtocolVersion};
 use crate::wire::{DiscoverResult, InitializeResult, ResultMeta};
+
+impl Client {
+    /// Connects over `link` and settles a revision with the server, as
+    /// the `era` module describes.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Negotiation`] when no revision is shared, or whatever
+    /// the handshake's requests failed with.
+    pub async fn connect(
+        link: Arc<dyn Link>,
+        inbound: InboundRx,
+        options: ClientOptions,
+    ) -> Result<Self, ClientError> {
+        let client = Self::start(link, inbound, options);
+        match negotiate(&client).await {
+            Ok(()) => Ok(client),
+            Err(error) => {
+                client.close().await;
+                Err(error)
+            }
+        }
+    }
+}
 
 /// Settles a revision for `client`.
 pub(super) async fn negotiate(client: &Client) -> Result<(), ClientError> {

@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use futures_util::future::BoxFuture;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::wire::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, ElicitValue, ListRootsResult,
+    ElicitResult, ElicitValue, InputRequest, ListRootsResult,
 };
 
 /// A notification from the server, as the application sees it.
@@ -137,3 +137,37 @@ pub fn form_defaults(requested_schema: &Value) -> BTreeMap<String, ElicitValue> 
 pub struct Declining;
 
 impl ClientHandler for Declining {}
+
+/// An error object for an answer the handler could not give.
+pub(crate) fn invalid_params(detail: impl fmt::Display) -> ErrorObject {
+    ErrorObject::new(ErrorCode::INVALID_PARAMS, detail.to_string())
+}
+
+/// Answers one question with the handler.
+pub(super) async fn answer(
+    handler: &dyn ClientHandler,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Value, ErrorObject> {
+    let request = {
+        let mut map = Map::new();
+        map.insert("method".to_owned(), Value::from(method));
+        if let Some(params) = params.clone() {
+            map.insert("params".to_owned(), params);
+        }
+        serde_json::from_value::<InputRequest>(Value::Object(map)).map_err(invalid_params)?
+    };
+    let answer = match request {
+        InputRequest::CreateMessage(request) => {
+            serde_json::to_value(handler.create_message(request.params).await?)
+        }
+        InputRequest::Elicit(request) => {
+            serde_json::to_value(handler.elicit(request.params).await?)
+        }
+        InputRequest::ListRoots(_) => {
+            serde_json::to_value(handler.list_roots_for(params.clone()).await?)
+        }
+        InputRequest::Other(_) => return handler.other(method, params).await,
+    };
+    answer.map_err(invalid_params)
+}

@@ -8,11 +8,10 @@
 
 use serde_json::{Map, Value};
 
-use super::connection::{Client, RequestOptions, invalid_params};
+use super::connection::{Client, RequestOptions};
 use super::error::ClientError;
-use super::handler::ClientHandler;
-use crate::domain::jsonrpc::ErrorObject;
-use crate::wire::{InputRequest, InputRequiredResult};
+use super::handler::answer;
+use crate::wire::InputRequiredResult;
 
 /// The `resultType` of a result that needs input first.
 const INPUT_REQUIRED: &str = "input_required";
@@ -93,35 +92,6 @@ fn retry_params(
         params.insert("requestState".to_owned(), Value::String(state));
     }
     Value::Object(params)
-}
-
-/// Answers one question with the handler.
-pub(super) async fn answer(
-    handler: &dyn ClientHandler,
-    method: &str,
-    params: Option<Value>,
-) -> Result<Value, ErrorObject> {
-    let request = {
-        let mut map = Map::new();
-        map.insert("method".to_owned(), Value::from(method));
-        if let Some(params) = params.clone() {
-            map.insert("params".to_owned(), params);
-        }
-        serde_json::from_value::<InputRequest>(Value::Object(map)).map_err(invalid_params)?
-    };
-    let answer = match request {
-        InputRequest::CreateMessage(request) => {
-            serde_json::to_value(handler.create_message(request.params).await?)
-        }
-        InputRequest::Elicit(request) => {
-            serde_json::to_value(handler.elicit(request.params).await?)
-        }
-        InputRequest::ListRoots(_) => {
-            serde_json::to_value(handler.list_roots_for(params.clone()).await?)
-        }
-        InputRequest::Other(_) => return handler.other(method, params).await,
-    };
-    answer.map_err(invalid_params)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod headers;
 pub(crate) mod input;
 pub(crate) mod link;
 pub(crate) mod ops;
+mod request;
 
 pub use connection::{
     Client, ClientOptions, MAX_SERVER_REQUESTS, ProgressFn, RequestOptions, ServerState,

@@ -212,33 +212,9 @@ pub(super) struct Inner {
 
 /// A gateway: one MCP server in front of many upstream servers.
 ///
-/// ```no_run
-/// use protocol_droid::adapters::primary::stdio::{StdioOptions, serve_process};
-/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
-/// use protocol_droid::application::client::ClientOptions;
-/// use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, Trust};
-/// use protocol_droid::application::server::Server;
-///
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let gateway = Gateway::build(
-///     Server::builder("my-gateway", "1.0.0"),
-///     Disclosure::Default,
-///     Pins::default(),
-/// )?;
-/// let target = Target::command(["npx", "-y", "@modelcontextprotocol/server-everything"])?;
-/// let options = ConnectOptions {
-///     client: ClientOptions {
-///         handler: gateway.notices_for("everything"),
-///         ..ClientOptions::default()
-///     },
-///     ..ConnectOptions::default()
-/// };
-/// let upstream = connect(&target, options).await?;
-/// gateway.add_upstream("everything", upstream, Trust::OnFirstUse).await?;
-/// serve_process(gateway.server().clone(), StdioOptions::default()).await?;
-/// # Ok(())
-/// # }
-/// ```
+/// Its upstreams are clients, opened by whoever knows where they are; the
+/// crate's `connect` adapter shows a gateway put together end to end, and
+/// `examples/gateway.rs` is one that runs.
 #[derive(Clone)]
 pub struct Gateway {
     pub(super) inner: Arc<Inner>,

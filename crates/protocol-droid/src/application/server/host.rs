@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::call::{Call, CallError};
-use super::context::{AuthContext, DynExchange, DynFrameSink, PeerSession};
-use super::dispatch::Connection;
+use super::context::{AuthContext, PeerSession};
 use super::forward::Forward;
 use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::registry::{Handler, Registry, ToolSpec, handler};
@@ -19,7 +18,7 @@ use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
 use super::typed::ToolOutput;
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
-use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId, TransportKind};
+use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId};
 use crate::wire::prompts::{GetPromptResult, Prompt};
 use crate::wire::resources::{Resource, ResourceTemplate};
 
@@ -66,8 +65,8 @@ pub enum ToolAccess {
 /// A server: what it is, and what it offers.
 ///
 /// Cheap to clone; every clone serves the same registry. A transport serves
-/// it: [`serve_process`](crate::adapters::primary::stdio::serve_process) on
-/// stdio, [`HttpServer`](crate::adapters::primary::http::HttpServer) on HTTP.
+/// it: the stdio adapter's `serve_process`, or the HTTP adapter's
+/// `HttpServer` (both in the crate's `prelude`).
 ///
 /// ```
 /// use protocol_droid::prelude::*;
@@ -310,10 +309,8 @@ impl Server {
     /// The `x-mcp-header` annotations of the tool `name` if `caller`'s
     /// scopes let it see it, as `(argument, header)` pairs, without copying
     /// the whole definition. Scopes only: the visibility hook needs the
-    /// request, so transports ask [`Connection::param_headers`], which asks
-    /// both.
-    ///
-    /// [`Connection::param_headers`]: super::Connection::param_headers
+    /// request, so transports ask the connection's `param_headers`, which
+    /// asks both.
     #[must_use]
     pub(crate) fn param_headers(
         &self,
@@ -638,16 +635,9 @@ impl Server {
         json!({ "name": self.inner.name, "version": self.inner.version })
     }
 
-    /// A new connection, as its own session, talking through these ports.
-    #[must_use]
-    pub fn connect(
-        &self,
-        transport: TransportKind,
-        exchange: Arc<dyn DynExchange>,
-        sink: Arc<dyn DynFrameSink>,
-    ) -> Connection {
-        let session = SessionId::new(self.inner.next_session.fetch_add(1, Ordering::Relaxed));
-        Connection::open(self.clone(), session, transport, exchange, sink)
+    /// A session id no connection of this server has had.
+    pub(super) fn next_session(&self) -> SessionId {
+        SessionId::new(self.inner.next_session.fetch_add(1, Ordering::Relaxed))
     }
 }
 

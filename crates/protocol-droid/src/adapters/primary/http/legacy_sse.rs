@@ -14,10 +14,11 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::App;
+use super::headers::context;
 use super::respond::{CURRENT, channel, refusal};
 use super::sessions::sessions_full;
 use super::sse::{self, SseEvent};
-use super::streamable::{check_post, context};
+use super::streamable::check_post;
 use crate::application::server::context::AuthContext;
 use crate::domain::TransportKind;
 use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Response as RpcResponse, ResponseId};

@@ -22,6 +22,7 @@ mod auth;
 mod body;
 mod events;
 mod guard;
+mod headers;
 mod legacy_sse;
 mod respond;
 mod sessions;

@@ -9,8 +9,8 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::App;
+use super::headers::{VERSION_HEADER, accepts, context, header};
 use super::respond::{self, CURRENT, Plan, refusal};
-use super::streamable::{VERSION_HEADER, context, header};
 use crate::application::server::Connection;
 use crate::application::server::context::{AuthContext, NoExchange};
 use crate::domain::TransportKind;
@@ -64,7 +64,7 @@ pub(super) async fn post(
             &message,
         );
     }
-    let streams = super::streamable::accepts(headers, "text/event-stream");
+    let streams = accepts(headers, "text/event-stream");
     let (channel, rx) = respond::channel(streams);
     let release = Arc::clone(&channel.release);
     let ctx = context(headers, caller);

@@ -118,6 +118,19 @@ pub(super) const MAX_SUBSCRIPTIONS: usize = 1024;
 /// when its `_meta` is missing (and is then refused for that).
 const MODERN_ONLY: [&str; 2] = ["server/discover", "subscriptions/listen"];
 
+impl Server {
+    /// A new connection, as its own session, talking through these ports.
+    #[must_use]
+    pub fn connect(
+        &self,
+        transport: TransportKind,
+        exchange: Arc<dyn DynExchange>,
+        sink: Arc<dyn DynFrameSink>,
+    ) -> Connection {
+        Connection::open(self.clone(), self.next_session(), transport, exchange, sink)
+    }
+}
+
 impl Connection {
     /// A connection of `server`'s, as `session`, talking through these ports.
     pub(super) fn open(
