@@ -85,7 +85,11 @@ fn a_modern_only_server_refuses_initialize_and_names_what_it_speaks() -> Result<
         ),
     )?;
     let reply: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    assert!(reply.get("error").is_some(), "{reply}");
+    assert_eq!(
+        reply.pointer("/error/code"),
+        Some(&serde_json::json!(-32602)),
+        "{reply}"
+    );
     assert_eq!(
         reply.pointer("/error/data/supported"),
         Some(&serde_json::json!(["2026-07-28"]))

@@ -1277,13 +1277,23 @@ async fn a_parked_call_is_resumed_only_by_its_own_untampered_unexpired_retry()
     tampered["requestState"] = json!(format!("{state}x"));
     tampered["inputResponses"] = answer.clone();
     let refused = raw(&url, 2, tampered).await?;
-    assert!(refused.get("error").is_some(), "{refused}");
+    assert_eq!(refused["error"]["code"], json!(-32602), "{refused}");
+    assert_eq!(
+        refused["error"]["message"],
+        json!("requestState refused: requestState is malformed"),
+        "{refused}"
+    );
     // The state is bound to the request: another tool cannot use it.
     let mut other = json!({ "name": "ask_enum", "arguments": {} });
     other["requestState"] = json!(state);
     other["inputResponses"] = answer.clone();
     let refused = raw(&url, 3, other).await?;
-    assert!(refused.get("error").is_some(), "{refused}");
+    assert_eq!(refused["error"]["code"], json!(-32602), "{refused}");
+    assert_eq!(
+        refused["error"]["message"],
+        json!("requestState refused: requestState failed verification"),
+        "{refused}"
+    );
     assert_eq!(bridge.parked(), 1);
 
     // Too late: the parked call expired and was cancelled upstream.

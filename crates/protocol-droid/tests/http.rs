@@ -546,7 +546,13 @@ mod legacy {
         // Not the 60 s exchange timeout: with no stream to ask on, asking
         // fails straight away (this client's PATIENCE is 10 s).
         let reply: Value = response.json().await?;
-        assert!(reply.get("error").is_some(), "{reply}");
+        assert_eq!(reply["id"], json!(6), "{reply}");
+        assert_eq!(reply["error"]["code"], json!(-32603), "{reply}");
+        assert_eq!(
+            reply["error"]["message"],
+            json!("this connection cannot carry server-initiated requests"),
+            "{reply}"
+        );
         Ok(())
     }
 

@@ -828,11 +828,24 @@ mod legacy {
     {
         let mut h = start()?;
         h.client.initialize("2025-06-18", json!({})).await?;
-        let reply = h
-            .client
-            .request(1, "tools/call", json!({ "name": "ask" }))
+        h.client
+            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "ask" } }))
             .await?;
-        assert!(reply.get("error").is_some(), "{reply}");
+
+        // The very next message is the refusal: no elicitation/create (or
+        // anything else) went to a client that never declared elicitation.
+        // -32021 is a 2026-07-28 code a 2025-06-18 client does not know; it
+        // gets an internal error that names what was missing.
+        let reply = h.client.next().await?;
+        assert_eq!(reply["id"], json!(1), "{reply}");
+        assert_eq!(code(&reply), Some(-32603), "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("Elicitation was not negotiated"),
+            "{reply}"
+        );
+        let pong = h.client.request(2, "ping", json!({})).await?;
+        assert_eq!(pong["id"], json!(2), "nothing was left queued: {pong}");
         Ok(())
     }
 
@@ -937,9 +950,31 @@ mod legacy {
         let mut h = start()?;
         h.client.initialize("2025-06-18", json!({})).await?;
         let list = h.client.request(1, "tools/list", json!({})).await?;
-        for member in ["resultType", "ttlMs", "cacheScope"] {
-            assert!(list["result"].get(member).is_none(), "{member} in {list}");
+        let result = list["result"]
+            .as_object()
+            .ok_or_else(|| format!("no result in {list}"))?;
+        // A tools/list result at 2025-06-18 holds its tools and at most a
+        // cursor and _meta; nothing of 2026-07-28 leaks in.
+        let mut members: Vec<&str> = result.keys().map(String::as_str).collect();
+        members.sort_unstable();
+        assert_eq!(members, ["tools"], "{list}");
+        let call = h
+            .client
+            .request(2, "tools/call", json!({ "name": "count" }))
+            .await?;
+        let result = call["result"]
+            .as_object()
+            .ok_or_else(|| format!("no result in {call}"))?;
+        for member in [
+            "resultType",
+            "ttlMs",
+            "cacheScope",
+            "inputRequests",
+            "requestState",
+        ] {
+            assert!(!result.contains_key(member), "{member} in {call}");
         }
+        assert!(result.contains_key("content"), "{call}");
         Ok(())
     }
 }
@@ -1084,7 +1119,12 @@ mod cancellation {
         assert_eq!(withdrawn["params"]["requestId"], asked["id"]);
         let failed = h.client.next().await?;
         assert_eq!(failed["id"], json!(1));
-        assert!(failed.get("error").is_some(), "{failed}");
+        assert_eq!(code(&failed), Some(-32603), "{failed}");
+        assert_eq!(
+            failed["error"]["message"],
+            json!("the client did not answer in time"),
+            "{failed}"
+        );
         Ok(())
     }
 
