@@ -1,30 +1,44 @@
 //! The per-revision codecs.
 //!
-//! The message model ([`crate`]) is shared by every revision; one module per
-//! revision (`v2024_11_05` … `v2026_07_28`) describes what that revision
-//! defines, as a [`RevisionCodec`], and [`for_version`] picks one. No code
-//! outside this module compares version strings.
+//! The message model ([`crate`]) is shared by every revision; [`methods`]
+//! holds every method of every revision as one table (introduced, removed,
+//! by sender and kind), a [`RevisionCodec`] reads it for one revision, and
+//! [`for_version`] picks one. No code outside this module compares version
+//! strings.
 
+pub mod methods;
 mod revision;
-pub mod v2024_11_05;
-pub mod v2025_03_26;
-pub mod v2025_06_18;
-pub mod v2025_11_25;
-pub mod v2026_07_28;
 
+pub use methods::{Kind, METHODS, MethodRow};
 pub use revision::{CACHEABLE_METHODS, ReadError, RevisionCodec, Sender};
 
 use protocol_droid_domain::ProtocolVersion;
+
+static V2024_11_05: RevisionCodec = RevisionCodec {
+    version: ProtocolVersion::V2024_11_05,
+};
+static V2025_03_26: RevisionCodec = RevisionCodec {
+    version: ProtocolVersion::V2025_03_26,
+};
+static V2025_06_18: RevisionCodec = RevisionCodec {
+    version: ProtocolVersion::V2025_06_18,
+};
+static V2025_11_25: RevisionCodec = RevisionCodec {
+    version: ProtocolVersion::V2025_11_25,
+};
+static V2026_07_28: RevisionCodec = RevisionCodec {
+    version: ProtocolVersion::V2026_07_28,
+};
 
 /// The codec of `version`.
 #[must_use]
 pub fn for_version(version: ProtocolVersion) -> &'static RevisionCodec {
     match version {
-        ProtocolVersion::V2024_11_05 => &v2024_11_05::CODEC,
-        ProtocolVersion::V2025_03_26 => &v2025_03_26::CODEC,
-        ProtocolVersion::V2025_06_18 => &v2025_06_18::CODEC,
-        ProtocolVersion::V2025_11_25 => &v2025_11_25::CODEC,
-        ProtocolVersion::V2026_07_28 => &v2026_07_28::CODEC,
+        ProtocolVersion::V2024_11_05 => &V2024_11_05,
+        ProtocolVersion::V2025_03_26 => &V2025_03_26,
+        ProtocolVersion::V2025_06_18 => &V2025_06_18,
+        ProtocolVersion::V2025_11_25 => &V2025_11_25,
+        ProtocolVersion::V2026_07_28 => &V2026_07_28,
     }
 }
 

@@ -1,17 +1,18 @@
 //! What one revision's wire looks like: its methods and its result rules.
 //!
 //! The revisions differ mostly by addition, so the typed message model in
-//! [`wire`](crate) is shared and each revision is described by data: a
-//! [`RevisionCodec`] lists the methods that revision defines in each direction
+//! [`wire`](crate) is shared and each revision is described by data: the
+//! methods it defines in each direction are rows of one table
+//! ([`super::methods`]), and a [`RevisionCodec`] reads them for its revision
 //! and says how a result is finished for it (a 2026-07-28 result carries
-//! `resultType` and cache hints; a legacy one must not depend on them). The
-//! per-revision modules beside this one each hold one such description.
+//! `resultType` and cache hints; a legacy one must not depend on them).
 
 use std::sync::OnceLock;
 
 use serde::Deserialize as _;
 use serde_json::{Map, Value};
 
+use super::methods::{Kind, METHODS};
 use crate::message::{ClientNotification, ClientRequest, ServerNotification, ServerRequest};
 use crate::meta::ResultMeta;
 
@@ -36,19 +37,12 @@ pub const CACHEABLE_METHODS: [&str; 6] = [
 /// The members only a 2026-07-28 result has.
 const MODERN_RESULT_MEMBERS: [&str; 3] = ["resultType", "ttlMs", "cacheScope"];
 
-/// One revision's wire, as data.
+/// One revision's wire: which methods it defines (read from the one
+/// [`METHODS`] table) and how a result is finished for it.
 #[derive(Debug)]
 pub struct RevisionCodec {
     /// The revision described.
     pub version: ProtocolVersion,
-    /// Requests a client may send.
-    pub client_requests: &'static [&'static str],
-    /// Notifications a client may send.
-    pub client_notifications: &'static [&'static str],
-    /// Requests a server may send.
-    pub server_requests: &'static [&'static str],
-    /// Notifications a server may send.
-    pub server_notifications: &'static [&'static str],
 }
 
 /// Why a codec did not read a message.
@@ -75,7 +69,7 @@ pub enum ReadError {
 }
 
 /// Which side sends a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Sender {
     /// The client.
     Client,
@@ -84,24 +78,35 @@ pub enum Sender {
 }
 
 impl RevisionCodec {
+    /// The methods of `kind` that `sender` may send at this revision, in
+    /// the table's order.
+    pub fn methods(&self, sender: Sender, kind: Kind) -> impl Iterator<Item = &'static str> + '_ {
+        METHODS
+            .iter()
+            .filter(move |row| row.sender == sender && row.kind == kind)
+            .filter(|row| row.defined_at(self.version))
+            .map(|row| row.method)
+    }
+
     /// Whether `sender` may send the request `method` at this revision.
     #[must_use]
     pub fn defines_request(&self, sender: Sender, method: &str) -> bool {
-        let table = match sender {
-            Sender::Client => self.client_requests,
-            Sender::Server => self.server_requests,
-        };
-        table.contains(&method)
+        self.defines(sender, Kind::Request, method)
     }
 
     /// Whether `sender` may send the notification `method` at this revision.
     #[must_use]
     pub fn defines_notification(&self, sender: Sender, method: &str) -> bool {
-        let table = match sender {
-            Sender::Client => self.client_notifications,
-            Sender::Server => self.server_notifications,
-        };
-        table.contains(&method)
+        self.defines(sender, Kind::Notification, method)
+    }
+
+    fn defines(&self, sender: Sender, kind: Kind, method: &str) -> bool {
+        METHODS.iter().any(|row| {
+            row.method == method
+                && row.sender == sender
+                && row.kind == kind
+                && row.defined_at(self.version)
+        })
     }
 
     /// Reads a request a client sent, if this revision defines its method.

@@ -113,7 +113,7 @@ impl Lowering<'_> {
         // Revisions before 2025-11-25 name no schema dialect, and their
         // clients usually assume draft-07: a schema using 2020-12 keywords
         // says so itself, which loses nothing.
-        if self.leg.version < crate::domain::ProtocolVersion::V2025_11_25 {
+        if !Feature::JsonSchema2020Default.exists_at(self.leg.version) {
             for member in ["inputSchema", "outputSchema"] {
                 if let Some(Value::Object(schema)) = tool.get_mut(member) {
                     if !schema.contains_key("$schema") && uses_2020_12(schema) {

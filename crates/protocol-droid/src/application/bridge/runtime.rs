@@ -32,7 +32,7 @@ use crate::application::server::request_state::KeyError;
 use crate::application::server::{Call, CallError, Primitive, Question, Server, ServerBuilder};
 use crate::domain::ir::{JsonObject, LowerError, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
-use crate::domain::{DegradePolicy, Era, Feature, Leg, ProtocolVersion, SessionId};
+use crate::domain::{Capability, DegradePolicy, Era, Feature, Leg, ProtocolVersion, SessionId};
 use crate::wire::ClientCapabilities;
 use crate::wire::tools::Tool;
 
@@ -1089,7 +1089,7 @@ impl Bridge {
         };
         caps.remove("tasks");
         caps.remove("extensions");
-        if version < ProtocolVersion::V2025_03_26 {
+        if !Capability::Completions.exists_at(version) {
             caps.remove("completions");
         }
         caps
@@ -1165,7 +1165,7 @@ fn upstream_params(
     params.remove("task");
     // A completion's context (2025-06-18) means nothing to an older server;
     // its completions are simply less precise without it.
-    if method == "completion/complete" && upstream < ProtocolVersion::V2025_06_18 {
+    if method == "completion/complete" && !Feature::CompletionContext.exists_at(upstream) {
         params.remove("context");
     }
     let mut meta = match params.remove("_meta") {

@@ -591,7 +591,7 @@ impl Server {
             json!({ "subscribe": true, "listChanged": true }),
         );
         caps.insert("logging".to_owned(), json!({}));
-        if registry.completer.is_some() && version >= ProtocolVersion::V2025_03_26 {
+        if registry.completer.is_some() && Capability::Completions.exists_at(version) {
             caps.insert("completions".to_owned(), json!({}));
         }
         caps
@@ -621,7 +621,9 @@ impl Server {
         ]
         .into_iter()
         .collect();
-        if self.registry().completer.is_some() && version >= ProtocolVersion::V2025_03_26 {
+        // `restricted_to` drops what `version` does not define, completions
+        // before 2025-03-26 among them.
+        if self.registry().completer.is_some() {
             set = set.with(Capability::Completions);
         }
         set.restricted_to(version)
