@@ -9,9 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 mod support;
 
-use support::{listening, raw_post};
-
-type TestError = Box<dyn std::error::Error>;
+use support::{TestError, listening, raw_post};
 
 fn droid(args: &[&str]) -> Result<Output, TestError> {
     Ok(Command::new(env!("CARGO_BIN_EXE_droid"))

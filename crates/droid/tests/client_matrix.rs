@@ -6,8 +6,6 @@
 // panics, which is what reading replies wants.
 #![allow(clippy::indexing_slicing)]
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -28,7 +26,9 @@ use protocol_droid::wire::{
 };
 use serde_json::{Map, Value, json};
 
-type TestError = Box<dyn std::error::Error + Send + Sync>;
+mod support;
+
+use support::{Running, TestError, listening};
 
 /// Answers every question the fixture asks, so each round can be checked.
 #[derive(Debug)]
@@ -117,45 +117,23 @@ fn stdio_target(extra: &[&str]) -> Result<Target, TestError> {
 
 /// `droid serve --listen 127.0.0.1:0`, stopped when dropped.
 struct HttpServer {
-    child: Child,
+    _running: Running,
     base: String,
 }
 
 impl HttpServer {
     fn start(extra: &[&str]) -> Result<Self, TestError> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let stderr = child.stderr.take().ok_or("no stderr")?;
-        let mut lines = BufReader::new(stderr).lines();
-        let base = loop {
-            let line = lines.next().ok_or("the server exited before listening")??;
-            if let Some(at) = line.find("listening on http://") {
-                let url = line[at + "listening on ".len()..]
-                    .split_whitespace()
-                    .next()
-                    .ok_or("no URL")?;
-                break url.trim_end_matches("/mcp").to_owned();
-            }
-        };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Ok(Self { child, base })
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let (running, address) = listening(&args, "http")?;
+        Ok(Self {
+            _running: running,
+            base: format!("http://{address}"),
+        })
     }
 
     fn url(&self, path: &str) -> Result<Target, TestError> {
         Ok(Target::url(&format!("{}{path}", self.base))?)
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

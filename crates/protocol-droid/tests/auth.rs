@@ -36,16 +36,10 @@ use rsa::pkcs1::EncodeRsaPrivateKey as _;
 use rsa::traits::PublicKeyParts as _;
 use serde_json::{Value, json};
 
-#[path = "support/pki.rs"]
 #[allow(dead_code)] // Each test binary uses its own part of it.
-mod pki;
+mod support;
 
-type TestError = Box<dyn std::error::Error + Send + Sync>;
-
-const PATIENCE: Duration = Duration::from_secs(10);
-const LEGACY: &str = "2025-11-25";
-const MODERN: &str = "2026-07-28";
-const BOTH: &str = "application/json, text/event-stream";
+use support::{BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, loopback, pki};
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
@@ -275,22 +269,16 @@ struct Protected {
 async fn protect(
     configure: impl FnOnce(&str) -> Result<ResourceServer, TestError>,
 ) -> Result<Protected, TestError> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr: SocketAddr = listener.local_addr()?;
-    let base = format!("http://{addr}");
+    let (listener, base) = loopback().await?;
     let options = HttpOptions {
         auth: Some(configure(&format!("{base}/mcp"))?),
         ..HttpOptions::default()
     };
-    let http = HttpServer::new(mcp_server()?, options);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(http.serve(listener, async {
-        let _ = stopped.await;
-    }));
+    let serving = Serving::on(listener, base, HttpServer::new(mcp_server()?, options))?;
     Ok(Protected {
-        base,
-        client: reqwest::Client::builder().timeout(PATIENCE).build()?,
-        _stop: stop,
+        base: serving.base,
+        client: serving.client,
+        _stop: serving.stop,
     })
 }
 

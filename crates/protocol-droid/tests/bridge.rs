@@ -39,7 +39,10 @@ use protocol_droid::wire::{
 };
 use serde_json::{Value, json};
 
-type TestError = Box<dyn std::error::Error + Send + Sync>;
+#[allow(dead_code)] // Each test binary uses its own part of it.
+mod support;
+
+use support::{TestError, loopback};
 
 /// A guard against a test that would otherwise hang; not a measurement.
 const GUARD: Duration = Duration::from_secs(60);
@@ -283,12 +286,11 @@ fn upstream_answer<'a>(
 
 /// Serves `server` on a loopback port; the URL of its endpoint.
 async fn serve(server: Server) -> Result<String, TestError> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
+    let (listener, base) = loopback().await?;
     tokio::spawn(
         HttpServer::new(server, HttpOptions::default()).serve(listener, std::future::pending()),
     );
-    Ok(format!("http://{addr}/mcp"))
+    Ok(format!("{base}/mcp"))
 }
 
 /// The client's side of the questions: records what it was asked.

@@ -24,7 +24,10 @@ use protocol_droid::domain::jsonrpc::ErrorObject;
 use protocol_droid::wire::{ListRootsResult, RootsCapability};
 use serde_json::{Map, Value};
 
-type TestError = Box<dyn std::error::Error + Send + Sync>;
+#[allow(dead_code)] // Each test binary uses its own part of it.
+mod support;
+
+use support::TestError;
 
 /// A guard against a test that would otherwise hang forever; not a
 /// measurement.

@@ -7,24 +7,17 @@
 // panics, which is what reading replies wants.
 #![allow(clippy::indexing_slicing)]
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::application::server::{Call, Server, ToolSpec};
 use protocol_droid::domain::ir::ToolResult;
-use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-#[path = "support/pki.rs"]
 #[allow(dead_code)] // Each test binary uses its own part of it.
-mod pki;
+mod support;
 
-type TestError = Box<dyn std::error::Error + Send + Sync>;
-
-const PATIENCE: Duration = Duration::from_secs(10);
-const LEGACY: &str = "2025-11-25";
-const MODERN: &str = "2026-07-28";
+use support::{BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, add_ask_tool, headers};
 
 /// Counts the slow tool's completions: a cancelled call never completes.
 static FINISHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -55,23 +48,7 @@ fn server() -> Result<Server, TestError> {
             ))
         },
     );
-    server.add_tool(
-        ToolSpec::new("ask", "Asks the user a question."),
-        |call: Call| async move {
-            let answer = call
-                .elicit(
-                    "who",
-                    json!({ "message": "Who?", "requestedSchema": {
-                "type": "object", "properties": { "name": { "type": "string" } } } }),
-                )
-                .await?;
-            let name = answer["content"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            Ok(ToolResult::text(format!("hello {name}")))
-        },
-    );
+    add_ask_tool(&server, "Who?");
     server.add_tool(
         ToolSpec::new("progress", "Reports progress."),
         |call: Call| async move {
@@ -99,19 +76,18 @@ struct Running {
 }
 
 async fn start_with(options: HttpOptions) -> Result<Running, TestError> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr: SocketAddr = listener.local_addr()?;
     let server = server()?;
-    let http = HttpServer::new(server.clone(), options);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(http.clone().serve(listener, async {
-        let _ = stopped.await;
-    }));
+    let Serving {
+        http,
+        base,
+        client,
+        stop,
+    } = Serving::start(server.clone(), options).await?;
     Ok(Running {
         http,
         server,
-        base: format!("http://{addr}"),
-        client: reqwest::Client::builder().timeout(PATIENCE).build()?,
+        base,
+        client,
         _stop: stop,
     })
 }
@@ -119,16 +95,6 @@ async fn start_with(options: HttpOptions) -> Result<Running, TestError> {
 async fn start() -> Result<Running, TestError> {
     start_with(HttpOptions::default()).await
 }
-
-fn headers(pairs: &[(&'static str, &str)]) -> Result<HeaderMap, TestError> {
-    let mut map = HeaderMap::new();
-    for (name, value) in pairs {
-        map.insert(*name, HeaderValue::from_str(value)?);
-    }
-    Ok(map)
-}
-
-const BOTH: &str = "application/json, text/event-stream";
 
 impl Running {
     async fn post(
@@ -971,7 +937,7 @@ mod sse_2024 {
 /// test, and the library's client checks it against the roots it is given.
 mod tls {
     use super::*;
-    use crate::pki::{Authority, Leaf, Validity};
+    use crate::support::pki::{Authority, Leaf, Validity};
     use protocol_droid::adapters::primary::http::ServerTls;
     use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
     use protocol_droid::adapters::secondary::http::HttpOptions as ClientHttp;

@@ -26,7 +26,10 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use url::Url;
 
-type TestError = Box<dyn std::error::Error + Send + Sync>;
+#[allow(dead_code)] // Each test binary uses its own part of it.
+mod support;
+
+use support::TestError;
 type TestResult = Result<(), TestError>;
 
 const REDIRECT_URI: &str = "http://localhost:1/callback";

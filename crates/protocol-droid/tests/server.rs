@@ -28,11 +28,10 @@ use tokio::io::{
 };
 use tokio::sync::Notify;
 
-type TestError = Box<dyn std::error::Error + Send + Sync>;
+#[allow(dead_code)] // Each test binary uses its own part of it.
+mod support;
 
-const PATIENCE: Duration = Duration::from_secs(10);
-
-const MODERN: &str = "2026-07-28";
+use support::{MODERN, PATIENCE, TestError, add_ask_tool};
 
 /// A test server: a few tools whose behaviour the tests observe.
 fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestError> {
@@ -82,23 +81,7 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
             Ok(ToolResult::text("released"))
         }
     });
-    server.add_tool(
-        ToolSpec::new("ask", "Asks the user a question."),
-        |call: Call| async move {
-            let answer = call
-                .elicit(
-                    "who",
-                    json!({ "message": "Who are you?", "requestedSchema": {
-                "type": "object", "properties": { "name": { "type": "string" } } } }),
-                )
-                .await?;
-            let name = answer["content"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            Ok(ToolResult::text(format!("hello {name}")))
-        },
-    );
+    add_ask_tool(&server, "Who are you?");
     server.add_tool(
         ToolSpec::new("stateful", "Keeps state across rounds."),
         |call: Call| async move {
