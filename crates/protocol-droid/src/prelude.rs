@@ -17,6 +17,7 @@ pub use schemars::JsonSchema;
 pub use crate::adapters::primary::http::{HttpOptions, HttpServer};
 pub use crate::adapters::primary::stdio::{StdioOptions, serve_process};
 pub use crate::application::server::{
-    Call, CallError, Elicited, Server, ServerBuilder, Structured, ToolOutput, ToolSpec,
+    Call, CallError, Elicited, PromptOutput, PromptSpec, ResourceSpec, Server, ServerBuilder,
+    Structured, ToolOutput, ToolSpec,
 };
 pub use crate::domain::ir::{ContentBlock, ToolResult};

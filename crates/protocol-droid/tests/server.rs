@@ -2093,4 +2093,71 @@ mod typed_tools {
         );
         Ok(())
     }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Review {
+        /// The code to review.
+        code: String,
+        /// What to look for.
+        focus: Option<String>,
+    }
+
+    #[tokio::test]
+    async fn a_text_resource_and_a_typed_prompt_are_as_short_as_a_tool() -> Result<(), TestError> {
+        use protocol_droid::prelude::{PromptSpec, ResourceSpec};
+
+        let server = Server::builder("typed", "1.0.0").build()?;
+        let readme = ResourceSpec::new("notes://readme", "readme").mime_type("text/markdown");
+        server.add_text_resource(readme, |_call| async { Ok("# Notes".to_owned()) });
+        server.add_typed_prompt(
+            PromptSpec::new("review", "Reviews code"),
+            |Review { code, focus }, _call| async move {
+                Ok(format!("Review {code} for {}", focus.unwrap_or_default()))
+            },
+        );
+        let mut client = connect(&server, StdioOptions::default());
+        client.initialize("2025-06-18", json!({})).await?;
+
+        let read = client
+            .request(1, "resources/read", json!({ "uri": "notes://readme" }))
+            .await?;
+        assert_eq!(
+            read["result"]["contents"],
+            json!([{ "uri": "notes://readme", "mimeType": "text/markdown", "text": "# Notes" }]),
+            "{read}"
+        );
+
+        let listed = client.request(2, "prompts/list", json!({})).await?;
+        assert_eq!(
+            listed["result"]["prompts"][0]["arguments"],
+            json!([
+                { "name": "code", "description": "The code to review.", "required": true },
+                { "name": "focus", "description": "What to look for.", "required": false },
+            ]),
+            "{listed}"
+        );
+
+        let got = client
+            .request(
+                3,
+                "prompts/get",
+                json!({ "name": "review", "arguments": { "code": "x = 1", "focus": "style" } }),
+            )
+            .await?;
+        assert_eq!(
+            got["result"]["messages"],
+            json!([{ "role": "user", "content": { "type": "text", "text": "Review x = 1 for style" } }]),
+            "{got}"
+        );
+
+        let missing = client
+            .request(
+                4,
+                "prompts/get",
+                json!({ "name": "review", "arguments": {} }),
+            )
+            .await?;
+        assert_eq!(code(&missing), Some(-32602), "{missing}");
+        Ok(())
+    }
 }

@@ -16,6 +16,7 @@ use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
+use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
 use super::typed::ToolOutput;
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId};
@@ -412,6 +413,87 @@ impl Server {
                     Err(refused) => return Ok(ToolResult::text(refused).as_error()),
                 };
                 f(args, call).await?.into_tool_result()
+            }
+        });
+    }
+
+    /// Registers a resource whose contents are text, replacing one at the
+    /// same URI: `f` answers the text, and the contents carry the
+    /// resource's URI and media type.
+    ///
+    /// ```
+    /// use protocol_droid::prelude::*;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = Server::builder("notes", "1.0.0").build()?;
+    /// let readme = ResourceSpec::new("notes://readme", "readme").mime_type("text/markdown");
+    /// server.add_text_resource(readme, |_call| async { Ok("# Notes".to_owned()) });
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn add_text_resource<F, Fut>(&self, spec: ResourceSpec, f: F)
+    where
+        F: Fn(Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, CallError>> + Send + 'static,
+    {
+        let (resource, scope) = spec.into_parts();
+        let uri = resource.uri.clone();
+        let mime_type = resource.mime_type.clone();
+        let f = Arc::new(f);
+        self.add_resource(resource, scope, move |call: Call| {
+            let f = Arc::clone(&f);
+            let uri = uri.clone();
+            let mime_type = mime_type.clone();
+            async move {
+                let text = f(call).await?;
+                Ok(vec![ResourceContents::Text {
+                    uri,
+                    mime_type,
+                    text,
+                    meta: None,
+                    extra: JsonObject::new(),
+                }])
+            }
+        });
+    }
+
+    /// Registers a prompt whose arguments are `A`, replacing one of the same
+    /// name: its arguments are `A`'s fields (see [`PromptSpec::arguments`]),
+    /// and they are read into `A` before `f` runs; a `prompts/get` whose
+    /// arguments do not fit is refused with `-32602`.
+    ///
+    /// ```
+    /// use protocol_droid::prelude::*;
+    ///
+    /// #[derive(serde::Deserialize, JsonSchema)]
+    /// #[schemars(crate = "protocol_droid::schemars")]
+    /// struct Review {
+    ///     /// The code to review.
+    ///     code: String,
+    /// }
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = Server::builder("reviewer", "1.0.0").build()?;
+    /// server.add_typed_prompt(PromptSpec::new("review", "Reviews code"), |Review { code }, _| {
+    ///     async move { Ok(format!("Please review:\n{code}")) }
+    /// });
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn add_typed_prompt<A, R, F, Fut>(&self, spec: PromptSpec, f: F)
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: PromptOutput,
+        F: Fn(A, Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, CallError>> + Send + 'static,
+    {
+        let (prompt, scope) = spec.arguments::<A>().into_parts();
+        let f = Arc::new(f);
+        self.add_prompt(prompt, scope, move |call: Call| {
+            let f = Arc::clone(&f);
+            async move {
+                let args = call.typed_args::<A>().map_err(CallError::invalid_params)?;
+                Ok(f(args, call).await?.into_prompt_result())
             }
         });
     }

@@ -6,8 +6,10 @@
 //! modules behind it, one concept each:
 //!
 //! - `host`: the [`Server`] itself: identity, registry and change feed.
-//! - `registry` and `typed`: what a server offers, and typed tools, typed
-//!   output ([`Structured`]) and typed questions ([`Elicited`]).
+//! - `registry`, `specs` and `typed`: what a server offers, the builders of
+//!   resource and prompt definitions ([`ResourceSpec`], [`PromptSpec`]),
+//!   and typed tools, typed output ([`Structured`]) and typed questions
+//!   ([`Elicited`]).
 //! - `call`: what a handler receives ([`Call`]), and the one "ask the
 //!   client" step that works in both eras.
 //! - `context`: who a handler is serving ([`PeerSession`],
@@ -35,6 +37,7 @@ pub(crate) mod registry;
 pub(crate) mod reply;
 pub(crate) mod request_state;
 pub(crate) mod scopes;
+pub(crate) mod specs;
 pub(crate) mod typed;
 
 pub use auth::{TokenError, TokenValidator};
@@ -56,4 +59,5 @@ pub use request_state::{
     SealError, StateBinding, StateError, StateKey, StateSealer,
 };
 pub use scopes::{Primitive, ScopeRules};
+pub use specs::{PromptOutput, PromptSpec, ResourceSpec};
 pub use typed::{Elicited, Structured, ToolOutput};
