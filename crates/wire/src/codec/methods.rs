@@ -15,7 +15,16 @@
 use protocol_droid_domain::ProtocolVersion;
 use protocol_droid_domain::ProtocolVersion::{V2024_11_05, V2025_06_18, V2025_11_25, V2026_07_28};
 
-use super::revision::Sender::{self, Client, Server};
+/// Which side sends a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sender {
+    /// The client.
+    Client,
+    /// The server.
+    Server,
+}
+
+use Sender::{Client, Server};
 
 /// Whether a method expects an answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

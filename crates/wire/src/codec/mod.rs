@@ -9,8 +9,8 @@
 pub mod methods;
 mod revision;
 
-pub use methods::{Kind, METHODS, MethodRow};
-pub use revision::{CACHEABLE_METHODS, ReadError, RevisionCodec, Sender};
+pub use methods::{Kind, METHODS, MethodRow, Sender};
+pub use revision::{CACHEABLE_METHODS, ReadError, RevisionCodec};
 
 use protocol_droid_domain::ProtocolVersion;
 

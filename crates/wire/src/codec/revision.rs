@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use serde::Deserialize as _;
 use serde_json::{Map, Value};
 
-use super::methods::{Kind, METHODS};
+use super::methods::{Kind, METHODS, Sender};
 use crate::message::{ClientNotification, ClientRequest, ServerNotification, ServerRequest};
 use crate::meta::ResultMeta;
 
@@ -66,15 +66,6 @@ pub enum ReadError {
         /// What did not fit.
         source: serde_json::Error,
     },
-}
-
-/// Which side sends a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Sender {
-    /// The client.
-    Client,
-    /// The server.
-    Server,
 }
 
 impl RevisionCodec {

@@ -11,18 +11,31 @@
 //! - `lower`: the same decision for everything else a reply carries
 //!   (definitions, prompt messages, resource contents) and for the
 //!   questions a server asks the client.
-//! - `upstream`: the connections to the server, one per legacy session, and
-//!   where the server's own requests and notifications go.
-//! - `exchange`: one request carried across input rounds, including the
-//!   multi round-trip synthesis in front of a legacy server.
-//! - [`Bridge`]: the [`Forward`](crate::application::server::Forward) a
+//! - `upstream`: one connection to the server, which connection a request
+//!   goes through, and where the server's own requests and notifications
+//!   go; `pool`: the connections held, leased, bounded and reaped.
+//! - `call`: one request carried upstream and its answer brought back;
+//!   `exchange`: the input rounds of such a call, including the multi
+//!   round-trip synthesis in front of a legacy server.
+//! - `watch`: resource subscriptions shared across downstream sessions.
+//! - `tools`: what the bridge remembers of the upstream's tools.
+//! - `reports`: translating a reply and keeping the report of each
+//!   downgrade.
+//! - [`Bridge`] (`runtime`): construction and what it answers about itself;
+//!   `forwarding`: the [`Forward`](crate::application::server::Forward) its
 //!   server serves through.
 
+mod call;
 mod content;
 mod exchange;
+mod forwarding;
 mod lower;
+mod pool;
+mod reports;
 mod runtime;
+mod tools;
 mod upstream;
+mod watch;
 
 pub use content::{Translated, translate};
 pub use exchange::{MAX_PARKED, MAX_PARKED_PER_CALLER};

@@ -26,8 +26,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::application::client::{Client, ClientHandler, Notice};
 use crate::application::server::Server;
-use crate::domain::LoggingLevel;
+use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::domain::{LoggingLevel, SessionId};
 use crate::wire::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ListRootsResult,
@@ -467,4 +468,39 @@ fn invalid_answer(error: impl std::fmt::Display) -> ErrorObject {
 /// panic elsewhere could have broken half-way.
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Which connection a request goes through.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(super) enum Affinity {
+    /// The one connection to a stateless upstream.
+    Shared,
+    /// A legacy downstream session's own.
+    Session(SessionId),
+    /// A stateless caller's own, by principal (`None`: anonymous) and by
+    /// the capabilities its requests declare: a legacy server hears them
+    /// once, at the handshake, so each set gets its own connections.
+    Caller(Option<String>, String),
+}
+
+/// Everything a bridge can ask a client for on an upstream's behalf.
+pub(super) fn full_capabilities() -> ClientCapabilities {
+    serde_json::from_value(json!({
+        "roots": { "listChanged": false },
+        "sampling": {},
+        "elicitation": { "form": {}, "url": {} },
+    }))
+    .unwrap_or_default()
+}
+
+/// What a legacy client declared, as the upstream is to hear it.
+pub(super) fn legacy_capabilities(declared: &JsonObject) -> ClientCapabilities {
+    let mut declared = declared.clone();
+    declared.remove("tasks");
+    serde_json::from_value(Value::Object(declared)).unwrap_or_default()
+}
+
+/// A stable key for a capability set.
+pub(super) fn capabilities_key(capabilities: &ClientCapabilities) -> String {
+    serde_json::to_string(capabilities).unwrap_or_default()
 }

@@ -1,0 +1,327 @@
+//! Carrying one request upstream: the params as the upstream's revision
+//! wants them, the call driven across input rounds and tasks, what the
+//! upstream relays on the way, and its errors as the client reads them.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::exchange::{Owner, Rounds, Start, parked_handle, progress_to};
+use super::lower::refusal;
+use super::runtime::Bridge;
+use super::upstream::{Lease, RELAY_BACKLOG, Relay, Upstream, lock};
+use crate::application::client::{ClientError, RequestOptions};
+use crate::application::server::context::LOG_LEVEL_META;
+use crate::application::server::dispatch::{
+    CLIENT_CAPABILITIES_META, CLIENT_INFO_META, PROTOCOL_VERSION_META,
+};
+use crate::application::server::{Call, CallError, Question};
+use crate::domain::ir::{JsonObject, TranslationReport};
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::domain::{Era, Feature, Leg, ProtocolVersion};
+
+/// The `_meta` keys of a request the bridge speaks for itself upstream: the
+/// 2026-07-28 envelope, and the progress token (the bridge's own client
+/// mints one per upstream request).
+pub(super) const REQUEST_META_KEYS: [&str; 5] = [
+    PROTOCOL_VERSION_META,
+    CLIENT_CAPABILITIES_META,
+    CLIENT_INFO_META,
+    LOG_LEVEL_META,
+    "progressToken",
+];
+
+/// Sends a relayed notification on `call`'s stream.
+pub(super) fn emit(call: &Call, relayed: Relay) {
+    match relayed {
+        Relay::Progress {
+            progress,
+            total,
+            message,
+        } => call.progress(progress, total, message.as_deref()),
+        Relay::Log { level, data } => call.log(level, data),
+    }
+}
+
+/// The params to send upstream: the client's own, without what the bridge
+/// says for itself (the 2026-07-28 `_meta` keys, the input round members),
+/// and, toward a 2026-07-28 server, with the client's capabilities, identity
+/// and log level in `_meta`.
+pub(super) fn upstream_params(
+    method: &str,
+    mut params: JsonObject,
+    call: &Call,
+    upstream: ProtocolVersion,
+) -> JsonObject {
+    let era = upstream.era();
+    params.remove("inputResponses");
+    params.remove("requestState");
+    // The bridge offers no tasks; a task asked for anyway is not passed on.
+    params.remove("task");
+    // A completion's context (2025-06-18) means nothing to an older server;
+    // its completions are simply less precise without it.
+    if method == "completion/complete" && !Feature::CompletionContext.exists_at(upstream) {
+        params.remove("context");
+    }
+    let mut meta = match params.remove("_meta") {
+        Some(Value::Object(meta)) => meta,
+        _ => JsonObject::new(),
+    };
+    for key in REQUEST_META_KEYS {
+        meta.remove(key);
+    }
+    if era == Era::Modern {
+        let mut caps = JsonObject::clone(&call.ctx.client_capabilities);
+        // Legacy-only members have no 2026-07-28 meaning.
+        if let Some(Value::Object(roots)) = caps.get_mut("roots") {
+            roots.remove("listChanged");
+        }
+        caps.remove("tasks");
+        meta.insert(CLIENT_CAPABILITIES_META.to_owned(), Value::Object(caps));
+        if let Some(info) = &call.ctx.client_info {
+            meta.insert(
+                CLIENT_INFO_META.to_owned(),
+                Value::Object(JsonObject::clone(info)),
+            );
+        }
+        if let Some(level) = call.ctx.log_level {
+            meta.insert(LOG_LEVEL_META.to_owned(), json!(level));
+        }
+    }
+    if !meta.is_empty() {
+        params.insert("_meta".to_owned(), Value::Object(meta));
+    }
+    params
+}
+
+/// The key the state of a URL round travels under.
+pub(super) const URL_ASKED: &str = "urlAsked";
+
+/// A 2025-11-25 server's `-32042` (URL elicitation required), for a
+/// 2026-07-28 client: an input round asking the URLs, whose retry sends the
+/// request upstream again. A retry the server still refuses gets the
+/// server's error.
+pub(super) async fn url_round(call: &Call, error: ErrorObject) -> CallError {
+    let retried = call.state().is_some_and(|s| s.get(URL_ASKED).is_some());
+    let elicitations = error
+        .data
+        .as_ref()
+        .and_then(|d| d.get("elicitations"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if retried || elicitations.is_empty() {
+        return CallError::Protocol(error);
+    }
+    let questions = elicitations
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut params)| {
+            // The id is the upstream's bookkeeping; 2026-07-28 has none.
+            if let Value::Object(params) = &mut params {
+                params.remove("elicitationId");
+            }
+            Question::Elicit {
+                key: format!("url{i}"),
+                params,
+            }
+        })
+        .collect();
+    call.keep_state(json!({ URL_ASKED: true }));
+    match call.ask_all(questions).await {
+        Err(round @ CallError::InputRequired(_)) => round,
+        Err(other) => other,
+        // Answers already in hand mean this is the retry; the server's
+        // error stands.
+        Ok(_) => CallError::Protocol(error),
+    }
+}
+
+/// An upstream failure as the client is to read it.
+pub(super) fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
+    match error {
+        ClientError::Server(mut object) => {
+            // A missing resource is `-32602` from 2026-07-28 on.
+            if object.code == ErrorCode::RESOURCE_NOT_FOUND
+                && !leg.profile.allows(Feature::LegacyResourceNotFound)
+            {
+                object.code = ErrorCode::INVALID_PARAMS;
+            }
+            CallError::Protocol(object)
+        }
+        // The detail names the upstream (its URL, its command): logged,
+        // not told to the client.
+        ClientError::Timeout { method, millis } => {
+            tracing::warn!(target: "droid::bridge", method, millis, "the upstream did not answer in time");
+            CallError::internal(format!(
+                "the upstream gave no answer to {method} within {millis} ms; the request was cancelled"
+            ))
+        }
+        other => {
+            tracing::warn!(target: "droid::bridge", error = %other, "the upstream failed");
+            CallError::internal("the upstream failed; the bridge's log says why")
+        }
+    }
+}
+
+impl Bridge {
+    pub(super) async fn forward_call(
+        &self,
+        method: &str,
+        params: JsonObject,
+        call: Call,
+    ) -> Result<Value, CallError> {
+        let version = self.inner.upstream.version;
+        // A retry of a round parked in front of a legacy server continues
+        // on the connection its request is open on.
+        let owner = Owner::of(&call, method, &params);
+        let parked = match parked_handle(call.state().as_ref()) {
+            Some(handle) if version.era() == Era::Legacy => Some(
+                lock(&self.inner.parking)
+                    .take(&handle, &owner)
+                    .ok_or_else(|| {
+                        CallError::invalid_params(
+                            "the request this retry continues is no longer waiting (it expired or \
+                         was already answered); send it again without requestState",
+                        )
+                    })?,
+            ),
+            _ => None,
+        };
+        let lease = match parked {
+            Some(_) => None,
+            None => Some(self.lease_for(&call).await?),
+        };
+        let leg = Leg::new(call.peer.negotiated(), call.peer.profile());
+        let params = upstream_params(method, params, &call, version);
+        if let Some(lease) = lease.as_ref().filter(|_| version.era() == Era::Legacy) {
+            self.settle_level(&lease.upstream, &call).await;
+        }
+        let as_task = match lease.as_ref() {
+            Some(lease) if method == "tools/call" => self.runs_as_task(lease, &params).await,
+            _ => false,
+        };
+        let (relay, mut relayed) = tokio::sync::mpsc::channel(RELAY_BACKLOG);
+        let relay = Arc::new(Mutex::new(relay));
+        let mut options = RequestOptions {
+            timeout: Some(self.inner.options.request_timeout),
+            ..RequestOptions::default()
+        };
+        if call.ctx.progress_token().is_some() {
+            // Pointed at the relay by the round loop, which knows which
+            // task serves the request now.
+            options.on_progress = Some(progress_to(Arc::clone(&relay)));
+        }
+        let mut report = TranslationReport::new(leg.version);
+        let outcome = {
+            let mut rounds = Rounds {
+                parking: &self.inner.parking,
+                leg: &leg,
+                policy: self.inner.options.policy,
+                report: &mut report,
+                max_rounds: self.inner.options.max_rounds,
+                park_for: self.inner.options.park_for,
+                options,
+                relay,
+                owner,
+                as_task,
+            };
+            let work = async {
+                match (parked, lease) {
+                    (Some(flight), _) => {
+                        rounds
+                            .legacy(&call, method, params, Start::Parked(flight))
+                            .await
+                    }
+                    (None, Some(lease)) if version.era() == Era::Modern => {
+                        rounds.modern(&call, method, params, &lease).await
+                    }
+                    (None, Some(lease)) => {
+                        rounds
+                            .legacy(&call, method, params, Start::New(lease))
+                            .await
+                    }
+                    (None, None) => Err(CallError::internal("no upstream connection")),
+                }
+            };
+            tokio::pin!(work);
+            // Notifications are sent from this task, the request's own, in
+            // the order they came, and all of them before the answer.
+            let outcome = loop {
+                tokio::select! {
+                    biased;
+                    Some(relayed) = relayed.recv() => emit(&call, relayed),
+                    outcome = &mut work => break outcome,
+                }
+            };
+            while let Ok(late) = relayed.try_recv() {
+                emit(&call, late);
+            }
+            outcome
+        };
+        let result = match outcome? {
+            Ok(result) => result,
+            Err(ClientError::Server(error))
+                if error.code == ErrorCode::URL_ELICITATION_REQUIRED
+                    && leg.version.era() == Era::Modern =>
+            {
+                return Err(url_round(&call, error).await);
+            }
+            Err(error) => return Err(upstream_error(error, &leg)),
+        };
+        let mut value = self
+            .translate(method, result, version, &leg, &mut report)
+            .inspect_err(|e| {
+                tracing::warn!(target: "droid::bridge", method, error = %e, "translation refused");
+            })
+            .map_err(|e| refusal(&e))?;
+        if !report.is_empty() {
+            self.record(method, &report, &mut value);
+        }
+        Ok(value)
+    }
+
+    /// Whether the tool `params` call only runs as a task upstream: a tool
+    /// list of the upstream says so, listed when none is known yet.
+    pub(super) async fn runs_as_task(&self, lease: &Lease, params: &JsonObject) -> bool {
+        let offers_tasks = lease.upstream.client.server().is_some_and(|s| {
+            s.version == ProtocolVersion::V2025_11_25 && s.capabilities.tasks.is_some()
+        });
+        if !offers_tasks {
+            return false;
+        }
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return false;
+        };
+        if lock(&self.inner.task_tools).is_none() {
+            self.learn_tools().await;
+        }
+        lock(&self.inner.task_tools)
+            .as_ref()
+            .is_some_and(|tools| tools.contains(name))
+    }
+
+    /// Sets a legacy upstream's session log level to what the request
+    /// asked for, when it differs from what was last set.
+    pub(super) async fn settle_level(&self, upstream: &Upstream, call: &Call) {
+        let Some(level) = call.ctx.log_level else {
+            return;
+        };
+        if upstream
+            .client
+            .server()
+            .is_none_or(|s| s.capabilities.logging.is_none())
+        {
+            return;
+        }
+        if *lock(&upstream.handler.level) == Some(level) {
+            return;
+        }
+        match upstream.client.set_logging_level(level).await {
+            Ok(()) => *lock(&upstream.handler.level) = Some(level),
+            Err(error) => {
+                tracing::debug!(target: "droid::bridge", %error, "the upstream refused the log level");
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The bridge's upstream connections: one per legacy downstream session,
+//! one shared with a stateless upstream, exclusively leased ones for the
+//! stateless callers of a legacy upstream, bounded and reaped when idle.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::runtime::Bridge;
+use super::upstream::{
+    Affinity, Lease, Upstream, UpstreamHandler, capabilities_key, full_capabilities,
+    legacy_capabilities, lock,
+};
+use crate::application::server::{Call, CallError};
+use crate::domain::Era;
+use crate::wire::ClientCapabilities;
+
+impl Bridge {
+    /// Closes idle connections and expired parked requests every so often,
+    /// for as long as the bridge lives.
+    pub(super) fn spawn_reaper(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let every =
+            (self.inner.options.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let now = Instant::now();
+                lock(&inner.parking).expire(now);
+                let mut idle: Vec<Arc<Upstream>> = Vec::new();
+                {
+                    let mut upstreams = lock(&inner.upstreams);
+                    for (affinity, pool) in upstreams.iter_mut() {
+                        if *affinity == Affinity::Shared {
+                            continue;
+                        }
+                        pool.retain(|u| {
+                            let retired = u.retired.load(std::sync::atomic::Ordering::Acquire);
+                            let stale = u.is_idle()
+                                && (retired
+                                    || now.duration_since(*lock(&u.last_used))
+                                        > inner.options.idle);
+                            if stale {
+                                idle.push(Arc::clone(u));
+                            }
+                            !stale
+                        });
+                    }
+                    upstreams.retain(|_, pool| !pool.is_empty());
+                }
+                for upstream in idle {
+                    upstream.client.close().await;
+                }
+            }
+        });
+    }
+
+    /// Which connections `call` may use.
+    pub(super) fn affinity(&self, call: &Call) -> Affinity {
+        if self.inner.upstream.version.era() == Era::Modern {
+            Affinity::Shared
+        } else if call.peer.negotiated().era() == Era::Legacy {
+            Affinity::Session(call.session())
+        } else {
+            let declared = legacy_capabilities(&call.ctx.client_capabilities);
+            Affinity::Caller(call.caller().principal_key(), capabilities_key(&declared))
+        }
+    }
+
+    /// A connection for `call`: the affinity's one, or, for a stateless
+    /// caller of a legacy upstream, one leased to this request alone, opened
+    /// when none is free.
+    pub(super) async fn lease_for(&self, call: &Call) -> Result<Lease, CallError> {
+        let affinity = self.affinity(call);
+        // A legacy session's connection declares what that client declared;
+        // any other declares everything the bridge can ask a client for.
+        let capabilities = match &affinity {
+            Affinity::Session(_) | Affinity::Caller(..) => {
+                legacy_capabilities(&call.ctx.client_capabilities)
+            }
+            Affinity::Shared => full_capabilities(),
+        };
+        self.lease(affinity, capabilities).await
+    }
+
+    /// A connection of `affinity`, opened declaring `capabilities` when none
+    /// is free.
+    pub(super) async fn lease(
+        &self,
+        affinity: Affinity,
+        capabilities: ClientCapabilities,
+    ) -> Result<Lease, CallError> {
+        let exclusive = matches!(affinity, Affinity::Caller(..));
+        if let Some(found) = self.free(&affinity, exclusive)? {
+            return Ok(found);
+        }
+        let _one = self.inner.opening.lock().await;
+        if lock(&self.inner.ended).is_some() {
+            return Err(CallError::internal(
+                "the upstream connection ended, and the bridge does not restart it",
+            ));
+        }
+        if let Some(found) = self.free(&affinity, exclusive)? {
+            return Ok(found);
+        }
+        if self.connections() >= self.inner.options.max_upstreams && !self.evict_one() {
+            return Err(CallError::internal(
+                "the bridge has as many upstream connections open as it may; try again later",
+            ));
+        }
+        if let Affinity::Caller(principal, _) = &affinity {
+            let held: usize = lock(&self.inner.upstreams)
+                .iter()
+                .filter(|(a, _)| matches!(a, Affinity::Caller(p, _) if p == principal))
+                .map(|(_, pool)| pool.len())
+                .sum();
+            if held >= self.inner.options.max_upstreams_per_caller {
+                return Err(CallError::internal(
+                    "this caller holds as many upstream connections as it may; try again later",
+                ));
+            }
+        }
+        let one_client = matches!(affinity, Affinity::Session(_));
+        let server = lock(&self.inner.server).clone();
+        let handler = Arc::new(UpstreamHandler::new(capabilities, server, one_client));
+        handler.on_tools_changed(self.relist_hook());
+        let client = (self.inner.connector)(handler.clone()).await.map_err(|e| {
+            tracing::warn!(target: "droid::bridge", error = %e, "the upstream could not be reached");
+            CallError::internal("the upstream could not be reached; the bridge's log says why")
+        })?;
+        let upstream = Arc::new(Upstream::new(client, handler));
+        let lease = if exclusive {
+            upstream
+                .try_lease()
+                .ok_or_else(|| CallError::internal("a new connection was taken"))?
+        } else {
+            upstream.share()
+        };
+        lock(&self.inner.upstreams)
+            .entry(affinity)
+            .or_default()
+            .push(upstream);
+        Ok(lease)
+    }
+
+    /// Closes the least recently used connection no request uses (a retired
+    /// one first), to make room; false when every connection is in use.
+    pub(super) fn evict_one(&self) -> bool {
+        let victim = {
+            let mut upstreams = lock(&self.inner.upstreams);
+            let found = upstreams
+                .iter()
+                .filter(|(affinity, _)| **affinity != Affinity::Shared)
+                .flat_map(|(affinity, pool)| pool.iter().map(move |u| (affinity.clone(), u)))
+                .filter(|(_, u)| u.is_idle())
+                .min_by_key(|(_, u)| {
+                    let retired = u.retired.load(std::sync::atomic::Ordering::Acquire);
+                    (!retired, *lock(&u.last_used))
+                })
+                .map(|(affinity, u)| (affinity, Arc::clone(u)));
+            let Some((affinity, victim)) = found else {
+                return false;
+            };
+            if let Some(pool) = upstreams.get_mut(&affinity) {
+                pool.retain(|u| !Arc::ptr_eq(u, &victim));
+                if pool.is_empty() {
+                    upstreams.remove(&affinity);
+                }
+            }
+            victim
+        };
+        tokio::spawn(async move { victim.client.close().await });
+        true
+    }
+
+    /// An open connection of `affinity` free for this request; those whose
+    /// server went away are forgotten, and refused when restarting is off.
+    pub(super) fn free(
+        &self,
+        affinity: &Affinity,
+        exclusive: bool,
+    ) -> Result<Option<Lease>, CallError> {
+        let mut upstreams = lock(&self.inner.upstreams);
+        let Some(pool) = upstreams.get_mut(affinity) else {
+            return Ok(None);
+        };
+        let mut ended = None;
+        let mut retired = Vec::new();
+        pool.retain(|u| {
+            if let Some(reason) = u.client.closed() {
+                ended = Some(reason);
+                return false;
+            }
+            // A connection kept from other requests is closed once free.
+            if u.retired.load(std::sync::atomic::Ordering::Acquire) && u.is_idle() {
+                retired.push(Arc::clone(u));
+                return false;
+            }
+            true
+        });
+        for upstream in retired {
+            tokio::spawn(async move { upstream.client.close().await });
+        }
+        if let Some(reason) = ended {
+            tracing::warn!(target: "droid::bridge", %reason, "an upstream connection ended");
+            if !self.inner.options.restart {
+                *lock(&self.inner.ended) = Some(reason);
+            }
+        }
+        if lock(&self.inner.ended).is_some() {
+            return Err(CallError::internal(
+                "the upstream connection ended, and the bridge does not restart it",
+            ));
+        }
+        Ok(if exclusive {
+            pool.iter().find_map(Upstream::try_lease)
+        } else {
+            pool.first().map(Upstream::share)
+        })
+    }
+}

@@ -1,0 +1,93 @@
+//! Translating a reply for the client's revision, and keeping a report of
+//! every downgrade made (in the bridge and, when asked, in the reply's
+//! `_meta`).
+
+use serde_json::{Map, Value, json};
+
+use super::content::translate;
+use super::lower::Lowering;
+use super::runtime::{Bridge, MAX_REPORTS, REPORT_META, Report};
+use super::upstream::lock;
+use crate::domain::ir::{LowerError, TranslationReport};
+use crate::domain::{Leg, ProtocolVersion};
+
+impl Bridge {
+    /// Translates a result from the upstream's revision into the client's.
+    pub(super) fn translate(
+        &self,
+        method: &str,
+        result: Value,
+        from: ProtocolVersion,
+        leg: &Leg,
+        report: &mut TranslationReport,
+    ) -> Result<Value, LowerError> {
+        let policy = self.inner.options.policy;
+        if method == "tools/list" {
+            self.note_task_tools(&result);
+        }
+        let mut value = if method == "tools/call" {
+            let mut reply = Map::new();
+            reply.insert("result".to_owned(), result);
+            let translated = translate(reply, from, leg, policy)?;
+            report.absorb(&translated.report);
+            let mut reply = translated.reply;
+            reply.remove("result").unwrap_or(Value::Null)
+        } else {
+            result
+        };
+        Lowering {
+            leg,
+            policy,
+            report,
+        }
+        .result(method, &mut value)?;
+        if method == "tools/list" {
+            self.note_tools(&value);
+        }
+        Ok(value)
+    }
+
+    /// Logs a translation, keeps it, and puts it in the reply if asked to.
+    pub(super) fn record(&self, method: &str, report: &TranslationReport, value: &mut Value) {
+        let lines: Vec<String> = report
+            .downgrades()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        tracing::info!(
+            target: "droid::bridge",
+            method,
+            revision = %report.target(),
+            downgrades = ?lines,
+            "translated a reply for an older client"
+        );
+        {
+            let mut reports = lock(&self.inner.reports);
+            if reports.len() >= MAX_REPORTS {
+                reports.pop_front();
+            }
+            reports.push_back(Report {
+                method: method.to_owned(),
+                report: report.clone(),
+            });
+        }
+        if self.inner.options.report_meta {
+            if let Value::Object(object) = value {
+                let meta = object
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(meta) = meta {
+                    let downgrades: Vec<Value> = report
+                        .downgrades()
+                        .iter()
+                        .map(|d| json!({ "feature": format!("{:?}", d.feature), "detail": d.detail }))
+                        .collect();
+                    meta.insert(
+                        REPORT_META.to_owned(),
+                        json!({ "revision": report.target().as_str(), "downgrades": downgrades }),
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! What the bridge remembers of the upstream's tools: the definitions the
+//! server checks `Mcp-Param-*` headers against, and which tools only run
+//! as tasks; relisted when the upstream says its tools changed.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::runtime::Bridge;
+use super::upstream::lock;
+use crate::application::client::RequestOptions;
+use crate::wire::tools::Tool;
+
+/// How many tool definitions the bridge keeps for header checks.
+pub(super) const MAX_KNOWN_TOOLS: usize = 4096;
+
+impl Bridge {
+    /// What an upstream connection calls when the tool list changed: list
+    /// again, so the definitions the bridge checks headers against and the
+    /// task-only tools are the server's current ones.
+    pub(super) fn relist_hook(&self) -> Arc<dyn Fn() + Send + Sync> {
+        let weak = Arc::downgrade(&self.inner);
+        Arc::new(move || {
+            let Some(inner) = weak.upgrade() else {
+                return;
+            };
+            let bridge = Self { inner };
+            tokio::spawn(async move { bridge.learn_tools().await });
+        })
+    }
+
+    /// Lists the upstream's tools afresh, on any live connection, and keeps
+    /// what the bridge needs of them: the definitions it checks headers
+    /// against and the tools that only run as tasks.
+    pub(super) async fn learn_tools(&self) {
+        let client = lock(&self.inner.upstreams)
+            .values()
+            .flatten()
+            .find(|u| u.client.closed().is_none())
+            .map(|u| u.client.clone());
+        let Some(client) = client else {
+            return;
+        };
+        let fresh = RequestOptions {
+            fresh: true,
+            ..RequestOptions::default()
+        };
+        if let Ok(listed) = client.request("tools/list", None, &fresh).await {
+            lock(&self.inner.tools).clear();
+            *lock(&self.inner.task_tools) = None;
+            self.note_tools(&listed);
+            self.note_task_tools(&listed);
+        }
+    }
+
+    /// Keeps the definitions of a `tools/list` page as the client got them.
+    pub(super) fn note_tools(&self, listed: &Value) {
+        let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
+            return;
+        };
+        let mut known = lock(&self.inner.tools);
+        for tool in tools {
+            let Ok(tool) = serde_json::from_value::<Tool>(tool.clone()) else {
+                continue;
+            };
+            if known.len() >= MAX_KNOWN_TOOLS && !known.contains_key(&tool.name) {
+                continue;
+            }
+            known.insert(tool.name.clone(), tool);
+        }
+    }
+
+    /// Records which tools of a `tools/list` page only run as tasks.
+    pub(super) fn note_task_tools(&self, listed: &Value) {
+        let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
+            return;
+        };
+        let mut known = lock(&self.inner.task_tools);
+        let known = known.get_or_insert_with(Default::default);
+        for tool in tools {
+            let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let required = tool
+                .get("execution")
+                .and_then(|e| e.get("taskSupport"))
+                .and_then(Value::as_str)
+                == Some("required");
+            if required {
+                known.insert(name.to_owned());
+            } else {
+                known.remove(name);
+            }
+        }
+    }
+}
