@@ -19,10 +19,8 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinError, JoinHandle};
 use tokio_util::task::TaskTracker;
 
-use crate::application::server::context::{
-    CallbackExchange, DynFrameSink, ExchangeError, RequestContext,
-};
 use crate::application::server::reply::response_bytes;
+use crate::application::server::{CallbackExchange, DynFrameSink, ExchangeError, RequestContext};
 use crate::application::server::{Connection, Reply, Server};
 use crate::domain::jsonrpc::framing::{
     DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, deeper_than,

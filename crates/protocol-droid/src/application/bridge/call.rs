@@ -11,7 +11,7 @@ use super::lower::refusal;
 use super::runtime::Bridge;
 use super::upstream::{Lease, RELAY_BACKLOG, Relay, Upstream, lock};
 use crate::application::client::{ClientError, RequestOptions};
-use crate::application::server::context::LOG_LEVEL_META;
+use crate::application::server::LOG_LEVEL_META;
 use crate::application::server::dispatch::{
     CLIENT_CAPABILITIES_META, CLIENT_INFO_META, PROTOCOL_VERSION_META,
 };

@@ -22,7 +22,7 @@ use super::catalog::{CatalogChange, Pins, ToolCatalog, ToolSource, Upsert};
 use super::gate::ExecutionGate;
 use super::session::{DropReason, DroppedActivation, SessionToolSet};
 use crate::application::client::{Client, ClientError, ClientHandler, Notice, RequestOptions};
-use crate::application::server::context::PeerSession;
+use crate::application::server::PeerSession;
 use crate::application::server::{
     Call, CallError, Server, ServerBuilder, ToolAccess, ToolSpec, ToolVisibility,
 };

@@ -2,15 +2,16 @@
 //! tokens through, and the one normalisation of the claims it answers with.
 //!
 //! A transport never reads a token itself. It hands the string to a
-//! [`TokenValidator`] and overlays the [`AuthContext`](super::context::AuthContext) built from the answer
+//! [`TokenValidator`] and overlays the [`AuthContext`] built from the answer
 //! onto the request it is serving, so a signed JWT, an introspection endpoint
 //! or anything a user plugs in arrive at handlers in the same shape.
 
 use core::fmt;
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::context::{AuthClaims, BoxFuture};
+use super::ports::BoxFuture;
 use crate::domain::ir::JsonObject;
 
 /// Why a token was not accepted.
@@ -91,6 +92,96 @@ pub(crate) fn audience_includes(aud: Option<&Value>, resource: &str) -> bool {
         Some(Value::String(one)) => one == resource,
         Some(Value::Array(many)) => many.iter().any(|a| a.as_str() == Some(resource)),
         _ => false,
+    }
+}
+
+/// The normalised claims of a validated bearer token.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AuthClaims {
+    /// The subject.
+    pub sub: Option<String>,
+    /// The audience, as the token wrote it.
+    pub aud: Option<Value>,
+    /// The space-separated scope string.
+    pub scope: Option<String>,
+    /// The scopes, split.
+    pub scopes: Vec<String>,
+    /// Expiry, seconds since the epoch.
+    pub exp: Option<u64>,
+    /// Issue time, seconds since the epoch.
+    pub iat: Option<u64>,
+    /// The OAuth client the token was issued to.
+    pub client_id: Option<String>,
+    /// Every claim, as the token carried them.
+    pub raw_claims: JsonObject,
+}
+
+/// Who is calling: nobody in particular, or a principal with claims.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AuthContext {
+    claims: Option<Arc<AuthClaims>>,
+}
+
+impl AuthContext {
+    /// The anonymous caller, holding no scopes.
+    ///
+    /// Default-deny by construction: a primitive that needs any scope is
+    /// invisible to it.
+    #[must_use]
+    pub const fn anonymous() -> Self {
+        Self { claims: None }
+    }
+
+    /// A caller identified by validated `claims`.
+    #[must_use]
+    pub fn principal(claims: AuthClaims) -> Self {
+        Self {
+            claims: Some(Arc::new(claims)),
+        }
+    }
+
+    /// Whether no principal is known.
+    #[must_use]
+    pub const fn is_anonymous(&self) -> bool {
+        self.claims.is_none()
+    }
+
+    /// The claims, when there is a principal.
+    #[must_use]
+    pub fn claims(&self) -> Option<&AuthClaims> {
+        self.claims.as_deref()
+    }
+
+    /// The subject, when there is a principal that names one.
+    #[must_use]
+    pub fn subject(&self) -> Option<&str> {
+        self.claims().and_then(|c| c.sub.as_deref())
+    }
+
+    /// Who the caller is, as one key: `None` for the anonymous caller;
+    /// otherwise the issuer, subject and client the token was issued to, so
+    /// a principal without a `sub` is never mistaken for nobody, nor for
+    /// another `sub`-less client.
+    #[must_use]
+    pub fn principal_key(&self) -> Option<String> {
+        let claims = self.claims()?;
+        let iss = claims
+            .raw_claims
+            .get("iss")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Some(format!(
+            "{iss}\u{1f}{}\u{1f}{}",
+            claims.sub.as_deref().unwrap_or_default(),
+            claims.client_id.as_deref().unwrap_or_default()
+        ))
+    }
+
+    /// Whether the caller holds `scope`. The anonymous caller holds none.
+    #[must_use]
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.claims()
+            .is_some_and(|c| c.scopes.iter().any(|s| s == scope))
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::context::{ExchangeError, PeerSession, RequestContext};
+use super::{ExchangeError, PeerSession, RequestContext};
 use crate::domain::feature::Feature;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification};
@@ -159,7 +159,7 @@ impl Call {
 
     /// The caller, as this request's credentials say.
     #[must_use]
-    pub const fn caller(&self) -> &super::context::AuthContext {
+    pub const fn caller(&self) -> &super::AuthContext {
         &self.ctx.auth
     }
 
@@ -202,7 +202,7 @@ impl Call {
     /// Lets the transport close this request's stream now and deliver the
     /// rest when the client resumes; for a long call behind a proxy that
     /// would otherwise time the connection out. See
-    /// [`DynFrameSink::release`](super::context::DynFrameSink::release).
+    /// [`DynFrameSink::release`](super::DynFrameSink::release).
     pub fn release_stream(&self) {
         self.peer.sink().release();
     }

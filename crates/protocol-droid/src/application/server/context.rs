@@ -1,267 +1,26 @@
 //! Who a handler is serving: the negotiated session and the request at hand.
 //!
 //! [`PeerSession`] is the connection as negotiated: revision, profile,
-//! session id, transport, and the two ports through which the server reaches
-//! the client ([`DynExchange`] for a round trip, [`DynFrameSink`] for a
-//! one-way notification). [`RequestContext`] is one request: its headers,
+//! session id, transport, and the two ports (`ports`) through which the
+//! server reaches the client. [`RequestContext`] is one request: its headers,
 //! caller, `_meta`, era fields and multi round-trip inputs. A transport builds
 //! the second per request and overlays the caller onto the first.
 
 use core::fmt;
-use core::future::Future;
-use core::pin::Pin;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::auth::AuthContext;
+use super::log_gate::LogGate;
+use super::ports::{DynExchange, DynFrameSink};
 use crate::domain::canonical::RequestDigest;
 use crate::domain::feature::{Feature, FeatureProfile};
 use crate::domain::ir::JsonObject;
-use crate::domain::jsonrpc::{ErrorObject, Message};
 use crate::domain::session::SessionId;
 use crate::domain::{LoggingLevel, ProtocolVersion, TransportKind};
-
-/// A boxed future that can cross threads, for object-safe async ports.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Why a server-initiated round trip did not produce an answer.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExchangeError {
-    /// The connection has no way to send a request to the client (the
-    /// 2026-07-28 era, or a transport without a back channel).
-    #[error("this connection cannot carry server-initiated requests")]
-    Unsupported,
-    /// The negotiated profile does not allow the request; refused before
-    /// anything was sent.
-    #[error("{0:?} was not negotiated on this connection")]
-    NotNegotiated(Feature),
-    /// The client answered with an error.
-    #[error("the client refused: {} {}", .0.code, .0.message)]
-    Peer(ErrorObject),
-    /// The connection closed before the answer arrived.
-    #[error("the connection closed before the client answered")]
-    Closed,
-    /// No answer within the time allowed.
-    #[error("the client did not answer in time")]
-    TimedOut,
-}
-
-/// Sends a server-initiated request to the client and waits for its answer.
-///
-/// The static-dispatch form a transport implements; [`DynExchange`] is the
-/// object-safe form a [`PeerSession`] holds, and every `CallbackExchange` is
-/// one.
-pub trait CallbackExchange: Send + Sync {
-    /// Sends `method` with `params` and resolves to the client's result.
-    fn exchange(
-        &self,
-        method: &str,
-        params: Value,
-    ) -> impl Future<Output = Result<Value, ExchangeError>> + Send;
-}
-
-/// The object-safe form of [`CallbackExchange`].
-pub trait DynExchange: Send + Sync {
-    /// Sends `method` with `params` and resolves to the client's result.
-    fn exchange_dyn(
-        &self,
-        method: &str,
-        params: Value,
-    ) -> BoxFuture<'_, Result<Value, ExchangeError>>;
-}
-
-impl<T: CallbackExchange> DynExchange for T {
-    fn exchange_dyn(
-        &self,
-        method: &str,
-        params: Value,
-    ) -> BoxFuture<'_, Result<Value, ExchangeError>> {
-        let method = method.to_owned();
-        Box::pin(async move { self.exchange(&method, params).await })
-    }
-}
-
-/// An exchange for connections that have no back channel: every request is
-/// refused as [`ExchangeError::Unsupported`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoExchange;
-
-impl CallbackExchange for NoExchange {
-    async fn exchange(&self, _method: &str, _params: Value) -> Result<Value, ExchangeError> {
-        Err(ExchangeError::Unsupported)
-    }
-}
-
-/// Where a session's one-way messages (notifications) go.
-///
-/// Synchronous and non-blocking on purpose: a handler emitting a log record
-/// must not stall on a slow client. An implementation with a bounded queue
-/// answers `false` when the message could not be queued, and the caller
-/// decides whether that matters.
-pub trait DynFrameSink: Send + Sync {
-    /// Queues `message` for the client; `false` when it could not be.
-    fn send(&self, message: Message) -> bool;
-
-    /// Asks the transport to close the current request's response stream
-    /// early; the client resumes it later (SSE polling, 2025-11-25) and
-    /// receives the rest, the response included. Transports without
-    /// resumable streams ignore it, which is always correct: the answer
-    /// then simply arrives on the open stream.
-    fn release(&self) {}
-}
-
-/// A sink that drops everything, for connections with nowhere to send.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NullSink;
-
-impl DynFrameSink for NullSink {
-    fn send(&self, _message: Message) -> bool {
-        false
-    }
-}
-
-/// The normalised claims of a validated bearer token.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AuthClaims {
-    /// The subject.
-    pub sub: Option<String>,
-    /// The audience, as the token wrote it.
-    pub aud: Option<Value>,
-    /// The space-separated scope string.
-    pub scope: Option<String>,
-    /// The scopes, split.
-    pub scopes: Vec<String>,
-    /// Expiry, seconds since the epoch.
-    pub exp: Option<u64>,
-    /// Issue time, seconds since the epoch.
-    pub iat: Option<u64>,
-    /// The OAuth client the token was issued to.
-    pub client_id: Option<String>,
-    /// Every claim, as the token carried them.
-    pub raw_claims: JsonObject,
-}
-
-/// Who is calling: nobody in particular, or a principal with claims.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AuthContext {
-    claims: Option<Arc<AuthClaims>>,
-}
-
-impl AuthContext {
-    /// The anonymous caller, holding no scopes.
-    ///
-    /// Default-deny by construction: a primitive that needs any scope is
-    /// invisible to it.
-    #[must_use]
-    pub const fn anonymous() -> Self {
-        Self { claims: None }
-    }
-
-    /// A caller identified by validated `claims`.
-    #[must_use]
-    pub fn principal(claims: AuthClaims) -> Self {
-        Self {
-            claims: Some(Arc::new(claims)),
-        }
-    }
-
-    /// Whether no principal is known.
-    #[must_use]
-    pub const fn is_anonymous(&self) -> bool {
-        self.claims.is_none()
-    }
-
-    /// The claims, when there is a principal.
-    #[must_use]
-    pub fn claims(&self) -> Option<&AuthClaims> {
-        self.claims.as_deref()
-    }
-
-    /// The subject, when there is a principal that names one.
-    #[must_use]
-    pub fn subject(&self) -> Option<&str> {
-        self.claims().and_then(|c| c.sub.as_deref())
-    }
-
-    /// Who the caller is, as one key: `None` for the anonymous caller;
-    /// otherwise the issuer, subject and client the token was issued to, so
-    /// a principal without a `sub` is never mistaken for nobody, nor for
-    /// another `sub`-less client.
-    #[must_use]
-    pub fn principal_key(&self) -> Option<String> {
-        let claims = self.claims()?;
-        let iss = claims
-            .raw_claims
-            .get("iss")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        Some(format!(
-            "{iss}\u{1f}{}\u{1f}{}",
-            claims.sub.as_deref().unwrap_or_default(),
-            claims.client_id.as_deref().unwrap_or_default()
-        ))
-    }
-
-    /// Whether the caller holds `scope`. The anonymous caller holds none.
-    #[must_use]
-    pub fn has_scope(&self, scope: &str) -> bool {
-        self.claims()
-            .is_some_and(|c| c.scopes.iter().any(|s| s == scope))
-    }
-}
-
-/// The threshold log records are filtered against.
-///
-/// Closed (nothing passes) until a client opts in: in the legacy era with
-/// `logging/setLevel`, for the whole session; in 2026-07-28 with
-/// `_meta["io.modelcontextprotocol/logLevel"]`, for one request only.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LogGate {
-    threshold: Option<LoggingLevel>,
-}
-
-impl LogGate {
-    /// A gate letting nothing through.
-    #[must_use]
-    pub const fn closed() -> Self {
-        Self { threshold: None }
-    }
-
-    /// A gate letting `level` and everything more severe through.
-    #[must_use]
-    pub const fn at(level: LoggingLevel) -> Self {
-        Self {
-            threshold: Some(level),
-        }
-    }
-
-    /// The gate a 2026-07-28 request's `_meta` asks for: open at its
-    /// `logLevel`, closed without one. Never inherited from another request.
-    #[must_use]
-    pub fn for_request(meta: &JsonObject) -> Self {
-        meta.get(LOG_LEVEL_META)
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .map_or_else(Self::closed, Self::at)
-    }
-
-    /// The threshold, when the gate is open.
-    #[must_use]
-    pub const fn threshold(self) -> Option<LoggingLevel> {
-        self.threshold
-    }
-
-    /// Whether a record at `level` passes.
-    #[must_use]
-    pub fn allows(self, level: LoggingLevel) -> bool {
-        self.threshold.is_some_and(|t| level >= t)
-    }
-}
-
-/// The `_meta` key a 2026-07-28 request opts into logging with.
-pub const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 
 /// The negotiated connection a handler is serving.
 ///
@@ -593,6 +352,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::application::server::{
+        AuthClaims, CallbackExchange, ExchangeError, LOG_LEVEL_META, NoExchange, NullSink,
+    };
+    use crate::domain::jsonrpc::Message;
 
     /// A sink that remembers what it was given.
     #[derive(Default)]

@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::call::{Call, CallError};
-use super::context::{AuthContext, PeerSession};
 use super::forward::Forward;
 use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::registry::{Handler, Registry, ToolSpec, handler};
@@ -18,6 +17,7 @@ use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
 use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
 use super::typed::ToolOutput;
+use super::{AuthContext, PeerSession};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId};
 use crate::wire::prompts::{GetPromptResult, Prompt};

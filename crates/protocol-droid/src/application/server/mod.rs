@@ -13,10 +13,11 @@
 //! - `call`: what a handler receives ([`Call`]), and the one "ask the
 //!   client" step that works in both eras.
 //! - `context`: who a handler is serving ([`PeerSession`],
-//!   [`RequestContext`], [`AuthContext`]) and the ports to reach the client
-//!   ([`DynExchange`], [`DynFrameSink`]).
-//! - `auth`: the [`TokenValidator`] port a resource server checks bearer
-//!   tokens through, and the normalisation of their claims.
+//!   [`RequestContext`]); `ports`: how the server reaches the client
+//!   ([`DynExchange`], [`DynFrameSink`]); `log_gate`: the threshold its log
+//!   records pass ([`LogGate`]).
+//! - `auth`: who is calling ([`AuthContext`], [`AuthClaims`]), and the
+//!   [`TokenValidator`] port a resource server checks bearer tokens through.
 //! - `dispatch`: a [`Connection`], one client's view of a server, routing
 //!   each request by era.
 //! - `forward`: the [`Forward`] port, serving primitives from elsewhere (what
@@ -33,6 +34,8 @@ pub(crate) mod dispatch;
 pub(crate) mod forward;
 pub(crate) mod host;
 pub(crate) mod idempotency;
+pub(crate) mod log_gate;
+pub(crate) mod ports;
 pub(crate) mod registry;
 pub(crate) mod reply;
 pub(crate) mod request_state;
@@ -40,18 +43,19 @@ pub(crate) mod scopes;
 pub(crate) mod specs;
 pub(crate) mod typed;
 
-pub use auth::{TokenError, TokenValidator};
+pub use auth::{AuthClaims, AuthContext, TokenError, TokenValidator};
 pub use call::{Call, CallError, INPUT_KEY_META, InputRequired, Question};
-pub use context::{
-    AuthClaims, AuthContext, BoxFuture, CallbackExchange, DynExchange, DynFrameSink, ExchangeError,
-    LOG_LEVEL_META, NoExchange, NullSink, PeerSession, RequestContext,
-};
+pub use context::{PeerSession, RequestContext};
 pub use dispatch::{
     CLIENT_CAPABILITIES_META, CLIENT_INFO_META, Connection, PROTOCOL_VERSION_META,
     SERVER_INFO_META, SUBSCRIPTION_ID_META,
 };
 pub use forward::{FORWARDED, Forward};
 pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility};
+pub use log_gate::{LOG_LEVEL_META, LogGate};
+pub use ports::{
+    BoxFuture, CallbackExchange, DynExchange, DynFrameSink, ExchangeError, NoExchange, NullSink,
+};
 pub use registry::ToolSpec;
 pub use reply::Reply;
 pub use request_state::{

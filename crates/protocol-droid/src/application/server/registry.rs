@@ -8,8 +8,8 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde_json::{Value, json};
 
+use super::BoxFuture;
 use super::call::{Call, CallError};
-use super::context::BoxFuture;
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::wire::prompts::{GetPromptResult, Prompt};
 use crate::wire::resources::{Resource, ResourceTemplate};

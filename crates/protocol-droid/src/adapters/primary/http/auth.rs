@@ -15,8 +15,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::respond::error_body;
+use crate::application::server::AuthContext;
 use crate::application::server::auth::{TokenError, TokenValidator, audience_includes};
-use crate::application::server::context::AuthContext;
 use crate::domain::jsonrpc::ErrorCode;
 
 /// The well-known path prefix of Protected Resource Metadata (RFC 9728 §3).
@@ -505,7 +505,7 @@ pub(super) fn metadata(document: &Value) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::application::server::context::{AuthClaims, BoxFuture};
+    use crate::application::server::{AuthClaims, BoxFuture};
 
     #[derive(Debug)]
     struct Refuse;

@@ -19,7 +19,7 @@ use super::respond::{CURRENT, channel, refusal};
 use super::sessions::sessions_full;
 use super::sse::{self, SseEvent};
 use super::streamable::check_post;
-use crate::application::server::context::AuthContext;
+use crate::application::server::AuthContext;
 use crate::domain::TransportKind;
 use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Response as RpcResponse, ResponseId};
 

@@ -18,9 +18,7 @@ use tokio::task::AbortHandle;
 
 use super::events::EventStore;
 use super::respond::CURRENT;
-use crate::application::server::context::{
-    AuthContext, CallbackExchange, DynFrameSink, ExchangeError,
-};
+use crate::application::server::{AuthContext, CallbackExchange, DynFrameSink, ExchangeError};
 use crate::application::server::{Connection, Server};
 use crate::domain::TransportKind;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};

@@ -12,7 +12,7 @@ use super::App;
 use super::headers::{VERSION_HEADER, accepts, context, header};
 use super::respond::{self, CURRENT, Plan, refusal};
 use crate::application::server::Connection;
-use crate::application::server::context::{AuthContext, NoExchange};
+use crate::application::server::{AuthContext, NoExchange};
 use crate::domain::TransportKind;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Request};
@@ -84,7 +84,7 @@ pub(super) async fn post(
 /// Sends to the stream of the request being served; there is no other.
 struct CurrentSink;
 
-impl crate::application::server::context::DynFrameSink for CurrentSink {
+impl crate::application::server::DynFrameSink for CurrentSink {
     fn send(&self, message: Message) -> bool {
         CURRENT
             .try_with(|c| c.tx.try_send(message.into_value()).is_ok())

@@ -17,7 +17,7 @@ use super::respond::{self, CURRENT, Plan, refusal};
 use super::sessions::{MAX_IN_FLIGHT, Session, sessions_full};
 use super::sse::{self, SseEvent};
 use super::{App, stateless};
-use crate::application::server::context::AuthContext;
+use crate::application::server::AuthContext;
 use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than};
 use crate::domain::jsonrpc::{
     ErrorCode, Incoming, Message, Request, Response as RpcResponse, parse,

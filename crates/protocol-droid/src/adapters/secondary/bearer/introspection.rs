@@ -14,7 +14,7 @@ use crate::adapters::secondary::tls::Trust;
 use crate::application::server::auth::{
     TokenError, TokenValidator, audience_includes, normalize_claims,
 };
-use crate::application::server::context::{AuthClaims, BoxFuture};
+use crate::application::server::{AuthClaims, BoxFuture};
 
 /// How long one introspection request may take, connection included.
 const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(5);

@@ -7,7 +7,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
 use super::jwks::Jwks;
 use crate::application::server::auth::{TokenError, TokenValidator, normalize_claims};
-use crate::application::server::context::{AuthClaims, BoxFuture};
+use crate::application::server::{AuthClaims, BoxFuture};
 use crate::domain::ir::JsonObject;
 
 /// The asymmetric algorithms accepted unless narrowed. The HMAC family is

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::application::server::context::PeerSession;
+use crate::application::server::PeerSession;
 use crate::application::server::host::Change;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorObject, Message, Notification, RequestId};

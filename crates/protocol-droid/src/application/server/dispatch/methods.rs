@@ -6,11 +6,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::application::server::call::{Call, CallError};
-use crate::application::server::context::{AuthContext, PeerSession, RequestContext};
 use crate::application::server::forward::{FORWARDED, is_unmodelled};
 use crate::application::server::host::{Server, ToolAccess};
 use crate::application::server::registry::{match_template, visible};
 use crate::application::server::request_state::StateBinding;
+use crate::application::server::{AuthContext, PeerSession, RequestContext};
 use crate::domain::canonical::request_digest;
 use crate::domain::ir::{JsonObject, ToolResult, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};

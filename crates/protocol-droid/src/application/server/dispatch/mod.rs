@@ -17,15 +17,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::context::{
-    AuthContext, DynExchange, DynFrameSink, LOG_LEVEL_META, LogGate, NoExchange, PeerSession,
-    RequestContext,
-};
 use super::host::{Change, Server};
 use super::idempotency::{Admission, IdempotencyStore, Recorded};
 use super::registry::{match_template, visible};
 use super::reply::Reply;
 use super::request_state::Round;
+use super::{
+    AuthContext, DynExchange, DynFrameSink, LOG_LEVEL_META, LogGate, NoExchange, PeerSession,
+    RequestContext,
+};
 use crate::domain::canonical::{canonical_json, request_digest};
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
