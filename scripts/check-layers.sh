@@ -3,8 +3,9 @@
 #
 # - the domain (`crates/domain`) and the wire model with its codecs
 #   (`crates/wire`) are sans-IO crates: their dependencies are limited to the
-#   list below (serialization, hashing, errors), so neither can grow a socket,
-#   a runtime or a clock;
+#   list below (serialization, hashing, byte search, errors; proptest for
+#   tests), so neither can take on an async runtime, an HTTP stack or a TLS
+#   library;
 # - `application/` in `crates/protocol-droid` may name the domain, the wire
 #   model and its own ports, never `adapters/` (which implement those ports).
 #
@@ -21,7 +22,17 @@ status=0
 # std networking wrappers) belongs in an adapter.
 sans_io_allowed='^(protocol-droid-domain|serde|serde_json|thiserror|memchr|sha2|proptest)$'
 for manifest in crates/domain/Cargo.toml crates/wire/Cargo.toml; do
-    deps=$(awk '/^\[(dev-)?dependencies\]/{on=1; next} /^\[/{on=0} on && /^[a-zA-Z0-9_-]+[ .=]/{sub(/[ .=].*/, ""); print}' "$manifest")
+    # Every dependency table: [dependencies], [dev-dependencies],
+    # [build-dependencies], their [target.….…] forms, and the
+    # [dependencies.NAME] form.
+    deps=$(awk '
+        /^\[/ { on = 0 }
+        /^\[(target\..*\.)?(dev-|build-)?dependencies\.[A-Za-z0-9_-]+\]/ {
+            name = $0; sub(/^.*dependencies\./, "", name); sub(/\].*$/, "", name); print name; next
+        }
+        /^\[(target\..*\.)?(dev-|build-)?dependencies\]/ { on = 1; next }
+        on && /^[a-zA-Z0-9_-]+[ .=]/ { sub(/[ .=].*/, ""); print }
+    ' "$manifest")
     for dep in $deps; do
         if ! [[ "$dep" =~ $sans_io_allowed ]]; then
             echo "!! $manifest depends on $dep, which a sans-IO crate may not"

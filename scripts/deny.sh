@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 version=0.20.2
 tools="$PWD/target/tools"
 export PATH="$tools/bin:$PATH"
-if ! cargo deny --version 2>/dev/null | grep -q " $version"; then
+if ! cargo deny --version 2>/dev/null | grep -qE " $version( |$)"; then
     echo "installing cargo-deny $version"
     cargo install --locked --quiet --root "$tools" "cargo-deny@$version" || {
         echo "0 passed, 1 failed"

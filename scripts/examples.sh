@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bin=target/debug/examples
+bin="${CARGO_TARGET_DIR:-target}/debug/examples"
 passed=0
 failed=0
 
@@ -36,17 +36,20 @@ expect "client -> bridge -> stdio_server" 'add(2, 40) = {"sum":42.0}' \
 expect "client -> gateway -> stdio_server" 'calc/add(2, 40) = {"sum":42.0}' \
     "$bin/client" "$bin/gateway" "calc=$PWD/$bin/stdio_server"
 
-# The HTTP example on a loopback port of its own.
-port=$((20000 + RANDOM % 20000))
-"$bin/http_server" "127.0.0.1:$port" 2>/dev/null &
+# The HTTP example on a loopback port the system picks; it says which.
+said=$(mktemp)
+"$bin/http_server" 127.0.0.1:0 2>"$said" &
 server=$!
-for _ in $(seq 50); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+url=
+for _ in $(seq 100); do
+    url=$(sed -n 's/^serving on //p' "$said")
+    [ -n "$url" ] && break
     sleep 0.1
 done
-expect "client -> http_server" 'add(2, 40) = 42' "$bin/client" "http://127.0.0.1:$port/mcp"
+expect "client -> http_server" 'add(2, 40) = 42' "$bin/client" "${url:-http://127.0.0.1:0/mcp}"
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
+rm -f "$said"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

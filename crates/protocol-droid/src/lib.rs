@@ -5,13 +5,16 @@
 //! - [`domain`]: the sans-IO core (revisions, features, negotiation, the
 //!   revision-neutral model, JSON-RPC). Pure and synchronous; a crate of its
 //!   own so the compiler keeps it that way.
+//! - [`wire`]: the MCP message model and the per-revision codecs, also
+//!   sans-IO and a crate of its own.
 //! - [`application`]: the use cases. Each declares the ports it needs as
-//!   traits and names no socket. It still reads the wire types of
-//!   `wire::codec`, which have no I/O and are to move into a
-//!   sans-I/O home; `scripts/check-layers.sh` keeps that from spreading.
+//!   traits and names no socket; it imports the domain, the wire model and
+//!   its own ports, never an adapter (`scripts/check-layers.sh` fails the
+//!   test command if it does).
 //! - `adapters`: what drives the application (`primary`: transports) and
-//!   what the application drives (`secondary`: the per-revision wire codecs,
-//!   clients, stores).
+//!   what the application drives (`secondary`: upstream connections, child
+//!   processes, TLS, the OAuth client, token validators).
+//! - [`prelude`]: what a server author imports.
 //!
 //! A reply crossing a revision boundary shows the layers at work: the codec
 //! reads it into the domain's model, the domain decides what the far side

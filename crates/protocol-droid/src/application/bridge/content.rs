@@ -278,6 +278,24 @@ mod tests {
     }
 
     #[test]
+    fn a_result_this_build_cannot_read_is_forwarded_even_when_it_needs_lowering()
+    -> Result<(), TestError> {
+        // A text block whose text is not a string does not read as a
+        // `CallToolResult`; its structured content would otherwise be
+        // lowered away for a bare client.
+        let sent = reply(json!({
+            "content": [{ "type": "text", "text": 42 }],
+            "structuredContent": { "a": 1 },
+        }));
+
+        let translated = translate(sent.clone(), UPSTREAM, &bare_leg(), DegradePolicy::strict())?;
+
+        assert!(same_text(&translated.reply, &sent)?);
+        assert!(translated.report.is_empty());
+        Ok(())
+    }
+
+    #[test]
     fn an_authorised_downgrade_rebuilds_the_result_and_records_it() -> Result<(), TestError> {
         let sent = reply(json!({
             "content": [{ "type": "text", "text": "answer" }],

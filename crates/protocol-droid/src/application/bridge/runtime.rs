@@ -90,7 +90,7 @@ pub struct Report {
 #[non_exhaustive]
 pub enum BridgeError {
     /// The connector could not open a connection to the upstream.
-    #[error("the upstream could not be reached: {0}")]
+    #[error("the upstream could not be reached")]
     Connect(#[source] ConnectorError),
     /// The upstream answered but no revision was settled with it.
     #[error("the upstream settled no revision")]

@@ -363,7 +363,9 @@ impl Server {
     }
 
     /// Registers a tool whose arguments are `A`, replacing one of the same
-    /// name: its input schema is derived from `A`, the arguments are read
+    /// name: its input schema is derived from `A` (a struct, since MCP input
+    /// schemas are objects; `struct NoArguments {}` for a tool that takes
+    /// none; it replaces any schema set on `spec`), the arguments are read
     /// into `A` before `f` runs, and a [`Structured`](super::Structured)
     /// output declares its schema as the tool's `outputSchema`.
     ///

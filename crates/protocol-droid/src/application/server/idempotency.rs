@@ -103,7 +103,9 @@ pub(crate) enum Admission {
 
 type Key = (SessionId, RequestId);
 
-/// The store's bounds; see the [module docs](self#bounds).
+/// The bounds of the store that replays a retried `tools/call` (per HTTP
+/// session): every one that a client could fill is per session, so no
+/// session's calls crowd out another's; the totals cap the whole store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdempotencyLimits {
     /// Completed entries kept in all (4 096).

@@ -52,6 +52,7 @@ pub use dispatch::{
 };
 pub use forward::{FORWARDED, Forward};
 pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility};
+pub use idempotency::IdempotencyLimits;
 pub use log_gate::{LOG_LEVEL_META, LogGate};
 pub use ports::{
     BoxFuture, CallbackExchange, DynExchange, DynFrameSink, ExchangeError, NoExchange, NullSink,

@@ -118,8 +118,11 @@ impl PromptSpec {
         self
     }
 
-    /// Takes the fields of `A` as its arguments: each property's name and
-    /// doc comment, required unless it is an `Option`.
+    /// Takes the fields of `A` as its arguments, in place of any given with
+    /// [`Self::argument`]: each property's name and doc comment, required
+    /// unless it is an `Option`. MCP prompt arguments are strings, so `A`'s
+    /// fields should be `String` or `Option<String>`: a `prompts/get` whose
+    /// arguments do not read as `A` is refused with `-32602`.
     #[must_use]
     pub fn arguments<A: JsonSchema>(mut self) -> Self {
         let schema = schema_of::<A>();

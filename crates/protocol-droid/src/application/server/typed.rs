@@ -222,15 +222,37 @@ fn form_schema_of<T: JsonSchema>() -> JsonObject {
 /// Writes an `Option` field's `"type": ["integer", "null"]` as
 /// `"type": "integer"`: the field is already optional by being absent from
 /// `required`, and a form has no way to send `null`.
+///
+/// schemars writes an optional field three ways, all undone here: a type
+/// list with `"null"` in it, an `enum` with `null` among its values, and an
+/// `anyOf` of the field's schema and `{"type": "null"}`.
 fn not_null(field: &mut Value) {
-    let Some(Value::Array(types)) = field.get("type") else {
+    let is_null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
+    // `anyOf: [X, {type: null}]` is X.
+    let replaced = field
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .filter(|alternatives| alternatives.len() == 2 && alternatives.iter().any(is_null))
+        .and_then(|alternatives| alternatives.iter().find(|a| !is_null(a)).cloned());
+    if let (Some(mut inner), Value::Object(outer)) = (replaced, &mut *field) {
+        outer.remove("anyOf");
+        if let Value::Object(inner) = &mut inner {
+            for (key, value) in std::mem::take(inner) {
+                outer.entry(key).or_insert(value);
+            }
+        }
+    }
+    let Value::Object(field) = field else {
         return;
     };
-    let mut named = types.iter().filter(|t| t.as_str() != Some("null"));
-    if let (Some(only), None) = (named.next().cloned(), named.next()) {
-        if let Value::Object(field) = field {
+    if let Some(Value::Array(types)) = field.get("type") {
+        let mut named = types.iter().filter(|t| t.as_str() != Some("null"));
+        if let (Some(only), None) = (named.next().cloned(), named.next()) {
             field.insert("type".to_owned(), only);
         }
+    }
+    if let Some(Value::Array(values)) = field.get_mut("enum") {
+        values.retain(|v| !v.is_null());
     }
 }
 
@@ -251,6 +273,37 @@ mod tests {
         name: String,
         /// How old you are.
         age: Option<u8>,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)] // Read only through its schema here.
+    enum Colour {
+        Red,
+        Green,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)] // Read only through its schema here.
+    struct Choice {
+        /// A colour, if you have one.
+        colour: Option<Colour>,
+    }
+
+    #[test]
+    fn an_optional_enum_offers_its_values_and_no_null() {
+        let schema = form_schema_of::<Choice>();
+        let colour = schema
+            .get("properties")
+            .and_then(|p| p.get("colour"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(colour.get("type"), Some(&json!("string")), "{colour}");
+        assert_eq!(
+            colour.get("enum"),
+            Some(&json!(["Red", "Green"])),
+            "{colour}"
+        );
+        assert!(colour.get("anyOf").is_none(), "{colour}");
     }
 
     #[derive(Serialize, JsonSchema)]
