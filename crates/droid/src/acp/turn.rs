@@ -139,9 +139,13 @@ fn summary(description: Option<&str>) -> &str {
 
 async fn list_tools(session: &Session) -> Result<(), AcpPeerError> {
     if session.servers.is_empty() {
-        return session
-            .say("This session has no connected MCP servers.")
-            .await;
+        // Why none connected belongs in the answer itself: the report sent
+        // after `session/new` may reach the client after this turn's reply.
+        let mut text = String::from("This session has no connected MCP servers.\n");
+        for failed in &session.failed {
+            let _infallible = writeln!(text, "{}: not connected: {}", failed.name, failed.reason);
+        }
+        return session.say(text).await;
     }
     let mut text = String::new();
     for server in &session.servers {

@@ -169,8 +169,14 @@ impl Call {
     ///
     /// [`CallError::Protocol`] with `-32602` when they do not fit.
     pub fn args<T: DeserializeOwned>(&self) -> Result<T, CallError> {
-        T::deserialize(&self.arguments)
-            .map_err(|e| CallError::invalid_params(format!("invalid arguments: {e}")))
+        self.read_args().map_err(CallError::invalid_params)
+    }
+
+    /// The arguments read as `T`, without copying them, or why they do not
+    /// fit, in words for the caller: a typed tool answers that as a tool
+    /// error, everything else as `-32602`.
+    pub(super) fn read_args<T: DeserializeOwned>(&self) -> Result<T, String> {
+        T::deserialize(&self.arguments).map_err(|e| format!("invalid arguments: {e}"))
     }
 
     /// One argument as a string, if present.

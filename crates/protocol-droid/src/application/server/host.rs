@@ -410,7 +410,7 @@ impl Server {
         self.add_tool(spec, move |call: Call| {
             let f = Arc::clone(&f);
             async move {
-                let args = match call.typed_args::<A>() {
+                let args = match call.read_args::<A>() {
                     Ok(args) => args,
                     Err(refused) => return Ok(ToolResult::text(refused).as_error()),
                 };
@@ -494,7 +494,7 @@ impl Server {
         self.add_prompt(prompt, scope, move |call: Call| {
             let f = Arc::clone(&f);
             async move {
-                let args = call.typed_args::<A>().map_err(CallError::invalid_params)?;
+                let args = call.read_args::<A>().map_err(CallError::invalid_params)?;
                 Ok(f(args, call).await?.into_prompt_result())
             }
         });

@@ -102,15 +102,6 @@ pub enum Elicited<T> {
 }
 
 impl Call {
-    /// The arguments, read as `A`, without copying them.
-    ///
-    /// # Errors
-    ///
-    /// What does not fit `A`, in words for the caller.
-    pub(super) fn typed_args<A: DeserializeOwned>(&self) -> Result<A, String> {
-        A::deserialize(&self.arguments).map_err(|e| format!("invalid arguments: {e}"))
-    }
-
     /// Asks the user to fill in a form whose fields are `T`'s, as `key`, and
     /// reads a submitted form into `T`.
     ///
