@@ -25,6 +25,5 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     server.add_typed_tool(add, |Add { a, b }, _| async move {
         Ok(Structured(Sum { sum: a + b }))
     });
-    serve_process(server, StdioOptions::default()).await?;
-    Ok(())
+    Ok(serve_process(server, StdioOptions::default()).await?)
 }

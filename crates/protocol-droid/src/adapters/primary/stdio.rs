@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use crate::application::server::reply::response_bytes;
 use crate::application::server::{CallbackExchange, DynFrameSink, ExchangeError, RequestContext};
 use crate::application::server::{Connection, Reply, Server};
+use crate::domain::Refusal;
 use crate::domain::jsonrpc::framing::{
     DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, deeper_than,
 };
@@ -789,7 +790,7 @@ impl Drop for Reader {
 fn refused(id: RequestId, why: String) -> Message {
     Message::Response(Response {
         id: ResponseId::Id(id),
-        outcome: Err(ErrorObject::new(ErrorCode::INVALID_REQUEST, why)),
+        outcome: Err(Refusal::invalid_request(why).into()),
     })
 }
 
@@ -829,10 +830,7 @@ fn finished(
         Ok(outcome) => Some(outcome),
         Err(e) if e.is_panic() => {
             tracing::error!("a request handler panicked");
-            Some(Err(ErrorObject::new(
-                ErrorCode::INTERNAL_ERROR,
-                "the handler failed",
-            )))
+            Some(Err(Refusal::internal("the handler failed").into()))
         }
         Err(_) => None,
     }

@@ -41,6 +41,7 @@ use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
 use crate::application::client::{ClientError, RequestOptions};
 use crate::application::server::{Call, CallError, INPUT_KEY_META, Question};
+use crate::domain::Refusal;
 use crate::domain::ir::{JsonObject, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{DegradePolicy, Era, Leg};
@@ -447,10 +448,12 @@ impl Rounds<'_> {
                 }
                 Step::Asked if !asks_client => {
                     // Nothing a client can answer fits this method's reply.
-                    flight.refuse_open(&ErrorObject::new(
-                        ErrorCode::INTERNAL_ERROR,
-                        format!("the bridge cannot put a question to the client during {method}"),
-                    ));
+                    flight.refuse_open(
+                        &Refusal::internal(format!(
+                            "the bridge cannot put a question to the client during {method}"
+                        ))
+                        .into(),
+                    );
                 }
                 Step::Asked => {
                     let keys: Vec<String> = flight.open.iter().map(|(k, _)| k.clone()).collect();
@@ -508,9 +511,7 @@ impl Rounds<'_> {
                         Err(error) => {
                             let object = match &error {
                                 CallError::Protocol(object) => object.clone(),
-                                other => {
-                                    ErrorObject::new(ErrorCode::INTERNAL_ERROR, other.to_string())
-                                }
+                                other => Refusal::internal(other.to_string()).into(),
                             };
                             flight.refuse_open(&object);
                             return Err(error);

@@ -18,8 +18,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::application::server::CallError;
+use crate::domain::Refusal;
 use crate::domain::ir::{LowerError, TranslationReport};
-use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{DegradePolicy, Feature, Leg};
 
 /// One translation toward a leg, under a policy, recording into a report.
@@ -452,10 +453,9 @@ pub(super) fn refusal(error: &LowerError) -> CallError {
         }),
     };
     CallError::Protocol(
-        ErrorObject::new(
-            ErrorCode::INTERNAL_ERROR,
-            format!("the bridge's degrade policy refuses this reply: {error}"),
-        )
+        ErrorObject::from(Refusal::internal(format!(
+            "the bridge's degrade policy refuses this reply: {error}"
+        )))
         .with_data(data),
     )
 }

@@ -26,8 +26,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::application::client::{Client, ClientHandler, Notice};
 use crate::application::server::Server;
+use crate::domain::Refusal;
 use crate::domain::ir::JsonObject;
-use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{LoggingLevel, SessionId};
 use crate::wire::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
@@ -239,10 +240,10 @@ impl UpstreamHandler {
                 answer,
             };
             if asks.try_send(ask).is_err() {
-                return Err(ErrorObject::new(
-                    ErrorCode::INTERNAL_ERROR,
-                    format!("too many questions waiting; {method} refused"),
-                ));
+                return Err(Refusal::internal(format!(
+                    "too many questions waiting; {method} refused"
+                ))
+                .into());
             }
             match answered.await {
                 Ok(outcome) => return outcome,
@@ -256,10 +257,10 @@ impl UpstreamHandler {
                 .clone()
                 .unwrap_or_else(|| json!({ "roots": [] })));
         }
-        Err(ErrorObject::new(
-            ErrorCode::INTERNAL_ERROR,
-            format!("{method} arrived outside any request the bridge can put it to"),
+        Err(Refusal::internal(format!(
+            "{method} arrived outside any request the bridge can put it to"
         ))
+        .into())
     }
 }
 
@@ -454,14 +455,14 @@ impl Drop for Lease {
 }
 
 fn internal(error: impl std::fmt::Display) -> ErrorObject {
-    ErrorObject::new(ErrorCode::INTERNAL_ERROR, error.to_string())
+    Refusal::internal(error.to_string()).into()
 }
 
 fn invalid_answer(error: impl std::fmt::Display) -> ErrorObject {
-    ErrorObject::new(
-        ErrorCode::INTERNAL_ERROR,
-        format!("the client's answer does not fit the question: {error}"),
-    )
+    Refusal::internal(format!(
+        "the client's answer does not fit the question: {error}"
+    ))
+    .into()
 }
 
 /// Locks, recovering from a poisoned lock: the maps hold no invariant a

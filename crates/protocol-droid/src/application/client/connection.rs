@@ -22,7 +22,8 @@ use super::error::ClientError;
 use super::handler::{ClientHandler, Declining, Notice, answer as answer_with};
 use super::headers::{self, ParamHeader};
 use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
-use crate::domain::jsonrpc::{ErrorCode, ErrorObject, RequestId};
+use crate::domain::Refusal;
+use crate::domain::jsonrpc::{ErrorObject, RequestId};
 use crate::domain::{Era, LoggingLevel, ProtocolVersion};
 use crate::wire::{
     ClientCapabilities, Implementation, ProgressNotificationParams, ServerCapabilities,
@@ -581,15 +582,15 @@ fn dispatch(inner: &Arc<Inner>, message: &Value) {
                 let refusal = if modern {
                     // 2026-07-28 servers never send requests; questions come
                     // as input rounds.
-                    Some(ErrorObject::new(
-                        ErrorCode::INVALID_REQUEST,
-                        "at 2026-07-28 a server does not send requests",
-                    ))
+                    Some(
+                        Refusal::invalid_request("at 2026-07-28 a server does not send requests")
+                            .into(),
+                    )
                 } else if permit.is_err() {
-                    Some(ErrorObject::new(
-                        ErrorCode::INTERNAL_ERROR,
-                        "too many requests from the server are being answered",
-                    ))
+                    Some(
+                        Refusal::internal("too many requests from the server are being answered")
+                            .into(),
+                    )
                 } else {
                     None
                 };

@@ -12,7 +12,8 @@ use std::fmt;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
+use crate::domain::Refusal;
+use crate::domain::jsonrpc::ErrorObject;
 use crate::wire::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ElicitValue, InputRequest, ListRootsResult,
@@ -106,10 +107,7 @@ pub trait ClientHandler: Send + Sync + fmt::Debug {
 /// The answer to a request the client does not handle.
 #[must_use]
 pub fn unsupported(method: &str) -> ErrorObject {
-    ErrorObject::new(
-        ErrorCode::METHOD_NOT_FOUND,
-        format!("this client does not handle {method}"),
-    )
+    Refusal::method_not_found(format!("this client does not handle {method}")).into()
 }
 
 /// The values a form would hold if the user accepted every default: each
@@ -140,7 +138,7 @@ impl ClientHandler for Declining {}
 
 /// An error object for an answer the handler could not give.
 pub(crate) fn invalid_params(detail: impl fmt::Display) -> ErrorObject {
-    ErrorObject::new(ErrorCode::INVALID_PARAMS, detail.to_string())
+    Refusal::invalid_params(detail.to_string()).into()
 }
 
 /// Answers one question with the handler.

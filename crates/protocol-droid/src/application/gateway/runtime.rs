@@ -26,6 +26,7 @@ use crate::application::server::PeerSession;
 use crate::application::server::{
     Call, CallError, Server, ServerBuilder, ToolAccess, ToolSpec, ToolVisibility,
 };
+use crate::domain::Refusal;
 use crate::domain::SessionId;
 use crate::domain::catalog::{Provenance, SchemaDigest, ToolId};
 use crate::domain::ir::{JsonObject, ToolResult};
@@ -570,5 +571,5 @@ impl ClientHandler for UpstreamNotices {
 
 /// A refusal of the caller's request, by name (`-32602`).
 pub(super) fn refused(message: String) -> CallError {
-    CallError::Protocol(ErrorObject::new(ErrorCode::INVALID_PARAMS, message))
+    Refusal::invalid_params(message).into()
 }

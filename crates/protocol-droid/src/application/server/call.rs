@@ -15,9 +15,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{ExchangeError, PeerSession, RequestContext};
+use crate::domain::Refusal;
 use crate::domain::feature::Feature;
 use crate::domain::ir::JsonObject;
-use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification};
+use crate::domain::jsonrpc::{ErrorObject, Message, Notification};
 use crate::domain::{Era, LoggingLevel, SessionId};
 
 /// The `_meta` key under which a legacy server-to-client request names the
@@ -81,13 +82,19 @@ impl CallError {
     /// An invalid-params error (`-32602`).
     #[must_use]
     pub fn invalid_params(message: impl Into<String>) -> Self {
-        Self::Protocol(ErrorObject::new(ErrorCode::INVALID_PARAMS, message))
+        Refusal::invalid_params(message.into()).into()
     }
 
     /// An internal error (`-32603`).
     #[must_use]
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::Protocol(ErrorObject::new(ErrorCode::INTERNAL_ERROR, message))
+        Refusal::internal(message.into()).into()
+    }
+}
+
+impl From<Refusal> for CallError {
+    fn from(refusal: Refusal) -> Self {
+        Self::Protocol(refusal.into())
     }
 }
 

@@ -3,8 +3,9 @@
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
+use crate::domain::Refusal;
 use crate::domain::ir::ToolResult;
-use crate::domain::jsonrpc::{ErrorCode, ErrorObject, RequestId, VERSION};
+use crate::domain::jsonrpc::{ErrorObject, RequestId, VERSION};
 
 /// The `result` member of a successful response.
 ///
@@ -95,10 +96,7 @@ pub(crate) fn response_bytes(id: &RequestId, outcome: &Result<Reply, ErrorObject
     if let Err(e) = write_response(&mut out, id, outcome) {
         tracing::error!("a result could not be written and was answered with an error: {e}");
         out.clear();
-        let failed = Err(ErrorObject::new(
-            ErrorCode::INTERNAL_ERROR,
-            "the result could not be written",
-        ));
+        let failed = Err(Refusal::internal("the result could not be written").into());
         // An error object is a code, a message and no data: it always writes.
         let _written = write_response(&mut out, id, &failed);
     }

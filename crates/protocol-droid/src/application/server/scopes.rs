@@ -12,7 +12,21 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::registry::match_template;
-use crate::domain::ir::JsonObject;
+
+/// The primitive a request names, as a scope rule is looked up by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Named<'a> {
+    /// A tool called.
+    Tool(&'a str),
+    /// A prompt got.
+    Prompt(&'a str),
+    /// A resource read, subscribed to or unsubscribed from.
+    Resource(&'a str),
+    /// A prompt whose argument is completed.
+    CompletionOfPrompt(&'a str),
+    /// A resource template (or resource) whose argument is completed.
+    CompletionOfResource(&'a str),
+}
 
 /// The kind of primitive a scope rule names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,40 +105,18 @@ impl ScopeRules {
         })
     }
 
-    /// Whether a caller holding `has` may make the request `method` with
-    /// `params`; `None` when the method names no primitive.
-    pub(crate) fn admits_request(
-        &self,
-        method: &str,
-        params: &JsonObject,
-        has: impl Fn(&str) -> bool,
-    ) -> bool {
-        let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
-        match method {
-            "tools/call" => self.admits_tool(text("name"), has),
-            "prompts/get" => self.scope(Primitive::Prompt, text("name")).is_none_or(has),
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                self.admits_resource(text("uri"), has)
+    /// Whether a caller holding `has` may make a request naming `target`.
+    pub(crate) fn admits(&self, target: Named<'_>, has: impl Fn(&str) -> bool) -> bool {
+        match target {
+            Named::Tool(name) => self.admits_tool(name, has),
+            Named::Prompt(name) | Named::CompletionOfPrompt(name) => {
+                self.scope(Primitive::Prompt, name).is_none_or(has)
             }
-            "completion/complete" => {
-                let reference = params.get("ref");
-                let field = |key: &str| {
-                    reference
-                        .and_then(|r| r.get(key))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                };
-                match field("type") {
-                    "ref/prompt" => self.scope(Primitive::Prompt, field("name")).is_none_or(has),
-                    "ref/resource" => {
-                        let uri = field("uri");
-                        self.scope(Primitive::Template, uri).is_none_or(&has)
-                            && self.admits_resource(uri, &has)
-                    }
-                    _ => true,
-                }
+            Named::Resource(uri) => self.admits_resource(uri, has),
+            Named::CompletionOfResource(uri) => {
+                self.scope(Primitive::Template, uri).is_none_or(&has)
+                    && self.admits_resource(uri, &has)
             }
-            _ => true,
         }
     }
 
@@ -166,41 +158,22 @@ mod tests {
         rules
     }
 
-    fn params(value: Value) -> JsonObject {
-        match value {
-            Value::Object(map) => map,
-            _ => JsonObject::new(),
-        }
-    }
-
     #[test]
     fn a_caller_without_the_scope_is_refused_every_request_naming_it() {
         let rules = rules();
         let nobody = |_: &str| false;
-        for (method, p) in [
-            ("tools/call", json!({ "name": "admin" })),
-            ("prompts/get", json!({ "name": "secret" })),
-            ("resources/read", json!({ "uri": "file:///etc/shadow" })),
-            ("resources/subscribe", json!({ "uri": "notes://7" })),
-            (
-                "completion/complete",
-                json!({ "ref": { "type": "ref/prompt", "name": "secret" } }),
-            ),
-            (
-                "completion/complete",
-                json!({ "ref": { "type": "ref/resource", "uri": "notes://{id}" } }),
-            ),
+        for target in [
+            Named::Tool("admin"),
+            Named::Prompt("secret"),
+            Named::Resource("file:///etc/shadow"),
+            Named::Resource("notes://7"),
+            Named::CompletionOfPrompt("secret"),
+            Named::CompletionOfResource("notes://{id}"),
         ] {
-            assert!(
-                !rules.admits_request(method, &params(p.clone()), nobody),
-                "{method} {p}"
-            );
-            assert!(
-                rules.admits_request(method, &params(p), |_| true),
-                "{method}"
-            );
+            assert!(!rules.admits(target, nobody), "{target:?}");
+            assert!(rules.admits(target, |_| true), "{target:?}");
         }
-        assert!(rules.admits_request("tools/call", &params(json!({ "name": "open" })), nobody));
+        assert!(rules.admits(Named::Tool("open"), nobody));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use super::events::{EventStore, event_id};
 use super::sse::{self, SseEvent};
 use crate::application::server::Reply;
 use crate::application::server::reply::response_bytes;
+use crate::domain::Refusal;
 use crate::domain::jsonrpc::{
     ErrorCode, ErrorObject, Message, RequestId, Response as RpcResponse, ResponseId,
 };
@@ -196,10 +197,7 @@ fn joined(
         if e.is_panic() {
             tracing::error!("a request handler panicked");
         }
-        Err(ErrorObject::new(
-            ErrorCode::INTERNAL_ERROR,
-            "the handler failed",
-        ))
+        Err(Refusal::internal("the handler failed").into())
     })
 }
 

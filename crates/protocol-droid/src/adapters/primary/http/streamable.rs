@@ -325,10 +325,7 @@ async fn batch(
             Ok(outcome) => outcome,
             // A cancelled request is answered with nothing, as alone.
             Err(join) if join.is_cancelled() => continue,
-            Err(_) => Err(crate::domain::jsonrpc::ErrorObject::new(
-                ErrorCode::INTERNAL_ERROR,
-                "the handler failed",
-            )),
+            Err(_) => Err(crate::domain::Refusal::internal("the handler failed").into()),
         };
         answers.push(
             Message::Response(RpcResponse {

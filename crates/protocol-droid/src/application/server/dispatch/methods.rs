@@ -6,18 +6,19 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::application::server::call::{Call, CallError};
-use crate::application::server::forward::{FORWARDED, is_unmodelled};
+use crate::application::server::forward::FORWARDED;
 use crate::application::server::host::{Server, ToolAccess};
 use crate::application::server::registry::{match_template, visible};
 use crate::application::server::request_state::StateBinding;
 use crate::application::server::{AuthContext, PeerSession, RequestContext};
 use crate::domain::canonical::request_digest;
 use crate::domain::ir::{JsonObject, ToolResult, TranslationReport};
-use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
-use crate::domain::{DegradePolicy, Era, Feature, ProtocolVersion};
+use crate::domain::jsonrpc::ErrorObject;
+use crate::domain::{DegradePolicy, Era, ProtocolVersion, Refusal, Unknown};
 use crate::wire::codec::for_version;
 
-use super::{Connection, SERVER_INFO_META, error, now_ms};
+use super::request::{ClientRequest, CompletionTarget, Listing};
+use super::{Connection, SERVER_INFO_META, now_ms};
 use crate::application::server::reply::Reply;
 
 impl Connection {
@@ -25,52 +26,40 @@ impl Connection {
     pub(super) async fn common(
         &self,
         method: &str,
+        request: ClientRequest,
         params: JsonObject,
         ctx: Box<RequestContext>,
         peer: PeerSession,
     ) -> Result<Reply, ErrorObject> {
-        let era = peer.negotiated().era();
+        let version = peer.negotiated();
+        let era = version.era();
         if self.server.forwarder().is_some()
-            && (FORWARDED.contains(&method) || is_unmodelled(method))
+            && (FORWARDED.contains(&method) || request == ClientRequest::Unmodelled)
         {
-            return Box::pin(self.forwarded(method, params, ctx, peer))
+            return Box::pin(self.forwarded(method, &request, params, ctx, peer))
                 .await
                 .map(Reply::Value);
         }
         let registry = self.server.registry();
         let can_see = |scope: Option<&String>| visible(scope, |s| ctx.auth.has_scope(s));
-        reject_cursor(&params)?;
-        let answer = match method {
-            "tools/list" => {
-                let tools: Vec<_> = registry
-                    .tools
-                    .values()
-                    .filter(|t| can_see(t.scope.as_ref()))
-                    .filter(|t| {
-                        self.server.tool_access(&peer, &ctx.auth, &t.tool.name)
-                            == ToolAccess::Granted
-                    })
-                    .map(|t| t.tool.clone())
-                    .collect();
-                Ok(json!({ "tools": tools }))
+        let answer = match &request {
+            ClientRequest::List(listing) => {
+                // Lists are served as one page, so any cursor is one this
+                // server never issued.
+                if member(&params, "cursor").is_some_and(|c| !c.is_null()) {
+                    return Err(Refusal::invalid_params("invalid cursor").into());
+                }
+                self.list(*listing, &peer, &ctx.auth)
             }
-            "tools/call" => return self.call_tool(params, ctx, peer).await,
-            "prompts/list" => {
-                let prompts: Vec<_> = registry
-                    .prompts
-                    .values()
-                    .filter(|p| can_see(p.scope.as_ref()))
-                    .map(|p| p.prompt.clone())
-                    .collect();
-                Ok(json!({ "prompts": prompts }))
+            ClientRequest::CallTool { name } => {
+                return self.call_tool(name, params, ctx, peer).await;
             }
-            "prompts/get" => {
-                let name = required_str(&params, "name")?;
+            ClientRequest::GetPrompt { name } => {
                 let entry = registry
                     .prompts
                     .get(name)
                     .filter(|p| can_see(p.scope.as_ref()))
-                    .ok_or_else(|| unknown("prompts/get", &params, &peer))?;
+                    .ok_or_else(|| request.unknown(version))?;
                 let arguments = object_member(&params, "arguments");
                 let auth = ctx.auth.clone();
                 let call = Call::new(*ctx, peer, arguments);
@@ -83,31 +72,12 @@ impl Connection {
                     era,
                 )
             }
-            "resources/list" => {
-                let resources: Vec<_> = registry
-                    .resources
-                    .values()
-                    .filter(|r| can_see(r.scope.as_ref()))
-                    .map(|r| r.resource.clone())
-                    .collect();
-                Ok(json!({ "resources": resources }))
-            }
-            "resources/templates/list" => {
-                let templates: Vec<_> = registry
-                    .templates
-                    .values()
-                    .filter(|t| can_see(t.scope.as_ref()))
-                    .map(|t| t.template.clone())
-                    .collect();
-                Ok(json!({ "resourceTemplates": templates }))
-            }
-            "resources/read" => {
-                let uri = required_str(&params, "uri")?.to_owned();
+            ClientRequest::ReadResource { uri } => {
                 let mut arguments = JsonObject::new();
                 arguments.insert("uri".to_owned(), json!(uri));
                 let found = match registry
                     .resources
-                    .get(&uri)
+                    .get(uri)
                     .filter(|r| can_see(r.scope.as_ref()))
                 {
                     Some(entry) => Some(Arc::clone(&entry.handler)),
@@ -116,17 +86,15 @@ impl Connection {
                         .values()
                         .filter(|t| can_see(t.scope.as_ref()))
                         .find_map(|t| {
-                            match_template(&t.template.uri_template, &uri).map(|vars| {
+                            match_template(&t.template.uri_template, uri).map(|vars| {
                                 arguments.extend(vars);
                                 Arc::clone(&t.handler)
                             })
                         }),
                 };
-                let Some(handler) = found else {
-                    // Never an empty `contents`: a missing resource is an
-                    // error, with the code the client's revision expects.
-                    return Err(unknown("resources/read", &params, &peer));
-                };
+                // Never an empty `contents`: a missing resource is an error,
+                // with the code the client's revision expects.
+                let handler = found.ok_or_else(|| request.unknown(version))?;
                 let auth = ctx.auth.clone();
                 let call = Call::new(*ctx, peer, arguments);
                 let result = handler(call)
@@ -134,39 +102,27 @@ impl Connection {
                     .and_then(|contents| Ok(json!({ "contents": to_value(&contents)? })));
                 self.outcome(result, "resources/read", &params, &auth, era)
             }
-            "completion/complete" => {
+            ClientRequest::Complete(target) => {
                 let Some(completer) = registry.completer.clone() else {
-                    return Err(error(
-                        ErrorCode::METHOD_NOT_FOUND,
-                        "completions are not offered",
-                    ));
+                    return Err(Refusal::method_not_found("completions are not offered").into());
                 };
                 // Completing an argument of something the caller cannot see
                 // would tell them it exists.
-                let reference = params.get("ref");
-                let kind = reference
-                    .and_then(|r| r.get("type"))
-                    .and_then(Value::as_str);
-                let target = reference
-                    .and_then(|r| r.get("name").or_else(|| r.get("uri")))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let visible_target = match kind {
-                    Some("ref/prompt") => registry
+                let visible_target = match target {
+                    CompletionTarget::Prompt(name) => registry
                         .prompts
-                        .get(target)
+                        .get(name)
                         .is_some_and(|p| can_see(p.scope.as_ref())),
-                    Some("ref/resource") => {
+                    CompletionTarget::Resource(uri) => {
                         registry
                             .templates
-                            .get(target)
+                            .get(uri)
                             .is_some_and(|t| can_see(t.scope.as_ref()))
-                            || self.can_read(target, &ctx.auth)
+                            || self.can_read(uri, &ctx.auth)
                     }
-                    _ => false,
                 };
                 if !visible_target {
-                    return Err(unknown("completion/complete", &params, &peer));
+                    return Err(request.unknown(version).into());
                 }
                 let mut values = completer(&params);
                 let total = values.len();
@@ -175,42 +131,88 @@ impl Connection {
                     "values": values, "total": total, "hasMore": total > 100,
                 } }))
             }
-            other => Err(error(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("{other} is not served here"),
-            )),
+            _ => Err(Refusal::method_not_found(format!("{method} is not served here")).into()),
         };
         answer.map(Reply::Value)
     }
 
+    /// One of the four lists, holding what `auth` may see.
+    fn list(
+        &self,
+        listing: Listing,
+        peer: &PeerSession,
+        auth: &AuthContext,
+    ) -> Result<Value, ErrorObject> {
+        let registry = self.server.registry();
+        let can_see = |scope: Option<&String>| visible(scope, |s| auth.has_scope(s));
+        Ok(match listing {
+            Listing::Tools => {
+                let tools: Vec<_> = registry
+                    .tools
+                    .values()
+                    .filter(|t| can_see(t.scope.as_ref()))
+                    .filter(|t| {
+                        self.server.tool_access(peer, auth, &t.tool.name) == ToolAccess::Granted
+                    })
+                    .map(|t| t.tool.clone())
+                    .collect();
+                json!({ "tools": tools })
+            }
+            Listing::Prompts => {
+                let prompts: Vec<_> = registry
+                    .prompts
+                    .values()
+                    .filter(|p| can_see(p.scope.as_ref()))
+                    .map(|p| p.prompt.clone())
+                    .collect();
+                json!({ "prompts": prompts })
+            }
+            Listing::Resources => {
+                let resources: Vec<_> = registry
+                    .resources
+                    .values()
+                    .filter(|r| can_see(r.scope.as_ref()))
+                    .map(|r| r.resource.clone())
+                    .collect();
+                json!({ "resources": resources })
+            }
+            Listing::ResourceTemplates => {
+                let templates: Vec<_> = registry
+                    .templates
+                    .values()
+                    .filter(|t| can_see(t.scope.as_ref()))
+                    .map(|t| t.template.clone())
+                    .collect();
+                json!({ "resourceTemplates": templates })
+            }
+        })
+    }
+
+    /// `tools/call` of the tool `name`, whose arguments are in `params`.
     pub(super) async fn call_tool(
         &self,
+        name: &str,
         mut params: JsonObject,
         ctx: Box<RequestContext>,
         peer: PeerSession,
     ) -> Result<Reply, ErrorObject> {
-        if self.server.forwarder().is_some() {
-            return Box::pin(self.forwarded("tools/call", params, ctx, peer))
-                .await
-                .map(Reply::Value);
-        }
-        let name = required_str(&params, "name")?.to_owned();
+        let version = peer.negotiated();
+        let unknown = || Refusal::from(Unknown::Tool(name.to_owned()));
         // Only the handler is taken: cloning the whole entry would copy the
         // tool's definition, input schema and all, on every call.
         let handler = self
             .server
             .registry()
             .tools
-            .get(&name)
+            .get(name)
             .filter(|t| visible(t.scope.as_ref(), |s| ctx.auth.has_scope(s)))
             .map(|t| Arc::clone(&t.handler))
-            .ok_or_else(|| unknown("tools/call", &params, &peer))?;
-        match self.server.tool_access(&peer, &ctx.auth, &name) {
+            .ok_or_else(unknown)?;
+        match self.server.tool_access(&peer, &ctx.auth, name) {
             ToolAccess::Granted => {}
-            ToolAccess::Hidden => return Err(unknown("tools/call", &params, &peer)),
-            ToolAccess::Refused(reason) => return Err(error(ErrorCode::INVALID_PARAMS, reason)),
+            ToolAccess::Hidden => return Err(unknown().into()),
+            ToolAccess::Refused(reason) => return Err(Refusal::invalid_params(reason).into()),
         }
-        let version = peer.negotiated();
         // Only a 2026-07-28 outcome reads the params again (to seal an
         // input-required round); a legacy call's arguments are moved out.
         let arguments = match version.era() {
@@ -280,22 +282,25 @@ impl Connection {
     async fn forwarded(
         &self,
         method: &str,
+        request: &ClientRequest,
         params: JsonObject,
         ctx: Box<RequestContext>,
         peer: PeerSession,
     ) -> Result<Value, ErrorObject> {
         let Some(forward) = self.server.forwarder().map(Arc::clone) else {
-            return Err(error(ErrorCode::INTERNAL_ERROR, "nothing to forward to"));
+            return Err(Refusal::internal("nothing to forward to").into());
         };
-        let era = peer.negotiated().era();
+        let version = peer.negotiated();
         let scopes = self.server.forwarded_scopes();
-        if !scopes.admits_request(method, &params, |s| ctx.auth.has_scope(s)) {
-            return Err(unknown(method, &params, &peer));
+        if let Some(named) = request.named() {
+            if !scopes.admits(named, |s| ctx.auth.has_scope(s)) {
+                return Err(request.unknown(version).into());
+            }
         }
         let auth = ctx.auth.clone();
         let call = Call::new(*ctx, peer, object_member(&params, "arguments"));
         let result = forward.forward(method, params.clone(), call).await;
-        let mut answer = self.outcome(result, method, &params, &auth, era)?;
+        let mut answer = self.outcome(result, method, &params, &auth, version.era())?;
         if !scopes.is_empty() {
             scopes.filter_list(method, &mut answer, |s| auth.has_scope(s));
         }
@@ -316,17 +321,15 @@ impl Connection {
             // A legacy client has no way to read an input-required round: a
             // handler asking through `Call` never produces one there, so one
             // built by hand is a handler bug, reported as such.
-            Err(CallError::InputRequired(_)) if era == Era::Legacy => Err(error(
-                ErrorCode::INTERNAL_ERROR,
+            Err(CallError::InputRequired(_)) if era == Era::Legacy => Err(Refusal::internal(
                 "the handler asked for input in a form only 2026-07-28 clients can answer",
-            )),
+            )
+            .into()),
             Ok(value) => Ok(value),
             Err(CallError::Protocol(object)) => Err(object),
-            Err(CallError::MissingCapability { required }) => Err(error(
-                ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "the request needs a client capability it did not declare",
-            )
-            .with_data(json!({ "requiredCapabilities": required }))),
+            Err(CallError::MissingCapability { required }) => {
+                Err(Refusal::MissingCapability { required }.into())
+            }
             Err(CallError::InputRequired(asked)) => {
                 let crate::application::server::call::InputRequired { requests, state } = *asked;
                 let mut result = JsonObject::new();
@@ -340,11 +343,9 @@ impl Connection {
                         .inner
                         .sealer
                         .read()
-                        .map_err(|_| {
-                            error(ErrorCode::INTERNAL_ERROR, "the state key is unavailable")
-                        })?
+                        .map_err(|_| Refusal::internal("the state key is unavailable"))?
                         .seal(&state, &binding, now_ms())
-                        .map_err(|e| error(ErrorCode::INTERNAL_ERROR, e.to_string()))?;
+                        .map_err(|e| Refusal::internal(e.to_string()))?;
                     result.insert("requestState".to_owned(), json!(sealed));
                 }
                 Ok(Value::Object(result))
@@ -431,62 +432,6 @@ pub(super) fn member<'a>(params: &'a JsonObject, key: &str) -> Option<&'a Value>
     }
 }
 
-pub(super) fn required_str<'a>(params: &'a JsonObject, key: &str) -> Result<&'a str, ErrorObject> {
-    member(params, key).and_then(Value::as_str).ok_or_else(|| {
-        error(
-            ErrorCode::INVALID_PARAMS,
-            format!("`{key}` must be a string"),
-        )
-    })
-}
-
-/// Lists are served as one page, so any cursor is one this server never
-/// issued.
-pub(super) fn reject_cursor(params: &JsonObject) -> Result<(), ErrorObject> {
-    match params.get("cursor") {
-        None | Some(Value::Null) => Ok(()),
-        Some(_) => Err(error(ErrorCode::INVALID_PARAMS, "invalid cursor")),
-    }
-}
-
 pub(super) fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, CallError> {
     serde_json::to_value(value).map_err(|e| CallError::internal(e.to_string()))
-}
-
-/// The error a request naming a primitive that does not exist gets, and so
-/// also one naming a primitive the caller may not see (registered or
-/// forwarded): one wording, so a refusal never tells the two apart.
-fn unknown(method: &str, params: &JsonObject, peer: &PeerSession) -> ErrorObject {
-    let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
-    match method {
-        "tools/call" => error(
-            ErrorCode::INVALID_PARAMS,
-            format!("unknown tool {}", text("name")),
-        ),
-        "prompts/get" => error(
-            ErrorCode::INVALID_PARAMS,
-            format!("unknown prompt {}", text("name")),
-        ),
-        "resources/read" => {
-            let code = if peer.allows(Feature::LegacyResourceNotFound) {
-                ErrorCode::RESOURCE_NOT_FOUND
-            } else {
-                ErrorCode::INVALID_PARAMS
-            };
-            error(code, format!("resource not found: {}", text("uri")))
-                .with_data(json!({ "uri": text("uri") }))
-        }
-        // As serve mode words it for a reference it cannot see.
-        _ => {
-            let target = params
-                .get("ref")
-                .and_then(|r| r.get("name").or_else(|| r.get("uri")))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            error(
-                ErrorCode::INVALID_PARAMS,
-                format!("nothing to complete for {target}"),
-            )
-        }
-    }
 }

@@ -23,34 +23,24 @@ use super::registry::{match_template, visible};
 use super::reply::Reply;
 use super::request_state::Round;
 use super::{
-    AuthContext, DynExchange, DynFrameSink, LOG_LEVEL_META, LogGate, NoExchange, PeerSession,
-    RequestContext,
+    AuthContext, DynExchange, DynFrameSink, LogGate, NoExchange, PeerSession, RequestContext,
 };
 use crate::domain::canonical::{canonical_json, request_digest};
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
 use crate::domain::{
-    CapabilitySet, Era, LoggingLevel, Negotiation, ProtocolVersion, SessionId, TransportKind,
-    resolve,
+    CapabilitySet, Era, LoggingLevel, Negotiation, ProtocolVersion, Refusal, SessionId,
+    TransportKind, Unknown, resolve,
 };
 use crate::wire::codec::{Sender, for_version};
 use sha2::Digest as _;
 
 mod listen;
 mod methods;
+mod request;
 
 use methods::{binding, finish, member, meta_of};
-
-/// The client capabilities a 2026-07-28 request's `_meta` declares; none
-/// when it declares none.
-fn client_capabilities(params: &JsonObject) -> JsonObject {
-    params
-        .get("_meta")
-        .and_then(|meta| meta.get(CLIENT_CAPABILITIES_META))
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
-}
+use request::{ClientRequest, Declared, Hello};
 
 /// The `_meta` key naming a 2026-07-28 request's revision.
 pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
@@ -96,10 +86,6 @@ struct LegacySession {
     client_capabilities: Arc<JsonObject>,
     client_info: Option<Arc<JsonObject>>,
     init_meta: Arc<JsonObject>,
-}
-
-fn error(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
-    ErrorObject::new(code, message)
 }
 
 fn now_ms() -> u64 {
@@ -197,10 +183,14 @@ impl Connection {
         // refused by dispatch; its header mismatch is still reported first,
         // as a transport's check comes before the body is served, so the
         // hook is asked as for the newest revision.
-        let version = self
-            .modern_version(params)
+        let declared = Declared::decode(params).ok();
+        let version = declared
+            .as_ref()
+            .and_then(|d| self.modern_revision(d.requested).ok())
             .unwrap_or(ProtocolVersion::LATEST);
-        let peer = self.stateless_peer(version, &client_capabilities(params), caller);
+        let empty = JsonObject::new();
+        let capabilities = declared.map_or(&empty, |d| d.client_capabilities);
+        let peer = self.stateless_peer(version, capabilities, caller);
         (self.server.tool_access(&peer, caller, name) == super::ToolAccess::Granted)
             .then_some(annotated)
     }
@@ -228,12 +218,6 @@ impl Connection {
             Arc::clone(&self.sink),
         )
         .with_auth(caller.clone())
-    }
-
-    /// Whether `method` is one no revision defines and a forwarder is there
-    /// to pass it on.
-    fn forwards_unmodelled(&self, method: &str) -> bool {
-        self.server.forwarder().is_some() && super::forward::is_unmodelled(method)
     }
 
     /// Ends the connection: forgets what its session recorded.
@@ -332,7 +316,7 @@ impl Connection {
         let params = match params {
             None => JsonObject::new(),
             Some(Value::Object(map)) => map,
-            Some(_) => return Err(error(ErrorCode::INVALID_PARAMS, "params must be an object")),
+            Some(_) => return Err(Refusal::invalid_params("params must be an object").into()),
         };
         if method == "initialize" {
             return self.initialize(&params).map(Reply::Value);
@@ -350,11 +334,11 @@ impl Connection {
                     .await
             }
             None if method == "ping" => Ok(Reply::Value(json!({}))),
-            None => Err(error(
-                ErrorCode::INVALID_REQUEST,
+            None => Err(Refusal::invalid_request(
                 "not initialized: send `initialize` first, or a 2026-07-28 request \
                  carrying `_meta` with its protocol version and client capabilities",
-            )),
+            )
+            .into()),
         }
     }
 
@@ -392,7 +376,7 @@ impl Connection {
         let params = match params {
             None => JsonObject::new(),
             Some(Value::Object(map)) => map,
-            Some(_) => return Err(error(ErrorCode::INVALID_PARAMS, "params must be an object")),
+            Some(_) => return Err(Refusal::invalid_params("params must be an object").into()),
         };
         self.modern(id, &method, params, Box::new(ctx)).await
     }
@@ -425,45 +409,27 @@ impl Connection {
         // The profile is settled once per session; a second handshake would
         // change what the client was already promised.
         if self.negotiated().is_some() {
-            return Err(error(
-                ErrorCode::INVALID_REQUEST,
-                "this session is already initialized",
-            ));
+            return Err(Refusal::invalid_request("this session is already initialized").into());
         }
-        let requested = params.get("protocolVersion").and_then(Value::as_str);
-        let Some(requested) = requested else {
-            return Err(error(
-                ErrorCode::INVALID_PARAMS,
-                "initialize needs `protocolVersion`",
-            ));
-        };
-        let supported: Vec<&str> = self.server.offered().iter().map(|v| v.as_str()).collect();
+        let hello = Hello::decode(params)?;
         // Echo a supported revision; otherwise answer with our newest and let
         // the client decide (the spec's negotiation). A modern-only server
         // has nothing to offer and says what it supports instead.
-        let version = match ProtocolVersion::from_wire(requested).filter(|v| legacy.contains(v)) {
-            Some(v) => v,
-            None => match legacy.last() {
-                Some(v) => *v,
-                None => {
-                    return Err(error(
-                        ErrorCode::INVALID_PARAMS,
-                        "this server speaks only 2026-07-28: send requests with `_meta` instead of `initialize`",
-                    )
-                    .with_data(json!({ "supported": supported, "requested": requested })));
-                }
-            },
-        };
-        let Some(client_capabilities) = params
-            .get("capabilities")
-            .and_then(Value::as_object)
-            .cloned()
-        else {
-            return Err(error(
-                ErrorCode::INVALID_PARAMS,
-                "initialize needs `capabilities`",
-            ));
-        };
+        let version =
+            match ProtocolVersion::from_wire(hello.requested).filter(|v| legacy.contains(v)) {
+                Some(v) => v,
+                None => match legacy.last() {
+                    Some(v) => *v,
+                    None => {
+                        return Err(Refusal::NoHandshake {
+                            requested: hello.requested.to_owned(),
+                            supported: self.server.offered().iter().map(|v| v.as_str()).collect(),
+                        }
+                        .into());
+                    }
+                },
+            };
+        let client_capabilities = hello.capabilities.clone();
         let server_caps = self.server.capabilities(version);
         let profile = resolve(Negotiation {
             version,
@@ -482,18 +448,8 @@ impl Connection {
         let session = LegacySession {
             peer,
             client_capabilities: Arc::new(client_capabilities),
-            client_info: params
-                .get("clientInfo")
-                .and_then(Value::as_object)
-                .cloned()
-                .map(Arc::new),
-            init_meta: Arc::new(
-                params
-                    .get("_meta")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
+            client_info: hello.client_info.cloned().map(Arc::new),
+            init_meta: Arc::new(hello.meta.cloned().unwrap_or_default()),
         };
         if let Ok(mut state) = self.state.lock() {
             state.legacy = Some(session);
@@ -517,13 +473,8 @@ impl Connection {
         session: LegacySession,
     ) -> Result<Reply, ErrorObject> {
         let version = session.peer.negotiated();
-        let codec = for_version(version);
-        if !codec.defines_request(Sender::Client, method) && !self.forwards_unmodelled(method) {
-            return Err(error(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("{method} is not a method of {version}"),
-            ));
-        }
+        let forwarding = self.server.forwarder().is_some();
+        let request = ClientRequest::decode(method, &params, version, forwarding)?;
         ctx.protocol_version = Some(version);
         ctx.client_capabilities = Arc::clone(&session.client_capabilities);
         ctx.client_info = session.client_info.clone();
@@ -531,74 +482,79 @@ impl Connection {
         ctx.request_meta = meta_of(&params);
         ctx.log_level = session.peer.log_gate().threshold();
         let peer = session.peer.clone().with_auth(ctx.auth.clone());
-        let result = match method {
-            "ping" => Ok(Reply::Value(json!({}))),
-            "logging/setLevel" => self.set_level(&params).map(Reply::Value),
-            "resources/subscribe" | "resources/unsubscribe" => {
-                let Some(uri) = params.get("uri").and_then(Value::as_str) else {
-                    return Err(error(ErrorCode::INVALID_PARAMS, "`uri` is required"));
-                };
-                if method == "resources/subscribe" && !self.can_read(uri, &ctx.auth) {
-                    // Through a forwarder a URI nobody offers is accepted
-                    // (the upstream is the one to know), so a hidden one is
-                    // accepted too, and neither kept nor passed on.
-                    if self.server.forwarder().is_some() {
-                        return Ok(Reply::Value(json!({})));
-                    }
-                    return Err(error(
-                        ErrorCode::INVALID_PARAMS,
-                        format!("no such resource: {uri}"),
-                    )
-                    .with_data(json!({ "uri": uri })));
-                }
-                let mut changed = false;
-                if let Ok(mut state) = self.state.lock() {
-                    if method == "resources/unsubscribe" {
-                        changed = state.subscribed.remove(uri);
-                    } else if state.subscribed.len() >= MAX_SUBSCRIPTIONS
-                        && !state.subscribed.contains(uri)
-                    {
-                        return Err(error(
-                            ErrorCode::INVALID_PARAMS,
-                            format!(
-                                "at most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
-                            ),
-                        ));
-                    } else {
-                        changed = state.subscribed.insert(uri.to_owned());
-                    }
-                }
-                // The forwarder counts watchers, so it hears of changes only.
-                if let Some(forward) = self.server.forwarder().filter(|_| changed) {
-                    forward.subscription(self.session, uri, method == "resources/subscribe");
-                }
+        let result = match request {
+            ClientRequest::Ping => Ok(Reply::Value(json!({}))),
+            ClientRequest::SetLevel(level) => {
+                self.set_level(level);
                 Ok(Reply::Value(json!({})))
+            }
+            ClientRequest::Subscribe { ref uri } => {
+                self.subscription(uri, true, &ctx.auth).map(Reply::Value)
+            }
+            ClientRequest::Unsubscribe { ref uri } => {
+                self.subscription(uri, false, &ctx.auth).map(Reply::Value)
             }
             // A stdio session ends with its pipe, so no retry can ever reach
             // a recorded answer there: recording one would only cost every
             // call a digest, a store entry and a copy of its result.
-            "tools/call" if self.transport == TransportKind::Stdio => {
-                self.call_tool(params, ctx, peer).await
+            ClientRequest::CallTool { ref name }
+                if self.transport == TransportKind::Stdio && !forwarding =>
+            {
+                self.call_tool(name, params, ctx, peer).await
             }
             // Boxed, as every arm but the one above: inline, the largest arm
             // sets the size of the whole future, which every request's task
             // allocates and copies.
-            "tools/call" => Box::pin(self.call_tool_once(id, params, ctx, peer)).await,
-            _ => Box::pin(self.common(method, params, ctx, peer)).await,
+            ClientRequest::CallTool { .. } if self.transport != TransportKind::Stdio => {
+                Box::pin(self.call_tool_once(id, method, request, params, ctx, peer)).await
+            }
+            request => Box::pin(self.common(method, request, params, ctx, peer)).await,
         };
         result.map(|reply| finish(reply, method, version, &self.server))
     }
 
-    fn set_level(&self, params: &JsonObject) -> Result<Value, ErrorObject> {
-        let level: LoggingLevel = params
-            .get("level")
-            .cloned()
-            .and_then(|l| serde_json::from_value(l).ok())
-            .ok_or_else(|| error(ErrorCode::INVALID_PARAMS, "`level` must be a logging level"))?;
+    /// `logging/setLevel`: the session's log gate opens at `level`.
+    fn set_level(&self, level: LoggingLevel) {
         if let Ok(mut state) = self.state.lock() {
             if let Some(legacy) = state.legacy.as_mut() {
                 legacy.peer = legacy.peer.clone().with_log_gate(LogGate::at(level));
             }
+        }
+    }
+
+    /// `resources/subscribe` (or, unless `subscribe`, `unsubscribe`) of `uri`.
+    fn subscription(
+        &self,
+        uri: &str,
+        subscribe: bool,
+        auth: &AuthContext,
+    ) -> Result<Value, ErrorObject> {
+        if subscribe && !self.can_read(uri, auth) {
+            // Through a forwarder a URI nobody offers is accepted (the
+            // upstream is the one to know), so a hidden one is accepted too,
+            // and neither kept nor passed on.
+            if self.server.forwarder().is_some() {
+                return Ok(json!({}));
+            }
+            return Err(Refusal::from(Unknown::Subscription(uri.to_owned())).into());
+        }
+        let mut changed = false;
+        if let Ok(mut state) = self.state.lock() {
+            if !subscribe {
+                changed = state.subscribed.remove(uri);
+            } else if state.subscribed.len() >= MAX_SUBSCRIPTIONS && !state.subscribed.contains(uri)
+            {
+                return Err(Refusal::invalid_params(format!(
+                    "at most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
+                ))
+                .into());
+            } else {
+                changed = state.subscribed.insert(uri.to_owned());
+            }
+        }
+        // The forwarder counts watchers, so it hears of changes only.
+        if let Some(forward) = self.server.forwarder().filter(|_| changed) {
+            forward.subscription(self.session, uri, subscribe);
         }
         Ok(json!({}))
     }
@@ -611,6 +567,8 @@ impl Connection {
     async fn call_tool_once(
         &self,
         id: RequestId,
+        method: &str,
+        request: ClientRequest,
         params: JsonObject,
         ctx: Box<RequestContext>,
         peer: PeerSession,
@@ -628,28 +586,27 @@ impl Connection {
             Admission::Fresh => {}
             Admission::Replay(Recorded::Result(reply)) => return Ok(reply),
             Admission::Replay(Recorded::Error(value)) => {
-                return Err(serde_json::from_value(value).unwrap_or_else(|_| {
-                    error(ErrorCode::INTERNAL_ERROR, "recorded error unreadable")
-                }));
+                return Err(serde_json::from_value(value)
+                    .unwrap_or_else(|_| Refusal::internal("recorded error unreadable").into()));
             }
             Admission::InFlight => {
-                return Err(error(
-                    ErrorCode::INVALID_REQUEST,
-                    format!("request {id} is already in progress"),
-                ));
+                return Err(Refusal::invalid_request(format!(
+                    "request {id} is already in progress"
+                ))
+                .into());
             }
             Admission::Conflict => {
-                return Err(error(
-                    ErrorCode::INVALID_REQUEST,
-                    format!("request id {id} was already used for a different call"),
-                ));
+                return Err(Refusal::invalid_request(format!(
+                    "request id {id} was already used for a different call"
+                ))
+                .into());
             }
             Admission::Full => {
-                return Err(error(
-                    ErrorCode::INVALID_REQUEST,
+                return Err(Refusal::invalid_request(
                     "this session has as many calls in progress as it may; wait for one to \
                      finish",
-                ));
+                )
+                .into());
             }
         }
         // Cancelled calls are dropped mid-await; the guard then frees the
@@ -659,7 +616,7 @@ impl Connection {
             session: peer.session(),
             id: Some(id),
         };
-        let outcome = self.call_tool(params, ctx, peer).await;
+        let outcome = self.common(method, request, params, ctx, peer).await;
         match &outcome {
             Ok(reply) => guard.record_result(reply),
             // A failure of this server's (a timed-out question, a closed
@@ -679,107 +636,50 @@ impl Connection {
         mut ctx: Box<RequestContext>,
     ) -> Result<Reply, ErrorObject> {
         // A method the revision removed (or never had) is not found whatever
-        // its `_meta` says: that is what tells a client it asked the wrong era.
-        if !for_version(ProtocolVersion::LATEST).defines_request(Sender::Client, method)
-            && !self.forwards_unmodelled(method)
-        {
-            return Err(error(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("{method} is not a method of {}", ProtocolVersion::LATEST),
-            ));
-        }
-        let version = self.modern_version(&params)?;
-        let meta = meta_of(&params);
-        let client_capabilities = client_capabilities(&params);
+        // its `_meta` says: that is what tells a client it asked the wrong
+        // era. So the method is decoded before the `_meta` is read, at the
+        // era's newest revision (its only one so far).
+        let forwarding = self.server.forwarder().is_some();
+        let request = ClientRequest::decode(method, &params, ProtocolVersion::LATEST, forwarding)?;
+        let declared = Declared::decode(&params)?;
+        let version = self.modern_revision(declared.requested)?;
         // A fresh peer per request: nothing is inherited from an earlier one.
-        if let Some(level) = meta.get(LOG_LEVEL_META) {
-            if serde_json::from_value::<LoggingLevel>(level.clone()).is_err() {
-                return Err(error(
-                    ErrorCode::INVALID_PARAMS,
-                    format!("unknown log level {level}"),
-                ));
-            }
-        }
-        let gate = LogGate::for_request(&meta);
+        let gate = declared.log_level.map_or_else(LogGate::closed, LogGate::at);
         let peer = self
-            .stateless_peer(version, &client_capabilities, &ctx.auth)
+            .stateless_peer(version, declared.client_capabilities, &ctx.auth)
             .with_log_gate(gate);
         ctx.protocol_version = Some(version);
-        ctx.client_capabilities = Arc::new(client_capabilities);
-        ctx.client_info = meta
-            .get(CLIENT_INFO_META)
-            .and_then(Value::as_object)
-            .cloned()
-            .map(Arc::new);
+        ctx.client_capabilities = Arc::new(declared.client_capabilities.clone());
+        ctx.client_info = declared.client_info.cloned().map(Arc::new);
         ctx.log_level = gate.threshold();
-        ctx.request_meta = meta;
-        ctx.input_responses = params
-            .get("inputResponses")
+        ctx.request_meta = declared.meta.clone();
+        ctx.input_responses = member(&params, "inputResponses")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        let result = match method {
-            "server/discover" => Ok(Reply::Value(self.discover(version))),
-            "subscriptions/listen" => {
+        let result = match request {
+            ClientRequest::Discover => Ok(Reply::Value(self.discover(version))),
+            ClientRequest::Listen => {
                 return self.listen(&id, &params, &peer).await.map(Reply::Value);
             }
-            _ => {
+            request => {
                 self.open_state(method, &params, &mut ctx)?;
-                self.common(method, params, ctx, peer).await
+                self.common(method, request, params, ctx, peer).await
             }
         };
         result.map(|reply| finish(reply, method, version, &self.server))
     }
 
-    /// The revision a 2026-07-28 request declares, checked.
-    fn modern_version(&self, params: &JsonObject) -> Result<ProtocolVersion, ErrorObject> {
-        let missing = || {
-            error(
-                ErrorCode::INVALID_PARAMS,
-                format!(
-                    "2026-07-28 requests carry `_meta` with `{PROTOCOL_VERSION_META}` \
-                     and `{CLIENT_CAPABILITIES_META}`"
-                ),
-            )
-        };
-        let meta = params
-            .get("_meta")
-            .and_then(Value::as_object)
-            .ok_or_else(missing)?;
-        let requested = meta
-            .get(PROTOCOL_VERSION_META)
-            .and_then(Value::as_str)
-            .ok_or_else(missing)?;
-        if !meta
-            .get(CLIENT_CAPABILITIES_META)
-            .is_some_and(Value::is_object)
-        {
-            return Err(missing());
-        }
-        let modern: Vec<ProtocolVersion> = self
-            .server
-            .offered()
-            .iter()
-            .copied()
-            .filter(|v| v.era() == Era::Modern)
-            .collect();
+    /// The 2026-07-28-era revision `requested` names, if this server offers it.
+    fn modern_revision(&self, requested: &str) -> Result<ProtocolVersion, Refusal> {
+        let offered = self.server.offered();
         ProtocolVersion::from_wire(requested)
-            .filter(|v| modern.contains(v))
-            .ok_or_else(|| {
-                // Every revision offered, newest first, as `server/discover`
-                // lists them: a dual-era client learns it may fall back.
-                let supported: Vec<&str> = self
-                    .server
-                    .offered()
-                    .iter()
-                    .rev()
-                    .map(|v| v.as_str())
-                    .collect();
-                error(
-                    ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
-                    format!("protocol version {requested} is not supported"),
-                )
-                .with_data(json!({ "supported": supported, "requested": requested }))
+            .filter(|v| v.era() == Era::Modern && offered.contains(v))
+            // Every revision offered, newest first, as `server/discover`
+            // lists them: a dual-era client learns it may fall back.
+            .ok_or_else(|| Refusal::UnsupportedVersion {
+                requested: requested.to_owned(),
+                supported: offered.iter().rev().map(|v| v.as_str()).collect(),
             })
     }
 
@@ -815,10 +715,7 @@ impl Connection {
             return Ok(());
         };
         let Some(sealed) = sealed.as_str() else {
-            return Err(error(
-                ErrorCode::INVALID_PARAMS,
-                "`requestState` must be a string",
-            ));
+            return Err(Refusal::invalid_params("`requestState` must be a string").into());
         };
         let binding = binding(method, params, &ctx.auth, digest);
         let payload = self
@@ -826,9 +723,9 @@ impl Connection {
             .inner
             .sealer
             .read()
-            .map_err(|_| error(ErrorCode::INTERNAL_ERROR, "the state key is unavailable"))?
+            .map_err(|_| Refusal::internal("the state key is unavailable"))?
             .open_round(sealed, &binding, now_ms())
-            .map_err(|e| error(e.code(), format!("requestState refused: {e}")))?;
+            .map_err(|e| Refusal::invalid_params(format!("requestState refused: {e}")))?;
         // One answer per round: the same answers again are a retry, other
         // answers to a question already answered are refused.
         let responses = params
@@ -844,11 +741,11 @@ impl Connection {
                 rounds.answer(&payload, responses, now_ms())
             });
         if round == Round::Conflict {
-            return Err(error(
-                ErrorCode::INVALID_PARAMS,
+            return Err(Refusal::invalid_params(
                 "requestState refused: this round was already answered with other \
                  inputResponses; start the request again",
-            ));
+            )
+            .into());
         }
         ctx.request_state = Some(payload.payload);
         Ok(())
