@@ -17,7 +17,7 @@ use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{DegradePolicy, Era, ProtocolVersion, Refusal, Unknown};
 use crate::wire::codec::for_version;
 
-use super::request::{ClientRequest, CompletionTarget, Listing};
+use super::request::{ClientRequest, CompletionTarget, Listing, member};
 use super::{Connection, SERVER_INFO_META, now_ms};
 use crate::application::server::reply::Reply;
 
@@ -414,22 +414,6 @@ pub(super) fn object_member(params: &JsonObject, key: &str) -> JsonObject {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default()
-}
-
-/// The member `key` of `params`.
-///
-/// Params hold a handful of members, and comparing their names is cheaper
-/// than hashing the one looked for (a map hashes with `SipHash`); a larger
-/// object is looked up by hash.
-pub(super) fn member<'a>(params: &'a JsonObject, key: &str) -> Option<&'a Value> {
-    const LINEAR: usize = 8;
-    if params.len() <= LINEAR {
-        params
-            .iter()
-            .find_map(|(name, value)| (name == key).then_some(value))
-    } else {
-        params.get(key)
-    }
 }
 
 pub(super) fn to_value<T: serde::Serialize>(value: &T) -> Result<Value, CallError> {

@@ -39,8 +39,8 @@ mod listen;
 mod methods;
 mod request;
 
-use methods::{binding, finish, member, meta_of};
-use request::{ClientRequest, Declared, Hello};
+use methods::{binding, finish, meta_of};
+use request::{ClientRequest, Declared, Hello, member};
 
 /// The `_meta` key naming a 2026-07-28 request's revision.
 pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
