@@ -49,7 +49,7 @@ impl Connection {
                 if member(&params, "cursor").is_some_and(|c| !c.is_null()) {
                     return Err(Refusal::invalid_params("invalid cursor").into());
                 }
-                self.list(*listing, &peer, &ctx.auth)
+                Ok(self.list(*listing, &peer, &ctx.auth))
             }
             ClientRequest::CallTool { name } => {
                 return self.call_tool(name, params, ctx, peer).await;
@@ -137,55 +137,45 @@ impl Connection {
     }
 
     /// One of the four lists, holding what `auth` may see.
-    fn list(
-        &self,
-        listing: Listing,
-        peer: &PeerSession,
-        auth: &AuthContext,
-    ) -> Result<Value, ErrorObject> {
+    fn list(&self, listing: Listing, peer: &PeerSession, auth: &AuthContext) -> Value {
         let registry = self.server.registry();
         let can_see = |scope: Option<&String>| visible(scope, |s| auth.has_scope(s));
-        Ok(match listing {
-            Listing::Tools => {
-                let tools: Vec<_> = registry
-                    .tools
-                    .values()
-                    .filter(|t| can_see(t.scope.as_ref()))
-                    .filter(|t| {
-                        self.server.tool_access(peer, auth, &t.tool.name) == ToolAccess::Granted
-                    })
-                    .map(|t| t.tool.clone())
-                    .collect();
-                json!({ "tools": tools })
-            }
-            Listing::Prompts => {
-                let prompts: Vec<_> = registry
-                    .prompts
-                    .values()
-                    .filter(|p| can_see(p.scope.as_ref()))
-                    .map(|p| p.prompt.clone())
-                    .collect();
-                json!({ "prompts": prompts })
-            }
-            Listing::Resources => {
-                let resources: Vec<_> = registry
-                    .resources
-                    .values()
-                    .filter(|r| can_see(r.scope.as_ref()))
-                    .map(|r| r.resource.clone())
-                    .collect();
-                json!({ "resources": resources })
-            }
-            Listing::ResourceTemplates => {
-                let templates: Vec<_> = registry
-                    .templates
-                    .values()
-                    .filter(|t| can_see(t.scope.as_ref()))
-                    .map(|t| t.template.clone())
-                    .collect();
-                json!({ "resourceTemplates": templates })
-            }
-        })
+        // What a caller may see of one registry table, in its order.
+        fn seen<'a, E: 'a, T: Clone + 'a>(
+            entries: impl Iterator<Item = &'a E>,
+            admits: impl Fn(&E) -> bool,
+            item: impl Fn(&E) -> &T,
+        ) -> Vec<T> {
+            entries
+                .filter(|e| admits(e))
+                .map(|e| item(e).clone())
+                .collect()
+        }
+        match listing {
+            Listing::Tools => json!({ "tools": seen(
+                registry.tools.values(),
+                |t| {
+                    can_see(t.scope.as_ref())
+                        && self.server.tool_access(peer, auth, &t.tool.name) == ToolAccess::Granted
+                },
+                |t| &t.tool,
+            ) }),
+            Listing::Prompts => json!({ "prompts": seen(
+                registry.prompts.values(),
+                |p| can_see(p.scope.as_ref()),
+                |p| &p.prompt,
+            ) }),
+            Listing::Resources => json!({ "resources": seen(
+                registry.resources.values(),
+                |r| can_see(r.scope.as_ref()),
+                |r| &r.resource,
+            ) }),
+            Listing::ResourceTemplates => json!({ "resourceTemplates": seen(
+                registry.templates.values(),
+                |t| can_see(t.scope.as_ref()),
+                |t| &t.template,
+            ) }),
+        }
     }
 
     /// `tools/call` of the tool `name`, whose arguments are in `params`.
