@@ -723,12 +723,10 @@ mod flood {
     use std::time::Duration;
 
     use futures_util::StreamExt as _;
+    use protocol_droid_test_support::resident_kib;
     use serde_json::{Value, json};
 
-    use super::listening;
-
-    /// Sent between the flood's tasks.
-    type TestError = Box<dyn std::error::Error + Send + Sync>;
+    use super::{TestError, listening};
 
     const MODERN: &str = "2026-07-28";
     const BATCHING: &str = "2025-03-26";
@@ -739,19 +737,6 @@ mod flood {
             // A hang guard, not a measurement.
             .timeout(Duration::from_secs(30))
             .build()?)
-    }
-
-    fn rss_kib(pid: u32) -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|status| {
-                status
-                    .lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|n| n.parse().ok())
-            })
-            .unwrap_or(0)
     }
 
     struct Post {
@@ -1043,14 +1028,14 @@ mod flood {
         let pid = server.0.id();
         let base = format!("http://{address}");
         let url = format!("{base}/mcp");
-        let idle_rss = rss_kib(pid);
+        let idle_rss = resident_kib(pid);
         let peak = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = {
             let (peak, stop) = (Arc::clone(&peak), Arc::clone(&stop));
             tokio::spawn(async move {
                 while !stop.load(Ordering::SeqCst) {
-                    let rss = usize::try_from(rss_kib(pid)).unwrap_or(usize::MAX);
+                    let rss = usize::try_from(resident_kib(pid)).unwrap_or(usize::MAX);
                     peak.fetch_max(rss, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }

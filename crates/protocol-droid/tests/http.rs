@@ -650,16 +650,7 @@ fn report(figure: &str) {
 
 /// This process's resident set, from procfs; 0 where there is none.
 fn resident_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    protocol_droid_test_support::resident_kib(std::process::id())
 }
 
 mod shutdown {

@@ -9,21 +9,17 @@ use std::time::Duration;
 
 use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::domain::ProtocolVersion;
+use protocol_droid_test_support::{LineClient, TestError};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::io::DuplexStream;
 
 use super::{AcpOptions, serve};
 
-type TestError = Box<dyn std::error::Error + Send + Sync>;
 type TestResult = Result<(), TestError>;
-
-/// How long a test waits for a line it expects.
-const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The client's end of a running agent.
 struct Client {
-    stdin: DuplexStream,
-    stdout: BufReader<DuplexStream>,
+    lines: LineClient<DuplexStream, DuplexStream>,
     next_id: i64,
 }
 
@@ -32,8 +28,7 @@ fn start(options: AcpOptions) -> Client {
     let (agent_out, client_out) = tokio::io::duplex(1 << 20);
     tokio::spawn(serve(agent_in, agent_out, options));
     Client {
-        stdin: client_in,
-        stdout: BufReader::new(client_out),
+        lines: LineClient::new(client_in, client_out),
         next_id: 0,
     }
 }
@@ -51,29 +46,11 @@ async fn fixture() -> Result<Value, TestError> {
 
 impl Client {
     async fn send(&mut self, message: &Value) -> TestResult {
-        let mut line = serde_json::to_vec(message)?;
-        line.push(b'\n');
-        self.stdin.write_all(&line).await?;
-        Ok(())
+        self.lines.send_json(message).await
     }
 
     async fn recv(&mut self) -> Result<Value, TestError> {
-        let mut line = String::new();
-        let read = tokio::time::timeout(PATIENCE, self.stdout.read_line(&mut line))
-            .await
-            .map_err(|_| "no line from the agent in time")??;
-        if read == 0 {
-            return Err("the agent's stdout ended".into());
-        }
-        Ok(serde_json::from_str(&line)?)
-    }
-
-    /// Whether nothing arrives for `ms` milliseconds.
-    async fn silent_for(&mut self, ms: u64) -> bool {
-        let mut line = String::new();
-        tokio::time::timeout(Duration::from_millis(ms), self.stdout.read_line(&mut line))
-            .await
-            .is_err()
+        self.lines.recv_json().await
     }
 
     async fn request(&mut self, method: &str, params: Value) -> Result<i64, TestError> {
@@ -396,7 +373,10 @@ async fn cancel_ends_a_running_call_as_cancelled_and_nothing_follows_the_reply()
     let (reply, updates) = client.answer(prompt).await?;
     assert_eq!(reply["result"]["stopReason"], "cancelled", "{reply}");
     assert_eq!(statuses(&updates), ["failed"], "the open call is closed");
-    assert!(client.silent_for(500).await, "a line followed the reply");
+    assert!(
+        client.lines.silent_for(500).await,
+        "a line followed the reply"
+    );
     // The session is free for the next turn, well before the sleep ends.
     let (reply, updates) = tokio::time::timeout(
         Duration::from_secs(10),

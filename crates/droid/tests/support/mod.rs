@@ -6,7 +6,7 @@
 
 use std::process::{Command, Stdio};
 
-pub(crate) type TestError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) use protocol_droid_test_support::TestError;
 
 /// Kills the server when the test ends, however it ends.
 pub(crate) struct Running(pub(crate) std::process::Child);

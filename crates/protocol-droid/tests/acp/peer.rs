@@ -148,7 +148,7 @@ async fn stdin_closing_flushes_queued_replies_and_refuses_later_sends() -> TestR
             .await
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    client.close_stdin();
+    client.close();
     assert!(
         tokio::time::timeout(Duration::from_secs(5), peer.recv_request())
             .await?
@@ -167,11 +167,10 @@ async fn stdin_closing_flushes_queued_replies_and_refuses_later_sends() -> TestR
 
 #[tokio::test]
 async fn a_closed_stdout_fails_the_send_without_panicking() -> TestResult {
-    let (peer, client) = connect();
-    let Client {
-        stdin: _stdin,
-        stdout,
-    } = client;
+    // The client's stdin stays open; only the end it reads from goes.
+    let (_stdin, agent_in) = tokio::io::duplex(1024 * 1024);
+    let (agent_out, stdout) = tokio::io::duplex(1024 * 1024);
+    let peer = AcpAgentPeer::with_options(agent_in, agent_out, AcpPeerOptions::default());
     drop(stdout);
     let sent = peer.send_reply(json!(1), json!({})).await;
     assert!(matches!(sent, Err(AcpPeerError::Write(_))), "{sent:?}");
@@ -317,7 +316,7 @@ async fn waiting_requests_fail_when_stdin_closes() -> TestResult {
     let sender = peer.sender();
     let asking = tokio::spawn(async move { sender.send_request("_x/slow", json!({})).await });
     client.recv().await?;
-    client.close_stdin();
+    client.close();
     let outcome = tokio::time::timeout(Duration::from_secs(5), asking).await??;
     assert!(matches!(outcome, Err(AcpPeerError::Closed)), "{outcome:?}");
     Ok(())
@@ -424,7 +423,7 @@ async fn a_request_read_before_stdin_closed_is_still_answered() -> TestResult {
     client
         .send(r#"{"jsonrpc":"2.0","id":7,"method":"_x/last","params":{}}"#)
         .await?;
-    client.close_stdin();
+    client.close();
     let request = tokio::time::timeout(Duration::from_secs(5), peer.recv_request()).await?;
     assert!(request.is_some(), "the complete request was lost");
     // The client half-closed but still reads: the answer goes out.

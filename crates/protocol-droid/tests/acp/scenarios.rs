@@ -151,7 +151,7 @@ async fn s05_stdin_closed_mid_message_ends_cleanly_without_dispatch() -> TestRes
     client
         .send_raw(br#"{"jsonrpc":"2.0","id":5,"method":"session/pro"#)
         .await?;
-    client.close_stdin();
+    client.close();
     let next = tokio::time::timeout(std::time::Duration::from_secs(5), peer.recv_request()).await?;
     assert_eq!(next, None);
     let sent = peer.send_reply(json!(5), json!({})).await;

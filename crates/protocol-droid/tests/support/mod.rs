@@ -17,8 +17,7 @@ use protocol_droid::domain::ir::ToolResult;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::json;
 
-/// What a test returns.
-pub(crate) type TestError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) use protocol_droid_test_support::TestError;
 
 /// How long any one step of a test may wait: a deadline, never a measure.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(10);

@@ -7,7 +7,7 @@ use rcgen::{
     date_time_ymd,
 };
 
-type TestError = Box<dyn std::error::Error + Send + Sync>;
+use super::TestError;
 
 /// A test CA.
 pub(crate) struct Authority {
