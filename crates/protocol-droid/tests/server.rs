@@ -22,16 +22,15 @@ use protocol_droid::domain::jsonrpc::{Request, RequestId};
 use protocol_droid::domain::{LoggingLevel, TransportKind};
 use protocol_droid::wire::prompts::Prompt;
 use protocol_droid::wire::resources::{Resource, ResourceTemplate};
+use protocol_droid_test_support::LineClient;
 use serde_json::{Value, json};
-use tokio::io::{
-    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
-};
+use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
 use tokio::sync::Notify;
 
 #[allow(dead_code)] // Each test binary uses its own part of it.
 mod support;
 
-use support::{MODERN, PATIENCE, TestError, add_ask_tool};
+use support::{MODERN, TestError, add_ask_tool};
 
 /// A test server: a few tools whose behaviour the tests observe.
 fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestError> {
@@ -245,31 +244,28 @@ fn contents(uri: &str, text: &str) -> Result<Vec<ResourceContents>, CallError> {
 
 /// A client end of a stdio connection.
 struct Client {
-    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
-    writer: WriteHalf<DuplexStream>,
+    lines: LineClient<WriteHalf<DuplexStream>, ReadHalf<DuplexStream>>,
 }
 
 impl Client {
+    /// Writes `bytes` and the newline that ends a message.
     async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), TestError> {
-        self.writer.write_all(bytes).await?;
-        self.writer.write_all(b"\n").await?;
-        Ok(())
+        let mut line = bytes.to_vec();
+        line.push(b'\n');
+        self.lines.send_raw(&line).await
     }
 
     async fn send(&mut self, message: Value) -> Result<(), TestError> {
-        self.send_raw(message.to_string().as_bytes()).await
+        self.lines.send_json(&message).await
     }
 
     async fn next(&mut self) -> Result<Value, TestError> {
-        Ok(serde_json::from_str(&self.next_line().await?)?)
+        self.lines.recv_json().await
     }
 
     /// The next line, as the server wrote it.
     async fn next_line(&mut self) -> Result<String, TestError> {
-        let line = tokio::time::timeout(PATIENCE, self.lines.next_line())
-            .await??
-            .ok_or("the server closed its output")?;
-        Ok(line)
+        self.lines.recv_line().await
     }
 
     /// The next message that is not a notification.
@@ -288,19 +284,47 @@ impl Client {
         self.next_reply().await
     }
 
+    /// A `tools/call` with `params`, and its answer.
+    async fn call_tool(&mut self, id: i64, params: Value) -> Result<Value, TestError> {
+        self.request(id, "tools/call", params).await
+    }
+
+    /// Sends a `tools/call` with `params` and leaves what follows unread,
+    /// for a test that reads it message by message.
+    async fn start_call(&mut self, id: i64, params: Value) -> Result<(), TestError> {
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }))
+            .await
+    }
+
+    /// Answers the server's request `id` with `result`.
+    async fn answer(&mut self, id: &Value, result: Value) -> Result<(), TestError> {
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+            .await
+    }
+
+    /// Sends `notifications/cancelled` with `params`.
+    async fn cancel(&mut self, params: Value) -> Result<(), TestError> {
+        self.send(
+            json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": params }),
+        )
+        .await
+    }
+
     async fn initialize(&mut self, version: &str, capabilities: Value) -> Result<Value, TestError> {
         let reply = self
-            .request(
-                0,
-                "initialize",
-                json!({ "protocolVersion": version,
-                "capabilities": capabilities, "clientInfo": { "name": "t", "version": "1" } }),
-            )
+            .request(0, "initialize", initialize(version, &capabilities))
             .await?;
         self.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
             .await?;
         Ok(reply)
     }
+}
+
+/// `params` as a 2026-07-28 request carries them, from a client that
+/// declares no capabilities.
+fn modern(mut params: Value) -> Value {
+    params["_meta"] = modern_meta(json!({}));
+    params
 }
 
 fn modern_meta(capabilities: Value) -> Value {
@@ -314,6 +338,17 @@ struct Harness {
     calls: Arc<AtomicUsize>,
     gate: Arc<Notify>,
     server: Server,
+}
+
+impl Harness {
+    /// Calls `ask` as request 1 and reads the `elicitation/create` it sends
+    /// the client.
+    async fn ask(&mut self) -> Result<Value, TestError> {
+        self.client.start_call(1, json!({ "name": "ask" })).await?;
+        let asked = self.client.next().await?;
+        assert_eq!(asked["method"], json!("elicitation/create"));
+        Ok(asked)
+    }
 }
 
 fn start_with(options: StdioOptions) -> Result<Harness, TestError> {
@@ -333,20 +368,43 @@ fn start() -> Result<Harness, TestError> {
     start_with(StdioOptions::default())
 }
 
+/// The params of an `initialize` at `version`, declaring `capabilities`.
+fn initialize(version: &str, capabilities: &Value) -> Value {
+    json!({ "protocolVersion": version, "capabilities": capabilities,
+            "clientInfo": { "name": "t", "version": "1" } })
+}
+
+/// A harness whose client has completed the handshake at `version`,
+/// declaring `capabilities`.
+async fn start_at(version: &str, capabilities: Value) -> Result<Harness, TestError> {
+    let mut h = start()?;
+    h.client.initialize(version, capabilities).await?;
+    Ok(h)
+}
+
 fn connect(server: &Server, options: StdioOptions) -> Client {
+    serve(server, options).1
+}
+
+/// Serves `server` on a new in-memory pipe: the serving task and the
+/// client's end.
+fn serve(
+    server: &Server,
+    options: StdioOptions,
+) -> (tokio::task::JoinHandle<std::io::Result<()>>, Client) {
     let (client_end, server_end) = tokio::io::duplex(1 << 20);
     let (server_read, server_write) = tokio::io::split(server_end);
-    tokio::spawn(stdio::serve(
+    let serving = tokio::spawn(stdio::serve(
         server.clone(),
         server_read,
         server_write,
         options,
     ));
     let (client_read, writer) = tokio::io::split(client_end);
-    Client {
-        lines: BufReader::new(client_read).lines(),
-        writer,
-    }
+    let client = Client {
+        lines: LineClient::new(writer, client_read),
+    };
+    (serving, client)
 }
 
 fn code(reply: &Value) -> Option<i64> {
@@ -409,8 +467,7 @@ mod bad_input {
 
     #[tokio::test]
     async fn an_unknown_method_is_method_not_found() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
         let reply = h.client.request(1, "tools/frobnicate", json!({})).await?;
         assert_eq!(code(&reply), Some(-32601));
         Ok(())
@@ -418,14 +475,10 @@ mod bad_input {
 
     #[tokio::test]
     async fn wrong_param_types_are_invalid_params() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
-        let reply = h
-            .client
-            .request(1, "tools/call", json!({ "name": 42 }))
-            .await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
+        let reply = h.client.call_tool(1, json!({ "name": 42 })).await?;
         assert_eq!(code(&reply), Some(-32602));
-        let reply = h.client.request(2, "tools/call", json!([1, 2])).await?;
+        let reply = h.client.call_tool(2, json!([1, 2])).await?;
         assert_eq!(code(&reply), Some(-32602));
         Ok(())
     }
@@ -483,8 +536,7 @@ mod bad_input {
     #[tokio::test]
     async fn a_duplicate_in_flight_id_is_refused_and_the_first_still_answers()
     -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
         let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
                            "params": { "name": "wait" } });
         h.client.send(call.clone()).await?;
@@ -504,23 +556,13 @@ mod legacy {
 
     #[tokio::test]
     async fn a_second_initialize_is_refused_and_the_first_stands() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-03-26", json!({})).await?;
+        let mut h = start_at("2025-03-26", json!({})).await?;
         let again = h
             .client
-            .request(
-                5,
-                "initialize",
-                json!({ "protocolVersion": "2025-11-25",
-                "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } }),
-            )
+            .request(5, "initialize", initialize("2025-11-25", &json!({})))
             .await?;
         assert_eq!(code(&again), Some(-32600));
-        let seen = reported(
-            &h.client
-                .request(6, "tools/call", json!({ "name": "whoami" }))
-                .await?,
-        )?;
+        let seen = reported(&h.client.call_tool(6, json!({ "name": "whoami" })).await?)?;
         assert_eq!(seen["version"], json!("2025-03-26"));
         Ok(())
     }
@@ -530,24 +572,9 @@ mod legacy {
     -> Result<(), TestError> {
         let (calls, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Notify::new()));
         let server = server(&calls, &gate)?;
-        let (client_end, server_end) = tokio::io::duplex(1 << 20);
-        let (server_read, server_write) = tokio::io::split(server_end);
-        let serving = tokio::spawn(stdio::serve(
-            server.clone(),
-            server_read,
-            server_write,
-            StdioOptions::default(),
-        ));
-        let (client_read, writer) = tokio::io::split(client_end);
-        let mut client = Client {
-            lines: BufReader::new(client_read).lines(),
-            writer,
-        };
+        let (serving, mut client) = serve(&server, StdioOptions::default());
         client.initialize("2025-11-25", json!({})).await?;
-        client
-            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": { "name": "wait" } }))
-            .await?;
+        client.start_call(1, json!({ "name": "wait" })).await?;
         // Answered only once the call before it has started.
         let pong = client.request(2, "ping", json!({})).await?;
         assert_eq!(pong["id"], json!(2));
@@ -555,23 +582,20 @@ mod legacy {
         assert!(serving.await.is_err_and(|e| e.is_cancelled()));
         // Released now, a handler still running would answer.
         gate.notify_one();
-        let next = tokio::time::timeout(PATIENCE, client.lines.next_line()).await??;
-        assert_eq!(next, None, "the output should close unanswered");
+        assert!(
+            client.lines.at_eof().await?,
+            "the output should close unanswered"
+        );
         Ok(())
     }
 
     #[tokio::test]
     async fn a_result_restating_a_modelled_member_writes_it_once() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-11-25", json!({})).await?;
+        let mut h = start_at("2025-11-25", json!({})).await?;
         let legacy = json!({ "name": "restated" });
-        let modern = json!({ "name": "restated", "_meta": modern_meta(json!({})) });
+        let modern = modern(json!({ "name": "restated" }));
         for (id, params) in [(1, legacy), (2, modern)] {
-            h.client
-                .send(
-                    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }),
-                )
-                .await?;
+            h.client.start_call(id, params).await?;
             let line = h.client.next_line().await?;
             for member in ["\"_meta\"", "\"isError\""] {
                 assert_eq!(line.matches(member).count(), 1, "{member} in {line}");
@@ -592,13 +616,11 @@ mod legacy {
 
     #[tokio::test]
     async fn a_reserved_meta_key_does_not_make_a_legacy_request_modern() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-11-25", json!({})).await?;
+        let mut h = start_at("2025-11-25", json!({})).await?;
         let reply = h
             .client
-            .request(
+            .call_tool(
                 1,
-                "tools/call",
                 json!({ "name": "echo", "arguments": { "text": "x" },
                 "_meta": { "io.modelcontextprotocol/related-task": { "taskId": "t1" } } }),
             )
@@ -614,20 +636,12 @@ mod legacy {
     #[tokio::test]
     async fn a_panicking_handler_is_an_internal_error_and_serving_goes_on() -> Result<(), TestError>
     {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
-        let reply = h
-            .client
-            .request(1, "tools/call", json!({ "name": "boom" }))
-            .await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
+        let reply = h.client.call_tool(1, json!({ "name": "boom" })).await?;
         assert_eq!(code(&reply), Some(-32603));
         let again = h
             .client
-            .request(
-                1,
-                "tools/call",
-                json!({ "name": "echo", "arguments": { "text": "ok" } }),
-            )
+            .call_tool(1, json!({ "name": "echo", "arguments": { "text": "ok" } }))
             .await?;
         assert_eq!(
             again["result"]["content"][0]["text"],
@@ -639,8 +653,7 @@ mod legacy {
 
     #[tokio::test]
     async fn a_batch_is_only_for_2025_03_26() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
         h.client
             .send(json!([{ "jsonrpc": "2.0", "id": 1, "method": "ping" }]))
             .await?;
@@ -650,10 +663,7 @@ mod legacy {
 
     #[tokio::test]
     async fn a_batched_call_can_ask_the_client_a_question() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client
-            .initialize("2025-03-26", json!({ "sampling": {} }))
-            .await?;
+        let mut h = start_at("2025-03-26", json!({ "sampling": {} })).await?;
         // 2025-03-26 has no elicitation; sampling is the question it can ask.
         h.client
             .send(json!([
@@ -664,9 +674,10 @@ mod legacy {
         let asked = h.client.next().await?;
         assert_eq!(asked["method"], json!("sampling/createMessage"), "{asked}");
         h.client
-            .send(
-                json!({ "jsonrpc": "2.0", "id": asked["id"].clone(), "result": {
-                "role": "assistant", "model": "m", "content": { "type": "text", "text": "42" } } }),
+            .answer(
+                &asked["id"],
+                json!({ "role": "assistant", "model": "m",
+                        "content": { "type": "text", "text": "42" } }),
             )
             .await?;
         let answers = h.client.next().await?;
@@ -684,15 +695,13 @@ mod legacy {
 
     #[tokio::test]
     async fn resources_prompts_and_completions_are_served() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
-        let read = h
-            .client
+        let mut h = start_at("2025-06-18", json!({})).await?;
+        let client = &mut h.client;
+        let read = client
             .request(1, "resources/read", json!({ "uri": "test://doc" }))
             .await?;
         assert_eq!(read["result"]["contents"][0]["text"], json!("public text"));
-        let missing = h
-            .client
+        let missing = client
             .request(2, "resources/read", json!({ "uri": "secret://doc" }))
             .await?;
         assert_eq!(
@@ -700,8 +709,7 @@ mod legacy {
             Some(-32002),
             "legacy code, and a scoped resource is missing to the anonymous"
         );
-        let prompt = h
-            .client
+        let prompt = client
             .request(
                 3,
                 "prompts/get",
@@ -712,40 +720,30 @@ mod legacy {
             prompt["result"]["messages"][0]["content"]["text"],
             json!("hello ada")
         );
-        let hidden = h
-            .client
+        let hidden = client
             .request(4, "prompts/get", json!({ "name": "vault" }))
             .await?;
         assert_eq!(code(&hidden), Some(-32602));
-        let completion = h
-            .client
-            .request(
-                5,
-                "completion/complete",
-                json!({ "ref": { "type": "ref/prompt", "name": "greet" },
-                "argument": { "name": "who", "value": "al" } }),
-            )
+        let complete = |prompt: &str, value: &str| {
+            json!({ "ref": { "type": "ref/prompt", "name": prompt },
+                    "argument": { "name": "who", "value": value } })
+        };
+        let completion = client
+            .request(5, "completion/complete", complete("greet", "al"))
             .await?;
         assert_eq!(
             completion["result"]["completion"]["values"],
             json!(["alice", "alfred"])
         );
-        let probing = h
-            .client
-            .request(
-                6,
-                "completion/complete",
-                json!({ "ref": { "type": "ref/prompt", "name": "vault" },
-                "argument": { "name": "who", "value": "" } }),
-            )
+        let probing = client
+            .request(6, "completion/complete", complete("vault", ""))
             .await?;
         assert_eq!(
             code(&probing),
             Some(-32602),
             "an invisible prompt is not completed"
         );
-        let subscribe = h
-            .client
+        let subscribe = client
             .request(7, "resources/subscribe", json!({ "uri": "secret://doc" }))
             .await?;
         assert_eq!(code(&subscribe), Some(-32602), "nor watched");
@@ -766,19 +764,12 @@ mod legacy {
 
     #[tokio::test]
     async fn a_slow_tool_does_not_hold_up_other_requests() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-11-25", json!({})).await?;
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "wait" } }))
-            .await?;
+        let mut h = start_at("2025-11-25", json!({})).await?;
+        h.client.start_call(1, json!({ "name": "wait" })).await?;
         // Answered while `wait` still waits: the server did not serialise.
         let echo = h
             .client
-            .request(
-                2,
-                "tools/call",
-                json!({ "name": "echo", "arguments": { "text": "hi" } }),
-            )
+            .call_tool(2, json!({ "name": "echo", "arguments": { "text": "hi" } }))
             .await?;
         assert_eq!(echo["id"], json!(2));
         h.gate.notify_one();
@@ -788,18 +779,13 @@ mod legacy {
 
     #[tokio::test]
     async fn elicitation_is_a_server_request_answered_inline() -> Result<(), TestError> {
-        let mut h = start()?;
+        let mut h = start_at("2025-06-18", json!({ "elicitation": {} })).await?;
+        let asked = h.ask().await?;
         h.client
-            .initialize("2025-06-18", json!({ "elicitation": {} }))
-            .await?;
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "ask" } }))
-            .await?;
-        let asked = h.client.next().await?;
-        assert_eq!(asked["method"], json!("elicitation/create"));
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "id": asked["id"].clone(),
-                          "result": { "action": "accept", "content": { "name": "ada" } } }))
+            .answer(
+                &asked["id"],
+                json!({ "action": "accept", "content": { "name": "ada" } }),
+            )
             .await?;
         let reply = h.client.next_reply().await?;
         assert_eq!(reply["result"]["content"][0]["text"], json!("hello ada"));
@@ -809,11 +795,8 @@ mod legacy {
     #[tokio::test]
     async fn an_undeclared_capability_is_refused_before_anything_is_sent() -> Result<(), TestError>
     {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "ask" } }))
-            .await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
+        h.client.start_call(1, json!({ "name": "ask" })).await?;
 
         // The very next message is the refusal: no elicitation/create (or
         // anything else) went to a client that never declared elicitation.
@@ -834,16 +817,13 @@ mod legacy {
 
     #[tokio::test]
     async fn state_kept_before_a_question_is_there_after_its_answer() -> Result<(), TestError> {
-        let mut h = start()?;
+        let mut h = start_at("2025-11-25", json!({ "elicitation": {} })).await?;
         h.client
-            .initialize("2025-11-25", json!({ "elicitation": {} }))
-            .await?;
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "stateful" } }))
+            .start_call(1, json!({ "name": "stateful" }))
             .await?;
         let asked = h.client.next().await?;
         h.client
-            .send(json!({ "jsonrpc": "2.0", "id": asked["id"].clone(), "result": { "action": "accept", "content": {} } }))
+            .answer(&asked["id"], json!({ "action": "accept", "content": {} }))
             .await?;
         let reply = h.client.next_reply().await?;
         assert_eq!(
@@ -855,19 +835,13 @@ mod legacy {
 
     #[tokio::test]
     async fn log_records_flow_only_after_set_level() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
-        let quiet = h
-            .client
-            .request(1, "tools/call", json!({ "name": "chatty" }))
-            .await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
+        let quiet = h.client.call_tool(1, json!({ "name": "chatty" })).await?;
         assert_eq!(quiet["id"], json!(1));
         h.client
             .request(2, "logging/setLevel", json!({ "level": "debug" }))
             .await?;
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "chatty" } }))
-            .await?;
+        h.client.start_call(3, json!({ "name": "chatty" })).await?;
         let log = h.client.next().await?;
         assert_eq!(log["method"], json!("notifications/message"));
         assert_eq!(log["params"]["level"], json!("info"));
@@ -877,8 +851,7 @@ mod legacy {
 
     #[tokio::test]
     async fn a_removed_tool_is_announced_to_the_session() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
         assert!(h.server.remove_tool("echo"));
         let note = h.client.next().await?;
         assert_eq!(note["method"], json!("notifications/tools/list_changed"));
@@ -893,8 +866,7 @@ mod legacy {
 
     #[tokio::test]
     async fn a_2025_03_26_batch_is_answered_as_a_batch() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-03-26", json!({})).await?;
+        let mut h = start_at("2025-03-26", json!({})).await?;
         h.client
             .send(json!([
                 { "jsonrpc": "2.0", "id": 1, "method": "ping" },
@@ -915,8 +887,7 @@ mod legacy {
     /// refused rather than run twice.
     #[tokio::test]
     async fn a_batch_repeating_an_id_runs_it_once() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-03-26", json!({})).await?;
+        let mut h = start_at("2025-03-26", json!({})).await?;
         let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": { "name": "count" } });
         h.client.send(json!([call, call])).await?;
         let answers = h.client.next().await?;
@@ -930,8 +901,7 @@ mod legacy {
 
     #[tokio::test]
     async fn results_for_a_legacy_client_carry_no_2026_members() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
         let list = h.client.request(1, "tools/list", json!({})).await?;
         let result = list["result"]
             .as_object()
@@ -941,10 +911,7 @@ mod legacy {
         let mut members: Vec<&str> = result.keys().map(String::as_str).collect();
         members.sort_unstable();
         assert_eq!(members, ["tools"], "{list}");
-        let call = h
-            .client
-            .request(2, "tools/call", json!({ "name": "count" }))
-            .await?;
+        let call = h.client.call_tool(2, json!({ "name": "count" })).await?;
         let result = call["result"]
             .as_object()
             .ok_or_else(|| format!("no result in {call}"))?;
@@ -984,11 +951,7 @@ mod context {
         h.client
             .request(1, "logging/setLevel", json!({ "level": "warning" }))
             .await?;
-        let seen = reported(
-            &h.client
-                .request(2, "tools/call", json!({ "name": "whoami" }))
-                .await?,
-        )?;
+        let seen = reported(&h.client.call_tool(2, json!({ "name": "whoami" })).await?)?;
         assert_eq!(seen["version"], json!("2025-06-18"));
         assert_eq!(seen["client"], json!("legacy-client"));
         assert_eq!(seen["initMeta"], json!({ "example.com/tenant": "t1" }));
@@ -1006,7 +969,7 @@ mod context {
         first["io.modelcontextprotocol/logLevel"] = json!("debug");
         let seen = reported(
             &h.client
-                .request(1, "tools/call", json!({ "name": "whoami", "_meta": first }))
+                .call_tool(1, json!({ "name": "whoami", "_meta": first }))
                 .await?,
         )?;
         assert_eq!(seen["client"], json!("first"));
@@ -1015,11 +978,7 @@ mod context {
 
         let seen = reported(
             &h.client
-                .request(
-                    2,
-                    "tools/call",
-                    json!({ "name": "whoami", "_meta": modern_meta(json!({})) }),
-                )
+                .call_tool(2, modern(json!({ "name": "whoami" })))
                 .await?,
         )?;
         assert_eq!(seen["version"], json!(MODERN));
@@ -1039,16 +998,8 @@ mod context {
         let mut other = connect(&h.server, StdioOptions::default());
         h.client.initialize("2025-06-18", json!({})).await?;
         other.initialize("2025-06-18", json!({})).await?;
-        let mine = reported(
-            &h.client
-                .request(1, "tools/call", json!({ "name": "whoami" }))
-                .await?,
-        )?;
-        let theirs = reported(
-            &other
-                .request(1, "tools/call", json!({ "name": "whoami" }))
-                .await?,
-        )?;
+        let mine = reported(&h.client.call_tool(1, json!({ "name": "whoami" })).await?)?;
+        let theirs = reported(&other.call_tool(1, json!({ "name": "whoami" })).await?)?;
         assert_ne!(mine["session"], theirs["session"]);
         Ok(())
     }
@@ -1059,20 +1010,10 @@ mod cancellation {
 
     #[tokio::test]
     async fn cancelling_a_call_withdraws_the_question_it_was_waiting_on() -> Result<(), TestError> {
-        let mut h = start()?;
+        let mut h = start_at("2025-06-18", json!({ "elicitation": {} })).await?;
+        let asked = h.ask().await?;
         h.client
-            .initialize("2025-06-18", json!({ "elicitation": {} }))
-            .await?;
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "ask" } }))
-            .await?;
-        let asked = h.client.next().await?;
-        assert_eq!(asked["method"], json!("elicitation/create"));
-        h.client
-            .send(
-                json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-                          "params": { "requestId": 1, "reason": "user gave up" } }),
-            )
+            .cancel(json!({ "requestId": 1, "reason": "user gave up" }))
             .await?;
         let withdrawn = h.client.next().await?;
         assert_eq!(withdrawn["method"], json!("notifications/cancelled"));
@@ -1093,10 +1034,7 @@ mod cancellation {
         h.client
             .initialize("2025-06-18", json!({ "elicitation": {} }))
             .await?;
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "ask" } }))
-            .await?;
-        let asked = h.client.next().await?;
+        let asked = h.ask().await?;
         let withdrawn = h.client.next().await?;
         assert_eq!(withdrawn["method"], json!("notifications/cancelled"));
         assert_eq!(withdrawn["params"]["requestId"], asked["id"]);
@@ -1113,20 +1051,12 @@ mod cancellation {
 
     #[tokio::test]
     async fn a_cancelled_call_leaves_its_id_free_for_a_fresh_call() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": { "name": "wait" } }))
-            .await?;
-        h.client
-            .send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 4 } }))
-            .await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
+        h.client.start_call(4, json!({ "name": "wait" })).await?;
+        h.client.cancel(json!({ "requestId": 4 })).await?;
         // Not refused as in flight or replayed: the cancelled call left nothing.
         h.gate.notify_one();
-        let again = h
-            .client
-            .request(4, "tools/call", json!({ "name": "count" }))
-            .await?;
+        let again = h.client.call_tool(4, json!({ "name": "count" })).await?;
         assert_eq!(again["result"]["content"][0]["text"], json!("call 1"));
         Ok(())
     }
@@ -1170,6 +1100,12 @@ mod idempotency {
                 Err(error) => json!({ "error": error.to_json() }),
             }
         }
+
+        /// A call and its retry: the same id and params, one after the other.
+        async fn call_and_retry(&self, id: i64, params: &Value) -> (Value, Value) {
+            let first = self.call(id, params.clone()).await;
+            (first, self.call(id, params.clone()).await)
+        }
     }
 
     fn request(id: i64, method: &str, params: Value) -> Request {
@@ -1184,8 +1120,9 @@ mod idempotency {
     async fn a_refusal_is_recorded_and_replayed_too() -> Result<(), TestError> {
         let h = start()?;
         let session = Session::open(&h.server).await?;
-        let first = session.call(3, json!({ "name": "refuse" })).await;
-        let retry = session.call(3, json!({ "name": "refuse" })).await;
+        let (first, retry) = session
+            .call_and_retry(3, &json!({ "name": "refuse" }))
+            .await;
         assert_eq!(code(&first), Some(-32602));
         assert_eq!(first["error"], retry["error"]);
         assert_eq!(
@@ -1200,8 +1137,7 @@ mod idempotency {
     async fn a_retried_call_replays_its_answer_within_its_session() -> Result<(), TestError> {
         let h = start()?;
         let session = Session::open(&h.server).await?;
-        let first = session.call(7, json!({ "name": "count" })).await;
-        let retry = session.call(7, json!({ "name": "count" })).await;
+        let (first, retry) = session.call_and_retry(7, &json!({ "name": "count" })).await;
         assert_eq!(first["result"], retry["result"]);
         assert_eq!(
             h.calls.load(Ordering::SeqCst),
@@ -1235,16 +1171,9 @@ mod idempotency {
     /// params run again, because no retry could have needed the record.
     #[tokio::test]
     async fn stdio_records_nothing_for_replay() -> Result<(), TestError> {
-        let mut h = start()?;
-        h.client.initialize("2025-06-18", json!({})).await?;
-        let first = h
-            .client
-            .request(7, "tools/call", json!({ "name": "count" }))
-            .await?;
-        let again = h
-            .client
-            .request(7, "tools/call", json!({ "name": "count" }))
-            .await?;
+        let mut h = start_at("2025-06-18", json!({})).await?;
+        let first = h.client.call_tool(7, json!({ "name": "count" })).await?;
+        let again = h.client.call_tool(7, json!({ "name": "count" })).await?;
         assert_eq!(h.calls.load(Ordering::SeqCst), 2);
         assert_ne!(first["result"], again["result"]);
         Ok(())
@@ -1254,6 +1183,31 @@ mod idempotency {
 mod modern {
     use super::*;
 
+    /// The `_meta` of a client that can be asked questions.
+    fn askable() -> Value {
+        modern_meta(json!({ "elicitation": {} }))
+    }
+
+    /// Calls `stateful` as request 1 from a client that can be asked, and
+    /// the `requestState` its first round (a question for the client)
+    /// carries.
+    async fn first_round_state(client: &mut Client) -> Result<String, TestError> {
+        let first = client
+            .call_tool(1, json!({ "name": "stateful", "_meta": askable() }))
+            .await?;
+        let state = first["result"]["requestState"]
+            .as_str()
+            .ok_or("no requestState")?;
+        Ok(state.to_owned())
+    }
+
+    /// The params of a retry calling `tool` with `action` as the answer to
+    /// `stateful`'s question `go`, carrying `state`.
+    fn go_answered(tool: &str, state: &str, action: &str) -> Value {
+        json!({ "name": tool, "_meta": askable(), "requestState": state,
+                "inputResponses": { "go": { "action": action, "content": {} } } })
+    }
+
     #[tokio::test]
     async fn an_unknown_log_level_is_invalid_params() -> Result<(), TestError> {
         let mut h = start()?;
@@ -1261,7 +1215,7 @@ mod modern {
         meta["io.modelcontextprotocol/logLevel"] = json!("chatty");
         let reply = h
             .client
-            .request(1, "tools/call", json!({ "name": "echo", "_meta": meta }))
+            .call_tool(1, json!({ "name": "echo", "_meta": meta }))
             .await?;
         assert_eq!(code(&reply), Some(-32602));
         Ok(())
@@ -1281,13 +1235,13 @@ mod modern {
         };
         let accept = json!({ "action": "accept", "content": {} });
         let (id, params) = call(1, json!({}), Value::Null);
-        let one = h.client.request(id, "tools/call", params).await?;
+        let one = h.client.call_tool(id, params).await?;
         let (id, params) = call(
             2,
             json!({ "a": accept }),
             one["result"]["requestState"].clone(),
         );
-        let two = h.client.request(id, "tools/call", params).await?;
+        let two = h.client.call_tool(id, params).await?;
         assert_eq!(two["result"]["resultType"], json!("input_required"));
         assert!(
             two["result"]["requestState"].is_string(),
@@ -1298,7 +1252,7 @@ mod modern {
             json!({ "b": accept }),
             two["result"]["requestState"].clone(),
         );
-        let three = h.client.request(id, "tools/call", params).await?;
+        let three = h.client.call_tool(id, params).await?;
         assert_eq!(
             three["result"]["content"][0]["text"],
             json!("origin \"round one\"")
@@ -1313,8 +1267,7 @@ mod modern {
         let mut meta = modern_meta(json!({}));
         meta["progressToken"] = json!("p-1");
         h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": { "name": "progress", "_meta": meta } }))
+            .start_call(1, json!({ "name": "progress", "_meta": meta }))
             .await?;
         let first = h.client.next().await?;
         assert_eq!(first["method"], json!("notifications/progress"));
@@ -1324,11 +1277,7 @@ mod modern {
         assert_eq!(h.client.next().await?["id"], json!(1));
         let quiet = h
             .client
-            .request(
-                2,
-                "tools/call",
-                json!({ "name": "progress", "_meta": modern_meta(json!({})) }),
-            )
+            .call_tool(2, modern(json!({ "name": "progress" })))
             .await?;
         assert_eq!(
             quiet["id"],
@@ -1341,27 +1290,19 @@ mod modern {
     #[tokio::test]
     async fn a_missing_resource_is_invalid_params_never_empty_contents() -> Result<(), TestError> {
         let mut h = start()?;
-        let meta = modern_meta(json!({}));
+        let read = |uri: &str| modern(json!({ "uri": uri }));
         let missing = h
             .client
-            .request(
-                1,
-                "resources/read",
-                json!({ "uri": "test://nothing", "_meta": meta }),
-            )
+            .request(1, "resources/read", read("test://nothing"))
             .await?;
         assert_eq!(code(&missing), Some(-32602));
         assert_eq!(missing["error"]["data"]["uri"], json!("test://nothing"));
-        let read = h
+        let item = h
             .client
-            .request(
-                2,
-                "resources/read",
-                json!({ "uri": "test://t/42", "_meta": meta }),
-            )
+            .request(2, "resources/read", read("test://t/42"))
             .await?;
-        assert_eq!(read["result"]["contents"][0]["text"], json!("item 42"));
-        assert_eq!(read["result"]["cacheScope"], json!("private"));
+        assert_eq!(item["result"]["contents"][0]["text"], json!("item 42"));
+        assert_eq!(item["result"]["cacheScope"], json!("private"));
         Ok(())
     }
 
@@ -1391,11 +1332,7 @@ mod modern {
         let mut h = start()?;
         let reply = h
             .client
-            .request(
-                1,
-                "server/discover",
-                json!({ "_meta": modern_meta(json!({})) }),
-            )
+            .request(1, "server/discover", modern(json!({})))
             .await?;
         let result = &reply["result"];
         assert_eq!(result["resultType"], json!("complete"));
@@ -1462,10 +1399,7 @@ mod modern {
             (2, "logging/setLevel"),
             (3, "resources/subscribe"),
         ] {
-            let reply = h
-                .client
-                .request(id, method, json!({ "_meta": modern_meta(json!({})) }))
-                .await?;
+            let reply = h.client.request(id, method, modern(json!({}))).await?;
             assert_eq!(code(&reply), Some(-32601), "{method}: {reply}");
         }
         Ok(())
@@ -1478,7 +1412,7 @@ mod modern {
         let meta = modern_meta(json!({ "elicitation": {} }));
         let first = h
             .client
-            .request(1, "tools/call", json!({ "name": "ask", "_meta": meta }))
+            .call_tool(1, json!({ "name": "ask", "_meta": meta }))
             .await?;
         assert_eq!(first["result"]["resultType"], json!("input_required"));
         assert_eq!(
@@ -1486,7 +1420,7 @@ mod modern {
             json!("elicitation/create")
         );
         let retry = h.client
-            .request(2, "tools/call", json!({ "name": "ask", "_meta": meta,
+            .call_tool(2, json!({ "name": "ask", "_meta": meta,
                 "inputResponses": { "who": { "action": "accept", "content": { "name": "ada" } } } }))
             .await?;
         assert_eq!(retry["result"]["resultType"], json!("complete"));
@@ -1500,11 +1434,7 @@ mod modern {
         let mut h = start()?;
         let reply = h
             .client
-            .request(
-                1,
-                "tools/call",
-                json!({ "name": "ask", "_meta": modern_meta(json!({})) }),
-            )
+            .call_tool(1, modern(json!({ "name": "ask" })))
             .await?;
         assert_eq!(code(&reply), Some(-32021));
         assert_eq!(
@@ -1518,34 +1448,15 @@ mod modern {
     async fn a_round_is_answered_once_and_retried_only_with_the_same_answers()
     -> Result<(), TestError> {
         let mut h = start()?;
-        let meta = modern_meta(json!({ "elicitation": {} }));
-        let first = h
-            .client
-            .request(
-                1,
-                "tools/call",
-                json!({ "name": "stateful", "_meta": meta }),
-            )
-            .await?;
-        let state = first["result"]["requestState"]
-            .as_str()
-            .ok_or("no requestState")?
-            .to_owned();
-        let retry = |id: i64, answer: &str| {
-            json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-                "name": "stateful", "_meta": meta, "requestState": state,
-                "inputResponses": { "go": { "action": answer, "content": {} } } } })
-        };
-        h.client.send(retry(2, "accept")).await?;
-        let answered = h.client.next_reply().await?;
+        let state = first_round_state(&mut h.client).await?;
+        let retry = |action: &str| go_answered("stateful", &state, action);
+        let answered = h.client.call_tool(2, retry("accept")).await?;
         assert!(answered.get("result").is_some(), "{answered}");
         // The same answers again: a retry after a lost answer, served.
-        h.client.send(retry(3, "accept")).await?;
-        let again = h.client.next_reply().await?;
+        let again = h.client.call_tool(3, retry("accept")).await?;
         assert!(again.get("result").is_some(), "{again}");
         // Other answers to the same question: refused.
-        h.client.send(retry(4, "decline")).await?;
-        let other = h.client.next_reply().await?;
+        let other = h.client.call_tool(4, retry("decline")).await?;
         assert_eq!(code(&other), Some(-32602), "{other}");
         assert!(
             other["error"]["message"]
@@ -1560,29 +1471,9 @@ mod modern {
     async fn request_state_survives_the_round_trip_and_a_forgery_is_refused()
     -> Result<(), TestError> {
         let mut h = start()?;
-        let meta = modern_meta(json!({ "elicitation": {} }));
-        let first = h
-            .client
-            .request(
-                1,
-                "tools/call",
-                json!({ "name": "stateful", "_meta": meta }),
-            )
-            .await?;
-        let state = first["result"]["requestState"]
-            .as_str()
-            .ok_or("no requestState")?
-            .to_owned();
-        let answers = json!({ "go": { "action": "accept", "content": {} } });
-        let retry = h
-            .client
-            .request(
-                2,
-                "tools/call",
-                json!({ "name": "stateful", "_meta": meta,
-                "inputResponses": answers, "requestState": state }),
-            )
-            .await?;
+        let state = first_round_state(&mut h.client).await?;
+        let answered = |tool: &str, state: &str| go_answered(tool, state, "accept");
+        let retry = h.client.call_tool(2, answered("stateful", &state)).await?;
         assert_eq!(
             retry["result"]["content"][0]["text"],
             json!("state \"kept\"")
@@ -1598,27 +1489,11 @@ mod modern {
             *byte ^= 0x01;
         }
         let forged = engine.encode(bytes);
-        let refused = h
-            .client
-            .request(
-                3,
-                "tools/call",
-                json!({ "name": "stateful", "_meta": meta,
-                "inputResponses": answers, "requestState": forged }),
-            )
-            .await?;
+        let refused = h.client.call_tool(3, answered("stateful", &forged)).await?;
         assert_eq!(code(&refused), Some(-32602));
 
         // Bound to the request: the same state on another tool is refused.
-        let moved = h
-            .client
-            .request(
-                4,
-                "tools/call",
-                json!({ "name": "ask", "_meta": meta,
-                "inputResponses": answers, "requestState": state }),
-            )
-            .await?;
+        let moved = h.client.call_tool(4, answered("ask", &state)).await?;
         assert_eq!(code(&moved), Some(-32602));
         Ok(())
     }
@@ -1628,18 +1503,13 @@ mod modern {
         let mut h = start()?;
         let quiet = h
             .client
-            .request(
-                1,
-                "tools/call",
-                json!({ "name": "chatty", "_meta": modern_meta(json!({})) }),
-            )
+            .call_tool(1, modern(json!({ "name": "chatty" })))
             .await?;
         assert_eq!(quiet["id"], json!(1));
         let mut meta = modern_meta(json!({}));
         meta["io.modelcontextprotocol/logLevel"] = json!("info");
         h.client
-            .send(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                          "params": { "name": "chatty", "_meta": meta } }))
+            .start_call(2, json!({ "name": "chatty", "_meta": meta }))
             .await?;
         assert_eq!(
             h.client.next().await?["method"],
@@ -1680,16 +1550,8 @@ mod modern {
             note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
             json!("sub-1")
         );
-        h.client
-            .send(
-                json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-                          "params": { "requestId": "sub-1" } }),
-            )
-            .await?;
-        let pong = h
-            .client
-            .request(9, "tools/list", json!({ "_meta": modern_meta(json!({})) }))
-            .await?;
+        h.client.cancel(json!({ "requestId": "sub-1" })).await?;
+        let pong = h.client.request(9, "tools/list", modern(json!({}))).await?;
         assert_eq!(pong["id"], json!(9));
         Ok(())
     }
@@ -1830,23 +1692,26 @@ mod visibility {
 mod backpressure {
     use super::*;
 
-    fn call(id: i64, name: &str) -> Value {
-        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": { "name": name } })
+    /// A harness taking at most `max_in_flight` requests at once, its
+    /// client initialized at 2025-06-18 declaring `capabilities`.
+    async fn capped(max_in_flight: usize, capabilities: Value) -> Result<Harness, TestError> {
+        let mut h = start_with(StdioOptions {
+            max_in_flight,
+            ..StdioOptions::default()
+        })?;
+        h.client.initialize("2025-06-18", capabilities).await?;
+        Ok(h)
     }
 
     #[tokio::test]
     async fn a_burst_past_the_in_flight_cap_is_answered_in_full() -> Result<(), TestError> {
-        let mut h = start_with(StdioOptions {
-            max_in_flight: 4,
-            ..StdioOptions::default()
-        })?;
-        h.client.initialize("2025-06-18", json!({})).await?;
+        let mut h = capped(4, json!({})).await?;
         // 4 held calls fill the table; 60 more are pipelined behind them.
         for id in 1..=4 {
-            h.client.send(call(id, "wait")).await?;
+            h.client.start_call(id, json!({ "name": "wait" })).await?;
         }
         for id in 5..=64 {
-            h.client.send(call(id, "count")).await?;
+            h.client.start_call(id, json!({ "name": "count" })).await?;
         }
         // Nothing past the cap is refused while the held calls run ...
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1866,29 +1731,25 @@ mod backpressure {
 
     #[tokio::test]
     async fn answers_to_questions_are_read_while_requests_wait() -> Result<(), TestError> {
-        let mut h = start_with(StdioOptions {
-            max_in_flight: 2,
-            ..StdioOptions::default()
-        })?;
-        h.client
-            .initialize("2025-06-18", json!({ "elicitation": {} }))
-            .await?;
+        let mut h = capped(2, json!({ "elicitation": {} })).await?;
         // Two calls that each ask the client, then as many queued behind
         // them as may wait: the client's answers must still get through to
         // the first two.
         for id in 1..=2 {
-            h.client.send(call(id, "ask")).await?;
+            h.client.start_call(id, json!({ "name": "ask" })).await?;
         }
         for id in 3..=4 {
-            h.client.send(call(id, "count")).await?;
+            h.client.start_call(id, json!({ "name": "count" })).await?;
         }
         let mut results = 0;
         while results < 4 {
             let message = h.client.next().await?;
             if message["method"] == json!("elicitation/create") {
                 h.client
-                    .send(json!({ "jsonrpc": "2.0", "id": message["id"],
-                                  "result": { "action": "accept", "content": { "name": "Ada" } } }))
+                    .answer(
+                        &message["id"],
+                        json!({ "action": "accept", "content": { "name": "Ada" } }),
+                    )
                     .await?;
             } else if message.get("id").is_some() {
                 assert!(message.get("result").is_some(), "{message}");
@@ -1944,11 +1805,7 @@ mod typed_tools {
 
     async fn call(client: &mut Client, id: i64, arguments: Value) -> Result<Value, TestError> {
         client
-            .request(
-                id,
-                "tools/call",
-                json!({ "name": "divide", "arguments": arguments }),
-            )
+            .call_tool(id, json!({ "name": "divide", "arguments": arguments }))
             .await
     }
 
@@ -2065,8 +1922,7 @@ mod typed_tools {
             .initialize("2025-06-18", json!({ "elicitation": {} }))
             .await?;
         client
-            .send(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": { "name": "greet", "arguments": {} } }))
+            .start_call(1, json!({ "name": "greet", "arguments": {} }))
             .await?;
 
         let asked = client.next().await?;
@@ -2081,8 +1937,10 @@ mod typed_tools {
         );
         assert!(schema.get("$schema").is_none(), "{schema}");
         client
-            .send(json!({ "jsonrpc": "2.0", "id": asked["id"], "result": {
-                "action": "accept", "content": { "name": "Ada", "age": 36 } } }))
+            .answer(
+                &asked["id"],
+                json!({ "action": "accept", "content": { "name": "Ada", "age": 36 } }),
+            )
             .await?;
 
         let reply = client.next_reply().await?;
