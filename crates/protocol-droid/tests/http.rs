@@ -96,7 +96,32 @@ async fn start() -> Result<Running, TestError> {
     start_with(HttpOptions::default()).await
 }
 
+/// The test server with the default options changed by `tune`.
+async fn start_tuned(tune: impl FnOnce(&mut HttpOptions)) -> Result<Running, TestError> {
+    let mut options = HttpOptions::default();
+    tune(&mut options);
+    start_with(options).await
+}
+
 impl Running {
+    /// POSTs `body` to `path` with exactly `headers`, none added.
+    async fn post_raw(
+        &self,
+        path: &str,
+        headers: &[(&'static str, &str)],
+        body: String,
+    ) -> Result<reqwest::Response, TestError> {
+        Ok(self
+            .client
+            .post(format!("{}{path}", self.base))
+            .headers(support::headers(headers)?)
+            .body(body)
+            .send()
+            .await?)
+    }
+
+    /// POSTs `body` to `/mcp` as a client does (JSON, accepting JSON or
+    /// events), with `extra` headers besides.
     async fn post(
         &self,
         extra: &[(&'static str, &str)],
@@ -104,19 +129,31 @@ impl Running {
     ) -> Result<reqwest::Response, TestError> {
         let mut all = vec![("content-type", "application/json"), ("accept", BOTH)];
         all.extend_from_slice(extra);
+        self.post_raw("/mcp", &all, body.to_owned()).await
+    }
+
+    /// POSTs `body` to `path`, another endpoint than `/mcp`, as a client
+    /// does.
+    async fn post_to(&self, path: &str, body: &Value) -> Result<reqwest::Response, TestError> {
+        let json = [("content-type", "application/json"), ("accept", BOTH)];
+        self.post_raw(path, &json, body.to_string()).await
+    }
+
+    /// GETs the event stream of `/mcp`, with `extra` headers besides the
+    /// `Accept`.
+    async fn stream(&self, extra: &[(&'static str, &str)]) -> Result<reqwest::Response, TestError> {
+        let mut all = vec![("accept", "text/event-stream")];
+        all.extend_from_slice(extra);
         Ok(self
             .client
-            .post(format!("{}/mcp", self.base))
+            .get(format!("{}/mcp", self.base))
             .headers(headers(&all)?)
-            .body(body.to_owned())
             .send()
             .await?)
     }
 
     async fn initialize(&self, version: &str, capabilities: Value) -> Result<String, TestError> {
-        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": capabilities,
-            "clientInfo": { "name": "t", "version": "1" } } });
+        let body = initialize(0, version, &capabilities);
         let response = self.post(&[], &body.to_string()).await?;
         assert_eq!(response.status(), 200);
         let id = response
@@ -139,11 +176,11 @@ impl Running {
         params: Value,
         name: Option<&str>,
     ) -> Result<reqwest::Response, TestError> {
+        // Added to any `_meta` the caller gave (a progress token, say).
         let mut params = params;
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
-        });
+        let meta = &mut params["_meta"];
+        meta["io.modelcontextprotocol/protocolVersion"] = json!(MODERN);
+        meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
         let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         let mut extra = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
         if let Some(name) = name {
@@ -151,6 +188,31 @@ impl Running {
         }
         self.post(&extra, &body.to_string()).await
     }
+}
+
+/// An `initialize` request at `version`, declaring `capabilities`.
+fn initialize(id: impl Into<Value>, version: &str, capabilities: &Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id.into(), "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": capabilities,
+        "clientInfo": { "name": "t", "version": "1" } } })
+}
+
+/// A `tools/call` request with `params`.
+fn tool_call(id: i64, params: &Value) -> String {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }).to_string()
+}
+
+/// A `notifications/cancelled` for request `id`.
+fn cancelled(id: i64) -> Value {
+    json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": id } })
+}
+
+/// The headers of a request in the legacy session `session`.
+fn legacy_session(session: &str) -> [(&'static str, &str); 2] {
+    [
+        ("mcp-session-id", session),
+        ("mcp-protocol-version", LEGACY),
+    ]
 }
 
 /// Reads server-sent events off a streaming response.
@@ -228,16 +290,8 @@ mod bad_input {
     #[tokio::test]
     async fn a_body_that_is_not_json_by_content_type_is_415() -> Result<(), TestError> {
         let s = start().await?;
-        let response = s
-            .client
-            .post(format!("{}/mcp", s.base))
-            .headers(headers(&[
-                ("content-type", "text/plain"),
-                ("accept", BOTH),
-            ])?)
-            .body("{}")
-            .send()
-            .await?;
+        let plain = [("content-type", "text/plain"), ("accept", BOTH)];
+        let response = s.post_raw("/mcp", &plain, "{}".to_owned()).await?;
         assert_eq!(response.status(), 415);
         Ok(())
     }
@@ -245,27 +299,19 @@ mod bad_input {
     #[tokio::test]
     async fn a_client_accepting_neither_json_nor_events_is_406() -> Result<(), TestError> {
         let s = start().await?;
-        let response = s
-            .client
-            .post(format!("{}/mcp", s.base))
-            .headers(headers(&[
-                ("content-type", "application/json"),
-                ("accept", "text/html"),
-            ])?)
-            .body(json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string())
-            .send()
-            .await?;
+        let html = [
+            ("content-type", "application/json"),
+            ("accept", "text/html"),
+        ];
+        let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
+        let response = s.post_raw("/mcp", &html, ping.to_string()).await?;
         assert_eq!(response.status(), 406);
         Ok(())
     }
 
     #[tokio::test]
     async fn an_oversized_body_is_413() -> Result<(), TestError> {
-        let s = start_with(HttpOptions {
-            max_body: 1024,
-            ..HttpOptions::default()
-        })
-        .await?;
+        let s = start_tuned(|o| o.max_body = 1024).await?;
         let padding = "x".repeat(4096);
         let body =
             json!({ "jsonrpc": "2.0", "id": 1, "method": "ping", "params": { "pad": padding } });
@@ -354,13 +400,8 @@ mod legacy {
     async fn a_session_answers_until_deleted_and_then_is_404() -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({})).await?;
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": { "name": "echo", "arguments": { "text": "hi" } } })
-        .to_string();
-        let pair = [
-            ("mcp-session-id", session.as_str()),
-            ("mcp-protocol-version", LEGACY),
-        ];
+        let body = tool_call(1, &json!({ "name": "echo", "arguments": { "text": "hi" } }));
+        let pair = legacy_session(&session);
         let reply: Value = s.post(&pair, &body).await?.json().await?;
         assert_eq!(reply["result"]["content"][0]["text"], json!("hi"));
         let deleted = s
@@ -379,12 +420,9 @@ mod legacy {
     -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({ "elicitation": {} })).await?;
-        let pair = [
-            ("mcp-session-id", session.as_str()),
-            ("mcp-protocol-version", LEGACY),
-        ];
-        let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": { "name": "ask" } });
-        let response = s.post(&pair, &call.to_string()).await?;
+        let pair = legacy_session(&session);
+        let call = tool_call(7, &json!({ "name": "ask" }));
+        let response = s.post(&pair, &call).await?;
         assert_eq!(
             response
                 .headers()
@@ -408,12 +446,9 @@ mod legacy {
     async fn a_released_stream_is_resumed_with_last_event_id() -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({})).await?;
-        let pair = [
-            ("mcp-session-id", session.as_str()),
-            ("mcp-protocol-version", LEGACY),
-        ];
-        let call = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": { "name": "polled" } });
-        let mut events = Events::new(s.post(&pair, &call.to_string()).await?);
+        let pair = legacy_session(&session);
+        let call = tool_call(9, &json!({ "name": "polled" }));
+        let mut events = Events::new(s.post(&pair, &call).await?);
         let priming = events.next().await?.ok_or("no priming event")?;
         assert_eq!(priming.data.as_deref(), Some(""), "an id and empty data");
         assert!(priming.retry.is_some());
@@ -423,14 +458,10 @@ mod legacy {
             "the server closed the stream"
         );
         let resumed = s
-            .client
-            .get(format!("{}/mcp", s.base))
-            .headers(headers(&[
-                ("accept", "text/event-stream"),
+            .stream(&[
                 ("mcp-session-id", session.as_str()),
                 ("last-event-id", last.as_str()),
-            ])?)
-            .send()
+            ])
             .await?;
         let reply = Events::new(resumed).next_json().await?;
         assert_eq!(reply["id"], json!(9));
@@ -445,15 +476,7 @@ mod legacy {
     async fn list_changes_reach_the_sessions_own_stream() -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({})).await?;
-        let stream = s
-            .client
-            .get(format!("{}/mcp", s.base))
-            .headers(headers(&[
-                ("accept", "text/event-stream"),
-                ("mcp-session-id", session.as_str()),
-            ])?)
-            .send()
-            .await?;
+        let stream = s.stream(&[("mcp-session-id", session.as_str())]).await?;
         assert_eq!(stream.status(), 200);
         let mut events = Events::new(stream);
         // The GET may still be on its way: announce until it is heard.
@@ -477,14 +500,10 @@ mod legacy {
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({})).await?;
         let resumed = s
-            .client
-            .get(format!("{}/mcp", s.base))
-            .headers(headers(&[
-                ("accept", "text/event-stream"),
+            .stream(&[
                 ("mcp-session-id", session.as_str()),
                 ("last-event-id", "999-0"),
-            ])?)
-            .send()
+            ])
             .await?;
         assert!(
             Events::new(resumed).next().await?.is_none(),
@@ -497,18 +516,13 @@ mod legacy {
     async fn a_question_to_a_client_that_takes_json_only_fails_at_once() -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({ "elicitation": {} })).await?;
-        let call = json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": { "name": "ask" } });
-        let response = s
-            .client
-            .post(format!("{}/mcp", s.base))
-            .headers(headers(&[
-                ("content-type", "application/json"),
-                ("accept", "application/json"),
-                ("mcp-session-id", session.as_str()),
-            ])?)
-            .body(call.to_string())
-            .send()
-            .await?;
+        let call = tool_call(6, &json!({ "name": "ask" }));
+        let json_only = [
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+            ("mcp-session-id", session.as_str()),
+        ];
+        let response = s.post_raw("/mcp", &json_only, call).await?;
         // Not the 60 s exchange timeout: with no stream to ask on, asking
         // fails straight away (this client's PATIENCE is 10 s).
         let reply: Value = response.json().await?;
@@ -547,10 +561,7 @@ mod legacy {
             ];
             assert_eq!(s.post(&pair, &body).await?.status(), 400, "{sent}");
         }
-        let pair = [
-            ("mcp-session-id", session.as_str()),
-            ("mcp-protocol-version", LEGACY),
-        ];
+        let pair = legacy_session(&session);
         assert_eq!(
             s.post(&pair, &body).await?.status(),
             200,
@@ -567,8 +578,8 @@ mod legacy {
             ("mcp-session-id", session.as_str()),
             ("mcp-protocol-version", "2025-06-18"),
         ];
-        let call = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "polled" } });
-        let reply: Value = s.post(&pair, &call.to_string()).await?.json().await?;
+        let call = tool_call(3, &json!({ "name": "polled" }));
+        let reply: Value = s.post(&pair, &call).await?.json().await?;
         assert_eq!(
             reply["result"]["content"][0]["text"],
             json!("after the reconnect"),
@@ -598,11 +609,7 @@ mod legacy {
     /// the idle timeout has passed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn ten_thousand_abandoned_sessions_are_all_reaped() -> Result<(), TestError> {
-        let s = start_with(HttpOptions {
-            idle_timeout: Duration::from_millis(300),
-            ..HttpOptions::default()
-        })
-        .await?;
+        let s = start_tuned(|o| o.idle_timeout = Duration::from_millis(300)).await?;
         let before = resident_kib();
         let mut opened = 0;
         for _ in 0..100 {
@@ -674,15 +681,7 @@ mod shutdown {
             _stop: tokio::sync::oneshot::channel().0,
         };
         let session = s.initialize(LEGACY, json!({})).await?;
-        let stream = s
-            .client
-            .get(format!("{}/mcp", s.base))
-            .headers(headers(&[
-                ("accept", "text/event-stream"),
-                ("mcp-session-id", session.as_str()),
-            ])?)
-            .send()
-            .await?;
+        let stream = s.stream(&[("mcp-session-id", session.as_str())]).await?;
         let _ = stop.send(());
         tokio::time::timeout(PATIENCE, serving).await???;
         assert!(
@@ -724,15 +723,7 @@ mod modern {
     #[tokio::test]
     async fn get_and_delete_are_not_part_of_the_revision() -> Result<(), TestError> {
         let s = start().await?;
-        let get = s
-            .client
-            .get(format!("{}/mcp", s.base))
-            .headers(headers(&[
-                ("accept", "text/event-stream"),
-                ("mcp-protocol-version", MODERN),
-            ])?)
-            .send()
-            .await?;
+        let get = s.stream(&[("mcp-protocol-version", MODERN)]).await?;
         assert_eq!(get.status(), 405);
         let delete = s.client.delete(format!("{}/mcp", s.base)).send().await?;
         assert_eq!(delete.status(), 405);
@@ -743,23 +734,8 @@ mod modern {
     async fn progress_streams_before_the_result_and_no_session_is_minted() -> Result<(), TestError>
     {
         let s = start().await?;
-        let mut params = json!({ "name": "progress" });
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "progressToken": "p",
-        });
-        let body = json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params });
-        let response = s
-            .post(
-                &[
-                    ("mcp-protocol-version", MODERN),
-                    ("mcp-method", "tools/call"),
-                    ("mcp-name", "progress"),
-                ],
-                &body.to_string(),
-            )
-            .await?;
+        let params = json!({ "name": "progress", "_meta": { "progressToken": "p" } });
+        let response = s.modern(4, "tools/call", params, Some("progress")).await?;
         assert!(response.headers().get("mcp-session-id").is_none());
         let mut events = Events::new(response);
         assert_eq!(
@@ -785,18 +761,15 @@ mod cancellation {
     async fn a_cancelled_legacy_call_ends_its_stream_unanswered() -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({ "elicitation": {} })).await?;
-        let pair = [
-            ("mcp-session-id", session.as_str()),
-            ("mcp-protocol-version", LEGACY),
-        ];
-        let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": { "name": "ask" } });
-        let mut events = Events::new(s.post(&pair, &call.to_string()).await?);
+        let pair = legacy_session(&session);
+        let call = tool_call(5, &json!({ "name": "ask" }));
+        let mut events = Events::new(s.post(&pair, &call).await?);
         assert_eq!(
             events.next_json().await?["method"],
             json!("elicitation/create")
         );
-        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 5 } });
-        assert_eq!(s.post(&pair, &cancel.to_string()).await?.status(), 202);
+        let cancel = cancelled(5).to_string();
+        assert_eq!(s.post(&pair, &cancel).await?.status(), 202);
         while let Some(event) = events.next().await? {
             let data: Value = serde_json::from_str(event.data.as_deref().unwrap_or("null"))?;
             assert_ne!(
@@ -813,23 +786,8 @@ mod cancellation {
     #[tokio::test]
     async fn closing_a_modern_stream_cancels_its_request() -> Result<(), TestError> {
         let s = start().await?;
-        let mut params = json!({ "name": "slow" });
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "progressToken": 1,
-        });
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
-        let response = s
-            .post(
-                &[
-                    ("mcp-protocol-version", MODERN),
-                    ("mcp-method", "tools/call"),
-                    ("mcp-name", "slow"),
-                ],
-                &body.to_string(),
-            )
-            .await?;
+        let params = json!({ "name": "slow", "_meta": { "progressToken": 1 } });
+        let response = s.modern(1, "tools/call", params, Some("slow")).await?;
         let mut events = Events::new(response);
         assert_eq!(
             events.next_json().await?["method"],
@@ -887,14 +845,7 @@ mod sse_2024 {
         let session = s.initialize(LEGACY, json!({})).await?;
         let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
         let posted = s
-            .client
-            .post(format!("{}/messages?sessionId={session}", s.base))
-            .headers(headers(&[
-                ("content-type", "application/json"),
-                ("accept", BOTH),
-            ])?)
-            .body(body.to_string())
-            .send()
+            .post_to(&format!("/messages?sessionId={session}"), &body)
             .await?;
         assert_eq!(posted.status(), 404);
         Ok(())
@@ -905,18 +856,8 @@ mod sse_2024 {
         let s = start().await?;
         let (mut events, endpoint) = open_sse(&s).await?;
         assert!(endpoint.starts_with("/messages?sessionId="), "{endpoint}");
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
-        let posted = s
-            .client
-            .post(format!("{}{endpoint}", s.base))
-            .headers(headers(&[
-                ("content-type", "application/json"),
-                ("accept", BOTH),
-            ])?)
-            .body(body.to_string())
-            .send()
-            .await?;
+        let body = initialize(1, "2024-11-05", &json!({}));
+        let posted = s.post_to(&endpoint, &body).await?;
         assert_eq!(posted.status(), 202);
         let reply = events.next_json().await?;
         assert_eq!(reply["result"]["protocolVersion"], json!("2024-11-05"));
@@ -938,11 +879,7 @@ mod tls {
     /// Serves the test server over TLS with `leaf`; the URL names `host`.
     async fn serve_tls(leaf: &Leaf, host: &str) -> Result<Running, TestError> {
         let tls = ServerTls::from_pem(leaf.cert.as_bytes(), leaf.key.as_bytes())?;
-        let mut running = start_with(HttpOptions {
-            tls: Some(tls),
-            ..HttpOptions::default()
-        })
-        .await?;
+        let mut running = start_tuned(|o| o.tls = Some(tls)).await?;
         let port = running
             .base
             .rsplit(':')
@@ -1115,11 +1052,7 @@ mod slow_clients {
 
     #[tokio::test]
     async fn a_half_sent_request_head_is_closed_at_the_header_deadline() -> Result<(), TestError> {
-        let s = start_with(HttpOptions {
-            header_timeout: Duration::from_millis(200),
-            ..HttpOptions::default()
-        })
-        .await?;
+        let s = start_tuned(|o| o.header_timeout = Duration::from_millis(200)).await?;
         let mut stream = TcpStream::connect(address(&s)).await?;
         stream
             .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -1132,11 +1065,7 @@ mod slow_clients {
 
     #[tokio::test]
     async fn a_body_that_does_not_arrive_in_time_is_answered_408() -> Result<(), TestError> {
-        let s = start_with(HttpOptions {
-            body_timeout: Duration::from_millis(200),
-            ..HttpOptions::default()
-        })
-        .await?;
+        let s = start_tuned(|o| o.body_timeout = Duration::from_millis(200)).await?;
         let mut stream = TcpStream::connect(address(&s)).await?;
         stream
             .write_all(
@@ -1152,11 +1081,7 @@ mod slow_clients {
     #[tokio::test]
     async fn connections_past_one_address_share_are_closed_and_others_are_served()
     -> Result<(), TestError> {
-        let mut s = start_with(HttpOptions {
-            max_connections_per_address: 16,
-            ..HttpOptions::default()
-        })
-        .await?;
+        let mut s = start_tuned(|o| o.max_connections_per_address = 16).await?;
         // 64 connections from 127.0.0.1, each with half a request head.
         let mut held = Vec::new();
         for _ in 0..64 {
@@ -1287,8 +1212,7 @@ mod one_client_takes_nothing {
             })
         };
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-                             "params": { "requestId": 7 } });
+        let cancel = cancelled(7);
         assert_eq!(s.in_session(&session, &cancel).await?.status(), 202);
         let status = tokio::time::timeout(Duration::from_secs(1), posting)
             .await
@@ -1349,18 +1273,12 @@ mod one_client_takes_nothing {
 
     #[tokio::test]
     async fn one_address_holds_only_its_share_of_sessions() -> Result<(), TestError> {
-        let s = start_with(HttpOptions {
-            max_sessions_per_address: 3,
-            ..HttpOptions::default()
-        })
-        .await?;
+        let s = start_tuned(|o| o.max_sessions_per_address = 3).await?;
         let mut mine = Vec::new();
         for _ in 0..3 {
             mine.push(s.initialize(LEGACY, json!({})).await?);
         }
-        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "capabilities": {},
-            "clientInfo": { "name": "t", "version": "1" } } });
+        let body = initialize(0, LEGACY, &json!({}));
         let refused = s.post(&[], &body.to_string()).await?;
         assert_eq!(refused.status(), 429);
         // Another address is not refused for it.
@@ -1378,13 +1296,10 @@ mod one_client_takes_nothing {
         Ok(())
     }
 
-    /// Opens a 2024-11-05 session; its stream and the URL to post to.
+    /// Opens a 2024-11-05 session; its stream and the endpoint to post to.
     async fn sse_session(s: &Running) -> Result<(Events, String), TestError> {
-        let (mut events, endpoint) = open_sse(s).await?;
-        let url = format!("{}{endpoint}", s.base);
-        let initialize = json!({ "jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2024-11-05", "capabilities": {},
-            "clientInfo": { "name": "t", "version": "1" } } });
+        let (mut events, url) = open_sse(s).await?;
+        let initialize = initialize("init", "2024-11-05", &json!({}));
         assert_eq!(post_message(s, &url, &initialize).await?, 202);
         let reply = events.next_json().await?;
         assert_eq!(reply["id"], json!("init"), "{reply}");
@@ -1394,17 +1309,7 @@ mod one_client_takes_nothing {
     }
 
     async fn post_message(s: &Running, url: &str, body: &Value) -> Result<u16, TestError> {
-        Ok(s.client
-            .post(url)
-            .headers(headers(&[
-                ("content-type", "application/json"),
-                ("accept", BOTH),
-            ])?)
-            .body(body.to_string())
-            .send()
-            .await?
-            .status()
-            .as_u16())
+        Ok(s.post_to(url, body).await?.status().as_u16())
     }
 
     #[tokio::test]
@@ -1423,9 +1328,7 @@ mod one_client_takes_nothing {
             post_message(&s, &url, &call(256, "park", json!({}))).await?,
             202
         );
-        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-                             "params": { "requestId": 3 } });
-        assert_eq!(post_message(&s, &url, &cancel).await?, 202);
+        assert_eq!(post_message(&s, &url, &cancelled(3)).await?, 202);
         let mut answered = std::collections::BTreeSet::new();
         let mut refused = None;
         while answered.len() < 255 || refused.is_none() {
@@ -1449,11 +1352,7 @@ mod one_client_takes_nothing {
 
     #[tokio::test]
     async fn a_2024_stream_nobody_reads_ends_its_session() -> Result<(), TestError> {
-        let s = start_with(HttpOptions {
-            stall_timeout: Duration::from_millis(300),
-            ..HttpOptions::default()
-        })
-        .await?;
+        let s = start_tuned(|o| o.stall_timeout = Duration::from_millis(300)).await?;
         let (events, url) = sse_session(&s).await?;
         let text = "z".repeat(32 * 1024);
         // Answers pile up behind a stream that is never read, until the
