@@ -39,7 +39,12 @@ use serde_json::{Value, json};
 #[allow(dead_code)] // Each test binary uses its own part of it.
 mod support;
 
-use support::{BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, loopback, pki};
+use support::{
+    BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, initialize, legacy_session, loopback, pki,
+};
+
+/// A resource URI no server here answers on: an audience that is not ours.
+const ELSEWHERE: &str = "http://127.0.0.1:1/mcp";
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
@@ -218,6 +223,13 @@ impl Issuer {
 }
 
 impl IssuerState {
+    /// Has the introspection endpoint answer `answer` for `token`.
+    fn introspected(&self, token: &str, answer: Value) {
+        if let Ok(mut table) = self.introspection.lock() {
+            table.insert(token.to_owned(), answer);
+        }
+    }
+
     fn publish(&self, keys: &[&SigningKey]) {
         let keys: Vec<Value> = keys.iter().map(|k| k.jwk.clone()).collect();
         if let Ok(mut jwks) = self.jwks.lock() {
@@ -297,6 +309,26 @@ fn jwt_guard(
     }
 }
 
+/// An issuer publishing `key`, and a server checking its JWTs (the key set
+/// fetched again at most once a minute).
+async fn guarded(key: &SigningKey) -> Result<(Issuer, Protected), TestError> {
+    let issuer = Issuer::start(&[key]).await?;
+    let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+    Ok((issuer, server))
+}
+
+/// A resource server asking `issuer`'s introspection endpoint about every
+/// token, for its own URI.
+fn introspection_guard(issuer: &Issuer) -> impl FnOnce(&str) -> Result<ResourceServer, TestError> {
+    let endpoint = format!("{}/introspect", issuer.url);
+    let trust = issuer.trust.clone();
+    move |resource| {
+        let validator =
+            IntrospectionValidator::new(&endpoint, "rs", "rs-secret", resource)?.trust(&trust)?;
+        Ok(ResourceServer::new(resource, Arc::new(validator))?)
+    }
+}
+
 impl Protected {
     fn resource(&self) -> String {
         format!("{}/mcp", self.base)
@@ -349,6 +381,36 @@ impl Protected {
             extra.push(("mcp-name", name));
         }
         self.post_to("/mcp", token, &extra, &body).await
+    }
+
+    /// The answer to a 2026-07-28 request with `token`, read as JSON.
+    async fn answer(&self, token: &str, method: &str, params: Value) -> Result<Value, TestError> {
+        Ok(self
+            .modern(Some(token), method, params)
+            .await?
+            .json()
+            .await?)
+    }
+
+    /// The status of a 2026-07-28 `tools/list` with `token`.
+    async fn list_status(&self, token: &str) -> Result<reqwest::StatusCode, TestError> {
+        Ok(self
+            .modern(Some(token), "tools/list", json!({}))
+            .await?
+            .status())
+    }
+
+    /// Opens a legacy session with `token`; its id.
+    async fn open_session(&self, token: &str) -> Result<String, TestError> {
+        let init = initialize(0, LEGACY, &json!({}));
+        let response = self.post_to("/mcp", Some(token), &[], &init).await?;
+        assert_eq!(response.status(), 200);
+        Ok(response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .ok_or("no session id")?
+            .to_owned())
     }
 
     async fn tool_names(&self, token: Option<&str>) -> Result<Vec<String>, TestError> {
@@ -427,9 +489,12 @@ mod tokens {
         let key = SigningKey::ec("known")?;
         let issuer = Issuer::start(&[&key]).await?;
         let iss = issuer.issuer();
-        let aud = "http://127.0.0.1:1/mcp";
-        let validator = Arc::new(JwtValidator::new(&iss, aud, issuer.jwks(Duration::ZERO)?));
-        let claims = json!({ "iss": iss, "aud": aud, "sub": "a", "exp": now() + 300 });
+        let validator = Arc::new(JwtValidator::new(
+            &iss,
+            ELSEWHERE,
+            issuer.jwks(Duration::ZERO)?,
+        ));
+        let claims = json!({ "iss": iss, "aud": ELSEWHERE, "sub": "a", "exp": now() + 300 });
         validator.validate(&key.sign(&claims)?).await?;
         // The issuer now holds every key-set request; a token naming a key it
         // never published makes the validator fetch, and that fetch hangs.
@@ -464,7 +529,6 @@ mod tokens {
         let key = SigningKey::ec("k")?;
         let issuer = Issuer::start(&[&key]).await?;
         let iss = issuer.issuer();
-        let aud = "http://127.0.0.1:1/mcp";
         let jwks = Jwks::remote(
             &format!("{}/jwks", issuer.url),
             JwksOptions {
@@ -475,8 +539,9 @@ mod tokens {
                 ..JwksOptions::default()
             },
         )?;
-        let validator = JwtValidator::new(&iss, aud, jwks);
-        let token = key.sign(&json!({ "iss": iss, "aud": aud, "sub": "a", "exp": now() + 300 }))?;
+        let validator = JwtValidator::new(&iss, ELSEWHERE, jwks);
+        let token =
+            key.sign(&json!({ "iss": iss, "aud": ELSEWHERE, "sub": "a", "exp": now() + 300 }))?;
         validator.validate(&token).await?;
         issuer.state.down.store(true, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -496,9 +561,8 @@ mod tokens {
         let key = SigningKey::ec("k")?;
         let issuer = Issuer::start(&[&key]).await?;
         let iss = issuer.issuer();
-        let aud = "http://127.0.0.1:1/mcp";
-        let validator = JwtValidator::new(&iss, aud, issuer.jwks(Duration::from_secs(60))?);
-        let claims = json!({ "iss": iss, "aud": aud, "sub": "a", "exp": now() + 300 });
+        let validator = JwtValidator::new(&iss, ELSEWHERE, issuer.jwks(Duration::from_secs(60))?);
+        let claims = json!({ "iss": iss, "aud": ELSEWHERE, "sub": "a", "exp": now() + 300 });
         for (typ, accepted) in [
             ("at+jwt", true),
             ("logout+jwt", false),
@@ -517,8 +581,7 @@ mod tokens {
     async fn every_bad_token_is_refused_with_invalid_token() -> Result<(), TestError> {
         let key = SigningKey::rsa("rsa-1")?;
         let stranger = SigningKey::rsa("rsa-1")?;
-        let issuer = Issuer::start(&[&key]).await?;
-        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let (issuer, server) = guarded(&key).await?;
         let good = server.claims(&issuer, "alice", "");
         let with = |patch: Value| {
             let mut claims = good.clone();
@@ -535,7 +598,7 @@ mod tokens {
             ),
             (
                 "wrong audience",
-                key.sign(&with(json!({ "aud": "http://127.0.0.1:1/mcp" })))?,
+                key.sign(&with(json!({ "aud": ELSEWHERE })))?,
             ),
             (
                 "wrong issuer",
@@ -573,8 +636,7 @@ mod tokens {
     #[tokio::test]
     async fn a_token_expired_within_the_leeway_is_still_accepted() -> Result<(), TestError> {
         let key = SigningKey::ec("ec-1")?;
-        let issuer = Issuer::start(&[&key]).await?;
-        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let (issuer, server) = guarded(&key).await?;
         let mut claims = server.claims(&issuer, "alice", "");
         claims["exp"] = json!(now() - 5);
         let response = server
@@ -591,13 +653,7 @@ mod tokens {
         let issuer = Issuer::start(&[&known]).await?;
         let server = protect(jwt_guard(&issuer, Duration::from_secs(3600))).await?;
         let ok = known.sign(&server.claims(&issuer, "alice", ""))?;
-        assert_eq!(
-            server
-                .modern(Some(&ok), "tools/list", json!({}))
-                .await?
-                .status(),
-            200
-        );
+        assert_eq!(server.list_status(&ok).await?, 200);
         for _ in 0..5 {
             let forged = unknown.sign(&server.claims(&issuer, "alice", ""))?;
             assert_invalid_token(&server, &forged, "unknown kid").await?;
@@ -617,22 +673,10 @@ mod tokens {
         let issuer = Issuer::start(&[&old]).await?;
         let server = protect(jwt_guard(&issuer, Duration::ZERO)).await?;
         let first = old.sign(&server.claims(&issuer, "alice", ""))?;
-        assert_eq!(
-            server
-                .modern(Some(&first), "tools/list", json!({}))
-                .await?
-                .status(),
-            200
-        );
+        assert_eq!(server.list_status(&first).await?, 200);
         issuer.state.publish(&[&old, &new]);
         let rotated = new.sign(&server.claims(&issuer, "alice", ""))?;
-        assert_eq!(
-            server
-                .modern(Some(&rotated), "tools/list", json!({}))
-                .await?
-                .status(),
-            200
-        );
+        assert_eq!(server.list_status(&rotated).await?, 200);
         assert_eq!(issuer.fetches(), 2);
         Ok(())
     }
@@ -641,12 +685,9 @@ mod tokens {
     async fn a_token_in_the_query_string_is_refused_even_beside_a_header() -> Result<(), TestError>
     {
         let key = SigningKey::ec("ec-1")?;
-        let issuer = Issuer::start(&[&key]).await?;
-        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let (issuer, server) = guarded(&key).await?;
         let token = key.sign(&server.claims(&issuer, "alice", ""))?;
-        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "capabilities": {},
-            "clientInfo": { "name": "t", "version": "1" } } });
+        let body = initialize(0, LEGACY, &json!({}));
         for header in [None, Some(token.as_str())] {
             let response = server
                 .post_to(&format!("/mcp?access_token={token}"), header, &[], &body)
@@ -665,29 +706,25 @@ mod tokens {
     async fn introspection_accepts_an_active_token_for_this_resource_only() -> Result<(), TestError>
     {
         let issuer = Issuer::start(&[]).await?;
-        let endpoint = format!("{}/introspect", issuer.url);
-        let server = protect(|resource| {
-            let validator = IntrospectionValidator::new(&endpoint, "rs", "rs-secret", resource)?
-                .trust(&issuer.trust)?;
-            Ok(ResourceServer::new(resource, Arc::new(validator))?)
-        })
-        .await?;
+        let server = protect(introspection_guard(&issuer)).await?;
         let resource = server.resource();
-        if let Ok(mut table) = issuer.state.introspection.lock() {
-            table.insert(
-                "opaque-good".to_owned(),
+        let answers = [
+            (
+                "opaque-good",
                 json!({ "active": true, "sub": "alice", "aud": resource,
                         "scope": "tools:secret", "exp": now() + 300 }),
-            );
-            table.insert(
-                "opaque-elsewhere".to_owned(),
-                json!({ "active": true, "sub": "alice", "aud": "http://127.0.0.1:1/mcp",
-                        "exp": now() + 300 }),
-            );
-            table.insert(
-                "opaque-no-aud".to_owned(),
+            ),
+            (
+                "opaque-elsewhere",
+                json!({ "active": true, "sub": "alice", "aud": ELSEWHERE, "exp": now() + 300 }),
+            ),
+            (
+                "opaque-no-aud",
                 json!({ "active": true, "sub": "alice", "exp": now() + 300 }),
-            );
+            ),
+        ];
+        for (token, answer) in answers {
+            issuer.state.introspected(token, answer);
         }
         let names = server.tool_names(Some("opaque-good")).await?;
         assert!(names.contains(&"secret".to_owned()), "{names:?}");
@@ -702,15 +739,13 @@ mod tokens {
     -> Result<(), TestError> {
         let issuer = Issuer::start(&[]).await?;
         let endpoint = format!("{}/introspect", issuer.url);
-        let resource = "http://127.0.0.1:1/mcp";
+        let resource = ELSEWHERE;
         let validator = IntrospectionValidator::new(&endpoint, "rs", "rs-secret", resource)?
             .trust(&issuer.trust)?;
-        if let Ok(mut table) = issuer.state.introspection.lock() {
-            table.insert(
-                "cached".to_owned(),
-                json!({ "active": true, "sub": "alice", "aud": resource, "exp": now() + 300 }),
-            );
-        }
+        issuer.state.introspected(
+            "cached",
+            json!({ "active": true, "sub": "alice", "aud": resource, "exp": now() + 300 }),
+        );
         for _ in 0..5 {
             let claims = validator.validate("cached").await?;
             assert_eq!(claims.sub.as_deref(), Some("alice"));
@@ -744,21 +779,12 @@ mod tokens {
     async fn an_address_presenting_made_up_tokens_is_held_back_and_no_one_else_is()
     -> Result<(), TestError> {
         let issuer = Issuer::start(&[]).await?;
-        let endpoint = format!("{}/introspect", issuer.url);
-        let trust = issuer.trust.clone();
-        let mut server = protect(|resource| {
-            let validator = IntrospectionValidator::new(&endpoint, "rs", "rs-secret", resource)?
-                .trust(&trust)?;
-            Ok(ResourceServer::new(resource, Arc::new(validator))?)
-        })
-        .await?;
+        let mut server = protect(introspection_guard(&issuer)).await?;
         let resource = server.resource();
-        if let Ok(mut table) = issuer.state.introspection.lock() {
-            table.insert(
-                "real".to_owned(),
-                json!({ "active": true, "sub": "bob", "aud": resource, "exp": now() + 300 }),
-            );
-        }
+        issuer.state.introspected(
+            "real",
+            json!({ "active": true, "sub": "bob", "aud": resource, "exp": now() + 300 }),
+        );
         let mine = std::mem::replace(
             &mut server.client,
             reqwest::Client::builder()
@@ -816,8 +842,7 @@ mod challenges {
     async fn no_token_gets_401_naming_the_metadata_which_is_served_without_one()
     -> Result<(), TestError> {
         let key = SigningKey::ec("ec-1")?;
-        let issuer = Issuer::start(&[&key]).await?;
-        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let (issuer, server) = guarded(&key).await?;
         let response = server.modern(None, "tools/list", json!({})).await?;
         assert_eq!(response.status(), 401);
         let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", server.base);
@@ -919,11 +944,7 @@ mod scopes {
         let issuer = Issuer::start(&[&key]).await?;
         let server = anonymous_allowed(&issuer).await?;
         let scoped = key.sign(&server.claims(&issuer, "alice", "tools:secret"))?;
-        let body: Value = server
-            .modern(Some(&scoped), "tools/list", json!({}))
-            .await?
-            .json()
-            .await?;
+        let body = server.answer(&scoped, "tools/list", json!({})).await?;
         assert_eq!(body["result"]["cacheScope"], json!("private"), "{body}");
         Ok(())
     }
@@ -1008,26 +1029,12 @@ mod scopes {
     async fn a_token_swapped_mid_session_changes_what_the_next_request_sees()
     -> Result<(), TestError> {
         let key = SigningKey::rsa("rsa-1")?;
-        let issuer = Issuer::start(&[&key]).await?;
-        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let (issuer, server) = guarded(&key).await?;
         let plain = key.sign(&server.claims(&issuer, "alice", ""))?;
         let elevated = key.sign(&server.claims(&issuer, "alice", "tools:secret"))?;
-        let init = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "capabilities": {},
-            "clientInfo": { "name": "t", "version": "1" } } });
-        let response = server.post_to("/mcp", Some(&elevated), &[], &init).await?;
-        assert_eq!(response.status(), 200);
-        let session = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .ok_or("no session id")?
-            .to_owned();
+        let session = server.open_session(&elevated).await?;
         let list = |id: i64| json!({ "jsonrpc": "2.0", "id": id, "method": "tools/list" });
-        let headers = [
-            ("mcp-session-id", session.as_str()),
-            ("mcp-protocol-version", LEGACY),
-        ];
+        let headers = legacy_session(&session);
         let mut seen = Vec::new();
         for (id, token) in [(1, &plain), (2, &elevated), (3, &plain)] {
             let body: Value = server
@@ -1054,24 +1061,11 @@ mod scopes {
     #[tokio::test]
     async fn a_session_is_answered_only_to_the_subject_that_opened_it() -> Result<(), TestError> {
         let key = SigningKey::rsa("rsa-1")?;
-        let issuer = Issuer::start(&[&key]).await?;
-        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let (issuer, server) = guarded(&key).await?;
         let alice = key.sign(&server.claims(&issuer, "alice", ""))?;
         let mallory = key.sign(&server.claims(&issuer, "mallory", ""))?;
-        let init = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "capabilities": {},
-            "clientInfo": { "name": "t", "version": "1" } } });
-        let response = server.post_to("/mcp", Some(&alice), &[], &init).await?;
-        let session = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .ok_or("no session id")?
-            .to_owned();
-        let headers = [
-            ("mcp-session-id", session.as_str()),
-            ("mcp-protocol-version", LEGACY),
-        ];
+        let session = server.open_session(&alice).await?;
+        let headers = legacy_session(&session);
         let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
         // Another valid caller who learned the id meets an unknown session.
         let stolen = server
@@ -1146,16 +1140,11 @@ mod scopes {
     async fn a_request_state_minted_for_one_subject_is_refused_for_another() -> Result<(), TestError>
     {
         let key = SigningKey::ec("ec-1")?;
-        let issuer = Issuer::start(&[&key]).await?;
-        let server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        let (issuer, server) = guarded(&key).await?;
         let alice = key.sign(&server.claims(&issuer, "alice", ""))?;
         let bob = key.sign(&server.claims(&issuer, "bob", ""))?;
         let call = json!({ "name": "stateful", "arguments": {} });
-        let first: Value = server
-            .modern(Some(&alice), "tools/call", call.clone())
-            .await?
-            .json()
-            .await?;
+        let first = server.answer(&alice, "tools/call", call.clone()).await?;
         assert_eq!(
             first["result"]["resultType"],
             json!("input_required"),
@@ -1166,20 +1155,12 @@ mod scopes {
         let mut retry = call;
         retry["requestState"] = state;
         retry["inputResponses"] = json!({ "who": { "action": "accept", "content": {} } });
-        let as_bob: Value = server
-            .modern(Some(&bob), "tools/call", retry.clone())
-            .await?
-            .json()
-            .await?;
+        let as_bob = server.answer(&bob, "tools/call", retry.clone()).await?;
         assert!(
             as_bob["error"].is_object(),
             "bob cannot resume alice's round: {as_bob}"
         );
-        let as_alice: Value = server
-            .modern(Some(&alice), "tools/call", retry)
-            .await?
-            .json()
-            .await?;
+        let as_alice = server.answer(&alice, "tools/call", retry).await?;
         assert_eq!(
             as_alice["result"]["content"][0]["text"],
             json!("resumed"),

@@ -17,7 +17,10 @@ use serde_json::{Value, json};
 #[allow(dead_code)] // Each test binary uses its own part of it.
 mod support;
 
-use support::{BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, add_ask_tool, headers};
+use support::{
+    BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, add_ask_tool, headers, initialize,
+    legacy_session,
+};
 
 /// Counts the slow tool's completions: a cancelled call never completes.
 static FINISHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -190,13 +193,6 @@ impl Running {
     }
 }
 
-/// An `initialize` request at `version`, declaring `capabilities`.
-fn initialize(id: impl Into<Value>, version: &str, capabilities: &Value) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id.into(), "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": capabilities,
-        "clientInfo": { "name": "t", "version": "1" } } })
-}
-
 /// A `tools/call` request with `params`.
 fn tool_call(id: i64, params: &Value) -> String {
     json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }).to_string()
@@ -205,14 +201,6 @@ fn tool_call(id: i64, params: &Value) -> String {
 /// A `notifications/cancelled` for request `id`.
 fn cancelled(id: i64) -> Value {
     json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": id } })
-}
-
-/// The headers of a request in the legacy session `session`.
-fn legacy_session(session: &str) -> [(&'static str, &str); 2] {
-    [
-        ("mcp-session-id", session),
-        ("mcp-protocol-version", LEGACY),
-    ]
 }
 
 /// Reads server-sent events off a streaming response.

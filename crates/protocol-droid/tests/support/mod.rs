@@ -1,7 +1,7 @@
 //! What the integration test binaries share: the error type and patience
-//! every test uses, a loopback HTTP harness for a server, request headers,
-//! the tool that asks its client a question, and (in `pki`) certificates
-//! made in the test.
+//! every test uses, a loopback HTTP harness for a server, request headers
+//! and the `initialize` request, the tool that asks its client a question,
+//! and (in `pki`) certificates made in the test.
 //!
 //! Each binary uses its own part of this, so the module is included with
 //! `dead_code` allowed.
@@ -15,7 +15,7 @@ use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::application::server::{Call, Server, ToolSpec};
 use protocol_droid::domain::ir::ToolResult;
 use reqwest::header::{HeaderMap, HeaderValue};
-use serde_json::json;
+use serde_json::{Value, json};
 
 pub(crate) use protocol_droid_test_support::TestError;
 
@@ -80,6 +80,21 @@ pub(crate) fn headers(pairs: &[(&'static str, &str)]) -> Result<HeaderMap, TestE
         map.insert(*name, HeaderValue::from_str(value)?);
     }
     Ok(map)
+}
+
+/// An `initialize` request at `version`, declaring `capabilities`.
+pub(crate) fn initialize(id: impl Into<Value>, version: &str, capabilities: &Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id.into(), "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": capabilities,
+        "clientInfo": { "name": "t", "version": "1" } } })
+}
+
+/// The headers of a request in the [`LEGACY`] session `session`.
+pub(crate) fn legacy_session(session: &str) -> [(&'static str, &str); 2] {
+    [
+        ("mcp-session-id", session),
+        ("mcp-protocol-version", LEGACY),
+    ]
 }
 
 /// Registers `ask`, which asks its client for a name with `message` (an
