@@ -148,7 +148,7 @@ fn upstream_answer<'a>(
                         } }),
                     )
                     .await?;
-                Ok(json!({ "content": [{ "type": "text", "text": answer["action"] }] }))
+                Ok(text_content(&answer["action"]))
             }
             ("tools/call", "ask_multi") => {
                 call.elicit(
@@ -165,14 +165,10 @@ fn upstream_answer<'a>(
                 Ok(json!({ "content": [] }))
             }
             ("tools/call", "sample_array") => {
-                let answer = call
-                    .sample(
-                        "s",
-                        json!({ "maxTokens": 5, "messages": [{ "role": "user",
-                            "content": [{ "type": "text", "text": "hi" }] }] }),
-                    )
-                    .await?;
-                Ok(json!({ "content": [{ "type": "text", "text": answer["content"]["text"] }] }))
+                let asked = json!({ "maxTokens": 5, "messages": [{ "role": "user",
+                    "content": [{ "type": "text", "text": "hi" }] }] });
+                let answer = call.sample("s", asked).await?;
+                Ok(text_content(&answer["content"]["text"]))
             }
             ("tools/call", "touch") => {
                 // Every upstream of this binary hears it; only the one with a
@@ -219,43 +215,21 @@ fn upstream_answer<'a>(
                 Ok(json!({ "content": [] }))
             }
             ("tools/call", "sample_context") => {
-                let answer = call
-                    .sample(
-                        "s",
-                        json!({ "maxTokens": 5, "includeContext": "thisServer",
-                            "messages": [{ "role": "user",
-                            "content": { "type": "text", "text": "hi" } }] }),
-                    )
-                    .await?;
-                Ok(json!({ "content": [{ "type": "text", "text": answer["content"]["text"] }] }))
+                let asked = json!({ "maxTokens": 5, "includeContext": "thisServer",
+                    "messages": [{ "role": "user", "content": { "type": "text", "text": "hi" } }] });
+                let answer = call.sample("s", asked).await?;
+                Ok(text_content(&answer["content"]["text"]))
             }
             ("tools/call", "confirm_twice") => {
                 // The same question twice, as a legacy handler may ask it: the
                 // second is a new question, not the first one's answer.
-                let first = call
-                    .elicit(
-                        "confirm",
-                        json!({ "message": "Sure?",
-                    "requestedSchema": { "type": "object", "properties": {} } }),
-                    )
-                    .await?;
-                let second = call
-                    .elicit(
-                        "confirm",
-                        json!({ "message": "Really sure?",
-                    "requestedSchema": { "type": "object", "properties": {} } }),
-                    )
-                    .await?;
+                let first = call.elicit("confirm", empty_form("Sure?")).await?;
+                let second = call.elicit("confirm", empty_form("Really sure?")).await?;
                 Ok(json!({ "content": [{ "type": "text",
                     "text": format!("{} {}", first["action"], second["action"]) }] }))
             }
             ("tools/call", "ask_then_progress") => {
-                call.elicit(
-                    "go",
-                    json!({ "message": "Go?",
-                    "requestedSchema": { "type": "object", "properties": {} } }),
-                )
-                .await?;
+                call.elicit("go", empty_form("Go?")).await?;
                 call.progress(1.0, Some(1.0), None);
                 Ok(json!({ "content": [] }))
             }
@@ -284,6 +258,16 @@ fn upstream_answer<'a>(
     })
 }
 
+/// A form asking `message` and nothing more.
+fn empty_form(message: &str) -> Value {
+    json!({ "message": message, "requestedSchema": { "type": "object", "properties": {} } })
+}
+
+/// A tool result holding `text` as its one text block.
+fn text_content(text: &Value) -> Value {
+    json!({ "content": [{ "type": "text", "text": text }] })
+}
+
 /// Serves `server` on a loopback port; the URL of its endpoint.
 async fn serve(server: Server) -> Result<String, TestError> {
     let (listener, base) = loopback().await?;
@@ -300,6 +284,19 @@ struct Recording {
     notices: Mutex<Vec<String>>,
 }
 
+impl Recording {
+    /// Notes the question `params` and gives the fixed `answer`.
+    fn answer<T: serde::de::DeserializeOwned>(
+        &self,
+        params: &impl serde::Serialize,
+        answer: Value,
+    ) -> Result<T, ErrorObject> {
+        let params = serde_json::to_value(params).unwrap_or_default();
+        self.asked.lock().map_err(|_| poisoned())?.push(params);
+        serde_json::from_value(answer).map_err(|_| poisoned())
+    }
+}
+
 impl ClientHandler for Recording {
     fn capabilities(&self) -> ClientCapabilities {
         serde_json::from_value(json!({ "elicitation": { "form": {}, "url": {} }, "sampling": {} }))
@@ -310,12 +307,8 @@ impl ClientHandler for Recording {
         &self,
         params: ElicitRequestParams,
     ) -> BoxFuture<'_, Result<ElicitResult, ErrorObject>> {
-        Box::pin(async move {
-            let params = serde_json::to_value(params).unwrap_or_default();
-            self.asked.lock().map_err(|_| poisoned())?.push(params);
-            serde_json::from_value(json!({ "action": "accept", "content": { "colour": "r" } }))
-                .map_err(|_| poisoned())
-        })
+        let reply = json!({ "action": "accept", "content": { "colour": "r" } });
+        Box::pin(async move { self.answer(&params, reply) })
     }
 
     fn notification(&self, notice: &Notice) {
@@ -328,13 +321,9 @@ impl ClientHandler for Recording {
         &self,
         params: CreateMessageRequestParams,
     ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorObject>> {
-        Box::pin(async move {
-            let params = serde_json::to_value(params).unwrap_or_default();
-            self.asked.lock().map_err(|_| poisoned())?.push(params);
-            serde_json::from_value(json!({ "role": "assistant", "model": "m",
-                "content": { "type": "text", "text": "sampled" } }))
-            .map_err(|_| poisoned())
-        })
+        let reply = json!({ "role": "assistant", "model": "m",
+            "content": { "type": "text", "text": "sampled" } });
+        Box::pin(async move { self.answer(&params, reply) })
     }
 }
 
@@ -393,23 +382,68 @@ async fn rig(
     options: BridgeOptions,
 ) -> Result<Rig, TestError> {
     let (front, bridge) = front_at(upstream, options).await?;
-    let handler = Arc::new(Recording::default());
-    let shared: Arc<dyn ClientHandler> = handler.clone();
-    let options = ConnectOptions {
-        client: ClientOptions {
-            handler: shared,
-            revisions: vec![client],
-            ..ClientOptions::default()
-        },
-        ..ConnectOptions::default()
-    };
-    let client =
-        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
-    Ok(Rig {
-        bridge,
-        client,
-        handler,
-    })
+    Rig::connect(bridge, &front, client).await
+}
+
+/// [`rig`] under a policy that downgrades whatever it can.
+async fn permissive(upstream: ProtocolVersion, client: ProtocolVersion) -> Result<Rig, TestError> {
+    rig(upstream, client, policy(DegradePolicy::permissive())).await
+}
+
+/// [`rig`] under the default, strict policy.
+async fn strict(upstream: ProtocolVersion, client: ProtocolVersion) -> Result<Rig, TestError> {
+    rig(upstream, client, BridgeOptions::default()).await
+}
+
+/// [`rig`] under a policy that downgrades all but `feature`.
+async fn refusing(
+    upstream: ProtocolVersion,
+    client: ProtocolVersion,
+    feature: Feature,
+) -> Result<Rig, TestError> {
+    let refusing = DegradePolicy::permissive().refusing(feature);
+    rig(upstream, client, policy(refusing)).await
+}
+
+impl Rig {
+    /// A recording client speaking only `client`, connected to `bridge`
+    /// served at `front`.
+    async fn connect(
+        bridge: Bridge,
+        front: &str,
+        client: ProtocolVersion,
+    ) -> Result<Self, TestError> {
+        let handler = Arc::new(Recording::default());
+        let shared: Arc<dyn ClientHandler> = handler.clone();
+        let options = ConnectOptions {
+            client: ClientOptions {
+                handler: shared,
+                revisions: vec![client],
+                ..ClientOptions::default()
+            },
+            ..ConnectOptions::default()
+        };
+        let client =
+            tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+        Ok(Self {
+            bridge,
+            client,
+            handler,
+        })
+    }
+
+    /// What the client was asked so far.
+    fn asked(&self) -> Result<Vec<Value>, TestError> {
+        Ok(self.handler.asked.lock().map_err(|_| "poisoned")?.clone())
+    }
+}
+
+/// The default options, but giving up on an upstream's answer after 300 ms.
+fn quick_timeout() -> BridgeOptions {
+    BridgeOptions {
+        request_timeout: Duration::from_millis(300),
+        ..BridgeOptions::default()
+    }
 }
 
 fn policy(policy: DegradePolicy) -> BridgeOptions {
@@ -417,6 +451,13 @@ fn policy(policy: DegradePolicy) -> BridgeOptions {
         policy,
         ..BridgeOptions::default()
     }
+}
+
+/// Calls the tool `name`: its reply, and what the client was asked
+/// meanwhile.
+async fn call_tool(rig: &Rig, name: &str) -> Result<(Value, Vec<Value>), TestError> {
+    let reply = ask(rig, "tools/call", json!({ "name": name })).await?;
+    Ok((reply, rig.asked()?))
 }
 
 async fn ask(rig: &Rig, method: &str, params: Value) -> Result<Value, ClientError> {
@@ -458,43 +499,48 @@ fn assert_reported(rig: &Rig, feature: Feature) {
     );
 }
 
-/// One row of the matrix: refused when the policy refuses `feature` alone,
-/// downgraded and reported when it allows it.
+/// One row of the matrix, from an `upstream` upstream to a `client`
+/// client: refused when the policy refuses `feature` alone, downgraded and
+/// reported when it allows it.
 async fn row(
+    upstream: ProtocolVersion,
     feature: Feature,
     client: ProtocolVersion,
     method: &str,
     params: Value,
     check: impl Fn(&Value),
 ) -> Result<(), TestError> {
-    let refusing = rig(
-        ProtocolVersion::V2025_11_25,
-        client,
-        policy(DegradePolicy::permissive().refusing(feature)),
-    )
-    .await?;
+    let refusing = refusing(upstream, client, feature).await?;
     assert_refused(ask(&refusing, method, params.clone()).await, feature)?;
 
-    let allowing = rig(
-        ProtocolVersion::V2025_11_25,
-        client,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
+    let allowing = permissive(upstream, client).await?;
     let reply = ask(&allowing, method, params).await?;
     check(&reply);
     assert_reported(&allowing, feature);
     Ok(())
 }
 
+/// A row's check: the first content block became text mentioning `needle`.
+fn text_mentioning(needle: &'static str) -> impl Fn(&Value) {
+    move |reply| {
+        assert_eq!(reply["content"][0]["type"], "text");
+        assert!(
+            reply["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(needle)),
+            "{reply}"
+        );
+    }
+}
+
+/// A row's check: the first listed tool has no `member`.
+fn first_tool_lacks(member: &'static str) -> impl Fn(&Value) {
+    move |reply| assert!(reply["tools"][0].get(member).is_none(), "{reply}")
+}
+
 #[tokio::test]
 async fn the_default_policy_is_strict_and_names_what_it_refused() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2024_11_05,
-        BridgeOptions::default(),
-    )
-    .await?;
+    let rig = strict(ProtocolVersion::V2025_11_25, ProtocolVersion::V2024_11_05).await?;
     let outcome = ask(&rig, "tools/call", json!({ "name": "audio" })).await;
     assert_refused(outcome, Feature::AudioContent)?;
     Ok(())
@@ -503,19 +549,12 @@ async fn the_default_policy_is_strict_and_names_what_it_refused() -> Result<(), 
 #[tokio::test]
 async fn audio_becomes_a_description_for_2024_11_05() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::AudioContent,
         ProtocolVersion::V2024_11_05,
         "tools/call",
         json!({ "name": "audio" }),
-        |reply| {
-            assert_eq!(reply["content"][0]["type"], "text");
-            assert!(
-                reply["content"][0]["text"]
-                    .as_str()
-                    .is_some_and(|t| t.contains("audio/wav")),
-                "{reply}"
-            );
-        },
+        text_mentioning("audio/wav"),
     )
     .await
 }
@@ -523,19 +562,12 @@ async fn audio_becomes_a_description_for_2024_11_05() -> Result<(), TestError> {
 #[tokio::test]
 async fn a_resource_link_becomes_text_for_2025_03_26() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::ResourceLinkContent,
         ProtocolVersion::V2025_03_26,
         "tools/call",
         json!({ "name": "link" }),
-        |reply| {
-            assert_eq!(reply["content"][0]["type"], "text");
-            assert!(
-                reply["content"][0]["text"]
-                    .as_str()
-                    .is_some_and(|t| t.contains("test://linked")),
-                "{reply}"
-            );
-        },
+        text_mentioning("test://linked"),
     )
     .await
 }
@@ -543,6 +575,7 @@ async fn a_resource_link_becomes_text_for_2025_03_26() -> Result<(), TestError> 
 #[tokio::test]
 async fn structured_content_is_dropped_for_2025_03_26() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::ToolStructuredOutput,
         ProtocolVersion::V2025_03_26,
         "tools/call",
@@ -558,11 +591,12 @@ async fn structured_content_is_dropped_for_2025_03_26() -> Result<(), TestError>
 #[tokio::test]
 async fn an_output_schema_is_dropped_for_2025_03_26() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::ToolOutputSchema,
         ProtocolVersion::V2025_03_26,
         "tools/list",
         json!({}),
-        |reply| assert!(reply["tools"][0].get("outputSchema").is_none(), "{reply}"),
+        first_tool_lacks("outputSchema"),
     )
     .await
 }
@@ -570,11 +604,12 @@ async fn an_output_schema_is_dropped_for_2025_03_26() -> Result<(), TestError> {
 #[tokio::test]
 async fn tool_annotations_are_dropped_for_2024_11_05() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::ToolAnnotations,
         ProtocolVersion::V2024_11_05,
         "tools/list",
         json!({}),
-        |reply| assert!(reply["tools"][0].get("annotations").is_none(), "{reply}"),
+        first_tool_lacks("annotations"),
     )
     .await
 }
@@ -582,6 +617,7 @@ async fn tool_annotations_are_dropped_for_2024_11_05() -> Result<(), TestError> 
 #[tokio::test]
 async fn a_title_moves_into_the_annotations_for_2025_03_26() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::Titles,
         ProtocolVersion::V2025_03_26,
         "tools/list",
@@ -597,11 +633,12 @@ async fn a_title_moves_into_the_annotations_for_2025_03_26() -> Result<(), TestE
 #[tokio::test]
 async fn icons_are_dropped_for_2025_06_18() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::Icons,
         ProtocolVersion::V2025_06_18,
         "tools/list",
         json!({}),
-        |reply| assert!(reply["tools"][0].get("icons").is_none(), "{reply}"),
+        first_tool_lacks("icons"),
     )
     .await
 }
@@ -609,11 +646,12 @@ async fn icons_are_dropped_for_2025_06_18() -> Result<(), TestError> {
 #[tokio::test]
 async fn entity_meta_is_dropped_for_2025_03_26() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::EntityMeta,
         ProtocolVersion::V2025_03_26,
         "tools/list",
         json!({}),
-        |reply| assert!(reply["tools"][0].get("_meta").is_none(), "{reply}"),
+        first_tool_lacks("_meta"),
     )
     .await
 }
@@ -621,6 +659,7 @@ async fn entity_meta_is_dropped_for_2025_03_26() -> Result<(), TestError> {
 #[tokio::test]
 async fn last_modified_is_dropped_for_2025_03_26() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::AnnotationsLastModified,
         ProtocolVersion::V2025_03_26,
         "resources/list",
@@ -640,6 +679,7 @@ async fn last_modified_is_dropped_for_2025_03_26() -> Result<(), TestError> {
 #[tokio::test]
 async fn audio_in_a_prompt_becomes_a_description_for_2024_11_05() -> Result<(), TestError> {
     row(
+        ProtocolVersion::V2025_11_25,
         Feature::AudioContent,
         ProtocolVersion::V2024_11_05,
         "prompts/get",
@@ -651,38 +691,21 @@ async fn audio_in_a_prompt_becomes_a_description_for_2024_11_05() -> Result<(), 
 
 #[tokio::test]
 async fn titled_enums_become_enum_names_for_2025_06_18() -> Result<(), TestError> {
-    let refusing = rig(
+    let refusing = refusing(
         ProtocolVersion::V2025_11_25,
         ProtocolVersion::V2025_06_18,
-        policy(DegradePolicy::permissive().refusing(Feature::ElicitationEnumVariants)),
+        Feature::ElicitationEnumVariants,
     )
     .await?;
     let refused = ask(&refusing, "tools/call", json!({ "name": "ask_enum" })).await;
     assert_refused(refused, Feature::ElicitationEnumVariants)?;
     // The question was never put to the client.
-    assert!(
-        refusing
-            .handler
-            .asked
-            .lock()
-            .map_err(|_| "poisoned")?
-            .is_empty()
-    );
+    assert!(refusing.asked()?.is_empty());
 
-    let allowing = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2025_06_18,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
+    let allowing = permissive(ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_06_18).await?;
     let reply = ask(&allowing, "tools/call", json!({ "name": "ask_enum" })).await?;
     assert_eq!(reply["content"][0]["text"], "accept", "{reply}");
-    let asked = allowing
-        .handler
-        .asked
-        .lock()
-        .map_err(|_| "poisoned")?
-        .clone();
+    let asked = allowing.asked()?;
     let colour = &asked[0]["requestedSchema"]["properties"]["colour"];
     assert_eq!(colour["enum"], json!(["r", "g"]));
     assert_eq!(colour["enumNames"], json!(["Red", "Green"]));
@@ -692,43 +715,28 @@ async fn titled_enums_become_enum_names_for_2025_06_18() -> Result<(), TestError
 
 #[tokio::test]
 async fn multi_select_is_never_put_to_a_2025_06_18_client() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2025_06_18,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
     // Multi-select has no 2025-06-18 form, so even a permissive policy
     // refuses, naming the feature, and the client is never asked.
-    let outcome = ask(&rig, "tools/call", json!({ "name": "ask_multi" })).await;
-    assert_refused(outcome, Feature::ElicitationEnumVariants)?;
-    assert!(rig.handler.asked.lock().map_err(|_| "poisoned")?.is_empty());
-    Ok(())
+    refused_unasked(
+        ProtocolVersion::V2025_06_18,
+        "ask_multi",
+        Feature::ElicitationEnumVariants,
+    )
+    .await
 }
 
 #[tokio::test]
 async fn a_one_block_sampling_array_is_unwrapped_for_2025_06_18() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2025_06_18,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
-    let reply = ask(&rig, "tools/call", json!({ "name": "sample_array" })).await?;
+    let rig = permissive(ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_06_18).await?;
+    let (reply, asked) = call_tool(&rig, "sample_array").await?;
     assert_eq!(reply["content"][0]["text"], "sampled", "{reply}");
-    let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
     assert_eq!(asked[0]["messages"][0]["content"]["type"], "text");
     Ok(())
 }
 
 #[tokio::test]
 async fn a_missing_resource_is_invalid_params_for_2026_07_28() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2026_07_28,
-        BridgeOptions::default(),
-    )
-    .await?;
+    let rig = strict(ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28).await?;
     match ask(&rig, "resources/read", json!({ "uri": "test://gone" })).await {
         Err(ClientError::Server(error)) => assert_eq!(error.code, ErrorCode::INVALID_PARAMS),
         other => return Err(format!("expected -32602, got {other:?}").into()),
@@ -756,12 +764,7 @@ async fn the_report_travels_in_meta_when_asked_for() -> Result<(), TestError> {
 
 #[tokio::test]
 async fn a_reply_the_client_reads_passes_unchanged_and_unreported() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2025_11_25,
-        BridgeOptions::default(),
-    )
-    .await?;
+    let rig = strict(ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_11_25).await?;
     let listed = ask(&rig, "tools/list", json!({})).await?;
     assert_eq!(listed["tools"][0]["title"], "Rich");
     assert_eq!(
@@ -820,31 +823,7 @@ async fn in_front_of_bad_at(
     let revisions = upstream.map_or_else(|| ProtocolVersion::ALL.to_vec(), |v| vec![v]);
     let bridge = Bridge::connect(connector(Target::Command(child), revisions), options).await?;
     let front = serve(bridge.server(|b| b)?).await?;
-    let handler = Arc::new(Recording::default());
-    let shared: Arc<dyn ClientHandler> = handler.clone();
-    let client = tokio::time::timeout(
-        GUARD,
-        connect(
-            &Target::Url(front.parse()?),
-            ConnectOptions {
-                client: ClientOptions {
-                    handler: shared,
-                    revisions: vec![client],
-                    ..ClientOptions::default()
-                },
-                ..ConnectOptions::default()
-            },
-        ),
-    )
-    .await??;
-    Ok((
-        Rig {
-            bridge,
-            client,
-            handler,
-        },
-        record,
-    ))
+    Ok((Rig::connect(bridge, &front, client).await?, record))
 }
 
 #[tokio::test]
@@ -873,14 +852,7 @@ async fn an_upstream_that_dies_mid_call_fails_the_call_and_is_started_again()
 
 #[tokio::test]
 async fn an_upstream_that_hangs_is_cancelled_at_the_timeout() -> Result<(), TestError> {
-    let (rig, record) = in_front_of_bad(
-        "silent",
-        BridgeOptions {
-            request_timeout: Duration::from_millis(300),
-            ..BridgeOptions::default()
-        },
-    )
-    .await?;
+    let (rig, record) = in_front_of_bad("silent", quick_timeout()).await?;
     times_out_and_is_cancelled_upstream(&rig, &record).await
 }
 
@@ -897,12 +869,7 @@ async fn garbage_from_the_upstream_does_not_lose_the_answer() -> Result<(), Test
 #[tokio::test]
 async fn each_legacy_session_gets_its_own_upstream_session_until_it_ends() -> Result<(), TestError>
 {
-    let first = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2025_11_25,
-        BridgeOptions::default(),
-    )
-    .await?;
+    let first = strict(ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_11_25).await?;
     // The connection that learned what the upstream is stays for stateless
     // callers; the session's own is opened by its first request.
     let before = first.bridge.connections();
@@ -951,12 +918,7 @@ async fn heard(rig: &Rig, method: &str) -> Result<bool, TestError> {
 /// A legacy client's subscription reaches the upstream however it speaks,
 /// and the upstream's update comes back.
 async fn subscription_through(upstream: ProtocolVersion) -> Result<(), TestError> {
-    let rig = rig(
-        upstream,
-        ProtocolVersion::V2025_11_25,
-        BridgeOptions::default(),
-    )
-    .await?;
+    let rig = strict(upstream, ProtocolVersion::V2025_11_25).await?;
     rig.client.subscribe("test://dated").await?;
     // The upstream hears of it asynchronously: touch until the update comes.
     for _ in 0..20 {
@@ -986,7 +948,7 @@ async fn a_method_no_revision_defines_is_forwarded_as_it_is() -> Result<(), Test
         (ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_06_18),
         (ProtocolVersion::V2026_07_28, ProtocolVersion::V2026_07_28),
     ] {
-        let rig = rig(upstream, client, BridgeOptions::default()).await?;
+        let rig = strict(upstream, client).await?;
         let reply = ask(&rig, "example/echo", json!({ "word": "hello" })).await?;
         assert_eq!(reply["echoed"], "hello", "{upstream} -> {client}: {reply}");
     }
@@ -997,49 +959,40 @@ async fn a_method_no_revision_defines_is_forwarded_as_it_is() -> Result<(), Test
 
 #[tokio::test]
 async fn a_non_object_structured_result_is_not_sent_to_2025_11_25() -> Result<(), TestError> {
-    let refusing = rig(
+    row(
         ProtocolVersion::V2026_07_28,
+        Feature::StructuredContentAnyJson,
         ProtocolVersion::V2025_11_25,
-        policy(DegradePolicy::permissive().refusing(Feature::StructuredContentAnyJson)),
-    )
-    .await?;
-    let outcome = ask(
-        &refusing,
         "tools/call",
         json!({ "name": "list_of_numbers" }),
+        |reply| {
+            assert!(
+                reply.get("structuredContent").is_none_or(Value::is_object),
+                "{reply}"
+            );
+        },
     )
-    .await;
-    assert_refused(outcome, Feature::StructuredContentAnyJson)?;
+    .await
+}
 
-    let allowing = rig(
-        ProtocolVersion::V2026_07_28,
-        ProtocolVersion::V2025_11_25,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
-    let reply = ask(
-        &allowing,
-        "tools/call",
-        json!({ "name": "list_of_numbers" }),
-    )
-    .await?;
-    assert!(
-        reply.get("structuredContent").is_none_or(Value::is_object),
-        "{reply}"
-    );
-    assert_reported(&allowing, Feature::StructuredContentAnyJson);
+/// Even a permissive bridge refuses the tool `tool` for a `client` client,
+/// naming `feature`, and the client is never asked.
+async fn refused_unasked(
+    client: ProtocolVersion,
+    tool: &str,
+    feature: Feature,
+) -> Result<(), TestError> {
+    let rig = permissive(ProtocolVersion::V2025_11_25, client).await?;
+    let outcome = ask(&rig, "tools/call", json!({ "name": tool })).await;
+    assert_refused(outcome, feature)?;
+    assert!(rig.asked()?.is_empty());
     Ok(())
 }
 
 /// What a client's revision or declaration cannot answer fails the call,
 /// and the client is never asked.
 async fn not_put_to(client: ProtocolVersion, tool: &str) -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        client,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
+    let rig = permissive(ProtocolVersion::V2025_11_25, client).await?;
     let outcome = ask(&rig, "tools/call", json!({ "name": tool })).await;
     match &outcome {
         Err(ClientError::Server(error)) => assert!(
@@ -1050,7 +1003,7 @@ async fn not_put_to(client: ProtocolVersion, tool: &str) -> Result<(), TestError
             return Err(format!("{tool} for {client}: expected a refusal, got {other:?}").into());
         }
     }
-    assert!(rig.handler.asked.lock().map_err(|_| "poisoned")?.is_empty());
+    assert!(rig.asked()?.is_empty());
     Ok(())
 }
 
@@ -1067,26 +1020,17 @@ async fn url_elicitation_is_never_put_to_2025_06_18() -> Result<(), TestError> {
 
 #[tokio::test]
 async fn sampling_with_tools_is_refused_for_2025_06_18_by_name() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
+    refused_unasked(
         ProtocolVersion::V2025_06_18,
-        policy(DegradePolicy::permissive()),
+        "sample_tools",
+        Feature::SamplingTools,
     )
-    .await?;
-    let outcome = ask(&rig, "tools/call", json!({ "name": "sample_tools" })).await;
-    assert_refused(outcome, Feature::SamplingTools)?;
-    assert!(rig.handler.asked.lock().map_err(|_| "poisoned")?.is_empty());
-    Ok(())
+    .await
 }
 
 #[tokio::test]
 async fn result_type_and_caching_hints_do_not_reach_a_legacy_client() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2026_07_28,
-        ProtocolVersion::V2025_11_25,
-        BridgeOptions::default(),
-    )
-    .await?;
+    let rig = strict(ProtocolVersion::V2026_07_28, ProtocolVersion::V2025_11_25).await?;
     // Not a loss: the strict default lets it through.
     let listed = ask(&rig, "tools/list", json!({})).await?;
     for member in ["resultType", "ttlMs", "cacheScope"] {
@@ -1103,12 +1047,7 @@ async fn a_progress_message_does_not_reach_2024_11_05() -> Result<(), TestError>
         (ProtocolVersion::V2024_11_05, false),
         (ProtocolVersion::V2025_03_26, true),
     ] {
-        let rig = rig(
-            ProtocolVersion::V2025_11_25,
-            client,
-            BridgeOptions::default(),
-        )
-        .await?;
+        let rig = strict(ProtocolVersion::V2025_11_25, client).await?;
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&seen);
         let options = RequestOptions {
@@ -1190,15 +1129,9 @@ async fn a_2025_03_26_batch_is_split_and_answered_as_a_batch() -> Result<(), Tes
 
 #[tokio::test]
 async fn url_elicitation_required_becomes_an_input_round_for_2026_07_28() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2026_07_28,
-        BridgeOptions::default(),
-    )
-    .await?;
-    let reply = ask(&rig, "tools/call", json!({ "name": "needs_url" })).await?;
+    let rig = strict(ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28).await?;
+    let (reply, asked) = call_tool(&rig, "needs_url").await?;
     assert_eq!(reply["content"][0]["text"], "signed in", "{reply}");
-    let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(asked[0]["mode"], "url");
     assert_eq!(asked[0]["url"], "https://example.com/login");
@@ -1211,17 +1144,12 @@ async fn url_elicitation_required_becomes_an_input_round_for_2026_07_28() -> Res
 #[tokio::test]
 async fn a_2026_client_answers_a_legacy_servers_question_in_an_input_round() -> Result<(), TestError>
 {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2026_07_28,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
+    let rig = permissive(ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28).await?;
     // The legacy server asks inline; the bridge parks its call, the client
     // retries with the answer, and the parked call finishes.
     let reply = ask(&rig, "tools/call", json!({ "name": "ask_enum" })).await?;
     assert_eq!(reply["content"][0]["text"], "accept", "{reply}");
-    let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
+    let asked = rig.asked()?;
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(rig.bridge.parked(), 0, "nothing stays parked");
     // Sampling, the other question a server asks.
@@ -1230,27 +1158,50 @@ async fn a_2026_client_answers_a_legacy_servers_question_in_an_input_round() -> 
     Ok(())
 }
 
-/// A raw 2026-07-28 request to `url`.
-async fn raw(url: &str, id: u64, params: Value) -> Result<Value, TestError> {
+/// A raw 2026-07-28 request to `url`: `method` with `params`, from a client
+/// declaring `capabilities`, with the headers the revision asks for (the
+/// tool's name in `Mcp-Name` when `params` names one).
+fn modern_request(
+    url: &str,
+    id: u64,
+    method: &str,
+    params: Value,
+    capabilities: &Value,
+) -> reqwest::RequestBuilder {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
-    let name = params["name"].as_str().unwrap_or_default().to_owned();
-    let reply: Value = reqwest::Client::new()
+    let mut request = reqwest::Client::new()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name)
-        .json(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }))
-        .send()
-        .await?
-        .json()
-        .await?;
-    Ok(reply)
+        .header("mcp-method", method);
+    if let Some(name) = params["name"].as_str() {
+        request = request.header("mcp-name", name.to_owned());
+    }
+    request.json(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+}
+
+/// A raw 2026-07-28 `tools/call` to `url` from a client that can be asked;
+/// the answer.
+async fn raw(url: &str, id: u64, params: Value) -> Result<Value, TestError> {
+    let asked = json!({ "elicitation": {} });
+    let request = modern_request(url, id, "tools/call", params, &asked);
+    Ok(request.send().await?.json().await?)
+}
+
+/// Asserts `reply` refuses the `requestState` it was sent (-32602), for
+/// `why`.
+fn assert_state_refused(reply: &Value, why: &str) {
+    assert_eq!(reply["error"]["code"], json!(-32602), "{reply}");
+    assert_eq!(
+        reply["error"]["message"],
+        json!(format!("requestState refused: {why}")),
+        "{reply}"
+    );
 }
 
 #[tokio::test]
@@ -1265,45 +1216,30 @@ async fn a_parked_call_is_resumed_only_by_its_own_untampered_unexpired_retry()
     )
     .await?;
     let form = json!({ "name": "ask_form", "arguments": {} });
-    let first = raw(&url, 1, form.clone()).await?;
+    let first = raw(&url, 1, form).await?;
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     let state = first["result"]["requestState"]
         .as_str()
         .ok_or("no state")?
         .to_owned();
     assert_eq!(bridge.parked(), 1);
-    let answer = json!({ "form": { "action": "accept", "content": { "name": "Ada" } } });
+    // A retry of `tool` answering the question, carrying `state`.
+    let retry = |tool: &str, state: &str| {
+        json!({ "name": tool, "arguments": {}, "requestState": state,
+                "inputResponses": { "form": { "action": "accept", "content": { "name": "Ada" } } } })
+    };
 
     // A tampered state is refused, and the parked call stays parked.
-    let mut tampered = form.clone();
-    tampered["requestState"] = json!(format!("{state}x"));
-    tampered["inputResponses"] = answer.clone();
-    let refused = raw(&url, 2, tampered).await?;
-    assert_eq!(refused["error"]["code"], json!(-32602), "{refused}");
-    assert_eq!(
-        refused["error"]["message"],
-        json!("requestState refused: requestState is malformed"),
-        "{refused}"
-    );
+    let refused = raw(&url, 2, retry("ask_form", &format!("{state}x"))).await?;
+    assert_state_refused(&refused, "requestState is malformed");
     // The state is bound to the request: another tool cannot use it.
-    let mut other = json!({ "name": "ask_enum", "arguments": {} });
-    other["requestState"] = json!(state);
-    other["inputResponses"] = answer.clone();
-    let refused = raw(&url, 3, other).await?;
-    assert_eq!(refused["error"]["code"], json!(-32602), "{refused}");
-    assert_eq!(
-        refused["error"]["message"],
-        json!("requestState refused: requestState failed verification"),
-        "{refused}"
-    );
+    let refused = raw(&url, 3, retry("ask_enum", &state)).await?;
+    assert_state_refused(&refused, "requestState failed verification");
     assert_eq!(bridge.parked(), 1);
 
     // Too late: the parked call expired and was cancelled upstream.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut late = form.clone();
-    late["requestState"] = json!(state);
-    late["inputResponses"] = answer;
-    let refused = raw(&url, 4, late).await?;
+    let refused = raw(&url, 4, retry("ask_form", &state)).await?;
     assert!(
         refused["error"]["message"]
             .as_str()
@@ -1341,22 +1277,8 @@ async fn two_legacy_sessions_get_two_upstream_sessions() -> Result<(), TestError
 async fn a_listen_watching_a_resource_subscribes_a_legacy_upstream() -> Result<(), TestError> {
     use futures_util::StreamExt as _;
     let (url, _bridge) = front_at(ProtocolVersion::V2025_11_25, BridgeOptions::default()).await?;
-    let listen = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
-        .json(
-            &json!({ "jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
-            "params": {
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                },
-                "notifications": { "resourceSubscriptions": ["test://dated"] },
-            } }),
-        )
+    let watch = json!({ "notifications": { "resourceSubscriptions": ["test://dated"] } });
+    let listen = modern_request(&url, 7, "subscriptions/listen", watch, &json!({}))
         .send()
         .await?;
     let mut events = listen.bytes_stream();
@@ -1380,12 +1302,7 @@ async fn a_listen_watching_a_resource_subscribes_a_legacy_upstream() -> Result<(
 #[tokio::test]
 async fn a_2020_12_schema_names_its_dialect_for_older_clients() -> Result<(), TestError> {
     let dialect = "https://json-schema.org/draft/2020-12/schema";
-    let older = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2025_06_18,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
+    let older = permissive(ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_06_18).await?;
     let listed = ask(&older, "tools/list", json!({})).await?;
     assert_eq!(
         listed["tools"][1]["inputSchema"]["$schema"], dialect,
@@ -1398,12 +1315,7 @@ async fn a_2020_12_schema_names_its_dialect_for_older_clients() -> Result<(), Te
             .iter()
             .all(|d| !d.detail.contains("$schema"))
     }),);
-    let current = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2025_11_25,
-        BridgeOptions::default(),
-    )
-    .await?;
+    let current = strict(ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_11_25).await?;
     let listed = ask(&current, "tools/list", json!({})).await?;
     assert!(
         listed["tools"][1]["inputSchema"].get("$schema").is_none(),
@@ -1422,12 +1334,7 @@ async fn a_completion_context_does_not_reach_a_server_older_than_2025_06_18()
         (ProtocolVersion::V2025_03_26, "without"),
         (ProtocolVersion::V2025_11_25, "with context"),
     ] {
-        let rig = rig(
-            upstream,
-            ProtocolVersion::V2025_11_25,
-            BridgeOptions::default(),
-        )
-        .await?;
+        let rig = strict(upstream, ProtocolVersion::V2025_11_25).await?;
         let reply = ask(&rig, "completion/complete", request.clone()).await?;
         assert_eq!(
             reply["completion"]["values"][0], expected,
@@ -1442,21 +1349,8 @@ async fn the_bridge_checks_param_headers_against_the_upstreams_definitions() -> 
 {
     let (url, _bridge) = front_at(ProtocolVersion::V2026_07_28, BridgeOptions::default()).await?;
     let call = |region_header: Option<&'static str>| {
-        let mut request = reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", "regional")
-            .json(
-                &json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                "name": "regional", "arguments": { "region": "eu" },
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                } } }),
-            );
+        let regional = json!({ "name": "regional", "arguments": { "region": "eu" } });
+        let mut request = modern_request(&url, 1, "tools/call", regional, &json!({}));
         if let Some(value) = region_header {
             request = request.header("mcp-param-region", value);
         }
@@ -1478,21 +1372,8 @@ async fn the_bridge_checks_param_headers_against_the_upstreams_definitions() -> 
 
     // The upstream changes the header's name and says so: the bridge lists
     // again, and the old header no longer passes.
-    let rename = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "rename_header")
-        .json(
-            &json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "rename_header", "arguments": {},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            } } }),
-        )
+    let rename_header = json!({ "name": "rename_header", "arguments": {} });
+    let rename = modern_request(&url, 2, "tools/call", rename_header, &json!({}))
         .send()
         .await?;
     assert!(rename.status().is_success(), "{}", rename.status());
@@ -1530,10 +1411,7 @@ async fn a_legacy_upstream_that_dies_or_hangs_mid_call_fails_only_that_call()
 
     let (rig, record) = in_front_of_bad_at(
         "silent",
-        BridgeOptions {
-            request_timeout: Duration::from_millis(300),
-            ..BridgeOptions::default()
-        },
+        quick_timeout(),
         Some(ProtocolVersion::V2025_11_25),
         ProtocolVersion::V2026_07_28,
     )
@@ -1564,7 +1442,7 @@ async fn include_context_becomes_none_for_a_client_without_sampling_context()
         if allowed {
             let reply = outcome?;
             assert_eq!(reply["content"][0]["text"], "sampled", "{reply}");
-            let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
+            let asked = rig.asked()?;
             assert_eq!(asked[0]["includeContext"], "none", "{asked:?}");
             assert_reported(&rig, Feature::SamplingIncludeContext);
         } else {
@@ -1576,18 +1454,12 @@ async fn include_context_becomes_none_for_a_client_without_sampling_context()
 
 #[tokio::test]
 async fn a_question_asked_again_goes_to_the_client_again() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2026_07_28,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
-    let reply = ask(&rig, "tools/call", json!({ "name": "confirm_twice" })).await?;
+    let rig = permissive(ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28).await?;
+    let (reply, asked) = call_tool(&rig, "confirm_twice").await?;
     assert_eq!(
         reply["content"][0]["text"], "\"accept\" \"accept\"",
         "{reply}"
     );
-    let asked = rig.handler.asked.lock().map_err(|_| "poisoned")?.clone();
     let messages: Vec<&Value> = asked.iter().map(|a| &a["message"]).collect();
     assert_eq!(
         messages,
@@ -1599,12 +1471,7 @@ async fn a_question_asked_again_goes_to_the_client_again() -> Result<(), TestErr
 
 #[tokio::test]
 async fn progress_after_a_resumed_round_reaches_the_retry() -> Result<(), TestError> {
-    let rig = rig(
-        ProtocolVersion::V2025_11_25,
-        ProtocolVersion::V2026_07_28,
-        policy(DegradePolicy::permissive()),
-    )
-    .await?;
+    let rig = permissive(ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28).await?;
     let seen = Arc::new(Mutex::new(0_usize));
     let sink = Arc::clone(&seen);
     let options = RequestOptions {
