@@ -68,32 +68,39 @@ fn read(path: &Path) -> Result<Value, TestError> {
     Ok(serde_json::from_str(&std::fs::read_to_string(path)?)?)
 }
 
+/// `value` read as `T`.
+fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
+    serde_json::from_value(value.clone()).map_err(|e| format!("decode: {e}"))
+}
+
+/// `typed` written back as JSON.
+fn encode<T: Serialize>(typed: &T) -> Result<Value, String> {
+    serde_json::to_value(typed).map_err(|e| format!("encode: {e}"))
+}
+
 /// Reads `value` as `T` and writes it back.
 fn as_type<T: DeserializeOwned + Serialize>(value: &Value) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(value.clone()).map_err(|e| format!("decode: {e}"))?;
-    serde_json::to_value(&typed).map_err(|e| format!("encode: {e}"))
+    encode(&decode::<T>(value)?)
 }
 
 /// Reads `value` as a content block, which must be of `kind`, and as the
 /// block's own struct `T`; writes the block back.
 fn as_block<T: DeserializeOwned + Serialize>(value: &Value, kind: &str) -> Result<Value, String> {
     as_type::<T>(value)?;
-    let block: ContentBlock =
-        serde_json::from_value(value.clone()).map_err(|e| format!("decode: {e}"))?;
+    let block: ContentBlock = decode(value)?;
     if matches!(block, ContentBlock::Unknown(_)) || block.kind() != kind {
         return Err(format!("read as a `{}` block, not `{kind}`", block.kind()));
     }
-    serde_json::to_value(&block).map_err(|e| format!("encode: {e}"))
+    encode(&block)
 }
 
 /// Reads `value` as resource contents, which must be text (or not).
 fn as_contents(value: &Value, text: bool) -> Result<Value, String> {
-    let contents: ResourceContents =
-        serde_json::from_value(value.clone()).map_err(|e| format!("decode: {e}"))?;
+    let contents: ResourceContents = decode(value)?;
     if matches!(contents, ResourceContents::Text { .. }) != text {
         return Err("read as the wrong kind of resource contents".to_owned());
     }
-    serde_json::to_value(&contents).map_err(|e| format!("encode: {e}"))
+    encode(&contents)
 }
 
 /// Reads `value` as a form field, which `is_kind` must accept, and as `T`.
@@ -101,8 +108,7 @@ fn as_field<T: DeserializeOwned + Serialize>(
     value: &Value,
     is_kind: fn(&PrimitiveSchemaDefinition) -> bool,
 ) -> Result<Value, String> {
-    let field: PrimitiveSchemaDefinition =
-        serde_json::from_value(value.clone()).map_err(|e| format!("decode: {e}"))?;
+    let field: PrimitiveSchemaDefinition = decode(value)?;
     if !is_kind(&field) {
         return Err(format!("read as the wrong kind of field: {field:?}"));
     }
@@ -111,190 +117,210 @@ fn as_field<T: DeserializeOwned + Serialize>(
 
 /// Reads `value` as elicitation params, which must be of the expected mode.
 fn as_elicit<T: DeserializeOwned + Serialize>(value: &Value, url: bool) -> Result<Value, String> {
-    let params: ElicitRequestParams =
-        serde_json::from_value(value.clone()).map_err(|e| format!("decode: {e}"))?;
+    let params: ElicitRequestParams = decode(value)?;
     if matches!(params, ElicitRequestParams::Url(_)) != url {
         return Err("read in the wrong elicitation mode".to_owned());
     }
     as_type::<T>(value)
 }
 
-/// Reads `value` as an error object, whose code must be `code`.
-fn as_error<D: DeserializeOwned + Serialize>(
+/// Reads `value` as the error type `T` and as `E`, whose code (`code_of`)
+/// must be `code`; writes `E` back.
+fn as_coded<T, E>(
     value: &Value,
     code: ErrorCode,
-) -> Result<Value, String> {
-    let error: ErrorObject<D> =
-        serde_json::from_value(value.clone()).map_err(|e| format!("decode: {e}"))?;
-    if error.code != code {
-        return Err(format!("code {:?}, expected {code:?}", error.code));
+    code_of: fn(&E) -> ErrorCode,
+) -> Result<Value, String>
+where
+    T: DeserializeOwned + Serialize,
+    E: DeserializeOwned + Serialize,
+{
+    as_type::<T>(value)?;
+    let read: E = decode(value)?;
+    let found = code_of(&read);
+    if found != code {
+        return Err(format!("code {found:?}, expected {code:?}"));
     }
-    serde_json::to_value(&error).map_err(|e| format!("encode: {e}"))
+    encode(&read)
 }
 
-/// Reads `value` as an error response, whose code must be `code`.
-fn as_error_response<D: DeserializeOwned + Serialize>(
+/// Reads `value` as the error type `T` and as an error object, whose code
+/// must be `code`.
+fn as_error<T: DeserializeOwned + Serialize>(
     value: &Value,
     code: ErrorCode,
 ) -> Result<Value, String> {
-    let response: ErrorResponse<D> =
-        serde_json::from_value(value.clone()).map_err(|e| format!("decode: {e}"))?;
-    if response.error.code != code {
-        return Err(format!("code {:?}, expected {code:?}", response.error.code));
+    as_coded::<T, ErrorObject<Value>>(value, code, |error| error.code)
+}
+
+/// Reads `value` as the error type `T` and as an error response, whose code
+/// must be `code`.
+fn as_error_response<T: DeserializeOwned + Serialize>(
+    value: &Value,
+    code: ErrorCode,
+) -> Result<Value, String> {
+    as_coded::<T, ErrorResponse<Value>>(value, code, |response| response.error.code)
+}
+
+/// Reads `value` as an enum field, which `is_kind` must accept, and as `T`.
+fn as_enum_field<T: DeserializeOwned + Serialize>(
+    value: &Value,
+    is_kind: fn(&EnumSchema) -> bool,
+) -> Result<Value, String> {
+    let field: PrimitiveSchemaDefinition = decode(value)?;
+    if !matches!(&field, PrimitiveSchemaDefinition::Enum(schema) if is_kind(schema)) {
+        return Err(format!("read as the wrong kind of field: {field:?}"));
     }
-    serde_json::to_value(&response).map_err(|e| format!("encode: {e}"))
+    as_type::<T>(value)
+}
+
+/// Returns from the calling function the outcome of [`as_type`] when `def`
+/// is the name of one of the types listed.
+macro_rules! plain_types {
+    ($def:expr, $value:expr, $($ty:ident),* $(,)?) => {
+        $(
+            if $def == stringify!($ty) {
+                return as_type::<$ty>($value);
+            }
+        )*
+    };
 }
 
 /// Reads an example as the type its directory names and writes it back.
 fn round_trip(def: &str, value: &Value) -> Result<Value, String> {
+    // Most directories name a Rust type of the same name, read and written
+    // as it is; the rest are checked for their kind as well.
+    plain_types!(
+        def,
+        value,
+        CallToolRequest,
+        CallToolRequestParams,
+        CallToolResult,
+        CallToolResultResponse,
+        CancelledNotification,
+        CancelledNotificationParams,
+        ClientCapabilities,
+        CompleteRequest,
+        CompleteRequestParams,
+        CompleteResult,
+        CompleteResultResponse,
+        CreateMessageRequest,
+        CreateMessageRequestParams,
+        CreateMessageResult,
+        DiscoverRequest,
+        DiscoverResult,
+        DiscoverResultResponse,
+        ElicitRequest,
+        ElicitResult,
+        GetPromptRequest,
+        GetPromptRequestParams,
+        GetPromptResult,
+        GetPromptResultResponse,
+        InputRequests,
+        InputRequiredResult,
+        InputResponses,
+        ListPromptsRequest,
+        ListPromptsResult,
+        ListPromptsResultResponse,
+        ListResourceTemplatesRequest,
+        ListResourceTemplatesResult,
+        ListResourcesRequest,
+        ListResourcesResult,
+        ListResourcesResultResponse,
+        ListRootsRequest,
+        ListRootsResult,
+        ListToolsRequest,
+        ListToolsResult,
+        ListToolsResultResponse,
+        LoggingMessageNotification,
+        LoggingMessageNotificationParams,
+        ModelPreferences,
+        PaginatedRequestParams,
+        ProgressNotification,
+        ProgressNotificationParams,
+        PromptListChangedNotification,
+        ReadResourceRequest,
+        ReadResourceResult,
+        ReadResourceResultResponse,
+        Resource,
+        ResourceListChangedNotification,
+        ResourceUpdatedNotification,
+        ResourceUpdatedNotificationParams,
+        Root,
+        SamplingMessage,
+        ServerCapabilities,
+        SubscriptionsListenRequest,
+        SubscriptionsListenResult,
+        SubscriptionsListenResultResponse,
+        Tool,
+        ToolListChangedNotification,
+        ListResourceTemplatesResultResponse,
+        SubscriptionsAcknowledgedNotification
+    );
     match def {
         "AudioContent" => as_block::<protocol_droid::domain::ir::AudioContent>(value, "audio"),
         "BlobResourceContents" => as_contents(value, false),
         "BooleanSchema" => as_field::<BooleanSchema>(value, |f| {
             matches!(f, PrimitiveSchemaDefinition::Boolean(_))
         }),
-        "CallToolRequest" => as_type::<CallToolRequest>(value),
-        "CallToolRequestParams" => as_type::<CallToolRequestParams>(value),
-        "CallToolResult" => as_type::<CallToolResult>(value),
-        "CallToolResultResponse" => as_type::<CallToolResultResponse>(value),
-        "CancelledNotification" => as_type::<CancelledNotification>(value),
-        "CancelledNotificationParams" => as_type::<CancelledNotificationParams>(value),
-        "ClientCapabilities" => as_type::<ClientCapabilities>(value),
-        "CompleteRequest" => as_type::<CompleteRequest>(value),
-        "CompleteRequestParams" => as_type::<CompleteRequestParams>(value),
-        "CompleteResult" => as_type::<CompleteResult>(value),
-        "CompleteResultResponse" => as_type::<CompleteResultResponse>(value),
-        "CreateMessageRequest" => as_type::<CreateMessageRequest>(value),
-        "CreateMessageRequestParams" => as_type::<CreateMessageRequestParams>(value),
-        "CreateMessageResult" => as_type::<CreateMessageResult>(value),
-        "DiscoverRequest" => as_type::<DiscoverRequest>(value),
-        "DiscoverResult" => as_type::<DiscoverResult>(value),
-        "DiscoverResultResponse" => as_type::<DiscoverResultResponse>(value),
-        "ElicitRequest" => as_type::<ElicitRequest>(value),
         "ElicitRequestFormParams" => as_elicit::<ElicitRequestFormParams>(value, false),
         "ElicitRequestURLParams" => as_elicit::<ElicitRequestUrlParams>(value, true),
-        "ElicitResult" => as_type::<ElicitResult>(value),
         "EmbeddedResource" => {
             as_block::<protocol_droid::domain::ir::EmbeddedResource>(value, "resource")
         }
-        "GetPromptRequest" => as_type::<GetPromptRequest>(value),
-        "GetPromptRequestParams" => as_type::<GetPromptRequestParams>(value),
-        "GetPromptResult" => as_type::<GetPromptResult>(value),
-        "GetPromptResultResponse" => as_type::<GetPromptResultResponse>(value),
         "HeaderMismatchError" => {
-            as_type::<HeaderMismatchError>(value)?;
-            as_error_response::<Value>(value, ErrorCode::HEADER_MISMATCH)
+            as_error_response::<HeaderMismatchError>(value, ErrorCode::HEADER_MISMATCH)
         }
         "ImageContent" => as_block::<protocol_droid::domain::ir::ImageContent>(value, "image"),
-        "InputRequests" => as_type::<InputRequests>(value),
-        "InputRequiredResult" => as_type::<InputRequiredResult>(value),
-        "InputResponses" => as_type::<InputResponses>(value),
-        "InternalError" => {
-            as_type::<InternalError>(value)?;
-            as_error::<Value>(value, ErrorCode::INTERNAL_ERROR)
-        }
-        "InvalidParamsError" => {
-            as_type::<InvalidParamsError>(value)?;
-            as_error::<Value>(value, ErrorCode::INVALID_PARAMS)
-        }
-        "ListPromptsRequest" => as_type::<ListPromptsRequest>(value),
-        "ListPromptsResult" => as_type::<ListPromptsResult>(value),
-        "ListPromptsResultResponse" => as_type::<ListPromptsResultResponse>(value),
-        "ListResourceTemplatesRequest" => as_type::<ListResourceTemplatesRequest>(value),
-        "ListResourceTemplatesResult" => as_type::<ListResourceTemplatesResult>(value),
-        "ListResourceTemplatesResultResponse" => {
-            as_type::<ListResourceTemplatesResultResponse>(value)
-        }
-        "ListResourcesRequest" => as_type::<ListResourcesRequest>(value),
-        "ListResourcesResult" => as_type::<ListResourcesResult>(value),
-        "ListResourcesResultResponse" => as_type::<ListResourcesResultResponse>(value),
-        "ListRootsRequest" => as_type::<ListRootsRequest>(value),
-        "ListRootsResult" => as_type::<ListRootsResult>(value),
-        "ListToolsRequest" => as_type::<ListToolsRequest>(value),
-        "ListToolsResult" => as_type::<ListToolsResult>(value),
-        "ListToolsResultResponse" => as_type::<ListToolsResultResponse>(value),
-        "LoggingMessageNotification" => as_type::<LoggingMessageNotification>(value),
-        "LoggingMessageNotificationParams" => as_type::<LoggingMessageNotificationParams>(value),
+        "InternalError" => as_error::<InternalError>(value, ErrorCode::INTERNAL_ERROR),
+        "InvalidParamsError" => as_error::<InvalidParamsError>(value, ErrorCode::INVALID_PARAMS),
         "MethodNotFoundError" => {
-            as_type::<MethodNotFoundError>(value)?;
-            as_error::<Value>(value, ErrorCode::METHOD_NOT_FOUND)
+            as_error::<MethodNotFoundError>(value, ErrorCode::METHOD_NOT_FOUND)
         }
         "MissingRequiredClientCapabilityError" => {
-            as_type::<MissingRequiredClientCapabilityError>(value)?;
-            as_error_response::<Value>(value, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY)
+            as_error_response::<MissingRequiredClientCapabilityError>(
+                value,
+                ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            )
         }
-        "ModelPreferences" => as_type::<ModelPreferences>(value),
         "NumberSchema" => {
             as_field::<NumberSchema>(value, |f| matches!(f, PrimitiveSchemaDefinition::Number(_)))
         }
-        "PaginatedRequestParams" => as_type::<PaginatedRequestParams>(value),
-        "ParseError" => {
-            as_type::<ParseError>(value)?;
-            as_error::<Value>(value, ErrorCode::PARSE_ERROR)
-        }
-        "ProgressNotification" => as_type::<ProgressNotification>(value),
-        "ProgressNotificationParams" => as_type::<ProgressNotificationParams>(value),
-        "PromptListChangedNotification" => as_type::<PromptListChangedNotification>(value),
-        "ReadResourceRequest" => as_type::<ReadResourceRequest>(value),
-        "ReadResourceResult" => as_type::<ReadResourceResult>(value),
-        "ReadResourceResultResponse" => as_type::<ReadResourceResultResponse>(value),
-        "Resource" => as_type::<Resource>(value),
+        "ParseError" => as_error::<ParseError>(value, ErrorCode::PARSE_ERROR),
         "ResourceLink" => {
             as_block::<protocol_droid::domain::ir::ResourceLink>(value, "resource_link")
         }
-        "ResourceListChangedNotification" => as_type::<ResourceListChangedNotification>(value),
-        "ResourceUpdatedNotification" => as_type::<ResourceUpdatedNotification>(value),
-        "ResourceUpdatedNotificationParams" => as_type::<ResourceUpdatedNotificationParams>(value),
-        "Root" => as_type::<Root>(value),
-        "SamplingMessage" => as_type::<SamplingMessage>(value),
-        "ServerCapabilities" => as_type::<ServerCapabilities>(value),
         "StringSchema" => {
             as_field::<StringSchema>(value, |f| matches!(f, PrimitiveSchemaDefinition::String(_)))
         }
-        "SubscriptionsAcknowledgedNotification" => {
-            as_type::<SubscriptionsAcknowledgedNotification>(value)
-        }
-        "SubscriptionsListenRequest" => as_type::<SubscriptionsListenRequest>(value),
-        "SubscriptionsListenResult" => as_type::<SubscriptionsListenResult>(value),
-        "SubscriptionsListenResultResponse" => as_type::<SubscriptionsListenResultResponse>(value),
         "TextContent" => as_block::<protocol_droid::domain::ir::TextContent>(value, "text"),
         "TextResourceContents" => as_contents(value, true),
-        "TitledMultiSelectEnumSchema" => as_field::<TitledMultiSelectEnumSchema>(value, |f| {
-            matches!(
-                f,
-                PrimitiveSchemaDefinition::Enum(EnumSchema::TitledMultiSelect(_))
-            )
+        "TitledMultiSelectEnumSchema" => as_enum_field::<TitledMultiSelectEnumSchema>(value, |e| {
+            matches!(e, EnumSchema::TitledMultiSelect(_))
         }),
-        "TitledSingleSelectEnumSchema" => as_field::<TitledSingleSelectEnumSchema>(value, |f| {
-            matches!(
-                f,
-                PrimitiveSchemaDefinition::Enum(EnumSchema::TitledSingleSelect(_))
-            )
-        }),
-        "Tool" => as_type::<Tool>(value),
-        "ToolListChangedNotification" => as_type::<ToolListChangedNotification>(value),
+        "TitledSingleSelectEnumSchema" => {
+            as_enum_field::<TitledSingleSelectEnumSchema>(value, |e| {
+                matches!(e, EnumSchema::TitledSingleSelect(_))
+            })
+        }
         "ToolResultContent" => {
             as_block::<protocol_droid::domain::ir::ToolResultContent>(value, "tool_result")
         }
         "ToolUseContent" => {
             as_block::<protocol_droid::domain::ir::ToolUseContent>(value, "tool_use")
         }
-        "UnsupportedProtocolVersionError" => {
-            as_type::<UnsupportedProtocolVersionError>(value)?;
-            as_error_response::<Value>(value, ErrorCode::UNSUPPORTED_PROTOCOL_VERSION)
+        "UnsupportedProtocolVersionError" => as_error_response::<UnsupportedProtocolVersionError>(
+            value,
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+        ),
+        "UntitledMultiSelectEnumSchema" => {
+            as_enum_field::<UntitledMultiSelectEnumSchema>(value, |e| {
+                matches!(e, EnumSchema::UntitledMultiSelect(_))
+            })
         }
-        "UntitledMultiSelectEnumSchema" => as_field::<UntitledMultiSelectEnumSchema>(value, |f| {
-            matches!(
-                f,
-                PrimitiveSchemaDefinition::Enum(EnumSchema::UntitledMultiSelect(_))
-            )
-        }),
         "UntitledSingleSelectEnumSchema" => {
-            as_field::<UntitledSingleSelectEnumSchema>(value, |f| {
-                matches!(
-                    f,
-                    PrimitiveSchemaDefinition::Enum(EnumSchema::UntitledSingleSelect(_))
-                )
+            as_enum_field::<UntitledSingleSelectEnumSchema>(value, |e| {
+                matches!(e, EnumSchema::UntitledSingleSelect(_))
             })
         }
         other => Err(format!("no Rust type is mapped to the `{other}` directory")),
