@@ -20,7 +20,7 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use futures_util::future::BoxFuture;
 use protocol_droid::adapters::secondary::authorizer::{AuthError, Authorizer, Challenge};
 use protocol_droid::adapters::secondary::oauth::{
-    AuthorizationPrompt, AuthorizationResponse, OAuthClient,
+    AuthorizationPrompt, AuthorizationResponse, OAuthClient, OAuthClientBuilder,
 };
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -117,6 +117,21 @@ impl Mock {
 
     fn paths(&self) -> Vec<String> {
         self.seen().into_iter().map(|seen| seen.path).collect()
+    }
+
+    /// How many requests reached `path`.
+    fn count(&self, path: &str) -> usize {
+        self.paths().iter().filter(|seen| *seen == path).count()
+    }
+
+    /// The `name` parameter of each request to `path` that had one, in
+    /// order.
+    fn params(&self, path: &str, name: &str) -> Vec<String> {
+        self.seen()
+            .into_iter()
+            .filter(|seen| seen.path == path)
+            .filter_map(|seen| seen.params.get(name).cloned())
+            .collect()
     }
 
     fn find(&self, path_end: &str) -> Option<Seen> {
@@ -342,8 +357,17 @@ impl AuthorizationPrompt for Headless {
     }
 }
 
+/// A client of `mock`'s endpoint, still to be configured.
+fn builder(mock: &Mock) -> Result<OAuthClientBuilder, TestError> {
+    Ok(OAuthClient::builder(
+        mock.endpoint(),
+        REDIRECT_URI,
+        Headless::new()?,
+    ))
+}
+
 fn client(mock: &Mock) -> Result<OAuthClient, TestError> {
-    Ok(OAuthClient::builder(mock.endpoint(), REDIRECT_URI, Headless::new()?).build()?)
+    Ok(builder(mock)?.build()?)
 }
 
 fn unauthorized(mock: &Mock, www_authenticate: Option<String>) -> Challenge {
@@ -497,6 +521,16 @@ async fn outcome_for(script: Script) -> Result<(Result<(), AuthError>, Arc<Mock>
     Ok((outcome, mock))
 }
 
+/// The mock serving `script`, once a challenge from it was rejected.
+async fn rejected(script: Script) -> Result<Arc<Mock>, TestError> {
+    let (outcome, mock) = outcome_for(script).await?;
+    assert!(
+        matches!(outcome, Err(AuthError::Rejected(_))),
+        "{outcome:?}"
+    );
+    Ok(mock)
+}
+
 #[tokio::test]
 async fn a_wrong_iss_is_rejected_before_the_code_is_redeemed() -> TestResult {
     for (supported, iss) in [
@@ -536,15 +570,11 @@ async fn a_missing_iss_is_accepted_from_a_server_that_did_not_promise_one() -> T
 
 #[tokio::test]
 async fn metadata_naming_another_issuer_is_never_used() -> TestResult {
-    let (outcome, mock) = outcome_for(Script {
+    let mock = rejected(Script {
         metadata_issuer: Some("https://attacker.example.com".to_owned()),
         ..Script::default()
     })
     .await?;
-    assert!(
-        matches!(outcome, Err(AuthError::Rejected(_))),
-        "{outcome:?}"
-    );
     assert!(mock.find("/register").is_none());
     assert!(mock.find("/authorize").is_none());
     Ok(())
@@ -552,15 +582,11 @@ async fn metadata_naming_another_issuer_is_never_used() -> TestResult {
 
 #[tokio::test]
 async fn a_resource_that_does_not_cover_the_endpoint_stops_the_flow() -> TestResult {
-    let (outcome, mock) = outcome_for(Script {
+    let mock = rejected(Script {
         prm_resource: Some("https://evil.example.com/mcp".to_owned()),
         ..Script::default()
     })
     .await?;
-    assert!(
-        matches!(outcome, Err(AuthError::Rejected(_))),
-        "{outcome:?}"
-    );
     assert!(
         mock.find("/.well-known/oauth-authorization-server")
             .is_none()
@@ -634,23 +660,13 @@ async fn a_step_up_asks_for_the_union_and_the_attempts_are_bounded() -> TestResu
         www_authenticate: header("mcp:write"),
     };
     client.challenged(&forbidden).await?;
-    let scopes: Vec<String> = mock
-        .seen()
-        .into_iter()
-        .filter(|seen| seen.path == "/authorize")
-        .filter_map(|seen| seen.params.get("scope").cloned())
-        .collect();
+    let scopes = mock.params("/authorize", "scope");
     assert_eq!(scopes, ["mcp:basic", "mcp:basic mcp:write"]);
 
     client.challenged(&forbidden).await?;
     let refused = client.challenged(&forbidden).await;
     assert!(matches!(refused, Err(AuthError::Refused(_))), "{refused:?}");
-    let authorizations = mock
-        .paths()
-        .iter()
-        .filter(|path| *path == "/authorize")
-        .count();
-    assert_eq!(authorizations, 3);
+    assert_eq!(mock.count("/authorize"), 3);
     Ok(())
 }
 
@@ -709,21 +725,11 @@ async fn a_second_unauthorized_is_answered_with_the_refresh_token_first() -> Tes
     let client = client(&mock)?;
     client.challenged(&unauthorized(&mock, None)).await?;
     client.challenged(&unauthorized(&mock, None)).await?;
-    let grants: Vec<String> = mock
-        .seen()
-        .into_iter()
-        .filter(|seen| seen.path == "/token")
-        .filter_map(|seen| seen.params.get("grant_type").cloned())
-        .collect();
+    let grants = mock.params("/token", "grant_type");
     assert_eq!(grants, ["authorization_code", "refresh_token"]);
     // A refreshed token that is refused again leads to a new authorization.
     client.challenged(&unauthorized(&mock, None)).await?;
-    let authorizations = mock
-        .paths()
-        .iter()
-        .filter(|path| *path == "/authorize")
-        .count();
-    assert_eq!(authorizations, 2);
+    assert_eq!(mock.count("/authorize"), 2);
     Ok(())
 }
 
@@ -735,7 +741,7 @@ async fn a_metadata_document_url_is_the_client_id_where_the_server_accepts_one()
     })
     .await?;
     let document = "https://client.example.com/metadata.json";
-    OAuthClient::builder(mock.endpoint(), REDIRECT_URI, Headless::new()?)
+    builder(&mock)?
         .client_metadata_document(document)
         .build()?
         .challenged(&unauthorized(&mock, None))
@@ -756,7 +762,7 @@ async fn pre_registered_credentials_are_used_without_registering() -> TestResult
         ..Script::default()
     })
     .await?;
-    OAuthClient::builder(mock.endpoint(), REDIRECT_URI, Headless::new()?)
+    builder(&mock)?
         .pre_registered("pre", Some("secret".to_owned()), Some(mock.issuer()))
         .build()?
         .challenged(&unauthorized(&mock, None))
@@ -781,8 +787,7 @@ async fn concurrent_challenges_share_one_authorization() -> TestResult {
     second?;
     // One authorization and one token request: the second challenge neither
     // authorized again nor refreshed the token the first had just obtained.
-    let paths = mock.paths();
-    assert_eq!(paths.iter().filter(|path| *path == "/authorize").count(), 1);
-    assert_eq!(paths.iter().filter(|path| *path == "/token").count(), 1);
+    assert_eq!(mock.count("/authorize"), 1);
+    assert_eq!(mock.count("/token"), 1);
     Ok(())
 }
