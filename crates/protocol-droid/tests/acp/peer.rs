@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use protocol_droid::adapters::primary::acp::{
     AcpAgentPeer, AcpPeerError, AcpPeerOptions, ConfigValue, Inbound, InboundRequest,
-    NotificationParams, PermissionOutcome, RequestParams,
+    NotificationParams, PermissionOutcome, ReadTextFileResult, RequestParams,
 };
 use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 
 use super::support::{Client, TestError, TestResult, connect, connect_with};
 
@@ -33,6 +34,21 @@ async fn initialize(peer: &mut AcpAgentPeer, client: &mut Client, caps: Value) -
         .await?;
     client.recv().await?;
     Ok(())
+}
+
+/// Has the peer ask the client, from a task of its own, to read `path`: the
+/// task, and the `fs/read_text_file` request the client receives.
+async fn read_asked(
+    peer: &AcpAgentPeer,
+    client: &mut Client,
+    path: &str,
+) -> Result<(JoinHandle<Result<ReadTextFileResult, AcpPeerError>>, Value), TestError> {
+    let sender = peer.sender();
+    let params = json!({"sessionId":"s","path":path});
+    let reading = tokio::spawn(async move { sender.read_text_file(params).await });
+    let ask = client.recv().await?;
+    assert_eq!(ask["method"], "fs/read_text_file");
+    Ok((reading, ask))
 }
 
 #[tokio::test]
@@ -247,14 +263,7 @@ async fn a_response_reaches_its_caller_even_when_the_client_reuses_the_number() 
 async fn a_client_error_reaches_the_caller() -> TestResult {
     let (mut peer, mut client) = connect();
     initialize(&mut peer, &mut client, json!({"fs":{"readTextFile":true}})).await?;
-    let sender = peer.sender();
-    let reading = tokio::spawn(async move {
-        sender
-            .read_text_file(json!({"sessionId":"s","path":"/nope"}))
-            .await
-    });
-    let ask = client.recv().await?;
-    assert_eq!(ask["method"], "fs/read_text_file");
+    let (reading, ask) = read_asked(&peer, &mut client, "/nope").await?;
     client
         .send_json(&json!({"jsonrpc":"2.0","id":ask["id"],"error":{"code":-32002,"message":"Resource not found"}}))
         .await?;
@@ -361,14 +370,7 @@ async fn fs_and_terminal_calls_need_the_advertised_capability() -> TestResult {
     ));
     assert!(client.silent_for(100).await, "a gated request went out");
     // The advertised one goes out.
-    let sender = peer.sender();
-    let reading = tokio::spawn(async move {
-        sender
-            .read_text_file(json!({"sessionId":"s","path":"/a"}))
-            .await
-    });
-    let ask = client.recv().await?;
-    assert_eq!(ask["method"], "fs/read_text_file");
+    let (reading, ask) = read_asked(&peer, &mut client, "/a").await?;
     client
         .send_json(&json!({"jsonrpc":"2.0","id":ask["id"],"result":{"content":"hi"}}))
         .await?;

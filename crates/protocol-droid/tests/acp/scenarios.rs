@@ -11,6 +11,13 @@ async fn started(config: Config) -> Client {
     client
 }
 
+/// A client of the reference agent configured as `tune` sets.
+async fn started_with(tune: impl FnOnce(&mut Config)) -> Client {
+    let mut config = Config::default();
+    tune(&mut config);
+    started(config).await
+}
+
 async fn new_session(client: &mut Client) -> Result<String, super::support::TestError> {
     let reply = client
         .call(&json!({"jsonrpc":"2.0","id":"new","method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}))
@@ -24,6 +31,28 @@ async fn new_session(client: &mut Client) -> Result<String, super::support::Test
 fn prompt(id: i64, session: &str, text: &str) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"session/prompt",
         "params":{"sessionId":session,"prompt":[{"type":"text","text":text}]}})
+}
+
+/// `session/cancel` for `session`.
+fn cancel(session: &str) -> Value {
+    json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}})
+}
+
+/// Sends prompt `id` asking for `permission`, sees the tool call announced,
+/// and reads the permission request that follows.
+async fn permission_asked(
+    client: &mut Client,
+    id: i64,
+    session: &str,
+) -> Result<Value, super::support::TestError> {
+    client.send_json(&prompt(id, session, "permission")).await?;
+    assert_eq!(
+        client.recv().await?["params"]["update"]["sessionUpdate"],
+        "tool_call"
+    );
+    let ask = client.recv().await?;
+    assert_eq!(ask["method"], "session/request_permission");
+    Ok(ask)
 }
 
 #[tokio::test]
@@ -264,11 +293,7 @@ async fn s08_a_cancelled_prompt_ends_cancelled_with_no_update_after_it() -> Test
         client.recv().await?["params"]["update"]["sessionUpdate"],
         "tool_call"
     );
-    client
-        .send_json(
-            &json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}),
-        )
-        .await?;
+    client.send_json(&cancel(&session)).await?;
     let (before, reply) = until_reply(&mut client, &json!(20)).await?;
     assert!(before.iter().all(|l| l["method"] == "session/update"));
     assert_eq!(reply["result"]["stopReason"], "cancelled");
@@ -280,20 +305,8 @@ async fn s08_a_cancelled_prompt_ends_cancelled_with_no_update_after_it() -> Test
 
     // Variant: the client answers an outstanding permission request with
     // `cancelled`.
-    client
-        .send_json(&prompt(21, &session, "permission"))
-        .await?;
-    assert_eq!(
-        client.recv().await?["params"]["update"]["sessionUpdate"],
-        "tool_call"
-    );
-    let ask = client.recv().await?;
-    assert_eq!(ask["method"], "session/request_permission");
-    client
-        .send_json(
-            &json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}),
-        )
-        .await?;
+    let ask = permission_asked(&mut client, 21, &session).await?;
+    client.send_json(&cancel(&session)).await?;
     client
         .send_json(
             &json!({"jsonrpc":"2.0","id":ask["id"],"result":{"outcome":{"outcome":"cancelled"}}}),
@@ -345,11 +358,7 @@ async fn s09_unknown_unstable_and_gated_methods_are_not_found() -> TestResult {
 
 #[tokio::test]
 async fn s10_invalid_params_get_32602_with_the_request_id() -> TestResult {
-    let mut client = started(Config {
-        logout: true,
-        ..Config::default()
-    })
-    .await;
+    let mut client = started_with(|c| c.logout = true).await;
     let session = new_session(&mut client).await?;
     let bad = [
         json!({"jsonrpc":"2.0","id":"a","method":"session/new","params":{"cwd":"/tmp"}}),
@@ -428,15 +437,7 @@ async fn s11_session_new_reads_mixed_mcp_transports_by_documented_rule() -> Test
 async fn s12_a_full_turn_routes_the_permission_answer_to_the_agent() -> TestResult {
     let mut client = started(Config::default()).await;
     let session = new_session(&mut client).await?;
-    client
-        .send_json(&prompt(30, &session, "permission"))
-        .await?;
-    assert_eq!(
-        client.recv().await?["params"]["update"]["sessionUpdate"],
-        "tool_call"
-    );
-    let ask = client.recv().await?;
-    assert_eq!(ask["method"], "session/request_permission");
+    let ask = permission_asked(&mut client, 30, &session).await?;
     assert!(ask["id"].is_i64(), "{ask}");
     assert_eq!(ask["params"]["sessionId"], session.as_str());
     client
@@ -502,11 +503,7 @@ async fn s13_every_output_line_has_the_json_rpc_envelope_shape() -> TestResult {
 
 #[tokio::test]
 async fn s14_sessions_wait_for_authentication() -> TestResult {
-    let mut client = started(Config {
-        auth: true,
-        ..Config::default()
-    })
-    .await;
+    let mut client = started_with(|c| c.auth = true).await;
     let init = client
         .call(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}))
         .await?;
@@ -535,11 +532,7 @@ async fn s14_sessions_wait_for_authentication() -> TestResult {
 
 #[tokio::test]
 async fn s15_session_load_replays_before_answering() -> TestResult {
-    let mut client = started(Config {
-        load_session: true,
-        ..Config::default()
-    })
-    .await;
+    let mut client = started_with(|c| c.load_session = true).await;
     client
         .send_json(&json!({"jsonrpc":"2.0","id":40,"method":"session/load",
             "params":{"sessionId":"stored","cwd":"/w","mcpServers":[]}}))
