@@ -6,7 +6,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 mod support;
 
-use support::{TestError, certificates, serve_https};
+use support::{TestError, certificates, serve_https, spawn_droid};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -41,13 +41,9 @@ impl Agent {
 
     /// `droid acp ARGS`.
     fn start_with(args: &[&str]) -> Result<Self, TestError> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
-            .arg("acp")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
+        let mut argv = vec!["acp"];
+        argv.extend_from_slice(args);
+        let mut child = spawn_droid(&argv, Stdio::piped(), Stdio::piped(), Stdio::inherit())?;
         let stdin = child.stdin.take().ok_or("no stdin")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let (tx, lines) = mpsc::channel();

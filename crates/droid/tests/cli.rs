@@ -5,11 +5,12 @@
 #![allow(clippy::indexing_slicing)]
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 mod support;
 
-use support::{TestError, listening, raw_post};
+use support::{Running, TestError, listening, raw_post, spawn_droid};
 
 fn droid(args: &[&str]) -> Result<Output, TestError> {
     Ok(Command::new(env!("CARGO_BIN_EXE_droid"))
@@ -17,14 +18,112 @@ fn droid(args: &[&str]) -> Result<Output, TestError> {
         .output()?)
 }
 
+/// Runs `droid ARGS`, which must fail to start (`why` says what it would
+/// mean if it did not); what it wrote to stderr.
+fn refused(args: &[&str], why: &str) -> Result<String, TestError> {
+    let out = droid(args)?;
+    assert!(!out.status.success(), "{why}");
+    Ok(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Runs `droid ARGS`, which must succeed; what it wrote to stdout.
+fn succeeded(args: &[&str]) -> Result<String, TestError> {
+    let out = droid(args)?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(stdout)
+}
+
+/// A command line's words, as a user types them.
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// What `out` wrote to stdout, then to stderr.
+fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A path in the temp folder no other test of this process uses:
+/// `droid-STEM-PID-N.EXTENSION`.
+fn temp_path(stem: &str, extension: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    std::env::temp_dir().join(format!(
+        "droid-{stem}-{}-{n}.{extension}",
+        std::process::id()
+    ))
+}
+
+/// Writes a gateway configuration in `mode` with `droid serve` as its one
+/// upstream, `fixture`, whose tools are trusted as `trust` says; its path.
+fn fixture_gateway(stem: &str, mode: &str, trust: &str) -> Result<PathBuf, TestError> {
+    let config = temp_path(stem, "toml");
+    std::fs::write(
+        &config,
+        format!(
+            "mode = \"{mode}\"\n[[upstream]]\nname = \"fixture\"\n\
+             command = [{:?}, \"serve\"]\ntrust = \"{trust}\"\n",
+            env!("CARGO_BIN_EXE_droid")
+        ),
+    )?;
+    Ok(config)
+}
+
+/// `droid gateway --config CONFIG` listening on loopback, the configuration
+/// removed once it has been read; the gateway and its address.
+fn listening_gateway(config: &std::path::Path) -> Result<(Running, String), TestError> {
+    let listened = listening(
+        &[
+            "gateway",
+            "--config",
+            &config.to_string_lossy(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        "http",
+    );
+    let _removed = std::fs::remove_file(config);
+    listened
+}
+
+/// An `initialize` line at `version`, with id 1.
+fn initialize(version: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+}
+
+/// `messages`, one a line, as a client writes them to a stdio server.
+fn lines(messages: &[&str]) -> String {
+    messages.iter().map(|m| format!("{m}\n")).collect()
+}
+
+/// The lines a stdio server wrote, each read as JSON, and the whole text.
+fn replies(out: &Output) -> Result<(Vec<serde_json::Value>, String), TestError> {
+    let text = String::from_utf8(out.stdout.clone())?;
+    let replies = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    Ok((replies, text))
+}
+
+/// A `tools/call` of the fixture's `test_simple_text`, with id 2.
+const SIMPLE_TEXT: &str =
+    r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_simple_text"}}"#;
+
 /// Runs `droid` with `input` on stdin, which then closes.
 fn droid_with_input(args: &[&str], input: &str) -> Result<Output, TestError> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    let mut child = spawn_droid(args, Stdio::piped(), Stdio::piped(), Stdio::piped())?;
     child
         .stdin
         .take()
@@ -35,21 +134,10 @@ fn droid_with_input(args: &[&str], input: &str) -> Result<Output, TestError> {
 
 #[test]
 fn serve_answers_on_stdio_and_exits_cleanly_when_input_ends() -> Result<(), TestError> {
-    let out = droid_with_input(
-        &["serve"],
-        concat!(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
-            "\n",
-            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_simple_text"}}"#,
-            "\n"
-        ),
-    )?;
+    let input = lines(&[&initialize("2025-11-25"), SIMPLE_TEXT]);
+    let out = droid_with_input(&["serve"], &input)?;
     assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8(out.stdout)?;
-    let replies: Vec<serde_json::Value> = text
-        .lines()
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()?;
+    let (replies, text) = replies(&out)?;
     assert_eq!(replies.len(), 2, "{text}");
     assert!(
         text.contains("This is a simple text response for testing."),
@@ -60,13 +148,8 @@ fn serve_answers_on_stdio_and_exits_cleanly_when_input_ends() -> Result<(), Test
 
 #[test]
 fn serve_restricted_to_one_revision_offers_only_that_one() -> Result<(), TestError> {
-    let out = droid_with_input(
-        &["serve", "--revisions", "2025-06-18"],
-        concat!(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
-            "\n"
-        ),
-    )?;
+    let input = lines(&[&initialize("2025-11-25")]);
+    let out = droid_with_input(&["serve", "--revisions", "2025-06-18"], &input)?;
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout)?;
     assert!(text.contains(r#""protocolVersion":"2025-06-18""#), "{text}");
@@ -75,13 +158,8 @@ fn serve_restricted_to_one_revision_offers_only_that_one() -> Result<(), TestErr
 
 #[test]
 fn a_modern_only_server_refuses_initialize_and_names_what_it_speaks() -> Result<(), TestError> {
-    let out = droid_with_input(
-        &["serve", "--revisions", "2026-07-28"],
-        concat!(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
-            "\n"
-        ),
-    )?;
+    let input = lines(&[&initialize("2025-11-25")]);
+    let out = droid_with_input(&["serve", "--revisions", "2026-07-28"], &input)?;
     let reply: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     assert_eq!(
         reply.pointer("/error/code"),
@@ -120,8 +198,7 @@ fn a_legacy_only_server_answers_a_modern_probe_as_a_legacy_server_would() -> Res
 #[test]
 fn serve_listen_answers_streamable_http_on_the_port_it_names() -> Result<(), TestError> {
     let (_server, address) = listening(&["serve", "--listen", "127.0.0.1:0"], "http")?;
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let reply = raw_post(&address, &[], body)?;
+    let reply = raw_post(&address, &[], &initialize("2025-11-25"))?;
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(
         reply.to_ascii_lowercase().contains("mcp-session-id:"),
@@ -136,18 +213,17 @@ fn serve_listen_answers_streamable_http_on_the_port_it_names() -> Result<(), Tes
 
 #[test]
 fn an_unknown_revision_is_refused_by_name() -> Result<(), TestError> {
-    let out = droid(&["serve", "--revisions", "2024-10-07"])?;
-    assert!(!out.status.success());
-    let text = String::from_utf8(out.stderr)?;
+    let text = refused(
+        &["serve", "--revisions", "2024-10-07"],
+        "an unknown revision was served",
+    )?;
     assert!(text.contains("2024-10-07"), "{text}");
     Ok(())
 }
 
 #[test]
 fn the_revision_table_shows_structured_output_arriving_in_2025_06_18() -> Result<(), TestError> {
-    let out = droid(&["revisions"])?;
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8(out.stdout)?;
+    let text = succeeded(&["revisions"])?;
     let row = text
         .lines()
         .find(|l| l.starts_with("ToolStructuredOutput "))
@@ -191,34 +267,20 @@ fn the_token_for_http_servers_never_reaches_a_stdio_server() -> Result<(), TestE
 #[test]
 fn auth_flags_without_an_issuer_refuse_to_start_rather_than_serve_openly() -> Result<(), TestError>
 {
-    let out = droid(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--auth-jwks-url",
-        "http://127.0.0.1:9/jwks",
-        "--auth-required-scope",
-        "mcp",
-    ])?;
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let args = words(
+        "serve --listen 127.0.0.1:0 --auth-jwks-url http://127.0.0.1:9/jwks --auth-required-scope mcp",
+    );
+    let stderr = refused(&args, "served with no issuer to check tokens against")?;
     assert!(stderr.contains("without --auth-issuer"), "{stderr}");
     Ok(())
 }
 
 #[test]
 fn a_public_listener_with_auth_must_name_its_resource() -> Result<(), TestError> {
-    let out = droid(&[
-        "serve",
-        "--listen",
-        "0.0.0.0:0",
-        "--auth-issuer",
-        "http://127.0.0.1:9",
-        "--auth-jwks-url",
-        "http://127.0.0.1:9/jwks",
-    ])?;
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let args = words(
+        "serve --listen 0.0.0.0:0 --auth-issuer http://127.0.0.1:9 --auth-jwks-url http://127.0.0.1:9/jwks",
+    );
+    let stderr = refused(&args, "served publicly with no resource named")?;
     assert!(stderr.contains("--auth-resource is required"), "{stderr}");
     Ok(())
 }
@@ -226,23 +288,17 @@ fn a_public_listener_with_auth_must_name_its_resource() -> Result<(), TestError>
 #[test]
 fn bridge_gives_a_legacy_stdio_client_a_2026_only_server() -> Result<(), TestError> {
     let droid = env!("CARGO_BIN_EXE_droid");
+    let input = lines(&[
+        &initialize("2025-03-26"),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        SIMPLE_TEXT,
+    ]);
     let out = droid_with_input(
         &["bridge", "--", droid, "serve", "--revisions", "2026-07-28"],
-        concat!(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
-            "\n",
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            "\n",
-            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_simple_text"}}"#,
-            "\n"
-        ),
+        &input,
     )?;
     assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8(out.stdout)?;
-    let replies: Vec<serde_json::Value> = text
-        .lines()
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()?;
+    let (replies, text) = replies(&out)?;
     assert_eq!(replies.len(), 2, "{text}");
     // The handshake was the bridge's, at the client's revision, naming the
     // server behind it.
@@ -264,15 +320,16 @@ fn bridge_gives_a_legacy_stdio_client_a_2026_only_server() -> Result<(), TestErr
 
 #[test]
 fn bridge_refuses_an_unknown_feature_name_and_a_missing_upstream() -> Result<(), TestError> {
-    let out = droid(&["bridge", "--allow", "nonsense", "--", "true"])?;
-    assert!(!out.status.success());
+    let stderr = refused(
+        &["bridge", "--allow", "nonsense", "--", "true"],
+        "a bridge allowing no known feature started",
+    )?;
     assert!(
-        String::from_utf8(out.stderr)?.contains("--allow \"nonsense\" names no feature"),
+        stderr.contains("--allow \"nonsense\" names no feature"),
         "the error must name the flag"
     );
-    let out = droid(&["bridge"])?;
-    assert!(!out.status.success());
-    assert!(String::from_utf8(out.stderr)?.contains("name the upstream"));
+    let stderr = refused(&["bridge"], "a bridge with no upstream started")?;
+    assert!(stderr.contains("name the upstream"));
     Ok(())
 }
 
@@ -289,18 +346,13 @@ mod https {
         let (_server, address) = serve_https(&files)?;
         let url = format!("https://{address}/mcp");
         let ca = files.path("ca.pem");
-        let out = droid(&["call", &url, "tools/list", "--ca-file", &ca])?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = succeeded(&["call", &url, "tools/list", "--ca-file", &ca])?;
         assert!(stdout.contains("echo"), "{stdout}");
         // The same server without the CA: refused, and the message says why.
-        let out = droid(&["call", &url, "tools/list"])?;
-        assert!(!out.status.success());
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = refused(
+            &["call", &url, "tools/list"],
+            "a server was trusted without its CA",
+        )?;
         assert!(stderr.contains("unknown issuer"), "{stderr}");
         Ok(())
     }
@@ -321,18 +373,11 @@ mod https {
             )
         };
         write(&format!("ca_file = {ca:?}"))?;
-        let out = droid(&["gateway", "--config", &config, "--print-digests"])?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let digests = ["gateway", "--config", &config, "--print-digests"];
+        let stdout = succeeded(&digests)?;
         assert!(stdout.contains("secure/echo"), "{stdout}");
         write("")?;
-        let out = droid(&["gateway", "--config", &config, "--print-digests"])?;
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "an untrusted upstream was served");
+        let stderr = refused(&digests, "an untrusted upstream was served")?;
         assert!(stderr.contains("unknown issuer"), "{stderr}");
         Ok(())
     }
@@ -349,11 +394,8 @@ mod scopes {
         "x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4",
         "y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}]}"#;
 
-    fn jwks_file() -> Result<std::path::PathBuf, TestError> {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let path =
-            std::env::temp_dir().join(format!("droid-scopes-{}-{n}.jwks", std::process::id()));
+    fn jwks_file() -> Result<PathBuf, TestError> {
+        let path = temp_path("scopes", "jwks");
         std::fs::write(&path, JWKS)?;
         Ok(path)
     }
@@ -391,12 +433,7 @@ mod scopes {
     fn call(address: &str, method: &str, params: &str) -> Result<(bool, String), TestError> {
         let url = format!("http://{address}/mcp");
         let out = droid(&["call", &url, method, params, "--json"])?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok((out.status.success(), text))
+        Ok((out.status.success(), output_text(&out)))
     }
 
     /// What an anonymous caller of `args` sees and may use.
@@ -465,25 +502,12 @@ mod scopes {
         for (mode, upstream) in [("serve", false), ("bridge", true)] {
             let args = protected(mode, &["ehco=tools:echo"], upstream)?;
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = droid(&args)?;
-            assert!(
-                !out.status.success(),
-                "{mode} started with a rule naming nothing"
-            );
-            let stderr = String::from_utf8_lossy(&out.stderr);
+            let why = format!("{mode} started with a rule naming nothing");
+            let stderr = refused(&args, &why)?;
             assert!(stderr.contains("ehco"), "{mode}: {stderr}");
         }
-        let out = droid(&[
-            "gateway",
-            "--print-digests",
-            "--auth-scope",
-            "fixture/ehco=tools:echo",
-        ])?;
-        assert!(
-            !out.status.success(),
-            "the gateway accepted a rule naming nothing"
-        );
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let args = words("gateway --print-digests --auth-scope fixture/ehco=tools:echo");
+        let stderr = refused(&args, "the gateway accepted a rule naming nothing")?;
         assert!(stderr.contains("fixture/ehco"), "{stderr}");
         Ok(())
     }
@@ -496,18 +520,7 @@ mod gateway_search {
     /// Searches a progressive gateway in front of `droid serve`, its tools
     /// trusted as `trust` says; the raw result.
     fn search(trust: &str, query: &str) -> Result<String, TestError> {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let config =
-            std::env::temp_dir().join(format!("droid-search-{}-{n}.toml", std::process::id()));
-        std::fs::write(
-            &config,
-            format!(
-                "mode = \"progressive\"\n[[upstream]]\nname = \"fixture\"\n\
-                 command = [{:?}, \"serve\"]\ntrust = \"{trust}\"\n",
-                env!("CARGO_BIN_EXE_droid")
-            ),
-        )?;
+        let config = fixture_gateway("search", "progressive", trust)?;
         let params = serde_json::json!({ "name": "search_tools", "arguments": { "query": query } });
         let config = config.to_string_lossy().into_owned();
         let out = droid(&[
@@ -522,11 +535,7 @@ mod gateway_search {
             &config,
         ])?;
         let _removed = std::fs::remove_file(&config);
-        Ok(format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
+        Ok(output_text(&out))
     }
 
     #[test]
@@ -558,29 +567,8 @@ mod gateway_search {
 /// 2026-07-28 way, its `region` argument `eu` and its `Mcp-Param-Region`
 /// header `us`; the raw HTTP reply.
 fn call_with_wrong_header(mode: &str, tool: &str) -> Result<String, TestError> {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let config = std::env::temp_dir().join(format!("droid-header-{}-{n}.toml", std::process::id()));
-    std::fs::write(
-        &config,
-        format!(
-            "mode = \"{mode}\"\n[[upstream]]\nname = \"fixture\"\n\
-             command = [{:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
-            env!("CARGO_BIN_EXE_droid")
-        ),
-    )?;
-    let listened = listening(
-        &[
-            "gateway",
-            "--config",
-            &config.to_string_lossy(),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        "http",
-    );
-    let _removed = std::fs::remove_file(&config);
-    let (_gateway, address) = listened?;
+    let config = fixture_gateway("header", mode, "on-first-use")?;
+    let (_gateway, address) = listening_gateway(&config)?;
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": { "name": tool, "arguments": { "region": "eu" }, "_meta": {
@@ -674,12 +662,7 @@ fn a_public_listener_without_authorization_is_refused_before_binding() -> Result
     for mode in [&["serve"][..], &["gateway"][..]] {
         let mut args = mode.to_vec();
         args.extend(["--listen", "0.0.0.0:0"]);
-        let out = droid(&args)?;
-        assert!(
-            !out.status.success(),
-            "{mode:?} served a public address openly"
-        );
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = refused(&args, &format!("{mode:?} served a public address openly"))?;
         assert!(stderr.contains("without authorization"), "{stderr}");
         assert!(stderr.contains("--allow-public-without-auth"), "{stderr}");
     }
@@ -705,9 +688,7 @@ fn secrets_are_not_taken_from_argv() -> Result<(), TestError> {
         ][..],
         &["serve", "--auth-client-secret", "s3cret"][..],
     ] {
-        let out = droid(args)?;
-        assert!(!out.status.success(), "{args:?} was accepted");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = refused(args, &format!("{args:?} was accepted"))?;
         assert!(stderr.contains("unexpected argument"), "{args:?}: {stderr}");
     }
     Ok(())
@@ -726,7 +707,7 @@ mod flood {
     use protocol_droid_test_support::resident_kib;
     use serde_json::{Value, json};
 
-    use super::{TestError, listening};
+    use super::{TestError, fixture_gateway, listening, listening_gateway};
 
     const MODERN: &str = "2026-07-28";
     const BATCHING: &str = "2025-03-26";
@@ -958,28 +939,8 @@ mod flood {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn two_megabyte_search_queries_stall_nobody_elses_search() -> Result<(), TestError> {
-        let config = std::env::temp_dir().join(format!("droid-flood-{}.toml", std::process::id()));
-        std::fs::write(
-            &config,
-            format!(
-                "mode = \"progressive\"\n[[upstream]]\nname = \"fixture\"\n\
-                 command = [{:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
-                env!("CARGO_BIN_EXE_droid")
-            ),
-        )?;
-        let config_path = config.to_string_lossy().into_owned();
-        let (_gateway, address) = listening(
-            &[
-                "gateway",
-                "--config",
-                &config_path,
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            "http",
-        )
-        .map_err(|e| e.to_string())?;
-        let _removed = std::fs::remove_file(&config);
+        let config = fixture_gateway("flood", "progressive", "on-first-use")?;
+        let (_gateway, address) = listening_gateway(&config)?;
         let url = format!("http://{address}/mcp");
         let search = |query: String| {
             let mut body = call(1, "search_tools", &json!({ "query": query }));

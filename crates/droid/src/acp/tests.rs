@@ -97,6 +97,13 @@ impl Client {
         }
     }
 
+    /// Answers the permission request `request` by selecting `option`.
+    async fn select(&mut self, request: &Value, option: &str) -> TestResult {
+        let outcome = json!({ "outcome": { "outcome": "selected", "optionId": option } });
+        self.send(&json!({ "jsonrpc": "2.0", "id": request["id"], "result": outcome }))
+            .await
+    }
+
     async fn call(
         &mut self,
         method: &str,
@@ -320,10 +327,7 @@ async fn a_destructive_tool_runs_only_after_the_user_allows_it() -> TestResult {
         kinds.contains(&"allow_once") && kinds.contains(&"reject_once"),
         "{request}"
     );
-    client
-        .send(&json!({ "jsonrpc": "2.0", "id": request["id"],
-            "result": { "outcome": { "outcome": "selected", "optionId": "allow-once" } } }))
-        .await?;
+    client.select(&request, "allow-once").await?;
     let (reply, updates) = client.answer(prompt).await?;
     assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
     assert_eq!(statuses(&updates), ["in_progress", "completed"]);
@@ -341,10 +345,7 @@ async fn a_rejected_destructive_call_is_never_made_and_its_tool_call_fails() -> 
     let mut client = start(AcpOptions::default());
     let session = client.new_session(json!([fixture().await?])).await?;
     let (prompt, request) = ask_to_delete(&mut client, &session).await?;
-    client
-        .send(&json!({ "jsonrpc": "2.0", "id": request["id"],
-            "result": { "outcome": { "outcome": "selected", "optionId": "reject-once" } } }))
-        .await?;
+    client.select(&request, "reject-once").await?;
     let (reply, updates) = client.answer(prompt).await?;
     assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
     assert_eq!(

@@ -1,5 +1,5 @@
-//! What more than one of these test binaries starts: `droid` listening,
-//! and a certificate authority for it.
+//! What more than one of these test binaries starts: `droid` itself,
+//! `droid` listening, and a certificate authority for it.
 
 // Each test binary uses its own part of this module.
 #![allow(dead_code)]
@@ -18,17 +18,27 @@ impl Drop for Running {
     }
 }
 
+/// Starts `droid ARGS` with its standard input, output and error as given.
+pub(crate) fn spawn_droid(
+    args: &[&str],
+    stdin: Stdio,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> std::io::Result<std::process::Child> {
+    Command::new(env!("CARGO_BIN_EXE_droid"))
+        .args(args)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+}
+
 /// Starts `droid ARGS` and waits for the line naming where it listens;
 /// the address (`HOST:PORT`) after `scheme://`.
 pub(crate) fn listening(args: &[&str], scheme: &str) -> Result<(Running, String), TestError> {
     use std::io::{BufRead as _, BufReader};
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_droid"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    let mut child = spawn_droid(args, Stdio::null(), Stdio::null(), Stdio::piped())?;
     let stderr = child.stderr.take().ok_or("no stderr")?;
     let running = Running(child);
     let mut lines = BufReader::new(stderr).lines();
