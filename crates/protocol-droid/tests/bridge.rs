@@ -546,147 +546,63 @@ async fn the_default_policy_is_strict_and_names_what_it_refused() -> Result<(), 
     Ok(())
 }
 
-#[tokio::test]
-async fn audio_becomes_a_description_for_2024_11_05() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::AudioContent,
-        ProtocolVersion::V2024_11_05,
-        "tools/call",
-        json!({ "name": "audio" }),
-        text_mentioning("audio/wav"),
-    )
-    .await
+/// One test per row of the matrix from a 2025-11-25 upstream, each named
+/// for what it protects: the feature, the client's revision, the method and
+/// its params, and the check of the downgraded reply (see [`row`]).
+macro_rules! matrix {
+    ($(
+        $name:ident:
+        $feature:ident, $client:ident, $method:literal, $params:tt, $check:expr;
+    )*) => {$(
+        #[tokio::test]
+        async fn $name() -> Result<(), TestError> {
+            let (feature, client) = (Feature::$feature, ProtocolVersion::$client);
+            let params = json!($params);
+            row(ProtocolVersion::V2025_11_25, feature, client, $method, params, $check).await
+        }
+    )*};
 }
 
-#[tokio::test]
-async fn a_resource_link_becomes_text_for_2025_03_26() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::ResourceLinkContent,
-        ProtocolVersion::V2025_03_26,
-        "tools/call",
-        json!({ "name": "link" }),
-        text_mentioning("test://linked"),
-    )
-    .await
-}
-
-#[tokio::test]
-async fn structured_content_is_dropped_for_2025_03_26() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::ToolStructuredOutput,
-        ProtocolVersion::V2025_03_26,
-        "tools/call",
-        json!({ "name": "structured" }),
+matrix! {
+    audio_becomes_a_description_for_2024_11_05:
+        AudioContent, V2024_11_05, "tools/call", { "name": "audio" },
+        text_mentioning("audio/wav");
+    a_resource_link_becomes_text_for_2025_03_26:
+        ResourceLinkContent, V2025_03_26, "tools/call", { "name": "link" },
+        text_mentioning("test://linked");
+    structured_content_is_dropped_for_2025_03_26:
+        ToolStructuredOutput, V2025_03_26, "tools/call", { "name": "structured" },
         |reply| {
             assert!(reply.get("structuredContent").is_none(), "{reply}");
             assert_eq!(reply["content"][0]["text"], "{\"a\":1}");
-        },
-    )
-    .await
-}
-
-#[tokio::test]
-async fn an_output_schema_is_dropped_for_2025_03_26() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::ToolOutputSchema,
-        ProtocolVersion::V2025_03_26,
-        "tools/list",
-        json!({}),
-        first_tool_lacks("outputSchema"),
-    )
-    .await
-}
-
-#[tokio::test]
-async fn tool_annotations_are_dropped_for_2024_11_05() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::ToolAnnotations,
-        ProtocolVersion::V2024_11_05,
-        "tools/list",
-        json!({}),
-        first_tool_lacks("annotations"),
-    )
-    .await
-}
-
-#[tokio::test]
-async fn a_title_moves_into_the_annotations_for_2025_03_26() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::Titles,
-        ProtocolVersion::V2025_03_26,
-        "tools/list",
-        json!({}),
+        };
+    an_output_schema_is_dropped_for_2025_03_26:
+        ToolOutputSchema, V2025_03_26, "tools/list", {},
+        first_tool_lacks("outputSchema");
+    tool_annotations_are_dropped_for_2024_11_05:
+        ToolAnnotations, V2024_11_05, "tools/list", {},
+        first_tool_lacks("annotations");
+    a_title_moves_into_the_annotations_for_2025_03_26:
+        Titles, V2025_03_26, "tools/list", {},
         |reply| {
             assert!(reply["tools"][0].get("title").is_none(), "{reply}");
             assert_eq!(reply["tools"][0]["annotations"]["title"], "Rich");
-        },
-    )
-    .await
-}
-
-#[tokio::test]
-async fn icons_are_dropped_for_2025_06_18() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::Icons,
-        ProtocolVersion::V2025_06_18,
-        "tools/list",
-        json!({}),
-        first_tool_lacks("icons"),
-    )
-    .await
-}
-
-#[tokio::test]
-async fn entity_meta_is_dropped_for_2025_03_26() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::EntityMeta,
-        ProtocolVersion::V2025_03_26,
-        "tools/list",
-        json!({}),
-        first_tool_lacks("_meta"),
-    )
-    .await
-}
-
-#[tokio::test]
-async fn last_modified_is_dropped_for_2025_03_26() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::AnnotationsLastModified,
-        ProtocolVersion::V2025_03_26,
-        "resources/list",
-        json!({}),
+        };
+    icons_are_dropped_for_2025_06_18:
+        Icons, V2025_06_18, "tools/list", {},
+        first_tool_lacks("icons");
+    entity_meta_is_dropped_for_2025_03_26:
+        EntityMeta, V2025_03_26, "tools/list", {},
+        first_tool_lacks("_meta");
+    last_modified_is_dropped_for_2025_03_26:
+        AnnotationsLastModified, V2025_03_26, "resources/list", {},
         |reply| {
-            assert!(
-                reply["resources"][0]["annotations"]
-                    .get("lastModified")
-                    .is_none(),
-                "{reply}"
-            );
-        },
-    )
-    .await
-}
-
-#[tokio::test]
-async fn audio_in_a_prompt_becomes_a_description_for_2024_11_05() -> Result<(), TestError> {
-    row(
-        ProtocolVersion::V2025_11_25,
-        Feature::AudioContent,
-        ProtocolVersion::V2024_11_05,
-        "prompts/get",
-        json!({ "name": "any" }),
-        |reply| assert_eq!(reply["messages"][0]["content"]["type"], "text"),
-    )
-    .await
+            let annotations = &reply["resources"][0]["annotations"];
+            assert!(annotations.get("lastModified").is_none(), "{reply}");
+        };
+    audio_in_a_prompt_becomes_a_description_for_2024_11_05:
+        AudioContent, V2024_11_05, "prompts/get", { "name": "any" },
+        |reply| assert_eq!(reply["messages"][0]["content"]["type"], "text");
 }
 
 #[tokio::test]
