@@ -33,6 +33,14 @@ fn start(options: AcpOptions) -> Client {
     }
 }
 
+/// An agent with the default options and a session whose one MCP server
+/// is the fixture: the client and the session's id.
+async fn fixture_session() -> Result<(Client, String), TestError> {
+    let mut client = start(AcpOptions::default());
+    let session = client.new_session(json!([fixture().await?])).await?;
+    Ok((client, session))
+}
+
 /// The fixture server on an ephemeral loopback port, as an `http` entry.
 async fn fixture() -> Result<Value, TestError> {
     let server = crate::fixture::server(&ProtocolVersion::ALL)?;
@@ -200,8 +208,7 @@ async fn help_answers_in_the_turn_and_an_unknown_command_is_explained() -> TestR
 
 #[tokio::test]
 async fn tools_are_listed_as_server_slash_tool_and_destructive_ones_are_marked() -> TestResult {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let (_, updates) = client.turn(&session, "tools").await?;
     let text = said(&updates);
     assert!(text.contains("fixture/test_simple_text - "), "{text}");
@@ -220,8 +227,7 @@ async fn tools_are_listed_as_server_slash_tool_and_destructive_ones_are_marked()
 
 #[tokio::test]
 async fn a_call_is_a_tool_call_from_pending_to_completed_carrying_the_result() -> TestResult {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let (reply, updates) = client.turn(&session, "call test_simple_text").await?;
     assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
     assert_eq!(
@@ -248,8 +254,7 @@ async fn a_call_is_a_tool_call_from_pending_to_completed_carrying_the_result() -
 
 #[tokio::test]
 async fn a_tool_reporting_an_error_ends_its_tool_call_failed() -> TestResult {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let (_, updates) = client
         .turn(&session, "call fixture/test_error_handling")
         .await?;
@@ -260,8 +265,7 @@ async fn a_tool_reporting_an_error_ends_its_tool_call_failed() -> TestResult {
 #[tokio::test]
 async fn malformed_call_arguments_are_a_message_in_the_turn_and_the_session_goes_on() -> TestResult
 {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let (reply, updates) = client
         .turn(&session, r#"call test_simple_text {"a": "#)
         .await?;
@@ -280,8 +284,7 @@ async fn malformed_call_arguments_are_a_message_in_the_turn_and_the_session_goes
 
 #[tokio::test]
 async fn read_and_prompt_show_what_the_server_returns() -> TestResult {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let (_, updates) = client.turn(&session, "read test://static-text").await?;
     assert!(
         said(&updates).contains("This is the content of the static text resource."),
@@ -313,8 +316,7 @@ async fn ask_to_delete(client: &mut Client, session: &str) -> Result<(i64, Value
 
 #[tokio::test]
 async fn a_destructive_tool_runs_only_after_the_user_allows_it() -> TestResult {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let (prompt, request) = ask_to_delete(&mut client, &session).await?;
     let params = &request["params"];
     assert_eq!(params["sessionId"], session.as_str());
@@ -342,8 +344,7 @@ async fn a_destructive_tool_runs_only_after_the_user_allows_it() -> TestResult {
 
 #[tokio::test]
 async fn a_rejected_destructive_call_is_never_made_and_its_tool_call_fails() -> TestResult {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let (prompt, request) = ask_to_delete(&mut client, &session).await?;
     client.select(&request, "reject-once").await?;
     let (reply, updates) = client.answer(prompt).await?;
@@ -359,8 +360,7 @@ async fn a_rejected_destructive_call_is_never_made_and_its_tool_call_fails() -> 
 
 #[tokio::test]
 async fn cancel_ends_a_running_call_as_cancelled_and_nothing_follows_the_reply() -> TestResult {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let prompt = client
         .prompt(&session, r#"call sleep {"ms": 30000}"#)
         .await?;
@@ -392,8 +392,7 @@ async fn cancel_ends_a_running_call_as_cancelled_and_nothing_follows_the_reply()
 #[tokio::test]
 async fn cancel_while_permission_is_pending_ends_the_turn_cancelled_without_calling() -> TestResult
 {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let (prompt, request) = ask_to_delete(&mut client, &session).await?;
     client
         .send(&json!({ "jsonrpc": "2.0", "method": "session/cancel",
@@ -422,8 +421,7 @@ async fn cancel_while_permission_is_pending_ends_the_turn_cancelled_without_call
 
 #[tokio::test]
 async fn load_replays_the_conversation_before_its_answer() -> TestResult {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let (_, first) = client.turn(&session, "call test_simple_text").await?;
     let (reply, replayed) = client
         .call(
@@ -509,8 +507,7 @@ async fn sessions_are_bounded_and_close_frees_one() -> TestResult {
 
 #[tokio::test]
 async fn a_second_prompt_while_a_turn_runs_is_refused_and_the_first_goes_on() -> TestResult {
-    let mut client = start(AcpOptions::default());
-    let session = client.new_session(json!([fixture().await?])).await?;
+    let (mut client, session) = fixture_session().await?;
     let first = client.prompt(&session, r#"call sleep {"ms": 300}"#).await?;
     client
         .until(|m| m["params"]["update"]["status"] == "in_progress")
