@@ -40,7 +40,8 @@ use serde_json::{Value, json};
 mod support;
 
 use support::{
-    BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, initialize, legacy_session, loopback, pki,
+    BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, client_from, initialize, legacy_session,
+    loopback, pki,
 };
 
 /// A resource URI no server here answers on: an audience that is not ours.
@@ -307,6 +308,23 @@ fn jwt_guard(
             .authorization_server(iss)
             .scopes_supported(["tools:secret"])?)
     }
+}
+
+/// A server checking JWTs from `issuer` (the key set fetched again at most
+/// once a minute) with the validator `validator` makes of a plain one, in
+/// front of the resource server `guard` makes of a plain one.
+async fn protect_jwt(
+    issuer: &Issuer,
+    validator: impl FnOnce(JwtValidator) -> JwtValidator,
+    guard: impl FnOnce(ResourceServer) -> Result<ResourceServer, TestError>,
+) -> Result<Protected, TestError> {
+    let jwks = issuer.jwks(Duration::from_secs(60))?;
+    let iss = issuer.issuer();
+    protect(|resource| {
+        let validator = validator(JwtValidator::new(&iss, resource, jwks));
+        guard(ResourceServer::new(resource, Arc::new(validator))?)
+    })
+    .await
 }
 
 /// An issuer publishing `key`, and a server checking its JWTs (the key set
@@ -785,13 +803,7 @@ mod tokens {
             "real",
             json!({ "active": true, "sub": "bob", "aud": resource, "exp": now() + 300 }),
         );
-        let mine = std::mem::replace(
-            &mut server.client,
-            reqwest::Client::builder()
-                .local_address(Some("127.0.0.9".parse()?))
-                .timeout(PATIENCE)
-                .build()?,
-        );
+        let mine = std::mem::replace(&mut server.client, client_from("127.0.0.9")?);
         let mut held_back = None;
         for n in 0..40 {
             let response = server
@@ -879,13 +891,11 @@ mod challenges {
     -> Result<(), TestError> {
         let key = SigningKey::ec("ec-1")?;
         let issuer = Issuer::start(&[&key]).await?;
-        let jwks = issuer.jwks(Duration::from_secs(60))?;
-        let iss = issuer.issuer();
-        let server = protect(|resource| {
-            let validator = JwtValidator::new(&iss, resource, jwks);
-            Ok(ResourceServer::new(resource, Arc::new(validator))?
-                .require_scopes(["mcp:use", "mcp:tools"])?)
-        })
+        let server = protect_jwt(
+            &issuer,
+            |validator| validator,
+            |guard| Ok(guard.require_scopes(["mcp:use", "mcp:tools"])?),
+        )
         .await?;
         let token = key.sign(&server.claims(&issuer, "alice", "mcp:use"))?;
         let response = server.modern(Some(&token), "tools/list", json!({})).await?;
@@ -912,12 +922,11 @@ mod scopes {
     use super::*;
 
     async fn anonymous_allowed(issuer: &Issuer) -> Result<Protected, TestError> {
-        let jwks = issuer.jwks(Duration::from_secs(60))?;
-        let iss = issuer.issuer();
-        protect(|resource| {
-            let validator = JwtValidator::new(&iss, resource, jwks);
-            Ok(ResourceServer::new(resource, Arc::new(validator))?.allow_anonymous())
-        })
+        protect_jwt(
+            issuer,
+            |validator| validator,
+            |guard| Ok(guard.allow_anonymous()),
+        )
         .await
     }
 
@@ -994,12 +1003,11 @@ mod scopes {
     -> Result<(), TestError> {
         let key = SigningKey::rsa("rsa-1")?;
         let issuer = Issuer::start(&[&key]).await?;
-        let iss = issuer.issuer();
-        let jwks = issuer.jwks(Duration::from_secs(60))?;
-        let server = protect(move |resource| {
-            let validator = JwtValidator::new(&iss, resource, jwks).also_audience("api://alias");
-            Ok(ResourceServer::new(resource, Arc::new(validator))?.audience("api://alias"))
-        })
+        let server = protect_jwt(
+            &issuer,
+            |validator| validator.also_audience("api://alias"),
+            |guard| Ok(guard.audience("api://alias")),
+        )
         .await?;
         let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
             "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",

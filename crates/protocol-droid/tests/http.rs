@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 mod support;
 
 use support::{
-    BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, add_ask_tool, headers, initialize,
-    legacy_session,
+    BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, add_ask_tool, client_from, headers,
+    initialize, legacy_session,
 };
 
 /// Counts the slow tool's completions: a cancelled call never completes.
@@ -1088,13 +1088,7 @@ mod slow_clients {
         }
         assert_eq!(closed, 64 - 16, "connections closed past the share");
         // Another address is still served while these are held.
-        let mine = std::mem::replace(
-            &mut s.client,
-            reqwest::Client::builder()
-                .local_address(Some("127.0.0.2".parse()?))
-                .timeout(PATIENCE)
-                .build()?,
-        );
+        let mine = std::mem::replace(&mut s.client, client_from("127.0.0.2")?);
         let answer = s.modern(1, "tools/list", json!({}), None).await?;
         assert_eq!(answer.status(), 200);
         // And a slot given back is a slot someone else can take.
@@ -1141,10 +1135,7 @@ mod one_client_takes_nothing {
                 http: self.http.clone(),
                 server: self.server.clone(),
                 base: self.base.clone(),
-                client: reqwest::Client::builder()
-                    .local_address(Some(address.parse()?))
-                    .timeout(PATIENCE)
-                    .build()?,
+                client: client_from(address)?,
                 _stop: tokio::sync::oneshot::channel().0,
             })
         }

@@ -135,10 +135,7 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
                 "content": { "type": "text", "text": "?" } }], "maxTokens": 5 }),
                 )
                 .await?;
-            let text = answer["content"]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+            let text = answer["content"]["text"].as_str().unwrap_or_default();
             Ok(ToolResult::text(format!("model said {text}")))
         },
     );

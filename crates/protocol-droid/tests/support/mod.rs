@@ -73,6 +73,15 @@ impl Serving {
     }
 }
 
+/// A client with [`PATIENCE`] as its timeout, connecting from the loopback
+/// `address` (so a server counts it apart from other addresses' clients).
+pub(crate) fn client_from(address: &str) -> Result<reqwest::Client, TestError> {
+    Ok(reqwest::Client::builder()
+        .local_address(Some(address.parse()?))
+        .timeout(PATIENCE)
+        .build()?)
+}
+
 /// Request headers from name/value pairs.
 pub(crate) fn headers(pairs: &[(&'static str, &str)]) -> Result<HeaderMap, TestError> {
     let mut map = HeaderMap::new();
@@ -110,10 +119,7 @@ pub(crate) fn add_ask_tool(server: &Server, message: &'static str) {
                         "type": "object", "properties": { "name": { "type": "string" } } } }),
                 )
                 .await?;
-            let name = answer["content"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+            let name = answer["content"]["name"].as_str().unwrap_or_default();
             Ok(ToolResult::text(format!("hello {name}")))
         },
     );
