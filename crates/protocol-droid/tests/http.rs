@@ -142,6 +142,17 @@ impl Running {
         self.post_raw(path, &json, body.to_string()).await
     }
 
+    /// The status a `method` request (id 1, no params) is answered with,
+    /// posted with `extra` headers.
+    async fn status_of(
+        &self,
+        method: &str,
+        extra: &[(&'static str, &str)],
+    ) -> Result<reqwest::StatusCode, TestError> {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method });
+        Ok(self.post(extra, &body.to_string()).await?.status())
+    }
+
     /// GETs the event stream of `/mcp`, with `extra` headers besides the
     /// `Accept`.
     async fn stream(&self, extra: &[(&'static str, &str)]) -> Result<reqwest::Response, TestError> {
@@ -311,22 +322,16 @@ mod bad_input {
     #[tokio::test]
     async fn an_unknown_session_is_404() -> Result<(), TestError> {
         let s = start().await?;
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
-        let response = s
-            .post(&[("mcp-session-id", "no-such-session")], &body.to_string())
-            .await?;
-        assert_eq!(response.status(), 404);
+        let unknown = [("mcp-session-id", "no-such-session")];
+        assert_eq!(s.status_of("ping", &unknown).await?, 404);
         Ok(())
     }
 
     #[tokio::test]
     async fn a_request_without_a_session_after_the_handshake_is_400() -> Result<(), TestError> {
         let s = start().await?;
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
-        let response = s
-            .post(&[("mcp-protocol-version", LEGACY)], &body.to_string())
-            .await?;
-        assert_eq!(response.status(), 400);
+        let legacy = [("mcp-protocol-version", LEGACY)];
+        assert_eq!(s.status_of("tools/list", &legacy).await?, 400);
         Ok(())
     }
 
@@ -366,17 +371,12 @@ mod bad_input {
     #[tokio::test]
     async fn a_foreign_host_or_origin_is_403() -> Result<(), TestError> {
         let s = start().await?;
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
-        let foreign_host = s.post(&[("host", "evil.example.com")], &body).await?;
-        assert_eq!(foreign_host.status(), 403);
-        let foreign_origin = s
-            .post(&[("origin", "http://evil.example.com")], &body)
-            .await?;
-        assert_eq!(foreign_origin.status(), 403);
-        let local_origin = s
-            .post(&[("origin", "http://localhost:5173")], &body)
-            .await?;
-        assert_ne!(local_origin.status(), 403);
+        let foreign_host = [("host", "evil.example.com")];
+        assert_eq!(s.status_of("ping", &foreign_host).await?, 403);
+        let foreign_origin = [("origin", "http://evil.example.com")];
+        assert_eq!(s.status_of("ping", &foreign_origin).await?, 403);
+        let local_origin = [("origin", "http://localhost:5173")];
+        assert_ne!(s.status_of("ping", &local_origin).await?, 403);
         Ok(())
     }
 }
@@ -541,17 +541,16 @@ mod legacy {
     async fn a_revision_header_other_than_the_sessions_is_400() -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({})).await?;
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
         for sent in ["1999-01-01", "2025-03-26"] {
             let pair = [
                 ("mcp-session-id", session.as_str()),
                 ("mcp-protocol-version", sent),
             ];
-            assert_eq!(s.post(&pair, &body).await?.status(), 400, "{sent}");
+            assert_eq!(s.status_of("ping", &pair).await?, 400, "{sent}");
         }
         let pair = legacy_session(&session);
         assert_eq!(
-            s.post(&pair, &body).await?.status(),
+            s.status_of("ping", &pair).await?,
             200,
             "its own revision passes"
         );

@@ -87,13 +87,9 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
             if call.state().is_none() {
                 call.keep_state(json!({ "secret": "kept" }));
             }
-            let _answer = call
-                .elicit(
-                    "go",
-                    json!({ "message": "Go?", "requestedSchema": {
-            "type": "object", "properties": {} } }),
-                )
-                .await?;
+            let form = json!({ "message": "Go?",
+                "requestedSchema": { "type": "object", "properties": {} } });
+            let _answer = call.elicit("go", form).await?;
             let kept = call
                 .state()
                 .and_then(|s| s.get("secret").cloned())
