@@ -124,13 +124,10 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
     server.add_tool(
         ToolSpec::new("sampler", "Asks the client's model."),
         |call: Call| async move {
-            let answer = call
-                .sample(
-                    "q",
-                    json!({ "messages": [{ "role": "user",
-                "content": { "type": "text", "text": "?" } }], "maxTokens": 5 }),
-                )
-                .await?;
+            let question = json!({
+                "messages": [{ "role": "user", "content": { "type": "text", "text": "?" } }],
+                "maxTokens": 5 });
+            let answer = call.sample("q", question).await?;
             let text = answer["content"]["text"].as_str().unwrap_or_default();
             Ok(ToolResult::text(format!("model said {text}")))
         },
