@@ -516,16 +516,21 @@ impl Drop for Pending<'_> {
 }
 
 fn fail_all(inner: &Inner, reason: &str) {
-    {
+    let first = {
         let mut closed = inner.closed.write().unwrap_or_else(PoisonError::into_inner);
-        if closed.is_none() {
+        let first = closed.is_none();
+        if first {
             *closed = Some(reason.to_owned());
         }
-    }
+        first
+    };
     let waiters: Vec<Waiter> = lock(&inner.pending).drain().map(|(_, w)| w).collect();
     for waiter in waiters {
         // A waiter that already gave up has nothing to be told.
         let _ = waiter.send(Err(LinkError::Io(reason.to_owned()).into()));
+    }
+    if first {
+        inner.options.handler.closed(reason);
     }
 }
 

@@ -102,6 +102,11 @@ pub trait ClientHandler: Send + Sync + fmt::Debug {
     /// Told of every notification the server sends, after the client has
     /// done its own bookkeeping (progress routing, cache invalidation).
     fn notification(&self, _notice: &Notice) {}
+
+    /// Told once when the connection ends, for whatever reason (the server
+    /// exited, the transport failed, or the client was closed), after every
+    /// request still waiting has been failed. A supervisor reconnects here.
+    fn closed(&self, _reason: &str) {}
 }
 
 /// The answer to a request the client does not handle.

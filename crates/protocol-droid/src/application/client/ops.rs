@@ -134,12 +134,13 @@ impl Client {
     }
 
     /// Lists every tool again, bypassing the cache, so the `x-mcp-header`
-    /// annotations the client mirrors are the server's current ones.
+    /// annotations the client mirrors are the server's current ones; returns
+    /// the tools as the server lists them now.
     ///
     /// # Errors
     ///
     /// As [`Self::list_all_tools`].
-    pub async fn refresh_tools(&self) -> Result<(), ClientError> {
+    pub async fn refresh_tools(&self) -> Result<Vec<Tool>, ClientError> {
         let fresh = RequestOptions {
             fresh: true,
             ..RequestOptions::default()
@@ -150,7 +151,6 @@ impl Client {
             Ok((page.tools, page.next_cursor))
         })
         .await
-        .map(drop)
     }
 
     /// Every tool, following cursors.
