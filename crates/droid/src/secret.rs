@@ -16,14 +16,37 @@ pub(crate) fn read(env: &str, file: Option<&Path>) -> anyhow::Result<Option<Stri
             path.display()
         ),
         (Some(value), None) => Ok(Some(value)),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading the secret in {}", path.display()))?;
-            // Files written by `echo` end in a newline no secret contains.
-            let value = text.trim_end_matches(['\n', '\r']).to_owned();
-            anyhow::ensure!(!value.is_empty(), "{} is empty", path.display());
+        (None, file) => read_file(file),
+    }
+}
+
+fn read_file(file: Option<&Path>) -> anyhow::Result<Option<String>> {
+    let Some(path) = file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the secret in {}", path.display()))?;
+    // Files written by `echo` end in a newline no secret contains.
+    let value = text.trim_end_matches(['\n', '\r']).to_owned();
+    anyhow::ensure!(!value.is_empty(), "{} is empty", path.display());
+    Ok(Some(value))
+}
+
+/// A secret from the variable named `env` or from the file `file`, for
+/// settings that name their own variable; `None` when neither is given.
+pub(crate) fn read_named(env: Option<&str>, file: Option<&Path>) -> anyhow::Result<Option<String>> {
+    match env {
+        Some(name) => {
+            anyhow::ensure!(
+                file.is_none(),
+                "give the secret one way, a variable or a file"
+            );
+            let value = std::env::var(name)
+                .ok()
+                .filter(|value| !value.is_empty())
+                .with_context(|| format!("the environment variable {name} is not set"))?;
             Ok(Some(value))
         }
-        (None, None) => Ok(None),
+        None => read_file(file),
     }
 }

@@ -1,7 +1,8 @@
 """`droid gateway` end to end, with the official Python SDK client as each session.
 
-Two real upstreams: the project's fixture server (`droid serve`, over stdio) and a server
-built on the official TypeScript SDK (1.x, Streamable HTTP with sessions). The gateway
+Real upstreams: the project's fixture server (`droid serve`, over stdio), a server built
+on the official TypeScript SDK (1.x, Streamable HTTP with sessions) and npm's
+`@modelcontextprotocol/server-everything`. The gateway
 runs in progressive mode over HTTP. Sessions search, activate and call deferred tools;
 then the TypeScript upstream changes a tool's definition under them (a "rug pull"): the
 activation must be dropped, the call refused naming the drift, and the drift logged with
@@ -10,10 +11,13 @@ both digests.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -234,3 +238,76 @@ async def test_a_stateless_request_is_its_own_session_and_keeps_no_activation(ga
         assert refused.is_error and "its own session" in text(refused), text(refused)
         found = await client.call_tool("search_tools", {"query": "echo"})
         assert "fixture/echo" in [t["id"] for t in found.structured_content["tools"]]
+
+
+EVERYTHING = HERE / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+
+
+@pytest.mark.anyio
+async def test_an_mcp_servers_file_with_env_and_headers_works_unchanged(tmp_path):
+    """The `mcpServers` JSON users keep for Claude Desktop or Cursor, unchanged: npm's
+    server-everything over stdio with an `env` drawn from the gateway's environment, a
+    TypeScript SDK server over HTTP that refuses callers without its X-Api-Key header, and a
+    server that cannot start. The two that can start serve; the third is reported and retried."""
+    ts_port, gw_port = free_port(), free_port()
+    key = "k-" + str(ts_port)
+    ts = subprocess.Popen(["node", TS_SERVERS, "sdk1-http", str(ts_port)],
+                          env={**os.environ, "INTEROP_REQUIRE_API_KEY": key},
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [ts]
+    try:
+        wait_for_port(ts_port, ts, "the TypeScript server")
+        # Without the key the TypeScript server refuses: the header below is what lets the
+        # gateway in.
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(urllib.request.Request(
+                f"http://127.0.0.1:{ts_port}/mcp", data=b"{}", method="POST"), timeout=10)
+        config = tmp_path / "mcp.json"
+        config.write_text(json.dumps({
+            "mcpServers": {
+                "everything": {
+                    "command": "node",
+                    "args": [str(EVERYTHING), "stdio"],
+                    "env": {"GREETING": "${env:INTEROP_GREETING}"},
+                },
+                "ts": {
+                    "type": "http",
+                    "url": f"http://127.0.0.1:{ts_port}/mcp",
+                    "headers": {"X-Api-Key": "${env:INTEROP_TS_KEY}"},
+                },
+                "broken": {"command": "/nonexistent/mcp-server"},
+            },
+        }))
+        env = {**os.environ, "INTEROP_GREETING": "hello from the gateway's environment",
+               "INTEROP_TS_KEY": key, "INTEROP_SECRET_NOT_PASSED": "do not leak",
+               "XDG_STATE_HOME": str(tmp_path / "state")}
+        log = tmp_path / "gateway.log"
+        gw = subprocess.Popen([DROID, "gateway", "--config", str(config), "--listen", f"127.0.0.1:{gw_port}"],
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+        procs.append(gw)
+        wait_for_port(gw_port, gw, "the gateway")
+        async with session(f"http://127.0.0.1:{gw_port}/mcp", Notices()) as client:
+            listed = names(await client.list_tools())
+            assert {"everything/get-env", "everything/echo", "ts/add"} <= listed, listed
+            assert not any(n.startswith("broken/") for n in listed), listed
+
+            # `env` reached the stdio server, expanded; nothing else of the gateway's did.
+            printed = json.loads(text(await client.call_tool("everything/get-env", {})))
+            assert printed.get("GREETING") == "hello from the gateway's environment", printed
+            assert "INTEROP_SECRET_NOT_PASSED" not in printed and "INTEROP_TS_KEY" not in printed, printed
+
+            # `headers` reached the HTTP server, expanded.
+            assert text(await client.call_tool("ts/add", {"a": 2, "b": 3})) == "5"
+            echoed = await client.call_tool("everything/echo", {"message": "through the gateway"})
+            assert "through the gateway" in text(echoed), text(echoed)
+
+        # The broken server was reported by name, and what was trusted on first use was kept.
+        assert 'upstream "broken"' in log.read_text(), log.read_text()[-2000:]
+        kept = list((tmp_path / "state" / "droid" / "gateway").glob("*.json"))
+        assert len(kept) == 1, kept
+        trusted = json.loads(kept[0].read_text())["trustedOnFirstUse"]
+        assert "everything/get-env" in trusted["everything"] and "ts/add" in trusted["ts"], trusted
+    finally:
+        for proc in reversed(procs):
+            proc.kill()
+            proc.wait()

@@ -174,8 +174,22 @@ async fn connect_sse(sse: &McpServerHttp, trust: &Trust) -> Result<Client, Strin
             let authorizer: Arc<dyn Authorizer> = Arc::new(FixedAuthorization(h.value.clone()));
             authorizer
         });
+    // The other headers go with every request as they are.
+    let headers: HashMap<String, String> = sse
+        .headers
+        .iter()
+        .filter(|h| !h.name.eq_ignore_ascii_case("authorization"))
+        .map(|h| (h.name.clone(), h.value.clone()))
+        .collect();
+    let http = HttpOptions {
+        headers: (&headers)
+            .try_into()
+            .map_err(|e| format!("a header cannot be sent: {e}"))?,
+        trust: trust.clone(),
+        ..HttpOptions::default()
+    };
     let (tx, rx) = inbound_queue();
-    let link = LegacySse::connect(url, tx, authorization, trust)
+    let link = LegacySse::connect(url, tx, authorization, &http)
         .await
         .map_err(|e| e.to_string())?;
     let mut options = client_options();

@@ -1,172 +1,47 @@
-//! `droid gateway`: many upstream MCP servers behind one, configured in TOML.
-//!
-//! ```toml
-//! listen = "127.0.0.1:8931"      # Streamable HTTP at /mcp; stdio when absent
-//! mode = "progressive"           # or "default": every verified tool for everyone
-//!
-//! [[upstream]]
-//! name = "files"                 # the namespace: tools are `files/<name>`
-//! command = ["npx", "some-server"]
-//!
-//! [[upstream]]
-//! name = "web"
-//! url = "http://127.0.0.1:9000/mcp"
-//! revision = "2025-11-25"        # optional: pin the revision
-//! trust = "on-first-use"         # pin what is seen at start; default "pinned"
-//!
-//! [pins]                         # the operator's approvals, by digest
-//! "files/read_file" = "3f1c…"
-//! ```
+//! `droid gateway`: many upstream MCP servers behind one, configured in TOML
+//! (`config`) or in the JSON other MCP clients keep (`json`).
 //!
 //! Without `--config` the embedded default runs: the built-in fixture server
 //! (`droid serve`) as the one upstream, trusted on first use, so a fresh
-//! checkout serves at once. `--print-digests` lists every tool's id, digest
-//! and provenance and exits: what an operator pastes into `[pins]` to approve
-//! a tool, or again after a drift.
+//! checkout serves at once. Upstreams connect in parallel; one that cannot
+//! be reached is reported and retried in the background while the others
+//! serve. `--print-digests` lists every tool's id, digest and provenance and
+//! exits: what an operator pastes into `[pins]` to approve a tool, or again
+//! after a drift.
 
-use std::collections::BTreeMap;
+mod config;
+mod json;
+
 use std::path::Path;
+use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
-use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use anyhow::Context as _;
+use futures_util::future::join_all;
+use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
 use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
+use protocol_droid::adapters::secondary::trust_file::TrustFile;
 use protocol_droid::application::client::ClientOptions;
-use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, Trust};
+use protocol_droid::application::gateway::{
+    Disclosure, Gateway, Trust, UpstreamHealth, UpstreamOptions,
+};
 use protocol_droid::application::server::{Primitive, Server};
 use protocol_droid::domain::ProtocolVersion;
-use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
-use serde::Deserialize;
+use protocol_droid::domain::catalog::ToolId;
 
+use self::config::{Config, Mode, TrustConfig, UpstreamConfig};
 use crate::auth::AuthArgs;
 
-/// The configuration used when none is given. `{self}` is this program.
-pub(crate) const EMBEDDED_DEFAULT: &str = r#"
-# The built-in fixture server as the one upstream, trusted on first use.
-mode = "default"
-
-[[upstream]]
-name = "fixture"
-command = ["{self}", "serve"]
-trust = "on-first-use"
-"#;
-
-/// The configuration file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Config {
-    /// Where to serve Streamable HTTP; stdio when absent.
-    listen: Option<String>,
-    /// `default` or `progressive`.
-    #[serde(default)]
-    mode: Mode,
-    /// The upstream servers.
-    #[serde(default)]
-    upstream: Vec<UpstreamConfig>,
-    /// Approved digests, by tool id.
-    #[serde(default)]
-    pins: BTreeMap<String, String>,
-    /// The scope a caller needs for a tool, by tool id (with authorization
-    /// on, see `--auth-issuer`).
-    #[serde(default)]
-    scopes: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-enum Mode {
-    #[default]
-    Default,
-    Progressive,
-}
-
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-enum TrustConfig {
-    #[default]
-    Pinned,
-    OnFirstUse,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpstreamConfig {
-    name: String,
-    command: Option<Vec<String>>,
-    url: Option<String>,
-    revision: Option<String>,
-    #[serde(default)]
-    trust: TrustConfig,
-    /// A private CA for this upstream's `https` URL, besides the default
-    /// roots and in place of `--ca-file`.
-    ca_file: Option<std::path::PathBuf>,
-    /// Variables set for a command upstream, which otherwise gets only
-    /// PATH, HOME, the locale and TERM of the gateway's environment.
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    /// Variables of the gateway's environment passed on to a command
-    /// upstream by name.
-    #[serde(default)]
-    pass_env: Vec<String>,
-}
-
-impl Config {
-    /// Reads `path`, or the embedded default.
-    pub(crate) fn load(path: Option<&Path>) -> anyhow::Result<Self> {
-        let text = match path {
-            Some(path) => std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?,
-            None => {
-                let me = std::env::current_exe().context("finding this program")?;
-                EMBEDDED_DEFAULT.replace("{self}", &me.to_string_lossy().replace('\\', "\\\\"))
-            }
-        };
-        let config: Self = toml::from_str(&text).context("reading the gateway configuration")?;
-        let mut names = std::collections::BTreeSet::new();
-        for upstream in &config.upstream {
-            if !names.insert(upstream.name.as_str()) {
-                bail!("two upstreams are called {:?}", upstream.name);
-            }
-            if upstream.name.is_empty() || upstream.name.contains('/') {
-                bail!(
-                    "upstream name {:?} must be non-empty and have no '/'",
-                    upstream.name
-                );
-            }
-            if upstream.url.is_some() && (!upstream.env.is_empty() || !upstream.pass_env.is_empty())
-            {
-                bail!(
-                    "upstream {:?}: env and pass_env are for command upstreams",
-                    upstream.name
-                );
-            }
-            if upstream.command.is_some() == upstream.url.is_some() {
-                bail!(
-                    "upstream {:?} needs exactly one of command and url",
-                    upstream.name
-                );
-            }
-        }
-        Ok(config)
-    }
-
-    fn pins(&self) -> anyhow::Result<Pins> {
-        let mut pins = Pins::default();
-        for (id, digest) in &self.pins {
-            let digest = SchemaDigest::from_hex(digest)
-                .with_context(|| format!("pin for {id} is not a 64-digit hex digest"))?;
-            pins.pin(ToolId::new(id.as_str()), digest);
-        }
-        Ok(pins)
-    }
-}
-
-/// Builds the gateway: connects every upstream and loads its tools.
+/// Builds the gateway: connects every upstream at once and loads its
+/// tools. An upstream that fails is logged and retried in the background;
+/// the failures are returned beside the gateway.
 pub(crate) async fn start(
     config: &Config,
+    config_path: Option<&Path>,
     auth: &AuthArgs,
     tls_trust: &TlsTrust,
-) -> anyhow::Result<Gateway> {
+) -> anyhow::Result<(Gateway, Vec<String>)> {
     let disclosure = match config.mode {
         Mode::Default => Disclosure::Default,
         Mode::Progressive => Disclosure::Progressive,
@@ -175,68 +50,126 @@ pub(crate) async fn start(
         .instructions("A gateway in front of several MCP servers; tool names are `upstream/tool`.");
     let gateway = Gateway::build(builder, disclosure, config.pins()?)
         .context("building the gateway's server")?;
-    for upstream in &config.upstream {
-        let target = match (&upstream.command, &upstream.url) {
-            (Some(command), None) => {
-                let mut target = Target::command(command.clone())?;
-                if let Target::Command(child) = &mut target {
-                    child.env = upstream
-                        .env
-                        .iter()
-                        .map(|(key, value)| (key.into(), value.into()))
-                        .collect();
-                    child.pass_env = upstream.pass_env.iter().map(Into::into).collect();
-                }
-                target
-            }
-            (None, Some(url)) => Target::url(url)?,
-            _ => bail!(
-                "upstream {:?} needs exactly one of command and url",
-                upstream.name
-            ),
-        };
-        let mut client = ClientOptions {
-            handler: gateway.notices_for(&upstream.name),
-            // The gateway lists again exactly when an upstream says its
-            // tools changed; a cached list would hide the change.
-            cache: false,
-            ..ClientOptions::default()
-        };
-        client.client_info.name = "droid-gateway".to_owned();
-        if let Some(revision) = &upstream.revision {
-            client.revisions =
-                vec![revision.parse::<ProtocolVersion>().with_context(|| {
-                    format!("upstream {:?}: revision {revision}", upstream.name)
-                })?];
+    // What was trusted on first use outlives the process, except for the
+    // embedded default, whose one upstream is this program.
+    let state = config
+        .state
+        .clone()
+        .or_else(|| config_path.and_then(config::default_state));
+    match (&state, config_path) {
+        (Some(path), _) => {
+            let store = TrustFile::open(path).context("opening the gateway's state file")?;
+            gateway.set_trust_store(Arc::new(store));
         }
-        let trust = match &upstream.ca_file {
-            Some(path) => TlsTrust::with_ca_file(path)
-                .with_context(|| format!("upstream {:?}: ca_file", upstream.name))?,
-            None => tls_trust.clone(),
-        };
-        let options = ConnectOptions {
-            client,
-            http: HttpOptions {
-                trust,
-                ..HttpOptions::default()
-            },
-            ..ConnectOptions::default()
-        };
-        let connected = connect(&target, options)
-            .await
-            .with_context(|| format!("connecting to upstream {:?} ({target})", upstream.name))?;
-        let trust = match upstream.trust {
-            TrustConfig::Pinned => Trust::Pinned,
-            TrustConfig::OnFirstUse => Trust::OnFirstUse,
-        };
-        gateway
-            .add_upstream(&upstream.name, connected, trust)
-            .await
-            .with_context(|| format!("listing the tools of upstream {:?}", upstream.name))?;
+        (None, Some(_)) => tracing::warn!(
+            target: "droid",
+            "no state file (set `state`, or HOME): pins trusted on first use last only until exit"
+        ),
+        (None, None) => {}
     }
-    // Scopes are set once every upstream is in, and each must name a tool
-    // the catalog holds (verified or not): a typo would leave the tool it
-    // meant open to everyone.
+    let mut prepared = Vec::new();
+    for upstream in config.enabled() {
+        prepared.push((upstream, prepare(upstream, tls_trust)?));
+    }
+    let attempts = prepared
+        .into_iter()
+        .map(|(upstream, (connector, options))| {
+            let gateway = gateway.clone();
+            async move {
+                gateway
+                    .add_upstream(&upstream.name, connector, options)
+                    .await
+                    .map_err(|error| error.to_string())
+            }
+        });
+    let failures: Vec<String> = join_all(attempts)
+        .await
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    for failure in &failures {
+        tracing::warn!(target: "droid", "{failure}; retrying in the background");
+    }
+    apply_scopes(config, auth, &gateway)?;
+    Ok((gateway, failures))
+}
+
+/// The connector and options for one upstream.
+fn prepare(
+    upstream: &UpstreamConfig,
+    tls_trust: &TlsTrust,
+) -> anyhow::Result<(
+    protocol_droid::application::bridge::Connector,
+    UpstreamOptions,
+)> {
+    let name = &upstream.name;
+    let target = match (&upstream.command, &upstream.url) {
+        (Some(command), None) => {
+            let mut target = Target::command(command.clone())?;
+            if let Target::Command(child) = &mut target {
+                child.env = upstream
+                    .env
+                    .iter()
+                    .map(|(key, value)| (key.into(), value.into()))
+                    .collect();
+                child.pass_env = upstream.pass_env.iter().map(Into::into).collect();
+                child.cwd.clone_from(&upstream.cwd);
+            }
+            target
+        }
+        (None, Some(url)) => Target::url(url).with_context(|| format!("upstream {name:?}"))?,
+        _ => anyhow::bail!("upstream {name:?} needs exactly one of command and url"),
+    };
+    let mut client = ClientOptions::default();
+    client.client_info.name = "droid-gateway".to_owned();
+    client.request_timeout = upstream.timeout();
+    if let Some(revision) = &upstream.revision {
+        client.revisions = vec![
+            revision
+                .parse::<ProtocolVersion>()
+                .with_context(|| format!("upstream {name:?}: revision {revision}"))?,
+        ];
+    }
+    let trust = match &upstream.ca_file {
+        Some(path) => {
+            TlsTrust::with_ca_file(path).with_context(|| format!("upstream {name:?}: ca_file"))?
+        }
+        None => tls_trust.clone(),
+    };
+    let mut http = HttpOptions {
+        trust,
+        ..HttpOptions::default()
+    };
+    for (header, value) in &upstream.headers {
+        http.add_header(header, value)
+            .with_context(|| format!("upstream {name:?}: headers"))?;
+    }
+    let token = crate::secret::read_named(
+        upstream.bearer_token_env.as_deref(),
+        upstream.bearer_token_file.as_deref(),
+    )
+    .with_context(|| format!("upstream {name:?}: bearer token"))?;
+    let authorizer = token.map(|t| -> Arc<dyn Authorizer> { Arc::new(StaticToken::new(t)) });
+    let connect = ConnectOptions {
+        client,
+        authorizer,
+        http,
+    };
+    let mut options = UpstreamOptions::default();
+    options.trust = match upstream.trust {
+        TrustConfig::Pinned => Trust::Pinned,
+        TrustConfig::OnFirstUse => Trust::OnFirstUse,
+    };
+    options.tools = upstream.policy()?;
+    options.timeout = upstream.timeout();
+    Ok((connector(target, connect), options))
+}
+
+/// Scope rules, from the configuration and `--auth-scope`. Each must name a
+/// tool of an upstream: a typo would leave the tool it meant open to
+/// everyone. A rule for an upstream that is not up yet cannot be checked
+/// against its tools, and is kept.
+fn apply_scopes(config: &Config, auth: &AuthArgs, gateway: &Gateway) -> anyhow::Result<()> {
     let mut rules: Vec<(String, String)> = config.scopes.clone().into_iter().collect();
     for rule in auth.scope_rules()? {
         anyhow::ensure!(
@@ -248,16 +181,20 @@ pub(crate) async fn start(
         rules.push((rule.name, rule.scope));
     }
     let catalog = gateway.catalog();
+    let upstreams = gateway.upstreams();
     for (tool, scope) in rules {
         let id = ToolId::new(tool.as_str());
+        let upstream = tool.split_once('/').map(|(upstream, _)| upstream);
+        let status = upstreams.iter().find(|u| Some(u.name.as_str()) == upstream);
+        let checkable = status.is_some_and(|u| matches!(u.health, UpstreamHealth::Up { .. }));
         anyhow::ensure!(
-            catalog.iter().any(|(known, _, _)| *known == id),
+            status.is_some() && (!checkable || catalog.iter().any(|(known, _, _)| *known == id)),
             "the scope rule for {tool:?} names no tool of any upstream (ids are `upstream/tool`; \
              see --print-digests)"
         );
         gateway.require_scope(id, scope);
     }
-    Ok(gateway)
+    Ok(())
 }
 
 /// `droid gateway`.
@@ -266,16 +203,24 @@ pub(crate) fn run(
     print_digests: bool,
     mut listening: crate::Listening<'_>,
 ) -> anyhow::Result<()> {
-    let config = Config::load(config)?;
+    let config_path = config;
+    let config = Config::load(config_path)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let gateway = start(&config, listening.auth, listening.trust).await?;
+        let (gateway, failures) =
+            start(&config, config_path, listening.auth, listening.trust).await?;
         if print_digests {
             let mut out = std::io::stdout().lock();
             for (id, digest, provenance) in gateway.catalog() {
                 use std::io::Write as _;
                 writeln!(out, "{id:<48} {digest} {provenance}")?;
             }
+            // A list missing an upstream's tools must not pass for whole.
+            anyhow::ensure!(
+                failures.is_empty(),
+                "the list is incomplete: {}",
+                failures.join("; ")
+            );
             return Ok(());
         }
         let unverified = gateway

@@ -134,13 +134,13 @@ pub enum ConnectError {
 /// # }
 /// ```
 ///
-/// A gateway whose one upstream is a server from npm, served on stdio:
+/// A gateway whose one upstream is a server from npm, served on stdio (the
+/// gateway opens it through [`connector`], and again whenever it dies):
 ///
 /// ```no_run
 /// use protocol_droid::adapters::primary::stdio::{StdioOptions, serve_process};
-/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
-/// use protocol_droid::application::client::ClientOptions;
-/// use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, Trust};
+/// use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
+/// use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, Trust, UpstreamOptions};
 /// use protocol_droid::application::server::Server;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -150,15 +150,10 @@ pub enum ConnectError {
 ///     Pins::default(),
 /// )?;
 /// let target = Target::command(["npx", "-y", "@modelcontextprotocol/server-everything"])?;
-/// let options = ConnectOptions {
-///     client: ClientOptions {
-///         handler: gateway.notices_for("everything"),
-///         ..ClientOptions::default()
-///     },
-///     ..ConnectOptions::default()
-/// };
-/// let upstream = connect(&target, options).await?;
-/// gateway.add_upstream("everything", upstream, Trust::OnFirstUse).await?;
+/// let mut options = UpstreamOptions::default();
+/// options.trust = Trust::OnFirstUse;
+/// let upstream = connector(target, ConnectOptions::default());
+/// gateway.add_upstream("everything", upstream, options).await?;
 /// serve_process(gateway.server().clone(), StdioOptions::default()).await?;
 /// # Ok(())
 /// # }
@@ -289,13 +284,8 @@ async fn connect_url(url: &Url, options: ConnectOptions) -> Result<Client, Conne
     }
     tracing::debug!(url = %super::tls::redacted(url), "Streamable HTTP refused; trying HTTP+SSE");
     let (tx, rx) = inbound_queue();
-    let Ok(link) = LegacySse::connect(
-        url.clone(),
-        tx,
-        options.authorizer.clone(),
-        &options.http.trust,
-    )
-    .await
+    let Ok(link) =
+        LegacySse::connect(url.clone(), tx, options.authorizer.clone(), &options.http).await
     else {
         // Not an HTTP+SSE server either: the first refusal says more.
         return Ok(streamable?);

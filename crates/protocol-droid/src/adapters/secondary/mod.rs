@@ -7,3 +7,4 @@ pub mod connect;
 pub mod http;
 pub mod oauth;
 pub mod tls;
+pub mod trust_file;

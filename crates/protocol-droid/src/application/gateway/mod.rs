@@ -5,20 +5,29 @@
 //! [`SessionToolSet`] is what one session may see and call, pinned per tool;
 //! [`ExecutionGate`] checks both on every call, so a tool whose definition
 //! changed after it was approved (a rug pull) is refused by name.
+//! Upstreams are added with a connector, so the gateway can reopen them
+//! (`upstream`), and a [`ToolPolicy`] says which of their tools are offered.
 
 mod catalog;
 mod discovery;
 mod gate;
+mod policy;
 mod runtime;
 mod session;
+mod upstream;
 
 pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
 pub use discovery::{ACTIVATE_TOOLS, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
-pub use runtime::{Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS, Trust};
+pub use policy::{PolicyError, ToolPolicy};
+pub use runtime::{Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS};
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,
+};
+pub use upstream::{
+    DEFAULT_TIMEOUT, Trust, TrustStore, UpstreamError, UpstreamHealth, UpstreamOptions,
+    UpstreamStatus,
 };
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! (`discovery`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -21,7 +21,12 @@ use tokio::sync::mpsc;
 use super::catalog::{CatalogChange, Pins, ToolCatalog, ToolSource, Upsert};
 use super::gate::ExecutionGate;
 use super::session::{DropReason, DroppedActivation, SessionToolSet};
-use crate::application::client::{Client, ClientError, ClientHandler, Notice, RequestOptions};
+use super::upstream::{
+    self, Trust, TrustStore, Upstream, UpstreamError, UpstreamHealth, UpstreamOptions,
+    UpstreamStatus,
+};
+use crate::application::bridge::Connector;
+use crate::application::client::{ClientError, ClientHandler, Notice, RequestOptions};
 use crate::application::server::PeerSession;
 use crate::application::server::{
     Call, CallError, Server, ServerBuilder, ToolAccess, ToolSpec, ToolVisibility,
@@ -48,16 +53,6 @@ pub enum Disclosure {
     Progressive,
 }
 
-/// How an upstream's tools earn trust.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Trust {
-    /// Only digests pinned in configuration are verified.
-    Pinned,
-    /// The digests seen when the upstream is first loaded are pinned; a later
-    /// change is drift like any other.
-    OnFirstUse,
-}
-
 /// A change to a tool an operator should know about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DriftReport {
@@ -69,14 +64,6 @@ pub struct DriftReport {
     pub new: Option<SchemaDigest>,
     /// Session activations dropped because of it.
     pub dropped_activations: usize,
-}
-
-struct Upstream {
-    client: Client,
-    trust: Trust,
-    /// Whether the first listing has been pinned (on-first-use trust is
-    /// granted once, never re-armed by an upstream that empties its list).
-    first_use_done: bool,
 }
 
 pub(super) struct State {
@@ -92,6 +79,8 @@ pub(super) struct State {
     /// refused by naming the reason rather than as an unknown tool.
     pub(super) lost: BTreeMap<SessionId, BTreeMap<ToolId, String>>,
     pub(super) drift: VecDeque<DriftReport>,
+    /// Where pins trusted on first use are kept beyond this process.
+    trust_store: Option<Arc<dyn TrustStore>>,
 }
 
 /// How many lost activations are remembered per session.
@@ -254,6 +243,7 @@ impl Gateway {
             sessions: BTreeMap::new(),
             lost: BTreeMap::new(),
             drift: VecDeque::new(),
+            trust_store: None,
         }));
         let seen = Arc::clone(&state);
         let visibility: ToolVisibility = Arc::new(move |peer, _caller, name| {
@@ -293,14 +283,23 @@ impl Gateway {
         &self.inner.server
     }
 
-    /// A client handler for the upstream called `name`: it asks the gateway
-    /// to refresh that upstream's tools whenever it says they changed.
-    #[must_use]
-    pub fn notices_for(&self, name: &str) -> Arc<dyn ClientHandler> {
+    /// The client handler the gateway gives each connection to the
+    /// upstream called `name`: it asks the gateway to refresh that
+    /// upstream's tools whenever it says they changed, and to reconnect when
+    /// the connection ends.
+    fn notices_for(&self, name: &str) -> Arc<dyn ClientHandler> {
         Arc::new(UpstreamNotices {
             name: name.to_owned(),
             refresh: self.inner.refresh.clone(),
+            gateway: Arc::downgrade(&self.inner),
         })
+    }
+
+    /// Keeps what is trusted on first use in `store` from now on, and takes
+    /// what it already holds as the first use of the upstreams it names.
+    /// Set it before adding upstreams.
+    pub fn set_trust_store(&self, store: Arc<dyn TrustStore>) {
+        lock(&self.inner.state).trust_store = Some(store);
     }
 
     /// Requires `scope` of a caller to see and call the tool `id`, now and
@@ -314,26 +313,202 @@ impl Gateway {
         lock(&self.inner.state).scopes.insert(id, scope);
     }
 
-    /// Adds an upstream and loads its tools.
+    /// Adds the upstream called `name` (the namespace of its tools), opened
+    /// through `connector`, and makes a first attempt to connect and load
+    /// its tools.
+    ///
+    /// Upstreams may be added concurrently; none waits for another.
     ///
     /// # Errors
     ///
-    /// When its tools cannot be listed.
+    /// [`UpstreamError::Name`] when the name is taken or unusable; otherwise
+    /// why the first attempt failed. The upstream is kept all the same and
+    /// the gateway retries it with a backoff, so a caller may log the error
+    /// and go on serving the others.
     pub async fn add_upstream(
         &self,
         name: &str,
-        client: Client,
-        trust: Trust,
-    ) -> Result<(), ClientError> {
-        lock(&self.inner.state).upstreams.insert(
-            name.to_owned(),
-            Upstream {
-                client,
-                trust,
-                first_use_done: false,
-            },
-        );
-        self.refresh(name).await
+        connector: Connector,
+        options: UpstreamOptions,
+    ) -> Result<(), UpstreamError> {
+        {
+            let mut state = lock(&self.inner.state);
+            if name.is_empty() || name.contains('/') || state.upstreams.contains_key(name) {
+                return Err(UpstreamError::Name(name.to_owned()));
+            }
+            let mut upstream = Upstream::new(connector, options);
+            let recorded = match (&state.trust_store, upstream.options.trust) {
+                (Some(store), Trust::OnFirstUse) => store.first_use(name),
+                _ => None,
+            };
+            if let Some(recorded) = recorded {
+                // Used before: what was trusted then is trusted now, and
+                // nothing more. A pin from configuration wins over it.
+                for (id, digest) in recorded {
+                    if state.pins.get(&id).is_none() {
+                        state.pins.pin(id, digest);
+                    }
+                }
+                upstream.first_use_done = true;
+            }
+            state.upstreams.insert(name.to_owned(), upstream);
+        }
+        let attempt = self.connect(name).await;
+        if attempt.is_err() {
+            self.reconnect_later(name);
+        }
+        attempt
+    }
+
+    /// One attempt to open `name` and load its tools; its health says how
+    /// it went.
+    async fn connect(&self, name: &str) -> Result<(), UpstreamError> {
+        let (connector, timeout) = {
+            let state = lock(&self.inner.state);
+            let Some(upstream) = state.upstreams.get(name) else {
+                return Ok(());
+            };
+            (upstream.connector.clone(), upstream.options.timeout)
+        };
+        let outcome = match upstream::open(name, &connector, self.notices_for(name), timeout).await
+        {
+            Ok(client) => {
+                let version = client.version();
+                if let Some(upstream) = lock(&self.inner.state).upstreams.get_mut(name) {
+                    upstream.client = Some(client);
+                    if let Some(version) = version {
+                        upstream.health = UpstreamHealth::Up { version };
+                    }
+                }
+                match tokio::time::timeout(timeout, self.refresh(name)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(source)) => Err(UpstreamError::List {
+                        upstream: name.to_owned(),
+                        source,
+                    }),
+                    Err(_) => Err(UpstreamError::TimedOut {
+                        upstream: name.to_owned(),
+                        after: timeout,
+                    }),
+                }
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = &outcome {
+            let closing = {
+                let mut state = lock(&self.inner.state);
+                state.upstreams.get_mut(name).and_then(|upstream| {
+                    let attempts = match &upstream.health {
+                        UpstreamHealth::Down { attempts, .. } => attempts.saturating_add(1),
+                        _ => 1,
+                    };
+                    upstream.health = UpstreamHealth::Down {
+                        reason: error.to_string(),
+                        attempts,
+                    };
+                    upstream.client.take()
+                })
+            };
+            // Closed outside the lock: closing tells the handler, which
+            // takes it.
+            if let Some(client) = closing {
+                client.close().await;
+            }
+        }
+        outcome
+    }
+
+    /// Retries `name` with a backoff until it is up, unless a retry loop is
+    /// already running for it. The loop holds the gateway only while it
+    /// tries, so a gateway that is dropped stops it.
+    fn reconnect_later(&self, name: &str) {
+        {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstreams.get_mut(name) else {
+                return;
+            };
+            if upstream.reconnecting {
+                return;
+            }
+            upstream.reconnecting = true;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let name = name.to_owned();
+        runtime.spawn(async move {
+            let mut attempt = 1;
+            loop {
+                tokio::time::sleep(upstream::backoff(attempt)).await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let gateway = Self { inner };
+                match gateway.connect(&name).await {
+                    Ok(()) => {
+                        tracing::info!(upstream = %name, attempt, "the upstream is up again");
+                        gateway.reconnected(&name);
+                        return;
+                    }
+                    Err(error) => {
+                        tracing::warn!(upstream = %name, attempt, %error, "reconnecting failed");
+                    }
+                }
+                attempt = attempt.saturating_add(1);
+            }
+        });
+    }
+
+    fn reconnected(&self, name: &str) {
+        if let Some(upstream) = lock(&self.inner.state).upstreams.get_mut(name) {
+            upstream.reconnecting = false;
+        }
+    }
+
+    /// The connection to `name` ended: unless it was already replaced, the
+    /// upstream is down until it is reopened.
+    fn upstream_closed(&self, name: &str, reason: &str) {
+        let down = {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstreams.get_mut(name) else {
+                return;
+            };
+            match &upstream.client {
+                Some(client) if client.closed().is_some() => {
+                    upstream.client = None;
+                    upstream.health = UpstreamHealth::Down {
+                        reason: format!("the connection ended: {reason}"),
+                        attempts: 0,
+                    };
+                    true
+                }
+                _ => false,
+            }
+        };
+        if down {
+            tracing::warn!(upstream = %name, %reason, "the upstream's connection ended; reconnecting");
+            self.reconnect_later(name);
+        }
+    }
+
+    /// Every upstream, in name order, with its health.
+    #[must_use]
+    pub fn upstreams(&self) -> Vec<UpstreamStatus> {
+        let state = lock(&self.inner.state);
+        state
+            .upstreams
+            .iter()
+            .map(|(name, upstream)| UpstreamStatus {
+                name: name.clone(),
+                health: upstream.health.clone(),
+                tools: state
+                    .catalog
+                    .records()
+                    .filter(|r| matches!(&r.source, ToolSource::Upstream(u) if u == name))
+                    .count(),
+            })
+            .collect()
     }
 
     /// Lists an upstream's tools again and applies what changed: new tools
@@ -346,38 +521,61 @@ impl Gateway {
     ///
     /// When the upstream's tools cannot be listed.
     pub async fn refresh(&self, name: &str) -> Result<(), ClientError> {
-        let client = {
+        let (client, policy) = {
             let state = lock(&self.inner.state);
             match state.upstreams.get(name) {
-                Some(upstream) => upstream.client.clone(),
-                None => return Ok(()),
+                Some(Upstream {
+                    client: Some(client),
+                    options,
+                    ..
+                }) => (client.clone(), options.tools.clone()),
+                _ => return Ok(()),
             }
         };
-        let tools = client.list_all_tools().await?;
-        let definitions: Vec<JsonObject> = tools
+        // Always from the upstream, never from a cache: a cached list
+        // would hide the change the refresh is for.
+        let tools = client.refresh_tools().await?;
+        let offered: Vec<JsonObject> = tools
             .iter()
             .filter_map(|t| match serde_json::to_value(t) {
                 Ok(Value::Object(map)) => Some(map),
                 _ => None,
             })
             .collect();
+        for named in policy.named() {
+            if !offered
+                .iter()
+                .any(|d| d.get("name").and_then(Value::as_str) == Some(named))
+            {
+                tracing::warn!(upstream = %name, tool = %named, "the tool policy names a tool the upstream does not offer");
+            }
+        }
+        let definitions = policy.apply(name, offered);
         let mut state = lock(&self.inner.state);
         let first_use = state
             .upstreams
             .get(name)
-            .is_some_and(|u| u.trust == Trust::OnFirstUse && !u.first_use_done);
+            .is_some_and(|u| u.options.trust == Trust::OnFirstUse && !u.first_use_done);
         if let Some(upstream) = state.upstreams.get_mut(name) {
             upstream.first_use_done = true;
         }
         if first_use {
+            let mut trusted = BTreeMap::new();
             for definition in &definitions {
                 let tool = definition
                     .get("name")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 let id = ToolId::namespaced(name, tool);
+                let digest = SchemaDigest::of_definition(definition);
                 if state.pins.get(&id).is_none() {
-                    state.pins.pin(id, SchemaDigest::of_definition(definition));
+                    state.pins.pin(id.clone(), digest);
+                }
+                trusted.insert(id, digest);
+            }
+            if let Some(store) = &state.trust_store {
+                if let Err(error) = store.record_first_use(name, &trusted) {
+                    tracing::error!(upstream = %name, %error, "the pins trusted on first use could not be kept; a restart would trust anew");
                 }
             }
         }
@@ -482,7 +680,7 @@ impl Gateway {
 
     /// Authorizes a call through the gate and forwards it upstream.
     async fn forward(&self, id: &ToolId, call: Call) -> Result<ToolResult, CallError> {
-        let (client, name, upstream) = {
+        let (client, name, upstream, timeout) = {
             let mut state = lock(&self.inner.state);
             let set = state.set_for(call.peer(), self.inner.disclosure);
             let record = ExecutionGate::authorize(&set, &state.catalog, id)
@@ -490,19 +688,24 @@ impl Gateway {
             let ToolSource::Upstream(upstream) = &record.source else {
                 return Err(refused(format!("{id} has no upstream")));
             };
-            let name = record.source_name().to_owned();
-            let client = state
+            let linked = state
                 .upstreams
                 .get(upstream)
-                .map(|u| u.client.clone())
                 .ok_or_else(|| refused(format!("upstream {upstream} is gone")))?;
-            (client, name, upstream.clone())
+            let client = linked.usable(upstream).map_err(CallError::internal)?;
+            let name = linked
+                .options
+                .tools
+                .upstream_name(record.source_name())
+                .to_owned();
+            (client, name, upstream.clone(), linked.options.timeout)
         };
         let arguments: JsonObject = call.args()?;
-        match client
-            .call_tool(&name, Some(arguments), &RequestOptions::default())
-            .await
-        {
+        let options = RequestOptions {
+            timeout: Some(timeout),
+            ..RequestOptions::default()
+        };
+        match client.call_tool(&name, Some(arguments), &options).await {
             Ok(reply) => Ok(reply.value),
             // These describe the gateway's own link to the upstream, not the
             // caller's request; passed on, they would send the caller to fix
@@ -522,7 +725,7 @@ impl Gateway {
             }
             Err(ClientError::Server(error)) => Err(CallError::Protocol(error)),
             Err(error) => Err(CallError::internal(format!(
-                "upstream call failed: {error}"
+                "upstream {upstream} failed the call: {error}"
             ))),
         }
     }
@@ -544,11 +747,13 @@ impl Gateway {
     }
 }
 
-/// Forwards an upstream's list changes to the gateway.
+/// Forwards an upstream's list changes, and the end of its connection, to
+/// the gateway.
 #[derive(Debug)]
 struct UpstreamNotices {
     name: String,
     refresh: mpsc::Sender<String>,
+    gateway: Weak<Inner>,
 }
 
 impl ClientHandler for UpstreamNotices {
@@ -557,6 +762,20 @@ impl ClientHandler for UpstreamNotices {
             // A full queue already holds a refresh that will see this change.
             let _queued = self.refresh.try_send(self.name.clone());
         }
+    }
+
+    fn closed(&self, reason: &str) {
+        // Handled on a task of its own: this is called from inside the
+        // client, which may be closing while the gateway holds its lock.
+        let (Some(inner), Ok(runtime)) = (
+            self.gateway.upgrade(),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        let name = self.name.clone();
+        let reason = reason.to_owned();
+        runtime.spawn(async move { Gateway { inner }.upstream_closed(&name, &reason) });
     }
 
     fn other(

@@ -17,8 +17,8 @@ use tokio::task::JoinHandle;
 use url::Url;
 
 use super::super::authorizer::Authorizer;
-use super::super::tls::{Trust, describe, redacted};
-use super::streamable::read_limited;
+use super::super::tls::{describe, redacted};
+use super::streamable::{HttpOptions, read_limited};
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
 
 /// How long the server may take to name its endpoint.
@@ -30,6 +30,8 @@ pub struct LegacySse {
     endpoint: Url,
     inbound: InboundTx,
     authorizer: Option<Arc<dyn Authorizer>>,
+    /// Sent with every request, the stream's GET and each POST.
+    headers: HeaderMap,
     stream: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -54,18 +56,22 @@ impl LegacySse {
         url: Url,
         inbound: InboundTx,
         authorizer: Option<Arc<dyn Authorizer>>,
-        trust: &Trust,
+        options: &HttpOptions,
     ) -> Result<Self, LinkError> {
-        let http = trust
+        let http = options
+            .trust
             .client_builder()
             .map_err(|e| LinkError::Io(e.to_string()))?
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| LinkError::Io(e.to_string()))?;
-        let mut request = http.get(url.clone()).header(
-            header::ACCEPT,
-            HeaderValue::from_static("text/event-stream"),
-        );
+        let mut request = http
+            .get(url.clone())
+            .headers(options.headers.clone())
+            .header(
+                header::ACCEPT,
+                HeaderValue::from_static("text/event-stream"),
+            );
         if let Some(value) = authorization(authorizer.as_deref()).await? {
             request = request.header(header::AUTHORIZATION, value);
         }
@@ -135,6 +141,7 @@ impl LegacySse {
             endpoint,
             inbound,
             authorizer,
+            headers: options.headers.clone(),
             stream: Mutex::new(Some(task)),
         })
     }
@@ -158,7 +165,7 @@ impl Link for LegacySse {
         Box::pin(async move {
             let body = serde_json::to_vec(&message.message)
                 .map_err(|e| LinkError::Io(format!("unwritable message: {e}")))?;
-            let mut headers = HeaderMap::new();
+            let mut headers = self.headers.clone();
             headers.insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),

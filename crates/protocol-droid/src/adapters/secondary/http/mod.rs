@@ -6,4 +6,4 @@ pub mod legacy_sse;
 pub mod streamable;
 
 pub use legacy_sse::LegacySse;
-pub use streamable::{HttpOptions, StreamableHttp};
+pub use streamable::{HttpOptions, InvalidHeader, StreamableHttp};

@@ -71,6 +71,29 @@ impl Default for HttpOptions {
     }
 }
 
+impl HttpOptions {
+    /// Adds a header sent with every request, kept out of debug output
+    /// (configured headers often carry keys).
+    ///
+    /// # Errors
+    ///
+    /// When `name` or `value` cannot be an HTTP header.
+    pub fn add_header(&mut self, name: &str, value: &str) -> Result<(), InvalidHeader> {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| InvalidHeader(format!("{name:?} is not a header name")))?;
+        let mut value = HeaderValue::from_str(value)
+            .map_err(|_| InvalidHeader(format!("the value of {name} is not a header value")))?;
+        value.set_sensitive(true);
+        self.headers.append(name, value);
+        Ok(())
+    }
+}
+
+/// A header that cannot be sent; says which, never the value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidHeader(String);
+
 #[derive(Debug, Default)]
 struct State {
     session: Option<String>,

@@ -1,0 +1,403 @@
+//! The gateway's configuration: one model that the TOML file and the JSON
+//! forms other MCP clients keep (`json`) are both read into.
+//!
+//! ```toml
+//! listen = "127.0.0.1:8931"      # Streamable HTTP at /mcp; stdio when absent
+//! mode = "progressive"           # or "default": every verified tool for everyone
+//! state = "/var/lib/droid/gateway.json"  # pins trusted on first use
+//!
+//! [[upstream]]
+//! name = "files"                 # the namespace: tools are `files/<name>`
+//! command = ["npx", "some-server"]
+//! cwd = "/srv/files"
+//! env = { LOG_LEVEL = "warn", API_KEY = "${env:FILES_KEY}" }
+//!
+//! [[upstream]]
+//! name = "web"
+//! url = "https://mcp.example.internal/mcp"
+//! headers = { "X-Tenant" = "blue" }
+//! bearer_token_env = "WEB_TOKEN" # or bearer_token_file
+//! revision = "2025-11-25"        # optional: pin the revision
+//! trust = "on-first-use"         # pin what is seen first; default "pinned"
+//! timeout = 30                   # seconds to connect, list or answer a call
+//! tools = { deny = ["delete_page"], rename = { search = "web_search" } }
+//!
+//! [pins]                         # the operator's approvals, by digest
+//! "files/read_file" = "3f1c…"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use protocol_droid::application::gateway::{DEFAULT_TIMEOUT, Pins, ToolPolicy};
+use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
+use serde::Deserialize;
+
+/// The configuration used when none is given. `{self}` is this program.
+pub(crate) const EMBEDDED_DEFAULT: &str = r#"
+# The built-in fixture server as the one upstream, trusted on first use.
+mode = "default"
+
+[[upstream]]
+name = "fixture"
+command = ["{self}", "serve"]
+trust = "on-first-use"
+"#;
+
+/// The gateway's configuration, whichever form it was read from.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Config {
+    /// Where to serve Streamable HTTP; stdio when absent.
+    pub(crate) listen: Option<String>,
+    /// `default` or `progressive`.
+    #[serde(default)]
+    pub(crate) mode: Mode,
+    /// Where the pins trusted on first use are kept.
+    pub(crate) state: Option<PathBuf>,
+    /// The upstream servers.
+    #[serde(default)]
+    pub(crate) upstream: Vec<UpstreamConfig>,
+    /// Approved digests, by tool id.
+    #[serde(default)]
+    pub(crate) pins: BTreeMap<String, String>,
+    /// The scope a caller needs for a tool, by tool id (with authorization
+    /// on, see `--auth-issuer`).
+    #[serde(default)]
+    pub(crate) scopes: BTreeMap<String, String>,
+}
+
+/// How sessions get their tools.
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Mode {
+    #[default]
+    Default,
+    Progressive,
+}
+
+/// How an upstream's tools earn trust.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum TrustConfig {
+    #[default]
+    Pinned,
+    OnFirstUse,
+}
+
+/// One upstream server.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpstreamConfig {
+    pub(crate) name: String,
+    pub(crate) command: Option<Vec<String>>,
+    pub(crate) url: Option<String>,
+    pub(crate) revision: Option<String>,
+    #[serde(default)]
+    pub(crate) trust: TrustConfig,
+    /// A private CA for this upstream's `https` URL, besides the default
+    /// roots and in place of `--ca-file`.
+    pub(crate) ca_file: Option<PathBuf>,
+    /// The working directory of a command upstream.
+    pub(crate) cwd: Option<PathBuf>,
+    /// Variables set for a command upstream, which otherwise gets only
+    /// PATH, HOME, the locale and TERM of the gateway's environment.
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    /// Variables of the gateway's environment passed on to a command
+    /// upstream by name.
+    #[serde(default)]
+    pub(crate) pass_env: Vec<String>,
+    /// Headers sent with every request to a URL upstream.
+    #[serde(default)]
+    pub(crate) headers: BTreeMap<String, String>,
+    /// The variable holding a bearer token for a URL upstream.
+    pub(crate) bearer_token_env: Option<String>,
+    /// The file holding a bearer token for a URL upstream.
+    pub(crate) bearer_token_file: Option<PathBuf>,
+    /// Seconds to connect, list tools or answer a call.
+    pub(crate) timeout: Option<f64>,
+    /// `false` leaves the upstream out.
+    pub(crate) enabled: Option<bool>,
+    /// Which tools are offered, under which names.
+    #[serde(default)]
+    pub(crate) tools: ToolsConfig,
+}
+
+/// The `tools` table of an upstream.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ToolsConfig {
+    /// Only these (by the upstream's names).
+    pub(crate) allow: Option<Vec<String>>,
+    /// Never these.
+    #[serde(default)]
+    pub(crate) deny: Vec<String>,
+    /// New names, by the upstream's names.
+    #[serde(default)]
+    pub(crate) rename: BTreeMap<String, String>,
+    /// Descriptions shown in place of the upstream's.
+    #[serde(default)]
+    pub(crate) descriptions: BTreeMap<String, String>,
+}
+
+impl Config {
+    /// Reads `path` (JSON forms by their `.json` ending, TOML otherwise), or
+    /// the embedded default.
+    pub(crate) fn load(path: Option<&Path>) -> anyhow::Result<Self> {
+        let config = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let is_json = path
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+                if is_json {
+                    super::json::read(&text)
+                        .with_context(|| format!("reading {}", path.display()))?
+                } else {
+                    toml::from_str(&text)
+                        .with_context(|| format!("reading {} as TOML", path.display()))?
+                }
+            }
+            None => {
+                let me = std::env::current_exe().context("finding this program")?;
+                let text =
+                    EMBEDDED_DEFAULT.replace("{self}", &me.to_string_lossy().replace('\\', "\\\\"));
+                toml::from_str(&text).context("reading the embedded configuration")?
+            }
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// The rules no form can check on its own.
+    fn check(&self) -> anyhow::Result<()> {
+        let mut names = std::collections::BTreeSet::new();
+        for upstream in &self.upstream {
+            let name = &upstream.name;
+            ensure!(
+                names.insert(name.as_str()),
+                "two upstreams are called {name:?}"
+            );
+            ensure!(
+                !name.is_empty() && !name.contains('/'),
+                "upstream name {name:?} must be non-empty and have no '/'"
+            );
+            ensure!(
+                upstream.command.is_some() != upstream.url.is_some(),
+                "upstream {name:?} needs exactly one of command and url"
+            );
+            if upstream.command.as_ref().is_some_and(Vec::is_empty) {
+                bail!("upstream {name:?}: the command is empty");
+            }
+            if upstream.url.is_some() {
+                ensure!(
+                    upstream.env.is_empty()
+                        && upstream.pass_env.is_empty()
+                        && upstream.cwd.is_none(),
+                    "upstream {name:?}: env, pass_env and cwd are for command upstreams"
+                );
+            } else {
+                ensure!(
+                    upstream.headers.is_empty()
+                        && upstream.bearer_token_env.is_none()
+                        && upstream.bearer_token_file.is_none()
+                        && upstream.ca_file.is_none(),
+                    "upstream {name:?}: headers, bearer tokens and ca_file are for url upstreams"
+                );
+            }
+            ensure!(
+                upstream.bearer_token_env.is_none() || upstream.bearer_token_file.is_none(),
+                "upstream {name:?}: give the bearer token one way, bearer_token_env or bearer_token_file"
+            );
+            if let Some(seconds) = upstream.timeout {
+                ensure!(
+                    seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0,
+                    "upstream {name:?}: timeout must be a number of seconds above 0, at most a day"
+                );
+            }
+            upstream
+                .policy()
+                .with_context(|| format!("upstream {name:?}: tools"))?;
+        }
+        Ok(())
+    }
+
+    /// The upstreams to run: those not disabled.
+    pub(crate) fn enabled(&self) -> impl Iterator<Item = &UpstreamConfig> {
+        self.upstream.iter().filter(|u| u.enabled != Some(false))
+    }
+
+    /// The operator's pins.
+    pub(crate) fn pins(&self) -> anyhow::Result<Pins> {
+        let mut pins = Pins::default();
+        for (id, digest) in &self.pins {
+            let digest = SchemaDigest::from_hex(digest)
+                .with_context(|| format!("pin for {id} is not a 64-digit hex digest"))?;
+            pins.pin(ToolId::new(id.as_str()), digest);
+        }
+        Ok(pins)
+    }
+}
+
+impl UpstreamConfig {
+    /// The tool policy its `tools` table describes.
+    pub(crate) fn policy(&self) -> anyhow::Result<ToolPolicy> {
+        let tools = &self.tools;
+        let mut policy = ToolPolicy::default().deny(tools.deny.iter().cloned());
+        if let Some(allow) = &tools.allow {
+            policy = policy.allow(allow.iter().cloned());
+        }
+        for (from, to) in &tools.rename {
+            policy = policy.rename(from.clone(), to.clone())?;
+        }
+        for (name, description) in &tools.descriptions {
+            policy = policy.describe(name.clone(), description.clone());
+        }
+        Ok(policy)
+    }
+
+    /// How long it may take.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64)
+    }
+}
+
+/// Where the pins trusted on first use are kept for the configuration at
+/// `config`, when the configuration does not say: under the user's state
+/// directory, named after the configuration's own path, so two gateways
+/// with two configurations keep two states.
+pub(crate) fn default_state(config: &Path) -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|home| PathBuf::from(home).join(".local").join("state"))
+        })?;
+    let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+    Some(base.join("droid").join("gateway").join(state_name(&config)))
+}
+
+/// The state file's name for the configuration at `config`: the path with
+/// its separators and `%` percent-encoded, so distinct paths give distinct
+/// names and the name still reads as the path.
+fn state_name(config: &Path) -> String {
+    let mut name = String::new();
+    for c in config.to_string_lossy().trim_start_matches('/').chars() {
+        match c {
+            '/' => name.push_str("%2F"),
+            '\\' => name.push_str("%5C"),
+            '%' => name.push_str("%25"),
+            c => name.push(c),
+        }
+    }
+    name + ".state.json"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toml(text: &str) -> anyhow::Result<Config> {
+        let config: Config = toml::from_str(text)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn every_upstream_setting_is_read() -> anyhow::Result<()> {
+        let config = toml(
+            r#"
+            state = "/tmp/state.json"
+            [[upstream]]
+            name = "web"
+            url = "https://example.test/mcp"
+            headers = { "X-Tenant" = "blue" }
+            bearer_token_env = "WEB_TOKEN"
+            timeout = 2.5
+            enabled = true
+            tools = { allow = ["a", "b"], deny = ["b"], rename = { a = "alpha" }, descriptions = { a = "A." } }
+
+            [[upstream]]
+            name = "off"
+            command = ["x"]
+            cwd = "/srv"
+            enabled = false
+            "#,
+        )?;
+        assert_eq!(config.state.as_deref(), Some(Path::new("/tmp/state.json")));
+        let [web, off] = &config.upstream[..] else {
+            bail!("two upstreams expected");
+        };
+        assert_eq!(
+            web.headers.get("X-Tenant").map(String::as_str),
+            Some("blue")
+        );
+        assert_eq!(web.timeout(), Duration::from_millis(2500));
+        let policy = web.policy()?;
+        assert_eq!(policy.upstream_name("alpha"), "a");
+        assert_eq!(
+            config
+                .enabled()
+                .map(|u| u.name.as_str())
+                .collect::<Vec<_>>(),
+            ["web"]
+        );
+        assert_eq!(off.cwd.as_deref(), Some(Path::new("/srv")));
+        Ok(())
+    }
+
+    #[test]
+    fn settings_for_the_other_kind_of_upstream_are_refused() {
+        for (text, needle) in [
+            (
+                "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\nheaders = { A = \"b\" }",
+                "headers, bearer tokens and ca_file are for url upstreams",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\ncwd = \"/\"",
+                "env, pass_env and cwd are for command upstreams",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\nbearer_token_env = \"A\"\nbearer_token_file = \"/a\"",
+                "give the bearer token one way",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\ntimeout = 0",
+                "timeout must be a number of seconds above 0",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\ntools = { rename = { b = \"c/d\" } }",
+                "cannot be a tool name",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\ncommand = []",
+                "the command is empty",
+            ),
+        ] {
+            let error = toml(text).err().map(|e| format!("{e:#}"));
+            assert!(
+                error.as_deref().is_some_and(|e| e.contains(needle)),
+                "{text}: {error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_state_is_named_after_the_configuration() {
+        assert_eq!(
+            state_name(Path::new("/home/u/a%b/mcp.json")),
+            "home%2Fu%2Fa%25b%2Fmcp.json.state.json"
+        );
+        assert_ne!(
+            state_name(Path::new("/a%/b")),
+            state_name(Path::new("/a/%b"))
+        );
+    }
+}

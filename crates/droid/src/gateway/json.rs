@@ -1,0 +1,340 @@
+//! The JSON files other MCP clients keep, read as they are, so
+//! `droid gateway --config ~/.cursor/mcp.json` serves what the editor would
+//! start.
+//!
+//! Two shapes: `{"mcpServers": {NAME: ENTRY}}` (Claude Desktop, Claude
+//! Code's `.mcp.json`, Cursor, Windsurf, Cline) and `{"servers": {NAME:
+//! ENTRY}}` (VS Code's `mcp.json`). An entry is a command (`command`,
+//! `args`, `env`, `cwd`) or a URL (`url`, `headers`), with an optional
+//! `type` of `stdio`, `http` (or `streamable-http`) or `sse`, and is left
+//! out when `disabled` is true or `enabled` false. What those clients keep
+//! for themselves (`autoApprove`, `alwaysAllow`, `inputs`, …) is passed
+//! over.
+//!
+//! Variables are expanded in the command, its arguments, `env` values,
+//! `cwd`, the URL and header values, in the forms those clients use:
+//! `${env:NAME}`, `${NAME}` and `${NAME:-default}`. A variable that is not
+//! set is an error naming it, never an empty string: an empty token would
+//! fail later and further from its cause. An editor's own variables
+//! (`${input:…}`, `${workspaceFolder}`) have no meaning here and are
+//! refused by name.
+//!
+//! Every upstream read this way is trusted on first use, and what was
+//! trusted is kept in the gateway's state file: the first start takes the
+//! servers as they are, later starts hold them to it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail, ensure};
+use serde::Deserialize;
+
+use super::config::{Config, Mode, ToolsConfig, TrustConfig, UpstreamConfig};
+
+#[derive(Debug, Deserialize)]
+struct ClientFile {
+    #[serde(rename = "mcpServers")]
+    mcp_servers: Option<BTreeMap<String, Entry>>,
+    servers: Option<BTreeMap<String, Entry>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    env_file: Option<String>,
+    cwd: Option<String>,
+    /// Windsurf calls it `serverUrl`.
+    #[serde(alias = "serverUrl")]
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    disabled: Option<bool>,
+    enabled: Option<bool>,
+    /// Seconds, as Cline keeps it.
+    timeout: Option<f64>,
+}
+
+/// Reads a client's JSON configuration.
+pub(crate) fn read(text: &str) -> anyhow::Result<Config> {
+    read_with(text, &|name| std::env::var(name).ok())
+}
+
+fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Config> {
+    let file: ClientFile = serde_json::from_str(text).context("reading the JSON")?;
+    ensure!(
+        file.mcp_servers.is_some() || file.servers.is_some(),
+        "no \"mcpServers\" or \"servers\" object: not an MCP client configuration"
+    );
+    let mut upstream = Vec::new();
+    for (name, entry) in file
+        .mcp_servers
+        .into_iter()
+        .flatten()
+        .chain(file.servers.into_iter().flatten())
+    {
+        let config = entry
+            .into_upstream(&name, env)
+            .with_context(|| format!("server {name:?}"))?;
+        upstream.push(config);
+    }
+    Ok(Config {
+        listen: None,
+        mode: Mode::Default,
+        state: None,
+        upstream,
+        pins: BTreeMap::new(),
+        scopes: BTreeMap::new(),
+    })
+}
+
+impl Entry {
+    fn into_upstream(
+        self,
+        name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<UpstreamConfig> {
+        let expand = |text: &str| expand(text, env);
+        let remote = match self.kind.as_deref() {
+            None => self.url.is_some(),
+            Some("stdio") => false,
+            Some("http" | "streamable-http" | "streamableHttp" | "sse") => true,
+            Some(other) => bail!("type {other:?} is none of stdio, http, streamable-http, sse"),
+        };
+        ensure!(
+            self.env_file.is_none(),
+            "envFile is not read here; list the variables under \"env\""
+        );
+        let mut config = UpstreamConfig {
+            name: name.to_owned(),
+            trust: TrustConfig::OnFirstUse,
+            timeout: self.timeout,
+            enabled: Some(self.enabled != Some(false) && self.disabled != Some(true)),
+            tools: ToolsConfig::default(),
+            ..UpstreamConfig::default()
+        };
+        if remote {
+            let url = self.url.context("a remote server needs a \"url\"")?;
+            ensure!(
+                self.command.is_none(),
+                "give a \"command\" or a \"url\", not both"
+            );
+            config.url = Some(expand(&url)?);
+            for (header, value) in &self.headers {
+                config.headers.insert(header.clone(), expand(value)?);
+            }
+        } else {
+            let command = self.command.context("a stdio server needs a \"command\"")?;
+            ensure!(
+                self.headers.is_empty(),
+                "\"headers\" are for remote servers"
+            );
+            let mut argv = vec![expand(&command)?];
+            for arg in &self.args {
+                argv.push(expand(arg)?);
+            }
+            config.command = Some(argv);
+            for (key, value) in &self.env {
+                config.env.insert(key.clone(), expand(value)?);
+            }
+            config.cwd = self
+                .cwd
+                .as_deref()
+                .map(expand)
+                .transpose()?
+                .map(PathBuf::from);
+        }
+        Ok(config)
+    }
+}
+
+/// `text` with its `${…}` variables replaced.
+fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .with_context(|| format!("an unclosed ${{ in {text:?}"))?;
+        let inner = &after[..end];
+        let (variable, default) = match inner.split_once(":-") {
+            Some((variable, default)) => (variable, Some(default)),
+            None => (inner.strip_prefix("env:").unwrap_or(inner), None),
+        };
+        ensure!(
+            is_name(variable),
+            "${{{inner}}} is not an environment variable (set the value itself, or use ${{env:NAME}})"
+        );
+        match (env(variable), default) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => bail!("the environment variable {variable} is not set"),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn is_name(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "TOKEN" => Some("s3cret".to_owned()),
+            "HOME" => Some("/home/u".to_owned()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn claude_desktop_and_cursor_files_are_read_as_they_are() -> anyhow::Result<()> {
+        let config = read_with(
+            r#"{
+              "mcpServers": {
+                "everything": {
+                  "command": "npx",
+                  "args": ["-y", "@modelcontextprotocol/server-everything"],
+                  "env": { "API_KEY": "${env:TOKEN}", "PLAIN": "a$b" },
+                  "autoApprove": ["echo"]
+                },
+                "remote": {
+                  "url": "https://example.test/mcp",
+                  "headers": { "Authorization": "Bearer ${TOKEN}" }
+                },
+                "off": { "command": "x", "disabled": true }
+              }
+            }"#,
+            &env,
+        )?;
+        let [everything, off, remote] = &config.upstream[..] else {
+            bail!("three upstreams expected: {:?}", config.upstream);
+        };
+        assert_eq!(
+            everything.command.as_deref(),
+            Some(&["npx", "-y", "@modelcontextprotocol/server-everything"].map(String::from)[..])
+        );
+        assert_eq!(
+            everything.env.get("API_KEY").map(String::as_str),
+            Some("s3cret")
+        );
+        assert_eq!(everything.env.get("PLAIN").map(String::as_str), Some("a$b"));
+        assert_eq!(everything.trust, TrustConfig::OnFirstUse);
+        assert_eq!(remote.url.as_deref(), Some("https://example.test/mcp"));
+        assert_eq!(
+            remote.headers.get("Authorization").map(String::as_str),
+            Some("Bearer s3cret")
+        );
+        assert_eq!(off.enabled, Some(false));
+        assert_eq!(
+            config
+                .enabled()
+                .map(|u| u.name.as_str())
+                .collect::<Vec<_>>(),
+            ["everything", "remote"]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn vs_code_servers_with_types_are_read() -> anyhow::Result<()> {
+        let config = read_with(
+            r#"{
+              "inputs": [{ "id": "key", "type": "promptString" }],
+              "servers": {
+                "local": { "type": "stdio", "command": "${HOME}/bin/server", "cwd": "${HOME}" },
+                "web": { "type": "http", "url": "http://127.0.0.1:9/mcp" },
+                "old": { "type": "sse", "url": "http://127.0.0.1:9/sse" }
+              }
+            }"#,
+            &env,
+        )?;
+        let local = config.upstream.first().context("no upstream")?;
+        assert_eq!(local.name, "local");
+        assert_eq!(
+            local.command.as_deref(),
+            Some(&["/home/u/bin/server".to_owned()][..])
+        );
+        assert_eq!(local.cwd.as_deref(), Some(std::path::Path::new("/home/u")));
+        assert!(config.upstream.iter().skip(1).all(|u| u.url.is_some()));
+        Ok(())
+    }
+
+    #[test]
+    fn variables_expand_or_fail_by_name() {
+        assert_eq!(
+            expand("${NOPE:-fallback}/x", &env).ok().as_deref(),
+            Some("fallback/x")
+        );
+        assert_eq!(
+            expand("$HOME ${HOME}", &env).ok().as_deref(),
+            Some("$HOME /home/u")
+        );
+        for (text, needle) in [
+            ("${NOPE}", "NOPE is not set"),
+            ("${env:NOPE}", "NOPE is not set"),
+            (
+                "${input:key}",
+                "${input:key} is not an environment variable",
+            ),
+            ("${workspaceFolder}/x", "workspaceFolder is not set"),
+            ("${HOME", "an unclosed ${"),
+        ] {
+            let error = expand(text, &env).err().map(|e| e.to_string());
+            assert!(
+                error.as_deref().is_some_and(|e| e.contains(needle)),
+                "{text}: {error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_cannot_work_is_refused_naming_the_server() {
+        for (text, needle) in [
+            (
+                r#"{"other": {}}"#,
+                "no \"mcpServers\" or \"servers\" object",
+            ),
+            (
+                r#"{"servers": {"a": {"type": "ws", "url": "x"}}}"#,
+                "type \"ws\"",
+            ),
+            (
+                r#"{"servers": {"a": {"type": "stdio"}}}"#,
+                "needs a \"command\"",
+            ),
+            (r#"{"servers": {"a": {"type": "http"}}}"#, "needs a \"url\""),
+            (
+                r#"{"servers": {"a": {"command": "x", "envFile": ".env"}}}"#,
+                "envFile is not read",
+            ),
+            (
+                r#"{"servers": {"a": {"command": "x", "headers": {"A": "b"}}}}"#,
+                "\"headers\" are for remote servers",
+            ),
+        ] {
+            let error = read_with(text, &env).err().map(|e| format!("{e:#}"));
+            assert!(
+                error.as_deref().is_some_and(|e| e.contains(needle)),
+                "{text}: {error:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! `droid gateway` as an operator runs it: configurations in the forms users
+//! keep, upstreams that fail or die, and trust that outlives a restart.
+//! The upstreams are `droid serve`, started by the gateway as a user's
+//! configuration says.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+mod support;
+
+use support::{TestError, listening};
+
+/// How long anything here may take before the test gives up: a bound on a
+/// hang, not a measurement.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+const DROID: &str = env!("CARGO_BIN_EXE_droid");
+
+/// A fresh folder, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Result<Self, TestError> {
+        let dir = std::env::temp_dir().join(format!(
+            "droid-gateway-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self(dir))
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes `text` to `name` in the folder; its path as a string.
+    fn write(&self, name: &str, text: &str) -> Result<String, TestError> {
+        let path = self.path(name);
+        std::fs::write(&path, text)?;
+        Ok(path.to_string_lossy().into_owned())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _removed = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `droid ARGS` to the end, keeping any state it writes in `state`.
+fn droid(args: &[&str], state: &Path) -> Result<Output, TestError> {
+    Ok(Command::new(DROID)
+        .args(args)
+        .env("XDG_STATE_HOME", state)
+        .output()?)
+}
+
+/// `--print-digests` of the gateway configured by `config`: each tool id
+/// with its provenance, and the whole output for messages.
+fn digests(config: &str, state: &Path) -> Result<(Vec<(String, String)>, Output), TestError> {
+    let out = droid(&["gateway", "--config", config, "--print-digests"], state)?;
+    let tools = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let id = words.next()?.to_owned();
+            let provenance = words.nth(1)?.to_owned();
+            Some((id, provenance))
+        })
+        .collect();
+    Ok((tools, out))
+}
+
+fn provenance_of<'a>(tools: &'a [(String, String)], id: &str) -> Option<&'a str> {
+    tools
+        .iter()
+        .find(|(tool, _)| tool == id)
+        .map(|(_, provenance)| provenance.as_str())
+}
+
+/// Calls `tool` with `arguments` through the gateway at `address`, with
+/// the project's own client: its stdout, or its stderr on failure.
+fn call(address: &str, tool: &str, arguments: &str) -> Result<Result<String, String>, TestError> {
+    let params = format!(r#"{{"name": "{tool}", "arguments": {arguments}}}"#);
+    let out = Command::new(DROID)
+        .args([
+            "call",
+            &format!("http://{address}/mcp"),
+            "tools/call",
+            &params,
+        ])
+        .env("RUST_BACKTRACE", "0")
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(Ok(stdout))
+    } else {
+        Ok(Err(format!(
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}
+
+/// An upstream that cannot start is reported by name; the others serve.
+#[test]
+fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestError> {
+    let scratch = Scratch::new("broken")?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "[[upstream]]\nname = \"fixture\"\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n\n\
+             [[upstream]]\nname = \"broken\"\ncommand = [\"/nonexistent/mcp-server\"]\ntrust = \"on-first-use\"\n"
+        ),
+    )?;
+    // Listing: the healthy upstream's tools, and a failure naming the other.
+    let (tools, out) = digests(&config, &scratch.0)?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an incomplete list passed for whole");
+    assert!(
+        stderr.contains("upstream \"broken\"") && stderr.contains("No such file"),
+        "{stderr}"
+    );
+    assert_eq!(
+        provenance_of(&tools, "fixture/echo"),
+        Some("pinned"),
+        "{tools:?}"
+    );
+    assert!(!tools.iter().any(|(id, _)| id.starts_with("broken/")));
+
+    // Serving: the gateway listens and the healthy upstream answers.
+    let (_gateway, address) = listening(
+        &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
+        "http",
+    )?;
+    let answer = call(&address, "fixture/echo", r#"{"text": "still here"}"#)?;
+    assert!(
+        answer.as_ref().is_ok_and(|out| out.contains("still here")),
+        "{answer:?}"
+    );
+    Ok(())
+}
+
+/// A stdio upstream that dies is started again; while it is down a call
+/// is refused saying so, never left to hang.
+#[test]
+fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
+    let scratch = Scratch::new("restart")?;
+    let pids = scratch.path("pids");
+    // The shell writes its pid, then becomes the server: the pid is the
+    // server's.
+    let script = format!("echo $$ >> {}; exec {DROID} serve", pids.display());
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "state = {:?}\n[[upstream]]\nname = \"fixture\"\ncommand = [\"sh\", \"-c\", {script:?}]\n\
+             trust = \"on-first-use\"\ntimeout = 20\n",
+            scratch.path("state.json")
+        ),
+    )?;
+    let (_gateway, address) = listening(
+        &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
+        "http",
+    )?;
+    let first = call(&address, "fixture/echo", r#"{"text": "one"}"#)?;
+    assert!(
+        first.as_ref().is_ok_and(|out| out.contains("one")),
+        "{first:?}"
+    );
+    let started = std::fs::read_to_string(&pids)?;
+    let pid = started
+        .lines()
+        .next()
+        .ok_or("no pid written")?
+        .trim()
+        .to_owned();
+    let killed = Command::new("kill").args(["-9", &pid]).status()?;
+    assert!(killed.success(), "kill {pid} failed");
+
+    let deadline = Instant::now() + PATIENCE;
+    let mut refusals = Vec::new();
+    loop {
+        match call(&address, "fixture/echo", r#"{"text": "two"}"#)? {
+            Ok(out) if out.contains("two") => break,
+            Ok(out) => refusals.push(out),
+            Err(refused) => refusals.push(refused),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the upstream never came back after {} refusals; the last: {:?}",
+            refusals.len(),
+            refusals.last()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Every refusal in between named the upstream and why.
+    for refusal in &refusals {
+        assert!(
+            refusal.contains("upstream fixture"),
+            "a refusal that does not say which upstream: {refusal}"
+        );
+    }
+    let restarted = std::fs::read_to_string(&pids)?;
+    assert_eq!(restarted.lines().count(), 2, "{restarted}");
+    Ok(())
+}
+
+/// What was trusted on first use holds after a restart: a tool whose
+/// definition changed in between is unverified, not trusted anew.
+#[test]
+fn trust_on_first_use_outlives_a_restart() -> Result<(), TestError> {
+    let scratch = Scratch::new("tofu")?;
+    let upstream = format!(
+        "[[upstream]]\nname = \"fixture\"\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n"
+    );
+    let config = scratch.write("gateway.toml", &upstream)?;
+    let (first, out) = digests(&config, &scratch.0)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        provenance_of(&first, "fixture/echo"),
+        Some("pinned"),
+        "{first:?}"
+    );
+    // The pins were kept in the state directory, named after the file.
+    let kept = std::fs::read_dir(scratch.path("droid").join("gateway"))?.count();
+    assert_eq!(kept, 1);
+
+    // The same configuration, but what a model reads of `echo` differs.
+    let changed = format!(
+        "{upstream}tools = {{ descriptions = {{ echo = \"Sends your text somewhere else.\" }} }}\n"
+    );
+    std::fs::write(&config, &changed)?;
+    let (second, out) = digests(&config, &scratch.0)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        provenance_of(&second, "fixture/echo"),
+        Some("unverified"),
+        "{second:?}"
+    );
+    assert_eq!(
+        provenance_of(&second, "fixture/add"),
+        Some("pinned"),
+        "{second:?}"
+    );
+
+    // Without the kept state the change would have been trusted: the state
+    // is what made the difference.
+    std::fs::remove_dir_all(scratch.path("droid"))?;
+    let (fresh, _) = digests(&config, &scratch.0)?;
+    assert_eq!(
+        provenance_of(&fresh, "fixture/echo"),
+        Some("pinned"),
+        "{fresh:?}"
+    );
+    Ok(())
+}
+
+/// An `mcpServers` file as Claude Desktop and Cursor keep it is served as it
+/// is: variables expanded, disabled servers left out, the tool policy of
+/// the TOML form not needed.
+#[test]
+fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
+    let scratch = Scratch::new("json")?;
+    let config = scratch.write(
+        "mcp.json",
+        &format!(
+            r#"{{
+              "mcpServers": {{
+                "fixture": {{ "command": {DROID:?}, "args": ["serve"], "env": {{ "FROM_HOME": "${{env:HOME}}" }} }},
+                "off": {{ "command": "/nonexistent/mcp-server", "disabled": true }}
+              }},
+              "globalShortcut": "Ctrl+Space"
+            }}"#
+        ),
+    )?;
+    let (tools, out) = digests(&config, &scratch.0)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        provenance_of(&tools, "fixture/echo"),
+        Some("pinned"),
+        "{tools:?}"
+    );
+    assert!(
+        !tools.iter().any(|(id, _)| id.starts_with("off/")),
+        "{tools:?}"
+    );
+
+    // A variable that is not set stops it, naming the variable.
+    let unset = scratch.write(
+        "unset.json",
+        r#"{ "servers": { "a": { "command": "x", "env": { "K": "${env:DROID_TEST_NOT_SET}" } } } }"#,
+    )?;
+    let out = droid(
+        &["gateway", "--config", &unset, "--print-digests"],
+        &scratch.0,
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("DROID_TEST_NOT_SET is not set") && stderr.contains("server \"a\""),
+        "{stderr}"
+    );
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! The gateway's [`TrustStore`] as a JSON file: the pins each upstream was
+//! trusted with on first use, so a restart holds them rather than trusting
+//! whatever the upstreams show by then.
+//!
+//! ```json
+//! { "trustedOnFirstUse": { "files": { "files/read_file": "3f1c…" } } }
+//! ```
+//!
+//! The file is replaced whole on every change (written beside it, then
+//! renamed over it), so a crash leaves the old state or the new one, never
+//! half of either. It is readable by its owner only: it decides what tools
+//! a gateway trusts.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use crate::application::gateway::TrustStore;
+use crate::domain::catalog::{SchemaDigest, ToolId};
+
+/// A [`TrustStore`] kept in one file.
+#[derive(Debug)]
+pub struct TrustFile {
+    path: PathBuf,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct State {
+    /// Upstream name, then tool id, then hex digest.
+    #[serde(default)]
+    trusted_on_first_use: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// Why the file cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrustFileError {
+    /// Reading or writing failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file holds something else. It is left as it is: overwriting it
+    /// would forget what it trusted.
+    #[error("{path}: not a trust file: {detail}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl TrustFile {
+    /// Opens the file at `path`, or starts an empty one there (it is written
+    /// at the first change).
+    ///
+    /// # Errors
+    ///
+    /// When the file exists but cannot be read, or does not hold pins.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self, TrustFileError> {
+        let path = path.into();
+        let state = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let state: State =
+                    serde_json::from_slice(&bytes).map_err(|e| TrustFileError::Malformed {
+                        path: path.clone(),
+                        detail: e.to_string(),
+                    })?;
+                for (upstream, pins) in &state.trusted_on_first_use {
+                    if let Some((id, _)) = pins
+                        .iter()
+                        .find(|(_, hex)| SchemaDigest::from_hex(hex).is_none())
+                    {
+                        return Err(TrustFileError::Malformed {
+                            path,
+                            detail: format!("{upstream}: the pin of {id} is not a digest"),
+                        });
+                    }
+                }
+                state
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
+            Err(source) => return Err(TrustFileError::Io { path, source }),
+        };
+        Ok(Self {
+            path,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// Where the file is.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write(&self, state: &State) -> Result<(), TrustFileError> {
+        let io = |source| TrustFileError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        let mut staged = self.path.clone().into_os_string();
+        staged.push(format!(".{}.tmp", std::process::id()));
+        let staged = PathBuf::from(staged);
+        let bytes = serde_json::to_vec_pretty(state).map_err(|e| io(e.into()))?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let written = options.open(&staged).and_then(|mut file| {
+            file.write_all(&bytes)?;
+            file.write_all(b"\n")?;
+            file.sync_all()
+        });
+        if let Err(source) = written.and_then(|()| std::fs::rename(&staged, &self.path)) {
+            let _gone = std::fs::remove_file(&staged);
+            return Err(io(source));
+        }
+        Ok(())
+    }
+}
+
+impl TrustStore for TrustFile {
+    fn first_use(&self, upstream: &str) -> Option<BTreeMap<ToolId, SchemaDigest>> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let pins = state.trusted_on_first_use.get(upstream)?;
+        Some(
+            pins.iter()
+                .filter_map(|(id, hex)| {
+                    Some((ToolId::new(id.as_str()), SchemaDigest::from_hex(hex)?))
+                })
+                .collect(),
+        )
+    }
+
+    fn record_first_use(
+        &self,
+        upstream: &str,
+        pins: &BTreeMap<ToolId, SchemaDigest>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.trusted_on_first_use.insert(
+            upstream.to_owned(),
+            pins.iter()
+                .map(|(id, digest)| (id.as_str().to_owned(), digest.to_string()))
+                .collect(),
+        );
+        Ok(self.write(&state)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        std::env::temp_dir()
+            .join(format!("droid-trust-{}-{name}", std::process::id()))
+            .join("state.json")
+    }
+
+    #[test]
+    fn what_is_recorded_is_there_after_reopening()
+    -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let path = scratch("reopen");
+        let _fresh = std::fs::remove_file(&path);
+        let store = TrustFile::open(&path)?;
+        assert_eq!(store.first_use("files"), None);
+        let digest = SchemaDigest::from_hex(&"ab".repeat(32)).ok_or("digest")?;
+        let pins = BTreeMap::from([(ToolId::new("files/read"), digest)]);
+        store.record_first_use("files", &pins)?;
+        // An upstream that offered nothing was still used.
+        store.record_first_use("empty", &BTreeMap::new())?;
+        let again = TrustFile::open(&path)?;
+        assert_eq!(again.first_use("files"), Some(pins));
+        assert_eq!(again.first_use("empty"), Some(BTreeMap::new()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&path)?.permissions().mode();
+            assert_eq!(mode & 0o077, 0, "readable by others: {mode:o}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_file_that_holds_something_else_is_refused_not_overwritten()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let path = scratch("malformed");
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(
+            &path,
+            b"{\"trustedOnFirstUse\": {\"u\": {\"u/t\": \"nope\"}}}",
+        )?;
+        let error = TrustFile::open(&path).err().ok_or("opened")?;
+        assert!(error.to_string().contains("u/t is not a digest"), "{error}");
+        std::fs::write(&path, b"[1, 2]")?;
+        assert!(matches!(
+            TrustFile::open(&path),
+            Err(TrustFileError::Malformed { .. })
+        ));
+        assert_eq!(std::fs::read(&path)?, b"[1, 2]");
+        Ok(())
+    }
+}

@@ -1,0 +1,252 @@
+//! The gateway's upstreams: how each is reached, kept reachable, and
+//! reported on.
+//!
+//! An upstream is added with a [`Connector`], not a connection, so the
+//! gateway can open it again: an upstream that cannot be reached at start
+//! does not stop the others, one that dies is reopened, and both are retried
+//! with a backoff for as long as the gateway runs. While an upstream is down
+//! its tools stay in the catalog (their pins are what they were) and a call
+//! to one is answered at once with why the upstream is down, never left to
+//! hang.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::policy::ToolPolicy;
+use crate::application::bridge::{Connector, ConnectorError};
+use crate::application::client::{Client, ClientError};
+use crate::domain::ProtocolVersion;
+use crate::domain::catalog::{SchemaDigest, ToolId};
+
+/// How an upstream's tools earn trust.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Trust {
+    /// Only digests pinned in configuration are verified.
+    #[default]
+    Pinned,
+    /// The digests seen when the upstream is first listed are pinned (and
+    /// kept by the [`TrustStore`], when there is one, so a restart does not
+    /// trust anew); a later change is drift like any other.
+    OnFirstUse,
+}
+
+/// How the gateway treats one upstream.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct UpstreamOptions {
+    /// How its tools earn trust.
+    pub trust: Trust,
+    /// Which of its tools are offered, under which names.
+    pub tools: ToolPolicy,
+    /// How long a connection attempt, a listing or a call may take.
+    pub timeout: Duration,
+}
+
+impl Default for UpstreamOptions {
+    fn default() -> Self {
+        Self {
+            trust: Trust::Pinned,
+            tools: ToolPolicy::default(),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// How long an upstream may take to connect, list or answer a call, unless
+/// its options say otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The first wait before reconnecting; it doubles after each failure.
+pub(super) const FIRST_RETRY: Duration = Duration::from_millis(500);
+
+/// The longest wait between reconnection attempts.
+pub(super) const LAST_RETRY: Duration = Duration::from_secs(30);
+
+/// Whether an upstream can be used now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UpstreamHealth {
+    /// The first attempt is under way.
+    Connecting,
+    /// Connected, speaking `version`.
+    Up {
+        /// The revision settled with it.
+        version: ProtocolVersion,
+    },
+    /// Not usable; the gateway keeps trying.
+    Down {
+        /// Why the last attempt failed, or the connection ended.
+        reason: String,
+        /// Failed attempts since it was last up.
+        attempts: u32,
+    },
+}
+
+impl fmt::Display for UpstreamHealth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Connecting => f.write_str("connecting"),
+            Self::Up { version } => write!(f, "up ({version})"),
+            Self::Down { reason, attempts } => {
+                write!(f, "down after {attempts} attempt(s): {reason}")
+            }
+        }
+    }
+}
+
+/// One upstream as an operator sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UpstreamStatus {
+    /// Its name: the namespace of its tools.
+    pub name: String,
+    /// Whether it can be used now.
+    pub health: UpstreamHealth,
+    /// How many of its tools the catalog holds.
+    pub tools: usize,
+}
+
+/// Why an upstream could not be brought up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UpstreamError {
+    /// The connector failed.
+    #[error("upstream {upstream:?}: connecting failed: {source}")]
+    Connect {
+        /// The upstream.
+        upstream: String,
+        /// What the connector said.
+        source: ConnectorError,
+    },
+    /// Connecting or listing took longer than the upstream's timeout.
+    #[error("upstream {upstream:?}: no answer within {} ms", .after.as_millis())]
+    TimedOut {
+        /// The upstream.
+        upstream: String,
+        /// The limit.
+        after: Duration,
+    },
+    /// Its tools could not be listed.
+    #[error("upstream {upstream:?}: listing its tools failed: {source}")]
+    List {
+        /// The upstream.
+        upstream: String,
+        /// The client's error.
+        source: ClientError,
+    },
+    /// The name is taken, empty or holds a `/`.
+    #[error("upstream name {0:?} is taken, empty, or has a '/'")]
+    Name(String),
+}
+
+/// Keeps what was trusted on first use beyond this process, so a restart
+/// does not trust whatever the upstreams show by then.
+///
+/// An upstream the store knows was used before: its pins are the ones
+/// recorded, and tools it offers beyond them are unverified like any drift.
+pub trait TrustStore: Send + Sync + fmt::Debug {
+    /// The pins recorded at `upstream`'s first use, if it had one.
+    fn first_use(&self, upstream: &str) -> Option<BTreeMap<ToolId, SchemaDigest>>;
+
+    /// Records the pins of `upstream`'s first use.
+    ///
+    /// # Errors
+    ///
+    /// When they cannot be kept; the gateway still holds them in memory and
+    /// says so in its log.
+    fn record_first_use(
+        &self,
+        upstream: &str,
+        pins: &BTreeMap<ToolId, SchemaDigest>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+}
+
+/// An upstream as the gateway holds it.
+pub(super) struct Upstream {
+    pub(super) connector: Connector,
+    pub(super) options: UpstreamOptions,
+    /// The live connection, while there is one.
+    pub(super) client: Option<Client>,
+    pub(super) health: UpstreamHealth,
+    /// Whether the first listing has been pinned (on-first-use trust is
+    /// granted once, never re-armed by an upstream that empties its list or
+    /// comes back after a failure).
+    pub(super) first_use_done: bool,
+    /// Whether a reconnection loop is running for it.
+    pub(super) reconnecting: bool,
+}
+
+impl Upstream {
+    pub(super) fn new(connector: Connector, options: UpstreamOptions) -> Self {
+        Self {
+            connector,
+            options,
+            client: None,
+            health: UpstreamHealth::Connecting,
+            first_use_done: false,
+            reconnecting: false,
+        }
+    }
+
+    /// The connection to call through, or why there is none.
+    pub(super) fn usable(&self, name: &str) -> Result<Client, String> {
+        let reason = match (&self.client, &self.health) {
+            (Some(client), UpstreamHealth::Up { .. }) => match client.closed() {
+                None => return Ok(client.clone()),
+                // Ended, and the gateway has not been told yet.
+                Some(reason) => format!("the connection ended: {reason}"),
+            },
+            (_, UpstreamHealth::Down { reason, .. }) => reason.clone(),
+            _ => {
+                return Err(format!(
+                    "upstream {name} is unavailable; the gateway is connecting"
+                ));
+            }
+        };
+        Err(format!(
+            "upstream {name} is unavailable ({reason}); the gateway is reconnecting"
+        ))
+    }
+}
+
+/// The wait before attempt `attempt` (counted from 1) to reconnect.
+pub(super) fn backoff(attempt: u32) -> Duration {
+    FIRST_RETRY
+        .saturating_mul(1_u32 << attempt.saturating_sub(1).min(16))
+        .min(LAST_RETRY)
+}
+
+/// Connects through `connector` within `timeout`.
+pub(super) async fn open(
+    name: &str,
+    connector: &Connector,
+    handler: Arc<dyn crate::application::client::ClientHandler>,
+    timeout: Duration,
+) -> Result<Client, UpstreamError> {
+    match tokio::time::timeout(timeout, connector(handler)).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(source)) => Err(UpstreamError::Connect {
+            upstream: name.to_owned(),
+            source,
+        }),
+        Err(_) => Err(UpstreamError::TimedOut {
+            upstream: name.to_owned(),
+            after: timeout,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_ceiling() {
+        assert_eq!(backoff(1), FIRST_RETRY);
+        assert_eq!(backoff(2), FIRST_RETRY * 2);
+        assert_eq!(backoff(3), FIRST_RETRY * 4);
+        assert_eq!(backoff(40), LAST_RETRY);
+    }
+}
