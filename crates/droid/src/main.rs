@@ -104,9 +104,17 @@ enum Command {
     /// as the one upstream. Stdio unless `--listen` (or the config's
     /// `listen`) says where to serve Streamable HTTP.
     Gateway {
-        /// The TOML configuration (upstreams, pins, mode, listen).
-        #[arg(long, value_name = "FILE")]
+        /// The configuration: the gateway's TOML, or the `mcpServers` or
+        /// `servers` JSON an MCP client keeps (a `.json` file).
+        #[arg(long, global = true, value_name = "FILE")]
         config: Option<std::path::PathBuf>,
+        /// The admin socket (`status`, `approve`); by default one named
+        /// after the configuration, beside its state.
+        #[arg(long, global = true, value_name = "PATH")]
+        admin_socket: Option<std::path::PathBuf>,
+        /// Ask a running gateway instead of starting one.
+        #[command(subcommand)]
+        action: Option<gateway::admin::Action>,
         /// Serve Streamable HTTP at http://HOST:PORT/mcp.
         #[arg(long, value_name = "HOST:PORT")]
         listen: Option<String>,
@@ -218,6 +226,14 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Gateway {
             config,
+            admin_socket,
+            action: Some(action),
+            ..
+        } => gateway::admin::ask(config.as_deref(), admin_socket.as_deref(), &action),
+        Command::Gateway {
+            config,
+            admin_socket,
+            action: None,
             listen,
             print_digests,
             session_idle,
@@ -225,6 +241,7 @@ fn main() -> anyhow::Result<()> {
             auth,
         } => gateway::run(
             config.as_deref(),
+            admin_socket.as_deref(),
             print_digests,
             Listening {
                 listen,

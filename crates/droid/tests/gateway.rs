@@ -318,3 +318,159 @@ fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
     );
     Ok(())
 }
+
+/// Runs `droid gateway ACTION` against the running gateway of `config`.
+fn ask(config: &str, action: &[&str], state: &Path) -> Result<Output, TestError> {
+    let mut args = vec!["gateway", "--config", config];
+    args.extend_from_slice(action);
+    droid(&args, state)
+}
+
+/// An operator sees a drifted tool in `status`, approves it on the running
+/// gateway, and it is callable at once; after a restart the approval holds.
+#[test]
+fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Result<(), TestError> {
+    let scratch = Scratch::new("approve")?;
+    let upstream = format!(
+        "state = {:?}\nadmin_socket = {:?}\n\n[[upstream]]\nname = \"fixture\"\n\
+         command = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
+        scratch.path("state.json"),
+        scratch.path("admin.sock"),
+    );
+    let config = scratch.write("gateway.toml", &upstream)?;
+    let (_gateway, address) = listening(
+        &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
+        "http",
+    )?;
+    let status = ask(&config, &["status"], &scratch.0)?;
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("fixture") && l.contains(" up ")),
+        "{shown}"
+    );
+    assert!(!shown.contains("awaiting approval"), "{shown}");
+
+    // The configuration changes what a model reads of `echo`: the running
+    // gateway reads it again, and `echo` no longer matches what was trusted.
+    std::fs::write(
+        &config,
+        format!(
+            "{upstream}tools = {{ descriptions = {{ echo = \"Sends your text somewhere else.\" }} }}\n"
+        ),
+    )?;
+    let deadline = Instant::now() + PATIENCE;
+    let awaiting = loop {
+        let status = ask(&config, &["status"], &scratch.0)?;
+        let shown = String::from_utf8_lossy(&status.stdout).into_owned();
+        if shown.contains("awaiting approval") {
+            break shown;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the change was never seen: {shown}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        awaiting
+            .lines()
+            .any(|l| l.trim_start().starts_with("fixture/echo ")),
+        "{awaiting}"
+    );
+    let hidden = call(&address, "fixture/echo", r#"{"text": "one"}"#)?;
+    assert!(
+        hidden.as_ref().is_err_and(|e| e.contains("unknown tool")),
+        "{hidden:?}"
+    );
+
+    // Approved on the running gateway: callable at once.
+    let approved = ask(&config, &["approve", "fixture/echo"], &scratch.0)?;
+    let said = String::from_utf8_lossy(&approved.stdout);
+    assert!(
+        approved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+    assert!(said.starts_with("approved fixture/echo"), "{said}");
+    let answer = call(&address, "fixture/echo", r#"{"text": "two"}"#)?;
+    assert!(
+        answer.as_ref().is_ok_and(|out| out.contains("two")),
+        "{answer:?}"
+    );
+
+    // A tool that does not exist is refused, and nothing is approved.
+    let refused = ask(&config, &["approve", "fixture/nothing"], &scratch.0)?;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("fixture/nothing is no upstream tool"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    drop(_gateway);
+
+    // After a restart the approval holds.
+    let (tools, out) = digests(&config, &scratch.0)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        provenance_of(&tools, "fixture/echo"),
+        Some("pinned"),
+        "{tools:?}"
+    );
+    Ok(())
+}
+
+/// Upstreams added to and removed from the file are started and stopped on
+/// the running gateway; one that still serves is untouched.
+#[test]
+fn upstreams_added_and_removed_from_the_file_follow_without_a_restart() -> Result<(), TestError> {
+    let scratch = Scratch::new("reload")?;
+    let one = format!(
+        "[[upstream]]\nname = \"one\"\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n"
+    );
+    let two = one.replace("\"one\"", "\"two\"");
+    let config = scratch.write(
+        "gateway.toml",
+        &format!("state = {:?}\n{one}", scratch.path("state.json")),
+    )?;
+    let (_gateway, address) = listening(
+        &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
+        "http",
+    )?;
+    let first = call(&address, "one/echo", r#"{"text": "a"}"#)?;
+    assert!(
+        first.as_ref().is_ok_and(|out| out.contains('a')),
+        "{first:?}"
+    );
+
+    std::fs::write(
+        &config,
+        format!("state = {:?}\n{two}", scratch.path("state.json")),
+    )?;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let added = call(&address, "two/echo", r#"{"text": "b"}"#)?;
+        let removed = call(&address, "one/echo", r#"{"text": "c"}"#)?;
+        if added.as_ref().is_ok_and(|out| out.contains('b'))
+            && removed.as_ref().is_err_and(|e| e.contains("unknown tool"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reload never took: two/echo {added:?}, one/echo {removed:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}

@@ -47,7 +47,7 @@ trust = "on-first-use"
 "#;
 
 /// The gateway's configuration, whichever form it was read from.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Config {
     /// Where to serve Streamable HTTP; stdio when absent.
@@ -57,6 +57,8 @@ pub(crate) struct Config {
     pub(crate) mode: Mode,
     /// Where the pins trusted on first use are kept.
     pub(crate) state: Option<PathBuf>,
+    /// Where the admin socket (`droid gateway status`, `approve`) listens.
+    pub(crate) admin_socket: Option<PathBuf>,
     /// The upstream servers.
     #[serde(default)]
     pub(crate) upstream: Vec<UpstreamConfig>,
@@ -70,7 +72,7 @@ pub(crate) struct Config {
 }
 
 /// How sessions get their tools.
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum Mode {
     #[default]
@@ -88,7 +90,7 @@ pub(crate) enum TrustConfig {
 }
 
 /// One upstream server.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpstreamConfig {
     pub(crate) name: String,
@@ -127,7 +129,7 @@ pub(crate) struct UpstreamConfig {
 }
 
 /// The `tools` table of an upstream.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ToolsConfig {
     /// Only these (by the upstream's names).
@@ -272,16 +274,21 @@ impl UpstreamConfig {
 /// directory, named after the configuration's own path, so two gateways
 /// with two configurations keep two states.
 pub(crate) fn default_state(config: &Path) -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_STATE_HOME")
+    let base = state_base()?;
+    let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+    Some(base.join("droid").join("gateway").join(state_name(&config)))
+}
+
+/// The user's state directory: `$XDG_STATE_HOME`, else `~/.local/state`.
+pub(crate) fn state_base() -> Option<PathBuf> {
+    std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| {
             std::env::var_os("HOME")
                 .filter(|v| !v.is_empty())
                 .map(|home| PathBuf::from(home).join(".local").join("state"))
-        })?;
-    let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
-    Some(base.join("droid").join("gateway").join(state_name(&config)))
+        })
 }
 
 /// The state file's name for the configuration at `config`: the path with

@@ -88,6 +88,7 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
         listen: None,
         mode: Mode::Default,
         state: None,
+        admin_socket: None,
         upstream,
         pins: BTreeMap::new(),
         scopes: BTreeMap::new(),

@@ -9,14 +9,18 @@
 //! exits: what an operator pastes into `[pins]` to approve a tool, or again
 //! after a drift.
 
+pub(crate) mod admin;
 mod config;
 mod json;
+mod reload;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use futures_util::future::join_all;
+use protocol_droid::adapters::primary::admin::serve_admin;
 use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
 use protocol_droid::adapters::secondary::http::HttpOptions;
@@ -67,8 +71,20 @@ pub(crate) async fn start(
         ),
         (None, None) => {}
     }
+    let failures = add_upstreams(&gateway, config.enabled(), tls_trust).await?;
+    set_scopes(config, &cli_scopes(auth)?, &gateway)?;
+    Ok((gateway, failures))
+}
+
+/// Adds `upstreams` to `gateway` at once; the first attempt of each that
+/// failed (it is retried in the background), each said in the log.
+pub(crate) async fn add_upstreams<'a>(
+    gateway: &Gateway,
+    upstreams: impl IntoIterator<Item = &'a UpstreamConfig>,
+    tls_trust: &TlsTrust,
+) -> anyhow::Result<Vec<String>> {
     let mut prepared = Vec::new();
-    for upstream in config.enabled() {
+    for upstream in upstreams {
         prepared.push((upstream, prepare(upstream, tls_trust)?));
     }
     let attempts = prepared
@@ -90,8 +106,7 @@ pub(crate) async fn start(
     for failure in &failures {
         tracing::warn!(target: "droid", "{failure}; retrying in the background");
     }
-    apply_scopes(config, auth, &gateway)?;
-    Ok((gateway, failures))
+    Ok(failures)
 }
 
 /// The connector and options for one upstream.
@@ -165,33 +180,60 @@ fn prepare(
     Ok((connector(target, connect), options))
 }
 
-/// Scope rules, from the configuration and `--auth-scope`. Each must name a
-/// tool of an upstream: a typo would leave the tool it meant open to
-/// everyone. A rule for an upstream that is not up yet cannot be checked
-/// against its tools, and is kept.
-fn apply_scopes(config: &Config, auth: &AuthArgs, gateway: &Gateway) -> anyhow::Result<()> {
-    let mut rules: Vec<(String, String)> = config.scopes.clone().into_iter().collect();
-    for rule in auth.scope_rules()? {
-        anyhow::ensure!(
-            rule.kind == Primitive::Tool,
-            "--auth-scope {}:{}: the gateway scopes tools only, by their `upstream/tool` id",
-            rule.kind.word(),
-            rule.name
-        );
-        rules.push((rule.name, rule.scope));
-    }
+/// The `--auth-scope` rules, which the gateway reads as tool ids.
+pub(crate) fn cli_scopes(auth: &AuthArgs) -> anyhow::Result<Vec<(String, String)>> {
+    auth.scope_rules()?
+        .into_iter()
+        .map(|rule| {
+            anyhow::ensure!(
+                rule.kind == Primitive::Tool,
+                "--auth-scope {}:{}: the gateway scopes tools only, by their `upstream/tool` id",
+                rule.kind.word(),
+                rule.name
+            );
+            Ok((rule.name, rule.scope))
+        })
+        .collect()
+}
+
+/// Puts the scope rules of `config` and `cli` in force, dropping any other.
+/// Each must name an upstream, and, once that upstream is up, one of its
+/// tools: a typo would leave the tool it meant open to everyone. A rule for
+/// an upstream that is not up yet cannot be checked against its tools, and
+/// is kept. Nothing changes when a rule fails the check.
+pub(crate) fn set_scopes(
+    config: &Config,
+    cli: &[(String, String)],
+    gateway: &Gateway,
+) -> anyhow::Result<()> {
+    let mut rules: BTreeMap<ToolId, String> = config
+        .scopes
+        .iter()
+        .map(|(tool, scope)| (ToolId::new(tool.as_str()), scope.clone()))
+        .collect();
+    rules.extend(
+        cli.iter()
+            .map(|(tool, scope)| (ToolId::new(tool.as_str()), scope.clone())),
+    );
     let catalog = gateway.catalog();
     let upstreams = gateway.upstreams();
-    for (tool, scope) in rules {
-        let id = ToolId::new(tool.as_str());
+    for id in rules.keys() {
+        let tool = id.as_str();
         let upstream = tool.split_once('/').map(|(upstream, _)| upstream);
         let status = upstreams.iter().find(|u| Some(u.name.as_str()) == upstream);
         let checkable = status.is_some_and(|u| matches!(u.health, UpstreamHealth::Up { .. }));
         anyhow::ensure!(
-            status.is_some() && (!checkable || catalog.iter().any(|(known, _, _)| *known == id)),
+            status.is_some() && (!checkable || catalog.iter().any(|(known, _, _)| known == id)),
             "the scope rule for {tool:?} names no tool of any upstream (ids are `upstream/tool`; \
              see --print-digests)"
         );
+    }
+    for id in gateway.scopes().keys() {
+        if !rules.contains_key(id) {
+            gateway.drop_scope(id);
+        }
+    }
+    for (id, scope) in rules {
         gateway.require_scope(id, scope);
     }
     Ok(())
@@ -200,6 +242,7 @@ fn apply_scopes(config: &Config, auth: &AuthArgs, gateway: &Gateway) -> anyhow::
 /// `droid gateway`.
 pub(crate) fn run(
     config: Option<&Path>,
+    admin_socket: Option<&Path>,
     print_digests: bool,
     mut listening: crate::Listening<'_>,
 ) -> anyhow::Result<()> {
@@ -234,6 +277,31 @@ pub(crate) fn run(
                 "{unverified} tool(s) are unverified and hidden until approved (see --print-digests)"
             );
         }
+        // The operator's way in without a restart: status and approvals on
+        // the admin socket, reloads on SIGHUP and when the file changes.
+        // Neither is needed to serve, so a failure is said and passed over.
+        let _admin = match admin::socket(config_path, &config, admin_socket) {
+            Some(path) => match serve_admin(gateway.clone(), &path).await {
+                Ok(endpoint) => {
+                    tracing::info!(target: "droid", "admin socket at {}", endpoint.path().display());
+                    Some(endpoint)
+                }
+                Err(error) => {
+                    tracing::warn!(target: "droid", "no admin socket at {}: {error}", path.display());
+                    None
+                }
+            },
+            None => None,
+        };
+        let _reload = config_path.map(|path| {
+            reload::watch(
+                gateway.clone(),
+                path.to_path_buf(),
+                config.clone(),
+                cli_scopes(listening.auth).unwrap_or_default(),
+                listening.trust.clone(),
+            )
+        });
         listening.listen = listening.listen.or_else(|| config.listen.clone());
         crate::serve_on(gateway.server().clone(), listening).await
     })

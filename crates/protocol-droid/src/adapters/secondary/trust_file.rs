@@ -1,9 +1,13 @@
 //! The gateway's [`TrustStore`] as a JSON file: the pins each upstream was
 //! trusted with on first use, so a restart holds them rather than trusting
-//! whatever the upstreams show by then.
+//! whatever the upstreams show by then, and the operator's approvals made on
+//! the running gateway.
 //!
 //! ```json
-//! { "trustedOnFirstUse": { "files": { "files/read_file": "3f1c…" } } }
+//! {
+//!   "trustedOnFirstUse": { "files": { "files/read_file": "3f1c…" } },
+//!   "approved": { "files/write_file": { "digest": "9a0e…", "over": "77b2…" } }
+//! }
 //! ```
 //!
 //! The file is replaced whole on every change (written beside it, then
@@ -18,7 +22,7 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::application::gateway::TrustStore;
+use crate::application::gateway::{Approval, TrustStore, TrustStoreError};
 use crate::domain::catalog::{SchemaDigest, ToolId};
 
 /// A [`TrustStore`] kept in one file.
@@ -34,6 +38,17 @@ struct State {
     /// Upstream name, then tool id, then hex digest.
     #[serde(default)]
     trusted_on_first_use: BTreeMap<String, BTreeMap<String, String>>,
+    /// Tool id, then what was approved.
+    #[serde(default)]
+    approved: BTreeMap<String, Approved>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Approved {
+    digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    over: Option<String>,
 }
 
 /// Why the file cannot be used.
@@ -75,6 +90,15 @@ impl TrustFile {
                         path: path.clone(),
                         detail: e.to_string(),
                     })?;
+                for (id, approved) in &state.approved {
+                    let mut digests = std::iter::once(&approved.digest).chain(&approved.over);
+                    if digests.any(|hex| SchemaDigest::from_hex(hex).is_none()) {
+                        return Err(TrustFileError::Malformed {
+                            path,
+                            detail: format!("the approval of {id} is not a digest"),
+                        });
+                    }
+                }
                 for (upstream, pins) in &state.trusted_on_first_use {
                     if let Some((id, _)) = pins
                         .iter()
@@ -149,13 +173,44 @@ impl TrustStore for TrustFile {
         &self,
         upstream: &str,
         pins: &BTreeMap<ToolId, SchemaDigest>,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    ) -> Result<(), TrustStoreError> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.trusted_on_first_use.insert(
             upstream.to_owned(),
             pins.iter()
                 .map(|(id, digest)| (id.as_str().to_owned(), digest.to_string()))
                 .collect(),
+        );
+        Ok(self.write(&state)?)
+    }
+
+    fn approvals(&self) -> Vec<Approval> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .approved
+            .iter()
+            .filter_map(|(id, approved)| {
+                let over = match &approved.over {
+                    Some(hex) => Some(SchemaDigest::from_hex(hex)?),
+                    None => None,
+                };
+                Some(Approval::new(
+                    ToolId::new(id.as_str()),
+                    SchemaDigest::from_hex(&approved.digest)?,
+                    over,
+                ))
+            })
+            .collect()
+    }
+
+    fn record_approval(&self, approval: &Approval) -> Result<(), TrustStoreError> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.approved.insert(
+            approval.id.as_str().to_owned(),
+            Approved {
+                digest: approval.digest.to_string(),
+                over: approval.over.map(|d| d.to_string()),
+            },
         );
         Ok(self.write(&state)?)
     }
@@ -172,8 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn what_is_recorded_is_there_after_reopening()
-    -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    fn what_is_recorded_is_there_after_reopening() -> Result<(), TrustStoreError> {
         let path = scratch("reopen");
         let _fresh = std::fs::remove_file(&path);
         let store = TrustFile::open(&path)?;
@@ -183,8 +237,11 @@ mod tests {
         store.record_first_use("files", &pins)?;
         // An upstream that offered nothing was still used.
         store.record_first_use("empty", &BTreeMap::new())?;
+        let approval = Approval::new(ToolId::new("files/write"), digest, None);
+        store.record_approval(&approval)?;
         let again = TrustFile::open(&path)?;
         assert_eq!(again.first_use("files"), Some(pins));
+        assert_eq!(again.approvals(), [approval]);
         assert_eq!(again.first_use("empty"), Some(BTreeMap::new()));
         #[cfg(unix)]
         {

@@ -140,6 +140,11 @@ impl Pins {
     pub fn get(&self, id: &ToolId) -> Option<&SchemaDigest> {
         self.0.get(id)
     }
+
+    /// Every pin, by tool id.
+    pub fn iter(&self) -> impl Iterator<Item = (&ToolId, &SchemaDigest)> {
+        self.0.iter()
+    }
 }
 
 /// Every tool the gateway knows.
@@ -307,6 +312,26 @@ impl ToolCatalog {
             }
         }
         changes
+    }
+
+    /// Derives every upstream tool's provenance from `pins` again; returns
+    /// the tools whose provenance changed.
+    pub fn repin(&mut self, pins: &Pins) -> Vec<ToolId> {
+        let mut changed = Vec::new();
+        for record in self.records.values_mut() {
+            if !matches!(record.source, ToolSource::Upstream(_)) {
+                continue;
+            }
+            let provenance = pins.provenance(&record.id, &record.digest);
+            if provenance != record.provenance {
+                record.provenance = provenance;
+                changed.push(record.id.clone());
+            }
+        }
+        if !changed.is_empty() {
+            self.generation = self.generation.next();
+        }
+        changed
     }
 
     /// The operator vouches for `id` as it is now: it becomes pinned at its

@@ -14,20 +14,23 @@ mod gate;
 mod policy;
 mod runtime;
 mod session;
+mod trust;
 mod upstream;
 
 pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
 pub use discovery::{ACTIVATE_TOOLS, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
 pub use policy::{PolicyError, ToolPolicy};
-pub use runtime::{Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS};
+pub use runtime::{
+    ApproveError, Approved, Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS,
+};
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,
 };
+pub use trust::{Approval, Trust, TrustStore, TrustStoreError};
 pub use upstream::{
-    DEFAULT_TIMEOUT, Trust, TrustStore, UpstreamError, UpstreamHealth, UpstreamOptions,
-    UpstreamStatus,
+    DEFAULT_TIMEOUT, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
 };
 
 #[cfg(test)]

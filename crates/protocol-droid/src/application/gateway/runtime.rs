@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 use super::catalog::{CatalogChange, Pins, ToolCatalog, ToolSource, Upsert};
 use super::gate::ExecutionGate;
 use super::session::{DropReason, DroppedActivation, SessionToolSet};
+use super::trust::{Approval, Trust, TrustStore};
 use super::upstream::{
-    self, Trust, TrustStore, Upstream, UpstreamError, UpstreamHealth, UpstreamOptions,
-    UpstreamStatus,
+    self, Upstream, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
 };
 use crate::application::bridge::Connector;
 use crate::application::client::{ClientError, ClientHandler, Notice, RequestOptions};
@@ -70,7 +70,16 @@ pub(super) struct State {
     /// Shared, so a search ranks a snapshot without holding the lock every
     /// session's lists and calls wait on; changed copy-on-write.
     pub(super) catalog: Arc<ToolCatalog>,
+    /// The pins in force, derived from the three below ([`State::repin`]).
     pub(super) pins: Pins,
+    /// The configuration's pins.
+    configured: Pins,
+    /// What was trusted on first use, for tools the configuration does not
+    /// pin.
+    first_use: Pins,
+    /// The operator's approvals on the running gateway; each holds while
+    /// the configuration pins its tool as it did when it was made.
+    approved: BTreeMap<ToolId, Approval>,
     upstreams: BTreeMap<String, Upstream>,
     /// The scope a caller needs to see and call a tool, by id.
     pub(super) scopes: BTreeMap<ToolId, String>,
@@ -166,6 +175,62 @@ impl State {
         }
     }
 
+    /// The pins in force: first-use trust, over it the configuration's pins,
+    /// and over those each approval made against the configured pin still
+    /// in force.
+    fn effective_pins(&self) -> Pins {
+        let mut pins = self.first_use.clone();
+        for (id, digest) in self.configured.iter() {
+            pins.pin(id.clone(), *digest);
+        }
+        for approval in self.approved.values() {
+            if self.configured.get(&approval.id).copied() == approval.over {
+                pins.pin(approval.id.clone(), approval.digest);
+            }
+        }
+        pins
+    }
+
+    /// Derives the pins in force again and every tool's provenance from
+    /// them; returns the sessions whose lists changed.
+    fn repin(&mut self, disclosure: Disclosure) -> Vec<SessionId> {
+        self.pins = self.effective_pins();
+        let pins = self.pins.clone();
+        if Arc::make_mut(&mut self.catalog).repin(&pins).is_empty() {
+            return Vec::new();
+        }
+        self.rebuild_sessions(disclosure).0
+    }
+
+    /// Rebuilds every session's set against the catalog as it is now:
+    /// the sessions whose list changed, and how many activations each tool
+    /// lost.
+    fn rebuild_sessions(
+        &mut self,
+        disclosure: Disclosure,
+    ) -> (Vec<SessionId>, HashMap<ToolId, usize>) {
+        let sessions: Vec<SessionId> = self.sessions.keys().copied().collect();
+        let mut dropped_by_tool: HashMap<ToolId, usize> = HashMap::new();
+        let mut touched = Vec::new();
+        for session in sessions {
+            let Some(set) = self.sessions.get(&session) else {
+                continue;
+            };
+            let (next, dropped) =
+                set.rebuilt_for_catalog(&self.catalog, disclosure == Disclosure::Progressive);
+            if !set.visible().eq(next.visible()) || !dropped.is_empty() {
+                touched.push(session);
+            }
+            report_dropped(session, &dropped);
+            self.remember_lost(session, &dropped);
+            for d in &dropped {
+                *dropped_by_tool.entry(d.activation.id.clone()).or_default() += 1;
+            }
+            self.sessions.insert(session, next);
+        }
+        (touched, dropped_by_tool)
+    }
+
     fn record_drift(&mut self, report: DriftReport) {
         if self.drift.len() >= MAX_DRIFT_REPORTS {
             self.drift.pop_front();
@@ -237,6 +302,9 @@ impl Gateway {
     ) -> Result<Self, crate::application::server::request_state::KeyError> {
         let state = Arc::new(Mutex::new(State {
             catalog: Arc::new(ToolCatalog::new()),
+            configured: pins.clone(),
+            first_use: Pins::default(),
+            approved: BTreeMap::new(),
             pins,
             upstreams: BTreeMap::new(),
             scopes: BTreeMap::new(),
@@ -298,8 +366,83 @@ impl Gateway {
     /// Keeps what is trusted on first use in `store` from now on, and takes
     /// what it already holds as the first use of the upstreams it names.
     /// Set it before adding upstreams.
+    ///
+    /// An approval recorded there holds while the configuration still pins
+    /// the tool as it did when the approval was made; a configuration that
+    /// pins it anew since is the newer word.
     pub fn set_trust_store(&self, store: Arc<dyn TrustStore>) {
-        lock(&self.inner.state).trust_store = Some(store);
+        let mut state = lock(&self.inner.state);
+        for approval in store.approvals() {
+            state.approved.insert(approval.id.clone(), approval);
+        }
+        state.trust_store = Some(store);
+        drop(state);
+        self.repin();
+    }
+
+    /// Replaces the configuration's pins (a reloaded configuration): every
+    /// tool's provenance is derived again, and sessions whose lists change
+    /// are told. What was trusted on first use stays; an approval stays
+    /// while the configuration pins its tool as it did when it was made.
+    pub fn set_pins(&self, pins: Pins) {
+        lock(&self.inner.state).configured = pins;
+        self.repin();
+    }
+
+    fn repin(&self) {
+        let touched = lock(&self.inner.state).repin(self.inner.disclosure);
+        for session in touched {
+            self.inner.server.tools_changed_for(session);
+        }
+    }
+
+    /// Vouches for each tool in `ids` as it is now, on the running gateway:
+    /// its current digest becomes its pin (kept in the [`TrustStore`], so a
+    /// restart holds it), it is verified again, and sessions whose lists
+    /// change are told. A drifted tool approved this way is callable again
+    /// at once wherever it is core; an activation it lost must be made
+    /// again.
+    ///
+    /// # Errors
+    ///
+    /// [`ApproveError::Unknown`] naming the first id that is no upstream
+    /// tool of the catalog; nothing is approved then.
+    pub fn approve(&self, ids: &[ToolId]) -> Result<Approved, ApproveError> {
+        let (approvals, touched, store) = {
+            let mut state = lock(&self.inner.state);
+            let mut approvals = Vec::with_capacity(ids.len());
+            for id in ids {
+                let record = state
+                    .catalog
+                    .get(id)
+                    .filter(|r| matches!(r.source, ToolSource::Upstream(_)))
+                    .ok_or_else(|| ApproveError::Unknown(id.clone()))?;
+                let over = state.configured.get(id).copied();
+                approvals.push(Approval::new(id.clone(), record.digest, over));
+            }
+            for approval in &approvals {
+                tracing::warn!(tool = %approval.id, digest = %approval.digest, "approved by the operator");
+                state.approved.insert(approval.id.clone(), approval.clone());
+            }
+            let touched = state.repin(self.inner.disclosure);
+            (approvals, touched, state.trust_store.clone())
+        };
+        let mut not_kept = None;
+        if let Some(store) = store {
+            for approval in &approvals {
+                if let Err(error) = store.record_approval(approval) {
+                    tracing::error!(tool = %approval.id, %error, "the approval could not be kept; a restart would forget it");
+                    not_kept = Some(error.to_string());
+                }
+            }
+        }
+        for session in touched {
+            self.inner.server.tools_changed_for(session);
+        }
+        Ok(Approved {
+            approvals,
+            not_kept,
+        })
     }
 
     /// Requires `scope` of a caller to see and call the tool `id`, now and
@@ -341,17 +484,26 @@ impl Gateway {
                 (Some(store), Trust::OnFirstUse) => store.first_use(name),
                 _ => None,
             };
+            // Used before: recorded in the store, or trusted by an earlier
+            // upstream of this name in this process (one a reload replaced).
+            let prefix = format!("{name}/");
+            let used_before = recorded.is_some()
+                || state
+                    .first_use
+                    .iter()
+                    .any(|(id, _)| id.as_str().starts_with(&prefix));
             if let Some(recorded) = recorded {
                 // Used before: what was trusted then is trusted now, and
                 // nothing more. A pin from configuration wins over it.
                 for (id, digest) in recorded {
-                    if state.pins.get(&id).is_none() {
-                        state.pins.pin(id, digest);
-                    }
+                    state.first_use.pin(id, digest);
                 }
-                upstream.first_use_done = true;
             }
+            upstream.first_use_done = used_before;
             state.upstreams.insert(name.to_owned(), upstream);
+            if used_before {
+                let _touched = state.repin(self.inner.disclosure);
+            }
         }
         let attempt = self.connect(name).await;
         if attempt.is_err() {
@@ -437,6 +589,10 @@ impl Gateway {
         };
         let weak = Arc::downgrade(&self.inner);
         let name = name.to_owned();
+        let generation = lock(&self.inner.state)
+            .upstreams
+            .get(&name)
+            .map(|u| u.generation);
         runtime.spawn(async move {
             let mut attempt = 1;
             loop {
@@ -445,6 +601,15 @@ impl Gateway {
                     return;
                 };
                 let gateway = Self { inner };
+                // An upstream removed, or replaced by a reloaded one of the
+                // same name, is no longer this loop's to open.
+                let current = lock(&gateway.inner.state)
+                    .upstreams
+                    .get(&name)
+                    .map(|u| u.generation);
+                if current.is_none() || current != generation {
+                    return;
+                }
                 match gateway.connect(&name).await {
                     Ok(()) => {
                         tracing::info!(upstream = %name, attempt, "the upstream is up again");
@@ -490,6 +655,46 @@ impl Gateway {
             tracing::warn!(upstream = %name, %reason, "the upstream's connection ended; reconnecting");
             self.reconnect_later(name);
         }
+    }
+
+    /// Removes the upstream called `name`: its tools leave the catalog and
+    /// the server, sessions whose lists change are told, and its connection
+    /// is closed. Returns whether there was one.
+    pub async fn remove_upstream(&self, name: &str) -> bool {
+        let (client, gone, touched) = {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstreams.remove(name) else {
+                return false;
+            };
+            let pins = state.pins.clone();
+            let gone = Arc::make_mut(&mut state.catalog).sync_upstream(name, Vec::new(), &pins);
+            let (touched, _dropped) = state.rebuild_sessions(self.inner.disclosure);
+            (upstream.client, gone, touched)
+        };
+        for (id, _) in gone {
+            let _removed = self.inner.server.remove_tool(id.as_str());
+        }
+        for session in touched {
+            self.inner.server.tools_changed_for(session);
+        }
+        if let Some(client) = client {
+            client.close().await;
+        }
+        tracing::info!(upstream = %name, "removed");
+        true
+    }
+
+    /// Drops the scope rule of the tool `id`: it is open to every caller the
+    /// session's tool set lets see it.
+    pub fn drop_scope(&self, id: &ToolId) {
+        let _registered = self.inner.server.set_tool_scope(id.as_str(), None);
+        lock(&self.inner.state).scopes.remove(id);
+    }
+
+    /// The scope rules in force, by tool id.
+    #[must_use]
+    pub fn scopes(&self) -> BTreeMap<ToolId, String> {
+        lock(&self.inner.state).scopes.clone()
     }
 
     /// Every upstream, in name order, with its health.
@@ -568,11 +773,13 @@ impl Gateway {
                     .unwrap_or_default();
                 let id = ToolId::namespaced(name, tool);
                 let digest = SchemaDigest::of_definition(definition);
-                if state.pins.get(&id).is_none() {
-                    state.pins.pin(id.clone(), digest);
-                }
+                // What an earlier upstream of this name was trusted with
+                // (before a reload replaced it) is not trusted anew.
+                let digest = *state.first_use.get(&id).unwrap_or(&digest);
+                state.first_use.pin(id.clone(), digest);
                 trusted.insert(id, digest);
             }
+            state.pins = state.effective_pins();
             if let Some(store) = &state.trust_store {
                 if let Err(error) = store.record_first_use(name, &trusted) {
                     tracing::error!(upstream = %name, %error, "the pins trusted on first use could not be kept; a restart would trust anew");
@@ -585,28 +792,7 @@ impl Gateway {
             return Ok(());
         }
         // Rebuild every session's set now, so drift is reported once, here.
-        let disclosure = self.inner.disclosure;
-        let sessions: Vec<SessionId> = state.sessions.keys().copied().collect();
-        let mut dropped_by_tool: HashMap<ToolId, usize> = HashMap::new();
-        let mut touched = Vec::new();
-        for session in sessions {
-            let Some(set) = state.sessions.get(&session) else {
-                continue;
-            };
-            let (next, dropped) =
-                set.rebuilt_for_catalog(&state.catalog, disclosure == Disclosure::Progressive);
-            let visible_before: Vec<ToolId> = set.visible().cloned().collect();
-            if visible_before != next.visible().cloned().collect::<Vec<_>>() || !dropped.is_empty()
-            {
-                touched.push(session);
-            }
-            report_dropped(session, &dropped);
-            state.remember_lost(session, &dropped);
-            for d in &dropped {
-                *dropped_by_tool.entry(d.activation.id.clone()).or_default() += 1;
-            }
-            state.sessions.insert(session, next);
-        }
+        let (touched, dropped_by_tool) = state.rebuild_sessions(self.inner.disclosure);
         for (id, change) in &changes {
             let (old, new) = match change {
                 CatalogChange::Added => (None, state.catalog.get(id).map(|r| r.digest)),
@@ -745,6 +931,26 @@ impl Gateway {
     pub fn drift(&self) -> Vec<DriftReport> {
         lock(&self.inner.state).drift.iter().cloned().collect()
     }
+}
+
+/// What [`Gateway::approve`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Approved {
+    /// Each tool approved, at the digest approved.
+    pub approvals: Vec<Approval>,
+    /// Why the approvals could not be kept beyond this process, if they
+    /// could not; they hold in memory all the same.
+    pub not_kept: Option<String>,
+}
+
+/// Why an approval was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApproveError {
+    /// The id names no upstream tool of the catalog.
+    #[error("{0} is no upstream tool of the catalog (see --print-digests)")]
+    Unknown(ToolId),
 }
 
 /// Forwards an upstream's list changes, and the end of its connection, to

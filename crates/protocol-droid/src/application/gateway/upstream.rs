@@ -9,28 +9,15 @@
 //! to one is answered at once with why the upstream is down, never left to
 //! hang.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::policy::ToolPolicy;
+use super::trust::Trust;
 use crate::application::bridge::{Connector, ConnectorError};
 use crate::application::client::{Client, ClientError};
 use crate::domain::ProtocolVersion;
-use crate::domain::catalog::{SchemaDigest, ToolId};
-
-/// How an upstream's tools earn trust.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Trust {
-    /// Only digests pinned in configuration are verified.
-    #[default]
-    Pinned,
-    /// The digests seen when the upstream is first listed are pinned (and
-    /// kept by the [`TrustStore`], when there is one, so a restart does not
-    /// trust anew); a later change is drift like any other.
-    OnFirstUse,
-}
 
 /// How the gateway treats one upstream.
 #[derive(Clone, Debug)]
@@ -141,27 +128,8 @@ pub enum UpstreamError {
     Name(String),
 }
 
-/// Keeps what was trusted on first use beyond this process, so a restart
-/// does not trust whatever the upstreams show by then.
-///
-/// An upstream the store knows was used before: its pins are the ones
-/// recorded, and tools it offers beyond them are unverified like any drift.
-pub trait TrustStore: Send + Sync + fmt::Debug {
-    /// The pins recorded at `upstream`'s first use, if it had one.
-    fn first_use(&self, upstream: &str) -> Option<BTreeMap<ToolId, SchemaDigest>>;
-
-    /// Records the pins of `upstream`'s first use.
-    ///
-    /// # Errors
-    ///
-    /// When they cannot be kept; the gateway still holds them in memory and
-    /// says so in its log.
-    fn record_first_use(
-        &self,
-        upstream: &str,
-        pins: &BTreeMap<ToolId, SchemaDigest>,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
-}
+/// Hands out [`Upstream::generation`]s.
+static NEXT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// An upstream as the gateway holds it.
 pub(super) struct Upstream {
@@ -176,6 +144,9 @@ pub(super) struct Upstream {
     pub(super) first_use_done: bool,
     /// Whether a reconnection loop is running for it.
     pub(super) reconnecting: bool,
+    /// Tells this upstream from an earlier one of the same name (removed,
+    /// or replaced by a reloaded configuration).
+    pub(super) generation: u64,
 }
 
 impl Upstream {
@@ -187,6 +158,7 @@ impl Upstream {
             health: UpstreamHealth::Connecting,
             first_use_done: false,
             reconnecting: false,
+            generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
