@@ -474,3 +474,76 @@ fn upstreams_added_and_removed_from_the_file_follow_without_a_restart() -> Resul
     }
     Ok(())
 }
+
+/// The resident set of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> Result<u64, TestError> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .ok_or("no VmRSS")?;
+    Ok(line.split_whitespace().nth(1).ok_or("no figure")?.parse()?)
+}
+
+/// An upstream that hangs, writes garbage, answers 100 MiB, floods
+/// notifications or crashes: each call to it gets a clear error (or its
+/// answer) within the upstream's timeout, the other upstream answers
+/// throughout, and the gateway's memory stays bounded.
+#[test]
+fn a_hostile_upstream_takes_nothing_from_the_others() -> Result<(), TestError> {
+    let scratch = Scratch::new("hostile")?;
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "state = {:?}\n\n[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}]\n\
+             trust = \"on-first-use\"\ntimeout = 3\n\n[[upstream]]\nname = \"fixture\"\n\
+             command = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
+            scratch.path("state.json")
+        ),
+    )?;
+    let (gateway, address) = listening(
+        &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
+        "http",
+    )?;
+    let pid = gateway.0.id();
+    let ok = call(&address, "hostile/ok", "{}")?;
+    assert!(ok.as_ref().is_ok_and(|out| out.contains("ok")), "{ok:?}");
+
+    for (fault, said) in [
+        ("hang", "no answer to tools/call within 3000 ms"),
+        ("garbage", "no answer to tools/call within 3000 ms"),
+        ("huge", "upstream hostile"),
+        ("crash", "upstream hostile"),
+    ] {
+        let answer = call(&address, &format!("hostile/{fault}"), "{}")?;
+        assert!(
+            answer.as_ref().is_err_and(|e| e.contains(said)),
+            "{fault}: {answer:?}"
+        );
+        // The other upstream is untouched.
+        let fixture = call(&address, "fixture/echo", r#"{"text": "unaffected"}"#)?;
+        assert!(
+            fixture.as_ref().is_ok_and(|out| out.contains("unaffected")),
+            "after {fault}: {fixture:?}"
+        );
+    }
+    // A flood is read and passed over; the call still gets its answer, and
+    // the hostile upstream (restarted after its crash) serves again.
+    let deadline = Instant::now() + PATIENCE;
+    let flooded = loop {
+        let answer = call(&address, "hostile/flood", "{}")?;
+        if answer.is_ok() || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        flooded.as_ref().is_ok_and(|out| out.contains("flooded")),
+        "{flooded:?}"
+    );
+    // 100 MiB went past the gateway; it kept none of it.
+    let resident = rss_kib(pid)?;
+    assert!(resident < 64 * 1024, "the gateway holds {resident} KiB");
+    Ok(())
+}

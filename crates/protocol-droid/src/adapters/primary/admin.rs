@@ -196,9 +196,12 @@ fn status(gateway: &Gateway) -> Value {
         .filter(|(_, _, provenance)| !provenance.is_verified())
         .map(|(id, digest, _)| json!({ "id": id.as_str(), "digest": digest.to_string() }))
         .collect();
+    // Changes to tools that existed: a tool's first appearance is no news
+    // to an operator, and would bury the changes that are.
     let drift: Vec<Value> = gateway
         .drift()
         .into_iter()
+        .filter(|d| d.old.is_some())
         .map(|d| {
             json!({
                 "id": d.id.as_str(),

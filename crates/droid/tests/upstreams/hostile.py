@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""An MCP server on stdio (2025-11-25) that misbehaves when asked to: what a
+gateway in front of it must survive. Each tool is one fault:
+
+  ok       answers at once
+  hang     never answers
+  garbage  writes lines that are not JSON-RPC, and never answers
+  huge     answers with a 100 MiB line
+  flood    sends 20,000 log messages and 1,000 tools/list_changed, then answers
+  crash    exits without answering
+"""
+
+import json
+import sys
+
+TOOLS = ["ok", "hang", "garbage", "huge", "flood", "crash"]
+out = sys.stdout
+
+
+def send(message):
+    out.write(json.dumps(message) + "\n")
+    out.flush()
+
+
+def answer(request_id, text):
+    send({"jsonrpc": "2.0", "id": request_id,
+          "result": {"content": [{"type": "text", "text": text}]}})
+
+
+for line in sys.stdin:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        continue
+    method, request_id = message.get("method"), message.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+            "serverInfo": {"name": "hostile", "version": "0"},
+        }})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [
+            {"name": name, "description": f"The {name} fault.", "inputSchema": {"type": "object"}}
+            for name in TOOLS
+        ]}})
+    elif method == "tools/call":
+        name = message.get("params", {}).get("name")
+        if name == "ok":
+            answer(request_id, "ok")
+        elif name == "hang":
+            pass
+        elif name == "garbage":
+            out.write("this is not JSON\n{\"jsonrpc\": \"2.0\", \"id\": \n\x00\x01\x02\n")
+            out.flush()
+        elif name == "huge":
+            out.write('{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", "text": "'
+                      % json.dumps(request_id))
+            chunk = "x" * (1 << 20)
+            for _ in range(100):
+                out.write(chunk)
+            out.write('"}]}}\n')
+            out.flush()
+        elif name == "flood":
+            for i in range(20_000):
+                out.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                                      "params": {"level": "info", "data": f"message {i}"}}) + "\n")
+            for _ in range(1_000):
+                out.write('{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}\n')
+            out.flush()
+            answer(request_id, "flooded")
+        elif name == "crash":
+            sys.exit(3)
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+    elif request_id is not None:
+        send({"jsonrpc": "2.0", "id": request_id,
+              "error": {"code": -32601, "message": f"{method} is not a method here"}})
