@@ -15,6 +15,7 @@ import json
 import os
 import re
 import socket
+import sys
 import subprocess
 import time
 import urllib.error
@@ -30,7 +31,7 @@ HERE = Path(__file__).resolve().parent.parent
 REPO = HERE.parent.parent
 DROID = str(REPO / "target" / "debug" / "droid")
 TS_SERVERS = str(HERE / "ts" / "servers.mjs")
-DISCOVERY = {"search_tools", "activate_tools", "deactivate_tools"}
+DISCOVERY = {"search_tools", "activate_tools", "deactivate_tools", "call_tool"}
 
 
 def free_port() -> int:
@@ -231,13 +232,22 @@ trust = "on-first-use"
 
 @pytest.mark.anyio
 async def test_a_stateless_request_is_its_own_session_and_keeps_no_activation(gateway):
-    """At 2026-07-28 over HTTP each request stands alone: activating is refused, and says why."""
+    """At 2026-07-28 over HTTP an anonymous request stands alone: activating is refused, and
+    says why; the tool found is called by its exact id instead, and nothing is kept."""
     async with Client(gateway["url"], mode="2026-07-28", read_timeout_seconds=30) as client:
         assert names(await client.list_tools()) == DISCOVERY
         refused = await client.call_tool("activate_tools", {"ids": ["fixture/echo"]})
         assert refused.is_error and "its own session" in text(refused), text(refused)
         found = await client.call_tool("search_tools", {"query": "echo"})
         assert "fixture/echo" in [t["id"] for t in found.structured_content["tools"]]
+        called = await client.call_tool("call_tool", {"id": "fixture/echo", "arguments": {"text": "by id"}})
+        assert not called.is_error and text(called) == "by id", text(called)
+        assert names(await client.list_tools()) == DISCOVERY
+        with pytest.raises(Exception, match="unknown tool"):
+            await client.call_tool("fixture/echo", {"text": "hi"})
+        # What a session may not have, it may not call by id either.
+        hidden = await client.call_tool("call_tool", {"id": "nowhere/nothing", "arguments": {}})
+        assert hidden.is_error and "not in the catalog" in text(hidden), text(hidden)
 
 
 EVERYTHING = HERE / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
@@ -311,3 +321,63 @@ async def test_an_mcp_servers_file_with_env_and_headers_works_unchanged(tmp_path
         for proc in reversed(procs):
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.anyio
+async def test_a_principal_keeps_its_activations_across_2026_requests(tmp_path):
+    """Authenticated 2026-07-28 callers keep activations by principal, across requests and
+    clients; another principal sees none of them, and calls by exact id instead."""
+    sys.path.insert(0, str(HERE))
+    from issuer import Issuer
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def bearer(url: str, token: str):
+        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"},
+                                      timeout=httpx2.Timeout(30)) as http:
+            async with streamable_http_client(url, http_client=http) as streams:
+                yield streams
+
+    issuer = Issuer()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    config = tmp_path / "gateway.toml"
+    config.write_text(f"""
+mode = "progressive"
+
+[[upstream]]
+name = "fixture"
+command = ["{DROID}", "serve"]
+trust = "on-first-use"
+""")
+    gw = subprocess.Popen([DROID, "gateway", "--config", str(config), "--listen", f"127.0.0.1:{port}",
+                           "--auth-issuer", issuer.issuer, "--auth-jwks-url", f"{issuer.url}/jwks"],
+                          env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, gw, "the gateway")
+        alice, bob = issuer.token(url, "", sub="alice"), issuer.token(url, "", sub="bob")
+        async with Client(bearer(url, alice), mode="2026-07-28", read_timeout_seconds=30) as client:
+            activated = await client.call_tool("activate_tools", {"ids": ["fixture/echo"]})
+            assert not activated.is_error, text(activated)
+        # A new client, the same principal: the activation is there.
+        async with Client(bearer(url, alice), mode="2026-07-28", read_timeout_seconds=30) as client:
+            assert names(await client.list_tools()) == DISCOVERY | {"fixture/echo"}
+            assert text(await client.call_tool("fixture/echo", {"text": "alice"})) == "alice"
+        async with Client(bearer(url, bob), mode="2026-07-28", read_timeout_seconds=30) as client:
+            assert names(await client.list_tools()) == DISCOVERY
+            with pytest.raises(Exception, match="unknown tool"):
+                await client.call_tool("fixture/echo", {"text": "bob"})
+            called = await client.call_tool("call_tool", {"id": "fixture/echo", "arguments": {"text": "bob"}})
+            assert text(called) == "bob", text(called)
+            assert names(await client.list_tools()) == DISCOVERY
+        # Alice deactivates: gone for her too.
+        async with Client(bearer(url, alice), mode="2026-07-28", read_timeout_seconds=30) as client:
+            assert not (await client.call_tool("deactivate_tools", {"ids": ["fixture/echo"]})).is_error
+            assert names(await client.list_tools()) == DISCOVERY
+    finally:
+        gw.kill()
+        gw.wait()
+        issuer.close()

@@ -1,7 +1,16 @@
 //! The discovery tools of progressive mode: `search_tools` ranks the
 //! catalog for the caller, `activate_tools` grants exact ids to the caller's
-//! session and `deactivate_tools` revokes them. Each change is announced to
+//! session and `deactivate_tools` revokes them, and `call_tool` calls one
+//! tool by its exact id for this request alone. Each change is announced to
 //! that session alone.
+//!
+//! A session that keeps activations is a lasting one (stdio, a legacy HTTP
+//! session) or, for a 2026-07-28 request over HTTP, which is its own
+//! session, the authenticated principal's: its activations last across its
+//! requests for up to an hour after the last one. An anonymous 2026-07-28
+//! caller keeps nothing; `call_tool` serves it, and any client, without
+//! anything to keep: the request's own set gets the one exact activation,
+//! and the call passes the same gate.
 //!
 //! They are ordinary tools of the gateway's server, registered by
 //! [`Gateway::build`] in progressive mode, and they pass the same
@@ -26,6 +35,8 @@ pub const SEARCH_TOOLS: &str = "search_tools";
 pub const ACTIVATE_TOOLS: &str = "activate_tools";
 /// See [`SEARCH_TOOLS`].
 pub const DEACTIVATE_TOOLS: &str = "deactivate_tools";
+/// See [`SEARCH_TOOLS`].
+pub const CALL_TOOL: &str = "call_tool";
 
 /// The longest `search_tools` query ranked; a longer one is refused. A few
 /// words find a tool, and ranking costs time in proportion to the query.
@@ -44,6 +55,13 @@ struct SearchArgs {
 #[derive(Deserialize)]
 struct IdsArgs {
     ids: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct CallArgs {
+    id: String,
+    #[serde(default)]
+    arguments: crate::domain::ir::JsonObject,
 }
 
 fn text(message: impl Into<String>) -> ToolResult {
@@ -94,6 +112,22 @@ impl Gateway {
                 .input_schema(ids_schema()),
                 DEACTIVATE_TOOLS,
             ),
+            (
+                ToolSpec::new(
+                    CALL_TOOL,
+                    "Calls one tool found with search_tools by its exact id, without \
+                     activating it: for a client that keeps no session.",
+                )
+                .input_schema(json!({
+                    "type": "object",
+                    "properties": {
+                        "id": { "type": "string", "description": "The exact tool id" },
+                        "arguments": { "type": "object", "description": "The tool's arguments" },
+                    },
+                    "required": ["id"],
+                })),
+                CALL_TOOL,
+            ),
         ];
         for (spec, name) in definitions {
             let (tool, _) = spec.clone().into_parts();
@@ -109,6 +143,7 @@ impl Gateway {
                 let gateway = gateway.upgrade().map(|inner| Self { inner });
                 async move {
                     match gateway {
+                        Some(gateway) if name == CALL_TOOL => gateway.call_by_id(&call).await,
                         Some(gateway) => gateway.discovery(name, &call),
                         None => Err(CallError::internal("the gateway is shutting down")),
                     }
@@ -131,7 +166,7 @@ impl Gateway {
         let limit = args.limit.unwrap_or(10).clamp(1, 50);
         let (catalog, set, scopes) = {
             let mut state = lock(&self.inner.state);
-            let set = state.set_for(call.peer(), self.inner.disclosure);
+            let set = state.set_for(call.peer(), call.caller(), self.inner.disclosure);
             ExecutionGate::authorize(&set, &state.catalog, &ToolId::new(SEARCH_TOOLS))
                 .map_err(|e| refused(e.to_string()))?;
             (Arc::clone(&state.catalog), set, state.scopes.clone())
@@ -195,10 +230,16 @@ impl Gateway {
                 "Nothing was changed: at most {MAX_IDS} ids at a time"
             )));
         }
-        let session = call.session();
         let mut state = lock(&self.inner.state);
         let disclosure = self.inner.disclosure;
-        let set = state.set_for(call.peer(), disclosure);
+        let set = state.set_for(call.peer(), call.caller(), disclosure);
+        let Some(session) = state.keeping_session(call.peer(), call.caller(), disclosure) else {
+            return Ok(failure(format!(
+                "Nothing was changed: a 2026-07-28 request over HTTP is its own session, and an \
+                 anonymous caller keeps nothing between requests; call a tool by its exact id \
+                 with {CALL_TOOL}, authenticate, or connect over stdio or a legacy HTTP session"
+            )));
+        };
         // A tool whose scope the caller lacks does not exist for it, in
         // searches and activations as in lists.
         let permitted = |state: &State, id: &ToolId| {
@@ -211,13 +252,6 @@ impl Gateway {
             .map_err(|e| refused(e.to_string()))?;
         match tool {
             ACTIVATE_TOOLS => {
-                if !call.peer().is_lasting() {
-                    return Ok(failure(
-                        "Nothing was activated: activations last a session, and a 2026-07-28 \
-                         request over HTTP is its own session; connect over stdio or with a \
-                         legacy HTTP session",
-                    ));
-                }
                 let mut grants = Vec::new();
                 for id in &args.ids {
                     let id = ToolId::new(id.as_str());
@@ -270,6 +304,44 @@ impl Gateway {
             }
             _ => Err(refused(format!("unknown discovery tool {tool}"))),
         }
+    }
+}
+
+impl Gateway {
+    /// `call_tool`: the request's own set, plus the one exact activation of
+    /// the tool named, through the gate like any call. Nothing is kept: the
+    /// next request sees the set it saw before.
+    async fn call_by_id(&self, call: &Call) -> Result<ToolResult, CallError> {
+        let args: CallArgs = call.args()?;
+        let id = ToolId::new(args.id.as_str());
+        let route = {
+            let mut state = lock(&self.inner.state);
+            let mut set = state.set_for(call.peer(), call.caller(), self.inner.disclosure);
+            ExecutionGate::authorize(&set, &state.catalog, &ToolId::new(CALL_TOOL))
+                .map_err(|e| refused(e.to_string()))?;
+            // As for an activation: an unverified tool, or one whose scope
+            // the caller lacks, is not in the catalog as far as it can tell.
+            let callable = state
+                .catalog
+                .get(&id)
+                .is_some_and(|r| r.role == ToolRole::Deferred && r.provenance.is_verified())
+                && state
+                    .scopes
+                    .get(&id)
+                    .is_none_or(|scope| call.caller().has_scope(scope));
+            if !callable {
+                return Ok(failure(format!("{id} is not in the catalog")));
+            }
+            if !set.is_core(&id) && set.activation(&id).is_none() {
+                let grant = SessionActivationGrant::issue(*set.session(), &id, &state.catalog)
+                    .ok_or_else(|| refused(format!("{id} is not in the catalog")))?;
+                let catalog = Arc::clone(&state.catalog);
+                set.activate(grant, &catalog)
+                    .map_err(|e| refused(e.to_string()))?;
+            }
+            state.route(&set, &id)?
+        };
+        self.call_upstream(route, args.arguments).await
     }
 }
 

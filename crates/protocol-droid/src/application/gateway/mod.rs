@@ -18,11 +18,12 @@ mod trust;
 mod upstream;
 
 pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
-pub use discovery::{ACTIVATE_TOOLS, DEACTIVATE_TOOLS, SEARCH_TOOLS};
+pub use discovery::{ACTIVATE_TOOLS, CALL_TOOL, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
 pub use policy::{PolicyError, ToolPolicy};
 pub use runtime::{
-    ApproveError, Approved, Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS,
+    ApproveError, Approved, Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_PRINCIPALS,
+    MAX_SESSIONS, PRINCIPAL_IDLE,
 };
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,

@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -26,8 +27,8 @@ use super::upstream::{
     self, Upstream, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
 };
 use crate::application::bridge::Connector;
-use crate::application::client::{ClientError, ClientHandler, Notice, RequestOptions};
-use crate::application::server::PeerSession;
+use crate::application::client::{Client, ClientError, ClientHandler, Notice, RequestOptions};
+use crate::application::server::{AuthContext, PeerSession};
 use crate::application::server::{
     Call, CallError, Server, ServerBuilder, ToolAccess, ToolSpec, ToolVisibility,
 };
@@ -90,7 +91,24 @@ pub(super) struct State {
     pub(super) drift: VecDeque<DriftReport>,
     /// Where pins trusted on first use are kept beyond this process.
     trust_store: Option<Arc<dyn TrustStore>>,
+    /// The session standing for each authenticated 2026-07-28 principal,
+    /// whose activations it keeps across requests.
+    principals: HashMap<String, KeptPrincipal>,
+    next_principal: u64,
 }
+
+/// A principal's session, and when it was last used.
+struct KeptPrincipal {
+    session: SessionId,
+    used: Instant,
+}
+
+/// How many principals' activations are kept; the least recently used goes
+/// first.
+pub const MAX_PRINCIPALS: usize = 10_000;
+
+/// How long a principal's activations outlive its last request.
+pub const PRINCIPAL_IDLE: Duration = Duration::from_secs(3600);
 
 /// How many lost activations are remembered per session.
 const MAX_LOST: usize = 256;
@@ -153,23 +171,99 @@ impl State {
         }
     }
 
-    /// The set serving `peer`: its session's, kept and rebuilt, when the
-    /// session outlives the request; a fresh core for a 2026-07-28 HTTP
-    /// request, which is its own session and keeps nothing.
-    pub(super) fn set_for(&mut self, peer: &PeerSession, disclosure: Disclosure) -> SessionToolSet {
-        if peer.is_lasting() {
-            return self.session_set(peer.session(), disclosure).clone();
+    /// The set serving `peer` and `caller`: its session's, kept and rebuilt,
+    /// when the session outlives the request; for a 2026-07-28 request over
+    /// HTTP, which is its own session, the set its authenticated principal
+    /// keeps across requests (progressive mode), or else a fresh core that
+    /// keeps nothing.
+    pub(super) fn set_for(
+        &mut self,
+        peer: &PeerSession,
+        caller: &AuthContext,
+        disclosure: Disclosure,
+    ) -> SessionToolSet {
+        match self.keeping_session(peer, caller, disclosure) {
+            Some(session) => self.session_set(session, disclosure).clone(),
+            None => fresh_set(peer.session(), &self.catalog, disclosure),
         }
-        fresh_set(peer.session(), &self.catalog, disclosure)
     }
 
-    /// What the server may do with `id` for `peer`.
-    fn access(&mut self, peer: &PeerSession, disclosure: Disclosure, id: &ToolId) -> ToolAccess {
-        let set = self.set_for(peer, disclosure);
+    /// The session whose set outlives this request: the peer's own when it
+    /// lasts, else the authenticated principal's (in progressive mode, where
+    /// there is anything to keep), else none. Anonymous 2026-07-28 callers
+    /// share no set: they would see each other's activations.
+    pub(super) fn keeping_session(
+        &mut self,
+        peer: &PeerSession,
+        caller: &AuthContext,
+        disclosure: Disclosure,
+    ) -> Option<SessionId> {
+        if peer.is_lasting() {
+            return Some(peer.session());
+        }
+        if disclosure != Disclosure::Progressive {
+            return None;
+        }
+        let key = caller.principal_key()?;
+        Some(self.principal_session(key))
+    }
+
+    /// The session standing for `principal`, made or renewed now. One idle
+    /// past [`PRINCIPAL_IDLE`] starts afresh; past [`MAX_PRINCIPALS`] the
+    /// least recently used goes.
+    fn principal_session(&mut self, principal: String) -> SessionId {
+        let now = Instant::now();
+        let fresh = self
+            .principals
+            .get(&principal)
+            .filter(|kept| now.duration_since(kept.used) <= PRINCIPAL_IDLE)
+            .map(|kept| kept.session);
+        if let Some(session) = fresh {
+            if let Some(kept) = self.principals.get_mut(&principal) {
+                kept.used = now;
+            }
+            return session;
+        }
+        if let Some(expired) = self.principals.remove(&principal) {
+            self.forget_session(expired.session);
+        }
+        if self.principals.len() >= MAX_PRINCIPALS {
+            let oldest = self
+                .principals
+                .iter()
+                .min_by_key(|(_, kept)| kept.used)
+                .map(|(key, _)| key.clone());
+            if let Some(kept) = oldest.and_then(|key| self.principals.remove(&key)) {
+                self.forget_session(kept.session);
+            }
+        }
+        // Numbered from the top of the range, so never a session the server
+        // numbered.
+        self.next_principal = self.next_principal.wrapping_add(1);
+        let session = SessionId::new(u64::MAX - self.next_principal);
+        self.principals
+            .insert(principal, KeptPrincipal { session, used: now });
+        session
+    }
+
+    fn forget_session(&mut self, session: SessionId) {
+        self.sessions.remove(&session);
+        self.lost.remove(&session);
+    }
+
+    /// What the server may do with `id` for `peer` and `caller`.
+    fn access(
+        &mut self,
+        peer: &PeerSession,
+        caller: &AuthContext,
+        disclosure: Disclosure,
+        id: &ToolId,
+    ) -> ToolAccess {
+        let set = self.set_for(peer, caller, disclosure);
         if set.is_core(id) || set.activation(id).is_some() {
             return ToolAccess::Granted;
         }
-        match self.lost.get(&peer.session()).and_then(|lost| lost.get(id)) {
+        match self.lost.get(set.session()).and_then(|lost| lost.get(id)) {
             Some(why) => ToolAccess::Refused(why.clone()),
             None => ToolAccess::Hidden,
         }
@@ -312,10 +406,12 @@ impl Gateway {
             lost: BTreeMap::new(),
             drift: VecDeque::new(),
             trust_store: None,
+            principals: HashMap::new(),
+            next_principal: 0,
         }));
         let seen = Arc::clone(&state);
-        let visibility: ToolVisibility = Arc::new(move |peer, _caller, name| {
-            lock(&seen).access(peer, disclosure, &ToolId::new(name))
+        let visibility: ToolVisibility = Arc::new(move |peer, caller, name| {
+            lock(&seen).access(peer, caller, disclosure, &ToolId::new(name))
         });
         let server = builder.tool_visibility(visibility).build()?;
         let (refresh, mut requests) = mpsc::channel::<String>(64);
@@ -866,27 +962,27 @@ impl Gateway {
 
     /// Authorizes a call through the gate and forwards it upstream.
     async fn forward(&self, id: &ToolId, call: Call) -> Result<ToolResult, CallError> {
-        let (client, name, upstream, timeout) = {
+        let route = {
             let mut state = lock(&self.inner.state);
-            let set = state.set_for(call.peer(), self.inner.disclosure);
-            let record = ExecutionGate::authorize(&set, &state.catalog, id)
-                .map_err(|e| refused(e.to_string()))?;
-            let ToolSource::Upstream(upstream) = &record.source else {
-                return Err(refused(format!("{id} has no upstream")));
-            };
-            let linked = state
-                .upstreams
-                .get(upstream)
-                .ok_or_else(|| refused(format!("upstream {upstream} is gone")))?;
-            let client = linked.usable(upstream).map_err(CallError::internal)?;
-            let name = linked
-                .options
-                .tools
-                .upstream_name(record.source_name())
-                .to_owned();
-            (client, name, upstream.clone(), linked.options.timeout)
+            let set = state.set_for(call.peer(), call.caller(), self.inner.disclosure);
+            state.route(&set, id)?
         };
         let arguments: JsonObject = call.args()?;
+        self.call_upstream(route, arguments).await
+    }
+
+    /// Calls the tool `route` leads to with `arguments`.
+    pub(super) async fn call_upstream(
+        &self,
+        route: Route,
+        arguments: JsonObject,
+    ) -> Result<ToolResult, CallError> {
+        let Route {
+            client,
+            name,
+            upstream,
+            timeout,
+        } = route;
         let options = RequestOptions {
             timeout: Some(timeout),
             ..RequestOptions::default()
@@ -930,6 +1026,42 @@ impl Gateway {
     #[must_use]
     pub fn drift(&self) -> Vec<DriftReport> {
         lock(&self.inner.state).drift.iter().cloned().collect()
+    }
+}
+
+/// Where an authorized call goes: the upstream's connection, and the name
+/// the upstream knows the tool by.
+pub(super) struct Route {
+    client: Client,
+    name: String,
+    upstream: String,
+    timeout: Duration,
+}
+
+impl State {
+    /// Authorizes `id` for `set` through the gate and finds its upstream.
+    pub(super) fn route(&self, set: &SessionToolSet, id: &ToolId) -> Result<Route, CallError> {
+        let record =
+            ExecutionGate::authorize(set, &self.catalog, id).map_err(|e| refused(e.to_string()))?;
+        let ToolSource::Upstream(upstream) = &record.source else {
+            return Err(refused(format!("{id} has no upstream")));
+        };
+        let linked = self
+            .upstreams
+            .get(upstream)
+            .ok_or_else(|| refused(format!("upstream {upstream} is gone")))?;
+        let client = linked.usable(upstream).map_err(CallError::internal)?;
+        let name = linked
+            .options
+            .tools
+            .upstream_name(record.source_name())
+            .to_owned();
+        Ok(Route {
+            client,
+            name,
+            upstream: upstream.clone(),
+            timeout: linked.options.timeout,
+        })
     }
 }
 
