@@ -3,53 +3,19 @@
 //! The upstreams are `droid serve`, started by the gateway as a user's
 //! configuration says.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{TestError, listening};
+use support::{Files, TestError, listening};
 
 /// How long anything here may take before the test gives up: a bound on a
 /// hang, not a measurement.
 const PATIENCE: Duration = Duration::from_secs(60);
 
 const DROID: &str = env!("CARGO_BIN_EXE_droid");
-
-/// A fresh folder, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Result<Self, TestError> {
-        let dir = std::env::temp_dir().join(format!(
-            "droid-gateway-{name}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&dir)?;
-        Ok(Self(dir))
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// Writes `text` to `name` in the folder; its path as a string.
-    fn write(&self, name: &str, text: &str) -> Result<String, TestError> {
-        let path = self.path(name);
-        std::fs::write(&path, text)?;
-        Ok(path.to_string_lossy().into_owned())
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _removed = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Runs `droid ARGS` to the end, keeping any state it writes in `state`.
 fn droid(args: &[&str], state: &Path) -> Result<Output, TestError> {
@@ -73,6 +39,15 @@ fn digests(config: &str, state: &Path) -> Result<(Vec<(String, String)>, Output)
         })
         .collect();
     Ok((tools, out))
+}
+
+/// `--print-digests` of a configuration whose every upstream must list.
+fn listed(config: &str, state: &Path) -> Result<Vec<(String, String)>, TestError> {
+    let (tools, out) = digests(config, state)?;
+    if !out.status.success() {
+        return Err(format!("listing failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    Ok(tools)
 }
 
 fn provenance_of<'a>(tools: &'a [(String, String)], id: &str) -> Option<&'a str> {
@@ -109,7 +84,7 @@ fn call(address: &str, tool: &str, arguments: &str) -> Result<Result<String, Str
 /// An upstream that cannot start is reported by name; the others serve.
 #[test]
 fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestError> {
-    let scratch = Scratch::new("broken")?;
+    let scratch = Files::fresh("droid-gateway-broken")?;
     let config = scratch.write(
         "gateway.toml",
         &format!(
@@ -118,7 +93,7 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
         ),
     )?;
     // Listing: the healthy upstream's tools, and a failure naming the other.
-    let (tools, out) = digests(&config, &scratch.0)?;
+    let (tools, out) = digests(&config, scratch.dir())?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "an incomplete list passed for whole");
     assert!(
@@ -149,8 +124,8 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
 /// is refused saying so, never left to hang.
 #[test]
 fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
-    let scratch = Scratch::new("restart")?;
-    let pids = scratch.path("pids");
+    let scratch = Files::fresh("droid-gateway-restart")?;
+    let pids = scratch.dir().join("pids");
     // The shell writes its pid, then becomes the server: the pid is the
     // server's.
     let script = format!("echo $$ >> {}; exec {DROID} serve", pids.display());
@@ -213,24 +188,19 @@ fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
 /// definition changed in between is unverified, not trusted anew.
 #[test]
 fn trust_on_first_use_outlives_a_restart() -> Result<(), TestError> {
-    let scratch = Scratch::new("tofu")?;
+    let scratch = Files::fresh("droid-gateway-tofu")?;
     let upstream = format!(
         "[[upstream]]\nname = \"fixture\"\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n"
     );
     let config = scratch.write("gateway.toml", &upstream)?;
-    let (first, out) = digests(&config, &scratch.0)?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let first = listed(&config, scratch.dir())?;
     assert_eq!(
         provenance_of(&first, "fixture/echo"),
         Some("pinned"),
         "{first:?}"
     );
     // The pins were kept in the state directory, named after the file.
-    let kept = std::fs::read_dir(scratch.path("droid").join("gateway"))?.count();
+    let kept = std::fs::read_dir(scratch.dir().join("droid").join("gateway"))?.count();
     assert_eq!(kept, 1);
 
     // The same configuration, but what a model reads of `echo` differs.
@@ -238,12 +208,7 @@ fn trust_on_first_use_outlives_a_restart() -> Result<(), TestError> {
         "{upstream}tools = {{ descriptions = {{ echo = \"Sends your text somewhere else.\" }} }}\n"
     );
     std::fs::write(&config, &changed)?;
-    let (second, out) = digests(&config, &scratch.0)?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let second = listed(&config, scratch.dir())?;
     assert_eq!(
         provenance_of(&second, "fixture/echo"),
         Some("unverified"),
@@ -257,8 +222,8 @@ fn trust_on_first_use_outlives_a_restart() -> Result<(), TestError> {
 
     // Without the kept state the change would have been trusted: the state
     // is what made the difference.
-    std::fs::remove_dir_all(scratch.path("droid"))?;
-    let (fresh, _) = digests(&config, &scratch.0)?;
+    std::fs::remove_dir_all(scratch.dir().join("droid"))?;
+    let fresh = listed(&config, scratch.dir())?;
     assert_eq!(
         provenance_of(&fresh, "fixture/echo"),
         Some("pinned"),
@@ -272,7 +237,7 @@ fn trust_on_first_use_outlives_a_restart() -> Result<(), TestError> {
 /// the TOML form not needed.
 #[test]
 fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
-    let scratch = Scratch::new("json")?;
+    let scratch = Files::fresh("droid-gateway-json")?;
     let config = scratch.write(
         "mcp.json",
         &format!(
@@ -285,12 +250,7 @@ fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
             }}"#
         ),
     )?;
-    let (tools, out) = digests(&config, &scratch.0)?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tools = listed(&config, scratch.dir())?;
     assert_eq!(
         provenance_of(&tools, "fixture/echo"),
         Some("pinned"),
@@ -308,7 +268,7 @@ fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
     )?;
     let out = droid(
         &["gateway", "--config", &unset, "--print-digests"],
-        &scratch.0,
+        scratch.dir(),
     )?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -330,7 +290,7 @@ fn ask(config: &str, action: &[&str], state: &Path) -> Result<Output, TestError>
 /// gateway, and it is callable at once; after a restart the approval holds.
 #[test]
 fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Result<(), TestError> {
-    let scratch = Scratch::new("approve")?;
+    let scratch = Files::fresh("droid-gateway-approve")?;
     let upstream = format!(
         "state = {:?}\nadmin_socket = {:?}\n\n[[upstream]]\nname = \"fixture\"\n\
          command = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
@@ -342,7 +302,7 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
         &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
         "http",
     )?;
-    let status = ask(&config, &["status"], &scratch.0)?;
+    let status = ask(&config, &["status"], scratch.dir())?;
     let shown = String::from_utf8_lossy(&status.stdout);
     assert!(
         status.status.success(),
@@ -367,7 +327,7 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
     )?;
     let deadline = Instant::now() + PATIENCE;
     let awaiting = loop {
-        let status = ask(&config, &["status"], &scratch.0)?;
+        let status = ask(&config, &["status"], scratch.dir())?;
         let shown = String::from_utf8_lossy(&status.stdout).into_owned();
         if shown.contains("awaiting approval") {
             break shown;
@@ -391,7 +351,7 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
     );
 
     // Approved on the running gateway: callable at once.
-    let approved = ask(&config, &["approve", "fixture/echo"], &scratch.0)?;
+    let approved = ask(&config, &["approve", "fixture/echo"], scratch.dir())?;
     let said = String::from_utf8_lossy(&approved.stdout);
     assert!(
         approved.status.success(),
@@ -406,7 +366,7 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
     );
 
     // A tool that does not exist is refused, and nothing is approved.
-    let refused = ask(&config, &["approve", "fixture/nothing"], &scratch.0)?;
+    let refused = ask(&config, &["approve", "fixture/nothing"], scratch.dir())?;
     assert!(!refused.status.success());
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("fixture/nothing is no upstream tool"),
@@ -416,12 +376,7 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
     drop(_gateway);
 
     // After a restart the approval holds.
-    let (tools, out) = digests(&config, &scratch.0)?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tools = listed(&config, scratch.dir())?;
     assert_eq!(
         provenance_of(&tools, "fixture/echo"),
         Some("pinned"),
@@ -434,7 +389,7 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
 /// the running gateway; one that still serves is untouched.
 #[test]
 fn upstreams_added_and_removed_from_the_file_follow_without_a_restart() -> Result<(), TestError> {
-    let scratch = Scratch::new("reload")?;
+    let scratch = Files::fresh("droid-gateway-reload")?;
     let one = format!(
         "[[upstream]]\nname = \"one\"\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n"
     );
@@ -491,7 +446,7 @@ fn rss_kib(pid: u32) -> Result<u64, TestError> {
 /// throughout, and the gateway's memory stays bounded.
 #[test]
 fn a_hostile_upstream_takes_nothing_from_the_others() -> Result<(), TestError> {
-    let scratch = Scratch::new("hostile")?;
+    let scratch = Files::fresh("droid-gateway-hostile")?;
     let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
     let config = scratch.write(
         "gateway.toml",

@@ -32,6 +32,13 @@ REPO = HERE.parent.parent
 DROID = str(REPO / "target" / "debug" / "droid")
 TS_SERVERS = str(HERE / "ts" / "servers.mjs")
 DISCOVERY = {"search_tools", "activate_tools", "deactivate_tools", "call_tool"}
+# The project's fixture server as an upstream, in the gateway's TOML.
+FIXTURE_UPSTREAM = f"""
+[[upstream]]
+name = "fixture"
+command = ["{DROID}", "serve"]
+trust = "on-first-use"
+"""
 
 
 def free_port() -> int:
@@ -65,12 +72,7 @@ def gateway(tmp_path_factory):
         config = folder / "gateway.toml"
         config.write_text(f"""
 mode = "progressive"
-
-[[upstream]]
-name = "fixture"
-command = ["{DROID}", "serve"]
-trust = "on-first-use"
-
+{FIXTURE_UPSTREAM}
 [[upstream]]
 name = "ts"
 url = "http://127.0.0.1:{ts_port}/mcp"
@@ -206,12 +208,7 @@ async def test_a_scoped_tool_is_hidden_from_a_caller_without_the_scope(tmp_path)
     """`[scopes]` in the configuration: an anonymous caller neither sees nor can call the tool."""
     port = free_port()
     config = tmp_path / "gateway.toml"
-    config.write_text(f"""
-[[upstream]]
-name = "fixture"
-command = ["{DROID}", "serve"]
-trust = "on-first-use"
-
+    config.write_text(f"""{FIXTURE_UPSTREAM}
 [scopes]
 "fixture/echo" = "tools:echo"
 """)
@@ -346,12 +343,7 @@ async def test_a_principal_keeps_its_activations_across_2026_requests(tmp_path):
     config = tmp_path / "gateway.toml"
     config.write_text(f"""
 mode = "progressive"
-
-[[upstream]]
-name = "fixture"
-command = ["{DROID}", "serve"]
-trust = "on-first-use"
-""")
+{FIXTURE_UPSTREAM}""")
     gw = subprocess.Popen([DROID, "gateway", "--config", str(config), "--listen", f"127.0.0.1:{port}",
                            "--auth-issuer", issuer.issuer, "--auth-jwks-url", f"{issuer.url}/jwks"],
                           env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},

@@ -54,7 +54,7 @@ pub(crate) fn listening(args: &[&str], scheme: &str) -> Result<(Running, String)
     Ok((running, address))
 }
 
-/// A fresh folder of PEM files, removed when dropped.
+/// A fresh folder, removed when dropped.
 pub(crate) struct Files {
     dir: std::path::PathBuf,
 }
@@ -66,24 +66,41 @@ impl Drop for Files {
 }
 
 impl Files {
+    /// A new empty folder in the temporary directory, its name starting
+    /// with `prefix` and unique to this process and moment.
+    pub(crate) fn fresh(prefix: &str) -> Result<Self, TestError> {
+        let dir = std::env::temp_dir().join(format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self { dir })
+    }
+
+    /// The folder.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// The path of the file `name` in the folder.
     pub(crate) fn path(&self, name: &str) -> String {
         self.dir.join(name).to_string_lossy().into_owned()
+    }
+
+    /// Writes `text` to the file `name` in the folder; its path.
+    pub(crate) fn write(&self, name: &str, text: &str) -> Result<String, TestError> {
+        std::fs::write(self.dir.join(name), text)?;
+        Ok(self.path(name))
     }
 }
 
 /// `ca.pem`, `cert.pem` and `key.pem` for 127.0.0.1, in a fresh folder.
 pub(crate) fn certificates() -> Result<Files, TestError> {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let dir = std::env::temp_dir().join(format!(
-        "droid-https-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir)?;
-    let files = Files { dir };
+    let files = Files::fresh("droid-https")?;
     let ca_key = KeyPair::generate()?;
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
