@@ -13,6 +13,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use super::config::{Config, state_base};
+use super::load::load;
 
 /// What to ask a running gateway.
 #[derive(Debug, clap::Subcommand)]
@@ -68,7 +69,7 @@ pub(crate) fn ask(
     explicit: Option<&Path>,
     action: &Action,
 ) -> anyhow::Result<()> {
-    let config = Config::load(config_path)?;
+    let config = load(config_path)?;
     let path = socket(config_path, &config, explicit)
         .context("no admin socket: set --admin-socket (or HOME, or XDG_STATE_HOME)")?;
     let request = match action {

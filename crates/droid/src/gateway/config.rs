@@ -146,37 +146,8 @@ pub(crate) struct ToolsConfig {
 }
 
 impl Config {
-    /// Reads `path` (JSON forms by their `.json` ending, TOML otherwise), or
-    /// the embedded default.
-    pub(crate) fn load(path: Option<&Path>) -> anyhow::Result<Self> {
-        let config = match path {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading {}", path.display()))?;
-                let is_json = path
-                    .extension()
-                    .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-                if is_json {
-                    super::json::read(&text)
-                        .with_context(|| format!("reading {}", path.display()))?
-                } else {
-                    toml::from_str(&text)
-                        .with_context(|| format!("reading {} as TOML", path.display()))?
-                }
-            }
-            None => {
-                let me = std::env::current_exe().context("finding this program")?;
-                let text =
-                    EMBEDDED_DEFAULT.replace("{self}", &me.to_string_lossy().replace('\\', "\\\\"));
-                toml::from_str(&text).context("reading the embedded configuration")?
-            }
-        };
-        config.check()?;
-        Ok(config)
-    }
-
     /// The rules no form can check on its own.
-    fn check(&self) -> anyhow::Result<()> {
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
         let mut names = std::collections::BTreeSet::new();
         for upstream in &self.upstream {
             let name = &upstream.name;

@@ -1,243 +1,32 @@
-//! `droid gateway`: many upstream MCP servers behind one, configured in TOML
-//! (`config`) or in the JSON other MCP clients keep (`json`).
+//! `droid gateway`: many upstream MCP servers behind one.
+//!
+//! - `config`: the configuration's model and the rules it must keep;
+//!   `json`: the JSON forms other MCP clients keep, read into it; `load`:
+//!   which form a file is, or the embedded default.
+//! - `build`: from a configuration to the gateway's upstreams and scope
+//!   rules, at start and for what a reload changed.
+//! - `reload`: the configuration read again on SIGHUP and on change;
+//!   `admin`: `droid gateway status` and `approve`, and where the admin
+//!   socket is.
 //!
 //! Without `--config` the embedded default runs: the built-in fixture server
 //! (`droid serve`) as the one upstream, trusted on first use, so a fresh
 //! checkout serves at once. Upstreams connect in parallel; one that cannot
 //! be reached is reported and retried in the background while the others
 //! serve. `--print-digests` lists every tool's id, digest and provenance and
-//! exits: what an operator pastes into `[pins]` to approve a tool, or again
-//! after a drift.
+//! exits.
 
 pub(crate) mod admin;
+mod build;
 mod config;
 mod json;
+mod load;
 mod reload;
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use futures_util::future::join_all;
 use protocol_droid::adapters::primary::admin::serve_admin;
-use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
-use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
-use protocol_droid::adapters::secondary::http::HttpOptions;
-use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
-use protocol_droid::adapters::secondary::trust_file::TrustFile;
-use protocol_droid::application::client::ClientOptions;
-use protocol_droid::application::gateway::{
-    Disclosure, Gateway, Trust, UpstreamHealth, UpstreamOptions,
-};
-use protocol_droid::application::server::{Primitive, Server};
-use protocol_droid::domain::ProtocolVersion;
-use protocol_droid::domain::catalog::ToolId;
-
-use self::config::{Config, Mode, TrustConfig, UpstreamConfig};
-use crate::auth::AuthArgs;
-
-/// Builds the gateway: connects every upstream at once and loads its
-/// tools. An upstream that fails is logged and retried in the background;
-/// the failures are returned beside the gateway.
-pub(crate) async fn start(
-    config: &Config,
-    config_path: Option<&Path>,
-    auth: &AuthArgs,
-    tls_trust: &TlsTrust,
-) -> anyhow::Result<(Gateway, Vec<String>)> {
-    let disclosure = match config.mode {
-        Mode::Default => Disclosure::Default,
-        Mode::Progressive => Disclosure::Progressive,
-    };
-    let builder = Server::builder("droid-gateway", env!("CARGO_PKG_VERSION"))
-        .instructions("A gateway in front of several MCP servers; tool names are `upstream/tool`.");
-    let gateway = Gateway::build(builder, disclosure, config.pins()?)
-        .context("building the gateway's server")?;
-    // What was trusted on first use outlives the process, except for the
-    // embedded default, whose one upstream is this program.
-    let state = config
-        .state
-        .clone()
-        .or_else(|| config_path.and_then(config::default_state));
-    match (&state, config_path) {
-        (Some(path), _) => {
-            let store = TrustFile::open(path).context("opening the gateway's state file")?;
-            gateway.set_trust_store(Arc::new(store));
-        }
-        (None, Some(_)) => tracing::warn!(
-            target: "droid",
-            "no state file (set `state`, or HOME): pins trusted on first use last only until exit"
-        ),
-        (None, None) => {}
-    }
-    let failures = add_upstreams(&gateway, config.enabled(), tls_trust).await?;
-    set_scopes(config, &cli_scopes(auth)?, &gateway)?;
-    Ok((gateway, failures))
-}
-
-/// Adds `upstreams` to `gateway` at once; the first attempt of each that
-/// failed (it is retried in the background), each said in the log.
-pub(crate) async fn add_upstreams<'a>(
-    gateway: &Gateway,
-    upstreams: impl IntoIterator<Item = &'a UpstreamConfig>,
-    tls_trust: &TlsTrust,
-) -> anyhow::Result<Vec<String>> {
-    let mut prepared = Vec::new();
-    for upstream in upstreams {
-        prepared.push((upstream, prepare(upstream, tls_trust)?));
-    }
-    let attempts = prepared
-        .into_iter()
-        .map(|(upstream, (connector, options))| {
-            let gateway = gateway.clone();
-            async move {
-                gateway
-                    .add_upstream(&upstream.name, connector, options)
-                    .await
-                    .map_err(|error| error.to_string())
-            }
-        });
-    let failures: Vec<String> = join_all(attempts)
-        .await
-        .into_iter()
-        .filter_map(Result::err)
-        .collect();
-    for failure in &failures {
-        tracing::warn!(target: "droid", "{failure}; retrying in the background");
-    }
-    Ok(failures)
-}
-
-/// The connector and options for one upstream.
-fn prepare(
-    upstream: &UpstreamConfig,
-    tls_trust: &TlsTrust,
-) -> anyhow::Result<(
-    protocol_droid::application::bridge::Connector,
-    UpstreamOptions,
-)> {
-    let name = &upstream.name;
-    let target = match (&upstream.command, &upstream.url) {
-        (Some(command), None) => {
-            let mut target = Target::command(command.clone())?;
-            if let Target::Command(child) = &mut target {
-                child.env = upstream
-                    .env
-                    .iter()
-                    .map(|(key, value)| (key.into(), value.into()))
-                    .collect();
-                child.pass_env = upstream.pass_env.iter().map(Into::into).collect();
-                child.cwd.clone_from(&upstream.cwd);
-            }
-            target
-        }
-        (None, Some(url)) => Target::url(url).with_context(|| format!("upstream {name:?}"))?,
-        _ => anyhow::bail!("upstream {name:?} needs exactly one of command and url"),
-    };
-    let mut client = ClientOptions::default();
-    client.client_info.name = "droid-gateway".to_owned();
-    client.request_timeout = upstream.timeout();
-    if let Some(revision) = &upstream.revision {
-        client.revisions = vec![
-            revision
-                .parse::<ProtocolVersion>()
-                .with_context(|| format!("upstream {name:?}: revision {revision}"))?,
-        ];
-    }
-    let trust = match &upstream.ca_file {
-        Some(path) => {
-            TlsTrust::with_ca_file(path).with_context(|| format!("upstream {name:?}: ca_file"))?
-        }
-        None => tls_trust.clone(),
-    };
-    let mut http = HttpOptions {
-        trust,
-        ..HttpOptions::default()
-    };
-    for (header, value) in &upstream.headers {
-        http.add_header(header, value)
-            .with_context(|| format!("upstream {name:?}: headers"))?;
-    }
-    let token = crate::secret::read_named(
-        upstream.bearer_token_env.as_deref(),
-        upstream.bearer_token_file.as_deref(),
-    )
-    .with_context(|| format!("upstream {name:?}: bearer token"))?;
-    let authorizer = token.map(|t| -> Arc<dyn Authorizer> { Arc::new(StaticToken::new(t)) });
-    let connect = ConnectOptions {
-        client,
-        authorizer,
-        http,
-    };
-    let mut options = UpstreamOptions::default();
-    options.trust = match upstream.trust {
-        TrustConfig::Pinned => Trust::Pinned,
-        TrustConfig::OnFirstUse => Trust::OnFirstUse,
-    };
-    options.tools = upstream.policy()?;
-    options.timeout = upstream.timeout();
-    Ok((connector(target, connect), options))
-}
-
-/// The `--auth-scope` rules, which the gateway reads as tool ids.
-pub(crate) fn cli_scopes(auth: &AuthArgs) -> anyhow::Result<Vec<(String, String)>> {
-    auth.scope_rules()?
-        .into_iter()
-        .map(|rule| {
-            anyhow::ensure!(
-                rule.kind == Primitive::Tool,
-                "--auth-scope {}:{}: the gateway scopes tools only, by their `upstream/tool` id",
-                rule.kind.word(),
-                rule.name
-            );
-            Ok((rule.name, rule.scope))
-        })
-        .collect()
-}
-
-/// Puts the scope rules of `config` and `cli` in force, dropping any other.
-/// Each must name an upstream, and, once that upstream is up, one of its
-/// tools: a typo would leave the tool it meant open to everyone. A rule for
-/// an upstream that is not up yet cannot be checked against its tools, and
-/// is kept. Nothing changes when a rule fails the check.
-pub(crate) fn set_scopes(
-    config: &Config,
-    cli: &[(String, String)],
-    gateway: &Gateway,
-) -> anyhow::Result<()> {
-    let mut rules: BTreeMap<ToolId, String> = config
-        .scopes
-        .iter()
-        .map(|(tool, scope)| (ToolId::new(tool.as_str()), scope.clone()))
-        .collect();
-    rules.extend(
-        cli.iter()
-            .map(|(tool, scope)| (ToolId::new(tool.as_str()), scope.clone())),
-    );
-    let catalog = gateway.catalog();
-    let upstreams = gateway.upstreams();
-    for id in rules.keys() {
-        let tool = id.as_str();
-        let upstream = tool.split_once('/').map(|(upstream, _)| upstream);
-        let status = upstreams.iter().find(|u| Some(u.name.as_str()) == upstream);
-        let checkable = status.is_some_and(|u| matches!(u.health, UpstreamHealth::Up { .. }));
-        anyhow::ensure!(
-            status.is_some() && (!checkable || catalog.iter().any(|(known, _, _)| known == id)),
-            "the scope rule for {tool:?} names no tool of any upstream (ids are `upstream/tool`; \
-             see --print-digests)"
-        );
-    }
-    for id in gateway.scopes().keys() {
-        if !rules.contains_key(id) {
-            gateway.drop_scope(id);
-        }
-    }
-    for (id, scope) in rules {
-        gateway.require_scope(id, scope);
-    }
-    Ok(())
-}
 
 /// `droid gateway`.
 pub(crate) fn run(
@@ -247,11 +36,11 @@ pub(crate) fn run(
     mut listening: crate::Listening<'_>,
 ) -> anyhow::Result<()> {
     let config_path = config;
-    let config = Config::load(config_path)?;
+    let config = load::load(config_path)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let (gateway, failures) =
-            start(&config, config_path, listening.auth, listening.trust).await?;
+            build::start(&config, config_path, listening.auth, listening.trust).await?;
         if print_digests {
             let mut out = std::io::stdout().lock();
             for (id, digest, provenance) in gateway.catalog() {
@@ -298,7 +87,7 @@ pub(crate) fn run(
                 gateway.clone(),
                 path.to_path_buf(),
                 config.clone(),
-                cli_scopes(listening.auth).unwrap_or_default(),
+                build::cli_scopes(listening.auth).unwrap_or_default(),
                 listening.trust.clone(),
             )
         });

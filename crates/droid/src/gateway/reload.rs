@@ -17,7 +17,9 @@ use protocol_droid::application::gateway::Gateway;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
+use super::build::{add_upstreams, set_scopes};
 use super::config::{Config, UpstreamConfig};
+use super::load::load;
 
 /// How often the file is looked at for a change.
 const POLL: Duration = Duration::from_secs(1);
@@ -50,7 +52,7 @@ pub(crate) fn watch(
                 }
             }
             seen = stamp(&path);
-            match Config::load(Some(&path)) {
+            match load(Some(&path)) {
                 Ok(next) => {
                     apply(&gateway, &current, &next, &cli_scopes, &tls_trust).await;
                     current = next;
@@ -105,7 +107,7 @@ async fn apply(
         .map(|(_, upstream)| *upstream)
         .collect();
     let count = started.len();
-    if let Err(error) = super::add_upstreams(gateway, started, tls_trust).await {
+    if let Err(error) = add_upstreams(gateway, started, tls_trust).await {
         tracing::error!(target: "droid", "reloading: {error:#}");
     }
     if old.pins != new.pins {
@@ -114,7 +116,7 @@ async fn apply(
             Err(error) => tracing::error!(target: "droid", "reloading the pins: {error:#}"),
         }
     }
-    if let Err(error) = super::set_scopes(new, cli_scopes, gateway) {
+    if let Err(error) = set_scopes(new, cli_scopes, gateway) {
         tracing::error!(
             target: "droid",
             "reloading the scope rules: {error:#}; the running rules stay"
