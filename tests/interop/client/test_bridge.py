@@ -8,9 +8,8 @@ any other tool.
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import time
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,12 +19,8 @@ HERE = Path(__file__).resolve().parent.parent
 REPO = HERE.parent.parent
 DROID = str(REPO / "target" / "debug" / "droid")
 TS_SERVERS = str(HERE / "ts" / "servers.mjs")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(HERE))
+from harness import free_port, stop, wait_for_port  # noqa: E402 (found through the path just set)
 
 
 @pytest.fixture(scope="module")
@@ -37,23 +32,10 @@ def bridge(tmp_path_factory):
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"),
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"the bridge did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.1)
+        wait_for_port(port, proc, "the bridge", log)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 @pytest.mark.anyio

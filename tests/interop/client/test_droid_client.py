@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -26,6 +25,9 @@ DROID = os.environ.get("DROID_BIN", str(REPO / "target" / "debug" / "droid"))
 PYTHON = str(HERE / ".venv" / "bin" / "python")
 REFERENCE = str(HERE / "reference_server.py")
 TS_SERVERS = str(HERE / "ts" / "servers.mjs")
+sys.path.insert(0, str(HERE))
+from harness import free_port, wait_for_port  # noqa: E402 (found through the path just set)
+
 SIMPLE = "This is a simple text response for testing."
 TIMEOUT = 60
 
@@ -43,12 +45,6 @@ HTTP = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def http_servers():
     """Every HTTP server, started once for the module and stopped after it."""
@@ -62,17 +58,9 @@ def http_servers():
             )
             procs.append(proc)
             started[name] = f"http://127.0.0.1:{port}{path}"
-        for name, url in started.items():
-            port = int(url.split(":")[2].split("/")[0])
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        pytest.fail(f"{name} did not start listening on {port}")
-                    time.sleep(0.1)
+        # All started before any is waited for, so they start side by side.
+        for proc, (name, url) in zip(procs, started.items()):
+            wait_for_port(urlsplit(url).port, proc, name)
         yield started
     finally:
         for proc in procs:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import sys
 import subprocess
 import time
@@ -31,6 +30,10 @@ HERE = Path(__file__).resolve().parent.parent
 REPO = HERE.parent.parent
 DROID = str(REPO / "target" / "debug" / "droid")
 TS_SERVERS = str(HERE / "ts" / "servers.mjs")
+sys.path.insert(0, str(HERE))
+from harness import bearer, free_port, wait_for_port  # noqa: E402 (found through the path just set)
+from issuer import Issuer  # noqa: E402
+
 DISCOVERY = {"search_tools", "activate_tools", "deactivate_tools", "call_tool"}
 # The project's fixture server as an upstream, in the gateway's TOML.
 FIXTURE_UPSTREAM = f"""
@@ -39,24 +42,6 @@ name = "fixture"
 command = ["{DROID}", "serve"]
 trust = "on-first-use"
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"{what} did not start listening on {port}")
-            time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -324,19 +309,6 @@ async def test_an_mcp_servers_file_with_env_and_headers_works_unchanged(tmp_path
 async def test_a_principal_keeps_its_activations_across_2026_requests(tmp_path):
     """Authenticated 2026-07-28 callers keep activations by principal, across requests and
     clients; another principal sees none of them, and calls by exact id instead."""
-    sys.path.insert(0, str(HERE))
-    from issuer import Issuer
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-    from contextlib import asynccontextmanager
-
-    @asynccontextmanager
-    async def bearer(url: str, token: str):
-        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"},
-                                      timeout=httpx2.Timeout(30)) as http:
-            async with streamable_http_client(url, http_client=http) as streams:
-                yield streams
-
     issuer = Issuer()
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"

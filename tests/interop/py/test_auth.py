@@ -18,13 +18,11 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = [
     pytest.mark.anyio,
@@ -36,7 +34,8 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from issuer import Issuer  # noqa: E402 (found through the path just set)
+from harness import bearer, stop  # noqa: E402 (found through the path just set)
+from issuer import Issuer  # noqa: E402
 
 SCOPED_TOOL = "test_simple_text"
 SCOPE = "tools:text"
@@ -72,27 +71,15 @@ def authorized():
     # Drained, so a chatty server never blocks on a full pipe.
     threading.Thread(target=proc.stderr.read, daemon=True).start()
     yield issuer, url
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop(proc)
     issuer.close()
-
-
-@asynccontextmanager
-async def bearer_http(url: str, token: str):
-    headers = {"authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30)) as http:
-        async with streamable_http_client(url, http_client=http) as streams:
-            yield streams
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_authorized_call_with_a_pre_issued_token(authorized, mode):
     issuer, url = authorized
     token = issuer.token(url, SCOPE)
-    async with Client(bearer_http(url, token), mode=mode, read_timeout_seconds=30) as client:
+    async with Client(bearer(url, token), mode=mode, read_timeout_seconds=30) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert SCOPED_TOOL in names
         result = await client.call_tool(SCOPED_TOOL)
@@ -104,7 +91,7 @@ async def test_authorized_call_with_a_pre_issued_token(authorized, mode):
 async def test_a_token_without_the_scope_does_not_see_the_tool(authorized, mode):
     issuer, url = authorized
     token = issuer.token(url, "")
-    async with Client(bearer_http(url, token), mode=mode, read_timeout_seconds=30) as client:
+    async with Client(bearer(url, token), mode=mode, read_timeout_seconds=30) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert SCOPED_TOOL not in names
         assert "test_image_content" in names
