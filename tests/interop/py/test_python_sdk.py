@@ -320,6 +320,18 @@ def only_text(result: types.CallToolResult) -> str:
     return result.content[0].text
 
 
+def only_block(result: types.CallToolResult) -> Any:
+    """The single content block of a tool result that is not an error."""
+    assert not result.is_error and len(result.content) == 1
+    return result.content[0]
+
+
+def only_content(result: types.ReadResourceResult) -> Any:
+    """The single entry of a resources/read result."""
+    assert len(result.contents) == 1
+    return result.contents[0]
+
+
 # ----------------------------------------------------------------------------------------- session
 
 
@@ -374,25 +386,19 @@ async def test_simple_text(conn):
 
 async def test_image_content(conn):
     _, client, _ = conn
-    r = await client.call_tool("test_image_content")
-    assert not r.is_error and len(r.content) == 1
-    c = r.content[0]
+    c = only_block(await client.call_tool("test_image_content"))
     assert (c.type, c.mime_type, c.data) == ("image", "image/png", FIXTURE["png"])
 
 
 async def test_audio_content(conn):
     _, client, _ = conn
-    r = await client.call_tool("test_audio_content")
-    assert not r.is_error and len(r.content) == 1
-    c = r.content[0]
+    c = only_block(await client.call_tool("test_audio_content"))
     assert (c.type, c.mime_type, c.data) == ("audio", "audio/wav", FIXTURE["wav"])
 
 
 async def test_embedded_resource(conn):
     _, client, _ = conn
-    r = await client.call_tool("test_embedded_resource")
-    assert not r.is_error and len(r.content) == 1
-    c = r.content[0]
+    c = only_block(await client.call_tool("test_embedded_resource"))
     assert c.type == "resource"
     assert (str(c.resource.uri), c.resource.mime_type, c.resource.text) == (
         "test://embedded-resource",
@@ -451,12 +457,21 @@ async def test_tool_with_logging(conn):
     assert info[:3] == TEXTS["logMessages"], rec.logs
 
 
+async def call_asking(conn, tool: str, arguments: dict[str, Any], method: str) -> types.CallToolResult:
+    """Calls `tool`, which asks the client a `method` question: a server-to-client request in a
+    legacy session, which over HTTP must travel on the call's own POST event stream; an
+    input_required round at 2026-07-28."""
+    mode, client, rec = conn
+    r = await client.call_tool(tool, arguments)
+    if HTTP and mode == "legacy":
+        await assert_back_channel(rec.http, tool, method)
+    return r
+
+
 async def test_sampling(conn):
-    mode, client, rec = conn  # legacy: a sampling/createMessage request; 2026: an input_required round
+    _, _, rec = conn
     rec.sampling.clear()
-    r = await client.call_tool("test_sampling", {"prompt": "interop sampling prompt"})
-    if HTTP and mode == "legacy":  # the request travels on the POST's event stream
-        await assert_back_channel(rec.http, "test_sampling", "sampling/createMessage")
+    r = await call_asking(conn, "test_sampling", {"prompt": "interop sampling prompt"}, "sampling/createMessage")
     assert not r.is_error
     assert len(rec.sampling) == 1
     msg = rec.sampling[0].messages[0]
@@ -465,11 +480,9 @@ async def test_sampling(conn):
 
 
 async def test_elicitation(conn):
-    mode, client, rec = conn  # legacy: an elicitation/create request; 2026: an input_required round
+    _, _, rec = conn
     rec.elicitation.clear()
-    r = await client.call_tool("test_elicitation", {"message": "interop elicitation message"})
-    if HTTP and mode == "legacy":  # the request travels on the POST's event stream
-        await assert_back_channel(rec.http, "test_elicitation", "elicitation/create")
+    r = await call_asking(conn, "test_elicitation", {"message": "interop elicitation message"}, "elicitation/create")
     assert not r.is_error
     assert len(rec.elicitation) == 1 and rec.elicitation[0].message == "interop elicitation message"
     text = only_text(r)
@@ -512,6 +525,20 @@ def json_after(text: str, prefix: str) -> Any:
     return json.loads(text[len(prefix):])
 
 
+async def elicited_once(client: Client, rec: Recorder, tool: str) -> tuple[types.CallToolResult, Any]:
+    """Calls `tool`, which must ask exactly one elicitation; returns its result and what it asked."""
+    rec.elicitation.clear()
+    r = await client.call_tool(tool)
+    assert len(rec.elicitation) == 1
+    return r, rec.elicitation[0]
+
+
+def assert_elicitation_completed(r: types.CallToolResult, params: Any) -> None:
+    """The tool answered with exactly the content the handler sent for `params`."""
+    assert not r.is_error
+    assert json_after(only_text(r), "Elicitation completed: action=accept, content=") == fill_elicitation(params.requested_schema)
+
+
 async def test_json_schema_2020_12_tool(conn):
     _, client, _ = conn
     tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -532,10 +559,7 @@ async def test_json_schema_2020_12_tool(conn):
 
 async def test_elicitation_sep1034_defaults(conn):
     _, client, rec = conn
-    rec.elicitation.clear()
-    r = await client.call_tool("test_elicitation_sep1034_defaults")
-    assert len(rec.elicitation) == 1
-    params = rec.elicitation[0]
+    r, params = await elicited_once(client, rec, "test_elicitation_sep1034_defaults")
     assert params.message == "Please review and update the form fields with defaults"
     p = params.requested_schema["properties"]
     assert sorted(p) == ["age", "name", "score", "status", "verified"]
@@ -544,16 +568,12 @@ async def test_elicitation_sep1034_defaults(conn):
     assert (p["score"]["type"], p["score"]["default"]) == ("number", 95.5)
     assert (p["status"]["enum"], p["status"]["default"]) == (["active", "inactive", "pending"], "active")
     assert (p["verified"]["type"], p["verified"]["default"]) == ("boolean", True)
-    assert not r.is_error
-    assert json_after(only_text(r), "Elicitation completed: action=accept, content=") == fill_elicitation(params.requested_schema)
+    assert_elicitation_completed(r, params)
 
 
 async def test_elicitation_sep1330_enums(conn):
     _, client, rec = conn
-    rec.elicitation.clear()
-    r = await client.call_tool("test_elicitation_sep1330_enums")
-    assert len(rec.elicitation) == 1
-    params = rec.elicitation[0]
+    r, params = await elicited_once(client, rec, "test_elicitation_sep1330_enums")
     assert params.message == "Please select options from the enum fields"
     p = params.requested_schema["properties"]
     assert sorted(p) == ["legacyEnum", "titledMulti", "titledSingle", "untitledMulti", "untitledSingle"]
@@ -573,8 +593,7 @@ async def test_elicitation_sep1330_enums(conn):
         {"const": "value2", "title": "Second Choice"},
         {"const": "value3", "title": "Third Choice"},
     ]}
-    assert not r.is_error
-    assert json_after(only_text(r), "Elicitation completed: action=accept, content=") == fill_elicitation(params.requested_schema)
+    assert_elicitation_completed(r, params)
 
 
 async def test_reconnection(conn):
@@ -748,25 +767,19 @@ async def test_resources_list(conn):
 
 async def test_read_static_text(conn):
     _, client, _ = conn
-    r = await client.read_resource("test://static-text")
-    assert len(r.contents) == 1
-    c = r.contents[0]
+    c = only_content(await client.read_resource("test://static-text"))
     assert (str(c.uri), c.mime_type, c.text) == ("test://static-text", "text/plain", TEXTS["staticText"])
 
 
 async def test_read_static_binary(conn):
     _, client, _ = conn
-    r = await client.read_resource("test://static-binary")
-    assert len(r.contents) == 1
-    c = r.contents[0]
+    c = only_content(await client.read_resource("test://static-binary"))
     assert (str(c.uri), c.mime_type, c.blob) == ("test://static-binary", "image/png", FIXTURE["png"])
 
 
 async def test_read_template(conn):
     _, client, _ = conn
-    r = await client.read_resource("test://template/123/data")
-    assert len(r.contents) == 1
-    c = r.contents[0]
+    c = only_content(await client.read_resource("test://template/123/data"))
     assert (str(c.uri), c.mime_type) == ("test://template/123/data", "application/json")
     assert json.loads(c.text) == json.loads(TEXTS["template123"])
 
