@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
+import { it } from 'node:test';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const INTEROP_DIR = join(here, '..');
@@ -495,4 +496,79 @@ export async function waitFor(pred, ms, what) {
 export function assertCoversAll(listed, called, skipped = []) {
     const missing = listed.filter(n => !called.has(n) && !skipped.includes(n));
     assert.deepEqual(missing, [], `tools listed but never called: ${missing.join(', ')}`);
+}
+
+// ---------- tests both drivers register alike ----------
+// Both SDKs' Client classes make these calls the same way (callTool with only a name and
+// arguments, listTools, listResources, listResourceTemplates, readResource, listPrompts,
+// getPrompt, complete), so each test is written once and registered by both drivers inside
+// their describe. Calls with options stay in the drivers: 1.x takes a result schema before
+// them. `client()` is read when a test runs, after the driver's before() connected.
+
+/** json_schema_2020_12_tool, then the fixture's content tools; `audioSkip` says why audio is not tested, if it is not. */
+export function itCallsTheContentTools(client, { audioSkip = false } = {}) {
+    it('json_schema_2020_12_tool: raw 2020-12 inputSchema in tools/list, and a valid call', async () => {
+        assertJsonSchema2020((await client().listTools()).tools);
+        assertJsonSchemaCall(await client().callTool({ name: 'json_schema_2020_12_tool', arguments: JSON_SCHEMA_ARGS }));
+    });
+    it('test_simple_text', async () => assertSimpleText(await client().callTool({ name: 'test_simple_text' })));
+    it('test_image_content', async () => assertImage(await client().callTool({ name: 'test_image_content' })));
+    it('test_audio_content', { skip: audioSkip }, async () => assertAudio(await client().callTool({ name: 'test_audio_content' })));
+    it('test_embedded_resource', async () => assertEmbedded(await client().callTool({ name: 'test_embedded_resource' })));
+    it('test_multiple_content_types', async () => assertMixed(await client().callTool({ name: 'test_multiple_content_types' })));
+    it('test_error_handling returns isError (not a protocol error)', async () =>
+        assertToolError(await client().callTool({ name: 'test_error_handling' })));
+}
+
+/** The fixture's resource and template lists, and a read of each kind of resource. */
+export function itReadsTheResources(client) {
+    it('resources/list and resources/templates/list', async () => {
+        const { resources } = await client().listResources();
+        const { resourceTemplates } = await client().listResourceTemplates();
+        assertResourceList(resources, resourceTemplates);
+    });
+    it('read test://static-text', async () => assertStaticText(await client().readResource({ uri: 'test://static-text' })));
+    it('read test://static-binary', async () => assertStaticBinary(await client().readResource({ uri: 'test://static-binary' })));
+    it('read test://template/123/data', async () =>
+        assertTemplate(await client().readResource({ uri: 'test://template/123/data' })));
+}
+
+/** The prompts that ask the client nothing, `era`'s prompt list; `completionSkip` says why completion is not tested, if it is not. */
+export function itGetsThePrompts(client, era, { completionSkip = false } = {}) {
+    it('prompts/list', async () => assertPromptList((await client().listPrompts()).prompts, era));
+    it('get test_simple_prompt', async () => assertSimplePrompt(await client().getPrompt({ name: 'test_simple_prompt' })));
+    it('get test_prompt_with_arguments', async () =>
+        assertPromptWithArgs(
+            await client().getPrompt({ name: 'test_prompt_with_arguments', arguments: { arg1: 'testValue1', arg2: 'testValue2' } })
+        ));
+    it('completion/complete on test_prompt_with_arguments arg1', { skip: completionSkip }, async () =>
+        assertCompletion(
+            await client().complete({ ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' }, argument: { name: 'arg1', value: 'test' } })
+        ));
+    it('get test_prompt_with_embedded_resource', async () => {
+        const r = await client().getPrompt({ name: 'test_prompt_with_embedded_resource', arguments: { resourceUri: 'test://example-resource' } });
+        assert.deepEqual(r.messages.map(m => m.content.type), ['resource', 'text']);
+        assert.deepEqual(r.messages[0].content.resource, { uri: 'test://example-resource', mimeType: 'text/plain', text: 'Embedded resource content for testing.' });
+        assert.equal(r.messages[1].content.text, 'Please process the embedded resource above.');
+    });
+    it('get test_prompt_with_image', async () => {
+        const r = await client().getPrompt({ name: 'test_prompt_with_image' });
+        assert.deepEqual(r.messages.map(m => [m.content.type, m.content.mimeType ?? null, m.content.data ?? m.content.text]),
+            [['image', 'image/png', FIXTURE.png], ['text', null, 'Please analyze the image above.']]);
+    });
+}
+
+/**
+ * A driver's last tests: `droid serve`'s tools beyond the fixture, then that every tool in
+ * `listed()` (what tools/list returned) was called on `wire()` (the main client's recorded traffic).
+ */
+export function itCallsEveryListedTool(client, wire, listed) {
+    it('the tools beyond the conformance fixture', async (t) => {
+        const skipped = await assertExtraTools(client(), (await client().listTools()).tools);
+        if (skipped) t.skip(skipped);
+    });
+    it('every tool tools/list returned was called', () => {
+        const called = new Set(wire().sent.filter(m => m.method === 'tools/call').map(m => m.params.name));
+        assertCoversAll(listed(), called);
+    });
 }

@@ -121,18 +121,7 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         listedTools = tools.map(t => t.name);
     });
 
-    it('json_schema_2020_12_tool: raw 2020-12 inputSchema in tools/list, and a valid call', async () => {
-        F.assertJsonSchema2020((await client.listTools()).tools);
-        F.assertJsonSchemaCall(await client.callTool({ name: 'json_schema_2020_12_tool', arguments: F.JSON_SCHEMA_ARGS }));
-    });
-
-    it('test_simple_text', async () => F.assertSimpleText(await client.callTool({ name: 'test_simple_text' })));
-    it('test_image_content', async () => F.assertImage(await client.callTool({ name: 'test_image_content' })));
-    it('test_audio_content', { skip: !HAS_AUDIO_AND_COMPLETIONS && `no audio content at ${REVISION}` }, async () => F.assertAudio(await client.callTool({ name: 'test_audio_content' })));
-    it('test_embedded_resource', async () => F.assertEmbedded(await client.callTool({ name: 'test_embedded_resource' })));
-    it('test_multiple_content_types', async () => F.assertMixed(await client.callTool({ name: 'test_multiple_content_types' })));
-    it('test_error_handling returns isError (not a protocol error)', async () =>
-        F.assertToolError(await client.callTool({ name: 'test_error_handling' })));
+    F.itCallsTheContentTools(() => client, { audioSkip: !HAS_AUDIO_AND_COMPLETIONS && `no audio content at ${REVISION}` });
 
     it('test_tool_with_progress emits progress 0/50/100', async () => {
         const events = [];
@@ -338,37 +327,9 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         }
     });
 
-    it('resources/list and resources/templates/list', async () => {
-        const { resources } = await client.listResources();
-        const { resourceTemplates } = await client.listResourceTemplates();
-        F.assertResourceList(resources, resourceTemplates);
-    });
-    it('read test://static-text', async () => F.assertStaticText(await client.readResource({ uri: 'test://static-text' })));
-    it('read test://static-binary', async () => F.assertStaticBinary(await client.readResource({ uri: 'test://static-binary' })));
-    it('read test://template/123/data', async () =>
-        F.assertTemplate(await client.readResource({ uri: 'test://template/123/data' })));
+    F.itReadsTheResources(() => client);
+    F.itGetsThePrompts(() => client, 'legacy', { completionSkip: !HAS_AUDIO_AND_COMPLETIONS && `no completions at ${REVISION}` });
 
-    it('prompts/list', async () => F.assertPromptList((await client.listPrompts()).prompts, 'legacy'));
-    it('get test_simple_prompt', async () => F.assertSimplePrompt(await client.getPrompt({ name: 'test_simple_prompt' })));
-    it('get test_prompt_with_arguments', async () =>
-        F.assertPromptWithArgs(
-            await client.getPrompt({ name: 'test_prompt_with_arguments', arguments: { arg1: 'testValue1', arg2: 'testValue2' } })
-        ));
-    it('completion/complete on test_prompt_with_arguments arg1', { skip: !HAS_AUDIO_AND_COMPLETIONS && `no completions at ${REVISION}` }, async () =>
-        F.assertCompletion(
-            await client.complete({ ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' }, argument: { name: 'arg1', value: 'test' } })
-        ));
-    it('get test_prompt_with_embedded_resource', async () => {
-        const r = await client.getPrompt({ name: 'test_prompt_with_embedded_resource', arguments: { resourceUri: 'test://example-resource' } });
-        assert.deepEqual(r.messages.map(m => m.content.type), ['resource', 'text']);
-        assert.deepEqual(r.messages[0].content.resource, { uri: 'test://example-resource', mimeType: 'text/plain', text: 'Embedded resource content for testing.' });
-        assert.equal(r.messages[1].content.text, 'Please process the embedded resource above.');
-    });
-    it('get test_prompt_with_image', async () => {
-        const r = await client.getPrompt({ name: 'test_prompt_with_image' });
-        assert.deepEqual(r.messages.map(m => [m.content.type, m.content.mimeType ?? null, m.content.data ?? m.content.text]),
-            [['image', 'image/png', F.FIXTURE.png], ['text', null, 'Please analyze the image above.']]);
-    });
     it('get test_input_required_result_prompt (legacy: elicitation/create request)', async () => {
         if (!HAS_ELICITATION) {
             await assert.rejects(client.getPrompt({ name: 'test_input_required_result_prompt' }), 'must fail without elicitation');
@@ -381,13 +342,5 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.deepEqual(r.messages.map(m => [m.role, F.textOf(m.content)]), [['user', `Prompt with user context: ${F.FIXTURE.client.elicitString}`]]);
     });
 
-    it('the tools beyond the conformance fixture', async (t) => {
-        const skipped = await F.assertExtraTools(client, (await client.listTools()).tools);
-        if (skipped) t.skip(skipped);
-    });
-
-    it('every tool tools/list returned was called', () => {
-        const called = new Set(wire.sent.filter(m => m.method === 'tools/call').map(m => m.params.name));
-        F.assertCoversAll(listedTools, called);
-    });
+    F.itCallsEveryListedTool(() => client, () => wire, () => listedTools);
 });

@@ -106,18 +106,7 @@ describe(`TS SDK 2.x client, pinned ${REVISION}, transport ${F.TRANSPORT}`, () =
         listedTools = tools.map(t => t.name);
     });
 
-    it('json_schema_2020_12_tool: raw 2020-12 inputSchema in tools/list, and a valid call', async () => {
-        F.assertJsonSchema2020((await client.listTools()).tools);
-        F.assertJsonSchemaCall(await client.callTool({ name: 'json_schema_2020_12_tool', arguments: F.JSON_SCHEMA_ARGS }));
-    });
-
-    it('test_simple_text', async () => F.assertSimpleText(await client.callTool({ name: 'test_simple_text' })));
-    it('test_image_content', async () => F.assertImage(await client.callTool({ name: 'test_image_content' })));
-    it('test_audio_content', async () => F.assertAudio(await client.callTool({ name: 'test_audio_content' })));
-    it('test_embedded_resource', async () => F.assertEmbedded(await client.callTool({ name: 'test_embedded_resource' })));
-    it('test_multiple_content_types', async () => F.assertMixed(await client.callTool({ name: 'test_multiple_content_types' })));
-    it('test_error_handling returns isError (not a protocol error)', async () =>
-        F.assertToolError(await client.callTool({ name: 'test_error_handling' })));
+    F.itCallsTheContentTools(() => client);
 
     it('test_tool_with_progress emits progress 0/50/100 (progressToken in request _meta)', async () => {
         const events = [];
@@ -351,37 +340,9 @@ describe(`TS SDK 2.x client, pinned ${REVISION}, transport ${F.TRANSPORT}`, () =
         assert.equal(F.onlyText(r), `Hello, ${F.FIXTURE.client.elicitName}!`);
     });
 
-    it('resources/list and resources/templates/list', async () => {
-        const { resources } = await client.listResources();
-        const { resourceTemplates } = await client.listResourceTemplates();
-        F.assertResourceList(resources, resourceTemplates);
-    });
-    it('read test://static-text', async () => F.assertStaticText(await client.readResource({ uri: 'test://static-text' })));
-    it('read test://static-binary', async () => F.assertStaticBinary(await client.readResource({ uri: 'test://static-binary' })));
-    it('read test://template/123/data', async () =>
-        F.assertTemplate(await client.readResource({ uri: 'test://template/123/data' })));
+    F.itReadsTheResources(() => client);
+    F.itGetsThePrompts(() => client, 'modern');
 
-    it('prompts/list', async () => F.assertPromptList((await client.listPrompts()).prompts, 'modern'));
-    it('get test_simple_prompt', async () => F.assertSimplePrompt(await client.getPrompt({ name: 'test_simple_prompt' })));
-    it('get test_prompt_with_arguments', async () =>
-        F.assertPromptWithArgs(
-            await client.getPrompt({ name: 'test_prompt_with_arguments', arguments: { arg1: 'testValue1', arg2: 'testValue2' } })
-        ));
-    it('completion/complete on test_prompt_with_arguments arg1', async () =>
-        F.assertCompletion(
-            await client.complete({ ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' }, argument: { name: 'arg1', value: 'test' } })
-        ));
-    it('get test_prompt_with_embedded_resource', async () => {
-        const r = await client.getPrompt({ name: 'test_prompt_with_embedded_resource', arguments: { resourceUri: 'test://example-resource' } });
-        assert.deepEqual(r.messages.map(m => m.content.type), ['resource', 'text']);
-        assert.deepEqual(r.messages[0].content.resource, { uri: 'test://example-resource', mimeType: 'text/plain', text: 'Embedded resource content for testing.' });
-        assert.equal(r.messages[1].content.text, 'Please process the embedded resource above.');
-    });
-    it('get test_prompt_with_image', async () => {
-        const r = await client.getPrompt({ name: 'test_prompt_with_image' });
-        assert.deepEqual(r.messages.map(m => [m.content.type, m.content.mimeType ?? null, m.content.data ?? m.content.text]),
-            [['image', 'image/png', F.FIXTURE.png], ['text', null, 'Please analyze the image above.']]);
-    });
     it('get test_input_required_result_prompt (MRTR through prompts/get)', async () => {
         elicitRequests.length = 0;
         const from = wire.sent.length;
@@ -394,15 +355,7 @@ describe(`TS SDK 2.x client, pinned ${REVISION}, transport ${F.TRANSPORT}`, () =
         assert.ok(gets[1].params.inputResponses?.user_context, 'retry carries inputResponses.user_context');
     });
 
-    it('the tools beyond the conformance fixture', async (t) => {
-        const skipped = await F.assertExtraTools(client, (await client.listTools()).tools);
-        if (skipped) t.skip(skipped);
-    });
-
-    it('every tool tools/list returned was called', () => {
-        const called = new Set(wire.sent.filter(m => m.method === 'tools/call').map(m => m.params.name));
-        F.assertCoversAll(listedTools, called);
-    });
+    F.itCallsEveryListedTool(() => client, () => wire, () => listedTools);
 });
 
 describe(`TS SDK 2.x client, versionNegotiation 'auto'`, () => {
