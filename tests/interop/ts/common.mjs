@@ -234,6 +234,19 @@ export function onlyText(r) {
     return textOf(r.content[0]);
 }
 
+/** The single content block of a tool result that is not an error. */
+export function onlyBlock(r) {
+    assert.notEqual(r.isError, true);
+    assert.equal(r.content.length, 1);
+    return r.content[0];
+}
+
+/** The single entry of a resources/read result. */
+export function onlyContent(r) {
+    assert.equal(r.contents.length, 1);
+    return r.contents[0];
+}
+
 // ---------- content checks shared by both TS drivers (same expectations as CONFORMANCE.md §5) ----------
 
 export function assertToolList(tools, era) {
@@ -268,26 +281,23 @@ export function assertSimpleText(r) {
 }
 
 export function assertImage(r) {
-    assert.notEqual(r.isError, true);
-    assert.equal(r.content.length, 1);
-    assert.equal(r.content[0].type, 'image');
-    assert.equal(r.content[0].mimeType, 'image/png');
-    assert.equal(r.content[0].data, FIXTURE.png);
+    const c = onlyBlock(r);
+    assert.equal(c.type, 'image');
+    assert.equal(c.mimeType, 'image/png');
+    assert.equal(c.data, FIXTURE.png);
 }
 
 export function assertAudio(r) {
-    assert.notEqual(r.isError, true);
-    assert.equal(r.content.length, 1);
-    assert.equal(r.content[0].type, 'audio');
-    assert.equal(r.content[0].mimeType, 'audio/wav');
-    assert.equal(r.content[0].data, FIXTURE.wav);
+    const c = onlyBlock(r);
+    assert.equal(c.type, 'audio');
+    assert.equal(c.mimeType, 'audio/wav');
+    assert.equal(c.data, FIXTURE.wav);
 }
 
 export function assertEmbedded(r) {
-    assert.notEqual(r.isError, true);
-    assert.equal(r.content.length, 1);
-    assert.equal(r.content[0].type, 'resource');
-    const res = r.content[0].resource;
+    const c = onlyBlock(r);
+    assert.equal(c.type, 'resource');
+    const res = c.resource;
     assert.equal(res.uri, 'test://embedded-resource');
     assert.equal(res.mimeType, 'text/plain');
     assert.equal(res.text, FIXTURE.texts.embedded);
@@ -349,24 +359,21 @@ export function assertResourceList(resources, templates) {
 }
 
 export function assertStaticText(r) {
-    assert.equal(r.contents.length, 1);
-    const c = r.contents[0];
+    const c = onlyContent(r);
     assert.equal(c.uri, 'test://static-text');
     assert.equal(c.mimeType, 'text/plain');
     assert.equal(c.text, FIXTURE.texts.staticText);
 }
 
 export function assertStaticBinary(r) {
-    assert.equal(r.contents.length, 1);
-    const c = r.contents[0];
+    const c = onlyContent(r);
     assert.equal(c.uri, 'test://static-binary');
     assert.equal(c.mimeType, 'image/png');
     assert.equal(c.blob, FIXTURE.png);
 }
 
 export function assertTemplate(r) {
-    assert.equal(r.contents.length, 1);
-    const c = r.contents[0];
+    const c = onlyContent(r);
     assert.equal(c.uri, 'test://template/123/data');
     assert.equal(c.mimeType, 'application/json');
     assert.deepEqual(JSON.parse(c.text), JSON.parse(FIXTURE.texts.template123));

@@ -141,11 +141,17 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.deepEqual(info.slice(0, 3), F.FIXTURE.texts.logMessages, `log messages: ${JSON.stringify(logs)}`);
     });
 
+    /** Calls `name`, which asks the client a `method` request; over HTTP that must travel on the call's own POST event stream. */
+    async function callAsking(name, args, method) {
+        const from = http.length;
+        const r = await client.callTool({ name, arguments: args });
+        if (F.TRANSPORT === 'http') await F.assertBackChannel(http.slice(from), name, method);
+        return r;
+    }
+
     it('test_sampling goes through the client sampling handler', async () => {
         samplingRequests.length = 0;
-        const from = http.length;
-        const r = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'interop sampling prompt' } });
-        if (F.TRANSPORT === 'http') await F.assertBackChannel(http.slice(from), 'test_sampling', 'sampling/createMessage');
+        const r = await callAsking('test_sampling', { prompt: 'interop sampling prompt' }, 'sampling/createMessage');
         assert.notEqual(r.isError, true);
         assert.equal(samplingRequests.length, 1, 'exactly one sampling/createMessage');
         const m = samplingRequests[0].messages;
@@ -158,9 +164,7 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
     it('test_elicitation goes through the client elicitation handler', async () => {
         if (!HAS_ELICITATION) return expectNoElicitation('test_elicitation', { message: 'interop elicitation message' });
         elicitRequests.length = 0;
-        const from = http.length;
-        const r = await client.callTool({ name: 'test_elicitation', arguments: { message: 'interop elicitation message' } });
-        if (F.TRANSPORT === 'http') await F.assertBackChannel(http.slice(from), 'test_elicitation', 'elicitation/create');
+        const r = await callAsking('test_elicitation', { message: 'interop elicitation message' }, 'elicitation/create');
         assert.notEqual(r.isError, true);
         assert.equal(elicitRequests.length, 1, 'exactly one elicitation/create');
         assert.equal(elicitRequests[0].message, 'interop elicitation message');
