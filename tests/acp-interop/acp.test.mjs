@@ -61,6 +61,13 @@ function of(updates, sessionId, from = 0) {
   return updates.slice(from).filter((n) => n.sessionId === sessionId).map((n) => n.update);
 }
 
+/** Prompts `text` and returns the reply with the session's updates from this turn on. */
+async function turn(ctx, updates, sessionId, text) {
+  const from = updates.length;
+  const reply = await prompt(ctx, sessionId, text);
+  return { reply, list: of(updates, sessionId, from) };
+}
+
 const said = (list) =>
   list.filter((u) => u.sessionUpdate === "agent_message_chunk").map((u) => u.content.text).join("");
 const statuses = (list) =>
@@ -86,10 +93,9 @@ test("initialize answers protocol 1 with loadSession and MCP over http and sse",
 test("tools lists droid serve's tools as SERVER/TOOL, marking the destructive one", () =>
   withAgent(async ({ ctx, updates }) => {
     const sessionId = await newSession(ctx);
-    const from = updates.length;
-    const reply = await prompt(ctx, sessionId, "tools");
+    const { reply, list } = await turn(ctx, updates, sessionId, "tools");
     assert.equal(reply.stopReason, "end_turn");
-    const text = said(of(updates, sessionId, from));
+    const text = said(list);
     assert.match(text, /^droid\/test_simple_text - /m);
     assert.match(text, /^droid\/delete_note - .*\[asks first\]$/m);
   }));
@@ -97,10 +103,8 @@ test("tools lists droid serve's tools as SERVER/TOOL, marking the destructive on
 test("call runs a tool as a tool call from pending to completed", () =>
   withAgent(async ({ ctx, updates, asked }) => {
     const sessionId = await newSession(ctx);
-    const from = updates.length;
-    const reply = await prompt(ctx, sessionId, "call droid/test_simple_text");
+    const { reply, list } = await turn(ctx, updates, sessionId, "call droid/test_simple_text");
     assert.equal(reply.stopReason, "end_turn");
-    const list = of(updates, sessionId, from);
     assert.deepEqual(statuses(list), ["pending", "in_progress", "completed"]);
     const done = list.find((u) => u.status === "completed");
     assert.equal(done.content[0].content.text, "This is a simple text response for testing.");
@@ -110,14 +114,12 @@ test("call runs a tool as a tool call from pending to completed", () =>
 test("a destructive tool asks permission and runs once allowed", () =>
   withAgent(async ({ ctx, updates, asked }) => {
     const sessionId = await newSession(ctx);
-    const from = updates.length;
-    const reply = await prompt(ctx, sessionId, 'call delete_note {"id": "7"}');
+    const { reply, list } = await turn(ctx, updates, sessionId, 'call delete_note {"id": "7"}');
     assert.equal(reply.stopReason, "end_turn");
     assert.equal(asked.length, 1);
     assert.equal(asked[0].toolCall.title, "droid/delete_note");
     const kinds = asked[0].options.map((o) => o.kind);
     assert.ok(kinds.includes("allow_once") && kinds.includes("reject_once"), String(kinds));
-    const list = of(updates, sessionId, from);
     assert.deepEqual(statuses(list), ["pending", "in_progress", "completed"]);
     assert.equal(list.find((u) => u.status === "completed").content[0].content.text, "Deleted note 7.");
   }));
@@ -128,11 +130,10 @@ test("a rejected destructive call is not made and its tool call fails", () =>
     client.answer = (params) => ({
       outcome: { outcome: "selected", optionId: params.options.find((o) => o.kind === "reject_once").optionId },
     });
-    const from = updates.length;
-    const reply = await prompt(ctx, sessionId, 'call delete_note {"id": "7"}');
+    const { reply, list } = await turn(ctx, updates, sessionId, 'call delete_note {"id": "7"}');
     assert.equal(reply.stopReason, "end_turn");
     assert.equal(asked.length, 1);
-    assert.deepEqual(statuses(of(updates, sessionId, from)), ["pending", "failed"]);
+    assert.deepEqual(statuses(list), ["pending", "failed"]);
   }));
 
 test("session/cancel ends a running call's turn as cancelled, with nothing after", () =>
@@ -183,10 +184,9 @@ test("an unknown session is an error, and malformed arguments are a message", ()
   withAgent(async ({ ctx, updates }) => {
     await assert.rejects(prompt(ctx, "no-such-session", "help"), (e) => e.code === -32002);
     const sessionId = await newSession(ctx);
-    const from = updates.length;
-    const reply = await prompt(ctx, sessionId, 'call test_simple_text {"oops": ');
+    const { reply, list } = await turn(ctx, updates, sessionId, 'call test_simple_text {"oops": ');
     assert.equal(reply.stopReason, "end_turn");
-    assert.match(said(of(updates, sessionId, from)), /not JSON/);
+    assert.match(said(list), /not JSON/);
   }));
 
 test("a server that fails to start is reported in the session, which still works", () =>
