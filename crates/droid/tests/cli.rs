@@ -10,12 +10,10 @@ use std::process::{Command, Output, Stdio};
 
 mod support;
 
-use support::{Running, TestError, listening, raw_post, spawn_droid};
+use support::{Running, TestError, droid_command, listening, raw_post, spawn_droid};
 
 fn droid(args: &[&str]) -> Result<Output, TestError> {
-    Ok(Command::new(env!("CARGO_BIN_EXE_droid"))
-        .args(args)
-        .output()?)
+    Ok(droid_command().args(args).output()?)
 }
 
 /// Runs `droid ARGS`, which must fail to start (`why` says what it would

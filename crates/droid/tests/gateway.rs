@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use support::{Files, TestError, listening};
+use support::{Files, TestError, droid_command, listening};
 
 /// How long anything here may take before the test gives up: a bound on a
 /// hang, not a measurement.
@@ -19,7 +19,7 @@ const DROID: &str = env!("CARGO_BIN_EXE_droid");
 
 /// Runs `droid ARGS` to the end, keeping any state it writes in `state`.
 fn droid(args: &[&str], state: &Path) -> Result<Output, TestError> {
-    Ok(Command::new(DROID)
+    Ok(droid_command()
         .args(args)
         .env("XDG_STATE_HOME", state)
         .output()?)
@@ -338,12 +338,12 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
         );
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert!(
-        awaiting
-            .lines()
-            .any(|l| l.trim_start().starts_with("fixture/echo ")),
-        "{awaiting}"
-    );
+    let shown = awaiting
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("fixture/echo@"))
+        .ok_or_else(|| format!("fixture/echo is not awaiting approval: {awaiting}"))?
+        .to_owned();
     let hidden = call(&address, "fixture/echo", r#"{"text": "one"}"#)?;
     assert!(
         hidden.as_ref().is_err_and(|e| e.contains("unknown tool")),
@@ -351,7 +351,17 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
     );
 
     // Approved on the running gateway: callable at once.
-    let approved = ask(&config, &["approve", "fixture/echo"], scratch.dir())?;
+    // A digest other than the one shown is refused: approving is of what
+    // was looked at.
+    let stale = format!("fixture/echo@{}", "0".repeat(64));
+    let refused = ask(&config, &["approve", &stale], scratch.dir())?;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("fixture/echo changed since it was seen"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let approved = ask(&config, &["approve", &shown], scratch.dir())?;
     let said = String::from_utf8_lossy(&approved.stdout);
     assert!(
         approved.status.success(),
@@ -468,9 +478,24 @@ fn a_hostile_upstream_takes_nothing_from_the_others() -> Result<(), TestError> {
     for (fault, said) in [
         ("hang", "no answer to tools/call within 3000 ms"),
         ("garbage", "no answer to tools/call within 3000 ms"),
-        ("huge", "upstream hostile"),
-        ("crash", "upstream hostile"),
+        // The line past the reader's limit is dropped whole: no answer.
+        ("huge", "no answer to tools/call within 3000 ms"),
+        // What the server said as it died is the operator's, in the log.
+        (
+            "crash",
+            "upstream hostile failed the call; the gateway's log says why",
+        ),
     ] {
+        // The upstream is up before each fault, so the error is the
+        // fault's, not a restart's.
+        let deadline = Instant::now() + PATIENCE;
+        while call(&address, "hostile/ok", "{}")?.is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "hostile never came back before {fault}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
         let answer = call(&address, &format!("hostile/{fault}"), "{}")?;
         assert!(
             answer.as_ref().is_err_and(|e| e.contains(said)),

@@ -120,19 +120,12 @@ async fn connect_one(
             .map_err(|e| e.to_string()),
         McpServer::Http(http) => {
             let target = Target::url(&http.url).map_err(|e| e.to_string())?;
-            let headers: HashMap<String, String> = http
+            let headers = http
                 .headers
                 .iter()
-                .map(|h| (h.name.clone(), h.value.clone()))
-                .collect();
+                .map(|h| (h.name.as_str(), h.value.as_str()));
             let options = ConnectOptions {
-                http: HttpOptions {
-                    headers: (&headers)
-                        .try_into()
-                        .map_err(|e| format!("a header cannot be sent: {e}"))?,
-                    trust: trust.clone(),
-                    ..HttpOptions::default()
-                },
+                http: http_options(headers, trust)?,
                 ..options
             };
             connect(&target, options).await.map_err(|e| e.to_string())
@@ -142,6 +135,24 @@ async fn connect_one(
             "`{transport}` servers are not supported (stdio, http and sse are)"
         )),
     }
+}
+
+/// HTTP options sending `headers` with every request, kept out of debug
+/// output (a session's headers often carry keys).
+fn http_options<'a>(
+    headers: impl Iterator<Item = (&'a str, &'a str)>,
+    trust: &Trust,
+) -> Result<HttpOptions, String> {
+    let mut options = HttpOptions {
+        trust: trust.clone(),
+        ..HttpOptions::default()
+    };
+    for (name, value) in headers {
+        options
+            .add_header(name, value)
+            .map_err(|e| format!("a header cannot be sent: {e}"))?;
+    }
+    Ok(options)
 }
 
 fn client_options() -> ClientOptions {
@@ -175,19 +186,12 @@ async fn connect_sse(sse: &McpServerHttp, trust: &Trust) -> Result<Client, Strin
             authorizer
         });
     // The other headers go with every request as they are.
-    let headers: HashMap<String, String> = sse
+    let headers = sse
         .headers
         .iter()
         .filter(|h| !h.name.eq_ignore_ascii_case("authorization"))
-        .map(|h| (h.name.clone(), h.value.clone()))
-        .collect();
-    let http = HttpOptions {
-        headers: (&headers)
-            .try_into()
-            .map_err(|e| format!("a header cannot be sent: {e}"))?,
-        trust: trust.clone(),
-        ..HttpOptions::default()
-    };
+        .map(|h| (h.name.as_str(), h.value.as_str()));
+    let http = http_options(headers, trust)?;
     let (tx, rx) = inbound_queue();
     let link = LegacySse::connect(url, tx, authorization, &http)
         .await

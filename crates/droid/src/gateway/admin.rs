@@ -10,10 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use protocol_droid::adapters::primary::admin::{AdminRequest, admin_request};
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
-use super::config::{Config, state_base};
-use super::load::load;
+use super::config::{path_digest, state_base};
 
 /// What to ask a running gateway.
 #[derive(Debug, clap::Subcommand)]
@@ -28,7 +26,8 @@ pub(crate) enum Action {
     /// Approve tools as they are now: each one's current digest becomes
     /// its pin, kept across restarts, and it is callable again at once.
     Approve {
-        /// Tool ids, as `status` or `--print-digests` show them.
+        /// Tool ids; `ID@DIGEST`, as `status` shows them, refuses a tool
+        /// that changed since it was shown.
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
     },
@@ -40,27 +39,42 @@ pub(crate) enum Action {
 /// is limited to about a hundred bytes).
 pub(crate) fn socket(
     config_path: Option<&Path>,
-    config: &Config,
+    configured: Option<&Path>,
     explicit: Option<&Path>,
 ) -> Option<PathBuf> {
-    if let Some(path) = explicit.or(config.admin_socket.as_deref()) {
+    if let Some(path) = explicit.or(configured) {
         return Some(path.to_path_buf());
     }
-    let name = match config_path {
-        Some(path) => std::fs::canonicalize(path)
-            .unwrap_or_else(|_| path.to_path_buf())
-            .to_string_lossy()
-            .into_owned(),
-        None => "the embedded default".to_owned(),
-    };
-    let digest = Sha256::digest(name.as_bytes());
-    let short: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     Some(
         state_base()?
             .join("droid")
             .join("gateway")
-            .join(format!("{short}.sock")),
+            .join(format!("{}.sock", path_digest(config_path))),
     )
+}
+
+/// The `admin_socket` a TOML configuration names, read without the rest:
+/// asking a running gateway needs no secret of its configuration (no
+/// variable expanded, no token read). The JSON forms name none.
+fn configured_socket(config_path: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
+    #[derive(serde::Deserialize)]
+    struct Only {
+        admin_socket: Option<PathBuf>,
+    }
+    let Some(path) = config_path else {
+        return Ok(None);
+    };
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
+        return Ok(None);
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let only: Only =
+        toml::from_str(&text).with_context(|| format!("reading {} as TOML", path.display()))?;
+    Ok(only.admin_socket)
 }
 
 /// `droid gateway status|approve`.
@@ -69,9 +83,12 @@ pub(crate) fn ask(
     explicit: Option<&Path>,
     action: &Action,
 ) -> anyhow::Result<()> {
-    let config = load(config_path)?;
-    let path = socket(config_path, &config, explicit)
-        .context("no admin socket: set --admin-socket (or HOME, or XDG_STATE_HOME)")?;
+    let path = socket(
+        config_path,
+        configured_socket(config_path)?.as_deref(),
+        explicit,
+    )
+    .context("no admin socket: set --admin-socket (or HOME, or XDG_STATE_HOME)")?;
     let request = match action {
         Action::Status { .. } => AdminRequest::Status,
         Action::Approve { ids } => AdminRequest::Approve { ids: ids.clone() },
@@ -128,9 +145,14 @@ fn print_status(out: &mut impl std::io::Write, status: &Value) -> std::io::Resul
     }
     let unverified = status["unverified"].as_array().cloned().unwrap_or_default();
     if !unverified.is_empty() {
-        writeln!(out, "\nawaiting approval (droid gateway approve ID…):")?;
+        // Each line is what `approve` takes: the id with the digest seen,
+        // so what is approved is what was looked at.
+        writeln!(
+            out,
+            "\nawaiting approval (droid gateway approve ID@DIGEST…):"
+        )?;
         for tool in &unverified {
-            writeln!(out, "  {:<40} {}", text(&tool["id"]), text(&tool["digest"]))?;
+            writeln!(out, "  {}@{}", text(&tool["id"]), text(&tool["digest"]))?;
         }
     }
     let drift = status["drift"].as_array().cloned().unwrap_or_default();

@@ -12,6 +12,7 @@ use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, conne
 use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
 use protocol_droid::adapters::secondary::trust_file::TrustFile;
+use protocol_droid::application::bridge::Connector;
 use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::gateway::{
     Disclosure, Gateway, Trust, UpstreamHealth, UpstreamOptions,
@@ -57,33 +58,45 @@ pub(crate) async fn start(
         ),
         (None, None) => {}
     }
-    let failures = add_upstreams(&gateway, config.enabled(), tls_trust).await?;
-    set_scopes(config, &cli_scopes(auth)?, &gateway)?;
+    let prepared = prepare_all(config.enabled(), tls_trust)?;
+    let failures = add_prepared(&gateway, prepared).await;
+    let rules = scope_rules(config, &cli_scopes(auth)?);
+    check_scopes(&rules, &gateway)?;
+    set_scopes(&rules, &gateway);
     Ok((gateway, failures))
 }
 
-/// Adds `upstreams` to `gateway` at once; the first attempt of each that
-/// failed (it is retried in the background), each said in the log.
-pub(crate) async fn add_upstreams<'a>(
-    gateway: &Gateway,
+/// An upstream ready to add: its name, how to reach it, how to treat it.
+pub(crate) type Prepared = (String, Connector, UpstreamOptions);
+
+/// What adding `upstreams` needs, or the first that cannot be reached as
+/// configured (a missing token, an unreadable CA file): nothing is added
+/// then.
+pub(crate) fn prepare_all<'a>(
     upstreams: impl IntoIterator<Item = &'a UpstreamConfig>,
     tls_trust: &TlsTrust,
-) -> anyhow::Result<Vec<String>> {
-    let mut prepared = Vec::new();
-    for upstream in upstreams {
-        prepared.push((upstream, prepare(upstream, tls_trust)?));
-    }
-    let attempts = prepared
+) -> anyhow::Result<Vec<Prepared>> {
+    upstreams
         .into_iter()
-        .map(|(upstream, (connector, options))| {
-            let gateway = gateway.clone();
-            async move {
-                gateway
-                    .add_upstream(&upstream.name, connector, options)
-                    .await
-                    .map_err(|error| error.to_string())
-            }
-        });
+        .map(|upstream| {
+            let (connector, options) = prepare(upstream, tls_trust)?;
+            Ok((upstream.name.clone(), connector, options))
+        })
+        .collect()
+}
+
+/// Adds `prepared` to `gateway` at once; the first attempt of each that
+/// failed (it is retried in the background), each said in the log.
+pub(crate) async fn add_prepared(gateway: &Gateway, prepared: Vec<Prepared>) -> Vec<String> {
+    let attempts = prepared.into_iter().map(|(name, connector, options)| {
+        let gateway = gateway.clone();
+        async move {
+            gateway
+                .add_upstream(&name, connector, options)
+                .await
+                .map_err(|error| error.to_string())
+        }
+    });
     let failures: Vec<String> = join_all(attempts)
         .await
         .into_iter()
@@ -92,17 +105,14 @@ pub(crate) async fn add_upstreams<'a>(
     for failure in &failures {
         tracing::warn!(target: "droid", "{failure}; retrying in the background");
     }
-    Ok(failures)
+    failures
 }
 
 /// The connector and options for one upstream.
 fn prepare(
     upstream: &UpstreamConfig,
     tls_trust: &TlsTrust,
-) -> anyhow::Result<(
-    protocol_droid::application::bridge::Connector,
-    UpstreamOptions,
-)> {
+) -> anyhow::Result<(Connector, UpstreamOptions)> {
     let name = &upstream.name;
     let target = match (&upstream.command, &upstream.url) {
         (Some(command), None) => {
@@ -182,25 +192,24 @@ pub(crate) fn cli_scopes(auth: &AuthArgs) -> anyhow::Result<Vec<(String, String)
         .collect()
 }
 
-/// Puts the scope rules of `config` and `cli` in force, dropping any other.
-/// Each must name an upstream, and, once that upstream is up, one of its
-/// tools: a typo would leave the tool it meant open to everyone. A rule for
-/// an upstream that is not up yet cannot be checked against its tools, and
-/// is kept. Nothing changes when a rule fails the check.
-pub(crate) fn set_scopes(
-    config: &Config,
-    cli: &[(String, String)],
-    gateway: &Gateway,
-) -> anyhow::Result<()> {
-    let mut rules: BTreeMap<ToolId, String> = config
+/// The scope rules of `config` and of the command line, by tool id.
+pub(crate) fn scope_rules(config: &Config, cli: &[(String, String)]) -> BTreeMap<ToolId, String> {
+    config
         .scopes
         .iter()
+        .chain(cli.iter().map(|(tool, scope)| (tool, scope)))
         .map(|(tool, scope)| (ToolId::new(tool.as_str()), scope.clone()))
-        .collect();
-    rules.extend(
-        cli.iter()
-            .map(|(tool, scope)| (ToolId::new(tool.as_str()), scope.clone())),
-    );
+        .collect()
+}
+
+/// Checks that each rule names an upstream, and, once that upstream is up,
+/// one of its tools: a typo would leave the tool it meant open to everyone.
+/// A rule for an upstream that is not up yet cannot be checked against its
+/// tools, and passes.
+pub(crate) fn check_scopes(
+    rules: &BTreeMap<ToolId, String>,
+    gateway: &Gateway,
+) -> anyhow::Result<()> {
     let catalog = gateway.catalog();
     let upstreams = gateway.upstreams();
     for id in rules.keys() {
@@ -214,13 +223,23 @@ pub(crate) fn set_scopes(
              see --print-digests)"
         );
     }
+    Ok(())
+}
+
+/// Puts `rules` in force and drops any other.
+pub(crate) fn set_scopes(rules: &BTreeMap<ToolId, String>, gateway: &Gateway) {
+    add_scopes(rules, gateway);
     for id in gateway.scopes().keys() {
         if !rules.contains_key(id) {
             gateway.drop_scope(id);
         }
     }
+}
+
+/// Puts `rules` in force, keeping the others: a rule only ever hides, so
+/// adding it before anything else changes is the safe order.
+pub(crate) fn add_scopes(rules: &BTreeMap<ToolId, String>, gateway: &Gateway) {
     for (id, scope) in rules {
-        gateway.require_scope(id, scope);
+        gateway.require_scope(id.clone(), scope.clone());
     }
-    Ok(())
 }

@@ -34,6 +34,7 @@ use anyhow::{Context as _, bail, ensure};
 use protocol_droid::application::gateway::{DEFAULT_TIMEOUT, Pins, ToolPolicy};
 use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
 use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
 
 /// The configuration used when none is given. `{self}` is this program.
 pub(crate) const EMBEDDED_DEFAULT: &str = r#"
@@ -90,7 +91,7 @@ pub(crate) enum TrustConfig {
 }
 
 /// One upstream server.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpstreamConfig {
     pub(crate) name: String,
@@ -126,6 +127,20 @@ pub(crate) struct UpstreamConfig {
     /// Which tools are offered, under which names.
     #[serde(default)]
     pub(crate) tools: ToolsConfig,
+}
+
+impl std::fmt::Debug for UpstreamConfig {
+    /// Without the values of `env` and `headers`, which often carry keys,
+    /// nor the URL's query.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamConfig")
+            .field("name", &self.name)
+            .field("command", &self.command.as_ref().and_then(|c| c.first()))
+            .field("url", &self.url.as_ref().map(|u| u.split('?').next()))
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The `tools` table of an upstream.
@@ -246,8 +261,7 @@ impl UpstreamConfig {
 /// with two configurations keep two states.
 pub(crate) fn default_state(config: &Path) -> Option<PathBuf> {
     let base = state_base()?;
-    let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
-    Some(base.join("droid").join("gateway").join(state_name(&config)))
+    Some(base.join("droid").join("gateway").join(state_name(config)))
 }
 
 /// The user's state directory: `$XDG_STATE_HOME`, else `~/.local/state`.
@@ -262,20 +276,32 @@ pub(crate) fn state_base() -> Option<PathBuf> {
         })
 }
 
-/// The state file's name for the configuration at `config`: the path with
-/// its separators and `%` percent-encoded, so distinct paths give distinct
-/// names and the name still reads as the path.
+/// The state file's name for the configuration at `config`: a digest of
+/// its path, so distinct paths give distinct names of a bounded length, and
+/// its file name, so a reader can tell which is which.
 fn state_name(config: &Path) -> String {
-    let mut name = String::new();
-    for c in config.to_string_lossy().trim_start_matches('/').chars() {
-        match c {
-            '/' => name.push_str("%2F"),
-            '\\' => name.push_str("%5C"),
-            '%' => name.push_str("%25"),
-            c => name.push(c),
-        }
-    }
-    name + ".state.json"
+    let file = config
+        .file_name()
+        .map(|name| name.to_string_lossy().chars().take(64).collect::<String>())
+        .unwrap_or_default();
+    format!("{}-{file}.state.json", path_digest(Some(config)))
+}
+
+/// Sixteen hex digits naming a configuration by its path (or the embedded
+/// default, for `None`): what its state file and admin socket are called.
+pub(crate) fn path_digest(config: Option<&Path>) -> String {
+    let name = match config {
+        Some(path) => std::fs::canonicalize(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .to_string_lossy()
+            .into_owned(),
+        None => "the embedded default".to_owned(),
+    };
+    Sha256::digest(name.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -369,13 +395,13 @@ mod tests {
 
     #[test]
     fn the_default_state_is_named_after_the_configuration() {
-        assert_eq!(
-            state_name(Path::new("/home/u/a%b/mcp.json")),
-            "home%2Fu%2Fa%25b%2Fmcp.json.state.json"
-        );
-        assert_ne!(
-            state_name(Path::new("/a%/b")),
-            state_name(Path::new("/a/%b"))
-        );
+        let name = state_name(Path::new("/nonexistent/a/mcp.json"));
+        assert!(name.ends_with("-mcp.json.state.json"), "{name}");
+        assert_eq!(name.len(), 16 + "-mcp.json.state.json".len());
+        assert_ne!(name, state_name(Path::new("/nonexistent/b/mcp.json")));
+        // However long the path, the name stays short enough for any file
+        // system.
+        let deep = format!("/{}/{}", "d".repeat(4000), "x".repeat(300));
+        assert!(state_name(Path::new(&deep)).len() < 255);
     }
 }

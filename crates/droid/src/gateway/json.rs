@@ -164,7 +164,8 @@ fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<St
         let after = &rest[start + 2..];
         let end = after
             .find('}')
-            .with_context(|| format!("an unclosed ${{ in {text:?}"))?;
+            // The text itself is not repeated: it may be a secret.
+            .context("an unclosed ${ (a variable without its closing brace)")?;
         let inner = &after[..end];
         let (variable, default) = match inner.split_once(":-") {
             Some((variable, default)) => (variable, Some(default)),

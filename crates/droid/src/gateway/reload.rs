@@ -1,27 +1,37 @@
 //! The configuration read again on SIGHUP and whenever its file changes,
-//! applied to the running gateway without dropping its sessions.
+//! applied to the running gateway without a restart.
 //!
-//! What changed is applied, nothing else: an upstream added is connected,
-//! one removed is closed (its tools leave the sessions that had them), one
-//! whose settings changed is replaced; pins and scope rules take effect at
-//! once. `listen`, `mode`, `state` and `admin_socket` are read at start
-//! only, and a change to them is said in the log. A file that no longer
-//! reads leaves the running configuration as it is.
+//! A new configuration is checked whole before anything changes: it must
+//! read, its pins must be digests, every upstream to start must be
+//! reachable as configured (its token variable set, its CA file readable),
+//! and every scope rule must name one of its upstreams. Only then is it
+//! applied, in the order that never opens what a rule closes: the new scope
+//! rules first, then the upstreams stopped, replaced and started, then the
+//! pins, and last the rules no longer wanted are dropped. An upstream
+//! replaced because its settings changed starts afresh: sessions lose its
+//! activations, and trust on first use holds it to what it showed first.
+//! `listen`, `mode`, `state` and `admin_socket` are read at start only.
+//!
+//! A file is applied once it has read the same on two looks a second apart,
+//! so an editor caught halfway through writing it is not taken at its word.
+//! A file that fails the check is said in the log and the running
+//! configuration stays, until the file changes again.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
 use protocol_droid::application::gateway::Gateway;
+use sha2::{Digest as _, Sha256};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
-use super::build::{add_upstreams, set_scopes};
+use super::build::{add_prepared, add_scopes, check_scopes, prepare_all, scope_rules, set_scopes};
 use super::config::{Config, UpstreamConfig};
 use super::load::load;
 
-/// How often the file is looked at for a change.
+/// How often the file is looked at.
 const POLL: Duration = Duration::from_secs(1);
 
 /// Watches `path` for as long as the returned task runs.
@@ -34,7 +44,8 @@ pub(crate) fn watch(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut hangups = signal(SignalKind::hangup()).ok();
-        let mut seen = stamp(&path);
+        let mut applied = contents(&path);
+        let mut settling = None;
         let mut tick = tokio::time::interval(POLL);
         loop {
             let hangup = async {
@@ -43,20 +54,37 @@ pub(crate) fn watch(
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
-                _ = hangup => {}
+            let seen = tokio::select! {
+                _ = hangup => contents(&path),
                 _ = tick.tick() => {
-                    if stamp(&path) == seen {
+                    let seen = contents(&path);
+                    if seen == applied {
+                        settling = None;
                         continue;
                     }
+                    // Changed: taken once it reads the same a second later.
+                    if settling != Some(seen) {
+                        settling = Some(seen);
+                        continue;
+                    }
+                    seen
                 }
-            }
-            seen = stamp(&path);
-            match load(Some(&path)) {
-                Ok(next) => {
-                    apply(&gateway, &current, &next, &cli_scopes, &tls_trust).await;
-                    current = next;
+            };
+            settling = None;
+            applied = seen;
+            let next = match load(Some(&path)) {
+                Ok(next) => next,
+                Err(error) => {
+                    tracing::error!(
+                        target: "droid",
+                        "reloading {}: {error:#}; the running configuration stays",
+                        path.display()
+                    );
+                    continue;
                 }
+            };
+            match apply(&gateway, &current, &next, &cli_scopes, &tls_trust).await {
+                Ok(()) => current = next,
                 Err(error) => tracing::error!(
                     target: "droid",
                     "reloading {}: {error:#}; the running configuration stays",
@@ -67,19 +95,46 @@ pub(crate) fn watch(
     })
 }
 
-/// What tells one version of the file from another.
-fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
+/// The file's contents, as a digest; `None` when it cannot be read.
+fn contents(path: &Path) -> Option<[u8; 32]> {
+    let bytes = std::fs::read(path).ok()?;
+    Some(Sha256::digest(&bytes).into())
 }
 
+/// Applies `new` over `old`, after checking it whole; nothing changes when
+/// the check fails.
 async fn apply(
     gateway: &Gateway,
     old: &Config,
     new: &Config,
     cli_scopes: &[(String, String)],
     tls_trust: &TlsTrust,
-) {
+) -> anyhow::Result<()> {
+    let before: BTreeMap<&str, &UpstreamConfig> =
+        old.enabled().map(|u| (u.name.as_str(), u)).collect();
+    let after: BTreeMap<&str, &UpstreamConfig> =
+        new.enabled().map(|u| (u.name.as_str(), u)).collect();
+    let started = after
+        .iter()
+        .filter(|(name, upstream)| before.get(*name) != Some(*upstream))
+        .map(|(_, upstream)| *upstream);
+    let stopped: Vec<&str> = before
+        .iter()
+        .filter(|(name, upstream)| after.get(*name) != Some(*upstream))
+        .map(|(name, _)| *name)
+        .collect();
+    // The check, before anything changes.
+    let pins = new.pins()?;
+    let prepared = prepare_all(started, tls_trust)?;
+    let rules = scope_rules(new, cli_scopes);
+    for id in rules.keys() {
+        let upstream = id.as_str().split_once('/').map(|(upstream, _)| upstream);
+        anyhow::ensure!(
+            upstream.is_some_and(|name| after.contains_key(name)),
+            "the scope rule for {:?} names no upstream of the configuration",
+            id.as_str()
+        );
+    }
     if old.listen != new.listen
         || old.mode != new.mode
         || old.state != new.state
@@ -90,40 +145,25 @@ async fn apply(
             "listen, mode, state and admin_socket take effect at the next start"
         );
     }
-    let before: BTreeMap<&str, &UpstreamConfig> =
-        old.enabled().map(|u| (u.name.as_str(), u)).collect();
-    let after: BTreeMap<&str, &UpstreamConfig> =
-        new.enabled().map(|u| (u.name.as_str(), u)).collect();
-    let mut stopped = 0;
-    for (name, upstream) in &before {
-        if after.get(name) != Some(upstream) {
-            gateway.remove_upstream(name).await;
-            stopped += 1;
-        }
+    add_scopes(&rules, gateway);
+    for name in &stopped {
+        gateway.remove_upstream(name).await;
     }
-    let started: Vec<&UpstreamConfig> = after
-        .iter()
-        .filter(|(name, upstream)| before.get(*name) != Some(*upstream))
-        .map(|(_, upstream)| *upstream)
-        .collect();
-    let count = started.len();
-    if let Err(error) = add_upstreams(gateway, started, tls_trust).await {
-        tracing::error!(target: "droid", "reloading: {error:#}");
-    }
+    let count = prepared.len();
+    add_prepared(gateway, prepared).await;
     if old.pins != new.pins {
-        match new.pins() {
-            Ok(pins) => gateway.set_pins(pins),
-            Err(error) => tracing::error!(target: "droid", "reloading the pins: {error:#}"),
-        }
+        gateway.set_pins(pins);
     }
-    if let Err(error) = set_scopes(new, cli_scopes, gateway) {
-        tracing::error!(
-            target: "droid",
-            "reloading the scope rules: {error:#}; the running rules stay"
-        );
+    if let Err(error) = check_scopes(&rules, gateway) {
+        // Kept all the same: a rule only hides, and dropping it would open
+        // whatever it was meant to close.
+        tracing::error!(target: "droid", "reloading the scope rules: {error:#}");
     }
+    set_scopes(&rules, gateway);
     tracing::info!(
         target: "droid",
-        "configuration reloaded: {count} upstream(s) started, {stopped} stopped"
+        "configuration reloaded: {count} upstream(s) started, {} stopped",
+        stopped.len()
     );
+    Ok(())
 }

@@ -18,6 +18,18 @@ impl Drop for Running {
     }
 }
 
+/// `droid`, ready to be given its arguments. What it keeps (a gateway's
+/// state file and admin socket) goes to a folder of the tests', never the
+/// user's own state directory.
+pub(crate) fn droid_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_droid"));
+    command.env(
+        "XDG_STATE_HOME",
+        std::env::temp_dir().join("droid-tests-state"),
+    );
+    command
+}
+
 /// Starts `droid ARGS` with its standard input, output and error as given.
 pub(crate) fn spawn_droid(
     args: &[&str],
@@ -25,7 +37,7 @@ pub(crate) fn spawn_droid(
     stdout: Stdio,
     stderr: Stdio,
 ) -> std::io::Result<std::process::Child> {
-    Command::new(env!("CARGO_BIN_EXE_droid"))
+    droid_command()
         .args(args)
         .stdin(stdin)
         .stdout(stdout)

@@ -1,17 +1,18 @@
 //! The gateway's admin endpoint: a Unix socket on which the operator asks a
 //! running gateway for its status and approves tools, without a restart.
 //!
-//! Authentication is the socket's: it is created readable and writable by
-//! its owner only, in a folder only its owner may enter, so only the user
-//! the gateway runs as (and root) can connect. Nothing is reachable from
-//! the network.
+//! Authentication is the operating system's: each connection's peer
+//! credentials are checked, and only the user the gateway runs as (and
+//! root) is answered. The socket is also made readable and writable by its
+//! owner only, and a folder made for it is its owner's alone; an existing
+//! folder is left as it is. Nothing is reachable from the network.
 //!
 //! One request per connection, one JSON object per line each way:
 //!
 //! ```text
 //! → {"command": "status"}
 //! ← {"ok": true, "status": {"upstreams": […], "unverified": […], "drift": […]}}
-//! → {"command": "approve", "ids": ["files/write_file"]}
+//! → {"command": "approve", "ids": ["files/write_file@9a0e…"]}
 //! ← {"ok": true, "approved": [{"id": "files/write_file", "digest": "9a0e…"}]}
 //! ← {"ok": false, "error": "…"}
 //! ```
@@ -32,7 +33,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
 use crate::application::gateway::{Gateway, UpstreamHealth};
-use crate::domain::catalog::ToolId;
+use crate::domain::catalog::{SchemaDigest, ToolId};
 
 /// The most bytes one request may take.
 pub const MAX_REQUEST: u64 = 64 * 1024;
@@ -49,7 +50,9 @@ pub enum AdminRequest {
     Status,
     /// Approve these tools as they are now.
     Approve {
-        /// Tool ids (`upstream/tool`).
+        /// Tool ids (`upstream/tool`), each optionally with the digest the
+        /// operator saw (`upstream/tool@<64 hex digits>`): the approval is
+        /// then refused if the tool changed since.
         ids: Vec<String>,
     },
 }
@@ -84,36 +87,66 @@ impl Drop for AdminEndpoint {
 /// When the socket cannot be made there, or another gateway already
 /// answers on it.
 pub async fn serve_admin(gateway: Gateway, path: &Path) -> io::Result<AdminEndpoint> {
+    use std::os::unix::fs::{
+        DirBuilderExt as _, FileTypeExt as _, MetadataExt as _, PermissionsExt as _,
+    };
+
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))?;
+        if !parent.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)?;
         }
     }
-    if path.exists() {
+    match std::fs::symlink_metadata(path) {
         // A socket left by a gateway that died is replaced; one that still
         // answers belongs to a running gateway and is not taken over.
-        if UnixStream::connect(path).await.is_ok() {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if UnixStream::connect(path).await.is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("another gateway serves {}", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        Ok(_) => {
             return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!("another gateway serves {}", path.display()),
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists and is not a socket; it is left as it is",
+                    path.display()
+                ),
             ));
         }
-        std::fs::remove_file(path)?;
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
     }
     let listener = UnixListener::bind(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    // This process made the socket: its owner is the user the gateway runs as.
+    let owner = std::fs::metadata(path)?.uid();
     let task = tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of descriptors, say: wait rather than spin.
+                    tracing::debug!(%error, "accepting an admin connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
             };
+            // The file's mode alone would leave a window between bind and
+            // chmod, and nothing guards a folder that was there before.
+            let permitted = stream
+                .peer_cred()
+                .is_ok_and(|peer| peer.uid() == owner || peer.uid() == 0);
+            if !permitted {
+                tracing::warn!("an admin connection from another user was refused");
+                continue;
+            }
             if let Err(error) = serve_one(&gateway, stream).await {
                 tracing::debug!(%error, "an admin request failed");
             }
@@ -155,8 +188,9 @@ fn answer(gateway: &Gateway, request: AdminRequest) -> Value {
     match request {
         AdminRequest::Status => json!({ "ok": true, "status": status(gateway) }),
         AdminRequest::Approve { ids } => {
-            let ids: Vec<ToolId> = ids.iter().map(|id| ToolId::new(id.as_str())).collect();
-            match gateway.approve(&ids) {
+            let tools: Vec<(ToolId, Option<SchemaDigest>)> =
+                ids.iter().map(|id| seen(id)).collect();
+            match gateway.approve(&tools) {
                 Ok(done) => json!({
                     "ok": true,
                     "approved": done.approvals.iter().map(|a| json!({
@@ -168,6 +202,18 @@ fn answer(gateway: &Gateway, request: AdminRequest) -> Value {
                 Err(error) => json!({ "ok": false, "error": error.to_string() }),
             }
         }
+    }
+}
+
+/// A tool id, and the digest the operator saw if it carries one
+/// (`id@<64 hex digits>`).
+fn seen(id: &str) -> (ToolId, Option<SchemaDigest>) {
+    match id
+        .rsplit_once('@')
+        .and_then(|(tool, hex)| Some((tool, SchemaDigest::from_hex(hex)?)))
+    {
+        Some((tool, digest)) => (ToolId::new(tool), Some(digest)),
+        None => (ToolId::new(id), None),
     }
 }
 

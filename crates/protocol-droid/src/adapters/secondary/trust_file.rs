@@ -139,8 +139,12 @@ impl TrustFile {
         staged.push(format!(".{}.tmp", std::process::id()));
         let staged = PathBuf::from(staged);
         let bytes = serde_json::to_vec_pretty(state).map_err(|e| io(e.into()))?;
+        // A file of that name left by a crash is removed, and the new one
+        // made afresh (never opened through a link someone planted there,
+        // nor keeping another file's mode).
+        let _stale = std::fs::remove_file(&staged);
         let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
+        options.write(true).create_new(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         let written = options.open(&staged).and_then(|mut file| {
@@ -151,6 +155,12 @@ impl TrustFile {
         if let Err(source) = written.and_then(|()| std::fs::rename(&staged, &self.path)) {
             let _gone = std::fs::remove_file(&staged);
             return Err(io(source));
+        }
+        // The rename itself is durable once the folder is synced.
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if let Ok(folder) = std::fs::File::open(parent) {
+                let _synced = folder.sync_all();
+            }
         }
         Ok(())
     }

@@ -66,6 +66,12 @@ impl ToolRecord {
             .unwrap_or_else(|| self.id.as_str())
     }
 
+    /// Whether an upstream offers it (rather than the gateway itself).
+    #[must_use]
+    pub const fn is_upstream(&self) -> bool {
+        matches!(self.source, ToolSource::Upstream(_))
+    }
+
     /// The description, or nothing.
     #[must_use]
     pub fn description(&self) -> &str {
@@ -332,18 +338,6 @@ impl ToolCatalog {
             self.generation = self.generation.next();
         }
         changed
-    }
-
-    /// The operator vouches for `id` as it is now: it becomes pinned at its
-    /// current digest. Returns that digest, or `None` for an unknown id.
-    pub fn approve(&mut self, id: &ToolId) -> Option<SchemaDigest> {
-        let record = self.records.get_mut(id)?;
-        let digest = record.digest;
-        if record.provenance == Provenance::Unverified {
-            record.provenance = Provenance::Pinned;
-            self.generation = self.generation.next();
-        }
-        Some(digest)
     }
 
     /// The tools `admit` lets through whose names and descriptions best

@@ -11,20 +11,23 @@
 mod catalog;
 mod discovery;
 mod gate;
+mod pins;
 mod policy;
+mod principals;
+mod refresh;
 mod runtime;
 mod session;
+mod supervise;
 mod trust;
 mod upstream;
 
 pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
 pub use discovery::{ACTIVATE_TOOLS, CALL_TOOL, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
+pub use pins::{ApproveError, Approved};
 pub use policy::{PolicyError, ToolPolicy};
-pub use runtime::{
-    ApproveError, Approved, Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_PRINCIPALS,
-    MAX_SESSIONS, PRINCIPAL_IDLE,
-};
+pub use principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE};
+pub use runtime::{Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS};
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,

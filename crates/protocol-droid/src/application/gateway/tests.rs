@@ -47,6 +47,15 @@ fn id(s: &str) -> ToolId {
     ToolId::new(s)
 }
 
+/// The operator vouches for `tool` as it is now: its digest is pinned and
+/// the catalog's provenance derived again, as the gateway does.
+fn approve(catalog: &mut ToolCatalog, pins: &mut Pins, tool: &str) {
+    if let Some(record) = catalog.get(&id(tool)) {
+        pins.pin(id(tool), record.digest);
+    }
+    assert_eq!(catalog.repin(pins), [id(tool)], "{tool} was not unverified");
+}
+
 /// A set, a grant, the catalog to activate against, and the error expected.
 type Case<'c> = (
     SessionToolSet,
@@ -208,8 +217,8 @@ fn every_activation_failure_is_typed_and_changes_nothing() {
 
 #[test]
 fn a_bulk_activation_is_atomic_and_advances_the_generation_once() {
-    let (mut catalog, _) = catalog();
-    catalog.approve(&id("fs/shell"));
+    let (mut catalog, mut pins) = catalog();
+    approve(&mut catalog, &mut pins, "fs/shell");
     let mut set = SessionToolSet::progressive_core_for_catalog(A, &catalog);
     let before = set.clone();
     // One bad grant in the batch: nothing is applied.
@@ -297,8 +306,8 @@ fn a_catalog_mutation_makes_a_set_stale() {
 
 #[test]
 fn a_rebuild_carries_matching_activations_and_reports_drifted_and_removed_ones() {
-    let (mut catalog, pins) = catalog();
-    catalog.approve(&id("fs/shell"));
+    let (mut catalog, mut pins) = catalog();
+    approve(&mut catalog, &mut pins, "fs/shell");
     let mut set = SessionToolSet::progressive_core_for_catalog(A, &catalog);
     let batch = vec![
         grant(A, "fs/read", &catalog),
@@ -427,7 +436,7 @@ fn the_gate_admits_pinned_tools_and_names_every_kind_of_drift() {
 
 #[test]
 fn the_gate_refuses_a_tool_whose_provenance_changed() {
-    let (mut catalog, _) = catalog();
+    let (mut catalog, mut pins) = catalog();
     let set =
         SessionToolSet::new(A, [id("fs/shell")], &catalog).unwrap_or_else(|e| unreachable!("{e}"));
     // Configured as core while unverified: still refused until approved.
@@ -435,7 +444,7 @@ fn the_gate_refuses_a_tool_whose_provenance_changed() {
         ExecutionGate::authorize(&set, &catalog, &id("fs/shell")),
         Err(GateError::Unverified(id("fs/shell")))
     );
-    catalog.approve(&id("fs/shell"));
+    approve(&mut catalog, &mut pins, "fs/shell");
     assert!(matches!(
         ExecutionGate::authorize(&set, &catalog, &id("fs/shell")),
         Err(GateError::ProvenanceChanged {

@@ -51,6 +51,11 @@ pub(super) const FIRST_RETRY: Duration = Duration::from_millis(500);
 /// The longest wait between reconnection attempts.
 pub(super) const LAST_RETRY: Duration = Duration::from_secs(30);
 
+/// How long a connection must last before the upstream counts as well
+/// again: one that ends sooner is a failed attempt, and the next retry
+/// waits longer.
+pub(super) const STABLE_FOR: Duration = LAST_RETRY;
+
 /// Whether an upstream can be used now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -147,6 +152,16 @@ pub(super) struct Upstream {
     /// Tells this upstream from an earlier one of the same name (removed,
     /// or replaced by a reloaded configuration).
     pub(super) generation: u64,
+    /// Whether a listing of its tools is running, and whether another was
+    /// asked for meanwhile.
+    pub(super) refreshing: bool,
+    pub(super) refresh_again: bool,
+    /// Failed attempts (and connections that ended soon after they came
+    /// up) since it was last up for [`STABLE_FOR`]: how long the next
+    /// retry waits.
+    pub(super) failures: u32,
+    /// When its connection came up.
+    pub(super) up_since: Option<std::time::Instant>,
 }
 
 impl Upstream {
@@ -159,27 +174,29 @@ impl Upstream {
             first_use_done: false,
             reconnecting: false,
             generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            refreshing: false,
+            refresh_again: false,
+            failures: 0,
+            up_since: None,
         }
     }
 
-    /// The connection to call through, or why there is none.
+    /// The connection to call through, or what a caller is told instead.
+    /// Why the upstream is down (a server's last words, a URL, a TLS
+    /// detail) is the operator's to read in `status` and the log, not
+    /// every caller's.
     pub(super) fn usable(&self, name: &str) -> Result<Client, String> {
-        let reason = match (&self.client, &self.health) {
-            (Some(client), UpstreamHealth::Up { .. }) => match client.closed() {
-                None => return Ok(client.clone()),
-                // Ended, and the gateway has not been told yet.
-                Some(reason) => format!("the connection ended: {reason}"),
-            },
-            (_, UpstreamHealth::Down { reason, .. }) => reason.clone(),
-            _ => {
-                return Err(format!(
-                    "upstream {name} is unavailable; the gateway is connecting"
-                ));
+        match (&self.client, &self.health) {
+            (Some(client), UpstreamHealth::Up { .. }) if client.closed().is_none() => {
+                Ok(client.clone())
             }
-        };
-        Err(format!(
-            "upstream {name} is unavailable ({reason}); the gateway is reconnecting"
-        ))
+            (_, UpstreamHealth::Connecting) => Err(format!(
+                "upstream {name} is unavailable; the gateway is connecting"
+            )),
+            _ => Err(format!(
+                "upstream {name} is unavailable; the gateway is reconnecting"
+            )),
+        }
     }
 }
 

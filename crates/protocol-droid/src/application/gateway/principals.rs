@@ -1,0 +1,163 @@
+//! Who keeps activations when there is no session to keep them: the
+//! authenticated principals of 2026-07-28 requests over HTTP, each stood
+//! for by a session of its own.
+//!
+//! Bounded twice: a principal idle past its lifetime is forgotten, and past
+//! the most principals kept the least recently used goes. The time is given
+//! to every call rather than read here, so the rules are tested with a
+//! clock the test moves.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use crate::domain::SessionId;
+
+/// How many principals' activations are kept; the least recently used goes
+/// first.
+pub const MAX_PRINCIPALS: usize = 10_000;
+
+/// How long a principal's activations outlive its last request.
+pub const PRINCIPAL_IDLE: Duration = Duration::from_secs(3600);
+
+/// The principals kept, by key.
+#[derive(Debug)]
+pub(super) struct Principals {
+    kept: HashMap<String, Kept>,
+    /// Each principal by when it was last used (and a counter, so two uses
+    /// at one instant stay two entries): the order of forgetting.
+    by_use: BTreeMap<(Instant, u64), String>,
+    uses: u64,
+    /// Sessions standing for principals are numbered down from the top of
+    /// the range, so never one the server numbered (it counts up from 0).
+    issued: u64,
+    max: usize,
+    idle: Duration,
+}
+
+#[derive(Debug)]
+struct Kept {
+    session: SessionId,
+    used: (Instant, u64),
+}
+
+impl Principals {
+    pub(super) fn new(max: usize, idle: Duration) -> Self {
+        Self {
+            kept: HashMap::new(),
+            by_use: BTreeMap::new(),
+            uses: 0,
+            issued: 0,
+            max: max.max(1),
+            idle,
+        }
+    }
+
+    /// How many principals are kept.
+    pub(super) fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// The session standing for `principal` at `now`, made or renewed; and
+    /// the sessions of the principals forgotten to make room or because
+    /// they idled too long, whose sets the caller drops.
+    pub(super) fn session_for(
+        &mut self,
+        principal: &str,
+        now: Instant,
+    ) -> (SessionId, Vec<SessionId>) {
+        let mut forgotten = Vec::new();
+        // The idle ones first, oldest first, stopping at the first that is not.
+        while let Some((&(used, n), _)) = self.by_use.first_key_value() {
+            if now.saturating_duration_since(used) <= self.idle {
+                break;
+            }
+            if let Some(key) = self.by_use.remove(&(used, n)) {
+                if let Some(kept) = self.kept.remove(&key) {
+                    forgotten.push(kept.session);
+                }
+            }
+        }
+        self.uses = self.uses.wrapping_add(1);
+        let stamp = (now, self.uses);
+        if let Some(kept) = self.kept.get_mut(principal) {
+            self.by_use.remove(&kept.used);
+            kept.used = stamp;
+            self.by_use.insert(stamp, principal.to_owned());
+            return (kept.session, forgotten);
+        }
+        while self.kept.len() >= self.max {
+            let Some((_, key)) = self.by_use.pop_first() else {
+                break;
+            };
+            if let Some(kept) = self.kept.remove(&key) {
+                forgotten.push(kept.session);
+            }
+        }
+        self.issued = self.issued.wrapping_add(1);
+        let session = SessionId::new(u64::MAX - self.issued);
+        self.kept.insert(
+            principal.to_owned(),
+            Kept {
+                session,
+                used: stamp,
+            },
+        );
+        self.by_use.insert(stamp, principal.to_owned());
+        (session, forgotten)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_principal_keeps_its_session_while_it_is_used() {
+        let start = Instant::now();
+        let mut principals = Principals::new(10, Duration::from_secs(60));
+        let (alice, none) = principals.session_for("alice", start);
+        assert!(none.is_empty());
+        let (again, _) = principals.session_for("alice", start + Duration::from_secs(50));
+        assert_eq!(again, alice);
+        // Used at 50 s, so still kept at 100 s.
+        let (still, _) = principals.session_for("alice", start + Duration::from_secs(100));
+        assert_eq!(still, alice);
+        let (bob, _) = principals.session_for("bob", start + Duration::from_secs(100));
+        assert_ne!(bob, alice);
+    }
+
+    #[test]
+    fn an_idle_principal_is_forgotten_and_starts_afresh() {
+        let start = Instant::now();
+        let mut principals = Principals::new(10, Duration::from_secs(60));
+        let (alice, _) = principals.session_for("alice", start);
+        let (bob, forgotten) = principals.session_for("bob", start + Duration::from_secs(61));
+        assert_eq!(forgotten, [alice], "alice idled past her lifetime");
+        assert_eq!(principals.len(), 1);
+        let (alice_again, _) = principals.session_for("alice", start + Duration::from_secs(62));
+        assert_ne!(alice_again, alice, "a fresh session, not the old one");
+        assert_ne!(alice_again, bob);
+    }
+
+    #[test]
+    fn past_the_bound_the_least_recently_used_goes() {
+        let start = Instant::now();
+        let mut principals = Principals::new(2, Duration::from_secs(3600));
+        let (a, _) = principals.session_for("a", start);
+        let (b, _) = principals.session_for("b", start + Duration::from_secs(1));
+        // `a` is used again, so `b` is now the least recently used.
+        principals.session_for("a", start + Duration::from_secs(2));
+        let (_, forgotten) = principals.session_for("c", start + Duration::from_secs(3));
+        assert_eq!(forgotten, [b]);
+        assert_eq!(principals.len(), 2);
+        let (still_a, _) = principals.session_for("a", start + Duration::from_secs(4));
+        assert_eq!(still_a, a);
+    }
+
+    #[test]
+    fn principal_sessions_are_numbered_from_the_top() {
+        let mut principals = Principals::new(2, Duration::from_secs(1));
+        let (first, _) = principals.session_for("a", Instant::now());
+        assert!(first.get() > u64::MAX / 2, "{first:?}");
+    }
+}

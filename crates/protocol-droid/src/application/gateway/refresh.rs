@@ -1,0 +1,173 @@
+//! An upstream's tools listed again and what changed applied: new tools
+//! registered, changed ones re-derived from the pins (a drifted pinned tool
+//! becomes unverified) and reported with both digests, removed ones
+//! unregistered, session sets rebuilt and the sessions whose tools changed
+//! told. The first listing of an upstream trusted on first use pins what
+//! it shows.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::catalog::{CatalogChange, Upsert};
+use super::runtime::{DriftReport, Gateway, lock};
+use super::trust::Trust;
+use crate::application::client::ClientError;
+use crate::domain::SessionId;
+use crate::domain::catalog::{SchemaDigest, ToolId};
+use crate::domain::ir::JsonObject;
+use crate::wire::Tool;
+
+impl Gateway {
+    /// Lists the upstream called `name` again and applies what changed.
+    ///
+    /// # Errors
+    ///
+    /// When the upstream's tools cannot be listed.
+    pub async fn refresh(&self, name: &str) -> Result<(), ClientError> {
+        let generation = lock(&self.inner.state)
+            .upstreams
+            .get(name)
+            .map(|u| u.generation);
+        match generation {
+            Some(generation) => self.refresh_generation(name, generation).await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::refresh`] for the upstream `name` of `generation`: what is
+    /// listed is applied only if that upstream is still there when the
+    /// listing comes back.
+    pub(super) async fn refresh_generation(
+        &self,
+        name: &str,
+        generation: u64,
+    ) -> Result<(), ClientError> {
+        let (client, policy) = {
+            let mut state = lock(&self.inner.state);
+            match state.upstream_mut(name, generation) {
+                Some(upstream) => match &upstream.client {
+                    Some(client) => (client.clone(), upstream.options.tools.clone()),
+                    None => return Ok(()),
+                },
+                None => return Ok(()),
+            }
+        };
+        // Always from the upstream, never from a cache: a cached list
+        // would hide the change the refresh is for.
+        let tools = client.refresh_tools().await?;
+        let offered: Vec<JsonObject> = tools
+            .iter()
+            .filter_map(|t| match serde_json::to_value(t) {
+                Ok(Value::Object(map)) => Some(map),
+                _ => None,
+            })
+            .collect();
+        for named in policy.named() {
+            if !offered
+                .iter()
+                .any(|d| d.get("name").and_then(Value::as_str) == Some(named))
+            {
+                tracing::warn!(upstream = %name, tool = %named, "the tool policy names a tool the upstream does not offer");
+            }
+        }
+        let definitions = policy.apply(name, offered);
+        let mut state = lock(&self.inner.state);
+        let Some(upstream) = state.upstream_mut(name, generation) else {
+            // Removed or replaced while the list was on its way.
+            return Ok(());
+        };
+        let first_use = upstream.options.trust == Trust::OnFirstUse && !upstream.first_use_done;
+        upstream.first_use_done = true;
+        let mut trusted = BTreeMap::new();
+        if first_use {
+            for definition in &definitions {
+                let tool = definition
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let id = ToolId::namespaced(name, tool);
+                let digest = SchemaDigest::of_definition(definition);
+                state.first_use.pin(id.clone(), digest);
+                trusted.insert(id, digest);
+            }
+        }
+        let pins = state.effective_pins();
+        state.pins = pins.clone();
+        let changes = Arc::make_mut(&mut state.catalog).sync_upstream(name, definitions, &pins);
+        let store = state.trust_store.clone().filter(|_| first_use);
+        let (touched, registrations) = if changes.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            self.apply_changes(&mut state, &changes)
+        };
+        drop(state);
+        // Kept outside the lock every list and call waits on: the store
+        // writes a file.
+        if let Some(store) = store {
+            if let Err(error) = store.record_first_use(name, &trusted) {
+                tracing::error!(upstream = %name, %error, "the pins trusted on first use could not be kept; a restart would trust anew");
+            }
+        }
+        for (id, tool) in registrations {
+            match tool {
+                Some(tool) => self.register_upstream_tool(&id, tool),
+                None => {
+                    let _removed = self.inner.server.remove_tool(id.as_str());
+                }
+            }
+        }
+        for session in touched {
+            self.inner.server.tools_changed_for(session);
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the sessions, reports the drift of `changes`, and says what
+    /// to register (a tool as sessions see it) or unregister (`None`).
+    #[allow(clippy::type_complexity)]
+    fn apply_changes(
+        &self,
+        state: &mut super::runtime::State,
+        changes: &[(ToolId, CatalogChange)],
+    ) -> (Vec<SessionId>, Vec<(ToolId, Option<Tool>)>) {
+        // Every session's set is rebuilt now, so drift is reported once, here.
+        let (touched, dropped_by_tool): (Vec<SessionId>, HashMap<ToolId, usize>) =
+            state.rebuild_sessions(self.inner.disclosure);
+        for (id, change) in changes {
+            let (old, new) = match change {
+                CatalogChange::Added => (None, state.catalog.get(id).map(|r| r.digest)),
+                CatalogChange::Updated(Upsert::Changed { old, new }) => (Some(*old), Some(*new)),
+                CatalogChange::Updated(_) => continue,
+                CatalogChange::Removed { old } => (Some(*old), None),
+            };
+            if old.is_some() {
+                tracing::warn!(
+                    tool = %id,
+                    old = ?old.map(|d| d.to_string()),
+                    new = ?new.map(|d| d.to_string()),
+                    "an upstream changed a tool's definition"
+                );
+            }
+            state.record_drift(DriftReport {
+                id: id.clone(),
+                old,
+                new,
+                dropped_activations: dropped_by_tool.get(id).copied().unwrap_or(0),
+            });
+        }
+        let registrations = changes
+            .iter()
+            .map(|(id, _)| {
+                let tool = state.catalog.get(id).and_then(|record| {
+                    let mut definition = record.definition.clone();
+                    definition.insert("name".to_owned(), Value::from(id.as_str()));
+                    serde_json::from_value::<Tool>(Value::Object(definition)).ok()
+                });
+                (id.clone(), tool)
+            })
+            .collect();
+        (touched, registrations)
+    }
+}

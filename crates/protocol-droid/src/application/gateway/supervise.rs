@@ -1,0 +1,462 @@
+//! Keeping upstreams up: the first attempt, the retries, the reopening of a
+//! connection that ended, the refreshes an upstream asks for, and removal.
+//!
+//! Every upstream has a generation, and every attempt, retry loop, refresh
+//! and closed connection carries the generation it was started for. After
+//! each wait it checks, under the lock, that its upstream is still the one
+//! of that generation before changing anything: an upstream removed, or
+//! replaced by a reloaded configuration, is never touched by work started
+//! for its predecessor.
+//!
+//! Refreshes are per upstream and coalesced: one runs at a time, and a
+//! change announced meanwhile makes it run once more. A flood of
+//! announcements from one upstream costs one refresh after another for that
+//! upstream alone; no other upstream's announcement is lost or delayed.
+
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::catalog::ToolSource;
+use super::runtime::{Gateway, Inner, State, lock};
+use super::trust::Trust;
+use super::upstream::{
+    self, STABLE_FOR, Upstream, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
+};
+use crate::application::bridge::Connector;
+use crate::application::client::{ClientHandler, Notice};
+use crate::domain::jsonrpc::ErrorObject;
+
+/// How one attempt to bring an upstream up ended.
+enum Attempt {
+    Up,
+    Failed(UpstreamError),
+    /// The upstream was removed or replaced meanwhile: nothing to do.
+    Superseded,
+}
+
+impl State {
+    /// The upstream `name`, if it is still the one of `generation`.
+    pub(super) fn upstream_mut(&mut self, name: &str, generation: u64) -> Option<&mut Upstream> {
+        self.upstreams
+            .get_mut(name)
+            .filter(|u| u.generation == generation)
+    }
+}
+
+impl Gateway {
+    /// The client handler for one connection to the upstream `name` of
+    /// `generation`: it asks for a refresh whenever the upstream says its
+    /// tools changed, and for a reconnection when the connection ends.
+    fn notices_for(&self, name: &str, generation: u64) -> Arc<dyn ClientHandler> {
+        Arc::new(UpstreamNotices {
+            name: name.to_owned(),
+            generation,
+            gateway: Arc::downgrade(&self.inner),
+        })
+    }
+
+    /// Adds the upstream called `name` (the namespace of its tools), opened
+    /// through `connector`, and makes a first attempt to connect and load
+    /// its tools.
+    ///
+    /// Upstreams may be added concurrently; none waits for another.
+    ///
+    /// # Errors
+    ///
+    /// [`UpstreamError::Name`] when the name is taken or unusable; otherwise
+    /// why the first attempt failed. The upstream is kept all the same and
+    /// the gateway retries it with a backoff, so a caller may log the error
+    /// and go on serving the others.
+    pub async fn add_upstream(
+        &self,
+        name: &str,
+        connector: Connector,
+        options: UpstreamOptions,
+    ) -> Result<(), UpstreamError> {
+        let generation = {
+            let mut state = lock(&self.inner.state);
+            if name.is_empty() || name.contains('/') || state.upstreams.contains_key(name) {
+                return Err(UpstreamError::Name(name.to_owned()));
+            }
+            let mut upstream = Upstream::new(connector, options);
+            let recorded = match (&state.trust_store, upstream.options.trust) {
+                (Some(store), Trust::OnFirstUse) => store.first_use(name),
+                _ => None,
+            };
+            // Used before: recorded in the store, or trusted by an earlier
+            // upstream of this name in this process (one a reload replaced).
+            // What was trusted then is trusted now, and nothing more.
+            let prefix = format!("{name}/");
+            let used_before = recorded.is_some()
+                || state
+                    .first_use
+                    .iter()
+                    .any(|(id, _)| id.as_str().starts_with(&prefix));
+            for (id, digest) in recorded.into_iter().flatten() {
+                state.first_use.pin(id, digest);
+            }
+            upstream.first_use_done = used_before;
+            let generation = upstream.generation;
+            state.upstreams.insert(name.to_owned(), upstream);
+            // Its first-use pins count again now that it is here.
+            let _touched = state.repin(self.inner.disclosure);
+            generation
+        };
+        match self.attempt(name, generation).await {
+            Attempt::Up | Attempt::Superseded => Ok(()),
+            Attempt::Failed(error) => {
+                self.reconnect_later(name, generation);
+                Err(error)
+            }
+        }
+    }
+
+    /// One attempt to open `name` of `generation` and load its tools; its
+    /// health says how it went.
+    async fn attempt(&self, name: &str, generation: u64) -> Attempt {
+        let (connector, timeout) = {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstream_mut(name, generation) else {
+                return Attempt::Superseded;
+            };
+            (upstream.connector.clone(), upstream.options.timeout)
+        };
+        let handler = self.notices_for(name, generation);
+        let client = match upstream::open(name, &connector, handler, timeout).await {
+            Ok(client) => client,
+            Err(error) => return self.failed(name, generation, error, None).await,
+        };
+        let installed = {
+            let mut state = lock(&self.inner.state);
+            match state.upstream_mut(name, generation) {
+                Some(upstream) => {
+                    upstream.client = Some(client.clone());
+                    upstream.up_since = Some(Instant::now());
+                    if let Some(version) = client.version() {
+                        upstream.health = UpstreamHealth::Up { version };
+                    }
+                    // This first listing is the upstream's refresh: an
+                    // announcement meanwhile makes it run once more.
+                    upstream.refreshing = true;
+                    true
+                }
+                None => false,
+            }
+        };
+        if !installed {
+            client.close().await;
+            return Attempt::Superseded;
+        }
+        let listed = tokio::time::timeout(timeout, self.refresh_generation(name, generation)).await;
+        if self.refreshed(name, generation) {
+            // Announced while the first listing ran: listed again on a task
+            // of its own, so this attempt's answer does not wait for it.
+            let gateway = self.clone();
+            let name = name.to_owned();
+            tokio::spawn(async move { gateway.refresh_runs(&name, generation).await });
+        }
+        match listed {
+            Ok(Ok(())) => Attempt::Up,
+            Ok(Err(source)) => {
+                let error = UpstreamError::List {
+                    upstream: name.to_owned(),
+                    source,
+                };
+                self.failed(name, generation, error, Some(client)).await
+            }
+            Err(_) => {
+                let error = UpstreamError::TimedOut {
+                    upstream: name.to_owned(),
+                    after: timeout,
+                };
+                self.failed(name, generation, error, Some(client)).await
+            }
+        }
+    }
+
+    /// Records a failed attempt: the upstream is down, and the connection
+    /// the attempt opened, if any, is closed.
+    async fn failed(
+        &self,
+        name: &str,
+        generation: u64,
+        error: UpstreamError,
+        opened: Option<crate::application::client::Client>,
+    ) -> Attempt {
+        {
+            let mut state = lock(&self.inner.state);
+            if let Some(upstream) = state.upstream_mut(name, generation) {
+                upstream.failures = upstream.failures.saturating_add(1);
+                upstream.health = UpstreamHealth::Down {
+                    reason: error.to_string(),
+                    attempts: upstream.failures,
+                };
+                upstream.client = None;
+            }
+        }
+        // Closed outside the lock: closing ends the connection, and its end
+        // is reported back to this gateway.
+        if let Some(client) = opened {
+            client.close().await;
+        }
+        Attempt::Failed(error)
+    }
+
+    /// Retries `name` of `generation` with a backoff until it is up, unless
+    /// a retry loop is already running for it. The loop holds the gateway
+    /// only while it tries, so a gateway that is dropped stops it, and it
+    /// ends when its upstream is removed or replaced.
+    fn reconnect_later(&self, name: &str, generation: u64) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let first = {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstream_mut(name, generation) else {
+                return;
+            };
+            if upstream.reconnecting {
+                return;
+            }
+            upstream.reconnecting = true;
+            upstream.failures.max(1)
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let name = name.to_owned();
+        runtime.spawn(async move {
+            let mut attempt = first;
+            loop {
+                tokio::time::sleep(upstream::backoff(attempt)).await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let gateway = Self { inner };
+                match gateway.attempt(&name, generation).await {
+                    Attempt::Superseded => return,
+                    Attempt::Up => {
+                        if gateway.reconnected(&name, generation) {
+                            tracing::info!(upstream = %name, attempt, "the upstream is up again");
+                            return;
+                        }
+                    }
+                    Attempt::Failed(error) => {
+                        tracing::warn!(upstream = %name, attempt, %error, "reconnecting failed");
+                    }
+                }
+                attempt = attempt.saturating_add(1);
+            }
+        });
+    }
+
+    /// Ends the retry loop of `name` of `generation` if its connection is
+    /// still open; false when it already ended again, and the loop goes on
+    /// (the end was reported while the loop still ran, so no other loop was
+    /// started for it).
+    fn reconnected(&self, name: &str, generation: u64) -> bool {
+        let mut state = lock(&self.inner.state);
+        let Some(upstream) = state.upstream_mut(name, generation) else {
+            return true;
+        };
+        let open = upstream
+            .client
+            .as_ref()
+            .is_some_and(|client| client.closed().is_none());
+        if open {
+            upstream.reconnecting = false;
+        }
+        open
+    }
+
+    /// The connection to `name` of `generation` ended: unless it was
+    /// already replaced, the upstream is down until it is reopened. One
+    /// that dies soon after it came up counts as a failed attempt, so a
+    /// server that crashes on start is restarted ever more slowly.
+    fn upstream_closed(&self, name: &str, generation: u64, reason: &str) {
+        let down = {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstream_mut(name, generation) else {
+                return;
+            };
+            match &upstream.client {
+                Some(client) if client.closed().is_some() => {
+                    let stable = upstream
+                        .up_since
+                        .is_some_and(|since| since.elapsed() >= STABLE_FOR);
+                    upstream.failures = if stable {
+                        0
+                    } else {
+                        upstream.failures.saturating_add(1)
+                    };
+                    upstream.client = None;
+                    upstream.health = UpstreamHealth::Down {
+                        reason: format!("the connection ended: {reason}"),
+                        attempts: upstream.failures,
+                    };
+                    true
+                }
+                _ => false,
+            }
+        };
+        if down {
+            tracing::warn!(upstream = %name, %reason, "the upstream's connection ended; reconnecting");
+            self.reconnect_later(name, generation);
+        }
+    }
+
+    /// Asks for `name` of `generation` to be listed again: now, on a task of
+    /// its own, unless a refresh is running, which then runs once more.
+    fn refresh_later(&self, name: &str, generation: u64) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstream_mut(name, generation) else {
+                return;
+            };
+            if upstream.refreshing {
+                upstream.refresh_again = true;
+                return;
+            }
+            upstream.refreshing = true;
+        }
+        let gateway = self.clone();
+        let name = name.to_owned();
+        runtime.spawn(async move { gateway.refresh_runs(&name, generation).await });
+    }
+
+    /// Refreshes `name` of `generation` until no announcement is pending.
+    async fn refresh_runs(&self, name: &str, generation: u64) {
+        loop {
+            let timeout = {
+                let mut state = lock(&self.inner.state);
+                let Some(upstream) = state.upstream_mut(name, generation) else {
+                    return;
+                };
+                upstream.options.timeout
+            };
+            match tokio::time::timeout(timeout, self.refresh_generation(name, generation)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    tracing::warn!(upstream = %name, %error, "refreshing the upstream's tools failed");
+                }
+                Err(_) => {
+                    tracing::warn!(upstream = %name, "refreshing the upstream's tools took longer than its timeout");
+                }
+            }
+            if !self.refreshed(name, generation) {
+                return;
+            }
+        }
+    }
+
+    /// A refresh of `name` of `generation` is done; whether another was
+    /// asked for meanwhile (then the caller runs it, and the upstream stays
+    /// marked as refreshing).
+    fn refreshed(&self, name: &str, generation: u64) -> bool {
+        let mut state = lock(&self.inner.state);
+        let Some(upstream) = state.upstream_mut(name, generation) else {
+            return false;
+        };
+        let again = std::mem::take(&mut upstream.refresh_again);
+        upstream.refreshing = again;
+        again
+    }
+
+    /// Removes the upstream called `name`: its tools leave the catalog and
+    /// the server, sessions whose lists change are told, and its connection
+    /// is closed. Work still running for it finds it gone and changes
+    /// nothing. Returns whether there was one.
+    pub async fn remove_upstream(&self, name: &str) -> bool {
+        let (client, gone, touched) = {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstreams.remove(name) else {
+                return false;
+            };
+            let pins = state.effective_pins();
+            state.pins = pins.clone();
+            let gone = Arc::make_mut(&mut state.catalog).sync_upstream(name, Vec::new(), &pins);
+            let (touched, _dropped) = state.rebuild_sessions(self.inner.disclosure);
+            (upstream.client, gone, touched)
+        };
+        for (id, _) in gone {
+            let _removed = self.inner.server.remove_tool(id.as_str());
+        }
+        for session in touched {
+            self.inner.server.tools_changed_for(session);
+        }
+        if let Some(client) = client {
+            client.close().await;
+        }
+        tracing::info!(upstream = %name, "removed");
+        true
+    }
+
+    /// Every upstream, in name order, with its health.
+    #[must_use]
+    pub fn upstreams(&self) -> Vec<UpstreamStatus> {
+        let state = lock(&self.inner.state);
+        state
+            .upstreams
+            .iter()
+            .map(|(name, upstream)| UpstreamStatus {
+                name: name.clone(),
+                health: upstream.health.clone(),
+                tools: state
+                    .catalog
+                    .records()
+                    .filter(|r| matches!(&r.source, ToolSource::Upstream(u) if u == name))
+                    .count(),
+            })
+            .collect()
+    }
+}
+
+/// Forwards one connection's list changes, and its end, to the gateway.
+#[derive(Debug)]
+struct UpstreamNotices {
+    name: String,
+    generation: u64,
+    gateway: Weak<Inner>,
+}
+
+impl UpstreamNotices {
+    fn gateway(&self) -> Option<Gateway> {
+        self.gateway.upgrade().map(|inner| Gateway { inner })
+    }
+}
+
+impl ClientHandler for UpstreamNotices {
+    fn notification(&self, notice: &Notice) {
+        if notice.method == "notifications/tools/list_changed" {
+            if let Some(gateway) = self.gateway() {
+                gateway.refresh_later(&self.name, self.generation);
+            }
+        }
+    }
+
+    fn closed(&self, reason: &str) {
+        // Handled on a task of its own: this is called from inside the
+        // client, which may be closing while the gateway holds its lock.
+        let (Some(gateway), Ok(runtime)) = (self.gateway(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let name = self.name.clone();
+        let generation = self.generation;
+        let reason = reason.to_owned();
+        runtime.spawn(async move { gateway.upstream_closed(&name, generation, &reason) });
+    }
+
+    fn other(
+        &self,
+        method: &str,
+        _params: Option<Value>,
+    ) -> BoxFuture<'_, Result<Value, ErrorObject>> {
+        let error = crate::application::client::handler::unsupported(method);
+        Box::pin(async move { Err(error) })
+    }
+}
