@@ -180,7 +180,7 @@ mod tests {
     }
 
     #[test]
-    fn allow_then_deny() {
+    fn a_denied_tool_stays_out_even_when_allowed() {
         let policy = ToolPolicy::default().allow(["a", "b"]).deny(["b"]);
         assert_eq!(names(&policy.apply("u", tools(&["a", "b", "c"]))), ["a"]);
         let policy = ToolPolicy::default().deny(["c"]);
