@@ -43,7 +43,6 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use protocol_droid::adapters::secondary::connect::Target;
 use protocol_droid::adapters::secondary::http::{HttpOptions, LegacySse, StreamableHttp};
-use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::client::{Inbound, Link as _, Outgoing, inbound_queue};
 use protocol_droid::domain::jsonrpc::RequestId;
 use serde_json::{Value, json};
@@ -213,7 +212,7 @@ async fn legacy(port: u16, body: &[u8]) {
     let (tx, mut rx) = inbound_queue();
     let connected = tokio::time::timeout(
         Duration::from_secs(30),
-        LegacySse::connect(url, tx, None, &Trust::default()),
+        LegacySse::connect(url, tx, None, &HttpOptions::default()),
     )
     .await
     .expect("connect never returned");
