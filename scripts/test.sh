@@ -82,7 +82,7 @@ failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 # each end with their own total (conformance: scored scenarios); a run that printed none
 # failed.
 for runner_log in "$deny_log" "$examples_log" "$interop_log" "$acp_log" "$conformance_log" "$fuzz_log"; do
-    total=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$runner_log" | tail -n 1)
+    total=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$runner_log" | tail -n 1 || true)
     if [ -z "$total" ]; then
         total="0 passed, 1 failed"
     fi
