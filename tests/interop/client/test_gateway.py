@@ -66,7 +66,8 @@ trust = "on-first-use"
 """)
         log = folder / "gateway.log"
         gw = subprocess.Popen([DROID, "gateway", "--config", str(config), "--listen", f"127.0.0.1:{gw_port}"],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+                              env=kept_in(folder), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=log.open("w"))
         procs.append(gw)
         wait_for_port(gw_port, gw, "the gateway")
         yield {"url": f"http://127.0.0.1:{gw_port}/mcp", "ts": f"http://127.0.0.1:{ts_port}", "log": log}
@@ -74,6 +75,13 @@ trust = "on-first-use"
         for proc in reversed(procs):
             proc.kill()
             proc.wait()
+
+
+
+def kept_in(folder: Path) -> dict[str, str]:
+    """The environment for a gateway whose state (first-use trust, its admin socket) goes to
+    `folder`, never to the user's own state directory."""
+    return {**os.environ, "XDG_STATE_HOME": str(folder / "state")}
 
 
 class Notices:
@@ -198,7 +206,8 @@ async def test_a_scoped_tool_is_hidden_from_a_caller_without_the_scope(tmp_path)
 "fixture/echo" = "tools:echo"
 """)
     gw = subprocess.Popen([DROID, "gateway", "--config", str(config), "--listen", f"127.0.0.1:{port}"],
-                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          env=kept_in(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, gw, "the gateway")
         async with session(f"http://127.0.0.1:{port}/mcp", Notices()) as client:
@@ -318,7 +327,7 @@ mode = "progressive"
 {FIXTURE_UPSTREAM}""")
     gw = subprocess.Popen([DROID, "gateway", "--config", str(config), "--listen", f"127.0.0.1:{port}",
                            "--auth-issuer", issuer.issuer, "--auth-jwks-url", f"{issuer.url}/jwks"],
-                          env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+                          env=kept_in(tmp_path),
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, gw, "the gateway")
