@@ -224,8 +224,10 @@ mod tests {
         )?;
         let never: crate::application::bridge::Connector =
             Arc::new(|_| Box::pin(async { Err("not reached in these tests".into()) }));
-        let mut options = UpstreamOptions::default();
-        options.trust = trust;
+        let options = UpstreamOptions {
+            trust,
+            ..UpstreamOptions::default()
+        };
         let mut state = lock(&gateway.inner.state);
         state.upstreams.insert(
             "fs".to_owned(),
@@ -263,10 +265,7 @@ mod tests {
         assert_eq!(provenance(&gateway), Some(Provenance::Pinned));
         // The configuration pins something else: it is the newer word.
         let mut other = Pins::default();
-        other.pin(
-            id.clone(),
-            SchemaDigest::of_definition(&definition("Another.")),
-        );
+        other.pin(id, SchemaDigest::of_definition(&definition("Another.")));
         gateway.set_pins(other);
         assert_eq!(provenance(&gateway), Some(Provenance::Unverified));
         Ok(())
@@ -307,7 +306,7 @@ mod tests {
                 .get(&id)
                 .map(|r| r.digest)
                 .ok_or("no record")?;
-            state.first_use.pin(id.clone(), seen);
+            state.first_use.pin(id, seen);
         }
         gateway.repin();
         assert_eq!(provenance(&gateway), Some(Provenance::Pinned));
