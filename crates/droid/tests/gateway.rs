@@ -172,7 +172,7 @@ fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    // Every refusal in between named the upstream and why.
+    // Every refusal in between named the upstream (why is the operator's).
     for refusal in &refusals {
         assert!(
             refusal.contains("upstream fixture"),
@@ -396,7 +396,7 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
 }
 
 /// Upstreams added to and removed from the file are started and stopped on
-/// the running gateway; one that still serves is untouched.
+/// the running gateway.
 #[test]
 fn upstreams_added_and_removed_from_the_file_follow_without_a_restart() -> Result<(), TestError> {
     let scratch = Files::fresh("droid-gateway-reload")?;

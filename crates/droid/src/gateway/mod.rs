@@ -36,6 +36,9 @@ pub(crate) fn run(
     mut listening: crate::Listening<'_>,
 ) -> anyhow::Result<()> {
     let config_path = config;
+    // Taken before the file is read: a change in between is then seen as
+    // one, and read again, rather than missed.
+    let read = config_path.and_then(reload::contents);
     let config = load::load(config_path)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
@@ -87,6 +90,7 @@ pub(crate) fn run(
                 gateway.clone(),
                 path.to_path_buf(),
                 config.clone(),
+                read,
                 build::cli_scopes(listening.auth).unwrap_or_default(),
                 listening.trust.clone(),
             )

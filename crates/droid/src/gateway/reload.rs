@@ -4,10 +4,12 @@
 //! A new configuration is checked whole before anything changes: it must
 //! read, its pins must be digests, every upstream to start must be
 //! reachable as configured (its token variable set, its CA file readable),
-//! and every scope rule must name one of its upstreams. Only then is it
-//! applied, in the order that never opens what a rule closes: the new scope
-//! rules first, then the upstreams stopped, replaced and started, then the
-//! pins, and last the rules no longer wanted are dropped. An upstream
+//! and every scope rule must name one of its upstreams (and one of the
+//! tools of an upstream that stays as it is). Only then is it applied, in
+//! the order that never opens what a rule or a pin closes: the new scope
+//! rules and pins first, then the upstreams stopped, replaced and started,
+//! and last the rules no longer wanted are dropped, once every rule names a
+//! tool; until then the old rules stay in force beside the new. An upstream
 //! replaced because its settings changed starts afresh: sessions lose its
 //! activations, and trust on first use holds it to what it showed first.
 //! `listen`, `mode`, `state` and `admin_socket` are read at start only.
@@ -35,18 +37,22 @@ use super::load::load;
 const POLL: Duration = Duration::from_secs(1);
 
 /// Watches `path` for as long as the returned task runs.
+/// `current` is the configuration running, read from contents whose digest
+/// is `applied` (see [`contents`], taken before it was read).
 pub(crate) fn watch(
     gateway: Gateway,
     path: PathBuf,
     mut current: Config,
+    mut applied: Option<[u8; 32]>,
     cli_scopes: Vec<(String, String)>,
     tls_trust: TlsTrust,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut hangups = signal(SignalKind::hangup()).ok();
-        let mut applied = contents(&path);
         let mut settling = None;
         let mut tick = tokio::time::interval(POLL);
+        // Two looks are a second apart even after a long reload.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let hangup = async {
                 match hangups.as_mut() {
@@ -96,7 +102,7 @@ pub(crate) fn watch(
 }
 
 /// The file's contents, as a digest; `None` when it cannot be read.
-fn contents(path: &Path) -> Option<[u8; 32]> {
+pub(crate) fn contents(path: &Path) -> Option<[u8; 32]> {
     let bytes = std::fs::read(path).ok()?;
     Some(Sha256::digest(&bytes).into())
 }
@@ -127,14 +133,21 @@ async fn apply(
     let pins = new.pins()?;
     let prepared = prepare_all(started, tls_trust)?;
     let rules = scope_rules(new, cli_scopes);
-    for id in rules.keys() {
+    let mut staying = BTreeMap::new();
+    for (id, scope) in &rules {
         let upstream = id.as_str().split_once('/').map(|(upstream, _)| upstream);
         anyhow::ensure!(
             upstream.is_some_and(|name| after.contains_key(name)),
             "the scope rule for {:?} names no upstream of the configuration",
             id.as_str()
         );
+        if upstream.is_some_and(|name| before.get(name) == after.get(name)) {
+            staying.insert(id.clone(), scope.clone());
+        }
     }
+    // A rule for an upstream that stays as it is can be checked against
+    // its tools now: a typo there is refused before anything changes.
+    check_scopes(&staying, gateway)?;
     if old.listen != new.listen
         || old.mode != new.mode
         || old.state != new.state
@@ -146,20 +159,25 @@ async fn apply(
         );
     }
     add_scopes(&rules, gateway);
+    // Pins before upstreams: one removed stops verifying at once, and an
+    // upstream started or replaced is listed against the new ones.
+    if old.pins != new.pins {
+        gateway.set_pins(pins);
+    }
     for name in &stopped {
         gateway.remove_upstream(name).await;
     }
     let count = prepared.len();
     add_prepared(gateway, prepared).await;
-    if old.pins != new.pins {
-        gateway.set_pins(pins);
+    match check_scopes(&rules, gateway) {
+        Ok(()) => set_scopes(&rules, gateway),
+        // The old rules stay in force beside the new: dropping one for a
+        // rule that names nothing would open what it closed.
+        Err(error) => tracing::error!(
+            target: "droid",
+            "reloading the scope rules: {error:#}; the earlier rules stay in force beside these"
+        ),
     }
-    if let Err(error) = check_scopes(&rules, gateway) {
-        // Kept all the same: a rule only hides, and dropping it would open
-        // whatever it was meant to close.
-        tracing::error!(target: "droid", "reloading the scope rules: {error:#}");
-    }
-    set_scopes(&rules, gateway);
     tracing::info!(
         target: "droid",
         "configuration reloaded: {count} upstream(s) started, {} stopped",

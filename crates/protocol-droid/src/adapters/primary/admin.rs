@@ -87,9 +87,7 @@ impl Drop for AdminEndpoint {
 /// When the socket cannot be made there, or another gateway already
 /// answers on it.
 pub async fn serve_admin(gateway: Gateway, path: &Path) -> io::Result<AdminEndpoint> {
-    use std::os::unix::fs::{
-        DirBuilderExt as _, FileTypeExt as _, MetadataExt as _, PermissionsExt as _,
-    };
+    use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, PermissionsExt as _};
 
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         if !parent.exists() {
@@ -102,15 +100,17 @@ pub async fn serve_admin(gateway: Gateway, path: &Path) -> io::Result<AdminEndpo
     match std::fs::symlink_metadata(path) {
         // A socket left by a gateway that died is replaced; one that still
         // answers belongs to a running gateway and is not taken over.
-        Ok(meta) if meta.file_type().is_socket() => {
-            if UnixStream::connect(path).await.is_ok() {
+        Ok(meta) if meta.file_type().is_socket() => match UnixStream::connect(path).await {
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(path)?,
+            Ok(_) => {
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
                     format!("another gateway serves {}", path.display()),
                 ));
             }
-            std::fs::remove_file(path)?;
-        }
+            // Not ours to judge (another user's socket, say): left alone.
+            Err(e) => return Err(e),
+        },
         Ok(_) => {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -125,8 +125,9 @@ pub async fn serve_admin(gateway: Gateway, path: &Path) -> io::Result<AdminEndpo
     }
     let listener = UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    // This process made the socket: its owner is the user the gateway runs as.
-    let owner = std::fs::metadata(path)?.uid();
+    // The user the gateway runs as, from the process itself: what is at
+    // the path could have been swapped since it was bound.
+    let owner = nix::unistd::geteuid().as_raw();
     let task = tokio::spawn(async move {
         loop {
             let stream = match listener.accept().await {

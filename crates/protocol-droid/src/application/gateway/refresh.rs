@@ -44,11 +44,18 @@ impl Gateway {
         name: &str,
         generation: u64,
     ) -> Result<(), ClientError> {
-        let (client, policy) = {
+        let (client, policy, seq) = {
             let mut state = lock(&self.inner.state);
             match state.upstream_mut(name, generation) {
                 Some(upstream) => match &upstream.client {
-                    Some(client) => (client.clone(), upstream.options.tools.clone()),
+                    Some(client) => {
+                        upstream.listings = upstream.listings.wrapping_add(1);
+                        (
+                            client.clone(),
+                            upstream.options.tools.clone(),
+                            upstream.listings,
+                        )
+                    }
                     None => return Ok(()),
                 },
                 None => return Ok(()),
@@ -78,8 +85,18 @@ impl Gateway {
             // Removed or replaced while the list was on its way.
             return Ok(());
         };
+        // Two listings can overlap (a refresh on the connection before, and
+        // the first on a new one): what a later one started with is never
+        // overwritten by an earlier one's.
+        if seq < upstream.applied {
+            return Ok(());
+        }
+        upstream.applied = seq;
         let first_use = upstream.options.trust == Trust::OnFirstUse && !upstream.first_use_done;
         upstream.first_use_done = true;
+        if first_use {
+            state.first_used.insert(name.to_owned());
+        }
         let mut trusted = BTreeMap::new();
         if first_use {
             for definition in &definitions {

@@ -13,7 +13,7 @@
 //! `refresh`; the pins in force are `pins`'s, the principals that keep
 //! activations without a session `principals`'s.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -73,6 +73,9 @@ pub(super) struct State {
     pub(super) configured: Pins,
     /// What was trusted on first use, by upstreams trusted that way.
     pub(super) first_use: Pins,
+    /// The upstreams whose first use has been taken in this process, even
+    /// those that showed nothing then.
+    pub(super) first_used: BTreeSet<String>,
     /// The operator's approvals on the running gateway; each holds while
     /// the configuration pins its tool as it did when it was made.
     pub(super) approved: BTreeMap<ToolId, Approval>,
@@ -327,6 +330,7 @@ impl Gateway {
             catalog: Arc::new(ToolCatalog::new()),
             configured: pins.clone(),
             first_use: Pins::default(),
+            first_used: BTreeSet::new(),
             approved: BTreeMap::new(),
             pins,
             upstreams: BTreeMap::new(),

@@ -86,15 +86,11 @@ impl Gateway {
                 (Some(store), Trust::OnFirstUse) => store.first_use(name),
                 _ => None,
             };
-            // Used before: recorded in the store, or trusted by an earlier
-            // upstream of this name in this process (one a reload replaced).
-            // What was trusted then is trusted now, and nothing more.
-            let prefix = format!("{name}/");
-            let used_before = recorded.is_some()
-                || state
-                    .first_use
-                    .iter()
-                    .any(|(id, _)| id.as_str().starts_with(&prefix));
+            // Used before: recorded in the store, or first used by an earlier
+            // upstream of this name in this process (one a reload replaced),
+            // even if it showed nothing. What was trusted then is trusted
+            // now, and nothing more.
+            let used_before = recorded.is_some() || state.first_used.contains(name);
             for (id, digest) in recorded.into_iter().flatten() {
                 state.first_use.pin(id, digest);
             }
@@ -105,12 +101,27 @@ impl Gateway {
             let _touched = state.repin(self.inner.disclosure);
             generation
         };
-        match self.attempt(name, generation).await {
-            Attempt::Up | Attempt::Superseded => Ok(()),
-            Attempt::Failed(error) => {
-                self.reconnect_later(name, generation);
-                Err(error)
+        // On a task of its own, so a caller that stops waiting (a timeout
+        // around this call) leaves neither a refresh marked as running nor
+        // an upstream that is never retried.
+        let gateway = self.clone();
+        let owned = name.to_owned();
+        let first = tokio::spawn(async move {
+            let outcome = gateway.attempt(&owned, generation).await;
+            if matches!(outcome, Attempt::Failed(_)) {
+                gateway.reconnect_later(&owned, generation);
             }
+            outcome
+        });
+        match first.await {
+            Ok(Attempt::Up | Attempt::Superseded) => Ok(()),
+            Ok(Attempt::Failed(error)) => Err(error),
+            // The attempt's task ended without an outcome (the runtime is
+            // shutting down).
+            Err(error) => Err(UpstreamError::Connect {
+                upstream: name.to_owned(),
+                source: Box::new(error),
+            }),
         }
     }
 
@@ -129,29 +140,30 @@ impl Gateway {
             Ok(client) => client,
             Err(error) => return self.failed(name, generation, error, None).await,
         };
-        let installed = {
+        // Installed, but not yet up: calls are refused until its tools are
+        // listed, so none is sent on the strength of an earlier listing.
+        let claimed = {
             let mut state = lock(&self.inner.state);
             match state.upstream_mut(name, generation) {
                 Some(upstream) => {
                     upstream.client = Some(client.clone());
-                    upstream.up_since = Some(Instant::now());
-                    if let Some(version) = client.version() {
-                        upstream.health = UpstreamHealth::Up { version };
-                    }
-                    // This first listing is the upstream's refresh: an
-                    // announcement meanwhile makes it run once more.
+                    // This first listing is the upstream's refresh, unless
+                    // one is already running (on the connection before):
+                    // then that one keeps the mark, and the order of what
+                    // they list is kept by their sequence numbers.
+                    let claimed = !upstream.refreshing;
                     upstream.refreshing = true;
-                    true
+                    Some(claimed)
                 }
-                None => false,
+                None => None,
             }
         };
-        if !installed {
+        let Some(claimed) = claimed else {
             client.close().await;
             return Attempt::Superseded;
-        }
+        };
         let listed = tokio::time::timeout(timeout, self.refresh_generation(name, generation)).await;
-        if self.refreshed(name, generation) {
+        if claimed && self.refreshed(name, generation) {
             // Announced while the first listing ran: listed again on a task
             // of its own, so this attempt's answer does not wait for it.
             let gateway = self.clone();
@@ -159,7 +171,17 @@ impl Gateway {
             tokio::spawn(async move { gateway.refresh_runs(&name, generation).await });
         }
         match listed {
-            Ok(Ok(())) => Attempt::Up,
+            Ok(Ok(())) => {
+                let mut state = lock(&self.inner.state);
+                let Some(upstream) = state.upstream_mut(name, generation) else {
+                    return Attempt::Superseded;
+                };
+                upstream.up_since = Some(Instant::now());
+                if let Some(version) = client.version() {
+                    upstream.health = UpstreamHealth::Up { version };
+                }
+                Attempt::Up
+            }
             Ok(Err(source)) => {
                 let error = UpstreamError::List {
                     upstream: name.to_owned(),

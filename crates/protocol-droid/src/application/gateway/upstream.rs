@@ -162,6 +162,9 @@ pub(super) struct Upstream {
     pub(super) failures: u32,
     /// When its connection came up.
     pub(super) up_since: Option<std::time::Instant>,
+    /// Listings started, and the number of the latest one applied.
+    pub(super) listings: u64,
+    pub(super) applied: u64,
 }
 
 impl Upstream {
@@ -178,6 +181,8 @@ impl Upstream {
             refresh_again: false,
             failures: 0,
             up_since: None,
+            listings: 0,
+            applied: 0,
         }
     }
 
