@@ -25,6 +25,14 @@ fn droid(args: &[&str], state: &Path) -> Result<Output, TestError> {
         .output()?)
 }
 
+/// An upstream called `name` that is `droid serve`, trusted on first use,
+/// in the gateway's TOML.
+fn served(name: &str) -> String {
+    format!(
+        "[[upstream]]\nname = {name:?}\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n"
+    )
+}
+
 /// `--print-digests` of the gateway configured by `config`: each tool id
 /// with its provenance, and the whole output for messages.
 fn digests(config: &str, state: &Path) -> Result<(Vec<(String, String)>, Output), TestError> {
@@ -48,6 +56,15 @@ fn listed(config: &str, state: &Path) -> Result<Vec<(String, String)>, TestError
         return Err(format!("listing failed: {}", String::from_utf8_lossy(&out.stderr)).into());
     }
     Ok(tools)
+}
+
+/// Asserts that `id` is listed in `tools` with `provenance`.
+fn assert_provenance(tools: &[(String, String)], id: &str, provenance: &str) {
+    assert_eq!(
+        provenance_of(tools, id),
+        Some(provenance),
+        "{id} in {tools:?}"
+    );
 }
 
 fn provenance_of<'a>(tools: &'a [(String, String)], id: &str) -> Option<&'a str> {
@@ -88,8 +105,9 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
     let config = scratch.write(
         "gateway.toml",
         &format!(
-            "[[upstream]]\nname = \"fixture\"\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n\n\
-             [[upstream]]\nname = \"broken\"\ncommand = [\"/nonexistent/mcp-server\"]\ntrust = \"on-first-use\"\n"
+            "{}\n[[upstream]]\nname = \"broken\"\ncommand = [\"/nonexistent/mcp-server\"]\n\
+             trust = \"on-first-use\"\n",
+            served("fixture")
         ),
     )?;
     // Listing: the healthy upstream's tools, and a failure naming the other.
@@ -100,11 +118,7 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
         stderr.contains("upstream \"broken\"") && stderr.contains("No such file"),
         "{stderr}"
     );
-    assert_eq!(
-        provenance_of(&tools, "fixture/echo"),
-        Some("pinned"),
-        "{tools:?}"
-    );
+    assert_provenance(&tools, "fixture/echo", "pinned");
     assert!(!tools.iter().any(|(id, _)| id.starts_with("broken/")));
 
     // Serving: the gateway listens and the healthy upstream answers.
@@ -189,16 +203,10 @@ fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
 #[test]
 fn trust_on_first_use_outlives_a_restart() -> Result<(), TestError> {
     let scratch = Files::fresh("droid-gateway-tofu")?;
-    let upstream = format!(
-        "[[upstream]]\nname = \"fixture\"\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n"
-    );
+    let upstream = served("fixture");
     let config = scratch.write("gateway.toml", &upstream)?;
     let first = listed(&config, scratch.dir())?;
-    assert_eq!(
-        provenance_of(&first, "fixture/echo"),
-        Some("pinned"),
-        "{first:?}"
-    );
+    assert_provenance(&first, "fixture/echo", "pinned");
     // The pins were kept in the state directory, named after the file.
     let kept = std::fs::read_dir(scratch.dir().join("droid").join("gateway"))?.count();
     assert_eq!(kept, 1);
@@ -209,26 +217,14 @@ fn trust_on_first_use_outlives_a_restart() -> Result<(), TestError> {
     );
     std::fs::write(&config, &changed)?;
     let second = listed(&config, scratch.dir())?;
-    assert_eq!(
-        provenance_of(&second, "fixture/echo"),
-        Some("unverified"),
-        "{second:?}"
-    );
-    assert_eq!(
-        provenance_of(&second, "fixture/add"),
-        Some("pinned"),
-        "{second:?}"
-    );
+    assert_provenance(&second, "fixture/echo", "unverified");
+    assert_provenance(&second, "fixture/add", "pinned");
 
     // Without the kept state the change would have been trusted: the state
     // is what made the difference.
     std::fs::remove_dir_all(scratch.dir().join("droid"))?;
     let fresh = listed(&config, scratch.dir())?;
-    assert_eq!(
-        provenance_of(&fresh, "fixture/echo"),
-        Some("pinned"),
-        "{fresh:?}"
-    );
+    assert_provenance(&fresh, "fixture/echo", "pinned");
     Ok(())
 }
 
@@ -251,11 +247,7 @@ fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
         ),
     )?;
     let tools = listed(&config, scratch.dir())?;
-    assert_eq!(
-        provenance_of(&tools, "fixture/echo"),
-        Some("pinned"),
-        "{tools:?}"
-    );
+    assert_provenance(&tools, "fixture/echo", "pinned");
     assert!(
         !tools.iter().any(|(id, _)| id.starts_with("off/")),
         "{tools:?}"
@@ -292,10 +284,10 @@ fn ask(config: &str, action: &[&str], state: &Path) -> Result<Output, TestError>
 fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Result<(), TestError> {
     let scratch = Files::fresh("droid-gateway-approve")?;
     let upstream = format!(
-        "state = {:?}\nadmin_socket = {:?}\n\n[[upstream]]\nname = \"fixture\"\n\
-         command = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
+        "state = {:?}\nadmin_socket = {:?}\n\n{}",
         scratch.path("state.json"),
         scratch.path("admin.sock"),
+        served("fixture"),
     );
     let config = scratch.write("gateway.toml", &upstream)?;
     let (_gateway, address) = listening(
@@ -387,11 +379,7 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
 
     // After a restart the approval holds.
     let tools = listed(&config, scratch.dir())?;
-    assert_eq!(
-        provenance_of(&tools, "fixture/echo"),
-        Some("pinned"),
-        "{tools:?}"
-    );
+    assert_provenance(&tools, "fixture/echo", "pinned");
     Ok(())
 }
 
@@ -400,10 +388,8 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
 #[test]
 fn upstreams_added_and_removed_from_the_file_follow_without_a_restart() -> Result<(), TestError> {
     let scratch = Files::fresh("droid-gateway-reload")?;
-    let one = format!(
-        "[[upstream]]\nname = \"one\"\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n"
-    );
-    let two = one.replace("\"one\"", "\"two\"");
+    let one = served("one");
+    let two = served("two");
     let config = scratch.write(
         "gateway.toml",
         &format!("state = {:?}\n{one}", scratch.path("state.json")),
@@ -462,9 +448,9 @@ fn a_hostile_upstream_takes_nothing_from_the_others() -> Result<(), TestError> {
         "gateway.toml",
         &format!(
             "state = {:?}\n\n[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}]\n\
-             trust = \"on-first-use\"\ntimeout = 3\n\n[[upstream]]\nname = \"fixture\"\n\
-             command = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
-            scratch.path("state.json")
+             trust = \"on-first-use\"\ntimeout = 3\n\n{}",
+            scratch.path("state.json"),
+            served("fixture")
         ),
     )?;
     let (gateway, address) = listening(

@@ -92,11 +92,11 @@ impl Gateway {
             return Ok(());
         }
         upstream.applied = seq;
-        let first_use = upstream.options.trust == Trust::OnFirstUse && !upstream.first_use_done;
-        upstream.first_use_done = true;
-        if first_use {
-            state.first_used.insert(name.to_owned());
-        }
+        // First use is granted once per name, never re-armed by an upstream
+        // that empties its list, comes back after a failure or is replaced
+        // by a reload.
+        let first_use =
+            upstream.options.trust == Trust::OnFirstUse && state.first_used.insert(name.to_owned());
         let mut trusted = BTreeMap::new();
         if first_use {
             for definition in &definitions {

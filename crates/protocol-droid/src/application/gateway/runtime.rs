@@ -73,8 +73,8 @@ pub(super) struct State {
     pub(super) configured: Pins,
     /// What was trusted on first use, by upstreams trusted that way.
     pub(super) first_use: Pins,
-    /// The upstreams whose first use has been taken in this process, even
-    /// those that showed nothing then.
+    /// The upstreams whose first use has been taken (in this process, or
+    /// recorded in the store), even those that showed nothing then.
     pub(super) first_used: BTreeSet<String>,
     /// The operator's approvals on the running gateway; each holds while
     /// the configuration pins its tool as it did when it was made.

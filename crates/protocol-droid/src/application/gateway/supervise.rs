@@ -81,20 +81,21 @@ impl Gateway {
             if name.is_empty() || name.contains('/') || state.upstreams.contains_key(name) {
                 return Err(UpstreamError::Name(name.to_owned()));
             }
-            let mut upstream = Upstream::new(connector, options);
+            let upstream = Upstream::new(connector, options);
             let recorded = match (&state.trust_store, upstream.options.trust) {
                 (Some(store), Trust::OnFirstUse) => store.first_use(name),
                 _ => None,
             };
-            // Used before: recorded in the store, or first used by an earlier
-            // upstream of this name in this process (one a reload replaced),
-            // even if it showed nothing. What was trusted then is trusted
-            // now, and nothing more.
-            let used_before = recorded.is_some() || state.first_used.contains(name);
-            for (id, digest) in recorded.into_iter().flatten() {
-                state.first_use.pin(id, digest);
+            // Used before (recorded in the store): what was trusted then is
+            // trusted now, and nothing more. First use in this process, by
+            // an upstream of this name a reload replaced, is in `first_used`
+            // already.
+            if let Some(recorded) = recorded {
+                for (id, digest) in recorded {
+                    state.first_use.pin(id, digest);
+                }
+                state.first_used.insert(name.to_owned());
             }
-            upstream.first_use_done = used_before;
             let generation = upstream.generation;
             state.upstreams.insert(name.to_owned(), upstream);
             // Its first-use pins count again now that it is here.

@@ -143,10 +143,6 @@ pub(super) struct Upstream {
     /// The live connection, while there is one.
     pub(super) client: Option<Client>,
     pub(super) health: UpstreamHealth,
-    /// Whether the first listing has been pinned (on-first-use trust is
-    /// granted once, never re-armed by an upstream that empties its list or
-    /// comes back after a failure).
-    pub(super) first_use_done: bool,
     /// Whether a reconnection loop is running for it.
     pub(super) reconnecting: bool,
     /// Tells this upstream from an earlier one of the same name (removed,
@@ -174,7 +170,6 @@ impl Upstream {
             options,
             client: None,
             health: UpstreamHealth::Connecting,
-            first_use_done: false,
             reconnecting: false,
             generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             refreshing: false,
