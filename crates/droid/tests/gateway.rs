@@ -469,7 +469,7 @@ fn a_hostile_upstream_takes_nothing_from_the_others() -> Result<(), TestError> {
         // What the server said as it died is the operator's, in the log.
         (
             "crash",
-            "upstream hostile failed the call; the gateway's log says why",
+            "upstream hostile: the upstream failed; the bridge's log says why",
         ),
     ] {
         // The upstream is up before each fault, so the error is the

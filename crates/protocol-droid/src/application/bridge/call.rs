@@ -165,16 +165,19 @@ pub(super) fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
 }
 
 impl Bridge {
-    pub(super) async fn forward_call(
+    /// Carries one request for `method` upstream on behalf of `call` (its
+    /// session's connection, its input rounds, its progress and log lines)
+    /// and translates the answer for `call`'s client.
+    pub(crate) async fn forward_call(
         &self,
         method: &str,
         params: JsonObject,
-        call: Call,
+        call: &Call,
     ) -> Result<Value, CallError> {
         let version = self.inner.upstream.version;
         // A retry of a round parked in front of a legacy server continues
         // on the connection its request is open on.
-        let owner = Owner::of(&call, method, &params);
+        let owner = Owner::of(call, method, &params);
         let parked = match parked_handle(call.state().as_ref()) {
             Some(handle) if version.era() == Era::Legacy => Some(
                 lock(&self.inner.parking)
@@ -190,12 +193,12 @@ impl Bridge {
         };
         let lease = match parked {
             Some(_) => None,
-            None => Some(self.lease_for(&call).await?),
+            None => Some(self.lease_for(call).await?),
         };
         let leg = Leg::new(call.peer.negotiated(), call.peer.profile());
-        let params = upstream_params(method, params, &call, version);
+        let params = upstream_params(method, params, call, version);
         if let Some(lease) = lease.as_ref().filter(|_| version.era() == Era::Legacy) {
-            self.settle_level(&lease.upstream, &call).await;
+            self.settle_level(&lease.upstream, call).await;
         }
         let as_task = match lease.as_ref() {
             Some(lease) if method == "tools/call" => self.runs_as_task(lease, &params).await,
@@ -230,16 +233,14 @@ impl Bridge {
                 match (parked, lease) {
                     (Some(flight), _) => {
                         rounds
-                            .legacy(&call, method, params, Start::Parked(flight))
+                            .legacy(call, method, params, Start::Parked(flight))
                             .await
                     }
                     (None, Some(lease)) if version.era() == Era::Modern => {
-                        rounds.modern(&call, method, params, &lease).await
+                        rounds.modern(call, method, params, &lease).await
                     }
                     (None, Some(lease)) => {
-                        rounds
-                            .legacy(&call, method, params, Start::New(lease))
-                            .await
+                        rounds.legacy(call, method, params, Start::New(lease)).await
                     }
                     (None, None) => Err(CallError::internal("no upstream connection")),
                 }
@@ -250,12 +251,12 @@ impl Bridge {
             let outcome = loop {
                 tokio::select! {
                     biased;
-                    Some(relayed) = relayed.recv() => emit(&call, relayed),
+                    Some(relayed) = relayed.recv() => emit(call, relayed),
                     outcome = &mut work => break outcome,
                 }
             };
             while let Ok(late) = relayed.try_recv() {
-                emit(&call, late);
+                emit(call, late);
             }
             outcome
         };
@@ -265,7 +266,7 @@ impl Bridge {
                 if error.code == ErrorCode::URL_ELICITATION_REQUIRED
                     && leg.version.era() == Era::Modern =>
             {
-                return Err(url_round(&call, error).await);
+                return Err(url_round(call, error).await);
             }
             Err(error) => return Err(upstream_error(error, &leg)),
         };

@@ -101,6 +101,8 @@ pub(super) struct Flight {
     relay: RelayCell,
     /// How long the flight waits for its server at a time.
     wait_limit: Duration,
+    /// The method sent, to name in a timeout.
+    method: String,
     lease: Lease,
 }
 
@@ -152,6 +154,7 @@ impl Flight {
         options.timeout = Some(UNBOUNDED_WAIT);
         let client = lease.upstream.client.clone();
         let method = method.to_owned();
+        let sent = method.clone();
         let task = tokio::spawn(async move {
             if as_task {
                 return run_as_task(&client, &method, params, &options).await;
@@ -169,6 +172,7 @@ impl Flight {
             rounds: 0,
             relay,
             wait_limit,
+            method: sent,
             lease,
         }
     }
@@ -210,12 +214,12 @@ impl Flight {
             }
             joined = &mut self.task.0 => Step::Done(joined.unwrap_or_else(|e| {
                 Err(ClientError::InvalidResult {
-                    method: "upstream request".to_owned(),
+                    method: self.method.clone(),
                     detail: e.to_string(),
                 })
             })),
             () = tokio::time::sleep(self.wait_limit) => Step::Done(Err(ClientError::Timeout {
-                method: "the upstream request".to_owned(),
+                method: self.method.clone(),
                 millis: self.wait_limit.as_millis(),
             })),
         }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::observer::Observer;
 use super::runtime::{Bridge, Inner};
 use super::upstream::lock;
 use crate::application::server::forward::Forward;
@@ -36,7 +37,7 @@ impl Forward for Forwarding {
             let Some(bridge) = self.bridge() else {
                 return Err(CallError::internal("the bridge has shut down"));
             };
-            bridge.forward_call(method, params, call).await
+            bridge.forward_call(method, params, &call).await
         })
     }
 
@@ -55,6 +56,18 @@ impl Forward for Forwarding {
         }
     }
 
+    fn session_subscription(
+        &self,
+        session: SessionId,
+        declared: &JsonObject,
+        uri: &str,
+        subscribed: bool,
+    ) {
+        if let Some(bridge) = self.bridge() {
+            bridge.watch_for_session(session, declared, uri, subscribed);
+        }
+    }
+
     fn session_closed(&self, session: SessionId) {
         if let Some(bridge) = self.bridge() {
             bridge.end_session(session);
@@ -65,7 +78,7 @@ impl Forward for Forwarding {
 impl Bridge {
     /// The upstream's capabilities, less what the bridge does not carry
     /// across, as a client at `version` is to read them.
-    pub(super) fn offered_capabilities(&self, version: ProtocolVersion) -> JsonObject {
+    pub(crate) fn offered_capabilities(&self, version: ProtocolVersion) -> JsonObject {
         let mut caps = match serde_json::to_value(&self.inner.upstream.capabilities) {
             Ok(Value::Object(caps)) => caps,
             _ => JsonObject::new(),
@@ -114,9 +127,10 @@ impl Bridge {
             builder = builder.instructions(instructions.clone());
         }
         let server = configure(builder).build()?;
-        *lock(&self.inner.server) = Some(server.clone());
+        let observer: Arc<dyn Observer> = Arc::new(server.clone());
+        *lock(&self.inner.observer) = Some(Arc::clone(&observer));
         for upstream in lock(&self.inner.upstreams).values().flatten() {
-            upstream.handler.attach(server.clone());
+            upstream.handler.attach(Arc::clone(&observer));
         }
         Ok(server)
     }

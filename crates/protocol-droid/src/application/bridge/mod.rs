@@ -17,7 +17,10 @@
 //! - `call`: one request carried upstream and its answer brought back;
 //!   `exchange`: the input rounds of such a call, including the multi
 //!   round-trip synthesis in front of a legacy server.
-//! - `watch`: resource subscriptions shared across downstream sessions.
+//! - `watch`: resource subscriptions, shared across downstream sessions or
+//!   made on a legacy session's own connection.
+//! - [`Observer`] (`observer`): who hears what the upstream announces (the
+//!   bridge's own server, or a gateway that renames it).
 //! - `tools`: what the bridge remembers of the upstream's tools.
 //! - `reports`: translating a reply and keeping the report of each
 //!   downgrade.
@@ -30,6 +33,7 @@ mod content;
 mod exchange;
 mod forwarding;
 mod lower;
+mod observer;
 mod pool;
 mod reports;
 mod runtime;
@@ -40,6 +44,7 @@ mod watch;
 pub use content::{Translated, translate};
 pub use exchange::{MAX_PARKED, MAX_PARKED_PER_CALLER};
 pub use lower::feature_named;
+pub use observer::Observer;
 pub use runtime::{Bridge, BridgeError, BridgeOptions, MAX_REPORTS, REPORT_META, Report};
 pub use upstream::{Connector, ConnectorError};
 

@@ -34,7 +34,7 @@ impl Bridge {
                 {
                     let mut upstreams = lock(&inner.upstreams);
                     for (affinity, pool) in upstreams.iter_mut() {
-                        if *affinity == Affinity::Shared {
+                        if matches!(affinity, Affinity::Shared | Affinity::Kept) {
                             continue;
                         }
                         pool.retain(|u| {
@@ -81,7 +81,7 @@ impl Bridge {
             Affinity::Session(_) | Affinity::Caller(..) => {
                 legacy_capabilities(&call.ctx.client_capabilities)
             }
-            Affinity::Shared => full_capabilities(),
+            Affinity::Shared | Affinity::Kept => full_capabilities(),
         };
         self.lease(affinity, capabilities).await
     }
@@ -123,9 +123,12 @@ impl Bridge {
                 ));
             }
         }
-        let one_client = matches!(affinity, Affinity::Session(_));
-        let server = lock(&self.inner.server).clone();
-        let handler = Arc::new(UpstreamHandler::new(capabilities, server, one_client));
+        let session = match affinity {
+            Affinity::Session(session) => Some(session),
+            _ => None,
+        };
+        let observer = lock(&self.inner.observer).clone();
+        let handler = Arc::new(UpstreamHandler::new(capabilities, observer, session));
         handler.on_tools_changed(self.relist_hook());
         let client = (self.inner.connector)(handler.clone()).await.map_err(|e| {
             tracing::warn!(target: "droid::bridge", error = %e, "the upstream could not be reached");
@@ -153,7 +156,7 @@ impl Bridge {
             let mut upstreams = lock(&self.inner.upstreams);
             let found = upstreams
                 .iter()
-                .filter(|(affinity, _)| **affinity != Affinity::Shared)
+                .filter(|(affinity, _)| !matches!(affinity, Affinity::Shared | Affinity::Kept))
                 .flat_map(|(affinity, pool)| pool.iter().map(move |u| (affinity.clone(), u)))
                 .filter(|(_, u)| u.is_idle())
                 .min_by_key(|(_, u)| {

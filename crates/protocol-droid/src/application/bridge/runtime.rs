@@ -14,10 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::exchange::Parking;
+use super::observer::Observer;
 use super::upstream::{Affinity, capabilities_key, full_capabilities};
 use super::upstream::{Connector, ConnectorError, Upstream, UpstreamHandler, lock};
-use crate::application::client::{ClientError, ServerState};
-use crate::application::server::{Primitive, Server};
+use crate::application::client::{Client, ClientError, ServerState};
+use crate::application::server::Primitive;
 use crate::domain::ir::TranslationReport;
 use crate::domain::{DegradePolicy, Era, SessionId};
 use crate::wire::tools::Tool;
@@ -141,7 +142,11 @@ pub(super) struct Inner {
     /// does not start a child process each.
     pub(super) opening: tokio::sync::Mutex<()>,
     pub(super) parking: Mutex<Parking>,
-    pub(super) server: Mutex<Option<Server>>,
+    /// Who hears the upstream's announcements: the bridge's own server,
+    /// or whoever connected it with an observer.
+    pub(super) observer: Mutex<Option<Arc<dyn Observer>>>,
+    /// The connection kept for the bridge's life, when it has an observer.
+    pub(super) kept: Option<Client>,
     pub(super) reports: Mutex<VecDeque<Report>>,
     /// The tools as the clients were last given them, by name: what the
     /// server checks `Mcp-Param-*` headers against. Bounded.
@@ -174,16 +179,48 @@ impl Bridge {
         connector: Connector,
         options: BridgeOptions,
     ) -> Result<Self, BridgeError> {
-        let handler = Arc::new(UpstreamHandler::new(full_capabilities(), None, false));
+        Self::open(connector, options, None).await
+    }
+
+    /// Connects as [`connect`](Self::connect) does, for whoever serves the
+    /// upstream under names of its own (a gateway): `observer` hears what
+    /// the upstream announces, and the end of the first connection, which
+    /// the bridge keeps for as long as it lives ([`Self::client`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub async fn connect_observed(
+        connector: Connector,
+        options: BridgeOptions,
+        observer: Arc<dyn Observer>,
+    ) -> Result<Self, BridgeError> {
+        Self::open(connector, options, Some(observer)).await
+    }
+
+    async fn open(
+        connector: Connector,
+        options: BridgeOptions,
+        observer: Option<Arc<dyn Observer>>,
+    ) -> Result<Self, BridgeError> {
+        let mut handler = UpstreamHandler::new(full_capabilities(), observer.clone(), None);
+        if observer.is_some() {
+            handler = handler.kept();
+        }
+        let handler = Arc::new(handler);
         let client = connector(handler.clone())
             .await
             .map_err(BridgeError::Connect)?;
-        let upstream = client.server().ok_or(BridgeError::NoRevision)?;
-        let affinity = if upstream.version.era() == Era::Modern {
-            Affinity::Shared
-        } else {
-            Affinity::Caller(None, capabilities_key(&full_capabilities()))
+        let Some(upstream) = client.server() else {
+            client.close().await;
+            return Err(BridgeError::NoRevision);
         };
+        let affinity = match (upstream.version.era(), &observer) {
+            (Era::Modern, _) => Affinity::Shared,
+            (Era::Legacy, Some(_)) => Affinity::Kept,
+            (Era::Legacy, None) => Affinity::Caller(None, capabilities_key(&full_capabilities())),
+        };
+        let kept = observer.as_ref().map(|_| client.clone());
         let first = Arc::new(Upstream::new(client, handler));
         let bridge = Self {
             inner: Arc::new(Inner {
@@ -193,7 +230,8 @@ impl Bridge {
                 upstreams: Mutex::new(HashMap::from([(affinity, vec![first])])),
                 opening: tokio::sync::Mutex::new(()),
                 parking: Mutex::default(),
-                server: Mutex::default(),
+                observer: Mutex::new(observer),
+                kept,
                 reports: Mutex::default(),
                 task_tools: Mutex::default(),
                 tools: Mutex::default(),
@@ -218,6 +256,17 @@ impl Bridge {
             bridge.spawn_watcher();
         }
         Ok(bridge)
+    }
+
+    /// The connection kept for the bridge's life (see
+    /// [`connect_observed`](Self::connect_observed)), while it is open.
+    #[must_use]
+    pub fn client(&self) -> Option<Client> {
+        self.inner
+            .kept
+            .as_ref()
+            .filter(|client| client.closed().is_none())
+            .cloned()
     }
 
     /// What the upstream said it is and offers.
@@ -269,6 +318,21 @@ impl Bridge {
                 .iter()
                 .any(|template| template.uri_template == name),
         })
+    }
+
+    /// Closes every connection and stops the bridge's background work;
+    /// from then on every request is refused. For whoever replaces a
+    /// bridge while clones of it may still be held.
+    pub async fn close(&self) {
+        *lock(&self.inner.ended) = Some("the bridge was closed".to_owned());
+        let _watchers = self.inner.closing.send(());
+        let all: Vec<Arc<Upstream>> = lock(&self.inner.upstreams)
+            .drain()
+            .flat_map(|(_, pool)| pool)
+            .collect();
+        for upstream in all {
+            upstream.client.close().await;
+        }
     }
 
     /// The latest translation reports, oldest first.

@@ -24,8 +24,8 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::observer::Observer;
 use crate::application::client::{Client, ClientHandler, Notice};
-use crate::application::server::Server;
 use crate::domain::Refusal;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::ErrorObject;
@@ -118,7 +118,11 @@ pub(super) struct UpstreamHandler {
     capabilities: ClientCapabilities,
     flights: Mutex<HashMap<u64, FlightSlot>>,
     next: AtomicU64,
-    server: Mutex<Option<Server>>,
+    /// Who hears the upstream's announcements.
+    observer: Mutex<Option<Arc<dyn Observer>>>,
+    /// Whether this is the connection the bridge keeps for its life: its
+    /// end is news for the observer.
+    kept: bool,
     /// The roots a downstream client last gave, for a `roots/list` that
     /// arrives outside any request.
     roots: Mutex<Option<Value>>,
@@ -127,6 +131,8 @@ pub(super) struct UpstreamHandler {
     /// Whether every request on the connection comes from one client (a
     /// legacy downstream session's own connection).
     one_client: bool,
+    /// That client's session, when it does.
+    session: Option<SessionId>,
     /// Told when the upstream's tool list changed.
     tools_changed: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
@@ -142,19 +148,24 @@ impl std::fmt::Debug for UpstreamHandler {
 }
 
 impl UpstreamHandler {
-    /// A handler declaring `capabilities` to the upstream.
+    /// A handler declaring `capabilities` to the upstream, telling
+    /// `observer` what the upstream announces.
+    /// `session` is set for a connection that serves one legacy session
+    /// alone.
     pub(super) fn new(
         capabilities: ClientCapabilities,
-        server: Option<Server>,
-        one_client: bool,
+        observer: Option<Arc<dyn Observer>>,
+        session: Option<SessionId>,
     ) -> Self {
         Self {
-            one_client,
+            one_client: session.is_some(),
+            session,
             tools_changed: Mutex::default(),
             capabilities,
             flights: Mutex::default(),
             next: AtomicU64::new(1),
-            server: Mutex::new(server),
+            observer: Mutex::new(observer),
+            kept: false,
             roots: Mutex::default(),
             level: Mutex::default(),
         }
@@ -183,9 +194,15 @@ impl UpstreamHandler {
         *lock(&self.tools_changed) = Some(hook);
     }
 
-    /// Passes the upstream's change notifications to `server` from now on.
-    pub(super) fn attach(&self, server: Server) {
-        *lock(&self.server) = Some(server);
+    /// The handler of the connection the bridge keeps for its life.
+    pub(super) fn kept(mut self) -> Self {
+        self.kept = true;
+        self
+    }
+
+    /// Passes the upstream's announcements to `observer` from now on.
+    pub(super) fn attach(&self, observer: Arc<dyn Observer>) {
+        *lock(&self.observer) = Some(observer);
     }
 
     /// Remembers the roots a client gave, for questions outside requests;
@@ -317,43 +334,51 @@ impl ClientHandler for UpstreamHandler {
         let params = notice.params.clone().unwrap_or(Value::Null);
         match notice.method.as_str() {
             "notifications/message" => {
-                // Attributable only when one request is in flight; a log
-                // line nobody asked for is not sent anywhere.
+                // A request's when one request is in flight; else, on a
+                // session's own connection, the session's; a line that could
+                // be anyone's is not sent anywhere.
+                let level = params
+                    .get("level")
+                    .cloned()
+                    .and_then(|l| serde_json::from_value(l).ok())
+                    .unwrap_or(LoggingLevel::Info);
+                let data = params.get("data").cloned().unwrap_or(Value::Null);
                 if let Some(cell) = self.logging_flight() {
-                    let level = params
-                        .get("level")
-                        .cloned()
-                        .and_then(|l| serde_json::from_value(l).ok())
-                        .unwrap_or(LoggingLevel::Info);
-                    let data = params.get("data").cloned().unwrap_or(Value::Null);
                     relay(&cell, Relay::Log { level, data });
+                } else if let Some(session) = self.session {
+                    self.tell(|o| o.log(session, level, &data));
                 }
             }
             "notifications/tools/list_changed" => {
                 if let Some(hook) = lock(&self.tools_changed).clone() {
                     hook();
                 }
-                self.with_server(Server::tools_changed);
+                self.tell(|o| o.tools_changed());
             }
-            "notifications/prompts/list_changed" => self.with_server(Server::prompts_changed),
-            "notifications/resources/list_changed" => {
-                self.with_server(Server::resources_changed);
-            }
+            "notifications/prompts/list_changed" => self.tell(|o| o.prompts_changed()),
+            "notifications/resources/list_changed" => self.tell(|o| o.resources_changed()),
             "notifications/resources/updated" => {
                 if let Some(uri) = params.get("uri").and_then(Value::as_str) {
-                    let uri = uri.to_owned();
-                    self.with_server(|server| server.resource_updated(uri));
+                    self.tell(|o| o.resource_updated(uri));
                 }
             }
             _ => {}
         }
     }
+
+    fn closed(&self, reason: &str) {
+        if self.kept {
+            self.tell(|o| o.kept_closed(reason));
+        }
+    }
 }
 
 impl UpstreamHandler {
-    fn with_server(&self, f: impl FnOnce(&Server)) {
-        if let Some(server) = lock(&self.server).as_ref() {
-            f(server);
+    /// Tells the observer, outside the lock: it may attach itself anew.
+    fn tell(&self, news: impl FnOnce(&dyn Observer)) {
+        let observer = lock(&self.observer).clone();
+        if let Some(observer) = observer {
+            news(observer.as_ref());
         }
     }
 }
@@ -374,6 +399,10 @@ pub(super) struct Upstream {
     /// working on it: whatever the server sends next could be about that
     /// request, so the connection is not given to another.
     pub(super) retired: AtomicBool,
+    /// The resources its session subscribed to on it: a connection with
+    /// any is its session's for as long as the session lasts, never reaped
+    /// as idle.
+    pub(super) subscribed: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Upstream {
@@ -386,12 +415,15 @@ impl Upstream {
             busy: AtomicBool::new(false),
             in_use: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
+            subscribed: Mutex::default(),
         }
     }
 
     /// Whether the reaper may close it.
     pub(super) fn is_idle(&self) -> bool {
-        self.in_use.load(Ordering::Acquire) == 0 && !self.busy.load(Ordering::Acquire)
+        self.in_use.load(Ordering::Acquire) == 0
+            && !self.busy.load(Ordering::Acquire)
+            && lock(&self.subscribed).is_empty()
     }
 
     fn lease(self: &Arc<Self>, exclusive: bool) -> Lease {
@@ -478,6 +510,10 @@ pub(super) enum Affinity {
     Shared,
     /// A legacy downstream session's own.
     Session(SessionId),
+    /// The connection a bridge with an observer keeps for its life, in
+    /// front of a legacy server: no request leases it, so no request
+    /// abandoned on it can retire it, and it is never reaped.
+    Kept,
     /// A stateless caller's own, by principal (`None`: anonymous) and by
     /// the capabilities its requests declare: a legacy server hears them
     /// once, at the handshake, so each set gets its own connections.

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use super::runtime::Bridge;
-use super::upstream::{Affinity, full_capabilities};
+use super::upstream::{Affinity, full_capabilities, legacy_capabilities};
 use super::upstream::{Upstream, lock};
 use crate::application::client::RequestOptions;
-use crate::domain::SessionId;
+use crate::domain::ir::JsonObject;
+use crate::domain::{Era, SessionId};
 
 impl Bridge {
     /// Every resource some session watches.
@@ -157,7 +158,7 @@ impl Bridge {
 
     /// Counts `session` watching `uri` (or no longer), and tells the task
     /// that watches upstream when the set watched overall changed.
-    pub(super) fn watch(&self, session: SessionId, uri: &str, subscribed: bool) {
+    pub(crate) fn watch(&self, session: SessionId, uri: &str, subscribed: bool) {
         let before = self.watched_uris();
         {
             let mut watched = lock(&self.inner.watched);
@@ -182,8 +183,50 @@ impl Bridge {
         }
     }
 
+    /// A legacy session's `resources/subscribe` of `uri` (or, unless
+    /// `subscribed`, its unsubscribe). In front of a legacy server it is
+    /// made on the session's own connection, opened declaring `declared`
+    /// if it has none yet: a legacy server keeps subscriptions, and often
+    /// what makes a resource change, per session. A 2026-07-28 server keeps
+    /// no sessions; its one listen serves every watcher.
+    pub(crate) fn watch_for_session(
+        &self,
+        session: SessionId,
+        declared: &JsonObject,
+        uri: &str,
+        subscribed: bool,
+    ) {
+        if self.inner.upstream.version.era() == Era::Modern {
+            self.watch(session, uri, subscribed);
+            return;
+        }
+        let bridge = self.clone();
+        let capabilities = legacy_capabilities(declared);
+        let uri = uri.to_owned();
+        tokio::spawn(async move {
+            let lease = match bridge.lease(Affinity::Session(session), capabilities).await {
+                Ok(lease) => lease,
+                Err(error) => {
+                    tracing::debug!(target: "droid::bridge", ?error, uri, "no connection to subscribe on");
+                    return;
+                }
+            };
+            let client = lease.upstream.client.clone();
+            let outcome = if subscribed {
+                lock(&lease.upstream.subscribed).insert(uri.clone());
+                client.subscribe(&uri).await
+            } else {
+                lock(&lease.upstream.subscribed).remove(&uri);
+                client.unsubscribe(&uri).await
+            };
+            if let Err(error) = outcome {
+                tracing::debug!(target: "droid::bridge", %error, uri, subscribed, "the upstream refused a session's subscription change");
+            }
+        });
+    }
+
     /// Forgets what `session` watched and closes its upstream session.
-    pub(super) fn end_session(&self, session: SessionId) {
+    pub(crate) fn end_session(&self, session: SessionId) {
         let before = self.watched_uris();
         lock(&self.inner.watched).remove(&session);
         if self.watched_uris() != before {

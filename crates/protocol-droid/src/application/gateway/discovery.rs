@@ -341,7 +341,7 @@ impl Gateway {
             }
             state.route(&set, &id)?
         };
-        self.call_upstream(route, args.arguments).await
+        self.call_upstream(route, args.arguments, call).await
     }
 }
 

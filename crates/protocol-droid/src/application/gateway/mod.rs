@@ -7,10 +7,16 @@
 //! changed after it was approved (a rug pull) is refused by name.
 //! Upstreams are added with a connector, so the gateway can reopen them
 //! (`upstream`), and a [`ToolPolicy`] says which of their tools are offered.
+//! Each upstream is reached through a [`Bridge`](crate::application::bridge::Bridge):
+//! tool calls, and everything else it offers (`forwarding`, under the
+//! gateway's names, `names`), go through it on behalf of the calling
+//! session.
 
 mod catalog;
 mod discovery;
+mod forwarding;
 mod gate;
+mod names;
 mod pins;
 mod policy;
 mod principals;

@@ -231,7 +231,7 @@ mod tests {
         let mut state = lock(&gateway.inner.state);
         state.upstreams.insert(
             "fs".to_owned(),
-            crate::application::gateway::upstream::Upstream::new(never, options),
+            crate::application::gateway::upstream::Upstream::new(never, options, "fs".to_owned()),
         );
         let pins = state.pins.clone();
         Arc::make_mut(&mut state.catalog).sync_upstream("fs", vec![definition(description)], &pins);

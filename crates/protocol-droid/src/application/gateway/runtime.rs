@@ -15,15 +15,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::catalog::{Pins, ToolCatalog, ToolSource};
+use super::forwarding::{Forwarding, rename_content};
 use super::gate::ExecutionGate;
 use super::principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE, Principals};
 use super::session::{DropReason, DroppedActivation, SessionToolSet};
 use super::trust::{Approval, TrustStore};
 use super::upstream::Upstream;
-use crate::application::client::{Client, ClientError, RequestOptions};
+use crate::application::bridge::Bridge;
 use crate::application::server::{AuthContext, PeerSession};
 use crate::application::server::{
     Call, CallError, Server, ServerBuilder, ToolAccess, ToolSpec, ToolVisibility,
@@ -34,6 +35,7 @@ use crate::domain::catalog::{Provenance, SchemaDigest, ToolId};
 use crate::domain::ir::{JsonObject, ToolResult};
 use crate::domain::jsonrpc::ErrorCode;
 use crate::wire::Tool;
+use serde_json::Value;
 
 /// How many sessions' tool sets are kept; the oldest goes first.
 pub const MAX_SESSIONS: usize = 10_000;
@@ -206,7 +208,7 @@ impl State {
         Some(session)
     }
 
-    fn forget_session(&mut self, session: SessionId) {
+    pub(super) fn forget_session(&mut self, session: SessionId) {
         self.sessions.remove(&session);
         self.lost.remove(&session);
     }
@@ -345,7 +347,11 @@ impl Gateway {
         let visibility: ToolVisibility = Arc::new(move |peer, caller, name| {
             lock(&seen).access(peer, caller, disclosure, &ToolId::new(name))
         });
-        let server = builder.tool_visibility(visibility).build()?;
+        let forwarding = Arc::new(Forwarding(Arc::clone(&state)));
+        let server = builder
+            .tool_visibility(visibility)
+            .forward(forwarding)
+            .build()?;
         let gateway = Self {
             inner: Arc::new(Inner {
                 server,
@@ -423,31 +429,44 @@ impl Gateway {
             state.route(&set, id)?
         };
         let arguments: JsonObject = call.args()?;
-        self.call_upstream(route, arguments).await
+        self.call_upstream(route, arguments, &call).await
     }
 
-    /// Calls the tool `route` leads to with `arguments`.
+    /// Calls the tool `route` leads to with `arguments`, for `call`: through
+    /// the upstream's bridge, so the upstream's questions go to `call`'s
+    /// client, its progress and log lines reach `call`'s stream, and a
+    /// cancellation of `call` reaches the upstream.
     pub(super) async fn call_upstream(
         &self,
         route: Route,
         arguments: JsonObject,
+        call: &Call,
     ) -> Result<ToolResult, CallError> {
         let Route {
-            client,
+            bridge,
             name,
             upstream,
-            timeout,
+            prefix,
         } = route;
-        let options = RequestOptions {
-            timeout: Some(timeout),
-            ..RequestOptions::default()
-        };
-        match client.call_tool(&name, Some(arguments), &options).await {
-            Ok(reply) => Ok(reply.value),
+        let mut params = JsonObject::new();
+        params.insert("name".to_owned(), Value::String(name));
+        params.insert("arguments".to_owned(), Value::Object(arguments));
+        match bridge.forward_call("tools/call", params, call).await {
+            Ok(mut result) => {
+                if let Some(content) = result.get_mut("content") {
+                    rename_content(&prefix, content);
+                }
+                serde_json::from_value(result).map_err(|error| {
+                tracing::warn!(%upstream, %error, "an upstream's tool result does not parse");
+                CallError::internal(format!(
+                    "upstream {upstream} answered the call with something that is not a tool result"
+                ))
+                })
+            }
             // These describe the gateway's own link to the upstream, not the
             // caller's request; passed on, they would send the caller to fix
             // what it did not do.
-            Err(ClientError::Server(error))
+            Err(CallError::Protocol(error))
                 if [
                     ErrorCode::HEADER_MISMATCH,
                     ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -460,18 +479,12 @@ impl Gateway {
                     error.message
                 )))
             }
-            Err(ClientError::Server(error)) => Err(CallError::Protocol(error)),
-            Err(error @ ClientError::Timeout { .. }) => Err(CallError::internal(format!(
-                "upstream {upstream} failed the call: {error}"
-            ))),
-            // What the link says (a server's last words on stderr, a URL,
-            // a TLS detail) is the operator's to read, not every caller's.
-            Err(error) => {
-                tracing::warn!(%upstream, tool = %name, %error, "an upstream call failed");
-                Err(CallError::internal(format!(
-                    "upstream {upstream} failed the call; the gateway's log says why"
-                )))
+            // Which upstream failed is worth saying when a session has many.
+            Err(CallError::Protocol(mut error)) if error.code == ErrorCode::INTERNAL_ERROR => {
+                error.message = format!("upstream {upstream}: {}", error.message);
+                Err(CallError::Protocol(error))
             }
+            Err(other) => Err(other),
         }
     }
 
@@ -495,10 +508,11 @@ impl Gateway {
 /// Where an authorized call goes: the upstream's connection, and the name
 /// the upstream knows the tool by.
 pub(super) struct Route {
-    client: Client,
+    bridge: Bridge,
     name: String,
     upstream: String,
-    timeout: Duration,
+    /// What the upstream's resource URIs are prefixed with.
+    prefix: String,
 }
 
 impl State {
@@ -513,17 +527,17 @@ impl State {
             .upstreams
             .get(upstream)
             .ok_or_else(|| refused(format!("upstream {upstream} is gone")))?;
-        let client = linked.usable(upstream).map_err(CallError::internal)?;
+        let bridge = linked.usable(upstream).map_err(CallError::internal)?;
         let name = linked
             .options
             .tools
             .upstream_name(record.source_name())
             .to_owned();
         Ok(Route {
-            client,
+            bridge,
             name,
             upstream: upstream.clone(),
-            timeout: linked.options.timeout,
+            prefix: linked.prefix.clone(),
         })
     }
 }

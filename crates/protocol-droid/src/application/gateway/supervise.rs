@@ -16,18 +16,17 @@
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use futures_util::future::BoxFuture;
-use serde_json::Value;
-
 use super::catalog::ToolSource;
+use super::names;
 use super::runtime::{Gateway, Inner, State, lock};
 use super::trust::Trust;
 use super::upstream::{
     self, STABLE_FOR, Upstream, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
 };
-use crate::application::bridge::Connector;
-use crate::application::client::{ClientHandler, Notice};
-use crate::domain::jsonrpc::ErrorObject;
+use serde_json::Value;
+
+use crate::application::bridge::{Bridge, BridgeError, Connector, Observer};
+use crate::domain::{LoggingLevel, SessionId};
 
 /// How one attempt to bring an upstream up ended.
 enum Attempt {
@@ -47,11 +46,12 @@ impl State {
 }
 
 impl Gateway {
-    /// The client handler for one connection to the upstream `name` of
-    /// `generation`: it asks for a refresh whenever the upstream says its
-    /// tools changed, and for a reconnection when the connection ends.
-    fn notices_for(&self, name: &str, generation: u64) -> Arc<dyn ClientHandler> {
-        Arc::new(UpstreamNotices {
+    /// What hears the upstream `name` of `generation`: it asks for a
+    /// refresh whenever the upstream says its tools changed, passes its
+    /// other announcements to the sessions under the gateway's names, and
+    /// asks for a reconnection when the kept connection ends.
+    fn observer_for(&self, name: &str, generation: u64) -> Arc<dyn Observer> {
+        Arc::new(UpstreamEvents {
             name: name.to_owned(),
             generation,
             gateway: Arc::downgrade(&self.inner),
@@ -78,10 +78,13 @@ impl Gateway {
     ) -> Result<(), UpstreamError> {
         let generation = {
             let mut state = lock(&self.inner.state);
-            if name.is_empty() || name.contains('/') || state.upstreams.contains_key(name) {
+            let prefix = names::prefix_for(name);
+            let taken = state.upstreams.contains_key(name)
+                || state.upstreams.values().any(|u| u.prefix == prefix);
+            if name.is_empty() || name.contains('/') || taken {
                 return Err(UpstreamError::Name(name.to_owned()));
             }
-            let upstream = Upstream::new(connector, options);
+            let upstream = Upstream::new(connector, options, prefix);
             let recorded = match (&state.trust_store, upstream.options.trust) {
                 (Some(store), Trust::OnFirstUse) => store.first_use(name),
                 _ => None,
@@ -129,17 +132,25 @@ impl Gateway {
     /// One attempt to open `name` of `generation` and load its tools; its
     /// health says how it went.
     async fn attempt(&self, name: &str, generation: u64) -> Attempt {
-        let (connector, timeout) = {
+        let (connector, options) = {
             let mut state = lock(&self.inner.state);
             let Some(upstream) = state.upstream_mut(name, generation) else {
                 return Attempt::Superseded;
             };
-            (upstream.connector.clone(), upstream.options.timeout)
+            (upstream.connector.clone(), upstream.options.clone())
         };
-        let handler = self.notices_for(name, generation);
-        let client = match upstream::open(name, &connector, handler, timeout).await {
-            Ok(client) => client,
+        let timeout = options.timeout;
+        let observer = self.observer_for(name, generation);
+        let bridge = match upstream::open(name, &connector, &options, observer).await {
+            Ok(bridge) => bridge,
             Err(error) => return self.failed(name, generation, error, None).await,
+        };
+        let Some(client) = bridge.client() else {
+            let error = UpstreamError::Connect {
+                upstream: name.to_owned(),
+                source: Box::new(BridgeError::Closed),
+            };
+            return self.failed(name, generation, error, Some(bridge)).await;
         };
         // Installed, but not yet up: calls are refused until its tools are
         // listed, so none is sent on the strength of an earlier listing.
@@ -148,6 +159,7 @@ impl Gateway {
             match state.upstream_mut(name, generation) {
                 Some(upstream) => {
                     upstream.client = Some(client.clone());
+                    upstream.bridge = Some(bridge.clone());
                     // This first listing is the upstream's refresh, unless
                     // one is already running (on the connection before):
                     // then that one keeps the mark, and the order of what
@@ -160,7 +172,7 @@ impl Gateway {
             }
         };
         let Some(claimed) = claimed else {
-            client.close().await;
+            bridge.close().await;
             return Attempt::Superseded;
         };
         let listed = tokio::time::timeout(timeout, self.refresh_generation(name, generation)).await;
@@ -188,26 +200,26 @@ impl Gateway {
                     upstream: name.to_owned(),
                     source,
                 };
-                self.failed(name, generation, error, Some(client)).await
+                self.failed(name, generation, error, Some(bridge)).await
             }
             Err(_) => {
                 let error = UpstreamError::TimedOut {
                     upstream: name.to_owned(),
                     after: timeout,
                 };
-                self.failed(name, generation, error, Some(client)).await
+                self.failed(name, generation, error, Some(bridge)).await
             }
         }
     }
 
-    /// Records a failed attempt: the upstream is down, and the connection
-    /// the attempt opened, if any, is closed.
+    /// Records a failed attempt: the upstream is down, and the bridge the
+    /// attempt opened, if any, is closed.
     async fn failed(
         &self,
         name: &str,
         generation: u64,
         error: UpstreamError,
-        opened: Option<crate::application::client::Client>,
+        opened: Option<Bridge>,
     ) -> Attempt {
         {
             let mut state = lock(&self.inner.state);
@@ -218,12 +230,13 @@ impl Gateway {
                     attempts: upstream.failures,
                 };
                 upstream.client = None;
+                upstream.bridge = None;
             }
         }
         // Closed outside the lock: closing ends the connection, and its end
         // is reported back to this gateway.
-        if let Some(client) = opened {
-            client.close().await;
+        if let Some(bridge) = opened {
+            bridge.close().await;
         }
         Attempt::Failed(error)
     }
@@ -298,7 +311,7 @@ impl Gateway {
     /// that dies soon after it came up counts as a failed attempt, so a
     /// server that crashes on start is restarted ever more slowly.
     fn upstream_closed(&self, name: &str, generation: u64, reason: &str) {
-        let down = {
+        let (down, ended) = {
             let mut state = lock(&self.inner.state);
             let Some(upstream) = state.upstream_mut(name, generation) else {
                 return;
@@ -318,11 +331,16 @@ impl Gateway {
                         reason: format!("the connection ended: {reason}"),
                         attempts: upstream.failures,
                     };
-                    true
+                    (true, upstream.bridge.take())
                 }
-                _ => false,
+                _ => (false, None),
             }
         };
+        // The bridge goes with its kept connection: sessions' connections
+        // to the server that ended are opened anew on the next bridge.
+        if let Some(bridge) = ended {
+            tokio::spawn(async move { bridge.close().await });
+        }
         if down {
             tracing::warn!(upstream = %name, %reason, "the upstream's connection ended; reconnecting");
             self.reconnect_later(name, generation);
@@ -394,7 +412,7 @@ impl Gateway {
     /// is closed. Work still running for it finds it gone and changes
     /// nothing. Returns whether there was one.
     pub async fn remove_upstream(&self, name: &str) -> bool {
-        let (client, gone, touched) = {
+        let (bridge, gone, touched) = {
             let mut state = lock(&self.inner.state);
             let Some(upstream) = state.upstreams.remove(name) else {
                 return false;
@@ -403,7 +421,7 @@ impl Gateway {
             state.pins = pins.clone();
             let gone = Arc::make_mut(&mut state.catalog).sync_upstream(name, Vec::new(), &pins);
             let (touched, _dropped) = state.rebuild_sessions(self.inner.disclosure);
-            (upstream.client, gone, touched)
+            (upstream.bridge, gone, touched)
         };
         for (id, _) in gone {
             let _removed = self.inner.server.remove_tool(id.as_str());
@@ -411,9 +429,11 @@ impl Gateway {
         for session in touched {
             self.inner.server.tools_changed_for(session);
         }
-        if let Some(client) = client {
-            client.close().await;
+        if let Some(bridge) = bridge {
+            bridge.close().await;
         }
+        self.inner.server.prompts_changed();
+        self.inner.server.resources_changed();
         tracing::info!(upstream = %name, "removed");
         true
     }
@@ -438,30 +458,64 @@ impl Gateway {
     }
 }
 
-/// Forwards one connection's list changes, and its end, to the gateway.
+/// Hears one upstream's announcements, and the end of the connection its
+/// bridge keeps, for the gateway.
 #[derive(Debug)]
-struct UpstreamNotices {
+struct UpstreamEvents {
     name: String,
     generation: u64,
     gateway: Weak<Inner>,
 }
 
-impl UpstreamNotices {
+impl UpstreamEvents {
     fn gateway(&self) -> Option<Gateway> {
         self.gateway.upgrade().map(|inner| Gateway { inner })
     }
 }
 
-impl ClientHandler for UpstreamNotices {
-    fn notification(&self, notice: &Notice) {
-        if notice.method == "notifications/tools/list_changed" {
-            if let Some(gateway) = self.gateway() {
-                gateway.refresh_later(&self.name, self.generation);
-            }
+impl Observer for UpstreamEvents {
+    fn tools_changed(&self) {
+        if let Some(gateway) = self.gateway() {
+            gateway.refresh_later(&self.name, self.generation);
         }
     }
 
-    fn closed(&self, reason: &str) {
+    fn prompts_changed(&self) {
+        if let Some(gateway) = self.gateway() {
+            gateway.inner.server.prompts_changed();
+        }
+    }
+
+    fn resources_changed(&self) {
+        if let Some(gateway) = self.gateway() {
+            gateway.inner.server.resources_changed();
+        }
+    }
+
+    fn resource_updated(&self, uri: &str) {
+        let Some(gateway) = self.gateway() else {
+            return;
+        };
+        let prefix = lock(&gateway.inner.state)
+            .upstream_mut(&self.name, self.generation)
+            .map(|u| u.prefix.clone());
+        // Only the sessions subscribed to the URI under the gateway's name
+        // for it hear of it.
+        if let Some(prefix) = prefix {
+            gateway
+                .inner
+                .server
+                .resource_updated(names::outer_uri(&prefix, uri));
+        }
+    }
+
+    fn log(&self, session: SessionId, level: LoggingLevel, data: &Value) {
+        if let Some(gateway) = self.gateway() {
+            gateway.inner.server.log_to(session, level, data.clone());
+        }
+    }
+
+    fn kept_closed(&self, reason: &str) {
         // Handled on a task of its own: this is called from inside the
         // client, which may be closing while the gateway holds its lock.
         let (Some(gateway), Ok(runtime)) = (self.gateway(), tokio::runtime::Handle::try_current())
@@ -472,14 +526,5 @@ impl ClientHandler for UpstreamNotices {
         let generation = self.generation;
         let reason = reason.to_owned();
         runtime.spawn(async move { gateway.upstream_closed(&name, generation, &reason) });
-    }
-
-    fn other(
-        &self,
-        method: &str,
-        _params: Option<Value>,
-    ) -> BoxFuture<'_, Result<Value, ErrorObject>> {
-        let error = crate::application::client::handler::unsupported(method);
-        Box::pin(async move { Err(error) })
     }
 }

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use super::policy::ToolPolicy;
 use super::trust::Trust;
-use crate::application::bridge::{Connector, ConnectorError};
+use crate::application::bridge::{
+    Bridge, BridgeError, BridgeOptions, Connector, ConnectorError, Observer,
+};
 use crate::application::client::{Client, ClientError};
 use crate::domain::ProtocolVersion;
 
@@ -29,6 +31,9 @@ pub struct UpstreamOptions {
     pub tools: ToolPolicy,
     /// How long a connection attempt, a listing or a call may take.
     pub timeout: Duration,
+    /// How requests are carried to it: the degrade policy, the bounds on
+    /// its connections. Its request timeout is [`Self::timeout`].
+    pub bridge: BridgeOptions,
 }
 
 impl Default for UpstreamOptions {
@@ -37,6 +42,7 @@ impl Default for UpstreamOptions {
             trust: Trust::Pinned,
             tools: ToolPolicy::default(),
             timeout: DEFAULT_TIMEOUT,
+            bridge: BridgeOptions::default(),
         }
     }
 }
@@ -104,12 +110,12 @@ pub struct UpstreamStatus {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum UpstreamError {
-    /// The connector failed.
+    /// The connector failed, or the upstream settled no revision.
     #[error("upstream {upstream:?}: connecting failed: {source}")]
     Connect {
         /// The upstream.
         upstream: String,
-        /// What the connector said.
+        /// What the connector said, or why the connection was no use.
         source: ConnectorError,
     },
     /// Connecting or listing took longer than the upstream's timeout.
@@ -128,8 +134,9 @@ pub enum UpstreamError {
         /// The client's error.
         source: ClientError,
     },
-    /// The name is taken, empty or holds a `/`.
-    #[error("upstream name {0:?} is taken, empty, or has a '/'")]
+    /// The name is taken, empty, holds a `/`, or names its resources
+    /// as another upstream's do.
+    #[error("upstream name {0:?} is taken, empty, has a '/', or names its resources as another's")]
     Name(String),
 }
 
@@ -140,8 +147,13 @@ static NEXT_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomic
 pub(super) struct Upstream {
     pub(super) connector: Connector,
     pub(super) options: UpstreamOptions,
-    /// The live connection, while there is one.
+    /// The live connection the catalog is listed on, while there is one:
+    /// the one its bridge keeps.
     pub(super) client: Option<Client>,
+    /// What carries sessions' requests to it, while it is connected.
+    pub(super) bridge: Option<Bridge>,
+    /// What its resource URIs are prefixed with ([`super::names`]).
+    pub(super) prefix: String,
     pub(super) health: UpstreamHealth,
     /// Whether a reconnection loop is running for it.
     pub(super) reconnecting: bool,
@@ -164,11 +176,13 @@ pub(super) struct Upstream {
 }
 
 impl Upstream {
-    pub(super) fn new(connector: Connector, options: UpstreamOptions) -> Self {
+    pub(super) fn new(connector: Connector, options: UpstreamOptions, prefix: String) -> Self {
         Self {
             connector,
             options,
             client: None,
+            bridge: None,
+            prefix,
             health: UpstreamHealth::Connecting,
             reconnecting: false,
             generation: NEXT_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -185,12 +199,14 @@ impl Upstream {
     /// Why the upstream is down (a server's last words, a URL, a TLS
     /// detail) is the operator's to read in `status` and the log, not
     /// every caller's.
-    pub(super) fn usable(&self, name: &str) -> Result<Client, String> {
-        match (&self.client, &self.health) {
-            (Some(client), UpstreamHealth::Up { .. }) if client.closed().is_none() => {
-                Ok(client.clone())
+    pub(super) fn usable(&self, name: &str) -> Result<Bridge, String> {
+        match (&self.client, &self.bridge, &self.health) {
+            (Some(client), Some(bridge), UpstreamHealth::Up { .. })
+                if client.closed().is_none() =>
+            {
+                Ok(bridge.clone())
             }
-            (_, UpstreamHealth::Connecting) => Err(format!(
+            (_, _, UpstreamHealth::Connecting) => Err(format!(
                 "upstream {name} is unavailable; the gateway is connecting"
             )),
             _ => Err(format!(
@@ -207,18 +223,31 @@ pub(super) fn backoff(attempt: u32) -> Duration {
         .min(LAST_RETRY)
 }
 
-/// Connects through `connector` within `timeout`.
+/// Connects a bridge to the upstream `name` through `connector` within its
+/// timeout, telling `observer` what the upstream announces.
 pub(super) async fn open(
     name: &str,
     connector: &Connector,
-    handler: Arc<dyn crate::application::client::ClientHandler>,
-    timeout: Duration,
-) -> Result<Client, UpstreamError> {
-    match tokio::time::timeout(timeout, connector(handler)).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(source)) => Err(UpstreamError::Connect {
+    options: &UpstreamOptions,
+    observer: Arc<dyn Observer>,
+) -> Result<Bridge, UpstreamError> {
+    let timeout = options.timeout;
+    let bridge = BridgeOptions {
+        request_timeout: timeout,
+        ..options.bridge.clone()
+    };
+    let connecting = Bridge::connect_observed(Arc::clone(connector), bridge, observer);
+    match tokio::time::timeout(timeout, connecting).await {
+        Ok(Ok(bridge)) => Ok(bridge),
+        // The connector's own words, which name the cause (a missing
+        // command, a refused connection).
+        Ok(Err(BridgeError::Connect(source))) => Err(UpstreamError::Connect {
             upstream: name.to_owned(),
             source,
+        }),
+        Ok(Err(other)) => Err(UpstreamError::Connect {
+            upstream: name.to_owned(),
+            source: Box::new(other),
         }),
         Err(_) => Err(UpstreamError::TimedOut {
             upstream: name.to_owned(),

@@ -63,6 +63,14 @@ pub trait Forward: Send + Sync {
         call: Call,
     ) -> BoxFuture<'a, Result<Value, CallError>>;
 
+    /// Whether `method` is this forwarder's to answer; one it declines is
+    /// the server's own, served from its registry as without a forwarder.
+    /// A gateway keeps its tools in the registry (each session sees its own
+    /// set) and forwards the rest.
+    fn serves(&self, _method: &str) -> bool {
+        true
+    }
+
     /// The definition of the tool called `name`, as the client was given it,
     /// if known: what a transport checks `Mcp-Param-*` headers against.
     fn tool(&self, _name: &str) -> Option<Tool> {
@@ -79,6 +87,22 @@ pub trait Forward: Send + Sync {
     /// `resources/subscribe`, or a `subscriptions/listen` watching it,
     /// opened or ended.
     fn subscription(&self, _session: SessionId, _uri: &str, _subscribed: bool) {}
+
+    /// A legacy session subscribed to `uri` with `resources/subscribe`
+    /// (`subscribed`), or dropped it; `declared` is what its client declared
+    /// at the handshake. A legacy server keeps subscriptions per session,
+    /// so a forwarder may subscribe on that session's own connection
+    /// upstream; unless it says otherwise, this is
+    /// [`subscription`](Self::subscription).
+    fn session_subscription(
+        &self,
+        session: SessionId,
+        _declared: &JsonObject,
+        uri: &str,
+        subscribed: bool,
+    ) {
+        self.subscription(session, uri, subscribed);
+    }
 
     /// A session ended; whatever was kept for it can go.
     fn session_closed(&self, _session: SessionId) {}

@@ -19,7 +19,7 @@ use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
 use super::typed::ToolOutput;
 use super::{AuthContext, PeerSession};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
-use crate::domain::{Capability, CapabilitySet, ProtocolVersion, SessionId};
+use crate::domain::{Capability, CapabilitySet, LoggingLevel, ProtocolVersion, SessionId};
 use crate::wire::prompts::{GetPromptResult, Prompt};
 use crate::wire::resources::{Resource, ResourceTemplate};
 
@@ -43,6 +43,17 @@ pub enum Change {
     /// The tool list changed for one session only (a gateway session's
     /// activations).
     ToolsFor(SessionId),
+    /// A log record for one legacy session, from outside its requests (an
+    /// upstream server's, carried by a bridge); sent when the session's
+    /// log level lets it through.
+    Log {
+        /// The session.
+        session: SessionId,
+        /// The record's level.
+        level: LoggingLevel,
+        /// The record.
+        data: Value,
+    },
 }
 
 /// Decides whether a session's caller may see and call a tool, on top of
@@ -631,6 +642,16 @@ impl Server {
     /// Tells subscribers that the resource at `uri` changed.
     pub fn resource_updated(&self, uri: impl Into<String>) {
         let _listeners = self.inner.changes.send(Change::ResourceUpdated(uri.into()));
+    }
+
+    /// Sends a log record to the legacy session `session` outside any of
+    /// its requests, if its log level lets `level` through.
+    pub fn log_to(&self, session: SessionId, level: LoggingLevel, data: Value) {
+        let _listeners = self.inner.changes.send(Change::Log {
+            session,
+            level,
+            data,
+        });
     }
 
     /// Announces that the tool list changed without changing it; what a

@@ -33,7 +33,7 @@ impl Connection {
     ) -> Result<Reply, ErrorObject> {
         let version = peer.negotiated();
         let era = version.era();
-        if self.server.forwarder().is_some()
+        if self.server.forwarder().is_some_and(|f| f.serves(method))
             && (FORWARDED.contains(&method) || request == ClientRequest::Unmodelled)
         {
             return Box::pin(self.forwarded(method, &request, params, ctx, peer))

@@ -261,6 +261,24 @@ impl Connection {
                 ("notifications/tools/list_changed", None)
             }
             Change::ToolsFor(_) => return None,
+            Change::Log {
+                session,
+                level,
+                data,
+            } => {
+                let open = self.state.lock().is_ok_and(|s| {
+                    s.legacy
+                        .as_ref()
+                        .is_some_and(|l| l.peer.log_gate().allows(*level))
+                });
+                if *session != self.session || !open {
+                    return None;
+                }
+                (
+                    "notifications/message",
+                    Some(json!({ "level": level, "data": data })),
+                )
+            }
             Change::Prompts => ("notifications/prompts/list_changed", None),
             Change::Resources => ("notifications/resources/list_changed", None),
             Change::ResourceUpdated(uri) => {
@@ -539,7 +557,12 @@ impl Connection {
             return Err(Refusal::from(Unknown::Subscription(uri.to_owned())).into());
         }
         let mut changed = false;
+        let mut declared = None;
         if let Ok(mut state) = self.state.lock() {
+            declared = state
+                .legacy
+                .as_ref()
+                .map(|l| Arc::clone(&l.client_capabilities));
             if !subscribe {
                 changed = state.subscribed.remove(uri);
             } else if state.subscribed.len() >= MAX_SUBSCRIPTIONS && !state.subscribed.contains(uri)
@@ -554,7 +577,8 @@ impl Connection {
         }
         // The forwarder counts watchers, so it hears of changes only.
         if let Some(forward) = self.server.forwarder().filter(|_| changed) {
-            forward.subscription(self.session, uri, subscribe);
+            let declared = declared.unwrap_or_default();
+            forward.session_subscription(self.session, &declared, uri, subscribe);
         }
         Ok(json!({}))
     }

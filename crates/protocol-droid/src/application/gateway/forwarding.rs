@@ -1,0 +1,467 @@
+//! Everything but tools, carried to the upstream that owns it: the gateway
+//! as its server's [`Forward`] for prompts, resources, resource templates
+//! and completions.
+//!
+//! Tools stay in the server's registry, where each session sees its own
+//! set; the rest is the same for every session and lives upstream. Each
+//! request goes through the owning upstream's bridge, on behalf of the
+//! session that sent it, so whatever the bridge carries (the session's own
+//! connection to a legacy upstream, input rounds, translation between
+//! revisions) it carries here too. Names are the gateway's (`names`): a
+//! request is routed by them and the upstream's own names are restored
+//! before it goes up; what comes back is renamed on the way down.
+//!
+//! A list spans the upstreams in name order, one upstream page per page;
+//! the cursor names the upstream and carries that upstream's own cursor, so
+//! paging never lists an upstream twice and an upstream that joins or
+//! leaves between pages moves nothing already paged past.
+
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::names;
+use super::runtime::{State, lock};
+use super::upstream::UpstreamHealth;
+use crate::application::bridge::Bridge;
+use crate::application::server::{Call, CallError, Forward};
+use crate::domain::ir::JsonObject;
+use crate::domain::{Capability, ProtocolVersion, Refusal, SessionId, Unknown};
+
+/// The gateway's state, as its server's forwarder reads it.
+pub(super) struct Forwarding(pub(super) Arc<Mutex<State>>);
+
+/// The list methods, each with the member its items are in and the
+/// capability an upstream offers them under.
+const LISTS: [(&str, &str, &str); 3] = [
+    ("prompts/list", "prompts", "prompts"),
+    ("resources/list", "resources", "resources"),
+    ("resources/templates/list", "resourceTemplates", "resources"),
+];
+
+/// How many upstream pages one list request asks for before it answers
+/// with what it has (an empty page, and where to go on): an upstream that
+/// answers empty pages with a next cursor forever must not hold it.
+const MAX_EMPTY_PAGES: usize = 16;
+
+/// Where a list continues: an upstream, and its own cursor there.
+#[derive(Debug, PartialEq, Eq)]
+struct Position {
+    upstream: String,
+    cursor: Option<String>,
+}
+
+impl Position {
+    fn encode(&self) -> String {
+        let json = json!({ "u": self.upstream, "c": self.cursor });
+        URL_SAFE_NO_PAD.encode(json.to_string())
+    }
+
+    fn decode(cursor: &str) -> Option<Self> {
+        let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+        let json: Value = serde_json::from_slice(&bytes).ok()?;
+        let upstream = json.get("u")?.as_str()?.to_owned();
+        let cursor = match json.get("c")? {
+            Value::Null => None,
+            Value::String(c) => Some(c.clone()),
+            _ => return None,
+        };
+        Some(Self { upstream, cursor })
+    }
+}
+
+/// One upstream a request can go to: its name, URI prefix and bridge.
+struct Target {
+    name: String,
+    prefix: String,
+    bridge: Bridge,
+}
+
+impl State {
+    /// The upstreams that are up and offer `capability`, in name order,
+    /// from `from` on (inclusive).
+    fn targets(&self, capability: &str, from: Option<&str>) -> Vec<Target> {
+        self.upstreams
+            .iter()
+            .filter(|(name, _)| from.is_none_or(|from| name.as_str() >= from))
+            .filter(|(_, u)| matches!(u.health, UpstreamHealth::Up { .. }))
+            .filter_map(|(name, u)| {
+                let bridge = u.bridge.as_ref()?;
+                let offers = serde_json::to_value(&bridge.upstream().capabilities)
+                    .ok()
+                    .is_some_and(|caps| caps.get(capability).is_some());
+                offers.then(|| Target {
+                    name: name.clone(),
+                    prefix: u.prefix.clone(),
+                    bridge: bridge.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The upstream called `name`, if it is up.
+    fn target_named(&self, name: &str) -> Option<Target> {
+        let u = self.upstreams.get(name)?;
+        Some(Target {
+            name: name.to_owned(),
+            prefix: u.prefix.clone(),
+            bridge: u.bridge.clone()?,
+        })
+    }
+
+    /// The upstream whose URIs carry `prefix`, if it is up.
+    fn target_prefixed(&self, prefix: &str) -> Option<Target> {
+        let (name, u) = self.upstreams.iter().find(|(_, u)| u.prefix == prefix)?;
+        Some(Target {
+            name: name.clone(),
+            prefix: u.prefix.clone(),
+            bridge: u.bridge.clone()?,
+        })
+    }
+}
+
+impl Forwarding {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        lock(&self.0)
+    }
+
+    async fn list(&self, method: &str, params: JsonObject, call: Call) -> Result<Value, CallError> {
+        let Some(&(_, member, capability)) = LISTS.iter().find(|(m, _, _)| *m == method) else {
+            return Err(Refusal::method_not_found(method.to_owned()).into());
+        };
+        let position = match params.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(cursor)) => Some(
+                Position::decode(cursor)
+                    .ok_or_else(|| CallError::invalid_params("invalid cursor"))?,
+            ),
+            Some(_) => return Err(CallError::invalid_params("the cursor must be a string")),
+        };
+        let targets = self
+            .state()
+            .targets(capability, position.as_ref().map(|p| p.upstream.as_str()));
+        // An upstream that left since the cursor was issued: the list goes
+        // on with the next one, from its start.
+        let mut cursor = position
+            .filter(|p| targets.first().is_some_and(|t| t.name == p.upstream))
+            .and_then(|p| p.cursor);
+        let mut items = Vec::new();
+        let mut next = None;
+        let mut at = 0;
+        let mut pages = 0;
+        // Pages on past upstream pages with nothing on them, so a session
+        // is not handed empty pages, but only so far.
+        while items.is_empty() && pages < MAX_EMPTY_PAGES {
+            let Some(target) = targets.get(at) else {
+                break;
+            };
+            pages += 1;
+            let mut page = JsonObject::new();
+            if let Some(cursor) = cursor.take() {
+                page.insert("cursor".to_owned(), Value::String(cursor));
+            }
+            match target.bridge.forward_call(method, page, &call).await {
+                Ok(listed) => {
+                    for mut item in listed
+                        .get(member)
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default()
+                    {
+                        rename_item(member, target, &mut item);
+                        items.push(item);
+                    }
+                    cursor = listed
+                        .get("nextCursor")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                }
+                // One upstream failing its list leaves the others' items
+                // listed; the operator reads why.
+                Err(error) => {
+                    tracing::warn!(upstream = %target.name, method, ?error, "an upstream list failed");
+                    cursor = None;
+                }
+            }
+            if cursor.is_none() {
+                at += 1;
+            }
+            next = targets.get(at).map(|t| Position {
+                upstream: t.name.clone(),
+                cursor: cursor.clone(),
+            });
+        }
+        let mut result = JsonObject::new();
+        result.insert(member.to_owned(), Value::Array(items));
+        if let Some(next) = next {
+            result.insert("nextCursor".to_owned(), Value::String(next.encode()));
+        }
+        Ok(Value::Object(result))
+    }
+
+    async fn get_prompt(&self, mut params: JsonObject, call: Call) -> Result<Value, CallError> {
+        let outer = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let unknown = || CallError::from(Refusal::from(Unknown::Prompt(outer.to_owned())));
+        let (upstream, inner) = names::split_name(outer).ok_or_else(unknown)?;
+        let target = self.state().target_named(upstream).ok_or_else(unknown)?;
+        let inner = inner.to_owned();
+        params.insert("name".to_owned(), Value::String(inner));
+        let mut result = target
+            .bridge
+            .forward_call("prompts/get", params, &call)
+            .await?;
+        if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
+            for message in messages {
+                if let Some(content) = message.get_mut("content") {
+                    rename_content(&target.prefix, content);
+                }
+            }
+        }
+        Ok(result)
+    }
+
+    async fn read(&self, mut params: JsonObject, call: Call) -> Result<Value, CallError> {
+        let outer = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let at = call.peer().negotiated();
+        let unknown = || {
+            CallError::from(Refusal::from(Unknown::Resource {
+                uri: outer.to_owned(),
+                at,
+            }))
+        };
+        let (prefix, inner) = names::split_uri(outer).ok_or_else(unknown)?;
+        let target = self.state().target_prefixed(prefix).ok_or_else(unknown)?;
+        params.insert("uri".to_owned(), Value::String(inner.to_owned()));
+        let mut result = target
+            .bridge
+            .forward_call("resources/read", params, &call)
+            .await?;
+        if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
+            for content in contents {
+                rename_uri(&target.prefix, content, "uri");
+            }
+        }
+        Ok(result)
+    }
+
+    async fn complete(&self, mut params: JsonObject, call: Call) -> Result<Value, CallError> {
+        let Some(Value::Object(reference)) = params.get_mut("ref") else {
+            return Err(CallError::invalid_params("completion/complete needs a ref"));
+        };
+        let (target, key, inner) = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let outer = reference
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let found = names::split_name(outer).and_then(|(upstream, inner)| {
+                    Some((self.state().target_named(upstream)?, inner))
+                });
+                let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
+                (target, "name", inner.to_owned())
+            }
+            Some("ref/resource") => {
+                let outer = reference
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let found = names::split_uri(outer).and_then(|(prefix, inner)| {
+                    Some((self.state().target_prefixed(prefix)?, inner))
+                });
+                let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
+                (target, "uri", inner.to_owned())
+            }
+            _ => return Err(CallError::invalid_params("unknown completion ref type")),
+        };
+        reference.insert(key.to_owned(), Value::String(inner));
+        target
+            .bridge
+            .forward_call("completion/complete", params, &call)
+            .await
+    }
+}
+
+fn nothing_to_complete(outer: &str) -> CallError {
+    Refusal::from(Unknown::CompletionTarget(outer.to_owned())).into()
+}
+
+/// Gives a listed item the gateway's name for it.
+fn rename_item(member: &str, target: &Target, item: &mut Value) {
+    match member {
+        "prompts" => {
+            if let Some(Value::String(name)) = item.get_mut("name") {
+                *name = names::outer_name(&target.name, name);
+            }
+        }
+        "resources" => rename_uri(&target.prefix, item, "uri"),
+        _ => rename_uri(&target.prefix, item, "uriTemplate"),
+    }
+}
+
+/// Prefixes the URI in `object`'s member `key`.
+fn rename_uri(prefix: &str, object: &mut Value, key: &str) {
+    if let Some(Value::String(uri)) = object.get_mut(key) {
+        *uri = names::outer_uri(prefix, uri);
+    }
+}
+
+/// Gives the resources a content block (or an array of them) refers to
+/// the gateway's URIs, so a client can read what it was pointed at.
+pub(super) fn rename_content(prefix: &str, content: &mut Value) {
+    match content {
+        Value::Array(blocks) => {
+            for block in blocks {
+                rename_content(prefix, block);
+            }
+        }
+        Value::Object(block) => match block.get("type").and_then(Value::as_str) {
+            Some("resource_link") => {
+                if let Some(Value::String(uri)) = block.get_mut("uri") {
+                    *uri = names::outer_uri(prefix, uri);
+                }
+            }
+            Some("resource") => {
+                if let Some(resource) = block.get_mut("resource") {
+                    rename_uri(prefix, resource, "uri");
+                }
+            }
+            _ => {}
+        },
+        _ => {}
+    }
+}
+
+impl Forward for Forwarding {
+    fn serves(&self, method: &str) -> bool {
+        // Tools are the registry's: each session sees its own set.
+        !method.starts_with("tools/")
+    }
+
+    fn forward<'a>(
+        &'a self,
+        method: &'a str,
+        params: JsonObject,
+        call: Call,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        Box::pin(async move {
+            match method {
+                "prompts/get" => self.get_prompt(params, call).await,
+                "resources/read" => self.read(params, call).await,
+                "completion/complete" => self.complete(params, call).await,
+                _ if LISTS.iter().any(|(m, _, _)| *m == method) => {
+                    self.list(method, params, call).await
+                }
+                // An extension's method: no upstream can be told apart as
+                // the one to answer it.
+                _ => Err(Refusal::method_not_found(method.to_owned()).into()),
+            }
+        })
+    }
+
+    fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {
+        // Upstreams come and go while sessions last, so every list the
+        // gateway can carry is declared, changing as they do.
+        let mut caps = JsonObject::new();
+        caps.insert("tools".to_owned(), json!({ "listChanged": true }));
+        caps.insert("prompts".to_owned(), json!({ "listChanged": true }));
+        caps.insert(
+            "resources".to_owned(),
+            json!({ "subscribe": true, "listChanged": true }),
+        );
+        caps.insert("logging".to_owned(), json!({}));
+        if Capability::Completions.exists_at(version) {
+            caps.insert("completions".to_owned(), json!({}));
+        }
+        Some(caps)
+    }
+
+    fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
+        let Some((prefix, inner)) = names::split_uri(uri) else {
+            return;
+        };
+        if let Some(target) = self.state().target_prefixed(prefix) {
+            target.bridge.watch(session, inner, subscribed);
+        }
+    }
+
+    fn session_subscription(
+        &self,
+        session: SessionId,
+        declared: &JsonObject,
+        uri: &str,
+        subscribed: bool,
+    ) {
+        let Some((prefix, inner)) = names::split_uri(uri) else {
+            return;
+        };
+        if let Some(target) = self.state().target_prefixed(prefix) {
+            target
+                .bridge
+                .watch_for_session(session, declared, inner, subscribed);
+        }
+    }
+
+    fn session_closed(&self, session: SessionId) {
+        let bridges: Vec<Bridge> = {
+            let mut state = self.state();
+            state.forget_session(session);
+            state
+                .upstreams
+                .values()
+                .filter_map(|u| u.bridge.clone())
+                .collect()
+        };
+        for bridge in bridges {
+            bridge.end_session(session);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_round_trips_and_a_forged_one_is_refused() {
+        let position = Position {
+            upstream: "everything".to_owned(),
+            cursor: Some("abc".to_owned()),
+        };
+        assert_eq!(Position::decode(&position.encode()), Some(position));
+        let start = Position {
+            upstream: "b".to_owned(),
+            cursor: None,
+        };
+        assert_eq!(Position::decode(&start.encode()), Some(start));
+        assert_eq!(Position::decode("not a cursor"), None);
+        let wrong = URL_SAFE_NO_PAD.encode(r#"{"u":"a","c":7}"#);
+        assert_eq!(Position::decode(&wrong), None);
+    }
+
+    #[test]
+    fn content_pointing_at_resources_gets_the_gateway_uris() {
+        let mut content = json!([
+            {"type": "text", "text": "see"},
+            {"type": "resource_link", "uri": "test://a", "name": "a"},
+            {"type": "resource", "resource": {"uri": "test://b", "text": "b"}},
+        ]);
+        rename_content("everything", &mut content);
+        assert_eq!(
+            content,
+            json!([
+                {"type": "text", "text": "see"},
+                {"type": "resource_link", "uri": "everything+test://a", "name": "a"},
+                {"type": "resource", "resource": {"uri": "everything+test://b", "text": "b"}},
+            ])
+        );
+    }
+}

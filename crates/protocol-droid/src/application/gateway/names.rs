@@ -1,0 +1,115 @@
+//! How upstreams' prompts and resources are named to the gateway's
+//! sessions, so that two upstreams' names never collide and every name
+//! leads back to its upstream.
+//!
+//! - A prompt is named as a tool is: `upstream/name` (an upstream's name
+//!   holds no `/`, so the first one splits it).
+//! - A resource URI, and a resource template, is prefixed with the
+//!   upstream's *prefix* and a `+`: `test://static/1` of `everything`
+//!   becomes `everything+test://static/1`. The prefix joins the URI's
+//!   scheme, so the result is still a URI of the same shape (clients parse
+//!   and validate them), and a template still expands to the URIs it
+//!   names. A scheme is lowercase letters, digits, `-` and `.`, starting
+//!   with a letter; an upstream whose name is not one gets a prefix made of
+//!   it with a digest of the name added, so distinct names never share one.
+
+use sha2::{Digest, Sha256};
+
+/// The URI prefix of the upstream called `name`.
+pub(super) fn prefix_for(name: &str) -> String {
+    let fits = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    if fits {
+        return name.to_owned();
+    }
+    let mut prefix: String = name
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '.') => c,
+            _ => '-',
+        })
+        .collect();
+    if !prefix.starts_with(|c: char| c.is_ascii_lowercase()) {
+        prefix.insert(0, 'u');
+    }
+    let digest = Sha256::digest(name.as_bytes());
+    prefix.push('-');
+    for byte in digest.iter().take(4) {
+        prefix.push_str(&format!("{byte:02x}"));
+    }
+    prefix
+}
+
+/// A URI of the upstream with `prefix`, as sessions see it.
+pub(super) fn outer_uri(prefix: &str, uri: &str) -> String {
+    format!("{prefix}+{uri}")
+}
+
+/// The prefix and the upstream's own URI of a URI sessions saw, if it has
+/// the gateway's shape.
+pub(super) fn split_uri(uri: &str) -> Option<(&str, &str)> {
+    uri.split_once('+')
+        .filter(|(prefix, inner)| !prefix.is_empty() && !inner.is_empty())
+}
+
+/// A prompt of `upstream`, as sessions see it.
+pub(super) fn outer_name(upstream: &str, name: &str) -> String {
+    format!("{upstream}/{name}")
+}
+
+/// The upstream and its own name of a prompt name sessions saw.
+pub(super) fn split_name(name: &str) -> Option<(&str, &str)> {
+    name.split_once('/')
+        .filter(|(upstream, inner)| !upstream.is_empty() && !inner.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_that_is_a_scheme_is_its_own_prefix() {
+        assert_eq!(prefix_for("everything"), "everything");
+        assert_eq!(prefix_for("fs-2.local"), "fs-2.local");
+    }
+
+    #[test]
+    fn other_names_get_a_scheme_and_a_digest() {
+        let upper = prefix_for("GitHub");
+        let lower = prefix_for("github");
+        assert!(upper.starts_with("github-"), "{upper}");
+        assert_ne!(upper, lower);
+        assert_ne!(prefix_for("my_server"), prefix_for("my-server"));
+        assert!(prefix_for("1password").starts_with("u1password-"));
+        for name in ["GitHub", "my_server", "1password", "a b", "ü"] {
+            let prefix = prefix_for(name);
+            assert!(
+                prefix.starts_with(|c: char| c.is_ascii_lowercase()),
+                "{prefix}"
+            );
+            assert!(
+                prefix
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'),
+                "{prefix}"
+            );
+        }
+    }
+
+    #[test]
+    fn uris_and_names_round_trip() {
+        let outer = outer_uri("everything", "test://static/resource/1?x=a+b");
+        assert_eq!(outer, "everything+test://static/resource/1?x=a+b");
+        assert_eq!(
+            split_uri(&outer),
+            Some(("everything", "test://static/resource/1?x=a+b"))
+        );
+        assert_eq!(split_uri("file:///x"), None);
+        assert_eq!(split_uri("+x"), None);
+        let name = outer_name("fs", "review/code");
+        assert_eq!(split_name(&name), Some(("fs", "review/code")));
+        assert_eq!(split_name("plain"), None);
+    }
+}
