@@ -395,18 +395,22 @@ fn encoded(message: &impl serde::Serialize) -> Option<Vec<u8>> {
     }
 }
 
-/// Tells a legacy session about changes to what is offered.
+/// Tells a legacy session about changes to what is offered, and what is
+/// for it alone.
 async fn forward_changes(server: Server, connection: Arc<Connection>, outbox: Outbox) {
     let mut changes = server.changes();
+    let mut own = server.session_changes(connection.session());
     loop {
-        match changes.recv().await {
-            Ok(change) => {
-                if let Some(message) = connection.legacy_notification(&change) {
-                    let _queued = outbox.message(message);
-                }
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        let change = tokio::select! {
+            change = changes.recv() => match change {
+                Ok(change) => change,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            },
+            Some(change) = own.recv() => change,
+        };
+        if let Some(message) = connection.legacy_notification(&change) {
+            let _queued = outbox.message(message);
         }
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::exchange::{Owner, Rounds, Start, parked_handle, progress_to};
 use super::lower::refusal;
 use super::runtime::Bridge;
-use super::upstream::{Lease, RELAY_BACKLOG, Relay, Upstream, lock};
+use super::upstream::{RELAY_BACKLOG, Relay, Upstream, lock};
 use crate::application::client::{ClientError, RequestOptions};
 use crate::application::server::LOG_LEVEL_META;
 use crate::application::server::dispatch::{
@@ -201,7 +201,7 @@ impl Bridge {
             self.settle_level(&lease.upstream, call).await;
         }
         let as_task = match lease.as_ref() {
-            Some(lease) if method == "tools/call" => self.runs_as_task(lease, &params).await,
+            Some(_) if method == "tools/call" => self.runs_as_task(&params).await,
             _ => false,
         };
         let (relay, mut relayed) = tokio::sync::mpsc::channel(RELAY_BACKLOG);
@@ -284,10 +284,12 @@ impl Bridge {
 
     /// Whether the tool `params` call only runs as a task upstream: a tool
     /// list of the upstream says so, listed when none is known yet.
-    pub(super) async fn runs_as_task(&self, lease: &Lease, params: &JsonObject) -> bool {
-        let offers_tasks = lease.upstream.client.server().is_some_and(|s| {
-            s.version == ProtocolVersion::V2025_11_25 && s.capabilities.tasks.is_some()
-        });
+    pub(super) async fn runs_as_task(&self, params: &JsonObject) -> bool {
+        // What the first connection learned: every connection reaches the
+        // same server, and reading it there copies nothing per request.
+        let upstream = &self.inner.upstream;
+        let offers_tasks = upstream.version == ProtocolVersion::V2025_11_25
+            && upstream.capabilities.tasks.is_some();
         if !offers_tasks {
             return false;
         }
@@ -308,11 +310,7 @@ impl Bridge {
         let Some(level) = call.ctx.log_level else {
             return;
         };
-        if upstream
-            .client
-            .server()
-            .is_none_or(|s| s.capabilities.logging.is_none())
-        {
+        if self.inner.upstream.capabilities.logging.is_none() {
             return;
         }
         if *lock(&upstream.handler.level) == Some(level) {

@@ -17,8 +17,8 @@
 //! - `call`: one request carried upstream and its answer brought back;
 //!   `exchange`: the input rounds of such a call, including the multi
 //!   round-trip synthesis in front of a legacy server.
-//! - `watch`: resource subscriptions, shared across downstream sessions or
-//!   made on a legacy session's own connection.
+//! - `watch`: resource subscriptions shared across downstream sessions;
+//!   `subscriptions`: a legacy session's own, on its own connection.
 //! - [`Observer`] (`observer`): who hears what the upstream announces (the
 //!   bridge's own server, or a gateway that renames it).
 //! - `tools`: what the bridge remembers of the upstream's tools.
@@ -37,6 +37,7 @@ mod observer;
 mod pool;
 mod reports;
 mod runtime;
+mod subscriptions;
 mod tools;
 mod upstream;
 mod watch;

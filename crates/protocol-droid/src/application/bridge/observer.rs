@@ -24,8 +24,10 @@ pub trait Observer: Send + Sync {
     /// The upstream's resource list changed.
     fn resources_changed(&self) {}
 
-    /// The resource at `uri`, which some session watches, changed.
-    fn resource_updated(&self, _uri: &str) {}
+    /// The resource at `uri`, which some session watches, changed: told on
+    /// the connection of the legacy session `session` (that session's
+    /// subscription, its alone), or on one every watcher shares (`None`).
+    fn resource_updated(&self, _session: Option<SessionId>, _uri: &str) {}
 
     /// The upstream logged a record, outside any request, on the
     /// connection that serves the legacy session `session` alone: the
@@ -53,8 +55,11 @@ impl Observer for Server {
         Self::resources_changed(self);
     }
 
-    fn resource_updated(&self, uri: &str) {
-        Self::resource_updated(self, uri.to_owned());
+    fn resource_updated(&self, session: Option<SessionId>, uri: &str) {
+        match session {
+            Some(session) => self.resource_updated_for(session, uri),
+            None => Self::resource_updated(self, uri.to_owned()),
+        }
     }
 
     fn log(&self, session: SessionId, level: LoggingLevel, data: &Value) {

@@ -38,6 +38,12 @@ impl Bridge {
                             continue;
                         }
                         pool.retain(|u| {
+                            // A connection whose server went away is
+                            // dropped even while a subscription holds it.
+                            if u.client.closed().is_some() {
+                                idle.push(Arc::clone(u));
+                                return false;
+                            }
                             let retired = u.retired.load(std::sync::atomic::Ordering::Acquire);
                             let stale = u.is_idle()
                                 && (retired
@@ -77,11 +83,14 @@ impl Bridge {
         let affinity = self.affinity(call);
         // A legacy session's connection declares what that client declared;
         // any other declares everything the bridge can ask a client for.
-        let capabilities = match &affinity {
-            Affinity::Session(_) | Affinity::Caller(..) => {
+        // Worked out only for a connection that is opened.
+        let declares = matches!(affinity, Affinity::Session(_) | Affinity::Caller(..));
+        let capabilities = || {
+            if declares {
                 legacy_capabilities(&call.ctx.client_capabilities)
+            } else {
+                full_capabilities()
             }
-            Affinity::Shared | Affinity::Kept => full_capabilities(),
         };
         self.lease(affinity, capabilities).await
     }
@@ -91,7 +100,7 @@ impl Bridge {
     pub(super) async fn lease(
         &self,
         affinity: Affinity,
-        capabilities: ClientCapabilities,
+        capabilities: impl FnOnce() -> ClientCapabilities,
     ) -> Result<Lease, CallError> {
         let exclusive = matches!(affinity, Affinity::Caller(..));
         if let Some(found) = self.free(&affinity, exclusive)? {
@@ -128,7 +137,7 @@ impl Bridge {
             _ => None,
         };
         let observer = lock(&self.inner.observer).clone();
-        let handler = Arc::new(UpstreamHandler::new(capabilities, observer, session));
+        let handler = Arc::new(UpstreamHandler::new(capabilities(), observer, session));
         handler.on_tools_changed(self.relist_hook());
         let client = (self.inner.connector)(handler.clone()).await.map_err(|e| {
             tracing::warn!(target: "droid::bridge", error = %e, "the upstream could not be reached");
@@ -142,11 +151,20 @@ impl Bridge {
         } else {
             upstream.share()
         };
-        lock(&self.inner.upstreams)
-            .entry(affinity)
-            .or_default()
-            .push(upstream);
-        Ok(lease)
+        {
+            // Checked under the lock `close` drains under: a bridge closed
+            // while this connection opened takes nothing more in.
+            let mut upstreams = lock(&self.inner.upstreams);
+            if lock(&self.inner.ended).is_none() {
+                upstreams.entry(affinity).or_default().push(upstream);
+                return Ok(lease);
+            }
+        }
+        drop(lease);
+        upstream.client.close().await;
+        Err(CallError::internal(
+            "the upstream connection ended, and the bridge does not restart it",
+        ))
     }
 
     /// Closes the least recently used connection no request uses (a retired

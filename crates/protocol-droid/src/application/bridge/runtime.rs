@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use super::exchange::Parking;
 use super::observer::Observer;
+use super::subscriptions::SessionWatch;
 use super::upstream::{Affinity, capabilities_key, full_capabilities};
 use super::upstream::{Connector, ConnectorError, Upstream, UpstreamHandler, lock};
 use crate::application::client::{Client, ClientError, ServerState};
@@ -158,6 +159,8 @@ pub(super) struct Inner {
     /// The resources each session watches (by `resources/subscribe`, or in
     /// its listens), counted: a session may watch one twice.
     pub(super) watched: Mutex<HashMap<SessionId, HashMap<String, usize>>>,
+    /// The legacy sessions that subscribed on their own connections.
+    pub(super) session_watches: Mutex<HashMap<SessionId, SessionWatch>>,
     /// Tells the task that watches upstream that `watched` changed.
     pub(super) rewatch: Arc<tokio::sync::Notify>,
     /// Dropped with the bridge, which ends its background tasks.
@@ -236,6 +239,7 @@ impl Bridge {
                 task_tools: Mutex::default(),
                 tools: Mutex::default(),
                 watched: Mutex::default(),
+                session_watches: Mutex::default(),
                 rewatch: Arc::default(),
                 closing: tokio::sync::watch::channel(()).0,
                 ended: Mutex::default(),

@@ -359,7 +359,7 @@ impl ClientHandler for UpstreamHandler {
             "notifications/resources/list_changed" => self.tell(|o| o.resources_changed()),
             "notifications/resources/updated" => {
                 if let Some(uri) = params.get("uri").and_then(Value::as_str) {
-                    self.tell(|o| o.resource_updated(uri));
+                    self.tell(|o| o.resource_updated(self.session, uri));
                 }
             }
             _ => {}

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use super::runtime::Bridge;
-use super::upstream::{Affinity, full_capabilities, legacy_capabilities};
+use super::upstream::{Affinity, full_capabilities};
 use super::upstream::{Upstream, lock};
 use crate::application::client::RequestOptions;
-use crate::domain::ir::JsonObject;
-use crate::domain::{Era, SessionId};
+use crate::domain::SessionId;
 
 impl Bridge {
     /// Every resource some session watches.
@@ -52,7 +51,7 @@ impl Bridge {
                 if wanted.is_empty() && subscribed.is_empty() {
                     continue;
                 }
-                let Ok(lease) = bridge.lease(Affinity::Shared, full_capabilities()).await else {
+                let Ok(lease) = bridge.lease(Affinity::Shared, full_capabilities).await else {
                     continue;
                 };
                 drop(bridge);
@@ -99,7 +98,7 @@ impl Bridge {
                 };
                 let bridge = Self { inner };
                 let params = bridge.listen_params();
-                let lease = bridge.lease(Affinity::Shared, full_capabilities()).await;
+                let lease = bridge.lease(Affinity::Shared, full_capabilities).await;
                 drop(bridge);
                 let started = Instant::now();
                 if let Ok(lease) = lease {
@@ -183,52 +182,14 @@ impl Bridge {
         }
     }
 
-    /// A legacy session's `resources/subscribe` of `uri` (or, unless
-    /// `subscribed`, its unsubscribe). In front of a legacy server it is
-    /// made on the session's own connection, opened declaring `declared`
-    /// if it has none yet: a legacy server keeps subscriptions, and often
-    /// what makes a resource change, per session. A 2026-07-28 server keeps
-    /// no sessions; its one listen serves every watcher.
-    pub(crate) fn watch_for_session(
-        &self,
-        session: SessionId,
-        declared: &JsonObject,
-        uri: &str,
-        subscribed: bool,
-    ) {
-        if self.inner.upstream.version.era() == Era::Modern {
-            self.watch(session, uri, subscribed);
-            return;
-        }
-        let bridge = self.clone();
-        let capabilities = legacy_capabilities(declared);
-        let uri = uri.to_owned();
-        tokio::spawn(async move {
-            let lease = match bridge.lease(Affinity::Session(session), capabilities).await {
-                Ok(lease) => lease,
-                Err(error) => {
-                    tracing::debug!(target: "droid::bridge", ?error, uri, "no connection to subscribe on");
-                    return;
-                }
-            };
-            let client = lease.upstream.client.clone();
-            let outcome = if subscribed {
-                lock(&lease.upstream.subscribed).insert(uri.clone());
-                client.subscribe(&uri).await
-            } else {
-                lock(&lease.upstream.subscribed).remove(&uri);
-                client.unsubscribe(&uri).await
-            };
-            if let Err(error) = outcome {
-                tracing::debug!(target: "droid::bridge", %error, uri, subscribed, "the upstream refused a session's subscription change");
-            }
-        });
-    }
-
     /// Forgets what `session` watched and closes its upstream session.
     pub(crate) fn end_session(&self, session: SessionId) {
         let before = self.watched_uris();
         lock(&self.inner.watched).remove(&session);
+        if let Some(worker) = lock(&self.inner.session_watches).remove(&session) {
+            // Wakes the worker to find its session gone.
+            worker.wake.notify_one();
+        }
         if self.watched_uris() != before {
             self.inner.rewatch.notify_one();
         }

@@ -81,45 +81,38 @@ struct Target {
 }
 
 impl State {
+    /// The upstream `name` as a target, if it is up and offers `capability`.
+    fn target(&self, name: &str, capability: &str) -> Option<Target> {
+        let u = self.upstreams.get(name)?;
+        if !matches!(u.health, UpstreamHealth::Up { .. }) {
+            return None;
+        }
+        let bridge = u.bridge.as_ref()?;
+        let offers = serde_json::to_value(&bridge.upstream().capabilities)
+            .ok()
+            .is_some_and(|caps| caps.get(capability).is_some());
+        offers.then(|| Target {
+            name: name.to_owned(),
+            prefix: u.prefix.clone(),
+            bridge: bridge.clone(),
+        })
+    }
+
     /// The upstreams that are up and offer `capability`, in name order,
     /// from `from` on (inclusive).
     fn targets(&self, capability: &str, from: Option<&str>) -> Vec<Target> {
         self.upstreams
-            .iter()
-            .filter(|(name, _)| from.is_none_or(|from| name.as_str() >= from))
-            .filter(|(_, u)| matches!(u.health, UpstreamHealth::Up { .. }))
-            .filter_map(|(name, u)| {
-                let bridge = u.bridge.as_ref()?;
-                let offers = serde_json::to_value(&bridge.upstream().capabilities)
-                    .ok()
-                    .is_some_and(|caps| caps.get(capability).is_some());
-                offers.then(|| Target {
-                    name: name.clone(),
-                    prefix: u.prefix.clone(),
-                    bridge: bridge.clone(),
-                })
-            })
+            .keys()
+            .filter(|name| from.is_none_or(|from| name.as_str() >= from))
+            .filter_map(|name| self.target(name, capability))
             .collect()
     }
 
-    /// The upstream called `name`, if it is up.
-    fn target_named(&self, name: &str) -> Option<Target> {
-        let u = self.upstreams.get(name)?;
-        Some(Target {
-            name: name.to_owned(),
-            prefix: u.prefix.clone(),
-            bridge: u.bridge.clone()?,
-        })
-    }
-
-    /// The upstream whose URIs carry `prefix`, if it is up.
-    fn target_prefixed(&self, prefix: &str) -> Option<Target> {
-        let (name, u) = self.upstreams.iter().find(|(_, u)| u.prefix == prefix)?;
-        Some(Target {
-            name: name.clone(),
-            prefix: u.prefix.clone(),
-            bridge: u.bridge.clone()?,
-        })
+    /// The upstream whose URIs carry `prefix`, if it is up and offers
+    /// `capability`.
+    fn target_prefixed(&self, prefix: &str, capability: &str) -> Option<Target> {
+        let (name, _) = self.upstreams.iter().find(|(_, u)| u.prefix == prefix)?;
+        self.target(name, capability)
     }
 }
 
@@ -209,7 +202,10 @@ impl Forwarding {
             .unwrap_or_default();
         let unknown = || CallError::from(Refusal::from(Unknown::Prompt(outer.to_owned())));
         let (upstream, inner) = names::split_name(outer).ok_or_else(unknown)?;
-        let target = self.state().target_named(upstream).ok_or_else(unknown)?;
+        let target = self
+            .state()
+            .target(upstream, "prompts")
+            .ok_or_else(unknown)?;
         let inner = inner.to_owned();
         params.insert("name".to_owned(), Value::String(inner));
         let mut result = target
@@ -239,7 +235,10 @@ impl Forwarding {
             }))
         };
         let (prefix, inner) = names::split_uri(outer).ok_or_else(unknown)?;
-        let target = self.state().target_prefixed(prefix).ok_or_else(unknown)?;
+        let target = self
+            .state()
+            .target_prefixed(prefix, "resources")
+            .ok_or_else(unknown)?;
         params.insert("uri".to_owned(), Value::String(inner.to_owned()));
         let mut result = target
             .bridge
@@ -264,7 +263,7 @@ impl Forwarding {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 let found = names::split_name(outer).and_then(|(upstream, inner)| {
-                    Some((self.state().target_named(upstream)?, inner))
+                    Some((self.state().target(upstream, "completions")?, inner))
                 });
                 let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
                 (target, "name", inner.to_owned())
@@ -275,7 +274,7 @@ impl Forwarding {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 let found = names::split_uri(outer).and_then(|(prefix, inner)| {
-                    Some((self.state().target_prefixed(prefix)?, inner))
+                    Some((self.state().target_prefixed(prefix, "completions")?, inner))
                 });
                 let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
                 (target, "uri", inner.to_owned())
@@ -388,7 +387,13 @@ impl Forward for Forwarding {
         let Some((prefix, inner)) = names::split_uri(uri) else {
             return;
         };
-        if let Some(target) = self.state().target_prefixed(prefix) {
+        let target = {
+            let mut state = self.state();
+            state.watches.listen(session, uri, subscribed);
+            state.target_prefixed(prefix, "resources")
+        };
+        // An upstream that is down now is told when it is back.
+        if let Some(target) = target {
             target.bridge.watch(session, inner, subscribed);
         }
     }
@@ -403,7 +408,14 @@ impl Forward for Forwarding {
         let Some((prefix, inner)) = names::split_uri(uri) else {
             return;
         };
-        if let Some(target) = self.state().target_prefixed(prefix) {
+        let target = {
+            let mut state = self.state();
+            state
+                .watches
+                .subscription(session, declared, uri, subscribed);
+            state.target_prefixed(prefix, "resources")
+        };
+        if let Some(target) = target {
             target
                 .bridge
                 .watch_for_session(session, declared, inner, subscribed);

@@ -24,6 +24,7 @@ use super::principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE, Principals};
 use super::session::{DropReason, DroppedActivation, SessionToolSet};
 use super::trust::{Approval, TrustStore};
 use super::upstream::Upstream;
+use super::watches::Watches;
 use crate::application::bridge::Bridge;
 use crate::application::server::{AuthContext, PeerSession};
 use crate::application::server::{
@@ -91,6 +92,8 @@ pub(super) struct State {
     pub(super) drift: VecDeque<DriftReport>,
     /// Where first-use trust and approvals are kept beyond this process.
     pub(super) trust_store: Option<Arc<dyn TrustStore>>,
+    /// What sessions watch upstream, for a bridge opened anew.
+    pub(super) watches: Watches,
     /// The session standing for each authenticated 2026-07-28 principal,
     /// whose activations it keeps across requests.
     principals: Principals,
@@ -178,6 +181,31 @@ impl State {
         }
     }
 
+    /// Runs `f` with the set serving `peer` and `caller`, as
+    /// [`Self::set_for`] finds it, without copying a kept set: what every
+    /// call and every visibility check reads.
+    pub(super) fn with_set<R>(
+        &mut self,
+        peer: &PeerSession,
+        caller: &AuthContext,
+        disclosure: Disclosure,
+        f: impl FnOnce(&Self, &SessionToolSet) -> R,
+    ) -> R {
+        match self.keeping_session(peer, caller, disclosure) {
+            Some(session) => {
+                let _built = self.session_set(session, disclosure);
+                match self.sessions.get(&session) {
+                    Some(set) => f(self, set),
+                    None => f(self, &fresh_set(session, &self.catalog, disclosure)),
+                }
+            }
+            None => {
+                let set = fresh_set(peer.session(), &self.catalog, disclosure);
+                f(self, &set)
+            }
+        }
+    }
+
     /// The session whose set outlives this request: the peer's own when it
     /// lasts, else the authenticated principal's (in progressive mode, where
     /// there is anything to keep), else none. Anonymous 2026-07-28 callers
@@ -211,6 +239,7 @@ impl State {
     pub(super) fn forget_session(&mut self, session: SessionId) {
         self.sessions.remove(&session);
         self.lost.remove(&session);
+        self.watches.forget(session);
     }
 
     /// What the server may do with `id` for `peer` and `caller`.
@@ -221,14 +250,15 @@ impl State {
         disclosure: Disclosure,
         id: &ToolId,
     ) -> ToolAccess {
-        let set = self.set_for(peer, caller, disclosure);
-        if set.is_core(id) || set.activation(id).is_some() {
-            return ToolAccess::Granted;
-        }
-        match self.lost.get(set.session()).and_then(|lost| lost.get(id)) {
-            Some(why) => ToolAccess::Refused(why.clone()),
-            None => ToolAccess::Hidden,
-        }
+        self.with_set(peer, caller, disclosure, |state, set| {
+            if set.is_core(id) || set.activation(id).is_some() {
+                return ToolAccess::Granted;
+            }
+            match state.lost.get(set.session()).and_then(|lost| lost.get(id)) {
+                Some(why) => ToolAccess::Refused(why.clone()),
+                None => ToolAccess::Hidden,
+            }
+        })
     }
 
     /// Rebuilds every session's set against the catalog as it is now:
@@ -341,6 +371,7 @@ impl Gateway {
             lost: BTreeMap::new(),
             drift: VecDeque::new(),
             trust_store: None,
+            watches: Watches::default(),
             principals: Principals::new(MAX_PRINCIPALS, PRINCIPAL_IDLE),
         }));
         let seen = Arc::clone(&state);
@@ -425,8 +456,12 @@ impl Gateway {
     async fn forward(&self, id: &ToolId, call: Call) -> Result<ToolResult, CallError> {
         let route = {
             let mut state = lock(&self.inner.state);
-            let set = state.set_for(call.peer(), call.caller(), self.inner.disclosure);
-            state.route(&set, id)?
+            state.with_set(
+                call.peer(),
+                call.caller(),
+                self.inner.disclosure,
+                |state, set| state.route(set, id),
+            )?
         };
         let arguments: JsonObject = call.args()?;
         self.call_upstream(route, arguments, &call).await

@@ -23,6 +23,7 @@ use super::trust::Trust;
 use super::upstream::{
     self, STABLE_FOR, Upstream, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
 };
+use super::watches::Replay;
 use serde_json::Value;
 
 use crate::application::bridge::{Bridge, BridgeError, Connector, Observer};
@@ -185,13 +186,28 @@ impl Gateway {
         }
         match listed {
             Ok(Ok(())) => {
-                let mut state = lock(&self.inner.state);
-                let Some(upstream) = state.upstream_mut(name, generation) else {
-                    return Attempt::Superseded;
+                let replay = {
+                    let mut state = lock(&self.inner.state);
+                    let Some(upstream) = state.upstream_mut(name, generation) else {
+                        return Attempt::Superseded;
+                    };
+                    upstream.up_since = Some(Instant::now());
+                    if let Some(version) = client.version() {
+                        upstream.health = UpstreamHealth::Up { version };
+                    }
+                    let prefix = upstream.prefix.clone();
+                    state.watches.replay(&prefix)
                 };
-                upstream.up_since = Some(Instant::now());
-                if let Some(version) = client.version() {
-                    upstream.health = UpstreamHealth::Up { version };
+                // What sessions watched through the bridge before this one.
+                for watch in replay {
+                    match watch {
+                        Replay::Subscribed {
+                            session,
+                            declared,
+                            uri,
+                        } => bridge.watch_for_session(session, &declared, &uri, true),
+                        Replay::Listened { session, uri } => bridge.watch(session, &uri, true),
+                    }
                 }
                 Attempt::Up
             }
@@ -492,7 +508,7 @@ impl Observer for UpstreamEvents {
         }
     }
 
-    fn resource_updated(&self, uri: &str) {
+    fn resource_updated(&self, session: Option<SessionId>, uri: &str) {
         let Some(gateway) = self.gateway() else {
             return;
         };
@@ -500,12 +516,13 @@ impl Observer for UpstreamEvents {
             .upstream_mut(&self.name, self.generation)
             .map(|u| u.prefix.clone());
         // Only the sessions subscribed to the URI under the gateway's name
-        // for it hear of it.
+        // for it hear of it; a session's own subscription, only that session.
         if let Some(prefix) = prefix {
-            gateway
-                .inner
-                .server
-                .resource_updated(names::outer_uri(&prefix, uri));
+            let outer = names::outer_uri(&prefix, uri);
+            match session {
+                Some(session) => gateway.inner.server.resource_updated_for(session, outer),
+                None => gateway.inner.server.resource_updated(outer),
+            }
         }
     }
 

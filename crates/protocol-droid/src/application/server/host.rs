@@ -16,6 +16,7 @@ use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
 use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
+use super::targeted::{SessionChanges, Targets};
 use super::typed::ToolOutput;
 use super::{AuthContext, PeerSession};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
@@ -45,7 +46,8 @@ pub enum Change {
     ToolsFor(SessionId),
     /// A log record for one legacy session, from outside its requests (an
     /// upstream server's, carried by a bridge); sent when the session's
-    /// log level lets it through.
+    /// log level lets it through. Only ever in that session's own queue
+    /// ([`Server::session_changes`]).
     Log {
         /// The session.
         session: SessionId,
@@ -108,6 +110,8 @@ pub(super) struct Inner {
     /// cheap snapshot and never holds the lock while a handler runs.
     pub(super) registry: RwLock<Arc<Registry>>,
     pub(super) changes: broadcast::Sender<Change>,
+    /// What is for one session only.
+    pub(super) targets: Targets,
     /// Behind a lock so its key can be rotated while the server runs.
     pub(super) sealer: RwLock<StateSealer>,
     pub(super) idempotency: Mutex<IdempotencyStore>,
@@ -231,6 +235,7 @@ impl ServerBuilder {
                 offered: self.offered,
                 registry: RwLock::default(),
                 changes,
+                targets: Targets::default(),
                 sealer: RwLock::new(sealer),
                 idempotency: Mutex::new(IdempotencyStore::with_limits(self.idempotency)),
                 rounds: Mutex::new(Rounds::new(ROUNDS_REMEMBERED)),
@@ -645,13 +650,31 @@ impl Server {
     }
 
     /// Sends a log record to the legacy session `session` outside any of
-    /// its requests, if its log level lets `level` through.
+    /// its requests, if its log level lets `level` through; dropped when
+    /// the session is not listening or its queue is full.
     pub fn log_to(&self, session: SessionId, level: LoggingLevel, data: Value) {
-        let _listeners = self.inner.changes.send(Change::Log {
+        let change = Change::Log {
             session,
             level,
             data,
-        });
+        };
+        let _queued = self.inner.targets.send(session, change);
+    }
+
+    /// Tells `session` alone, if it subscribed to `uri`, that the resource
+    /// changed (an update from the session's own upstream connection).
+    pub fn resource_updated_for(&self, session: SessionId, uri: impl Into<String>) {
+        let _queued = self
+            .inner
+            .targets
+            .send(session, Change::ResourceUpdated(uri.into()));
+    }
+
+    /// The changes meant for `session` alone, for whoever writes to it
+    /// outside its requests ([`Server::changes`] carries the rest).
+    #[must_use]
+    pub fn session_changes(&self, session: SessionId) -> SessionChanges {
+        self.inner.targets.open(session)
     }
 
     /// Announces that the tool list changed without changing it; what a

@@ -41,6 +41,7 @@ pub(crate) mod reply;
 pub(crate) mod request_state;
 pub(crate) mod scopes;
 pub(crate) mod specs;
+pub(crate) mod targeted;
 pub(crate) mod typed;
 
 pub use auth::{AuthClaims, AuthContext, TokenError, TokenValidator};
@@ -65,4 +66,5 @@ pub use request_state::{
 };
 pub use scopes::{Primitive, ScopeRules};
 pub use specs::{PromptOutput, PromptSpec, ResourceSpec};
+pub use targeted::{SessionChanges, TARGETED_BACKLOG};
 pub use typed::{Elicited, Structured, ToolOutput};

@@ -20,8 +20,8 @@ use super::events::EventStore;
 use super::respond::CURRENT;
 use crate::application::server::{AuthContext, CallbackExchange, DynFrameSink, ExchangeError};
 use crate::application::server::{Connection, Server};
-use crate::domain::TransportKind;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
+use crate::domain::{SessionId, TransportKind};
 
 /// How many requests one session may have in flight, on either legacy HTTP
 /// transport and in a batch: the same bound stdio has.
@@ -470,6 +470,7 @@ impl Sessions {
             Arc::new(RoutedExchange(weak.clone())),
             Arc::new(RoutedSink(weak)),
         );
+        let id = connection.session();
         let _set = session.connection.set(Arc::new(connection));
         {
             let mut map = self.map.lock().map_err(|_| Full::Server)?;
@@ -478,7 +479,7 @@ impl Sessions {
         }
         // Only for a session that made it into the table: a refused one
         // must leave no task behind.
-        let forwarder = forward_changes(server, Arc::downgrade(&session));
+        let forwarder = forward_changes(server, Arc::downgrade(&session), id);
         if let Ok(mut slot) = session.forwarder.lock() {
             *slot = Some(forwarder);
         }
@@ -577,16 +578,21 @@ impl Sessions {
     }
 }
 
-/// Tells a legacy session about changes to what is offered, on its own
-/// stream, until the session is gone.
-fn forward_changes(server: &Server, session: Weak<Session>) -> AbortHandle {
+/// Tells a legacy session about changes to what is offered, and what is
+/// for it alone (its connection's `id`), on its own stream, until the
+/// session is gone.
+fn forward_changes(server: &Server, session: Weak<Session>, id: SessionId) -> AbortHandle {
     let mut changes = server.changes();
+    let mut own = server.session_changes(id);
     let task = tokio::spawn(async move {
         loop {
-            let change = match changes.recv().await {
-                Ok(change) => change,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            let change = tokio::select! {
+                change = changes.recv() => match change {
+                    Ok(change) => change,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                Some(change) = own.recv() => change,
             };
             let Some(session) = session.upgrade() else {
                 return;

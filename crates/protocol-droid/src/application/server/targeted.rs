@@ -1,0 +1,96 @@
+//! What is for one session only: log lines an upstream sent outside any of
+//! the session's requests, and updates of resources the session subscribed
+//! to on its own upstream connection.
+//!
+//! They do not travel on the broadcast every session listens to: there, a
+//! flood meant for one session would push out of the backlog the list
+//! changes meant for all of them. Each session that listens has a bounded
+//! queue of its own instead; when it is full, what is for that session is
+//! dropped, and nothing is taken from any other.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use tokio::sync::mpsc;
+
+use super::host::Change;
+use crate::domain::SessionId;
+
+/// How many changes for one session may wait for it.
+pub const TARGETED_BACKLOG: usize = 64;
+
+/// Each listening session's queue, with the number of the listener that
+/// opened it.
+type Queues = Mutex<HashMap<SessionId, (u64, mpsc::Sender<Change>)>>;
+
+/// Numbers the listeners, so one only ever closes its own queue.
+static NEXT_LISTENER: AtomicU64 = AtomicU64::new(0);
+
+/// The queues of the sessions listening now.
+#[derive(Debug, Default)]
+pub(super) struct Targets(Arc<Queues>);
+
+impl Targets {
+    /// Queues `change` for `session`; false when it does not listen, or
+    /// its queue is full.
+    pub(super) fn send(&self, session: SessionId, change: Change) -> bool {
+        let queue = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&session)
+            .map(|(_, queue)| queue.clone());
+        queue.is_some_and(|queue| queue.try_send(change).is_ok())
+    }
+
+    /// Opens the queue of `session`, replacing any earlier one.
+    pub(super) fn open(&self, session: SessionId) -> SessionChanges {
+        let (sender, receiver) = mpsc::channel(TARGETED_BACKLOG);
+        let listener = NEXT_LISTENER.fetch_add(1, Ordering::Relaxed);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(session, (listener, sender));
+        SessionChanges {
+            receiver,
+            session,
+            listener,
+            queues: Arc::downgrade(&self.0),
+        }
+    }
+}
+
+/// The changes for one session, while it listens; its queue closes when
+/// this is dropped.
+#[derive(Debug)]
+pub struct SessionChanges {
+    receiver: mpsc::Receiver<Change>,
+    session: SessionId,
+    listener: u64,
+    queues: Weak<Queues>,
+}
+
+impl SessionChanges {
+    /// The next change for the session; `None` once the server is gone or
+    /// another listener replaced this one.
+    pub async fn recv(&mut self) -> Option<Change> {
+        self.receiver.recv().await
+    }
+}
+
+impl Drop for SessionChanges {
+    fn drop(&mut self) {
+        let Some(queues) = self.queues.upgrade() else {
+            return;
+        };
+        let mut queues = queues.lock().unwrap_or_else(PoisonError::into_inner);
+        // Only its own: a later listener of the session may have replaced it.
+        if queues
+            .get(&self.session)
+            .is_some_and(|(listener, _)| *listener == self.listener)
+        {
+            queues.remove(&self.session);
+        }
+    }
+}
