@@ -272,3 +272,51 @@ async def test_a_cancelled_call_is_cancelled_upstream(gateway, era):
             return any(c["params"].get("requestId") in calls for c in cancels)
 
         await eventually(cancelled_upstream, "notifications/cancelled for the call, upstream")
+
+
+@pytest.mark.anyio
+async def test_scopes_hide_prompts_resources_and_templates(tmp_path):
+    """`[scopes]` rules on a prompt, a resource and a template, by the names sessions see: a
+    caller without the scope (here, anyone: no tokens are issued) neither sees them listed nor
+    gets, reads or completes them; what no rule names stays open."""
+    port = free_port()
+    config = tmp_path / "gateway.toml"
+    config.write_text(f"""
+[[upstream]]
+name = "everything"
+command = ["node", "{EVERYTHING}", "stdio"]
+trust = "on-first-use"
+
+[scopes]
+"prompt:everything/args-prompt" = "prompts:args"
+"resource:{STATIC}" = "docs:read"
+"template:{TEMPLATE}" = "notes:read"
+""")
+    log = tmp_path / "gateway.log"
+    gw = subprocess.Popen([DROID, "gateway", "--config", str(config), "--listen", f"127.0.0.1:{port}"],
+                          env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    try:
+        wait_for_port(port, gw, "the gateway", log)
+        async with Session(f"http://127.0.0.1:{port}/mcp", "legacy") as s:
+            prompts = {p.name for p in (await s.client.list_prompts()).prompts}
+            assert "everything/simple-prompt" in prompts and "everything/args-prompt" not in prompts, prompts
+            with pytest.raises(Exception):
+                await s.client.get_prompt("everything/args-prompt", {"city": "Lyon", "state": "Rhône"})
+            with pytest.raises(Exception):
+                await s.client.complete(types.PromptReference(type="ref/prompt", name="everything/args-prompt"),
+                                        {"name": "city", "value": "L"})
+
+            uris = {str(r.uri) for r in (await s.client.list_resources()).resources}
+            assert STATIC not in uris and uris, uris
+            with pytest.raises(Exception):
+                await s.client.read_resource(STATIC)
+
+            templates = {t.uri_template for t in (await s.client.list_resource_templates()).resource_templates}
+            assert TEMPLATE not in templates and "everything+demo://resource/dynamic/blob/{resourceId}" in templates
+            with pytest.raises(Exception):
+                await s.client.read_resource(TEMPLATE.replace("{resourceId}", "3"))
+            blob = await s.client.read_resource("everything+demo://resource/dynamic/blob/3")
+            assert blob.contents, blob
+    finally:
+        stop(gw)

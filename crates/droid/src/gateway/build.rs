@@ -17,7 +17,7 @@ use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::gateway::{
     Disclosure, Gateway, Trust, UpstreamHealth, UpstreamOptions,
 };
-use protocol_droid::application::server::{Primitive, Server};
+use protocol_droid::application::server::{Primitive, ScopeRules, Server};
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::catalog::ToolId;
 
@@ -60,9 +60,13 @@ pub(crate) async fn start(
     }
     let prepared = prepare_all(config.enabled(), tls_trust)?;
     let failures = add_prepared(&gateway, prepared).await;
-    let rules = scope_rules(config, &cli_scopes(auth)?);
+    let cli = cli_scopes(auth)?;
+    let rules = scope_rules(config, &cli);
     check_scopes(&rules, &gateway)?;
     set_scopes(&rules, &gateway);
+    gateway
+        .set_primitive_scopes(primitive_rules(config, &cli))
+        .context("a scope rule")?;
     Ok((gateway, failures))
 }
 
@@ -176,30 +180,67 @@ fn prepare(
     Ok((connector(target, connect), options))
 }
 
-/// The `--auth-scope` rules, which the gateway reads as tool ids.
+/// The `--auth-scope` rules, as `[scopes]` keys: a tool's by its id, any
+/// other's with its kind in front (`prompt:upstream/name`).
 pub(crate) fn cli_scopes(auth: &AuthArgs) -> anyhow::Result<Vec<(String, String)>> {
-    auth.scope_rules()?
+    Ok(auth
+        .scope_rules()?
         .into_iter()
-        .map(|rule| {
-            anyhow::ensure!(
-                rule.kind == Primitive::Tool,
-                "--auth-scope {}:{}: the gateway scopes tools only, by their `upstream/tool` id",
-                rule.kind.word(),
-                rule.name
-            );
-            Ok((rule.name, rule.scope))
+        .map(|rule| match rule.kind {
+            Primitive::Tool => (rule.name, rule.scope),
+            kind => (format!("{}:{}", kind.word(), rule.name), rule.scope),
         })
-        .collect()
+        .collect())
 }
 
-/// The scope rules of `config` and of the command line, by tool id.
-pub(crate) fn scope_rules(config: &Config, cli: &[(String, String)]) -> BTreeMap<ToolId, String> {
+/// The kind a `[scopes]` key names, and the name: `prompt:`, `resource:`
+/// and `template:` say so; a key without one (or with `tool:`) is a tool id.
+fn kind_of(key: &str) -> (Primitive, &str) {
+    [
+        Primitive::Tool,
+        Primitive::Prompt,
+        Primitive::Resource,
+        Primitive::Template,
+    ]
+    .into_iter()
+    .find_map(|kind| Some((kind, key.strip_prefix(kind.word())?.strip_prefix(':')?)))
+    .unwrap_or((Primitive::Tool, key))
+}
+
+/// Every scope rule of `config` and of the command line, as `(kind, name,
+/// scope)`.
+fn all_rules<'a>(
+    config: &'a Config,
+    cli: &'a [(String, String)],
+) -> impl Iterator<Item = (Primitive, &'a str, &'a String)> {
     config
         .scopes
         .iter()
-        .chain(cli.iter().map(|(tool, scope)| (tool, scope)))
-        .map(|(tool, scope)| (ToolId::new(tool.as_str()), scope.clone()))
+        .chain(cli.iter().map(|(key, scope)| (key, scope)))
+        .map(|(key, scope)| {
+            let (kind, name) = kind_of(key);
+            (kind, name, scope)
+        })
+}
+
+/// The tool rules of `config` and of the command line, by tool id.
+pub(crate) fn scope_rules(config: &Config, cli: &[(String, String)]) -> BTreeMap<ToolId, String> {
+    all_rules(config, cli)
+        .filter(|(kind, _, _)| *kind == Primitive::Tool)
+        .map(|(_, tool, scope)| (ToolId::new(tool), scope.clone()))
         .collect()
+}
+
+/// The prompt, resource and template rules of `config` and of the command
+/// line, by the names sessions see.
+pub(crate) fn primitive_rules(config: &Config, cli: &[(String, String)]) -> ScopeRules {
+    let mut rules = ScopeRules::default();
+    for (kind, name, scope) in
+        all_rules(config, cli).filter(|(kind, _, _)| *kind != Primitive::Tool)
+    {
+        rules.require(kind, name, scope.clone());
+    }
+    rules
 }
 
 /// Checks that each rule names an upstream, and, once that upstream is up,
@@ -241,5 +282,30 @@ pub(crate) fn set_scopes(rules: &BTreeMap<ToolId, String>, gateway: &Gateway) {
 pub(crate) fn add_scopes(rules: &BTreeMap<ToolId, String>, gateway: &Gateway) {
     for (id, scope) in rules {
         gateway.require_scope(id.clone(), scope.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scopes_key_says_its_kind_or_is_a_tool_id() {
+        assert_eq!(kind_of("fs/write"), (Primitive::Tool, "fs/write"));
+        assert_eq!(kind_of("tool:fs/write"), (Primitive::Tool, "fs/write"));
+        assert_eq!(
+            kind_of("prompt:fs/review"),
+            (Primitive::Prompt, "fs/review")
+        );
+        assert_eq!(
+            kind_of("resource:fs+file:///a"),
+            (Primitive::Resource, "fs+file:///a")
+        );
+        assert_eq!(
+            kind_of("template:fs+file:///{x}"),
+            (Primitive::Template, "fs+file:///{x}")
+        );
+        // A word that is no kind is part of a tool id.
+        assert_eq!(kind_of("promptly:x"), (Primitive::Tool, "promptly:x"));
     }
 }

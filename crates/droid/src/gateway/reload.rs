@@ -24,12 +24,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
-use protocol_droid::application::gateway::Gateway;
+use protocol_droid::application::gateway::{Gateway, uri_prefix};
+use protocol_droid::application::server::Primitive;
 use sha2::{Digest as _, Sha256};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
-use super::build::{add_prepared, add_scopes, check_scopes, prepare_all, scope_rules, set_scopes};
+use super::build::{
+    add_prepared, add_scopes, check_scopes, prepare_all, primitive_rules, scope_rules, set_scopes,
+};
 use super::config::{Config, UpstreamConfig};
 use super::load::load;
 
@@ -148,6 +151,22 @@ async fn apply(
     // A rule for an upstream that stays as it is can be checked against
     // its tools now: a typo there is refused before anything changes.
     check_scopes(&staying, gateway)?;
+    let primitive = primitive_rules(new, cli_scopes);
+    for (kind, name, _) in primitive.iter() {
+        let owned = match kind {
+            Primitive::Prompt => name
+                .split_once('/')
+                .is_some_and(|(upstream, _)| after.contains_key(upstream)),
+            _ => name.split_once('+').is_some_and(|(prefix, _)| {
+                after.keys().any(|upstream| uri_prefix(upstream) == prefix)
+            }),
+        };
+        anyhow::ensure!(
+            owned,
+            "the {} scope rule for {name:?} names no upstream of the configuration",
+            kind.word()
+        );
+    }
     if old.listen != new.listen
         || old.mode != new.mode
         || old.state != new.state
@@ -169,6 +188,11 @@ async fn apply(
     }
     let count = prepared.len();
     add_prepared(gateway, prepared).await;
+    // Checked above against the configuration: only an upstream a
+    // concurrent change removed could refuse it.
+    if let Err(error) = gateway.set_primitive_scopes(primitive) {
+        tracing::error!(target: "droid", "reloading the scope rules: {error}; the earlier prompt and resource rules stay in force");
+    }
     match check_scopes(&rules, gateway) {
         Ok(()) => set_scopes(&rules, gateway),
         // The old rules stay in force beside the new: dropping one for a

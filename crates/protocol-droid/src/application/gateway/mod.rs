@@ -31,10 +31,13 @@ mod watches;
 pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
 pub use discovery::{ACTIVATE_TOOLS, CALL_TOOL, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
+pub use names::prefix_for as uri_prefix;
 pub use pins::{ApproveError, Approved};
 pub use policy::{PolicyError, ToolPolicy};
 pub use principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE};
-pub use runtime::{Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS};
+pub use runtime::{
+    Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS, ScopeRuleError,
+};
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,

@@ -15,8 +15,10 @@
 
 use sha2::{Digest, Sha256};
 
-/// The URI prefix of the upstream called `name`.
-pub(super) fn prefix_for(name: &str) -> String {
+/// The URI prefix of the upstream called `name`: what its resource URIs
+/// and templates start with, joined by a `+`, as sessions see them.
+#[must_use]
+pub fn prefix_for(name: &str) -> String {
     let fits = name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
             .chars()

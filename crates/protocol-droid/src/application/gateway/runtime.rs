@@ -20,13 +20,14 @@ use std::time::Instant;
 use super::catalog::{Pins, ToolCatalog, ToolSource};
 use super::forwarding::{Forwarding, rename_content};
 use super::gate::ExecutionGate;
+use super::names;
 use super::principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE, Principals};
 use super::session::{DropReason, DroppedActivation, SessionToolSet};
 use super::trust::{Approval, TrustStore};
 use super::upstream::Upstream;
 use super::watches::Watches;
 use crate::application::bridge::Bridge;
-use crate::application::server::{AuthContext, PeerSession};
+use crate::application::server::{AuthContext, PeerSession, Primitive, ScopeRules};
 use crate::application::server::{
     Call, CallError, Server, ServerBuilder, ToolAccess, ToolSpec, ToolVisibility,
 };
@@ -37,6 +38,23 @@ use crate::domain::ir::{JsonObject, ToolResult};
 use crate::domain::jsonrpc::ErrorCode;
 use crate::wire::Tool;
 use serde_json::Value;
+
+/// Why [`Gateway::set_primitive_scopes`] refused its rules.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScopeRuleError {
+    /// A rule names a tool.
+    #[error("the rule for {0:?} names a tool; tools take their scope by id")]
+    Tool(String),
+    /// A rule names no upstream of the gateway.
+    #[error("the {} rule for {name:?} names no upstream (prompts are `upstream/name`, resources `upstream+uri`)", .kind.word())]
+    NoUpstream {
+        /// What it names.
+        kind: Primitive,
+        /// The name.
+        name: String,
+    },
+}
 
 /// How many sessions' tool sets are kept; the oldest goes first.
 pub const MAX_SESSIONS: usize = 10_000;
@@ -418,6 +436,42 @@ impl Gateway {
     pub fn drop_scope(&self, id: &ToolId) {
         let _registered = self.inner.server.set_tool_scope(id.as_str(), None);
         lock(&self.inner.state).scopes.remove(id);
+    }
+
+    /// Requires scopes of callers for prompts, resources and resource
+    /// templates, by the names sessions see them under (`upstream/prompt`,
+    /// `prefix+uri`; see the gateway's documentation), replacing the rules
+    /// set this way before. A caller without the scope neither sees the
+    /// primitive listed nor can get, read, subscribe to or complete it.
+    ///
+    /// # Errors
+    ///
+    /// [`ScopeRuleError`] for a rule on a tool (tools have
+    /// [`Self::require_scope`]) or one naming no upstream of the gateway;
+    /// nothing is changed then.
+    pub fn set_primitive_scopes(&self, rules: ScopeRules) -> Result<(), ScopeRuleError> {
+        {
+            let state = lock(&self.inner.state);
+            for (kind, name, _) in rules.iter() {
+                let owner = match kind {
+                    Primitive::Tool => return Err(ScopeRuleError::Tool(name.to_owned())),
+                    Primitive::Prompt => names::split_name(name)
+                        .is_some_and(|(upstream, _)| state.upstreams.contains_key(upstream)),
+                    Primitive::Resource | Primitive::Template => names::split_uri(name)
+                        .is_some_and(|(prefix, _)| {
+                            state.upstreams.values().any(|u| u.prefix == prefix)
+                        }),
+                };
+                if !owner {
+                    return Err(ScopeRuleError::NoUpstream {
+                        kind,
+                        name: name.to_owned(),
+                    });
+                }
+            }
+        }
+        self.inner.server.set_forwarded_scopes(rules);
+        Ok(())
     }
 
     /// The scope rules in force, by tool id.

@@ -120,7 +120,8 @@ pub(super) struct Inner {
     pub(super) next_session: AtomicU64,
     pub(super) tool_visibility: Option<ToolVisibility>,
     pub(super) forward: Option<Arc<dyn Forward>>,
-    pub(super) forward_scopes: ScopeRules,
+    /// Replaced whole when changed, as the registry is.
+    pub(super) forward_scopes: RwLock<Arc<ScopeRules>>,
 }
 
 impl core::fmt::Debug for Server {
@@ -242,7 +243,7 @@ impl ServerBuilder {
                 next_session: AtomicU64::new(1),
                 tool_visibility: self.tool_visibility,
                 forward: self.forward,
-                forward_scopes: self.forward_scopes,
+                forward_scopes: RwLock::new(Arc::new(self.forward_scopes)),
             }),
         })
     }
@@ -279,9 +280,22 @@ impl Server {
         let _listeners = self.inner.changes.send(change);
     }
 
-    /// The scopes the forwarded primitives require.
-    pub(super) fn forwarded_scopes(&self) -> &ScopeRules {
-        &self.inner.forward_scopes
+    /// The scopes the forwarded primitives require, as they are now.
+    pub(super) fn forwarded_scopes(&self) -> Arc<ScopeRules> {
+        self.inner
+            .forward_scopes
+            .read()
+            .map(|rules| Arc::clone(&rules))
+            .unwrap_or_default()
+    }
+
+    /// Replaces the scopes the forwarded primitives require (see
+    /// [`ServerBuilder::forwarded_scopes`]); the next request reads the new
+    /// rules.
+    pub fn set_forwarded_scopes(&self, rules: ScopeRules) {
+        if let Ok(mut current) = self.inner.forward_scopes.write() {
+            *current = Arc::new(rules);
+        }
     }
 
     /// A snapshot of what is offered right now.
@@ -315,7 +329,7 @@ impl Server {
             .filter(|t| super::registry::visible(t.scope.as_ref(), |s| caller.has_scope(s)))
             .map(|t| read(&t.tool))
             .or_else(|| {
-                let scopes = &self.inner.forward_scopes;
+                let scopes = self.forwarded_scopes();
                 if !scopes.admits_tool(name, |s| caller.has_scope(s)) {
                     return None;
                 }
