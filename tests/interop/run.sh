@@ -19,7 +19,7 @@ REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
 
 export DROID_SERVER_CMD="${DROID_SERVER_CMD:-$REPO/target/debug/droid serve}"
 export PYTHONDONTWRITEBYTECODE=1
-ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk ts-sdk1-http-2025-11-25 ts-sdk2-http-2026-07-28 python-sdk-http droid-client ts-sdk1-bridge-stdio-http ts-sdk2-bridge-http-stdio"
+ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk ts-sdk1-http-2025-11-25 ts-sdk2-http-2026-07-28 python-sdk-http droid-client ts-sdk1-bridge-stdio-http ts-sdk2-bridge-http-stdio ts-gateway"
 OPTIONAL_DRIVERS="ts-sdk1-2024-11-05 ts-sdk1-http-2025-03-26 ts-sdk1-sse-2024-11-05"
 DRIVERS="${INTEROP_DRIVERS:-$ALL_DRIVERS}"
 LIMIT="${INTEROP_TIMEOUT:-300}"
@@ -187,6 +187,8 @@ for d in $DRIVERS; do
         ts-sdk2-bridge-http-stdio) banner "TS SDK 2.x @ 2026-07-28 over Streamable HTTP -> droid bridge -> stdio fixture (2025-11-25)"
             DROID_SERVER_CMD="$INTEROP_DIR/bridged.sh" BRIDGE_UPSTREAM_REVISION=2025-11-25 \
                 with_http "$d" http run_node "$d" sdk2.test.mjs INTEROP_TRANSPORT=http ;;
+        ts-gateway) banner "TS SDK 1.x (2025-11-25) and 2.x (2026-07-28) over Streamable HTTP -> droid gateway -> server-everything (stdio)"
+            run_node "$d" gateway.test.mjs ;;
         *) echo "run.sh: unknown driver $d (known: $ALL_DRIVERS $OPTIONAL_DRIVERS)"
            record "$d" 0 1 0 1 ;;
     esac

@@ -1,0 +1,158 @@
+// `droid gateway` in front of npm's @modelcontextprotocol/server-everything (over stdio), with the
+// official TypeScript SDK clients as its sessions: SDK 1.x in the legacy era (2025-11-25, Streamable
+// HTTP with a session) and SDK 2.x pinned to 2026-07-28 (stateless HTTP).
+//
+// What the gateway carries besides tools, under its own names: prompts (`everything/…`, with
+// arguments and a completion), resources and templates (`everything+demo://…`); the upstream's
+// sampling and elicitation questions, answered by the calling client's handlers and never another
+// client's; a long-running tool's progress.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client as Client1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as Http1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client as Client2, StreamableHTTPClientTransport as Http2 } from '@modelcontextprotocol/client';
+import * as F from './common.mjs';
+
+const DROID = join(F.INTEROP_DIR, '..', '..', 'target', 'debug', 'droid');
+const EVERYTHING = join(F.INTEROP_DIR, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
+const STATIC = 'everything+demo://resource/static/document/features.md';
+const TEMPLATE = 'everything+demo://resource/dynamic/text/{resourceId}';
+
+/** Starts the gateway on a free port; resolves with its URL once it listens. */
+function startGateway() {
+    const dir = mkdtempSync(join(tmpdir(), 'droid-gateway-ts-'));
+    const config = join(dir, 'mcp.json');
+    writeFileSync(config, JSON.stringify({ mcpServers: { everything: { command: 'node', args: [EVERYTHING, 'stdio'] } } }));
+    const child = spawn(DROID, ['gateway', '--config', config, '--listen', '127.0.0.1:0'], {
+        env: { ...process.env, XDG_STATE_HOME: join(dir, 'state') },
+        stdio: ['ignore', 'ignore', 'pipe']
+    });
+    return new Promise((resolve, reject) => {
+        let seen = '';
+        const timer = setTimeout(() => reject(new Error(`the gateway did not listen:\n${seen}`)), 30000);
+        child.stderr.on('data', chunk => {
+            seen += chunk;
+            const port = /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(seen)?.[1];
+            if (port) {
+                clearTimeout(timer);
+                resolve({ child, url: new URL(`http://127.0.0.1:${port}/mcp`) });
+            }
+        });
+        child.on('exit', code => reject(new Error(`the gateway exited (${code}):\n${seen}`)));
+    });
+}
+
+/** A session of `era`: its client, and what its handlers were asked. */
+async function session(url, era, name) {
+    const asked = [];
+    const capabilities = { sampling: {}, elicitation: {} };
+    const sample = async req => {
+        asked.push(['sampling', req.params]);
+        return { model: 'interop-model', role: 'assistant', content: { type: 'text', text: `sampled by ${name}` }, stopReason: 'endTurn' };
+    };
+    const elicit = async req => {
+        asked.push(['elicitation', req.params]);
+        return { action: 'accept', content: { ...F.fillElicitation(req.params.requestedSchema), name } };
+    };
+    let client;
+    if (era === 'legacy') {
+        client = new Client1({ name: `ts-sdk1-${name}`, version: '1.0.0' }, { capabilities });
+        client.setRequestHandler(CreateMessageRequestSchema, sample);
+        client.setRequestHandler(ElicitRequestSchema, elicit);
+        await client.connect(new Http1(url));
+    } else {
+        client = new Client2(
+            { name: `ts-sdk2-${name}`, version: '2.0.0' },
+            { capabilities, versionNegotiation: { mode: { pin: '2026-07-28' } } }
+        );
+        client.setRequestHandler('sampling/createMessage', sample);
+        client.setRequestHandler('elicitation/create', elicit);
+        await client.connect(new Http2(url));
+    }
+    return { client, asked };
+}
+
+/** Every page of a list. */
+async function all(list, member) {
+    const items = [];
+    let cursor;
+    do {
+        const page = await list(cursor ? { cursor } : undefined);
+        items.push(...page[member]);
+        cursor = page.nextCursor;
+    } while (cursor);
+    return items;
+}
+
+const text = r => r.content.filter(c => c.type === 'text').map(c => c.text).join('\n');
+
+let gateway;
+before(async () => {
+    gateway = await startGateway();
+});
+after(() => gateway?.child.kill());
+
+for (const era of ['legacy', '2026-07-28']) {
+    describe(`the gateway with TS SDK ${era === 'legacy' ? '1.x (2025-11-25)' : '2.x (2026-07-28)'} sessions`, () => {
+        let alice;
+        let bob;
+        before(async () => {
+            alice = await session(gateway.url, era, 'alice');
+            bob = await session(gateway.url, era, 'bob');
+        });
+        after(async () => {
+            await alice?.client.close();
+            await bob?.client.close();
+        });
+
+        it('lists prompts under the gateway names, gets one with arguments and completes another', async () => {
+            const prompts = (await all(c => alice.client.listPrompts(c), 'prompts')).map(p => p.name);
+            assert.ok(prompts.includes('everything/args-prompt'), JSON.stringify(prompts));
+            const got = await alice.client.getPrompt({ name: 'everything/args-prompt', arguments: { city: 'Lyon', state: 'Rhône' } });
+            assert.match(got.messages[0].content.text, /Lyon/);
+            const completed = await alice.client.complete({
+                ref: { type: 'ref/prompt', name: 'everything/completable-prompt' },
+                argument: { name: 'department', value: 'Eng' }
+            });
+            assert.deepEqual(completed.completion.values, ['Engineering']);
+        });
+
+        it('lists and reads resources and templates under the gateway names', async () => {
+            const uris = (await all(c => alice.client.listResources(c), 'resources')).map(r => r.uri);
+            assert.ok(uris.includes(STATIC), JSON.stringify(uris));
+            const read = await alice.client.readResource({ uri: STATIC });
+            assert.equal(read.contents[0].uri, STATIC);
+            const templates = (await alice.client.listResourceTemplates()).resourceTemplates.map(t => t.uriTemplate);
+            assert.ok(templates.includes(TEMPLATE), JSON.stringify(templates));
+            const uri = TEMPLATE.replace('{resourceId}', '5');
+            const expanded = await alice.client.readResource({ uri });
+            assert.equal(expanded.contents[0].uri, uri);
+            assert.match(expanded.contents[0].text, /Resource 5/);
+        });
+
+        it("puts the upstream's sampling and elicitation to the calling session only", async () => {
+            const sampled = await alice.client.callTool({ name: 'everything/trigger-sampling-request', arguments: { prompt: 'hello', maxTokens: 10 } });
+            assert.ok(!sampled.isError && text(sampled).includes('sampled by alice'), text(sampled));
+            const elicited = await alice.client.callTool({ name: 'everything/trigger-elicitation-request', arguments: {} });
+            assert.ok(!elicited.isError && text(elicited).includes('alice'), text(elicited));
+            assert.deepEqual(alice.asked.map(([kind]) => kind), ['sampling', 'elicitation']);
+            assert.deepEqual(bob.asked, []);
+        });
+
+        it("carries a long-running tool's progress", async () => {
+            const events = [];
+            const done = await alice.client.callTool(
+                { name: 'everything/trigger-long-running-operation', arguments: { duration: 1, steps: 3 } },
+                ...(era === 'legacy' ? [undefined] : []),
+                { onprogress: p => events.push(p.progress) }
+            );
+            assert.ok(!done.isError, text(done));
+            assert.deepEqual(events, [1, 2, 3]);
+        });
+    });
+}
