@@ -211,8 +211,19 @@ impl Link for ChildProcess {
     }
 }
 
+/// How many bytes of queued lines go to the server in one write.
+const WRITE_BATCH: usize = 64 * 1024;
+
 async fn write_loop(mut stdin: ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>) {
-    while let Some(line) = rx.recv().await {
+    while let Some(mut line) = rx.recv().await {
+        // Lines queued meanwhile go in the same write: under load, one
+        // system call carries many requests instead of one each.
+        while line.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(more) => line.extend_from_slice(&more),
+                Err(_) => break,
+            }
+        }
         if let Err(error) = stdin.write_all(&line).await {
             tracing::debug!(%error, "the server's stdin is closed");
             return;

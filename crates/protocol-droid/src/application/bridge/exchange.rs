@@ -34,8 +34,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
+use std::future::Future;
+use std::pin::Pin;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
@@ -94,7 +95,9 @@ pub(super) struct Flight {
     // connection is free of this request before another may take it.
     _registration: Registration,
     asks: mpsc::Receiver<Ask>,
-    task: AbortOnDrop,
+    request: UpstreamRequest,
+    /// Whether the request has its answer.
+    finished: bool,
     open: Vec<(String, Ask)>,
     next_key: u32,
     rounds: usize,
@@ -106,22 +109,19 @@ pub(super) struct Flight {
     lease: Lease,
 }
 
-/// The upstream request's task, cancelled (and the upstream told) when the
-/// flight is dropped unfinished.
-struct AbortOnDrop(JoinHandle<Result<Value, ClientError>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
+/// The upstream request, polled by whichever task serves the flight now.
+/// It is not a task of its own: a request that never parks (most) would pay
+/// for a spawn and a wake-up across tasks for nothing, and a parked one
+/// loses nothing by waiting unpolled, as its answer is kept for it. Dropped
+/// unfinished, it cancels the request upstream.
+type UpstreamRequest = Pin<Box<dyn Future<Output = Result<Value, ClientError>> + Send>>;
 
 impl Drop for Flight {
     fn drop(&mut self) {
         // Abandoned while the server may still be working on it (expired,
         // cancelled, refused): what the server sends next on the connection
         // could be about this request, so no other request may have it.
-        if !self.task.0.is_finished() {
+        if !self.finished {
             self.lease.retire();
         }
     }
@@ -155,7 +155,7 @@ impl Flight {
         let client = lease.upstream.client.clone();
         let method = method.to_owned();
         let sent = method.clone();
-        let task = tokio::spawn(async move {
+        let request = Box::pin(async move {
             if as_task {
                 return run_as_task(&client, &method, params, &options).await;
             }
@@ -166,7 +166,8 @@ impl Flight {
         Self {
             _registration: registration,
             asks,
-            task: AbortOnDrop(task),
+            request,
+            finished: false,
             open: Vec::new(),
             next_key: 1,
             rounds: 0,
@@ -212,12 +213,10 @@ impl Flight {
                 }
                 Step::Asked
             }
-            joined = &mut self.task.0 => Step::Done(joined.unwrap_or_else(|e| {
-                Err(ClientError::InvalidResult {
-                    method: self.method.clone(),
-                    detail: e.to_string(),
-                })
-            })),
+            answered = &mut self.request => {
+                self.finished = true;
+                Step::Done(answered)
+            }
             () = tokio::time::sleep(self.wait_limit) => Step::Done(Err(ClientError::Timeout {
                 method: self.method.clone(),
                 millis: self.wait_limit.as_millis(),
@@ -434,8 +433,9 @@ impl Rounds<'_> {
         };
         let modern = call.peer.negotiated().era() == Era::Modern;
         let asks_client = MULTI_ROUND_METHODS.contains(&method);
-        let mut asking = call.clone();
-        asking.ctx.input_responses = JsonObject::new();
+        // Made when the server first asks: most requests never do, and a
+        // call is a deep copy.
+        let mut asking: Option<Call> = None;
         loop {
             match flight.next(modern).await {
                 Step::Done(result) => {
@@ -491,6 +491,11 @@ impl Rounds<'_> {
                             return Err(error);
                         }
                     };
+                    let asking = asking.get_or_insert_with(|| {
+                        let mut asking = call.clone();
+                        asking.ctx.input_responses = JsonObject::new();
+                        asking
+                    });
                     match asking.ask_all(questions).await {
                         Ok(answers) => {
                             let keys: Vec<String> =

@@ -507,7 +507,7 @@ impl Gateway {
     }
 
     /// Authorizes a call through the gate and forwards it upstream.
-    async fn forward(&self, id: &ToolId, call: Call) -> Result<ToolResult, CallError> {
+    async fn forward(&self, id: &ToolId, mut call: Call) -> Result<ToolResult, CallError> {
         let route = {
             let mut state = lock(&self.inner.state);
             state.with_set(
@@ -517,7 +517,8 @@ impl Gateway {
                 |state, set| state.route(set, id),
             )?
         };
-        let arguments: JsonObject = call.args()?;
+        // Moved, not copied: nothing after this reads them from the call.
+        let arguments = std::mem::take(&mut call.arguments);
         self.call_upstream(route, arguments, &call).await
     }
 
