@@ -152,8 +152,24 @@ pub(crate) fn describe(error: &reqwest::Error) -> String {
     }
 }
 
-/// `url` without userinfo, for messages and logs.
+/// `url` for messages and logs: without userinfo, and without its query
+/// and fragment (shown as `?…`), which is where some servers take an API
+/// key.
 pub(crate) fn redacted(url: &url::Url) -> String {
+    let hidden = url.query().is_some() || url.fragment().is_some();
+    let mut shown = url.clone();
+    shown.set_query(None);
+    shown.set_fragment(None);
+    let mut shown = without_credentials(&shown);
+    if hidden {
+        shown.push_str("?…");
+    }
+    shown
+}
+
+/// `url` without userinfo, and otherwise whole: what names a resource to an
+/// authorization server.
+pub(crate) fn without_credentials(url: &url::Url) -> String {
     if url.username().is_empty() && url.password().is_none() {
         return url.to_string();
     }
@@ -229,5 +245,24 @@ fn tls_cause(error: &rustls::Error) -> String {
             other => certificate(&format!("was refused: {other:?}")),
         },
         other => format!("TLS: {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_in_a_message_shows_neither_credentials_nor_query() -> Result<(), url::ParseError> {
+        let url = url::Url::parse("https://user:secret@mcp.example/mcp?api_key=k1#frag")?;
+        assert_eq!(redacted(&url), "https://mcp.example/mcp?…");
+        let plain = url::Url::parse("https://mcp.example/mcp")?;
+        assert_eq!(redacted(&plain), "https://mcp.example/mcp");
+        // The resource an authorization server is told keeps its query.
+        assert_eq!(
+            without_credentials(&url),
+            "https://mcp.example/mcp?api_key=k1#frag"
+        );
+        Ok(())
     }
 }

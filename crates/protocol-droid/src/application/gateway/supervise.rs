@@ -13,8 +13,9 @@
 //! announcements from one upstream costs one refresh after another for that
 //! upstream alone; no other upstream's announcement is lost or delayed.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::catalog::ToolSource;
 use super::names;
@@ -27,6 +28,7 @@ use super::watches::Replay;
 use serde_json::Value;
 
 use crate::application::bridge::{Bridge, BridgeError, Connector, Observer};
+use crate::application::server::Server;
 use crate::domain::{LoggingLevel, SessionId};
 
 /// How one attempt to bring an upstream up ended.
@@ -56,6 +58,8 @@ impl Gateway {
             name: name.to_owned(),
             generation,
             gateway: Arc::downgrade(&self.inner),
+            prompts_pending: Arc::default(),
+            resources_pending: Arc::default(),
         })
     }
 
@@ -481,11 +485,38 @@ struct UpstreamEvents {
     name: String,
     generation: u64,
     gateway: Weak<Inner>,
+    /// Whether an announcement of a changed prompt (resource) list is due:
+    /// every connection of the upstream's bridge says so, one per legacy
+    /// session, so those close together are announced once.
+    prompts_pending: Arc<AtomicBool>,
+    resources_pending: Arc<AtomicBool>,
 }
+
+/// How long announcements of one list's change are gathered into one.
+const ANNOUNCE_AFTER: Duration = Duration::from_millis(100);
 
 impl UpstreamEvents {
     fn gateway(&self) -> Option<Gateway> {
         self.gateway.upgrade().map(|inner| Gateway { inner })
+    }
+
+    /// Announces with `announce` shortly, once for every change told while
+    /// `pending` is set.
+    fn announce_soon(&self, pending: &Arc<AtomicBool>, announce: fn(&Server)) {
+        if pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (Some(gateway), Ok(runtime)) = (self.gateway(), tokio::runtime::Handle::try_current())
+        else {
+            pending.store(false, Ordering::Release);
+            return;
+        };
+        let pending = Arc::clone(pending);
+        runtime.spawn(async move {
+            tokio::time::sleep(ANNOUNCE_AFTER).await;
+            pending.store(false, Ordering::Release);
+            announce(&gateway.inner.server);
+        });
     }
 }
 
@@ -497,15 +528,11 @@ impl Observer for UpstreamEvents {
     }
 
     fn prompts_changed(&self) {
-        if let Some(gateway) = self.gateway() {
-            gateway.inner.server.prompts_changed();
-        }
+        self.announce_soon(&self.prompts_pending, Server::prompts_changed);
     }
 
     fn resources_changed(&self) {
-        if let Some(gateway) = self.gateway() {
-            gateway.inner.server.resources_changed();
-        }
+        self.announce_soon(&self.resources_pending, Server::resources_changed);
     }
 
     fn resource_updated(&self, session: Option<SessionId>, uri: &str) {

@@ -249,7 +249,7 @@ impl Shared {
             challenges += 1;
             let challenge = Challenge {
                 status: status.as_u16(),
-                resource: super::super::tls::redacted(&self.url),
+                resource: super::super::tls::without_credentials(&self.url),
                 www_authenticate: www,
             };
             authorizer
