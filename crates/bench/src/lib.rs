@@ -72,11 +72,16 @@ pub fn write_named_echo_call(id: u64, tool: &str, out: &mut Vec<u8>) {
 /// Appends a 2026-07-28 `tools/call` of `echo` with `id` to `out`: the same
 /// call, with the `_meta` a stateless request carries in place of a session.
 pub fn write_stateless_echo_call(id: u64, out: &mut Vec<u8>) {
+    write_named_stateless_echo_call(id, "echo", out);
+}
+
+/// As [`write_stateless_echo_call`], for an echo tool called `tool`.
+pub fn write_named_stateless_echo_call(id: u64, tool: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id.to_string().as_bytes());
-    out.extend_from_slice(
-        br#","method":"tools/call","params":{"name":"echo","arguments":{"text":""#,
-    );
+    out.extend_from_slice(br#","method":"tools/call","params":{"name":""#);
+    out.extend_from_slice(tool.as_bytes());
+    out.extend_from_slice(br#"","arguments":{"text":""#);
     out.extend_from_slice(ECHO_TEXT.as_bytes());
     out.extend_from_slice(br#""},"_meta":{"io.modelcontextprotocol/protocolVersion":""#);
     out.extend_from_slice(STATELESS_VERSION.as_bytes());

@@ -12,7 +12,7 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use protocol_droid_bench::{
     LEGACY_VERSION, STATELESS_VERSION, initialize_request, initialized_notification,
-    write_echo_call, write_stateless_echo_call,
+    write_named_echo_call, write_named_stateless_echo_call,
 };
 
 use crate::servers::{Binaries, Target, free_port, memory};
@@ -32,10 +32,12 @@ struct Client {
     sender: SendRequest<Full<Bytes>>,
     host: String,
     session: Option<String>,
+    /// The echo tool's name where the server offers it.
+    tool: &'static str,
 }
 
 impl Client {
-    async fn connect(port: u16) -> anyhow::Result<Self> {
+    async fn connect(port: u16, target: Target) -> anyhow::Result<Self> {
         let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .context("connecting to 127.0.0.1")?;
@@ -52,6 +54,7 @@ impl Client {
             sender,
             host: format!("127.0.0.1:{port}"),
             session: None,
+            tool: target.echo_tool(),
         })
     }
 
@@ -115,16 +118,16 @@ impl Client {
         body.clear();
         let (status, _, reply) = match era {
             Era::Stateless => {
-                write_stateless_echo_call(id, body);
+                write_named_stateless_echo_call(id, self.tool, body);
                 let headers = [
                     ("mcp-protocol-version", STATELESS_VERSION),
                     ("mcp-method", "tools/call"),
-                    ("mcp-name", "echo"),
+                    ("mcp-name", self.tool),
                 ];
                 self.post(body.clone(), &headers).await?
             }
             Era::Sessions => {
-                write_echo_call(id, body);
+                write_named_echo_call(id, self.tool, body);
                 let headers = [("mcp-protocol-version", LEGACY_VERSION)];
                 self.post(body.clone(), &headers).await?
             }
@@ -161,7 +164,7 @@ pub(crate) async fn measure(
     let server = binaries.http(target, port, era == Era::Sessions).await?;
     let mut clients = Vec::new();
     for _ in 0..concurrency {
-        let mut client = Client::connect(port).await?;
+        let mut client = Client::connect(port, target).await?;
         if era == Era::Sessions {
             client.open_session().await?;
         }
@@ -224,7 +227,7 @@ pub(crate) async fn memory_per_session(
 ) -> anyhow::Result<f64> {
     let port = free_port()?;
     let server = binaries.http(target, port, true).await?;
-    let mut warm = Client::connect(port).await?;
+    let mut warm = Client::connect(port, target).await?;
     warm.open_session().await?;
     warm.call(Era::Sessions, 1, &mut Vec::new()).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -236,7 +239,7 @@ pub(crate) async fn memory_per_session(
     let mut openers = Vec::new();
     for connection in 0..connections {
         openers.push(tokio::spawn(async move {
-            let mut client = Client::connect(port).await?;
+            let mut client = Client::connect(port, target).await?;
             let mut opened = 0_u64;
             let mut n = connection;
             while n < sessions {

@@ -84,7 +84,13 @@ impl Scenario {
     const fn targets(self) -> &'static [Target] {
         match self {
             Self::Stdio(_) => &[Target::Droid, Target::Rmcp, Target::Gateway, Target::Bridge],
-            Self::Http(..) => &[Target::Droid, Target::Rmcp, Target::Floor],
+            Self::Http(..) => &[
+                Target::Droid,
+                Target::Rmcp,
+                Target::Floor,
+                Target::Gateway,
+                Target::Bridge,
+            ],
         }
     }
 }
@@ -158,7 +164,7 @@ fn main() -> anyhow::Result<()> {
             .only
             .as_ref()
             .is_none_or(|only| "idle sessions".contains(only.as_str()));
-        for target in [Target::Droid, Target::Rmcp]
+        for target in [Target::Droid, Target::Rmcp, Target::Gateway]
             .into_iter()
             .filter(|_| sessions_wanted)
         {
@@ -370,6 +376,13 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
         cell(per_session(Target::Rmcp), 2),
         ratio(per_session(Target::Droid), per_session(Target::Rmcp)),
     );
+    if let Some(gateway) = per_session(Target::Gateway) {
+        let _ = writeln!(
+            out,
+            "\nAn idle 2025-11-25 session of `droid gateway` (its embedded default) costs {} KiB.",
+            cell(Some(gateway), 2)
+        );
+    }
     let _ = writeln!(
         out,
         "| serde_json alone, one thread | request/reply pairs per s | — | — | {} | — |",

@@ -27,6 +27,15 @@ pub(crate) enum Target {
 }
 
 impl Target {
+    /// What the echo tool is called where this target offers it: the
+    /// gateway names it after its upstream.
+    pub(crate) const fn echo_tool(self) -> &'static str {
+        match self {
+            Self::Gateway => "fixture/echo",
+            _ => "echo",
+        }
+    }
+
     /// The column heading.
     pub(crate) const fn name(self) -> &'static str {
         match self {
@@ -139,8 +148,22 @@ impl Binaries {
                 command.arg(port.to_string());
                 command
             }
-            Target::Gateway | Target::Bridge => {
-                bail!("the gateway and the bridge are measured on stdio only")
+            Target::Gateway => {
+                let mut command = self.command("droid");
+                command
+                    .args(["gateway", "--listen"])
+                    .arg(format!("127.0.0.1:{port}"));
+                command
+            }
+            Target::Bridge => {
+                let mut command = self.command("droid");
+                command
+                    .args(["bridge", "--listen"])
+                    .arg(format!("127.0.0.1:{port}"))
+                    .arg("--")
+                    .arg(self.dir.join("droid"))
+                    .arg("serve");
+                command
             }
         };
         let child = command.spawn().context("starting an HTTP server")?;

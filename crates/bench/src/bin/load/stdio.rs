@@ -133,11 +133,7 @@ async fn handshake(mut child: Child, target: Target) -> anyhow::Result<Peer> {
         stdin,
         stdout,
         next_id: 1,
-        tool: if target == Target::Gateway {
-            "fixture/echo"
-        } else {
-            "echo"
-        },
+        tool: target.echo_tool(),
     })
 }
 
