@@ -186,6 +186,12 @@ fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The first call went out at once after the kill, and a reopening
+    // waits at least the first backoff (0.5 s): it was refused.
+    assert!(
+        !refusals.is_empty(),
+        "no call was refused between the kill and the restart"
+    );
     // Every refusal in between named the upstream (why is the operator's).
     for refusal in &refusals {
         assert!(

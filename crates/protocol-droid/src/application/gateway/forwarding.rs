@@ -24,7 +24,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::names;
-use super::runtime::{State, lock};
+use super::runtime::{State, link_error, lock};
 use super::upstream::UpstreamHealth;
 use crate::application::bridge::Bridge;
 use crate::application::server::{Call, CallError, Forward};
@@ -211,7 +211,8 @@ impl Forwarding {
         let mut result = target
             .bridge
             .forward_call("prompts/get", params, &call)
-            .await?;
+            .await
+            .map_err(|e| link_error(&target.name, e))?;
         if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
             for message in messages {
                 if let Some(content) = message.get_mut("content") {
@@ -243,7 +244,8 @@ impl Forwarding {
         let mut result = target
             .bridge
             .forward_call("resources/read", params, &call)
-            .await?;
+            .await
+            .map_err(|e| link_error(&target.name, e))?;
         if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
             for content in contents {
                 rename_uri(&target.prefix, content, "uri");
@@ -286,6 +288,7 @@ impl Forwarding {
             .bridge
             .forward_call("completion/complete", params, &call)
             .await
+            .map_err(|e| link_error(&target.name, e))
     }
 }
 

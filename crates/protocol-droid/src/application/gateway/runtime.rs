@@ -553,28 +553,7 @@ impl Gateway {
                 ))
                 })
             }
-            // These describe the gateway's own link to the upstream, not the
-            // caller's request; passed on, they would send the caller to fix
-            // what it did not do.
-            Err(CallError::Protocol(error))
-                if [
-                    ErrorCode::HEADER_MISMATCH,
-                    ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
-                    ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
-                ]
-                .contains(&error.code) =>
-            {
-                Err(CallError::internal(format!(
-                    "upstream {upstream} refused the call: {}",
-                    error.message
-                )))
-            }
-            // Which upstream failed is worth saying when a session has many.
-            Err(CallError::Protocol(mut error)) if error.code == ErrorCode::INTERNAL_ERROR => {
-                error.message = format!("upstream {upstream}: {}", error.message);
-                Err(CallError::Protocol(error))
-            }
-            Err(other) => Err(other),
+            Err(error) => Err(link_error(&upstream, error)),
         }
     }
 
@@ -629,6 +608,32 @@ impl State {
             upstream: upstream.clone(),
             prefix: linked.prefix.clone(),
         })
+    }
+}
+
+/// An upstream's error, as a session is to read it. Some describe the
+/// gateway's own link to the upstream, not the caller's request; passed on,
+/// they would send the caller to fix what it did not do. Which upstream
+/// failed is worth saying when a session has many.
+pub(super) fn link_error(upstream: &str, error: CallError) -> CallError {
+    match error {
+        CallError::Protocol(error)
+            if [
+                ErrorCode::HEADER_MISMATCH,
+                ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+            ]
+            .contains(&error.code) =>
+        {
+            CallError::internal(format!(
+                "upstream {upstream} refused the request: {}",
+                error.message
+            ))
+        }
+        CallError::Protocol(mut error) if error.code == ErrorCode::INTERNAL_ERROR => {
+            error.message = format!("upstream {upstream}: {}", error.message);
+            CallError::Protocol(error)
+        }
+        other => other,
     }
 }
 
