@@ -178,6 +178,13 @@ async fn apply(
         );
     }
     add_scopes(&rules, gateway);
+    // The same for prompts and resources: the old rules and the new, while
+    // the new upstreams come up, so none shows what a rule hides first.
+    let mut both = primitive_rules(old, cli_scopes);
+    for (kind, name, scope) in primitive.iter() {
+        both.require(kind, name, scope);
+    }
+    gateway.server().set_forwarded_scopes(both);
     // Pins before upstreams: one removed stops verifying at once, and an
     // upstream started or replaced is listed against the new ones.
     if old.pins != new.pins {
@@ -191,7 +198,7 @@ async fn apply(
     // Checked above against the configuration: only an upstream a
     // concurrent change removed could refuse it.
     if let Err(error) = gateway.set_primitive_scopes(primitive) {
-        tracing::error!(target: "droid", "reloading the scope rules: {error}; the earlier prompt and resource rules stay in force");
+        tracing::error!(target: "droid", "reloading the scope rules: {error}; the earlier prompt and resource rules stay in force beside these");
     }
     match check_scopes(&rules, gateway) {
         Ok(()) => set_scopes(&rules, gateway),

@@ -398,17 +398,8 @@ fn encoded(message: &impl serde::Serialize) -> Option<Vec<u8>> {
 /// Tells a legacy session about changes to what is offered, and what is
 /// for it alone.
 async fn forward_changes(server: Server, connection: Arc<Connection>, outbox: Outbox) {
-    let mut changes = server.changes();
-    let mut own = server.session_changes(connection.session());
-    loop {
-        let change = tokio::select! {
-            change = changes.recv() => match change {
-                Ok(change) => change,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            },
-            Some(change) = own.recv() => change,
-        };
+    let mut feed = server.change_feed(connection.session());
+    while let Some(change) = feed.next().await {
         if let Some(message) = connection.legacy_notification(&change) {
             let _queued = outbox.message(message);
         }

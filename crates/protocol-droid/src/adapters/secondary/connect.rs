@@ -161,7 +161,7 @@ pub enum ConnectError {
 pub async fn connect(target: &Target, options: ConnectOptions) -> Result<Client, ConnectError> {
     // The revision settled last time is tried first, without the probe; a
     // server that no longer speaks it is probed afresh.
-    let key = target.to_string();
+    let shown = target.to_string();
     let remembered = cached_version(target).filter(|v| options.client.revisions.contains(v));
     if let Some(version) = remembered.filter(|_| options.client.revisions.len() > 1) {
         let mut pinned = options.clone();
@@ -169,7 +169,7 @@ pub async fn connect(target: &Target, options: ConnectOptions) -> Result<Client,
         match connect_uncached(target, pinned).await {
             Ok(client) => return Ok(client),
             Err(error) => {
-                tracing::debug!(%key, %version, %error, "the remembered revision failed; probing");
+                tracing::debug!(target = %shown, %version, %error, "the remembered revision failed; probing");
                 forget(target);
             }
         }
@@ -228,24 +228,35 @@ fn era_cache() -> std::sync::MutexGuard<'static, BTreeMap<String, ProtocolVersio
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// What the revision cache knows `target` by: the whole URL (two servers
+/// may differ only in the query a message leaves out), or the command line.
+/// Kept in memory only, never shown.
+fn cache_key(target: &Target) -> String {
+    match target {
+        Target::Url(url) => url.as_str().to_owned(),
+        Target::Command(_) => target.to_string(),
+    }
+}
+
 /// The revision last settled with `target` in this process, if any.
 #[must_use]
 pub fn cached_version(target: &Target) -> Option<ProtocolVersion> {
-    era_cache().get(&target.to_string()).copied()
+    era_cache().get(&cache_key(target)).copied()
 }
 
 /// Remembers `version` as the one `target` speaks.
 pub fn remember(target: &Target, version: ProtocolVersion) {
+    let key = cache_key(target);
     let mut cache = era_cache();
-    if cache.len() >= ERA_CACHE_ENTRIES && !cache.contains_key(&target.to_string()) {
+    if cache.len() >= ERA_CACHE_ENTRIES && !cache.contains_key(&key) {
         cache.pop_first();
     }
-    cache.insert(target.to_string(), version);
+    cache.insert(key, version);
 }
 
 /// Forgets what `target` speaks, so the next connection probes.
 pub fn forget(target: &Target) {
-    era_cache().remove(&target.to_string());
+    era_cache().remove(&cache_key(target));
 }
 
 async fn connect_uncached(

@@ -30,12 +30,13 @@
 //! receiving the old answer.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt as _;
 use serde_json::{Map, Value, json};
-use std::future::Future;
-use std::pin::Pin;
 use tokio::sync::mpsc;
 
 use super::lower::Lowering;
@@ -121,7 +122,9 @@ impl Drop for Flight {
         // Abandoned while the server may still be working on it (expired,
         // cancelled, refused): what the server sends next on the connection
         // could be about this request, so no other request may have it.
-        if !self.finished {
+        // An answer that came while the flight was parked, unpolled, is
+        // there to be taken: the request is over, not abandoned.
+        if !self.finished && (&mut self.request).now_or_never().is_none() {
             self.lease.retire();
         }
     }

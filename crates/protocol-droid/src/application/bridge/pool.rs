@@ -31,6 +31,7 @@ impl Bridge {
                 let now = Instant::now();
                 lock(&inner.parking).expire(now);
                 let mut idle: Vec<Arc<Upstream>> = Vec::new();
+                let mut resubscribe = Vec::new();
                 {
                     let mut upstreams = lock(&inner.upstreams);
                     for (affinity, pool) in upstreams.iter_mut() {
@@ -39,8 +40,14 @@ impl Bridge {
                         }
                         pool.retain(|u| {
                             // A connection whose server went away is
-                            // dropped even while a subscription holds it.
+                            // dropped even while a subscription holds it;
+                            // its session subscribes again on a new one.
                             if u.client.closed().is_some() {
+                                if let Affinity::Session(session) = affinity {
+                                    if !lock(&u.subscribed).is_empty() {
+                                        resubscribe.push(*session);
+                                    }
+                                }
                                 idle.push(Arc::clone(u));
                                 return false;
                             }
@@ -56,6 +63,14 @@ impl Bridge {
                         });
                     }
                     upstreams.retain(|_, pool| !pool.is_empty());
+                }
+                {
+                    let watches = lock(&inner.session_watches);
+                    for session in resubscribe {
+                        if let Some(watch) = watches.get(&session) {
+                            watch.wake.notify_one();
+                        }
+                    }
                 }
                 for upstream in idle {
                     upstream.client.close().await;

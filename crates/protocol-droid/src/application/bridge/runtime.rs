@@ -330,6 +330,7 @@ impl Bridge {
     pub async fn close(&self) {
         *lock(&self.inner.ended) = Some("the bridge was closed".to_owned());
         let _watchers = self.inner.closing.send(());
+        lock(&self.inner.session_watches).clear();
         let all: Vec<Arc<Upstream>> = lock(&self.inner.upstreams)
             .drain()
             .flat_map(|(_, pool)| pool)

@@ -67,11 +67,17 @@ impl Bridge {
 
     fn spawn_session_worker(&self, session: SessionId, wake: Arc<Notify>) {
         let weak = Arc::downgrade(&self.inner);
+        let mut closing = self.inner.closing.subscribe();
         tokio::spawn(async move {
             let mut on: Option<Arc<Upstream>> = None;
             let mut done = BTreeSet::new();
             loop {
-                wake.notified().await;
+                tokio::select! {
+                    () = wake.notified() => {}
+                    // The bridge was closed (replaced, or its upstream
+                    // removed): nothing is left to watch through it.
+                    _ = closing.changed() => return,
+                }
                 let Some(inner) = weak.upgrade() else {
                     return;
                 };
@@ -104,6 +110,12 @@ impl Bridge {
         done: &mut BTreeSet<String>,
     ) -> bool {
         let affinity = Affinity::Session(session);
+        // A connection that ended took its subscriptions with it: they are
+        // made again on the next.
+        if on.as_ref().is_some_and(|u| u.client.closed().is_some()) {
+            *on = None;
+            done.clear();
+        }
         // Only something to subscribe to is worth opening a connection for.
         let lease = if wanted.difference(done).next().is_some() {
             let opening = self.lease(affinity.clone(), || legacy_capabilities(declared));

@@ -27,7 +27,7 @@ use super::names;
 use super::runtime::{State, link_error, lock};
 use super::upstream::UpstreamHealth;
 use crate::application::bridge::Bridge;
-use crate::application::server::{Call, CallError, Forward};
+use crate::application::server::{Call, CallError, Forward, every_capability};
 use crate::domain::ir::JsonObject;
 use crate::domain::{Capability, ProtocolVersion, Refusal, SessionId, Unknown};
 
@@ -88,9 +88,12 @@ impl State {
             return None;
         }
         let bridge = u.bridge.as_ref()?;
-        let offers = serde_json::to_value(&bridge.upstream().capabilities)
+        let upstream = bridge.upstream();
+        let offers = serde_json::to_value(&upstream.capabilities)
             .ok()
-            .is_some_and(|caps| caps.get(capability).is_some());
+            .is_some_and(|caps| caps.get(capability).is_some())
+            // 2024-11-05 had completions but no capability saying so.
+            || (capability == "completions" && !Capability::Completions.exists_at(upstream.version));
         offers.then(|| Target {
             name: name.to_owned(),
             prefix: u.prefix.clone(),
@@ -372,31 +375,19 @@ impl Forward for Forwarding {
     fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {
         // Upstreams come and go while sessions last, so every list the
         // gateway can carry is declared, changing as they do.
-        let mut caps = JsonObject::new();
-        caps.insert("tools".to_owned(), json!({ "listChanged": true }));
-        caps.insert("prompts".to_owned(), json!({ "listChanged": true }));
-        caps.insert(
-            "resources".to_owned(),
-            json!({ "subscribe": true, "listChanged": true }),
-        );
-        caps.insert("logging".to_owned(), json!({}));
-        if Capability::Completions.exists_at(version) {
-            caps.insert("completions".to_owned(), json!({}));
-        }
-        Some(caps)
+        Some(every_capability(version, true))
     }
 
     fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
         let Some((prefix, inner)) = names::split_uri(uri) else {
             return;
         };
-        let target = {
-            let mut state = self.state();
-            state.watches.listen(session, uri, subscribed);
-            state.target_prefixed(prefix, "resources")
-        };
-        // An upstream that is down now is told when it is back.
-        if let Some(target) = target {
+        // Recorded and passed on under one lock, so a bridge that comes up
+        // meanwhile is told either here or by its replay, never by both or
+        // neither; an upstream that is down now is told when it is back.
+        let mut state = self.state();
+        state.watches.listen(session, uri, subscribed);
+        if let Some(target) = state.target_prefixed(prefix, "resources") {
             target.bridge.watch(session, inner, subscribed);
         }
     }
@@ -411,14 +402,13 @@ impl Forward for Forwarding {
         let Some((prefix, inner)) = names::split_uri(uri) else {
             return;
         };
-        let target = {
-            let mut state = self.state();
-            state
-                .watches
-                .subscription(session, declared, uri, subscribed);
-            state.target_prefixed(prefix, "resources")
-        };
-        if let Some(target) = target {
+        // As above: one lock, so the session's end, a replay and this are
+        // seen by the bridge in the order they happened.
+        let mut state = self.state();
+        state
+            .watches
+            .subscription(session, declared, uri, subscribed);
+        if let Some(target) = state.target_prefixed(prefix, "resources") {
             target
                 .bridge
                 .watch_for_session(session, declared, inner, subscribed);
@@ -426,16 +416,9 @@ impl Forward for Forwarding {
     }
 
     fn session_closed(&self, session: SessionId) {
-        let bridges: Vec<Bridge> = {
-            let mut state = self.state();
-            state.forget_session(session);
-            state
-                .upstreams
-                .values()
-                .filter_map(|u| u.bridge.clone())
-                .collect()
-        };
-        for bridge in bridges {
+        let mut state = self.state();
+        state.forget_session(session);
+        for bridge in state.upstreams.values().filter_map(|u| u.bridge.as_ref()) {
             bridge.end_session(session);
         }
     }

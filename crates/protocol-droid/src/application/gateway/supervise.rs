@@ -190,20 +190,18 @@ impl Gateway {
         }
         match listed {
             Ok(Ok(())) => {
-                let replay = {
-                    let mut state = lock(&self.inner.state);
-                    let Some(upstream) = state.upstream_mut(name, generation) else {
-                        return Attempt::Superseded;
-                    };
-                    upstream.up_since = Some(Instant::now());
-                    if let Some(version) = client.version() {
-                        upstream.health = UpstreamHealth::Up { version };
-                    }
-                    let prefix = upstream.prefix.clone();
-                    state.watches.replay(&prefix)
+                let mut state = lock(&self.inner.state);
+                let Some(upstream) = state.upstream_mut(name, generation) else {
+                    return Attempt::Superseded;
                 };
-                // What sessions watched through the bridge before this one.
-                for watch in replay {
+                upstream.up_since = Some(Instant::now());
+                if let Some(version) = client.version() {
+                    upstream.health = UpstreamHealth::Up { version };
+                }
+                let prefix = upstream.prefix.clone();
+                // What sessions watched through the bridge before this one,
+                // told under the lock their subscriptions and ends take.
+                for watch in state.watches.replay(&prefix) {
                     match watch {
                         Replay::Subscribed {
                             session,

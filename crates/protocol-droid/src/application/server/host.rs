@@ -16,7 +16,7 @@ use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
 use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
-use super::targeted::{SessionChanges, Targets};
+use super::targeted::{ChangeFeed, SessionChanges, Targets};
 use super::typed::ToolOutput;
 use super::{AuthContext, PeerSession};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
@@ -56,6 +56,25 @@ pub enum Change {
         /// The record.
         data: Value,
     },
+}
+
+/// Every capability a server can declare at `version`: tools, prompts and
+/// resources (subscribe and list changes included) and logging, and, with
+/// `completions` and from the revision that has them, completions.
+#[must_use]
+pub fn every_capability(version: ProtocolVersion, completions: bool) -> JsonObject {
+    let mut caps = JsonObject::new();
+    caps.insert("tools".to_owned(), json!({ "listChanged": true }));
+    caps.insert("prompts".to_owned(), json!({ "listChanged": true }));
+    caps.insert(
+        "resources".to_owned(),
+        json!({ "subscribe": true, "listChanged": true }),
+    );
+    caps.insert("logging".to_owned(), json!({}));
+    if completions && Capability::Completions.exists_at(version) {
+        caps.insert("completions".to_owned(), json!({}));
+    }
+    caps
 }
 
 /// Decides whether a session's caller may see and call a tool, on top of
@@ -282,20 +301,25 @@ impl Server {
 
     /// The scopes the forwarded primitives require, as they are now.
     pub(super) fn forwarded_scopes(&self) -> Arc<ScopeRules> {
-        self.inner
+        // A poisoned lock still holds whole rules (they are replaced, never
+        // edited in place); reading none would open everything.
+        let rules = self
+            .inner
             .forward_scopes
             .read()
-            .map(|rules| Arc::clone(&rules))
-            .unwrap_or_default()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(&rules)
     }
 
     /// Replaces the scopes the forwarded primitives require (see
     /// [`ServerBuilder::forwarded_scopes`]); the next request reads the new
     /// rules.
     pub fn set_forwarded_scopes(&self, rules: ScopeRules) {
-        if let Ok(mut current) = self.inner.forward_scopes.write() {
-            *current = Arc::new(rules);
-        }
+        *self
+            .inner
+            .forward_scopes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(rules);
     }
 
     /// A snapshot of what is offered right now.
@@ -691,6 +715,13 @@ impl Server {
         self.inner.targets.open(session)
     }
 
+    /// Every change `session` is to be told outside its requests: what
+    /// [`Server::changes`] and [`Server::session_changes`] carry, together.
+    #[must_use]
+    pub fn change_feed(&self, session: SessionId) -> ChangeFeed {
+        ChangeFeed::new(self.changes(), self.session_changes(session))
+    }
+
     /// Announces that the tool list changed without changing it; what a
     /// server whose tools depend on outside state calls.
     pub fn tools_changed(&self) {
@@ -724,19 +755,7 @@ impl Server {
         {
             return caps;
         }
-        let registry = self.registry();
-        let mut caps = JsonObject::new();
-        caps.insert("tools".to_owned(), json!({ "listChanged": true }));
-        caps.insert("prompts".to_owned(), json!({ "listChanged": true }));
-        caps.insert(
-            "resources".to_owned(),
-            json!({ "subscribe": true, "listChanged": true }),
-        );
-        caps.insert("logging".to_owned(), json!({}));
-        if registry.completer.is_some() && Capability::Completions.exists_at(version) {
-            caps.insert("completions".to_owned(), json!({}));
-        }
-        caps
+        every_capability(version, self.registry().completer.is_some())
     }
 
     /// The capabilities [`capabilities`](Self::capabilities) declares, as

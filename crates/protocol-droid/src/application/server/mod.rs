@@ -52,7 +52,7 @@ pub use dispatch::{
     SERVER_INFO_META, SUBSCRIPTION_ID_META,
 };
 pub use forward::{FORWARDED, Forward};
-pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility};
+pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility, every_capability};
 pub use idempotency::IdempotencyLimits;
 pub use log_gate::{LOG_LEVEL_META, LogGate};
 pub use ports::{
@@ -66,5 +66,5 @@ pub use request_state::{
 };
 pub use scopes::{Primitive, ScopeRules};
 pub use specs::{PromptOutput, PromptSpec, ResourceSpec};
-pub use targeted::{SessionChanges, TARGETED_BACKLOG};
+pub use targeted::{ChangeFeed, SessionChanges, TARGETED_BACKLOG};
 pub use typed::{Elicited, Structured, ToolOutput};

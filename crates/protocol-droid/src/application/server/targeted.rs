@@ -6,13 +6,14 @@
 //! flood meant for one session would push out of the backlog the list
 //! changes meant for all of them. Each session that listens has a bounded
 //! queue of its own instead; when it is full, what is for that session is
-//! dropped, and nothing is taken from any other.
+//! dropped, and nothing is taken from any other. A [`ChangeFeed`] gives a
+//! session's writer both, in one stream.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
 use super::host::Change;
 use crate::domain::SessionId;
@@ -91,6 +92,36 @@ impl Drop for SessionChanges {
             .is_some_and(|(listener, _)| *listener == self.listener)
         {
             queues.remove(&self.session);
+        }
+    }
+}
+
+/// Everything a legacy session is told outside its requests: the changes
+/// every session hears, and those for it alone.
+#[derive(Debug)]
+pub struct ChangeFeed {
+    shared: broadcast::Receiver<Change>,
+    own: SessionChanges,
+}
+
+impl ChangeFeed {
+    pub(super) const fn new(shared: broadcast::Receiver<Change>, own: SessionChanges) -> Self {
+        Self { shared, own }
+    }
+
+    /// The next change, whichever comes first; `None` once the server is
+    /// gone. A listener that fell behind on the shared changes has lost
+    /// some; list changes are idempotent, so it carries on from the newest.
+    pub async fn next(&mut self) -> Option<Change> {
+        loop {
+            tokio::select! {
+                change = self.shared.recv() => match change {
+                    Ok(change) => return Some(change),
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                Some(change) = self.own.recv() => return Some(change),
+            }
         }
     }
 }

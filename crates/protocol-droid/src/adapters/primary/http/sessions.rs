@@ -582,18 +582,9 @@ impl Sessions {
 /// for it alone (its connection's `id`), on its own stream, until the
 /// session is gone.
 fn forward_changes(server: &Server, session: Weak<Session>, id: SessionId) -> AbortHandle {
-    let mut changes = server.changes();
-    let mut own = server.session_changes(id);
+    let mut feed = server.change_feed(id);
     let task = tokio::spawn(async move {
-        loop {
-            let change = tokio::select! {
-                change = changes.recv() => match change {
-                    Ok(change) => change,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                },
-                Some(change) = own.recv() => change,
-            };
+        while let Some(change) = feed.next().await {
             let Some(session) = session.upgrade() else {
                 return;
             };
