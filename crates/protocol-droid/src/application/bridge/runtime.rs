@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use super::exchange::Parking;
 use super::observer::Observer;
-use super::subscriptions::SessionWatch;
 use super::upstream::{Affinity, capabilities_key, full_capabilities};
-use super::upstream::{Connector, ConnectorError, Upstream, UpstreamHandler, lock};
+use super::upstream::{Connector, ConnectorError, SessionWatch, Upstream, UpstreamHandler, lock};
 use crate::application::client::{Client, ClientError, ServerState};
 use crate::application::server::Primitive;
 use crate::domain::ir::TranslationReport;

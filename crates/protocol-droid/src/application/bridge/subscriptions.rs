@@ -16,19 +16,9 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::runtime::Bridge;
-use super::upstream::{Affinity, Upstream, legacy_capabilities, lock};
+use super::upstream::{Affinity, SessionWatch, Upstream, legacy_capabilities, lock};
 use crate::domain::ir::JsonObject;
 use crate::domain::{Era, SessionId};
-
-/// What one session wants subscribed, and how to wake its worker.
-#[derive(Debug)]
-pub(super) struct SessionWatch {
-    wanted: BTreeSet<String>,
-    /// What the session's client declared, for a connection opened to
-    /// subscribe on.
-    declared: JsonObject,
-    pub(super) wake: Arc<Notify>,
-}
 
 impl Bridge {
     /// A legacy session's `resources/subscribe` of `uri` (or, unless

@@ -541,3 +541,13 @@ pub(super) fn legacy_capabilities(declared: &JsonObject) -> ClientCapabilities {
 pub(super) fn capabilities_key(capabilities: &ClientCapabilities) -> String {
     serde_json::to_string(capabilities).unwrap_or_default()
 }
+
+/// What one session wants subscribed, and how to wake its worker.
+#[derive(Debug)]
+pub(super) struct SessionWatch {
+    pub(super) wanted: std::collections::BTreeSet<String>,
+    /// What the session's client declared, for a connection opened to
+    /// subscribe on.
+    pub(super) declared: JsonObject,
+    pub(super) wake: Arc<tokio::sync::Notify>,
+}

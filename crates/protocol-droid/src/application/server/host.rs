@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::call::{Call, CallError};
+pub use super::change::Change;
 use super::forward::Forward;
 use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::registry::{Handler, Registry, ToolSpec, handler};
@@ -29,34 +30,6 @@ const ROUNDS_REMEMBERED: usize = 65_536;
 
 /// How many unread changes a slow listener may fall behind by.
 const CHANGE_BACKLOG: usize = 256;
-
-/// Something offered changed; listeners and legacy sessions are told.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Change {
-    /// The tool list changed.
-    Tools,
-    /// The prompt list changed.
-    Prompts,
-    /// The resource list changed.
-    Resources,
-    /// One resource's contents changed.
-    ResourceUpdated(String),
-    /// The tool list changed for one session only (a gateway session's
-    /// activations).
-    ToolsFor(SessionId),
-    /// A log record for one legacy session, from outside its requests (an
-    /// upstream server's, carried by a bridge); sent when the session's
-    /// log level lets it through. Only ever in that session's own queue
-    /// ([`Server::session_changes`]).
-    Log {
-        /// The session.
-        session: SessionId,
-        /// The record's level.
-        level: LoggingLevel,
-        /// The record.
-        data: Value,
-    },
-}
 
 /// Every capability a server can declare at `version`: tools, prompts and
 /// resources (subscribe and list changes included) and logging, and, with

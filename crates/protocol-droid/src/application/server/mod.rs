@@ -29,6 +29,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod call;
+pub(crate) mod change;
 pub(crate) mod context;
 pub(crate) mod dispatch;
 pub(crate) mod forward;

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio::sync::{broadcast, mpsc};
 
-use super::host::Change;
+use super::change::Change;
 use crate::domain::SessionId;
 
 /// How many changes for one session may wait for it.
