@@ -22,7 +22,7 @@ pub enum Change {
     /// A log record for one legacy session, from outside its requests (an
     /// upstream server's, carried by a bridge); sent when the session's
     /// log level lets it through. Only ever in that session's own queue
-    /// ([`Server::session_changes`]).
+    /// ([`Server::session_changes`](super::Server::session_changes)).
     Log {
         /// The session.
         session: SessionId,
