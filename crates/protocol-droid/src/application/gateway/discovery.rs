@@ -23,8 +23,9 @@ use serde_json::{Value, json};
 
 use super::catalog::{ToolRecord, ToolRole};
 use super::gate::ExecutionGate;
-use super::runtime::{Gateway, State, lock, refused};
+use super::runtime::Gateway;
 use super::session::SessionActivationGrant;
+use super::state::{State, lock, refused};
 use crate::application::server::{Call, CallError, ToolSpec};
 use crate::domain::catalog::ToolId;
 use crate::domain::ir::ToolResult;

@@ -24,7 +24,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::names;
-use super::runtime::{State, link_error, lock};
+use super::state::{State, link_error, lock};
 use super::upstream::UpstreamHealth;
 use crate::application::bridge::Bridge;
 use crate::application::server::{Call, CallError, Forward, every_capability};
@@ -261,31 +261,28 @@ impl Forwarding {
         let Some(Value::Object(reference)) = params.get_mut("ref") else {
             return Err(CallError::invalid_params("completion/complete needs a ref"));
         };
-        let (target, key, inner) = match reference.get("type").and_then(Value::as_str) {
-            Some("ref/prompt") => {
-                let outer = reference
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let found = names::split_name(outer).and_then(|(upstream, inner)| {
-                    Some((self.state().target(upstream, "completions")?, inner))
-                });
-                let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
-                (target, "name", inner.to_owned())
-            }
-            Some("ref/resource") => {
-                let outer = reference
-                    .get("uri")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let found = names::split_uri(outer).and_then(|(prefix, inner)| {
-                    Some((self.state().target_prefixed(prefix, "completions")?, inner))
-                });
-                let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
-                (target, "uri", inner.to_owned())
-            }
+        // A prompt is completed by its name, a template by its URI; either
+        // names its upstream the way the gateway listed it.
+        let key = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => "name",
+            Some("ref/resource") => "uri",
             _ => return Err(CallError::invalid_params("unknown completion ref type")),
         };
+        let outer = reference
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let found = if key == "name" {
+            names::split_name(outer).and_then(|(upstream, inner)| {
+                Some((self.state().target(upstream, "completions")?, inner))
+            })
+        } else {
+            names::split_uri(outer).and_then(|(prefix, inner)| {
+                Some((self.state().target_prefixed(prefix, "completions")?, inner))
+            })
+        };
+        let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
+        let inner = inner.to_owned();
         reference.insert(key.to_owned(), Value::String(inner));
         target
             .bridge

@@ -23,6 +23,7 @@ mod principals;
 mod refresh;
 mod runtime;
 mod session;
+mod state;
 mod supervise;
 mod trust;
 mod upstream;
@@ -35,13 +36,12 @@ pub use names::prefix_for as uri_prefix;
 pub use pins::{ApproveError, Approved};
 pub use policy::{PolicyError, ToolPolicy};
 pub use principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE};
-pub use runtime::{
-    Disclosure, DriftReport, Gateway, MAX_DRIFT_REPORTS, MAX_SESSIONS, ScopeRuleError,
-};
+pub use runtime::{Gateway, ScopeRuleError};
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,
 };
+pub use state::{Disclosure, DriftReport, MAX_DRIFT_REPORTS, MAX_SESSIONS};
 pub use trust::{Approval, Trust, TrustStore, TrustStoreError};
 pub use upstream::{
     DEFAULT_TIMEOUT, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,

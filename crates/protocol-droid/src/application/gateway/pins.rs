@@ -11,7 +11,8 @@
 use std::sync::Arc;
 
 use super::catalog::Pins;
-use super::runtime::{Disclosure, Gateway, State, lock};
+use super::runtime::Gateway;
+use super::state::{Disclosure, State, lock};
 use super::trust::{Approval, Trust, TrustStore};
 use crate::domain::SessionId;
 use crate::domain::catalog::{SchemaDigest, ToolId};

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::catalog::{CatalogChange, Upsert};
-use super::runtime::{DriftReport, Gateway, lock};
+use super::runtime::Gateway;
+use super::state::{DriftReport, lock};
 use super::trust::Trust;
 use crate::application::client::ClientError;
 use crate::domain::SessionId;
@@ -146,7 +147,7 @@ impl Gateway {
     #[allow(clippy::type_complexity)]
     fn apply_changes(
         &self,
-        state: &mut super::runtime::State,
+        state: &mut super::state::State,
         changes: &[(ToolId, CatalogChange)],
     ) -> (Vec<SessionId>, Vec<(ToolId, Option<Tool>)>) {
         // Every session's set is rebuilt now, so drift is reported once, here.

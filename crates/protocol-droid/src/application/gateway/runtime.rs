@@ -8,34 +8,27 @@
 //! definition drifted after it was given to a session is refused by name
 //! even while it is still listed somewhere.
 //!
-//! In progressive mode a session starts with the discovery tools only
-//! (`discovery`). Upstreams are kept up by `supervise`, listed by
+//! What the gateway knows is `state`'s, behind one lock. In progressive
+//! mode a session starts with the discovery tools only (`discovery`).
+//! Upstreams are kept up by `supervise`, listed by
 //! `refresh`; the pins in force are `pins`'s, the principals that keep
 //! activations without a session `principals`'s.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
-use super::catalog::{Pins, ToolCatalog, ToolSource};
+use super::catalog::{Pins, ToolCatalog};
 use super::forwarding::{Forwarding, rename_content};
-use super::gate::ExecutionGate;
 use super::names;
 use super::principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE, Principals};
-use super::session::{DropReason, DroppedActivation, SessionToolSet};
-use super::trust::{Approval, TrustStore};
-use super::upstream::Upstream;
+use super::state::{Disclosure, DriftReport, Route, State, link_error, lock};
 use super::watches::Watches;
-use crate::application::bridge::Bridge;
-use crate::application::server::{AuthContext, PeerSession, Primitive, ScopeRules};
 use crate::application::server::{
-    Call, CallError, Server, ServerBuilder, ToolAccess, ToolSpec, ToolVisibility,
+    Call, CallError, Server, ServerBuilder, ToolSpec, ToolVisibility,
 };
-use crate::domain::Refusal;
-use crate::domain::SessionId;
+use crate::application::server::{Primitive, ScopeRules};
 use crate::domain::catalog::{Provenance, SchemaDigest, ToolId};
 use crate::domain::ir::{JsonObject, ToolResult};
-use crate::domain::jsonrpc::ErrorCode;
 use crate::wire::Tool;
 use serde_json::Value;
 
@@ -54,285 +47,6 @@ pub enum ScopeRuleError {
         /// The name.
         name: String,
     },
-}
-
-/// How many sessions' tool sets are kept; the oldest goes first.
-pub const MAX_SESSIONS: usize = 10_000;
-
-/// How many drift reports are kept for [`Gateway::drift`].
-pub const MAX_DRIFT_REPORTS: usize = 256;
-
-/// How sessions get their tools.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Disclosure {
-    /// Every verified tool is core for every session.
-    Default,
-    /// Sessions start with the discovery tools and activate the rest exactly.
-    Progressive,
-}
-
-/// A change to a tool an operator should know about.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DriftReport {
-    /// The tool.
-    pub id: ToolId,
-    /// Its digest before, if it existed.
-    pub old: Option<SchemaDigest>,
-    /// Its digest now, if it still exists.
-    pub new: Option<SchemaDigest>,
-    /// Session activations dropped because of it.
-    pub dropped_activations: usize,
-}
-
-pub(super) struct State {
-    /// Shared, so a search ranks a snapshot without holding the lock every
-    /// session's lists and calls wait on; changed copy-on-write.
-    pub(super) catalog: Arc<ToolCatalog>,
-    /// The pins in force, derived from the three below ([`State::repin`]).
-    pub(super) pins: Pins,
-    /// The configuration's pins.
-    pub(super) configured: Pins,
-    /// What was trusted on first use, by upstreams trusted that way.
-    pub(super) first_use: Pins,
-    /// The upstreams whose first use has been taken (in this process, or
-    /// recorded in the store), even those that showed nothing then.
-    pub(super) first_used: BTreeSet<String>,
-    /// The operator's approvals on the running gateway; each holds while
-    /// the configuration pins its tool as it did when it was made.
-    pub(super) approved: BTreeMap<ToolId, Approval>,
-    pub(super) upstreams: BTreeMap<String, Upstream>,
-    /// The scope a caller needs to see and call a tool, by id.
-    pub(super) scopes: BTreeMap<ToolId, String>,
-    pub(super) sessions: BTreeMap<SessionId, SessionToolSet>,
-    /// Why each session lost the activations it lost, so a call to one is
-    /// refused by naming the reason rather than as an unknown tool.
-    pub(super) lost: BTreeMap<SessionId, BTreeMap<ToolId, String>>,
-    pub(super) drift: VecDeque<DriftReport>,
-    /// Where first-use trust and approvals are kept beyond this process.
-    pub(super) trust_store: Option<Arc<dyn TrustStore>>,
-    /// What sessions watch upstream, for a bridge opened anew.
-    pub(super) watches: Watches,
-    /// The session standing for each authenticated 2026-07-28 principal,
-    /// whose activations it keeps across requests.
-    principals: Principals,
-}
-
-/// How many lost activations are remembered per session.
-const MAX_LOST: usize = 256;
-
-impl State {
-    /// The session's set, built on first use and rebuilt (carrying what
-    /// still matches) when the catalog moved on.
-    fn session_set(&mut self, session: SessionId, disclosure: Disclosure) -> &SessionToolSet {
-        let stale = self
-            .sessions
-            .get(&session)
-            .is_none_or(|set| set.is_stale(&self.catalog));
-        if stale {
-            let next = match self.sessions.get(&session) {
-                Some(set) => {
-                    let (next, dropped) = set
-                        .rebuilt_for_catalog(&self.catalog, disclosure == Disclosure::Progressive);
-                    report_dropped(session, &dropped);
-                    self.remember_lost(session, &dropped);
-                    next
-                }
-                None => {
-                    // The server's sessions are bounded here; principals'
-                    // by `principals`. Theirs are numbered from the top, so
-                    // the first entry is always the server's oldest.
-                    let served = self.sessions.len().saturating_sub(self.principals.len());
-                    if served >= MAX_SESSIONS {
-                        if let Some((old, _)) = self.sessions.pop_first() {
-                            self.lost.remove(&old);
-                        }
-                    }
-                    fresh_set(session, &self.catalog, disclosure)
-                }
-            };
-            self.sessions.insert(session, next);
-        }
-        self.sessions
-            .entry(session)
-            .or_insert_with(|| fresh_set(session, &self.catalog, disclosure))
-    }
-
-    fn remember_lost(&mut self, session: SessionId, dropped: &[DroppedActivation]) {
-        if dropped.is_empty() {
-            return;
-        }
-        let lost = self.lost.entry(session).or_default();
-        for d in dropped {
-            let id = &d.activation.id;
-            let why = match &d.reason {
-                DropReason::Removed => format!("{id} is no longer offered by its upstream"),
-                DropReason::Drifted { pinned, current } => format!(
-                    "{id} changed after it was activated (digest {pinned}, now {current}); \
-                     its activation was dropped and it must be approved and activated again"
-                ),
-                DropReason::Untrusted { pinned, current } => format!(
-                    "{id} was {pinned} when activated and is {current} now; its activation was dropped"
-                ),
-                DropReason::OtherSession => continue,
-            };
-            if lost.len() >= MAX_LOST {
-                lost.pop_first();
-            }
-            lost.insert(id.clone(), why);
-        }
-    }
-
-    /// The set serving `peer` and `caller`: its session's, kept and rebuilt,
-    /// when the session outlives the request; for a 2026-07-28 request over
-    /// HTTP, which is its own session, the set its authenticated principal
-    /// keeps across requests (progressive mode), or else a fresh core that
-    /// keeps nothing.
-    pub(super) fn set_for(
-        &mut self,
-        peer: &PeerSession,
-        caller: &AuthContext,
-        disclosure: Disclosure,
-    ) -> SessionToolSet {
-        match self.keeping_session(peer, caller, disclosure) {
-            Some(session) => self.session_set(session, disclosure).clone(),
-            None => fresh_set(peer.session(), &self.catalog, disclosure),
-        }
-    }
-
-    /// Runs `f` with the set serving `peer` and `caller`, as
-    /// [`Self::set_for`] finds it, without copying a kept set: what every
-    /// call and every visibility check reads.
-    pub(super) fn with_set<R>(
-        &mut self,
-        peer: &PeerSession,
-        caller: &AuthContext,
-        disclosure: Disclosure,
-        f: impl FnOnce(&Self, &SessionToolSet) -> R,
-    ) -> R {
-        match self.keeping_session(peer, caller, disclosure) {
-            Some(session) => {
-                let _built = self.session_set(session, disclosure);
-                match self.sessions.get(&session) {
-                    Some(set) => f(self, set),
-                    None => f(self, &fresh_set(session, &self.catalog, disclosure)),
-                }
-            }
-            None => {
-                let set = fresh_set(peer.session(), &self.catalog, disclosure);
-                f(self, &set)
-            }
-        }
-    }
-
-    /// The session whose set outlives this request: the peer's own when it
-    /// lasts, else the authenticated principal's (in progressive mode, where
-    /// there is anything to keep), else none. Anonymous 2026-07-28 callers
-    /// share no set: they would see each other's activations.
-    pub(super) fn keeping_session(
-        &mut self,
-        peer: &PeerSession,
-        caller: &AuthContext,
-        disclosure: Disclosure,
-    ) -> Option<SessionId> {
-        if peer.is_lasting() {
-            return Some(peer.session());
-        }
-        if disclosure != Disclosure::Progressive {
-            return None;
-        }
-        // A token naming neither subject nor client cannot tell two callers
-        // apart: they would share activations.
-        let claims = caller.claims()?;
-        if claims.sub.is_none() && claims.client_id.is_none() {
-            return None;
-        }
-        let key = caller.principal_key()?;
-        let (session, forgotten) = self.principals.session_for(&key, Instant::now());
-        for session in forgotten {
-            self.forget_session(session);
-        }
-        Some(session)
-    }
-
-    pub(super) fn forget_session(&mut self, session: SessionId) {
-        self.sessions.remove(&session);
-        self.lost.remove(&session);
-        self.watches.forget(session);
-    }
-
-    /// What the server may do with `id` for `peer` and `caller`.
-    fn access(
-        &mut self,
-        peer: &PeerSession,
-        caller: &AuthContext,
-        disclosure: Disclosure,
-        id: &ToolId,
-    ) -> ToolAccess {
-        self.with_set(peer, caller, disclosure, |state, set| {
-            if set.is_core(id) || set.activation(id).is_some() {
-                return ToolAccess::Granted;
-            }
-            match state.lost.get(set.session()).and_then(|lost| lost.get(id)) {
-                Some(why) => ToolAccess::Refused(why.clone()),
-                None => ToolAccess::Hidden,
-            }
-        })
-    }
-
-    /// Rebuilds every session's set against the catalog as it is now:
-    /// the sessions whose list changed, and how many activations each tool
-    /// lost.
-    pub(super) fn rebuild_sessions(
-        &mut self,
-        disclosure: Disclosure,
-    ) -> (Vec<SessionId>, HashMap<ToolId, usize>) {
-        let sessions: Vec<SessionId> = self.sessions.keys().copied().collect();
-        let mut dropped_by_tool: HashMap<ToolId, usize> = HashMap::new();
-        let mut touched = Vec::new();
-        for session in sessions {
-            let Some(set) = self.sessions.get(&session) else {
-                continue;
-            };
-            let (next, dropped) =
-                set.rebuilt_for_catalog(&self.catalog, disclosure == Disclosure::Progressive);
-            if !set.visible().eq(next.visible()) || !dropped.is_empty() {
-                touched.push(session);
-            }
-            report_dropped(session, &dropped);
-            self.remember_lost(session, &dropped);
-            for d in &dropped {
-                *dropped_by_tool.entry(d.activation.id.clone()).or_default() += 1;
-            }
-            self.sessions.insert(session, next);
-        }
-        (touched, dropped_by_tool)
-    }
-
-    pub(super) fn record_drift(&mut self, report: DriftReport) {
-        if self.drift.len() >= MAX_DRIFT_REPORTS {
-            self.drift.pop_front();
-        }
-        self.drift.push_back(report);
-    }
-}
-
-/// A new set for `session`: the core `disclosure` gives, no activations.
-fn fresh_set(session: SessionId, catalog: &ToolCatalog, disclosure: Disclosure) -> SessionToolSet {
-    match disclosure {
-        Disclosure::Default => SessionToolSet::default_core_for_catalog(session, catalog),
-        Disclosure::Progressive => SessionToolSet::progressive_core_for_catalog(session, catalog),
-    }
-}
-
-fn report_dropped(session: SessionId, dropped: &[DroppedActivation]) {
-    for d in dropped {
-        tracing::warn!(
-            %session,
-            tool = %d.activation.id,
-            reason = ?d.reason,
-            "activation dropped"
-        );
-    }
 }
 
 pub(super) struct Inner {
@@ -357,10 +71,6 @@ impl std::fmt::Debug for Gateway {
             .field("disclosure", &self.inner.disclosure)
             .finish_non_exhaustive()
     }
-}
-
-pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Gateway {
@@ -572,72 +282,4 @@ impl Gateway {
     pub fn drift(&self) -> Vec<DriftReport> {
         lock(&self.inner.state).drift.iter().cloned().collect()
     }
-}
-
-/// Where an authorized call goes: the upstream's connection, and the name
-/// the upstream knows the tool by.
-pub(super) struct Route {
-    bridge: Bridge,
-    name: String,
-    upstream: String,
-    /// What the upstream's resource URIs are prefixed with.
-    prefix: String,
-}
-
-impl State {
-    /// Authorizes `id` for `set` through the gate and finds its upstream.
-    pub(super) fn route(&self, set: &SessionToolSet, id: &ToolId) -> Result<Route, CallError> {
-        let record =
-            ExecutionGate::authorize(set, &self.catalog, id).map_err(|e| refused(e.to_string()))?;
-        let ToolSource::Upstream(upstream) = &record.source else {
-            return Err(refused(format!("{id} has no upstream")));
-        };
-        let linked = self
-            .upstreams
-            .get(upstream)
-            .ok_or_else(|| refused(format!("upstream {upstream} is gone")))?;
-        let bridge = linked.usable(upstream).map_err(CallError::internal)?;
-        let name = linked
-            .options
-            .tools
-            .upstream_name(record.source_name())
-            .to_owned();
-        Ok(Route {
-            bridge,
-            name,
-            upstream: upstream.clone(),
-            prefix: linked.prefix.clone(),
-        })
-    }
-}
-
-/// An upstream's error, as a session is to read it. Some describe the
-/// gateway's own link to the upstream, not the caller's request; passed on,
-/// they would send the caller to fix what it did not do. Which upstream
-/// failed is worth saying when a session has many.
-pub(super) fn link_error(upstream: &str, error: CallError) -> CallError {
-    match error {
-        CallError::Protocol(error)
-            if [
-                ErrorCode::HEADER_MISMATCH,
-                ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
-            ]
-            .contains(&error.code) =>
-        {
-            CallError::internal(format!(
-                "upstream {upstream} refused the request: {}",
-                error.message
-            ))
-        }
-        CallError::Protocol(mut error) if error.code == ErrorCode::INTERNAL_ERROR => {
-            error.message = format!("upstream {upstream}: {}", error.message);
-            CallError::Protocol(error)
-        }
-        other => other,
-    }
-}
-
-/// A refusal of the caller's request, by name (`-32602`).
-pub(super) fn refused(message: String) -> CallError {
-    Refusal::invalid_params(message).into()
 }

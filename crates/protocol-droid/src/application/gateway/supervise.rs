@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use super::catalog::ToolSource;
 use super::names;
-use super::runtime::{Gateway, Inner, State, lock};
+use super::runtime::{Gateway, Inner};
+use super::state::{State, lock};
 use super::trust::Trust;
 use super::upstream::{
     self, STABLE_FOR, Upstream, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
