@@ -540,7 +540,7 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
             return;
         };
         match item {
-            Inbound::Message(message) => dispatch(&inner, &message),
+            Inbound::Message(message) => dispatch(&inner, message),
             Inbound::Failed { id, error } => match lock(&inner.pending).remove(&id) {
                 Some(waiter) => {
                     let _ = waiter.send(Err(error.into()));
@@ -567,7 +567,7 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
     }
 }
 
-fn dispatch(inner: &Arc<Inner>, message: &Value) {
+fn dispatch(inner: &Arc<Inner>, mut message: Value) {
     let method = message
         .get("method")
         .and_then(Value::as_str)
@@ -579,7 +579,7 @@ fn dispatch(inner: &Arc<Inner>, message: &Value) {
                 tracing::warn!(%method, "the server sent a request with an invalid id");
                 return;
             };
-            let params = message.get("params").cloned();
+            let params = message.as_object_mut().and_then(|m| m.remove("params"));
             let inner = Arc::clone(inner);
             let modern = read_version(&inner).is_some_and(|v| v.era() == Era::Modern);
             let permit = Arc::clone(&inner.answering).try_acquire_owned();
@@ -606,7 +606,11 @@ fn dispatch(inner: &Arc<Inner>, message: &Value) {
                 drop(permit);
             });
         }
-        (Some(method), None) => notice(inner, method, message.get("params").cloned()),
+        (Some(method), None) => notice(
+            inner,
+            method,
+            message.as_object_mut().and_then(|m| m.remove("params")),
+        ),
         (None, Some(id)) => {
             let Some(id) = RequestId::from_json(id) else {
                 tracing::warn!(error = ?message.get("error"), "a response without a usable id");
@@ -616,17 +620,21 @@ fn dispatch(inner: &Arc<Inner>, message: &Value) {
                 tracing::warn!(?id, "a response to no waiting request");
                 return;
             };
-            let outcome = match (message.get("result"), message.get("error")) {
-                (Some(result), None) => Ok(result.clone()),
-                (None, Some(error)) => {
-                    Err(match serde_json::from_value::<ErrorObject>(error.clone()) {
-                        Ok(error) => ClientError::Server(error),
-                        Err(e) => ClientError::InvalidResult {
-                            method: String::new(),
-                            detail: format!("unreadable error object: {e}"),
-                        },
-                    })
-                }
+            // Taken out, not copied: a result can be large, and nothing
+            // else reads this message.
+            let (result, error) = match message.as_object_mut() {
+                Some(object) => (object.remove("result"), object.remove("error")),
+                None => (None, None),
+            };
+            let outcome = match (result, error) {
+                (Some(result), None) => Ok(result),
+                (None, Some(error)) => Err(match serde_json::from_value::<ErrorObject>(error) {
+                    Ok(error) => ClientError::Server(error),
+                    Err(e) => ClientError::InvalidResult {
+                        method: String::new(),
+                        detail: format!("unreadable error object: {e}"),
+                    },
+                }),
                 _ => Err(ClientError::InvalidResult {
                     method: String::new(),
                     detail: "a response needs exactly one of result and error".to_owned(),
