@@ -532,9 +532,9 @@ impl<'de> Deserialize<'de> for ContentBlock {
         if !known {
             return Ok(Self::Unknown(map));
         }
-        map.remove("type");
+        map.shift_remove("type");
         Ok(match kind.as_str() {
-            "text" => Self::Text(body(map)?),
+            "text" => Self::Text(text_body(map)?),
             "image" => Self::Image(body(map)?),
             "audio" => Self::Audio(body(map)?),
             "resource" => Self::Resource(body(map)?),
@@ -545,8 +545,32 @@ impl<'de> Deserialize<'de> for ContentBlock {
     }
 }
 
+/// A text block's body, read from its members by hand: nearly every block
+/// is text, and the derived form, with `extra` flattened, buffered the
+/// block once more before reading it. Reads what the derived form reads: a
+/// `null` `annotations` or `_meta` is absent, and `extra` keeps the rest in
+/// order.
+fn text_body<E: serde::de::Error>(mut map: JsonObject) -> Result<TextContent, E> {
+    let text = take_string(&mut map, "text")?.ok_or_else(|| E::missing_field("text"))?;
+    let annotations = match map.shift_remove("annotations") {
+        None | Some(Value::Null) => None,
+        Some(annotations) => Some(Annotations::deserialize(annotations).map_err(E::custom)?),
+    };
+    let meta = match map.shift_remove("_meta") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(meta)) => Some(meta),
+        Some(_) => return Err(E::custom("`_meta` must be an object")),
+    };
+    Ok(TextContent {
+        text,
+        annotations,
+        meta,
+        extra: map,
+    })
+}
+
 fn take_string<E: serde::de::Error>(map: &mut JsonObject, key: &str) -> Result<Option<String>, E> {
-    match map.remove(key) {
+    match map.shift_remove(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(E::custom(format_args!("`{key}` must be a string"))),
@@ -557,7 +581,7 @@ fn take_object<E: serde::de::Error>(
     map: &mut JsonObject,
     key: &str,
 ) -> Result<Option<JsonObject>, E> {
-    match map.remove(key) {
+    match map.shift_remove(key) {
         None => Ok(None),
         Some(Value::Object(o)) => Ok(Some(o)),
         Some(_) => Err(E::custom(format_args!("`{key}` must be an object"))),

@@ -1,6 +1,9 @@
 //! The result of a `tools/call`.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use serde::de::{Error as _, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::JsonObject;
@@ -15,18 +18,18 @@ pub const RESULT_TYPE_INPUT_REQUIRED: &str = "input_required";
 pub const RESULT_TYPE_TASK: &str = "task";
 
 /// What a tool call produced, in no revision in particular.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Read member by member ([`Deserialize`] is written by hand): the derived
+/// form, with `extra` flattened, buffered the whole result before reading
+/// it, and every result a bridge or gateway carries is read.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResult {
     /// The unstructured result.
     pub content: Vec<ContentBlock>,
     /// The structured result (2025-06-18: an object; 2026-07-28: any JSON,
     /// so a present `null` is kept as `Some(Value::Null)`).
-    #[serde(
-        default,
-        deserialize_with = "super::present",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Value>,
     /// Whether the tool reported a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -40,6 +43,76 @@ pub struct ToolResult {
     /// Members this build does not model.
     #[serde(flatten)]
     pub extra: JsonObject,
+}
+
+impl<'de> Deserialize<'de> for ToolResult {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ToolResultVisitor)
+    }
+}
+
+/// Reads a `CallToolResult` object as the derived form would: `content`
+/// required, each modelled member at most once, a `null` optional member
+/// absent (but a `null` `structuredContent` kept), the rest in `extra` in
+/// the order it came.
+struct ToolResultVisitor;
+
+impl<'de> Visitor<'de> for ToolResultVisitor {
+    type Value = ToolResult;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a tool result object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolResult, A::Error> {
+        /// Fills `slot` once; a second time is an error, as in the derived form.
+        fn once<T, E: serde::de::Error>(
+            slot: &mut Option<T>,
+            value: T,
+            field: &'static str,
+        ) -> Result<(), E> {
+            if slot.is_some() {
+                return Err(E::duplicate_field(field));
+            }
+            *slot = Some(value);
+            Ok(())
+        }
+        let mut content = None;
+        let mut structured_content = None;
+        let mut is_error = None;
+        let mut result_type = None;
+        let mut meta = None;
+        let mut extra = JsonObject::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "content" => once(&mut content, map.next_value()?, "content")?,
+                "structuredContent" => once(
+                    &mut structured_content,
+                    map.next_value()?,
+                    "structuredContent",
+                )?,
+                "isError" => once(&mut is_error, map.next_value::<Option<bool>>()?, "isError")?,
+                "resultType" => once(
+                    &mut result_type,
+                    map.next_value::<Option<String>>()?,
+                    "resultType",
+                )?,
+                "_meta" => once(&mut meta, map.next_value::<Option<JsonObject>>()?, "_meta")?,
+                _ => {
+                    let value = map.next_value()?;
+                    extra.insert(key, value);
+                }
+            }
+        }
+        Ok(ToolResult {
+            content: content.ok_or_else(|| A::Error::missing_field("content"))?,
+            structured_content,
+            is_error: is_error.flatten(),
+            result_type: result_type.flatten(),
+            meta: meta.flatten(),
+            extra,
+        })
+    }
 }
 
 impl ToolResult {
@@ -154,6 +227,47 @@ mod tests {
         let read: ToolResult = serde_json::from_value(wire.clone())?;
         assert_eq!(read.structured_content, Some(Value::Null));
         assert_eq!(serde_json::to_value(&read)?, wire);
+        Ok(())
+    }
+
+    #[test]
+    fn a_result_is_read_as_the_derived_form_read_it() -> Result<(), serde_json::Error> {
+        // Members in any order, a `null` optional member absent, and what is
+        // not modelled kept, in the order it came.
+        let read: ToolResult = serde_json::from_str(
+            r#"{"z": 1, "isError": null, "resultType": null, "_meta": null,
+                "content": [{"text": "hi", "k": 2, "type": "text", "annotations": null,
+                             "_meta": null, "j": 3}],
+                "a": 2}"#,
+        )?;
+        let mut text = super::super::content::TextContent::new("hi");
+        text.extra = serde_json::from_value(json!({ "k": 2, "j": 3 }))?;
+        let mut expected = ToolResult::from_content(vec![ContentBlock::Text(text)]);
+        expected.extra = serde_json::from_value(json!({ "z": 1, "a": 2 }))?;
+        assert_eq!(read, expected);
+        let order = |object: &JsonObject| object.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(order(&read.extra), ["z", "a"]);
+        let blocks = read.content.iter().map(|block| match block {
+            ContentBlock::Text(text) => order(&text.extra),
+            _ => Vec::new(),
+        });
+        assert_eq!(blocks.collect::<Vec<_>>(), [["k", "j"]]);
+        for refused in [
+            "[]",
+            "{}",
+            r#"{"content": [], "content": []}"#,
+            r#"{"content": [], "isError": "yes"}"#,
+            r#"{"content": [], "_meta": []}"#,
+            r#"{"content": [{"type": "text"}]}"#,
+            r#"{"content": [{"type": "text", "text": 1}]}"#,
+            r#"{"content": [{"type": "text", "text": "a", "_meta": []}]}"#,
+            r#"{"content": [{"type": "text", "text": "a", "annotations": 1}]}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<ToolResult>(refused).is_err(),
+                "{refused}"
+            );
+        }
         Ok(())
     }
 
