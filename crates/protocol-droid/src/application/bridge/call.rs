@@ -16,7 +16,7 @@ use crate::application::server::dispatch::{
     CLIENT_CAPABILITIES_META, CLIENT_INFO_META, PROTOCOL_VERSION_META,
 };
 use crate::application::server::{Call, CallError, Question};
-use crate::domain::ir::{JsonObject, TranslationReport};
+use crate::domain::ir::{JsonObject, ToolResult, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{Era, Feature, Leg, ProtocolVersion};
 
@@ -174,6 +174,61 @@ impl Bridge {
         params: JsonObject,
         call: &Call,
     ) -> Result<Value, CallError> {
+        let (result, leg, mut report) = self.carry(method, params, call).await?;
+        let mut value = self
+            .translate(
+                method,
+                result,
+                self.inner.upstream.version,
+                &leg,
+                &mut report,
+            )
+            .inspect_err(|e| {
+                tracing::warn!(target: "droid::bridge", method, error = %e, "translation refused");
+            })
+            .map_err(|e| refusal(&e))?;
+        if !report.is_empty() {
+            self.record(method, &report, &mut value);
+        }
+        Ok(value)
+    }
+
+    /// Carries a `tools/call` as [`forward_call`](Self::forward_call) does,
+    /// and reads its result into the model once: for a caller that needs it
+    /// typed (the gateway), rather than translated as JSON and read again.
+    /// `None` when the upstream answered something that is not a tool
+    /// result.
+    pub(crate) async fn forward_tool_call(
+        &self,
+        params: JsonObject,
+        call: &Call,
+    ) -> Result<Option<ToolResult>, CallError> {
+        const METHOD: &str = "tools/call";
+        let (result, leg, mut report) = self.carry(METHOD, params, call).await?;
+        let Some(mut result) = self
+            .translate_tool_result(result, &leg, &mut report)
+            .inspect_err(|e| {
+                tracing::warn!(target: "droid::bridge", method = METHOD, error = %e, "translation refused");
+            })
+            .map_err(|e| refusal(&e))?
+        else {
+            return Ok(None);
+        };
+        if !report.is_empty() {
+            self.record_typed(METHOD, &report, &mut result);
+        }
+        Ok(Some(result))
+    }
+
+    /// Carries one request for `method` upstream on behalf of `call`: its
+    /// answer as the upstream wrote it, the client's leg, and the report
+    /// the translation of its questions began.
+    async fn carry(
+        &self,
+        method: &str,
+        params: JsonObject,
+        call: &Call,
+    ) -> Result<(Value, Leg, TranslationReport), CallError> {
         let version = self.inner.upstream.version;
         // A retry of a round parked in front of a legacy server continues
         // on the connection its request is open on.
@@ -270,16 +325,7 @@ impl Bridge {
             }
             Err(error) => return Err(upstream_error(error, &leg)),
         };
-        let mut value = self
-            .translate(method, result, version, &leg, &mut report)
-            .inspect_err(|e| {
-                tracing::warn!(target: "droid::bridge", method, error = %e, "translation refused");
-            })
-            .map_err(|e| refusal(&e))?;
-        if !report.is_empty() {
-            self.record(method, &report, &mut value);
-        }
-        Ok(value)
+        Ok((result, leg, report))
     }
 
     /// Whether the tool `params` call only runs as a task upstream: a tool

@@ -115,20 +115,10 @@ pub fn translate(
         return Ok(unchanged(reply, to));
     };
 
-    // An absent `resultType` means `complete`, in 2026-07-28 and in every
-    // revision without the field, so dropping it loses nothing; refusing it
-    // would make every result of a new server unreadable to an old client.
-    // Any other value has no older form and is left for the check below.
-    if lifted.result_type.as_deref() == Some(COMPLETE)
-        && !to.profile.allows(Feature::ToolResultType)
-    {
-        lifted.result_type = None;
-    }
-
     // Nothing the client cannot read: the peer's own bytes are correct, not
     // merely convenient, and asking before lowering is what keeps the codec
     // from re-encoding a reply nobody asked it to change.
-    if check_expressible(&lifted.required_features(), &to.profile, to.version).is_ok() {
+    if readable_as_is(&mut lifted, to) {
         return Ok(unchanged(reply, to));
     }
 
@@ -139,6 +129,51 @@ pub fn translate(
     // `result` the upstream did not send.
     reply.insert(RESULT.to_owned(), lowered);
     Ok(Translated { reply, report })
+}
+
+/// A `tools/call` result read into the model and made readable by the leg
+/// `to`, deciding as [`translate`] decides: for a caller that needs the
+/// result typed (the gateway hands it to its own server), so that it is
+/// read once rather than translated as JSON and read again. Reading is the
+/// same at every revision; what `to` cannot express is lowered as `policy`
+/// authorises, each change noted in `report`.
+///
+/// `Ok(None)` when `result` is not a tool result this build reads.
+///
+/// # Errors
+///
+/// As [`translate`].
+pub(crate) fn lift_tool_result(
+    result: Value,
+    to: &Leg,
+    policy: DegradePolicy,
+    report: &mut TranslationReport,
+) -> Result<Option<ToolResult>, LowerError> {
+    if !result.is_object() {
+        return Ok(None);
+    }
+    let Ok(mut lifted) = serde_json::from_value::<ToolResult>(result) else {
+        return Ok(None);
+    };
+    if !readable_as_is(&mut lifted, to) {
+        for_version(to.version).lower_tool_result_in_place(&mut lifted, policy, report)?;
+    }
+    Ok(Some(lifted))
+}
+
+/// Whether `to` reads `lifted` as it is, once a `resultType` of `complete`
+/// that `to` has no field for is dropped.
+fn readable_as_is(lifted: &mut ToolResult, to: &Leg) -> bool {
+    // An absent `resultType` means `complete`, in 2026-07-28 and in every
+    // revision without the field, so dropping it loses nothing; refusing it
+    // would make every result of a new server unreadable to an old client.
+    // Any other value has no older form and is left for the check.
+    if lifted.result_type.as_deref() == Some(COMPLETE)
+        && !to.profile.allows(Feature::ToolResultType)
+    {
+        lifted.result_type = None;
+    }
+    check_expressible(&lifted.required_features(), &to.profile, to.version).is_ok()
 }
 
 /// The tool result in `reply`, if it holds one this build reads.

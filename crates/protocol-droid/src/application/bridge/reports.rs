@@ -4,11 +4,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::content::translate;
+use super::content::{lift_tool_result, translate};
 use super::lower::Lowering;
 use super::runtime::{Bridge, MAX_REPORTS, REPORT_META, Report};
 use super::upstream::lock;
-use crate::domain::ir::{LowerError, TranslationReport};
+use crate::domain::ir::{LowerError, ToolResult, TranslationReport};
 use crate::domain::{Leg, ProtocolVersion};
 
 impl Bridge {
@@ -47,8 +47,51 @@ impl Bridge {
         Ok(value)
     }
 
+    /// A `tools/call` result from the upstream, read into the model and
+    /// made readable by the client's leg; `None` when it is not a tool
+    /// result.
+    pub(super) fn translate_tool_result(
+        &self,
+        result: Value,
+        leg: &Leg,
+        report: &mut TranslationReport,
+    ) -> Result<Option<ToolResult>, LowerError> {
+        lift_tool_result(result, leg, self.inner.options.policy, report)
+    }
+
+    /// [`record`](Self::record) for a result read into the model.
+    pub(super) fn record_typed(
+        &self,
+        method: &str,
+        report: &TranslationReport,
+        result: &mut ToolResult,
+    ) {
+        self.keep(method, report);
+        if self.inner.options.report_meta {
+            result
+                .meta
+                .get_or_insert_with(Map::new)
+                .insert(REPORT_META.to_owned(), report_meta(report));
+        }
+    }
+
     /// Logs a translation, keeps it, and puts it in the reply if asked to.
     pub(super) fn record(&self, method: &str, report: &TranslationReport, value: &mut Value) {
+        self.keep(method, report);
+        if self.inner.options.report_meta {
+            if let Value::Object(object) = value {
+                let meta = object
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(meta) = meta {
+                    meta.insert(REPORT_META.to_owned(), report_meta(report));
+                }
+            }
+        }
+    }
+
+    /// Logs a translation and keeps it for [`Bridge::reports`].
+    fn keep(&self, method: &str, report: &TranslationReport) {
         let lines: Vec<String> = report
             .downgrades()
             .iter()
@@ -71,23 +114,15 @@ impl Bridge {
                 report: report.clone(),
             });
         }
-        if self.inner.options.report_meta {
-            if let Value::Object(object) = value {
-                let meta = object
-                    .entry("_meta")
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if let Value::Object(meta) = meta {
-                    let downgrades: Vec<Value> = report
-                        .downgrades()
-                        .iter()
-                        .map(|d| json!({ "feature": format!("{:?}", d.feature), "detail": d.detail }))
-                        .collect();
-                    meta.insert(
-                        REPORT_META.to_owned(),
-                        json!({ "revision": report.target().as_str(), "downgrades": downgrades }),
-                    );
-                }
-            }
-        }
     }
+}
+
+/// A report as it goes in a reply's `_meta`, under [`REPORT_META`].
+fn report_meta(report: &TranslationReport) -> Value {
+    let downgrades: Vec<Value> = report
+        .downgrades()
+        .iter()
+        .map(|d| json!({ "feature": format!("{:?}", d.feature), "detail": d.detail }))
+        .collect();
+    json!({ "revision": report.target().as_str(), "downgrades": downgrades })
 }

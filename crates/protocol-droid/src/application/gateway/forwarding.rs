@@ -28,7 +28,7 @@ use super::state::{State, link_error, lock};
 use super::upstream::UpstreamHealth;
 use crate::application::bridge::Bridge;
 use crate::application::server::{Call, CallError, Forward, every_capability};
-use crate::domain::ir::JsonObject;
+use crate::domain::ir::{ContentBlock, JsonObject, ResourceContents};
 use crate::domain::{Capability, ProtocolVersion, Refusal, SessionId, Unknown};
 
 /// The gateway's state, as its server's forwarder reads it.
@@ -342,6 +342,21 @@ pub(super) fn rename_content(prefix: &str, content: &mut Value) {
     }
 }
 
+/// [`rename_content`] for a tool result's blocks read into the model.
+pub(super) fn rename_blocks(prefix: &str, blocks: &mut [ContentBlock]) {
+    for block in blocks {
+        match block {
+            ContentBlock::ResourceLink(link) => link.uri = names::outer_uri(prefix, &link.uri),
+            ContentBlock::Resource(embedded) => match &mut embedded.resource {
+                ResourceContents::Text { uri, .. } | ResourceContents::Blob { uri, .. } => {
+                    *uri = names::outer_uri(prefix, uri);
+                }
+            },
+            _ => {}
+        }
+    }
+}
+
 impl Forward for Forwarding {
     fn serves(&self, method: &str) -> bool {
         // Tools are the registry's: each session sees its own set.
@@ -443,20 +458,26 @@ mod tests {
     }
 
     #[test]
-    fn content_pointing_at_resources_gets_the_gateway_uris() {
-        let mut content = json!([
+    fn content_pointing_at_resources_gets_the_gateway_uris() -> Result<(), serde_json::Error> {
+        let original = json!([
             {"type": "text", "text": "see"},
             {"type": "resource_link", "uri": "test://a", "name": "a"},
             {"type": "resource", "resource": {"uri": "test://b", "text": "b"}},
+            {"type": "resource", "resource": {"uri": "test://c", "blob": "Yw=="}},
         ]);
+        let renamed = json!([
+            {"type": "text", "text": "see"},
+            {"type": "resource_link", "uri": "everything+test://a", "name": "a"},
+            {"type": "resource", "resource": {"uri": "everything+test://b", "text": "b"}},
+            {"type": "resource", "resource": {"uri": "everything+test://c", "blob": "Yw=="}},
+        ]);
+        let mut content = original.clone();
         rename_content("everything", &mut content);
-        assert_eq!(
-            content,
-            json!([
-                {"type": "text", "text": "see"},
-                {"type": "resource_link", "uri": "everything+test://a", "name": "a"},
-                {"type": "resource", "resource": {"uri": "everything+test://b", "text": "b"}},
-            ])
-        );
+        assert_eq!(content, renamed);
+        // Read into the model, a tool result's blocks are renamed alike.
+        let mut blocks: Vec<ContentBlock> = serde_json::from_value(original)?;
+        rename_blocks("everything", &mut blocks);
+        assert_eq!(serde_json::to_value(&blocks)?, renamed);
+        Ok(())
     }
 }

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::catalog::{Pins, ToolCatalog};
-use super::forwarding::{Forwarding, rename_content};
+use super::forwarding::{Forwarding, rename_blocks};
 use super::names;
 use super::principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE, Principals};
 use super::state::{Disclosure, DriftReport, Route, State, link_error, lock};
@@ -251,17 +251,16 @@ impl Gateway {
         let mut params = JsonObject::new();
         params.insert("name".to_owned(), Value::String(name));
         params.insert("arguments".to_owned(), Value::Object(arguments));
-        match bridge.forward_call("tools/call", params, call).await {
-            Ok(mut result) => {
-                if let Some(content) = result.get_mut("content") {
-                    rename_content(&prefix, content);
-                }
-                serde_json::from_value(result).map_err(|error| {
-                tracing::warn!(%upstream, %error, "an upstream's tool result does not parse");
-                CallError::internal(format!(
+        match bridge.forward_tool_call(params, call).await {
+            Ok(Some(mut result)) => {
+                rename_blocks(&prefix, &mut result.content);
+                Ok(result)
+            }
+            Ok(None) => {
+                tracing::warn!(%upstream, "an upstream's tool result does not parse");
+                Err(CallError::internal(format!(
                     "upstream {upstream} answered the call with something that is not a tool result"
-                ))
-                })
+                )))
             }
             Err(error) => Err(link_error(&upstream, error)),
         }
