@@ -563,8 +563,9 @@ impl Rounds<'_> {
         } else {
             call.ctx.input_responses.clone()
         };
-        let mut asking = call.clone();
-        asking.ctx.input_responses = JsonObject::new();
+        // The call as its questions are asked: made when the server first
+        // asks, since most requests take no round.
+        let mut asking: Option<Call> = None;
         // Registered so the server's log lines about it can find it.
         let (_registration, _asks) = lease.upstream.handler.register(Arc::clone(&self.relay));
         let mut options = self.options.clone();
@@ -572,7 +573,9 @@ impl Rounds<'_> {
             options.on_progress = Some(progress_to(Arc::clone(&self.relay)));
         }
         loop {
-            let mut request = params.clone();
+            // The answers this round sends, kept apart from the request so
+            // that a retry can send them again.
+            let mut responses_sent = None;
             if !asked.is_empty() {
                 for key in asked.keys() {
                     if let Some(answer) = responses.remove(key).filter(Value::is_object) {
@@ -596,6 +599,11 @@ impl Rounds<'_> {
                             q.get("params").cloned().unwrap_or_else(|| json!({})),
                         )
                     }))?;
+                    let asking = asking.get_or_insert_with(|| {
+                        let mut asking = call.clone();
+                        asking.ctx.input_responses = JsonObject::new();
+                        asking
+                    });
                     asking.keep_state(json!({
                         "asked": asked, "answered": answered,
                         "upstream": upstream_state, "rounds": rounds,
@@ -605,15 +613,25 @@ impl Rounds<'_> {
                         answered.insert(key, answer);
                     }
                 }
-                let responses: Map<String, Value> = std::mem::take(&mut answered);
-                request.insert("inputResponses".to_owned(), Value::Object(responses));
+                responses_sent = Some(std::mem::take(&mut answered));
             }
-            if let Some(state) = &upstream_state {
-                request.insert("requestState".to_owned(), state.clone());
-            }
+            // Built for each send rather than kept and copied: a request is
+            // sent again only when its tool's headers changed.
+            let request = || {
+                let mut request = params.clone();
+                if let Some(responses) = &responses_sent {
+                    request.insert(
+                        "inputResponses".to_owned(),
+                        Value::Object(Map::clone(responses)),
+                    );
+                }
+                if let Some(state) = &upstream_state {
+                    request.insert("requestState".to_owned(), state.clone());
+                }
+                Some(Value::Object(request))
+            };
             let client = &lease.upstream.client;
-            let request = Some(Value::Object(request));
-            let result = match client.request_once(method, request.clone(), &options).await {
+            let result = match client.request_once(method, request(), &options).await {
                 Ok(result) => result,
                 // The tool's header annotations changed since the bridge
                 // last listed them (or it never did): list, then once more.
@@ -623,7 +641,7 @@ impl Rounds<'_> {
                     if let Err(error) = client.refresh_tools().await {
                         return Ok(Err(error));
                     }
-                    match client.request_once(method, request, &options).await {
+                    match client.request_once(method, request(), &options).await {
                         Ok(result) => result,
                         Err(error) => return Ok(Err(error)),
                     }

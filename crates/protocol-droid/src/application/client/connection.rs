@@ -232,7 +232,9 @@ impl Client {
     /// The revision spoken, once negotiated.
     #[must_use]
     pub fn version(&self) -> Option<ProtocolVersion> {
-        self.server().map(|s| s.version)
+        // Read in place: every request asks, and the state holds the
+        // server's whole capabilities and instructions.
+        read_version(&self.inner)
     }
 
     /// The options the client was built with.
