@@ -159,7 +159,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
         report_meta: args.report_meta,
         ..BridgeOptions::default()
     };
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let runtime = crate::runtime_for(args.listen.is_none())?;
     runtime.block_on(async {
         let bridge = Bridge::connect(connector, options)
             .await

@@ -292,9 +292,31 @@ pub(crate) struct Listening<'a> {
     pub(crate) trust: &'a protocol_droid::adapters::secondary::tls::Trust,
 }
 
+/// The runtime a server runs on: one thread when it serves one peer on
+/// stdio, a thread per core when it listens.
+///
+/// A stdio server has one client and waits on pipes, not on its cores. On
+/// a worker pool each request, answer and pipe read is a wake-up handed
+/// between threads, and when the client, this process and its upstream
+/// share a machine's cores those hand-offs were a fifth of the work
+/// (docs/benchmarks.md); on one thread they are a queue push.
+pub(crate) fn runtime_for(stdio: bool) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = if stdio {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    builder
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
 fn serve(listening: Listening<'_>, revisions: &[String]) -> anyhow::Result<()> {
     let offered = offered(revisions)?;
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    // Not `runtime_for`: measured, the direct server answers a lone request
+    // sooner on a worker pool, and keeps its throughput (docs/benchmarks.md).
+    let runtime = runtime_for(false)?;
     runtime.block_on(async {
         let server = fixture::server(&offered).context("building the fixture server")?;
         for rule in listening.auth.scope_rules()? {

@@ -25,7 +25,6 @@ mod reload;
 
 use std::path::Path;
 
-use anyhow::Context as _;
 use protocol_droid::adapters::primary::admin::serve_admin;
 
 /// `droid gateway`.
@@ -40,7 +39,8 @@ pub(crate) fn run(
     // one, and read again, rather than missed.
     let read = config_path.and_then(reload::contents);
     let config = load::load(config_path)?;
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    listening.listen = listening.listen.or_else(|| config.listen.clone());
+    let runtime = crate::runtime_for(listening.listen.is_none() && !print_digests)?;
     runtime.block_on(async {
         let (gateway, failures) =
             build::start(&config, config_path, listening.auth, listening.trust).await?;
@@ -95,7 +95,6 @@ pub(crate) fn run(
                 listening.trust.clone(),
             )
         });
-        listening.listen = listening.listen.or_else(|| config.listen.clone());
         crate::serve_on(gateway.server().clone(), listening).await
     })
 }
