@@ -314,8 +314,9 @@ pub(crate) fn runtime_for(stdio: bool) -> anyhow::Result<tokio::runtime::Runtime
 
 fn serve(listening: Listening<'_>, revisions: &[String]) -> anyhow::Result<()> {
     let offered = offered(revisions)?;
-    // Not `runtime_for`: measured, the direct server answers a lone request
-    // sooner on a worker pool, and keeps its throughput (docs/benchmarks.md).
+    // The worker pool even on stdio: measured, one thread answered a lone
+    // request more slowly (12,792 against 20,926 calls/s), though it gained
+    // with 64 in flight (docs/benchmarks.md).
     let runtime = runtime_for(false)?;
     runtime.block_on(async {
         let server = fixture::server(&offered).context("building the fixture server")?;

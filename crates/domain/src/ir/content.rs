@@ -546,8 +546,9 @@ impl<'de> Deserialize<'de> for ContentBlock {
 }
 
 /// A text block's body, read from its members by hand: nearly every block
-/// is text, and the derived form, with `extra` flattened, buffered the
-/// block once more before reading it. Reads what the derived form reads: a
+/// is text, and the derived form was reached through a JSON value made
+/// again from the members, with every unmodelled member buffered to build
+/// `extra`. Reads what the derived form reads: a
 /// `null` `annotations` or `_meta` is absent, and `extra` keeps the rest in
 /// order.
 fn text_body<E: serde::de::Error>(mut map: JsonObject) -> Result<TextContent, E> {

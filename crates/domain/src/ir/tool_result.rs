@@ -20,8 +20,9 @@ pub const RESULT_TYPE_TASK: &str = "task";
 /// What a tool call produced, in no revision in particular.
 ///
 /// Read member by member ([`Deserialize`] is written by hand): the derived
-/// form, with `extra` flattened, buffered the whole result before reading
-/// it, and every result a bridge or gateway carries is read.
+/// form, with `extra` flattened, buffered every unmodelled member and built
+/// `extra` again from the buffer, and every result a bridge or gateway
+/// carries is read.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResult {
@@ -32,13 +33,13 @@ pub struct ToolResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Value>,
     /// Whether the tool reported a failure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
     /// What kind of result this is (2026-07-28); absent means `complete`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub result_type: Option<String>,
     /// Result metadata.
-    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<JsonObject>,
     /// Members this build does not model.
     #[serde(flatten)]

@@ -40,6 +40,8 @@ pub(crate) fn run(
     let read = config_path.and_then(reload::contents);
     let config = load::load(config_path)?;
     listening.listen = listening.listen.or_else(|| config.listen.clone());
+    // `--print-digests` serves nobody: it connects to every upstream at
+    // once, which the pool does in parallel.
     let runtime = crate::runtime_for(listening.listen.is_none() && !print_digests)?;
     runtime.block_on(async {
         let (gateway, failures) =

@@ -196,28 +196,36 @@ impl Bridge {
     /// Carries a `tools/call` as [`forward_call`](Self::forward_call) does,
     /// and reads its result into the model once: for a caller that needs it
     /// typed (the gateway), rather than translated as JSON and read again.
-    /// `None` when the upstream answered something that is not a tool
-    /// result.
+    /// `Ok(Err(why))` when the upstream answered something that is not a
+    /// tool result.
     pub(crate) async fn forward_tool_call(
         &self,
         params: JsonObject,
         call: &Call,
-    ) -> Result<Option<ToolResult>, CallError> {
+    ) -> Result<Result<ToolResult, serde_json::Error>, CallError> {
         const METHOD: &str = "tools/call";
         let (result, leg, mut report) = self.carry(METHOD, params, call).await?;
-        let Some(mut result) = self
+        let read = self
             .translate_tool_result(result, &leg, &mut report)
             .inspect_err(|e| {
                 tracing::warn!(target: "droid::bridge", method = METHOD, error = %e, "translation refused");
             })
-            .map_err(|e| refusal(&e))?
-        else {
-            return Ok(None);
-        };
-        if !report.is_empty() {
-            self.record_typed(METHOD, &report, &mut result);
+            .map_err(|e| refusal(&e))?;
+        match read {
+            Ok(mut result) => {
+                if !report.is_empty() {
+                    self.record_typed(METHOD, &report, &mut result);
+                }
+                Ok(Ok(result))
+            }
+            Err(unreadable) => {
+                // The questions lowered on the way are still worth keeping.
+                if !report.is_empty() {
+                    self.keep(METHOD, &report);
+                }
+                Ok(Err(unreadable))
+            }
         }
-        Ok(Some(result))
     }
 
     /// Carries one request for `method` upstream on behalf of `call`: its

@@ -138,7 +138,7 @@ pub fn translate(
 /// same at every revision; what `to` cannot express is lowered as `policy`
 /// authorises, each change noted in `report`.
 ///
-/// `Ok(None)` when `result` is not a tool result this build reads.
+/// `Ok(Err(why))` when `result` is not a tool result this build reads.
 ///
 /// # Errors
 ///
@@ -148,17 +148,15 @@ pub(crate) fn lift_tool_result(
     to: &Leg,
     policy: DegradePolicy,
     report: &mut TranslationReport,
-) -> Result<Option<ToolResult>, LowerError> {
-    if !result.is_object() {
-        return Ok(None);
-    }
-    let Ok(mut lifted) = serde_json::from_value::<ToolResult>(result) else {
-        return Ok(None);
+) -> Result<Result<ToolResult, serde_json::Error>, LowerError> {
+    let mut lifted = match serde_json::from_value::<ToolResult>(result) {
+        Ok(lifted) => lifted,
+        Err(unreadable) => return Ok(Err(unreadable)),
     };
     if !readable_as_is(&mut lifted, to) {
         for_version(to.version).lower_tool_result_in_place(&mut lifted, policy, report)?;
     }
-    Ok(Some(lifted))
+    Ok(Ok(lifted))
 }
 
 /// Whether `to` reads `lifted` as it is, once a `resultType` of `complete`

@@ -48,14 +48,14 @@ impl Bridge {
     }
 
     /// A `tools/call` result from the upstream, read into the model and
-    /// made readable by the client's leg; `None` when it is not a tool
-    /// result.
+    /// made readable by the client's leg; `Ok(Err(why))` when it is not a
+    /// tool result.
     pub(super) fn translate_tool_result(
         &self,
         result: Value,
         leg: &Leg,
         report: &mut TranslationReport,
-    ) -> Result<Option<ToolResult>, LowerError> {
+    ) -> Result<Result<ToolResult, serde_json::Error>, LowerError> {
         lift_tool_result(result, leg, self.inner.options.policy, report)
     }
 
@@ -91,7 +91,7 @@ impl Bridge {
     }
 
     /// Logs a translation and keeps it for [`Bridge::reports`].
-    fn keep(&self, method: &str, report: &TranslationReport) {
+    pub(super) fn keep(&self, method: &str, report: &TranslationReport) {
         let lines: Vec<String> = report
             .downgrades()
             .iter()

@@ -252,12 +252,12 @@ impl Gateway {
         params.insert("name".to_owned(), Value::String(name));
         params.insert("arguments".to_owned(), Value::Object(arguments));
         match bridge.forward_tool_call(params, call).await {
-            Ok(Some(mut result)) => {
+            Ok(Ok(mut result)) => {
                 rename_blocks(&prefix, &mut result.content);
                 Ok(result)
             }
-            Ok(None) => {
-                tracing::warn!(%upstream, "an upstream's tool result does not parse");
+            Ok(Err(error)) => {
+                tracing::warn!(%upstream, %error, "an upstream's tool result does not parse");
                 Err(CallError::internal(format!(
                     "upstream {upstream} answered the call with something that is not a tool result"
                 )))
