@@ -64,9 +64,9 @@ pub(crate) fn watch(
                 }
             };
             let seen = tokio::select! {
-                _ = hangup => contents(&path),
+                _ = hangup => off_thread(&path, contents).await.flatten(),
                 _ = tick.tick() => {
-                    let seen = contents(&path);
+                    let seen = off_thread(&path, contents).await.flatten();
                     if seen == applied {
                         settling = None;
                         continue;
@@ -81,9 +81,17 @@ pub(crate) fn watch(
             };
             settling = None;
             applied = seen;
-            let next = match load(Some(&path)) {
-                Ok(next) => next,
-                Err(error) => {
+            let next = match off_thread(&path, |path| load(Some(path))).await {
+                Some(Ok(next)) => next,
+                None => {
+                    tracing::error!(
+                        target: "droid",
+                        "reloading {}: reading the file failed; the running configuration stays",
+                        path.display()
+                    );
+                    continue;
+                }
+                Some(Err(error)) => {
                     tracing::error!(
                         target: "droid",
                         "reloading {}: {error:#}; the running configuration stays",
@@ -102,6 +110,17 @@ pub(crate) fn watch(
             }
         }
     })
+}
+
+/// `read` of `path`, run off the serving thread: a gateway on stdio serves
+/// on one thread, and a slow file system must not stall its sessions and
+/// upstreams once a second. `None` only if `read` panicked.
+async fn off_thread<T: Send + 'static>(
+    path: &Path,
+    read: impl FnOnce(&Path) -> T + Send + 'static,
+) -> Option<T> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || read(&path)).await.ok()
 }
 
 /// The file's contents, as a digest; `None` when it cannot be read.
