@@ -35,7 +35,7 @@ use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
 use protocol_droid::domain::{DegradePolicy, Feature, ProtocolVersion};
 use protocol_droid::wire::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult,
+    ElicitResult, Implementation,
 };
 use serde_json::{Value, json};
 
@@ -92,6 +92,15 @@ fn upstream_answer<'a>(
                         if RENAMED.load(std::sync::atomic::Ordering::SeqCst) { "Area" } else { "Region" } },
                 } },
             }] })),
+            ("tools/call", "declared") => {
+                // What this server read of its caller: in front of it, the
+                // bridge speaks for the client it serves.
+                let declared = json!({
+                    "capabilities": Value::Object(JsonObject::clone(&call.ctx.client_capabilities)),
+                    "clientInfo": call.ctx.client_info.as_deref().cloned().map(Value::Object),
+                });
+                Ok(json!({ "content": [{ "type": "text", "text": declared.to_string() }] }))
+            }
             ("tools/call", "rename_header") => {
                 RENAMED.store(true, std::sync::atomic::Ordering::SeqCst);
                 let servers = UPSTREAMS
@@ -343,6 +352,9 @@ fn connector(target: Target, revisions: Vec<ProtocolVersion>) -> Connector {
     connector_to(target, options)
 }
 
+/// The name the rig's client gives itself.
+const RIG_CLIENT: &str = "bridge-test-client";
+
 /// Everything a test talks to.
 struct Rig {
     bridge: Bridge,
@@ -415,11 +427,18 @@ impl Rig {
     ) -> Result<Self, TestError> {
         let handler = Arc::new(Recording::default());
         let shared: Arc<dyn ClientHandler> = handler.clone();
+        let defaults = ClientOptions::default();
         let options = ConnectOptions {
             client: ClientOptions {
                 handler: shared,
                 revisions: vec![client],
-                ..ClientOptions::default()
+                // A name of its own, so that an upstream can tell it from
+                // the bridge's own client.
+                client_info: Implementation {
+                    name: RIG_CLIENT.to_owned(),
+                    ..defaults.client_info.clone()
+                },
+                ..defaults
             },
             ..ConnectOptions::default()
         };
@@ -1040,6 +1059,25 @@ async fn a_2025_03_26_batch_is_split_and_answered_as_a_batch() -> Result<(), Tes
         ids.contains(&&json!(2)) && ids.contains(&&json!(3)),
         "{reply}"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_2026_upstream_reads_each_request_as_the_legacy_client_declared_it()
+-> Result<(), TestError> {
+    let rig = strict(ProtocolVersion::V2026_07_28, ProtocolVersion::V2025_11_25).await?;
+    // Twice: every request carries the envelope, not only the first.
+    for _ in 0..2 {
+        let (reply, _) = call_tool(&rig, "declared").await?;
+        let text = reply["content"][0]["text"].as_str().unwrap_or_default();
+        let declared: Value = serde_json::from_str(text)?;
+        assert_eq!(
+            declared["capabilities"],
+            json!({ "elicitation": { "form": {}, "url": {} }, "sampling": {} }),
+            "{declared}"
+        );
+        assert_eq!(declared["clientInfo"]["name"], RIG_CLIENT, "{declared}");
+    }
     Ok(())
 }
 

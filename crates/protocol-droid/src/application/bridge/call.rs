@@ -44,16 +44,14 @@ pub(super) fn emit(call: &Call, relayed: Relay) {
 }
 
 /// The params to send upstream: the client's own, without what the bridge
-/// says for itself (the 2026-07-28 `_meta` keys, the input round members),
-/// and, toward a 2026-07-28 server, with the client's capabilities, identity
-/// and log level in `_meta`.
+/// says for itself (the 2026-07-28 `_meta` keys, the input round members).
+/// Toward a 2026-07-28 server each request also gets the client's
+/// capabilities, identity and log level ([`Rounds::modern`] adds them).
 pub(super) fn upstream_params(
     method: &str,
     mut params: JsonObject,
-    call: &Call,
     upstream: ProtocolVersion,
 ) -> JsonObject {
-    let era = upstream.era();
     params.remove("inputResponses");
     params.remove("requestState");
     // The bridge offers no tasks; a task asked for anyway is not passed on.
@@ -69,24 +67,6 @@ pub(super) fn upstream_params(
     };
     for key in REQUEST_META_KEYS {
         meta.remove(key);
-    }
-    if era == Era::Modern {
-        let mut caps = JsonObject::clone(&call.ctx.client_capabilities);
-        // Legacy-only members have no 2026-07-28 meaning.
-        if let Some(Value::Object(roots)) = caps.get_mut("roots") {
-            roots.remove("listChanged");
-        }
-        caps.remove("tasks");
-        meta.insert(CLIENT_CAPABILITIES_META.to_owned(), Value::Object(caps));
-        if let Some(info) = &call.ctx.client_info {
-            meta.insert(
-                CLIENT_INFO_META.to_owned(),
-                Value::Object(JsonObject::clone(info)),
-            );
-        }
-        if let Some(level) = call.ctx.log_level {
-            meta.insert(LOG_LEVEL_META.to_owned(), json!(level));
-        }
     }
     if !meta.is_empty() {
         params.insert("_meta".to_owned(), Value::Object(meta));
@@ -259,7 +239,7 @@ impl Bridge {
             None => Some(self.lease_for(call).await?),
         };
         let leg = Leg::new(call.peer.negotiated(), call.peer.profile());
-        let params = upstream_params(method, params, call, version);
+        let params = upstream_params(method, params, version);
         if let Some(lease) = lease.as_ref().filter(|_| version.era() == Era::Legacy) {
             self.settle_level(&lease.upstream, call).await;
         }

@@ -42,7 +42,8 @@ use tokio::sync::mpsc;
 use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
 use crate::application::client::{ClientError, RequestOptions};
-use crate::application::server::{Call, CallError, INPUT_KEY_META, Question};
+use crate::application::server::dispatch::{CLIENT_CAPABILITIES_META, CLIENT_INFO_META};
+use crate::application::server::{Call, CallError, INPUT_KEY_META, LOG_LEVEL_META, Question};
 use crate::domain::Refusal;
 use crate::domain::ir::{JsonObject, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
@@ -64,6 +65,37 @@ const PARKED: &str = "parked";
 /// The methods whose requests may take input rounds; a question a server
 /// asks during any other is not put to the client.
 pub(super) const MULTI_ROUND_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// Adds to `params` what a 2026-07-28 request says of its client: the
+/// client's capabilities, identity and log level, in `_meta`.
+///
+/// Added to each request as it is built rather than kept in the params a
+/// round copies, so the capabilities are copied once a request.
+fn with_envelope(params: &mut JsonObject, call: &Call) {
+    let mut caps = JsonObject::clone(&call.ctx.client_capabilities);
+    // Legacy-only members have no 2026-07-28 meaning.
+    if let Some(Value::Object(roots)) = caps.get_mut("roots") {
+        roots.remove("listChanged");
+    }
+    caps.remove("tasks");
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(JsonObject::new()));
+    let Value::Object(meta) = meta else {
+        // `upstream_params` leaves `_meta` an object or absent.
+        return;
+    };
+    meta.insert(CLIENT_CAPABILITIES_META.to_owned(), Value::Object(caps));
+    if let Some(info) = &call.ctx.client_info {
+        meta.insert(
+            CLIENT_INFO_META.to_owned(),
+            Value::Object(JsonObject::clone(info)),
+        );
+    }
+    if let Some(level) = call.ctx.log_level {
+        meta.insert(LOG_LEVEL_META.to_owned(), json!(level));
+    }
+}
 
 /// Whose request a parked flight is: only a retry of the same request, by
 /// the same caller, resumes it.
@@ -619,6 +651,7 @@ impl Rounds<'_> {
             // sent again only when its tool's headers changed.
             let request = || {
                 let mut request = params.clone();
+                with_envelope(&mut request, call);
                 if let Some(responses) = &responses_sent {
                     request.insert(
                         "inputResponses".to_owned(),
