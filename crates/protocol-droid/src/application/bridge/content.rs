@@ -197,9 +197,9 @@ fn unchanged(reply: Map<String, Value>, to: &Leg) -> Translated {
 mod tests {
     use serde_json::{Map, Value, json};
 
-    use super::{ERROR, RESULT, translate};
+    use super::{ERROR, RESULT, lift_tool_result, translate};
     use crate::domain::ir::lower::LowerError;
-    use crate::domain::ir::{FeatureSet, ToolResult};
+    use crate::domain::ir::{FeatureSet, ToolResult, TranslationReport};
     use crate::domain::{
         CapabilitySet, DegradePolicy, Feature, FeatureProfile, Leg, Negotiation, ProtocolVersion,
         TransportKind, resolve,
@@ -283,6 +283,57 @@ mod tests {
 
         assert!(same_text(&translated.reply, &sent)?);
         assert!(translated.report.is_empty());
+        Ok(())
+    }
+
+    /// Read typed, a result decides as [`translate`] does: as it is when
+    /// the client reads it, lowered (and reported) when the policy allows,
+    /// refused when it does not, and not a result when it does not read.
+    #[test]
+    fn a_result_read_typed_is_lowered_refused_or_kept_as_translate_decides() -> Result<(), TestError>
+    {
+        let audio = json!({
+            "resultType": "complete",
+            "content": [
+                { "type": "text", "text": "answer" },
+                { "type": "audio", "data": "AAAA", "mimeType": "audio/wav" },
+            ],
+        });
+        let mut report = TranslationReport::new(ProtocolVersion::V2025_03_26);
+        let kept = lift_tool_result(
+            audio.clone(),
+            &client_leg(),
+            DegradePolicy::strict(),
+            &mut report,
+        )??;
+        assert_eq!(kept.content.len(), 2, "{kept:?}");
+        assert_eq!(kept.result_type, None, "2025-03-26 has no resultType");
+        assert!(report.is_empty());
+
+        let mut report = TranslationReport::new(ProtocolVersion::V2024_11_05);
+        let refused = lift_tool_result(
+            audio.clone(),
+            &bare_leg(),
+            DegradePolicy::strict(),
+            &mut report,
+        );
+        assert!(refused.is_err(), "{refused:?}");
+
+        let lowered =
+            lift_tool_result(audio, &bare_leg(), DegradePolicy::permissive(), &mut report)??;
+        assert!(
+            !lowered.required_features().contains(Feature::AudioContent),
+            "{lowered:?}"
+        );
+        assert!(!report.is_empty(), "a downgrade is reported");
+
+        let unreadable = lift_tool_result(
+            json!({ "content": "not blocks" }),
+            &client_leg(),
+            DegradePolicy::permissive(),
+            &mut TranslationReport::new(ProtocolVersion::V2025_03_26),
+        )?;
+        assert!(unreadable.is_err(), "{unreadable:?}");
         Ok(())
     }
 
