@@ -514,11 +514,62 @@ impl ContentBlock {
 
 impl<'de> Deserialize<'de> for ContentBlock {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut map = JsonObject::deserialize(deserializer)?;
+        deserializer.deserialize_map(BlockVisitor)
+    }
+}
+
+/// Blocks with at most this many members are gathered in a list rather than
+/// a map: no hashing for the usual three or four, and a linear search that
+/// stays short.
+const FEW_MEMBERS: usize = 8;
+
+/// Reads a block's members, then its kind.
+struct BlockVisitor;
+
+impl<'de> serde::de::Visitor<'de> for BlockVisitor {
+    type Value = ContentBlock;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a content block object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ContentBlock, A::Error> {
+        let mut few: Vec<(String, Value)> = Vec::with_capacity(4);
+        while let Some(key) = map.next_key::<String>()? {
+            let value: Value = map.next_value()?;
+            // A member given twice keeps its first place and its last value,
+            // as in a map.
+            if let Some((_, slot)) = few.iter_mut().find(|(k, _)| *k == key) {
+                *slot = value;
+            } else if few.len() < FEW_MEMBERS {
+                few.push((key, value));
+            } else {
+                let mut many: JsonObject = few.into_iter().collect();
+                many.insert(key, value);
+                while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                    many.insert(key, value);
+                }
+                return ContentBlock::from_object(many);
+            }
+        }
+        let is_text = few
+            .iter()
+            .any(|(k, v)| k == "type" && v.as_str() == Some("text"));
+        if is_text {
+            // Nearly every block: built from the list, with no map between.
+            return Ok(ContentBlock::Text(text_body(few)?));
+        }
+        ContentBlock::from_object(few.into_iter().collect())
+    }
+}
+
+impl ContentBlock {
+    /// A block read from its members.
+    fn from_object<E: serde::de::Error>(mut map: JsonObject) -> Result<Self, E> {
         let kind = match map.get("type") {
             Some(Value::String(kind)) => kind.clone(),
-            Some(_) => return Err(D::Error::custom("content block `type` must be a string")),
-            None => return Err(D::Error::missing_field("type")),
+            Some(_) => return Err(E::custom("content block `type` must be a string")),
+            None => return Err(E::missing_field("type")),
         };
         fn body<T: serde::de::DeserializeOwned, E: serde::de::Error>(
             map: JsonObject,
@@ -545,28 +596,49 @@ impl<'de> Deserialize<'de> for ContentBlock {
     }
 }
 
-/// A text block's body, read from its members by hand: nearly every block
-/// is text, and the derived form was reached through a JSON value made
-/// again from the members, with every unmodelled member buffered to build
-/// `extra`. Reads what the derived form reads: a
-/// `null` `annotations` or `_meta` is absent, and `extra` keeps the rest in
-/// order.
-fn text_body<E: serde::de::Error>(mut map: JsonObject) -> Result<TextContent, E> {
-    let text = take_string(&mut map, "text")?.ok_or_else(|| E::missing_field("text"))?;
-    let annotations = match map.shift_remove("annotations") {
-        None | Some(Value::Null) => None,
-        Some(annotations) => Some(Annotations::deserialize(annotations).map_err(E::custom)?),
-    };
-    let meta = match map.shift_remove("_meta") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(meta)) => Some(meta),
-        Some(_) => return Err(E::custom("`_meta` must be an object")),
-    };
+/// A text block's body, read from its members (each given once) by hand:
+/// nearly every block is text, and the derived form was reached through a
+/// JSON value made again from the members, with every unmodelled member
+/// buffered to build `extra`. Reads what the derived form reads: `text`
+/// required, a `null` `annotations` or `_meta` absent, and `extra` keeping
+/// the rest in order. A `type` member is the block's kind, not part of it.
+fn text_body<E: serde::de::Error>(
+    members: impl IntoIterator<Item = (String, Value)>,
+) -> Result<TextContent, E> {
+    let mut text = None;
+    let mut annotations = None;
+    let mut meta = None;
+    let mut extra = JsonObject::new();
+    for (key, value) in members {
+        match key.as_str() {
+            "type" => {}
+            "text" => match value {
+                Value::String(value) => text = Some(value),
+                _ => return Err(E::custom("`text` must be a string")),
+            },
+            "annotations" => {
+                annotations = match value {
+                    Value::Null => None,
+                    value => Some(Annotations::deserialize(value).map_err(E::custom)?),
+                };
+            }
+            "_meta" => {
+                meta = match value {
+                    Value::Null => None,
+                    Value::Object(value) => Some(value),
+                    _ => return Err(E::custom("`_meta` must be an object")),
+                };
+            }
+            _ => {
+                extra.insert(key, value);
+            }
+        }
+    }
     Ok(TextContent {
-        text,
+        text: text.ok_or_else(|| E::missing_field("text"))?,
         annotations,
         meta,
-        extra: map,
+        extra,
     })
 }
 
@@ -594,6 +666,59 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// The list a block's members are gathered in and the map a long block
+    /// spills into read every block alike: the same block, or the same
+    /// refusal.
+    #[test]
+    fn a_block_reads_the_same_however_its_members_are_gathered() -> Result<(), serde_json::Error> {
+        let many: String = (0..20).map(|i| format!(r#","m{i}":{i}"#)).collect();
+        for text in [
+            r#"{"type":"text","text":"a"}"#.to_owned(),
+            r#"{"text":"a","z":1,"type":"text","a":2,"_meta":{"k":1}}"#.to_owned(),
+            r#"{"type":"text","text":"a","annotations":null,"_meta":null}"#.to_owned(),
+            r#"{"type":"text","text":"a","text":"b","type":"text"}"#.to_owned(),
+            r#"{"type":"image","type":"text","text":"a"}"#.to_owned(),
+            r#"{"type":"text","text":"a","annotations":{"priority":0.5}}"#.to_owned(),
+            format!(r#"{{"type":"text","text":"a"{many}}}"#),
+            format!(r#"{{"type":"text"{many},"text":"a","text":"b"}}"#),
+            format!(r#"{{"type":"hologram"{many}}}"#),
+            r#"{"type":"image","data":"AAAA","mimeType":"image/png"}"#.to_owned(),
+            r#"{"type":"hologram","frames":3}"#.to_owned(),
+            r#"{"type":"text","text":5}"#.to_owned(),
+            r#"{"type":"text"}"#.to_owned(),
+            r#"{"type":5,"text":"a"}"#.to_owned(),
+            r#"{"text":"a"}"#.to_owned(),
+            r#"{"type":"text","text":"a","_meta":[]}"#.to_owned(),
+        ] {
+            let listed = serde_json::from_str::<ContentBlock>(&text).map_err(|e| e.to_string());
+            let mapped = serde_json::from_str::<JsonObject>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|map| {
+                    ContentBlock::from_object::<serde_json::Error>(map).map_err(|e| e.to_string())
+                });
+            assert_eq!(
+                listed.is_ok(),
+                mapped.is_ok(),
+                "{text}: {listed:?} against {mapped:?}"
+            );
+            if let (Ok(listed), Ok(mapped)) = (&listed, &mapped) {
+                assert_eq!(listed, mapped, "{text}");
+            }
+        }
+        let block: ContentBlock =
+            serde_json::from_str(r#"{"text":"a","z":1,"type":"text","a":2}"#)?;
+        let order: Option<Vec<&str>> = match &block {
+            ContentBlock::Text(text) => Some(text.extra.keys().map(String::as_str).collect()),
+            _ => None,
+        };
+        assert_eq!(
+            order,
+            Some(vec!["z", "a"]),
+            "unmodelled members keep their order"
+        );
+        Ok(())
+    }
 
     #[test]
     fn a_block_of_an_unknown_type_round_trips_whole() -> Result<(), serde_json::Error> {
