@@ -254,6 +254,7 @@ async fn legacy(port: u16, body: &[u8]) {
             }
             Inbound::Closed(_) => break,
             Inbound::Failed { .. } => panic!("nothing was sent, so nothing can fail"),
+            Inbound::Answer { .. } => panic!("this link delivers whole messages"),
         }
     }
     assert_eq!(seen, expected, "the messages delivered differ from the stream's");
@@ -317,6 +318,7 @@ async fn streamable(port: u16, body: &[u8]) {
                     failed = true;
                     return;
                 }
+                Inbound::Answer { .. } => panic!("this link delivers whole messages"),
                 Inbound::Closed(_) => return,
             }
         }

@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Mutex as AsyncMutex, mpsc};
 
-use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
+use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing, plain_response};
 use crate::domain::jsonrpc::framing::{DEFAULT_MAX_LINE, LineFramer};
 
 /// How many of the child's last stderr lines are kept for error messages.
@@ -331,6 +331,11 @@ fn is_secret(key: &std::ffi::OsStr) -> bool {
 
 /// One line as messages: a batch is split into its elements.
 fn decode(line: &[u8]) -> Vec<Inbound> {
+    // Most lines answer a request, and only that request reads the result:
+    // it is kept as text for it, not built into a tree here.
+    if let Some((id, result)) = plain_response(line) {
+        return vec![Inbound::Answer { id, result }];
+    }
     match serde_json::from_slice::<Value>(line) {
         Ok(Value::Array(batch)) => batch.into_iter().map(Inbound::Message).collect(),
         Ok(message @ Value::Object(_)) => vec![Inbound::Message(message)],

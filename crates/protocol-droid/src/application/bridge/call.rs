@@ -10,7 +10,7 @@ use super::exchange::{Owner, Rounds, Start, parked_handle, progress_to};
 use super::lower::refusal;
 use super::runtime::Bridge;
 use super::upstream::{RELAY_BACKLOG, Relay, Upstream, lock};
-use crate::application::client::{ClientError, RequestOptions};
+use crate::application::client::{Answer, ClientError, RequestOptions};
 use crate::application::server::LOG_LEVEL_META;
 use crate::application::server::dispatch::{
     CLIENT_CAPABILITIES_META, CLIENT_INFO_META, PROTOCOL_VERSION_META,
@@ -154,7 +154,13 @@ impl Bridge {
         params: JsonObject,
         call: &Call,
     ) -> Result<Value, CallError> {
-        let (result, leg, mut report) = self.carry(method, params, call).await?;
+        let (answer, leg, mut report) = self.carry(method, params, call).await?;
+        let result = answer.into_value().map_err(|e| {
+            tracing::warn!(target: "droid::bridge", method, error = %e, "an unreadable answer");
+            CallError::internal(
+                "the upstream's answer could not be read; the bridge's log says why",
+            )
+        })?;
         let mut value = self
             .translate(
                 method,
@@ -216,7 +222,7 @@ impl Bridge {
         method: &str,
         params: JsonObject,
         call: &Call,
-    ) -> Result<(Value, Leg, TranslationReport), CallError> {
+    ) -> Result<(Answer, Leg, TranslationReport), CallError> {
         let version = self.inner.upstream.version;
         // A retry of a round parked in front of a legacy server continues
         // on the connection its request is open on.
@@ -274,17 +280,17 @@ impl Bridge {
             };
             let work = async {
                 match (parked, lease) {
-                    (Some(flight), _) => {
-                        rounds
-                            .legacy(call, method, params, Start::Parked(flight))
-                            .await
-                    }
+                    (Some(flight), _) => rounds
+                        .legacy(call, method, params, Start::Parked(flight))
+                        .await
+                        .map(|outcome| outcome.map(Answer::Parsed)),
                     (None, Some(lease)) if version.era() == Era::Modern => {
                         rounds.modern(call, method, params, &lease).await
                     }
-                    (None, Some(lease)) => {
-                        rounds.legacy(call, method, params, Start::New(lease)).await
-                    }
+                    (None, Some(lease)) => rounds
+                        .legacy(call, method, params, Start::New(lease))
+                        .await
+                        .map(|outcome| outcome.map(Answer::Parsed)),
                     (None, None) => Err(CallError::internal("no upstream connection")),
                 }
             };

@@ -28,6 +28,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::application::client::Answer;
 use crate::domain::feature::Feature;
 use crate::domain::ir::ToolResult;
 use crate::domain::ir::lower::{LowerError, TranslationReport, check_expressible};
@@ -144,12 +145,12 @@ pub fn translate(
 ///
 /// As [`translate`].
 pub(crate) fn lift_tool_result(
-    result: Value,
+    result: Answer,
     to: &Leg,
     policy: DegradePolicy,
     report: &mut TranslationReport,
 ) -> Result<Result<ToolResult, serde_json::Error>, LowerError> {
-    let mut lifted = match serde_json::from_value::<ToolResult>(result) {
+    let mut lifted = match result.read::<ToolResult>() {
         Ok(lifted) => lifted,
         Err(unreadable) => return Ok(Err(unreadable)),
     };
@@ -198,6 +199,7 @@ mod tests {
     use serde_json::{Map, Value, json};
 
     use super::{ERROR, RESULT, lift_tool_result, translate};
+    use crate::application::client::Answer;
     use crate::domain::ir::lower::LowerError;
     use crate::domain::ir::{FeatureSet, ToolResult, TranslationReport};
     use crate::domain::{
@@ -300,8 +302,10 @@ mod tests {
             ],
         });
         let mut report = TranslationReport::new(ProtocolVersion::V2025_03_26);
+        // As the stdio transport delivers it: text, read once.
+        let as_written = Answer::Raw(serde_json::value::RawValue::from_string(audio.to_string())?);
         let kept = lift_tool_result(
-            audio.clone(),
+            as_written,
             &client_leg(),
             DegradePolicy::strict(),
             &mut report,
@@ -312,15 +316,19 @@ mod tests {
 
         let mut report = TranslationReport::new(ProtocolVersion::V2024_11_05);
         let refused = lift_tool_result(
-            audio.clone(),
+            Answer::Parsed(audio.clone()),
             &bare_leg(),
             DegradePolicy::strict(),
             &mut report,
         );
         assert!(refused.is_err(), "{refused:?}");
 
-        let lowered =
-            lift_tool_result(audio, &bare_leg(), DegradePolicy::permissive(), &mut report)??;
+        let lowered = lift_tool_result(
+            Answer::Parsed(audio),
+            &bare_leg(),
+            DegradePolicy::permissive(),
+            &mut report,
+        )??;
         assert!(
             !lowered.required_features().contains(Feature::AudioContent),
             "{lowered:?}"
@@ -328,7 +336,9 @@ mod tests {
         assert!(!report.is_empty(), "a downgrade is reported");
 
         let unreadable = lift_tool_result(
-            json!({ "content": "not blocks" }),
+            Answer::Raw(serde_json::value::RawValue::from_string(
+                r#"{"content":"not blocks"}"#.to_owned(),
+            )?),
             &client_leg(),
             DegradePolicy::permissive(),
             &mut TranslationReport::new(ProtocolVersion::V2025_03_26),

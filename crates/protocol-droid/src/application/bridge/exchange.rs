@@ -41,7 +41,7 @@ use tokio::sync::mpsc;
 
 use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
-use crate::application::client::{ClientError, RequestOptions};
+use crate::application::client::{Answer, ClientError, RequestOptions};
 use crate::application::server::dispatch::{CLIENT_CAPABILITIES_META, CLIENT_INFO_META};
 use crate::application::server::{Call, CallError, INPUT_KEY_META, LOG_LEVEL_META, Question};
 use crate::domain::Refusal;
@@ -573,7 +573,7 @@ impl Rounds<'_> {
         method: &str,
         params: JsonObject,
         lease: &Lease,
-    ) -> Result<Result<Value, ClientError>, CallError> {
+    ) -> Result<Result<Answer, ClientError>, CallError> {
         let state = call.state().unwrap_or(Value::Null);
         let member = |key: &str| -> JsonObject {
             state
@@ -599,7 +599,10 @@ impl Rounds<'_> {
         // asks, since most requests take no round.
         let mut asking: Option<Call> = None;
         // Registered so the server's log lines about it can find it.
-        let (_registration, _asks) = lease.upstream.handler.register(Arc::clone(&self.relay));
+        let _registration = lease
+            .upstream
+            .handler
+            .register_unasked(Arc::clone(&self.relay));
         let mut options = self.options.clone();
         if options.on_progress.is_some() {
             options.on_progress = Some(progress_to(Arc::clone(&self.relay)));
@@ -664,8 +667,8 @@ impl Rounds<'_> {
                 Some(Value::Object(request))
             };
             let client = &lease.upstream.client;
-            let result = match client.request_once(method, request(), &options).await {
-                Ok(result) => result,
+            let answer = match client.request_answer(method, request(), &options).await {
+                Ok(answer) => answer,
                 // The tool's header annotations changed since the bridge
                 // last listed them (or it never did): list, then once more.
                 Err(ClientError::Server(error))
@@ -674,18 +677,31 @@ impl Rounds<'_> {
                     if let Err(error) = client.refresh_tools().await {
                         return Ok(Err(error));
                     }
-                    match client.request_once(method, request(), &options).await {
-                        Ok(result) => result,
+                    match client.request_answer(method, request(), &options).await {
+                        Ok(answer) => answer,
                         Err(error) => return Ok(Err(error)),
                     }
                 }
                 Err(error) => return Ok(Err(error)),
             };
-            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
-                if method == "tools/list" {
-                    client.remember_tools(&result);
+            let complete = answer.result_type().as_deref() != Some("input_required");
+            if complete && method != "tools/list" {
+                // Left as the upstream wrote it: a tool result is read once,
+                // typed, by the caller.
+                return Ok(Ok(answer));
+            }
+            let result = match answer.into_value() {
+                Ok(result) => result,
+                Err(e) => {
+                    return Ok(Err(ClientError::InvalidResult {
+                        method: method.to_owned(),
+                        detail: e.to_string(),
+                    }));
                 }
-                return Ok(Ok(result));
+            };
+            if complete {
+                client.remember_tools(&result);
+                return Ok(Ok(Answer::Parsed(result)));
             }
             if !MULTI_ROUND_METHODS.contains(&method) {
                 return Err(CallError::internal(format!(

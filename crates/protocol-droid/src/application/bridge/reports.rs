@@ -8,6 +8,7 @@ use super::content::{lift_tool_result, translate};
 use super::lower::Lowering;
 use super::runtime::{Bridge, MAX_REPORTS, REPORT_META, Report};
 use super::upstream::lock;
+use crate::application::client::Answer;
 use crate::domain::ir::{LowerError, ToolResult, TranslationReport};
 use crate::domain::{Leg, ProtocolVersion};
 
@@ -52,7 +53,7 @@ impl Bridge {
     /// tool result.
     pub(super) fn translate_tool_result(
         &self,
-        result: Value,
+        result: Answer,
         leg: &Leg,
         report: &mut TranslationReport,
     ) -> Result<Result<ToolResult, serde_json::Error>, LowerError> {

@@ -92,7 +92,9 @@ pub(super) fn relay(cell: &RelayCell, relayed: Relay) {
 /// questions and notifications about it go.
 #[derive(Debug)]
 struct FlightSlot {
-    asks: mpsc::Sender<Ask>,
+    /// Where the request's questions go; none for a request to a
+    /// 2026-07-28 server, which asks in input rounds instead.
+    asks: Option<mpsc::Sender<Ask>>,
     relay: RelayCell,
 }
 
@@ -177,16 +179,23 @@ impl UpstreamHandler {
         self: &Arc<Self>,
         relay: RelayCell,
     ) -> (Registration, mpsc::Receiver<Ask>) {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(MAX_WAITING_ASKS);
-        lock(&self.flights).insert(id, FlightSlot { asks: tx, relay });
-        (
-            Registration {
-                handler: Arc::downgrade(self),
-                id,
-            },
-            rx,
-        )
+        (self.enter(Some(tx), relay), rx)
+    }
+
+    /// Registers a request that takes no questions this way (one to a
+    /// 2026-07-28 server), so that its log lines still find it.
+    pub(super) fn register_unasked(self: &Arc<Self>, relay: RelayCell) -> Registration {
+        self.enter(None, relay)
+    }
+
+    fn enter(self: &Arc<Self>, asks: Option<mpsc::Sender<Ask>>, relay: RelayCell) -> Registration {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.flights).insert(id, FlightSlot { asks, relay });
+        Registration {
+            handler: Arc::downgrade(self),
+            id,
+        }
     }
 
     /// Calls `hook` whenever the upstream says its tool list changed.
@@ -223,8 +232,8 @@ impl UpstreamHandler {
             .min_by_key(|(id, _)| **id)
             .map(|(_, slot)| slot);
         match (flights.len(), oldest) {
-            (1, Some(slot)) => Some(slot.asks.clone()),
-            (_, Some(slot)) if self.one_client => Some(slot.asks.clone()),
+            (1, Some(slot)) => slot.asks.clone(),
+            (_, Some(slot)) if self.one_client => slot.asks.clone(),
             _ => None,
         }
     }

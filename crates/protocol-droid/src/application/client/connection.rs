@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
+use super::answer::Answer;
 use super::cache::ResultCache;
 use super::error::ClientError;
 use super::handler::{ClientHandler, Declining, Notice, answer as answer_with};
@@ -146,7 +147,7 @@ impl ServerState {
     }
 }
 
-type Waiter = oneshot::Sender<Result<Value, ClientError>>;
+type Waiter = oneshot::Sender<Result<Answer, ClientError>>;
 
 pub(crate) struct Inner {
     pub(crate) link: Arc<dyn Link>,
@@ -284,6 +285,27 @@ impl Client {
         params: Option<Value>,
         options: &RequestOptions,
     ) -> Result<Value, ClientError> {
+        self.request_answer(method, params, options)
+            .await?
+            .into_value()
+            .map_err(|e| ClientError::InvalidResult {
+                method: method.to_owned(),
+                detail: e.to_string(),
+            })
+    }
+
+    /// [`Self::request_once`], its result as the transport delivered it:
+    /// for a caller that reads it typed, once.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::request_once`].
+    pub async fn request_answer(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        options: &RequestOptions,
+    ) -> Result<Answer, ClientError> {
         let version = self.version();
         let id = self.next_id();
         let progress_token = options.on_progress.as_ref().map(|callback| {
@@ -543,6 +565,12 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
         };
         match item {
             Inbound::Message(message) => dispatch(&inner, message),
+            Inbound::Answer { id, result } => match lock(&inner.pending).remove(&id) {
+                Some(waiter) => {
+                    let _ = waiter.send(Ok(Answer::Raw(result)));
+                }
+                None => tracing::warn!(?id, "a response to no waiting request"),
+            },
             Inbound::Failed { id, error } => match lock(&inner.pending).remove(&id) {
                 Some(waiter) => {
                     let _ = waiter.send(Err(error.into()));
@@ -629,7 +657,7 @@ fn dispatch(inner: &Arc<Inner>, mut message: Value) {
                 None => (None, None),
             };
             let outcome = match (result, error) {
-                (Some(result), None) => Ok(result),
+                (Some(result), None) => Ok(Answer::Parsed(result)),
                 (None, Some(error)) => Err(match serde_json::from_value::<ErrorObject>(error) {
                     Ok(error) => ClientError::Server(error),
                     Err(e) => ClientError::InvalidResult {

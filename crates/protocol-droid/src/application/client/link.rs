@@ -11,6 +11,7 @@ use std::fmt;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use crate::domain::jsonrpc::RequestId;
@@ -37,6 +38,14 @@ pub enum Inbound {
     /// One JSON-RPC message from the server (a response, a request or a
     /// notification), already parsed as JSON.
     Message(Value),
+    /// A response with a `result` and nothing else to read, its result kept
+    /// as the server wrote it: only the request waiting for it reads it.
+    Answer {
+        /// The request answered.
+        id: RequestId,
+        /// The result's text, known to be one JSON value.
+        result: Box<RawValue>,
+    },
     /// The transport could not carry the request `id` to an answer: an HTTP
     /// status without a JSON-RPC body, a broken response stream, a refused
     /// authorization.

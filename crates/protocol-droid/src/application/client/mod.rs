@@ -8,6 +8,7 @@
 //! (`cache`), and input rounds answered by the application's
 //! [`ClientHandler`] (`input`). Transports implement the [`Link`] port.
 
+mod answer;
 pub(crate) mod cache;
 mod connection;
 pub(crate) mod era;
@@ -19,6 +20,8 @@ pub(crate) mod link;
 pub(crate) mod ops;
 mod request;
 
+pub use answer::Answer;
+pub(crate) use answer::plain_response;
 pub use connection::{
     Client, ClientOptions, MAX_SERVER_REQUESTS, ProgressFn, RequestOptions, ServerState,
 };
