@@ -370,8 +370,17 @@ pub(crate) async fn serve_on(
     };
     // Scripts read this line to learn the port when `:0` picked one.
     tracing::warn!(target: "droid", "listening on {scheme}://{bound}/mcp (HTTP+SSE at /sse)");
-    let shutdown = async {
-        let _signal = tokio::signal::ctrl_c().await;
+    // SIGTERM is how service managers and container runtimes stop a
+    // process, SIGINT how a terminal does: either lets the calls in flight
+    // finish before the process exits.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::warn!(target: "droid", "stopping: answering the requests in flight, then exiting");
     };
     let mut options = served.http_options(HttpOptions {
         idle_timeout: idle,

@@ -1039,3 +1039,74 @@ mod flood {
         Ok(())
     }
 }
+
+/// SIGTERM while calls run (one in a 2025-11-25 session, one 2026-07-28
+/// stateless): each still gets its answer, and then the server exits 0.
+/// Before, SIGTERM ended the process at once and neither call was
+/// answered.
+#[test]
+fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), TestError> {
+    let (mut server, address) = listening(&["serve", "--listen", "127.0.0.1:0"], "http")?;
+    let opened = raw_post(&address, &[], &initialize("2025-11-25"))?;
+    let session = opened
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .ok_or("no session id")?;
+    let legacy_headers = vec![
+        format!("Mcp-Session-Id: {session}"),
+        "MCP-Protocol-Version: 2025-11-25".to_owned(),
+    ];
+    raw_post(
+        &address,
+        &legacy_headers,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )?;
+    let sleep = |id: u32, meta: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":3000}}{meta}}}}}"#
+        )
+    };
+    let legacy = {
+        let (address, body) = (address.clone(), sleep(2, ""));
+        std::thread::spawn(move || raw_post(&address, &legacy_headers, &body))
+    };
+    let modern = {
+        let body = sleep(
+            3,
+            r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#,
+        );
+        let headers = vec![
+            "MCP-Protocol-Version: 2026-07-28".to_owned(),
+            "Mcp-Method: tools/call".to_owned(),
+            "Mcp-Name: sleep".to_owned(),
+        ];
+        std::thread::spawn(move || raw_post(&address, &headers, &body))
+    };
+    // Time for both requests to reach the server; the calls last longer.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let signalled = Command::new("kill")
+        .args(["-TERM", &server.0.id().to_string()])
+        .status()?;
+    assert!(signalled.success());
+    for (era, call) in [("2025-11-25", legacy), ("2026-07-28", modern)] {
+        let reply = call.join().map_err(|_| "the caller panicked")??;
+        assert!(reply.starts_with("HTTP/1.1 200"), "{era}: {reply}");
+        assert!(reply.contains(r#""content":["#), "{era}: {reply}");
+        assert!(!reply.contains(r#""error""#), "{era}: {reply}");
+    }
+    let mut status = None;
+    for _ in 0..200 {
+        status = server.0.try_wait()?;
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = status.ok_or("the server did not exit after SIGTERM")?;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    Ok(())
+}

@@ -226,9 +226,10 @@ impl HttpServer {
     }
 
     /// Serves on `listener` (over TLS when [`HttpOptions::tls`] is set)
-    /// until `shutdown` resolves, then ends every session (closing their
-    /// streams) and lets the requests in flight finish, for at most
-    /// [`SHUTDOWN_GRACE`].
+    /// until `shutdown` resolves. Then it stops accepting connections,
+    /// closes every session's standing stream, lets the requests in flight
+    /// finish and be answered for at most [`SHUTDOWN_GRACE`], and ends every
+    /// session.
     ///
     /// ```no_run
     /// use protocol_droid::prelude::*;
@@ -253,22 +254,27 @@ impl HttpServer {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let sessions = Arc::clone(&self.app.sessions);
+        let streams = Arc::clone(&sessions);
         let stopping = Arc::new(tokio::sync::Notify::new());
         let signal = Arc::clone(&stopping);
         let admission = accept::Admission::new(&self.app.options);
         let served = accept::run(listener, self.router(), admission, async move {
             shutdown.await;
-            sessions.end_all();
+            // Not the sessions themselves yet: ending one cancels its
+            // requests, and a call in flight is to be answered.
+            streams.close_streams();
             signal.notify_one();
         });
         // Long-lived streams (a 2026-07-28 listen) would hold a graceful
         // shutdown open for ever; past the grace period they are cut.
-        tokio::select! {
+        let outcome = tokio::select! {
             served = served => served,
             () = async {
                 stopping.notified().await;
                 tokio::time::sleep(SHUTDOWN_GRACE).await;
             } => Ok(()),
-        }
+        };
+        sessions.end_all();
+        outcome
     }
 }

@@ -225,6 +225,14 @@ impl Session {
         waiter.is_some_and(|w| w.send(outcome).is_ok())
     }
 
+    /// Ends the standing stream, if one is open; the client may open
+    /// another, and its requests go on.
+    fn close_stream(&self) {
+        if let Ok(mut standalone) = self.standalone.lock() {
+            *standalone = None;
+        }
+    }
+
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
         if let Some(forwarder) = self.forwarder.lock().ok().and_then(|mut f| f.take()) {
@@ -526,8 +534,30 @@ impl Sessions {
         removed.map(|s| s.close()).is_some()
     }
 
-    /// Ends every session: what shutting down does first, so their streams
-    /// close and their clients are not left waiting.
+    /// Closes every Streamable HTTP session's standing stream (its `GET`)
+    /// and leaves its requests in flight to finish: what shutting down does
+    /// first, so that an open stream does not hold the server up while
+    /// calls are answered. An HTTP+SSE session's stream is where its answers
+    /// go, so it stays open until the session ends.
+    pub(super) fn close_streams(&self) {
+        let all: Vec<Arc<Session>> = self
+            .map
+            .lock()
+            .map(|m| {
+                m.sessions
+                    .values()
+                    .filter(|s| s.transport != TransportKind::HttpSse)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        for session in all {
+            session.close_stream();
+        }
+    }
+
+    /// Ends every session, cancelling what is still in flight: what shutting
+    /// down does last, once the requests in flight had their time.
     pub(super) fn end_all(&self) {
         let all: Vec<Arc<Session>> = self
             .map
