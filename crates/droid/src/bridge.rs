@@ -196,6 +196,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
                 served: &args.served,
                 auth: &args.auth,
                 trust,
+                ready: None,
             },
         )
         .await

@@ -28,9 +28,16 @@ use protocol_droid::domain::{
     CapabilitySet, Feature, Negotiation, ProtocolVersion, TransportKind, resolve,
 };
 
+/// What `droid --version` says: the build, and what it speaks. Kept in
+/// step with `ProtocolVersion::ALL` by a test.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (MCP 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28; ACP 1)"
+);
+
 /// MCP for every published revision: serve, bridge, aggregate, call.
 #[derive(Debug, Parser)]
-#[command(name = "droid", version, about)]
+#[command(name = "droid", version = VERSION, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -195,6 +202,7 @@ fn main() -> anyhow::Result<()> {
                 served: &served,
                 auth: &auth,
                 trust: &trust,
+                ready: None,
             },
             &revisions,
         ),
@@ -249,6 +257,7 @@ fn main() -> anyhow::Result<()> {
                 served: &served,
                 auth: &auth,
                 trust: &trust,
+                ready: None,
             },
         ),
         Command::Acp {
@@ -290,6 +299,8 @@ pub(crate) struct Listening<'a> {
     pub(crate) served: &'a listen::ListenArgs,
     pub(crate) auth: &'a AuthArgs,
     pub(crate) trust: &'a protocol_droid::adapters::secondary::tls::Trust,
+    /// What `/readyz` asks; none for a server that is ready once it listens.
+    pub(crate) ready: Option<protocol_droid::adapters::primary::http::Readiness>,
 }
 
 /// The runtime a server runs on: one thread when it serves one peer on
@@ -345,6 +356,7 @@ pub(crate) async fn serve_on(
         served,
         auth,
         trust,
+        ready,
     } = listening;
     let Some(addr) = listen else {
         anyhow::ensure!(
@@ -385,6 +397,7 @@ pub(crate) async fn serve_on(
     let mut options = served.http_options(HttpOptions {
         idle_timeout: idle,
         tls: server_tls,
+        readiness: ready,
         ..HttpOptions::default()
     });
     if let Some(resource_server) = auth::resource_server(auth, bound, scheme, trust)? {
@@ -442,4 +455,18 @@ fn revision_table(out: &mut impl std::io::Write, transport: TransportKind) -> an
         writeln!(out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ProtocolVersion, VERSION};
+
+    /// `--version` names every revision this build speaks, in order, and no
+    /// other.
+    #[test]
+    fn the_version_names_every_revision_spoken() {
+        let named: Vec<&str> = ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect();
+        let expected = format!("(MCP {};", named.join(", "));
+        assert!(VERSION.contains(&expected), "{VERSION} against {expected}");
+    }
 }

@@ -1110,3 +1110,69 @@ fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), Te
     assert_eq!(status.code(), Some(0), "{status:?}");
     Ok(())
 }
+
+/// `GET path` on `address` without a token; the status and the body.
+fn probe(address: &str, path: &str) -> Result<(u16, serde_json::Value), TestError> {
+    use std::io::Read as _;
+
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    let status = reply
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or("no status")?;
+    let body = reply.split("\r\n\r\n").nth(1).ok_or("no body")?;
+    Ok((status, serde_json::from_str(body)?))
+}
+
+/// A gateway with an upstream that cannot start is alive but not ready, and
+/// says how many upstreams are down without naming them (the probe needs no
+/// token); the healthy upstream's tools are served all the same.
+#[test]
+fn a_gateway_with_an_upstream_down_is_alive_but_not_ready() -> Result<(), TestError> {
+    let config = temp_path("ready", "toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[upstream]]\nname = \"fixture\"\ncommand = [{:?}, \"serve\"]\ntrust = \"on-first-use\"\n\
+             [[upstream]]\nname = \"secretive\"\ncommand = [\"/nonexistent/droid-upstream\"]\n",
+            env!("CARGO_BIN_EXE_droid")
+        ),
+    )?;
+    let (_gateway, address) = listening_gateway(&config)?;
+    assert_eq!(
+        probe(&address, "/healthz")?,
+        (200, serde_json::json!({ "status": "alive" }))
+    );
+    // The broken upstream may still be on its first attempt: wait for it
+    // to be counted down.
+    let mut readiness = probe(&address, "/readyz")?;
+    for _ in 0..200 {
+        if readiness.1["reason"]
+            .as_str()
+            .is_some_and(|r| r.ends_with("1 down"))
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        readiness = probe(&address, "/readyz")?;
+    }
+    let (status, body) = readiness;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "status": "not ready",
+            "reason": "1 of 2 upstreams up, 0 connecting, 1 down",
+        })
+    );
+    assert!(!body.to_string().contains("secretive"), "{body}");
+    Ok(())
+}

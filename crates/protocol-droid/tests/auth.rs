@@ -883,6 +883,15 @@ mod challenges {
                 .await?;
             assert_eq!(response.status(), 401, "{path}");
         }
+        // Probes carry no token, and are answered without one.
+        for path in ["/healthz", "/readyz"] {
+            let response = server
+                .client
+                .get(format!("{}{path}", server.base))
+                .send()
+                .await?;
+            assert_eq!(response.status(), 200, "{path}");
+        }
         Ok(())
     }
 

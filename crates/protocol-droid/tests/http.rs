@@ -647,6 +647,62 @@ fn resident_kib() -> u64 {
     protocol_droid_test_support::resident_kib(std::process::id())
 }
 
+mod health {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use protocol_droid::adapters::primary::http::Readiness;
+
+    use super::*;
+
+    /// `/healthz` answers while the server serves; `/readyz` follows the
+    /// readiness check it was given, with its reason when not ready.
+    #[tokio::test]
+    async fn probes_say_alive_and_follow_the_readiness_check() -> Result<(), TestError> {
+        let ready = Arc::new(AtomicBool::new(false));
+        let check = Arc::clone(&ready);
+        let s = start_tuned(|options| {
+            options.readiness = Some(Readiness::new(move || {
+                if check.load(Ordering::SeqCst) {
+                    Ok(())
+                } else {
+                    Err("warming up".to_owned())
+                }
+            }));
+        })
+        .await?;
+        let get = |path: &str| {
+            let request = s.client.get(format!("{}{path}", s.base));
+            async move {
+                let response = request.send().await?;
+                let status = response.status().as_u16();
+                let body: Value = response.json().await?;
+                Ok::<_, TestError>((status, body))
+            }
+        };
+        assert_eq!(get("/healthz").await?, (200, json!({ "status": "alive" })));
+        assert_eq!(
+            get("/readyz").await?,
+            (
+                503,
+                json!({ "status": "not ready", "reason": "warming up" })
+            )
+        );
+        ready.store(true, Ordering::SeqCst);
+        assert_eq!(get("/readyz").await?, (200, json!({ "status": "ready" })));
+        Ok(())
+    }
+
+    /// Without a check a server is ready once it listens.
+    #[tokio::test]
+    async fn a_server_without_a_check_is_ready() -> Result<(), TestError> {
+        let s = start().await?;
+        let response = s.client.get(format!("{}/readyz", s.base)).send().await?;
+        assert_eq!(response.status(), 200);
+        Ok(())
+    }
+}
+
 mod shutdown {
     use super::*;
 

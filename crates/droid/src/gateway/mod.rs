@@ -26,6 +26,8 @@ mod reload;
 use std::path::Path;
 
 use protocol_droid::adapters::primary::admin::serve_admin;
+use protocol_droid::adapters::primary::http::Readiness;
+use protocol_droid::application::gateway::{Gateway, UpstreamHealth};
 
 /// `droid gateway`.
 pub(crate) fn run(
@@ -97,6 +99,34 @@ pub(crate) fn run(
                 listening.trust.clone(),
             )
         });
+        listening.ready = Some(readiness(&gateway));
         crate::serve_on(gateway.server().clone(), listening).await
+    })
+}
+
+/// `/readyz` for a gateway: ready when every upstream is up. A gateway with
+/// an upstream down still serves the others' tools; a balancer that should
+/// go on sending it calls then probes `/healthz`. The reason counts, and
+/// names nothing: the probe needs no token.
+fn readiness(gateway: &Gateway) -> Readiness {
+    let gateway = gateway.clone();
+    Readiness::new(move || {
+        let upstreams = gateway.upstreams();
+        let (mut up, mut connecting) = (0, 0);
+        for upstream in &upstreams {
+            match upstream.health {
+                UpstreamHealth::Up { .. } => up += 1,
+                UpstreamHealth::Connecting => connecting += 1,
+                _ => {}
+            }
+        }
+        if up == upstreams.len() {
+            return Ok(());
+        }
+        let down = upstreams.len() - up - connecting;
+        Err(format!(
+            "{up} of {} upstreams up, {connecting} connecting, {down} down",
+            upstreams.len()
+        ))
     })
 }

@@ -23,6 +23,7 @@ mod body;
 mod events;
 mod guard;
 mod headers;
+mod health;
 mod legacy_sse;
 mod respond;
 mod sessions;
@@ -43,6 +44,7 @@ use crate::application::server::Server;
 
 pub use auth::{METADATA_PREFIX, ResourceServer, ResourceServerError};
 pub use guard::HostPolicy;
+pub use health::Readiness;
 pub use tls::{ServerTls, ServerTlsError};
 
 /// How long a shutdown waits for requests in flight.
@@ -92,6 +94,9 @@ pub struct HttpOptions {
     /// How long a request body may take to arrive once its head has (30 s);
     /// then the request is answered with 408.
     pub body_timeout: Duration,
+    /// What `/readyz` asks (none: always ready). `/healthz` and `/readyz`
+    /// answer without a token.
+    pub readiness: Option<Readiness>,
 }
 
 impl Default for HttpOptions {
@@ -113,6 +118,7 @@ impl Default for HttpOptions {
             max_connections_per_address: 256,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            readiness: None,
         }
     }
 }
@@ -174,7 +180,8 @@ impl HttpServer {
 
     /// The router: `/mcp` (Streamable HTTP) and `/sse` + `/messages`
     /// (2024-11-05), for serving or for embedding in a larger application;
-    /// with authorization on, also the Protected Resource Metadata.
+    /// `/healthz` and `/readyz` for probes; with authorization on, also the
+    /// Protected Resource Metadata.
     pub fn router(&self) -> Router {
         let app = self.app.clone();
         let limit = app.options.max_body;
@@ -204,6 +211,13 @@ impl HttpServer {
                 resource_server.clone(),
                 auth::authenticate,
             ));
+        // After the token check's layer, so probes (which carry no token)
+        // reach them; they say no more than whether.
+        let readiness = app.options.readiness.clone();
+        router = router.route("/healthz", get(health::alive)).route(
+            "/readyz",
+            get(move || health::ready(axum::extract::State(readiness.clone()))),
+        );
         if let Some(resource_server) = resource_server {
             let document = Arc::new(resource_server.metadata());
             let serve = move || {

@@ -1,0 +1,58 @@
+//! `/healthz` and `/readyz`: what a supervisor or a load balancer probes.
+//!
+//! Both answer without a token, as probes carry none, and so say only
+//! whether: `/healthz` that the process serves HTTP at all, `/readyz`
+//! whether it can do its work now, with a short reason when not (counts,
+//! never names, addresses or errors of what it depends on). Both still
+//! pass the host check, as every route does.
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::json;
+
+use super::respond::json as respond;
+
+/// What `/readyz` asks: `Ok` when the server can do its work now, else a
+/// short reason for the operator (it is shown to anyone who asks, so it
+/// holds no names, addresses or errors).
+#[derive(Clone)]
+pub struct Readiness(Arc<dyn Fn() -> Result<(), String> + Send + Sync>);
+
+impl Readiness {
+    /// A check that runs `check` on every probe; it should be cheap.
+    pub fn new(check: impl Fn() -> Result<(), String> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(check))
+    }
+
+    fn check(&self) -> Result<(), String> {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Readiness(..)")
+    }
+}
+
+/// `GET /healthz`: alive. Answered by the same stack as every request, so
+/// an answer means connections are accepted and served.
+pub(super) async fn alive() -> Response {
+    respond(StatusCode::OK, &json!({ "status": "alive" }))
+}
+
+/// `GET /readyz`: 200 when `readiness` (none: always) says ready, else 503
+/// with its reason.
+pub(super) async fn ready(State(readiness): State<Option<Readiness>>) -> Response {
+    match readiness.as_ref().map_or(Ok(()), Readiness::check) {
+        Ok(()) => respond(StatusCode::OK, &json!({ "status": "ready" })),
+        Err(reason) => respond(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({ "status": "not ready", "reason": reason }),
+        ),
+    }
+}
