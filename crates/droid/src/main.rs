@@ -46,6 +46,20 @@ struct Cli {
     /// ACP session names, key sets, introspection, authorization servers).
     #[arg(long, global = true, value_name = "PEM")]
     ca_file: Option<std::path::PathBuf>,
+    /// How log lines are written on stderr: `text` for a person, `json`
+    /// (one object a line) for a log collector. `DROID_LOG` sets what is
+    /// logged (default `warn`).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    /// One readable line each.
+    Text,
+    /// One JSON object a line, the event's fields at its top level.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -180,13 +194,16 @@ impl From<Transport> for TransportKind {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // stdout carries protocol frames; every log line goes to stderr.
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DROID_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+        );
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     let trust = listen::trust(cli.ca_file.as_deref())?;
     match cli.command {
         Command::Serve {

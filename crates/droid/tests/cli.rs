@@ -1176,3 +1176,34 @@ fn a_gateway_with_an_upstream_down_is_alive_but_not_ready() -> Result<(), TestEr
     assert!(!body.to_string().contains("secretive"), "{body}");
     Ok(())
 }
+
+/// `--log-format json` writes each log line as one JSON object, its message
+/// and level at the top level, so a log collector reads it as it is.
+#[test]
+fn json_logs_are_one_object_a_line() -> Result<(), TestError> {
+    use std::io::{BufRead as _, BufReader};
+
+    let mut child = spawn_droid(
+        &["--log-format", "json", "serve", "--listen", "127.0.0.1:0"],
+        Stdio::null(),
+        Stdio::null(),
+        Stdio::piped(),
+    )?;
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let _running = Running(child);
+    let line = BufReader::new(stderr)
+        .lines()
+        .next()
+        .ok_or("the server wrote no log line")??;
+    let logged: serde_json::Value = serde_json::from_str(&line)?;
+    assert_eq!(logged["level"], "WARN", "{line}");
+    assert_eq!(logged["target"], "droid", "{line}");
+    assert!(
+        logged["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("listening on http://127.0.0.1:")),
+        "{line}"
+    );
+    assert!(logged["timestamp"].is_string(), "{line}");
+    Ok(())
+}
