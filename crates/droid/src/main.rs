@@ -21,7 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::Context as _;
 use auth::AuthArgs;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
 use protocol_droid::domain::{
@@ -172,6 +172,17 @@ enum Command {
         #[arg(long, value_enum, default_value = "stdio")]
         transport: Transport,
     },
+    /// Print the completion script for SHELL, made from this build's
+    /// commands and flags (for example `droid completions bash >
+    /// ~/.local/share/bash-completion/completions/droid`).
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), made from this build's commands and
+    /// flags (for example `droid man > ~/.local/share/man/man1/droid.1`).
+    Man,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -304,6 +315,30 @@ fn main() -> anyhow::Result<()> {
                 other => other,
             }
         }
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "droid", &mut script);
+            print(&script)
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut page)
+                .context("writing the manual page")?;
+            print(&page)
+        }
+    }
+}
+
+/// Writes `bytes` to stdout; a reader that stopped early (`| head`) is not
+/// a failure.
+fn print(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
     }
 }
 

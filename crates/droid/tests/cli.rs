@@ -1207,3 +1207,37 @@ fn json_logs_are_one_object_a_line() -> Result<(), TestError> {
     assert!(logged["timestamp"].is_string(), "{line}");
     Ok(())
 }
+
+/// Completions and the manual page are made from the command line's own
+/// definition: every command and a global flag appear in both.
+#[test]
+fn completions_and_the_manual_page_cover_every_command() -> Result<(), TestError> {
+    let commands = [
+        "serve",
+        "bridge",
+        "call",
+        "gateway",
+        "acp",
+        "revisions",
+        "completions",
+        "man",
+    ];
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let script = succeeded(&["completions", shell])?;
+        for word in commands.iter().chain(&["log-format"]) {
+            assert!(script.contains(word), "{shell} completions lack {word}");
+        }
+    }
+    let page = succeeded(&["man"])?;
+    assert!(page.contains(".TH droid 1"), "{page}");
+    assert!(
+        page.contains("2026\\-07\\-28"),
+        "the version line names the revisions"
+    );
+    for word in commands.iter().chain(&["\\-\\-log\\-format"]) {
+        assert!(page.contains(word), "the manual page lacks {word}");
+    }
+    let refusal = refused(&["completions", "tcsh"], "a shell without completions")?;
+    assert!(refusal.contains("invalid value 'tcsh'"), "{refusal}");
+    Ok(())
+}
