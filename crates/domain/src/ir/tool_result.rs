@@ -52,10 +52,12 @@ impl<'de> Deserialize<'de> for ToolResult {
     }
 }
 
-/// Reads a `CallToolResult` object as the derived form would: `content`
-/// required, each modelled member at most once, a `null` optional member
-/// absent (but a `null` `structuredContent` kept), the rest in `extra` in
-/// the order it came.
+/// Reads a `CallToolResult` object: `content` required, a `null` optional
+/// member absent (but a `null` `structuredContent` kept), the rest in
+/// `extra` in the order it came. A member given twice counts with its last
+/// value, as when the object is first read into a JSON value (and as
+/// JavaScript's `JSON.parse` reads it), so a result reads the same from
+/// text as from a value.
 struct ToolResultVisitor;
 
 impl<'de> Visitor<'de> for ToolResultVisitor {
@@ -66,18 +68,6 @@ impl<'de> Visitor<'de> for ToolResultVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolResult, A::Error> {
-        /// Fills `slot` once; a second time is an error, as in the derived form.
-        fn once<T, E: serde::de::Error>(
-            slot: &mut Option<T>,
-            value: T,
-            field: &'static str,
-        ) -> Result<(), E> {
-            if slot.is_some() {
-                return Err(E::duplicate_field(field));
-            }
-            *slot = Some(value);
-            Ok(())
-        }
         let mut content = None;
         let mut structured_content = None;
         let mut is_error = None;
@@ -86,19 +76,11 @@ impl<'de> Visitor<'de> for ToolResultVisitor {
         let mut extra = JsonObject::new();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
-                "content" => once(&mut content, map.next_value()?, "content")?,
-                "structuredContent" => once(
-                    &mut structured_content,
-                    map.next_value()?,
-                    "structuredContent",
-                )?,
-                "isError" => once(&mut is_error, map.next_value::<Option<bool>>()?, "isError")?,
-                "resultType" => once(
-                    &mut result_type,
-                    map.next_value::<Option<String>>()?,
-                    "resultType",
-                )?,
-                "_meta" => once(&mut meta, map.next_value::<Option<JsonObject>>()?, "_meta")?,
+                "content" => content = Some(map.next_value()?),
+                "structuredContent" => structured_content = Some(map.next_value()?),
+                "isError" => is_error = Some(map.next_value::<Option<bool>>()?),
+                "resultType" => result_type = Some(map.next_value::<Option<String>>()?),
+                "_meta" => meta = Some(map.next_value::<Option<JsonObject>>()?),
                 _ => {
                     let value = map.next_value()?;
                     extra.insert(key, value);
@@ -256,7 +238,6 @@ mod tests {
         for refused in [
             "[]",
             "{}",
-            r#"{"content": [], "content": []}"#,
             r#"{"content": [], "isError": "yes"}"#,
             r#"{"content": [], "_meta": []}"#,
             r#"{"content": [{"type": "text"}]}"#,
@@ -269,6 +250,29 @@ mod tests {
                 "{refused}"
             );
         }
+        Ok(())
+    }
+
+    /// A member given twice counts with its last value, read from text as
+    /// from a JSON value (which keeps the last).
+    #[test]
+    fn a_member_given_twice_reads_the_same_from_text_and_from_a_value()
+    -> Result<(), serde_json::Error> {
+        for text in [
+            r#"{"content": [], "content": [{"type": "text", "text": "b"}]}"#,
+            r#"{"content": [], "isError": true, "isError": false}"#,
+            r#"{"content": [], "resultType": "input_required", "resultType": "complete"}"#,
+            r#"{"content": [], "_meta": {"a": 1}, "_meta": null}"#,
+            r#"{"content": [], "structuredContent": 1, "structuredContent": {"x": 2}}"#,
+            r#"{"content": [], "v": 1, "v": 2}"#,
+        ] {
+            let from_text: ToolResult = serde_json::from_str(text)?;
+            let from_value: ToolResult = serde_json::from_value(serde_json::from_str(text)?)?;
+            assert_eq!(from_text, from_value, "{text}");
+        }
+        let last: ToolResult =
+            serde_json::from_str(r#"{"content": [], "isError": true, "isError": false}"#)?;
+        assert_eq!(last.is_error, Some(false));
         Ok(())
     }
 

@@ -66,6 +66,8 @@ impl Answer {
                 .get("resultType")
                 .and_then(Value::as_str)
                 .map(Cow::Borrowed),
+            // An array would read as the struct's one field.
+            Self::Raw(raw) if !raw.get().trim_start().starts_with('{') => None,
             Self::Raw(raw) => match serde_json::from_str::<Peek<'_>>(raw.get()) {
                 Ok(peek) => peek.result_type,
                 // Not an object, or one the peek cannot take (a key given
@@ -86,7 +88,10 @@ impl Answer {
 /// escaped member name, an unusable id) is `None`, left to be read whole.
 #[must_use]
 pub(crate) fn plain_response(line: &[u8]) -> Option<(RequestId, Box<RawValue>)> {
-    let plain: Plain<'_> = serde_json::from_slice(line).ok()?;
+    // Checked whole first: members skipped below are not, and a line the
+    // full read would refuse is left to it.
+    let line = std::str::from_utf8(line).ok()?;
+    let plain: Plain<'_> = serde_json::from_str(line).ok()?;
     let id = serde_json::from_str::<RequestId>(plain.id?.get()).ok()?;
     Some((id, plain.result?.to_owned()))
 }
@@ -182,6 +187,11 @@ mod tests {
             "the last of two counts, as in a tree"
         );
         assert_eq!(kind("[1,2]")?, None);
+        assert_eq!(kind(r#"["input_required"]"#)?, None);
+        assert_eq!(
+            kind(r#" {"resultType":"complete"}"#)?.as_deref(),
+            Some("complete")
+        );
         assert_eq!(Answer::Parsed(json!({"resultType": 7})).result_type(), None);
         Ok(())
     }
@@ -214,6 +224,13 @@ mod tests {
         ] {
             assert!(plain_response(other.as_bytes()).is_none(), "{other}");
         }
+        let mut not_text = br#"{"id":1,"result":{},"x":""#.to_vec();
+        not_text.extend_from_slice(&[0xff, 0xfe]);
+        not_text.extend_from_slice(br#""}"#);
+        assert!(
+            plain_response(&not_text).is_none(),
+            "bytes that are not UTF-8"
+        );
     }
 
     #[test]
