@@ -423,6 +423,10 @@ fn agent_tools(server: &Server) {
                 .and_then(Value::as_u64)
                 .unwrap_or(0)
                 .min(MAX_SLEEP_MS);
+            // Said at once (to a caller that asked for progress), so a
+            // caller knows the call has started before it ends.
+            let total = f64::from(u32::try_from(ms).unwrap_or(u32::MAX));
+            call.progress(0.0, Some(total), Some("sleeping"));
             tokio::time::sleep(Duration::from_millis(ms)).await;
             text(format!("Slept {ms} ms."))
         },

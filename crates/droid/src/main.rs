@@ -423,6 +423,13 @@ pub(crate) async fn serve_on(
     auth::check_listen(auth, &addr)?;
     served.check_exposure(&addr, auth.enabled()).await?;
     let server_tls = served.server_tls()?;
+    // SIGTERM is how service managers and container runtimes stop a
+    // process, SIGINT how a terminal does: either lets the calls in flight
+    // finish before the process exits. Caught from before the port is bound,
+    // so that one sent as soon as the listening line is read is caught too.
+    let caught = |kind| tokio::signal::unix::signal(kind).context("catching SIGTERM and SIGINT");
+    let mut terminate = caught(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupt = caught(tokio::signal::unix::SignalKind::interrupt())?;
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -434,14 +441,9 @@ pub(crate) async fn serve_on(
     };
     // Scripts read this line to learn the port when `:0` picked one.
     tracing::warn!(target: "droid", "listening on {scheme}://{bound}/mcp (HTTP+SSE at /sse)");
-    // SIGTERM is how service managers and container runtimes stop a
-    // process, SIGINT how a terminal does: either lets the calls in flight
-    // finish before the process exits.
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("listening for SIGTERM")?;
     let shutdown = async move {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = interrupt.recv() => {}
             _ = terminate.recv() => {}
         }
         tracing::warn!(target: "droid", "stopping: answering the requests in flight, then exiting");

@@ -1040,10 +1040,48 @@ mod flood {
     }
 }
 
+/// POSTs `body` to `/mcp` at `address` with `headers`, says on `started`
+/// when the reply's first progress notification arrives, and reads the
+/// whole raw reply.
+fn post_telling_progress(
+    address: &str,
+    headers: &[String],
+    body: &str,
+    started: &std::sync::mpsc::Sender<()>,
+) -> Result<String, TestError> {
+    use std::io::Read as _;
+
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\n{extra}\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut reply = Vec::new();
+    let mut told = false;
+    let mut chunk = [0_u8; 4096];
+    loop {
+        let read = stream.read(&mut chunk)?;
+        if read == 0 {
+            break;
+        }
+        reply.extend_from_slice(chunk.get(..read).unwrap_or_default());
+        if !told && String::from_utf8_lossy(&reply).contains("notifications/progress") {
+            told = true;
+            started.send(())?;
+        }
+    }
+    Ok(String::from_utf8(reply)?)
+}
+
 /// SIGTERM while calls run (one in a 2025-11-25 session, one 2026-07-28
 /// stateless): each still gets its answer, and then the server exits 0.
 /// Before, SIGTERM ended the process at once and neither call was
-/// answered.
+/// answered. The signal is sent once both calls have said they started.
 #[test]
 fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), TestError> {
     let (mut server, address) = listening(&["serve", "--listen", "127.0.0.1:0"], "http")?;
@@ -1067,27 +1105,33 @@ fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), Te
     )?;
     let sleep = |id: u32, meta: &str| {
         format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":3000}}{meta}}}}}"#
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":2000}},"_meta":{{"progressToken":"p{id}"{meta}}}}}}}"#
         )
     };
+    let (started, starts) = std::sync::mpsc::channel();
     let legacy = {
-        let (address, body) = (address.clone(), sleep(2, ""));
-        std::thread::spawn(move || raw_post(&address, &legacy_headers, &body))
+        let (address, body, started) = (address.clone(), sleep(2, ""), started.clone());
+        std::thread::spawn(move || {
+            post_telling_progress(&address, &legacy_headers, &body, &started)
+        })
     };
     let modern = {
         let body = sleep(
             3,
-            r#","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#,
+            r#","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}"#,
         );
         let headers = vec![
             "MCP-Protocol-Version: 2026-07-28".to_owned(),
             "Mcp-Method: tools/call".to_owned(),
             "Mcp-Name: sleep".to_owned(),
         ];
-        std::thread::spawn(move || raw_post(&address, &headers, &body))
+        std::thread::spawn(move || post_telling_progress(&address, &headers, &body, &started))
     };
-    // Time for both requests to reach the server; the calls last longer.
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    for _ in 0..2 {
+        starts
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .map_err(|_| "a call did not say it started")?;
+    }
     let signalled = Command::new("kill")
         .args(["-TERM", &server.0.id().to_string()])
         .status()?;
@@ -1095,7 +1139,7 @@ fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), Te
     for (era, call) in [("2025-11-25", legacy), ("2026-07-28", modern)] {
         let reply = call.join().map_err(|_| "the caller panicked")??;
         assert!(reply.starts_with("HTTP/1.1 200"), "{era}: {reply}");
-        assert!(reply.contains(r#""content":["#), "{era}: {reply}");
+        assert!(reply.contains("Slept 2000 ms."), "{era}: {reply}");
         assert!(!reply.contains(r#""error""#), "{era}: {reply}");
     }
     let mut status = None;

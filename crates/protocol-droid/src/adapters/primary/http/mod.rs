@@ -241,9 +241,10 @@ impl HttpServer {
 
     /// Serves on `listener` (over TLS when [`HttpOptions::tls`] is set)
     /// until `shutdown` resolves. Then it stops accepting connections,
-    /// closes every session's standing stream, lets the requests in flight
-    /// finish and be answered for at most [`SHUTDOWN_GRACE`], and ends every
-    /// session.
+    /// closes every Streamable HTTP session's standing stream, lets the
+    /// requests in flight finish and be answered for at most
+    /// [`SHUTDOWN_GRACE`] (ending each HTTP+SSE session once it has none),
+    /// and ends every session.
     ///
     /// ```no_run
     /// use protocol_droid::prelude::*;
@@ -267,16 +268,19 @@ impl HttpServer {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        /// How often, while shutting down, sessions whose work is done are
+        /// let go.
+        const SETTLE_EVERY: Duration = Duration::from_millis(100);
         let sessions = Arc::clone(&self.app.sessions);
-        let streams = Arc::clone(&sessions);
+        let settling = Arc::clone(&sessions);
         let stopping = Arc::new(tokio::sync::Notify::new());
         let signal = Arc::clone(&stopping);
         let admission = accept::Admission::new(&self.app.options);
         let served = accept::run(listener, self.router(), admission, async move {
             shutdown.await;
-            // Not the sessions themselves yet: ending one cancels its
-            // requests, and a call in flight is to be answered.
-            streams.close_streams();
+            // Not every session ended yet: ending one cancels its requests,
+            // and a call in flight is to be answered.
+            settling.settle();
             signal.notify_one();
         });
         // Long-lived streams (a 2026-07-28 listen) would hold a graceful
@@ -285,10 +289,16 @@ impl HttpServer {
             served = served => served,
             () = async {
                 stopping.notified().await;
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
+                let _graced = tokio::time::timeout(SHUTDOWN_GRACE, async {
+                    loop {
+                        tokio::time::sleep(SETTLE_EVERY).await;
+                        sessions.settle();
+                    }
+                })
+                .await;
             } => Ok(()),
         };
-        sessions.end_all();
+        self.app.sessions.end_all();
         outcome
     }
 }

@@ -85,8 +85,12 @@ impl Session {
             .standalone
             .lock()
             .is_ok_and(|s| s.as_ref().is_some_and(|tx| !tx.is_closed()));
-        let working = self.in_flight.lock().is_ok_and(|m| !m.is_empty());
-        streaming || working
+        streaming || self.working()
+    }
+
+    /// Whether a request of the session is still being served.
+    fn working(&self) -> bool {
+        self.in_flight.lock().is_ok_and(|m| !m.is_empty())
     }
 
     fn idle_for(&self) -> Duration {
@@ -534,25 +538,34 @@ impl Sessions {
         removed.map(|s| s.close()).is_some()
     }
 
-    /// Closes every Streamable HTTP session's standing stream (its `GET`)
-    /// and leaves its requests in flight to finish: what shutting down does
-    /// first, so that an open stream does not hold the server up while
-    /// calls are answered. An HTTP+SSE session's stream is where its answers
-    /// go, so it stays open until the session ends.
-    pub(super) fn close_streams(&self) {
-        let all: Vec<Arc<Session>> = self
-            .map
-            .lock()
-            .map(|m| {
-                m.sessions
+    /// Lets the sessions wind down while their requests finish: what
+    /// shutting down does first, and again while it waits. A Streamable
+    /// HTTP session's standing stream (its `GET`) is closed, so that an open
+    /// stream does not hold the server up while calls are answered. An
+    /// HTTP+SSE session's stream is where its answers go, so it is ended
+    /// only once nothing of it is in flight (an answer already queued on
+    /// the stream is still written).
+    pub(super) fn settle(&self) {
+        let (streamable, idle_sse): (Vec<Arc<Session>>, Vec<String>) = match self.map.lock() {
+            Ok(map) => (
+                map.sessions
                     .values()
                     .filter(|s| s.transport != TransportKind::HttpSse)
                     .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        for session in all {
+                    .collect(),
+                map.sessions
+                    .iter()
+                    .filter(|(_, s)| s.transport == TransportKind::HttpSse && !s.working())
+                    .map(|(id, _)| id.clone())
+                    .collect(),
+            ),
+            Err(_) => return,
+        };
+        for session in streamable {
             session.close_stream();
+        }
+        for id in idle_sse {
+            self.end(&id);
         }
     }
 
