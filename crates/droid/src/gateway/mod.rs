@@ -27,7 +27,7 @@ use std::path::Path;
 
 use protocol_droid::adapters::primary::admin::serve_admin;
 use protocol_droid::adapters::primary::http::Readiness;
-use protocol_droid::application::gateway::{Gateway, UpstreamHealth};
+use protocol_droid::application::gateway::{Gateway, UpstreamCounts};
 
 /// `droid gateway`.
 pub(crate) fn run(
@@ -111,22 +111,17 @@ pub(crate) fn run(
 fn readiness(gateway: &Gateway) -> Readiness {
     let gateway = gateway.clone();
     Readiness::new(move || {
-        let upstreams = gateway.upstreams();
-        let (mut up, mut connecting) = (0, 0);
-        for upstream in &upstreams {
-            match upstream.health {
-                UpstreamHealth::Up { .. } => up += 1,
-                UpstreamHealth::Connecting => connecting += 1,
-                _ => {}
-            }
-        }
-        if up == upstreams.len() {
+        let UpstreamCounts {
+            up,
+            connecting,
+            down,
+        } = gateway.upstream_counts();
+        if connecting + down == 0 {
             return Ok(());
         }
-        let down = upstreams.len() - up - connecting;
         Err(format!(
             "{up} of {} upstreams up, {connecting} connecting, {down} down",
-            upstreams.len()
+            up + connecting + down
         ))
     })
 }

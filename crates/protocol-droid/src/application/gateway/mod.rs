@@ -44,7 +44,7 @@ pub use session::{
 pub use state::{Disclosure, DriftReport, MAX_DRIFT_REPORTS, MAX_SESSIONS};
 pub use trust::{Approval, Trust, TrustStore, TrustStoreError};
 pub use upstream::{
-    DEFAULT_TIMEOUT, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
+    DEFAULT_TIMEOUT, UpstreamCounts, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
 };
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ use super::runtime::{Gateway, Inner};
 use super::state::{State, lock};
 use super::trust::Trust;
 use super::upstream::{
-    self, STABLE_FOR, Upstream, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,
+    self, STABLE_FOR, Upstream, UpstreamCounts, UpstreamError, UpstreamHealth, UpstreamOptions,
+    UpstreamStatus,
 };
 use super::watches::Replay;
 use serde_json::Value;
@@ -455,6 +456,23 @@ impl Gateway {
         self.inner.server.resources_changed();
         tracing::info!(upstream = %name, "removed");
         true
+    }
+
+    /// How many upstreams are up, connecting and down: for a probe that
+    /// may come often and from anyone, so it copies nothing and reads no
+    /// catalog, unlike [`upstreams`](Self::upstreams).
+    #[must_use]
+    pub fn upstream_counts(&self) -> UpstreamCounts {
+        let state = lock(&self.inner.state);
+        let mut counts = UpstreamCounts::default();
+        for upstream in state.upstreams.values() {
+            match upstream.health {
+                UpstreamHealth::Up { .. } => counts.up += 1,
+                UpstreamHealth::Connecting => counts.connecting += 1,
+                UpstreamHealth::Down { .. } => counts.down += 1,
+            }
+        }
+        counts
     }
 
     /// Every upstream, in name order, with its health.

@@ -94,6 +94,17 @@ impl fmt::Display for UpstreamHealth {
     }
 }
 
+/// How many upstreams are in each state: what a readiness probe reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpstreamCounts {
+    /// Connected.
+    pub up: usize,
+    /// On their first attempt.
+    pub connecting: usize,
+    /// Not usable; being retried.
+    pub down: usize,
+}
+
 /// One upstream as an operator sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
