@@ -874,23 +874,20 @@ mod challenges {
             assert_eq!(document["bearer_methods_supported"], json!(["header"]));
             assert_eq!(document["scopes_supported"], json!(["tools:secret"]));
         }
-        // Every MCP route is behind the same guard.
-        for path in ["/sse", "/mcp"] {
+        // Every MCP route is behind the same guard; probes carry no token,
+        // and are answered without one.
+        for (path, status) in [
+            ("/sse", 401),
+            ("/mcp", 401),
+            ("/healthz", 200),
+            ("/readyz", 200),
+        ] {
             let response = server
                 .client
                 .get(format!("{}{path}", server.base))
                 .send()
                 .await?;
-            assert_eq!(response.status(), 401, "{path}");
-        }
-        // Probes carry no token, and are answered without one.
-        for path in ["/healthz", "/readyz"] {
-            let response = server
-                .client
-                .get(format!("{}{path}", server.base))
-                .send()
-                .await?;
-            assert_eq!(response.status(), 200, "{path}");
+            assert_eq!(response.status(), status, "{path}");
         }
         Ok(())
     }
