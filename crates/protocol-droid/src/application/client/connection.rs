@@ -565,18 +565,17 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
         };
         match item {
             Inbound::Message(message) => dispatch(&inner, message),
-            Inbound::Answer { id, result } => match lock(&inner.pending).remove(&id) {
-                Some(waiter) => {
-                    let _ = waiter.send(Ok(Answer::Raw(result)));
+            Inbound::Answer { id, result } => {
+                if !resolve(&inner, &id, Ok(Answer::Raw(result))) {
+                    tracing::warn!(?id, "a response to no waiting request");
                 }
-                None => tracing::warn!(?id, "a response to no waiting request"),
-            },
-            Inbound::Failed { id, error } => match lock(&inner.pending).remove(&id) {
-                Some(waiter) => {
-                    let _ = waiter.send(Err(error.into()));
+            }
+            Inbound::Failed { id, error } => {
+                let reason = error.to_string();
+                if !resolve(&inner, &id, Err(error.into())) {
+                    tracing::warn!(?id, %reason, "a transport failure for no waiting request");
                 }
-                None => tracing::warn!(?id, %error, "a transport failure for no waiting request"),
-            },
+            }
             Inbound::Malformed(text) => {
                 tracing::warn!(
                     bytes = text.len(),
@@ -595,6 +594,16 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
     if let Some(inner) = inner.upgrade() {
         fail_all(&inner, "the transport stopped");
     }
+}
+
+/// Hands `outcome` to the request `id` waits on; whether one was waiting.
+/// A waiter that already gave up has nothing to be told.
+fn resolve(inner: &Inner, id: &RequestId, outcome: Result<Answer, ClientError>) -> bool {
+    let Some(waiter) = lock(&inner.pending).remove(id) else {
+        return false;
+    };
+    let _ = waiter.send(outcome);
+    true
 }
 
 fn dispatch(inner: &Arc<Inner>, mut message: Value) {
@@ -646,10 +655,6 @@ fn dispatch(inner: &Arc<Inner>, mut message: Value) {
                 tracing::warn!(error = ?message.get("error"), "a response without a usable id");
                 return;
             };
-            let Some(waiter) = lock(&inner.pending).remove(&id) else {
-                tracing::warn!(?id, "a response to no waiting request");
-                return;
-            };
             // Taken out, not copied: a result can be large, and nothing
             // else reads this message.
             let (result, error) = match message.as_object_mut() {
@@ -670,7 +675,9 @@ fn dispatch(inner: &Arc<Inner>, mut message: Value) {
                     detail: "a response needs exactly one of result and error".to_owned(),
                 }),
             };
-            let _ = waiter.send(outcome);
+            if !resolve(inner, &id, outcome) {
+                tracing::warn!(?id, "a response to no waiting request");
+            }
         }
         (None, None) => {
             tracing::warn!("the server sent a message that is neither request nor answer");

@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
+use super::App;
 use super::respond::json as respond;
 
 /// What `/readyz` asks: `Ok` when the server can do its work now, else a
@@ -45,10 +46,15 @@ pub(super) async fn alive() -> Response {
     respond(StatusCode::OK, &json!({ "status": "alive" }))
 }
 
-/// `GET /readyz`: 200 when `readiness` (none: always) says ready, else 503
-/// with its reason.
-pub(super) async fn ready(State(readiness): State<Option<Readiness>>) -> Response {
-    match readiness.as_ref().map_or(Ok(()), Readiness::check) {
+/// `GET /readyz`: 200 when the server's [`Readiness`] (none: always) says
+/// ready, else 503 with its reason.
+pub(super) async fn ready(State(app): State<App>) -> Response {
+    match app
+        .options
+        .readiness
+        .as_ref()
+        .map_or(Ok(()), Readiness::check)
+    {
         Ok(()) => respond(StatusCode::OK, &json!({ "status": "ready" })),
         Err(reason) => respond(
             StatusCode::SERVICE_UNAVAILABLE,

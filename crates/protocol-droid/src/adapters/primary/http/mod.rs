@@ -213,11 +213,9 @@ impl HttpServer {
             ));
         // After the token check's layer, so probes (which carry no token)
         // reach them; they say no more than whether.
-        let readiness = app.options.readiness.clone();
-        router = router.route("/healthz", get(health::alive)).route(
-            "/readyz",
-            get(move || health::ready(axum::extract::State(readiness.clone()))),
-        );
+        router = router
+            .route("/healthz", get(health::alive))
+            .route("/readyz", get(health::ready));
         if let Some(resource_server) = resource_server {
             let document = Arc::new(resource_server.metadata());
             let serve = move || {
