@@ -154,9 +154,20 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
             },
         },
     );
+    let mut listening = crate::Listening {
+        listen: args.listen.clone(),
+        idle: Duration::from_secs(args.session_idle),
+        served: &args.served,
+        auth: &args.auth,
+        trust,
+        ready: None,
+        metrics: None,
+    };
+    let observer = listening.observer();
     let options = BridgeOptions {
         policy,
         report_meta: args.report_meta,
+        observer: observer.clone(),
         ..BridgeOptions::default()
     };
     let runtime = crate::runtime_for(args.listen.is_none())?;
@@ -186,19 +197,13 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
             rules.require(rule.kind, rule.name, rule.scope);
         }
         let server = bridge
-            .server(|builder| builder.revisions(offered).forwarded_scopes(rules))
+            .server(|builder| {
+                builder
+                    .revisions(offered)
+                    .forwarded_scopes(rules)
+                    .observer(observer)
+            })
             .context("building the bridge's server")?;
-        crate::serve_on(
-            server,
-            crate::Listening {
-                listen: args.listen.clone(),
-                idle: Duration::from_secs(args.session_idle),
-                served: &args.served,
-                auth: &args.auth,
-                trust,
-                ready: None,
-            },
-        )
-        .await
+        crate::serve_on(server, listening).await
     })
 }

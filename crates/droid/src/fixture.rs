@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use protocol_droid::application::observe::SharedObserver;
 use protocol_droid::application::server::KeyError;
 use protocol_droid::application::server::{Call, CallError, Question, Server, ToolSpec};
 use protocol_droid::domain::ir::{JsonObject, ResourceContents, ToolResult};
@@ -18,10 +19,14 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z
 /// A silent WAV.
 const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 
-/// Builds the fixture server offering `revisions`.
-pub(crate) fn server(revisions: &[ProtocolVersion]) -> Result<Server, KeyError> {
+/// Builds the fixture server offering `revisions`, reporting to `observer`.
+pub(crate) fn server(
+    revisions: &[ProtocolVersion],
+    observer: SharedObserver,
+) -> Result<Server, KeyError> {
     let server = Server::builder("mcp-conformance-test-server", env!("CARGO_PKG_VERSION"))
         .revisions(revisions.iter().copied())
+        .observer(observer)
         .instructions("The protocol-droid conformance fixture.")
         .build()?;
     content_tools(&server);

@@ -1221,6 +1221,132 @@ fn a_gateway_with_an_upstream_down_is_alive_but_not_ready() -> Result<(), TestEr
     Ok(())
 }
 
+/// `GET /metrics` on `address`: each series' value by its name and labels.
+fn scrape(address: &str) -> Result<std::collections::BTreeMap<String, f64>, TestError> {
+    use std::io::Read as _;
+
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    let (head, body) = reply.split_once("\r\n\r\n").ok_or("no body")?;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let mut series = std::collections::BTreeMap::new();
+    for line in body.lines().filter(|line| !line.starts_with('#')) {
+        let (name, value) = line.rsplit_once(' ').ok_or("a line without a value")?;
+        series.insert(name.to_owned(), value.parse()?);
+    }
+    Ok(series)
+}
+
+/// A series' value, zero when it has not been created yet.
+fn value(series: &std::collections::BTreeMap<String, f64>, name: &str) -> f64 {
+    series.get(name).copied().unwrap_or(0.0)
+}
+
+/// Calls a gateway's tool over HTTP at `revision`; whether it succeeded.
+fn call_tool(address: &str, revision: &str, tool: &str) -> Result<bool, TestError> {
+    let url = format!("http://{address}/mcp");
+    let params = format!(r#"{{"name":"{tool}","arguments":{{}}}}"#);
+    let out = droid(&[
+        "call",
+        &url,
+        "tools/call",
+        &params,
+        "--revision",
+        revision,
+        "--json",
+    ])?;
+    Ok(out.status.success())
+}
+
+/// `/metrics` moves with the calls it counts: each call answered is
+/// counted by method, era and outcome (a refused one with its code), the
+/// upstream it was forwarded to counts it too, nothing is left in flight,
+/// and each upstream's state is read as it is now.
+#[test]
+fn metrics_count_the_calls_made_and_read_upstream_state_when_scraped() -> Result<(), TestError> {
+    let config = temp_path("metrics", "toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[upstream]]\nname = \"fixture\"\ncommand = [{:?}, \"serve\"]\ntrust = \"on-first-use\"\n\
+             [[upstream]]\nname = \"broken\"\ncommand = [\"/nonexistent/droid-upstream\"]\n",
+            env!("CARGO_BIN_EXE_droid")
+        ),
+    )?;
+    let (_gateway, address) = listening_gateway(&config)?;
+    let ok = |era: &str, transport: &str| {
+        format!(
+            "droid_requests_total{{method=\"tools/call\",era=\"{era}\",transport=\"{transport}\",outcome=\"ok\",code=\"\"}}"
+        )
+    };
+    let legacy_ok = ok("legacy", "streamable_http");
+    let modern_ok = ok("modern", "streamable_http");
+    let refused = "droid_requests_total{method=\"tools/call\",era=\"modern\",transport=\"streamable_http\",outcome=\"error\",code=\"-32602\"}";
+    let forwarded =
+        "droid_upstream_calls_total{upstream=\"fixture\",method=\"tools/call\",outcome=\"ok\"}";
+    let before = scrape(&address)?;
+    assert!(call_tool(
+        &address,
+        "2025-11-25",
+        "fixture/test_simple_text"
+    )?);
+    assert!(call_tool(
+        &address,
+        "2026-07-28",
+        "fixture/test_simple_text"
+    )?);
+    assert!(call_tool(
+        &address,
+        "2026-07-28",
+        "fixture/test_simple_text"
+    )?);
+    assert!(!call_tool(&address, "2026-07-28", "fixture/no_such_tool")?);
+    let after = scrape(&address)?;
+    assert_eq!(value(&after, &legacy_ok) - value(&before, &legacy_ok), 1.0);
+    assert_eq!(value(&after, &modern_ok) - value(&before, &modern_ok), 2.0);
+    assert_eq!(value(&after, refused) - value(&before, refused), 1.0);
+    assert_eq!(value(&after, forwarded) - value(&before, forwarded), 3.0);
+    assert_eq!(
+        value(
+            &after,
+            "droid_upstream_call_duration_seconds_count{upstream=\"fixture\"}"
+        ) - value(
+            &before,
+            "droid_upstream_call_duration_seconds_count{upstream=\"fixture\"}"
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &after,
+            "droid_requests_in_flight{transport=\"streamable_http\"}"
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(&after, "droid_upstream_up{upstream=\"fixture\"}"),
+        1.0
+    );
+    assert_eq!(
+        after.get("droid_upstream_up{upstream=\"broken\"}"),
+        Some(&0.0)
+    );
+    // The legacy call's client ended its session when done.
+    assert_eq!(after.get("droid_sessions"), Some(&0.0));
+    Ok(())
+}
+
 /// `--log-format json` writes each log line as one JSON object, its message
 /// and level at the top level, so a log collector reads it as it is.
 #[test]

@@ -24,6 +24,7 @@ use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer, ResourceS
 use protocol_droid::adapters::secondary::bearer::{
     IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
 };
+use protocol_droid::adapters::secondary::metrics::Metrics;
 use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::server::{AuthClaims, AuthContext, RequestContext};
 use protocol_droid::application::server::{Call, CallError, Server, ToolSpec};
@@ -285,6 +286,7 @@ async fn protect(
     let (listener, base) = loopback().await?;
     let options = HttpOptions {
         auth: Some(configure(&format!("{base}/mcp"))?),
+        metrics: Some(Metrics::new()),
         ..HttpOptions::default()
     };
     let serving = Serving::on(listener, base, HttpServer::new(mcp_server()?, options))?;
@@ -874,11 +876,12 @@ mod challenges {
             assert_eq!(document["bearer_methods_supported"], json!(["header"]));
             assert_eq!(document["scopes_supported"], json!(["tools:secret"]));
         }
-        // Every MCP route is behind the same guard; probes carry no token,
-        // and are answered without one.
+        // Every MCP route, and the metrics, are behind the same guard;
+        // probes carry no token, and are answered without one.
         for (path, status) in [
             ("/sse", 401),
             ("/mcp", 401),
+            ("/metrics", 401),
             ("/healthz", 200),
             ("/readyz", 200),
         ] {
@@ -889,6 +892,17 @@ mod challenges {
                 .await?;
             assert_eq!(response.status(), status, "{path}");
         }
+        // With a token, the scrape is answered.
+        let token = key.sign(&server.claims(&issuer, "alice", ""))?;
+        let response = server
+            .client
+            .get(format!("{}/metrics", server.base))
+            .bearer_auth(&token)
+            .send()
+            .await?;
+        assert_eq!(response.status(), 200);
+        let text = response.text().await?;
+        assert!(text.contains("# TYPE droid_sessions gauge"), "{text}");
         Ok(())
     }
 

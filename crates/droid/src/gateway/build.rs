@@ -17,6 +17,7 @@ use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::gateway::{
     Disclosure, Gateway, Trust, UpstreamHealth, UpstreamOptions,
 };
+use protocol_droid::application::observe::SharedObserver;
 use protocol_droid::application::server::{Primitive, ScopeRules, Server};
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::catalog::ToolId;
@@ -30,15 +31,17 @@ use crate::auth::AuthArgs;
 pub(crate) async fn start(
     config: &Config,
     config_path: Option<&Path>,
-    auth: &AuthArgs,
-    tls_trust: &TlsTrust,
+    listening: &crate::Listening<'_>,
+    observer: SharedObserver,
 ) -> anyhow::Result<(Gateway, Vec<String>)> {
+    let (auth, tls_trust) = (listening.auth, listening.trust);
     let disclosure = match config.mode {
         Mode::Default => Disclosure::Default,
         Mode::Progressive => Disclosure::Progressive,
     };
     let builder = Server::builder("droid-gateway", env!("CARGO_PKG_VERSION"))
-        .instructions("A gateway in front of several MCP servers; tool names are `upstream/tool`.");
+        .instructions("A gateway in front of several MCP servers; tool names are `upstream/tool`.")
+        .observer(observer);
     let gateway = Gateway::build(builder, disclosure, config.pins()?)
         .context("building the gateway's server")?;
     // What was trusted on first use outlives the process, except for the

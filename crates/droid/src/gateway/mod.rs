@@ -27,7 +27,8 @@ use std::path::Path;
 
 use protocol_droid::adapters::primary::admin::serve_admin;
 use protocol_droid::adapters::primary::http::Readiness;
-use protocol_droid::application::gateway::{Gateway, UpstreamCounts};
+use protocol_droid::adapters::secondary::metrics::UpstreamLevel;
+use protocol_droid::application::gateway::{Gateway, UpstreamCounts, UpstreamHealth};
 
 /// `droid gateway`.
 pub(crate) fn run(
@@ -45,9 +46,10 @@ pub(crate) fn run(
     // `--print-digests` serves nobody: it connects to every upstream at
     // once, which the pool does in parallel.
     let runtime = crate::runtime_for(listening.listen.is_none() && !print_digests)?;
+    let observer = listening.observer();
     runtime.block_on(async {
         let (gateway, failures) =
-            build::start(&config, config_path, listening.auth, listening.trust).await?;
+            build::start(&config, config_path, &listening, observer).await?;
         if print_digests {
             let mut out = std::io::stdout().lock();
             for (id, digest, provenance) in gateway.catalog() {
@@ -100,6 +102,19 @@ pub(crate) fn run(
             )
         });
         listening.ready = Some(readiness(&gateway));
+        if let Some(metrics) = &listening.metrics {
+            let gateway = gateway.clone();
+            metrics.upstreams_from(move || {
+                gateway
+                    .upstreams()
+                    .into_iter()
+                    .map(|status| UpstreamLevel {
+                        up: matches!(status.health, UpstreamHealth::Up { .. }),
+                        name: status.name,
+                    })
+                    .collect()
+            });
+        }
         crate::serve_on(gateway.server().clone(), listening).await
     })
 }

@@ -9,4 +9,5 @@
 pub mod bridge;
 pub mod client;
 pub mod gateway;
+pub mod observe;
 pub mod server;

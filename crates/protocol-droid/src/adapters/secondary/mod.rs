@@ -5,6 +5,7 @@ pub mod bearer;
 pub mod child;
 pub mod connect;
 pub mod http;
+pub mod metrics;
 pub mod oauth;
 pub mod tls;
 pub mod trust_file;

@@ -98,6 +98,9 @@ impl Bridge {
             .iter()
             .map(ToString::to_string)
             .collect();
+        for downgrade in report.downgrades() {
+            self.inner.options.observer.translated(downgrade.feature);
+        }
         tracing::info!(
             target: "droid::bridge",
             method,

@@ -18,6 +18,7 @@ use super::observer::Observer;
 use super::upstream::{Affinity, capabilities_key, full_capabilities};
 use super::upstream::{Connector, ConnectorError, SessionWatch, Upstream, UpstreamHandler, lock};
 use crate::application::client::{Client, ClientError, ServerState};
+use crate::application::observe::SharedObserver;
 use crate::application::server::Primitive;
 use crate::domain::ir::TranslationReport;
 use crate::domain::{DegradePolicy, Era, SessionId};
@@ -58,6 +59,9 @@ pub struct BridgeOptions {
     /// upstream and refused downstream. Time spent waiting for the client's
     /// input is bounded by [`Self::park_for`] instead.
     pub request_timeout: Duration,
+    /// What each downgrade in a translation is reported to, as well as
+    /// being logged and kept.
+    pub observer: SharedObserver,
 }
 
 impl Default for BridgeOptions {
@@ -72,6 +76,7 @@ impl Default for BridgeOptions {
             idle: Duration::from_secs(600),
             restart: true,
             request_timeout: Duration::from_secs(300),
+            observer: SharedObserver::default(),
         }
     }
 }

@@ -27,12 +27,17 @@ use super::names;
 use super::state::{State, link_error, lock};
 use super::upstream::UpstreamHealth;
 use crate::application::bridge::Bridge;
+use crate::application::observe::{SharedObserver, upstream_call};
 use crate::application::server::{Call, CallError, Forward, every_capability};
 use crate::domain::ir::{ContentBlock, JsonObject, ResourceContents};
 use crate::domain::{Capability, ProtocolVersion, Refusal, SessionId, Unknown};
 
-/// The gateway's state, as its server's forwarder reads it.
-pub(super) struct Forwarding(pub(super) Arc<Mutex<State>>);
+/// The gateway's state, as its server's forwarder reads it, and what it
+/// reports each upstream's answers to.
+pub(super) struct Forwarding {
+    pub(super) state: Arc<Mutex<State>>,
+    pub(super) observer: SharedObserver,
+}
 
 /// The list methods, each with the member its items are in and the
 /// capability an upstream offers them under.
@@ -121,7 +126,20 @@ impl State {
 
 impl Forwarding {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        lock(&self.0)
+        lock(&self.state)
+    }
+
+    /// Forwards `method` with `params` to `target` for `call`, reporting
+    /// how it went.
+    async fn upstream(
+        &self,
+        target: &Target,
+        method: &str,
+        params: JsonObject,
+        call: &Call,
+    ) -> Result<Value, CallError> {
+        let forwarded = target.bridge.forward_call(method, params, call);
+        upstream_call(&*self.observer, &target.name, method, forwarded).await
     }
 
     async fn list(&self, method: &str, params: JsonObject, call: Call) -> Result<Value, CallError> {
@@ -159,7 +177,7 @@ impl Forwarding {
             if let Some(cursor) = cursor.take() {
                 page.insert("cursor".to_owned(), Value::String(cursor));
             }
-            match target.bridge.forward_call(method, page, &call).await {
+            match self.upstream(target, method, page, &call).await {
                 Ok(listed) => {
                     for mut item in listed
                         .get(member)
@@ -211,9 +229,8 @@ impl Forwarding {
             .ok_or_else(unknown)?;
         let inner = inner.to_owned();
         params.insert("name".to_owned(), Value::String(inner));
-        let mut result = target
-            .bridge
-            .forward_call("prompts/get", params, &call)
+        let mut result = self
+            .upstream(&target, "prompts/get", params, &call)
             .await
             .map_err(|e| link_error(&target.name, e))?;
         if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
@@ -244,9 +261,8 @@ impl Forwarding {
             .target_prefixed(prefix, "resources")
             .ok_or_else(unknown)?;
         params.insert("uri".to_owned(), Value::String(inner.to_owned()));
-        let mut result = target
-            .bridge
-            .forward_call("resources/read", params, &call)
+        let mut result = self
+            .upstream(&target, "resources/read", params, &call)
             .await
             .map_err(|e| link_error(&target.name, e))?;
         if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
@@ -284,9 +300,7 @@ impl Forwarding {
         let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
         let inner = inner.to_owned();
         reference.insert(key.to_owned(), Value::String(inner));
-        target
-            .bridge
-            .forward_call("completion/complete", params, &call)
+        self.upstream(&target, "completion/complete", params, &call)
             .await
             .map_err(|e| link_error(&target.name, e))
     }

@@ -161,6 +161,9 @@ impl Gateway {
                 CatalogChange::Removed { old } => (Some(*old), None),
             };
             if old.is_some() {
+                if let Some((upstream, _)) = super::names::split_name(id.as_str()) {
+                    self.inner.server.observer().drifted(upstream);
+                }
                 tracing::warn!(
                     tool = %id,
                     old = ?old.map(|d| d.to_string()),

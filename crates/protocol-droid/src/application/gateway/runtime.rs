@@ -23,6 +23,7 @@ use super::names;
 use super::principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE, Principals};
 use super::state::{Disclosure, DriftReport, Route, State, link_error, lock};
 use super::watches::Watches;
+use crate::application::observe::upstream_call;
 use crate::application::server::{
     Call, CallError, Server, ServerBuilder, ToolSpec, ToolVisibility,
 };
@@ -106,7 +107,10 @@ impl Gateway {
         let visibility: ToolVisibility = Arc::new(move |peer, caller, name| {
             lock(&seen).access(peer, caller, disclosure, &ToolId::new(name))
         });
-        let forwarding = Arc::new(Forwarding(Arc::clone(&state)));
+        let forwarding = Arc::new(Forwarding {
+            state: Arc::clone(&state),
+            observer: builder.observer_handle(),
+        });
         let server = builder
             .tool_visibility(visibility)
             .forward(forwarding)
@@ -251,7 +255,9 @@ impl Gateway {
         let mut params = JsonObject::new();
         params.insert("name".to_owned(), Value::String(name));
         params.insert("arguments".to_owned(), Value::Object(arguments));
-        match bridge.forward_tool_call(params, call).await {
+        let forwarded = bridge.forward_tool_call(params, call);
+        let observer = self.inner.server.observer();
+        match upstream_call(&**observer, &upstream, "tools/call", forwarded).await {
             Ok(Ok(mut result)) => {
                 rename_blocks(&prefix, &mut result.content);
                 Ok(result)

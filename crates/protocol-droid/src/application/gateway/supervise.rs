@@ -146,6 +146,10 @@ impl Gateway {
             };
             (upstream.connector.clone(), upstream.options.clone())
         };
+        // The gateway's server reports the downgrades its upstreams' replies
+        // take, whatever the options it was given say.
+        let mut options = options;
+        options.bridge.observer = self.inner.server.observer().clone();
         let timeout = options.timeout;
         let observer = self.observer_for(name, generation);
         let bridge = match upstream::open(name, &connector, &options, observer).await {

@@ -20,6 +20,7 @@ use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
 use super::targeted::{ChangeFeed, SessionChanges, Targets};
 use super::typed::ToolOutput;
 use super::{AuthContext, PeerSession};
+use crate::application::observe::SharedObserver;
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::domain::{Capability, CapabilitySet, LoggingLevel, ProtocolVersion, SessionId};
 use crate::wire::prompts::{GetPromptResult, Prompt};
@@ -114,6 +115,7 @@ pub(super) struct Inner {
     pub(super) forward: Option<Arc<dyn Forward>>,
     /// Replaced whole when changed, as the registry is.
     pub(super) forward_scopes: RwLock<Arc<ScopeRules>>,
+    pub(super) observer: SharedObserver,
 }
 
 impl core::fmt::Debug for Server {
@@ -136,6 +138,7 @@ pub struct ServerBuilder {
     forward: Option<Arc<dyn Forward>>,
     forward_scopes: ScopeRules,
     idempotency: IdempotencyLimits,
+    observer: SharedObserver,
 }
 
 impl core::fmt::Debug for ServerBuilder {
@@ -181,6 +184,20 @@ impl ServerBuilder {
     pub fn tool_visibility(mut self, visibility: ToolVisibility) -> Self {
         self.tool_visibility = Some(visibility);
         self
+    }
+
+    /// Reports every request, and what a bridge or gateway built on this
+    /// server does, to `observer` (by default, to nothing).
+    #[must_use]
+    pub fn observer(mut self, observer: SharedObserver) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The observer the server will report to, for what is built around
+    /// it before it is.
+    pub(crate) fn observer_handle(&self) -> SharedObserver {
+        self.observer.clone()
     }
 
     /// Offers only `revisions` (all five by default).
@@ -236,6 +253,7 @@ impl ServerBuilder {
                 tool_visibility: self.tool_visibility,
                 forward: self.forward,
                 forward_scopes: RwLock::new(Arc::new(self.forward_scopes)),
+                observer: self.observer,
             }),
         })
     }
@@ -255,7 +273,14 @@ impl Server {
             forward: None,
             forward_scopes: ScopeRules::default(),
             idempotency: IdempotencyLimits::default(),
+            observer: SharedObserver::default(),
         }
+    }
+
+    /// What this server reports its work to.
+    #[must_use]
+    pub fn observer(&self) -> &SharedObserver {
+        &self.inner.observer
     }
 
     /// The revisions offered, oldest first.

@@ -25,6 +25,7 @@ mod guard;
 mod headers;
 mod health;
 mod legacy_sse;
+mod metrics;
 mod respond;
 mod sessions;
 mod sse;
@@ -40,6 +41,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 
+use crate::adapters::secondary::metrics::Metrics;
 use crate::application::server::Server;
 
 pub use auth::{METADATA_PREFIX, ResourceServer, ResourceServerError};
@@ -97,6 +99,9 @@ pub struct HttpOptions {
     /// What `/readyz` asks (none: always ready). `/healthz` and `/readyz`
     /// answer without a token.
     pub readiness: Option<Readiness>,
+    /// What `/metrics` exposes (none: no such route). It asks for the same
+    /// token as the MCP endpoints, and reports this server's open sessions.
+    pub metrics: Option<Metrics>,
 }
 
 impl Default for HttpOptions {
@@ -119,6 +124,7 @@ impl Default for HttpOptions {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             readiness: None,
+            metrics: None,
         }
     }
 }
@@ -163,6 +169,10 @@ impl HttpServer {
             stall_timeout: options.stall_timeout,
         });
         sessions::spawn_reaper(&sessions, options.idle_timeout);
+        if let Some(metrics) = &options.metrics {
+            let open = Arc::clone(&sessions);
+            metrics.sessions_from(move || open.len());
+        }
         Self {
             app: App {
                 server,
@@ -180,7 +190,8 @@ impl HttpServer {
 
     /// The router: `/mcp` (Streamable HTTP) and `/sse` + `/messages`
     /// (2024-11-05), for serving or for embedding in a larger application;
-    /// `/healthz` and `/readyz` for probes; with authorization on, also the
+    /// `/healthz` and `/readyz` for probes; `/metrics` when
+    /// [`HttpOptions::metrics`] is set; with authorization on, also the
     /// Protected Resource Metadata.
     pub fn router(&self) -> Router {
         let app = self.app.clone();
@@ -195,7 +206,11 @@ impl HttpServer {
                     .delete(streamable::delete),
             )
             .route("/sse", get(legacy_sse::open))
-            .route("/messages", post(legacy_sse::post))
+            .route("/messages", post(legacy_sse::post));
+        if app.options.metrics.is_some() {
+            router = router.route("/metrics", get(metrics::scrape));
+        }
+        router = router
             // Bodies are read whole within their deadline inside the token
             // check, so an unauthenticated client never gets a body read.
             .route_layer(axum::middleware::from_fn_with_state(

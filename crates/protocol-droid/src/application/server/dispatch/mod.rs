@@ -25,6 +25,7 @@ use super::request_state::Round;
 use super::{
     AuthContext, DynExchange, DynFrameSink, LogGate, NoExchange, PeerSession, RequestContext,
 };
+use crate::application::observe::{InFlight, Method, Outcome, RequestLabels};
 use crate::domain::canonical::{canonical_json, request_digest};
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
@@ -86,6 +87,14 @@ struct LegacySession {
     client_capabilities: Arc<JsonObject>,
     client_info: Option<Arc<JsonObject>>,
     init_meta: Arc<JsonObject>,
+}
+
+/// How an answer is counted.
+fn outcome_of(answer: &Result<Reply, ErrorObject>) -> Outcome {
+    match answer {
+        Ok(_) => Outcome::Ok,
+        Err(error) => Outcome::error(error.code),
+    }
 }
 
 fn now_ms() -> u64 {
@@ -336,19 +345,39 @@ impl Connection {
             Some(Value::Object(map)) => map,
             Some(_) => return Err(Refusal::invalid_params("params must be an object").into()),
         };
+        let era = if method != "initialize" && self.is_modern(&method, &params) {
+            Era::Modern
+        } else {
+            Era::Legacy
+        };
+        let in_flight = self.in_flight(&method, era);
+        let answer = self.route(id, &method, params, ctx, era).await;
+        in_flight.finish(outcome_of(&answer));
+        answer
+    }
+
+    /// Answers a request [`answer`](Self::answer) found to be of `era`.
+    async fn route(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: JsonObject,
+        ctx: RequestContext,
+        era: Era,
+    ) -> Result<Reply, ErrorObject> {
         if method == "initialize" {
             return self.initialize(&params).map(Reply::Value);
         }
         // The context goes down the dispatch boxed: moved by value, its few
         // hundred bytes were stored twice in each step's future and copied
         // at every step of every call.
-        if self.is_modern(&method, &params) {
-            return self.modern(id, &method, params, Box::new(ctx)).await;
+        if era == Era::Modern {
+            return self.modern(id, method, params, Box::new(ctx)).await;
         }
         let legacy = self.state.lock().ok().and_then(|s| s.legacy.clone());
         match legacy {
             Some(session) => {
-                self.legacy(id, &method, params, Box::new(ctx), session)
+                self.legacy(id, method, params, Box::new(ctx), session)
                     .await
             }
             None if method == "ping" => Ok(Reply::Value(json!({}))),
@@ -396,7 +425,23 @@ impl Connection {
             Some(Value::Object(map)) => map,
             Some(_) => return Err(Refusal::invalid_params("params must be an object").into()),
         };
-        self.modern(id, &method, params, Box::new(ctx)).await
+        let in_flight = self.in_flight(&method, Era::Modern);
+        let answer = self.modern(id, &method, params, Box::new(ctx)).await;
+        in_flight.finish(outcome_of(&answer));
+        answer
+    }
+
+    /// Reports a request of `method` in `era` to the server's observer, as
+    /// started now and, unless finished, as cancelled when dropped.
+    fn in_flight(&self, method: &str, era: Era) -> InFlight<'_> {
+        InFlight::start(
+            &**self.server.observer(),
+            RequestLabels {
+                method: Method::of(method),
+                era,
+                transport: self.transport,
+            },
+        )
     }
 
     /// Whether a request is to be served the 2026-07-28 way.

@@ -1,0 +1,281 @@
+//! What the application tells an operator about its work: the port that
+//! metrics plug into.
+//!
+//! The server, the bridge and the gateway report events (a request answered,
+//! an upstream called, a reply translated down, a definition drifted, a
+//! caller refused by a rate limit) to an [`Observer`] and go on; what is
+//! counted, and how it is exposed, is the adapter's. Every label an event
+//! carries is bounded: a method is one some revision defines or `"other"`,
+//! an error code one the specification names or `"other"`, an upstream one
+//! the operator configured. Nothing a client chooses freely (arguments,
+//! ids, tool names it made up) becomes a label.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::domain::feature::Feature;
+use crate::domain::jsonrpc::ErrorCode;
+use crate::domain::{Era, TransportKind};
+use crate::wire::codec::{Kind, METHODS, Sender};
+
+/// Receives what the application reports. Every method has a default that
+/// does nothing, so an observer implements only what it records.
+///
+/// Called on the request path: an implementation must be quick and must not
+/// block (an atomic add, not a lock held across I/O).
+pub trait Observer: Send + Sync {
+    /// A request was read and is about to be served.
+    fn request_started(&self, request: &RequestLabels) {
+        let _ = request;
+    }
+
+    /// A request [`request_started`](Self::request_started) reported is done.
+    fn request_finished(&self, request: &RequestLabels, outcome: Outcome, elapsed: Duration) {
+        let _ = (request, outcome, elapsed);
+    }
+
+    /// A request forwarded to the upstream `upstream` (a gateway's, by its
+    /// configured name) is done.
+    fn upstream_call(&self, upstream: &str, method: Method, outcome: Outcome, elapsed: Duration) {
+        let _ = (upstream, method, outcome, elapsed);
+    }
+
+    /// A reply was translated for an older client, losing `feature`.
+    fn translated(&self, feature: Feature) {
+        let _ = feature;
+    }
+
+    /// A tool of `upstream` changed its definition from the one pinned.
+    fn drifted(&self, upstream: &str) {
+        let _ = upstream;
+    }
+
+    /// A caller was refused by a rate limit.
+    fn rate_limited(&self, limit: LimitKind) {
+        let _ = limit;
+    }
+
+    /// Writing to or reading from a store failed (`store` names which).
+    fn store_failed(&self, store: &'static str) {
+        let _ = store;
+    }
+}
+
+/// An observer that records nothing: the default.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unobserved;
+
+impl Observer for Unobserved {}
+
+/// An observer as every part that reports holds it: cheap to clone, and
+/// [`Unobserved`] by default.
+#[derive(Clone)]
+pub struct SharedObserver(Arc<dyn Observer>);
+
+impl SharedObserver {
+    /// Shares `observer`.
+    #[must_use]
+    pub fn new(observer: impl Observer + 'static) -> Self {
+        Self(Arc::new(observer))
+    }
+}
+
+impl Default for SharedObserver {
+    fn default() -> Self {
+        Self::new(Unobserved)
+    }
+}
+
+impl core::ops::Deref for SharedObserver {
+    type Target = dyn Observer;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl core::fmt::Debug for SharedObserver {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("SharedObserver(..)")
+    }
+}
+
+/// A method name as a label: one some revision defines as a client request,
+/// or `"other"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Method(&'static str);
+
+impl Method {
+    /// `method` if some revision defines it as a client request, else
+    /// `"other"`.
+    #[must_use]
+    pub fn of(method: &str) -> Self {
+        Self(
+            METHODS
+                .iter()
+                .find(|row| {
+                    row.method == method
+                        && row.sender == Sender::Client
+                        && row.kind == Kind::Request
+                })
+                .map_or("other", |row| row.method),
+        )
+    }
+
+    /// The label.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+/// What a request is counted under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RequestLabels {
+    /// The method, bounded.
+    pub method: Method,
+    /// The era it was served in.
+    pub era: Era,
+    /// The transport it came on.
+    pub transport: TransportKind,
+}
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Answered with a result.
+    Ok,
+    /// Answered with an error; the code if the specification names it.
+    Error(Option<ErrorCode>),
+    /// Never answered: its caller went away or cancelled it.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The outcome of an error answer with `code`: the code kept only when
+    /// the specification names it, so the label stays bounded.
+    #[must_use]
+    pub const fn error(code: ErrorCode) -> Self {
+        Self::Error(if code.name().is_some() {
+            Some(code)
+        } else {
+            None
+        })
+    }
+
+    /// `"ok"`, `"error"` or `"cancelled"`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Error(_) => "error",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Which rate limit refused a caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LimitKind {
+    /// The caller's own limit over all its requests.
+    Principal,
+    /// The caller's limit on one tool's calls.
+    Tool,
+}
+
+impl LimitKind {
+    /// `"principal"` or `"tool"`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Principal => "principal",
+            Self::Tool => "tool",
+        }
+    }
+}
+
+/// One request being served: reports its start at once, and its end when
+/// told, or as cancelled if dropped before (its future dropped because the
+/// caller went away).
+pub(crate) struct InFlight<'a> {
+    observer: &'a dyn Observer,
+    labels: RequestLabels,
+    started: Instant,
+    finished: bool,
+}
+
+impl<'a> InFlight<'a> {
+    pub(crate) fn start(observer: &'a dyn Observer, labels: RequestLabels) -> Self {
+        observer.request_started(&labels);
+        Self {
+            observer,
+            labels,
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    pub(crate) fn finish(mut self, outcome: Outcome) {
+        self.finished = true;
+        self.observer
+            .request_finished(&self.labels, outcome, self.started.elapsed());
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.observer.request_finished(
+                &self.labels,
+                Outcome::Cancelled,
+                self.started.elapsed(),
+            );
+        }
+    }
+}
+
+/// Awaits `call`, a request of `method` forwarded to `upstream`, and
+/// reports how long it took and whether it was answered with a result.
+pub(crate) async fn upstream_call<T, E>(
+    observer: &dyn Observer,
+    upstream: &str,
+    method: &str,
+    call: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let started = Instant::now();
+    let answer = call.await;
+    let outcome = if answer.is_ok() {
+        Outcome::Ok
+    } else {
+        Outcome::Error(None)
+    };
+    observer.upstream_call(upstream, Method::of(method), outcome, started.elapsed());
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_method_no_revision_defines_is_other() {
+        assert_eq!(Method::of("tools/call").as_str(), "tools/call");
+        assert_eq!(
+            Method::of("subscriptions/listen").as_str(),
+            "subscriptions/listen"
+        );
+        assert_eq!(Method::of("x/made-up-by-a-client").as_str(), "other");
+        // A server's request, not a client's.
+        assert_eq!(Method::of("sampling/createMessage").as_str(), "other");
+    }
+
+    #[test]
+    fn only_named_codes_are_kept() {
+        assert_eq!(
+            Outcome::error(ErrorCode::INVALID_PARAMS),
+            Outcome::Error(Some(ErrorCode::INVALID_PARAMS))
+        );
+        assert_eq!(Outcome::error(ErrorCode(-31999)), Outcome::Error(None));
+    }
+}
