@@ -2,6 +2,8 @@
 //! negotiation, and the request context handed to the application (with
 //! every credential left behind).
 
+use std::net::SocketAddr;
+
 use axum::http::{HeaderMap, header};
 
 use crate::application::server::{AuthContext, RequestContext};
@@ -30,9 +32,14 @@ pub(super) fn accepts(headers: &HeaderMap, kind: &str) -> bool {
 
 /// The request context a transport builds: lowercased headers, and the
 /// caller this request's own token named (never the session's).
-pub(super) fn context(headers: &HeaderMap, caller: &AuthContext) -> RequestContext {
+pub(super) fn context(
+    headers: &HeaderMap,
+    caller: &AuthContext,
+    peer: Option<SocketAddr>,
+) -> RequestContext {
     let mut ctx = RequestContext {
         auth: caller.clone(),
+        remote_addr: peer,
         ..RequestContext::default()
     };
     for (name, value) in headers {

@@ -92,6 +92,7 @@ impl Drop for SessionGuard {
 pub(super) async fn post(
     State(app): State<App>,
     Extension(caller): Extension<AuthContext>,
+    peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Bytes,
@@ -121,7 +122,11 @@ pub(super) async fn post(
     };
     match incoming {
         Incoming::Single(Message::Request(request)) => {
-            let ctx = context(&headers, &caller);
+            let ctx = context(
+                &headers,
+                &caller,
+                peer.map(|Extension(ConnectInfo(addr))| addr),
+            );
             // Its messages all travel on the session's stream.
             let (channel, mut rx) = channel(true);
             let owner = Arc::clone(&session);

@@ -1,6 +1,7 @@
 //! The 2026-07-28 path: one request per POST, no session, and headers that
 //! must agree with the body.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode};
@@ -26,6 +27,7 @@ pub(super) async fn post(
     app: &App,
     headers: &HeaderMap,
     caller: &AuthContext,
+    peer: Option<SocketAddr>,
     incoming: Incoming,
 ) -> Response {
     let request = match incoming {
@@ -67,7 +69,7 @@ pub(super) async fn post(
     let streams = accepts(headers, "text/event-stream");
     let (channel, rx) = respond::channel(streams);
     let release = Arc::clone(&channel.release);
-    let ctx = context(headers, caller);
+    let ctx = context(headers, caller, peer);
     let id = request.id.clone();
     let work = tokio::spawn(CURRENT.scope(channel, async move {
         connection.answer_stateless(request, ctx).await

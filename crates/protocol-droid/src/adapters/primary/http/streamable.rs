@@ -1,6 +1,7 @@
 //! `/mcp`: Streamable HTTP, legacy sessions and the routing to the
 //! stateless 2026-07-28 path.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Extension;
@@ -88,7 +89,7 @@ fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
 pub(super) async fn post(
     State(app): State<App>,
     Extension(caller): Extension<AuthContext>,
-    peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -96,8 +97,9 @@ pub(super) async fn post(
         Ok(incoming) => incoming,
         Err(refused) => return refused,
     };
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr);
     if is_modern(&headers, &incoming) {
-        return stateless::post(&app, &headers, &caller, incoming).await;
+        return stateless::post(&app, &headers, &caller, peer, incoming).await;
     }
     // A legacy request carrying an unknown or modern revision header.
     if let Some(version) = header(&headers, VERSION_HEADER) {
@@ -113,7 +115,6 @@ pub(super) async fn post(
     }
     match incoming {
         Incoming::Single(Message::Request(request)) if request.method == "initialize" => {
-            let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
             initialize(&app, &headers, &caller, peer, request).await
         }
         incoming => {
@@ -133,7 +134,7 @@ pub(super) async fn post(
                     "unknown or ended session",
                 );
             };
-            in_session(&app, &headers, &caller, &session, incoming).await
+            in_session(&app, &headers, &caller, peer, &session, incoming).await
         }
     }
 }
@@ -142,13 +143,15 @@ async fn initialize(
     app: &App,
     headers: &HeaderMap,
     caller: &AuthContext,
-    peer: Option<std::net::IpAddr>,
+    peer: Option<SocketAddr>,
     request: Request,
 ) -> Response {
-    let session = match app
-        .sessions
-        .open(&app.server, TransportKind::StreamableHttp, caller, peer)
-    {
+    let session = match app.sessions.open(
+        &app.server,
+        TransportKind::StreamableHttp,
+        caller,
+        peer.map(|addr| addr.ip()),
+    ) {
         Ok(session) => session,
         Err(full) => return sessions_full(&full, Some(&request.id)),
     };
@@ -161,7 +164,9 @@ async fn initialize(
         );
     };
     let id = request.id.clone();
-    let outcome = connection.handle(request, context(headers, caller)).await;
+    let outcome = connection
+        .handle(request, context(headers, caller, peer))
+        .await;
     let failed = outcome.is_err();
     if failed {
         // A failed handshake leaves no session behind, and names none.
@@ -187,6 +192,7 @@ async fn in_session(
     app: &App,
     headers: &HeaderMap,
     caller: &AuthContext,
+    peer: Option<SocketAddr>,
     session: &Arc<Session>,
     incoming: Incoming,
 ) -> Response {
@@ -227,7 +233,7 @@ async fn in_session(
             let (channel, rx) = respond::channel(plan.streams);
             let release = Arc::clone(&channel.release);
             let id = request.id.clone();
-            let ctx = context(headers, caller);
+            let ctx = context(headers, caller, peer);
             let answering = CURRENT.scope(
                 channel,
                 async move { connection.answer(request, ctx).await },
@@ -254,7 +260,7 @@ async fn in_session(
             }
             StatusCode::ACCEPTED.into_response()
         }
-        Incoming::Batch(items) => batch(headers, caller, &connection, session, items).await,
+        Incoming::Batch(items) => batch(headers, caller, peer, &connection, session, items).await,
     }
 }
 
@@ -262,6 +268,7 @@ async fn in_session(
 async fn batch(
     headers: &HeaderMap,
     caller: &AuthContext,
+    peer: Option<SocketAddr>,
     connection: &Arc<crate::application::server::Connection>,
     session: &Arc<Session>,
     items: Vec<Result<Message, crate::domain::jsonrpc::EnvelopeError>>,
@@ -294,7 +301,7 @@ async fn batch(
             Err(e) => answers.push(Message::Response(e.to_response()).into_value()),
             Ok(Message::Request(request)) => {
                 let connection = Arc::clone(connection);
-                let ctx = context(headers, caller);
+                let ctx = context(headers, caller, peer);
                 let id = request.id.clone();
                 // Each request enters the session's in-flight table as a
                 // single one does: capped, unique and cancellable.
