@@ -15,7 +15,7 @@ use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
 use protocol_droid::application::bridge::{Bridge, BridgeOptions, feature_named};
 use protocol_droid::application::client::ClientOptions;
-use protocol_droid::application::server::ScopeRules;
+use protocol_droid::application::server::{RateLimits, ScopeRules};
 use protocol_droid::domain::{DegradePolicy, ProtocolVersion};
 
 use crate::auth::AuthArgs;
@@ -163,11 +163,11 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
         ready: None,
         metrics: None,
     };
-    let observer = listening.observer();
+    let setup = listening.setup(RateLimits::default())?;
     let options = BridgeOptions {
         policy,
         report_meta: args.report_meta,
-        observer: observer.clone(),
+        observer: setup.observer.clone(),
         ..BridgeOptions::default()
     };
     let runtime = crate::runtime_for(args.listen.is_none())?;
@@ -198,10 +198,10 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
         }
         let server = bridge
             .server(|builder| {
-                builder
+                setup
+                    .apply(builder)
                     .revisions(offered)
                     .forwarded_scopes(rules)
-                    .observer(observer)
             })
             .context("building the bridge's server")?;
         crate::serve_on(server, listening).await

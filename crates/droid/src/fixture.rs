@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use protocol_droid::application::observe::SharedObserver;
 use protocol_droid::application::server::KeyError;
+
+use crate::Setup;
 use protocol_droid::application::server::{Call, CallError, Question, Server, ToolSpec};
 use protocol_droid::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use protocol_droid::domain::{LoggingLevel, ProtocolVersion};
@@ -19,14 +20,12 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z
 /// A silent WAV.
 const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 
-/// Builds the fixture server offering `revisions`, reporting to `observer`.
-pub(crate) fn server(
-    revisions: &[ProtocolVersion],
-    observer: SharedObserver,
-) -> Result<Server, KeyError> {
-    let server = Server::builder("mcp-conformance-test-server", env!("CARGO_PKG_VERSION"))
+/// Builds the fixture server offering `revisions`, given `setup`.
+pub(crate) fn server(revisions: &[ProtocolVersion], setup: Setup) -> Result<Server, KeyError> {
+    let builder = Server::builder("mcp-conformance-test-server", env!("CARGO_PKG_VERSION"));
+    let server = setup
+        .apply(builder)
         .revisions(revisions.iter().copied())
-        .observer(observer)
         .instructions("The protocol-droid conformance fixture.")
         .build()?;
     content_tools(&server);

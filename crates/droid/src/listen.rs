@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use protocol_droid::adapters::primary::http::{HttpOptions, ServerTls};
 use protocol_droid::adapters::secondary::tls::Trust;
+use protocol_droid::application::server::{Rate, RateLimits};
 
 /// How `--listen` serves.
 #[derive(Debug, Default, clap::Args)]
@@ -51,6 +52,15 @@ pub(crate) struct ListenArgs {
     /// Seconds a request body may take to arrive; then 408.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     body_timeout: u64,
+    /// The most requests one caller (a token's principal, else a client
+    /// address) may make, as COUNT/UNIT with a unit of s, min or h
+    /// ("600/min"); more are refused (429 over HTTP) until allowed again.
+    #[arg(long, value_name = "RATE")]
+    rate_limit: Option<Rate>,
+    /// The most calls of one tool one caller may make: RATE for every tool
+    /// (each counted apart), or TOOL=RATE for one tool. Repeatable.
+    #[arg(long, value_name = "[TOOL=]RATE")]
+    tool_rate_limit: Vec<String>,
 }
 
 impl ListenArgs {
@@ -77,6 +87,25 @@ impl ListenArgs {
             body_timeout: Duration::from_secs(self.body_timeout),
             ..base
         }
+    }
+
+    /// The rate limits these flags set, over `base` (a configuration's).
+    pub(crate) fn rate_limits(&self, base: RateLimits) -> anyhow::Result<RateLimits> {
+        let mut limits = base;
+        if let Some(rate) = self.rate_limit {
+            limits.per_caller = Some(rate);
+        }
+        for flag in &self.tool_rate_limit {
+            let context = || format!("--tool-rate-limit {flag:?}");
+            match flag.rsplit_once('=') {
+                Some((tool, rate)) if !tool.is_empty() => {
+                    let rate = rate.parse().with_context(context)?;
+                    limits.tools.insert(tool.to_owned(), rate);
+                }
+                _ => limits.per_tool = Some(flag.parse().with_context(context)?),
+            }
+        }
+        Ok(limits)
     }
 
     /// Whether TLS was asked for, which needs `--listen`.

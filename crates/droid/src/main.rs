@@ -26,6 +26,7 @@ use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
 use protocol_droid::adapters::secondary::metrics::Metrics;
 use protocol_droid::application::observe::SharedObserver;
+use protocol_droid::application::server::{RateLimits, ServerBuilder};
 use protocol_droid::domain::{
     CapabilitySet, Feature, Negotiation, ProtocolVersion, TransportKind, resolve,
 };
@@ -357,20 +358,42 @@ pub(crate) struct Listening<'a> {
     pub(crate) trust: &'a protocol_droid::adapters::secondary::tls::Trust,
     /// What `/readyz` asks; none for a server that is ready once it listens.
     pub(crate) ready: Option<protocol_droid::adapters::primary::http::Readiness>,
-    /// What `/metrics` exposes: set by [`Listening::observer`].
+    /// What `/metrics` exposes: set by [`Listening::setup`].
     pub(crate) metrics: Option<Metrics>,
 }
 
 impl Listening<'_> {
-    /// What the server about to be built reports to: when it listens, the
-    /// [`Metrics`] served at `/metrics`; on stdio, where no one could scrape
-    /// them, nothing.
-    pub(crate) fn observer(&mut self) -> SharedObserver {
-        if self.listen.is_none() {
-            return SharedObserver::default();
-        }
-        let metrics = self.metrics.get_or_insert_with(Metrics::new);
-        SharedObserver::new(metrics.clone())
+    /// What the server about to be built is given: when it listens, the
+    /// [`Metrics`] served at `/metrics` as its observer (on stdio, where no
+    /// one could scrape them, none); and the rate limits of the flags, over
+    /// `limits` (a configuration's).
+    pub(crate) fn setup(&mut self, limits: RateLimits) -> anyhow::Result<Setup> {
+        let observer = if self.listen.is_some() {
+            let metrics = self.metrics.get_or_insert_with(Metrics::new);
+            SharedObserver::new(metrics.clone())
+        } else {
+            SharedObserver::default()
+        };
+        Ok(Setup {
+            observer,
+            limits: self.served.rate_limits(limits)?,
+        })
+    }
+}
+
+/// What every server `droid` builds is given besides its primitives.
+#[derive(Clone, Debug)]
+pub(crate) struct Setup {
+    /// What it reports its work to.
+    pub(crate) observer: SharedObserver,
+    /// How many requests a caller may make.
+    pub(crate) limits: RateLimits,
+}
+
+impl Setup {
+    /// `builder`, given this.
+    pub(crate) fn apply(self, builder: ServerBuilder) -> ServerBuilder {
+        builder.observer(self.observer).rate_limits(self.limits)
     }
 }
 
@@ -396,13 +419,13 @@ pub(crate) fn runtime_for(stdio: bool) -> anyhow::Result<tokio::runtime::Runtime
 
 fn serve(mut listening: Listening<'_>, revisions: &[String]) -> anyhow::Result<()> {
     let offered = offered(revisions)?;
-    let observer = listening.observer();
+    let setup = listening.setup(RateLimits::default())?;
     // The worker pool even on stdio: measured, one thread answered a lone
     // request more slowly (12,792 against 20,926 calls/s), though it gained
     // with 64 in flight (docs/benchmarks.md).
     let runtime = runtime_for(false)?;
     runtime.block_on(async {
-        let server = fixture::server(&offered, observer).context("building the fixture server")?;
+        let server = fixture::server(&offered, setup).context("building the fixture server")?;
         for rule in listening.auth.scope_rules()? {
             anyhow::ensure!(
                 server.set_scope(rule.kind, &rule.name, Some(rule.scope.clone())),

@@ -979,6 +979,73 @@ mod flood {
         Ok(())
     }
 
+    /// The gateway's `[limits]` and the rate flags together: a tool limited
+    /// by name in the configuration, every other tool by the flag. One
+    /// anonymous caller's burst is refused with 429, `Retry-After` and the
+    /// documented error while a caller from another address is served, and
+    /// `/metrics` counts the refusals.
+    #[tokio::test]
+    async fn a_callers_burst_is_refused_and_another_caller_is_not() -> Result<(), TestError> {
+        let config = super::temp_path("limits", "toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[[upstream]]\nname = \"fixture\"\ncommand = [{:?}, \"serve\"]\n\
+                 trust = \"on-first-use\"\n\
+                 [limits]\ntools = {{ \"fixture/test_error_handling\" = \"1/h\" }}\n",
+                env!("CARGO_BIN_EXE_droid")
+            ),
+        )?;
+        let path = config.to_string_lossy().into_owned();
+        let listened = listening(
+            &[
+                "gateway",
+                "--config",
+                &path,
+                "--listen",
+                "127.0.0.1:0",
+                "--tool-rate-limit",
+                "2/h",
+            ],
+            "http",
+        );
+        let _removed = std::fs::remove_file(&config);
+        let (_gateway, address) = listened.map_err(|e| e.to_string())?;
+        let url = format!("http://{address}/mcp");
+        let (flooder, other) = (client("127.0.0.2")?, client("127.0.0.3")?);
+        let stateless = |id, tool| {
+            let mut request = call(id, tool, &json!({}));
+            request["params"]["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {} });
+            request
+        };
+        let simple = |id| stateless(id, "fixture/test_simple_text");
+        for id in 1..=2 {
+            let answer = post(&flooder, &url, None, MODERN, &simple(id)).await?;
+            assert_eq!(answer.status, 200, "{}", answer.body);
+        }
+        let refused = post(&flooder, &url, None, MODERN, &simple(3)).await?;
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        let body: Value = serde_json::from_str(&refused.body)?;
+        assert_eq!(body["error"]["code"], json!(-32029), "{body}");
+        assert_eq!(body["error"]["data"]["limit"], json!("tool"), "{body}");
+        let answer = post(&other, &url, None, MODERN, &simple(4)).await?;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        // The tool the configuration names has its own, smaller allowance.
+        let failing = |id| stateless(id, "fixture/test_error_handling");
+        let answer = post(&flooder, &url, None, MODERN, &failing(5)).await?;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let refused = post(&flooder, &url, None, MODERN, &failing(6)).await?;
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        let metrics = super::scrape(&address)?;
+        assert_eq!(
+            metrics.get("droid_rate_limited_total{limit=\"tool\"}"),
+            Some(&2.0)
+        );
+        Ok(())
+    }
+
     #[allow(clippy::print_stderr)] // The figures are this test's report.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn one_client_flooding_every_way_takes_nothing_from_another() -> Result<(), TestError> {

@@ -29,6 +29,7 @@ use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::server::{AuthClaims, AuthContext, RequestContext};
 use protocol_droid::application::server::{Call, CallError, Server, ToolSpec};
 use protocol_droid::application::server::{NoExchange, NullSink};
+use protocol_droid::application::server::{Rate, RateLimits};
 use protocol_droid::application::server::{TokenError, TokenValidator};
 use protocol_droid::domain::TransportKind;
 use protocol_droid::domain::ir::{JsonObject, ToolResult};
@@ -243,7 +244,14 @@ impl IssuerState {
 /// The protected MCP server: a public tool, a scoped one and one that asks
 /// for input and keeps state between rounds.
 fn mcp_server() -> Result<Server, TestError> {
-    let server = Server::builder("auth-test", "1.0.0").build()?;
+    limited_server(RateLimits::default())
+}
+
+/// The test server, refusing a caller's requests beyond `limits`.
+fn limited_server(limits: RateLimits) -> Result<Server, TestError> {
+    let server = Server::builder("auth-test", "1.0.0")
+        .rate_limits(limits)
+        .build()?;
     server.add_tool(ToolSpec::new("public", "Anyone may call it."), |_| async {
         Ok(ToolResult::text("public"))
     });
@@ -283,13 +291,25 @@ struct Protected {
 async fn protect(
     configure: impl FnOnce(&str) -> Result<ResourceServer, TestError>,
 ) -> Result<Protected, TestError> {
+    protect_limited(configure, RateLimits::default()).await
+}
+
+/// As [`protect`], with `limits` on each caller.
+async fn protect_limited(
+    configure: impl FnOnce(&str) -> Result<ResourceServer, TestError>,
+    limits: RateLimits,
+) -> Result<Protected, TestError> {
     let (listener, base) = loopback().await?;
     let options = HttpOptions {
         auth: Some(configure(&format!("{base}/mcp"))?),
         metrics: Some(Metrics::new()),
         ..HttpOptions::default()
     };
-    let serving = Serving::on(listener, base, HttpServer::new(mcp_server()?, options))?;
+    let serving = Serving::on(
+        listener,
+        base,
+        HttpServer::new(limited_server(limits)?, options),
+    )?;
     Ok(Protected {
         base: serving.base,
         client: serving.client,
@@ -1230,4 +1250,87 @@ async fn a_plugged_in_validator_cannot_admit_a_token_for_another_audience() -> R
         "audience checked by the resource server",
     )
     .await
+}
+
+mod rate_limits {
+    use super::*;
+
+    /// Alice's burst past her limit is refused with the documented error,
+    /// as 429 with `Retry-After`; Bob, signed by the same issuer and calling
+    /// the same tool at the same time, is served throughout.
+    #[tokio::test]
+    async fn a_burst_over_the_limit_is_refused_while_another_principal_is_served()
+    -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect_limited(
+            jwt_guard(&issuer, Duration::from_secs(60)),
+            RateLimits {
+                per_tool: Some("3/h".parse::<Rate>()?),
+                ..RateLimits::default()
+            },
+        )
+        .await?;
+        let alice = key.sign(&server.claims(&issuer, "alice", ""))?;
+        let bob = key.sign(&server.claims(&issuer, "bob", ""))?;
+        let call = || json!({ "name": "public", "arguments": {} });
+        for n in 0..3 {
+            let response = server.modern(Some(&alice), "tools/call", call()).await?;
+            assert_eq!(response.status(), 200, "alice's call {n}");
+            let response = server.modern(Some(&bob), "tools/call", call()).await?;
+            assert_eq!(response.status(), 200, "bob's call {n}");
+        }
+        let refused = server.modern(Some(&alice), "tools/call", call()).await?;
+        assert_eq!(refused.status(), 429);
+        let retry_after: u64 = refused
+            .headers()
+            .get("retry-after")
+            .ok_or("no Retry-After")?
+            .to_str()?
+            .parse()?;
+        // Three an hour: the next is allowed in about twenty minutes.
+        assert!((1000..=1200).contains(&retry_after), "{retry_after}");
+        let body: Value = refused.json().await?;
+        assert_eq!(body["error"]["code"], json!(-32029), "{body}");
+        assert_eq!(body["error"]["data"]["limit"], json!("tool"), "{body}");
+        let wait_ms = body["error"]["data"]["retryAfterMs"]
+            .as_u64()
+            .ok_or("no retryAfterMs")?;
+        assert_eq!(wait_ms.div_ceil(1000), retry_after);
+        // Another tool is counted apart, and Bob is not affected.
+        let other = json!({ "name": "stateful", "arguments": {} });
+        let response = server.modern(Some(&alice), "tools/call", other).await?;
+        assert_eq!(response.status(), 200);
+        let response = server.modern(Some(&bob), "tools/call", call()).await?;
+        assert_eq!(response.status(), 429, "bob's fourth is his own");
+        Ok(())
+    }
+
+    /// A limit on every request counts a principal's lists as well as its
+    /// calls.
+    #[tokio::test]
+    async fn a_limit_on_every_request_counts_each_method() -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect_limited(
+            jwt_guard(&issuer, Duration::from_secs(60)),
+            RateLimits {
+                per_caller: Some("2/h".parse::<Rate>()?),
+                ..RateLimits::default()
+            },
+        )
+        .await?;
+        let carol = key.sign(&server.claims(&issuer, "carol", ""))?;
+        assert_eq!(server.list_status(&carol).await?, 200);
+        let call = json!({ "name": "public", "arguments": {} });
+        let response = server
+            .modern(Some(&carol), "tools/call", call.clone())
+            .await?;
+        assert_eq!(response.status(), 200);
+        let response = server.modern(Some(&carol), "tools/call", call).await?;
+        assert_eq!(response.status(), 429);
+        let body: Value = response.json().await?;
+        assert_eq!(body["error"]["data"]["limit"], json!("principal"), "{body}");
+        Ok(())
+    }
 }

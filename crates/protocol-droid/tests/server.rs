@@ -1106,6 +1106,37 @@ mod idempotency {
         }
     }
 
+    /// A rate limit's refusal asks for a retry later, so it is not recorded:
+    /// the retry, once the caller's allowance has refilled, runs the call
+    /// rather than replaying the refusal.
+    #[tokio::test]
+    async fn a_rate_limit_refusal_is_not_replayed() -> Result<(), TestError> {
+        let limits = protocol_droid::application::server::RateLimits {
+            per_tool: protocol_droid::application::server::Rate::new(1, Duration::from_millis(50)),
+            ..Default::default()
+        };
+        let server = Server::builder("limited", "1.0.0")
+            .rate_limits(limits)
+            .build()?;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        server.add_tool(ToolSpec::new("count", "Counts."), move |_| {
+            let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            async move { Ok(ToolResult::text(n.to_string())) }
+        });
+        let session = Session::open(&server).await?;
+        let first = session.call(1, json!({ "name": "count" })).await;
+        assert!(first.get("result").is_some(), "{first}");
+        let refused = session.call(2, json!({ "name": "count" })).await;
+        assert_eq!(code(&refused), Some(-32029), "{refused}");
+        // Past the 50 ms in which one call is allowed.
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        let retried = session.call(2, json!({ "name": "count" })).await;
+        assert!(retried.get("result").is_some(), "{retried}");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_refusal_is_recorded_and_replayed_too() -> Result<(), TestError> {
         let h = start()?;

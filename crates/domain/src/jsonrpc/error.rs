@@ -36,6 +36,11 @@ impl ErrorCode {
     pub const MISSING_REQUIRED_CLIENT_CAPABILITY: Self = Self(-32021);
     /// The request's protocol version is not supported (2026-07-28).
     pub const UNSUPPORTED_PROTOCOL_VERSION: Self = Self(-32022);
+    /// The caller is over a rate limit; `data.retryAfterMs` says when to
+    /// try again. Not a code of the specification, which has none for it:
+    /// this implementation's, in the range JSON-RPC leaves to servers, and
+    /// sent over HTTP with status 429 and `Retry-After`.
+    pub const RATE_LIMITED: Self = Self(-32029);
     /// The user rejected a sampling request (a documented legacy example, not
     /// a schema code).
     pub const USER_REJECTED: Self = Self(-1);

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::application::observe::SharedObserver;
+use protocol_droid::application::server::RateLimits;
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid_test_support::{LineClient, TestError};
 use serde_json::{Value, json};
@@ -44,7 +45,13 @@ async fn fixture_session() -> Result<(Client, String), TestError> {
 
 /// The fixture server on an ephemeral loopback port, as an `http` entry.
 async fn fixture() -> Result<Value, TestError> {
-    let server = crate::fixture::server(&ProtocolVersion::ALL, SharedObserver::default())?;
+    let server = crate::fixture::server(
+        &ProtocolVersion::ALL,
+        crate::Setup {
+            observer: SharedObserver::default(),
+            limits: RateLimits::default(),
+        },
+    )?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
     tokio::spawn(

@@ -17,7 +17,6 @@ use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::gateway::{
     Disclosure, Gateway, Trust, UpstreamHealth, UpstreamOptions,
 };
-use protocol_droid::application::observe::SharedObserver;
 use protocol_droid::application::server::{Primitive, ScopeRules, Server};
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::catalog::ToolId;
@@ -32,16 +31,16 @@ pub(crate) async fn start(
     config: &Config,
     config_path: Option<&Path>,
     listening: &crate::Listening<'_>,
-    observer: SharedObserver,
+    setup: crate::Setup,
 ) -> anyhow::Result<(Gateway, Vec<String>)> {
     let (auth, tls_trust) = (listening.auth, listening.trust);
     let disclosure = match config.mode {
         Mode::Default => Disclosure::Default,
         Mode::Progressive => Disclosure::Progressive,
     };
-    let builder = Server::builder("droid-gateway", env!("CARGO_PKG_VERSION"))
-        .instructions("A gateway in front of several MCP servers; tool names are `upstream/tool`.")
-        .observer(observer);
+    let builder = setup
+        .apply(Server::builder("droid-gateway", env!("CARGO_PKG_VERSION")))
+        .instructions("A gateway in front of several MCP servers; tool names are `upstream/tool`.");
     let gateway = Gateway::build(builder, disclosure, config.pins()?)
         .context("building the gateway's server")?;
     // What was trusted on first use outlives the process, except for the

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use protocol_droid::application::gateway::{DEFAULT_TIMEOUT, Pins, ToolPolicy};
+use protocol_droid::application::server::{Rate, RateLimits};
 use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
@@ -70,6 +71,50 @@ pub(crate) struct Config {
     /// on, see `--auth-issuer`).
     #[serde(default)]
     pub(crate) scopes: BTreeMap<String, String>,
+    /// How many requests a caller may make.
+    #[serde(default)]
+    pub(crate) limits: LimitsConfig,
+}
+
+/// `[limits]`: rates as `COUNT/UNIT` (`"600/min"`), per caller (a token's
+/// principal, else an address).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitsConfig {
+    /// Every request, whatever its method.
+    pub(crate) per_caller: Option<String>,
+    /// The calls of any one tool, each tool counted apart.
+    pub(crate) per_tool: Option<String>,
+    /// The calls of the tool with this id, in place of `per_tool`.
+    #[serde(default)]
+    pub(crate) tools: BTreeMap<String, String>,
+}
+
+impl LimitsConfig {
+    /// The limits, each rate read.
+    pub(crate) fn rate_limits(&self) -> anyhow::Result<RateLimits> {
+        let read = |text: &String, key: &str| {
+            text.parse::<Rate>()
+                .with_context(|| format!("limits.{key}"))
+        };
+        Ok(RateLimits {
+            per_caller: self
+                .per_caller
+                .as_ref()
+                .map(|r| read(r, "per_caller"))
+                .transpose()?,
+            per_tool: self
+                .per_tool
+                .as_ref()
+                .map(|r| read(r, "per_tool"))
+                .transpose()?,
+            tools: self
+                .tools
+                .iter()
+                .map(|(id, rate)| Ok((id.clone(), read(rate, &format!("tools.{id:?}"))?)))
+                .collect::<anyhow::Result<_>>()?,
+        })
+    }
 }
 
 /// How sessions get their tools.
@@ -227,6 +272,7 @@ impl Config {
                 .policy()
                 .with_context(|| format!("upstream {name:?}: tools"))?;
         }
+        self.limits.rate_limits()?;
         Ok(())
     }
 

@@ -92,6 +92,7 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
         upstream,
         pins: BTreeMap::new(),
         scopes: BTreeMap::new(),
+        limits: super::config::LimitsConfig::default(),
     })
 }
 

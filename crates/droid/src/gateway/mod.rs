@@ -46,10 +46,9 @@ pub(crate) fn run(
     // `--print-digests` serves nobody: it connects to every upstream at
     // once, which the pool does in parallel.
     let runtime = crate::runtime_for(listening.listen.is_none() && !print_digests)?;
-    let observer = listening.observer();
+    let setup = listening.setup(config.limits.rate_limits()?)?;
     runtime.block_on(async {
-        let (gateway, failures) =
-            build::start(&config, config_path, &listening, observer).await?;
+        let (gateway, failures) = build::start(&config, config_path, &listening, setup).await?;
         if print_digests {
             let mut out = std::io::stdout().lock();
             for (id, digest, provenance) in gateway.catalog() {

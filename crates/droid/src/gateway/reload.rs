@@ -12,7 +12,8 @@
 //! tool; until then the old rules stay in force beside the new. An upstream
 //! replaced because its settings changed starts afresh: sessions lose its
 //! activations, and trust on first use holds it to what it showed first.
-//! `listen`, `mode`, `state` and `admin_socket` are read at start only.
+//! `listen`, `mode`, `state`, `admin_socket` and `[limits]` are read at
+//! start only.
 //!
 //! A file is applied once it has read the same on two looks a second apart,
 //! so an editor caught halfway through writing it is not taken at its word.
@@ -190,10 +191,11 @@ async fn apply(
         || old.mode != new.mode
         || old.state != new.state
         || old.admin_socket != new.admin_socket
+        || old.limits != new.limits
     {
         tracing::warn!(
             target: "droid",
-            "listen, mode, state and admin_socket take effect at the next start"
+            "listen, mode, state, admin_socket and limits take effect at the next start"
         );
     }
     add_scopes(&rules, gateway);

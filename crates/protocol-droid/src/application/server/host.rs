@@ -13,6 +13,7 @@ use super::call::{Call, CallError};
 pub use super::change::Change;
 use super::forward::Forward;
 use super::idempotency::{IdempotencyLimits, IdempotencyStore};
+use super::rate::{Limiters, RateLimits};
 use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
@@ -116,6 +117,7 @@ pub(super) struct Inner {
     /// Replaced whole when changed, as the registry is.
     pub(super) forward_scopes: RwLock<Arc<ScopeRules>>,
     pub(super) observer: SharedObserver,
+    pub(super) limiters: Limiters,
 }
 
 impl core::fmt::Debug for Server {
@@ -139,6 +141,7 @@ pub struct ServerBuilder {
     forward_scopes: ScopeRules,
     idempotency: IdempotencyLimits,
     observer: SharedObserver,
+    rate_limits: RateLimits,
 }
 
 impl core::fmt::Debug for ServerBuilder {
@@ -191,6 +194,13 @@ impl ServerBuilder {
     #[must_use]
     pub fn observer(mut self, observer: SharedObserver) -> Self {
         self.observer = observer;
+        self
+    }
+
+    /// Refuses a caller's requests beyond `limits` (none by default).
+    #[must_use]
+    pub fn rate_limits(mut self, limits: RateLimits) -> Self {
+        self.rate_limits = limits;
         self
     }
 
@@ -254,6 +264,7 @@ impl ServerBuilder {
                 forward: self.forward,
                 forward_scopes: RwLock::new(Arc::new(self.forward_scopes)),
                 observer: self.observer,
+                limiters: Limiters::new(&self.rate_limits),
             }),
         })
     }
@@ -274,6 +285,7 @@ impl Server {
             forward_scopes: ScopeRules::default(),
             idempotency: IdempotencyLimits::default(),
             observer: SharedObserver::default(),
+            rate_limits: RateLimits::default(),
         }
     }
 

@@ -25,6 +25,7 @@
 //! - `request_state`: the sealed `requestState` of multi round-trip requests
 //!   ([`StateSealer`]).
 //! - `idempotency`: replaying a retried `tools/call`'s recorded answer.
+//! - `rate`: how many requests one caller may make ([`RateLimits`]).
 //! - `reply`: a result as a transport writes it, a tool's kept typed.
 
 pub(crate) mod auth;
@@ -37,6 +38,7 @@ pub(crate) mod host;
 pub(crate) mod idempotency;
 pub(crate) mod log_gate;
 pub(crate) mod ports;
+pub(crate) mod rate;
 pub(crate) mod registry;
 pub(crate) mod reply;
 pub(crate) mod request_state;
@@ -59,6 +61,7 @@ pub use log_gate::{LOG_LEVEL_META, LogGate};
 pub use ports::{
     BoxFuture, CallbackExchange, DynExchange, DynFrameSink, ExchangeError, NoExchange, NullSink,
 };
+pub use rate::{Rate, RateError, RateLimits};
 pub use registry::ToolSpec;
 pub use reply::Reply;
 pub use request_state::{

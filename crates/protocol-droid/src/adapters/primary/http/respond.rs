@@ -183,6 +183,7 @@ pub(super) async fn respond(
             let status = if plan.modern { modern_status(&outcome) } else { StatusCode::OK };
             let mut response = answered(status, &id, &outcome);
             mark_unbuffered(&mut response);
+            mark_rate_limited(&mut response, &outcome);
             return response;
         }
     };
@@ -215,6 +216,29 @@ fn answer(id: &RequestId, outcome: Result<Reply, ErrorObject>) -> Value {
         outcome: outcome.map(Reply::into_value),
     })
     .into_value()
+}
+
+/// A rate limit's refusal, in either era, travels as `429 Too Many
+/// Requests` with `Retry-After` in whole seconds (rounded up), besides the
+/// JSON-RPC error that says the same to the millisecond.
+fn mark_rate_limited(response: &mut Response, outcome: &Result<Reply, ErrorObject>) {
+    let Err(error) = outcome else {
+        return;
+    };
+    if error.code != ErrorCode::RATE_LIMITED {
+        return;
+    }
+    let wait_ms = error
+        .data
+        .as_ref()
+        .and_then(|data| data.get("retryAfterMs"))
+        .and_then(Value::as_u64)
+        .unwrap_or(1000);
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(wait_ms.div_ceil(1000)),
+    );
 }
 
 /// Asks proxies not to buffer the response (the revision recommends it).

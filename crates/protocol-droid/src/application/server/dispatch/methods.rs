@@ -203,6 +203,10 @@ impl Connection {
             ToolAccess::Hidden => return Err(unknown().into()),
             ToolAccess::Refused(reason) => return Err(Refusal::invalid_params(reason).into()),
         }
+        if let Err(refused) = self.server.inner.limiters.admit_tool(&ctx, name) {
+            self.server.observer().rate_limited(refused.limit);
+            return Err(refused.into());
+        }
         // Only a 2026-07-28 outcome reads the params again (to seal an
         // input-required round); a legacy call's arguments are moved out.
         let arguments = match version.era() {

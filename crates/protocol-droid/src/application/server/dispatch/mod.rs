@@ -365,6 +365,7 @@ impl Connection {
         ctx: RequestContext,
         era: Era,
     ) -> Result<Reply, ErrorObject> {
+        self.admit(&ctx)?;
         if method == "initialize" {
             return self.initialize(&params).map(Reply::Value);
         }
@@ -426,9 +427,20 @@ impl Connection {
             Some(_) => return Err(Refusal::invalid_params("params must be an object").into()),
         };
         let in_flight = self.in_flight(&method, Era::Modern);
-        let answer = self.modern(id, &method, params, Box::new(ctx)).await;
+        let answer = match self.admit(&ctx) {
+            Ok(()) => self.modern(id, &method, params, Box::new(ctx)).await,
+            Err(refused) => Err(refused),
+        };
         in_flight.finish(outcome_of(&answer));
         answer
+    }
+
+    /// Takes one request from its caller's allowance, or refuses it.
+    fn admit(&self, ctx: &RequestContext) -> Result<(), ErrorObject> {
+        self.server.inner.limiters.admit(ctx).map_err(|refused| {
+            self.server.observer().rate_limited(refused.limit);
+            refused.into()
+        })
     }
 
     /// Reports a request of `method` in `era` to the server's observer, as
@@ -689,9 +701,10 @@ impl Connection {
         match &outcome {
             Ok(reply) => guard.record_result(reply),
             // A failure of this server's (a timed-out question, a closed
-            // connection) is no answer worth replaying: the guard abandons
-            // the entry and a retry runs again.
-            Err(e) if e.code == ErrorCode::INTERNAL_ERROR => {}
+            // connection) is no answer worth replaying, nor is a rate
+            // limit's refusal (the retry is what it asked for): the guard
+            // abandons the entry and a retry runs again.
+            Err(e) if e.code == ErrorCode::INTERNAL_ERROR || e.code == ErrorCode::RATE_LIMITED => {}
             Err(e) => guard.record(Recorded::Error(e.to_json())),
         }
         outcome
