@@ -126,7 +126,7 @@ impl BridgeArgs {
 }
 
 /// Runs the bridge until interrupted.
-pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
+pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow::Result<()> {
     let policy = args.policy()?;
     let target = args.target()?;
     let offered = crate::offered(&args.revisions)?;
@@ -162,6 +162,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust) -> anyhow::Result<()> {
         trust,
         ready: None,
         metrics: None,
+        tracing,
     };
     let setup = listening.setup(RateLimits::default())?;
     let options = BridgeOptions {

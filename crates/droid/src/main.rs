@@ -11,6 +11,7 @@ mod fixture;
 mod gateway;
 mod listen;
 mod secret;
+mod telemetry;
 
 use std::time::Duration;
 
@@ -25,11 +26,13 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
 use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
 use protocol_droid::adapters::secondary::metrics::Metrics;
+use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::observe::SharedObserver;
 use protocol_droid::application::server::{RateLimits, ServerBuilder};
 use protocol_droid::domain::{
     CapabilitySet, Feature, Negotiation, ProtocolVersion, TransportKind, resolve,
 };
+use telemetry::Observed;
 
 /// What `droid --version` says: the build, and what it speaks. Kept in
 /// step with `ProtocolVersion::ALL` by a test.
@@ -54,6 +57,16 @@ struct Cli {
     /// logged (default `warn`).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Export each request's span over OTLP/HTTP (JSON) to the collector at
+    /// this base URL (`/v1/traces` is added), continuing the trace a client
+    /// sends in `_meta`. Off when not set.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )]
+    otlp_endpoint: Option<String>,
 }
 
 /// How log lines are written.
@@ -206,20 +219,46 @@ impl From<Transport> for TransportKind {
 }
 
 fn main() -> anyhow::Result<()> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
     let cli = Cli::parse();
-    // stdout carries protocol frames; every log line goes to stderr.
-    let logs = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DROID_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        );
-    match cli.log_format {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.json().flatten_event(true).init(),
-    }
     let trust = listen::trust(cli.ca_file.as_deref())?;
-    match cli.command {
+    let exporting = cli
+        .otlp_endpoint
+        .as_deref()
+        .filter(|endpoint| !endpoint.is_empty())
+        .map(|endpoint| telemetry::Tracing::start(endpoint, &trust))
+        .transpose()?;
+    // stdout carries protocol frames; every log line goes to stderr.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DROID_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match cli.log_format {
+        LogFormat::Text => logs.with_filter(filter).boxed(),
+        LogFormat::Json => logs.json().flatten_event(true).with_filter(filter).boxed(),
+    };
+    // The exported spans have a filter of their own: whatever `DROID_LOG`
+    // asks of the log, every request's span is exported.
+    let spans = exporting.as_ref().map(|exporting| {
+        exporting.layer().with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target("droid::request", tracing::Level::INFO),
+        )
+    });
+    tracing_subscriber::registry().with(logs).with(spans).init();
+    let ran = run(cli.command, &trust, exporting.is_some());
+    if let Some(exporting) = exporting {
+        exporting.stop();
+    }
+    ran
+}
+
+/// Runs `command`; `tracing` says whether spans are exported.
+fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
+    let trust = trust.clone();
+    match command {
         Command::Serve {
             listen,
             revisions,
@@ -235,10 +274,11 @@ fn main() -> anyhow::Result<()> {
                 trust: &trust,
                 ready: None,
                 metrics: None,
+                tracing,
             },
             &revisions,
         ),
-        Command::Bridge(args) => bridge::run(&args, &trust),
+        Command::Bridge(args) => bridge::run(&args, &trust, tracing),
         Command::Call {
             positional,
             command,
@@ -291,6 +331,7 @@ fn main() -> anyhow::Result<()> {
                 trust: &trust,
                 ready: None,
                 metrics: None,
+                tracing,
             },
         ),
         Command::Acp {
@@ -355,25 +396,29 @@ pub(crate) struct Listening<'a> {
     pub(crate) idle: Duration,
     pub(crate) served: &'a listen::ListenArgs,
     pub(crate) auth: &'a AuthArgs,
-    pub(crate) trust: &'a protocol_droid::adapters::secondary::tls::Trust,
+    pub(crate) trust: &'a Trust,
     /// What `/readyz` asks; none for a server that is ready once it listens.
     pub(crate) ready: Option<protocol_droid::adapters::primary::http::Readiness>,
     /// What `/metrics` exposes: set by [`Listening::setup`].
     pub(crate) metrics: Option<Metrics>,
+    /// Whether spans are exported (`--otlp-endpoint`).
+    pub(crate) tracing: bool,
 }
 
 impl Listening<'_> {
-    /// What the server about to be built is given: when it listens, the
-    /// [`Metrics`] served at `/metrics` as its observer (on stdio, where no
-    /// one could scrape them, none); and the rate limits of the flags, over
-    /// `limits` (a configuration's).
+    /// What the server about to be built is given: an observer that counts
+    /// into the [`Metrics`] served at `/metrics` when it listens (on stdio no
+    /// one could scrape them) and continues traces when spans are exported;
+    /// and the rate limits of the flags, over `limits` (a configuration's).
     pub(crate) fn setup(&mut self, limits: RateLimits) -> anyhow::Result<Setup> {
-        let observer = if self.listen.is_some() {
-            let metrics = self.metrics.get_or_insert_with(Metrics::new);
-            SharedObserver::new(metrics.clone())
-        } else {
-            SharedObserver::default()
-        };
+        let metrics = self
+            .listen
+            .is_some()
+            .then(|| self.metrics.get_or_insert_with(Metrics::new).clone());
+        let observer = SharedObserver::new(Observed {
+            metrics,
+            tracing: self.tracing,
+        });
         Ok(Setup {
             observer,
             limits: self.served.rate_limits(limits)?,
@@ -453,6 +498,7 @@ pub(crate) async fn serve_on(
         trust,
         ready,
         metrics,
+        tracing: _,
     } = listening;
     let Some(addr) = listen else {
         anyhow::ensure!(

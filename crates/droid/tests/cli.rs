@@ -1414,6 +1414,179 @@ fn metrics_count_the_calls_made_and_read_upstream_state_when_scraped() -> Result
     Ok(())
 }
 
+mod traces {
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::Value;
+
+    use super::*;
+
+    /// An OTLP/HTTP collector on loopback: every body posted to it, kept.
+    struct Collector {
+        address: String,
+        bodies: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Collector {
+        fn start() -> Result<Self, TestError> {
+            use std::io::{BufRead as _, BufReader, Read as _};
+
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let address = listener.local_addr()?.to_string();
+            let bodies = Arc::new(Mutex::new(Vec::new()));
+            let kept = Arc::clone(&bodies);
+            std::thread::spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    let mut reader = BufReader::new(stream);
+                    let mut length = 0;
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':') {
+                            if name.eq_ignore_ascii_case("content-length") {
+                                length = value.trim().parse().unwrap_or(0);
+                            }
+                        }
+                        line.clear();
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_ok() {
+                        if let Ok(mut bodies) = kept.lock() {
+                            bodies.push(String::from_utf8_lossy(&body).into_owned());
+                        }
+                    }
+                    let _answered = reader.get_mut().write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                          Content-Length: 2\r\nConnection: close\r\n\r\n{}",
+                    );
+                }
+            });
+            Ok(Self { address, bodies })
+        }
+
+        /// Every span received: its service's name and the span.
+        fn spans(&self) -> Vec<(String, Value)> {
+            let bodies = self.bodies.lock().map(|b| b.clone()).unwrap_or_default();
+            let mut spans = Vec::new();
+            for body in bodies {
+                let Ok(export) = serde_json::from_str::<Value>(&body) else {
+                    continue;
+                };
+                for resource in export["resourceSpans"].as_array().into_iter().flatten() {
+                    let service = resource["resource"]["attributes"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|a| a["key"] == "service.name")
+                        .and_then(|a| a["value"]["stringValue"].as_str())
+                        .unwrap_or_default()
+                        .to_owned();
+                    for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+                        for span in scope["spans"].as_array().into_iter().flatten() {
+                            spans.push((service.clone(), span.clone()));
+                        }
+                    }
+                }
+            }
+            spans
+        }
+    }
+
+    /// A string attribute of an exported span.
+    fn attribute<'a>(span: &'a Value, key: &str) -> Option<&'a str> {
+        span["attributes"]
+            .as_array()?
+            .iter()
+            .find(|a| a["key"] == key)?["value"]["stringValue"]
+            .as_str()
+    }
+
+    /// A client's `traceparent` continues through the gateway: the
+    /// gateway's span for the call is in the client's trace with the
+    /// client's span as its parent, and the upstream's span for the request
+    /// the gateway made is in the same trace with the gateway's span as
+    /// its parent, so the gateway handed on its own context, not the
+    /// client's. Neither span carries the call's arguments.
+    #[test]
+    fn a_trace_sent_in_meta_reaches_the_upstream_through_the_gateway() -> Result<(), TestError> {
+        let collector = Collector::start()?;
+        let endpoint = format!("http://{}", collector.address);
+        let config = temp_path("traces", "toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[[upstream]]\nname = \"fixture\"\n\
+                 command = [{:?}, \"serve\", \"--otlp-endpoint\", \"{endpoint}\"]\n\
+                 env = {{ OTEL_BSP_SCHEDULE_DELAY = \"100\" }}\n\
+                 trust = \"on-first-use\"\n",
+                env!("CARGO_BIN_EXE_droid")
+            ),
+        )?;
+        let mut command = droid_command();
+        command
+            .args(["gateway", "--config"])
+            .arg(&config)
+            .args(["--listen", "127.0.0.1:0", "--otlp-endpoint", &endpoint])
+            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let (_gateway, address) = support::listening_with(command, "http")?;
+        let _removed = std::fs::remove_file(&config);
+        let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let client_span = "00f067aa0ba902b7";
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"fixture/test_simple_text","arguments":{{"secret":"hunter2"}},"_meta":{{"traceparent":"00-{trace_id}-{client_span}-01","tracestate":"vendor=1","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        );
+        let headers = [
+            "MCP-Protocol-Version: 2026-07-28".to_owned(),
+            "Mcp-Method: tools/call".to_owned(),
+            "Mcp-Name: fixture/test_simple_text".to_owned(),
+        ];
+        let answer = raw_post(&address, &headers, &body)?;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        // Spans are sent in batches a tenth of a second apart.
+        let mut spans = Vec::new();
+        for _ in 0..300 {
+            spans = collector.spans();
+            let in_trace = spans
+                .iter()
+                .filter(|(_, s)| s["traceId"] == trace_id && s["name"] == "mcp.request")
+                .count();
+            if in_trace >= 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let requests: Vec<&Value> = spans
+            .iter()
+            .filter(|(service, s)| service == "droid" && s["traceId"] == trace_id)
+            .map(|(_, span)| span)
+            .collect();
+        let gateway = requests
+            .iter()
+            .find(|s| s["parentSpanId"] == client_span)
+            .ok_or_else(|| format!("no gateway span under the client's: {spans:?}"))?;
+        assert_eq!(attribute(gateway, "method"), Some("tools/call"));
+        assert_eq!(
+            attribute(gateway, "primitive"),
+            Some("fixture/test_simple_text")
+        );
+        assert_eq!(attribute(gateway, "outcome"), Some("ok"));
+        let gateway_span = gateway["spanId"].as_str().ok_or("no span id")?;
+        let upstream = requests
+            .iter()
+            .find(|s| s["parentSpanId"] == gateway_span)
+            .ok_or_else(|| format!("no upstream span under the gateway's: {spans:?}"))?;
+        assert_eq!(attribute(upstream, "primitive"), Some("test_simple_text"));
+        let exported = format!("{spans:?}");
+        assert!(!exported.contains("hunter2"), "{exported}");
+        Ok(())
+    }
+}
+
 /// `--log-format json` writes each log line as one JSON object, its message
 /// and level at the top level, so a log collector reads it as it is.
 #[test]

@@ -27,6 +27,9 @@ pub(crate) fn droid_command() -> Command {
         "XDG_STATE_HOME",
         std::env::temp_dir().join("droid-tests-state"),
     );
+    // A collector set for the machine must not receive the tests' spans, nor
+    // turn tracing on where a test does not ask for it.
+    command.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
     command
 }
 
@@ -48,9 +51,24 @@ pub(crate) fn spawn_droid(
 /// Starts `droid ARGS` and waits for the line naming where it listens;
 /// the address (`HOST:PORT`) after `scheme://`.
 pub(crate) fn listening(args: &[&str], scheme: &str) -> Result<(Running, String), TestError> {
+    let mut command = droid_command();
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    listening_with(command, scheme)
+}
+
+/// As [`listening`], for a `droid` command set up by the caller (its
+/// stderr piped).
+pub(crate) fn listening_with(
+    mut command: Command,
+    scheme: &str,
+) -> Result<(Running, String), TestError> {
     use std::io::{BufRead as _, BufReader};
 
-    let mut child = spawn_droid(args, Stdio::null(), Stdio::null(), Stdio::piped())?;
+    let mut child = command.spawn()?;
     let stderr = child.stderr.take().ok_or("no stderr")?;
     let running = Running(child);
     let mut lines = BufReader::new(stderr).lines();

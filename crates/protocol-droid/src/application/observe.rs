@@ -59,6 +59,114 @@ pub trait Observer: Send + Sync {
     fn store_failed(&self, store: &'static str) {
         let _ = store;
     }
+
+    /// A request's span was opened, before it is entered; `incoming` is the
+    /// trace context its client sent in `_meta`, if any. A tracer makes the
+    /// span a child of that trace.
+    fn request_span(&self, span: &tracing::Span, incoming: Option<&TraceContext>) {
+        let _ = (span, incoming);
+    }
+
+    /// The trace context to send on with a request made while serving one
+    /// whose client sent `incoming` (from within that request's span). By
+    /// default `incoming` as it came, as an intermediary that takes no part
+    /// in the trace passes it on; a tracer names its own span as the parent.
+    fn outgoing_trace(&self, incoming: Option<&TraceContext>) -> Option<TraceContext> {
+        incoming.cloned()
+    }
+}
+
+/// The `_meta` key of a request's W3C `traceparent`.
+pub const TRACEPARENT_META: &str = "traceparent";
+/// The `_meta` key of a request's W3C `tracestate`.
+pub const TRACESTATE_META: &str = "tracestate";
+
+/// The most of a `tracestate` carried on (W3C Trace Context allows 32
+/// members of at most 256 characters each; 512 is what it asks a
+/// participant to propagate at least).
+const MAX_TRACESTATE: usize = 512;
+
+/// W3C Trace Context, as a request carries it in `_meta`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceContext {
+    /// `VERSION-TRACEID-PARENTID-FLAGS`, lowercase hex.
+    pub traceparent: String,
+    /// Vendors' trace state, passed on as it came.
+    pub tracestate: Option<String>,
+}
+
+impl TraceContext {
+    /// The trace context in `meta`, if its `traceparent` is well formed (a
+    /// malformed one is dropped, as W3C Trace Context asks); a `tracestate`
+    /// longer than a participant must carry is dropped too.
+    #[must_use]
+    pub fn from_meta(meta: &crate::domain::ir::JsonObject) -> Option<Self> {
+        let traceparent = meta.get(TRACEPARENT_META)?.as_str()?;
+        if !is_traceparent(traceparent) {
+            return None;
+        }
+        let tracestate = meta
+            .get(TRACESTATE_META)
+            .and_then(serde_json::Value::as_str)
+            .filter(|state| state.len() <= MAX_TRACESTATE)
+            .map(str::to_owned);
+        Some(Self {
+            traceparent: traceparent.to_owned(),
+            tracestate,
+        })
+    }
+
+    /// The trace id: 32 hex digits.
+    #[must_use]
+    pub fn trace_id(&self) -> &str {
+        self.traceparent.get(3..35).unwrap_or_default()
+    }
+
+    /// Writes this into `meta`, replacing any trace context there.
+    pub fn write_into(&self, meta: &mut crate::domain::ir::JsonObject) {
+        meta.insert(
+            TRACEPARENT_META.to_owned(),
+            serde_json::Value::String(self.traceparent.clone()),
+        );
+        match &self.tracestate {
+            Some(state) => {
+                meta.insert(
+                    TRACESTATE_META.to_owned(),
+                    serde_json::Value::String(state.clone()),
+                );
+            }
+            None => {
+                meta.remove(TRACESTATE_META);
+            }
+        }
+    }
+}
+
+/// Whether `value` is a version-00 `traceparent` (or a later version's,
+/// read by its first four fields): two hex digits, a trace id of 32 and a
+/// parent id of 16, neither all zeros, and two of flags.
+fn is_traceparent(value: &str) -> bool {
+    let hex = |part: &str, len: usize| {
+        part.len() == len
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let mut parts = value.split('-');
+    let (Some(version), Some(trace), Some(parent), Some(flags)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let rest_allowed = version != "00" || parts.next().is_none();
+    hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && trace.bytes().any(|b| b != b'0')
+        && hex(parent, 16)
+        && parent.bytes().any(|b| b != b'0')
+        && hex(flags, 2)
+        && rest_allowed
 }
 
 /// An observer that records nothing: the default.
@@ -268,6 +376,41 @@ mod tests {
         assert_eq!(Method::of("x/made-up-by-a-client").as_str(), "other");
         // A server's request, not a client's.
         assert_eq!(Method::of("sampling/createMessage").as_str(), "other");
+    }
+
+    #[test]
+    fn a_traceparent_is_read_only_when_well_formed() {
+        let meta = |value: &str| {
+            let mut meta = crate::domain::ir::JsonObject::new();
+            meta.insert(TRACEPARENT_META.to_owned(), value.into());
+            meta.insert(TRACESTATE_META.to_owned(), "vendor=1".into());
+            meta
+        };
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let read = TraceContext::from_meta(&meta(good));
+        assert_eq!(
+            read.as_ref().map(TraceContext::trace_id),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        assert_eq!(read.and_then(|t| t.tracestate), Some("vendor=1".to_owned()));
+        for bad in [
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "",
+        ] {
+            assert_eq!(TraceContext::from_meta(&meta(bad)), None, "{bad}");
+        }
+        // A later version may add fields after the four it shares.
+        assert!(
+            TraceContext::from_meta(&meta(
+                "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future"
+            ))
+            .is_some()
+        );
     }
 
     #[test]

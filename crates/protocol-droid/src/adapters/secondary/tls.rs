@@ -98,13 +98,16 @@ impl Trust {
         })
     }
 
-    /// A `reqwest` client builder speaking TLS with these roots.
+    /// A `reqwest` client builder speaking TLS with these roots: what every
+    /// outbound HTTP connection of the crate is made with, and what an
+    /// application making its own (an exporter's, say) can use to trust the
+    /// same authorities.
     ///
     /// # Errors
     ///
     /// [`TlsError::Config`] when rustls refuses its safe defaults, which the
     /// ring provider always has.
-    pub(crate) fn client_builder(&self) -> Result<reqwest::ClientBuilder, TlsError> {
+    pub fn client_builder(&self) -> Result<reqwest::ClientBuilder, TlsError> {
         let config = match &self.custom {
             Some(config) => Arc::clone(config),
             None => DEFAULT

@@ -11,6 +11,7 @@ use super::lower::refusal;
 use super::runtime::Bridge;
 use super::upstream::{RELAY_BACKLOG, Relay, Upstream, lock};
 use crate::application::client::{Answer, ClientError, RequestOptions};
+use crate::application::observe::{TRACEPARENT_META, TRACESTATE_META, TraceContext};
 use crate::application::server::LOG_LEVEL_META;
 use crate::application::server::dispatch::{
     CLIENT_CAPABILITIES_META, CLIENT_INFO_META, PROTOCOL_VERSION_META,
@@ -148,6 +149,32 @@ impl Bridge {
     /// Carries one request for `method` upstream on behalf of `call` (its
     /// session's connection, its input rounds, its progress and log lines)
     /// and translates the answer for `call`'s client.
+    /// Gives the upstream request the trace context to continue: the one
+    /// the client sent, or (with a tracer) the bridge's own span as the
+    /// parent. Whatever the params held under those keys is replaced, so
+    /// the upstream never sees two.
+    fn carry_trace(&self, params: &mut JsonObject, call: &Call) {
+        let incoming = TraceContext::from_meta(&call.ctx.request_meta);
+        let outgoing = self
+            .inner
+            .options
+            .observer
+            .outgoing_trace(incoming.as_ref());
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(JsonObject::new()));
+        if let Value::Object(meta) = meta {
+            meta.remove(TRACEPARENT_META);
+            meta.remove(TRACESTATE_META);
+            if let Some(trace) = outgoing {
+                trace.write_into(meta);
+            }
+            if meta.is_empty() {
+                params.remove("_meta");
+            }
+        }
+    }
+
     pub(crate) async fn forward_call(
         &self,
         method: &str,
@@ -245,7 +272,8 @@ impl Bridge {
             None => Some(self.lease_for(call).await?),
         };
         let leg = Leg::new(call.peer.negotiated(), call.peer.profile());
-        let params = upstream_params(method, params, version);
+        let mut params = upstream_params(method, params, version);
+        self.carry_trace(&mut params, call);
         if let Some(lease) = lease.as_ref().filter(|_| version.era() == Era::Legacy) {
             self.settle_level(&lease.upstream, call).await;
         }

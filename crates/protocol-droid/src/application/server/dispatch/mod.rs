@@ -25,7 +25,7 @@ use super::request_state::Round;
 use super::{
     AuthContext, DynExchange, DynFrameSink, LogGate, NoExchange, PeerSession, RequestContext,
 };
-use crate::application::observe::{InFlight, Method, Outcome, RequestLabels};
+use crate::application::observe::{InFlight, Method, Outcome, RequestLabels, TraceContext};
 use crate::domain::canonical::{canonical_json, request_digest};
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
@@ -35,6 +35,7 @@ use crate::domain::{
 };
 use crate::wire::codec::{Sender, for_version};
 use sha2::Digest as _;
+use tracing::Instrument as _;
 
 mod listen;
 mod methods;
@@ -89,12 +90,34 @@ struct LegacySession {
     init_meta: Arc<JsonObject>,
 }
 
-/// How an answer is counted.
-fn outcome_of(answer: &Result<Reply, ErrorObject>) -> Outcome {
-    match answer {
+/// How an answer is counted, recorded on its request's span too.
+fn finished(span: &tracing::Span, answer: &Result<Reply, ErrorObject>) -> Outcome {
+    let outcome = match answer {
         Ok(_) => Outcome::Ok,
-        Err(error) => Outcome::error(error.code),
+        Err(error) => {
+            span.record("code", error.code.0);
+            Outcome::error(error.code)
+        }
+    };
+    span.record("outcome", outcome.as_str());
+    outcome
+}
+
+/// The longest tool, prompt or resource name a span carries, in bytes:
+/// the name is the client's to choose.
+const MAX_SPAN_NAME: usize = 128;
+
+/// What a request names (a tool or prompt by `name`, a resource by `uri`),
+/// cut to [`MAX_SPAN_NAME`] bytes.
+fn named_target(params: &JsonObject) -> Option<&str> {
+    let name = member(params, "name")
+        .or_else(|| member(params, "uri"))?
+        .as_str()?;
+    let mut end = name.len().min(MAX_SPAN_NAME);
+    while !name.is_char_boundary(end) {
+        end -= 1;
     }
+    name.get(..end)
 }
 
 fn now_ms() -> u64 {
@@ -351,8 +374,12 @@ impl Connection {
             Era::Legacy
         };
         let in_flight = self.in_flight(&method, era);
-        let answer = self.route(id, &method, params, ctx, era).await;
-        in_flight.finish(outcome_of(&answer));
+        let span = self.span(&method, era, &params, &ctx);
+        let answer = self
+            .route(id, &method, params, ctx, era)
+            .instrument(span.clone())
+            .await;
+        in_flight.finish(finished(&span, &answer));
         answer
     }
 
@@ -427,12 +454,60 @@ impl Connection {
             Some(_) => return Err(Refusal::invalid_params("params must be an object").into()),
         };
         let in_flight = self.in_flight(&method, Era::Modern);
+        let span = self.span(&method, Era::Modern, &params, &ctx);
         let answer = match self.admit(&ctx) {
-            Ok(()) => self.modern(id, &method, params, Box::new(ctx)).await,
+            Ok(()) => {
+                self.modern(id, &method, params, Box::new(ctx))
+                    .instrument(span.clone())
+                    .await
+            }
             Err(refused) => Err(refused),
         };
-        in_flight.finish(outcome_of(&answer));
+        in_flight.finish(finished(&span, &answer));
         answer
+    }
+
+    /// The span a request of `method` in `era` is served in: its method,
+    /// era, transport and session, the subject of its caller's token, the
+    /// tool, prompt or resource it names, and (once answered) its outcome;
+    /// continued from the trace its client sent in `_meta`, if any. Nothing
+    /// else of the request (arguments, tokens) is in it.
+    fn span(
+        &self,
+        method: &str,
+        era: Era,
+        params: &JsonObject,
+        ctx: &RequestContext,
+    ) -> tracing::Span {
+        let span = tracing::info_span!(
+            target: "droid::request",
+            "mcp.request",
+            method = Method::of(method).as_str(),
+            era = match era {
+                Era::Legacy => "legacy",
+                Era::Modern => "modern",
+            },
+            transport = ?self.transport,
+            session = %self.session,
+            subject = ctx.auth.subject(),
+            primitive = named_target(params),
+            trace_id = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            code = tracing::field::Empty,
+        );
+        if span.is_disabled() {
+            return span;
+        }
+        let incoming = member(params, "_meta")
+            .and_then(Value::as_object)
+            .and_then(TraceContext::from_meta);
+        if let Some(trace) = &incoming {
+            span.record("trace_id", trace.trace_id());
+        }
+        self.server
+            .observer()
+            .request_span(&span, incoming.as_ref());
+        span
     }
 
     /// Takes one request from its caller's allowance, or refuses it.
