@@ -6,7 +6,9 @@
 # another (scripts/examples.sh), the official SDK clients against
 # `droid serve` (which tests/interop/setup.sh installs: npm packages and a
 # Python venv), the official ACP TypeScript SDK against `droid acp`
-# (tests/acp-interop), the official conformance suite against
+# (tests/acp-interop), the gateway's admin page in Debian's Chromium driven by
+# playwright-core (tests/admin-page, which installs chromium with apt-get
+# when it is missing), the official conformance suite against
 # `droid serve --listen` and, in client mode, against `conformance-client`
 # (which tests/conformance/run.sh installs, with Node 22), a short run of
 # every fuzz target (scripts/fuzz-smoke.sh, which installs cargo-fuzz and
@@ -58,14 +60,19 @@ acp_log=$(mktemp)
 trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log"' EXIT
 bash tests/acp-interop/run.sh 2>&1 | tee "$acp_log" || true
 
+step "admin page: the gateway's page in headless Chromium (playwright-core), against a live session and a drifting upstream"
+admin_log=$(mktemp)
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$admin_log"' EXIT
+bash tests/admin-page/run.sh 2>&1 | tee "$admin_log" || true
+
 step "conformance: the official MCP suite against droid serve --listen and conformance-client"
 conformance_log=$(mktemp)
-trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$conformance_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$admin_log" "$conformance_log"' EXIT
 bash tests/conformance/run.sh 2>&1 | tee "$conformance_log" || true
 
 step "fuzzing: every target briefly, and every fault found so far stays fixed"
 fuzz_log=$(mktemp)
-trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$conformance_log" "$fuzz_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$admin_log" "$conformance_log" "$fuzz_log"' EXIT
 bash scripts/fuzz-smoke.sh 20 2>&1 | tee "$fuzz_log" || true
 
 step "cargo doc (warnings denied)"
@@ -78,10 +85,10 @@ cargo bench --no-run --locked -p protocol-droid-bench
 # whole run at a glance.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
-# The dependency, examples, interop, ACP, conformance and fuzzing runners
+# The dependency, examples, interop, ACP, admin page, conformance and fuzzing runners
 # each end with their own total (conformance: scored scenarios); a run that printed none
 # failed.
-for runner_log in "$deny_log" "$examples_log" "$interop_log" "$acp_log" "$conformance_log" "$fuzz_log"; do
+for runner_log in "$deny_log" "$examples_log" "$interop_log" "$acp_log" "$admin_log" "$conformance_log" "$fuzz_log"; do
     total=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$runner_log" | tail -n 1 || true)
     if [ -z "$total" ]; then
         total="0 passed, 1 failed"

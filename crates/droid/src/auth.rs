@@ -112,6 +112,12 @@ impl AuthArgs {
     pub(crate) const fn enabled(&self) -> bool {
         self.auth_issuer.is_some() || self.auth_introspection_url.is_some()
     }
+
+    /// Whether the resource was named (`--auth-resource`) rather than
+    /// taken from the address listened on.
+    pub(crate) const fn names_resource(&self) -> bool {
+        self.auth_resource.is_some()
+    }
 }
 
 /// Refuses, before anything is bound, a public listener with authorization

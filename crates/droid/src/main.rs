@@ -155,6 +155,12 @@ enum Command {
         /// Serve Streamable HTTP at http://HOST:PORT/mcp.
         #[arg(long, value_name = "HOST:PORT")]
         listen: Option<String>,
+        /// Serve the admin page (catalog, drift with Approve, sessions,
+        /// upstream health, translations, live charts) at http://HOST:PORT/,
+        /// behind the same authorization as /mcp. Off unless given; an
+        /// address that is not loopback needs authorization.
+        #[arg(long, value_name = "HOST:PORT")]
+        admin_listen: Option<String>,
         /// Print every tool's id, digest and provenance, then exit.
         #[arg(long)]
         print_digests: bool,
@@ -315,6 +321,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
             admin_socket,
             action: None,
             listen,
+            admin_listen,
             print_digests,
             session_idle,
             served,
@@ -322,6 +329,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
         } => gateway::run(
             config.as_deref(),
             admin_socket.as_deref(),
+            admin_listen.as_deref(),
             print_digests,
             Listening {
                 listen,

@@ -1334,3 +1334,78 @@ mod rate_limits {
         Ok(())
     }
 }
+
+mod admin_page {
+    use super::*;
+    use protocol_droid::adapters::primary::http::AdminPage;
+    use protocol_droid::application::gateway::{Disclosure, Gateway, Pins};
+
+    /// The page's data and its approvals need a token naming a principal,
+    /// from the same issuer as `/mcp`'s, even where `/mcp` admits the
+    /// anonymous caller; the page itself holds no data and is served to
+    /// anyone the host check admits.
+    #[tokio::test]
+    async fn the_admin_api_needs_a_principal_even_where_mcp_admits_anyone() -> Result<(), TestError>
+    {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let (listener, base) = loopback().await?;
+        let resource = format!("{base}/mcp");
+        let guard = jwt_guard(&issuer, Duration::from_secs(60))(&resource)?.allow_anonymous();
+        let gateway = Gateway::build(
+            Server::builder("gateway", "1.0.0"),
+            Disclosure::Default,
+            Pins::default(),
+        )?;
+        let page = AdminPage::new(
+            gateway,
+            HttpOptions {
+                auth: Some(guard),
+                metrics: Some(Metrics::new()),
+                ..HttpOptions::default()
+            },
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(page.serve(listener, async {
+            let _ = stopped.await;
+        }));
+        let client = reqwest::Client::new();
+        let shell = client.get(format!("{base}/")).send().await?;
+        assert_eq!(shell.status(), 200);
+        assert!(shell.headers().contains_key("content-security-policy"));
+        let token = key.sign(&json!({
+            "iss": issuer.issuer(), "sub": "operator", "aud": resource,
+            "scope": "", "exp": now() + 300, "iat": now(),
+        }))?;
+        for path in ["/api/overview", "/metrics"] {
+            let anonymous = client.get(format!("{base}{path}")).send().await?;
+            assert_eq!(anonymous.status(), 401, "{path}");
+            let named = client
+                .get(format!("{base}{path}"))
+                .bearer_auth(&token)
+                .send()
+                .await?;
+            assert_eq!(named.status(), 200, "{path}");
+        }
+        let anonymous = client
+            .post(format!("{base}/api/approve"))
+            .header("content-type", "application/json")
+            .body(r#"{"ids":["a/b"]}"#)
+            .send()
+            .await?;
+        assert_eq!(anonymous.status(), 401);
+        let named = client
+            .post(format!("{base}/api/approve"))
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .body(r#"{"ids":["a/b"]}"#)
+            .send()
+            .await?;
+        // Authorized, and refused for what it names: no such tool.
+        assert_eq!(named.status(), 409);
+        let reply: Value = named.json().await?;
+        assert_eq!(reply["ok"], json!(false), "{reply}");
+        drop(stop);
+        Ok(())
+    }
+}

@@ -7,7 +7,7 @@
 //!   rules, at start and for what a reload changed.
 //! - `reload`: the configuration read again on SIGHUP and on change;
 //!   `admin`: `droid gateway status` and `approve`, and where the admin
-//!   socket is.
+//!   socket is; `page`: the admin page in a browser (`--admin-listen`).
 //!
 //! Without `--config` the embedded default runs: the built-in fixture server
 //! (`droid serve`) as the one upstream, trusted on first use, so a fresh
@@ -21,19 +21,21 @@ mod build;
 mod config;
 mod json;
 mod load;
+mod page;
 mod reload;
 
 use std::path::Path;
 
 use protocol_droid::adapters::primary::admin::serve_admin;
 use protocol_droid::adapters::primary::http::Readiness;
-use protocol_droid::adapters::secondary::metrics::UpstreamLevel;
+use protocol_droid::adapters::secondary::metrics::{Metrics, UpstreamLevel};
 use protocol_droid::application::gateway::{Gateway, UpstreamCounts, UpstreamHealth};
 
 /// `droid gateway`.
 pub(crate) fn run(
     config: Option<&Path>,
     admin_socket: Option<&Path>,
+    admin_listen: Option<&str>,
     print_digests: bool,
     mut listening: crate::Listening<'_>,
 ) -> anyhow::Result<()> {
@@ -46,6 +48,10 @@ pub(crate) fn run(
     // `--print-digests` serves nobody: it connects to every upstream at
     // once, which the pool does in parallel.
     let runtime = crate::runtime_for(listening.listen.is_none() && !print_digests)?;
+    if admin_listen.is_some() {
+        // The page's charts read the metrics, whether or not /mcp is on HTTP.
+        listening.metrics.get_or_insert_with(Metrics::new);
+    }
     let setup = listening.setup(config.limits.rate_limits()?)?;
     runtime.block_on(async {
         let (gateway, failures) = build::start(&config, config_path, &listening, setup).await?;
@@ -100,6 +106,9 @@ pub(crate) fn run(
                 listening.trust.clone(),
             )
         });
+        if let Some(addr) = admin_listen {
+            page::serve(&gateway, addr, &listening).await?;
+        }
         listening.ready = Some(readiness(&gateway));
         if let Some(metrics) = &listening.metrics {
             let gateway = gateway.clone();

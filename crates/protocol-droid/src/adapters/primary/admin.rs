@@ -188,21 +188,24 @@ async fn serve_one(gateway: &Gateway, stream: UnixStream) -> io::Result<()> {
 fn answer(gateway: &Gateway, request: AdminRequest) -> Value {
     match request {
         AdminRequest::Status => json!({ "ok": true, "status": status(gateway) }),
-        AdminRequest::Approve { ids } => {
-            let tools: Vec<(ToolId, Option<SchemaDigest>)> =
-                ids.iter().map(|id| seen(id)).collect();
-            match gateway.approve(&tools) {
-                Ok(done) => json!({
-                    "ok": true,
-                    "approved": done.approvals.iter().map(|a| json!({
-                        "id": a.id.as_str(),
-                        "digest": a.digest.to_string(),
-                    })).collect::<Vec<_>>(),
-                    "notKept": done.not_kept,
-                }),
-                Err(error) => json!({ "ok": false, "error": error.to_string() }),
-            }
-        }
+        AdminRequest::Approve { ids } => approve(gateway, &ids),
+    }
+}
+
+/// Approves `ids` (each `ID` or `ID@DIGEST`, all or none) on `gateway`:
+/// the reply an operator reads, `ok` saying whether it was done.
+pub(crate) fn approve(gateway: &Gateway, ids: &[String]) -> Value {
+    let tools: Vec<(ToolId, Option<SchemaDigest>)> = ids.iter().map(|id| seen(id)).collect();
+    match gateway.approve(&tools) {
+        Ok(done) => json!({
+            "ok": true,
+            "approved": done.approvals.iter().map(|a| json!({
+                "id": a.id.as_str(),
+                "digest": a.digest.to_string(),
+            })).collect::<Vec<_>>(),
+            "notKept": done.not_kept,
+        }),
+        Err(error) => json!({ "ok": false, "error": error.to_string() }),
     }
 }
 
@@ -219,7 +222,7 @@ fn seen(id: &str) -> (ToolId, Option<SchemaDigest>) {
 }
 
 /// The status an operator reads.
-fn status(gateway: &Gateway) -> Value {
+pub(crate) fn status(gateway: &Gateway) -> Value {
     let upstreams: Vec<Value> = gateway
         .upstreams()
         .into_iter()

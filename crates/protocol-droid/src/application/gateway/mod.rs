@@ -10,13 +10,15 @@
 //! Each upstream is reached through a [`Bridge`](crate::application::bridge::Bridge):
 //! tool calls, and everything else it offers (`forwarding`, under the
 //! gateway's names, `names`), go through it on behalf of the calling
-//! session.
+//! session. What an operator sees of it (`overview`, besides the status
+//! `supervise` keeps) is read through the [`Gateway`] too.
 
 mod catalog;
 mod discovery;
 mod forwarding;
 mod gate;
 mod names;
+mod overview;
 mod pins;
 mod policy;
 mod principals;
@@ -33,6 +35,7 @@ pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSo
 pub use discovery::{ACTIVATE_TOOLS, CALL_TOOL, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
 pub use names::prefix_for as uri_prefix;
+pub use overview::{MAX_LISTED_SESSIONS, SessionOverview, UpstreamReport};
 pub use pins::{ApproveError, Approved};
 pub use policy::{PolicyError, ToolPolicy};
 pub use principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE};
@@ -41,7 +44,7 @@ pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,
 };
-pub use state::{Disclosure, DriftReport, MAX_DRIFT_REPORTS, MAX_SESSIONS};
+pub use state::{Disclosure, DriftReport, MAX_DRIFT_REPORTS, MAX_KEPT_DEFINITION, MAX_SESSIONS};
 pub use trust::{Approval, Trust, TrustStore, TrustStoreError};
 pub use upstream::{
     DEFAULT_TIMEOUT, UpstreamCounts, UpstreamError, UpstreamHealth, UpstreamOptions, UpstreamStatus,

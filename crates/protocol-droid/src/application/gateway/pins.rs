@@ -180,6 +180,7 @@ impl Gateway {
                 let mut not_kept = None;
                 for approval in &approvals {
                     if let Err(error) = store.record_approval(approval) {
+                        self.inner.server.observer().store_failed("trust_file");
                         tracing::error!(tool = %approval.id, %error, "the approval could not be kept; a restart would forget it");
                         not_kept.get_or_insert_with(|| error.to_string());
                     }

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::catalog::{CatalogChange, Upsert};
+use super::catalog::{CatalogChange, ToolCatalog, Upsert};
 use super::runtime::Gateway;
-use super::state::{DriftReport, lock};
+use super::state::{DriftReport, MAX_KEPT_DEFINITION, lock};
 use super::trust::Trust;
 use crate::application::client::ClientError;
 use crate::domain::SessionId;
@@ -113,18 +113,22 @@ impl Gateway {
         }
         let pins = state.effective_pins();
         state.pins = pins.clone();
+        // What the tools were, for the drift reports to show beside what
+        // they are now; copied by the write below only if it changes them.
+        let before = Arc::clone(&state.catalog);
         let changes = Arc::make_mut(&mut state.catalog).sync_upstream(name, definitions, &pins);
         let store = state.trust_store.clone().filter(|_| first_use);
         let (touched, registrations) = if changes.is_empty() {
             (Vec::new(), Vec::new())
         } else {
-            self.apply_changes(&mut state, &changes)
+            self.apply_changes(&mut state, &before, &changes)
         };
         drop(state);
         // Kept outside the lock every list and call waits on: the store
         // writes a file.
         if let Some(store) = store {
             if let Err(error) = store.record_first_use(name, &trusted) {
+                self.inner.server.observer().store_failed("trust_file");
                 tracing::error!(upstream = %name, %error, "the pins trusted on first use could not be kept; a restart would trust anew");
             }
         }
@@ -148,6 +152,7 @@ impl Gateway {
     fn apply_changes(
         &self,
         state: &mut super::state::State,
+        before: &ToolCatalog,
         changes: &[(ToolId, CatalogChange)],
     ) -> (Vec<SessionId>, Vec<(ToolId, Option<Tool>)>) {
         // Every session's set is rebuilt now, so drift is reported once, here.
@@ -171,11 +176,20 @@ impl Gateway {
                     "an upstream changed a tool's definition"
                 );
             }
+            let kept = |catalog: &ToolCatalog, digest: Option<SchemaDigest>| {
+                digest.and_then(|_| catalog.get(id)).and_then(|record| {
+                    let size =
+                        serde_json::to_vec(&record.definition).map_or(usize::MAX, |b| b.len());
+                    (size <= MAX_KEPT_DEFINITION).then(|| record.definition.clone())
+                })
+            };
             state.record_drift(DriftReport {
                 id: id.clone(),
                 old,
                 new,
                 dropped_activations: dropped_by_tool.get(id).copied().unwrap_or(0),
+                old_definition: kept(before, old),
+                new_definition: kept(&state.catalog, new),
             });
         }
         let registrations = changes

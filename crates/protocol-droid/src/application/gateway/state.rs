@@ -23,6 +23,7 @@ use crate::application::server::{AuthContext, CallError, PeerSession, ToolAccess
 use crate::domain::Refusal;
 use crate::domain::SessionId;
 use crate::domain::catalog::{SchemaDigest, ToolId};
+use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::ErrorCode;
 
 /// How many sessions' tool sets are kept; the oldest goes first.
@@ -51,7 +52,17 @@ pub struct DriftReport {
     pub new: Option<SchemaDigest>,
     /// Session activations dropped because of it.
     pub dropped_activations: usize,
+    /// Its definition before, as a model was shown it, when it existed and
+    /// was at most [`MAX_KEPT_DEFINITION`] bytes of JSON.
+    pub old_definition: Option<JsonObject>,
+    /// Its definition now, on the same terms.
+    pub new_definition: Option<JsonObject>,
 }
+
+/// The largest definition a drift report keeps, in bytes of JSON: the
+/// reports are kept [`MAX_DRIFT_REPORTS`] at a time, and a definition is
+/// the upstream's to make as large as it likes.
+pub const MAX_KEPT_DEFINITION: usize = 16 * 1024;
 
 pub(super) struct State {
     /// Shared, so a search ranks a snapshot without holding the lock every

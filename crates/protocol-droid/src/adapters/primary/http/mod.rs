@@ -18,6 +18,7 @@
 //! talking before it finishes, in which case it becomes an event stream.
 
 mod accept;
+mod admin_page;
 mod auth;
 mod body;
 mod events;
@@ -44,6 +45,7 @@ use tokio::net::TcpListener;
 use crate::adapters::secondary::metrics::Metrics;
 use crate::application::server::Server;
 
+pub use admin_page::AdminPage;
 pub use auth::{METADATA_PREFIX, ResourceServer, ResourceServerError};
 pub use guard::HostPolicy;
 pub use health::Readiness;

@@ -1,0 +1,334 @@
+//! The gateway's admin page: what it serves, what drifted, who is
+//! connected, and the main metrics, in a browser, on a listener of its own.
+//!
+//! The page itself (`/`, `/admin.js`, `/admin.css`) is static and holds no
+//! data, so it is served to anyone the host check admits; everything it
+//! shows comes from `/api/overview` and `/metrics`, and `/api/approve`
+//! changes what the gateway trusts. Those three are behind the same
+//! authorization as `/mcp`, and with authorization on they refuse the
+//! anonymous caller even where `/mcp` admits it. A browser cannot be made
+//! to send a token for another site, and a foreign `Origin` is refused by
+//! the host check, so a page elsewhere cannot approve anything; an approval
+//! must also say it is JSON, which a cross-site form cannot.
+//!
+//! The page draws only with text nodes, never markup from the data (tool
+//! definitions are the upstreams' to write), and is served with a content
+//! security policy that allows only its own script and style.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use super::respond::json as respond;
+use super::{HttpOptions, METADATA_PREFIX, accept, auth, guard};
+use crate::adapters::primary::admin;
+use crate::adapters::secondary::metrics::{CONTENT_TYPE, Metrics};
+use crate::application::gateway::Gateway;
+use crate::application::server::AuthContext;
+
+const INDEX: &str = include_str!("admin_page/index.html");
+const SCRIPT: &str = include_str!("admin_page/admin.js");
+const STYLE: &str = include_str!("admin_page/admin.css");
+
+/// The most tool ids one approval may name.
+const MAX_APPROVALS: usize = 256;
+
+/// The admin page of one gateway.
+#[derive(Clone)]
+pub struct AdminPage {
+    page: Arc<Page>,
+}
+
+struct Page {
+    gateway: Gateway,
+    options: HttpOptions,
+}
+
+impl std::fmt::Debug for AdminPage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminPage")
+            .field("options", &self.page.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AdminPage {
+    /// The page of `gateway`, served with `options`: its host policy, its
+    /// authorization (the same resource server as `/mcp`'s), its
+    /// connection limits and TLS, and the [`Metrics`] its charts read.
+    #[must_use]
+    pub fn new(gateway: Gateway, options: HttpOptions) -> Self {
+        Self {
+            page: Arc::new(Page { gateway, options }),
+        }
+    }
+
+    /// The routes, for serving or for embedding.
+    pub fn router(&self) -> Router {
+        let options = &self.page.options;
+        let resource_server = options.auth.clone().map(Arc::new);
+        let mut router = Router::new()
+            .route("/api/overview", get(overview))
+            .route("/api/approve", post(approve))
+            .route("/metrics", get(metrics))
+            .route_layer(axum::middleware::from_fn_with_state(
+                resource_server.clone(),
+                auth::authenticate,
+            ))
+            .route(
+                "/",
+                get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
+            )
+            .route(
+                "/admin.js",
+                get(|| async { asset(SCRIPT, "text/javascript; charset=utf-8") }),
+            )
+            .route(
+                "/admin.css",
+                get(|| async { asset(STYLE, "text/css; charset=utf-8") }),
+            );
+        if let Some(resource_server) = resource_server {
+            let document = Arc::new(resource_server.metadata());
+            router = router.route(
+                METADATA_PREFIX,
+                get(move || {
+                    let document = Arc::clone(&document);
+                    async move { auth::metadata(&document) }
+                }),
+            );
+        }
+        router
+            .layer(axum::middleware::from_fn_with_state(
+                options.hosts.clone(),
+                guard::check,
+            ))
+            .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+            .with_state(Arc::clone(&self.page))
+    }
+
+    /// Serves on `listener` until `shutdown` resolves.
+    ///
+    /// # Errors
+    ///
+    /// An I/O error from the listener.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let admission = accept::Admission::new(&self.page.options);
+        accept::run(listener, self.router(), admission, shutdown).await
+    }
+}
+
+/// A static part of the page, with the headers that keep it to itself.
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut response = (
+        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+        body,
+    )
+        .into_response();
+    secure(response.headers_mut());
+    response
+}
+
+/// Only the page's own script and style, never framed, never cached, no
+/// referrer sent on.
+fn secure(headers: &mut HeaderMap) {
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+             img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        ),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+/// A 401 for the anonymous caller when authorization is on: looking at
+/// and changing what the gateway trusts is not for anyone.
+fn unnamed(page: &Page, caller: &AuthContext) -> Option<Response> {
+    if page.options.auth.is_none() || !caller.is_anonymous() {
+        return None;
+    }
+    let mut refused = respond(
+        StatusCode::UNAUTHORIZED,
+        &json!({ "error": "the admin page needs a token naming a principal" }),
+    );
+    refused
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Some(refused)
+}
+
+/// A JSON answer, never cached.
+fn data(value: &Value) -> Response {
+    let mut response = respond(StatusCode::OK, value);
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `GET /api/overview`: everything the page shows but the metrics.
+async fn overview(
+    State(page): State<Arc<Page>>,
+    Extension(caller): Extension<AuthContext>,
+) -> Response {
+    if let Some(refused) = unnamed(&page, &caller) {
+        return refused;
+    }
+    let gateway = &page.gateway;
+    let catalog: Vec<Value> = gateway
+        .catalog()
+        .into_iter()
+        .map(|(id, digest, provenance)| {
+            json!({
+                "id": id.as_str(),
+                "upstream": id.as_str().split_once('/').map_or("", |(u, _)| u),
+                "digest": digest.to_string(),
+                "provenance": provenance.to_string(),
+                "verified": provenance.is_verified(),
+            })
+        })
+        .collect();
+    let drift: Vec<Value> = gateway
+        .drift()
+        .into_iter()
+        .filter(|d| d.old.is_some())
+        .map(|d| {
+            json!({
+                "id": d.id.as_str(),
+                "old": d.old.map(|x| x.to_string()),
+                "new": d.new.map(|x| x.to_string()),
+                "droppedActivations": d.dropped_activations,
+                "oldDefinition": d.old_definition,
+                "newDefinition": d.new_definition,
+            })
+        })
+        .collect();
+    let sessions: Vec<Value> = gateway
+        .sessions()
+        .into_iter()
+        .map(|s| {
+            json!({
+                "session": s.session.to_string(),
+                "core": s.core.iter().map(|id| id.as_str()).collect::<Vec<_>>(),
+                "activated": s.activated.iter().map(|id| id.as_str()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let reports: Vec<Value> = gateway
+        .reports()
+        .into_iter()
+        .map(|r| {
+            json!({
+                "upstream": r.upstream,
+                "method": r.report.method,
+                "revision": r.report.report.target().as_str(),
+                "downgrades": r.report.report.downgrades().iter().map(|d| json!({
+                    "feature": format!("{:?}", d.feature),
+                    "detail": d.detail,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    data(&json!({
+        "status": admin::status(gateway),
+        "catalog": catalog,
+        "drift": drift,
+        "sessions": sessions,
+        "reports": reports,
+    }))
+}
+
+/// What `POST /api/approve` takes: the tools as the page showed them.
+#[derive(serde::Deserialize)]
+struct Approve {
+    ids: Vec<String>,
+}
+
+/// `POST /api/approve`: approves the tools named, all or none.
+async fn approve(
+    State(page): State<Arc<Page>>,
+    Extension(caller): Extension<AuthContext>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(refused) = unnamed(&page, &caller) {
+        return refused;
+    }
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !is_json {
+        return respond(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            &json!({ "ok": false, "error": "an approval is sent as application/json" }),
+        );
+    }
+    let Ok(Approve { ids }) = serde_json::from_slice::<Approve>(&body) else {
+        return respond(
+            StatusCode::BAD_REQUEST,
+            &json!({ "ok": false, "error": "expected {\"ids\": [\"ID@DIGEST\", …]}" }),
+        );
+    };
+    if ids.is_empty() || ids.len() > MAX_APPROVALS {
+        return respond(
+            StatusCode::BAD_REQUEST,
+            &json!({ "ok": false, "error": format!("name 1 to {MAX_APPROVALS} tools") }),
+        );
+    }
+    let reply = admin::approve(&page.gateway, &ids);
+    let status = if reply.get("ok") == Some(&Value::Bool(true)) {
+        tracing::warn!(
+            target: "droid",
+            subject = caller.subject(),
+            tools = ?ids,
+            "approved on the admin page"
+        );
+        StatusCode::OK
+    } else {
+        StatusCode::CONFLICT
+    };
+    respond(status, &reply)
+}
+
+/// `GET /metrics`: what the charts plot.
+async fn metrics(
+    State(page): State<Arc<Page>>,
+    Extension(caller): Extension<AuthContext>,
+) -> Response {
+    if let Some(refused) = unnamed(&page, &caller) {
+        return refused;
+    }
+    let text = page
+        .options
+        .metrics
+        .as_ref()
+        .map(Metrics::render)
+        .unwrap_or_default();
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE)),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        ],
+        text,
+    )
+        .into_response()
+}

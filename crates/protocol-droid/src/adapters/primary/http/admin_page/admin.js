@@ -1,0 +1,260 @@
+// The gateway's admin page. Every piece of data is put on the page as text
+// (textContent), never as markup: tool definitions are written by upstreams.
+"use strict";
+
+const POLL_MS = 2000;
+const SAMPLES = 60;
+const history = { requests: [], inFlight: [], sessions: [], upstreamCalls: [] };
+let last = null;
+
+function token() {
+  return sessionStorage.getItem("droid-admin-token");
+}
+
+async function api(path, init = {}) {
+  const headers = Object.assign({}, init.headers || {});
+  const held = token();
+  if (held) headers.Authorization = "Bearer " + held;
+  const response = await fetch(path, Object.assign({}, init, { headers, cache: "no-store" }));
+  if (response.status === 401) {
+    document.getElementById("login").hidden = false;
+    throw new Error("a token is needed");
+  }
+  return response;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("data-")) node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function short(digest) {
+  return digest ? digest.slice(0, 12) + "…" : "—";
+}
+
+// Prometheus text: series name with labels -> value.
+function parseMetrics(text) {
+  const series = new Map();
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const space = line.lastIndexOf(" ");
+    series.set(line.slice(0, space), Number(line.slice(space + 1)));
+  }
+  return series;
+}
+
+function sum(series, prefix) {
+  let total = 0;
+  for (const [name, value] of series) {
+    if (name === prefix || name.startsWith(prefix + "{")) total += value;
+  }
+  return total;
+}
+
+function label(name, key) {
+  const match = name.match(new RegExp(key + '="([^"]*)"'));
+  return match ? match[1] : null;
+}
+
+function push(list, value) {
+  list.push(value);
+  if (list.length > SAMPLES) list.shift();
+}
+
+function chart(title, values, unit) {
+  const width = 200, height = 48;
+  const max = Math.max(1, ...values);
+  const step = values.length > 1 ? width / (SAMPLES - 1) : 0;
+  const points = values
+    .map((v, i) => `${(i * step).toFixed(1)},${(height - 2 - (v / max) * (height - 4)).toFixed(1)}`)
+    .join(" ");
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  const line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+  line.setAttribute("points", points);
+  svg.append(line);
+  const now = values.length ? values[values.length - 1] : 0;
+  return el("div", { class: "chart", "data-chart": title, "data-samples": String(values.length) },
+    el("div", { class: "muted" }, title),
+    el("div", { class: "value" }, `${Number.isInteger(now) ? now : now.toFixed(1)}${unit}`),
+    svg);
+}
+
+function latencies(series) {
+  const byUpstream = new Map();
+  for (const [name, value] of series) {
+    const upstream = label(name, "upstream");
+    if (!upstream) continue;
+    const entry = byUpstream.get(upstream) || { sum: 0, count: 0 };
+    if (name.startsWith("droid_upstream_call_duration_seconds_sum")) entry.sum += value;
+    if (name.startsWith("droid_upstream_call_duration_seconds_count")) entry.count += value;
+    byUpstream.set(upstream, entry);
+  }
+  return byUpstream;
+}
+
+function renderCharts(series) {
+  const requests = sum(series, "droid_requests_total");
+  const calls = sum(series, "droid_upstream_calls_total");
+  const now = Date.now();
+  if (last) {
+    const seconds = Math.max(0.001, (now - last.at) / 1000);
+    push(history.requests, Math.max(0, (requests - last.requests) / seconds));
+    push(history.upstreamCalls, Math.max(0, (calls - last.calls) / seconds));
+  }
+  last = { at: now, requests, calls };
+  push(history.inFlight, sum(series, "droid_requests_in_flight"));
+  push(history.sessions, sum(series, "droid_sessions"));
+  document.getElementById("charts").replaceChildren(
+    chart("requests per second", history.requests, "/s"),
+    chart("upstream calls per second", history.upstreamCalls, "/s"),
+    chart("requests in flight", history.inFlight, ""),
+    chart("sessions", history.sessions, ""),
+  );
+}
+
+function renderUpstreams(status, series) {
+  const timing = latencies(series);
+  const rows = status.upstreams.map((u) => {
+    const t = timing.get(u.name);
+    const mean = t && t.count ? `${((t.sum / t.count) * 1000).toFixed(2)} ms` : "—";
+    return el("tr", { "data-upstream": u.name },
+      el("td", {}, u.name),
+      el("td", { class: u.state }, u.state),
+      el("td", {}, u.tools),
+      el("td", {}, t ? t.count : 0),
+      el("td", {}, mean),
+      el("td", { class: "muted" }, u.health));
+  });
+  document.querySelector("#upstreams tbody").replaceChildren(...rows);
+}
+
+function renderCatalog(catalog) {
+  const groups = new Map();
+  for (const tool of catalog) {
+    if (!groups.has(tool.upstream)) groups.set(tool.upstream, []);
+    groups.get(tool.upstream).push(tool);
+  }
+  const blocks = [...groups.entries()].map(([upstream, tools]) =>
+    el("div", { class: "upstream-group", "data-upstream": upstream || "gateway" },
+      el("h3", {}, upstream || "the gateway's own"),
+      el("table", {},
+        el("thead", {}, el("tr", {}, el("th", {}, "tool"), el("th", {}, "digest"), el("th", {}, "provenance"))),
+        el("tbody", {}, ...tools.map((t) =>
+          el("tr", { "data-tool": t.id },
+            el("td", {}, el("code", {}, t.id)),
+            el("td", { title: t.digest }, el("code", {}, short(t.digest))),
+            el("td", { class: t.verified ? "" : "unverified" }, t.provenance)))))));
+  document.getElementById("catalog").replaceChildren(...blocks);
+}
+
+function definition(value) {
+  return el("pre", {}, value ? JSON.stringify(value, null, 2) : "(not kept)");
+}
+
+async function approveTool(id, digest, button) {
+  button.disabled = true;
+  try {
+    const response = await api("/api/approve", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ ids: [`${id}@${digest}`] }),
+    });
+    const reply = await response.json();
+    button.textContent = reply.ok ? "Approved" : `Refused: ${reply.error}`;
+    if (!reply.ok) button.disabled = false;
+  } catch (error) {
+    button.disabled = false;
+    button.textContent = "Approve";
+  }
+  refresh();
+}
+
+function renderDrift(drift, unverified) {
+  const waiting = new Map(unverified.map((u) => [u.id, u.digest]));
+  const entries = drift.slice().reverse().map((d) => {
+    const awaiting = d.new && waiting.get(d.id) === d.new;
+    const button = awaiting
+      ? el("button", { type: "button", "data-approve": d.id }, "Approve")
+      : el("span", { class: "muted" }, d.new ? "approved or pinned" : "removed");
+    if (awaiting) button.addEventListener("click", () => approveTool(d.id, d.new, button));
+    return el("div", { class: "drift", "data-drift": d.id },
+      el("div", { class: "drift-head" },
+        el("code", {}, d.id),
+        el("span", { class: "muted" }, `${short(d.old)} → ${short(d.new)}`),
+        el("span", { class: "muted" }, `${d.droppedActivations} activation(s) dropped`),
+        button),
+      el("div", { class: "sides" },
+        el("div", {}, el("h3", {}, "before"), definition(d.oldDefinition)),
+        el("div", {}, el("h3", {}, "now"), definition(d.newDefinition))));
+  });
+  document.getElementById("drift-empty").hidden = entries.length > 0;
+  document.getElementById("drift").replaceChildren(...entries);
+}
+
+function tags(ids) {
+  return ids.length ? ids.map((id) => el("span", { class: "tag" }, id)) : [el("span", { class: "muted" }, "none")];
+}
+
+function renderSessions(sessions) {
+  const rows = sessions.map((s) =>
+    el("tr", { "data-session": s.session },
+      el("td", {}, el("code", {}, s.session)),
+      el("td", {}, ...tags(s.core)),
+      el("td", { "data-activated": "" }, ...tags(s.activated))));
+  document.getElementById("sessions-empty").hidden = rows.length > 0;
+  document.getElementById("sessions").hidden = rows.length === 0;
+  document.querySelector("#sessions tbody").replaceChildren(...rows);
+}
+
+function renderReports(reports) {
+  const rows = reports.slice(-50).reverse().map((r) =>
+    el("tr", {},
+      el("td", {}, r.upstream),
+      el("td", {}, el("code", {}, r.method)),
+      el("td", {}, r.revision),
+      el("td", {}, ...r.downgrades.map((d) => el("div", {}, `${d.feature}: ${d.detail}`)))));
+  document.getElementById("reports-empty").hidden = rows.length > 0;
+  document.getElementById("reports").hidden = rows.length === 0;
+  document.querySelector("#reports tbody").replaceChildren(...rows);
+}
+
+async function refresh() {
+  try {
+    const [overview, metrics] = await Promise.all([
+      api("/api/overview").then((r) => r.json()),
+      api("/metrics").then((r) => r.text()),
+    ]);
+    const series = parseMetrics(metrics);
+    renderCharts(series);
+    renderUpstreams(overview.status, series);
+    renderDrift(overview.drift, overview.status.unverified);
+    renderCatalog(overview.catalog);
+    renderSessions(overview.sessions);
+    renderReports(overview.reports);
+    document.getElementById("state").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    document.body.dataset.loaded = "true";
+  } catch (error) {
+    document.getElementById("state").textContent = String(error.message || error);
+  }
+}
+
+document.getElementById("login").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem("droid-admin-token", document.getElementById("token").value);
+  document.getElementById("login").hidden = true;
+  refresh();
+});
+
+refresh();
+setInterval(refresh, POLL_MS);
