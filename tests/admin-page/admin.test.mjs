@@ -141,6 +141,19 @@ test("the catalog shows every upstream's tools, and sessions show their activati
     const state = await page.locator(`#upstreams tr[data-upstream="${upstream}"] td`).nth(1).textContent();
     assert.equal(state, "up");
   }
+  // The fixture's prompts and resources are listed with its tools, under
+  // the gateway's names.
+  const fixture = page.locator('.upstream-group[data-upstream="fixture"]');
+  const listed = new Client({ name: "admin-page-test", version: "1" });
+  await listed.connect(new StdioClientTransport({ command: droid, args: ["serve"] }));
+  const { prompts } = await listed.listPrompts();
+  const { resources } = await listed.listResources();
+  await listed.close();
+  const shownPrompts = await fixture.locator('[data-kind="prompts"] .tag').allTextContents();
+  assert.deepEqual(shownPrompts.sort(), prompts.map((p) => `fixture/${p.name}`).sort());
+  const shownResources = await fixture.locator('[data-kind="resources"] .tag').allTextContents();
+  assert.equal(shownResources.length, resources.length);
+  assert.ok(shownResources.every((uri) => uri.startsWith("fixture+")), `${shownResources}`);
   // The live session's activation is listed with it.
   await page.locator("#sessions td[data-activated] .tag", { hasText: "fixture/add" }).first().waitFor();
   // The call made above was counted: the upstream's row has it.

@@ -53,7 +53,7 @@ pub(crate) struct ListenArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     body_timeout: u64,
     /// The most requests one caller (a token's principal, else a client
-    /// address) may make, as COUNT/UNIT with a unit of s, min or h
+    /// address) may make, as COUNT/UNIT with a unit of s, min, h or d
     /// ("600/min"); more are refused (429 over HTTP) until allowed again.
     #[arg(long, value_name = "RATE")]
     rate_limit: Option<Rate>,

@@ -161,6 +161,10 @@ enum Command {
         /// address that is not loopback needs authorization.
         #[arg(long, value_name = "HOST:PORT")]
         admin_listen: Option<String>,
+        /// With authorization on, the scope a token needs for the admin
+        /// page's data and approvals, besides what /mcp asks.
+        #[arg(long, value_name = "SCOPE", default_value = "droid:admin")]
+        admin_scope: String,
         /// Print every tool's id, digest and provenance, then exit.
         #[arg(long)]
         print_digests: bool,
@@ -322,6 +326,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
             action: None,
             listen,
             admin_listen,
+            admin_scope,
             print_digests,
             session_idle,
             served,
@@ -329,7 +334,9 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
         } => gateway::run(
             config.as_deref(),
             admin_socket.as_deref(),
-            admin_listen.as_deref(),
+            admin_listen
+                .as_deref()
+                .map(|addr| (addr, admin_scope.as_str())),
             print_digests,
             Listening {
                 listen,
@@ -419,10 +426,11 @@ impl Listening<'_> {
     /// one could scrape them) and continues traces when spans are exported;
     /// and the rate limits of the flags, over `limits` (a configuration's).
     pub(crate) fn setup(&mut self, limits: RateLimits) -> anyhow::Result<Setup> {
-        let metrics = self
-            .listen
-            .is_some()
-            .then(|| self.metrics.get_or_insert_with(Metrics::new).clone());
+        if self.listen.is_some() {
+            self.metrics.get_or_insert_with(Metrics::new);
+        }
+        // Set already when something else serves them (a gateway's page).
+        let metrics = self.metrics.clone();
         let observer = SharedObserver::new(Observed {
             metrics,
             tracing: self.tracing,

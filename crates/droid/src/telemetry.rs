@@ -29,8 +29,10 @@ use protocol_droid::application::observe::{
 use protocol_droid::domain::feature::Feature;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-/// How long one export may take before it is given up.
-const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one export may take before it is given up: short, since the
+/// last one is sent while the process stops, and a service manager waits
+/// only so long for that.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The exporter's tracer provider, kept to flush and stop it at exit.
 pub(crate) struct Tracing {

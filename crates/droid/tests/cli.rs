@@ -1046,6 +1046,85 @@ mod flood {
         Ok(())
     }
 
+    /// A stateless `tools/call` of `tool` with `arguments`.
+    fn stateless_call(id: usize, tool: &str, arguments: &Value) -> Value {
+        let mut request = call(id, tool, arguments);
+        request["params"]["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {} });
+        request
+    }
+
+    /// A tool's limit holds whichever way it is called: through a bridge,
+    /// whose tools are its upstream's, and through a progressive gateway's
+    /// `call_tool`, which names the tool it calls.
+    #[tokio::test]
+    async fn a_tool_limit_holds_through_a_bridge_and_a_gateways_call_tool() -> Result<(), TestError>
+    {
+        let droid = env!("CARGO_BIN_EXE_droid");
+        let (_bridge, bridged) = listening(
+            &[
+                "bridge",
+                "--listen",
+                "127.0.0.1:0",
+                "--tool-rate-limit",
+                "echo=1/h",
+                "--",
+                droid,
+                "serve",
+            ],
+            "http",
+        )
+        .map_err(|e| e.to_string())?;
+        let config = super::temp_path("call-tool-limit", "toml");
+        std::fs::write(
+            &config,
+            format!(
+                "mode = \"progressive\"\n[[upstream]]\nname = \"fixture\"\n\
+                 command = [{droid:?}, \"serve\"]\ntrust = \"on-first-use\"\n\
+                 [limits]\ntools = {{ \"fixture/echo\" = \"1/h\" }}\n"
+            ),
+        )?;
+        let (_gateway, gateway) = listening_gateway(&config).map_err(|e| e.to_string())?;
+        let client = client("127.0.0.4")?;
+        let echo = json!({ "text": "once" });
+        let bridge_url = format!("http://{bridged}/mcp");
+        let first = post(
+            &client,
+            &bridge_url,
+            None,
+            MODERN,
+            &stateless_call(1, "echo", &echo),
+        )
+        .await?;
+        assert_eq!(first.status, 200, "{}", first.body);
+        let second = post(
+            &client,
+            &bridge_url,
+            None,
+            MODERN,
+            &stateless_call(2, "echo", &echo),
+        )
+        .await?;
+        assert_eq!(second.status, 429, "{}", second.body);
+        let gateway_url = format!("http://{gateway}/mcp");
+        let by_id = |id| {
+            stateless_call(
+                id,
+                "call_tool",
+                &json!({ "id": "fixture/echo", "arguments": { "text": "once" } }),
+            )
+        };
+        let first = post(&client, &gateway_url, None, MODERN, &by_id(3)).await?;
+        assert_eq!(first.status, 200, "{}", first.body);
+        assert!(first.body.contains("once"), "{}", first.body);
+        let second = post(&client, &gateway_url, None, MODERN, &by_id(4)).await?;
+        assert_eq!(second.status, 429, "{}", second.body);
+        let body: Value = serde_json::from_str(&second.body)?;
+        assert_eq!(body["error"]["code"], json!(-32029), "{body}");
+        Ok(())
+    }
+
     #[allow(clippy::print_stderr)] // The figures are this test's report.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn one_client_flooding_every_way_takes_nothing_from_another() -> Result<(), TestError> {

@@ -1341,12 +1341,12 @@ mod admin_page {
     use protocol_droid::application::gateway::{Disclosure, Gateway, Pins};
 
     /// The page's data and its approvals need a token naming a principal,
-    /// from the same issuer as `/mcp`'s, even where `/mcp` admits the
-    /// anonymous caller; the page itself holds no data and is served to
-    /// anyone the host check admits.
+    /// from the same issuer as `/mcp`'s, with the page's own scope, even
+    /// where `/mcp` admits the anonymous caller; the page itself holds no
+    /// data and is served to anyone the host check admits.
     #[tokio::test]
-    async fn the_admin_api_needs_a_principal_even_where_mcp_admits_anyone() -> Result<(), TestError>
-    {
+    async fn the_admin_api_needs_a_principal_with_its_scope_even_where_mcp_admits_anyone()
+    -> Result<(), TestError> {
         let key = SigningKey::ec("ec-1")?;
         let issuer = Issuer::start(&[&key]).await?;
         let (listener, base) = loopback().await?;
@@ -1364,7 +1364,8 @@ mod admin_page {
                 metrics: Some(Metrics::new()),
                 ..HttpOptions::default()
             },
-        );
+        )
+        .require_scope("droid:admin");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(page.serve(listener, async {
             let _ = stopped.await;
@@ -1373,37 +1374,47 @@ mod admin_page {
         let shell = client.get(format!("{base}/")).send().await?;
         assert_eq!(shell.status(), 200);
         assert!(shell.headers().contains_key("content-security-policy"));
-        let token = key.sign(&json!({
-            "iss": issuer.issuer(), "sub": "operator", "aud": resource,
-            "scope": "", "exp": now() + 300, "iat": now(),
-        }))?;
-        for path in ["/api/overview", "/metrics"] {
-            let anonymous = client.get(format!("{base}{path}")).send().await?;
-            assert_eq!(anonymous.status(), 401, "{path}");
-            let named = client
-                .get(format!("{base}{path}"))
-                .bearer_auth(&token)
+        let token = |scope: &str| {
+            key.sign(&json!({
+                "iss": issuer.issuer(), "sub": "operator", "aud": resource,
+                "scope": scope, "exp": now() + 300, "iat": now(),
+            }))
+        };
+        let (user, operator) = (token("mcp")?, token("mcp droid:admin")?);
+        for path in ["/api/overview", "/api/primitives", "/metrics"] {
+            let get = |token: Option<&String>| {
+                let request = client.get(format!("{base}{path}"));
+                match token {
+                    Some(token) => request.bearer_auth(token),
+                    None => request,
+                }
                 .send()
-                .await?;
-            assert_eq!(named.status(), 200, "{path}");
+            };
+            assert_eq!(get(None).await?.status(), 401, "{path}");
+            assert_eq!(get(Some(&user)).await?.status(), 403, "{path}");
+            assert_eq!(get(Some(&operator)).await?.status(), 200, "{path}");
         }
-        let anonymous = client
-            .post(format!("{base}/api/approve"))
-            .header("content-type", "application/json")
-            .body(r#"{"ids":["a/b"]}"#)
+        let approve = |token: Option<&String>, ids: String| {
+            let request = client
+                .post(format!("{base}/api/approve"))
+                .header("content-type", "application/json")
+                .body(ids);
+            match token {
+                Some(token) => request.bearer_auth(token),
+                None => request,
+            }
             .send()
-            .await?;
-        assert_eq!(anonymous.status(), 401);
-        let named = client
-            .post(format!("{base}/api/approve"))
-            .bearer_auth(&token)
-            .header("content-type", "application/json")
-            .body(r#"{"ids":["a/b"]}"#)
-            .send()
-            .await?;
+        };
+        let named = format!(r#"{{"ids":["a/b@{}"]}}"#, "0".repeat(64));
+        assert_eq!(approve(None, named.clone()).await?.status(), 401);
+        assert_eq!(approve(Some(&user), named.clone()).await?.status(), 403);
+        // A bare id would approve whatever the tool is by then.
+        let bare = r#"{"ids":["a/b"]}"#.to_owned();
+        assert_eq!(approve(Some(&operator), bare).await?.status(), 400);
         // Authorized, and refused for what it names: no such tool.
-        assert_eq!(named.status(), 409);
-        let reply: Value = named.json().await?;
+        let refused = approve(Some(&operator), named).await?;
+        assert_eq!(refused.status(), 409);
+        let reply: Value = refused.json().await?;
         assert_eq!(reply["ok"], json!(false), "{reply}");
         drop(stop);
         Ok(())

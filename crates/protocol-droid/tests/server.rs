@@ -1112,7 +1112,7 @@ mod idempotency {
     #[tokio::test]
     async fn a_rate_limit_refusal_is_not_replayed() -> Result<(), TestError> {
         let limits = protocol_droid::application::server::RateLimits {
-            per_tool: protocol_droid::application::server::Rate::new(1, Duration::from_millis(50)),
+            per_tool: protocol_droid::application::server::Rate::new(1, Duration::from_secs(2)),
             ..Default::default()
         };
         let server = Server::builder("limited", "1.0.0")
@@ -1129,8 +1129,9 @@ mod idempotency {
         assert!(first.get("result").is_some(), "{first}");
         let refused = session.call(2, json!({ "name": "count" })).await;
         assert_eq!(code(&refused), Some(-32029), "{refused}");
-        // Past the 50 ms in which one call is allowed.
-        tokio::time::sleep(Duration::from_millis(120)).await;
+        // Past the two seconds in which one call is allowed (long enough
+        // that the refused call cannot miss its refusal on a busy machine).
+        tokio::time::sleep(Duration::from_millis(2100)).await;
         let retried = session.call(2, json!({ "name": "count" })).await;
         assert!(retried.get("result").is_some(), "{retried}");
         assert_eq!(calls.load(Ordering::SeqCst), 2);

@@ -35,7 +35,7 @@ use protocol_droid::application::gateway::{Gateway, UpstreamCounts, UpstreamHeal
 pub(crate) fn run(
     config: Option<&Path>,
     admin_socket: Option<&Path>,
-    admin_listen: Option<&str>,
+    admin_listen: Option<(&str, &str)>,
     print_digests: bool,
     mut listening: crate::Listening<'_>,
 ) -> anyhow::Result<()> {
@@ -106,15 +106,19 @@ pub(crate) fn run(
                 listening.trust.clone(),
             )
         });
-        if let Some(addr) = admin_listen {
-            page::serve(&gateway, addr, &listening).await?;
+        if let Some((addr, scope)) = admin_listen {
+            page::serve(&gateway, addr, scope, &listening).await?;
         }
         listening.ready = Some(readiness(&gateway));
         if let Some(metrics) = &listening.metrics {
-            let gateway = gateway.clone();
+            // Weak: the metrics are the gateway's server's observer, so a
+            // strong handle here would keep the gateway alive for ever.
+            let gateway = gateway.downgrade();
             metrics.upstreams_from(move || {
                 gateway
-                    .upstreams()
+                    .upgrade()
+                    .map(|gateway| gateway.upstreams())
+                    .unwrap_or_default()
                     .into_iter()
                     .map(|status| UpstreamLevel {
                         up: matches!(status.health, UpstreamHealth::Up { .. }),

@@ -5,7 +5,9 @@
 //! host check, TLS and authorization, a loopback address unless
 //! authorization is on, and with authorization on an explicit
 //! `--auth-resource`, so the tokens it accepts are those issued for the
-//! gateway's MCP endpoint rather than for the page's own address.
+//! gateway's MCP endpoint rather than for the page's own address, and a
+//! scope of its own (`--admin-scope`), so a token that may call tools may
+//! not thereby approve them.
 
 use anyhow::Context as _;
 use protocol_droid::adapters::primary::http::{AdminPage, HttpOptions};
@@ -18,6 +20,7 @@ use crate::Listening;
 pub(crate) async fn serve(
     gateway: &Gateway,
     addr: &str,
+    scope: &str,
     listening: &Listening<'_>,
 ) -> anyhow::Result<()> {
     let auth = listening.auth;
@@ -55,7 +58,7 @@ pub(crate) async fn serve(
     }
     // Scripts read this line to learn the port when `:0` picked one.
     tracing::warn!(target: "droid", "admin page on {scheme}://{bound}/");
-    let page = AdminPage::new(gateway.clone(), options);
+    let page = AdminPage::new(gateway.clone(), options).require_scope(scope);
     tokio::spawn(async move {
         if let Err(error) = page.serve(listener, std::future::pending()).await {
             tracing::error!(target: "droid", "the admin page stopped: {error}");

@@ -45,7 +45,7 @@ pub trait Observer: Send + Sync {
         let _ = feature;
     }
 
-    /// A tool of `upstream` changed its definition from the one pinned.
+    /// `upstream` changed or took away a tool it had listed.
     fn drifted(&self, upstream: &str) {
         let _ = upstream;
     }
@@ -261,14 +261,17 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome of an error answer with `code`: the code kept only when
-    /// the specification names it, so the label stays bounded.
+    /// the specification names it (or it is this implementation's rate
+    /// limit's), so the label stays bounded.
     #[must_use]
     pub const fn error(code: ErrorCode) -> Self {
-        Self::Error(if code.name().is_some() {
-            Some(code)
-        } else {
-            None
-        })
+        Self::Error(
+            if code.name().is_some() || code.0 == ErrorCode::RATE_LIMITED.0 {
+                Some(code)
+            } else {
+                None
+            },
+        )
     }
 
     /// `"ok"`, `"error"` or `"cancelled"`.
@@ -305,20 +308,26 @@ impl LimitKind {
 
 /// One request being served: reports its start at once, and its end when
 /// told, or as cancelled if dropped before (its future dropped because the
-/// caller went away).
+/// caller went away), to the observer and on the request's span.
 pub(crate) struct InFlight<'a> {
     observer: &'a dyn Observer,
     labels: RequestLabels,
+    span: tracing::Span,
     started: Instant,
     finished: bool,
 }
 
 impl<'a> InFlight<'a> {
-    pub(crate) fn start(observer: &'a dyn Observer, labels: RequestLabels) -> Self {
+    pub(crate) fn start(
+        observer: &'a dyn Observer,
+        labels: RequestLabels,
+        span: tracing::Span,
+    ) -> Self {
         observer.request_started(&labels);
         Self {
             observer,
             labels,
+            span,
             started: Instant::now(),
             finished: false,
         }
@@ -326,6 +335,11 @@ impl<'a> InFlight<'a> {
 
     pub(crate) fn finish(mut self, outcome: Outcome) {
         self.finished = true;
+        self.report(outcome);
+    }
+
+    fn report(&self, outcome: Outcome) {
+        self.span.record("outcome", outcome.as_str());
         self.observer
             .request_finished(&self.labels, outcome, self.started.elapsed());
     }
@@ -334,11 +348,7 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            self.observer.request_finished(
-                &self.labels,
-                Outcome::Cancelled,
-                self.started.elapsed(),
-            );
+            self.report(Outcome::Cancelled);
         }
     }
 }

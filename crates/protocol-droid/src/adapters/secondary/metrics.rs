@@ -194,7 +194,7 @@ impl Metrics {
         let drift = Family::<UpstreamKey, Counter>::default();
         registry.register(
             "drift_events",
-            "Tools whose definition changed from the one pinned, by upstream",
+            "Tools an upstream changed or took away after listing them, by upstream",
             drift.clone(),
         );
         let rate_limited = Family::<LimitKey, Counter>::default();

@@ -146,9 +146,6 @@ pub(super) fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
 }
 
 impl Bridge {
-    /// Carries one request for `method` upstream on behalf of `call` (its
-    /// session's connection, its input rounds, its progress and log lines)
-    /// and translates the answer for `call`'s client.
     /// Gives the upstream request the trace context to continue: the one
     /// the client sent, or (with a tracer) the bridge's own span as the
     /// parent. Whatever the params held under those keys is replaced, so
@@ -175,6 +172,9 @@ impl Bridge {
         }
     }
 
+    /// Carries one request for `method` upstream on behalf of `call` (its
+    /// session's connection, its input rounds, its progress and log lines)
+    /// and translates the answer for `call`'s client.
     pub(crate) async fn forward_call(
         &self,
         method: &str,

@@ -342,6 +342,12 @@ impl Gateway {
             }
             state.route(&set, &id)?
         };
+        // Counted as a call of the tool itself, not only of `call_tool`:
+        // a limit on a tool holds whichever way it is called.
+        self.inner
+            .server
+            .admit_tool(&call.ctx, id.as_str())
+            .map_err(CallError::Protocol)?;
         self.call_upstream(route, args.arguments, call).await
     }
 }

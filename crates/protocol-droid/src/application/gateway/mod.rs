@@ -35,11 +35,13 @@ pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSo
 pub use discovery::{ACTIVATE_TOOLS, CALL_TOOL, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
 pub use names::prefix_for as uri_prefix;
-pub use overview::{MAX_LISTED_SESSIONS, SessionOverview, UpstreamReport};
+pub use overview::{
+    MAX_LISTED_PRIMITIVES, MAX_LISTED_SESSIONS, SessionOverview, UpstreamPrimitives, UpstreamReport,
+};
 pub use pins::{ApproveError, Approved};
 pub use policy::{PolicyError, ToolPolicy};
 pub use principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE};
-pub use runtime::{Gateway, ScopeRuleError};
+pub use runtime::{Gateway, ScopeRuleError, WeakGateway};
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,

@@ -1,16 +1,46 @@
 //! What an operator's page shows of a running gateway besides its
-//! upstreams and catalog: the live sessions with their tools, and the
-//! recent translations of upstream replies.
+//! upstreams and tool catalog: the prompts, resources and templates each
+//! upstream offers, the live sessions with their tools, and the recent
+//! translations of upstream replies.
 
+use std::time::Duration;
+
+use futures_util::future::join_all;
+
+use super::names::{outer_name, outer_uri};
 use super::runtime::Gateway;
 use super::state::lock;
 use crate::application::bridge::Report;
+use crate::application::client::{Client, ClientError};
 use crate::domain::SessionId;
 use crate::domain::catalog::ToolId;
 
 /// The most sessions [`Gateway::sessions`] lists: a page shows the first
 /// of them, and a gateway may hold many thousands.
 pub const MAX_LISTED_SESSIONS: usize = 256;
+
+/// The most prompts, resources or templates of one upstream that
+/// [`Gateway::primitives`] lists.
+pub const MAX_LISTED_PRIMITIVES: usize = 512;
+
+/// What one upstream offers besides tools, under the gateway's names (a
+/// prompt as `upstream/name`, a resource or template with the upstream's
+/// URI prefix).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UpstreamPrimitives {
+    /// The upstream.
+    pub upstream: String,
+    /// Its prompts.
+    pub prompts: Vec<String>,
+    /// Its resources.
+    pub resources: Vec<String>,
+    /// Its resource templates.
+    pub templates: Vec<String>,
+    /// Why a list is missing or short: the upstream is not connected, did
+    /// not answer in time, or refused.
+    pub unlisted: Option<String>,
+}
 
 /// One session as an operator sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,4 +106,94 @@ impl Gateway {
             })
             .collect()
     }
+
+    /// The prompts, resources and templates each connected upstream offers
+    /// now, asked of it (each kind only of an upstream that declares it),
+    /// every upstream at once and each within `timeout`; at most
+    /// [`MAX_LISTED_PRIMITIVES`] of each kind.
+    pub async fn primitives(&self, timeout: Duration) -> Vec<UpstreamPrimitives> {
+        let upstreams: Vec<(String, String, Option<Client>)> = lock(&self.inner.state)
+            .upstreams
+            .iter()
+            .map(|(name, upstream)| {
+                let client = upstream.bridge.as_ref().and_then(|b| b.client());
+                (name.clone(), upstream.prefix.clone(), client)
+            })
+            .collect();
+        join_all(
+            upstreams
+                .into_iter()
+                .map(|(upstream, prefix, client)| async move {
+                    let Some(client) = client else {
+                        return UpstreamPrimitives {
+                            upstream,
+                            unlisted: Some("not connected".to_owned()),
+                            ..UpstreamPrimitives::default()
+                        };
+                    };
+                    match tokio::time::timeout(timeout, listed(&client)).await {
+                        Ok(Ok((prompts, resources, templates))) => UpstreamPrimitives {
+                            prompts: named(prompts, |p| outer_name(&upstream, &p)),
+                            resources: named(resources, |uri| outer_uri(&prefix, &uri)),
+                            templates: named(templates, |uri| outer_uri(&prefix, &uri)),
+                            upstream,
+                            unlisted: None,
+                        },
+                        Ok(Err(error)) => UpstreamPrimitives {
+                            upstream,
+                            unlisted: Some(error.to_string()),
+                            ..UpstreamPrimitives::default()
+                        },
+                        Err(_) => UpstreamPrimitives {
+                            upstream,
+                            unlisted: Some(format!("no answer within {} ms", timeout.as_millis())),
+                            ..UpstreamPrimitives::default()
+                        },
+                    }
+                }),
+        )
+        .await
+    }
+}
+
+/// What `client`'s server offers of prompts, resources and templates, by
+/// name and URI, each kind only if it declares it.
+async fn listed(client: &Client) -> Result<(Vec<String>, Vec<String>, Vec<String>), ClientError> {
+    let capabilities = client.server().map(|s| s.capabilities).unwrap_or_default();
+    let prompts = match capabilities.prompts {
+        Some(_) => client
+            .list_all_prompts()
+            .await?
+            .into_iter()
+            .map(|p| p.name)
+            .collect(),
+        None => Vec::new(),
+    };
+    let (resources, templates) = match capabilities.resources {
+        Some(_) => (
+            client
+                .list_all_resources()
+                .await?
+                .into_iter()
+                .map(|r| r.uri)
+                .collect(),
+            client
+                .list_all_resource_templates()
+                .await?
+                .into_iter()
+                .map(|t| t.uri_template)
+                .collect(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    Ok((prompts, resources, templates))
+}
+
+/// At most [`MAX_LISTED_PRIMITIVES`] of `names`, each as the gateway names it.
+fn named(names: Vec<String>, rename: impl Fn(String) -> String) -> Vec<String> {
+    names
+        .into_iter()
+        .take(MAX_LISTED_PRIMITIVES)
+        .map(rename)
+        .collect()
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::catalog::{CatalogChange, ToolCatalog, Upsert};
+use super::catalog::{CatalogChange, ToolCatalog, ToolSource, Upsert};
 use super::runtime::Gateway;
 use super::state::{DriftReport, MAX_KEPT_DEFINITION, lock};
 use super::trust::Trust;
@@ -113,9 +113,7 @@ impl Gateway {
         }
         let pins = state.effective_pins();
         state.pins = pins.clone();
-        // What the tools were, for the drift reports to show beside what
-        // they are now; copied by the write below only if it changes them.
-        let before = Arc::clone(&state.catalog);
+        let before = changing(&state.catalog, name, &definitions);
         let changes = Arc::make_mut(&mut state.catalog).sync_upstream(name, definitions, &pins);
         let store = state.trust_store.clone().filter(|_| first_use);
         let (touched, registrations) = if changes.is_empty() {
@@ -152,7 +150,7 @@ impl Gateway {
     fn apply_changes(
         &self,
         state: &mut super::state::State,
-        before: &ToolCatalog,
+        before: &HashMap<ToolId, JsonObject>,
         changes: &[(ToolId, CatalogChange)],
     ) -> (Vec<SessionId>, Vec<(ToolId, Option<Tool>)>) {
         // Every session's set is rebuilt now, so drift is reported once, here.
@@ -176,20 +174,23 @@ impl Gateway {
                     "an upstream changed a tool's definition"
                 );
             }
-            let kept = |catalog: &ToolCatalog, digest: Option<SchemaDigest>| {
-                digest.and_then(|_| catalog.get(id)).and_then(|record| {
-                    let size =
-                        serde_json::to_vec(&record.definition).map_or(usize::MAX, |b| b.len());
-                    (size <= MAX_KEPT_DEFINITION).then(|| record.definition.clone())
-                })
+            // Definitions are kept for a change to a tool that existed, which
+            // an operator compares; a new tool is no such news.
+            let (old_definition, new_definition) = match old {
+                Some(_) => (
+                    before.get(id).and_then(kept),
+                    new.and_then(|_| state.catalog.get(id))
+                        .and_then(|record| kept(&record.definition)),
+                ),
+                None => (None, None),
             };
             state.record_drift(DriftReport {
                 id: id.clone(),
                 old,
                 new,
                 dropped_activations: dropped_by_tool.get(id).copied().unwrap_or(0),
-                old_definition: kept(before, old),
-                new_definition: kept(&state.catalog, new),
+                old_definition,
+                new_definition,
             });
         }
         let registrations = changes
@@ -205,4 +206,40 @@ impl Gateway {
             .collect();
         (touched, registrations)
     }
+}
+
+/// The definitions of `upstream`'s tools in `catalog` that `definitions`
+/// (its new list) changes or drops: what the drift reports show as
+/// "before". Only those are copied, since a refresh usually changes
+/// nothing.
+fn changing(
+    catalog: &ToolCatalog,
+    upstream: &str,
+    definitions: &[JsonObject],
+) -> HashMap<ToolId, JsonObject> {
+    let now: HashMap<ToolId, SchemaDigest> = definitions
+        .iter()
+        .map(|definition| {
+            let tool = definition
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            (
+                ToolId::namespaced(upstream, tool),
+                SchemaDigest::of_definition(definition),
+            )
+        })
+        .collect();
+    catalog
+        .records()
+        .filter(|r| matches!(&r.source, ToolSource::Upstream(u) if u == upstream))
+        .filter(|r| now.get(&r.id) != Some(&r.digest))
+        .map(|r| (r.id.clone(), r.definition.clone()))
+        .collect()
+}
+
+/// `definition`, if it is small enough for a drift report to keep.
+fn kept(definition: &JsonObject) -> Option<JsonObject> {
+    let size = serde_json::to_vec(definition).map_or(usize::MAX, |bytes| bytes.len());
+    (size <= MAX_KEPT_DEFINITION).then(|| definition.clone())
 }

@@ -66,6 +66,20 @@ pub struct Gateway {
     pub(super) inner: Arc<Inner>,
 }
 
+/// A handle on a [`Gateway`] that does not keep it alive: for what the
+/// gateway's own server holds (a metrics source, say), which a strong handle
+/// would make a cycle of.
+#[derive(Clone, Debug)]
+pub struct WeakGateway(std::sync::Weak<Inner>);
+
+impl WeakGateway {
+    /// The gateway, while it lives.
+    #[must_use]
+    pub fn upgrade(&self) -> Option<Gateway> {
+        self.0.upgrade().map(|inner| Gateway { inner })
+    }
+}
+
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gateway")
@@ -126,6 +140,12 @@ impl Gateway {
             gateway.add_discovery_tools();
         }
         Ok(gateway)
+    }
+
+    /// A handle that does not keep this gateway alive.
+    #[must_use]
+    pub fn downgrade(&self) -> WeakGateway {
+        WeakGateway(Arc::downgrade(&self.inner))
     }
 
     /// The server to serve over any transport.

@@ -20,9 +20,10 @@ use super::scopes::{Primitive, ScopeRules};
 use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
 use super::targeted::{ChangeFeed, SessionChanges, Targets};
 use super::typed::ToolOutput;
-use super::{AuthContext, PeerSession};
+use super::{AuthContext, PeerSession, RequestContext};
 use crate::application::observe::SharedObserver;
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
+use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{Capability, CapabilitySet, LoggingLevel, ProtocolVersion, SessionId};
 use crate::wire::prompts::{GetPromptResult, Prompt};
 use crate::wire::resources::{Resource, ResourceTemplate};
@@ -293,6 +294,29 @@ impl Server {
     #[must_use]
     pub fn observer(&self) -> &SharedObserver {
         &self.inner.observer
+    }
+
+    /// Takes one request from the allowance of `ctx`'s caller, or refuses
+    /// it (reported to the observer).
+    pub(crate) fn admit(&self, ctx: &RequestContext) -> Result<(), ErrorObject> {
+        self.inner.limiters.admit(ctx).map_err(|refused| {
+            self.inner.observer.rate_limited(refused.limit);
+            refused.into()
+        })
+    }
+
+    /// Takes one call of the tool `name` from the allowance of `ctx`'s
+    /// caller, or refuses it. Asked once the tool is known to exist and be
+    /// the caller's to call, wherever a call is made: the registry's, a
+    /// forwarder's, a gateway's call by id.
+    pub(crate) fn admit_tool(&self, ctx: &RequestContext, name: &str) -> Result<(), ErrorObject> {
+        self.inner
+            .limiters
+            .admit_tool(ctx, name)
+            .map_err(|refused| {
+                self.inner.observer.rate_limited(refused.limit);
+                refused.into()
+            })
     }
 
     /// The revisions offered, oldest first.

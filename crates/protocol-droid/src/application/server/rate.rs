@@ -83,6 +83,9 @@ impl FromStr for Rate {
             "s" | "sec" | "second" => Duration::from_secs(1),
             "min" | "minute" => Duration::from_secs(60),
             "h" | "hour" => Duration::from_secs(3600),
+            // A day's allowance is a quota: all of it may go at once, and it
+            // comes back a little at a time through the day.
+            "d" | "day" => Duration::from_secs(86_400),
             _ => return Err(refused()),
         };
         let count: u32 = count.trim().parse().map_err(|_| refused())?;
@@ -96,6 +99,7 @@ impl fmt::Display for Rate {
             1 => "s",
             60 => "min",
             3600 => "h",
+            86_400 => "d",
             _ => return write!(f, "{}/{}ms", self.count, self.period.as_millis()),
         };
         write!(f, "{}/{unit}", self.count)
@@ -313,7 +317,11 @@ mod tests {
             Ok("5/s".to_owned())
         );
         assert_eq!("2 / h".parse::<Rate>().map(|r| r.count()), Ok(2));
-        for bad in ["0/s", "5", "5/day", "-1/s", "x/min", ""] {
+        assert_eq!(
+            "1000/d".parse::<Rate>().map(|r| r.to_string()),
+            Ok("1000/d".to_owned())
+        );
+        for bad in ["0/s", "5", "5/week", "-1/s", "x/min", ""] {
             assert!(bad.parse::<Rate>().is_err(), "{bad}");
         }
         Ok(())

@@ -3,19 +3,22 @@
 //!
 //! The page itself (`/`, `/admin.js`, `/admin.css`) is static and holds no
 //! data, so it is served to anyone the host check admits; everything it
-//! shows comes from `/api/overview` and `/metrics`, and `/api/approve`
-//! changes what the gateway trusts. Those three are behind the same
-//! authorization as `/mcp`, and with authorization on they refuse the
-//! anonymous caller even where `/mcp` admits it. A browser cannot be made
-//! to send a token for another site, and a foreign `Origin` is refused by
-//! the host check, so a page elsewhere cannot approve anything; an approval
-//! must also say it is JSON, which a cross-site form cannot.
+//! shows comes from `/api/overview`, `/api/primitives` and `/metrics`, and
+//! `/api/approve` changes what the gateway trusts. Those four are behind
+//! the same authorization as `/mcp`, and with authorization on they refuse
+//! the anonymous caller even where `/mcp` admits it, and (with
+//! [`AdminPage::require_scope`]) a caller without the page's own scope. A
+//! browser cannot be made to send a token for another site, and a foreign
+//! `Origin` is refused by the host check, so a page elsewhere cannot
+//! approve anything; an approval must also say it is JSON, which a
+//! cross-site form cannot, and name the digest the page showed.
 //!
 //! The page draws only with text nodes, never markup from the data (tool
 //! definitions are the upstreams' to write), and is served with a content
 //! security policy that allows only its own script and style.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Extension, State};
@@ -39,15 +42,21 @@ const STYLE: &str = include_str!("admin_page/admin.css");
 /// The most tool ids one approval may name.
 const MAX_APPROVALS: usize = 256;
 
+/// How long each upstream may take to list its prompts and resources for
+/// the page.
+const LISTING_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The admin page of one gateway.
 #[derive(Clone)]
 pub struct AdminPage {
     page: Arc<Page>,
 }
 
+#[derive(Clone)]
 struct Page {
     gateway: Gateway,
     options: HttpOptions,
+    scope: Option<String>,
 }
 
 impl std::fmt::Debug for AdminPage {
@@ -65,7 +74,28 @@ impl AdminPage {
     #[must_use]
     pub fn new(gateway: Gateway, options: HttpOptions) -> Self {
         Self {
-            page: Arc::new(Page { gateway, options }),
+            page: Arc::new(Page {
+                gateway,
+                options,
+                scope: None,
+            }),
+        }
+    }
+
+    /// With authorization on, asks every caller of the page's data and
+    /// approvals for `scope` besides what `/mcp` asks: a token good for
+    /// calling tools is not thereby good for approving them.
+    #[must_use]
+    pub fn require_scope(self, scope: impl Into<String>) -> Self {
+        let Page {
+            gateway, options, ..
+        } = Arc::unwrap_or_clone(self.page);
+        Self {
+            page: Arc::new(Page {
+                gateway,
+                options,
+                scope: Some(scope.into()),
+            }),
         }
     }
 
@@ -75,6 +105,7 @@ impl AdminPage {
         let resource_server = options.auth.clone().map(Arc::new);
         let mut router = Router::new()
             .route("/api/overview", get(overview))
+            .route("/api/primitives", get(primitives))
             .route("/api/approve", post(approve))
             .route("/metrics", get(metrics))
             .route_layer(axum::middleware::from_fn_with_state(
@@ -159,19 +190,37 @@ fn secure(headers: &mut HeaderMap) {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
 }
 
-/// A 401 for the anonymous caller when authorization is on: looking at
-/// and changing what the gateway trusts is not for anyone.
+/// With authorization on, a 401 for the anonymous caller and a 403 for one
+/// without the page's scope: looking at and changing what the gateway
+/// trusts is not for anyone who may call its tools.
 fn unnamed(page: &Page, caller: &AuthContext) -> Option<Response> {
-    if page.options.auth.is_none() || !caller.is_anonymous() {
-        return None;
+    page.options.auth.as_ref()?;
+    let (status, error) = if caller.is_anonymous() {
+        (
+            StatusCode::UNAUTHORIZED,
+            "the admin page needs a token naming a principal".to_owned(),
+        )
+    } else {
+        match &page.scope {
+            Some(scope) if !caller.has_scope(scope) => (
+                StatusCode::FORBIDDEN,
+                format!("the admin page needs the scope {scope}"),
+            ),
+            _ => return None,
+        }
+    };
+    let mut refused = respond(status, &json!({ "error": error }));
+    let challenge = match &page.scope {
+        Some(scope) if status == StatusCode::FORBIDDEN => {
+            format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"")
+        }
+        _ => "Bearer".to_owned(),
+    };
+    if let Ok(challenge) = HeaderValue::from_str(&challenge) {
+        refused
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge);
     }
-    let mut refused = respond(
-        StatusCode::UNAUTHORIZED,
-        &json!({ "error": "the admin page needs a token naming a principal" }),
-    );
-    refused
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     Some(refused)
 }
 
@@ -256,6 +305,34 @@ async fn overview(
     }))
 }
 
+/// `GET /api/primitives`: each upstream's prompts, resources and
+/// templates, asked of it now (the page asks seldom: it costs every
+/// upstream a listing).
+async fn primitives(
+    State(page): State<Arc<Page>>,
+    Extension(caller): Extension<AuthContext>,
+) -> Response {
+    if let Some(refused) = unnamed(&page, &caller) {
+        return refused;
+    }
+    let listed: Vec<Value> = page
+        .gateway
+        .primitives(LISTING_TIMEOUT)
+        .await
+        .into_iter()
+        .map(|p| {
+            json!({
+                "upstream": p.upstream,
+                "prompts": p.prompts,
+                "resources": p.resources,
+                "templates": p.templates,
+                "unlisted": p.unlisted,
+            })
+        })
+        .collect();
+    data(&json!({ "upstreams": listed }))
+}
+
 /// What `POST /api/approve` takes: the tools as the page showed them.
 #[derive(serde::Deserialize)]
 struct Approve {
@@ -292,6 +369,14 @@ async fn approve(
         return respond(
             StatusCode::BAD_REQUEST,
             &json!({ "ok": false, "error": format!("name 1 to {MAX_APPROVALS} tools") }),
+        );
+    }
+    // What the page showed, digest and all: a tool approved from a page
+    // must be the definition that page put in front of the operator.
+    if let Some(bare) = ids.iter().find(|id| !id.contains('@')) {
+        return respond(
+            StatusCode::BAD_REQUEST,
+            &json!({ "ok": false, "error": format!("{bare} names no digest: send ID@DIGEST as shown") }),
         );
     }
     let reply = admin::approve(&page.gateway, &ids);

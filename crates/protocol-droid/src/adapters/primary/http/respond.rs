@@ -221,7 +221,7 @@ fn answer(id: &RequestId, outcome: Result<Reply, ErrorObject>) -> Value {
 /// A rate limit's refusal, in either era, travels as `429 Too Many
 /// Requests` with `Retry-After` in whole seconds (rounded up), besides the
 /// JSON-RPC error that says the same to the millisecond.
-fn mark_rate_limited(response: &mut Response, outcome: &Result<Reply, ErrorObject>) {
+pub(super) fn mark_rate_limited<T>(response: &mut Response, outcome: &Result<T, ErrorObject>) {
     let Err(error) = outcome else {
         return;
     };

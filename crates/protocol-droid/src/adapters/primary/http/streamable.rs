@@ -172,14 +172,17 @@ async fn initialize(
         // A failed handshake leaves no session behind, and names none.
         app.sessions.end(&session.id);
     }
+    // A refused handshake still says why as JSON-RPC; a rate limit's
+    // refusal is a 429 with Retry-After besides.
     let mut response = respond::json(
         StatusCode::OK,
         &Message::Response(RpcResponse {
             id: crate::domain::jsonrpc::ResponseId::Id(id),
-            outcome,
+            outcome: outcome.clone(),
         })
         .into_value(),
     );
+    respond::mark_rate_limited(&mut response, &outcome);
     if !failed {
         if let Ok(value) = HeaderValue::from_str(&session.id) {
             response.headers_mut().insert(SESSION_HEADER, value);

@@ -10,6 +10,7 @@ use crate::application::server::forward::FORWARDED;
 use crate::application::server::host::{Server, ToolAccess};
 use crate::application::server::registry::{match_template, visible};
 use crate::application::server::request_state::StateBinding;
+use crate::application::server::scopes::Named;
 use crate::application::server::{AuthContext, PeerSession, RequestContext};
 use crate::domain::canonical::request_digest;
 use crate::domain::ir::{JsonObject, ToolResult, TranslationReport};
@@ -203,10 +204,7 @@ impl Connection {
             ToolAccess::Hidden => return Err(unknown().into()),
             ToolAccess::Refused(reason) => return Err(Refusal::invalid_params(reason).into()),
         }
-        if let Err(refused) = self.server.inner.limiters.admit_tool(&ctx, name) {
-            self.server.observer().rate_limited(refused.limit);
-            return Err(refused.into());
-        }
+        self.server.admit_tool(&ctx, name)?;
         // Only a 2026-07-28 outcome reads the params again (to seal an
         // input-required round); a legacy call's arguments are moved out.
         let arguments = match version.era() {
@@ -289,6 +287,11 @@ impl Connection {
         if let Some(named) = request.named() {
             if !scopes.admits(named, |s| ctx.auth.has_scope(s)) {
                 return Err(request.unknown(version).into());
+            }
+            // A bridge's tools are its upstream's: counted as the server's
+            // own would be, once the caller may call them at all.
+            if let Named::Tool(tool) = named {
+                self.server.admit_tool(&ctx, tool)?;
             }
         }
         let auth = ctx.auth.clone();

@@ -90,17 +90,26 @@ struct LegacySession {
     init_meta: Arc<JsonObject>,
 }
 
-/// How an answer is counted, recorded on its request's span too.
-fn finished(span: &tracing::Span, answer: &Result<Reply, ErrorObject>) -> Outcome {
-    let outcome = match answer {
+/// A request's params as an object (none is an empty one), or the refusal
+/// of anything else.
+fn object_params(params: Option<Value>) -> Result<JsonObject, ErrorObject> {
+    match params {
+        None => Ok(JsonObject::new()),
+        Some(Value::Object(map)) => Ok(map),
+        Some(_) => Err(Refusal::invalid_params("params must be an object").into()),
+    }
+}
+
+/// How an answer is counted; an error's code is recorded on its request's
+/// span too.
+fn outcome_of(span: &tracing::Span, answer: &Result<Reply, ErrorObject>) -> Outcome {
+    match answer {
         Ok(_) => Outcome::Ok,
         Err(error) => {
             span.record("code", error.code.0);
             Outcome::error(error.code)
         }
-    };
-    span.record("outcome", outcome.as_str());
-    outcome
+    }
 }
 
 /// The longest tool, prompt or resource name a span carries, in bytes:
@@ -108,16 +117,29 @@ fn finished(span: &tracing::Span, answer: &Result<Reply, ErrorObject>) -> Outcom
 const MAX_SPAN_NAME: usize = 128;
 
 /// What a request names (a tool or prompt by `name`, a resource by `uri`),
-/// cut to [`MAX_SPAN_NAME`] bytes.
-fn named_target(params: &JsonObject) -> Option<&str> {
+/// cut to [`MAX_SPAN_NAME`] bytes. A URI loses what may be a secret in it
+/// (user and password, query, fragment): a span goes to a collector.
+fn named_target(params: &JsonObject) -> Option<String> {
     let name = member(params, "name")
         .or_else(|| member(params, "uri"))?
         .as_str()?;
-    let mut end = name.len().min(MAX_SPAN_NAME);
-    while !name.is_char_boundary(end) {
+    let mut shown = match name.split_once("://") {
+        Some((scheme, rest)) => {
+            let rest = rest.split(['?', '#']).next().unwrap_or_default();
+            let (authority, path) = rest.find('/').map_or((rest, ""), |at| rest.split_at(at));
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => name.to_owned(),
+    };
+    let mut end = shown.len().min(MAX_SPAN_NAME);
+    while !shown.is_char_boundary(end) {
         end -= 1;
     }
-    name.get(..end)
+    shown.truncate(end);
+    Some(shown)
 }
 
 fn now_ms() -> u64 {
@@ -363,23 +385,21 @@ impl Connection {
         ctx: RequestContext,
     ) -> Result<Reply, ErrorObject> {
         let Request { id, method, params } = request;
-        let params = match params {
-            None => JsonObject::new(),
-            Some(Value::Object(map)) => map,
-            Some(_) => return Err(Refusal::invalid_params("params must be an object").into()),
+        let params = object_params(params);
+        let era = match &params {
+            Ok(params) if method != "initialize" && self.is_modern(&method, params) => Era::Modern,
+            _ => Era::Legacy,
         };
-        let era = if method != "initialize" && self.is_modern(&method, &params) {
-            Era::Modern
-        } else {
-            Era::Legacy
+        let (span, in_flight) = self.observed(&method, era, params.as_ref().ok(), &ctx);
+        let answer = match params {
+            Ok(params) => {
+                self.route(id, &method, params, ctx, era)
+                    .instrument(span.clone())
+                    .await
+            }
+            Err(refused) => Err(refused),
         };
-        let in_flight = self.in_flight(&method, era);
-        let span = self.span(&method, era, &params, &ctx);
-        let answer = self
-            .route(id, &method, params, ctx, era)
-            .instrument(span.clone())
-            .await;
-        in_flight.finish(finished(&span, &answer));
+        in_flight.finish(outcome_of(&span, &answer));
         answer
     }
 
@@ -392,7 +412,7 @@ impl Connection {
         ctx: RequestContext,
         era: Era,
     ) -> Result<Reply, ErrorObject> {
-        self.admit(&ctx)?;
+        self.server.admit(&ctx)?;
         if method == "initialize" {
             return self.initialize(&params).map(Reply::Value);
         }
@@ -448,22 +468,20 @@ impl Connection {
         ctx: RequestContext,
     ) -> Result<Reply, ErrorObject> {
         let Request { id, method, params } = request;
-        let params = match params {
-            None => JsonObject::new(),
-            Some(Value::Object(map)) => map,
-            Some(_) => return Err(Refusal::invalid_params("params must be an object").into()),
-        };
-        let in_flight = self.in_flight(&method, Era::Modern);
-        let span = self.span(&method, Era::Modern, &params, &ctx);
-        let answer = match self.admit(&ctx) {
-            Ok(()) => {
-                self.modern(id, &method, params, Box::new(ctx))
-                    .instrument(span.clone())
-                    .await
+        let params = object_params(params);
+        let (span, in_flight) = self.observed(&method, Era::Modern, params.as_ref().ok(), &ctx);
+        let answer = match params {
+            Ok(params) => {
+                async {
+                    self.server.admit(&ctx)?;
+                    self.modern(id, &method, params, Box::new(ctx)).await
+                }
+                .instrument(span.clone())
+                .await
             }
             Err(refused) => Err(refused),
         };
-        in_flight.finish(finished(&span, &answer));
+        in_flight.finish(outcome_of(&span, &answer));
         answer
     }
 
@@ -476,7 +494,7 @@ impl Connection {
         &self,
         method: &str,
         era: Era,
-        params: &JsonObject,
+        params: Option<&JsonObject>,
         ctx: &RequestContext,
     ) -> tracing::Span {
         let span = tracing::info_span!(
@@ -490,7 +508,7 @@ impl Connection {
             transport = ?self.transport,
             session = %self.session,
             subject = ctx.auth.subject(),
-            primitive = named_target(params),
+            primitive = params.and_then(named_target).as_deref(),
             trace_id = tracing::field::Empty,
             outcome = tracing::field::Empty,
             code = tracing::field::Empty,
@@ -498,7 +516,8 @@ impl Connection {
         if span.is_disabled() {
             return span;
         }
-        let incoming = member(params, "_meta")
+        let incoming = params
+            .and_then(|params| member(params, "_meta"))
             .and_then(Value::as_object)
             .and_then(TraceContext::from_meta);
         if let Some(trace) = &incoming {
@@ -510,25 +529,27 @@ impl Connection {
         span
     }
 
-    /// Takes one request from its caller's allowance, or refuses it.
-    fn admit(&self, ctx: &RequestContext) -> Result<(), ErrorObject> {
-        self.server.inner.limiters.admit(ctx).map_err(|refused| {
-            self.server.observer().rate_limited(refused.limit);
-            refused.into()
-        })
-    }
-
-    /// Reports a request of `method` in `era` to the server's observer, as
-    /// started now and, unless finished, as cancelled when dropped.
-    fn in_flight(&self, method: &str, era: Era) -> InFlight<'_> {
-        InFlight::start(
+    /// The span a request of `method` in `era` is served in, and its report
+    /// to the server's observer: started now and, unless finished, cancelled
+    /// when dropped. `params` are `None` when they were not an object.
+    fn observed(
+        &self,
+        method: &str,
+        era: Era,
+        params: Option<&JsonObject>,
+        ctx: &RequestContext,
+    ) -> (tracing::Span, InFlight<'_>) {
+        let span = self.span(method, era, params, ctx);
+        let in_flight = InFlight::start(
             &**self.server.observer(),
             RequestLabels {
                 method: Method::of(method),
                 era,
                 transport: self.transport,
             },
-        )
+            span.clone(),
+        );
+        (span, in_flight)
     }
 
     /// Whether a request is to be served the 2026-07-28 way.

@@ -23,12 +23,14 @@ async function api(path, init = {}) {
   return response;
 }
 
+// The only attributes the page sets: never one that takes markup or code.
+const ATTRIBUTES = new Set(["class", "type", "title"]);
+
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
-    if (key === "class") node.className = value;
-    else if (key.startsWith("data-")) node.setAttribute(key, value);
-    else node[key] = value;
+    if (key.startsWith("data-") || ATTRIBUTES.has(key)) node.setAttribute(key, value);
+    else throw new Error(`the page sets no attribute ${key}`);
   }
   for (const child of children) {
     if (child === null || child === undefined) continue;
@@ -139,15 +141,46 @@ function renderUpstreams(status, series) {
   document.querySelector("#upstreams tbody").replaceChildren(...rows);
 }
 
+// Each upstream's prompts, resources and templates, asked for seldom:
+// listing them costs every upstream a request.
+const PRIMITIVES_EVERY_MS = 30000;
+let primitives = new Map();
+let primitivesAt = 0;
+
+async function refreshPrimitives() {
+  if (Date.now() - primitivesAt < PRIMITIVES_EVERY_MS) return;
+  primitivesAt = Date.now();
+  const listed = await api("/api/primitives").then((r) => r.json());
+  primitives = new Map(listed.upstreams.map((u) => [u.upstream, u]));
+}
+
+function offered(upstream) {
+  const listed = primitives.get(upstream);
+  if (!listed) return null;
+  const line = (what, names) =>
+    el("div", { class: "offered", "data-kind": what },
+      el("span", { class: "muted" }, `${what}: `),
+      ...(names.length ? names.map((n) => el("span", { class: "tag" }, n)) : [el("span", { class: "muted" }, "none")]));
+  return el("div", {},
+    line("prompts", listed.prompts),
+    line("resources", listed.resources),
+    line("templates", listed.templates),
+    listed.unlisted ? el("div", { class: "muted" }, `not listed: ${listed.unlisted}`) : null);
+}
+
 function renderCatalog(catalog) {
   const groups = new Map();
   for (const tool of catalog) {
     if (!groups.has(tool.upstream)) groups.set(tool.upstream, []);
     groups.get(tool.upstream).push(tool);
   }
+  for (const upstream of primitives.keys()) {
+    if (!groups.has(upstream)) groups.set(upstream, []);
+  }
   const blocks = [...groups.entries()].map(([upstream, tools]) =>
     el("div", { class: "upstream-group", "data-upstream": upstream || "gateway" },
       el("h3", {}, upstream || "the gateway's own"),
+      upstream ? offered(upstream) : null,
       el("table", {},
         el("thead", {}, el("tr", {}, el("th", {}, "tool"), el("th", {}, "digest"), el("th", {}, "provenance"))),
         el("tbody", {}, ...tools.map((t) =>
@@ -234,6 +267,7 @@ async function refresh() {
     const [overview, metrics] = await Promise.all([
       api("/api/overview").then((r) => r.json()),
       api("/metrics").then((r) => r.text()),
+      refreshPrimitives(),
     ]);
     const series = parseMetrics(metrics);
     renderCharts(series);
