@@ -149,6 +149,8 @@ test("the catalog shows every upstream's tools, and sessions show their activati
   const { prompts } = await listed.listPrompts();
   const { resources } = await listed.listResources();
   await listed.close();
+  // Listed in the background, and drawn at the refresh after.
+  await fixture.locator('[data-kind="prompts"]').waitFor();
   const shownPrompts = await fixture.locator('[data-kind="prompts"] .tag').allTextContents();
   assert.deepEqual(shownPrompts.sort(), prompts.map((p) => `fixture/${p.name}`).sort());
   const shownResources = await fixture.locator('[data-kind="resources"] .tag').allTextContents();

@@ -17,6 +17,17 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
+    /// `"stdio"`, `"streamable_http"` or `"http_sse"`: how logs, spans and
+    /// metrics name it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Stdio => "stdio",
+            Self::StreamableHttp => "streamable_http",
+            Self::HttpSse => "http_sse",
+        }
+    }
+
     /// Whether frames travel as HTTP requests.
     #[must_use]
     pub const fn is_http(self) -> bool {

@@ -161,6 +161,17 @@ pub enum Era {
     Modern,
 }
 
+impl Era {
+    /// `"legacy"` or `"modern"`: how logs, spans and metrics name it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Legacy => "legacy",
+            Self::Modern => "modern",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -254,7 +254,7 @@ fn main() -> anyhow::Result<()> {
     let spans = exporting.as_ref().map(|exporting| {
         exporting.layer().with_filter(
             tracing_subscriber::filter::Targets::new()
-                .with_target("droid::request", tracing::Level::INFO),
+                .with_target("droid::request", tracing::Level::DEBUG),
         )
     });
     tracing_subscriber::registry().with(logs).with(spans).init();

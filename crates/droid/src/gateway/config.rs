@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use protocol_droid::application::gateway::{DEFAULT_TIMEOUT, Pins, ToolPolicy};
+use protocol_droid::application::observe::shown_uri;
 use protocol_droid::application::server::{Rate, RateLimits};
 use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
 use serde::Deserialize;
@@ -181,26 +182,10 @@ impl std::fmt::Debug for UpstreamConfig {
         f.debug_struct("UpstreamConfig")
             .field("name", &self.name)
             .field("command", &self.command.as_ref().and_then(|c| c.first()))
-            .field("url", &self.url.as_deref().map(shown_url))
+            .field("url", &self.url.as_deref().map(shown_uri))
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
-    }
-}
-
-/// A URL as it may be shown: without its query, nor a user and password
-/// before its host, which may be secrets.
-fn shown_url(url: &str) -> String {
-    let url = url.split(['?', '#']).next().unwrap_or_default();
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let host = authority
-                .rsplit_once('@')
-                .map_or(authority, |(_, host)| host);
-            format!("{scheme}://{host}{path}")
-        }
-        None => url.to_owned(),
     }
 }
 
@@ -456,12 +441,7 @@ mod tests {
     }
 
     #[test]
-    fn a_url_is_shown_without_its_credentials_or_query() {
-        assert_eq!(
-            shown_url("https://user:pass@example.test:8443/mcp?api_key=k#x"),
-            "https://example.test:8443/mcp"
-        );
-        assert_eq!(shown_url("http://127.0.0.1/mcp"), "http://127.0.0.1/mcp");
+    fn an_upstream_is_printed_without_its_credentials_or_query() {
         let upstream = UpstreamConfig {
             url: Some("https://u:secret@example.test/mcp?key=secret".to_owned()),
             headers: BTreeMap::from([("X-Key".to_owned(), "secret".to_owned())]),

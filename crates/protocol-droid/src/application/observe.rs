@@ -76,6 +76,24 @@ pub trait Observer: Send + Sync {
     }
 }
 
+/// What a log line or a span may show of `uri`: no query or fragment, nor
+/// a user and password before its host, which may all be secrets (a signed
+/// URL's signature, a database password, an API key).
+#[must_use]
+pub fn shown_uri(uri: &str) -> String {
+    let uri = uri.split(['?', '#']).next().unwrap_or_default();
+    match uri.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => uri.to_owned(),
+    }
+}
+
 /// The `_meta` key of a request's W3C `traceparent`.
 pub const TRACEPARENT_META: &str = "traceparent";
 /// The `_meta` key of a request's W3C `tracestate`.
@@ -424,11 +442,26 @@ mod tests {
     }
 
     #[test]
+    fn a_shown_uri_keeps_no_secret() {
+        assert_eq!(
+            shown_uri("https://user:pass@example.test:8443/mcp?api_key=k#x"),
+            "https://example.test:8443/mcp"
+        );
+        assert_eq!(shown_uri("postgres://u:pw@db/notes"), "postgres://db/notes");
+        assert_eq!(shown_uri("urn:x:y?token=t"), "urn:x:y");
+        assert_eq!(shown_uri("file:///etc/hosts"), "file:///etc/hosts");
+    }
+
+    #[test]
     fn only_named_codes_are_kept() {
         assert_eq!(
             Outcome::error(ErrorCode::INVALID_PARAMS),
             Outcome::Error(Some(ErrorCode::INVALID_PARAMS))
         );
         assert_eq!(Outcome::error(ErrorCode(-31999)), Outcome::Error(None));
+        assert_eq!(
+            Outcome::error(ErrorCode::RATE_LIMITED),
+            Outcome::Error(Some(ErrorCode::RATE_LIMITED))
+        );
     }
 }

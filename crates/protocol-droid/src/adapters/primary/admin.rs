@@ -211,7 +211,7 @@ pub(crate) fn approve(gateway: &Gateway, ids: &[String]) -> Value {
 
 /// A tool id, and the digest the operator saw if it carries one
 /// (`id@<64 hex digits>`).
-fn seen(id: &str) -> (ToolId, Option<SchemaDigest>) {
+pub(crate) fn seen(id: &str) -> (ToolId, Option<SchemaDigest>) {
     match id
         .rsplit_once('@')
         .and_then(|(tool, hex)| Some((tool, SchemaDigest::from_hex(hex)?)))

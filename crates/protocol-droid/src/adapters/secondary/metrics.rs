@@ -22,7 +22,6 @@ use prometheus_client::registry::Registry;
 
 use crate::application::observe::{LimitKind, Method, Observer, Outcome, RequestLabels};
 use crate::domain::feature::Feature;
-use crate::domain::{Era, TransportKind};
 
 /// The `Content-Type` of what [`Metrics::render`] writes.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -279,21 +278,6 @@ impl Metrics {
     }
 }
 
-const fn era(era: Era) -> &'static str {
-    match era {
-        Era::Legacy => "legacy",
-        Era::Modern => "modern",
-    }
-}
-
-const fn transport(transport: TransportKind) -> &'static str {
-    match transport {
-        TransportKind::Stdio => "stdio",
-        TransportKind::StreamableHttp => "streamable_http",
-        TransportKind::HttpSse => "http_sse",
-    }
-}
-
 fn code(outcome: Outcome) -> String {
     match outcome {
         Outcome::Error(Some(code)) => code.0.to_string(),
@@ -307,7 +291,7 @@ impl Observer for Metrics {
         self.inner
             .in_flight
             .get_or_create(&InFlightKey {
-                transport: transport(request.transport),
+                transport: request.transport.as_str(),
             })
             .inc();
     }
@@ -317,15 +301,15 @@ impl Observer for Metrics {
         inner
             .in_flight
             .get_or_create(&InFlightKey {
-                transport: transport(request.transport),
+                transport: request.transport.as_str(),
             })
             .dec();
         inner
             .requests
             .get_or_create(&RequestKey {
                 method: request.method.as_str(),
-                era: era(request.era),
-                transport: transport(request.transport),
+                era: request.era.as_str(),
+                transport: request.transport.as_str(),
                 outcome: outcome.as_str(),
                 code: code(outcome),
             })
@@ -334,7 +318,7 @@ impl Observer for Metrics {
             .request_seconds
             .get_or_create(&TimingKey {
                 method: request.method.as_str(),
-                era: era(request.era),
+                era: request.era.as_str(),
             })
             .observe(elapsed.as_secs_f64());
     }
@@ -396,6 +380,7 @@ impl Observer for Metrics {
 mod tests {
     use super::*;
     use crate::domain::jsonrpc::ErrorCode;
+    use crate::domain::{Era, TransportKind};
 
     fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
         text.lines().find(|line| line.starts_with(prefix))

@@ -152,23 +152,26 @@ impl Bridge {
     /// the upstream never sees two.
     fn carry_trace(&self, params: &mut JsonObject, call: &Call) {
         let incoming = TraceContext::from_meta(&call.ctx.request_meta);
-        let outgoing = self
-            .inner
-            .options
-            .observer
-            .outgoing_trace(incoming.as_ref());
-        let meta = params
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(JsonObject::new()));
-        if let Value::Object(meta) = meta {
-            meta.remove(TRACEPARENT_META);
-            meta.remove(TRACESTATE_META);
-            if let Some(trace) = outgoing {
-                trace.write_into(meta);
+        let observer = &self.inner.options.observer;
+        let outgoing = observer.outgoing_trace(incoming.as_ref());
+        match (params.get_mut("_meta"), outgoing) {
+            (Some(Value::Object(meta)), outgoing) => {
+                meta.remove(TRACEPARENT_META);
+                meta.remove(TRACESTATE_META);
+                if let Some(trace) = outgoing {
+                    trace.write_into(meta);
+                }
+                if meta.is_empty() {
+                    params.remove("_meta");
+                }
             }
-            if meta.is_empty() {
-                params.remove("_meta");
+            (None, Some(trace)) => {
+                let mut meta = JsonObject::new();
+                trace.write_into(&mut meta);
+                params.insert("_meta".to_owned(), Value::Object(meta));
             }
+            // Nothing to carry, and nothing to clear.
+            _ => {}
         }
     }
 

@@ -107,6 +107,10 @@ pub enum Upsert {
     },
 }
 
+/// The definitions a [`ToolCatalog::sync_upstream_replacing`] replaced or
+/// removed, by tool.
+pub type Replaced = BTreeMap<ToolId, Map<String, Value>>;
+
 /// One change a [`ToolCatalog::sync_upstream`] made.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CatalogChange {
@@ -203,9 +207,10 @@ impl ToolCatalog {
         definition: Map<String, Value>,
         role: ToolRole,
     ) -> Upsert {
-        self.put(id, definition, ToolSource::Builtin, role, |_, _| {
+        self.replace(id, definition, ToolSource::Builtin, role, |_, _| {
             Provenance::Builtin
         })
+        .0
     }
 
     /// Adds or updates an upstream tool; its provenance comes from `pins`.
@@ -221,30 +226,33 @@ impl ToolCatalog {
             .unwrap_or_default()
             .to_owned();
         let id = ToolId::namespaced(upstream, &name);
-        self.put(
+        self.replace(
             id,
             definition,
             ToolSource::Upstream(upstream.to_owned()),
             ToolRole::Deferred,
             |id, digest| pins.provenance(id, digest),
         )
+        .0
     }
 
-    fn put(
+    /// Adds or updates one record; what changed, and the definition a
+    /// change of digest replaced.
+    fn replace(
         &mut self,
         id: ToolId,
         definition: Map<String, Value>,
         source: ToolSource,
         role: ToolRole,
         provenance: impl FnOnce(&ToolId, &SchemaDigest) -> Provenance,
-    ) -> Upsert {
+    ) -> (Upsert, Option<Map<String, Value>>) {
         let digest = SchemaDigest::of_definition(&definition);
         let provenance = provenance(&id, &digest);
         let outcome = match self.records.get(&id) {
             Some(old)
                 if old.digest == digest && old.provenance == provenance && old.source == source =>
             {
-                return Upsert::Unchanged;
+                return (Upsert::Unchanged, None);
             }
             Some(old) if old.digest != digest => Upsert::Changed {
                 old: old.digest,
@@ -256,7 +264,7 @@ impl ToolCatalog {
             },
             None => Upsert::Added,
         };
-        self.records.insert(
+        let replaced = self.records.insert(
             id.clone(),
             ToolRecord {
                 id,
@@ -268,7 +276,10 @@ impl ToolCatalog {
             },
         );
         self.generation = self.generation.next();
-        outcome
+        let replaced = replaced
+            .filter(|_| matches!(outcome, Upsert::Changed { .. }))
+            .map(|record| record.definition);
+        (outcome, replaced)
     }
 
     /// Removes `id`; true if it was there.
@@ -289,17 +300,42 @@ impl ToolCatalog {
         definitions: Vec<Map<String, Value>>,
         pins: &Pins,
     ) -> Vec<(ToolId, CatalogChange)> {
+        self.sync_upstream_replacing(upstream, definitions, pins).0
+    }
+
+    /// As [`sync_upstream`](Self::sync_upstream), also handing back the
+    /// definition each changed or removed tool had: what a drift report
+    /// shows beside the new one, taken from the record it replaced rather
+    /// than copied before every sync.
+    pub fn sync_upstream_replacing(
+        &mut self,
+        upstream: &str,
+        definitions: Vec<Map<String, Value>>,
+        pins: &Pins,
+    ) -> (Vec<(ToolId, CatalogChange)>, Replaced) {
         let source = ToolSource::Upstream(upstream.to_owned());
         let mut seen = Vec::new();
         let mut changes = Vec::new();
+        let mut replaced = BTreeMap::new();
         for definition in definitions {
             let name = definition
                 .get("name")
                 .and_then(Value::as_str)
-                .unwrap_or_default();
-            let id = ToolId::namespaced(upstream, name);
+                .unwrap_or_default()
+                .to_owned();
+            let id = ToolId::namespaced(upstream, &name);
             seen.push(id.clone());
-            match self.upsert_upstream(upstream, definition, pins) {
+            let (outcome, before) = self.replace(
+                id.clone(),
+                definition,
+                source.clone(),
+                ToolRole::Deferred,
+                |id, digest| pins.provenance(id, digest),
+            );
+            if let Some(before) = before {
+                replaced.insert(id.clone(), before);
+            }
+            match outcome {
                 Upsert::Unchanged => {}
                 Upsert::Added => changes.push((id, CatalogChange::Added)),
                 other => changes.push((id, CatalogChange::Updated(other))),
@@ -312,12 +348,13 @@ impl ToolCatalog {
             .map(|r| r.id.clone())
             .collect();
         for id in gone {
-            if let Some(old) = self.records.get(&id).map(|r| r.digest) {
-                self.remove(&id);
-                changes.push((id, CatalogChange::Removed { old }));
+            if let Some(record) = self.records.remove(&id) {
+                self.generation = self.generation.next();
+                changes.push((id.clone(), CatalogChange::Removed { old: record.digest }));
+                replaced.insert(id, record.definition);
             }
         }
-        changes
+        (changes, replaced)
     }
 
     /// Derives every upstream tool's provenance from `pins` again; returns
@@ -432,6 +469,31 @@ mod tests {
             Value::Object(map) => map,
             _ => Map::new(),
         }
+    }
+
+    #[test]
+    fn a_sync_hands_back_what_it_changed_or_removed_and_nothing_else() {
+        let mut catalog = ToolCatalog::new();
+        let pins = Pins::default();
+        let first = vec![
+            tool("read", "Reads"),
+            tool("write", "Writes"),
+            tool("list", "Lists"),
+        ];
+        let (_, replaced) = catalog.sync_upstream_replacing("fs", first, &pins);
+        assert!(replaced.is_empty(), "nothing was there before");
+        let second = vec![tool("read", "Reads, then uploads"), tool("list", "Lists")];
+        let (changes, replaced) = catalog.sync_upstream_replacing("fs", second, &pins);
+        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert_eq!(
+            replaced.get(&ToolId::new("fs/read")),
+            Some(&tool("read", "Reads"))
+        );
+        assert_eq!(
+            replaced.get(&ToolId::new("fs/write")),
+            Some(&tool("write", "Writes"))
+        );
+        assert!(!replaced.contains_key(&ToolId::new("fs/list")), "unchanged");
     }
 
     #[test]

@@ -346,7 +346,7 @@ impl Gateway {
         // a limit on a tool holds whichever way it is called.
         self.inner
             .server
-            .admit_tool(&call.ctx, id.as_str())
+            .admit_tool(&call.ctx, id.as_str(), true)
             .map_err(CallError::Protocol)?;
         self.call_upstream(route, args.arguments, call).await
     }

@@ -31,7 +31,9 @@ mod trust;
 mod upstream;
 mod watches;
 
-pub use catalog::{CatalogChange, Pins, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert};
+pub use catalog::{
+    CatalogChange, Pins, Replaced, ToolCatalog, ToolRecord, ToolRole, ToolSource, Upsert,
+};
 pub use discovery::{ACTIVATE_TOOLS, CALL_TOOL, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
 pub use names::prefix_for as uri_prefix;

@@ -160,33 +160,63 @@ impl Gateway {
 /// name and URI, each kind only if it declares it.
 async fn listed(client: &Client) -> Result<(Vec<String>, Vec<String>, Vec<String>), ClientError> {
     let capabilities = client.server().map(|s| s.capabilities).unwrap_or_default();
-    let prompts = match capabilities.prompts {
-        Some(_) => client
-            .list_all_prompts()
-            .await?
-            .into_iter()
-            .map(|p| p.name)
-            .collect(),
-        None => Vec::new(),
-    };
-    let (resources, templates) = match capabilities.resources {
-        Some(_) => (
-            client
-                .list_all_resources()
+    let mut prompts = Vec::new();
+    let mut resources = Vec::new();
+    let mut templates = Vec::new();
+    if capabilities.prompts.is_some() {
+        prompts = first_pages(|cursor| async move {
+            let page = client.list_prompts(cursor.as_deref()).await?.value;
+            Ok((
+                page.prompts.into_iter().map(|p| p.name).collect(),
+                page.next_cursor,
+            ))
+        })
+        .await?;
+    }
+    if capabilities.resources.is_some() {
+        resources = first_pages(|cursor| async move {
+            let page = client.list_resources(cursor.as_deref()).await?.value;
+            Ok((
+                page.resources.into_iter().map(|r| r.uri).collect(),
+                page.next_cursor,
+            ))
+        })
+        .await?;
+        templates = first_pages(|cursor| async move {
+            let page = client
+                .list_resource_templates(cursor.as_deref())
                 .await?
-                .into_iter()
-                .map(|r| r.uri)
-                .collect(),
-            client
-                .list_all_resource_templates()
-                .await?
-                .into_iter()
-                .map(|t| t.uri_template)
-                .collect(),
-        ),
-        None => (Vec::new(), Vec::new()),
-    };
+                .value;
+            let uris = page.resource_templates.into_iter().map(|t| t.uri_template);
+            Ok((uris.collect(), page.next_cursor))
+        })
+        .await?;
+    }
     Ok((prompts, resources, templates))
+}
+
+/// The items of a paginated list, page after page, until there are
+/// [`MAX_LISTED_PRIMITIVES`] or the list ends: no page is asked for that
+/// would only be cut off.
+async fn first_pages<F, Fut>(mut page: F) -> Result<Vec<String>, ClientError>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: Future<Output = Result<(Vec<String>, Option<String>), ClientError>>,
+{
+    /// A server that pages out empty pages (or the same cursor) is asked
+    /// no more than this.
+    const MAX_PAGES: usize = 32;
+    let mut items = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_PAGES {
+        let (more, next) = page(cursor.take()).await?;
+        items.extend(more);
+        match next {
+            Some(next) if items.len() < MAX_LISTED_PRIMITIVES => cursor = Some(next),
+            _ => break,
+        }
+    }
+    Ok(items)
 }
 
 /// At most [`MAX_LISTED_PRIMITIVES`] of `names`, each as the gateway names it.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::catalog::{CatalogChange, ToolCatalog, ToolSource, Upsert};
+use super::catalog::{CatalogChange, Upsert};
 use super::runtime::Gateway;
 use super::state::{DriftReport, MAX_KEPT_DEFINITION, lock};
 use super::trust::Trust;
@@ -113,8 +113,8 @@ impl Gateway {
         }
         let pins = state.effective_pins();
         state.pins = pins.clone();
-        let before = changing(&state.catalog, name, &definitions);
-        let changes = Arc::make_mut(&mut state.catalog).sync_upstream(name, definitions, &pins);
+        let (changes, before) =
+            Arc::make_mut(&mut state.catalog).sync_upstream_replacing(name, definitions, &pins);
         let store = state.trust_store.clone().filter(|_| first_use);
         let (touched, registrations) = if changes.is_empty() {
             (Vec::new(), Vec::new())
@@ -150,7 +150,7 @@ impl Gateway {
     fn apply_changes(
         &self,
         state: &mut super::state::State,
-        before: &HashMap<ToolId, JsonObject>,
+        before: &BTreeMap<ToolId, JsonObject>,
         changes: &[(ToolId, CatalogChange)],
     ) -> (Vec<SessionId>, Vec<(ToolId, Option<Tool>)>) {
         // Every session's set is rebuilt now, so drift is reported once, here.
@@ -208,38 +208,8 @@ impl Gateway {
     }
 }
 
-/// The definitions of `upstream`'s tools in `catalog` that `definitions`
-/// (its new list) changes or drops: what the drift reports show as
-/// "before". Only those are copied, since a refresh usually changes
-/// nothing.
-fn changing(
-    catalog: &ToolCatalog,
-    upstream: &str,
-    definitions: &[JsonObject],
-) -> HashMap<ToolId, JsonObject> {
-    let now: HashMap<ToolId, SchemaDigest> = definitions
-        .iter()
-        .map(|definition| {
-            let tool = definition
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            (
-                ToolId::namespaced(upstream, tool),
-                SchemaDigest::of_definition(definition),
-            )
-        })
-        .collect();
-    catalog
-        .records()
-        .filter(|r| matches!(&r.source, ToolSource::Upstream(u) if u == upstream))
-        .filter(|r| now.get(&r.id) != Some(&r.digest))
-        .map(|r| (r.id.clone(), r.definition.clone()))
-        .collect()
-}
-
 /// `definition`, if it is small enough for a drift report to keep.
-fn kept(definition: &JsonObject) -> Option<JsonObject> {
+fn kept(definition: &JsonObject) -> Option<Arc<JsonObject>> {
     let size = serde_json::to_vec(definition).map_or(usize::MAX, |bytes| bytes.len());
-    (size <= MAX_KEPT_DEFINITION).then(|| definition.clone())
+    (size <= MAX_KEPT_DEFINITION).then(|| Arc::new(definition.clone()))
 }

@@ -53,10 +53,11 @@ pub struct DriftReport {
     /// Session activations dropped because of it.
     pub dropped_activations: usize,
     /// Its definition before, as a model was shown it, when it existed and
-    /// was at most [`MAX_KEPT_DEFINITION`] bytes of JSON.
-    pub old_definition: Option<JsonObject>,
+    /// was at most [`MAX_KEPT_DEFINITION`] bytes of JSON. Shared, so a
+    /// report is copied out from under the gateway's lock without it.
+    pub old_definition: Option<Arc<JsonObject>>,
     /// Its definition now, on the same terms.
-    pub new_definition: Option<JsonObject>,
+    pub new_definition: Option<Arc<JsonObject>>,
 }
 
 /// The largest definition a drift report keeps, in bytes of JSON: the

@@ -306,13 +306,19 @@ impl Server {
     }
 
     /// Takes one call of the tool `name` from the allowance of `ctx`'s
-    /// caller, or refuses it. Asked once the tool is known to exist and be
-    /// the caller's to call, wherever a call is made: the registry's, a
-    /// forwarder's, a gateway's call by id.
-    pub(crate) fn admit_tool(&self, ctx: &RequestContext, name: &str) -> Result<(), ErrorObject> {
+    /// caller, or refuses it. Asked once the caller may call the tool,
+    /// wherever a call is made (the registry's, a forwarder's, a gateway's
+    /// call by id); `known` says whether the tool is known to exist, which
+    /// a forwarder may not know yet.
+    pub(crate) fn admit_tool(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        known: bool,
+    ) -> Result<(), ErrorObject> {
         self.inner
             .limiters
-            .admit_tool(ctx, name)
+            .admit_tool(ctx, name, known)
             .map_err(|refused| {
                 self.inner.observer.rate_limited(refused.limit);
                 refused.into()

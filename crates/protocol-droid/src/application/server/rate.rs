@@ -145,11 +145,12 @@ impl Caller {
     }
 }
 
-/// Whose allowance an anonymous caller at `ip` takes from: an IPv4 address
-/// (an IPv4-mapped IPv6 one included) as it is, an IPv6 address by its /64,
-/// since one host is routinely given a whole /64 and could otherwise have
-/// an allowance per address.
-fn network_of(ip: IpAddr) -> IpAddr {
+/// Whose share a client at `ip` counts against, for every limit kept per
+/// address (an anonymous caller's allowance here, a transport's
+/// connections and sessions): an IPv4 address (an IPv4-mapped IPv6 one
+/// included) as it is, an IPv6 address by its /64, since one host is
+/// routinely given a whole /64 and could otherwise take a share per address.
+pub(crate) fn network_of(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or_else(
@@ -169,7 +170,13 @@ struct Keyed<K: Hash + Eq + Clone> {
     /// How many allowances may be held before the full ones are let go
     /// again; raised as the number in use grows, so the sweep runs seldom.
     sweep_at: AtomicUsize,
+    /// Checks made: the number held is looked at every [`LOOK_EVERY`]th,
+    /// not on every check (it takes the store's lock again).
+    checks: AtomicUsize,
 }
+
+/// How many checks pass between looks at how many allowances are held.
+const LOOK_EVERY: usize = 64;
 
 /// Below this many allowances, none is let go.
 const SWEEP_FLOOR: usize = 4096;
@@ -179,6 +186,7 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
         Self {
             limiter: RateLimiter::keyed(rate.quota()),
             sweep_at: AtomicUsize::new(SWEEP_FLOOR),
+            checks: AtomicUsize::new(0),
         }
     }
 
@@ -190,6 +198,9 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
             .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()));
         // An allowance that has filled up again is the same as none: those
         // are let go, so memory follows the callers active now.
+        if self.checks.fetch_add(1, Ordering::Relaxed) % LOOK_EVERY != 0 {
+            return outcome;
+        }
         let held = self.limiter.len();
         if held > self.sweep_at.load(Ordering::Relaxed) {
             self.limiter.retain_recent();
@@ -233,9 +244,16 @@ impl Limiters {
     }
 
     /// Takes one call of `tool` by the caller of `ctx` from its allowance.
-    /// Asked only once the tool is known to exist and be the caller's to
-    /// call, so a made-up name neither is counted nor takes memory.
-    pub(crate) fn admit_tool(&self, ctx: &RequestContext, tool: &str) -> Result<(), Refused> {
+    /// A tool not `known` to exist (one a bridge has not seen listed) is
+    /// counted, unless a limit names it, under one allowance per caller
+    /// shared by every such name: a made-up name is neither let through
+    /// uncounted nor given memory of its own.
+    pub(crate) fn admit_tool(
+        &self,
+        ctx: &RequestContext,
+        tool: &str,
+        known: bool,
+    ) -> Result<(), Refused> {
         let refused = |wait| Refused {
             limit: LimitKind::Tool,
             wait,
@@ -243,9 +261,10 @@ impl Limiters {
         if let Some(limiter) = self.tools.get(tool) {
             return limiter.check(&Caller::of(ctx)).map_err(refused);
         }
+        let key = if known { tool } else { "" };
         match &self.per_tool {
             Some(limiter) => limiter
-                .check(&(Caller::of(ctx), tool.to_owned()))
+                .check(&(Caller::of(ctx), key.to_owned()))
                 .map_err(refused),
             None => Ok(()),
         }
@@ -359,17 +378,38 @@ mod tests {
             ..RateLimits::default()
         });
         let carol = as_principal("carol");
-        assert_eq!(limits.admit_tool(&carol, "echo"), Ok(()));
-        assert_eq!(limits.admit_tool(&carol, "echo"), Ok(()));
-        assert!(limits.admit_tool(&carol, "echo").is_err());
-        assert_eq!(limits.admit_tool(&carol, "add"), Ok(()));
-        assert_eq!(limits.admit_tool(&carol, "slow"), Ok(()));
-        let refused = limits.admit_tool(&carol, "slow").err();
+        assert_eq!(limits.admit_tool(&carol, "echo", true), Ok(()));
+        assert_eq!(limits.admit_tool(&carol, "echo", true), Ok(()));
+        assert!(limits.admit_tool(&carol, "echo", true).is_err());
+        assert_eq!(limits.admit_tool(&carol, "add", true), Ok(()));
+        assert_eq!(limits.admit_tool(&carol, "slow", true), Ok(()));
+        let refused = limits.admit_tool(&carol, "slow", true).err();
         assert_eq!(refused.map(|r| r.limit), Some(LimitKind::Tool));
+        // Names not known to exist share one allowance, but a named limit
+        // still holds for its tool.
+        assert_eq!(limits.admit_tool(&carol, "made-up-1", false), Ok(()));
+        assert_eq!(limits.admit_tool(&carol, "made-up-2", false), Ok(()));
+        assert!(limits.admit_tool(&carol, "made-up-3", false).is_err());
         // Dave's allowance is his own.
-        assert_eq!(limits.admit_tool(&as_principal("dave"), "slow"), Ok(()));
+        assert_eq!(
+            limits.admit_tool(&as_principal("dave"), "slow", true),
+            Ok(())
+        );
         // No limit on every request was set.
         assert_eq!(limits.admit(&carol), Ok(()));
+        Ok(())
+    }
+
+    #[test]
+    fn an_ipv6_host_shares_by_its_64_and_a_mapped_address_is_its_ipv4() -> Result<(), String> {
+        let ip = |text: &str| text.parse::<IpAddr>().map_err(|e| e.to_string());
+        let (a, b) = (ip("2001:db8:1:2:aaaa::1")?, ip("2001:db8:1:2:bbbb::9")?);
+        assert_eq!(network_of(a), network_of(b));
+        assert_ne!(network_of(a), network_of(ip("2001:db8:1:3::1")?));
+        assert_eq!(
+            network_of(ip("::ffff:192.0.2.7")?),
+            IpAddr::from([192, 0, 2, 7])
+        );
         Ok(())
     }
 

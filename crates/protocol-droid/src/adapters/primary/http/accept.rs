@@ -25,6 +25,7 @@ use tower_service::Service as _;
 
 use super::HttpOptions;
 use super::tls::ServerTls;
+use crate::application::server::rate::network_of;
 
 /// What the accept loop needs from [`HttpOptions`].
 #[derive(Clone, Debug)]
@@ -57,28 +58,11 @@ impl Admission {
     /// it is read.
     fn admit(&self, peer: IpAddr) -> Option<Slot> {
         let permit = Arc::clone(&self.total).try_acquire_owned().ok()?;
-        let address = self.per_address.take(share_of(peer))?;
+        let address = self.per_address.take(network_of(peer))?;
         Some(Slot {
             _permit: permit,
             _address: address,
         })
-    }
-}
-
-/// Whose share a connection from `peer` counts against: an IPv4 address
-/// (an IPv4-mapped IPv6 one included) as it is, an IPv6 address by its /64,
-/// since one host is routinely given a whole /64 and could otherwise take a
-/// share per address.
-pub(super) fn share_of(peer: IpAddr) -> IpAddr {
-    match peer {
-        IpAddr::V4(_) => peer,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let [a, b, c, d, ..] = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
-            }
-        },
     }
 }
 
@@ -229,25 +213,5 @@ async fn serve_connection(
     };
     if let Err(error) = served {
         tracing::debug!(%peer, %error, "connection ended with an error");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_ipv6_host_shares_by_its_64_and_a_mapped_address_is_its_ipv4() {
-        let a: IpAddr = "2001:db8:1:2:aaaa::1"
-            .parse()
-            .unwrap_or(IpAddr::from([0; 4]));
-        let b: IpAddr = "2001:db8:1:2:bbbb::9"
-            .parse()
-            .unwrap_or(IpAddr::from([0; 4]));
-        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap_or(IpAddr::from([0; 4]));
-        assert_eq!(share_of(a), share_of(b));
-        assert_ne!(share_of(a), share_of(other));
-        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap_or(IpAddr::from([0; 4]));
-        assert_eq!(share_of(mapped), IpAddr::from([192, 0, 2, 7]));
     }
 }

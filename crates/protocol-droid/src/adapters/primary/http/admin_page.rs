@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use super::respond::json as respond;
-use super::{HttpOptions, METADATA_PREFIX, accept, auth, guard};
+use super::{HttpOptions, METADATA_PREFIX, accept, auth, body, guard};
 use crate::adapters::primary::admin;
 use crate::adapters::secondary::metrics::{CONTENT_TYPE, Metrics};
 use crate::application::gateway::Gateway;
@@ -38,6 +38,9 @@ use crate::application::server::AuthContext;
 const INDEX: &str = include_str!("admin_page/index.html");
 const SCRIPT: &str = include_str!("admin_page/admin.js");
 const STYLE: &str = include_str!("admin_page/admin.css");
+
+/// The largest body the page takes: an approval names a few tools.
+const MAX_BODY: usize = 64 * 1024;
 
 /// The most tool ids one approval may name.
 const MAX_APPROVALS: usize = 256;
@@ -108,6 +111,15 @@ impl AdminPage {
             .route("/api/primitives", get(primitives))
             .route("/api/approve", post(approve))
             .route("/metrics", get(metrics))
+            // As on /mcp: a body is read whole within its deadline, inside
+            // the token check.
+            .route_layer(axum::middleware::from_fn_with_state(
+                body::BodyLimits {
+                    max_bytes: MAX_BODY,
+                    timeout: options.body_timeout,
+                },
+                body::read_whole,
+            ))
             .route_layer(axum::middleware::from_fn_with_state(
                 resource_server.clone(),
                 auth::authenticate,
@@ -139,7 +151,7 @@ impl AdminPage {
                 options.hosts.clone(),
                 guard::check,
             ))
-            .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
             .with_state(Arc::clone(&self.page))
     }
 
@@ -265,8 +277,8 @@ async fn overview(
                 "old": d.old.map(|x| x.to_string()),
                 "new": d.new.map(|x| x.to_string()),
                 "droppedActivations": d.dropped_activations,
-                "oldDefinition": d.old_definition,
-                "newDefinition": d.new_definition,
+                "oldDefinition": d.old_definition.as_deref(),
+                "newDefinition": d.new_definition.as_deref(),
             })
         })
         .collect();
@@ -373,7 +385,7 @@ async fn approve(
     }
     // What the page showed, digest and all: a tool approved from a page
     // must be the definition that page put in front of the operator.
-    if let Some(bare) = ids.iter().find(|id| !id.contains('@')) {
+    if let Some(bare) = ids.iter().find(|id| admin::seen(id).1.is_none()) {
         return respond(
             StatusCode::BAD_REQUEST,
             &json!({ "ok": false, "error": format!("{bare} names no digest: send ID@DIGEST as shown") }),

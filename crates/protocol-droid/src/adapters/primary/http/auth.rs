@@ -461,7 +461,7 @@ impl Presented {
             peer: request
                 .extensions()
                 .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(addr)| super::accept::share_of(addr.ip())),
+                .map(|ConnectInfo(addr)| crate::application::server::rate::network_of(addr.ip())),
             authorization: request
                 .headers()
                 .get_all(header::AUTHORIZATION)

@@ -183,7 +183,7 @@ pub(super) async fn respond(
             let status = if plan.modern { modern_status(&outcome) } else { StatusCode::OK };
             let mut response = answered(status, &id, &outcome);
             mark_unbuffered(&mut response);
-            mark_rate_limited(&mut response, &outcome);
+            mark_rate_limited(&mut response, outcome.as_ref().err());
             return response;
         }
     };
@@ -221,13 +221,10 @@ fn answer(id: &RequestId, outcome: Result<Reply, ErrorObject>) -> Value {
 /// A rate limit's refusal, in either era, travels as `429 Too Many
 /// Requests` with `Retry-After` in whole seconds (rounded up), besides the
 /// JSON-RPC error that says the same to the millisecond.
-pub(super) fn mark_rate_limited<T>(response: &mut Response, outcome: &Result<T, ErrorObject>) {
-    let Err(error) = outcome else {
+pub(super) fn mark_rate_limited(response: &mut Response, error: Option<&ErrorObject>) {
+    let Some(error) = error.filter(|e| e.code == ErrorCode::RATE_LIMITED) else {
         return;
     };
-    if error.code != ErrorCode::RATE_LIMITED {
-        return;
-    }
     let wait_ms = error
         .data
         .as_ref()

@@ -426,7 +426,9 @@ fn quota_key(opener: &AuthContext, peer: Option<IpAddr>) -> (String, bool) {
         None => (
             format!(
                 "address\u{1f}{}",
-                peer.map_or_else(String::new, |ip| super::accept::share_of(ip).to_string())
+                peer.map_or_else(String::new, |ip| {
+                    crate::application::server::rate::network_of(ip).to_string()
+                })
             ),
             false,
         ),

@@ -174,15 +174,20 @@ async fn initialize(
     }
     // A refused handshake still says why as JSON-RPC; a rate limit's
     // refusal is a 429 with Retry-After besides.
+    let limited = outcome
+        .as_ref()
+        .err()
+        .filter(|e| e.code == ErrorCode::RATE_LIMITED)
+        .cloned();
     let mut response = respond::json(
         StatusCode::OK,
         &Message::Response(RpcResponse {
             id: crate::domain::jsonrpc::ResponseId::Id(id),
-            outcome: outcome.clone(),
+            outcome,
         })
         .into_value(),
     );
-    respond::mark_rate_limited(&mut response, &outcome);
+    respond::mark_rate_limited(&mut response, limited.as_ref());
     if !failed {
         if let Ok(value) = HeaderValue::from_str(&session.id) {
             response.headers_mut().insert(SESSION_HEADER, value);

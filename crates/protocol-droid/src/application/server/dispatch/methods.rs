@@ -204,7 +204,7 @@ impl Connection {
             ToolAccess::Hidden => return Err(unknown().into()),
             ToolAccess::Refused(reason) => return Err(Refusal::invalid_params(reason).into()),
         }
-        self.server.admit_tool(&ctx, name)?;
+        self.server.admit_tool(&ctx, name, true)?;
         // Only a 2026-07-28 outcome reads the params again (to seal an
         // input-required round); a legacy call's arguments are moved out.
         let arguments = match version.era() {
@@ -291,7 +291,8 @@ impl Connection {
             // A bridge's tools are its upstream's: counted as the server's
             // own would be, once the caller may call them at all.
             if let Named::Tool(tool) = named {
-                self.server.admit_tool(&ctx, tool)?;
+                let known = forward.tool(tool).is_some();
+                self.server.admit_tool(&ctx, tool, known)?;
             }
         }
         let auth = ctx.auth.clone();

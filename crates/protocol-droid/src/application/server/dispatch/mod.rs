@@ -25,7 +25,9 @@ use super::request_state::Round;
 use super::{
     AuthContext, DynExchange, DynFrameSink, LogGate, NoExchange, PeerSession, RequestContext,
 };
-use crate::application::observe::{InFlight, Method, Outcome, RequestLabels, TraceContext};
+use crate::application::observe::{
+    InFlight, Method, Outcome, RequestLabels, TraceContext, shown_uri,
+};
 use crate::domain::canonical::{canonical_json, request_digest};
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
@@ -117,22 +119,12 @@ fn outcome_of(span: &tracing::Span, answer: &Result<Reply, ErrorObject>) -> Outc
 const MAX_SPAN_NAME: usize = 128;
 
 /// What a request names (a tool or prompt by `name`, a resource by `uri`),
-/// cut to [`MAX_SPAN_NAME`] bytes. A URI loses what may be a secret in it
-/// (user and password, query, fragment): a span goes to a collector.
+/// cut to [`MAX_SPAN_NAME`] bytes. A URI is shown as a log line would show
+/// it, without what may be a secret in it: a span goes to a collector.
 fn named_target(params: &JsonObject) -> Option<String> {
-    let name = member(params, "name")
-        .or_else(|| member(params, "uri"))?
-        .as_str()?;
-    let mut shown = match name.split_once("://") {
-        Some((scheme, rest)) => {
-            let rest = rest.split(['?', '#']).next().unwrap_or_default();
-            let (authority, path) = rest.find('/').map_or((rest, ""), |at| rest.split_at(at));
-            let host = authority
-                .rsplit_once('@')
-                .map_or(authority, |(_, host)| host);
-            format!("{scheme}://{host}{path}")
-        }
-        None => name.to_owned(),
+    let mut shown = match member(params, "name") {
+        Some(name) => name.as_str()?.to_owned(),
+        None => shown_uri(member(params, "uri")?.as_str()?),
     };
     let mut end = shown.len().min(MAX_SPAN_NAME);
     while !shown.is_char_boundary(end) {
@@ -492,20 +484,18 @@ impl Connection {
     /// else of the request (arguments, tokens) is in it.
     fn span(
         &self,
-        method: &str,
-        era: Era,
+        labels: &RequestLabels,
         params: Option<&JsonObject>,
         ctx: &RequestContext,
     ) -> tracing::Span {
-        let span = tracing::info_span!(
+        // Debug, not info: a log asked for at info (`DROID_LOG=droid=info`)
+        // must not make every request build a span nobody exports.
+        let span = tracing::debug_span!(
             target: "droid::request",
             "mcp.request",
-            method = Method::of(method).as_str(),
-            era = match era {
-                Era::Legacy => "legacy",
-                Era::Modern => "modern",
-            },
-            transport = ?self.transport,
+            method = labels.method.as_str(),
+            era = labels.era.as_str(),
+            transport = labels.transport.as_str(),
             session = %self.session,
             subject = ctx.auth.subject(),
             primitive = params.and_then(named_target).as_deref(),
@@ -539,16 +529,13 @@ impl Connection {
         params: Option<&JsonObject>,
         ctx: &RequestContext,
     ) -> (tracing::Span, InFlight<'_>) {
-        let span = self.span(method, era, params, ctx);
-        let in_flight = InFlight::start(
-            &**self.server.observer(),
-            RequestLabels {
-                method: Method::of(method),
-                era,
-                transport: self.transport,
-            },
-            span.clone(),
-        );
+        let labels = RequestLabels {
+            method: Method::of(method),
+            era,
+            transport: self.transport,
+        };
+        let span = self.span(&labels, params, ctx);
+        let in_flight = InFlight::start(&**self.server.observer(), labels, span.clone());
         (span, in_flight)
     }
 

@@ -20,6 +20,13 @@ async function api(path, init = {}) {
     document.getElementById("login").hidden = false;
     throw new Error("a token is needed");
   }
+  if (response.status === 403) {
+    document.getElementById("login").hidden = false;
+    throw new Error("this token may not use the admin page (it lacks the admin scope)");
+  }
+  if (!response.ok && response.status !== 409) {
+    throw new Error(`the gateway answered ${response.status}`);
+  }
   return response;
 }
 
@@ -147,11 +154,19 @@ const PRIMITIVES_EVERY_MS = 30000;
 let primitives = new Map();
 let primitivesAt = 0;
 
-async function refreshPrimitives() {
+// In the background: a slow upstream must not hold up the rest of the page,
+// which draws the lists at its next refresh once they are in.
+function refreshPrimitives() {
   if (Date.now() - primitivesAt < PRIMITIVES_EVERY_MS) return;
   primitivesAt = Date.now();
-  const listed = await api("/api/primitives").then((r) => r.json());
-  primitives = new Map(listed.upstreams.map((u) => [u.upstream, u]));
+  api("/api/primitives")
+    .then((r) => r.json())
+    .then((listed) => {
+      primitives = new Map(listed.upstreams.map((u) => [u.upstream, u]));
+    })
+    .catch(() => {
+      primitivesAt = 0;
+    });
 }
 
 function offered(upstream) {
@@ -264,10 +279,10 @@ function renderReports(reports) {
 
 async function refresh() {
   try {
+    refreshPrimitives();
     const [overview, metrics] = await Promise.all([
       api("/api/overview").then((r) => r.json()),
       api("/metrics").then((r) => r.text()),
-      refreshPrimitives(),
     ]);
     const series = parseMetrics(metrics);
     renderCharts(series);
