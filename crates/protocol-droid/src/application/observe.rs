@@ -196,19 +196,36 @@ impl Observer for Unobserved {}
 /// An observer as every part that reports holds it: cheap to clone, and
 /// [`Unobserved`] by default.
 #[derive(Clone)]
-pub struct SharedObserver(Arc<dyn Observer>);
+pub struct SharedObserver {
+    observer: Arc<dyn Observer>,
+    /// False for [`Unobserved`]: a request's report can then be skipped
+    /// whole, which a lone request on stdio was measured to feel.
+    active: bool,
+}
 
 impl SharedObserver {
     /// Shares `observer`.
     #[must_use]
     pub fn new(observer: impl Observer + 'static) -> Self {
-        Self(Arc::new(observer))
+        Self {
+            observer: Arc::new(observer),
+            active: true,
+        }
+    }
+
+    /// Whether anything is told: false only for the default.
+    #[must_use]
+    pub const fn is_active(&self) -> bool {
+        self.active
     }
 }
 
 impl Default for SharedObserver {
     fn default() -> Self {
-        Self::new(Unobserved)
+        Self {
+            observer: Arc::new(Unobserved),
+            active: false,
+        }
     }
 }
 
@@ -216,7 +233,7 @@ impl core::ops::Deref for SharedObserver {
     type Target = dyn Observer;
 
     fn deref(&self) -> &Self::Target {
-        &*self.0
+        &*self.observer
     }
 }
 
@@ -328,11 +345,16 @@ impl LimitKind {
 /// told, or as cancelled if dropped before (its future dropped because the
 /// caller went away), to the observer and on the request's span.
 pub(crate) struct InFlight<'a> {
+    /// `None` when nothing observes: then only the span hears the outcome.
+    watched: Option<Watched<'a>>,
+    span: tracing::Span,
+    finished: bool,
+}
+
+struct Watched<'a> {
     observer: &'a dyn Observer,
     labels: RequestLabels,
-    span: tracing::Span,
     started: Instant,
-    finished: bool,
 }
 
 impl<'a> InFlight<'a> {
@@ -343,10 +365,21 @@ impl<'a> InFlight<'a> {
     ) -> Self {
         observer.request_started(&labels);
         Self {
-            observer,
-            labels,
+            watched: Some(Watched {
+                observer,
+                labels,
+                started: Instant::now(),
+            }),
             span,
-            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    /// A request nothing observes: no labels worked out, no clock read.
+    pub(crate) const fn unwatched(span: tracing::Span) -> Self {
+        Self {
+            watched: None,
+            span,
             finished: false,
         }
     }
@@ -358,8 +391,11 @@ impl<'a> InFlight<'a> {
 
     fn report(&self, outcome: Outcome) {
         self.span.record("outcome", outcome.as_str());
-        self.observer
-            .request_finished(&self.labels, outcome, self.started.elapsed());
+        if let Some(watched) = &self.watched {
+            watched
+                .observer
+                .request_finished(&watched.labels, outcome, watched.started.elapsed());
+        }
     }
 }
 

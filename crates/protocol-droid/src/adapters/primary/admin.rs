@@ -187,7 +187,7 @@ async fn serve_one(gateway: &Gateway, stream: UnixStream) -> io::Result<()> {
 
 fn answer(gateway: &Gateway, request: AdminRequest) -> Value {
     match request {
-        AdminRequest::Status => json!({ "ok": true, "status": status(gateway) }),
+        AdminRequest::Status => json!({ "ok": true, "status": status(gateway, false) }),
         AdminRequest::Approve { ids } => approve(gateway, &ids),
     }
 }
@@ -221,8 +221,10 @@ pub(crate) fn seen(id: &str) -> (ToolId, Option<SchemaDigest>) {
     }
 }
 
-/// The status an operator reads.
-pub(crate) fn status(gateway: &Gateway) -> Value {
+/// The status an operator reads; with `definitions`, each drifted tool's
+/// definitions before and after too (what the admin page shows side by
+/// side, and a terminal does not).
+pub(crate) fn status(gateway: &Gateway, definitions: bool) -> Value {
     let upstreams: Vec<Value> = gateway
         .upstreams()
         .into_iter()
@@ -253,12 +255,23 @@ pub(crate) fn status(gateway: &Gateway) -> Value {
         .into_iter()
         .filter(|d| d.old.is_some())
         .map(|d| {
-            json!({
+            let mut shown = json!({
                 "id": d.id.as_str(),
                 "old": d.old.map(|x| x.to_string()),
                 "new": d.new.map(|x| x.to_string()),
                 "droppedActivations": d.dropped_activations,
-            })
+            });
+            if let (true, Value::Object(shown)) = (definitions, &mut shown) {
+                shown.insert(
+                    "oldDefinition".to_owned(),
+                    json!(d.old_definition.as_deref()),
+                );
+                shown.insert(
+                    "newDefinition".to_owned(),
+                    json!(d.new_definition.as_deref()),
+                );
+            }
+            shown
         })
         .collect();
     json!({ "upstreams": upstreams, "unverified": unverified, "drift": drift })

@@ -267,21 +267,6 @@ async fn overview(
             })
         })
         .collect();
-    let drift: Vec<Value> = gateway
-        .drift()
-        .into_iter()
-        .filter(|d| d.old.is_some())
-        .map(|d| {
-            json!({
-                "id": d.id.as_str(),
-                "old": d.old.map(|x| x.to_string()),
-                "new": d.new.map(|x| x.to_string()),
-                "droppedActivations": d.dropped_activations,
-                "oldDefinition": d.old_definition.as_deref(),
-                "newDefinition": d.new_definition.as_deref(),
-            })
-        })
-        .collect();
     let sessions: Vec<Value> = gateway
         .sessions()
         .into_iter()
@@ -309,9 +294,8 @@ async fn overview(
         })
         .collect();
     data(&json!({
-        "status": admin::status(gateway),
+        "status": admin::status(gateway, true),
         "catalog": catalog,
-        "drift": drift,
         "sessions": sessions,
         "reports": reports,
     }))

@@ -484,7 +484,8 @@ impl Connection {
     /// else of the request (arguments, tokens) is in it.
     fn span(
         &self,
-        labels: &RequestLabels,
+        method: &str,
+        era: Era,
         params: Option<&JsonObject>,
         ctx: &RequestContext,
     ) -> tracing::Span {
@@ -493,9 +494,9 @@ impl Connection {
         let span = tracing::debug_span!(
             target: "droid::request",
             "mcp.request",
-            method = labels.method.as_str(),
-            era = labels.era.as_str(),
-            transport = labels.transport.as_str(),
+            method = Method::of(method).as_str(),
+            era = era.as_str(),
+            transport = self.transport.as_str(),
             session = %self.session,
             subject = ctx.auth.subject(),
             primitive = params.and_then(named_target).as_deref(),
@@ -529,13 +530,20 @@ impl Connection {
         params: Option<&JsonObject>,
         ctx: &RequestContext,
     ) -> (tracing::Span, InFlight<'_>) {
-        let labels = RequestLabels {
-            method: Method::of(method),
-            era,
-            transport: self.transport,
+        let span = self.span(method, era, params, ctx);
+        let observer = self.server.observer();
+        // Nothing observes (stdio, or a library user who set no observer):
+        // the method is not looked up nor the clock read for it.
+        let in_flight = if observer.is_active() {
+            let labels = RequestLabels {
+                method: Method::of(method),
+                era,
+                transport: self.transport,
+            };
+            InFlight::start(&**observer, labels, span.clone())
+        } else {
+            InFlight::unwatched(span.clone())
         };
-        let span = self.span(&labels, params, ctx);
-        let in_flight = InFlight::start(&**self.server.observer(), labels, span.clone());
         (span, in_flight)
     }
 

@@ -287,7 +287,7 @@ async function refresh() {
     const series = parseMetrics(metrics);
     renderCharts(series);
     renderUpstreams(overview.status, series);
-    renderDrift(overview.drift, overview.status.unverified);
+    renderDrift(overview.status.drift, overview.status.unverified);
     renderCatalog(overview.catalog);
     renderSessions(overview.sessions);
     renderReports(overview.reports);
