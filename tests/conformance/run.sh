@@ -13,8 +13,9 @@
 #   2. starts `$DROID_BIN serve --listen 127.0.0.1:PORT` on a free port and waits until it
 #      accepts connections;
 #   3. runs `conformance server --requirements 2025-11-25` (stateful wire) and
-#      `--requirements 2026-07-28` (stateless wire) against http://127.0.0.1:PORT/mcp, and with
-#      CONFORMANCE_ALL=1 also `--suite all` (listed, never counted);
+#      `--requirements 2026-07-28` (stateless wire) against http://127.0.0.1:PORT/mcp, then
+#      `--suite all`, counting its ten `tasks-*` scenarios (the tasks extension, which no
+#      requirement set scores) and listing the rest;
 #   4. prints every check of every scenario and a table of scored scenarios (summarize.mjs);
 #   5. stops the server (trap), whatever happened;
 #   5b. starts `droid bridge --listen` twice, each time across the eras in front of the fixture
@@ -31,7 +32,6 @@
 #
 #   DROID_BIN                 server binary (default <repo>/target/debug/droid)
 #   CONFORMANCE_OUT           results folder (default: a new mktemp -d folder, kept and printed)
-#   CONFORMANCE_ALL=1         add the informational `--suite all` leg
 #   CONFORMANCE_WAIT_S        how long to wait for the server to accept connections (default 20)
 #   CONFORMANCE_LEG_TIMEOUT   wall-clock limit of one leg in seconds (default 120)
 #   CONFORMANCE_CLIENT_BIN    client binary (default <repo>/target/debug/conformance-client)
@@ -52,6 +52,8 @@ CLIENT_TIMEOUT_MS="${CONFORMANCE_CLIENT_TIMEOUT_MS:-120000}"
 WAIT_S="${CONFORMANCE_WAIT_S:-20}"
 LEG_TIMEOUT="${CONFORMANCE_LEG_TIMEOUT:-120}"
 REVISIONS=(2025-11-25 2026-07-28)
+# The tasks extension's scenarios (SEP-2663): counted from the `--suite all` leg.
+TASK_SCENARIOS=tasks-lifecycle,tasks-capability-negotiation,tasks-wire-fields,tasks-request-state-removal,tasks-mrtr-input,tasks-request-headers,tasks-dispatch-and-envelope,tasks-status-notifications,tasks-required-task-error,tasks-mrtr-composition
 MIN_NODE_MAJOR=22
 
 say() { printf 'run.sh: %s\n' "$*"; }
@@ -192,8 +194,8 @@ run_leg() {  # name requirements(or -) suite-args...
 for rev in "${REVISIONS[@]}"; do
     run_leg "$rev" "$rev" --requirements "$rev" || break
 done
-if [ "${CONFORMANCE_ALL:-0}" = 1 ] && [ -z "$problems" ]; then
-    run_leg all - --suite all
+if [ -z "$problems" ]; then
+    run_leg all "scenarios:$TASK_SCENARIOS" --suite all
 fi
 stop_server
 

@@ -12,7 +12,7 @@ use protocol_droid::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use protocol_droid::domain::{LoggingLevel, ProtocolVersion};
 use protocol_droid::wire::prompts::{GetPromptResult, Prompt, PromptArgument};
 use protocol_droid::wire::resources::{Resource, ResourceTemplate};
-use protocol_droid::wire::tools::ToolAnnotations;
+use protocol_droid::wire::tools::{TaskSupport, ToolAnnotations};
 use serde_json::{Value, json};
 
 /// A 1×1 PNG.
@@ -32,6 +32,7 @@ pub(crate) fn server(revisions: &[ProtocolVersion], setup: Setup) -> Result<Serv
     interactive_tools(&server);
     stateless_tools(&server);
     input_required_tools(&server);
+    task_tools(&server);
     agent_tools(&server);
     benchmark_tools(&server);
     resources(&server);
@@ -477,6 +478,140 @@ fn benchmark_tools(server: &Server) {
                     (a.as_f64().unwrap_or(f64::NAN) + b.as_f64().unwrap_or(f64::NAN)).to_string(),
                 ),
             }
+        },
+    );
+}
+
+/// The tools the tasks scenarios call: one that never runs as a task, and
+/// task-capable ones that work, fail, ask and ask first. Each is an
+/// ordinary handler; whether a call runs as a task is the runtime's.
+fn task_tools(server: &Server) {
+    server.add_tool(
+        ToolSpec::new("greet", "Greets `name`; never runs as a task.")
+            .input_schema(string_arg("name", "Who to greet")),
+        |call: Call| async move {
+            text(format!(
+                "Hello, {}!",
+                call.arg_str("name").unwrap_or("World")
+            ))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new(
+            "slow_compute",
+            "Works for `seconds` seconds (at most 600), then answers with `label`.",
+        )
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "seconds": { "type": "number", "minimum": 0, "maximum": 600 },
+                "label": { "type": "string" },
+            },
+        }))
+        .task_support(TaskSupport::Optional),
+        |call: Call| async move {
+            let seconds = call
+                .arguments
+                .get("seconds")
+                .and_then(Value::as_f64)
+                .unwrap_or(1.0)
+                .clamp(0.0, 600.0);
+            let label = call.arg_str("label").unwrap_or("compute").to_owned();
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            text(format!("{label}: done after {seconds} s"))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new(
+            "failing_job",
+            "Runs only as a task and ends, after a second, with a tool error.",
+        )
+        .task_support(TaskSupport::Required),
+        |_call: Call| async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(ToolResult::text("the job failed").as_error())
+        },
+    );
+    server.add_tool(
+        ToolSpec::new(
+            "protocol_error_job",
+            "Ends, after a moment, with a JSON-RPC error rather than a result.",
+        )
+        .task_support(TaskSupport::Optional),
+        |_call: Call| async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Err::<ToolResult, _>(CallError::internal("the job broke down"))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new(
+            "confirm_delete",
+            "Asks the user to confirm deleting `filename`, then says what it did.",
+        )
+        .input_schema(string_arg("filename", "The file to delete"))
+        .task_support(TaskSupport::Optional),
+        |call: Call| async move {
+            let filename = call.arg_str("filename").unwrap_or("the file").to_owned();
+            let answer = call
+                .elicit(
+                    "confirm",
+                    json!({
+                        "message": format!("Delete {filename}?"),
+                        "requestedSchema": { "type": "object",
+                            "properties": { "confirm": { "type": "boolean" } },
+                            "required": ["confirm"] },
+                    }),
+                )
+                .await?;
+            let confirmed = answer.get("action").and_then(Value::as_str) == Some("accept")
+                && answer
+                    .get("content")
+                    .and_then(|c| c.get("confirm"))
+                    .and_then(Value::as_bool)
+                    == Some(true);
+            text(if confirmed {
+                format!("Deleted {filename}.")
+            } else {
+                format!("Kept {filename}.")
+            })
+        },
+    );
+    server.add_tool(
+        ToolSpec::new(
+            "multi_input",
+            "Asks two questions at once and answers with both replies.",
+        )
+        .task_support(TaskSupport::Optional),
+        |call: Call| async move {
+            let question = |key: &str, message: &str| Question::Elicit {
+                key: key.to_owned(),
+                params: name_form(message, "name"),
+            };
+            let answers = call
+                .ask_all(vec![
+                    question("first", "First name?"),
+                    question("second", "Second name?"),
+                ])
+                .await?;
+            let names: Vec<String> = answers.iter().map(|a| answer_field(a, "name")).collect();
+            text(format!("Got {}.", names.join(" and ")))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new(
+            "test_tool_with_task",
+            "Asks for the user's name in the request, then greets them from a task.",
+        )
+        .task_support(TaskSupport::Required)
+        .task_after_input(),
+        |call: Call| async move {
+            let answer = call
+                .elicit("user_name", name_form("What is your name?", "name"))
+                .await?;
+            let name = answer_field(&answer, "name");
+            call.continue_as_task().await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            text(format!("Hello, {name}, from a task."))
         },
     );
 }

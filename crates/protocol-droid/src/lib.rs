@@ -98,4 +98,6 @@ mod long_form {
     struct Gateway;
     #[doc = include_str!("../../../docs/security.md")]
     struct Security;
+    #[doc = include_str!("../../../docs/tasks.md")]
+    struct Tasks;
 }

@@ -34,6 +34,7 @@ use protocol_droid::application::server::{TokenError, TokenValidator};
 use protocol_droid::domain::TransportKind;
 use protocol_droid::domain::ir::{JsonObject, ToolResult};
 use protocol_droid::domain::jsonrpc::{Request, RequestId};
+use protocol_droid::wire::tools::TaskSupport;
 use rsa::pkcs1::EncodeRsaPrivateKey as _;
 use rsa::traits::PublicKeyParts as _;
 use serde_json::{Value, json};
@@ -299,17 +300,21 @@ async fn protect_limited(
     configure: impl FnOnce(&str) -> Result<ResourceServer, TestError>,
     limits: RateLimits,
 ) -> Result<Protected, TestError> {
+    protect_server(configure, limited_server(limits)?).await
+}
+
+/// As [`protect`], serving `server`.
+async fn protect_server(
+    configure: impl FnOnce(&str) -> Result<ResourceServer, TestError>,
+    server: Server,
+) -> Result<Protected, TestError> {
     let (listener, base) = loopback().await?;
     let options = HttpOptions {
         auth: Some(configure(&format!("{base}/mcp"))?),
         metrics: Some(Metrics::new()),
         ..HttpOptions::default()
     };
-    let serving = Serving::on(
-        listener,
-        base,
-        HttpServer::new(limited_server(limits)?, options),
-    )?;
+    let serving = Serving::on(listener, base, HttpServer::new(server, options))?;
     Ok(Protected {
         base: serving.base,
         client: serving.client,
@@ -1331,6 +1336,106 @@ mod rate_limits {
         assert_eq!(response.status(), 429);
         let body: Value = response.json().await?;
         assert_eq!(body["error"]["data"]["limit"], json!("principal"), "{body}");
+        Ok(())
+    }
+}
+
+mod tasks {
+    use super::*;
+
+    /// A 2026-07-28 request of `token`'s declaring the tasks extension,
+    /// routed by `name`.
+    async fn with_tasks(
+        server: &Protected,
+        token: &str,
+        method: &str,
+        mut params: Value,
+        name: &str,
+    ) -> Result<Value, TestError> {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {
+                "extensions": { "io.modelcontextprotocol/tasks": {} } },
+        });
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        let extra = [
+            ("mcp-protocol-version", MODERN),
+            ("mcp-method", method),
+            ("mcp-name", name),
+        ];
+        Ok(server
+            .post_to("/mcp", Some(token), &extra, &body)
+            .await?
+            .json()
+            .await?)
+    }
+
+    /// A task is its creator's: to another principal (real JWTs from one
+    /// issuer, told apart by subject) every task method answers exactly as
+    /// for an id that never existed, and nothing it sends touches the task.
+    #[tokio::test]
+    async fn a_task_is_invisible_to_another_principal() -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let served = limited_server(RateLimits::default())?;
+        served.add_tool(
+            ToolSpec::new("long", "Runs as a task when the client takes tasks.")
+                .task_support(TaskSupport::Optional),
+            |_call: Call| async move {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(ToolResult::text("long done"))
+            },
+        );
+        let server = protect_server(jwt_guard(&issuer, Duration::from_secs(60)), served).await?;
+        let alice = key.sign(&server.claims(&issuer, "alice", ""))?;
+        let bob = key.sign(&server.claims(&issuer, "bob", ""))?;
+        let created = with_tasks(
+            &server,
+            &alice,
+            "tools/call",
+            json!({ "name": "long", "arguments": {} }),
+            "long",
+        )
+        .await?;
+        assert_eq!(created["result"]["resultType"], "task", "{created}");
+        let id = created["result"]["taskId"]
+            .as_str()
+            .ok_or("no taskId")?
+            .to_owned();
+        let nowhere = "000000000000ffffffffffffffffffffffffffffffff";
+        for (method, extra) in [
+            ("tasks/get", json!({})),
+            ("tasks/update", json!({ "inputResponses": { "k": {} } })),
+            ("tasks/cancel", json!({})),
+        ] {
+            let mut params = extra.clone();
+            params["taskId"] = json!(id);
+            let theirs = with_tasks(&server, &bob, method, params, &id).await?;
+            let mut params = extra;
+            params["taskId"] = json!(nowhere);
+            let none = with_tasks(&server, &bob, method, params, nowhere).await?;
+            assert_eq!(theirs["error"]["code"], -32602, "{method}: {theirs}");
+            assert_eq!(
+                theirs["error"]["message"]
+                    .as_str()
+                    .map(|m| m.replace(&id, "ID")),
+                none["error"]["message"]
+                    .as_str()
+                    .map(|m| m.replace(nowhere, "ID")),
+                "{method}: the same words as for no task"
+            );
+        }
+        let still = with_tasks(&server, &alice, "tasks/get", json!({ "taskId": id }), &id).await?;
+        assert_eq!(still["result"]["status"], "working", "{still}");
+        let ack = with_tasks(
+            &server,
+            &alice,
+            "tasks/cancel",
+            json!({ "taskId": id }),
+            &id,
+        )
+        .await?;
+        assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
         Ok(())
     }
 }

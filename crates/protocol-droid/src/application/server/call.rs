@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 
+use super::tasks::{TaskRef, wire};
 use super::{ExchangeError, PeerSession, RequestContext};
 use crate::domain::Refusal;
 use crate::domain::feature::Feature;
@@ -118,6 +120,22 @@ pub struct Call {
     /// template variables for a resource).
     pub arguments: JsonObject,
     asked: Arc<Mutex<AskState>>,
+    task: Arc<Mutex<TaskMode>>,
+}
+
+/// Whether a call runs as a task, and so where its questions go.
+#[derive(Debug, Default)]
+pub(crate) enum TaskMode {
+    /// Not a task (or not yet): questions are the request's own.
+    #[default]
+    Request,
+    /// Runs in the request until the handler calls
+    /// [`Call::continue_as_task`], which sends this signal: the runtime
+    /// then starts the task and answers the request with it, and the
+    /// acknowledgement comes back once the call runs as the task.
+    Starting(oneshot::Sender<oneshot::Sender<()>>),
+    /// Runs as this task.
+    Running(TaskRef),
 }
 
 /// Prints the arguments' names, never their values: a tool's arguments
@@ -149,6 +167,55 @@ impl Call {
             peer,
             arguments,
             asked: Arc::default(),
+            task: Arc::default(),
+        }
+    }
+
+    /// This call's task mode, shared with the runtime that runs it.
+    pub(crate) fn task_mode(&self) -> Arc<Mutex<TaskMode>> {
+        Arc::clone(&self.task)
+    }
+
+    /// The task this call runs as, if it runs as one.
+    fn running_task(&self) -> Option<TaskRef> {
+        match &*self.task.lock().ok()? {
+            TaskMode::Running(task) => Some(task.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether this call runs as a task: its client polls for the result
+    /// rather than waiting on the request.
+    #[must_use]
+    pub fn is_task(&self) -> bool {
+        self.running_task().is_some()
+    }
+
+    /// Continues this call as a task, for a tool registered with
+    /// [`ToolSpec::task_after_input`](super::ToolSpec::task_after_input):
+    /// the request is answered with the new task (`CreateTaskResult`) and
+    /// the handler goes on in the background; questions asked from here on
+    /// park the task until the client answers them with `tasks/update`.
+    ///
+    /// Does nothing when the call already runs as a task, or runs in the
+    /// request only (its client did not take tasks); the handler simply
+    /// goes on. Should the task not be created (the caller has as many as
+    /// it may), the request is answered with that error and the handler
+    /// is not resumed.
+    pub async fn continue_as_task(&self) {
+        let signal = match self.task.lock() {
+            Ok(mut mode) => match core::mem::take(&mut *mode) {
+                TaskMode::Starting(signal) => signal,
+                other => {
+                    *mode = other;
+                    return;
+                }
+            },
+            Err(_) => return,
+        };
+        let (ack, acked) = oneshot::channel();
+        if signal.send(ack).is_ok() {
+            let _started = acked.await;
         }
     }
 
@@ -338,6 +405,9 @@ impl Call {
                 Era::Legacy => ExchangeError::NotNegotiated(feature).into(),
             });
         }
+        if let Some(task) = self.running_task() {
+            return self.ask_in_task(&task, key, method, params).await;
+        }
         match self.peer.negotiated().era() {
             Era::Legacy => {
                 let params = with_input_key(params, key);
@@ -363,6 +433,48 @@ impl Call {
         }
     }
 
+    /// Asks `method` of the client for the task `task`.
+    ///
+    /// A 2025-11-25 task asks the way its session always could, with a
+    /// request of its own tagged with the task (`related-task`), and is
+    /// `input_required` until the answer comes. A 2026-07-28 task has no
+    /// back channel: the question is parked on the task, where `tasks/get`
+    /// shows it, until `tasks/update` answers it.
+    async fn ask_in_task(
+        &self,
+        task: &TaskRef,
+        key: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, CallError> {
+        match self.peer.negotiated().era() {
+            Era::Legacy => {
+                let mut params = with_input_key(params, key);
+                if let (Value::Object(params), Value::Object(related)) =
+                    (&mut params, wire::related_meta(&task.id))
+                {
+                    let meta = params
+                        .entry("_meta")
+                        .or_insert_with(|| Value::Object(JsonObject::new()));
+                    if let Value::Object(meta) = meta {
+                        meta.extend(related);
+                    }
+                }
+                task.tasks.waiting_on_client(task, true).await;
+                let answer = self.peer.exchange().exchange_dyn(method, params).await;
+                task.tasks.waiting_on_client(task, false).await;
+                Ok(answer?)
+            }
+            Era::Modern => {
+                let request = json!({ "method": method, "params": params });
+                task.tasks
+                    .ask(task, key, request)
+                    .await
+                    .ok_or_else(|| CallError::internal("the task ended before it was answered"))
+            }
+        }
+    }
+
     /// Asks several questions in one round, answering all of them at once.
     ///
     /// In 2026-07-28 every unanswered question goes out in the same
@@ -372,9 +484,10 @@ impl Call {
     ///
     /// As [`Self::elicit`].
     pub async fn ask_all(&self, questions: Vec<Question>) -> Result<Vec<Value>, CallError> {
-        if self.peer.negotiated().era() == Era::Legacy {
-            // Asked together, as the client may answer them in any order;
-            // the answers come back in the order asked.
+        if self.peer.negotiated().era() == Era::Legacy || self.is_task() {
+            // Asked together, as the client may answer them in any order
+            // (a task's questions are all pending at once); the answers
+            // come back in the order asked.
             return futures_util::future::try_join_all(
                 questions.into_iter().map(|question| self.ask_one(question)),
             )

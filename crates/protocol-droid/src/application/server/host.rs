@@ -19,6 +19,7 @@ use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
 use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
 use super::targeted::{ChangeFeed, SessionChanges, Targets};
+use super::tasks::{MemoryTaskStore, TaskLimits, TaskStore, Tasks};
 use super::typed::ToolOutput;
 use super::{AuthContext, PeerSession, RequestContext};
 use crate::application::observe::SharedObserver;
@@ -27,6 +28,7 @@ use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{Capability, CapabilitySet, LoggingLevel, ProtocolVersion, SessionId};
 use crate::wire::prompts::{GetPromptResult, Prompt};
 use crate::wire::resources::{Resource, ResourceTemplate};
+use crate::wire::tools::TaskSupport;
 
 /// How many answered `requestState`s are remembered, each until it expires.
 const ROUNDS_REMEMBERED: usize = 65_536;
@@ -119,6 +121,7 @@ pub(super) struct Inner {
     pub(super) forward_scopes: RwLock<Arc<ScopeRules>>,
     pub(super) observer: SharedObserver,
     pub(super) limiters: Limiters,
+    pub(super) tasks: Arc<Tasks>,
 }
 
 impl core::fmt::Debug for Server {
@@ -143,6 +146,8 @@ pub struct ServerBuilder {
     idempotency: IdempotencyLimits,
     observer: SharedObserver,
     rate_limits: RateLimits,
+    task_store: Option<Arc<dyn TaskStore>>,
+    task_limits: TaskLimits,
 }
 
 impl core::fmt::Debug for ServerBuilder {
@@ -202,6 +207,22 @@ impl ServerBuilder {
     #[must_use]
     pub fn rate_limits(mut self, limits: RateLimits) -> Self {
         self.rate_limits = limits;
+        self
+    }
+
+    /// Keeps tasks in `store` rather than in this process's memory: what
+    /// several instances sharing their tasks need.
+    #[must_use]
+    pub fn task_store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.task_store = Some(store);
+        self
+    }
+
+    /// How long tasks are kept and how often clients are told to poll
+    /// them (see [`TaskLimits`]).
+    #[must_use]
+    pub const fn task_limits(mut self, limits: TaskLimits) -> Self {
+        self.task_limits = limits;
         self
     }
 
@@ -266,6 +287,11 @@ impl ServerBuilder {
                 forward_scopes: RwLock::new(Arc::new(self.forward_scopes)),
                 observer: self.observer,
                 limiters: Limiters::new(&self.rate_limits),
+                tasks: Arc::new(Tasks::new(
+                    self.task_store
+                        .unwrap_or_else(|| Arc::new(MemoryTaskStore::default())),
+                    self.task_limits,
+                )),
             }),
         })
     }
@@ -287,7 +313,24 @@ impl Server {
             idempotency: IdempotencyLimits::default(),
             observer: SharedObserver::default(),
             rate_limits: RateLimits::default(),
+            task_store: None,
+            task_limits: TaskLimits::default(),
         }
+    }
+
+    /// The tasks this server runs and keeps.
+    pub(crate) fn tasks(&self) -> &Arc<Tasks> {
+        &self.inner.tasks
+    }
+
+    /// Whether any tool this server offers runs as a task: what decides
+    /// whether it declares tasks (2025-11-25) or the tasks extension
+    /// (2026-07-28).
+    pub(crate) fn offers_tasks(&self) -> bool {
+        self.registry()
+            .tools
+            .values()
+            .any(|t| t.task_support() != TaskSupport::Forbidden)
     }
 
     /// What this server reports its work to.
@@ -445,11 +488,13 @@ impl Server {
         F: Fn(Call) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<ToolResult, CallError>> + Send + 'static,
     {
+        let task_after_input = spec.starts_task_after_input();
         let (tool, scope) = spec.into_parts();
         let entry = super::registry::ToolEntry {
             tool,
             scope,
             handler: handler(f),
+            task_after_input,
         };
         self.edit(Change::Tools, |r| {
             r.tools.insert(entry.tool.name.clone(), entry);
@@ -795,7 +840,21 @@ impl Server {
         {
             return caps;
         }
-        every_capability(version, self.registry().completer.is_some())
+        let mut caps = every_capability(version, self.registry().completer.is_some());
+        if self.offers_tasks() {
+            if Capability::ServerTasks.exists_at(version) {
+                caps.insert(
+                    "tasks".to_owned(),
+                    json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } }),
+                );
+            } else if Capability::ServerTasksExtension.exists_at(version) {
+                caps.insert(
+                    "extensions".to_owned(),
+                    json!({ crate::domain::capability::TASKS_EXTENSION: {} }),
+                );
+            }
+        }
+        caps
     }
 
     /// The capabilities [`capabilities`](Self::capabilities) declares, as
@@ -826,6 +885,11 @@ impl Server {
         // before 2025-03-26 among them.
         if self.registry().completer.is_some() {
             set = set.with(Capability::Completions);
+        }
+        if self.offers_tasks() {
+            set = set
+                .with(Capability::ServerTasks)
+                .with(Capability::ServerTasksExtension);
         }
         set.restricted_to(version)
     }

@@ -27,6 +27,8 @@
 //! - `idempotency`: replaying a retried `tools/call`'s recorded answer.
 //! - `rate`: how many requests one caller may make ([`RateLimits`]).
 //! - `reply`: a result as a transport writes it, a tool's kept typed.
+//! - `tasks`: calls run in the background and polled ([`Tasks`]), in both
+//!   eras' forms, kept in a [`TaskStore`].
 
 pub(crate) mod auth;
 pub(crate) mod call;
@@ -45,6 +47,7 @@ pub(crate) mod request_state;
 pub(crate) mod scopes;
 pub(crate) mod specs;
 pub(crate) mod targeted;
+pub(crate) mod tasks;
 pub(crate) mod typed;
 
 pub use auth::{AuthClaims, AuthContext, TokenError, TokenValidator};
@@ -71,4 +74,8 @@ pub use request_state::{
 pub use scopes::{Primitive, ScopeRules};
 pub use specs::{PromptOutput, PromptSpec, ResourceSpec};
 pub use targeted::{ChangeFeed, SessionChanges, TARGETED_BACKLOG};
+pub use tasks::{
+    MemoryTaskStore, StoreBounds, TaskLimits, TaskOutcome, TaskRecord, TaskStore, TaskStoreError,
+    Tasks,
+};
 pub use typed::{Elicited, Structured, ToolOutput};

@@ -13,7 +13,7 @@ use super::call::{Call, CallError};
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::wire::prompts::{GetPromptResult, Prompt};
 use crate::wire::resources::{Resource, ResourceTemplate};
-use crate::wire::tools::{Tool, ToolAnnotations};
+use crate::wire::tools::{TaskSupport, Tool, ToolAnnotations, ToolExecution};
 
 /// A shared async handler producing `T`.
 pub(crate) type Handler<T> =
@@ -37,6 +37,22 @@ pub(crate) struct ToolEntry {
     pub scope: Option<String>,
     /// What runs on `tools/call`.
     pub handler: Handler<ToolResult>,
+    /// Whether, run as a 2026-07-28 task, its handler first asks its
+    /// questions in the request and starts the task itself
+    /// ([`Call::continue_as_task`]); otherwise the task starts at once.
+    pub task_after_input: bool,
+}
+
+impl ToolEntry {
+    /// How the tool may be run as a task (`execution.taskSupport`; absent
+    /// is forbidden).
+    pub(crate) fn task_support(&self) -> TaskSupport {
+        self.tool
+            .execution
+            .as_ref()
+            .and_then(|e| e.task_support)
+            .unwrap_or(TaskSupport::Forbidden)
+    }
 }
 
 /// A registered resource.
@@ -166,6 +182,7 @@ pub(crate) fn match_template(template: &str, uri: &str) -> Option<JsonObject> {
 pub struct ToolSpec {
     tool: Tool,
     scope: Option<String>,
+    task_after_input: bool,
 }
 
 impl ToolSpec {
@@ -189,6 +206,7 @@ impl ToolSpec {
                 extra: JsonObject::new(),
             },
             scope: None,
+            task_after_input: false,
         }
     }
 
@@ -196,7 +214,11 @@ impl ToolSpec {
     /// offer a definition it read from elsewhere.
     #[must_use]
     pub const fn from_definition(tool: Tool) -> Self {
-        Self { tool, scope: None }
+        Self {
+            tool,
+            scope: None,
+            task_after_input: false,
+        }
     }
 
     /// Takes arguments shaped like `T`, with the schema schemars derives.
@@ -240,6 +262,45 @@ impl ToolSpec {
     pub fn scope(mut self, scope: impl Into<String>) -> Self {
         self.scope = Some(scope.into());
         self
+    }
+
+    /// Lets the tool run as a task (`execution.taskSupport`): `Optional`
+    /// when a call may run either way, `Required` when it only runs as one.
+    ///
+    /// The handler is the same async function either way; the runtime runs
+    /// it in the background when the call is a task. A 2025-11-25 client
+    /// asks for a task with `params.task`; a 2026-07-28 client that
+    /// declares the `io.modelcontextprotocol/tasks` extension gets one
+    /// whenever the tool supports it; a `Required` tool called without the
+    /// extension is refused with `-32021`, an `Optional` one runs in the
+    /// request. A question the handler asks while it runs as a task parks
+    /// the task in `input_required` until the client answers it.
+    #[must_use]
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        let execution = self
+            .tool
+            .execution
+            .get_or_insert_with(ToolExecution::default);
+        execution.task_support = Some(support);
+        self
+    }
+
+    /// Has a 2026-07-28 task start only when the handler calls
+    /// [`Call::continue_as_task`]: its questions before that are asked in
+    /// the request, as rounds of `InputRequiredResult`, and the round that
+    /// starts the task answers with it. For a tool that gathers what it
+    /// needs and then works for a long time. A 2025-11-25 task, which the
+    /// client asked for, starts at once all the same.
+    #[must_use]
+    pub const fn task_after_input(mut self) -> Self {
+        self.task_after_input = true;
+        self
+    }
+
+    /// Whether [`Self::task_after_input`] was asked for.
+    #[must_use]
+    pub const fn starts_task_after_input(&self) -> bool {
+        self.task_after_input
     }
 
     /// The definition and scope, for registration.

@@ -141,6 +141,8 @@ fn check_headers(
     let named = match request.method.as_str() {
         "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
         "resources/read" => params.and_then(|p| p.get("uri")),
+        // The tasks extension routes its methods by task.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => params.and_then(|p| p.get("taskId")),
         _ => None,
     };
     if let Some(name) = named.and_then(Value::as_str) {

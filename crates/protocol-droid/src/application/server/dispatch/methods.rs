@@ -19,6 +19,7 @@ use crate::domain::{DegradePolicy, Era, ProtocolVersion, Refusal, Unknown};
 use crate::wire::codec::for_version;
 
 use super::request::{ClientRequest, CompletionTarget, Listing, member};
+use super::tasks::task_plan;
 use super::{Connection, SERVER_INFO_META, now_ms};
 use crate::application::server::reply::Reply;
 
@@ -191,13 +192,13 @@ impl Connection {
         let unknown = || Refusal::from(Unknown::Tool(name.to_owned()));
         // Only the handler is taken: cloning the whole entry would copy the
         // tool's definition, input schema and all, on every call.
-        let handler = self
+        let (handler, support, after_input) = self
             .server
             .registry()
             .tools
             .get(name)
             .filter(|t| visible(t.scope.as_ref(), |s| ctx.auth.has_scope(s)))
-            .map(|t| Arc::clone(&t.handler))
+            .map(|t| (Arc::clone(&t.handler), t.task_support(), t.task_after_input))
             .ok_or_else(unknown)?;
         match self.server.tool_access(&peer, &ctx.auth, name) {
             ToolAccess::Granted => {}
@@ -205,6 +206,7 @@ impl Connection {
             ToolAccess::Refused(reason) => return Err(Refusal::invalid_params(reason).into()),
         }
         self.server.admit_tool(&ctx, name, true)?;
+        let plan = task_plan(name, support, after_input, &params, &peer)?;
         // Only a 2026-07-28 outcome reads the params again (to seal an
         // input-required round); a legacy call's arguments are moved out.
         let arguments = match version.era() {
@@ -214,57 +216,21 @@ impl Connection {
             },
             Era::Modern => object_member(&params, "arguments"),
         };
+        if let Some(plan) = plan {
+            return Box::pin(self.call_tool_as_task(handler, plan, arguments, &params, ctx, peer))
+                .await;
+        }
         let auth = ctx.auth.clone();
         let call = Call::new(*ctx, peer, arguments);
         let result = handler(call)
             .await
-            .and_then(|value| self.write_tool_result(value, version));
+            .and_then(|value| write_tool_result(&self.server, value, version));
         match result {
             Ok(written) => Ok(written),
             Err(e) => self
                 .outcome(Err(e), "tools/call", &params, &auth, version.era())
                 .map(Reply::Value),
         }
-    }
-
-    /// A tool's result lowered for `version` and finished as [`finish`]
-    /// would finish it, left for the transport to write.
-    fn write_tool_result(
-        &self,
-        value: ToolResult,
-        version: ProtocolVersion,
-    ) -> Result<Reply, CallError> {
-        let mut report = TranslationReport::new(version);
-        // The server wrote the result, so lowering it for an older client is
-        // its own decision, not a bridge's: permissive.
-        //
-        // Written typed, a result repeating a field among its unmodelled
-        // members would name it twice; it goes the JSON-object way, where
-        // the unmodelled member wins, as it always did.
-        if value.extra_repeats_a_field() {
-            let lowered = for_version(version)
-                .lower_tool_result(value, DegradePolicy::permissive(), &mut report)
-                .map_err(|e| CallError::internal(e.to_string()))?;
-            return Ok(finish(
-                Reply::Value(lowered),
-                "tools/call",
-                version,
-                &self.server,
-            ));
-        }
-        // Boxed at once and lowered where it lies: moved by value through
-        // each step, the result was copied several times over.
-        let mut result = Box::new(value);
-        for_version(version)
-            .lower_tool_result_in_place(&mut result, DegradePolicy::permissive(), &mut report)
-            .map_err(|e| CallError::internal(e.to_string()))?;
-        if version.era() == Era::Modern {
-            stamp_server_info(
-                result.meta.get_or_insert_with(JsonObject::new),
-                &self.server,
-            );
-        }
-        Ok(Reply::Tool(result))
     }
 
     /// Hands a primitive to the server's [`Forward`](crate::application::server::Forward).
@@ -350,6 +316,38 @@ impl Connection {
             }
         }
     }
+}
+
+/// A tool's result lowered for `version` and finished as [`finish`]
+/// would finish it, left for the transport to write.
+pub(super) fn write_tool_result(
+    server: &Server,
+    value: ToolResult,
+    version: ProtocolVersion,
+) -> Result<Reply, CallError> {
+    let mut report = TranslationReport::new(version);
+    // The server wrote the result, so lowering it for an older client is
+    // its own decision, not a bridge's: permissive.
+    //
+    // Written typed, a result repeating a field among its unmodelled
+    // members would name it twice; it goes the JSON-object way, where
+    // the unmodelled member wins, as it always did.
+    if value.extra_repeats_a_field() {
+        let lowered = for_version(version)
+            .lower_tool_result(value, DegradePolicy::permissive(), &mut report)
+            .map_err(|e| CallError::internal(e.to_string()))?;
+        return Ok(finish(Reply::Value(lowered), "tools/call", version, server));
+    }
+    // Boxed at once and lowered where it lies: moved by value through
+    // each step, the result was copied several times over.
+    let mut result = Box::new(value);
+    for_version(version)
+        .lower_tool_result_in_place(&mut result, DegradePolicy::permissive(), &mut report)
+        .map_err(|e| CallError::internal(e.to_string()))?;
+    if version.era() == Era::Modern {
+        stamp_server_info(result.meta.get_or_insert_with(JsonObject::new), server);
+    }
+    Ok(Reply::Tool(result))
 }
 
 /// What a sealed state is bound to: the caller, the method, its target and

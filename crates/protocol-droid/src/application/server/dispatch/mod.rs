@@ -42,9 +42,10 @@ use tracing::Instrument as _;
 mod listen;
 mod methods;
 mod request;
+mod tasks;
 
 use methods::{binding, finish, meta_of};
-use request::{ClientRequest, Declared, Hello, member};
+use request::{ClientRequest, Declared, Hello, TaskRequest, member};
 
 /// The `_meta` key naming a 2026-07-28 request's revision.
 pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
@@ -660,6 +661,7 @@ impl Connection {
             ClientRequest::Unsubscribe { ref uri } => {
                 self.subscription(uri, false, &ctx.auth).map(Reply::Value)
             }
+            ClientRequest::Task(task) => Box::pin(self.legacy_task_request(task, &ctx)).await,
             // A stdio session ends with its pipe, so no retry can ever reach
             // a recorded answer there: recording one would only cost every
             // call a digest, a store entry and a copy of its result.
@@ -813,7 +815,16 @@ impl Connection {
         // era. So the method is decoded before the `_meta` is read, at the
         // era's newest revision (its only one so far).
         let forwarding = self.server.forwarder().is_some();
-        let request = ClientRequest::decode(method, &params, ProtocolVersion::LATEST, forwarding)?;
+        // The tasks extension's methods are this server's only when it runs
+        // tasks; otherwise they are as unknown as the core table says.
+        let request = if !forwarding
+            && TaskRequest::EXTENSION_METHODS.contains(&method)
+            && self.server.offers_tasks()
+        {
+            ClientRequest::Task(TaskRequest::decode_extension(method, &params)?)
+        } else {
+            ClientRequest::decode(method, &params, ProtocolVersion::LATEST, forwarding)?
+        };
         let declared = Declared::decode(&params)?;
         let version = self.modern_revision(declared.requested)?;
         // A fresh peer per request: nothing is inherited from an earlier one.
@@ -834,6 +845,9 @@ impl Connection {
             ClientRequest::Discover => Ok(Reply::Value(self.discover(version))),
             ClientRequest::Listen => {
                 return self.listen(&id, &params, &peer).await.map(Reply::Value);
+            }
+            ClientRequest::Task(task) => {
+                Box::pin(self.extension_task_request(task, &params, &ctx, &peer)).await
             }
             request => {
                 self.open_state(method, &params, &mut ctx)?;

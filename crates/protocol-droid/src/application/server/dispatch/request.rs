@@ -61,8 +61,53 @@ pub(super) enum ClientRequest {
     Discover,
     /// `subscriptions/listen` (2026-07-28).
     Listen,
+    /// A task method: 2025-11-25's core ones, or the 2026-07-28
+    /// extension's (decoded by [`TaskRequest::decode_extension`]).
+    Task(TaskRequest),
     /// A method no revision models, only ever served by a forwarder.
     Unmodelled,
+}
+
+/// A request about tasks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum TaskRequest {
+    /// `tasks/get` of this task.
+    Get(String),
+    /// `tasks/result` of this task (2025-11-25).
+    Result(String),
+    /// `tasks/list` after this cursor (2025-11-25).
+    List(Option<String>),
+    /// `tasks/cancel` of this task.
+    Cancel(String),
+    /// `tasks/update` of this task (2026-07-28 extension).
+    Update(String),
+}
+
+impl TaskRequest {
+    /// The methods the 2026-07-28 tasks extension adds; `tasks/result` and
+    /// `tasks/list` are not among them, so they stay unknown there.
+    pub(super) const EXTENSION_METHODS: [&'static str; 3] =
+        ["tasks/get", "tasks/update", "tasks/cancel"];
+
+    /// Decodes one of [`Self::EXTENSION_METHODS`].
+    ///
+    /// # Errors
+    ///
+    /// `-32602` when `taskId` (or `tasks/update`'s `inputResponses`) is
+    /// missing or of the wrong type.
+    pub(super) fn decode_extension(method: &str, params: &JsonObject) -> Result<Self, Refusal> {
+        let id = required_str(params, "taskId")?.to_owned();
+        match method {
+            "tasks/get" => Ok(Self::Get(id)),
+            "tasks/cancel" => Ok(Self::Cancel(id)),
+            _ => match member(params, "inputResponses") {
+                Some(Value::Object(_)) => Ok(Self::Update(id)),
+                _ => Err(Refusal::invalid_params(
+                    "`inputResponses` must be an object",
+                )),
+            },
+        }
+    }
 }
 
 /// Which list a list request asks for.
@@ -156,6 +201,18 @@ impl ClientRequest {
                 .map(Self::SetLevel)
                 .ok_or_else(|| Refusal::invalid_params("`level` must be a logging level")),
             "completion/complete" => completion_target(params).map(Self::Complete),
+            "tasks/get" => Ok(Self::Task(TaskRequest::Get(
+                required_str(params, "taskId")?.to_owned(),
+            ))),
+            "tasks/result" => Ok(Self::Task(TaskRequest::Result(
+                required_str(params, "taskId")?.to_owned(),
+            ))),
+            "tasks/cancel" => Ok(Self::Task(TaskRequest::Cancel(
+                required_str(params, "taskId")?.to_owned(),
+            ))),
+            "tasks/list" => Ok(Self::Task(TaskRequest::List(
+                optional_str(params, "cursor")?.map(str::to_owned),
+            ))),
             "server/discover" => Ok(Self::Discover),
             "subscriptions/listen" => Ok(Self::Listen),
             // A method the table defines that this server has no case for

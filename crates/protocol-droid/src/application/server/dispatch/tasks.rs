@@ -1,0 +1,365 @@
+//! Calls run as tasks, and the task methods, in each era's form.
+//!
+//! Whether a `tools/call` becomes a task is decided here ([`task_plan`]):
+//! by the client in 2025-11-25 (`params.task`), by the server in the
+//! 2026-07-28 extension, for a tool whose `execution.taskSupport` allows it
+//! either way. The runtime that runs and keeps tasks is
+//! `application::server::tasks`; this module turns its records into each
+//! era's answers.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::Connection;
+use super::methods::write_tool_result;
+use super::request::{TaskRequest, member};
+use crate::application::server::call::{Call, CallError, TaskMode};
+use crate::application::server::registry::Handler;
+use crate::application::server::reply::Reply;
+use crate::application::server::tasks::{TaskOutcome, TaskRecord, TaskRef, Tasks, wire};
+use crate::application::server::{PeerSession, RequestContext, Server};
+use crate::domain::capability::TASKS_EXTENSION;
+use crate::domain::feature::Feature;
+use crate::domain::ir::{JsonObject, ToolResult};
+use crate::domain::jsonrpc::ErrorObject;
+use crate::domain::{Capability, Era, ProtocolVersion, Refusal};
+use crate::wire::tools::TaskSupport;
+
+/// How many tasks one page of 2025-11-25 `tasks/list` holds.
+const LIST_PAGE: usize = 50;
+
+/// How a call runs as a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TaskPlan {
+    /// The task starts with the call, kept this long (or the default).
+    Now {
+        /// The TTL the client asked for, in milliseconds (2025-11-25).
+        ttl_ms: Option<u64>,
+    },
+    /// The handler asks its questions in the request first and starts the
+    /// task itself (2026-07-28).
+    AfterInput,
+}
+
+/// Whether the call of `name` runs as a task, and how; or why it cannot be
+/// served at all.
+///
+/// # Errors
+///
+/// 2025-11-25: `-32601` for a task asked of a tool that never runs as one,
+/// or a tool that only runs as one called without `task`; `-32602` for a
+/// `task` that is not an object. 2026-07-28: `-32021` for a tool that only
+/// runs as a task, called without the extension.
+pub(super) fn task_plan(
+    name: &str,
+    support: TaskSupport,
+    after_input: bool,
+    params: &JsonObject,
+    peer: &PeerSession,
+) -> Result<Option<TaskPlan>, ErrorObject> {
+    let version = peer.negotiated();
+    match version.era() {
+        // Revisions before 2025-11-25 have no tasks: every tool runs in the
+        // request there, one that would only run as a task included (the
+        // handler is the same).
+        Era::Legacy if !Capability::ServerTasks.exists_at(version) => Ok(None),
+        Era::Legacy => match (support, member(params, "task")) {
+            (_, Some(task)) if !task.is_object() => {
+                Err(Refusal::invalid_params("`task` must be an object").into())
+            }
+            (TaskSupport::Forbidden, Some(_)) => {
+                Err(Refusal::method_not_found(format!("tool {name} does not run as a task")).into())
+            }
+            (TaskSupport::Required, None) => Err(Refusal::method_not_found(format!(
+                "tool {name} only runs as a task: call it with `task`"
+            ))
+            .into()),
+            (_, Some(task)) => Ok(Some(TaskPlan::Now {
+                ttl_ms: task.get("ttl").and_then(Value::as_u64),
+            })),
+            (_, None) => Ok(None),
+        },
+        // The server decides; a `task` param (2025-11-25's way of asking)
+        // changes nothing here.
+        Era::Modern => match (support, peer.allows(Feature::TasksExtension)) {
+            (TaskSupport::Forbidden, _) | (TaskSupport::Optional, false) => Ok(None),
+            (TaskSupport::Required, false) => Err(Refusal::MissingCapability {
+                required: extension_required(),
+            }
+            .into()),
+            (_, true) if after_input => Ok(Some(TaskPlan::AfterInput)),
+            (_, true) => Ok(Some(TaskPlan::Now { ttl_ms: None })),
+        },
+    }
+}
+
+/// The capabilities a 2026-07-28 request must declare to use tasks.
+fn extension_required() -> JsonObject {
+    let mut extensions = JsonObject::new();
+    extensions.insert(TASKS_EXTENSION.to_owned(), json!({}));
+    let mut required = JsonObject::new();
+    required.insert("extensions".to_owned(), Value::Object(extensions));
+    required
+}
+
+/// The refusal of a task id the caller has no task under: the same for one
+/// that never existed, one that expired and another caller's.
+fn unknown_task(id: &str) -> ErrorObject {
+    Refusal::invalid_params(format!("unknown task {id}")).into()
+}
+
+/// `CreateTaskResult` for `record`, in `era`'s form.
+fn created(record: &TaskRecord, era: Era) -> Reply {
+    Reply::Value(match era {
+        Era::Legacy => wire::legacy_created(record),
+        Era::Modern => wire::modern_created(record),
+    })
+}
+
+/// A handler's outcome as a task keeps it: a result written for `version`,
+/// or the JSON-RPC error the request would have been answered with.
+fn task_outcome(
+    server: &Server,
+    outcome: Result<ToolResult, CallError>,
+    version: ProtocolVersion,
+) -> Result<Value, ErrorObject> {
+    match outcome.and_then(|result| write_tool_result(server, result, version)) {
+        Ok(reply) => Ok(reply.into_value()),
+        Err(CallError::Protocol(error)) => Err(error),
+        Err(CallError::MissingCapability { required }) => {
+            Err(Refusal::MissingCapability { required }.into())
+        }
+        // A task's questions park the task; a round built by hand has no
+        // request to answer it with.
+        Err(CallError::InputRequired(_)) => Err(Refusal::internal(
+            "the task's handler asked for input in a form only a request can carry",
+        )
+        .into()),
+    }
+}
+
+/// Sets the mode a call runs in.
+fn set_mode(mode: &std::sync::Mutex<TaskMode>, to: TaskMode) {
+    if let Ok(mut mode) = mode.lock() {
+        *mode = to;
+    }
+}
+
+impl Connection {
+    /// Runs the call of `handler` as a task, as `plan` says, answering the
+    /// request with the task (or, for a handler that asks first, with its
+    /// round of questions or its result when it never starts one).
+    pub(super) async fn call_tool_as_task(
+        &self,
+        handler: Handler<ToolResult>,
+        plan: TaskPlan,
+        arguments: JsonObject,
+        params: &JsonObject,
+        ctx: Box<RequestContext>,
+        peer: PeerSession,
+    ) -> Result<Reply, ErrorObject> {
+        let version = peer.negotiated();
+        let era = version.era();
+        let tasks = Arc::clone(self.server.tasks());
+        let owner = Tasks::owner_of(&ctx);
+        let auth = ctx.auth.clone();
+        let call = Call::new(*ctx, peer, arguments);
+        let mode = call.task_mode();
+        let server = self.server.clone();
+        let finish = move |outcome| task_outcome(&server, outcome, version);
+        match plan {
+            TaskPlan::Now { ttl_ms } => {
+                let record = tasks
+                    .create(owner.clone(), ttl_ms)
+                    .await
+                    .map_err(Refusal::from)?;
+                set_mode(&mode, running(&tasks, owner, &record));
+                let work = handler(call);
+                tasks.start(&record, Box::pin(async move { finish(work.await) }));
+                Ok(created(&record, era))
+            }
+            TaskPlan::AfterInput => {
+                let (signal, mut starting) = oneshot::channel::<oneshot::Sender<()>>();
+                set_mode(&mode, TaskMode::Starting(signal));
+                let mut work = handler(call);
+                tokio::select! {
+                    biased;
+                    outcome = &mut work => {
+                        // Answered in the request: a round of questions, or
+                        // a result that never needed a task.
+                        match outcome.and_then(|r| write_tool_result(&self.server, r, version)) {
+                            Ok(reply) => Ok(reply),
+                            Err(e) => self
+                                .outcome(Err(e), "tools/call", params, &auth, era)
+                                .map(Reply::Value),
+                        }
+                    }
+                    Ok(started) = &mut starting => {
+                        // Should the task not be made, the handler is dropped
+                        // where it waits, and the request says why.
+                        let record = tasks
+                            .create(owner.clone(), None)
+                            .await
+                            .map_err(Refusal::from)?;
+                        set_mode(&mode, running(&tasks, owner, &record));
+                        let _resumed = started.send(());
+                        tasks.start(&record, Box::pin(async move { finish(work.await) }));
+                        Ok(created(&record, era))
+                    }
+                }
+            }
+        }
+    }
+
+    /// A task method of a 2025-11-25 session.
+    pub(super) async fn legacy_task_request(
+        &self,
+        request: TaskRequest,
+        ctx: &RequestContext,
+    ) -> Result<Reply, ErrorObject> {
+        let tasks = self.server.tasks();
+        let owner = Tasks::owner_of(ctx);
+        let unavailable = |e| ErrorObject::from(Refusal::from(e));
+        let task = |record: &TaskRecord| {
+            serde_json::to_value(wire::legacy_task(record))
+                .map_err(|e| ErrorObject::from(Refusal::internal(e.to_string())))
+        };
+        let answer = match request {
+            TaskRequest::Get(id) => match tasks.get(&owner, &id).await.map_err(unavailable)? {
+                Some(record) => task(&record)?,
+                None => return Err(unknown_task(&id)),
+            },
+            TaskRequest::Result(id) => {
+                let Some(record) = tasks.ended(&owner, &id).await.map_err(unavailable)? else {
+                    return Err(unknown_task(&id));
+                };
+                return match record.outcome {
+                    Some(TaskOutcome::Result(Value::Object(mut result))) => {
+                        let meta = result
+                            .entry("_meta")
+                            .or_insert_with(|| Value::Object(JsonObject::new()));
+                        if let (Value::Object(meta), Value::Object(related)) =
+                            (meta, wire::related_meta(&id))
+                        {
+                            meta.extend(related);
+                        }
+                        Ok(Reply::Value(Value::Object(result)))
+                    }
+                    Some(TaskOutcome::Result(other)) => Ok(Reply::Value(other)),
+                    Some(TaskOutcome::Error(error)) => Err(error),
+                    None => Err(Refusal::internal(format!(
+                        "task {id} was {:?} before it produced a result",
+                        record.status
+                    ))
+                    .into()),
+                };
+            }
+            TaskRequest::List(cursor) => {
+                let (page, more) = tasks
+                    .list(&owner, cursor.as_deref(), LIST_PAGE)
+                    .await
+                    .map_err(unavailable)?;
+                let next = more.then(|| page.last().map(|r| r.id.clone())).flatten();
+                let listed = page.iter().map(task).collect::<Result<Vec<_>, _>>()?;
+                let mut result = JsonObject::new();
+                result.insert("tasks".to_owned(), Value::Array(listed));
+                if let Some(next) = next {
+                    result.insert("nextCursor".to_owned(), json!(next));
+                }
+                Value::Object(result)
+            }
+            TaskRequest::Cancel(id) => {
+                let Some(before) = tasks.get(&owner, &id).await.map_err(unavailable)? else {
+                    return Err(unknown_task(&id));
+                };
+                // 2025-11-25: a task that already ended cannot be cancelled.
+                if before.is_terminal() {
+                    return Err(Refusal::invalid_params(format!(
+                        "task {id} has already ended ({})",
+                        serde_json::to_value(before.status)
+                            .ok()
+                            .and_then(|s| s.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    ))
+                    .into());
+                }
+                match tasks.cancel(&owner, &id).await.map_err(unavailable)? {
+                    Some(record) => task(&record)?,
+                    None => return Err(unknown_task(&id)),
+                }
+            }
+            TaskRequest::Update(_) => {
+                return Err(Refusal::method_not_found(
+                    "tasks/update is not a method of 2025-11-25",
+                )
+                .into());
+            }
+        };
+        Ok(Reply::Value(answer))
+    }
+
+    /// A method of the 2026-07-28 tasks extension, for a request that
+    /// declared it.
+    pub(super) async fn extension_task_request(
+        &self,
+        request: TaskRequest,
+        params: &JsonObject,
+        ctx: &RequestContext,
+        peer: &PeerSession,
+    ) -> Result<Reply, ErrorObject> {
+        if !peer.allows(Feature::TasksExtension) {
+            return Err(Refusal::MissingCapability {
+                required: extension_required(),
+            }
+            .into());
+        }
+        let tasks = self.server.tasks();
+        let owner = Tasks::owner_of(ctx);
+        let unavailable = |e| ErrorObject::from(Refusal::from(e));
+        // The acknowledgements are empty: the task's state is read with the
+        // next `tasks/get`.
+        let answer = match request {
+            TaskRequest::Get(id) => match tasks.get(&owner, &id).await.map_err(unavailable)? {
+                Some(record) => wire::detailed(&record),
+                None => return Err(unknown_task(&id)),
+            },
+            TaskRequest::Cancel(id) => {
+                match tasks.cancel(&owner, &id).await.map_err(unavailable)? {
+                    Some(_) => json!({}),
+                    None => return Err(unknown_task(&id)),
+                }
+            }
+            TaskRequest::Update(id) => {
+                let responses = member(params, "inputResponses")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                if !tasks
+                    .answer(&owner, &id, responses)
+                    .await
+                    .map_err(unavailable)?
+                {
+                    return Err(unknown_task(&id));
+                }
+                json!({})
+            }
+            TaskRequest::Result(_) | TaskRequest::List(_) => {
+                return Err(
+                    Refusal::method_not_found("the tasks extension has no such method").into(),
+                );
+            }
+        };
+        Ok(Reply::Value(answer))
+    }
+}
+
+/// The mode of a call running as the task `record` of `owner`'s.
+fn running(tasks: &Arc<Tasks>, owner: String, record: &TaskRecord) -> TaskMode {
+    TaskMode::Running(TaskRef {
+        tasks: Arc::clone(tasks),
+        owner,
+        id: record.id.clone(),
+    })
+}

@@ -1,0 +1,495 @@
+//! Tasks: a request run in the background, polled for its status and
+//! result, in both of the forms MCP has had.
+//!
+//! 2025-11-25 has tasks in its core: the client asks for one with
+//! `params.task`, polls `tasks/get`, waits on `tasks/result`, lists and
+//! cancels. 2026-07-28 moved them into the `io.modelcontextprotocol/tasks`
+//! extension: the server decides, `tasks/get` carries the result or the
+//! questions a task waits on, and `tasks/update` answers them. One runtime,
+//! [`Tasks`], runs both: a tool handler is written once, as for any call,
+//! and runs as a task in either era (see
+//! [`ToolSpec::task_support`](super::ToolSpec::task_support)).
+//!
+//! What must outlive the request is a [`TaskRecord`] in a [`TaskStore`]
+//! (`store`); what only this process has (the running handler and the
+//! channels its answers arrive on) is kept here, beside it. Rendering a
+//! record in each era's shape is `wire`'s.
+
+pub(crate) mod store;
+pub(crate) mod wire;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use futures_util::FutureExt as _;
+use serde_json::Value;
+use tokio::sync::{oneshot, watch};
+use tokio::task::AbortHandle;
+
+use super::{BoxFuture, RequestContext};
+use crate::application::server::rate::network_of;
+use crate::domain::Refusal;
+use crate::domain::ir::JsonObject;
+use crate::domain::jsonrpc::ErrorObject;
+use crate::wire::tasks::TaskStatus;
+
+pub use store::{MemoryTaskStore, StoreBounds, TaskOutcome, TaskRecord, TaskStore, TaskStoreError};
+
+/// How long tasks live and how often clients are told to poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskLimits {
+    /// The TTL of a task whose request named none, in milliseconds.
+    pub default_ttl_ms: u64,
+    /// The longest TTL granted, in milliseconds; a longer one asked for is
+    /// cut to this (and the task says so in its `ttl`).
+    pub max_ttl_ms: u64,
+    /// The polling interval suggested to clients, in milliseconds.
+    pub poll_interval_ms: u64,
+    /// How many tasks one caller may have running (not yet ended) in this
+    /// process at once; how many it may keep, ended ones included, is the
+    /// store's bound.
+    pub running_per_owner: usize,
+}
+
+impl Default for TaskLimits {
+    fn default() -> Self {
+        Self {
+            default_ttl_ms: 10 * 60 * 1000,
+            max_ttl_ms: 60 * 60 * 1000,
+            poll_interval_ms: 500,
+            running_per_owner: 64,
+        }
+    }
+}
+
+/// The tasks of one server: its store, and the handlers running here.
+pub struct Tasks {
+    store: Arc<dyn TaskStore>,
+    limits: TaskLimits,
+    live: Mutex<HashMap<String, Live>>,
+    /// Held across each read-modify-write of a record, so a status change
+    /// never writes over another made at the same time.
+    writes: tokio::sync::Mutex<()>,
+}
+
+impl core::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let running = self.live.lock().map_or(0, |live| live.len());
+        f.debug_struct("Tasks")
+            .field("limits", &self.limits)
+            .field("running", &running)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What this process holds of a task it runs.
+struct Live {
+    /// Whose it is.
+    owner: String,
+    /// Stops the handler; `None` until it is started.
+    abort: Option<AbortHandle>,
+    /// The questions it waits on (2026-07-28), by key: where each answer
+    /// goes.
+    waiting: HashMap<String, oneshot::Sender<Value>>,
+    /// Its status, for whoever waits for it to end (`tasks/result`).
+    status: watch::Sender<TaskStatus>,
+}
+
+/// A task a handler runs as: what its questions are parked under.
+#[derive(Clone)]
+pub(crate) struct TaskRef {
+    pub(crate) tasks: Arc<Tasks>,
+    pub(crate) owner: String,
+    pub(crate) id: String,
+}
+
+impl core::fmt::Debug for TaskRef {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TaskRef")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl From<TaskStoreError> for Refusal {
+    fn from(error: TaskStoreError) -> Self {
+        match error {
+            // The caller's own bound: theirs to wait out, as a request they
+            // may not make yet.
+            TaskStoreError::OwnerFull(_) => Self::invalid_request(error.to_string()),
+            TaskStoreError::Full(_) | TaskStoreError::Unavailable(_) => {
+                Self::internal(error.to_string())
+            }
+        }
+    }
+}
+
+impl Tasks {
+    /// A runtime keeping its tasks in `store`.
+    #[must_use]
+    pub fn new(store: Arc<dyn TaskStore>, limits: TaskLimits) -> Self {
+        Self {
+            store,
+            limits,
+            live: Mutex::default(),
+            writes: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Whose a request's tasks are: the principal its token names, else the
+    /// network it came from (an IPv6 client by its /64, as rate limits
+    /// count it), else the one local client of a pipe.
+    ///
+    /// Not the session: a client that lost its connection, or a 2026-07-28
+    /// client (which has no session), polls again from a new one.
+    #[must_use]
+    pub fn owner_of(ctx: &RequestContext) -> String {
+        if let Some(principal) = ctx.auth.principal_key() {
+            return format!("principal\u{1f}{principal}");
+        }
+        match ctx.remote_addr {
+            Some(addr) => format!("network\u{1f}{}", network_of(addr.ip())),
+            None => "local".to_owned(),
+        }
+    }
+
+    /// A new task of `owner`'s, kept `ttl_ms` (or the default), working.
+    ///
+    /// # Errors
+    ///
+    /// The store's refusal: a bound reached, or the store unreachable.
+    pub async fn create(
+        &self,
+        owner: String,
+        ttl_ms: Option<u64>,
+    ) -> Result<TaskRecord, TaskStoreError> {
+        let now = now_ms();
+        self.expire(now).await;
+        let running = self
+            .live
+            .lock()
+            .map_or(0, |live| live.values().filter(|l| l.owner == owner).count());
+        if running >= self.limits.running_per_owner {
+            return Err(TaskStoreError::OwnerFull(self.limits.running_per_owner));
+        }
+        let ttl_ms = ttl_ms
+            .unwrap_or(self.limits.default_ttl_ms)
+            .clamp(1, self.limits.max_ttl_ms);
+        let record = TaskRecord {
+            id: new_id(now),
+            owner,
+            status: TaskStatus::Working,
+            status_message: None,
+            created_ms: now,
+            updated_ms: now,
+            ttl_ms,
+            poll_interval_ms: self.limits.poll_interval_ms,
+            input_requests: JsonObject::new(),
+            outcome: None,
+        };
+        self.store.create(record.clone(), now).await?;
+        let (status, _) = watch::channel(TaskStatus::Working);
+        if let Ok(mut live) = self.live.lock() {
+            live.insert(
+                record.id.clone(),
+                Live {
+                    owner: record.owner.clone(),
+                    abort: None,
+                    waiting: HashMap::new(),
+                    status,
+                },
+            );
+        }
+        Ok(record)
+    }
+
+    /// Runs `work` as the task `record`, in the background, until it ends
+    /// or is cancelled. A handler that panics fails its task with
+    /// `-32603`, and takes nothing else with it.
+    pub fn start(
+        self: &Arc<Self>,
+        record: &TaskRecord,
+        work: BoxFuture<'static, Result<Value, ErrorObject>>,
+    ) {
+        let tasks = Arc::clone(self);
+        let (owner, id) = (record.owner.clone(), record.id.clone());
+        let handle = tokio::spawn(async move {
+            let outcome = match core::panic::AssertUnwindSafe(work).catch_unwind().await {
+                Ok(Ok(result)) => TaskOutcome::Result(result),
+                Ok(Err(error)) => TaskOutcome::Error(error),
+                Err(_) => {
+                    TaskOutcome::Error(Refusal::internal("the task's handler panicked").into())
+                }
+            };
+            tasks.end(&owner, &id, outcome).await;
+        });
+        if let Ok(mut live) = self.live.lock() {
+            match live.get_mut(&record.id) {
+                Some(entry) => entry.abort = Some(handle.abort_handle()),
+                // Cancelled or expired before it started.
+                None => handle.abort(),
+            }
+        }
+    }
+
+    /// The task `id` of `owner`'s, if there is one.
+    ///
+    /// # Errors
+    ///
+    /// The store unreachable.
+    pub async fn get(&self, owner: &str, id: &str) -> Result<Option<TaskRecord>, TaskStoreError> {
+        let now = now_ms();
+        self.expire(now).await;
+        self.store.get(owner, id, now).await
+    }
+
+    /// A page of `owner`'s tasks after `after`, and whether more follow.
+    ///
+    /// # Errors
+    ///
+    /// The store unreachable.
+    pub async fn list(
+        &self,
+        owner: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<TaskRecord>, bool), TaskStoreError> {
+        let now = now_ms();
+        self.expire(now).await;
+        self.store.list(owner, after, limit, now).await
+    }
+
+    /// Cancels the task `id` of `owner`'s: its handler is stopped, and it
+    /// is `cancelled`. Answers the task as it now is (a task that had
+    /// already ended is left as it was), or `None` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// The store unreachable.
+    pub async fn cancel(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<TaskRecord>, TaskStoreError> {
+        let _writing = self.writes.lock().await;
+        let Some(mut record) = self.get(owner, id).await? else {
+            return Ok(None);
+        };
+        if record.is_terminal() {
+            return Ok(Some(record));
+        }
+        if let Some(live) = self.live.lock().ok().and_then(|mut l| l.remove(id)) {
+            if let Some(abort) = live.abort {
+                abort.abort();
+            }
+            live.status.send_replace(TaskStatus::Cancelled);
+        }
+        record.status = TaskStatus::Cancelled;
+        record.status_message = Some("cancelled by the client".to_owned());
+        record.input_requests.clear();
+        record.updated_ms = now_ms();
+        self.store.update(record.clone()).await?;
+        Ok(Some(record))
+    }
+
+    /// Parks the question `request` of the task `task` under `key`: the
+    /// task is `input_required` until every question is answered. Resolves
+    /// to the answer, or to an error when the task ends first.
+    pub(crate) async fn ask(&self, task: &TaskRef, key: &str, request: Value) -> Option<Value> {
+        let (answer, answered) = oneshot::channel();
+        {
+            let _writing = self.writes.lock().await;
+            let Ok(Some(mut record)) = self.get(&task.owner, &task.id).await else {
+                return None;
+            };
+            if record.is_terminal() {
+                return None;
+            }
+            record.input_requests.insert(key.to_owned(), request);
+            record.status = TaskStatus::InputRequired;
+            record.updated_ms = now_ms();
+            if let Ok(mut live) = self.live.lock() {
+                if let Some(entry) = live.get_mut(&task.id) {
+                    entry.waiting.insert(key.to_owned(), answer);
+                    entry.status.send_replace(TaskStatus::InputRequired);
+                }
+            }
+            self.store.update(record).await.ok()?;
+        }
+        answered.await.ok()
+    }
+
+    /// Marks a 2025-11-25 task as waiting on the client (`waiting`) or
+    /// working again: its question travels as a request of its own there,
+    /// not through the record.
+    pub(crate) async fn waiting_on_client(&self, task: &TaskRef, waiting: bool) {
+        let status = if waiting {
+            TaskStatus::InputRequired
+        } else {
+            TaskStatus::Working
+        };
+        let _writing = self.writes.lock().await;
+        let Ok(Some(mut record)) = self.get(&task.owner, &task.id).await else {
+            return;
+        };
+        record.status = status;
+        record.updated_ms = now_ms();
+        if self.store.update(record).await.unwrap_or(false) {
+            if let Some(live) = self.live.lock().ok().as_ref().and_then(|l| l.get(&task.id)) {
+                live.status.send_replace(status);
+            }
+        }
+    }
+
+    /// Answers the questions of the task `id` of `owner`'s that `responses`
+    /// has keys for; the rest are ignored (2026-07-28 `tasks/update`). The
+    /// task works again once nothing is left unanswered. Answers whether
+    /// there is such a task.
+    ///
+    /// # Errors
+    ///
+    /// The store unreachable.
+    pub async fn answer(
+        &self,
+        owner: &str,
+        id: &str,
+        responses: JsonObject,
+    ) -> Result<bool, TaskStoreError> {
+        let _writing = self.writes.lock().await;
+        let Some(mut record) = self.get(owner, id).await? else {
+            return Ok(false);
+        };
+        if record.is_terminal() {
+            return Ok(true);
+        }
+        let mut delivered = Vec::new();
+        if let Ok(mut live) = self.live.lock() {
+            if let Some(entry) = live.get_mut(id) {
+                for (key, response) in responses {
+                    if let Some(waiter) = entry.waiting.remove(&key) {
+                        let _gone = waiter.send(response);
+                        delivered.push(key);
+                    }
+                }
+                if entry.waiting.is_empty() {
+                    entry.status.send_replace(TaskStatus::Working);
+                }
+            }
+        }
+        if delivered.is_empty() {
+            return Ok(true);
+        }
+        for key in &delivered {
+            record.input_requests.remove(key);
+        }
+        if record.input_requests.is_empty() {
+            record.status = TaskStatus::Working;
+        }
+        record.updated_ms = now_ms();
+        self.store.update(record).await?;
+        Ok(true)
+    }
+
+    /// The task `id` of `owner`'s once it has ended (2025-11-25
+    /// `tasks/result` blocks until then), or `None` when there is no such
+    /// task or it expired while waited for.
+    ///
+    /// # Errors
+    ///
+    /// The store unreachable.
+    pub async fn ended(&self, owner: &str, id: &str) -> Result<Option<TaskRecord>, TaskStoreError> {
+        loop {
+            let Some(record) = self.get(owner, id).await? else {
+                return Ok(None);
+            };
+            if record.is_terminal() {
+                return Ok(Some(record));
+            }
+            let watching = self
+                .live
+                .lock()
+                .ok()
+                .and_then(|live| live.get(id).map(|l| l.status.subscribe()));
+            let until_expiry =
+                std::time::Duration::from_millis(record.expires_ms().saturating_sub(now_ms()));
+            match watching {
+                // Woken by its next change, or by its expiry.
+                Some(mut status) => {
+                    let _woken = tokio::time::timeout(until_expiry, status.changed()).await;
+                }
+                // Run elsewhere (another instance sharing the store): polled.
+                None => {
+                    let interval = std::time::Duration::from_millis(record.poll_interval_ms);
+                    tokio::time::sleep(interval.min(until_expiry)).await;
+                }
+            }
+        }
+    }
+
+    /// Records how the task ended, unless it had already (cancelled).
+    async fn end(&self, owner: &str, id: &str, outcome: TaskOutcome) {
+        let _writing = self.writes.lock().await;
+        let live = self.live.lock().ok().and_then(|mut live| live.remove(id));
+        let Ok(Some(mut record)) = self.get(owner, id).await else {
+            return;
+        };
+        let status = match outcome {
+            TaskOutcome::Result(_) => TaskStatus::Completed,
+            TaskOutcome::Error(_) => TaskStatus::Failed,
+        };
+        record.status = status;
+        record.outcome = Some(outcome);
+        record.input_requests.clear();
+        record.updated_ms = now_ms();
+        let _replaced = self.store.update(record).await;
+        if let Some(live) = live {
+            live.status.send_replace(status);
+        }
+    }
+
+    /// Forgets the tasks whose TTL passed, stopping any still running.
+    async fn expire(&self, now: u64) {
+        let gone = self.store.expire(now).await;
+        if gone.is_empty() {
+            return;
+        }
+        if let Ok(mut live) = self.live.lock() {
+            for id in gone {
+                if let Some(entry) = live.remove(&id) {
+                    if let Some(abort) = entry.abort {
+                        abort.abort();
+                    }
+                    entry.status.send_replace(TaskStatus::Cancelled);
+                }
+            }
+        }
+    }
+}
+
+/// A new task id: the creation time, so ids sort by it (a listing pages in
+/// creation order), then 128 random bits, so no id can be guessed.
+fn new_id(now_ms: u64) -> String {
+    let mut random = [0_u8; 16];
+    // Without entropy the id is still unique (time and a counter) but
+    // guessable; the owner check still keeps it from anyone else.
+    if getrandom::fill(&mut random).is_err() {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for (slot, byte) in random.iter_mut().zip(n.to_be_bytes()) {
+            *slot = byte;
+        }
+    }
+    let mut id = format!("{now_ms:012x}");
+    for byte in random {
+        let _infallible = write!(id, "{byte:02x}");
+    }
+    id
+}

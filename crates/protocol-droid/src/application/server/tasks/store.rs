@@ -1,0 +1,398 @@
+//! Where tasks are kept: the [`TaskStore`] port, what it keeps
+//! ([`TaskRecord`]), and the in-memory store a server uses unless given
+//! another.
+//!
+//! A record is everything about a task that must outlive the request that
+//! created it, and that another instance would need to answer `tasks/get`:
+//! its owner, status, times, the questions it waits on and, once it ends,
+//! its result or error. What only the running handler has (the future
+//! itself, the channels its answers arrive on) stays with the runtime in
+//! `tasks`, never in a store.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use super::super::BoxFuture;
+use crate::domain::ir::JsonObject;
+use crate::domain::jsonrpc::ErrorObject;
+use crate::wire::tasks::TaskStatus;
+
+/// One task as a store keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRecord {
+    /// The task's id: 128 random bits, so unguessable.
+    pub id: String,
+    /// Whose task it is: the principal that created it (see
+    /// `Tasks::owner_of`). Every lookup names the owner, so another
+    /// principal finds nothing, exactly as for an id that does not exist.
+    pub owner: String,
+    /// Where it is.
+    pub status: TaskStatus,
+    /// Why it is there, in words, if anything says.
+    pub status_message: Option<String>,
+    /// When it was created, in milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// When its status last changed, in milliseconds since the Unix epoch.
+    pub updated_ms: u64,
+    /// How long it is kept from creation, in milliseconds.
+    pub ttl_ms: u64,
+    /// How often a client should poll it, in milliseconds.
+    pub poll_interval_ms: u64,
+    /// The questions it waits on (2026-07-28 `inputRequests`), by key.
+    pub input_requests: JsonObject,
+    /// How it ended, once it has.
+    pub outcome: Option<TaskOutcome>,
+}
+
+impl TaskRecord {
+    /// Whether the task has ended: a terminal record never changes again.
+    #[must_use]
+    pub const fn is_terminal(&self) -> bool {
+        matches!(
+            self.status,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
+    }
+
+    /// When the store may forget it, in milliseconds since the Unix epoch.
+    #[must_use]
+    pub const fn expires_ms(&self) -> u64 {
+        self.created_ms.saturating_add(self.ttl_ms)
+    }
+}
+
+/// How a task ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskOutcome {
+    /// The result of the request the task ran, written for the revision of
+    /// the request that created it (a tool error is a result too).
+    Result(Value),
+    /// The JSON-RPC error the request ended with.
+    Error(ErrorObject),
+}
+
+/// Why a store could not do what it was asked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskStoreError {
+    /// The owner has as many tasks as one owner may keep.
+    #[error("at most {0} tasks per caller; wait for one to end or expire")]
+    OwnerFull(usize),
+    /// The store holds as many tasks as it may.
+    #[error("the server holds as many tasks as it may ({0}); try again later")]
+    Full(usize),
+    /// The store could not be reached.
+    #[error("the task store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Where tasks are kept.
+///
+/// Every method names the owner along with the id: a store never answers
+/// for a task to anyone but the principal that created it. A task is gone
+/// once its TTL has passed, whether or not anything swept it yet.
+pub trait TaskStore: Send + Sync + 'static {
+    /// Keeps a new task.
+    ///
+    /// # Errors
+    ///
+    /// [`TaskStoreError::OwnerFull`] or [`TaskStoreError::Full`] at a bound;
+    /// [`TaskStoreError::Unavailable`] when the store cannot be reached.
+    fn create(&self, record: TaskRecord, now_ms: u64) -> BoxFuture<'_, Result<(), TaskStoreError>>;
+
+    /// The task `id` of `owner`, unless it does not exist, is someone
+    /// else's, or has expired.
+    ///
+    /// # Errors
+    ///
+    /// [`TaskStoreError::Unavailable`] when the store cannot be reached.
+    fn get<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<Option<TaskRecord>, TaskStoreError>>;
+
+    /// Replaces a task's record, unless the one kept has already ended (a
+    /// terminal task never changes) or is gone: answers whether it was
+    /// replaced.
+    ///
+    /// # Errors
+    ///
+    /// [`TaskStoreError::Unavailable`] when the store cannot be reached.
+    fn update(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, TaskStoreError>>;
+
+    /// Up to `limit` of `owner`'s tasks, oldest first, starting after the
+    /// task `after`; and whether more follow.
+    ///
+    /// # Errors
+    ///
+    /// [`TaskStoreError::Unavailable`] when the store cannot be reached.
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<(Vec<TaskRecord>, bool), TaskStoreError>>;
+
+    /// Forgets every task whose TTL has passed, answering their ids so the
+    /// runtime can stop any still running.
+    fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>>;
+}
+
+/// How many tasks a store keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreBounds {
+    /// Tasks one owner may have at once (running or ended, until expiry).
+    pub per_owner: usize,
+    /// Tasks the store holds in all.
+    pub total: usize,
+}
+
+impl Default for StoreBounds {
+    fn default() -> Self {
+        Self {
+            per_owner: 1024,
+            total: 16_384,
+        }
+    }
+}
+
+/// The in-memory [`TaskStore`]: one process's tasks, gone with it.
+#[derive(Debug, Default)]
+pub struct MemoryTaskStore {
+    bounds: StoreBounds,
+    inner: Mutex<Memory>,
+}
+
+#[derive(Debug, Default)]
+struct Memory {
+    tasks: HashMap<String, TaskRecord>,
+    /// Ids by owner, in creation order (ids sort by creation; see
+    /// `Tasks::new_id`), for listing and counting.
+    by_owner: HashMap<String, BTreeSet<String>>,
+    /// `(expiry, id)`, soonest first, so a sweep reads only what expired.
+    by_expiry: BTreeSet<(u64, String)>,
+}
+
+impl Memory {
+    fn sweep(&mut self, now_ms: u64) -> Vec<String> {
+        let mut gone = Vec::new();
+        while let Some((expiry, id)) = self.by_expiry.first().cloned() {
+            if expiry > now_ms {
+                break;
+            }
+            self.by_expiry.pop_first();
+            if let Some(record) = self.tasks.remove(&id) {
+                if let Some(ids) = self.by_owner.get_mut(&record.owner) {
+                    ids.remove(&id);
+                    if ids.is_empty() {
+                        self.by_owner.remove(&record.owner);
+                    }
+                }
+            }
+            gone.push(id);
+        }
+        gone
+    }
+}
+
+impl MemoryTaskStore {
+    /// A store keeping at most `bounds`.
+    #[must_use]
+    pub fn with_bounds(bounds: StoreBounds) -> Self {
+        Self {
+            bounds,
+            inner: Mutex::default(),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Memory) -> T) -> Result<T, TaskStoreError> {
+        self.inner
+            .lock()
+            .map(|mut memory| f(&mut memory))
+            .map_err(|_| TaskStoreError::Unavailable("the task table is poisoned".to_owned()))
+    }
+}
+
+impl TaskStore for MemoryTaskStore {
+    fn create(&self, record: TaskRecord, now_ms: u64) -> BoxFuture<'_, Result<(), TaskStoreError>> {
+        let bounds = self.bounds;
+        let created = self
+            .with(|memory| {
+                memory.sweep(now_ms);
+                if memory.tasks.len() >= bounds.total {
+                    return Err(TaskStoreError::Full(bounds.total));
+                }
+                let owned = memory.by_owner.get(&record.owner).map_or(0, BTreeSet::len);
+                if owned >= bounds.per_owner {
+                    return Err(TaskStoreError::OwnerFull(bounds.per_owner));
+                }
+                memory
+                    .by_owner
+                    .entry(record.owner.clone())
+                    .or_default()
+                    .insert(record.id.clone());
+                memory
+                    .by_expiry
+                    .insert((record.expires_ms(), record.id.clone()));
+                memory.tasks.insert(record.id.clone(), record);
+                Ok(())
+            })
+            .and_then(|created| created);
+        Box::pin(async move { created })
+    }
+
+    fn get<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<Option<TaskRecord>, TaskStoreError>> {
+        let found = self.with(|memory| {
+            memory
+                .tasks
+                .get(id)
+                .filter(|r| r.owner == owner && r.expires_ms() > now_ms)
+                .cloned()
+        });
+        Box::pin(async move { found })
+    }
+
+    fn update(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, TaskStoreError>> {
+        let replaced = self.with(|memory| match memory.tasks.get_mut(&record.id) {
+            Some(kept) if kept.owner == record.owner && !kept.is_terminal() => {
+                *kept = record;
+                true
+            }
+            _ => false,
+        });
+        Box::pin(async move { replaced })
+    }
+
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<(Vec<TaskRecord>, bool), TaskStoreError>> {
+        let page = self.with(|memory| {
+            let Some(ids) = memory.by_owner.get(owner) else {
+                return (Vec::new(), false);
+            };
+            let mut live = ids
+                .iter()
+                .filter(|id| after.is_none_or(|after| id.as_str() > after))
+                .filter_map(|id| memory.tasks.get(id))
+                .filter(|r| r.expires_ms() > now_ms);
+            let page: Vec<TaskRecord> = live.by_ref().take(limit).cloned().collect();
+            let more = live.next().is_some();
+            (page, more)
+        });
+        Box::pin(async move { page })
+    }
+
+    fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>> {
+        let gone = self.with(|memory| memory.sweep(now_ms)).unwrap_or_default();
+        Box::pin(async move { gone })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, owner: &str, created_ms: u64, ttl_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: id.to_owned(),
+            owner: owner.to_owned(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_ms,
+            updated_ms: created_ms,
+            ttl_ms,
+            poll_interval_ms: 500,
+            input_requests: JsonObject::new(),
+            outcome: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_task_is_found_only_by_its_owner_and_only_until_it_expires()
+    -> Result<(), TaskStoreError> {
+        let store = MemoryTaskStore::default();
+        store
+            .create(record("a", "alice", 1_000, 500), 1_000)
+            .await?;
+        assert!(store.get("alice", "a", 1_200).await?.is_some());
+        assert_eq!(store.get("bob", "a", 1_200).await?, None);
+        assert_eq!(store.get("alice", "a", 1_500).await?, None);
+        assert_eq!(store.expire(1_500).await, vec!["a".to_owned()]);
+        assert_eq!(
+            store.list("alice", None, 10, 1_500).await?,
+            (Vec::new(), false)
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_owner_is_bounded_and_others_are_not_held_back_by_it() -> Result<(), TaskStoreError>
+    {
+        let store = MemoryTaskStore::with_bounds(StoreBounds {
+            per_owner: 2,
+            total: 3,
+        });
+        store.create(record("1", "alice", 0, 10_000), 0).await?;
+        store.create(record("2", "alice", 0, 10_000), 0).await?;
+        assert_eq!(
+            store.create(record("3", "alice", 0, 10_000), 0).await,
+            Err(TaskStoreError::OwnerFull(2))
+        );
+        store.create(record("4", "bob", 0, 10_000), 0).await?;
+        assert_eq!(
+            store.create(record("5", "carol", 0, 10_000), 0).await,
+            Err(TaskStoreError::Full(3))
+        );
+        // Expiry frees the places.
+        store
+            .create(record("6", "carol", 20_000, 10_000), 20_000)
+            .await?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_terminal_task_is_never_replaced() -> Result<(), TaskStoreError> {
+        let store = MemoryTaskStore::default();
+        store.create(record("t", "alice", 0, 10_000), 0).await?;
+        let mut cancelled = record("t", "alice", 0, 10_000);
+        cancelled.status = TaskStatus::Cancelled;
+        assert!(store.update(cancelled).await?);
+        let mut completed = record("t", "alice", 0, 10_000);
+        completed.status = TaskStatus::Completed;
+        assert!(!store.update(completed).await?);
+        let kept = store.get("alice", "t", 1).await?.map(|r| r.status);
+        assert_eq!(kept, Some(TaskStatus::Cancelled));
+        // Nor can another owner write over it.
+        assert!(!store.update(record("t", "bob", 0, 10_000)).await?);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_list_pages_in_creation_order() -> Result<(), TaskStoreError> {
+        let store = MemoryTaskStore::default();
+        for id in ["a", "b", "c"] {
+            store.create(record(id, "alice", 0, 10_000), 0).await?;
+        }
+        let (first, more) = store.list("alice", None, 2, 1).await?;
+        let ids: Vec<&str> = first.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!((ids, more), (vec!["a", "b"], true));
+        let (rest, more) = store.list("alice", Some("b"), 2, 1).await?;
+        let ids: Vec<&str> = rest.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!((ids, more), (vec!["c"], false));
+        Ok(())
+    }
+}

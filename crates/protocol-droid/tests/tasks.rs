@@ -1,0 +1,416 @@
+//! Tasks over Streamable HTTP, in both eras' forms: a task outlives the
+//! connection that made it, cancelling one stops its handler, and one past
+//! its TTL is gone.
+//!
+//! Timeouts only stop a broken test from hanging; nothing asserts how long
+//! anything took.
+
+// Indexing a `serde_json::Value` yields `Null` for a missing member and never
+// panics, which is what reading replies wants.
+#![allow(clippy::indexing_slicing)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use protocol_droid::adapters::primary::http::HttpOptions;
+use protocol_droid::application::server::{Call, Server, TaskLimits, ToolSpec};
+use protocol_droid::domain::ir::ToolResult;
+use protocol_droid::wire::tools::TaskSupport;
+use serde_json::{Value, json};
+
+#[allow(dead_code)] // Each test binary uses its own part of it.
+mod support;
+
+use support::{BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, initialize, legacy_session};
+
+const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Counts a handler's ends: dropped (stopped) or finished.
+#[derive(Default)]
+struct Ends {
+    stopped: AtomicUsize,
+    finished: AtomicUsize,
+}
+
+/// Counts a drop into `Ends::stopped` unless the handler finished first.
+struct StopGuard(Arc<Ends>, bool);
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.stopped.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn server(ends: &Arc<Ends>, limits: TaskLimits) -> Result<Server, TestError> {
+    let server = Server::builder("tasks-test", "1.0.0")
+        .task_limits(limits)
+        .build()?;
+    server.add_tool(
+        ToolSpec::new("brief", "Works for a moment, then answers.")
+            .task_support(TaskSupport::Optional),
+        |call: Call| async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let who = call.arg_str("who").unwrap_or("nobody").to_owned();
+            Ok(ToolResult::text(format!("done for {who}")))
+        },
+    );
+    let counted = Arc::clone(ends);
+    server.add_tool(
+        ToolSpec::new("endless", "Works until it is stopped.").task_support(TaskSupport::Required),
+        move |_call: Call| {
+            let ends = Arc::clone(&counted);
+            async move {
+                let mut guard = StopGuard(Arc::clone(&ends), false);
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                guard.1 = true;
+                ends.finished.fetch_add(1, Ordering::SeqCst);
+                Ok(ToolResult::text("finished"))
+            }
+        },
+    );
+    Ok(server)
+}
+
+struct Running {
+    serving: Serving,
+    ends: Arc<Ends>,
+}
+
+async fn start(limits: TaskLimits) -> Result<Running, TestError> {
+    let ends = Arc::new(Ends::default());
+    let serving = Serving::start(server(&ends, limits)?, HttpOptions::default()).await?;
+    Ok(Running { serving, ends })
+}
+
+/// The JSON-RPC answer in a response, whether sent as JSON or as events.
+async fn answer(response: reqwest::Response) -> Result<Value, TestError> {
+    let events = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+    let body = response.text().await?;
+    if !events {
+        return Ok(serde_json::from_str(&body)?);
+    }
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message.get("id").is_some())
+        .ok_or_else(|| format!("no answer among the events: {body}").into())
+}
+
+impl Running {
+    async fn post(
+        &self,
+        client: &reqwest::Client,
+        headers: &[(&'static str, &str)],
+        body: &Value,
+    ) -> Result<Value, TestError> {
+        let mut all = vec![("content-type", "application/json"), ("accept", BOTH)];
+        all.extend_from_slice(headers);
+        let response = client
+            .post(format!("{}/mcp", self.serving.base))
+            .headers(support::headers(&all)?)
+            .body(body.to_string())
+            .send()
+            .await?;
+        answer(response).await
+    }
+
+    /// A 2025-11-25 session, opened on `client`.
+    async fn open(&self, client: &reqwest::Client) -> Result<String, TestError> {
+        let response = client
+            .post(format!("{}/mcp", self.serving.base))
+            .headers(support::headers(&[
+                ("content-type", "application/json"),
+                ("accept", BOTH),
+            ])?)
+            .body(initialize(0, LEGACY, &json!({})).to_string())
+            .send()
+            .await?;
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .ok_or("no session id")?
+            .to_str()?
+            .to_owned();
+        Ok(session)
+    }
+
+    /// `method` with `params` in the 2025-11-25 session `session`.
+    async fn legacy(
+        &self,
+        client: &reqwest::Client,
+        session: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, TestError> {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        self.post(client, &legacy_session(session), &body).await
+    }
+
+    /// `method` with `params` as a 2026-07-28 request declaring the tasks
+    /// extension, named `name` in its routing header.
+    async fn modern(
+        &self,
+        client: &reqwest::Client,
+        method: &str,
+        mut params: Value,
+        name: &str,
+    ) -> Result<Value, TestError> {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": { "extensions": { EXTENSION: {} } },
+        });
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        let headers = [
+            ("mcp-protocol-version", MODERN),
+            ("mcp-method", method),
+            ("mcp-name", name),
+        ];
+        self.post(client, &headers, &body).await
+    }
+
+    /// Waits (up to [`PATIENCE`]) until `n` handlers have been stopped.
+    async fn stopped(&self, n: usize) -> Result<(), TestError> {
+        let counted = || async { Ok(json!(self.ends.stopped.load(Ordering::SeqCst))) };
+        self.until(counted, |stopped| *stopped == json!(n)).await?;
+        Ok(())
+    }
+
+    /// Waits (up to [`PATIENCE`]) until `done` holds of what `poll` answers.
+    async fn until<F, Fut>(
+        &self,
+        mut poll: F,
+        done: impl Fn(&Value) -> bool,
+    ) -> Result<Value, TestError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Value, TestError>>,
+    {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let seen = poll().await?;
+            if done(&seen) {
+                return Ok(seen);
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("still not there: {seen}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// The `taskId` of a task as an answer shows it.
+fn task_id(task: &Value) -> Result<String, TestError> {
+    Ok(task["taskId"].as_str().ok_or("no taskId")?.to_owned())
+}
+
+fn fresh_client() -> Result<reqwest::Client, TestError> {
+    Ok(reqwest::Client::builder().timeout(PATIENCE).build()?)
+}
+
+/// A 2025-11-25 task asked for in one session is still there, with its
+/// result, for a new session on a new connection once the first is gone:
+/// it belongs to the caller, not to the session.
+#[tokio::test]
+async fn a_legacy_tasks_result_outlives_its_session() -> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    let first = fresh_client()?;
+    let session = s.open(&first).await?;
+    let created = s
+        .legacy(
+            &first,
+            &session,
+            "tools/call",
+            json!({ "name": "brief", "arguments": { "who": "ada" }, "task": { "ttl": 60_000 } }),
+        )
+        .await?;
+    let task = &created["result"]["task"];
+    let id = task_id(task)?;
+    assert_eq!(task["status"], "working", "{created}");
+    assert_eq!(task["ttl"], 60_000);
+    // The session ends and its connection with it.
+    let ended = first
+        .delete(format!("{}/mcp", s.serving.base))
+        .headers(support::headers(&legacy_session(&session))?)
+        .send()
+        .await?;
+    assert!(ended.status().is_success(), "{}", ended.status());
+    drop(first);
+
+    let second = fresh_client()?;
+    let session = s.open(&second).await?;
+    // `tasks/result` waits for the end, then answers the call's result,
+    // tied to its task.
+    let result = s
+        .legacy(&second, &session, "tasks/result", json!({ "taskId": id }))
+        .await?;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "done for ada",
+        "{result}"
+    );
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        json!(id)
+    );
+    let got = s
+        .legacy(&second, &session, "tasks/get", json!({ "taskId": id }))
+        .await?;
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    let listed = s.legacy(&second, &session, "tasks/list", json!({})).await?;
+    let ids: Vec<&Value> = listed["result"]["tasks"]
+        .as_array()
+        .ok_or("no tasks")?
+        .iter()
+        .map(|t| &t["taskId"])
+        .collect();
+    assert_eq!(ids, vec![&json!(id)], "{listed}");
+    // An ended task cannot be cancelled in 2025-11-25.
+    let cancel = s
+        .legacy(&second, &session, "tasks/cancel", json!({ "taskId": id }))
+        .await?;
+    assert_eq!(cancel["error"]["code"], -32602, "{cancel}");
+    Ok(())
+}
+
+/// A 2026-07-28 task made over one connection is polled to its result from
+/// another: the extension's result is inlined on `tasks/get`.
+#[tokio::test]
+async fn a_modern_tasks_result_is_polled_from_another_connection() -> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    let created = s
+        .modern(
+            &fresh_client()?,
+            "tools/call",
+            json!({ "name": "brief", "arguments": { "who": "grace" } }),
+            "brief",
+        )
+        .await?;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = task_id(&created["result"])?;
+    let poller = fresh_client()?;
+    let done = s
+        .until(
+            || s.modern(&poller, "tasks/get", json!({ "taskId": id }), &id),
+            |got| got["result"]["status"] == "completed",
+        )
+        .await?;
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "done for grace",
+        "{done}"
+    );
+    // Without the extension the same tool runs in the request.
+    let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "brief", "arguments": { "who": "plain" }, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {} } } });
+    let headers = [
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "brief"),
+    ];
+    let plain = s.post(&poller, &headers, &body).await?;
+    assert_eq!(
+        plain["result"]["content"][0]["text"], "done for plain",
+        "{plain}"
+    );
+    assert_eq!(plain["result"].get("taskId"), None);
+    Ok(())
+}
+
+/// `tasks/cancel` stops the handler (its future is dropped, never finished)
+/// and the task reads `cancelled`, in both eras.
+#[tokio::test]
+async fn cancelling_a_task_stops_its_handler() -> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    let client = fresh_client()?;
+    let created = s
+        .modern(
+            &client,
+            "tools/call",
+            json!({ "name": "endless" }),
+            "endless",
+        )
+        .await?;
+    let id = task_id(&created["result"])?;
+    let ack = s
+        .modern(&client, "tasks/cancel", json!({ "taskId": id }), &id)
+        .await?;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    assert_eq!(
+        ack["result"].get("status"),
+        None,
+        "an empty acknowledgement"
+    );
+    let got = s
+        .modern(&client, "tasks/get", json!({ "taskId": id }), &id)
+        .await?;
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+    s.stopped(1).await?;
+
+    let session = s.open(&client).await?;
+    let created = s
+        .legacy(
+            &client,
+            &session,
+            "tools/call",
+            json!({ "name": "endless", "task": {} }),
+        )
+        .await?;
+    let id = task_id(&created["result"]["task"])?;
+    let cancelled = s
+        .legacy(&client, &session, "tasks/cancel", json!({ "taskId": id }))
+        .await?;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    s.stopped(2).await?;
+    assert_eq!(s.ends.finished.load(Ordering::SeqCst), 0);
+    Ok(())
+}
+
+/// A task is gone once its TTL has passed: unknown to `tasks/get`, and its
+/// handler, had it still been running, stopped.
+#[tokio::test]
+async fn a_task_past_its_ttl_is_gone_and_its_handler_stopped() -> Result<(), TestError> {
+    let s = start(TaskLimits {
+        max_ttl_ms: 300,
+        ..TaskLimits::default()
+    })
+    .await?;
+    let client = fresh_client()?;
+    let created = s
+        .modern(
+            &client,
+            "tools/call",
+            json!({ "name": "endless" }),
+            "endless",
+        )
+        .await?;
+    assert_eq!(created["result"]["ttlMs"], 300, "{created}");
+    let id = task_id(&created["result"])?;
+    let gone = s
+        .until(
+            || s.modern(&client, "tasks/get", json!({ "taskId": id }), &id),
+            |got| got.get("error").is_some(),
+        )
+        .await?;
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    s.stopped(1).await?;
+    // The 2025-11-25 form asks for its TTL, and is cut to the longest.
+    let session = s.open(&client).await?;
+    let created = s
+        .legacy(
+            &client,
+            &session,
+            "tools/call",
+            json!({ "name": "brief", "task": { "ttl": 3_600_000 } }),
+        )
+        .await?;
+    assert_eq!(created["result"]["task"]["ttl"], 300, "{created}");
+    Ok(())
+}
