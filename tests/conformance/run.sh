@@ -20,7 +20,8 @@
 #   5. stops the server (trap), whatever happened;
 #   5b. starts `droid bridge --listen` twice, each time across the eras in front of the fixture
 #      over stdio, and runs the revision the bridge offers: the bridge offering 2026-07-28 in
-#      front of `droid serve --revisions 2025-11-25` (`--requirements 2026-07-28`), and the
+#      front of `droid serve --revisions 2025-11-25` (`--requirements 2026-07-28`, then nine
+#      of the ten `tasks-*` scenarios one by one, counted), and the
 #      bridge offering 2025-11-25 in front of `droid serve --revisions 2026-07-28`
 #      (`--requirements 2025-11-25`); then the same two runs in front of the Python SDK fixture
 #      (tests/interop/reference_server.py on `mcp` from PyPI, served over Streamable HTTP, the
@@ -237,8 +238,42 @@ start_python() {
     PYTHON_URL="http://127.0.0.1:$port/mcp"
 }
 
+# The tasks scenarios one by one (a bridge offering one era cannot serve `--suite all`, which
+# runs the other era's scenarios too), counted; each must leave its results.
+run_each_leg() {  # leg-name scenario,scenario,...
+    local name=$1 list=$2 rc=0 one t0=$SECONDS scenario
+    local dir="$OUT/$name" log="$OUT/$name.log"
+    banner "leg $name: conformance server --url $URL --scenario S -o $dir, for each of $list"
+    : >"$log"
+    for scenario in ${list//,/ }; do
+        timeout --foreground -k 5 "$LEG_TIMEOUT" "$NODE" "$CLI" server --url "$URL" \
+            --scenario "$scenario" -o "$dir" 2>&1 | tee -a "$log"
+        one=${PIPESTATUS[0]}
+        case $one in 130|143) give_up "interrupted (the suite exited $one)" ;; esac
+        [ "$one" -le 1 ] || rc=$one
+    done
+    say "leg $name: done after $((SECONDS - t0))s (log: $log)"
+    legs+=("$name" "each:$list" "$dir" "$rc" "$log")
+    if [ -n "$server_pid" ] && ! kill -0 "$server_pid" 2>/dev/null; then
+        problems+="the server exited during leg $name (log: $server_log)"$'\n'
+        server_pid=""
+    fi
+}
+
+# Through the bridge the tasks are the bridge's own (docs/tasks.md), so a 2026-07-28 client
+# gets them in front of a 2025-11-25 server too. `tasks-mrtr-composition` is left out: its tool
+# asks its question before it starts its task, which a 2025-11-25 server cannot say (a task
+# there starts with the call, and its questions come inside it), so through the bridge the
+# question arrives inside the task, as `tasks-mrtr-input` requires of the same upstream.
+BRIDGED_TASK_SCENARIOS=${TASK_SCENARIOS/,tasks-mrtr-composition/}
+
 if [ "${CONFORMANCE_BRIDGE:-1}" = 1 ] && [ -z "$problems" ]; then
-    run_bridge_leg bridge-2026-07-28 2026-07-28 -- "$DROID_BIN" serve --revisions 2025-11-25
+    server_log="$OUT/bridge-2026-07-28.server.log"
+    start_server bridge --revisions 2026-07-28 -- "$DROID_BIN" serve --revisions 2025-11-25
+    URL="http://127.0.0.1:$PORT/mcp"
+    run_leg bridge-2026-07-28 2026-07-28 --requirements 2026-07-28
+    run_each_leg bridge-tasks-2026-07-28 "$BRIDGED_TASK_SCENARIOS"
+    stop_server
     run_bridge_leg bridge-2025-11-25 2025-11-25 -- "$DROID_BIN" serve --revisions 2026-07-28
     start_python
     run_bridge_leg bridge-python-2026-07-28 2026-07-28 \

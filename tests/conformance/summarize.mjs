@@ -5,8 +5,9 @@
 // (five words per leg after PKG_DIR; REQUIREMENTS is a revision such as 2025-11-25 for a
 // server-mode leg, client:2025-11-25 for a client-mode leg, `scenarios:A,B,...` for a
 // server-mode leg of `--suite all` whose named scenarios are counted (the tasks extension's,
-// which no requirement set scores) and the rest listed, or "-" for an informational leg,
-// which is listed but never counted).
+// which no requirement set scores) and the rest listed, `each:A,B,...` for a server-mode leg
+// that ran exactly those scenarios one `--scenario` at a time (no summary is printed then),
+// or "-" for an informational leg, which is listed but never counted).
 //
 // A leg's scored scenarios are the `server:` (or `client:`) list of the installed package's
 // requirements/<REVISION>.yaml, the frozen set the suite itself scores. A server scenario
@@ -96,7 +97,8 @@ for (let i = 0; i < rest.length; i += 5) {
   const results = readResults(dir, mode);
   // A `scenarios:` leg counts the scenarios it names; its suite ran every scenario, so its
   // exit status says nothing about them and is not cross-checked.
-  const named = rev.startsWith('scenarios:') ? rev.slice('scenarios:'.length).split(',') : null;
+  const each = rev.startsWith('each:');
+  const named = rev.startsWith('scenarios:') || each ? rev.slice(rev.indexOf(':') + 1).split(',') : null;
   const scored = rev === '-' ? null : named ? { list: named, reasons: new Map() } : requirements(rev, mode);
 
   console.log(`\n==================== ${leg}: every check (results in ${dir}) ====================`);
@@ -144,7 +146,7 @@ for (let i = 0; i < rest.length; i += 5) {
   const problems = [];
   if (rc === 124 || rc === 137) problems.push(`the suite timed out (exit ${rc})`);
   else if (rc !== 0 && rc !== 1) problems.push(`the suite exited ${rc}`);
-  if (!/=== (SUITE )?SUMMARY ===/.test(logText)) problems.push(`the suite printed no "=== SUMMARY ===" (crashed?); see ${log}`);
+  if (!each && !/=== (SUITE )?SUMMARY ===/.test(logText)) problems.push(`the suite printed no "=== SUMMARY ===" (crashed?); see ${log}`);
   if (results.size === 0) problems.push(`no results in ${dir}`);
   if (scored && !named && problems.length === 0) {
     if (rc === 1 && legFailed === 0) problems.push('the suite exited 1 but no scored scenario has a FAILURE check');

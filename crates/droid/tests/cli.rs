@@ -316,6 +316,106 @@ fn bridge_gives_a_legacy_stdio_client_a_2026_only_server() -> Result<(), TestErr
     Ok(())
 }
 
+/// A stdio peer driven a line at a time.
+struct Lines {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Lines {
+    fn spawn(args: &[&str]) -> Result<Self, TestError> {
+        let mut child = spawn_droid(args, Stdio::piped(), Stdio::piped(), Stdio::null())?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        Ok(Self {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    /// Sends `message`; for a request, answers its reply (what else comes
+    /// first, notifications, is passed over).
+    fn send(&mut self, message: &serde_json::Value) -> Result<serde_json::Value, TestError> {
+        use std::io::BufRead as _;
+        writeln!(self.stdin, "{message}")?;
+        let Some(id) = message.get("id") else {
+            return Ok(serde_json::Value::Null);
+        };
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line)? == 0 {
+                return Err("the peer closed its output".into());
+            }
+            let reply: serde_json::Value = serde_json::from_str(&line)?;
+            if reply.get("id") == Some(id) && reply.get("method").is_none() {
+                return Ok(reply);
+            }
+        }
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        let _killed = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
+/// Through the bridge a 2025-11-25 client's task is the bridge's own, in
+/// front of a 2025-11-25 server whose tools say they run as tasks: the
+/// bridge declares tasks, shows each tool's `taskSupport`, runs the call in
+/// the background and answers `tasks/result` with its result.
+#[test]
+fn a_legacy_clients_task_runs_through_the_bridge() -> Result<(), TestError> {
+    use serde_json::json;
+    let droid = env!("CARGO_BIN_EXE_droid");
+    let mut peer = Lines::spawn(&["bridge", "--", droid, "serve", "--revisions", "2025-11-25"])?;
+    let init = peer.send(&serde_json::from_str(&initialize("2025-11-25"))?)?;
+    assert!(
+        init["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object(),
+        "{init}"
+    );
+    peer.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))?;
+    let listed = peer.send(&json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }))?;
+    let support = |name: &str| {
+        listed["result"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == name))
+            .map(|t| t["execution"]["taskSupport"].clone())
+    };
+    assert_eq!(support("slow_compute"), Some(json!("optional")), "{listed}");
+    assert_eq!(support("failing_job"), Some(json!("required")));
+    let created = peer.send(&json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": { "name": "slow_compute", "arguments": { "seconds": 0.1, "label": "bridged" },
+            "task": { "ttl": 60000 } } }))?;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .ok_or("no task")?
+        .to_owned();
+    let result = peer.send(
+        &json!({ "jsonrpc": "2.0", "id": 4, "method": "tasks/result",
+        "params": { "taskId": id } }),
+    )?;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "bridged: done after 0.1 s",
+        "{result}"
+    );
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        json!(id)
+    );
+    let got = peer.send(&json!({ "jsonrpc": "2.0", "id": 5, "method": "tasks/get",
+        "params": { "taskId": id } }))?;
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    // A tool that only runs as a task is refused without `task`.
+    let refused = peer.send(&json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call",
+        "params": { "name": "failing_job" } }))?;
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    Ok(())
+}
+
 #[test]
 fn bridge_refuses_an_unknown_feature_name_and_a_missing_upstream() -> Result<(), TestError> {
     let stderr = refused(

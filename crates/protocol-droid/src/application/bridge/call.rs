@@ -356,23 +356,10 @@ impl Bridge {
     /// Whether the tool `params` call only runs as a task upstream: a tool
     /// list of the upstream says so, listed when none is known yet.
     pub(super) async fn runs_as_task(&self, params: &JsonObject) -> bool {
-        // What the first connection learned: every connection reaches the
-        // same server, and reading it there copies nothing per request.
-        let upstream = &self.inner.upstream;
-        let offers_tasks = upstream.version == ProtocolVersion::V2025_11_25
-            && upstream.capabilities.tasks.is_some();
-        if !offers_tasks {
-            return false;
-        }
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return false;
         };
-        if lock(&self.inner.task_tools).is_none() {
-            self.learn_tools().await;
-        }
-        lock(&self.inner.task_tools)
-            .as_ref()
-            .is_some_and(|tools| tools.contains(name))
+        self.task_support(name).await == crate::wire::tools::TaskSupport::Required
     }
 
     /// Sets a legacy upstream's session log level to what the request

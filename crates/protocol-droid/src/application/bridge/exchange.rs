@@ -78,6 +78,10 @@ fn with_envelope(params: &mut JsonObject, call: &Call) {
         roots.remove("listChanged");
     }
     caps.remove("tasks");
+    // The bridge's tasks are its own: the upstream is never asked for one.
+    if let Some(Value::Object(extensions)) = caps.get_mut("extensions") {
+        extensions.remove(crate::domain::capability::TASKS_EXTENSION);
+    }
     let meta = params
         .entry("_meta")
         .or_insert_with(|| Value::Object(JsonObject::new()));

@@ -15,7 +15,7 @@ use crate::application::server::request_state::KeyError;
 use crate::application::server::{Call, CallError, Server, ServerBuilder};
 use crate::domain::ir::JsonObject;
 use crate::domain::{Capability, ProtocolVersion, SessionId};
-use crate::wire::tools::Tool;
+use crate::wire::tools::{TaskSupport, Tool};
 
 /// What the bridge's own server forwards through: the bridge, held weakly.
 pub(super) struct Forwarding(pub(super) std::sync::Weak<Inner>);
@@ -48,6 +48,19 @@ impl Forward for Forwarding {
 
     fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {
         self.bridge().map(|b| b.offered_capabilities(version))
+    }
+
+    fn task_support<'a>(&'a self, name: &'a str) -> BoxFuture<'a, TaskSupport> {
+        Box::pin(async move {
+            match self.bridge() {
+                Some(bridge) => bridge.task_support(name).await,
+                None => TaskSupport::Forbidden,
+            }
+        })
+    }
+
+    fn offers_tasks(&self) -> bool {
+        self.bridge().is_some_and(|b| b.upstream_offers_tasks())
     }
 
     fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {

@@ -123,10 +123,12 @@ impl Lowering<'_> {
                 }
             }
         }
-        // The bridge offers no tasks: it runs a task-only tool as a task
-        // upstream and answers with the task's result, so how the tool runs
-        // upstream is nothing the client acts on.
-        tool.remove("execution");
+        // A 2025-11-25 client reads `taskSupport` to ask for a task, which
+        // the bridge runs itself (docs/tasks.md); no other revision has the
+        // field.
+        if !Feature::Tasks.exists_at(self.leg.version) {
+            tool.remove("execution");
+        }
         Ok(())
     }
 

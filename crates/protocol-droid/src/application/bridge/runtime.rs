@@ -156,10 +156,10 @@ pub(super) struct Inner {
     /// The tools as the clients were last given them, by name: what the
     /// server checks `Mcp-Param-*` headers against. Bounded.
     pub(super) tools: Mutex<HashMap<String, Tool>>,
-    /// The upstream's tools that only run as tasks (2025-11-25
-    /// `execution.taskSupport: "required"`), as last listed; `None` before
+    /// How each of the upstream's task-capable tools may run as a task
+    /// (2025-11-25 `execution.taskSupport`), as last listed; `None` before
     /// the first list.
-    pub(super) task_tools: Mutex<Option<std::collections::HashSet<String>>>,
+    pub(super) task_tools: Mutex<Option<HashMap<String, crate::wire::tools::TaskSupport>>>,
     /// The resources each session watches (by `resources/subscribe`, or in
     /// its listens), counted: a session may watch one twice.
     pub(super) watched: Mutex<HashMap<SessionId, HashMap<String, usize>>>,

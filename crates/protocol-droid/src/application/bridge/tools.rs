@@ -9,7 +9,8 @@ use serde_json::Value;
 use super::runtime::Bridge;
 use super::upstream::lock;
 use crate::application::client::RequestOptions;
-use crate::wire::tools::Tool;
+use crate::domain::ProtocolVersion;
+use crate::wire::tools::{TaskSupport, Tool};
 
 /// How many tool definitions the bridge keeps for header checks.
 pub(super) const MAX_KNOWN_TOOLS: usize = 4096;
@@ -70,7 +71,40 @@ impl Bridge {
         }
     }
 
-    /// Records which tools of a `tools/list` page only run as tasks.
+    /// How the upstream's tool `name` may run as a task, listing the tools
+    /// when none are known yet. Only a 2025-11-25 upstream that declares
+    /// tasks says: a 2026-07-28 tool definition has no such field.
+    pub(super) async fn task_support(&self, name: &str) -> TaskSupport {
+        if !self.upstream_offers_tasks() {
+            return TaskSupport::Forbidden;
+        }
+        if lock(&self.inner.task_tools).is_none() {
+            self.learn_tools().await;
+        }
+        lock(&self.inner.task_tools)
+            .as_ref()
+            .and_then(|tools| tools.get(name).copied())
+            .unwrap_or(TaskSupport::Forbidden)
+    }
+
+    /// Whether the upstream runs tool calls as tasks in the form the bridge
+    /// reads (2025-11-25's `tasks.requests.tools.call`).
+    pub(super) fn upstream_offers_tasks(&self) -> bool {
+        // What the first connection learned: every connection reaches the
+        // same server.
+        let upstream = &self.inner.upstream;
+        upstream.version == ProtocolVersion::V2025_11_25
+            && upstream
+                .capabilities
+                .tasks
+                .as_ref()
+                .and_then(|t| t.requests.as_ref())
+                .and_then(|r| r.tools.as_ref())
+                .and_then(|t| t.call.as_ref())
+                .is_some()
+    }
+
+    /// Records which tools of a `tools/list` page run as tasks, and how.
     pub(super) fn note_task_tools(&self, listed: &Value) {
         let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
             return;
@@ -81,15 +115,20 @@ impl Bridge {
             let Some(name) = tool.get("name").and_then(Value::as_str) else {
                 continue;
             };
-            let required = tool
+            let support = tool
                 .get("execution")
                 .and_then(|e| e.get("taskSupport"))
-                .and_then(Value::as_str)
-                == Some("required");
-            if required {
-                known.insert(name.to_owned());
-            } else {
-                known.remove(name);
+                .and_then(|s| serde_json::from_value::<TaskSupport>(s.clone()).ok())
+                .filter(|s| *s != TaskSupport::Forbidden);
+            match support {
+                // Bounded as the definitions are: a listing longer than
+                // that is not a server's tool set but a flood.
+                Some(support) if known.len() < MAX_KNOWN_TOOLS || known.contains_key(name) => {
+                    known.insert(name.to_owned(), support);
+                }
+                _ => {
+                    known.remove(name);
+                }
             }
         }
     }

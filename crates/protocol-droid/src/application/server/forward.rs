@@ -16,7 +16,7 @@ use super::call::{Call, CallError};
 use crate::domain::ir::JsonObject;
 use crate::domain::{ProtocolVersion, SessionId};
 use crate::wire::codec::{Sender, for_version};
-use crate::wire::tools::Tool;
+use crate::wire::tools::{TaskSupport, Tool};
 
 /// The methods a [`Forward`] serves in place of the registry.
 pub const FORWARDED: [&str; 8] = [
@@ -77,8 +77,22 @@ pub trait Forward: Send + Sync {
         None
     }
 
+    /// How the tool `name` may run as a task, as its server says: a call
+    /// of it is then run as a task of this server's own when the client
+    /// takes tasks, with the forwarded call as the task's work (see
+    /// `docs/tasks.md`).
+    fn task_support<'a>(&'a self, _name: &'a str) -> BoxFuture<'a, TaskSupport> {
+        Box::pin(async { TaskSupport::Forbidden })
+    }
+
+    /// Whether any tool forwarded may run as a task: whether the server
+    /// declares tasks.
+    fn offers_tasks(&self) -> bool {
+        false
+    }
+
     /// The capabilities to declare at `version`; `None` keeps the server's
-    /// own.
+    /// own. The server adds its tasks to them.
     fn capabilities(&self, _version: ProtocolVersion) -> Option<JsonObject> {
         None
     }

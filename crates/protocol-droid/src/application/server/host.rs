@@ -327,10 +327,15 @@ impl Server {
     /// whether it declares tasks (2025-11-25) or the tasks extension
     /// (2026-07-28).
     pub(crate) fn offers_tasks(&self) -> bool {
-        self.registry()
-            .tools
-            .values()
-            .any(|t| t.task_support() != TaskSupport::Forbidden)
+        self.inner
+            .forward
+            .as_ref()
+            .is_some_and(|f| f.offers_tasks())
+            || self
+                .registry()
+                .tools
+                .values()
+                .any(|t| t.task_support() != TaskSupport::Forbidden)
     }
 
     /// What this server reports its work to.
@@ -832,15 +837,12 @@ impl Server {
     /// The capabilities object this server declares at `version`.
     #[must_use]
     pub fn capabilities(&self, version: ProtocolVersion) -> JsonObject {
-        if let Some(caps) = self
+        let mut caps = self
             .inner
             .forward
             .as_ref()
             .and_then(|f| f.capabilities(version))
-        {
-            return caps;
-        }
-        let mut caps = every_capability(version, self.registry().completer.is_some());
+            .unwrap_or_else(|| every_capability(version, self.registry().completer.is_some()));
         if self.offers_tasks() {
             if Capability::ServerTasks.exists_at(version) {
                 caps.insert(
@@ -848,10 +850,15 @@ impl Server {
                     json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } }),
                 );
             } else if Capability::ServerTasksExtension.exists_at(version) {
-                caps.insert(
-                    "extensions".to_owned(),
-                    json!({ crate::domain::capability::TASKS_EXTENSION: {} }),
-                );
+                let extensions = caps
+                    .entry("extensions")
+                    .or_insert_with(|| Value::Object(JsonObject::new()));
+                if let Value::Object(extensions) = extensions {
+                    extensions.insert(
+                        crate::domain::capability::TASKS_EXTENSION.to_owned(),
+                        json!({}),
+                    );
+                }
             }
         }
         caps
@@ -861,13 +868,8 @@ impl Server {
     /// negotiation reads them, without building their JSON: every
     /// 2026-07-28 request resolves its own profile against them.
     pub(super) fn capability_set(&self, version: ProtocolVersion) -> CapabilitySet {
-        if let Some(caps) = self
-            .inner
-            .forward
-            .as_ref()
-            .and_then(|f| f.capabilities(version))
-        {
-            return CapabilitySet::from_server_json(&caps, version);
+        if self.inner.forward.is_some() {
+            return CapabilitySet::from_server_json(&self.capabilities(version), version);
         }
         let mut set: CapabilitySet = [
             Capability::Tools,

@@ -15,11 +15,11 @@ use crate::application::server::{AuthContext, PeerSession, RequestContext};
 use crate::domain::canonical::request_digest;
 use crate::domain::ir::{JsonObject, ToolResult, TranslationReport};
 use crate::domain::jsonrpc::ErrorObject;
-use crate::domain::{DegradePolicy, Era, ProtocolVersion, Refusal, Unknown};
+use crate::domain::{Capability, DegradePolicy, Era, ProtocolVersion, Refusal, Unknown};
 use crate::wire::codec::for_version;
 
 use super::request::{ClientRequest, CompletionTarget, Listing, member};
-use super::tasks::task_plan;
+use super::tasks::{forwarded_work, task_plan};
 use super::{Connection, SERVER_INFO_META, now_ms};
 use crate::application::server::reply::Reply;
 
@@ -154,14 +154,26 @@ impl Connection {
                 .collect()
         }
         match listing {
-            Listing::Tools => json!({ "tools": seen(
-                registry.tools.values(),
-                |t| {
-                    can_see(t.scope.as_ref())
-                        && self.server.tool_access(peer, auth, &t.tool.name) == ToolAccess::Granted
-                },
-                |t| &t.tool,
-            ) }),
+            Listing::Tools => {
+                let mut tools = seen(
+                    registry.tools.values(),
+                    |t| {
+                        can_see(t.scope.as_ref())
+                            && self.server.tool_access(peer, auth, &t.tool.name)
+                                == ToolAccess::Granted
+                    },
+                    |t| &t.tool,
+                );
+                // `execution.taskSupport` is 2025-11-25's alone: 2026-07-28
+                // servers decide per call, and earlier revisions have no
+                // tasks.
+                if !Capability::ServerTasks.exists_at(peer.negotiated()) {
+                    for tool in &mut tools {
+                        tool.execution = None;
+                    }
+                }
+                json!({ "tools": tools })
+            }
             Listing::Prompts => json!({ "prompts": seen(
                 registry.prompts.values(),
                 |p| can_see(p.scope.as_ref()),
@@ -259,6 +271,18 @@ impl Connection {
             if let Named::Tool(tool) = named {
                 let known = forward.tool(tool).is_some();
                 self.server.admit_tool(&ctx, tool, known)?;
+                // A task is this server's own, whatever the upstream speaks:
+                // the forwarded call is its work.
+                let support = forward.task_support(tool).await;
+                if let Some(plan) = task_plan(tool, support, false, &params, &peer)? {
+                    let call = Call::new(*ctx, peer, object_member(&params, "arguments"));
+                    let auth = call.caller().clone();
+                    let work = forwarded_work(Arc::clone(&forward), params.clone(), call.clone());
+                    return match self.run_task(plan, call, work).await {
+                        Ok(reply) => Ok(reply.into_value()),
+                        Err(e) => self.outcome(Err(e), method, &params, &auth, version.era()),
+                    };
+                }
             }
         }
         let auth = ctx.auth.clone();

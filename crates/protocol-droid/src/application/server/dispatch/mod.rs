@@ -816,15 +816,14 @@ impl Connection {
         // era's newest revision (its only one so far).
         let forwarding = self.server.forwarder().is_some();
         // The tasks extension's methods are this server's only when it runs
-        // tasks; otherwise they are as unknown as the core table says.
-        let request = if !forwarding
-            && TaskRequest::EXTENSION_METHODS.contains(&method)
-            && self.server.offers_tasks()
-        {
-            ClientRequest::Task(TaskRequest::decode_extension(method, &params)?)
-        } else {
-            ClientRequest::decode(method, &params, ProtocolVersion::LATEST, forwarding)?
-        };
+        // tasks (a bridge's too: its tasks are its own); otherwise they are
+        // as unknown as the core table says.
+        let request =
+            if TaskRequest::EXTENSION_METHODS.contains(&method) && self.server.offers_tasks() {
+                ClientRequest::Task(TaskRequest::decode_extension(method, &params)?)
+            } else {
+                ClientRequest::decode(method, &params, ProtocolVersion::LATEST, forwarding)?
+            };
         let declared = Declared::decode(&params)?;
         let version = self.modern_revision(declared.requested)?;
         // A fresh peer per request: nothing is inherited from an earlier one.

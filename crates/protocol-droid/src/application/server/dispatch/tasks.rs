@@ -16,15 +16,16 @@ use super::Connection;
 use super::methods::write_tool_result;
 use super::request::{TaskRequest, member};
 use crate::application::server::call::{Call, CallError, TaskMode};
+use crate::application::server::forward::Forward;
 use crate::application::server::registry::Handler;
 use crate::application::server::reply::Reply;
 use crate::application::server::tasks::{TaskOutcome, TaskRecord, TaskRef, Tasks, wire};
-use crate::application::server::{PeerSession, RequestContext, Server};
+use crate::application::server::{BoxFuture, PeerSession, RequestContext};
 use crate::domain::capability::TASKS_EXTENSION;
 use crate::domain::feature::Feature;
 use crate::domain::ir::{JsonObject, ToolResult};
 use crate::domain::jsonrpc::ErrorObject;
-use crate::domain::{Capability, Era, ProtocolVersion, Refusal};
+use crate::domain::{Capability, Era, Refusal};
 use crate::wire::tools::TaskSupport;
 
 /// How many tasks one page of 2025-11-25 `tasks/list` holds.
@@ -118,15 +119,24 @@ fn created(record: &TaskRecord, era: Era) -> Reply {
     })
 }
 
-/// A handler's outcome as a task keeps it: a result written for `version`,
-/// or the JSON-RPC error the request would have been answered with.
-fn task_outcome(
-    server: &Server,
-    outcome: Result<ToolResult, CallError>,
-    version: ProtocolVersion,
-) -> Result<Value, ErrorObject> {
-    match outcome.and_then(|result| write_tool_result(server, result, version)) {
-        Ok(reply) => Ok(reply.into_value()),
+/// What a task runs: the call, its result written for the revision of the
+/// request that made the task.
+pub(super) type TaskWork = BoxFuture<'static, Result<Value, CallError>>;
+
+/// The forwarded `tools/call` of `params` as a task's work.
+pub(super) fn forwarded_work(
+    forward: Arc<dyn Forward>,
+    params: JsonObject,
+    call: Call,
+) -> TaskWork {
+    Box::pin(async move { forward.forward("tools/call", params, call).await })
+}
+
+/// Work's outcome as a task keeps it: a result, or the JSON-RPC error the
+/// request would have been answered with.
+fn task_result(outcome: Result<Value, CallError>) -> Result<Value, ErrorObject> {
+    match outcome {
+        Ok(result) => Ok(result),
         Err(CallError::Protocol(error)) => Err(error),
         Err(CallError::MissingCapability { required }) => {
             Err(Refusal::MissingCapability { required }.into())
@@ -148,9 +158,8 @@ fn set_mode(mode: &std::sync::Mutex<TaskMode>, to: TaskMode) {
 }
 
 impl Connection {
-    /// Runs the call of `handler` as a task, as `plan` says, answering the
-    /// request with the task (or, for a handler that asks first, with its
-    /// round of questions or its result when it never starts one).
+    /// Runs the call of the registered tool `handler` as a task, as `plan`
+    /// says.
     pub(super) async fn call_tool_as_task(
         &self,
         handler: Handler<ToolResult>,
@@ -161,43 +170,58 @@ impl Connection {
         peer: PeerSession,
     ) -> Result<Reply, ErrorObject> {
         let version = peer.negotiated();
-        let era = version.era();
-        let tasks = Arc::clone(self.server.tasks());
-        let owner = Tasks::owner_of(&ctx);
-        let auth = ctx.auth.clone();
         let call = Call::new(*ctx, peer, arguments);
-        let mode = call.task_mode();
         let server = self.server.clone();
-        let finish = move |outcome| task_outcome(&server, outcome, version);
-        match plan {
-            TaskPlan::Now { ttl_ms } => {
-                let record = tasks
-                    .create(owner.clone(), ttl_ms)
-                    .await
-                    .map_err(Refusal::from)?;
-                set_mode(&mode, running(&tasks, owner, &record));
-                let work = handler(call);
-                tasks.start(&record, Box::pin(async move { finish(work.await) }));
-                Ok(created(&record, era))
+        let handled = handler(call.clone());
+        let work: TaskWork = Box::pin(async move {
+            let result = handled.await?;
+            write_tool_result(&server, result, version).map(Reply::into_value)
+        });
+        match self.run_task(plan, call.clone(), work).await {
+            Ok(reply) => Ok(reply),
+            // Ended in the request, asking for input or refused: answered
+            // as any call is.
+            Err(error) => {
+                let era = version.era();
+                self.outcome(Err(error), "tools/call", params, call.caller(), era)
+                    .map(Reply::Value)
             }
+        }
+    }
+
+    /// Runs `work`, the work of `call`, as a task, as `plan` says: answers
+    /// with the task (`CreateTaskResult`), or, for work that asks first and
+    /// never starts one, with what it ended with in the request.
+    ///
+    /// # Errors
+    ///
+    /// The task could not be made, or the work ended in the request with an
+    /// error or a round of questions.
+    pub(super) async fn run_task(
+        &self,
+        plan: TaskPlan,
+        call: Call,
+        mut work: TaskWork,
+    ) -> Result<Reply, CallError> {
+        let era = call.peer().negotiated().era();
+        let tasks = Arc::clone(self.server.tasks());
+        let owner = Tasks::owner_of(&call.ctx);
+        let mode = call.task_mode();
+        // The handler holds its own clone; this one must not keep the call
+        // (and what it holds of the request) alive for the task's life.
+        drop(call);
+        let ttl_ms = match plan {
+            TaskPlan::Now { ttl_ms } => ttl_ms,
             TaskPlan::AfterInput => {
                 let (signal, mut starting) = oneshot::channel::<oneshot::Sender<()>>();
                 set_mode(&mode, TaskMode::Starting(signal));
-                let mut work = handler(call);
                 tokio::select! {
                     biased;
-                    outcome = &mut work => {
-                        // Answered in the request: a round of questions, or
-                        // a result that never needed a task.
-                        match outcome.and_then(|r| write_tool_result(&self.server, r, version)) {
-                            Ok(reply) => Ok(reply),
-                            Err(e) => self
-                                .outcome(Err(e), "tools/call", params, &auth, era)
-                                .map(Reply::Value),
-                        }
-                    }
+                    // Ended in the request: a round of questions, or a
+                    // result that never needed a task.
+                    outcome = &mut work => return outcome.map(Reply::Value),
                     Ok(started) = &mut starting => {
-                        // Should the task not be made, the handler is dropped
+                        // Should the task not be made, the work is dropped
                         // where it waits, and the request says why.
                         let record = tasks
                             .create(owner.clone(), None)
@@ -205,12 +229,19 @@ impl Connection {
                             .map_err(Refusal::from)?;
                         set_mode(&mode, running(&tasks, owner, &record));
                         let _resumed = started.send(());
-                        tasks.start(&record, Box::pin(async move { finish(work.await) }));
-                        Ok(created(&record, era))
+                        tasks.start(&record, Box::pin(async move { task_result(work.await) }));
+                        return Ok(created(&record, era));
                     }
                 }
             }
-        }
+        };
+        let record = tasks
+            .create(owner.clone(), ttl_ms)
+            .await
+            .map_err(Refusal::from)?;
+        set_mode(&mode, running(&tasks, owner, &record));
+        tasks.start(&record, Box::pin(async move { task_result(work.await) }));
+        Ok(created(&record, era))
     }
 
     /// A task method of a 2025-11-25 session.
