@@ -24,13 +24,15 @@ import warnings
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from pydantic import ConfigDict, Field
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -249,7 +251,7 @@ class Recorder:
     http: list[Exchange] = field(default_factory=list)
 
 
-def make_client(mode: str, rec: Recorder, *, sampling_cb: bool = True) -> Client:
+def make_client(mode: str, rec: Recorder, *, sampling_cb: bool = True, extensions: list[Any] | None = None) -> Client:
     async def sampling(_ctx, params: types.CreateMessageRequestParams):
         rec.sampling.append(params)
         return types.CreateMessageResult(
@@ -293,6 +295,7 @@ def make_client(mode: str, rec: Recorder, *, sampling_cb: bool = True) -> Client
         message_handler=messages,
         client_info=types.Implementation(name="droid-interop-python", version="2.3.0"),
         read_timeout_seconds=30,
+        extensions=extensions,
     )
 
 
@@ -842,6 +845,127 @@ async def test_get_input_required_result_prompt(conn):
     assert len(rec.elicitation) == 1 and rec.elicitation[0].message == "What context should the prompt use?"
     assert [(m.role, m.content.type, m.content.text) for m in r.messages] == [
         ("user", "text", f"Prompt with user context: {ANSWERS['elicitString']}")]
+
+
+# ----------------------------------------------------------------------------------------- tasks
+# The fixture's task tools, called as any tool is (both eras), then run as tasks through the
+# SDK's own extension API (2026-07-28): a `ClientExtension` declaring io.modelcontextprotocol/tasks
+# and claiming `resultType: "task"`, whose resolver polls `tasks/get` and answers the questions a
+# task waits on with `tasks/update`.
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+async def test_task_tools_called_as_any_tool(conn):
+    mode, client, _ = conn
+    assert only_text(await client.call_tool("greet", {"name": "py"})) == "Hello, py!"
+    assert only_text(await client.call_tool("slow_compute", {"seconds": 0.1, "label": "py"})) == "py: done after 0.1 s"
+    assert only_text(await client.call_tool("confirm_delete", {"filename": "a.txt"})) == "Deleted a.txt."
+    name = ANSWERS["elicitName"]
+    assert only_text(await client.call_tool("multi_input", {})) == f"Got {name} and {name}."
+    with pytest.raises(MCPError) as broke:
+        await client.call_tool("protocol_error_job", {})
+    assert broke.value.error.code == -32603
+    # Tools that only run as tasks: -32601 without `task` at 2025-11-25, -32021 without the
+    # extension at 2026-07-28.
+    for tool in ("failing_job", "test_tool_with_task"):
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool(tool, {})
+        assert refused.value.error.code == (-32021 if mode == MODERN else -32601), refused.value.error
+
+
+class TaskIdParams(types.RequestParams):
+    task_id: str = Field(alias="taskId")
+
+
+class UpdateTaskParams(TaskIdParams):
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+class GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param = "taskId"
+
+
+class UpdateTask(types.Request[UpdateTaskParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
+class CreatedTask(types.Result):
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"] = Field(alias="resultType")
+    task_id: str = Field(alias="taskId")
+    status: str
+    poll_interval_ms: int | None = Field(default=None, alias="pollIntervalMs")
+
+
+class DetailedTask(types.Result):
+    model_config = ConfigDict(extra="allow")
+    task_id: str = Field(alias="taskId")
+    status: str
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = Field(default=None, alias="inputRequests")
+
+
+class Tasks(ClientExtension):
+    """The tasks extension as a client runs it: polls each task to its end."""
+
+    identifier = TASKS_EXTENSION
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.answered: list[str] = []
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def claims(self):
+        return [ResultClaim(result_type="task", model=CreatedTask, resolve=self.resolve)]
+
+    async def resolve(self, created: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
+        self.created.append(created.task_id)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            task = await ctx.session.send_request(GetTask(params=TaskIdParams(taskId=created.task_id)), DetailedTask)
+            if task.status == "completed":
+                return types.CallToolResult.model_validate(task.result)
+            if task.status in ("failed", "cancelled"):
+                raise MCPError(**(task.error or {"code": -32603, "message": task.status}))
+            if task.status == "input_required" and task.input_requests:
+                responses = {}
+                for key, request in task.input_requests.items():
+                    schema = request.get("params", {}).get("requestedSchema", {})
+                    responses[key] = {"action": "accept", "content": fill_elicitation(schema)}
+                    self.answered.append(key)
+                await ctx.session.send_request(
+                    UpdateTask(params=UpdateTaskParams(taskId=created.task_id, inputResponses=responses)),
+                    types.EmptyResult,
+                )
+                continue
+            await anyio.sleep((created.poll_interval_ms or 200) / 1000)
+        raise TimeoutError(f"task {created.task_id} did not end")
+
+
+async def test_tasks_run_through_the_sdks_extension_api():
+    """2026-07-28: the client declares the extension, the server answers with tasks, and the
+    SDK's claim resolver polls each to its end, answering the questions a task parks on."""
+    rec = Recorder()
+    tasks = Tasks()
+    client = make_client(MODERN, rec, extensions=[tasks])
+    async with client:
+        assert only_text(await client.call_tool("slow_compute", {"seconds": 0.2, "label": "task"})) == "task: done after 0.2 s"
+        assert only_text(await client.call_tool("confirm_delete", {"filename": "b.txt"})) == "Deleted b.txt."
+        assert tasks.answered == ["confirm"], tasks.answered
+        failed = await client.call_tool("failing_job", {})
+        assert failed.is_error and only_text(failed) == "the job failed"
+        # Asks in the request first (an input round the SDK answers), then continues as a task.
+        greeted = await client.call_tool("test_tool_with_task", {})
+        assert only_text(greeted) == f"Hello, {ANSWERS['elicitName']}, from a task."
+        # greet never runs as a task, extension or not.
+        assert only_text(await client.call_tool("greet", {"name": "task"})) == "Hello, task!"
+    assert len(tasks.created) == 4, tasks.created
 
 
 async def test_tools_beyond_the_conformance_fixture(conn):

@@ -29,6 +29,8 @@ export function stdioParams() {
 
 /** Which transport the driver uses: `stdio` (spawn DROID_SERVER_CMD), `http` (Streamable HTTP) or `sse` (2024-11-05 HTTP+SSE). */
 export const TRANSPORT = process.env.INTEROP_TRANSPORT || 'stdio';
+/** Whether the server under test is `droid bridge` in front of the fixture (run.sh's bridged.sh). */
+export const BRIDGED = /bridged\.sh$/.test(process.env.DROID_SERVER_CMD ?? '');
 export const IS_HTTP = TRANSPORT === 'http' || TRANSPORT === 'sse';
 
 /** The Streamable HTTP endpoint of the server run.sh started (INTEROP_HTTP_URL, e.g. http://127.0.0.1:PORT/mcp). */

@@ -5,7 +5,8 @@
 // What the gateway carries besides tools, under its own names: prompts (`everything/…`, with
 // arguments and a completion), resources and templates (`everything+demo://…`); the upstream's
 // sampling and elicitation questions, answered by the calling client's handlers and never another
-// client's; a long-running tool's progress.
+// client's; a long-running tool's progress; the upstream's task-only tool, as a task of the
+// gateway's own for SDK 1.x and in the request for SDK 2.x.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -14,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client as Client1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as Http1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CreateMessageRequestSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, CreateMessageRequestSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as Client2, StreamableHTTPClientTransport as Http2 } from '@modelcontextprotocol/client';
 import * as F from './common.mjs';
 
@@ -142,6 +143,31 @@ for (const era of ['legacy', '2026-07-28']) {
             assert.ok(!elicited.isError && text(elicited).includes('alice'), text(elicited));
             assert.deepEqual(alice.asked.map(([kind]) => kind), ['sampling', 'elicitation']);
             assert.deepEqual(bob.asked, []);
+        });
+
+        it(era === 'legacy'
+            ? "runs the upstream's task-only tool as a task of its own: created, then polled to its result"
+            : "runs the upstream's task-only tool in the request for a client without the tasks extension", async () => {
+            const name = 'everything/simulate-research-query';
+            const args = { topic: `gateway ${era}`, ambiguous: false };
+            if (era !== 'legacy') {
+                const done = await alice.client.callTool({ name, arguments: args });
+                assert.ok(!done.isError, text(done));
+                assert.match(text(done), new RegExp(`Research Report: gateway ${era}`));
+                return;
+            }
+            // The upstream only runs it as a task; through the gateway it runs either way.
+            const listed = (await all(c => alice.client.listTools(c), 'tools')).find(t => t.name === name);
+            assert.equal(listed?.execution?.taskSupport, 'optional', JSON.stringify(listed));
+            const seen = [];
+            const stream = alice.client.experimental.tasks.callToolStream({ name, arguments: args }, CallToolResultSchema, { task: { ttl: 60000 } });
+            for await (const message of stream) seen.push(message);
+            assert.equal(seen[0]?.type, 'taskCreated', JSON.stringify(seen));
+            const last = seen.at(-1);
+            assert.equal(last.type, 'result', JSON.stringify(last));
+            assert.match(text(last.result), /Research Report: gateway legacy/);
+            const task = await alice.client.experimental.tasks.getTask(seen[0].task.taskId);
+            assert.equal(task.status, 'completed');
         });
 
         it("carries a long-running tool's progress", async () => {

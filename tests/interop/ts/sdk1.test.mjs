@@ -346,5 +346,111 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.deepEqual(r.messages.map(m => [m.role, F.textOf(m.content)]), [['user', `Prompt with user context: ${F.FIXTURE.client.elicitString}`]]);
     });
 
+    // ---------- tasks: 2025-11-25's core tasks, through the SDK's experimental client ----------
+    // Through the bridge the fixture behind it speaks 2026-07-28, whose tools do not say which
+    // run as tasks, so the bridge offers none (docs/bridge.md).
+    const HAS_TASKS = REVISION >= '2025-11-25' && !F.BRIDGED;
+    const NAME = F.FIXTURE.client.elicitName;
+
+    /** Every message of a tool call streamed as a task. */
+    async function asTask(name, args) {
+        const seen = [];
+        const stream = client.experimental.tasks.callToolStream({ name, arguments: args }, CallToolResultSchema, { task: { ttl: 60000 } });
+        for await (const message of stream) seen.push(message);
+        return seen;
+    }
+
+    /** The created task and the final message of a streamed call. */
+    function createdAndLast(seen) {
+        assert.equal(seen[0]?.type, 'taskCreated', JSON.stringify(seen));
+        return { task: seen[0].task, last: seen.at(-1) };
+    }
+
+    it('greet answers in the request, never as a task', async () => {
+        assert.equal(F.onlyText(await client.callTool({ name: 'greet', arguments: { name: 'sdk1' } })), 'Hello, sdk1!');
+    });
+
+    it(`slow_compute ${HAS_TASKS ? 'as a task: created, polled to its result, listed' : 'in the request (no tasks before 2025-11-25)'}`, async () => {
+        const args = { seconds: 0.2, label: 'sdk1' };
+        if (!HAS_TASKS) {
+            assert.equal(F.onlyText(await client.callTool({ name: 'slow_compute', arguments: args })), 'sdk1: done after 0.2 s');
+            return;
+        }
+        const { task, last } = createdAndLast(await asTask('slow_compute', args));
+        assert.equal(last.type, 'result', JSON.stringify(last));
+        assert.equal(F.onlyText(last.result), 'sdk1: done after 0.2 s');
+        assert.equal((await client.experimental.tasks.getTask(task.taskId)).status, 'completed');
+        const listed = await client.experimental.tasks.listTasks();
+        assert.ok(listed.tasks.some(t => t.taskId === task.taskId), JSON.stringify(listed));
+    });
+
+    it(`confirm_delete asks through the elicitation handler${HAS_TASKS ? ', from inside its task' : ''}`, async () => {
+        if (!HAS_ELICITATION) {
+            await assert.rejects(client.callTool({ name: 'confirm_delete', arguments: { filename: 'a.txt' } }));
+            return;
+        }
+        elicitRequests.length = 0;
+        if (!HAS_TASKS) {
+            assert.equal(F.onlyText(await client.callTool({ name: 'confirm_delete', arguments: { filename: 'a.txt' } })), 'Deleted a.txt.');
+            return;
+        }
+        const { task, last } = createdAndLast(await asTask('confirm_delete', { filename: 'a.txt' }));
+        assert.equal(last.type, 'result', JSON.stringify(last));
+        assert.equal(F.onlyText(last.result), 'Deleted a.txt.');
+        assert.equal(elicitRequests.length, 1);
+        assert.equal(elicitRequests[0]._meta?.['io.modelcontextprotocol/related-task']?.taskId, task.taskId, 'the question names its task');
+    });
+
+    it('multi_input asks its two questions and answers with both replies', async () => {
+        if (!HAS_ELICITATION) {
+            await assert.rejects(client.callTool({ name: 'multi_input', arguments: {} }));
+            return;
+        }
+        assert.equal(F.onlyText(await client.callTool({ name: 'multi_input', arguments: {} })), `Got ${NAME} and ${NAME}.`);
+    });
+
+    it(`failing_job and test_tool_with_task ${HAS_TASKS ? 'only run as tasks' : F.BRIDGED ? 'are refused by the 2026-07-28 fixture behind the bridge' : 'run in the request'}`, async () => {
+        if (F.BRIDGED) {
+            // The fixture behind the bridge refuses both without its tasks extension.
+            for (const tool of ['failing_job', 'test_tool_with_task'])
+                await assert.rejects(client.callTool({ name: tool, arguments: {} }), e => e.code === -32021);
+            return;
+        }
+        if (!HAS_TASKS) {
+            const failed = await client.callTool({ name: 'failing_job', arguments: {} });
+            assert.equal(failed.isError, true);
+            if (HAS_ELICITATION)
+                assert.equal(F.onlyText(await client.callTool({ name: 'test_tool_with_task', arguments: {} })), `Hello, ${NAME}, from a task.`);
+            else await assert.rejects(client.callTool({ name: 'test_tool_with_task', arguments: {} }));
+            return;
+        }
+        const failing = createdAndLast(await asTask('failing_job', {}));
+        assert.equal(failing.last.type, 'result', JSON.stringify(failing.last));
+        assert.equal(failing.last.result.isError, true, 'a tool error is a completed task with isError');
+        const greeted = createdAndLast(await asTask('test_tool_with_task', {}));
+        assert.equal(F.onlyText(greeted.last.result), `Hello, ${NAME}, from a task.`);
+    });
+
+    it('protocol_error_job ends with a JSON-RPC error, not a result', async () => {
+        if (!HAS_TASKS) {
+            await assert.rejects(client.callTool({ name: 'protocol_error_job', arguments: {} }), e => e.code === -32603);
+            return;
+        }
+        const { last } = createdAndLast(await asTask('protocol_error_job', {}));
+        assert.equal(last.type, 'error', JSON.stringify(last));
+        assert.equal(last.error.code, -32603, JSON.stringify(last));
+    });
+
+    (HAS_TASKS ? it : it.skip)('a running task is cancelled, and says so', async () => {
+        const stream = client.experimental.tasks.callToolStream(
+            { name: 'slow_compute', arguments: { seconds: 60, label: 'cancelled' } }, CallToolResultSchema, { task: { ttl: 60000 } });
+        const first = await stream.next();
+        assert.equal(first.value?.type, 'taskCreated', JSON.stringify(first.value));
+        await stream.return();
+        const cancelled = await client.experimental.tasks.cancelTask(first.value.task.taskId);
+        assert.equal(cancelled.status, 'cancelled', JSON.stringify(cancelled));
+        assert.equal((await client.experimental.tasks.getTask(first.value.task.taskId)).status, 'cancelled');
+    });
+
     F.itCallsEveryListedTool(() => client, () => wire, () => listedTools);
 });

@@ -355,6 +355,33 @@ describe(`TS SDK 2.x client, pinned ${REVISION}, transport ${F.TRANSPORT}`, () =
         assert.ok(gets[1].params.inputResponses?.user_context, 'retry carries inputResponses.user_context');
     });
 
+    // The fixture's task tools, with no tasks extension declared (the 2.x SDK has no task
+    // runtime): each runs in the request, and a tool that only runs as a task is refused.
+    it(`task tools without the tasks extension: in the request${F.BRIDGED ? '' : ', or -32021'}`, async () => {
+        const name = F.FIXTURE.client.elicitName;
+        assert.equal(F.onlyText(await client.callTool({ name: 'greet', arguments: { name: 'sdk2' } })), 'Hello, sdk2!');
+        const computed = await client.callTool({ name: 'slow_compute', arguments: { seconds: 0.1, label: 'sdk2' } });
+        assert.equal(F.onlyText(computed), 'sdk2: done after 0.1 s');
+        assert.equal(computed.taskId, undefined, 'never a task without the extension');
+        assert.equal(F.onlyText(await client.callTool({ name: 'confirm_delete', arguments: { filename: 'a.txt' } })), 'Deleted a.txt.');
+        assert.equal(F.onlyText(await client.callTool({ name: 'multi_input', arguments: {} })), `Got ${name} and ${name}.`);
+        await assert.rejects(client.callTool({ name: 'protocol_error_job', arguments: {} }), e => e.code === -32603);
+        if (F.BRIDGED) {
+            // Behind the bridge they are a 2025-11-25 server's task-only tools, which the bridge
+            // runs in the request, waiting for the server's task itself.
+            const failed = await client.callTool({ name: 'failing_job', arguments: {} });
+            assert.equal(failed.isError, true);
+            assert.equal(F.onlyText(await client.callTool({ name: 'test_tool_with_task', arguments: {} })), `Hello, ${name}, from a task.`);
+            return;
+        }
+        for (const tool of ['failing_job', 'test_tool_with_task'])
+            await assert.rejects(client.callTool({ name: tool, arguments: {} }), e => {
+                assert.equal(e.code, -32021, `${tool}: ${e.message}`);
+                assert.ok(e.data?.requiredCapabilities?.extensions?.['io.modelcontextprotocol/tasks'], JSON.stringify(e.data));
+                return true;
+            });
+    });
+
     F.itCallsEveryListedTool(() => client, () => wire, () => listedTools);
 });
 

@@ -126,8 +126,14 @@ impl Lowering<'_> {
         // A 2025-11-25 client reads `taskSupport` to ask for a task, which
         // the bridge runs itself (docs/tasks.md); no other revision has the
         // field.
+        // A tool the server only runs as a task, the bridge runs either way
+        // (in the request it waits for the server's task itself).
         if !Feature::Tasks.exists_at(self.leg.version) {
             tool.remove("execution");
+        } else if let Some(Value::Object(execution)) = tool.get_mut("execution") {
+            if execution.get("taskSupport").and_then(Value::as_str) == Some("required") {
+                execution.insert("taskSupport".to_owned(), json!("optional"));
+            }
         }
         Ok(())
     }
