@@ -13,7 +13,9 @@ use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust;
-use protocol_droid::application::client::{ClientOptions, RequestOptions};
+use protocol_droid::application::client::{
+    Client, ClientOptions, RequestOptions, TaskOptions, TaskUpdate,
+};
 use protocol_droid::domain::ProtocolVersion;
 use serde_json::Value;
 
@@ -34,6 +36,8 @@ pub(crate) struct CallArgs {
     pub(crate) token: Option<String>,
     /// The certificate authorities an `https` server is checked against.
     pub(crate) trust: Trust,
+    /// Runs a `tools/call` as a task, when the server runs tasks.
+    pub(crate) task: bool,
 }
 
 /// Reads the positional arguments: `URL METHOD [PARAMS]`, or
@@ -60,8 +64,13 @@ pub(crate) fn target_and_method(
     Ok((Target::command(command)?, method, params))
 }
 
-/// Runs one call and prints its answer.
-pub(crate) async fn run(args: CallArgs, out: &mut impl Write) -> anyhow::Result<bool> {
+/// Runs one call and prints its answer; the status of a task to `status`
+/// as it changes.
+pub(crate) async fn run(
+    args: CallArgs,
+    out: &mut impl Write,
+    status: &mut impl Write,
+) -> anyhow::Result<bool> {
     let params: Option<Value> = args
         .params
         .as_deref()
@@ -86,9 +95,14 @@ pub(crate) async fn run(args: CallArgs, out: &mut impl Write) -> anyhow::Result<
     let client = connect(&args.target, options)
         .await
         .with_context(|| format!("connecting to {}", args.target))?;
-    let answer = client
-        .request(&args.method, params, &RequestOptions::default())
-        .await;
+    let answer = if args.task && args.method == "tools/call" {
+        as_task(&client, params, status).await
+    } else {
+        client
+            .request(&args.method, params, &RequestOptions::default())
+            .await
+            .map_err(anyhow::Error::from)
+    };
     let version = client.version();
     client.close().await;
     let result = answer.with_context(|| format!("{} failed", args.method))?;
@@ -100,6 +114,68 @@ pub(crate) async fn run(args: CallArgs, out: &mut impl Write) -> anyhow::Result<
         writeln!(out, "# {} at {version}", args.target)?;
     }
     Ok(print_readable(&args.method, &result, out)?)
+}
+
+/// Calls a tool as a task, writing each change of its status to `status`;
+/// interrupted (Ctrl-C), the task is cancelled before the call gives up.
+async fn as_task(
+    client: &Client,
+    params: Option<Value>,
+    status: &mut impl Write,
+) -> anyhow::Result<Value> {
+    let params = params
+        .and_then(|p| p.as_object().cloned())
+        .unwrap_or_default();
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .context("tools/call needs a `name`")?
+        .to_owned();
+    let arguments = params.get("arguments").and_then(Value::as_object).cloned();
+    let (heard, mut updates) = tokio::sync::mpsc::unbounded_channel::<TaskUpdate>();
+    let options = TaskOptions {
+        on_status: Some(Arc::new(move |update: &TaskUpdate| {
+            let _listening = heard.send(update.clone());
+        })),
+        ..TaskOptions::default()
+    };
+    let call = client.call_tool_as_task(&name, arguments, &options);
+    tokio::pin!(call);
+    let mut task = None;
+    loop {
+        tokio::select! {
+            reply = &mut call => {
+                // Whatever was heard before the end, in order.
+                while let Ok(update) = updates.try_recv() {
+                    say(status, &update)?;
+                }
+                return Ok(reply?.raw);
+            }
+            Some(update) = updates.recv() => {
+                say(status, &update)?;
+                task = Some(update.task_id);
+            }
+            _ = tokio::signal::ctrl_c() => {
+                if let Some(id) = &task {
+                    client.cancel_task(id).await.with_context(|| format!("cancelling task {id}"))?;
+                    writeln!(status, "task {id}: cancelled")?;
+                }
+                bail!("interrupted");
+            }
+        }
+    }
+}
+
+/// One line of a task's status.
+fn say(status: &mut impl Write, update: &TaskUpdate) -> std::io::Result<()> {
+    let word = serde_json::to_value(update.status)
+        .ok()
+        .and_then(|s| s.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    match &update.message {
+        Some(message) => writeln!(status, "task {}: {word} ({message})", update.task_id),
+        None => writeln!(status, "task {}: {word}", update.task_id),
+    }
 }
 
 /// A person's view of common answers; anything else as indented JSON.

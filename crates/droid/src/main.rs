@@ -128,6 +128,11 @@ enum Command {
         /// Print the raw `result` as JSON.
         #[arg(long)]
         json: bool,
+        /// Run a `tools/call` as a task when the server runs tasks (either
+        /// form), printing its status to stderr as it changes; Ctrl-C
+        /// cancels the task.
+        #[arg(long)]
+        task: bool,
         /// Read the bearer token for an HTTP server from this file (never
         /// sent to a stdio one); or set `DROID_TOKEN`. Not on the command
         /// line, where every user of the machine can read it.
@@ -294,6 +299,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
             command,
             revision,
             json,
+            task,
             token_file,
         } => {
             let token = secret::read("DROID_TOKEN", token_file.as_deref())?;
@@ -306,9 +312,14 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 json,
                 token,
                 trust,
+                task,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            let succeeded = runtime.block_on(call::run(args, &mut std::io::stdout().lock()))?;
+            let succeeded = runtime.block_on(call::run(
+                args,
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr(),
+            ))?;
             if !succeeded {
                 std::process::exit(2);
             }

@@ -416,6 +416,42 @@ fn a_legacy_clients_task_runs_through_the_bridge() -> Result<(), TestError> {
     Ok(())
 }
 
+/// `droid call --task` runs a tool as a task in the form the server speaks,
+/// telling its status on stderr and printing its result.
+#[test]
+fn droid_call_runs_a_tool_as_a_task_in_either_form() -> Result<(), TestError> {
+    let bin = env!("CARGO_BIN_EXE_droid");
+    let call = r#"{"name":"slow_compute","arguments":{"seconds":0.2,"label":"called"}}"#;
+    for revision in ["2025-11-25", "2026-07-28"] {
+        let out = droid(&[
+            "call",
+            "--task",
+            "--revision",
+            revision,
+            "tools/call",
+            call,
+            "--",
+            bin,
+            "serve",
+        ])?;
+        let stdout = String::from_utf8(out.stdout.clone())?;
+        let stderr = String::from_utf8(out.stderr.clone())?;
+        assert!(out.status.success(), "{revision}: {stdout}{stderr}");
+        assert!(
+            stdout.contains("called: done after 0.2 s"),
+            "{revision}: {stdout}"
+        );
+        let statuses: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("task "))
+            .filter_map(|l| l.rsplit(": ").next())
+            .collect();
+        assert_eq!(statuses.first(), Some(&"working"), "{revision}: {stderr}");
+        assert_eq!(statuses.last(), Some(&"completed"), "{revision}: {stderr}");
+    }
+    Ok(())
+}
+
 #[test]
 fn bridge_refuses_an_unknown_feature_name_and_a_missing_upstream() -> Result<(), TestError> {
     let stderr = refused(

@@ -14,9 +14,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use protocol_droid::adapters::primary::http::HttpOptions;
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::application::client::{ClientHandler, TaskOptions, TaskUpdate};
 use protocol_droid::application::server::{Call, Server, TaskLimits, ToolSpec};
+use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::ir::ToolResult;
+use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
+use protocol_droid::wire::tasks::TaskStatus;
 use protocol_droid::wire::tools::TaskSupport;
 use serde_json::{Value, json};
 
@@ -56,6 +62,25 @@ fn server(ends: &Arc<Ends>, limits: TaskLimits) -> Result<Server, TestError> {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let who = call.arg_str("who").unwrap_or("nobody").to_owned();
             Ok(ToolResult::text(format!("done for {who}")))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new("confirm", "Asks to confirm, then says what it did.")
+            .task_support(TaskSupport::Optional),
+        |call: Call| async move {
+            let answer = call
+                .elicit(
+                    "sure",
+                    json!({ "message": "Sure?", "requestedSchema": { "type": "object",
+                        "properties": { "confirm": { "type": "boolean" } } } }),
+                )
+                .await?;
+            let confirmed = answer["content"]["confirm"] == json!(true);
+            Ok(ToolResult::text(if confirmed {
+                "confirmed"
+            } else {
+                "declined"
+            }))
         },
     );
     let counted = Arc::clone(ends);
@@ -412,5 +437,70 @@ async fn a_task_past_its_ttl_is_gone_and_its_handler_stopped() -> Result<(), Tes
         )
         .await?;
     assert_eq!(created["result"]["task"]["ttl"], 300, "{created}");
+    Ok(())
+}
+
+/// Answers every question with a confirmation.
+#[derive(Debug)]
+struct Confirming;
+
+impl ClientHandler for Confirming {
+    fn capabilities(&self) -> protocol_droid::wire::ClientCapabilities {
+        serde_json::from_value(json!({ "elicitation": {} })).unwrap_or_default()
+    }
+
+    fn elicit(
+        &self,
+        _params: protocol_droid::wire::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<protocol_droid::wire::ElicitResult, ErrorObject>> {
+        Box::pin(async {
+            serde_json::from_value(json!({ "action": "accept", "content": { "confirm": true } }))
+                .map_err(|e| ErrorObject::new(ErrorCode::INTERNAL_ERROR, e.to_string()))
+        })
+    }
+}
+
+/// The library's client runs a tool as a task in either form, answering
+/// the task's question through its handler (a request of the task's own in
+/// 2025-11-25, `tasks/update` in 2026-07-28) and hearing its status change;
+/// and cancels one.
+#[tokio::test]
+async fn the_client_polls_a_task_to_its_end_in_either_form() -> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    for version in [ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28] {
+        let mut options = ConnectOptions::default();
+        options.client.revisions = vec![version];
+        options.client.handler = Arc::new(Confirming);
+        let target = Target::Url(format!("{}/mcp", s.serving.base).parse()?);
+        let client = tokio::time::timeout(PATIENCE, connect(&target, options)).await??;
+        let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let hearing = Arc::clone(&heard);
+        let task = TaskOptions {
+            on_status: Some(Arc::new(move |update: &TaskUpdate| {
+                if let Ok(mut heard) = hearing.lock() {
+                    heard.push(update.status);
+                }
+            })),
+            ..TaskOptions::default()
+        };
+        let reply = client.call_tool_as_task("confirm", None, &task).await?;
+        assert_eq!(
+            reply.raw["content"][0]["text"], "confirmed",
+            "{version}: {}",
+            reply.raw
+        );
+        let heard = heard.lock().map(|h| h.clone()).unwrap_or_default();
+        assert_eq!(
+            heard.first(),
+            Some(&TaskStatus::Working),
+            "{version}: {heard:?}"
+        );
+        if version == ProtocolVersion::V2026_07_28 {
+            // The question waits on the client, which sees it by polling.
+            assert!(heard.contains(&TaskStatus::InputRequired), "{heard:?}");
+            assert_eq!(heard.last(), Some(&TaskStatus::Completed), "{heard:?}");
+        }
+        client.close().await;
+    }
     Ok(())
 }

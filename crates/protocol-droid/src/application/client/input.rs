@@ -19,6 +19,19 @@ const INPUT_REQUIRED: &str = "input_required";
 /// The `resultType` of a finished result.
 const RESULT_COMPLETE: &str = "complete";
 
+/// The `resultType` of a task (the 2026-07-28 tasks extension).
+const RESULT_TASK: &str = "task";
+
+/// Whether a request's own `_meta` declares the tasks extension.
+fn declares_tasks(params: Option<&Value>) -> bool {
+    params
+        .and_then(|p| p.pointer("/_meta"))
+        .and_then(|m| m.get(super::connection::meta::CLIENT_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(crate::domain::capability::TASKS_EXTENSION))
+        .is_some()
+}
+
 /// Sends `method` and drives its input rounds to a complete result.
 pub(super) async fn drive(
     client: &Client,
@@ -35,6 +48,11 @@ pub(super) async fn drive(
             None => return Ok((result, rounds)),
             Some(Value::String(kind)) if kind == RESULT_COMPLETE => return Ok((result, rounds)),
             Some(Value::String(kind)) if kind == INPUT_REQUIRED => {}
+            // A task, for a request that declared the tasks extension: the
+            // caller polls it (`Client::call_tool_as_task`).
+            Some(Value::String(kind)) if kind == RESULT_TASK && declares_tasks(params.as_ref()) => {
+                return Ok((result, rounds));
+            }
             // A kind this client never asked for (`task` needs the tasks
             // extension declared) is not a result it can read as complete.
             Some(other) => {

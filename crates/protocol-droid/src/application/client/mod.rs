@@ -7,6 +7,8 @@
 //! annotations ([`headers`]), cached answers where `ttlMs` allows
 //! (`cache`), and input rounds answered by the application's
 //! [`ClientHandler`] (`input`). Transports implement the [`Link`] port.
+//! `tasks`: a tool called as a task ([`Client::call_tool_as_task`]) in
+//! either form, polled to its end.
 
 mod answer;
 pub(crate) mod cache;
@@ -19,6 +21,7 @@ pub(crate) mod input;
 pub(crate) mod link;
 pub(crate) mod ops;
 mod request;
+mod tasks;
 
 pub use answer::Answer;
 pub(crate) use answer::plain_response;
@@ -31,3 +34,4 @@ pub use link::{
     Hints, INBOUND_QUEUE, Inbound, InboundRx, InboundTx, Link, LinkError, Outgoing, inbound_queue,
 };
 pub use ops::{MAX_PAGES, Reply};
+pub use tasks::{TaskOptions, TaskStatusFn, TaskUpdate};

@@ -549,6 +549,8 @@ fn routing_headers(message: &Outgoing) -> HeaderMap {
     let name = match method {
         "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
         "resources/read" => params.and_then(|p| p.get("uri")),
+        // The tasks extension routes by task.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => params.and_then(|p| p.get("taskId")),
         _ => None,
     };
     if let Some(value) = name
