@@ -356,6 +356,25 @@ impl Lines {
     }
 }
 
+impl Lines {
+    /// The next notification of `method`, passing over anything else.
+    fn notification(&mut self, method: &str) -> Result<serde_json::Value, TestError> {
+        use std::io::BufRead as _;
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line)? == 0 {
+                return Err("the peer closed its output".into());
+            }
+            let message: serde_json::Value = serde_json::from_str(&line)?;
+            if message.get("method").and_then(serde_json::Value::as_str) == Some(method)
+                && message.get("id").is_none()
+            {
+                return Ok(message);
+            }
+        }
+    }
+}
+
 impl Drop for Lines {
     fn drop(&mut self) {
         let _killed = self.child.kill();
@@ -366,7 +385,9 @@ impl Drop for Lines {
 /// Through the bridge a 2025-11-25 client's task is the bridge's own, in
 /// front of a 2025-11-25 server whose tools say they run as tasks: the
 /// bridge declares tasks, shows each tool's `taskSupport`, runs the call in
-/// the background and answers `tasks/result` with its result.
+/// the background, tells the session when it ends
+/// (`notifications/tasks/status`) and answers `tasks/result` with its
+/// result.
 #[test]
 fn a_legacy_clients_task_runs_through_the_bridge() -> Result<(), TestError> {
     use serde_json::json;
@@ -386,7 +407,8 @@ fn a_legacy_clients_task_runs_through_the_bridge() -> Result<(), TestError> {
             .map(|t| t["execution"]["taskSupport"].clone())
     };
     assert_eq!(support("slow_compute"), Some(json!("optional")), "{listed}");
-    assert_eq!(support("failing_job"), Some(json!("required")));
+    // The server only runs it as a task; the bridge runs it either way.
+    assert_eq!(support("failing_job"), Some(json!("optional")));
     let created = peer.send(&json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": { "name": "slow_compute", "arguments": { "seconds": 0.1, "label": "bridged" },
             "task": { "ttl": 60000 } } }))?;
@@ -394,6 +416,10 @@ fn a_legacy_clients_task_runs_through_the_bridge() -> Result<(), TestError> {
         .as_str()
         .ok_or("no task")?
         .to_owned();
+    // The session that made the task is told when it ends.
+    let status = peer.notification("notifications/tasks/status")?;
+    assert_eq!(status["params"]["taskId"], json!(id), "{status}");
+    assert_eq!(status["params"]["status"], "completed", "{status}");
     let result = peer.send(
         &json!({ "jsonrpc": "2.0", "id": 4, "method": "tasks/result",
         "params": { "taskId": id } }),
@@ -409,10 +435,14 @@ fn a_legacy_clients_task_runs_through_the_bridge() -> Result<(), TestError> {
     let got = peer.send(&json!({ "jsonrpc": "2.0", "id": 5, "method": "tasks/get",
         "params": { "taskId": id } }))?;
     assert_eq!(got["result"]["status"], "completed", "{got}");
-    // A tool that only runs as a task is refused without `task`.
-    let refused = peer.send(&json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call",
+    // Called without `task`, the bridge waits for the server's task itself.
+    let waited = peer.send(&json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call",
         "params": { "name": "failing_job" } }))?;
-    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+    assert_eq!(waited["result"]["isError"], true, "{waited}");
+    assert_eq!(
+        waited["result"]["content"][0]["text"], "the job failed",
+        "{waited}"
+    );
     Ok(())
 }
 

@@ -189,7 +189,8 @@ impl Running {
     ) -> Result<Value, TestError> {
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": { "extensions": { EXTENSION: {} } },
+            "io.modelcontextprotocol/clientCapabilities": {
+                "elicitation": {}, "extensions": { EXTENSION: {} } },
         });
         let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
         let headers = [
@@ -502,5 +503,102 @@ async fn the_client_polls_a_task_to_its_end_in_either_form() -> Result<(), TestE
         }
         client.close().await;
     }
+    Ok(())
+}
+
+/// A 2026-07-28 listener naming a task in `taskIds` hears its changes as
+/// `notifications/tasks`, to its end; an id that is not the caller's (here,
+/// one that does not exist) is not honoured.
+#[tokio::test]
+async fn a_listener_hears_the_tasks_it_names_change() -> Result<(), TestError> {
+    use futures_util::StreamExt as _;
+    let s = start(TaskLimits::default()).await?;
+    let client = fresh_client()?;
+    let created = s
+        .modern(
+            &client,
+            "tools/call",
+            json!({ "name": "confirm" }),
+            "confirm",
+        )
+        .await?;
+    let id = task_id(&created["result"])?;
+    let listen = json!({ "jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {
+        "notifications": { "taskIds": [id, "000000000000nobody"] },
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": { "extensions": { EXTENSION: {} } },
+        } } });
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", BOTH),
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "subscriptions/listen"),
+    ];
+    let response = client
+        .post(format!("{}/mcp", s.serving.base))
+        .headers(support::headers(&headers)?)
+        .body(listen.to_string())
+        .send()
+        .await?;
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    let mut statuses = Vec::new();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut answered = false;
+    while statuses.last() != Some(&json!("completed")) {
+        let chunk = tokio::time::timeout_at(deadline, body.next())
+            .await?
+            .ok_or("the listen stream ended")?
+            .map_err(|e| format!("{e}; seen: {seen}"))?;
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        let events: Vec<Value> = seen
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect();
+        if let Some(ack) = events
+            .iter()
+            .find(|e| e["method"] == "notifications/subscriptions/acknowledged")
+        {
+            assert_eq!(
+                ack["params"]["notifications"]["taskIds"],
+                json!([id]),
+                "{ack}"
+            );
+            if !answered {
+                answered = true;
+                let update = s
+                    .modern(
+                        &client,
+                        "tasks/update",
+                        json!({ "taskId": id, "inputResponses": {
+                            "sure": { "action": "accept", "content": { "confirm": true } } } }),
+                        &id,
+                    )
+                    .await?;
+                assert_eq!(update["result"]["resultType"], "complete", "{update}");
+            }
+        }
+        statuses = events
+            .iter()
+            .filter(|e| e["method"] == "notifications/tasks")
+            .map(|e| e["params"]["status"].clone())
+            .collect();
+    }
+    let events: Vec<Value> = seen
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str(data.trim()).ok())
+        .collect();
+    let done = events
+        .iter()
+        .rfind(|e| e["method"] == "notifications/tasks")
+        .ok_or("no task notification")?;
+    assert_eq!(done["params"]["taskId"], json!(id));
+    assert_eq!(
+        done["params"]["result"]["content"][0]["text"], "confirmed",
+        "{done}"
+    );
     Ok(())
 }

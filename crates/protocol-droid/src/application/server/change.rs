@@ -31,4 +31,13 @@ pub enum Change {
         /// The record.
         data: Value,
     },
+    /// A task a legacy session made changed status: its
+    /// `notifications/tasks/status` params (2025-11-25). Only ever in that
+    /// session's own queue.
+    TaskStatus {
+        /// The session.
+        session: SessionId,
+        /// The task, as the notification carries it.
+        params: Value,
+    },
 }

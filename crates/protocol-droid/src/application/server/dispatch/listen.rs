@@ -5,8 +5,12 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::application::server::PeerSession;
+use std::sync::Arc;
+
 use crate::application::server::host::Change;
+use crate::application::server::tasks::{TaskEvent, Tasks, wire};
+use crate::application::server::{PeerSession, RequestContext};
+use crate::domain::feature::Feature;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorObject, Message, Notification, RequestId};
 
@@ -21,6 +25,7 @@ impl Connection {
         id: &RequestId,
         params: &JsonObject,
         peer: &PeerSession,
+        ctx: &RequestContext,
     ) -> Result<Value, ErrorObject> {
         let filter = params
             .get("notifications")
@@ -66,6 +71,29 @@ impl Connection {
         if !uris.is_empty() {
             honoured.insert("resourceSubscriptions".to_owned(), json!(uris));
         }
+        // Tasks of the caller's own, for a listen that declared the tasks
+        // extension: their changes come as `notifications/tasks`. An id
+        // that is not the caller's is left out of the acknowledgement, as
+        // an unknown one is.
+        let owner = Tasks::owner_of(ctx);
+        let mut task_ids = BTreeSet::new();
+        if peer.allows(Feature::TasksExtension) {
+            let asked = filter.get("taskIds").and_then(Value::as_array);
+            for id in asked
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .take(MAX_SUBSCRIPTIONS)
+            {
+                if let Ok(Some(_)) = self.server.tasks().get(&owner, id).await {
+                    task_ids.insert(id.to_owned());
+                }
+            }
+        }
+        if !task_ids.is_empty() {
+            honoured.insert("taskIds".to_owned(), json!(task_ids));
+        }
+        let mut task_events = (!task_ids.is_empty()).then(|| self.server.tasks().events());
         // Watching through a forwarder means watching upstream too, for as
         // long as this listen lasts, however it ends.
         let _watching = Watching::start(self, &uris);
@@ -76,7 +104,29 @@ impl Connection {
             params: Some(json!({ "notifications": honoured, "_meta": tag })),
         }));
         loop {
-            let change = match changes.recv().await {
+            let received = tokio::select! {
+                change = changes.recv() => change,
+                event = next_event(&mut task_events) => {
+                    match event {
+                        Ok(event) if event.record.owner == owner && task_ids.contains(&event.record.id) => {
+                            let mut params = match wire::detailed(&event.record) {
+                                Value::Object(params) => params,
+                                _ => JsonObject::new(),
+                            };
+                            params.insert("_meta".to_owned(), tag.clone());
+                            let _sent = peer.sink().send(Message::Notification(Notification {
+                                method: "notifications/tasks".to_owned(),
+                                params: Some(Value::Object(params)),
+                            }));
+                        }
+                        // Another caller's task, or missed changes: a
+                        // client polls what it missed.
+                        _ => {}
+                    }
+                    continue;
+                }
+            };
+            let change = match received {
                 Ok(change) => change,
                 // A listener that fell behind has lost notifications; list
                 // changes are idempotent, so carry on from the newest.
@@ -117,10 +167,20 @@ impl Connection {
     }
 }
 
+/// The next task change, or never when the listen watches no task.
+async fn next_event(
+    events: &mut Option<broadcast::Receiver<Arc<TaskEvent>>>,
+) -> Result<Arc<TaskEvent>, broadcast::error::RecvError> {
+    match events {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The resources a listen watches through the server's forwarder, dropped
 /// (and told to the forwarder) when the listen ends.
 struct Watching {
-    forward: Option<std::sync::Arc<dyn crate::application::server::Forward>>,
+    forward: Option<Arc<dyn crate::application::server::Forward>>,
     session: crate::domain::SessionId,
     uris: Vec<String>,
 }

@@ -326,6 +326,12 @@ impl Connection {
                     Some(json!({ "level": level, "data": data })),
                 )
             }
+            Change::TaskStatus { session, params } => {
+                if *session != self.session {
+                    return None;
+                }
+                ("notifications/tasks/status", Some(params.clone()))
+            }
             Change::Prompts => ("notifications/prompts/list_changed", None),
             Change::Resources => ("notifications/resources/list_changed", None),
             Change::ResourceUpdated(uri) => {
@@ -843,7 +849,10 @@ impl Connection {
         let result = match request {
             ClientRequest::Discover => Ok(Reply::Value(self.discover(version))),
             ClientRequest::Listen => {
-                return self.listen(&id, &params, &peer).await.map(Reply::Value);
+                return self
+                    .listen(&id, &params, &peer, &ctx)
+                    .await
+                    .map(Reply::Value);
             }
             ClientRequest::Task(task) => {
                 Box::pin(self.extension_task_request(task, &params, &ctx, &peer)).await

@@ -16,10 +16,13 @@ use super::Connection;
 use super::methods::write_tool_result;
 use super::request::{TaskRequest, member};
 use crate::application::server::call::{Call, CallError, TaskMode};
+use crate::application::server::change::Change;
 use crate::application::server::forward::Forward;
 use crate::application::server::registry::Handler;
 use crate::application::server::reply::Reply;
-use crate::application::server::tasks::{TaskOutcome, TaskRecord, TaskRef, Tasks, wire};
+use crate::application::server::tasks::{
+    StatusNotifier, TaskOutcome, TaskRecord, TaskRef, Tasks, wire,
+};
 use crate::application::server::{BoxFuture, PeerSession, RequestContext};
 use crate::domain::capability::TASKS_EXTENSION;
 use crate::domain::feature::Feature;
@@ -236,12 +239,36 @@ impl Connection {
             }
         };
         let record = tasks
-            .create(owner.clone(), ttl_ms)
+            .create_telling(owner.clone(), ttl_ms, self.status_notifier(era))
             .await
             .map_err(Refusal::from)?;
         set_mode(&mode, running(&tasks, owner, &record));
         tasks.start(&record, Box::pin(async move { task_result(work.await) }));
         Ok(created(&record, era))
+    }
+
+    /// What tells this connection's legacy session of a task's changes
+    /// (`notifications/tasks/status`, on the session's own queue); `None`
+    /// in 2026-07-28, whose listeners hear them on `subscriptions/listen`.
+    fn status_notifier(&self, era: Era) -> Option<StatusNotifier> {
+        if era != Era::Legacy {
+            return None;
+        }
+        // Weak: the server holds the task runtime, which holds this.
+        let server = Arc::downgrade(&self.server.inner);
+        let session = self.session;
+        Some(Arc::new(move |record: &TaskRecord| {
+            let Some(inner) = server.upgrade() else {
+                return;
+            };
+            let Ok(params) = serde_json::to_value(wire::legacy_task(record)) else {
+                return;
+            };
+            // A full queue drops it: a client polls.
+            let _queued = inner
+                .targets
+                .send(session, Change::TaskStatus { session, params });
+        }))
     }
 
     /// A task method of a 2025-11-25 session.

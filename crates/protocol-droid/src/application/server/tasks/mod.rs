@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt as _;
 use serde_json::Value;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 use tokio::task::AbortHandle;
 
 use super::{BoxFuture, RequestContext};
@@ -63,11 +63,28 @@ impl Default for TaskLimits {
     }
 }
 
+/// How many task changes a slow listener may fall behind by; one that falls
+/// further loses the oldest (a client polls what it missed).
+const EVENT_BACKLOG: usize = 256;
+
+/// A change of one task's status, as listeners hear it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskEvent {
+    /// The task as it now is.
+    pub record: TaskRecord,
+}
+
+/// Tells the session that created a task of each change of its status
+/// (2025-11-25 `notifications/tasks/status`).
+pub(crate) type StatusNotifier = Arc<dyn Fn(&TaskRecord) + Send + Sync>;
+
 /// The tasks of one server: its store, and the handlers running here.
 pub struct Tasks {
     store: Arc<dyn TaskStore>,
     limits: TaskLimits,
     live: Mutex<HashMap<String, Live>>,
+    /// Every change of status of a task run here, for `subscriptions/listen`.
+    events: broadcast::Sender<Arc<TaskEvent>>,
     /// Held across each read-modify-write of a record, so a status change
     /// never writes over another made at the same time.
     writes: tokio::sync::Mutex<()>,
@@ -94,6 +111,8 @@ struct Live {
     waiting: HashMap<String, oneshot::Sender<Value>>,
     /// Its status, for whoever waits for it to end (`tasks/result`).
     status: watch::Sender<TaskStatus>,
+    /// The session to tell of its changes, if its form has notifications.
+    notify: Option<StatusNotifier>,
 }
 
 /// A task a handler runs as: what its questions are parked under.
@@ -136,10 +155,12 @@ impl Tasks {
     /// A runtime keeping its tasks in `store`.
     #[must_use]
     pub fn new(store: Arc<dyn TaskStore>, limits: TaskLimits) -> Self {
+        let (events, _) = broadcast::channel(EVENT_BACKLOG);
         Self {
             store,
             limits,
             live: Mutex::default(),
+            events,
             writes: tokio::sync::Mutex::new(()),
         }
     }
@@ -161,6 +182,12 @@ impl Tasks {
         }
     }
 
+    /// Every change of status of the tasks run here, from now on.
+    #[must_use]
+    pub fn events(&self) -> broadcast::Receiver<Arc<TaskEvent>> {
+        self.events.subscribe()
+    }
+
     /// A new task of `owner`'s, kept `ttl_ms` (or the default), working.
     ///
     /// # Errors
@@ -170,6 +197,16 @@ impl Tasks {
         &self,
         owner: String,
         ttl_ms: Option<u64>,
+    ) -> Result<TaskRecord, TaskStoreError> {
+        self.create_telling(owner, ttl_ms, None).await
+    }
+
+    /// [`Self::create`], telling `notify` of each later change of status.
+    pub(crate) async fn create_telling(
+        &self,
+        owner: String,
+        ttl_ms: Option<u64>,
+        notify: Option<StatusNotifier>,
     ) -> Result<TaskRecord, TaskStoreError> {
         let now = now_ms();
         self.expire(now).await;
@@ -205,6 +242,7 @@ impl Tasks {
                     abort: None,
                     waiting: HashMap::new(),
                     status,
+                    notify,
                 },
             );
         }
@@ -286,8 +324,9 @@ impl Tasks {
         if record.is_terminal() {
             return Ok(Some(record));
         }
-        if let Some(live) = self.live.lock().ok().and_then(|mut l| l.remove(id)) {
-            if let Some(abort) = live.abort {
+        let live = self.live.lock().ok().and_then(|mut l| l.remove(id));
+        if let Some(live) = &live {
+            if let Some(abort) = &live.abort {
                 abort.abort();
             }
             live.status.send_replace(TaskStatus::Cancelled);
@@ -297,6 +336,7 @@ impl Tasks {
         record.input_requests.clear();
         record.updated_ms = now_ms();
         self.store.update(record.clone()).await?;
+        self.changed(&record, live.and_then(|l| l.notify).as_ref());
         Ok(Some(record))
     }
 
@@ -316,13 +356,17 @@ impl Tasks {
             record.input_requests.insert(key.to_owned(), request);
             record.status = TaskStatus::InputRequired;
             record.updated_ms = now_ms();
+            let mut notify = None;
             if let Ok(mut live) = self.live.lock() {
                 if let Some(entry) = live.get_mut(&task.id) {
                     entry.waiting.insert(key.to_owned(), answer);
                     entry.status.send_replace(TaskStatus::InputRequired);
+                    notify.clone_from(&entry.notify);
                 }
             }
-            self.store.update(record).await.ok()?;
+            if self.store.update(record.clone()).await.ok()? {
+                self.changed(&record, notify.as_ref());
+            }
         }
         answered.await.ok()
     }
@@ -342,10 +386,18 @@ impl Tasks {
         };
         record.status = status;
         record.updated_ms = now_ms();
-        if self.store.update(record).await.unwrap_or(false) {
-            if let Some(live) = self.live.lock().ok().as_ref().and_then(|l| l.get(&task.id)) {
-                live.status.send_replace(status);
-            }
+        if self.store.update(record.clone()).await.unwrap_or(false) {
+            let notify = self
+                .live
+                .lock()
+                .ok()
+                .as_ref()
+                .and_then(|l| l.get(&task.id))
+                .and_then(|live| {
+                    live.status.send_replace(status);
+                    live.notify.clone()
+                });
+            self.changed(&record, notify.as_ref());
         }
     }
 
@@ -371,8 +423,10 @@ impl Tasks {
             return Ok(true);
         }
         let mut delivered = Vec::new();
+        let mut notify = None;
         if let Ok(mut live) = self.live.lock() {
             if let Some(entry) = live.get_mut(id) {
+                notify.clone_from(&entry.notify);
                 for (key, response) in responses {
                     if let Some(waiter) = entry.waiting.remove(&key) {
                         let _gone = waiter.send(response);
@@ -394,7 +448,9 @@ impl Tasks {
             record.status = TaskStatus::Working;
         }
         record.updated_ms = now_ms();
-        self.store.update(record).await?;
+        if self.store.update(record.clone()).await? {
+            self.changed(&record, notify.as_ref());
+        }
         Ok(true)
     }
 
@@ -449,9 +505,24 @@ impl Tasks {
         record.outcome = Some(outcome);
         record.input_requests.clear();
         record.updated_ms = now_ms();
-        let _replaced = self.store.update(record).await;
-        if let Some(live) = live {
+        let replaced = self.store.update(record.clone()).await.unwrap_or(false);
+        if let Some(live) = &live {
             live.status.send_replace(status);
+        }
+        if replaced {
+            self.changed(&record, live.and_then(|l| l.notify).as_ref());
+        }
+    }
+
+    /// Tells the listeners, and the session that made the task, that
+    /// `record` changed.
+    fn changed(&self, record: &TaskRecord, notify: Option<&StatusNotifier>) {
+        // Nobody listening is no failure: a client polls.
+        let _listeners = self.events.send(Arc::new(TaskEvent {
+            record: record.clone(),
+        }));
+        if let Some(notify) = notify {
+            notify(record);
         }
     }
 
