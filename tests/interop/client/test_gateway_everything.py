@@ -30,6 +30,7 @@ DROID = str(REPO / "target" / "debug" / "droid")
 EVERYTHING = HERE / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 sys.path.insert(0, str(HERE))
 from harness import free_port, stop, wait_for_port  # noqa: E402 (found through the path just set)
+from tasks_extension import Tasks  # noqa: E402
 
 ERAS = ["legacy", "2026-07-28"]
 STATIC = "everything+demo://resource/static/document/features.md"
@@ -272,6 +273,31 @@ async def test_a_cancelled_call_is_cancelled_upstream(gateway, era):
             return any(c["params"].get("requestId") in calls for c in cancels)
 
         await eventually(cancelled_upstream, "notifications/cancelled for the call, upstream")
+
+
+@pytest.mark.anyio
+async def test_a_task_only_tool_runs_as_the_gateways_task_with_its_question_answered(gateway):
+    """2026-07-28 with the tasks extension (the SDK's extension API, tasks_extension.py): the
+    upstream's `simulate-research-query` only runs as a task upstream; through the gateway it is a
+    task of the gateway's own, and the clarification the upstream asks from inside its task parks
+    the gateway's task until the client answers it with `tasks/update`."""
+    tasks = Tasks(lambda schema: {key: "the history of tea" for key in (schema.get("properties") or {})})
+
+    async def not_in_a_task(ctx, params):
+        raise AssertionError(f"a task's question came as an input round: {params}")
+
+    # The callback declares elicitation, which the question needs; it is answered through the task.
+    client = Client(gateway["url"], mode="2026-07-28", read_timeout_seconds=60, extensions=[tasks],
+                    elicitation_callback=not_in_a_task)
+    async with client:
+        plain = await client.call_tool("everything/simulate-research-query", {"topic": "tea"})
+        assert not plain.is_error and "Research Report: tea" in text(plain), text(plain)
+        asked = await client.call_tool(
+            "everything/simulate-research-query", {"topic": "leaves", "ambiguous": True})
+        assert not asked.is_error, text(asked)
+        assert "Research Report: leaves (the history of tea)" in text(asked), text(asked)
+    assert len(tasks.created) == 2, tasks.created
+    assert tasks.answered, "the clarification was asked through the task"
 
 
 @pytest.mark.anyio

@@ -20,22 +20,24 @@ import os
 import time
 import re
 import shlex
+import sys
 import warnings
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from pydantic import ConfigDict, Field
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tasks_extension import Tasks  # noqa: E402 (found through the path just set)
 
 FIXTURE = json.loads((Path(__file__).resolve().parent.parent / "fixture.json").read_text())
 TEXTS = FIXTURE["texts"]
@@ -849,12 +851,7 @@ async def test_get_input_required_result_prompt(conn):
 
 # ----------------------------------------------------------------------------------------- tasks
 # The fixture's task tools, called as any tool is (both eras), then run as tasks through the
-# SDK's own extension API (2026-07-28): a `ClientExtension` declaring io.modelcontextprotocol/tasks
-# and claiming `resultType: "task"`, whose resolver polls `tasks/get` and answers the questions a
-# task waits on with `tasks/update`.
-
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-
+# SDK's own extension API (2026-07-28; tasks_extension.py).
 
 async def test_task_tools_called_as_any_tool(conn):
     mode, client, _ = conn
@@ -874,85 +871,11 @@ async def test_task_tools_called_as_any_tool(conn):
         assert refused.value.error.code == (-32021 if mode == MODERN else -32601), refused.value.error
 
 
-class TaskIdParams(types.RequestParams):
-    task_id: str = Field(alias="taskId")
-
-
-class UpdateTaskParams(TaskIdParams):
-    input_responses: dict[str, Any] = Field(alias="inputResponses")
-
-
-class GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    name_param = "taskId"
-
-
-class UpdateTask(types.Request[UpdateTaskParams, Literal["tasks/update"]]):
-    method: Literal["tasks/update"] = "tasks/update"
-    name_param = "taskId"
-
-
-class CreatedTask(types.Result):
-    model_config = ConfigDict(extra="allow")
-    result_type: Literal["task"] = Field(alias="resultType")
-    task_id: str = Field(alias="taskId")
-    status: str
-    poll_interval_ms: int | None = Field(default=None, alias="pollIntervalMs")
-
-
-class DetailedTask(types.Result):
-    model_config = ConfigDict(extra="allow")
-    task_id: str = Field(alias="taskId")
-    status: str
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    input_requests: dict[str, Any] | None = Field(default=None, alias="inputRequests")
-
-
-class Tasks(ClientExtension):
-    """The tasks extension as a client runs it: polls each task to its end."""
-
-    identifier = TASKS_EXTENSION
-
-    def __init__(self) -> None:
-        self.created: list[str] = []
-        self.answered: list[str] = []
-
-    def settings(self) -> dict[str, Any]:
-        return {}
-
-    def claims(self):
-        return [ResultClaim(result_type="task", model=CreatedTask, resolve=self.resolve)]
-
-    async def resolve(self, created: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
-        self.created.append(created.task_id)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            task = await ctx.session.send_request(GetTask(params=TaskIdParams(taskId=created.task_id)), DetailedTask)
-            if task.status == "completed":
-                return types.CallToolResult.model_validate(task.result)
-            if task.status in ("failed", "cancelled"):
-                raise MCPError(**(task.error or {"code": -32603, "message": task.status}))
-            if task.status == "input_required" and task.input_requests:
-                responses = {}
-                for key, request in task.input_requests.items():
-                    schema = request.get("params", {}).get("requestedSchema", {})
-                    responses[key] = {"action": "accept", "content": fill_elicitation(schema)}
-                    self.answered.append(key)
-                await ctx.session.send_request(
-                    UpdateTask(params=UpdateTaskParams(taskId=created.task_id, inputResponses=responses)),
-                    types.EmptyResult,
-                )
-                continue
-            await anyio.sleep((created.poll_interval_ms or 200) / 1000)
-        raise TimeoutError(f"task {created.task_id} did not end")
-
-
 async def test_tasks_run_through_the_sdks_extension_api():
     """2026-07-28: the client declares the extension, the server answers with tasks, and the
     SDK's claim resolver polls each to its end, answering the questions a task parks on."""
     rec = Recorder()
-    tasks = Tasks()
+    tasks = Tasks(fill_elicitation)
     client = make_client(MODERN, rec, extensions=[tasks])
     async with client:
         assert only_text(await client.call_tool("slow_compute", {"seconds": 0.2, "label": "task"})) == "task: done after 0.2 s"
