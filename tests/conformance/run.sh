@@ -20,8 +20,9 @@
 #   5. stops the server (trap), whatever happened;
 #   5b. starts `droid bridge --listen` twice, each time across the eras in front of the fixture
 #      over stdio, and runs the revision the bridge offers: the bridge offering 2026-07-28 in
-#      front of `droid serve --revisions 2025-11-25` (`--requirements 2026-07-28`, then nine
-#      of the ten `tasks-*` scenarios one by one, counted), and the
+#      front of `droid serve --revisions 2025-11-25` (`--requirements 2026-07-28`, then eight
+#      of the ten `tasks-*` scenarios one by one, counted; all ten, in front of
+#      `droid serve --revisions 2026-07-28`), and the
 #      bridge offering 2025-11-25 in front of `droid serve --revisions 2026-07-28`
 #      (`--requirements 2025-11-25`); then the same two runs in front of the Python SDK fixture
 #      (tests/interop/reference_server.py on `mcp` from PyPI, served over Streamable HTTP, the
@@ -260,19 +261,27 @@ run_each_leg() {  # leg-name scenario,scenario,...
     fi
 }
 
-# Through the bridge the tasks are the bridge's own (docs/tasks.md), so a 2026-07-28 client
-# gets them in front of a 2025-11-25 server too. `tasks-mrtr-composition` is left out: its tool
-# asks its question before it starts its task, which a 2025-11-25 server cannot say (a task
-# there starts with the call, and its questions come inside it), so through the bridge the
-# question arrives inside the task, as `tasks-mrtr-input` requires of the same upstream.
+# Through the bridge a task is the bridge's own (docs/tasks.md). In front of a 2026-07-28 server
+# it starts when the server's does, so all ten scenarios hold. In front of a 2025-11-25 server
+# two do not apply: `tasks-mrtr-composition`'s tool asks before its task starts, which 2025-11-25
+# cannot express (its task starts with the call and asks inside it, as `tasks-mrtr-input`
+# requires of the same upstream), and `tasks-required-task-error` expects a task-only tool to be
+# refused without the extension, while the bridge serves such a tool without a task too,
+# waiting for the server's task itself.
 BRIDGED_TASK_SCENARIOS=${TASK_SCENARIOS/,tasks-mrtr-composition/}
+BRIDGED_TASK_SCENARIOS=${BRIDGED_TASK_SCENARIOS/,tasks-required-task-error/}
 
 if [ "${CONFORMANCE_BRIDGE:-1}" = 1 ] && [ -z "$problems" ]; then
     server_log="$OUT/bridge-2026-07-28.server.log"
     start_server bridge --revisions 2026-07-28 -- "$DROID_BIN" serve --revisions 2025-11-25
     URL="http://127.0.0.1:$PORT/mcp"
     run_leg bridge-2026-07-28 2026-07-28 --requirements 2026-07-28
-    run_each_leg bridge-tasks-2026-07-28 "$BRIDGED_TASK_SCENARIOS"
+    run_each_leg bridge-tasks-over-2025-11-25 "$BRIDGED_TASK_SCENARIOS"
+    stop_server
+    server_log="$OUT/bridge-tasks-over-2026-07-28.server.log"
+    start_server bridge --revisions 2026-07-28 -- "$DROID_BIN" serve --revisions 2026-07-28
+    URL="http://127.0.0.1:$PORT/mcp"
+    run_each_leg bridge-tasks-over-2026-07-28 "$TASK_SCENARIOS"
     stop_server
     run_bridge_leg bridge-2025-11-25 2025-11-25 -- "$DROID_BIN" serve --revisions 2026-07-28
     start_python

@@ -45,6 +45,7 @@ use crate::application::client::{Answer, ClientError, RequestOptions};
 use crate::application::server::dispatch::{CLIENT_CAPABILITIES_META, CLIENT_INFO_META};
 use crate::application::server::{Call, CallError, INPUT_KEY_META, LOG_LEVEL_META, Question};
 use crate::domain::Refusal;
+use crate::domain::capability::TASKS_EXTENSION;
 use crate::domain::ir::{JsonObject, TranslationReport};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{DegradePolicy, Era, Leg};
@@ -71,16 +72,26 @@ pub(super) const MULTI_ROUND_METHODS: [&str; 3] = ["tools/call", "prompts/get", 
 ///
 /// Added to each request as it is built rather than kept in the params a
 /// round copies, so the capabilities are copied once a request.
-fn with_envelope(params: &mut JsonObject, call: &Call) {
+fn with_envelope(params: &mut JsonObject, call: &Call, tasks: bool) {
     let mut caps = JsonObject::clone(&call.ctx.client_capabilities);
     // Legacy-only members have no 2026-07-28 meaning.
     if let Some(Value::Object(roots)) = caps.get_mut("roots") {
         roots.remove("listChanged");
     }
     caps.remove("tasks");
-    // The bridge's tasks are its own: the upstream is never asked for one.
+    // The bridge's tasks are its own: the upstream is asked for one only
+    // for a call the bridge runs as a task itself, which then waits for
+    // the upstream's (`Rounds::follow_task`).
     if let Some(Value::Object(extensions)) = caps.get_mut("extensions") {
-        extensions.remove(crate::domain::capability::TASKS_EXTENSION);
+        extensions.remove(TASKS_EXTENSION);
+    }
+    if tasks {
+        let extensions = caps
+            .entry("extensions")
+            .or_insert_with(|| Value::Object(JsonObject::new()));
+        if let Value::Object(extensions) = extensions {
+            extensions.insert(TASKS_EXTENSION.to_owned(), json!({}));
+        }
     }
     let meta = params
         .entry("_meta")
@@ -98,6 +109,40 @@ fn with_envelope(params: &mut JsonObject, call: &Call) {
     }
     if let Some(level) = call.ctx.log_level {
         meta.insert(LOG_LEVEL_META.to_owned(), json!(level));
+    }
+}
+
+/// An upstream task the bridge waits for: cancelled upstream if the wait
+/// is dropped before it ends (the bridge's own task was cancelled).
+struct UpstreamTask {
+    client: crate::application::client::Client,
+    call: Call,
+    /// `None` once the task has ended.
+    id: Option<String>,
+}
+
+impl UpstreamTask {
+    /// The params of a request about the task, declaring the extension.
+    fn params(&self, mut params: JsonObject) -> Value {
+        params.insert("taskId".to_owned(), json!(self.id));
+        with_envelope(&mut params, &self.call, true);
+        Value::Object(params)
+    }
+}
+
+impl Drop for UpstreamTask {
+    fn drop(&mut self) {
+        if self.id.is_none() {
+            return;
+        }
+        let params = self.params(JsonObject::new());
+        let client = self.client.clone();
+        // Best effort, after the fact: nobody waits for the answer.
+        tokio::spawn(async move {
+            let _cancelled = client
+                .request_once("tasks/cancel", Some(params), &RequestOptions::default())
+                .await;
+        });
     }
 }
 
@@ -611,6 +656,17 @@ impl Rounds<'_> {
         if options.on_progress.is_some() {
             options.on_progress = Some(progress_to(Arc::clone(&self.relay)));
         }
+        // A call the bridge runs (or may run) as a task of its own may run
+        // as a task upstream too, when the upstream runs them: then the
+        // bridge's task waits for the upstream's.
+        let tasks = method == "tools/call"
+            && call.may_run_as_task()
+            && lease.upstream.client.server().is_some_and(|s| {
+                s.capabilities
+                    .extensions
+                    .as_ref()
+                    .is_some_and(|e| e.contains_key(TASKS_EXTENSION))
+            });
         loop {
             // The answers this round sends, kept apart from the request so
             // that a retry can send them again.
@@ -658,7 +714,7 @@ impl Rounds<'_> {
             // sent again only when its tool's headers changed.
             let request = || {
                 let mut request = params.clone();
-                with_envelope(&mut request, call);
+                with_envelope(&mut request, call, tasks);
                 if let Some(responses) = &responses_sent {
                     request.insert(
                         "inputResponses".to_owned(),
@@ -688,7 +744,23 @@ impl Rounds<'_> {
                 }
                 Err(error) => return Ok(Err(error)),
             };
-            let complete = answer.result_type().as_deref() != Some("input_required");
+            let kind = answer.result_type();
+            if tasks && kind.as_deref() == Some("task") {
+                let created = match answer.into_value() {
+                    Ok(created) => created,
+                    Err(e) => {
+                        return Ok(Err(ClientError::InvalidResult {
+                            method: method.to_owned(),
+                            detail: e.to_string(),
+                        }));
+                    }
+                };
+                // The bridge's call becomes a task now, if it was waiting
+                // to (its client's request is answered with it).
+                call.continue_as_task().await;
+                return self.follow_task(call, client, &created).await;
+            }
+            let complete = kind.as_deref() != Some("input_required");
             if complete && method != "tools/list" {
                 // Left as the upstream wrote it: a tool result is read once,
                 // typed, by the caller.
@@ -730,6 +802,112 @@ impl Rounds<'_> {
                     "the server asked for input without saying what, or how to continue",
                 ));
             }
+        }
+    }
+
+    /// Waits for the 2026-07-28 upstream's task `created` to end, for a
+    /// call the bridge runs as a task of its own: polls `tasks/get` at the
+    /// interval it suggests, puts each question the upstream task parks on
+    /// to the bridge's client (which parks the bridge's task in turn) and
+    /// sends the answers back with `tasks/update`. The upstream task is
+    /// cancelled if the bridge's is (this future dropped).
+    async fn follow_task(
+        &mut self,
+        call: &Call,
+        client: &crate::application::client::Client,
+        created: &Value,
+    ) -> Result<Result<Answer, ClientError>, CallError> {
+        let Some(id) = created.get("taskId").and_then(Value::as_str) else {
+            return Ok(Err(ClientError::InvalidResult {
+                method: "tools/call".to_owned(),
+                detail: "a task without its taskId".to_owned(),
+            }));
+        };
+        let mut upstream = UpstreamTask {
+            client: client.clone(),
+            call: call.clone(),
+            id: Some(id.to_owned()),
+        };
+        let mut asked = std::collections::HashSet::new();
+        let mut interval = created.get("pollIntervalMs").and_then(Value::as_u64);
+        loop {
+            let task = match client
+                .request_once(
+                    "tasks/get",
+                    Some(upstream.params(JsonObject::new())),
+                    &self.options,
+                )
+                .await
+            {
+                Ok(task) => task,
+                Err(error) => return Ok(Err(error)),
+            };
+            interval = task
+                .get("pollIntervalMs")
+                .and_then(Value::as_u64)
+                .or(interval);
+            match task.get("status").and_then(Value::as_str) {
+                Some("completed") => {
+                    upstream.id = None;
+                    let result = task.get("result").cloned().unwrap_or_else(|| json!({}));
+                    return Ok(Ok(Answer::Parsed(result)));
+                }
+                Some(status @ ("failed" | "cancelled")) => {
+                    upstream.id = None;
+                    let error = task
+                        .get("error")
+                        .cloned()
+                        .and_then(|e| serde_json::from_value::<ErrorObject>(e).ok())
+                        .unwrap_or_else(|| {
+                            ErrorObject::from(Refusal::internal(format!(
+                                "the server's task {status}"
+                            )))
+                        });
+                    return Ok(Err(ClientError::Server(error)));
+                }
+                Some("input_required") => {
+                    let questions: Vec<(String, String, Value)> = task
+                        .get("inputRequests")
+                        .and_then(Value::as_object)
+                        .into_iter()
+                        .flatten()
+                        .filter(|(key, _)| !asked.contains(*key))
+                        .map(|(key, q)| {
+                            let method =
+                                q.get("method").and_then(Value::as_str).unwrap_or_default();
+                            let params = q.get("params").cloned().unwrap_or_else(|| json!({}));
+                            (key.clone(), method.to_owned(), params)
+                        })
+                        .collect();
+                    if !questions.is_empty() {
+                        let keys: Vec<String> =
+                            questions.iter().map(|(k, _, _)| k.clone()).collect();
+                        let answers = call.ask_all(self.questions(questions.into_iter())?).await?;
+                        let mut responses = JsonObject::new();
+                        for (key, answer) in keys.into_iter().zip(answers) {
+                            asked.insert(key.clone());
+                            responses.insert(key, answer);
+                        }
+                        let mut update = JsonObject::new();
+                        update.insert("inputResponses".to_owned(), Value::Object(responses));
+                        if let Err(error) = client
+                            .request_once(
+                                "tasks/update",
+                                Some(upstream.params(update)),
+                                &self.options,
+                            )
+                            .await
+                        {
+                            return Ok(Err(error));
+                        }
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            let wait = Duration::from_millis(interval.unwrap_or(500))
+                .clamp(Duration::from_millis(50), Duration::from_secs(5));
+            tokio::time::sleep(wait).await;
         }
     }
 

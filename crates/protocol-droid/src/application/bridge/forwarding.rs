@@ -69,6 +69,10 @@ impl Forward for Forwarding {
         self.bridge().is_some_and(|b| b.upstream_offers_tasks())
     }
 
+    fn task_follows_upstream(&self) -> bool {
+        self.bridge().is_some_and(|b| b.upstream_tasks_extension())
+    }
+
     fn subscription(&self, session: SessionId, uri: &str, subscribed: bool) {
         if let Some(bridge) = self.bridge() {
             bridge.watch(session, uri, subscribed);

@@ -43,6 +43,7 @@ impl Bridge {
         }
         .result(method, &mut value)?;
         if method == "tools/list" {
+            self.offer_as_tasks(&mut value, leg);
             self.note_tools(&value);
         }
         Ok(value)

@@ -1,15 +1,17 @@
 //! What the bridge remembers of the upstream's tools: the definitions the
-//! server checks `Mcp-Param-*` headers against, and which tools only run
-//! as tasks; relisted when the upstream says its tools changed.
+//! server checks `Mcp-Param-*` headers against, and which tools run as
+//! tasks; relisted when the upstream says its tools changed.
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::runtime::Bridge;
 use super::upstream::lock;
 use crate::application::client::RequestOptions;
-use crate::domain::ProtocolVersion;
+use crate::domain::capability::TASKS_EXTENSION;
+use crate::domain::feature::Feature;
+use crate::domain::{Era, Leg, ProtocolVersion};
 use crate::wire::tools::{TaskSupport, Tool};
 
 /// How many tool definitions the bridge keeps for header checks.
@@ -75,6 +77,12 @@ impl Bridge {
     /// when none are known yet. Only a 2025-11-25 upstream that declares
     /// tasks says: a 2026-07-28 tool definition has no such field.
     pub(super) async fn task_support(&self, name: &str) -> TaskSupport {
+        if self.upstream_tasks_extension() {
+            // A 2026-07-28 server decides per call; the bridge runs any call
+            // as a task of its own, which waits for the server's if it
+            // makes one.
+            return TaskSupport::Optional;
+        }
         if !self.upstream_offers_tasks() {
             return TaskSupport::Forbidden;
         }
@@ -87,9 +95,27 @@ impl Bridge {
             .unwrap_or(TaskSupport::Forbidden)
     }
 
-    /// Whether the upstream runs tool calls as tasks in the form the bridge
-    /// reads (2025-11-25's `tasks.requests.tools.call`).
+    /// Whether the upstream runs tool calls as tasks: 2025-11-25's
+    /// `tasks.requests.tools.call`, or 2026-07-28's extension.
     pub(super) fn upstream_offers_tasks(&self) -> bool {
+        self.upstream_tasks_extension() || self.upstream_core_tasks()
+    }
+
+    /// Whether the upstream is a 2026-07-28 server declaring the tasks
+    /// extension.
+    pub(super) fn upstream_tasks_extension(&self) -> bool {
+        let upstream = &self.inner.upstream;
+        upstream.version.era() == Era::Modern
+            && upstream
+                .capabilities
+                .extensions
+                .as_ref()
+                .is_some_and(|e| e.contains_key(TASKS_EXTENSION))
+    }
+
+    /// Whether the upstream is a 2025-11-25 server that runs tool calls as
+    /// tasks.
+    fn upstream_core_tasks(&self) -> bool {
         // What the first connection learned: every connection reaches the
         // same server.
         let upstream = &self.inner.upstream;
@@ -102,6 +128,23 @@ impl Bridge {
                 .and_then(|r| r.tools.as_ref())
                 .and_then(|t| t.call.as_ref())
                 .is_some()
+    }
+
+    /// Marks each tool of a `tools/list` page `taskSupport: "optional"` for
+    /// a 2025-11-25 client in front of a 2026-07-28 server that runs tasks:
+    /// its definitions cannot say which tools run as tasks, and through the
+    /// bridge any call can (a task of the bridge's own).
+    pub(super) fn offer_as_tasks(&self, listed: &mut Value, leg: &Leg) {
+        if !Feature::Tasks.exists_at(leg.version) || !self.upstream_tasks_extension() {
+            return;
+        }
+        let Some(tools) = listed.get_mut("tools").and_then(Value::as_array_mut) else {
+            return;
+        };
+        for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+            tool.entry("execution")
+                .or_insert_with(|| json!({ "taskSupport": "optional" }));
+        }
     }
 
     /// Records which tools of a `tools/list` page run as tasks, and how.

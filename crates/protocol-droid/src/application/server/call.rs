@@ -184,6 +184,13 @@ impl Call {
         }
     }
 
+    /// Whether this call runs as a task, or may yet ([`Self::continue_as_task`]).
+    pub(crate) fn may_run_as_task(&self) -> bool {
+        self.task
+            .lock()
+            .is_ok_and(|mode| !matches!(*mode, TaskMode::Request))
+    }
+
     /// Whether this call runs as a task: its client polls for the result
     /// rather than waiting on the request.
     #[must_use]

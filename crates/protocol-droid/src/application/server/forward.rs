@@ -85,6 +85,15 @@ pub trait Forward: Send + Sync {
         Box::pin(async { TaskSupport::Forbidden })
     }
 
+    /// Whether a call run as a task by a client that lets the server
+    /// decide (2026-07-28) becomes a task only when its forwarded call
+    /// does: the work runs in the request until the upstream answers with a
+    /// task, and continues as one from there (see
+    /// [`Call::continue_as_task`]).
+    fn task_follows_upstream(&self) -> bool {
+        false
+    }
+
     /// Whether any tool forwarded may run as a task: whether the server
     /// declares tasks.
     fn offers_tasks(&self) -> bool {

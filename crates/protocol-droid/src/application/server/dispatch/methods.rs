@@ -274,7 +274,8 @@ impl Connection {
                 // A task is this server's own, whatever the upstream speaks:
                 // the forwarded call is its work.
                 let support = forward.task_support(tool).await;
-                if let Some(plan) = task_plan(tool, support, false, &params, &peer)? {
+                let follows = forward.task_follows_upstream();
+                if let Some(plan) = task_plan(tool, support, follows, &params, &peer)? {
                     let call = Call::new(*ctx, peer, object_member(&params, "arguments"));
                     let auth = call.caller().clone();
                     let work = forwarded_work(Arc::clone(&forward), params.clone(), call.clone());
