@@ -1,6 +1,7 @@
 //! Tasks over Streamable HTTP, in both eras' forms: a task outlives the
-//! connection that made it, cancelling one stops its handler, and one past
-//! its TTL is gone.
+//! connection that made it, cancelling one stops its handler, one past its
+//! TTL is gone, the library's client polls one to its end, and a listener
+//! hears the tasks it names change.
 //!
 //! Timeouts only stop a broken test from hanging; nothing asserts how long
 //! anything took.
@@ -241,11 +242,12 @@ fn fresh_client() -> Result<reqwest::Client, TestError> {
     Ok(reqwest::Client::builder().timeout(PATIENCE).build()?)
 }
 
-/// A 2025-11-25 task asked for in one session is still there, with its
-/// result, for a new session on a new connection once the first is gone:
-/// it belongs to the caller, not to the session.
+/// A 2025-11-25 task outlives the connection that asked for it: read, with
+/// its result, over a new connection in the same session. Without a token
+/// it is that session's alone: another session is answered as for an id
+/// that does not exist.
 #[tokio::test]
-async fn a_legacy_tasks_result_outlives_its_session() -> Result<(), TestError> {
+async fn a_legacy_tasks_result_outlives_its_connection_in_its_session() -> Result<(), TestError> {
     let s = start(TaskLimits::default()).await?;
     let first = fresh_client()?;
     let session = s.open(&first).await?;
@@ -261,17 +263,10 @@ async fn a_legacy_tasks_result_outlives_its_session() -> Result<(), TestError> {
     let id = task_id(task)?;
     assert_eq!(task["status"], "working", "{created}");
     assert_eq!(task["ttl"], 60_000);
-    // The session ends and its connection with it.
-    let ended = first
-        .delete(format!("{}/mcp", s.serving.base))
-        .headers(support::headers(&legacy_session(&session))?)
-        .send()
-        .await?;
-    assert!(ended.status().is_success(), "{}", ended.status());
+    // The connection goes; the session stays.
     drop(first);
 
     let second = fresh_client()?;
-    let session = s.open(&second).await?;
     // `tasks/result` waits for the end, then answers the call's result,
     // tied to its task.
     let result = s
@@ -302,6 +297,30 @@ async fn a_legacy_tasks_result_outlives_its_session() -> Result<(), TestError> {
         .legacy(&second, &session, "tasks/cancel", json!({ "taskId": id }))
         .await?;
     assert_eq!(cancel["error"]["code"], -32602, "{cancel}");
+    // Another session, from the same address, finds nothing.
+    let other = s.open(&second).await?;
+    let theirs = s
+        .legacy(&second, &other, "tasks/get", json!({ "taskId": id }))
+        .await?;
+    let none = s
+        .legacy(
+            &second,
+            &other,
+            "tasks/get",
+            json!({ "taskId": "000000000000nothing" }),
+        )
+        .await?;
+    assert_eq!(theirs["error"]["code"], -32602, "{theirs}");
+    assert_eq!(
+        theirs["error"]["message"]
+            .as_str()
+            .map(|m| m.replace(&id, "ID")),
+        none["error"]["message"]
+            .as_str()
+            .map(|m| m.replace("000000000000nothing", "ID")),
+    );
+    let listed = s.legacy(&second, &other, "tasks/list", json!({})).await?;
+    assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
     Ok(())
 }
 

@@ -122,6 +122,8 @@ pub(super) struct Inner {
     pub(super) observer: SharedObserver,
     pub(super) limiters: Limiters,
     pub(super) tasks: Arc<Tasks>,
+    /// Whether a registered tool runs as a task, as of the last edit.
+    pub(super) task_tools: std::sync::atomic::AtomicBool,
 }
 
 impl core::fmt::Debug for Server {
@@ -287,6 +289,7 @@ impl ServerBuilder {
                 forward_scopes: RwLock::new(Arc::new(self.forward_scopes)),
                 observer: self.observer,
                 limiters: Limiters::new(&self.rate_limits),
+                task_tools: std::sync::atomic::AtomicBool::new(false),
                 tasks: Arc::new(Tasks::new(
                     self.task_store
                         .unwrap_or_else(|| Arc::new(MemoryTaskStore::default())),
@@ -331,11 +334,7 @@ impl Server {
             .forward
             .as_ref()
             .is_some_and(|f| f.offers_tasks())
-            || self
-                .registry()
-                .tools
-                .values()
-                .any(|t| t.task_support() != TaskSupport::Forbidden)
+            || self.inner.task_tools.load(Ordering::Relaxed)
     }
 
     /// What this server reports its work to.
@@ -382,6 +381,13 @@ impl Server {
     fn edit(&self, change: Change, edit: impl FnOnce(&mut Registry)) {
         if let Ok(mut registry) = self.inner.registry.write() {
             edit(Arc::make_mut(&mut registry));
+            // Counted once per edit, not on every 2026-07-28 request that
+            // resolves its capabilities.
+            let task_tools = registry
+                .tools
+                .values()
+                .any(|t| t.task_support() != TaskSupport::Forbidden);
+            self.inner.task_tools.store(task_tools, Ordering::Relaxed);
         }
         // No receiver is not an error: nobody is listening yet.
         let _listeners = self.inner.changes.send(change);
@@ -865,8 +871,9 @@ impl Server {
     }
 
     /// The capabilities [`capabilities`](Self::capabilities) declares, as
-    /// negotiation reads them, without building their JSON: every
-    /// 2026-07-28 request resolves its own profile against them.
+    /// negotiation reads them: every 2026-07-28 request resolves its own
+    /// profile against them. A server's own are read without building their
+    /// JSON; a forwarder's are its JSON, read.
     pub(super) fn capability_set(&self, version: ProtocolVersion) -> CapabilitySet {
         if self.inner.forward.is_some() {
             return CapabilitySet::from_server_json(&self.capabilities(version), version);

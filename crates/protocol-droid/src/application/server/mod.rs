@@ -27,8 +27,8 @@
 //! - `idempotency`: replaying a retried `tools/call`'s recorded answer.
 //! - `rate`: how many requests one caller may make ([`RateLimits`]).
 //! - `reply`: a result as a transport writes it, a tool's kept typed.
-//! - `tasks`: calls run in the background and polled ([`Tasks`]), in both
-//!   eras' forms, kept in a [`TaskStore`].
+//! - `tasks`: calls run in the background and polled, in both eras'
+//!   forms, kept in a [`TaskStore`].
 
 pub(crate) mod auth;
 pub(crate) mod call;
@@ -76,6 +76,5 @@ pub use specs::{PromptOutput, PromptSpec, ResourceSpec};
 pub use targeted::{ChangeFeed, SessionChanges, TARGETED_BACKLOG};
 pub use tasks::{
     MemoryTaskStore, StoreBounds, TaskLimits, TaskOutcome, TaskRecord, TaskStore, TaskStoreError,
-    Tasks,
 };
 pub use typed::{Elicited, Structured, ToolOutput};

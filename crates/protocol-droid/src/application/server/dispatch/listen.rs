@@ -8,7 +8,7 @@ use tokio::sync::broadcast;
 use std::sync::Arc;
 
 use crate::application::server::host::Change;
-use crate::application::server::tasks::{TaskEvent, Tasks, wire};
+use crate::application::server::tasks::{TaskEvent, TaskRecord, Tasks, wire};
 use crate::application::server::{PeerSession, RequestContext};
 use crate::domain::feature::Feature;
 use crate::domain::ir::JsonObject;
@@ -75,25 +75,33 @@ impl Connection {
         // extension: their changes come as `notifications/tasks`. An id
         // that is not the caller's is left out of the acknowledgement, as
         // an unknown one is.
-        let owner = Tasks::owner_of(ctx);
+        let owner = Tasks::owner_of(ctx, self.session);
+        let asked = filter
+            .get("taskIds")
+            .and_then(Value::as_array)
+            .filter(|_| peer.allows(Feature::TasksExtension));
+        // Listening before looking: a change between the two is heard.
+        let mut task_events = asked.is_some().then(|| self.server.tasks().events());
         let mut task_ids = BTreeSet::new();
-        if peer.allows(Feature::TasksExtension) {
-            let asked = filter.get("taskIds").and_then(Value::as_array);
-            for id in asked
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .take(MAX_SUBSCRIPTIONS)
-            {
-                if let Ok(Some(_)) = self.server.tasks().get(&owner, id).await {
-                    task_ids.insert(id.to_owned());
+        let mut ended = Vec::new();
+        for id in asked
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .take(MAX_SUBSCRIPTIONS)
+        {
+            if let Ok(Some(record)) = self.server.tasks().get(&owner, id).await {
+                task_ids.insert(id.to_owned());
+                if record.is_terminal() {
+                    ended.push(record);
                 }
             }
         }
-        if !task_ids.is_empty() {
+        if task_ids.is_empty() {
+            task_events = None;
+        } else {
             honoured.insert("taskIds".to_owned(), json!(task_ids));
         }
-        let mut task_events = (!task_ids.is_empty()).then(|| self.server.tasks().events());
         // Watching through a forwarder means watching upstream too, for as
         // long as this listen lasts, however it ends.
         let _watching = Watching::start(self, &uris);
@@ -103,22 +111,19 @@ impl Connection {
             method: "notifications/subscriptions/acknowledged".to_owned(),
             params: Some(json!({ "notifications": honoured, "_meta": tag })),
         }));
+        // A task that had already ended changes no more: its end is told now.
+        for record in &ended {
+            task_notification(peer, record, &tag);
+        }
         loop {
             let received = tokio::select! {
                 change = changes.recv() => change,
                 event = next_event(&mut task_events) => {
                     match event {
                         Ok(event) if event.record.owner == owner && task_ids.contains(&event.record.id) => {
-                            let mut params = match wire::detailed(&event.record) {
-                                Value::Object(params) => params,
-                                _ => JsonObject::new(),
-                            };
-                            params.insert("_meta".to_owned(), tag.clone());
-                            let _sent = peer.sink().send(Message::Notification(Notification {
-                                method: "notifications/tasks".to_owned(),
-                                params: Some(Value::Object(params)),
-                            }));
+                            task_notification(peer, &event.record, &tag);
                         }
+                        Err(broadcast::error::RecvError::Closed) => task_events = None,
                         // Another caller's task, or missed changes: a
                         // client polls what it missed.
                         _ => {}
@@ -165,6 +170,20 @@ impl Connection {
         }
         Ok(json!({ "resultType": "complete", "_meta": tag }))
     }
+}
+
+/// Tells a listener that `record` changed: `notifications/tasks`, with the
+/// task as `tasks/get` shows it.
+fn task_notification(peer: &PeerSession, record: &TaskRecord, tag: &Value) {
+    let mut params = match wire::detailed(record) {
+        Value::Object(params) => params,
+        _ => JsonObject::new(),
+    };
+    params.insert("_meta".to_owned(), tag.clone());
+    let _sent = peer.sink().send(Message::Notification(Notification {
+        method: "notifications/tasks".to_owned(),
+        params: Some(Value::Object(params)),
+    }));
 }
 
 /// The next task change, or never when the listen watches no task.

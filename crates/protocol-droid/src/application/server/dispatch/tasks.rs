@@ -29,6 +29,7 @@ use crate::domain::feature::Feature;
 use crate::domain::ir::{JsonObject, ToolResult};
 use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{Capability, Era, Refusal};
+use crate::wire::tasks::TaskStatus;
 use crate::wire::tools::TaskSupport;
 
 /// How many tasks one page of 2025-11-25 `tasks/list` holds.
@@ -67,8 +68,13 @@ pub(super) fn task_plan(
     match version.era() {
         // Revisions before 2025-11-25 have no tasks: every tool runs in the
         // request there, one that would only run as a task included (the
-        // handler is the same).
-        Era::Legacy if !Capability::ServerTasks.exists_at(version) => Ok(None),
+        // handler is the same). A server that declares no tasks ignores a
+        // `task` asked for, as 2025-11-25 says it must.
+        Era::Legacy
+            if !Capability::ServerTasks.exists_at(version) || !peer.allows(Feature::Tasks) =>
+        {
+            Ok(None)
+        }
         Era::Legacy => match (support, member(params, "task")) {
             (_, Some(task)) if !task.is_object() => {
                 Err(Refusal::invalid_params("`task` must be an object").into())
@@ -208,7 +214,7 @@ impl Connection {
     ) -> Result<Reply, CallError> {
         let era = call.peer().negotiated().era();
         let tasks = Arc::clone(self.server.tasks());
-        let owner = Tasks::owner_of(&call.ctx);
+        let owner = Tasks::owner_of(&call.ctx, call.session());
         let mode = call.task_mode();
         // The handler holds its own clone; this one must not keep the call
         // (and what it holds of the request) alive for the task's life.
@@ -277,8 +283,12 @@ impl Connection {
         request: TaskRequest,
         ctx: &RequestContext,
     ) -> Result<Reply, ErrorObject> {
+        // Not declared, not served: tasks are a capability of their own.
+        if !self.server.offers_tasks() {
+            return Err(Refusal::method_not_found("this server runs no tasks").into());
+        }
         let tasks = self.server.tasks();
-        let owner = Tasks::owner_of(ctx);
+        let owner = Tasks::owner_of(ctx, self.session);
         let unavailable = |e| ErrorObject::from(Refusal::from(e));
         let task = |record: &TaskRecord| {
             serde_json::to_value(wire::legacy_task(record))
@@ -308,8 +318,8 @@ impl Connection {
                     Some(TaskOutcome::Result(other)) => Ok(Reply::Value(other)),
                     Some(TaskOutcome::Error(error)) => Err(error),
                     None => Err(Refusal::internal(format!(
-                        "task {id} was {:?} before it produced a result",
-                        record.status
+                        "task {id} was {} before it produced a result",
+                        status_word(record.status)
                     ))
                     .into()),
                 };
@@ -332,19 +342,21 @@ impl Connection {
                 let Some(before) = tasks.get(&owner, &id).await.map_err(unavailable)? else {
                     return Err(unknown_task(&id));
                 };
-                // 2025-11-25: a task that already ended cannot be cancelled.
-                if before.is_terminal() {
-                    return Err(Refusal::invalid_params(format!(
+                // 2025-11-25: a task that already ended (before this, or
+                // while it was being cancelled) cannot be cancelled.
+                let ended = |record: &TaskRecord| -> ErrorObject {
+                    Refusal::invalid_params(format!(
                         "task {id} has already ended ({})",
-                        serde_json::to_value(before.status)
-                            .ok()
-                            .and_then(|s| s.as_str().map(str::to_owned))
-                            .unwrap_or_default()
+                        status_word(record.status)
                     ))
-                    .into());
+                    .into()
+                };
+                if before.is_terminal() {
+                    return Err(ended(&before));
                 }
                 match tasks.cancel(&owner, &id).await.map_err(unavailable)? {
-                    Some(record) => task(&record)?,
+                    Some(record) if record.status == TaskStatus::Cancelled => task(&record)?,
+                    Some(record) => return Err(ended(&record)),
                     None => return Err(unknown_task(&id)),
                 }
             }
@@ -374,7 +386,7 @@ impl Connection {
             .into());
         }
         let tasks = self.server.tasks();
-        let owner = Tasks::owner_of(ctx);
+        let owner = Tasks::owner_of(ctx, self.session);
         let unavailable = |e| ErrorObject::from(Refusal::from(e));
         // The acknowledgements are empty: the task's state is read with the
         // next `tasks/get`.
@@ -411,6 +423,14 @@ impl Connection {
         };
         Ok(Reply::Value(answer))
     }
+}
+
+/// A status as the wire names it.
+fn status_word(status: TaskStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|s| s.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// The mode of a call running as the task `record` of `owner`'s.

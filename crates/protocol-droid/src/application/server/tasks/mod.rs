@@ -29,9 +29,9 @@ use tokio::task::AbortHandle;
 
 use super::{BoxFuture, RequestContext};
 use crate::application::server::rate::network_of;
-use crate::domain::Refusal;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::ErrorObject;
+use crate::domain::{Era, Refusal, SessionId};
 use crate::wire::tasks::TaskStatus;
 
 pub use store::{MemoryTaskStore, StoreBounds, TaskOutcome, TaskRecord, TaskStore, TaskStoreError};
@@ -69,9 +69,9 @@ const EVENT_BACKLOG: usize = 256;
 
 /// A change of one task's status, as listeners hear it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TaskEvent {
+pub(crate) struct TaskEvent {
     /// The task as it now is.
-    pub record: TaskRecord,
+    pub(crate) record: TaskRecord,
 }
 
 /// Tells the session that created a task of each change of its status
@@ -79,7 +79,7 @@ pub struct TaskEvent {
 pub(crate) type StatusNotifier = Arc<dyn Fn(&TaskRecord) + Send + Sync>;
 
 /// The tasks of one server: its store, and the handlers running here.
-pub struct Tasks {
+pub(crate) struct Tasks {
     store: Arc<dyn TaskStore>,
     limits: TaskLimits,
     live: Mutex<HashMap<String, Live>>,
@@ -113,6 +113,9 @@ struct Live {
     status: watch::Sender<TaskStatus>,
     /// The session to tell of its changes, if its form has notifications.
     notify: Option<StatusNotifier>,
+    /// How many of its 2025-11-25 questions wait on the client now: the
+    /// task is `input_required` until none does.
+    asking: usize,
 }
 
 /// A task a handler runs as: what its questions are parked under.
@@ -154,7 +157,7 @@ impl From<TaskStoreError> for Refusal {
 impl Tasks {
     /// A runtime keeping its tasks in `store`.
     #[must_use]
-    pub fn new(store: Arc<dyn TaskStore>, limits: TaskLimits) -> Self {
+    pub(crate) fn new(store: Arc<dyn TaskStore>, limits: TaskLimits) -> Self {
         let (events, _) = broadcast::channel(EVENT_BACKLOG);
         Self {
             store,
@@ -165,16 +168,21 @@ impl Tasks {
         }
     }
 
-    /// Whose a request's tasks are: the principal its token names, else the
-    /// network it came from (an IPv6 client by its /64, as rate limits
-    /// count it), else the one local client of a pipe.
+    /// Whose a request's tasks are: the principal its token names; without
+    /// one, a legacy request's `session` (2025-11-25 binds tasks to the
+    /// session where there is no authorization), and a 2026-07-28 request's
+    /// network (it has no session: an IPv6 client by its /64, as rate
+    /// limits count it), else the one local client of a pipe.
     ///
-    /// Not the session: a client that lost its connection, or a 2026-07-28
-    /// client (which has no session), polls again from a new one.
+    /// With a token, not the session: a client that lost its session polls
+    /// again from a new one.
     #[must_use]
-    pub fn owner_of(ctx: &RequestContext) -> String {
+    pub(crate) fn owner_of(ctx: &RequestContext, session: SessionId) -> String {
         if let Some(principal) = ctx.auth.principal_key() {
             return format!("principal\u{1f}{principal}");
+        }
+        if ctx.protocol_version.is_some_and(|v| v.era() == Era::Legacy) {
+            return format!("session\u{1f}{session}");
         }
         match ctx.remote_addr {
             Some(addr) => format!("network\u{1f}{}", network_of(addr.ip())),
@@ -184,7 +192,7 @@ impl Tasks {
 
     /// Every change of status of the tasks run here, from now on.
     #[must_use]
-    pub fn events(&self) -> broadcast::Receiver<Arc<TaskEvent>> {
+    pub(crate) fn events(&self) -> broadcast::Receiver<Arc<TaskEvent>> {
         self.events.subscribe()
     }
 
@@ -193,7 +201,7 @@ impl Tasks {
     /// # Errors
     ///
     /// The store's refusal: a bound reached, or the store unreachable.
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         owner: String,
         ttl_ms: Option<u64>,
@@ -217,9 +225,12 @@ impl Tasks {
         if running >= self.limits.running_per_owner {
             return Err(TaskStoreError::OwnerFull(self.limits.running_per_owner));
         }
+        // `min` then `max`, not `clamp`: a longest TTL of 0 is a caller's
+        // mistake, not a reason to panic.
         let ttl_ms = ttl_ms
             .unwrap_or(self.limits.default_ttl_ms)
-            .clamp(1, self.limits.max_ttl_ms);
+            .min(self.limits.max_ttl_ms)
+            .max(1);
         let record = TaskRecord {
             id: new_id(now),
             owner,
@@ -243,6 +254,7 @@ impl Tasks {
                     waiting: HashMap::new(),
                     status,
                     notify,
+                    asking: 0,
                 },
             );
         }
@@ -252,15 +264,27 @@ impl Tasks {
     /// Runs `work` as the task `record`, in the background, until it ends
     /// or is cancelled. A handler that panics fails its task with
     /// `-32603`, and takes nothing else with it.
-    pub fn start(
+    pub(crate) fn start(
         self: &Arc<Self>,
         record: &TaskRecord,
         work: BoxFuture<'static, Result<Value, ErrorObject>>,
     ) {
         let tasks = Arc::clone(self);
         let (owner, id) = (record.owner.clone(), record.id.clone());
+        let lifetime =
+            std::time::Duration::from_millis(record.expires_ms().saturating_sub(now_ms()));
         let handle = tokio::spawn(async move {
-            let outcome = match core::panic::AssertUnwindSafe(work).catch_unwind().await {
+            let work = core::panic::AssertUnwindSafe(work).catch_unwind();
+            let finished = tokio::select! {
+                finished = work => finished,
+                // Its TTL passed while it ran: it is gone, handler and all,
+                // whether or not anyone asks after it.
+                () = tokio::time::sleep(lifetime) => {
+                    tasks.expire(now_ms()).await;
+                    return;
+                }
+            };
+            let outcome = match finished {
                 Ok(Ok(result)) => TaskOutcome::Result(result),
                 Ok(Err(error)) => TaskOutcome::Error(error),
                 Err(_) => {
@@ -283,7 +307,11 @@ impl Tasks {
     /// # Errors
     ///
     /// The store unreachable.
-    pub async fn get(&self, owner: &str, id: &str) -> Result<Option<TaskRecord>, TaskStoreError> {
+    pub(crate) async fn get(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<TaskRecord>, TaskStoreError> {
         let now = now_ms();
         self.expire(now).await;
         self.store.get(owner, id, now).await
@@ -294,7 +322,7 @@ impl Tasks {
     /// # Errors
     ///
     /// The store unreachable.
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         owner: &str,
         after: Option<&str>,
@@ -312,7 +340,7 @@ impl Tasks {
     /// # Errors
     ///
     /// The store unreachable.
-    pub async fn cancel(
+    pub(crate) async fn cancel(
         &self,
         owner: &str,
         id: &str,
@@ -375,15 +403,29 @@ impl Tasks {
     /// working again: its question travels as a request of its own there,
     /// not through the record.
     pub(crate) async fn waiting_on_client(&self, task: &TaskRef, waiting: bool) {
-        let status = if waiting {
+        let _writing = self.writes.lock().await;
+        // Several questions may be out at once: working again only when the
+        // last is answered.
+        let still_asking = self.live.lock().ok().and_then(|mut live| {
+            let entry = live.get_mut(&task.id)?;
+            if waiting {
+                entry.asking = entry.asking.saturating_add(1);
+            } else {
+                entry.asking = entry.asking.saturating_sub(1);
+            }
+            Some(entry.asking > 0)
+        });
+        let status = if still_asking.unwrap_or(waiting) {
             TaskStatus::InputRequired
         } else {
             TaskStatus::Working
         };
-        let _writing = self.writes.lock().await;
         let Ok(Some(mut record)) = self.get(&task.owner, &task.id).await else {
             return;
         };
+        if record.status == status {
+            return;
+        }
         record.status = status;
         record.updated_ms = now_ms();
         if self.store.update(record.clone()).await.unwrap_or(false) {
@@ -409,7 +451,7 @@ impl Tasks {
     /// # Errors
     ///
     /// The store unreachable.
-    pub async fn answer(
+    pub(crate) async fn answer(
         &self,
         owner: &str,
         id: &str,
@@ -461,7 +503,11 @@ impl Tasks {
     /// # Errors
     ///
     /// The store unreachable.
-    pub async fn ended(&self, owner: &str, id: &str) -> Result<Option<TaskRecord>, TaskStoreError> {
+    pub(crate) async fn ended(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<TaskRecord>, TaskStoreError> {
         loop {
             let Some(record) = self.get(owner, id).await? else {
                 return Ok(None);
@@ -483,7 +529,8 @@ impl Tasks {
                 }
                 // Run elsewhere (another instance sharing the store): polled.
                 None => {
-                    let interval = std::time::Duration::from_millis(record.poll_interval_ms);
+                    let interval =
+                        std::time::Duration::from_millis(record.poll_interval_ms.max(50));
                     tokio::time::sleep(interval.min(until_expiry)).await;
                 }
             }
@@ -505,7 +552,13 @@ impl Tasks {
         record.outcome = Some(outcome);
         record.input_requests.clear();
         record.updated_ms = now_ms();
-        let replaced = self.store.update(record.clone()).await.unwrap_or(false);
+        let replaced = match self.store.update(record.clone()).await {
+            Ok(replaced) => replaced,
+            Err(error) => {
+                tracing::warn!(target: "droid::tasks", task = %id, %error, "a task's end was not recorded");
+                false
+            }
+        };
         if let Some(live) = &live {
             live.status.send_replace(status);
         }
@@ -517,10 +570,13 @@ impl Tasks {
     /// Tells the listeners, and the session that made the task, that
     /// `record` changed.
     fn changed(&self, record: &TaskRecord, notify: Option<&StatusNotifier>) {
-        // Nobody listening is no failure: a client polls.
-        let _listeners = self.events.send(Arc::new(TaskEvent {
-            record: record.clone(),
-        }));
+        // Nobody listening is no failure (a client polls), and then the
+        // record, result and all, is not copied for nobody.
+        if self.events.receiver_count() > 0 {
+            let _listeners = self.events.send(Arc::new(TaskEvent {
+                record: record.clone(),
+            }));
+        }
         if let Some(notify) = notify {
             notify(record);
         }

@@ -94,7 +94,8 @@ pub enum TaskStoreError {
 /// for a task to anyone but the principal that created it. A task is gone
 /// once its TTL has passed, whether or not anything swept it yet.
 pub trait TaskStore: Send + Sync + 'static {
-    /// Keeps a new task.
+    /// Keeps a new task. A full store may forget an ended task of the
+    /// caller keeping the most to make room.
     ///
     /// # Errors
     ///
@@ -179,6 +180,39 @@ struct Memory {
 }
 
 impl Memory {
+    /// Makes room in a full store: forgets the oldest ended task of the
+    /// owner keeping the most, before its TTL. A store full of one
+    /// caller's finished work thus gives way at that caller's expense, not
+    /// everyone's; a store full of running tasks refuses.
+    fn evict_ended(&mut self) -> bool {
+        let mut owners: Vec<(&String, usize)> = self
+            .by_owner
+            .iter()
+            .map(|(owner, ids)| (owner, ids.len()))
+            .collect();
+        owners.sort_by_key(|&(_, count)| core::cmp::Reverse(count));
+        let found = owners.iter().find_map(|(owner, _)| {
+            self.by_owner.get(*owner)?.iter().find_map(|id| {
+                let record = self.tasks.get(id)?;
+                record
+                    .is_terminal()
+                    .then(|| (record.owner.clone(), id.clone(), record.expires_ms()))
+            })
+        });
+        let Some((owner, id, expires)) = found else {
+            return false;
+        };
+        self.tasks.remove(&id);
+        self.by_expiry.remove(&(expires, id.clone()));
+        if let Some(ids) = self.by_owner.get_mut(&owner) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_owner.remove(&owner);
+            }
+        }
+        true
+    }
+
     fn sweep(&mut self, now_ms: u64) -> Vec<String> {
         let mut gone = Vec::new();
         while let Some((expiry, id)) = self.by_expiry.first().cloned() {
@@ -224,7 +258,7 @@ impl TaskStore for MemoryTaskStore {
         let created = self
             .with(|memory| {
                 memory.sweep(now_ms);
-                if memory.tasks.len() >= bounds.total {
+                if memory.tasks.len() >= bounds.total && !memory.evict_ended() {
                     return Err(TaskStoreError::Full(bounds.total));
                 }
                 let owned = memory.by_owner.get(&record.owner).map_or(0, BTreeSet::len);
@@ -357,6 +391,14 @@ mod tests {
             store.create(record("5", "carol", 0, 10_000), 0).await,
             Err(TaskStoreError::Full(3))
         );
+        // Once Alice's first task has ended, a full store gives it up for
+        // Carol: the caller keeping the most makes the room.
+        let mut ended = record("1", "alice", 0, 10_000);
+        ended.status = TaskStatus::Completed;
+        assert!(store.update(ended).await?);
+        store.create(record("5", "carol", 0, 10_000), 0).await?;
+        assert_eq!(store.get("alice", "1", 1).await?, None);
+        assert!(store.get("alice", "2", 1).await?.is_some());
         // Expiry frees the places.
         store
             .create(record("6", "carol", 20_000, 10_000), 20_000)
