@@ -192,6 +192,26 @@ pub struct ServerCapabilities {
     pub extra: JsonObject,
 }
 
+impl ServerCapabilities {
+    /// Whether the server runs `tools/call` as a task when asked
+    /// (2025-11-25 `tasks.requests.tools.call`).
+    #[must_use]
+    pub fn runs_tool_calls_as_tasks(&self) -> bool {
+        self.tasks
+            .as_ref()
+            .and_then(|t| t.requests.as_ref())
+            .and_then(|r| r.tools.as_ref())
+            .and_then(|t| t.call.as_ref())
+            .is_some()
+    }
+
+    /// Whether the server declares the extension `id` (2026-07-28).
+    #[must_use]
+    pub fn declares_extension(&self, id: &str) -> bool {
+        self.extensions.as_ref().is_some_and(|e| e.contains_key(id))
+    }
+}
+
 /// The server's `prompts` capability.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

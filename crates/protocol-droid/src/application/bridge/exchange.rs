@@ -661,12 +661,11 @@ impl Rounds<'_> {
         // bridge's task waits for the upstream's.
         let tasks = method == "tools/call"
             && call.may_run_as_task()
-            && lease.upstream.client.server().is_some_and(|s| {
-                s.capabilities
-                    .extensions
-                    .as_ref()
-                    .is_some_and(|e| e.contains_key(TASKS_EXTENSION))
-            });
+            && lease
+                .upstream
+                .client
+                .server()
+                .is_some_and(|s| s.capabilities.declares_extension(TASKS_EXTENSION));
         loop {
             // The answers this round sends, kept apart from the request so
             // that a retry can send them again.

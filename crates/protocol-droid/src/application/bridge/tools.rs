@@ -106,11 +106,7 @@ impl Bridge {
     pub(super) fn upstream_tasks_extension(&self) -> bool {
         let upstream = &self.inner.upstream;
         upstream.version.era() == Era::Modern
-            && upstream
-                .capabilities
-                .extensions
-                .as_ref()
-                .is_some_and(|e| e.contains_key(TASKS_EXTENSION))
+            && upstream.capabilities.declares_extension(TASKS_EXTENSION)
     }
 
     /// Whether the upstream is a 2025-11-25 server that runs tool calls as
@@ -120,14 +116,7 @@ impl Bridge {
         // same server.
         let upstream = &self.inner.upstream;
         upstream.version == ProtocolVersion::V2025_11_25
-            && upstream
-                .capabilities
-                .tasks
-                .as_ref()
-                .and_then(|t| t.requests.as_ref())
-                .and_then(|r| r.tools.as_ref())
-                .and_then(|t| t.call.as_ref())
-                .is_some()
+            && upstream.capabilities.runs_tool_calls_as_tasks()
     }
 
     /// Marks each tool of a `tools/list` page `taskSupport: "optional"` for

@@ -174,20 +174,11 @@ impl Client {
         let state = self.server()?;
         match state.version.era() {
             Era::Legacy => (state.version == ProtocolVersion::V2025_11_25
-                && state
-                    .capabilities
-                    .tasks
-                    .as_ref()
-                    .and_then(|t| t.requests.as_ref())
-                    .and_then(|r| r.tools.as_ref())
-                    .and_then(|t| t.call.as_ref())
-                    .is_some())
+                && state.capabilities.runs_tool_calls_as_tasks())
             .then_some(Form::Core),
             Era::Modern => state
                 .capabilities
-                .extensions
-                .as_ref()
-                .is_some_and(|e| e.contains_key(TASKS_EXTENSION))
+                .declares_extension(TASKS_EXTENSION)
                 .then_some(Form::Extension),
         }
     }
