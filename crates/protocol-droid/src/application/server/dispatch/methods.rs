@@ -7,20 +7,20 @@ use serde_json::{Value, json};
 
 use crate::application::server::call::{Call, CallError};
 use crate::application::server::forward::FORWARDED;
-use crate::application::server::host::{Server, ToolAccess};
+use crate::application::server::host::ToolAccess;
 use crate::application::server::registry::{match_template, visible};
 use crate::application::server::request_state::StateBinding;
 use crate::application::server::scopes::Named;
 use crate::application::server::{AuthContext, PeerSession, RequestContext};
 use crate::domain::canonical::request_digest;
-use crate::domain::ir::{JsonObject, ToolResult, TranslationReport};
+use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::ErrorObject;
-use crate::domain::{Capability, DegradePolicy, Era, ProtocolVersion, Refusal, Unknown};
-use crate::wire::codec::for_version;
+use crate::domain::{Capability, Era, Refusal, Unknown};
 
+use super::finish::write_tool_result;
 use super::request::{ClientRequest, CompletionTarget, Listing, member};
 use super::tasks::{forwarded_work, task_plan};
-use super::{Connection, SERVER_INFO_META, now_ms};
+use super::{Connection, now_ms};
 use crate::application::server::reply::Reply;
 
 impl Connection {
@@ -343,38 +343,6 @@ impl Connection {
     }
 }
 
-/// A tool's result lowered for `version` and finished as [`finish`]
-/// would finish it, left for the transport to write.
-pub(super) fn write_tool_result(
-    server: &Server,
-    value: ToolResult,
-    version: ProtocolVersion,
-) -> Result<Reply, CallError> {
-    let mut report = TranslationReport::new(version);
-    // The server wrote the result, so lowering it for an older client is
-    // its own decision, not a bridge's: permissive.
-    //
-    // Written typed, a result repeating a field among its unmodelled
-    // members would name it twice; it goes the JSON-object way, where
-    // the unmodelled member wins, as it always did.
-    if value.extra_repeats_a_field() {
-        let lowered = for_version(version)
-            .lower_tool_result(value, DegradePolicy::permissive(), &mut report)
-            .map_err(|e| CallError::internal(e.to_string()))?;
-        return Ok(finish(Reply::Value(lowered), "tools/call", version, server));
-    }
-    // Boxed at once and lowered where it lies: moved by value through
-    // each step, the result was copied several times over.
-    let mut result = Box::new(value);
-    for_version(version)
-        .lower_tool_result_in_place(&mut result, DegradePolicy::permissive(), &mut report)
-        .map_err(|e| CallError::internal(e.to_string()))?;
-    if version.era() == Era::Modern {
-        stamp_server_info(result.meta.get_or_insert_with(JsonObject::new), server);
-    }
-    Ok(Reply::Tool(result))
-}
-
 /// What a sealed state is bound to: the caller, the method, its target and
 /// the request's digest.
 pub(super) fn binding(
@@ -394,36 +362,6 @@ pub(super) fn binding(
         target: target.to_owned(),
         digest,
     }
-}
-
-pub(super) fn finish(
-    reply: Reply,
-    method: &str,
-    version: ProtocolVersion,
-    server: &Server,
-) -> Reply {
-    // A tool's result was finished as it was lowered.
-    let Reply::Value(Value::Object(mut map)) = reply else {
-        return reply;
-    };
-    let codec = for_version(version);
-    codec.finish_result(Some(method), &mut map);
-    if version.era() == Era::Modern {
-        let meta = map
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(JsonObject::new()));
-        if let Value::Object(meta) = meta {
-            stamp_server_info(meta, server);
-        }
-    }
-    Reply::Value(Value::Object(map))
-}
-
-/// Names the server in a 2026-07-28 result's `_meta`, unless the handler
-/// already did.
-fn stamp_server_info(meta: &mut JsonObject, server: &Server) {
-    meta.entry(SERVER_INFO_META)
-        .or_insert_with(|| server.server_info());
 }
 
 pub(super) fn meta_of(params: &JsonObject) -> JsonObject {

@@ -39,12 +39,14 @@ use crate::wire::codec::{Sender, for_version};
 use sha2::Digest as _;
 use tracing::Instrument as _;
 
+mod finish;
 mod listen;
 mod methods;
 mod request;
 mod tasks;
 
-use methods::{binding, finish, meta_of};
+use finish::finish;
+use methods::{binding, meta_of};
 use request::{ClientRequest, Declared, Hello, TaskRequest, member};
 
 /// The `_meta` key naming a 2026-07-28 request's revision.

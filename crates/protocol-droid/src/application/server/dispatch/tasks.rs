@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::Connection;
-use super::methods::write_tool_result;
+use super::finish::write_tool_result;
 use super::request::{TaskRequest, member};
 use crate::application::server::call::{Call, CallError, TaskMode};
 use crate::application::server::change::Change;
