@@ -120,7 +120,9 @@ pub struct Call {
     /// template variables for a resource).
     pub arguments: JsonObject,
     asked: Arc<Mutex<AskState>>,
-    task: Arc<Mutex<TaskMode>>,
+    /// Only a call that may run as a task has one: an ordinary call (most
+    /// of them) allocates nothing for tasks.
+    task: Option<Arc<Mutex<TaskMode>>>,
 }
 
 /// Whether a call runs as a task, and so where its questions go.
@@ -167,18 +169,26 @@ impl Call {
             peer,
             arguments,
             asked: Arc::default(),
-            task: Arc::default(),
+            task: None,
         }
     }
 
-    /// This call's task mode, shared with the runtime that runs it.
-    pub(crate) fn task_mode(&self) -> Arc<Mutex<TaskMode>> {
-        Arc::clone(&self.task)
+    /// This call, able to run as a task: what the runtime makes before it
+    /// hands the call to a handler it may run as one.
+    pub(crate) fn tasked(mut self) -> Self {
+        self.task = Some(Arc::default());
+        self
+    }
+
+    /// This call's task mode, shared with the runtime that runs it; `None`
+    /// for a call not made [`tasked`](Self::tasked).
+    pub(crate) fn task_mode(&self) -> Option<Arc<Mutex<TaskMode>>> {
+        self.task.clone()
     }
 
     /// The task this call runs as, if it runs as one.
     fn running_task(&self) -> Option<TaskRef> {
-        match &*self.task.lock().ok()? {
+        match &*self.task.as_ref()?.lock().ok()? {
             TaskMode::Running(task) => Some(task.clone()),
             _ => None,
         }
@@ -186,9 +196,10 @@ impl Call {
 
     /// Whether this call runs as a task, or may yet ([`Self::continue_as_task`]).
     pub(crate) fn may_run_as_task(&self) -> bool {
-        self.task
-            .lock()
-            .is_ok_and(|mode| !matches!(*mode, TaskMode::Request))
+        self.task.as_ref().is_some_and(|task| {
+            task.lock()
+                .is_ok_and(|mode| !matches!(*mode, TaskMode::Request))
+        })
     }
 
     /// Whether this call runs as a task: its client polls for the result
@@ -210,7 +221,10 @@ impl Call {
     /// it may), the request is answered with that error and the handler
     /// is not resumed.
     pub async fn continue_as_task(&self) {
-        let signal = match self.task.lock() {
+        let Some(task) = &self.task else {
+            return;
+        };
+        let signal = match task.lock() {
             Ok(mut mode) => match core::mem::take(&mut *mode) {
                 TaskMode::Starting(signal) => signal,
                 other => {

@@ -276,7 +276,7 @@ impl Connection {
                 let support = forward.task_support(tool).await;
                 let follows = forward.task_follows_upstream();
                 if let Some(plan) = task_plan(tool, support, follows, &params, &peer)? {
-                    let call = Call::new(*ctx, peer, object_member(&params, "arguments"));
+                    let call = Call::new(*ctx, peer, object_member(&params, "arguments")).tasked();
                     let auth = call.caller().clone();
                     let work = forwarded_work(Arc::clone(&forward), params.clone(), call.clone());
                     return match self.run_task(plan, call, work).await {

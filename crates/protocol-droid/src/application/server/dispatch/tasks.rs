@@ -179,7 +179,7 @@ impl Connection {
         peer: PeerSession,
     ) -> Result<Reply, ErrorObject> {
         let version = peer.negotiated();
-        let call = Call::new(*ctx, peer, arguments);
+        let call = Call::new(*ctx, peer, arguments).tasked();
         let server = self.server.clone();
         let handled = handler(call.clone());
         let work: TaskWork = Box::pin(async move {
@@ -215,7 +215,11 @@ impl Connection {
         let era = call.peer().negotiated().era();
         let tasks = Arc::clone(self.server.tasks());
         let owner = Tasks::owner_of(&call.ctx, call.session());
-        let mode = call.task_mode();
+        let Some(mode) = call.task_mode() else {
+            return Err(CallError::internal(
+                "a call run as a task was not made for one",
+            ));
+        };
         // The handler holds its own clone; this one must not keep the call
         // (and what it holds of the request) alive for the task's life.
         drop(call);
