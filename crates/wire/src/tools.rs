@@ -91,6 +91,20 @@ pub enum TaskSupport {
     Required,
 }
 
+impl TaskSupport {
+    /// How the tool runs through an intermediary that can wait for a task
+    /// itself (a bridge, a gateway): one its server only runs as a task
+    /// (`Required`) runs either way there (`Optional`), since a call that is
+    /// not a task is served by waiting for the server's; the rest as they are.
+    #[must_use]
+    pub const fn through_intermediary(self) -> Self {
+        match self {
+            Self::Required => Self::Optional,
+            other => other,
+        }
+    }
+}
+
 /// The answer to `tools/list`: `ListToolsResult`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -115,4 +129,20 @@ pub struct ListToolsResult {
     /// Members this build does not model.
     #[serde(flatten)]
     pub extra: JsonObject,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskSupport;
+
+    #[test]
+    fn only_a_task_only_tool_changes_through_an_intermediary() {
+        assert_eq!(
+            TaskSupport::Required.through_intermediary(),
+            TaskSupport::Optional
+        );
+        for kept in [TaskSupport::Optional, TaskSupport::Forbidden] {
+            assert_eq!(kept.through_intermediary(), kept);
+        }
+    }
 }

@@ -53,13 +53,7 @@ impl Forward for Forwarding {
     fn task_support<'a>(&'a self, name: &'a str) -> BoxFuture<'a, TaskSupport> {
         Box::pin(async move {
             match self.bridge() {
-                // A tool the upstream only runs as a task the bridge runs
-                // either way: in the request it drives the upstream's task
-                // to its end itself.
-                Some(bridge) => match bridge.task_support(name).await {
-                    TaskSupport::Required => TaskSupport::Optional,
-                    support => support,
-                },
+                Some(bridge) => bridge.task_support(name).await.through_intermediary(),
                 None => TaskSupport::Forbidden,
             }
         })

@@ -22,6 +22,7 @@ use crate::domain::Refusal;
 use crate::domain::ir::{LowerError, TranslationReport};
 use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{DegradePolicy, Feature, Leg};
+use crate::wire::tools::TaskSupport;
 
 /// One translation toward a leg, under a policy, recording into a report.
 pub(super) struct Lowering<'a> {
@@ -124,15 +125,20 @@ impl Lowering<'_> {
             }
         }
         // A 2025-11-25 client reads `taskSupport` to ask for a task, which
-        // the bridge runs itself (docs/tasks.md); no other revision has the
-        // field.
-        // A tool the server only runs as a task, the bridge runs either way
-        // (in the request it waits for the server's task itself).
+        // the bridge runs itself (docs/tasks.md), as it runs it through the
+        // bridge; no other revision has the field.
         if !Feature::Tasks.exists_at(self.leg.version) {
             tool.remove("execution");
         } else if let Some(Value::Object(execution)) = tool.get_mut("execution") {
-            if execution.get("taskSupport").and_then(Value::as_str) == Some("required") {
-                execution.insert("taskSupport".to_owned(), json!("optional"));
+            let support = execution
+                .get("taskSupport")
+                .cloned()
+                .and_then(|s| serde_json::from_value::<TaskSupport>(s).ok());
+            if let Some(support) = support {
+                execution.insert(
+                    "taskSupport".to_owned(),
+                    json!(support.through_intermediary()),
+                );
             }
         }
         Ok(())

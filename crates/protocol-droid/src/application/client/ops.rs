@@ -40,6 +40,16 @@ fn read<T: DeserializeOwned>(method: &str, raw: Value) -> Result<Reply<T>, Clien
     }
 }
 
+/// The params of a `tools/call` of `name` with `arguments`.
+pub(super) fn tool_call_params(name: &str, arguments: Option<JsonObject>) -> Map<String, Value> {
+    let mut params = Map::new();
+    params.insert("name".to_owned(), Value::from(name));
+    if let Some(arguments) = arguments {
+        params.insert("arguments".to_owned(), Value::Object(arguments));
+    }
+    params
+}
+
 fn cursor_params(cursor: Option<&str>) -> Option<Value> {
     cursor.map(|c| json!({ "cursor": c }))
 }
@@ -178,11 +188,7 @@ impl Client {
         arguments: Option<JsonObject>,
         options: &RequestOptions,
     ) -> Result<Reply<ToolResult>, ClientError> {
-        let mut params = Map::new();
-        params.insert("name".to_owned(), Value::from(name));
-        if let Some(arguments) = arguments {
-            params.insert("arguments".to_owned(), Value::Object(arguments));
-        }
+        let params = tool_call_params(name, arguments);
         self.call_typed("tools/call", Some(Value::Object(params)), options)
             .await
     }

@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 use super::connection::{Client, RequestOptions, meta};
 use super::error::ClientError;
 use super::handler::answer;
-use super::ops::Reply;
+use super::ops::{Reply, tool_call_params};
 use crate::domain::capability::TASKS_EXTENSION;
 use crate::domain::ir::{JsonObject, ToolResult};
 use crate::domain::jsonrpc::ErrorObject;
@@ -93,11 +93,7 @@ impl Client {
         arguments: Option<JsonObject>,
         options: &TaskOptions,
     ) -> Result<Reply<ToolResult>, ClientError> {
-        let mut params = Map::new();
-        params.insert("name".to_owned(), Value::from(name));
-        if let Some(arguments) = arguments {
-            params.insert("arguments".to_owned(), Value::Object(arguments));
-        }
+        let mut params = tool_call_params(name, arguments);
         let raw = match self.task_form() {
             None => {
                 self.request("tools/call", Some(Value::Object(params)), &options.request)

@@ -31,7 +31,6 @@ use crate::application::server::{Primitive, ScopeRules};
 use crate::domain::catalog::{Provenance, SchemaDigest, ToolId};
 use crate::domain::ir::{JsonObject, ToolResult};
 use crate::wire::Tool;
-use crate::wire::tools::TaskSupport;
 use serde_json::Value;
 
 /// Why [`Gateway::set_primitive_scopes`] refused its rules.
@@ -219,14 +218,12 @@ impl Gateway {
         // Weak: the server holds the handlers and the gateway holds the
         // server, so a strong handle here would keep both alive forever.
         let gateway = Arc::downgrade(&self.inner);
-        // A tool its upstream only runs as a task, the gateway runs either
-        // way: in the request, the bridge behind it drives the upstream's
-        // task to its end.
-        let required =
-            tool.execution.as_ref().and_then(|e| e.task_support) == Some(TaskSupport::Required);
+        // Registered as the gateway runs it, which may differ from how its
+        // upstream does.
+        let support = tool.execution.as_ref().and_then(|e| e.task_support);
         let mut spec = ToolSpec::from_definition(tool);
-        if required {
-            spec = spec.task_support(TaskSupport::Optional);
+        if let Some(support) = support {
+            spec = spec.task_support(support.through_intermediary());
         }
         if let Some(scope) = lock(&self.inner.state).scopes.get(id) {
             spec = spec.scope(scope.clone());

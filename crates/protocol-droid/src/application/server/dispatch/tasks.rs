@@ -237,7 +237,7 @@ impl Connection {
                         // Should the task not be made, the work is dropped
                         // where it waits, and the request says why.
                         let record = tasks
-                            .create(owner.clone(), None)
+                            .create(owner.clone(), None, None)
                             .await
                             .map_err(Refusal::from)?;
                         set_mode(&mode, running(&tasks, owner, &record));
@@ -249,7 +249,7 @@ impl Connection {
             }
         };
         let record = tasks
-            .create_telling(owner.clone(), ttl_ms, self.status_notifier(era))
+            .create(owner.clone(), ttl_ms, self.status_notifier(era))
             .await
             .map_err(Refusal::from)?;
         set_mode(&mode, running(&tasks, owner, &record));

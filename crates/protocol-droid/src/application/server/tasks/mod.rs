@@ -196,21 +196,13 @@ impl Tasks {
         self.events.subscribe()
     }
 
-    /// A new task of `owner`'s, kept `ttl_ms` (or the default), working.
+    /// A new task of `owner`'s, kept `ttl_ms` (or the default), working;
+    /// `notify` is told of each later change of its status.
     ///
     /// # Errors
     ///
     /// The store's refusal: a bound reached, or the store unreachable.
     pub(crate) async fn create(
-        &self,
-        owner: String,
-        ttl_ms: Option<u64>,
-    ) -> Result<TaskRecord, TaskStoreError> {
-        self.create_telling(owner, ttl_ms, None).await
-    }
-
-    /// [`Self::create`], telling `notify` of each later change of status.
-    pub(crate) async fn create_telling(
         &self,
         owner: String,
         ttl_ms: Option<u64>,
