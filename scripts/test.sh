@@ -2,15 +2,17 @@
 # Every check the project runs: formatting, the layering rule
 # (scripts/check-layers.sh), the dependency policy (scripts/deny.sh, which
 # installs cargo-deny), lints, tests (unit, integration, property, doc, and
-# the Rust in README.md and docs/), the library's examples run against one
-# another (scripts/examples.sh), the official SDK clients against
-# `droid serve` (which tests/interop/setup.sh installs: npm packages and a
-# Python venv), the official ACP TypeScript SDK against `droid acp`
-# (tests/acp-interop), the gateway's admin page in Debian's Chromium driven by
-# playwright-core (tests/admin-page, which installs chromium with apt-get
-# when it is missing), the official conformance suite against
-# `droid serve --listen` and, in client mode, against `conformance-client`
-# (which tests/conformance/run.sh installs, with Node 22), a short run of
+# the Rust in README.md and docs/; the scale-out tests start Debian's
+# redis-server and haproxy, which scripts/services.sh installs), the
+# library's examples run against one another (scripts/examples.sh), the
+# official SDK clients against `droid serve` (which tests/interop/setup.sh
+# installs: npm packages and a Python venv), the official ACP TypeScript
+# SDK against `droid acp` (tests/acp-interop), the gateway's admin page in
+# Debian's Chromium driven by playwright-core (tests/admin-page, which
+# installs chromium with apt-get when it is missing), the official
+# conformance suite against `droid serve --listen` and, in client mode,
+# against `conformance-client` (which tests/conformance/run.sh installs,
+# with Node 22), a short run of
 # every fuzz target (scripts/fuzz-smoke.sh, which installs cargo-fuzz and
 # needs the nightly toolchain), and the documentation build. CI runs exactly
 # this.
@@ -37,6 +39,9 @@ bash scripts/deny.sh 2>&1 | tee "$deny_log" || true
 
 step "cargo clippy (all targets, warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "services: Debian's redis-server and haproxy, for the scale-out tests (scripts/services.sh)"
+bash scripts/services.sh
 
 step "cargo test (unit, integration, property and doc tests)"
 log=$(mktemp)

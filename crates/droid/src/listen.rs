@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use protocol_droid::adapters::primary::http::{HttpOptions, ServerTls};
+use protocol_droid::adapters::secondary::redis::{RedisOptions, RedisStore};
 use protocol_droid::adapters::secondary::tls::Trust;
-use protocol_droid::application::server::{Rate, RateLimits};
+use protocol_droid::application::server::{Rate, RateLimits, RotationPolicy};
 
 /// How `--listen` serves.
 #[derive(Debug, Default, clap::Args)]
@@ -61,6 +62,27 @@ pub(crate) struct ListenArgs {
     /// (each counted apart), or TOOL=RATE for one tool. Repeatable.
     #[arg(long, value_name = "[TOOL=]RATE")]
     tool_rate_limit: Vec<String>,
+    /// Share what other instances serving the same endpoint must honour
+    /// through the Redis at this URL (redis://user:password@host:port/db,
+    /// each part but the host optional): the requestState keys, and the
+    /// rounds answered. Without it everything stays in this process
+    /// (docs/scaling.md). Also read from the environment (shown below),
+    /// which keeps a password out of the process list.
+    #[arg(long, value_name = "URL", env = "DROID_STORE", hide_env_values = true)]
+    store: Option<String>,
+    /// What every key this instance writes to --store starts with, so that
+    /// several deployments can share one Redis.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        default_value = "droid:",
+        requires = "store"
+    )]
+    store_prefix: String,
+    /// This instance's name in its logs (default: host name and process
+    /// id).
+    #[arg(long, value_name = "ID")]
+    instance_id: Option<String>,
 }
 
 impl ListenArgs {
@@ -106,6 +128,51 @@ impl ListenArgs {
             }
         }
         Ok(limits)
+    }
+
+    /// Connects to `--store` and shares `server`'s state through it, when
+    /// one is given; needs `--listen`, as one stdio client has nothing to
+    /// share.
+    pub(crate) async fn share(
+        &self,
+        server: &protocol_droid::application::server::Server,
+        listening: bool,
+    ) -> anyhow::Result<()> {
+        let Some(url) = &self.store else {
+            return Ok(());
+        };
+        anyhow::ensure!(
+            listening,
+            "--store needs --listen: one stdio client shares nothing"
+        );
+        let options = RedisOptions {
+            prefix: self.store_prefix.clone(),
+            ..RedisOptions::default()
+        };
+        let store = RedisStore::connect(url, options)
+            .await
+            .context("connecting to --store")?;
+        server
+            .share(store.shared(RotationPolicy::default()))
+            .await
+            .with_context(|| format!("sharing state through {}", store.url()))?;
+        tracing::warn!(
+            target: "droid",
+            instance = %self.instance_id(),
+            "sharing requestState keys and rounds through {}",
+            store.url()
+        );
+        Ok(())
+    }
+
+    /// This instance's name: `--instance-id`, else host name and process id.
+    pub(crate) fn instance_id(&self) -> String {
+        self.instance_id.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|name| name.trim().to_owned())
+                .unwrap_or_else(|_| "droid".to_owned());
+            format!("{host}-{}", std::process::id())
+        })
     }
 
     /// Whether TLS was asked for, which needs `--listen`.

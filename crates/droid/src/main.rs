@@ -527,6 +527,7 @@ pub(crate) async fn serve_on(
         metrics,
         tracing: _,
     } = listening;
+    served.share(&server, listen.is_some()).await?;
     let Some(addr) = listen else {
         anyhow::ensure!(
             !auth.enabled(),

@@ -1469,16 +1469,7 @@ fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), Te
 
 /// `GET path` on `address` without a token; the status and the body.
 fn probe(address: &str, path: &str) -> Result<(u16, serde_json::Value), TestError> {
-    use std::io::Read as _;
-
-    let mut stream = std::net::TcpStream::connect(address)?;
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply)?;
+    let reply = support::raw_get(address, path)?;
     let status = reply
         .split(' ')
         .nth(1)

@@ -1,11 +1,14 @@
 //! What the tests of more than one crate in the workspace share: the error
 //! type a test returns, a client for a peer that speaks line-delimited JSON
-//! over a pair of pipes, and a process's resident memory.
+//! over a pair of pipes, a process's resident memory, and a redis-server of
+//! a test's own ([`redis`]).
 //!
 //! A dev-dependency only: nothing here is part of the library's surface, and
 //! the crate is never published.
 
 use std::time::Duration;
+
+pub mod redis;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};

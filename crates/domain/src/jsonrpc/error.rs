@@ -41,6 +41,11 @@ impl ErrorCode {
     /// this implementation's, in the range JSON-RPC leaves to servers, and
     /// sent over HTTP with status 429 and `Retry-After`.
     pub const RATE_LIMITED: Self = Self(-32029);
+    /// What the request needs is kept in a store shared by several
+    /// instances, and that store cannot be reached now; trying again later
+    /// may succeed. This implementation's code, as [`Self::RATE_LIMITED`]
+    /// is, and sent over HTTP with status 503 and `Retry-After`.
+    pub const STORE_UNAVAILABLE: Self = Self(-32030);
     /// The user rejected a sampling request (a documented legacy example, not
     /// a schema code).
     pub const USER_REJECTED: Self = Self(-1);

@@ -178,3 +178,19 @@ pub(crate) fn raw_post(address: &str, headers: &[String], body: &str) -> Result<
     stream.read_to_string(&mut reply)?;
     Ok(reply)
 }
+
+/// `GET path` on `address` over a fresh HTTP/1.1 connection, without a
+/// token; the whole raw reply.
+pub(crate) fn raw_get(address: &str, path: &str) -> Result<String, TestError> {
+    use std::io::{Read as _, Write as _};
+
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(20)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    Ok(reply)
+}

@@ -7,5 +7,6 @@ pub mod connect;
 pub mod http;
 pub mod metrics;
 pub mod oauth;
+pub mod redis;
 pub mod tls;
 pub mod trust_file;

@@ -15,8 +15,9 @@ use super::forward::Forward;
 use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::rate::{Limiters, RateLimits};
 use super::registry::{Handler, Registry, ToolSpec, handler};
-use super::request_state::{KeyError, Rounds, StateKey, StateSealer};
+use super::request_state::{KeyError, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
+use super::shared::{MemoryRounds, RoundLedger, ShareError, SharedState};
 use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
 use super::targeted::{ChangeFeed, SessionChanges, Targets};
 use super::tasks::{MemoryTaskStore, TaskLimits, TaskStore, Tasks};
@@ -112,8 +113,12 @@ pub(super) struct Inner {
     /// Behind a lock so its key can be rotated while the server runs.
     pub(super) sealer: RwLock<StateSealer>,
     pub(super) idempotency: Mutex<IdempotencyStore>,
-    /// The `requestState`s answered, so each is answered once.
-    pub(super) rounds: Mutex<Rounds>,
+    /// The `requestState`s answered, so each is answered once: in memory,
+    /// or in the store several instances share ([`Server::share`]).
+    pub(super) rounds: RwLock<Arc<dyn RoundLedger>>,
+    /// Whether the shared store answered when last asked; unset while the
+    /// server shares nothing.
+    pub(super) store_health: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
     pub(super) next_session: AtomicU64,
     pub(super) tool_visibility: Option<ToolVisibility>,
     pub(super) forward: Option<Arc<dyn Forward>>,
@@ -282,7 +287,8 @@ impl ServerBuilder {
                 targets: Targets::default(),
                 sealer: RwLock::new(sealer),
                 idempotency: Mutex::new(IdempotencyStore::with_limits(self.idempotency)),
-                rounds: Mutex::new(Rounds::new(ROUNDS_REMEMBERED)),
+                rounds: RwLock::new(Arc::new(MemoryRounds::new(ROUNDS_REMEMBERED))),
+                store_health: std::sync::OnceLock::new(),
                 next_session: AtomicU64::new(1),
                 tool_visibility: self.tool_visibility,
                 forward: self.forward,
@@ -319,6 +325,69 @@ impl Server {
             task_store: None,
             task_limits: TaskLimits::default(),
         }
+    }
+
+    /// Shares this server's `requestState` keys and answered rounds with
+    /// the other instances that reach `shared`'s store, from now on: what
+    /// serving one endpoint from several processes needs (docs/scaling.md).
+    ///
+    /// Reads the key ring (writing the first when there is none) before it
+    /// returns, so the first state this server seals already opens on every
+    /// other instance; then reads it again every
+    /// [`refresh_ms`](super::RotationPolicy::refresh_ms) in the background,
+    /// rotating it when due, until the server is dropped. Needs a Tokio
+    /// runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`ShareError`] when the store cannot be reached, or holds a ring that
+    /// is not one; the server is then left as it was.
+    pub async fn share(&self, shared: SharedState) -> Result<(), ShareError> {
+        let lifetime_ms = self
+            .inner
+            .sealer
+            .read()
+            .map_or(super::request_state::DEFAULT_LIFETIME_MS, |sealer| {
+                sealer.lifetime_ms()
+            });
+        let (ring, sealer) = super::shared::sync_ring(
+            shared.keys.as_ref(),
+            &shared.rotation,
+            lifetime_ms,
+            super::tasks::now_ms(),
+            None,
+        )
+        .await?;
+        if let Ok(mut current) = self.inner.sealer.write() {
+            *current = sealer;
+        }
+        if let Ok(mut rounds) = self.inner.rounds.write() {
+            *rounds = Arc::clone(&shared.rounds);
+        }
+        let health = Arc::clone(
+            self.inner
+                .store_health
+                .get_or_init(|| Arc::new(std::sync::atomic::AtomicBool::new(true))),
+        );
+        super::shared::spawn_refresh(
+            Arc::downgrade(&self.inner),
+            shared,
+            lifetime_ms,
+            health,
+            ring,
+        );
+        Ok(())
+    }
+
+    /// Whether the store this server [shares](Self::share) through answered
+    /// when it was last read (every few seconds), or `None` when it shares
+    /// nothing.
+    #[must_use]
+    pub fn store_reachable(&self) -> Option<bool> {
+        self.inner
+            .store_health
+            .get()
+            .map(|health| health.load(Ordering::Relaxed))
     }
 
     /// The tasks this server runs and keeps.

@@ -24,6 +24,10 @@
 //!   a bridge is); `scopes`: the scopes forwarded primitives require.
 //! - `request_state`: the sealed `requestState` of multi round-trip requests
 //!   ([`StateSealer`]).
+//! - `shared`: what several instances of a server share through a store
+//!   ([`SharedState`]: the ports [`KeyRingStore`] and [`RoundLedger`]);
+//!   `key_ring`: the shared `requestState` keys and their rotation
+//!   ([`KeyRing`]).
 //! - `idempotency`: replaying a retried `tools/call`'s recorded answer.
 //! - `rate`: how many requests one caller may make ([`RateLimits`]).
 //! - `reply`: a result as a transport writes it, a tool's kept typed.
@@ -38,6 +42,7 @@ pub(crate) mod dispatch;
 pub(crate) mod forward;
 pub(crate) mod host;
 pub(crate) mod idempotency;
+pub(crate) mod key_ring;
 pub(crate) mod log_gate;
 pub(crate) mod ports;
 pub(crate) mod rate;
@@ -45,6 +50,7 @@ pub(crate) mod registry;
 pub(crate) mod reply;
 pub(crate) mod request_state;
 pub(crate) mod scopes;
+pub(crate) mod shared;
 pub(crate) mod specs;
 pub(crate) mod targeted;
 pub(crate) mod tasks;
@@ -60,6 +66,7 @@ pub use dispatch::{
 pub use forward::{FORWARDED, Forward};
 pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility, every_capability};
 pub use idempotency::IdempotencyLimits;
+pub use key_ring::{KeyRing, RingError, RotationPolicy};
 pub use log_gate::{LOG_LEVEL_META, LogGate};
 pub use ports::{
     BoxFuture, CallbackExchange, DynExchange, DynFrameSink, ExchangeError, NoExchange, NullSink,
@@ -69,9 +76,10 @@ pub use registry::ToolSpec;
 pub use reply::Reply;
 pub use request_state::{
     DEFAULT_LIFETIME_MS, KeyError, MAX_KEY_ID_LEN, MAX_PREVIOUS_KEYS, MAX_SEALED_LEN, Opened,
-    SealError, StateBinding, StateError, StateKey, StateSealer,
+    Round, SealError, StateBinding, StateError, StateKey, StateSealer,
 };
 pub use scopes::{Primitive, ScopeRules};
+pub use shared::{KeyRingStore, RoundLedger, ShareError, SharedState, StoreError};
 pub use specs::{PromptOutput, PromptSpec, ResourceSpec};
 pub use targeted::{ChangeFeed, SessionChanges, TARGETED_BACKLOG};
 pub use tasks::{

@@ -153,6 +153,11 @@ impl StateKey {
         &self.id
     }
 
+    /// The secret, for the key ring that stores it; never for a log.
+    pub(crate) const fn secret(&self) -> &[u8; SECRET_LEN] {
+        &self.secret
+    }
+
     /// A MAC keyed with this key's secret.
     fn mac(&self) -> HmacSha256 {
         // HMAC pads a key shorter than the hash's 64-byte block with zeros
@@ -464,9 +469,10 @@ pub(crate) struct Rounds {
     by_expiry: std::collections::BTreeSet<(u64, [u8; TAG_LEN])>,
 }
 
-/// What [`Rounds::answer`] decided.
+/// Whether a round of a multi round-trip request is served: what a
+/// [`RoundLedger`](super::RoundLedger) decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Round {
+pub enum Round {
     /// First answer to this state: serve it.
     First,
     /// The same answer again (a retry): serve it again.

@@ -47,18 +47,33 @@ pub(super) async fn alive() -> Response {
 }
 
 /// `GET /readyz`: 200 when the server's [`Readiness`] (none: always) says
-/// ready, else 503 with its reason.
+/// ready, else 503 with its reason; `store` says whether the store shared
+/// with other instances answered when last read, where there is one.
+///
+/// A store out of reach does not make the instance unready: every instance
+/// shares that store, so a balancer would take them all out, while requests
+/// that need nothing shared (every 2026-07-28 request without a
+/// `requestState`) are still served.
 pub(super) async fn ready(State(app): State<App>) -> Response {
-    match app
+    let (status, mut body) = match app
         .options
         .readiness
         .as_ref()
         .map_or(Ok(()), Readiness::check)
     {
-        Ok(()) => respond(StatusCode::OK, &json!({ "status": "ready" })),
-        Err(reason) => respond(
+        Ok(()) => (StatusCode::OK, json!({ "status": "ready" })),
+        Err(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            &json!({ "status": "not ready", "reason": reason }),
+            json!({ "status": "not ready", "reason": reason }),
         ),
+    };
+    if let (Some(reachable), Some(body)) = (app.server.store_reachable(), body.as_object_mut()) {
+        let store = if reachable {
+            "reachable"
+        } else {
+            "unavailable"
+        };
+        body.insert("store".to_owned(), json!(store));
     }
+    respond(status, &body)
 }

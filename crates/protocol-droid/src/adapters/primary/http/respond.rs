@@ -183,7 +183,7 @@ pub(super) async fn respond(
             let status = if plan.modern { modern_status(&outcome) } else { StatusCode::OK };
             let mut response = answered(status, &id, &outcome);
             mark_unbuffered(&mut response);
-            mark_rate_limited(&mut response, outcome.as_ref().err());
+            mark_refused(&mut response, outcome.as_ref().err());
             return response;
         }
     };
@@ -220,8 +220,17 @@ fn answer(id: &RequestId, outcome: Result<Reply, ErrorObject>) -> Value {
 
 /// A rate limit's refusal, in either era, travels as `429 Too Many
 /// Requests` with `Retry-After` in whole seconds (rounded up), besides the
-/// JSON-RPC error that says the same to the millisecond.
-pub(super) fn mark_rate_limited(response: &mut Response, error: Option<&ErrorObject>) {
+/// JSON-RPC error that says the same to the millisecond; a shared store out
+/// of reach as `503 Service Unavailable`, to be tried again in a second
+/// (perhaps on another instance).
+pub(super) fn mark_refused(response: &mut Response, error: Option<&ErrorObject>) {
+    if error.is_some_and(|e| e.code == ErrorCode::STORE_UNAVAILABLE) {
+        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(1_u32));
+        return;
+    }
     let Some(error) = error.filter(|e| e.code == ErrorCode::RATE_LIMITED) else {
         return;
     };

@@ -173,12 +173,8 @@ async fn initialize(
         app.sessions.end(&session.id);
     }
     // A refused handshake still says why as JSON-RPC; a rate limit's
-    // refusal is a 429 with Retry-After besides.
-    let limited = outcome
-        .as_ref()
-        .err()
-        .filter(|e| e.code == ErrorCode::RATE_LIMITED)
-        .cloned();
+    // refusal is a 429 with Retry-After besides, a store out of reach a 503.
+    let limited = outcome.as_ref().err().cloned();
     let mut response = respond::json(
         StatusCode::OK,
         &Message::Response(RpcResponse {
@@ -187,7 +183,7 @@ async fn initialize(
         })
         .into_value(),
     );
-    respond::mark_rate_limited(&mut response, limited.as_ref());
+    respond::mark_refused(&mut response, limited.as_ref());
     if !failed {
         if let Ok(value) = HeaderValue::from_str(&session.id) {
             response.headers_mut().insert(SESSION_HEADER, value);

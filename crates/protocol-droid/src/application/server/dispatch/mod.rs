@@ -860,7 +860,7 @@ impl Connection {
                 Box::pin(self.extension_task_request(task, &params, &ctx, &peer)).await
             }
             request => {
-                self.open_state(method, &params, &mut ctx)?;
+                self.open_state(method, &params, &mut ctx).await?;
                 self.common(method, request, params, ctx, peer).await
             }
         };
@@ -897,7 +897,7 @@ impl Connection {
 
     /// Verifies a retry's `requestState` and binds the context to the
     /// request. Only the three methods that can ask for input carry one.
-    fn open_state(
+    async fn open_state(
         &self,
         method: &str,
         params: &JsonObject,
@@ -929,14 +929,25 @@ impl Connection {
             .get("inputResponses")
             .map_or_else(Vec::new, canonical_json);
         let responses: [u8; 32] = sha2::Sha256::digest(&responses).into();
-        let round = self
+        let ledger = self
             .server
             .inner
             .rounds
-            .lock()
-            .map_or(Round::Conflict, |mut rounds| {
-                rounds.answer(&payload, responses, now_ms())
-            });
+            .read()
+            .map(|ledger| Arc::clone(&ledger))
+            .map_err(|_| Refusal::internal("the round ledger is unavailable"))?;
+        let round = ledger
+            .answer(payload.id, payload.expires_at_ms, responses, now_ms())
+            .await
+            .map_err(|error| {
+                // The reason names the store's address: the operator's log
+                // has it, the client is told only what failed.
+                tracing::warn!(target: "droid", %error, "a requestState round could not be checked");
+                ErrorObject::new(
+                    ErrorCode::STORE_UNAVAILABLE,
+                    "requestState could not be checked: the shared store is unavailable; retry",
+                )
+            })?;
         if round == Round::Conflict {
             return Err(Refusal::invalid_params(
                 "requestState refused: this round was already answered with other \

@@ -1,0 +1,338 @@
+//! What several instances of one server share, through a store they all
+//! reach: the ports, and how a server keeps its `requestState` keys in step
+//! with them.
+//!
+//! One instance keeps everything in its own memory, and that is the
+//! default. Behind a load balancer each request may land on another
+//! instance, so whatever one instance decides that another must honour
+//! lives in the shared store instead:
+//!
+//! - the `requestState` keys ([`KeyRingStore`]), so a state sealed by one
+//!   instance opens on every other (see [`KeyRing`] for the rotation);
+//! - which rounds were answered and how ([`RoundLedger`]), so a client
+//!   cannot try answer after answer against one question by sending each
+//!   to another instance.
+//!
+//! A store that cannot be reached fails only what needs it, with
+//! [`StoreError::Unavailable`]: a request that carries no `requestState`
+//! needs nothing shared and is served as ever.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::host::Inner;
+use super::key_ring::{KeyRing, RingError, RotationPolicy};
+use super::ports::BoxFuture;
+use super::request_state::{Opened, Round, Rounds, StateSealer, TAG_LEN};
+
+/// Why the shared store did not answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// It could not be reached, or did not answer in time. The reason is
+    /// for the operator's log; callers are told only that the store is
+    /// unavailable.
+    #[error("the shared store is unavailable: {0}")]
+    Unavailable(String),
+    /// It answered with something that is not what was kept.
+    #[error("the shared store holds something unreadable: {0}")]
+    Corrupt(String),
+}
+
+/// Where the shared `requestState` keys are kept, as the text
+/// [`KeyRing::encode`] makes.
+pub trait KeyRingStore: Send + Sync + core::fmt::Debug {
+    /// The ring kept, or `None` when there is none yet.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    fn load(&self) -> BoxFuture<'_, Result<Option<String>, StoreError>>;
+
+    /// Keeps `next` if the ring kept is still `expected` (`None`: there is
+    /// none), atomically; answers whether it was kept. Two instances
+    /// rotating at once: one wins, the other reads the winner's ring.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn replace<'a>(
+        &'a self,
+        expected: Option<&'a str>,
+        next: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+}
+
+/// Which `requestState` rounds were answered, and with what.
+pub trait RoundLedger: Send + Sync + core::fmt::Debug {
+    /// Records that the round sealed as `state` (its tag) is answered with
+    /// `responses` (a digest of the `inputResponses`), unless it was
+    /// answered otherwise before; kept until the state expires at
+    /// `expires_at_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be reached: the round is then
+    /// neither served nor recorded.
+    fn answer(
+        &self,
+        state: [u8; TAG_LEN],
+        expires_at_ms: u64,
+        responses: [u8; 32],
+        now_ms: u64,
+    ) -> BoxFuture<'_, Result<Round, StoreError>>;
+}
+
+/// The rounds answered, in this process's memory, bounded: the ledger of a
+/// server that shares nothing.
+#[derive(Debug)]
+pub(crate) struct MemoryRounds(std::sync::Mutex<Rounds>);
+
+impl MemoryRounds {
+    /// A ledger remembering at most `capacity` rounds.
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self(std::sync::Mutex::new(Rounds::new(capacity)))
+    }
+}
+
+impl RoundLedger for MemoryRounds {
+    fn answer(
+        &self,
+        state: [u8; TAG_LEN],
+        expires_at_ms: u64,
+        responses: [u8; 32],
+        now_ms: u64,
+    ) -> BoxFuture<'_, Result<Round, StoreError>> {
+        let round = self.0.lock().map_or(Round::Conflict, |mut rounds| {
+            rounds.answer(
+                &Opened {
+                    payload: serde_json::Value::Null,
+                    id: state,
+                    expires_at_ms,
+                },
+                responses,
+                now_ms,
+            )
+        });
+        Box::pin(async move { Ok(round) })
+    }
+}
+
+/// What a server shares with the other instances of it.
+#[derive(Clone, Debug)]
+pub struct SharedState {
+    /// Where the `requestState` keys are kept.
+    pub keys: Arc<dyn KeyRingStore>,
+    /// Where answered rounds are recorded.
+    pub rounds: Arc<dyn RoundLedger>,
+    /// When the keys rotate and how often they are read.
+    pub rotation: RotationPolicy,
+}
+
+/// Why a server could not start sharing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShareError {
+    /// The store did not answer.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The ring kept is not one, or a key could not be made.
+    #[error(transparent)]
+    Ring(#[from] RingError),
+}
+
+/// Reads the ring (writing the first, or the next when a rotation is due)
+/// and answers it with the sealer it gives at `now_ms`.
+///
+/// A store that has lost the ring (a Redis restarted without persistence)
+/// is given back `known`, the ring this instance last read, rather than a
+/// new one: the states sealed before the loss still open. Whichever
+/// instance writes first wins, and the others read what it wrote.
+pub(super) async fn sync_ring(
+    store: &dyn KeyRingStore,
+    rotation: &RotationPolicy,
+    lifetime_ms: u64,
+    now_ms: u64,
+    known: Option<&KeyRing>,
+) -> Result<(KeyRing, StateSealer), ShareError> {
+    // Three reads at most: a lost race means another instance wrote a ring
+    // just now, and the next read finds it settled.
+    let mut ring = None;
+    for _ in 0..3 {
+        let kept = store.load().await?;
+        let current = match (&kept, known) {
+            (Some(text), _) => KeyRing::decode(text)?,
+            (None, Some(known)) => known.clone(),
+            (None, None) => KeyRing::first(now_ms).map_err(RingError::from)?,
+        };
+        let next = match &kept {
+            None => Some(
+                current
+                    .next(now_ms, rotation)
+                    .map_err(RingError::from)?
+                    .unwrap_or_else(|| current.clone()),
+            ),
+            Some(_) => current.next(now_ms, rotation).map_err(RingError::from)?,
+        };
+        let Some(next) = next else {
+            ring = Some(current);
+            break;
+        };
+        if store.replace(kept.as_deref(), &next.encode()).await? {
+            ring = Some(next);
+            break;
+        }
+    }
+    let ring = ring.ok_or_else(|| {
+        StoreError::Unavailable("the key ring changed under every read".to_owned())
+    })?;
+    let sealer = ring.sealer(now_ms, lifetime_ms)?;
+    Ok((ring, sealer))
+}
+
+/// Keeps the server's sealer in step with the shared ring until the server
+/// is dropped, and `health` saying whether the store answered. A store that
+/// cannot be reached leaves the sealer as it was (logged once per outage):
+/// states keep sealing and opening with the keys last read.
+pub(super) fn spawn_refresh(
+    inner: Weak<Inner>,
+    shared: SharedState,
+    lifetime_ms: u64,
+    health: Arc<AtomicBool>,
+    ring: KeyRing,
+) {
+    let period = Duration::from_millis(shared.rotation.refresh_ms.max(10));
+    tokio::spawn(async move {
+        let mut known = ring;
+        let mut failing = false;
+        loop {
+            tokio::time::sleep(period).await;
+            let Some(server) = inner.upgrade() else {
+                return;
+            };
+            let synced = sync_ring(
+                shared.keys.as_ref(),
+                &shared.rotation,
+                lifetime_ms,
+                super::tasks::now_ms(),
+                Some(&known),
+            )
+            .await;
+            health.store(synced.is_ok(), Ordering::Relaxed);
+            match synced {
+                Ok((ring, sealer)) => {
+                    if failing {
+                        tracing::warn!(target: "droid", "the shared key ring is readable again");
+                    }
+                    failing = false;
+                    known = ring;
+                    if let Ok(mut current) = server.sealer.write() {
+                        *current = sealer;
+                    }
+                }
+                Err(error) => {
+                    if !failing {
+                        tracing::warn!(
+                            target: "droid",
+                            %error,
+                            "the shared key ring could not be read; sealing with the keys last read"
+                        );
+                    }
+                    failing = true;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A store in memory with the compare-and-swap the port promises.
+    #[derive(Debug, Default)]
+    struct Kept(Mutex<Option<String>>);
+
+    impl KeyRingStore for Kept {
+        fn load(&self) -> BoxFuture<'_, Result<Option<String>, StoreError>> {
+            let kept = self
+                .0
+                .lock()
+                .map(|kept| kept.clone())
+                .map_err(|_| StoreError::Unavailable("poisoned".into()));
+            Box::pin(async move { kept })
+        }
+
+        fn replace<'a>(
+            &'a self,
+            expected: Option<&'a str>,
+            next: &'a str,
+        ) -> BoxFuture<'a, Result<bool, StoreError>> {
+            let swapped = self
+                .0
+                .lock()
+                .map(|mut kept| {
+                    let same = kept.as_deref() == expected;
+                    if same {
+                        *kept = Some(next.to_owned());
+                    }
+                    same
+                })
+                .map_err(|_| StoreError::Unavailable("poisoned".into()));
+            Box::pin(async move { swapped })
+        }
+    }
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    #[tokio::test]
+    async fn the_first_instance_writes_the_ring_and_the_next_reads_it() -> TestResult {
+        let store = Kept::default();
+        let policy = RotationPolicy::default();
+        let (_, a) = sync_ring(&store, &policy, 1_000, 5, None).await?;
+        let (_, b) = sync_ring(&store, &policy, 1_000, 6, None).await?;
+        assert_eq!(a.current_key_id(), b.current_key_id());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_store_that_lost_the_ring_is_given_back_the_one_known() -> TestResult {
+        let store = Kept::default();
+        let policy = RotationPolicy::default();
+        let (ring, before) = sync_ring(&store, &policy, 1_000, 5, None).await?;
+        *store.0.lock().map_err(|_| "poisoned")? = None;
+        let (_, after) = sync_ring(&store, &policy, 1_000, 6, Some(&ring)).await?;
+        assert_eq!(before.current_key_id(), after.current_key_id());
+        assert_eq!(store.load().await?, Some(ring.encode()));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_due_rotation_is_written_once() -> TestResult {
+        let store = Kept::default();
+        let policy = RotationPolicy::default();
+        let _first = sync_ring(&store, &policy, 1_000, 0, None).await?;
+        let due = policy.rotate_every_ms;
+        let _a = sync_ring(&store, &policy, 1_000, due, None).await?;
+        let _b = sync_ring(&store, &policy, 1_000, due + 1, None).await?;
+        let kept = store.load().await?.ok_or("a ring is kept")?;
+        assert_eq!(KeyRing::decode(&kept)?.ids().count(), 2);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_memory_ledger_serves_a_round_once_per_answer() -> TestResult {
+        let ledger = MemoryRounds::new(8);
+        let state = [7; TAG_LEN];
+        assert_eq!(ledger.answer(state, 100, [1; 32], 0).await?, Round::First);
+        assert_eq!(ledger.answer(state, 100, [1; 32], 1).await?, Round::Retry);
+        assert_eq!(
+            ledger.answer(state, 100, [2; 32], 2).await?,
+            Round::Conflict
+        );
+        Ok(())
+    }
+}
