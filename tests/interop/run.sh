@@ -10,6 +10,8 @@
 # The *-http / *-sse drivers start `$DROID_SERVER_CMD --listen 127.0.0.1:0` once per driver, read the port
 # from the `listening on http://HOST:PORT/mcp` line on its stderr, pass INTEROP_HTTP_URL and
 # INTEROP_TRANSPORT=http|sse to the driver, and kill the server afterwards (and on exit or interrupt).
+# The *-scale-out drivers do the same with scaled.sh: three instances sharing a Redis behind
+# haproxy, round-robin, so each request of a session lands on another instance (INTEROP_SCALED=1).
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
 REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
@@ -19,7 +21,7 @@ REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
 
 export DROID_SERVER_CMD="${DROID_SERVER_CMD:-$REPO/target/debug/droid serve}"
 export PYTHONDONTWRITEBYTECODE=1
-ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk ts-sdk1-http-2025-11-25 ts-sdk2-http-2026-07-28 python-sdk-http droid-client ts-sdk1-bridge-stdio-http ts-sdk2-bridge-http-stdio ts-gateway"
+ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk ts-sdk1-http-2025-11-25 ts-sdk2-http-2026-07-28 python-sdk-http droid-client ts-sdk1-bridge-stdio-http ts-sdk2-bridge-http-stdio ts-gateway python-sdk-scale-out ts-sdk1-scale-out ts-sdk2-scale-out"
 OPTIONAL_DRIVERS="ts-sdk1-2024-11-05 ts-sdk1-http-2025-03-26 ts-sdk1-sse-2024-11-05"
 DRIVERS="${INTEROP_DRIVERS:-$ALL_DRIVERS}"
 LIMIT="${INTEROP_TIMEOUT:-300}"
@@ -189,6 +191,14 @@ for d in $DRIVERS; do
                 with_http "$d" http run_node "$d" sdk2.test.mjs INTEROP_TRANSPORT=http ;;
         ts-gateway) banner "TS SDK 1.x (2025-11-25) and 2.x (2026-07-28) over Streamable HTTP -> droid gateway -> server-everything (stdio)"
             run_node "$d" gateway.test.mjs ;;
+        python-sdk-scale-out) banner "Python SDK (mcp) over Streamable HTTP through haproxy to three droid serve instances sharing Redis"
+            INTEROP_SCALED=1 DROID_SERVER_CMD="$INTEROP_DIR/scaled.sh" with_http "$d" http run_pytest "$d" ;;
+        ts-sdk1-scale-out) banner "TS SDK 1.x @ 2025-11-25 over Streamable HTTP through haproxy to three droid serve instances sharing Redis"
+            DROID_SERVER_CMD="$INTEROP_DIR/scaled.sh" \
+                with_http "$d" http run_node "$d" sdk1.test.mjs INTEROP_REVISION=2025-11-25 INTEROP_TRANSPORT=http INTEROP_SCALED=1 ;;
+        ts-sdk2-scale-out) banner "TS SDK 2.x pinned 2026-07-28 over Streamable HTTP through haproxy to three droid serve instances sharing Redis"
+            DROID_SERVER_CMD="$INTEROP_DIR/scaled.sh" \
+                with_http "$d" http run_node "$d" sdk2.test.mjs INTEROP_TRANSPORT=http INTEROP_SCALED=1 ;;
         *) echo "run.sh: unknown driver $d (known: $ALL_DRIVERS $OPTIONAL_DRIVERS)"
            record "$d" 0 1 0 1 ;;
     esac

@@ -163,6 +163,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
         ready: None,
         metrics: None,
         tracing,
+        share_sessions: false,
     };
     let setup = listening.setup(RateLimits::default())?;
     let options = BridgeOptions {

@@ -131,12 +131,13 @@ impl ListenArgs {
     }
 
     /// Connects to `--store` and shares `server`'s state through it, when
-    /// one is given; needs `--listen`, as one stdio client has nothing to
-    /// share.
+    /// one is given, its legacy sessions too with `sessions`; needs
+    /// `--listen`, as one stdio client has nothing to share.
     pub(crate) async fn share(
         &self,
         server: &protocol_droid::application::server::Server,
         listening: bool,
+        sessions: bool,
     ) -> anyhow::Result<()> {
         let Some(url) = &self.store else {
             return Ok(());
@@ -152,8 +153,13 @@ impl ListenArgs {
         let store = RedisStore::connect(url, options)
             .await
             .context("connecting to --store")?;
+        let shared = if sessions {
+            store.shared_with_sessions(RotationPolicy::default(), self.instance_id())
+        } else {
+            store.shared(RotationPolicy::default())
+        };
         server
-            .share(store.shared(RotationPolicy::default()))
+            .share(shared)
             .await
             .with_context(|| format!("sharing state through {}", store.url()))?;
         tracing::warn!(
@@ -165,14 +171,26 @@ impl ListenArgs {
         Ok(())
     }
 
-    /// This instance's name: `--instance-id`, else host name and process id.
+    /// This instance's name: `--instance-id`, else host name and process
+    /// id. It travels in the ids of requests sent to clients, so only
+    /// letters, digits, `.` and `_` are kept (and `-` inside).
     pub(crate) fn instance_id(&self) -> String {
-        self.instance_id.clone().unwrap_or_else(|| {
+        let name = self.instance_id.clone().unwrap_or_else(|| {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|name| name.trim().to_owned())
                 .unwrap_or_else(|_| "droid".to_owned());
             format!("{host}-{}", std::process::id())
-        })
+        });
+        let kept: String = name
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            .take(64)
+            .collect();
+        if kept.is_empty() {
+            "droid".to_owned()
+        } else {
+            kept
+        }
     }
 
     /// Whether TLS was asked for, which needs `--listen`.

@@ -290,6 +290,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 ready: None,
                 metrics: None,
                 tracing,
+                share_sessions: true,
             },
             &revisions,
         ),
@@ -358,6 +359,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 ready: None,
                 metrics: None,
                 tracing,
+                share_sessions: false,
             },
         ),
         Command::Acp {
@@ -429,6 +431,10 @@ pub(crate) struct Listening<'a> {
     pub(crate) metrics: Option<Metrics>,
     /// Whether spans are exported (`--otlp-endpoint`).
     pub(crate) tracing: bool,
+    /// Whether legacy sessions are shared through `--store` too: a bridge's
+    /// or a gateway's session holds upstream connections in its instance,
+    /// so only `serve` shares them yet.
+    pub(crate) share_sessions: bool,
 }
 
 impl Listening<'_> {
@@ -526,8 +532,11 @@ pub(crate) async fn serve_on(
         ready,
         metrics,
         tracing: _,
+        share_sessions,
     } = listening;
-    served.share(&server, listen.is_some()).await?;
+    served
+        .share(&server, listen.is_some(), share_sessions)
+        .await?;
     let Some(addr) = listen else {
         anyhow::ensure!(
             !auth.enabled(),

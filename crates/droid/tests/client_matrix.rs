@@ -9,94 +9,17 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use futures_util::future::BoxFuture;
 use protocol_droid::adapters::secondary::connect::{
     ConnectOptions, Target, cached_version, connect, remember,
 };
-use protocol_droid::application::client::{
-    Client, ClientHandler, ClientOptions, ProgressFn, RequestOptions,
-};
+use protocol_droid::application::client::{Client, ClientOptions, ProgressFn, RequestOptions};
 use protocol_droid::domain::ProtocolVersion;
-use protocol_droid::domain::ir::{ContentBlock, ToolResult};
-use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
-use protocol_droid::wire::{
-    ClientCapabilities, ClientElicitationCapability, ClientSamplingCapability,
-    CreateMessageRequestParams, CreateMessageResult, ElicitAction, ElicitRequestParams,
-    ElicitResult, ElicitValue, ListRootsResult, RootsCapability,
-};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 mod support;
 
+use support::answers::{Answers, call, text_of};
 use support::{Running, TestError, listening};
-
-/// Answers every question the fixture asks, so each round can be checked.
-#[derive(Debug)]
-struct Answers;
-
-impl ClientHandler for Answers {
-    fn capabilities(&self) -> ClientCapabilities {
-        ClientCapabilities {
-            elicitation: Some(ClientElicitationCapability::default()),
-            sampling: Some(ClientSamplingCapability::default()),
-            roots: Some(RootsCapability::default()),
-            ..ClientCapabilities::default()
-        }
-    }
-
-    fn create_message(
-        &self,
-        _params: CreateMessageRequestParams,
-    ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorObject>> {
-        Box::pin(async {
-            let reply = json!({
-                "role": "assistant",
-                "content": { "type": "text", "text": "sampled-by-droid" },
-                "model": "matrix",
-            });
-            serde_json::from_value(reply).map_err(|e| internal(&e))
-        })
-    }
-
-    fn elicit(
-        &self,
-        params: ElicitRequestParams,
-    ) -> BoxFuture<'_, Result<ElicitResult, ErrorObject>> {
-        Box::pin(async move {
-            let ElicitRequestParams::Form(form) = params else {
-                return Err(internal(&"the fixture asks through forms"));
-            };
-            let schema = serde_json::to_value(&form.requested_schema).unwrap_or_default();
-            let content = schema
-                .get("properties")
-                .and_then(Value::as_object)
-                .map(|properties| {
-                    properties
-                        .keys()
-                        .map(|k| (k.clone(), ElicitValue::String(format!("{k}-answer"))))
-                        .collect()
-                });
-            Ok(ElicitResult {
-                action: ElicitAction::Accept,
-                content,
-                meta: None,
-                extra: Map::new(),
-            })
-        })
-    }
-
-    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
-        Box::pin(async {
-            serde_json::from_value(json!({ "roots": [{ "uri": "file:///matrix" }] }))
-                .map_err(|e| internal(&e))
-        })
-    }
-}
-
-/// An answer the fixture will turn into a failed call, and so a failed test.
-fn internal(why: &dyn std::fmt::Display) -> ErrorObject {
-    ErrorObject::new(ErrorCode::INTERNAL_ERROR, why.to_string())
-}
 
 fn options(revisions: &[ProtocolVersion]) -> ConnectOptions {
     ConnectOptions {
@@ -135,27 +58,6 @@ impl HttpServer {
     fn url(&self, path: &str) -> Result<Target, TestError> {
         Ok(Target::url(&format!("{}{path}", self.base))?)
     }
-}
-
-fn text_of(result: &ToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text(text) => Some(text.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-async fn call(client: &Client, name: &str, arguments: Value) -> Result<String, TestError> {
-    let arguments = arguments.as_object().cloned();
-    let reply = client
-        .call_tool(name, arguments, &RequestOptions::default())
-        .await?;
-    assert_ne!(reply.value.is_error, Some(true), "{name}: {}", reply.raw);
-    Ok(text_of(&reply.value))
 }
 
 /// The operations every revision has, and the rounds each revision can

@@ -5,12 +5,17 @@
 
 mod support;
 
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::application::client::{ClientOptions, ProgressFn, RequestOptions};
+use protocol_droid::domain::ProtocolVersion;
 use protocol_droid_test_support::redis::{RedisServer as Redis, free_port};
 use serde_json::{Value, json};
+use support::answers::{self, Answers};
 use support::{Files, Running, TestError, listening, raw_get, raw_post};
 
 /// The tool that seals a `requestState` in its first round and reads it back
@@ -235,7 +240,8 @@ fn a_round_answered_on_one_instance_is_answered_the_same_way_everywhere() -> Res
 }
 
 /// Redis stopped: a retry that needs it is refused with 503 and
-/// `Retry-After`, what needs nothing shared is served, and `/readyz` says
+/// `Retry-After`, as are a new legacy session and a request for one this
+/// instance does not hold; what needs nothing shared is served, and `/readyz` says
 /// the store is unavailable while staying ready. Redis back (empty, as a
 /// restart without persistence leaves it): a state sealed before the outage
 /// opens on another instance, since the instances give the ring back.
@@ -246,7 +252,24 @@ fn with_the_store_away_only_what_needs_it_fails_and_it_comes_back() -> Result<()
     let droids = instances(2, Some(&redis.url()))?;
     let [a, b] = addresses(&droids)?;
     let (before, _) = first_round(a)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
     drop(redis);
+
+    // A legacy session goes on where it is held; another instance cannot
+    // learn of it, and no new one can be shared.
+    let (held, _) = legacy(a, Some(&session), "tools/list", &json!({}))?;
+    assert_eq!(held.status, 200, "{}", held.raw);
+    let (elsewhere, _) = legacy(b, Some(&session), "tools/list", &json!({}))?;
+    assert_eq!(elsewhere.status, 503, "{}", elsewhere.raw);
+    let (opened, _) = legacy(b, None, "initialize", &hello())?;
+    assert_eq!(opened.status, 503, "{}", opened.raw);
+    assert_eq!(
+        opened.body.pointer("/error/code"),
+        Some(&json!(-32030)),
+        "{}",
+        opened.raw
+    );
 
     let refused = call(b, Some((&before, accept())))?;
     assert_eq!(refused.status, 503, "{}", refused.raw);
@@ -314,5 +337,184 @@ fn a_store_out_of_reach_stops_the_start_without_showing_its_password() -> Result
         .stdin(Stdio::null())
         .output()?;
     assert!(String::from_utf8_lossy(&stdio.stderr).contains("--store needs --listen"));
+    Ok(())
+}
+
+/// A legacy session through the balancer, every request on the next
+/// instance: the handshake on one, its notification, its `GET` stream and
+/// its calls on the others. A question the server asks during a call is
+/// answered by a POST that lands on another instance than the call, and
+/// is relayed to it.
+#[tokio::test]
+async fn a_legacy_session_is_served_by_whichever_instance_a_request_reaches()
+-> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(3, Some(&redis.url()))?;
+    let addresses: Vec<String> = droids.iter().map(|(_, address)| address.clone()).collect();
+    let balancer = Balancer::start(&addresses)?;
+    let target = Target::url(&format!("http://{}/mcp", balancer.address))?;
+    for version in [
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2025_06_18,
+        ProtocolVersion::V2025_03_26,
+    ] {
+        let options = ConnectOptions {
+            client: ClientOptions {
+                revisions: vec![version],
+                handler: std::sync::Arc::new(Answers),
+                ..ClientOptions::default()
+            },
+            ..ConnectOptions::default()
+        };
+        let client = connect(&target, options).await?;
+        assert_eq!(client.version(), Some(version));
+        // Each more times than there are instances, so every instance
+        // serves each kind of request, and each question's answer lands on
+        // another instance than the call that asked it.
+        for _ in 0..4 {
+            let tools = client.list_all_tools().await?;
+            assert!(tools.iter().any(|t| t.name == "test_sampling"));
+            let sampled =
+                answers::call(&client, "test_sampling", json!({ "prompt": "hi" })).await?;
+            assert_eq!(sampled, "LLM response: sampled-by-droid");
+            let elicited =
+                answers::call(&client, "test_elicitation", json!({ "message": "who?" })).await;
+            if version >= ProtocolVersion::V2025_06_18 {
+                let elicited = elicited?;
+                assert!(elicited.contains("username-answer"), "{elicited}");
+            }
+        }
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&seen);
+        let on_progress: ProgressFn = std::sync::Arc::new(move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let progress = RequestOptions {
+            on_progress: Some(on_progress),
+            ..RequestOptions::default()
+        };
+        let reply = client
+            .call_tool("test_tool_with_progress", None, &progress)
+            .await?;
+        assert!(answers::text_of(&reply.value).contains("successfully"));
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 3);
+        client.close().await;
+    }
+    Ok(())
+}
+
+/// The params of a 2025-11-25 `initialize`.
+fn hello() -> Value {
+    json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": { "name": "scale-out", "version": "1" } })
+}
+
+/// A legacy request to `address` in session `session` (none: the
+/// handshake), its body as raw HTTP; the session id a handshake is given.
+fn legacy(
+    address: &str,
+    session: Option<&str>,
+    method: &str,
+    params: &Value,
+) -> Result<(Reply, Option<String>), TestError> {
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    let mut headers = vec!["MCP-Protocol-Version: 2025-11-25".to_owned()];
+    if let Some(session) = session {
+        headers.push(format!("Mcp-Session-Id: {session}"));
+    }
+    let raw = raw_post(address, &headers, &body.to_string())?;
+    let id = raw.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_owned())
+    });
+    Ok((parse(raw), id))
+}
+
+/// What a session settles after its handshake holds on every instance:
+/// the log level set on one filters a tool's log lines on another, and a
+/// session ended on one is unknown to all. Another caller's token is not
+/// needed here: the record names its owner, and an anonymous session is
+/// anonymous everywhere.
+#[test]
+fn what_a_session_settles_on_one_instance_holds_on_every_other() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(3, Some(&redis.url()))?;
+    let [a, b, c] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    let logged = |address: &str| -> Result<usize, TestError> {
+        let (reply, _) = legacy(
+            address,
+            Some(&session),
+            "tools/call",
+            &json!({ "name": "test_tool_with_logging", "arguments": {} }),
+        )?;
+        assert!(reply.raw.contains("executed successfully"), "{}", reply.raw);
+        Ok(reply.raw.matches("notifications/message").count())
+    };
+    let (set, _) = legacy(
+        b,
+        Some(&session),
+        "logging/setLevel",
+        &json!({ "level": "error" }),
+    )?;
+    assert_eq!(set.status, 200, "{}", set.raw);
+    assert_eq!(logged(c)?, 0, "the level set on b filters c's log lines");
+    let (set, _) = legacy(
+        c,
+        Some(&session),
+        "logging/setLevel",
+        &json!({ "level": "debug" }),
+    )?;
+    assert_eq!(set.status, 200, "{}", set.raw);
+    assert_eq!(logged(a)?, 3, "the level set on c opens a's log lines");
+
+    let mut stream = TcpStream::connect(b)?;
+    write!(
+        stream,
+        "DELETE /mcp HTTP/1.1\r\nHost: {b}\r\nMcp-Session-Id: {session}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut deleted = String::new();
+    stream.read_to_string(&mut deleted)?;
+    assert!(deleted.starts_with("HTTP/1.1 200"), "{deleted}");
+    for address in [a, b, c] {
+        let (gone, _) = legacy(address, Some(&session), "tools/list", &json!({}))?;
+        assert_eq!(gone.status, 404, "{address}: {}", gone.raw);
+    }
+    Ok(())
+}
+
+/// An instance killed during a call: the call is lost with it, but not the
+/// session. The client's retry (the same request, the same id) reaches
+/// another instance and is answered, and the session goes on there.
+#[test]
+fn a_call_whose_instance_dies_is_answered_on_retry_and_the_session_lives() -> Result<(), TestError>
+{
+    let redis = Redis::start()?;
+    let mut droids = instances(2, Some(&redis.url()))?;
+    let [a, b] = addresses(&droids)?;
+    let (a, b) = (a.to_owned(), b.to_owned());
+    let (_, session) = legacy(&a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    let slow = json!({ "name": "slow_compute", "arguments": { "seconds": 2, "label": "retried" } });
+    let calling = {
+        let (session, slow) = (session.clone(), slow.clone());
+        std::thread::spawn(move || legacy(&a, Some(&session), "tools/call", &slow))
+    };
+    // Half a second into its two: killing a ends the call's reply early.
+    std::thread::sleep(Duration::from_millis(500));
+    let (running_a, _) = droids.swap_remove(0);
+    drop(running_a);
+    let cut = calling.join().map_err(|_| "the calling thread panicked")?;
+    assert!(
+        cut.map_or(true, |(reply, _)| !reply.raw.contains("retried: done")),
+        "the call on the killed instance must not have been answered"
+    );
+    let (answered, _) = legacy(&b, Some(&session), "tools/call", &slow)?;
+    assert!(answered.raw.contains("retried: done"), "{}", answered.raw);
+    let (listed, _) = legacy(&b, Some(&session), "tools/list", &json!({}))?;
+    assert_eq!(listed.status, 200, "{}", listed.raw);
     Ok(())
 }

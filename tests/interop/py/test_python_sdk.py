@@ -47,6 +47,11 @@ MODES = ["legacy", MODERN]
 
 TRANSPORT = os.environ.get("INTEROP_TRANSPORT", "stdio")
 HTTP = TRANSPORT == "http"
+# Behind haproxy, three instances sharing Redis (scaled.sh): what is not shared between
+# instances yet is skipped, saying why (docs/scaling.md).
+SCALED = os.environ.get("INTEROP_SCALED") == "1"
+NOT_SHARED_EVENTS = "the event record behind Last-Event-ID is kept by the instance that wrote it, not shared yet"
+NOT_SHARED_TASKS = "tasks are kept by the instance that made them, not shared between instances yet"
 
 pytestmark = pytest.mark.anyio
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -605,6 +610,8 @@ async def test_reconnection(conn):
     """stdio and 2026-07-28: just answers. Streamable HTTP at 2025-11-25: answered only after the client resumes
     the closed POST stream with GET + Last-Event-ID (asserted on the recorded HTTP traffic)."""
     mode, client, rec = conn
+    if SCALED and HTTP and mode == "legacy":
+        pytest.skip(NOT_SHARED_EVENTS)
     from_ = len(rec.http)
     assert only_text(await client.call_tool("test_reconnection")) == "Reconnection test completed"
     if HTTP and mode == "legacy":
@@ -874,6 +881,8 @@ async def test_task_tools_called_as_any_tool(conn):
 async def test_tasks_run_through_the_sdks_extension_api():
     """2026-07-28: the client declares the extension, the server answers with tasks, and the
     SDK's claim resolver polls each to its end, answering the questions a task parks on."""
+    if SCALED:
+        pytest.skip(NOT_SHARED_TASKS)
     rec = Recorder()
     tasks = Tasks(fill_elicitation)
     client = make_client(MODERN, rec, extensions=[tasks])
@@ -908,9 +917,11 @@ async def test_tools_beyond_the_conformance_fixture(conn):
 
 async def test_every_listed_tool_was_called(conn):
     """Runs last for each mode (module-scoped parametrized fixture): every tool tools/list returned was called."""
-    _, client, rec = conn
+    mode, client, rec = conn
     listed = [t.name for t in (await client.list_tools()).tools]
-    missing = [n for n in listed if n not in rec.called]
+    # Skipped behind the balancer, with its reason (test_reconnection).
+    unreached = ["test_reconnection"] if SCALED and HTTP and mode == "legacy" else []
+    missing = [n for n in listed if n not in rec.called and n not in unreached]
     assert not missing, f"tools listed but never called: {missing}"
 
 

@@ -6,6 +6,8 @@
 
 use std::process::{Command, Stdio};
 
+pub(crate) mod answers;
+
 pub(crate) use protocol_droid_test_support::TestError;
 
 /// Kills the server when the test ends, however it ends.

@@ -15,6 +15,10 @@
 //! |---|---|---|
 //! | `state-keys` | the `requestState` [key ring](crate::application::server::KeyRing), JSON | kept; rotated in place |
 //! | `round:<tag>` | hex digest of a round's `inputResponses` | until the state expires |
+//! | `session:<id>` | a legacy session's record, JSON | while used, then its idle timeout |
+//!
+//! Messages between instances travel on the channel `instance:<name>`
+//! (`PUBLISH`, and one `SUBSCRIBE` connection per instance).
 //!
 //! The key ring holds secrets: a Redis that others can read lets them mint
 //! states. Keep it on a private network, with a password or ACL user in the
@@ -29,9 +33,24 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use futures_util::StreamExt as _;
+use tokio::sync::mpsc;
+
 use crate::application::server::{
-    BoxFuture, KeyRingStore, RotationPolicy, Round, RoundLedger, SharedState, StoreError,
+    BoxFuture, KeyRingStore, Relay, RotationPolicy, Round, RoundLedger, SessionStore,
+    SharedSessions, SharedState, StoreError,
 };
+
+/// How many relayed messages wait for their instance to take them; more
+/// are dropped (and the one waiting for each times out).
+const RELAY_BACKLOG: usize = 1024;
+
+/// Reads a session's record and restarts its idle time in one step.
+const FETCH_SESSION: &str = r"
+local kept = redis.call('GET', KEYS[1])
+if kept then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return kept
+";
 
 /// Keeps the next ring only if the ring kept is still the one the caller
 /// read (ARGV[1] = "1" and ARGV[2] the text, or ARGV[1] = "0": none).
@@ -82,12 +101,14 @@ impl Default for RedisOptions {
 /// The shared store in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
+    client: redis::Client,
     connection: ConnectionManager,
     /// The URL without its password, for messages.
     shown: String,
     prefix: String,
     replace_ring: Arc<redis::Script>,
     answer_round: Arc<redis::Script>,
+    fetch_session: Arc<redis::Script>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -118,24 +139,26 @@ impl RedisStore {
             .set_max_delay(options.timeout);
         let connection = tokio::time::timeout(
             options.timeout.saturating_mul(2),
-            ConnectionManager::new_with_config(client, config),
+            ConnectionManager::new_with_config(client.clone(), config),
         )
         .await
         .map_err(|_| StoreError::Unavailable(format!("{shown}: no answer in time")))?
         .map_err(|e| StoreError::Unavailable(format!("{shown}: {e}")))?;
         let store = Self {
+            client,
             connection,
             shown,
             prefix: options.prefix,
             replace_ring: Arc::new(redis::Script::new(REPLACE_RING)),
             answer_round: Arc::new(redis::Script::new(ANSWER_ROUND)),
+            fetch_session: Arc::new(redis::Script::new(FETCH_SESSION)),
         };
         store.ping().await?;
         Ok(store)
     }
 
     /// What a server shares through this store, rotating its keys by
-    /// `rotation`.
+    /// `rotation`: the `requestState` keys and the rounds answered.
     #[must_use]
     pub fn shared(&self, rotation: RotationPolicy) -> SharedState {
         let store = Arc::new(self.clone());
@@ -143,6 +166,22 @@ impl RedisStore {
             keys: store.clone(),
             rounds: store,
             rotation,
+            sessions: None,
+        }
+    }
+
+    /// As [`Self::shared`], and the legacy sessions too, this instance named
+    /// `instance` among the others.
+    #[must_use]
+    pub fn shared_with_sessions(&self, rotation: RotationPolicy, instance: String) -> SharedState {
+        let store = Arc::new(self.clone());
+        SharedState {
+            sessions: Some(SharedSessions {
+                store: store.clone(),
+                relay: store,
+                instance,
+            }),
+            ..self.shared(rotation)
         }
     }
 
@@ -273,6 +312,175 @@ impl RoundLedger for RedisStore {
                 ))),
             }
         })
+    }
+}
+
+impl SessionStore for RedisStore {
+    fn create<'a>(
+        &'a self,
+        id: &'a str,
+        record: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.set_session(id, record, ttl_ms, "NX"))
+    }
+
+    fn fetch<'a>(
+        &'a self,
+        id: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        let key = self.key(&format!("session:{id}"));
+        Box::pin(async move {
+            let (key, script) = (&key, &self.fetch_session);
+            self.run(|mut connection| async move {
+                script
+                    .key(key)
+                    .arg(ttl_ms.max(1))
+                    .invoke_async(&mut connection)
+                    .await
+            })
+            .await
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        id: &'a str,
+        record: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.set_session(id, record, ttl_ms, "XX"))
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let key = self.key(&format!("session:{id}"));
+        Box::pin(async move {
+            let key = &key;
+            let removed: i64 = self
+                .run(|mut connection| async move {
+                    redis::cmd("DEL")
+                        .arg(key)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(removed > 0)
+        })
+    }
+}
+
+impl Relay for RedisStore {
+    fn send<'a>(
+        &'a self,
+        instance: &'a str,
+        message: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let channel = self.key(&format!("instance:{instance}"));
+        Box::pin(async move {
+            let channel = &channel;
+            let _heard: i64 = self
+                .run(|mut connection| async move {
+                    redis::cmd("PUBLISH")
+                        .arg(channel)
+                        .arg(message)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn listen<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<mpsc::Receiver<String>, StoreError>> {
+        let channel = self.key(&format!("instance:{instance}"));
+        Box::pin(async move {
+            // The first subscription is made here, so a store out of reach
+            // is reported to the caller; later ones by the task, after an
+            // outage.
+            let first = self.subscribe(&channel).await?;
+            let (tx, rx) = mpsc::channel(RELAY_BACKLOG);
+            let store = self.clone();
+            tokio::spawn(async move {
+                let mut subscription = Some(first);
+                loop {
+                    let pubsub = match subscription.take() {
+                        Some(pubsub) => pubsub,
+                        None => {
+                            tokio::select! {
+                                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                                () = tx.closed() => return,
+                            }
+                            match store.subscribe(&channel).await {
+                                Ok(pubsub) => pubsub,
+                                Err(_) => continue,
+                            }
+                        }
+                    };
+                    let mut messages = pubsub.into_on_message();
+                    loop {
+                        tokio::select! {
+                            message = messages.next() => {
+                                let Some(message) = message else { break };
+                                let Ok(text) = message.get_payload::<String>() else { continue };
+                                if tx.try_send(text).is_err() {
+                                    if tx.is_closed() {
+                                        return;
+                                    }
+                                    tracing::warn!(target: "droid", "a relayed message was dropped: the backlog is full");
+                                }
+                            }
+                            () = tx.closed() => return,
+                        }
+                    }
+                    tracing::warn!(target: "droid", "the relay's subscription ended; subscribing again");
+                }
+            });
+            Ok(rx)
+        })
+    }
+}
+
+impl RedisStore {
+    /// Writes a session's record for `ttl_ms`, if `condition` holds: `NX`,
+    /// none is kept yet; `XX`, one is. Whether it was written.
+    async fn set_session(
+        &self,
+        id: &str,
+        record: &str,
+        ttl_ms: u64,
+        condition: &str,
+    ) -> Result<bool, StoreError> {
+        let key = &self.key(&format!("session:{id}"));
+        let set: Option<String> = self
+            .run(|mut connection| async move {
+                redis::cmd("SET")
+                    .arg(key)
+                    .arg(record)
+                    .arg(condition)
+                    .arg("PX")
+                    .arg(ttl_ms.max(1))
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await?;
+        Ok(set.is_some())
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub, StoreError> {
+        let mut pubsub = self
+            .client
+            .get_async_pubsub()
+            .await
+            .map_err(|e| self.unavailable(&e))?;
+        pubsub
+            .subscribe(channel)
+            .await
+            .map_err(|e| self.unavailable(&e))?;
+        Ok(pubsub)
     }
 }
 

@@ -17,7 +17,7 @@ use super::rate::{Limiters, RateLimits};
 use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
-use super::shared::{MemoryRounds, RoundLedger, ShareError, SharedState};
+use super::shared::{MemoryRounds, RoundLedger, ShareError, SharedSessions, SharedState};
 use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
 use super::targeted::{ChangeFeed, SessionChanges, Targets};
 use super::tasks::{MemoryTaskStore, TaskLimits, TaskStore, Tasks};
@@ -119,6 +119,10 @@ pub(super) struct Inner {
     /// Whether the shared store answered when last asked; unset while the
     /// server shares nothing.
     pub(super) store_health: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
+    /// Where legacy sessions are shared, once [`Server::share`] says.
+    pub(super) shared_sessions: std::sync::OnceLock<SharedSessions>,
+    /// Where the changes to tell the other instances go, once shared.
+    pub(super) relay_changes: std::sync::OnceLock<tokio::sync::mpsc::Sender<Change>>,
     pub(super) next_session: AtomicU64,
     pub(super) tool_visibility: Option<ToolVisibility>,
     pub(super) forward: Option<Arc<dyn Forward>>,
@@ -289,6 +293,8 @@ impl ServerBuilder {
                 idempotency: Mutex::new(IdempotencyStore::with_limits(self.idempotency)),
                 rounds: RwLock::new(Arc::new(MemoryRounds::new(ROUNDS_REMEMBERED))),
                 store_health: std::sync::OnceLock::new(),
+                shared_sessions: std::sync::OnceLock::new(),
+                relay_changes: std::sync::OnceLock::new(),
                 next_session: AtomicU64::new(1),
                 tool_visibility: self.tool_visibility,
                 forward: self.forward,
@@ -364,6 +370,12 @@ impl Server {
         if let Ok(mut rounds) = self.inner.rounds.write() {
             *rounds = Arc::clone(&shared.rounds);
         }
+        if let Some(sessions) = &shared.sessions {
+            if self.inner.shared_sessions.set(sessions.clone()).is_ok() {
+                let relay = super::shared::spawn_change_relay(&self.inner, sessions);
+                let _first = self.inner.relay_changes.set(relay);
+            }
+        }
         let health = Arc::clone(
             self.inner
                 .store_health
@@ -377,6 +389,13 @@ impl Server {
             ring,
         );
         Ok(())
+    }
+
+    /// Where this server's legacy sessions are shared, if they are: what a
+    /// transport serving sessions reads.
+    #[must_use]
+    pub fn shared_sessions(&self) -> Option<&SharedSessions> {
+        self.inner.shared_sessions.get()
     }
 
     /// Whether the store this server [shares](Self::share) through answered
@@ -457,6 +476,18 @@ impl Server {
                 .values()
                 .any(|t| t.task_support() != TaskSupport::Forbidden);
             self.inner.task_tools.store(task_tools, Ordering::Relaxed);
+        }
+        self.announce(change);
+    }
+
+    /// Tells every listener of this server about `change`, and, where
+    /// sessions are shared, every other instance's listeners too (a
+    /// session's stream may be held by any of them).
+    fn announce(&self, change: Change) {
+        if let Some(relay) = self.inner.relay_changes.get() {
+            // Full: a flood of changes; the ones that made it say enough,
+            // since each tells listeners to list again.
+            let _queued = relay.try_send(change.clone());
         }
         // No receiver is not an error: nobody is listening yet.
         let _listeners = self.inner.changes.send(change);
@@ -849,7 +880,7 @@ impl Server {
 
     /// Tells subscribers that the resource at `uri` changed.
     pub fn resource_updated(&self, uri: impl Into<String>) {
-        let _listeners = self.inner.changes.send(Change::ResourceUpdated(uri.into()));
+        self.announce(Change::ResourceUpdated(uri.into()));
     }
 
     /// Sends a log record to the legacy session `session` outside any of
@@ -890,17 +921,17 @@ impl Server {
     /// Announces that the tool list changed without changing it; what a
     /// server whose tools depend on outside state calls.
     pub fn tools_changed(&self) {
-        let _listeners = self.inner.changes.send(Change::Tools);
+        self.announce(Change::Tools);
     }
 
     /// Announces that the prompt list changed.
     pub fn prompts_changed(&self) {
-        let _listeners = self.inner.changes.send(Change::Prompts);
+        self.announce(Change::Prompts);
     }
 
     /// Announces that the resource list changed.
     pub fn resources_changed(&self) {
-        let _listeners = self.inner.changes.send(Change::Resources);
+        self.announce(Change::Resources);
     }
 
     /// Subscribes to changes.

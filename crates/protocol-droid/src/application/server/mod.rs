@@ -61,7 +61,7 @@ pub use call::{Call, CallError, INPUT_KEY_META, InputRequired, Question};
 pub use context::{PeerSession, RequestContext};
 pub use dispatch::{
     CLIENT_CAPABILITIES_META, CLIENT_INFO_META, Connection, PROTOCOL_VERSION_META,
-    SERVER_INFO_META, SUBSCRIPTION_ID_META,
+    SERVER_INFO_META, SUBSCRIPTION_ID_META, SessionImage,
 };
 pub use forward::{FORWARDED, Forward};
 pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility, every_capability};
@@ -79,7 +79,10 @@ pub use request_state::{
     Round, SealError, StateBinding, StateError, StateKey, StateSealer,
 };
 pub use scopes::{Primitive, ScopeRules};
-pub use shared::{KeyRingStore, RoundLedger, ShareError, SharedState, StoreError};
+pub use shared::{
+    EVERY_INSTANCE, KeyRingStore, Relay, RoundLedger, SessionStore, ShareError, SharedSessions,
+    SharedState, StoreError,
+};
 pub use specs::{PromptOutput, PromptSpec, ResourceSpec};
 pub use targeted::{ChangeFeed, SessionChanges, TARGETED_BACKLOG};
 pub use tasks::{

@@ -13,6 +13,10 @@
 //!   cannot try answer after answer against one question by sending each
 //!   to another instance.
 //!
+//! - legacy sessions ([`SessionStore`]), so any instance serves any
+//!   session's requests, and a [`Relay`] that carries a client's answer to
+//!   the instance that asked the question.
+//!
 //! A store that cannot be reached fails only what needs it, with
 //! [`StoreError::Unavailable`]: a request that carries no `requestState`
 //! needs nothing shared and is served as ever.
@@ -84,6 +88,193 @@ pub trait RoundLedger: Send + Sync + core::fmt::Debug {
     ) -> BoxFuture<'_, Result<Round, StoreError>>;
 }
 
+/// Where legacy sessions are kept, as text the transport writes, so any
+/// instance can serve any of them. A record lives while its session is
+/// used: each read restarts its idle time, and one left idle for its
+/// `ttl_ms` is gone.
+pub trait SessionStore: Send + Sync + core::fmt::Debug {
+    /// Keeps a new session's record; `false` when the id is already taken.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn create<'a>(
+        &'a self,
+        id: &'a str,
+        record: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// The record of session `id`, its idle time restarted; `None` when it
+    /// ended or expired.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    fn fetch<'a>(
+        &'a self,
+        id: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+
+    /// Replaces the record of a session still kept; `false` when it is
+    /// gone (a session ended elsewhere is not brought back).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn update<'a>(
+        &'a self,
+        id: &'a str,
+        record: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Forgets session `id`; `true` when it was kept.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+}
+
+/// Carries messages between the instances sharing a store, each heard by
+/// name. At most once: a message sent while its instance is not listening
+/// is lost, and whoever waits for its effect must time out.
+pub trait Relay: Send + Sync + core::fmt::Debug {
+    /// Sends `message` to the instance named `instance`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be reached.
+    fn send<'a>(
+        &'a self,
+        instance: &'a str,
+        message: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Starts hearing what is sent to `instance`, on the receiver answered,
+    /// for as long as it is kept; listening resumes by itself after the
+    /// store comes back from an outage.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be reached now.
+    fn listen<'a>(
+        &'a self,
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<tokio::sync::mpsc::Receiver<String>, StoreError>>;
+}
+
+/// The name every instance listens on, besides its own: what is sent to it
+/// reaches them all. No instance can be named so, as names hold no `*`.
+pub const EVERY_INSTANCE: &str = "*";
+
+/// How many changes wait to be told to the other instances.
+const CHANGE_BACKLOG: usize = 256;
+
+/// Tells the other instances sharing `sessions` about this server's
+/// changes to what it offers (lists, and resources' contents), and this
+/// server's listeners about theirs, until the server is dropped: a
+/// session's stream may be held by any instance. Answers where to queue a
+/// change to tell.
+pub(super) fn spawn_change_relay(
+    inner: &Arc<Inner>,
+    sessions: &SharedSessions,
+) -> tokio::sync::mpsc::Sender<super::Change> {
+    let (tx, mut outgoing) = tokio::sync::mpsc::channel::<super::Change>(CHANGE_BACKLOG);
+    let relay = Arc::clone(&sessions.relay);
+    let me = sessions.instance.clone();
+    tokio::spawn({
+        let relay = Arc::clone(&relay);
+        let me = me.clone();
+        async move {
+            while let Some(change) = outgoing.recv().await {
+                let Some(change) = relayed(&change) else {
+                    continue;
+                };
+                let text = serde_json::json!({ "from": me, "change": change }).to_string();
+                if let Err(error) = relay.send(EVERY_INSTANCE, &text).await {
+                    tracing::warn!(target: "droid", %error, "a change could not be told to the other instances");
+                }
+            }
+        }
+    });
+    let weak = Arc::downgrade(inner);
+    tokio::spawn(async move {
+        let mut heard = loop {
+            match relay.listen(EVERY_INSTANCE).await {
+                Ok(heard) => break heard,
+                Err(_) if weak.strong_count() > 0 => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(_) => return,
+            }
+        };
+        while let Some(text) = heard.recv().await {
+            let Some(server) = weak.upgrade() else {
+                return;
+            };
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(&text) else {
+                continue;
+            };
+            if message.get("from").and_then(serde_json::Value::as_str) == Some(me.as_str()) {
+                continue;
+            }
+            if let Some(change) = message.get("change").and_then(unrelayed) {
+                // Straight to this server's listeners: told again, it would
+                // echo between the instances for ever.
+                let _listeners = server.changes.send(change);
+            }
+        }
+    });
+    tx
+}
+
+/// A change as the other instances are told it; `None` for what concerns
+/// one of this instance's sessions only.
+fn relayed(change: &super::Change) -> Option<serde_json::Value> {
+    use super::Change;
+    Some(match change {
+        Change::Tools => serde_json::json!("tools"),
+        Change::Prompts => serde_json::json!("prompts"),
+        Change::Resources => serde_json::json!("resources"),
+        Change::ResourceUpdated(uri) => serde_json::json!({ "resourceUpdated": uri }),
+        Change::ToolsFor(_) | Change::Log { .. } | Change::TaskStatus { .. } => return None,
+    })
+}
+
+/// A change another instance told.
+fn unrelayed(value: &serde_json::Value) -> Option<super::Change> {
+    use super::Change;
+    match value {
+        serde_json::Value::String(kind) => match kind.as_str() {
+            "tools" => Some(Change::Tools),
+            "prompts" => Some(Change::Prompts),
+            "resources" => Some(Change::Resources),
+            _ => None,
+        },
+        serde_json::Value::Object(object) => object
+            .get("resourceUpdated")
+            .and_then(serde_json::Value::as_str)
+            .map(|uri| Change::ResourceUpdated(uri.to_owned())),
+        _ => None,
+    }
+}
+
+/// Legacy sessions shared between instances: where they are kept, how a
+/// message reaches another instance, and this instance's name there.
+#[derive(Clone, Debug)]
+pub struct SharedSessions {
+    /// Where the sessions are kept.
+    pub store: Arc<dyn SessionStore>,
+    /// What carries an answer to the instance waiting for it.
+    pub relay: Arc<dyn Relay>,
+    /// This instance's name: unique among the instances, of letters,
+    /// digits, `.`, `_` and `-` only, since it travels in request ids.
+    pub instance: String,
+}
+
 /// The rounds answered, in this process's memory, bounded: the ledger of a
 /// server that shares nothing.
 #[derive(Debug)]
@@ -128,6 +319,9 @@ pub struct SharedState {
     pub rounds: Arc<dyn RoundLedger>,
     /// When the keys rotate and how often they are read.
     pub rotation: RotationPolicy,
+    /// Legacy sessions too, or `None` to keep each with the instance that
+    /// opened it (behind a balancer that sticks a session to one instance).
+    pub sessions: Option<SharedSessions>,
 }
 
 /// Why a server could not start sharing.

@@ -29,6 +29,7 @@ mod legacy_sse;
 mod metrics;
 mod respond;
 mod sessions;
+mod shared;
 mod sse;
 mod stateless;
 mod streamable;
@@ -162,15 +163,22 @@ impl HttpServer {
     /// is a task).
     #[must_use]
     pub fn new(server: Server, options: HttpOptions) -> Self {
-        let sessions = sessions::Sessions::new(sessions::SessionLimits {
-            max: options.max_sessions,
-            per_principal: options.max_sessions_per_principal,
-            per_address: options.max_sessions_per_address,
-            replay_events: options.replay_events,
-            exchange_timeout: options.exchange_timeout,
-            stall_timeout: options.stall_timeout,
-        });
+        let sessions = sessions::Sessions::new(
+            sessions::SessionLimits {
+                max: options.max_sessions,
+                per_principal: options.max_sessions_per_principal,
+                per_address: options.max_sessions_per_address,
+                replay_events: options.replay_events,
+                exchange_timeout: options.exchange_timeout,
+                stall_timeout: options.stall_timeout,
+                idle: options.idle_timeout,
+            },
+            server.shared_sessions().cloned(),
+        );
         sessions::spawn_reaper(&sessions, options.idle_timeout);
+        if let Some(shared) = server.shared_sessions() {
+            shared::spawn_listener(&sessions, shared.clone());
+        }
         if let Some(metrics) = &options.metrics {
             let open = Arc::clone(&sessions);
             metrics.sessions_from(move || open.len());

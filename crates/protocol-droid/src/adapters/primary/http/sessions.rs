@@ -18,7 +18,9 @@ use tokio::task::AbortHandle;
 
 use super::events::EventStore;
 use super::respond::CURRENT;
-use crate::application::server::{AuthContext, CallbackExchange, DynFrameSink, ExchangeError};
+use crate::application::server::{
+    AuthContext, CallbackExchange, DynFrameSink, ExchangeError, SharedSessions,
+};
 use crate::application::server::{Connection, Server};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
 use crate::domain::{SessionId, TransportKind};
@@ -37,7 +39,7 @@ pub(super) struct Session {
     /// Who opened it (issuer, subject and client). The id alone is not a
     /// credential: a request with another caller's token (or none, for a
     /// session opened with one) is answered as if the session did not exist.
-    owner: Option<String>,
+    pub(super) owner: Option<String>,
     connection: OnceLock<Arc<Connection>>,
     pending: Pending,
     pub(super) events: Arc<EventStore>,
@@ -51,12 +53,19 @@ pub(super) struct Session {
     /// so an abandoned session leaves no task waiting for the next change.
     forwarder: Mutex<Option<AbortHandle>>,
     /// Whose share of the session quota this session is.
-    quota: String,
+    pub(super) quota: String,
     /// How long an answer waits for room on a stream nobody reads.
     stall_timeout: Duration,
     /// Set once the session has ended: lookups no longer find it, and the
     /// reaper takes it out of the table at once.
     closed: AtomicBool,
+    /// What starts the ids of the requests this instance sends the client
+    /// (`droid-`, or `droid-<instance>-` where sessions are shared, so an
+    /// answer posted to another instance finds its way back).
+    request_prefix: String,
+    /// Which version of the shared record this instance holds (0 where
+    /// nothing is shared).
+    pub(super) record_version: AtomicU64,
 }
 
 /// Why a request was not started.
@@ -282,7 +291,8 @@ impl CallbackExchange for RoutedExchange {
     async fn exchange(&self, method: &str, params: Value) -> Result<Value, ExchangeError> {
         let session = self.0.upgrade().ok_or(ExchangeError::Closed)?;
         let id = RequestId::String(format!(
-            "droid-{}",
+            "{}{}",
+            session.request_prefix,
             session.next_request.fetch_add(1, Ordering::Relaxed)
         ));
         let (tx, rx) = oneshot::channel();
@@ -354,6 +364,8 @@ impl Drop for Forget {
 pub(super) struct Sessions {
     map: Mutex<Table>,
     limits: SessionLimits,
+    /// Where sessions are shared with other instances, if they are.
+    pub(super) shared: Option<SharedSessions>,
 }
 
 #[derive(Default)]
@@ -392,6 +404,8 @@ pub(super) struct SessionLimits {
     pub(super) replay_events: usize,
     pub(super) exchange_timeout: Duration,
     pub(super) stall_timeout: Duration,
+    /// How long a session may idle: a shared record's lifetime too.
+    pub(super) idle: Duration,
 }
 
 /// Why no session was opened.
@@ -436,11 +450,17 @@ fn quota_key(opener: &AuthContext, peer: Option<IpAddr>) -> (String, bool) {
 }
 
 impl Sessions {
-    pub(super) fn new(limits: SessionLimits) -> Arc<Self> {
+    pub(super) fn new(limits: SessionLimits, shared: Option<SharedSessions>) -> Arc<Self> {
         Arc::new(Self {
             map: Mutex::default(),
             limits,
+            shared,
         })
+    }
+
+    /// How long a shared record lives without being used.
+    pub(super) const fn idle(&self) -> Duration {
+        self.limits.idle
     }
 
     /// Opens a session of `server`'s for `opener`, who connected from
@@ -461,10 +481,70 @@ impl Sessions {
         // Checked first, so a refused session costs nothing.
         self.room_for(&quota, share)?;
         let id = mint_id().ok_or(Full::Server)?;
+        self.admit(server, id, transport, opener.principal_key(), quota, share)
+    }
+
+    /// Serves here the session `id` another instance opened, for `owner`
+    /// with its `quota`, once `settle` has settled its connection as that
+    /// instance did; the session already here if another request made it
+    /// first. Refused as `open` is when this instance is full.
+    pub(super) fn adopt(
+        &self,
+        server: &Server,
+        id: &str,
+        owner: Option<String>,
+        quota: String,
+        settle: impl FnOnce(&Connection) -> bool,
+    ) -> Result<Option<Arc<Session>>, Full> {
+        if let Some(session) = self.map.lock().map_err(|_| Full::Server)?.sessions.get(id) {
+            return Ok(Some(Arc::clone(session)));
+        }
+        let share = if owner.is_some() {
+            self.limits.per_principal
+        } else {
+            self.limits.per_address
+        };
+        self.room_for(&quota, share)?;
+        let session = self.build(
+            server,
+            id.to_owned(),
+            TransportKind::StreamableHttp,
+            owner,
+            quota,
+        );
+        if !session.connection().is_some_and(|c| settle(c)) {
+            return Ok(None);
+        }
+        let mut map = self.map.lock().map_err(|_| Full::Server)?;
+        if let Some(first) = map.sessions.get(id) {
+            return Ok(Some(Arc::clone(first)));
+        }
+        Self::check(&map, &session.quota, share, self.limits.max)?;
+        map.insert(Arc::clone(&session));
+        drop(map);
+        self.start_forwarding(server, &session);
+        Ok(Some(session))
+    }
+
+    /// A new session of `server`'s, not yet in the table.
+    fn build(
+        &self,
+        server: &Server,
+        id: String,
+        transport: TransportKind,
+        owner: Option<String>,
+        quota: String,
+    ) -> Arc<Session> {
+        let request_prefix = match &self.shared {
+            Some(shared) if transport == TransportKind::StreamableHttp => {
+                format!("droid-{}-", shared.instance)
+            }
+            _ => "droid-".to_owned(),
+        };
         let session = Arc::new(Session {
             id,
             transport,
-            owner: opener.principal_key(),
+            owner,
             connection: OnceLock::new(),
             pending: Mutex::default(),
             events: Arc::new(EventStore::new(self.limits.replay_events)),
@@ -474,9 +554,11 @@ impl Sessions {
             in_flight: Mutex::default(),
             exchange_timeout: self.limits.exchange_timeout,
             forwarder: Mutex::default(),
-            quota: quota.clone(),
+            quota,
             stall_timeout: self.limits.stall_timeout,
             closed: AtomicBool::new(false),
+            request_prefix,
+            record_version: AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&session);
         let connection = server.connect(
@@ -484,20 +566,46 @@ impl Sessions {
             Arc::new(RoutedExchange(weak.clone())),
             Arc::new(RoutedSink(weak)),
         );
-        let id = connection.session();
         let _set = session.connection.set(Arc::new(connection));
+        session
+    }
+
+    /// Enters a new session in the table, within its opener's share.
+    fn admit(
+        &self,
+        server: &Server,
+        id: String,
+        transport: TransportKind,
+        owner: Option<String>,
+        quota: String,
+        share: usize,
+    ) -> Result<Arc<Session>, Full> {
+        let session = self.build(server, id, transport, owner, quota);
         {
             let mut map = self.map.lock().map_err(|_| Full::Server)?;
-            Self::check(&map, &quota, share, self.limits.max)?;
+            Self::check(&map, &session.quota, share, self.limits.max)?;
             map.insert(Arc::clone(&session));
         }
         // Only for a session that made it into the table: a refused one
         // must leave no task behind.
-        let forwarder = forward_changes(server, Arc::downgrade(&session), id);
+        self.start_forwarding(server, &session);
+        Ok(session)
+    }
+
+    fn start_forwarding(&self, server: &Server, session: &Arc<Session>) {
+        let Some(id) = session.connection().map(|c| c.session()) else {
+            return;
+        };
+        let forwarder = forward_changes(server, Arc::downgrade(session), id);
         if let Ok(mut slot) = session.forwarder.lock() {
             *slot = Some(forwarder);
         }
-        Ok(session)
+    }
+
+    /// The session `id` if this instance holds it, whoever asks: what a
+    /// message relayed from another instance is delivered to.
+    pub(super) fn local(&self, id: &str) -> Option<Arc<Session>> {
+        self.map.lock().ok()?.sessions.get(id).cloned()
     }
 
     fn room_for(&self, quota: &str, share: usize) -> Result<(), Full> {

@@ -17,7 +17,7 @@ use super::headers::{SESSION_HEADER, VERSION_HEADER, accepts, context, header};
 use super::respond::{self, CURRENT, Plan, refusal};
 use super::sessions::{MAX_IN_FLIGHT, Session, sessions_full};
 use super::sse::{self, SseEvent};
-use super::{App, stateless};
+use super::{App, shared, stateless};
 use crate::application::server::AuthContext;
 use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than};
 use crate::domain::jsonrpc::{
@@ -126,13 +126,10 @@ pub(super) async fn post(
                     "Mcp-Session-Id is required; send initialize first",
                 );
             };
-            let Some(session) = app.sessions.get(id, TransportKind::StreamableHttp, &caller) else {
-                return refusal(
-                    StatusCode::NOT_FOUND,
-                    None,
-                    ErrorCode::INVALID_REQUEST,
-                    "unknown or ended session",
-                );
+            let session = match shared::find(&app.server, &app.sessions, id, &caller).await {
+                Ok(Some(session)) => session,
+                Ok(None) => return unknown_session(),
+                Err(unavailable) => return unavailable,
             };
             in_session(&app, &headers, &caller, peer, &session, incoming).await
         }
@@ -164,9 +161,17 @@ async fn initialize(
         );
     };
     let id = request.id.clone();
-    let outcome = connection
+    let mut outcome = connection
         .handle(request, context(headers, caller, peer))
         .await;
+    // Shared, the session exists once its record is written: a store out
+    // of reach fails the handshake rather than leave a session that other
+    // instances would not know.
+    if outcome.is_ok() {
+        if let Err(error) = shared::write(&app.sessions, &session, true).await {
+            outcome = Err(error);
+        }
+    }
     let failed = outcome.is_err();
     if failed {
         // A failed handshake leaves no session behind, and names none.
@@ -238,10 +243,21 @@ async fn in_session(
             let release = Arc::clone(&channel.release);
             let id = request.id.clone();
             let ctx = context(headers, caller, peer);
-            let answering = CURRENT.scope(
-                channel,
-                async move { connection.answer(request, ctx).await },
-            );
+            // What outlives the request is written to the shared record
+            // before the request is answered, so the client's next request,
+            // wherever it lands, finds it.
+            let lasting = (app.sessions.shared.is_some()
+                && shared::changes_record(&request.method))
+            .then(|| (Arc::clone(&app.sessions), Arc::clone(session)));
+            let answering = CURRENT.scope(channel, async move {
+                let answer = connection.answer(request, ctx).await;
+                match lasting {
+                    Some((sessions, session)) if answer.is_ok() => {
+                        shared::write(&sessions, &session, false).await.and(answer)
+                    }
+                    _ => answer,
+                }
+            });
             let work = match session.start(&id, answering) {
                 Ok(work) => work,
                 Err(refused) => {
@@ -255,21 +271,49 @@ async fn in_session(
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Single(Message::Response(response)) => {
-            if let Some(id) = response.id.request_id() {
-                if !session.answer(id, response.outcome) {
-                    tracing::warn!(
-                        "a response to {id}, which this session never sent, was dropped"
-                    );
-                }
-            }
+            answer(app, session, response).await;
             StatusCode::ACCEPTED.into_response()
         }
-        Incoming::Batch(items) => batch(headers, caller, peer, &connection, session, items).await,
+        Incoming::Batch(items) => {
+            batch(app, headers, caller, peer, &connection, session, items).await
+        }
     }
+}
+
+/// Hands the client's answer to the request of this session's that waits
+/// for it, here or, relayed, on the instance that asked.
+async fn answer(app: &App, session: &Session, response: RpcResponse) {
+    let Some(id) = response.id.request_id().cloned() else {
+        return;
+    };
+    // Kept for relaying only where an instance may have to relay it.
+    let relayed = app
+        .sessions
+        .shared
+        .is_some()
+        .then(|| Message::Response(response.clone()).into_value());
+    if !session.answer(&id, response.outcome)
+        && !match relayed {
+            Some(relayed) => shared::relay_answer(&app.sessions, session, &id, relayed).await,
+            None => false,
+        }
+    {
+        tracing::warn!("a response to {id}, which this session never sent, was dropped");
+    }
+}
+
+fn unknown_session() -> Response {
+    refusal(
+        StatusCode::NOT_FOUND,
+        None,
+        ErrorCode::INVALID_REQUEST,
+        "unknown or ended session",
+    )
 }
 
 /// A 2025-03-26 batch: answered together, as one JSON array.
 async fn batch(
+    app: &App,
     headers: &HeaderMap,
     caller: &AuthContext,
     peer: Option<SocketAddr>,
@@ -300,10 +344,12 @@ async fn batch(
     }
     let mut answers = Vec::new();
     let mut running = Vec::new();
+    let mut lasting = false;
     for item in items {
         match item {
             Err(e) => answers.push(Message::Response(e.to_response()).into_value()),
             Ok(Message::Request(request)) => {
+                lasting |= shared::changes_record(&request.method);
                 let connection = Arc::clone(connection);
                 let ctx = context(headers, caller, peer);
                 let id = request.id.clone();
@@ -323,11 +369,7 @@ async fn batch(
                     ),
                 }
             }
-            Ok(Message::Response(response)) => {
-                if let Some(id) = response.id.request_id() {
-                    let _delivered = session.answer(id, response.outcome);
-                }
-            }
+            Ok(Message::Response(response)) => answer(app, session, response).await,
             Ok(Message::Notification(notification)) => session.cancel(&notification),
         }
     }
@@ -345,6 +387,11 @@ async fn batch(
             })
             .into_value(),
         );
+    }
+    if lasting {
+        if let Err(error) = shared::write(&app.sessions, session, false).await {
+            tracing::warn!(%error.message, "a batch's lasting change was not shared");
+        }
     }
     if answers.is_empty() {
         StatusCode::ACCEPTED.into_response()
@@ -376,15 +423,13 @@ pub(super) async fn get(
             "Accept must include text/event-stream",
         );
     }
-    let Some(session) = header(&headers, SESSION_HEADER)
-        .and_then(|id| app.sessions.get(id, TransportKind::StreamableHttp, &caller))
-    else {
-        return refusal(
-            StatusCode::NOT_FOUND,
-            None,
-            ErrorCode::INVALID_REQUEST,
-            "unknown or ended session",
-        );
+    let Some(id) = header(&headers, SESSION_HEADER) else {
+        return unknown_session();
+    };
+    let session = match shared::find(&app.server, &app.sessions, id, &caller).await {
+        Ok(Some(session)) => session,
+        Ok(None) => return unknown_session(),
+        Err(unavailable) => return unavailable,
     };
     if let Some(last) = header(&headers, "last-event-id") {
         let Some((stream, seq)) = parse_event_id(last) else {
@@ -456,18 +501,12 @@ pub(super) async fn delete(
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     };
     // Only who opened a session may end it.
-    let owned = app
-        .sessions
-        .get(id, TransportKind::StreamableHttp, &caller)
-        .is_some();
-    if owned && app.sessions.end(id) {
-        StatusCode::OK.into_response()
-    } else {
-        refusal(
-            StatusCode::NOT_FOUND,
-            None,
-            ErrorCode::INVALID_REQUEST,
-            "unknown or ended session",
-        )
+    match shared::find(&app.server, &app.sessions, id, &caller).await {
+        Ok(Some(_)) => match shared::end(&app.sessions, id).await {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(unavailable) => unavailable,
+        },
+        Ok(None) => unknown_session(),
+        Err(unavailable) => unavailable,
     }
 }

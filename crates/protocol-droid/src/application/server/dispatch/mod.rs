@@ -93,6 +93,48 @@ struct LegacySession {
     client_capabilities: Arc<JsonObject>,
     client_info: Option<Arc<JsonObject>>,
     init_meta: Arc<JsonObject>,
+    /// The `initialize` params as the client sent them: what another
+    /// instance settles the same session from.
+    hello: Arc<JsonObject>,
+}
+
+/// What a legacy session settled and has changed since: everything another
+/// instance needs to serve it (see [`Connection::image`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionImage {
+    /// The revision the handshake settled.
+    #[serde(with = "revision_text")]
+    pub version: ProtocolVersion,
+    /// The `initialize` params the client sent.
+    pub hello: JsonObject,
+    /// The threshold `logging/setLevel` set, if it was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<LoggingLevel>,
+    /// The resources the session is subscribed to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subscribed: Vec<String>,
+}
+
+/// A revision as the text the wire names it by.
+mod revision_text {
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    use crate::domain::ProtocolVersion;
+
+    pub(super) fn serialize<S: Serializer>(
+        version: &ProtocolVersion,
+        out: S,
+    ) -> Result<S::Ok, S::Error> {
+        out.serialize_str(version.as_str())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        input: D,
+    ) -> Result<ProtocolVersion, D::Error> {
+        let text = String::deserialize(input)?;
+        ProtocolVersion::from_wire(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown revision {text:?}")))
+    }
 }
 
 /// A request's params as an object (none is an empty one), or the refusal
@@ -604,6 +646,26 @@ impl Connection {
                     }
                 },
             };
+        let server_caps = self.settle(version, &hello, params);
+        let mut result = JsonObject::new();
+        result.insert("protocolVersion".to_owned(), json!(version.as_str()));
+        result.insert("capabilities".to_owned(), Value::Object(server_caps));
+        result.insert("serverInfo".to_owned(), self.server.server_info());
+        if let Some(instructions) = &self.server.inner.instructions {
+            result.insert("instructions".to_owned(), json!(instructions));
+        }
+        Ok(Value::Object(result))
+    }
+
+    /// Settles the session at `version` for the client `hello` describes:
+    /// what `initialize` does here, and what restoring a session another
+    /// instance settled does. Answers the capabilities this server declared.
+    fn settle(
+        &self,
+        version: ProtocolVersion,
+        hello: &Hello<'_>,
+        params: &JsonObject,
+    ) -> JsonObject {
         let client_capabilities = hello.capabilities.clone();
         let server_caps = self.server.capabilities(version);
         let profile = resolve(Negotiation {
@@ -625,18 +687,63 @@ impl Connection {
             client_capabilities: Arc::new(client_capabilities),
             client_info: hello.client_info.cloned().map(Arc::new),
             init_meta: Arc::new(hello.meta.cloned().unwrap_or_default()),
+            hello: Arc::new(params.clone()),
         };
         if let Ok(mut state) = self.state.lock() {
             state.legacy = Some(session);
         }
-        let mut result = JsonObject::new();
-        result.insert("protocolVersion".to_owned(), json!(version.as_str()));
-        result.insert("capabilities".to_owned(), Value::Object(server_caps));
-        result.insert("serverInfo".to_owned(), self.server.server_info());
-        if let Some(instructions) = &self.server.inner.instructions {
-            result.insert("instructions".to_owned(), json!(instructions));
+        server_caps
+    }
+
+    /// What this session settled and has changed since, for another
+    /// instance to serve it from; `None` before the handshake.
+    #[must_use]
+    pub fn image(&self) -> Option<SessionImage> {
+        let state = self.state.lock().ok()?;
+        let legacy = state.legacy.as_ref()?;
+        Some(SessionImage {
+            version: legacy.peer.negotiated(),
+            hello: (*legacy.hello).clone(),
+            level: legacy.peer.log_gate().threshold(),
+            subscribed: state.subscribed.iter().cloned().collect(),
+        })
+    }
+
+    /// Serves the session `image` describes, as the instance that settled
+    /// it does: the same revision, client and capabilities, log level and
+    /// subscriptions. Applied again to a session already settled, only the
+    /// log level and subscriptions are taken (what can change later).
+    ///
+    /// # Errors
+    ///
+    /// `-32602` when the image's `initialize` params cannot be read, or it
+    /// names a revision this server does not offer.
+    pub fn restore(&self, image: &SessionImage) -> Result<(), ErrorObject> {
+        if self.negotiated().is_none() {
+            if !self.server.offered().contains(&image.version) || image.version.era() != Era::Legacy
+            {
+                return Err(Refusal::invalid_params(format!(
+                    "this server does not offer {}",
+                    image.version
+                ))
+                .into());
+            }
+            let hello = Hello::decode(&image.hello)?;
+            let _declared = self.settle(image.version, &hello, &image.hello);
         }
-        Ok(Value::Object(result))
+        if let Ok(mut state) = self.state.lock() {
+            if let Some(legacy) = state.legacy.as_mut() {
+                let gate = image.level.map_or_else(LogGate::default, LogGate::at);
+                legacy.peer = legacy.peer.clone().with_log_gate(gate);
+            }
+            state.subscribed = image
+                .subscribed
+                .iter()
+                .take(MAX_SUBSCRIPTIONS)
+                .cloned()
+                .collect();
+        }
+        Ok(())
     }
 
     async fn legacy(

@@ -1,0 +1,317 @@
+//! Streamable HTTP sessions shared between instances (see
+//! [`SharedSessions`]): any instance behind a balancer serves any session's
+//! request.
+//!
+//! - `initialize` writes the session's record: who opened it, and the
+//!   [`SessionImage`] its connection settled.
+//! - Every later request reads the record (restarting its idle time): an
+//!   instance that does not hold the session settles it from the image (a
+//!   replica), one that holds an older image takes what changed, and a
+//!   record that is gone (ended elsewhere, or expired) ends the session
+//!   here too.
+//! - `logging/setLevel` and `resources/(un)subscribe` write the record
+//!   again, so every instance applies them.
+//! - A request this instance sends the client carries the instance's name
+//!   in its id; the answer, posted to any instance, is relayed to it.
+//!
+//! What is not shared yet: the event record behind `Last-Event-ID` (a
+//! stream resumes only on the instance that wrote it), idempotency records,
+//! and messages sent outside a request to a `GET` stream held by another
+//! instance. HTTP+SSE sessions stay with the instance that opened them.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::respond::refusal;
+use super::sessions::{Session, Sessions, sessions_full};
+use crate::application::server::{AuthContext, Server, SessionImage, SharedSessions, StoreError};
+use crate::domain::TransportKind;
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Incoming, Message, RequestId, parse};
+
+/// The largest record kept, in bytes: a client's `initialize` params are
+/// its to choose, and every request reads the record back.
+const MAX_RECORD: usize = 64 * 1024;
+
+/// A session as the store keeps it.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    /// Bumped by every write, so an instance knows whether its image is
+    /// current.
+    version: u64,
+    owner: Option<String>,
+    quota: String,
+    image: SessionImage,
+}
+
+/// The methods whose effect outlives the request: the record is written
+/// again after each.
+pub(super) fn changes_record(method: &str) -> bool {
+    matches!(
+        method,
+        "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe"
+    )
+}
+
+fn unavailable(error: &StoreError) -> Response {
+    tracing::warn!(target: "droid", %error, "a shared session could not be read or written");
+    refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        None,
+        ErrorCode::STORE_UNAVAILABLE,
+        "the shared session store is unavailable; retry",
+    )
+}
+
+/// The error a request answers with when its record could not be written.
+pub(super) fn unavailable_error() -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::STORE_UNAVAILABLE,
+        "the shared session store is unavailable; retry",
+    )
+}
+
+/// Writes `session`'s record as it stands; with `first`, only if no record
+/// has the id yet (a new session).
+pub(super) async fn write(
+    sessions: &Sessions,
+    session: &Session,
+    first: bool,
+) -> Result<(), ErrorObject> {
+    let Some(shared) = &sessions.shared else {
+        return Ok(());
+    };
+    let Some(image) = session.connection().and_then(|c| c.image()) else {
+        return Ok(());
+    };
+    let version = session.record_version.fetch_add(1, Ordering::AcqRel) + 1;
+    let record = Record {
+        version,
+        owner: session.owner.clone(),
+        quota: session.quota.clone(),
+        image,
+    };
+    let text = serde_json::to_string(&record)
+        .map_err(|_| ErrorObject::new(ErrorCode::INTERNAL_ERROR, "session unreadable"))?;
+    if text.len() > MAX_RECORD {
+        return Err(ErrorObject::new(
+            ErrorCode::INVALID_PARAMS,
+            format!(
+                "this session is too large to share (at most {MAX_RECORD} bytes of initialize params and subscriptions)"
+            ),
+        ));
+    }
+    let ttl = ttl_ms(sessions);
+    let kept = if first {
+        shared.store.create(&session.id, &text, ttl).await
+    } else {
+        shared.store.update(&session.id, &text, ttl).await
+    };
+    match kept {
+        Ok(true) => Ok(()),
+        // Ended elsewhere meanwhile: this instance lets it go too.
+        Ok(false) => Err(ErrorObject::new(
+            ErrorCode::INVALID_REQUEST,
+            "unknown or ended session",
+        )),
+        Err(error) => {
+            tracing::warn!(target: "droid", %error, "a shared session could not be written");
+            Err(unavailable_error())
+        }
+    }
+}
+
+fn ttl_ms(sessions: &Sessions) -> u64 {
+    u64::try_from(sessions.idle().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The session `id` for `caller`, from this instance or, where sessions
+/// are shared, from the store: `Ok(None)` when there is none for them,
+/// `Err` with the response to send when the store is out of reach and this
+/// instance does not hold the session.
+pub(super) async fn find(
+    server: &Server,
+    sessions: &Sessions,
+    id: &str,
+    caller: &AuthContext,
+) -> Result<Option<Arc<Session>>, Response> {
+    let Some(shared) = &sessions.shared else {
+        return Ok(sessions.get(id, TransportKind::StreamableHttp, caller));
+    };
+    let here = sessions.local(id);
+    // An HTTP+SSE session is never shared: it is this instance's alone.
+    if here
+        .as_ref()
+        .is_some_and(|s| s.transport != TransportKind::StreamableHttp)
+    {
+        return Ok(sessions.get(id, TransportKind::StreamableHttp, caller));
+    }
+    let fetched = match shared.store.fetch(id, ttl_ms(sessions)).await {
+        Ok(fetched) => fetched,
+        // Held here: served from what this instance knows. Nothing can end
+        // or change it elsewhere while the store is away, since that needs
+        // the store too.
+        Err(_) if here.is_some() => {
+            return Ok(sessions.get(id, TransportKind::StreamableHttp, caller));
+        }
+        Err(error) => return Err(unavailable(&error)),
+    };
+    let Some(record) = fetched.and_then(|text| serde_json::from_str::<Record>(&text).ok()) else {
+        // Ended elsewhere, or expired: ended here too.
+        if here.is_some() {
+            sessions.end(id);
+        }
+        return Ok(None);
+    };
+    // The record names its owner: a caller who is not gets nothing, as for
+    // an unknown id, and the session is not brought here for them.
+    if record.owner != caller.principal_key() {
+        return Ok(None);
+    }
+    let session = match here {
+        Some(session) => session,
+        None => {
+            let image = record.image.clone();
+            let adopted = sessions.adopt(
+                server,
+                id,
+                record.owner.clone(),
+                record.quota.clone(),
+                |c| c.restore(&image).is_ok(),
+            );
+            match adopted {
+                Ok(Some(session)) => {
+                    // Settled from this very record: nothing to take again.
+                    session
+                        .record_version
+                        .fetch_max(record.version, Ordering::AcqRel);
+                    session
+                }
+                Ok(None) => return Ok(None),
+                Err(full) => return Err(sessions_full(&full, None)),
+            }
+        }
+    };
+    if session.record_version.load(Ordering::Acquire) < record.version {
+        if let Some(connection) = session.connection() {
+            let _restored = connection.restore(&record.image);
+        }
+        session
+            .record_version
+            .fetch_max(record.version, Ordering::AcqRel);
+    }
+    Ok(sessions.get(id, TransportKind::StreamableHttp, caller))
+}
+
+/// Ends the session `id` everywhere: its record goes, and every instance
+/// holding it finds that at its next request.
+pub(super) async fn end(sessions: &Sessions, id: &str) -> Result<(), Response> {
+    sessions.end(id);
+    if let Some(shared) = &sessions.shared {
+        shared.store.remove(id).await.map_err(|e| unavailable(&e))?;
+    }
+    Ok(())
+}
+
+/// Delivers the client's answer `response` to a request this instance did
+/// not send: relayed to the instance whose name its id carries. Whether it
+/// went anywhere.
+pub(super) async fn relay_answer(
+    sessions: &Sessions,
+    session: &Session,
+    id: &RequestId,
+    response: Value,
+) -> bool {
+    let Some(shared) = &sessions.shared else {
+        return false;
+    };
+    let Some(instance) = asker(id).filter(|name| *name != shared.instance) else {
+        return false;
+    };
+    let message = json!({ "session": session.id, "response": response }).to_string();
+    match shared.relay.send(instance, &message).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(target: "droid", %error, "an answer could not be relayed to its instance");
+            false
+        }
+    }
+}
+
+/// The instance a request id of ours names: `droid-<instance>-<n>`.
+fn asker(id: &RequestId) -> Option<&str> {
+    let RequestId::String(text) = id else {
+        return None;
+    };
+    let rest = text.strip_prefix("droid-")?;
+    let (instance, number) = rest.rsplit_once('-')?;
+    (!instance.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(instance)
+}
+
+/// Hears the answers other instances relay to this one, for as long as
+/// `sessions` is kept, and hands each to the session that waits for it.
+pub(super) fn spawn_listener(sessions: &Arc<Sessions>, shared: SharedSessions) {
+    let weak = Arc::downgrade(sessions);
+    tokio::spawn(async move {
+        let mut heard = loop {
+            match shared.relay.listen(&shared.instance).await {
+                Ok(heard) => break heard,
+                Err(error) => {
+                    tracing::warn!(target: "droid", %error, "not yet hearing other instances; trying again");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    if weak.strong_count() == 0 {
+                        return;
+                    }
+                }
+            }
+        };
+        while let Some(text) = heard.recv().await {
+            let Some(sessions) = weak.upgrade() else {
+                return;
+            };
+            deliver(&sessions, &text);
+        }
+    });
+}
+
+/// Hands one relayed answer to its session, if this instance holds it.
+fn deliver(sessions: &Sessions, text: &str) {
+    let Ok(relayed) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    let (Some(id), Some(response)) = (
+        relayed.get("session").and_then(Value::as_str),
+        relayed.get("response"),
+    ) else {
+        return;
+    };
+    let Some(session) = sessions.local(id) else {
+        return;
+    };
+    let Ok(Incoming::Single(Message::Response(response))) = parse(response.to_string().as_bytes())
+    else {
+        return;
+    };
+    if let Some(request) = response.id.request_id() {
+        let _delivered = session.answer(request, response.outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_instance_is_read_from_our_own_request_ids_only() {
+        let id = |text: &str| RequestId::String(text.to_owned());
+        assert_eq!(asker(&id("droid-web-7-3a-12")), Some("web-7-3a"));
+        assert_eq!(asker(&id("droid-12")), None);
+        assert_eq!(asker(&id("droid-a-x1")), None);
+        assert_eq!(asker(&id("other-a-1")), None);
+        assert_eq!(asker(&RequestId::Number(4)), None);
+    }
+}
