@@ -518,3 +518,45 @@ fn a_call_whose_instance_dies_is_answered_on_retry_and_the_session_lives() -> Re
     assert_eq!(listed.status, 200, "{}", listed.raw);
     Ok(())
 }
+
+/// A stream the server closes for polling (2025-11-25), resumed with
+/// `Last-Event-ID` on another instance than the one running the call: the
+/// answer arrives there, read from what the first instance copied out.
+#[test]
+fn a_stream_closed_on_one_instance_is_resumed_on_another() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(2, Some(&redis.url()))?;
+    let [a, b] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    let (primed, _) = legacy(
+        a,
+        Some(&session),
+        "tools/call",
+        &json!({ "name": "test_reconnection", "arguments": {} }),
+    )?;
+    assert!(
+        !primed.raw.contains("Reconnection test completed"),
+        "{}",
+        primed.raw
+    );
+    let last = primed
+        .raw
+        .lines()
+        .find_map(|line| line.strip_prefix("id:"))
+        .map(str::trim)
+        .ok_or_else(|| format!("no event id on the primed stream: {}", primed.raw))?
+        .to_owned();
+    let mut stream = TcpStream::connect(b)?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: {b}\r\nAccept: text/event-stream\r\n\
+         Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\
+         Last-Event-ID: {last}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut resumed = String::new();
+    stream.read_to_string(&mut resumed)?;
+    assert!(resumed.contains("Reconnection test completed"), "{resumed}");
+    Ok(())
+}

@@ -50,7 +50,6 @@ HTTP = TRANSPORT == "http"
 # Behind haproxy, three instances sharing Redis (scaled.sh): what is not shared between
 # instances yet is skipped, saying why (docs/scaling.md).
 SCALED = os.environ.get("INTEROP_SCALED") == "1"
-NOT_SHARED_EVENTS = "the event record behind Last-Event-ID is kept by the instance that wrote it, not shared yet"
 NOT_SHARED_TASKS = "tasks are kept by the instance that made them, not shared between instances yet"
 
 pytestmark = pytest.mark.anyio
@@ -610,8 +609,6 @@ async def test_reconnection(conn):
     """stdio and 2026-07-28: just answers. Streamable HTTP at 2025-11-25: answered only after the client resumes
     the closed POST stream with GET + Last-Event-ID (asserted on the recorded HTTP traffic)."""
     mode, client, rec = conn
-    if SCALED and HTTP and mode == "legacy":
-        pytest.skip(NOT_SHARED_EVENTS)
     from_ = len(rec.http)
     assert only_text(await client.call_tool("test_reconnection")) == "Reconnection test completed"
     if HTTP and mode == "legacy":
@@ -919,9 +916,7 @@ async def test_every_listed_tool_was_called(conn):
     """Runs last for each mode (module-scoped parametrized fixture): every tool tools/list returned was called."""
     mode, client, rec = conn
     listed = [t.name for t in (await client.list_tools()).tools]
-    # Skipped behind the balancer, with its reason (test_reconnection).
-    unreached = ["test_reconnection"] if SCALED and HTTP and mode == "legacy" else []
-    missing = [n for n in listed if n not in rec.called and n not in unreached]
+    missing = [n for n in listed if n not in rec.called]
     assert not missing, f"tools listed but never called: {missing}"
 
 

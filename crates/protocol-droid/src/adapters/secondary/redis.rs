@@ -16,6 +16,7 @@
 //! | `state-keys` | the `requestState` [key ring](crate::application::server::KeyRing), JSON | kept; rotated in place |
 //! | `round:<tag>` | hex digest of a round's `inputResponses` | until the state expires |
 //! | `session:<id>` | a legacy session's record, JSON | while used, then its idle timeout |
+//! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
 //!
 //! Messages between instances travel on the channel `instance:<name>`
 //! (`PUBLISH`, and one `SUBSCRIBE` connection per instance).
@@ -109,6 +110,7 @@ pub struct RedisStore {
     replace_ring: Arc<redis::Script>,
     answer_round: Arc<redis::Script>,
     fetch_session: Arc<redis::Script>,
+    append_events: Arc<redis::Script>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -152,6 +154,7 @@ impl RedisStore {
             replace_ring: Arc::new(redis::Script::new(REPLACE_RING)),
             answer_round: Arc::new(redis::Script::new(ANSWER_ROUND)),
             fetch_session: Arc::new(redis::Script::new(FETCH_SESSION)),
+            append_events: Arc::new(redis::Script::new(APPEND_EVENTS)),
         };
         store.ping().await?;
         Ok(store)
@@ -353,6 +356,54 @@ impl SessionStore for RedisStore {
         Box::pin(self.set_session(id, record, ttl_ms, "XX"))
     }
 
+    fn append_events<'a>(
+        &'a self,
+        id: &'a str,
+        stream: &'a str,
+        events: &'a [String],
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let key = self.key(&format!("events:{id}:{stream}"));
+        Box::pin(async move {
+            if events.is_empty() {
+                return Ok(());
+            }
+            let (key, script) = (&key, &self.append_events);
+            let _appended: i64 = self
+                .run(|mut connection| async move {
+                    let mut invocation = script.key(key);
+                    invocation.arg(ttl_ms.max(1));
+                    for event in events {
+                        invocation.arg(event);
+                    }
+                    invocation.invoke_async(&mut connection).await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn events<'a>(
+        &'a self,
+        id: &'a str,
+        stream: &'a str,
+        from: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>, StoreError>> {
+        let key = self.key(&format!("events:{id}:{stream}"));
+        Box::pin(async move {
+            let key = &key;
+            self.run(|mut connection| async move {
+                redis::cmd("LRANGE")
+                    .arg(key)
+                    .arg(from)
+                    .arg(-1)
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await
+        })
+    }
+
     fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         let key = self.key(&format!("session:{id}"));
         Box::pin(async move {
@@ -369,6 +420,13 @@ impl SessionStore for RedisStore {
         })
     }
 }
+
+/// Appends ARGV[2..] to the list KEYS[1] and keeps it ARGV[1] ms more.
+const APPEND_EVENTS: &str = r"
+for i = 2, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+";
 
 impl Relay for RedisStore {
     fn send<'a>(

@@ -136,6 +136,34 @@ pub trait SessionStore: Send + Sync + core::fmt::Debug {
     ///
     /// [`StoreError`] when the store cannot be written.
     fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Appends `events` (text the transport writes) to the stream `stream`
+    /// of session `id`, for any instance to resume it from; the stream is
+    /// kept `ttl_ms` after its last append.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn append_events<'a>(
+        &'a self,
+        id: &'a str,
+        stream: &'a str,
+        events: &'a [String],
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// The events of session `id`'s stream `stream` from the `from`th
+    /// (counting from 0), as appended.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    fn events<'a>(
+        &'a self,
+        id: &'a str,
+        stream: &'a str,
+        from: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>, StoreError>>;
 }
 
 /// Carries messages between the instances sharing a store, each heard by

@@ -5,12 +5,45 @@
 //! with a GET naming the last id it saw and receive the rest: the rest of
 //! that stream only, never another stream's events. The record is bounded;
 //! the oldest events go first.
+//!
+//! Where sessions are shared between instances, a client may resume on
+//! another instance than the one writing the stream. A stream whose reader
+//! left is then copied to the shared store ([`Mirror`]) as it goes on, and
+//! its event ids name the instance, so the one the client reaches reads it
+//! from there.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::Notify;
+
+use crate::application::server::{SessionStore, StoreError};
+
+/// Where a shared session's streams are copied once their reader leaves.
+pub(super) struct Mirror {
+    pub(super) store: Arc<dyn SessionStore>,
+    pub(super) session: String,
+    /// This instance's name, which the streams' ids carry.
+    pub(super) instance: String,
+    /// How long a copied stream is kept after its last event.
+    pub(super) ttl_ms: u64,
+}
+
+impl core::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Mirror")
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mirror {
+    /// The name of this instance's stream `stream` in the store.
+    pub(super) fn key(&self, stream: u64) -> String {
+        format!("{}/{stream}", self.instance)
+    }
+}
 
 /// One recorded event.
 #[derive(Clone, Debug)]
@@ -20,21 +53,30 @@ pub(super) struct Recorded {
     pub(super) data: Value,
 }
 
-impl Recorded {
-    /// The SSE id of this event: which stream, and where in it.
-    pub(super) fn id(&self) -> String {
-        event_id(self.stream, self.seq)
-    }
+/// Where an event id points: the instance that wrote it (where sessions
+/// are shared), its stream, and its place in the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct EventId<'a> {
+    pub(super) instance: Option<&'a str>,
+    pub(super) stream: u64,
+    pub(super) seq: u64,
 }
 
-pub(super) fn event_id(stream: u64, seq: u64) -> String {
-    format!("{stream}-{seq}")
-}
-
-/// Reads an id back into its stream and position.
-pub(super) fn parse_event_id(id: &str) -> Option<(u64, u64)> {
-    let (stream, seq) = id.trim().split_once('-')?;
-    Some((stream.parse().ok()?, seq.parse().ok()?))
+/// Reads an id back into where it points: `STREAM-SEQ`, or
+/// `INSTANCE/STREAM-SEQ` from an instance sharing its sessions.
+pub(super) fn parse_event_id(id: &str) -> Option<EventId<'_>> {
+    let id = id.trim();
+    let (instance, place) = match id.rsplit_once('/') {
+        Some((instance, place)) if !instance.is_empty() => (Some(instance), place),
+        Some(_) => return None,
+        None => (None, id),
+    };
+    let (stream, seq) = place.split_once('-')?;
+    Some(EventId {
+        instance,
+        stream: stream.parse().ok()?,
+        seq: seq.parse().ok()?,
+    })
 }
 
 #[derive(Debug, Default)]
@@ -53,15 +95,68 @@ pub(super) struct EventStore {
     capacity: usize,
     log: Mutex<Log>,
     appended: Notify,
+    mirror: Option<Mirror>,
 }
 
 impl EventStore {
-    pub(super) fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize, mirror: Option<Mirror>) -> Self {
         Self {
             capacity: capacity.max(1),
             log: Mutex::default(),
             appended: Notify::new(),
+            mirror,
         }
+    }
+
+    /// Where this session's streams are copied, if it is shared.
+    pub(super) const fn mirror(&self) -> Option<&Mirror> {
+        self.mirror.as_ref()
+    }
+
+    /// The SSE id of event `seq` of `stream`: which stream, where in it,
+    /// and, where sessions are shared, which instance wrote it.
+    pub(super) fn id_of(&self, stream: u64, seq: u64) -> String {
+        match &self.mirror {
+            Some(mirror) => format!("{}/{stream}-{seq}", mirror.instance),
+            None => format!("{stream}-{seq}"),
+        }
+    }
+
+    /// Copies the events of `stream` after `after` to the shared store (and
+    /// that the stream is over, with `done`), for a resume on another
+    /// instance; answers the last event copied. Nothing happens for a
+    /// session that is not shared.
+    pub(super) async fn copy_out(
+        &self,
+        stream: u64,
+        after: u64,
+        done: bool,
+    ) -> Result<u64, StoreError> {
+        let Some(mirror) = &self.mirror else {
+            return Ok(after);
+        };
+        let mut last = after;
+        let mut lines: Vec<String> = self.log.lock().map_or_else(
+            |_| Vec::new(),
+            |log| {
+                log.events
+                    .iter()
+                    .filter(|e| e.stream == stream && e.seq > after)
+                    .map(|e| {
+                        last = last.max(e.seq);
+                        json!({ "seq": e.seq, "data": e.data }).to_string()
+                    })
+                    .collect()
+            },
+        );
+        if done {
+            lines.push(json!({ "done": true }).to_string());
+        }
+        mirror
+            .store
+            .append_events(&mirror.session, &mirror.key(stream), &lines, mirror.ttl_ms)
+            .await?;
+        Ok(last)
     }
 
     /// A fresh stream number.
@@ -126,7 +221,7 @@ mod tests {
 
     #[test]
     fn resuming_replays_only_that_stream_after_the_id() {
-        let store = EventStore::new(16);
+        let store = EventStore::new(16, None);
         let a = store.open_stream();
         let b = store.open_stream();
         store.record(a, 1, json!("a1"));
@@ -139,15 +234,20 @@ mod tests {
             events.iter().map(|e| e.data.clone()).collect::<Vec<_>>(),
             [json!("a2")]
         );
+        let id = events.first().map(|e| store.id_of(e.stream, e.seq));
         assert_eq!(
-            events.first().and_then(|e| parse_event_id(&e.id())),
-            Some((a, 2))
+            id.as_deref().and_then(parse_event_id),
+            Some(EventId {
+                instance: None,
+                stream: a,
+                seq: 2
+            })
         );
     }
 
     #[test]
     fn a_stream_never_opened_is_done_at_once() {
-        let store = EventStore::new(4);
+        let store = EventStore::new(4, None);
         let (events, done) = store.after(99, 0);
         assert!(events.is_empty());
         assert!(done, "nothing will ever come: the resume must not wait");
@@ -155,7 +255,7 @@ mod tests {
 
     #[test]
     fn the_record_is_bounded_and_drops_the_oldest() {
-        let store = EventStore::new(2);
+        let store = EventStore::new(2, None);
         let s = store.open_stream();
         for seq in 1..=3 {
             store.record(s, seq, json!(seq));
@@ -168,6 +268,15 @@ mod tests {
     fn malformed_ids_are_not_read() {
         assert_eq!(parse_event_id("x-1"), None);
         assert_eq!(parse_event_id("12"), None);
-        assert_eq!(parse_event_id(" 3-4 "), Some((3, 4)));
+        assert_eq!(parse_event_id("/3-4"), None);
+        let at = |instance, stream, seq| {
+            Some(EventId {
+                instance,
+                stream,
+                seq,
+            })
+        };
+        assert_eq!(parse_event_id(" 3-4 "), at(None, 3, 4));
+        assert_eq!(parse_event_id("web-1.x/3-4"), at(Some("web-1.x"), 3, 4));
     }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
-use super::events::{EventStore, event_id};
+use super::events::EventStore;
 use super::sse::{self, SseEvent};
 use crate::application::server::Reply;
 use crate::application::server::reply::response_bytes;
@@ -280,10 +280,12 @@ fn stream_response(
     tokio::spawn(async move {
         let mut live = Some(live_tx);
         let mut seq = 0u64;
+        // The last event copied to the shared store, once the reader left.
+        let mut copied: Option<u64> = None;
         if let Some((_, true)) = &record {
             // SSE polling: an id the client can resume from, and how long
             // to wait before it does.
-            let priming = SseEvent::priming(event_id(stream_no, 0), retry);
+            let priming = SseEvent::priming(store_id(&record, stream_no, 0), retry);
             forward(&mut live, priming).await;
         }
         if released {
@@ -294,7 +296,7 @@ fn stream_response(
             let mut event = SseEvent::message(data.to_string());
             if let Some((store, _)) = &record {
                 let recorded = store.record(stream_no, seq, data);
-                event = event.with_id(recorded.id());
+                event = event.with_id(store.id_of(recorded.stream, recorded.seq));
             }
             let sender = live.clone();
             async move {
@@ -339,21 +341,58 @@ fn stream_response(
                 abort.abort();
                 return;
             }
+            if live.is_none() {
+                copied = copy_out(&record, stream_no, copied, false).await;
+            }
         };
         // A cancelled request ends its stream unanswered.
         if !outcome
             .as_ref()
             .is_err_and(tokio::task::JoinError::is_cancelled)
+            && !emit(answer(&id, joined(outcome)), &mut live).await
         {
-            let _delivered = emit(answer(&id, joined(outcome)), &mut live).await;
+            live = None;
         }
         if let Some((store, _)) = &record {
             store.finish(stream_no);
+        }
+        // A stream whose reader left may be resumed on another instance:
+        // the rest of it, and its end, go where that instance reads them.
+        if live.is_none() || copied.is_some() {
+            let _copied = copy_out(&record, stream_no, copied, true).await;
         }
     });
     let mut response = sse::response(live_rx);
     mark_unbuffered(&mut response);
     response
+}
+
+/// The id of event `seq` of `stream`, by the session's record.
+fn store_id(record: &Option<(Arc<EventStore>, bool)>, stream: u64, seq: u64) -> String {
+    record.as_ref().map_or_else(
+        || format!("{stream}-{seq}"),
+        |(store, _)| store.id_of(stream, seq),
+    )
+}
+
+/// Copies what `stream` recorded after `copied` to the shared store, where
+/// the session is shared; the last event copied. A store out of reach
+/// costs only a resume on another instance, so it is logged, not fatal.
+async fn copy_out(
+    record: &Option<(Arc<EventStore>, bool)>,
+    stream: u64,
+    copied: Option<u64>,
+    done: bool,
+) -> Option<u64> {
+    let (store, _) = record.as_ref()?;
+    store.mirror()?;
+    match store.copy_out(stream, copied.unwrap_or(0), done).await {
+        Ok(last) => Some(last),
+        Err(error) => {
+            tracing::warn!(target: "droid", %error, "a stream could not be copied for another instance to resume");
+            copied
+        }
+    }
 }
 
 /// Resolves when the stream's reader is gone.

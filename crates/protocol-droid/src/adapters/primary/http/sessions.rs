@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
-use super::events::EventStore;
+use super::events::{EventStore, Mirror};
 use super::respond::CURRENT;
 use crate::application::server::{
     AuthContext, CallbackExchange, DynFrameSink, ExchangeError, SharedSessions,
@@ -535,19 +535,27 @@ impl Sessions {
         owner: Option<String>,
         quota: String,
     ) -> Arc<Session> {
-        let request_prefix = match &self.shared {
-            Some(shared) if transport == TransportKind::StreamableHttp => {
-                format!("droid-{}-", shared.instance)
-            }
-            _ => "droid-".to_owned(),
-        };
+        let shared = self
+            .shared
+            .as_ref()
+            .filter(|_| transport == TransportKind::StreamableHttp);
+        let request_prefix = shared.map_or_else(
+            || "droid-".to_owned(),
+            |shared| format!("droid-{}-", shared.instance),
+        );
+        let mirror = shared.map(|shared| Mirror {
+            store: Arc::clone(&shared.store),
+            session: id.clone(),
+            instance: shared.instance.clone(),
+            ttl_ms: u64::try_from(self.limits.idle.as_millis()).unwrap_or(u64::MAX),
+        });
         let session = Arc::new(Session {
             id,
             transport,
             owner,
             connection: OnceLock::new(),
             pending: Mutex::default(),
-            events: Arc::new(EventStore::new(self.limits.replay_events)),
+            events: Arc::new(EventStore::new(self.limits.replay_events, mirror)),
             standalone: Mutex::default(),
             last_seen: Mutex::new(Instant::now()),
             next_request: AtomicU64::new(1),

@@ -14,10 +14,13 @@
 //! - A request this instance sends the client carries the instance's name
 //!   in its id; the answer, posted to any instance, is relayed to it.
 //!
-//! What is not shared yet: the event record behind `Last-Event-ID` (a
-//! stream resumes only on the instance that wrote it), idempotency records,
-//! and messages sent outside a request to a `GET` stream held by another
-//! instance. HTTP+SSE sessions stay with the instance that opened them.
+//! - A call's stream whose reader left is copied to the store as it goes on
+//!   (`events`), so a `Last-Event-ID` naming another instance is resumed
+//!   from there.
+//!
+//! What is not shared yet: idempotency records, tasks, and the standing
+//! `GET` stream's own events. HTTP+SSE sessions stay with the instance that
+//! opened them.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -432,7 +432,7 @@ pub(super) async fn get(
         Err(unavailable) => return unavailable,
     };
     if let Some(last) = header(&headers, "last-event-id") {
-        let Some((stream, seq)) = parse_event_id(last) else {
+        let Some(at) = parse_event_id(last) else {
             return refusal(
                 StatusCode::BAD_REQUEST,
                 None,
@@ -440,7 +440,19 @@ pub(super) async fn get(
                 "unreadable Last-Event-ID",
             );
         };
-        return resume(&session, stream, seq);
+        // A stream another instance wrote is read from the shared store.
+        if let (Some(instance), Some(mirror)) = (at.instance, session.events.mirror()) {
+            if instance != mirror.instance {
+                return resume_elsewhere(
+                    &session,
+                    instance,
+                    at.stream,
+                    at.seq,
+                    app.options.idle_timeout,
+                );
+            }
+        }
+        return resume(&session, at.stream, at.seq);
     }
     let (tx, mut rx) = mpsc::channel::<Value>(256);
     session.set_standalone(tx);
@@ -473,7 +485,8 @@ fn resume(session: &Arc<Session>, stream_no: u64, seq: u64) -> Response {
             let (recorded, finished) = store.after(stream_no, seq);
             for event in recorded {
                 seq = event.seq;
-                let sse = SseEvent::message(event.data.to_string()).with_id(event.id());
+                let sse = SseEvent::message(event.data.to_string())
+                    .with_id(store.id_of(event.stream, event.seq));
                 if out.send(sse).await.is_err() {
                     return;
                 }
@@ -484,6 +497,67 @@ fn resume(session: &Arc<Session>, stream_no: u64, seq: u64) -> Response {
             // A client that gave up on the resume ends it too.
             tokio::select! {
                 () = changed => {}
+                () = out.closed() => return,
+            }
+        }
+    });
+    sse::response(events)
+}
+
+/// Replays `instance`'s stream `stream_no` after `seq` from the shared
+/// store, where that instance copies a stream once its reader left, and
+/// follows it until its end, or for `patience` (the session's idle timeout)
+/// if the end never comes.
+fn resume_elsewhere(
+    session: &Arc<Session>,
+    instance: &str,
+    stream_no: u64,
+    seq: u64,
+    patience: std::time::Duration,
+) -> Response {
+    /// How often the store is read again while the stream goes on.
+    const POLL: std::time::Duration = std::time::Duration::from_millis(100);
+    let (out, events) = mpsc::channel::<SseEvent>(256);
+    let session = Arc::clone(session);
+    let key = format!("{instance}/{stream_no}");
+    let instance = instance.to_owned();
+    tokio::spawn(async move {
+        let Some(mirror) = session.events.mirror() else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut read = 0;
+        while tokio::time::Instant::now() < deadline {
+            let lines = match mirror.store.events(&mirror.session, &key, read).await {
+                Ok(lines) => lines,
+                Err(error) => {
+                    tracing::warn!(target: "droid", %error, "a stream of another instance could not be read");
+                    Vec::new()
+                }
+            };
+            read += lines.len();
+            for line in lines {
+                let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if event.get("done").is_some() {
+                    return;
+                }
+                let number = event.get("seq").and_then(Value::as_u64).unwrap_or(0);
+                let (Some(data), true) = (event.get("data"), number > seq) else {
+                    continue;
+                };
+                let id = format!("{instance}/{stream_no}-{number}");
+                if out
+                    .send(SseEvent::message(data.to_string()).with_id(id))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
                 () = out.closed() => return,
             }
         }
