@@ -79,8 +79,9 @@ pub(crate) struct ListenArgs {
         requires = "store"
     )]
     store_prefix: String,
-    /// This instance's name in its logs (default: host name and process
-    /// id).
+    /// This instance's name among those sharing --store (default: host
+    /// name and process id). It must be unique among them: the answers to
+    /// the questions this instance asks clients are routed to it by name.
     #[arg(long, value_name = "ID")]
     instance_id: Option<String>,
 }

@@ -1,7 +1,7 @@
 //! Two servers sharing their `requestState` keys through a real Redis
-//! (`RedisStore`), on rotation periods short enough to watch a key come and
-//! go: a state sealed by one opens on the other until its key is retired,
-//! and is refused as sealed by an unknown key after.
+//! (`RedisStore`), rotating fast enough to watch a key come and go: a state
+//! sealed by one opens on the other until its key is retired, and is
+//! refused as sealed by an unknown key after.
 
 use std::time::{Duration, Instant};
 
@@ -18,8 +18,10 @@ use tokio::io::{DuplexStream, ReadHalf, WriteHalf};
 
 type Lines = LineClient<WriteHalf<DuplexStream>, ReadHalf<DuplexStream>>;
 
-/// Keys that rotate every 300 ms, published 100 ms ahead, kept 400 ms
-/// after they are replaced, read every 20 ms.
+/// Keys that rotate every 300 ms, published 100 ms ahead, read every 20 ms.
+/// A replaced key would open for a state's lifetime more (10 minutes), but
+/// a ring holds five keys at most: at this pace each is gone in under two
+/// seconds.
 const FAST: RotationPolicy = RotationPolicy {
     rotate_every_ms: 300,
     lead_ms: 100,

@@ -46,6 +46,19 @@ use crate::application::server::{
 /// are dropped (and the one waiting for each times out).
 const RELAY_BACKLOG: usize = 1024;
 
+/// Keeps a new session's record (ARGV[1]) for ARGV[2] ms unless the id is
+/// taken; the same record already kept is this write's own, landed before
+/// its reply was lost, and counts as kept.
+const CREATE_SESSION: &str = r"
+local kept = redis.call('GET', KEYS[1])
+if not kept then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if kept == ARGV[1] then return 1 end
+return 0
+";
+
 /// Reads a session's record and restarts its idle time in one step.
 const FETCH_SESSION: &str = r"
 local kept = redis.call('GET', KEYS[1])
@@ -107,9 +120,11 @@ pub struct RedisStore {
     /// The URL without its password, for messages.
     shown: String,
     prefix: String,
+    timeout: Duration,
     replace_ring: Arc<redis::Script>,
     answer_round: Arc<redis::Script>,
     fetch_session: Arc<redis::Script>,
+    create_session: Arc<redis::Script>,
     append_events: Arc<redis::Script>,
 }
 
@@ -151,9 +166,11 @@ impl RedisStore {
             connection,
             shown,
             prefix: options.prefix,
+            timeout: options.timeout,
             replace_ring: Arc::new(redis::Script::new(REPLACE_RING)),
             answer_round: Arc::new(redis::Script::new(ANSWER_ROUND)),
             fetch_session: Arc::new(redis::Script::new(FETCH_SESSION)),
+            create_session: Arc::new(redis::Script::new(CREATE_SESSION)),
             append_events: Arc::new(redis::Script::new(APPEND_EVENTS)),
         };
         store.ping().await?;
@@ -222,9 +239,12 @@ impl RedisStore {
     /// Runs `attempt` on the connection, and once more when the connection
     /// had broken: the first command after Redis comes back finds the
     /// broken connection and starts the manager's reconnection, and the
-    /// second rides the new connection. Each script here is safe to run
+    /// second rides the new connection. Each command here is safe to run
     /// twice: a compare-and-swap that did land answers "changed" the second
-    /// time and is read again, a round recorded answers as its own retry.
+    /// time and is read again, a round recorded answers as its own retry, a
+    /// session created finds its own record, and the rest write the same
+    /// value again (a relayed message, an appended event may arrive twice;
+    /// an answer's second copy finds no one waiting).
     async fn run<T, F, Fut>(&self, mut attempt: F) -> Result<T, StoreError>
     where
         F: FnMut(ConnectionManager) -> Fut,
@@ -325,7 +345,21 @@ impl SessionStore for RedisStore {
         record: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.set_session(id, record, ttl_ms, "NX"))
+        let key = self.key(&format!("session:{id}"));
+        Box::pin(async move {
+            let (key, script) = (&key, &self.create_session);
+            let kept: i64 = self
+                .run(|mut connection| async move {
+                    script
+                        .key(key)
+                        .arg(record)
+                        .arg(ttl_ms.max(1))
+                        .invoke_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(kept == 1)
+        })
     }
 
     fn fetch<'a>(
@@ -353,7 +387,7 @@ impl SessionStore for RedisStore {
         record: &'a str,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.set_session(id, record, ttl_ms, "XX"))
+        Box::pin(self.replace_session(id, record, ttl_ms))
     }
 
     fn append_events<'a>(
@@ -503,14 +537,13 @@ impl Relay for RedisStore {
 }
 
 impl RedisStore {
-    /// Writes a session's record for `ttl_ms`, if `condition` holds: `NX`,
-    /// none is kept yet; `XX`, one is. Whether it was written.
-    async fn set_session(
+    /// Replaces a session's record kept for `ttl_ms` more, if one is kept
+    /// (`XX`: an ended session is not brought back). Whether it was.
+    async fn replace_session(
         &self,
         id: &str,
         record: &str,
         ttl_ms: u64,
-        condition: &str,
     ) -> Result<bool, StoreError> {
         let key = &self.key(&format!("session:{id}"));
         let set: Option<String> = self
@@ -518,7 +551,7 @@ impl RedisStore {
                 redis::cmd("SET")
                     .arg(key)
                     .arg(record)
-                    .arg(condition)
+                    .arg("XX")
                     .arg("PX")
                     .arg(ttl_ms.max(1))
                     .query_async(&mut connection)
@@ -529,16 +562,21 @@ impl RedisStore {
     }
 
     async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub, StoreError> {
-        let mut pubsub = self
-            .client
-            .get_async_pubsub()
+        let subscribing = async {
+            let mut pubsub = self
+                .client
+                .get_async_pubsub()
+                .await
+                .map_err(|e| self.unavailable(&e))?;
+            pubsub
+                .subscribe(channel)
+                .await
+                .map_err(|e| self.unavailable(&e))?;
+            Ok(pubsub)
+        };
+        tokio::time::timeout(self.timeout, subscribing)
             .await
-            .map_err(|e| self.unavailable(&e))?;
-        pubsub
-            .subscribe(channel)
-            .await
-            .map_err(|e| self.unavailable(&e))?;
-        Ok(pubsub)
+            .map_err(|_| StoreError::Unavailable(format!("{}: no answer in time", self.shown)))?
     }
 }
 
@@ -552,13 +590,15 @@ fn hex(bytes: &[u8]) -> String {
         })
 }
 
-/// `url` with any password replaced, for logs and errors.
+/// `url` with any password replaced and its query dropped, for logs and
+/// errors: a `redis+unix://` URL carries its password as `?pass=`.
 fn redact(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) => {
             if parsed.password().is_some() {
                 let _ = parsed.set_password(Some("***"));
             }
+            parsed.set_query(None);
             parsed.to_string()
         }
         // Not a URL: nothing is shown of it, since it may be all secret.
@@ -576,6 +616,9 @@ mod tests {
         assert!(!shown.contains("s3cret"));
         assert!(shown.contains("10.0.0.5"));
         assert_eq!(redact("not a url s3cret"), "(an unreadable store URL)");
+        let socket = redact("redis+unix:///run/redis.sock?db=1&pass=s3cret");
+        assert!(!socket.contains("s3cret"), "{socket}");
+        assert!(socket.contains("/run/redis.sock"), "{socket}");
     }
 
     #[test]

@@ -39,7 +39,9 @@ pub struct RotationPolicy {
     /// than `refresh_ms`, so every instance knows a key before any uses it.
     pub lead_ms: u64,
     /// How long a replaced key still opens what it sealed (a state's
-    /// lifetime, 10 min).
+    /// lifetime, 10 min). A server sharing its keys keeps each at least
+    /// its own states' lifetime, and one read (`refresh_ms`) more, however
+    /// this is set.
     pub keep_ms: u64,
     /// How often an instance reads the ring (10 s).
     pub refresh_ms: u64,

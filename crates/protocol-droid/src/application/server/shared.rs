@@ -239,8 +239,20 @@ pub(super) fn spawn_change_relay(
                 Err(_) => return,
             }
         };
-        while let Some(text) = heard.recv().await {
-            let Some(server) = weak.upgrade() else {
+        loop {
+            // Woken now and then without a message, so a dropped server is
+            // noticed on a quiet channel too; dropping `heard` then ends
+            // the subscription.
+            let text = tokio::select! {
+                text = heard.recv() => text,
+                () = tokio::time::sleep(Duration::from_secs(5)) => {
+                    if weak.strong_count() == 0 {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let (Some(text), Some(server)) = (text, weak.upgrade()) else {
                 return;
             };
             let Ok(message) = serde_json::from_str::<serde_json::Value>(&text) else {
@@ -378,6 +390,16 @@ pub(super) async fn sync_ring(
     now_ms: u64,
     known: Option<&KeyRing>,
 ) -> Result<(KeyRing, StateSealer), ShareError> {
+    // A replaced key opens for a state's whole lifetime after the last
+    // instance stopped sealing with it, which may be a read later than its
+    // successor came into force.
+    let rotation = &RotationPolicy {
+        keep_ms: rotation
+            .keep_ms
+            .max(lifetime_ms)
+            .saturating_add(rotation.refresh_ms),
+        ..*rotation
+    };
     // Three reads at most: a lost race means another instance wrote a ring
     // just now, and the next read finds it settled.
     let mut ring = None;

@@ -178,6 +178,7 @@ impl HttpServer {
         sessions::spawn_reaper(&sessions, options.idle_timeout);
         if let Some(shared) = server.shared_sessions() {
             shared::spawn_listener(&sessions, shared.clone());
+            shared::spawn_keeper(&sessions);
         }
         if let Some(metrics) = &options.metrics {
             let open = Arc::clone(&sessions);

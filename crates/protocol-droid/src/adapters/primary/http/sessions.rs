@@ -63,9 +63,9 @@ pub(super) struct Session {
     /// (`droid-`, or `droid-<instance>-` where sessions are shared, so an
     /// answer posted to another instance finds its way back).
     request_prefix: String,
-    /// Which version of the shared record this instance holds (0 where
-    /// nothing is shared).
-    pub(super) record_version: AtomicU64,
+    /// The digest of the shared record this instance last wrote or took
+    /// (zeros where nothing is shared).
+    record_digest: Mutex<[u8; 32]>,
 }
 
 /// Why a request was not started.
@@ -76,6 +76,18 @@ pub(super) struct Refused {
 }
 
 impl Session {
+    /// The digest of the shared record this instance holds.
+    pub(super) fn record_digest(&self) -> [u8; 32] {
+        self.record_digest.lock().map_or([0; 32], |digest| *digest)
+    }
+
+    /// Notes the digest of the shared record this instance now holds.
+    pub(super) fn set_record_digest(&self, digest: [u8; 32]) {
+        if let Ok(mut held) = self.record_digest.lock() {
+            *held = digest;
+        }
+    }
+
     pub(super) fn connection(&self) -> Option<&Arc<Connection>> {
         self.connection.get()
     }
@@ -566,7 +578,7 @@ impl Sessions {
             stall_timeout: self.limits.stall_timeout,
             closed: AtomicBool::new(false),
             request_prefix,
-            record_version: AtomicU64::new(0),
+            record_digest: Mutex::new([0; 32]),
         });
         let weak = Arc::downgrade(&session);
         let connection = server.connect(
@@ -608,6 +620,21 @@ impl Sessions {
         if let Ok(mut slot) = session.forwarder.lock() {
             *slot = Some(forwarder);
         }
+    }
+
+    /// The shared sessions held here that are in use without requests: a
+    /// standing stream open, or a request still running.
+    pub(super) fn busy_shared(&self) -> Vec<String> {
+        self.map.lock().map_or_else(
+            |_| Vec::new(),
+            |map| {
+                map.sessions
+                    .values()
+                    .filter(|s| s.transport == TransportKind::StreamableHttp && s.busy())
+                    .map(|s| s.id.clone())
+                    .collect()
+            },
+        )
     }
 
     /// The session `id` if this instance holds it, whoever asks: what a

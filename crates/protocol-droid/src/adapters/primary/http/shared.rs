@@ -23,7 +23,6 @@
 //! opened them.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -36,6 +35,14 @@ use crate::application::server::{AuthContext, Server, SessionImage, SharedSessio
 use crate::domain::TransportKind;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Incoming, Message, RequestId, parse};
 
+/// The longest instance name an id may carry (what `droid` keeps of one).
+const MAX_INSTANCE_NAME: usize = 64;
+
+/// The largest answer relayed to another instance, in bytes: answers to
+/// sampling, elicitation and roots requests are small, and every relayed
+/// message passes through Redis.
+const MAX_RELAYED: usize = 1024 * 1024;
+
 /// The largest record kept, in bytes: a client's `initialize` params are
 /// its to choose, and every request reads the record back.
 const MAX_RECORD: usize = 64 * 1024;
@@ -43,9 +50,6 @@ const MAX_RECORD: usize = 64 * 1024;
 /// A session as the store keeps it.
 #[derive(Serialize, Deserialize)]
 struct Record {
-    /// Bumped by every write, so an instance knows whether its image is
-    /// current.
-    version: u64,
     owner: Option<String>,
     quota: String,
     image: SessionImage,
@@ -91,9 +95,7 @@ pub(super) async fn write(
     let Some(image) = session.connection().and_then(|c| c.image()) else {
         return Ok(());
     };
-    let version = session.record_version.fetch_add(1, Ordering::AcqRel) + 1;
     let record = Record {
-        version,
         owner: session.owner.clone(),
         quota: session.quota.clone(),
         image,
@@ -115,7 +117,10 @@ pub(super) async fn write(
         shared.store.update(&session.id, &text, ttl).await
     };
     match kept {
-        Ok(true) => Ok(()),
+        Ok(true) => {
+            session.set_record_digest(digest(&text));
+            Ok(())
+        }
         // Ended elsewhere meanwhile: this instance lets it go too.
         Ok(false) => Err(ErrorObject::new(
             ErrorCode::INVALID_REQUEST,
@@ -155,19 +160,25 @@ pub(super) async fn find(
     }
     let fetched = match shared.store.fetch(id, ttl_ms(sessions)).await {
         Ok(fetched) => fetched,
-        // Held here: served from what this instance knows. Nothing can end
-        // or change it elsewhere while the store is away, since that needs
-        // the store too.
+        // Held here: served from what this instance knows. While the store
+        // is away no other instance can end or change it either; what they
+        // did just before is seen once it is back.
         Err(_) if here.is_some() => {
             return Ok(sessions.get(id, TransportKind::StreamableHttp, caller));
         }
         Err(error) => return Err(unavailable(&error)),
     };
-    let Some(record) = fetched.and_then(|text| serde_json::from_str::<Record>(&text).ok()) else {
+    let Some(text) = fetched else {
         // Ended elsewhere, or expired: ended here too.
         if here.is_some() {
             sessions.end(id);
         }
+        return Ok(None);
+    };
+    let Ok(record) = serde_json::from_str::<Record>(&text) else {
+        // Written by a build that keeps another form (a rolling upgrade):
+        // not served here, and said so, rather than ended everywhere.
+        tracing::warn!(target: "droid", "a shared session's record is not one this build reads");
         return Ok(None);
     };
     // The record names its owner: a caller who is not gets nothing, as for
@@ -175,6 +186,7 @@ pub(super) async fn find(
     if record.owner != caller.principal_key() {
         return Ok(None);
     }
+    let current = digest(&text);
     let session = match here {
         Some(session) => session,
         None => {
@@ -189,9 +201,7 @@ pub(super) async fn find(
             match adopted {
                 Ok(Some(session)) => {
                     // Settled from this very record: nothing to take again.
-                    session
-                        .record_version
-                        .fetch_max(record.version, Ordering::AcqRel);
+                    session.set_record_digest(current);
                     session
                 }
                 Ok(None) => return Ok(None),
@@ -199,25 +209,61 @@ pub(super) async fn find(
             }
         }
     };
-    if session.record_version.load(Ordering::Acquire) < record.version {
+    // Whatever was written last, by any instance, is what is served: the
+    // record is compared whole, so two instances' writes cannot pass for
+    // each other.
+    if session.record_digest() != current {
         if let Some(connection) = session.connection() {
             let _restored = connection.restore(&record.image);
         }
-        session
-            .record_version
-            .fetch_max(record.version, Ordering::AcqRel);
+        session.set_record_digest(current);
     }
     Ok(sessions.get(id, TransportKind::StreamableHttp, caller))
 }
 
-/// Ends the session `id` everywhere: its record goes, and every instance
-/// holding it finds that at its next request.
-pub(super) async fn end(sessions: &Sessions, id: &str) -> Result<(), Response> {
-    sessions.end(id);
-    if let Some(shared) = &sessions.shared {
-        shared.store.remove(id).await.map_err(|e| unavailable(&e))?;
+/// A record's digest: what tells one written record from another.
+fn digest(text: &str) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes()).into()
+}
+
+/// Ends the session `id` for `caller` everywhere: its record goes first,
+/// so a store out of reach changes nothing (503, and the client may try
+/// again), then this instance's copy; every other instance holding it
+/// finds the record gone at its next request. `Ok(false)` when there is no
+/// such session for `caller`.
+pub(super) async fn end(
+    sessions: &Sessions,
+    id: &str,
+    caller: &AuthContext,
+) -> Result<bool, Response> {
+    let Some(shared) = &sessions.shared else {
+        let owned = sessions
+            .get(id, TransportKind::StreamableHttp, caller)
+            .is_some();
+        return Ok(owned && sessions.end(id));
+    };
+    if sessions
+        .local(id)
+        .is_some_and(|s| s.transport != TransportKind::StreamableHttp)
+    {
+        return Ok(false);
     }
-    Ok(())
+    // Looked up without settling it here: only its owner matters.
+    let text = shared
+        .store
+        .fetch(id, ttl_ms(sessions))
+        .await
+        .map_err(|e| unavailable(&e))?;
+    let owner = text
+        .and_then(|text| serde_json::from_str::<Record>(&text).ok())
+        .map(|record| record.owner);
+    if owner.is_none_or(|owner| owner != caller.principal_key()) {
+        return Ok(false);
+    }
+    shared.store.remove(id).await.map_err(|e| unavailable(&e))?;
+    sessions.end(id);
+    Ok(true)
 }
 
 /// Delivers the client's answer `response` to a request this instance did
@@ -236,6 +282,10 @@ pub(super) async fn relay_answer(
         return false;
     };
     let message = json!({ "session": session.id, "response": response }).to_string();
+    if message.len() > MAX_RELAYED {
+        tracing::warn!(target: "droid", "an answer of {} bytes was not relayed", message.len());
+        return false;
+    }
     match shared.relay.send(instance, &message).await {
         Ok(()) => true,
         Err(error) => {
@@ -252,7 +302,13 @@ fn asker(id: &RequestId) -> Option<&str> {
     };
     let rest = text.strip_prefix("droid-")?;
     let (instance, number) = rest.rsplit_once('-')?;
-    (!instance.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(instance)
+    let named = !instance.is_empty()
+        && instance.len() <= MAX_INSTANCE_NAME
+        && instance
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    let numbered = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
+    (named && numbered).then_some(instance)
 }
 
 /// Hears the answers other instances relay to this one, for as long as
@@ -272,11 +328,51 @@ pub(super) fn spawn_listener(sessions: &Arc<Sessions>, shared: SharedSessions) {
                 }
             }
         };
-        while let Some(text) = heard.recv().await {
-            let Some(sessions) = weak.upgrade() else {
+        loop {
+            // Woken now and then without a message, so a dropped table is
+            // noticed on a quiet channel too; dropping `heard` then ends the
+            // subscription.
+            let text = tokio::select! {
+                text = heard.recv() => text,
+                () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {
+                    if weak.strong_count() == 0 {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let (Some(text), Some(sessions)) = (text, weak.upgrade()) else {
                 return;
             };
             deliver(&sessions, &text);
+        }
+    });
+}
+
+/// Keeps the records of the sessions this instance serves without new
+/// requests (a standing stream open, a long call running) from idling out
+/// of the store, every quarter of the idle timeout, for as long as
+/// `sessions` is kept.
+pub(super) fn spawn_keeper(sessions: &Arc<Sessions>) {
+    let weak = Arc::downgrade(sessions);
+    let every = (sessions.idle() / 4).max(std::time::Duration::from_millis(50));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(sessions) = weak.upgrade() else {
+                return;
+            };
+            let Some(shared) = sessions.shared.clone() else {
+                return;
+            };
+            let ttl = ttl_ms(&sessions);
+            let busy = sessions.busy_shared();
+            drop(sessions);
+            for id in busy {
+                // Read, so restarted; gone means it ended elsewhere, which
+                // its next request here learns.
+                let _kept = shared.store.fetch(&id, ttl).await;
+            }
         }
     });
 }
@@ -314,6 +410,13 @@ mod tests {
         assert_eq!(asker(&id("droid-web-7-3a-12")), Some("web-7-3a"));
         assert_eq!(asker(&id("droid-12")), None);
         assert_eq!(asker(&id("droid-a-x1")), None);
+        assert_eq!(
+            asker(&id("droid-*-1")),
+            None,
+            "the name every instance hears"
+        );
+        assert_eq!(asker(&id("droid-a b-1")), None);
+        assert_eq!(asker(&id("droid-a-")), None);
         assert_eq!(asker(&id("other-a-1")), None);
         assert_eq!(asker(&RequestId::Number(4)), None);
     }

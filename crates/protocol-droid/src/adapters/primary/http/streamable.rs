@@ -575,12 +575,9 @@ pub(super) async fn delete(
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     };
     // Only who opened a session may end it.
-    match shared::find(&app.server, &app.sessions, id, &caller).await {
-        Ok(Some(_)) => match shared::end(&app.sessions, id).await {
-            Ok(()) => StatusCode::OK.into_response(),
-            Err(unavailable) => unavailable,
-        },
-        Ok(None) => unknown_session(),
+    match shared::end(&app.sessions, id, &caller).await {
+        Ok(true) => StatusCode::OK.into_response(),
+        Ok(false) => unknown_session(),
         Err(unavailable) => unavailable,
     }
 }
