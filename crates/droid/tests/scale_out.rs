@@ -417,7 +417,20 @@ fn legacy(
     method: &str,
     params: &Value,
 ) -> Result<(Reply, Option<String>), TestError> {
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    legacy_as(address, session, id, method, params)
+}
+
+/// As [`legacy`], as request `id`: what a retry of a request sends again.
+fn legacy_as(
+    address: &str,
+    session: Option<&str>,
+    id: u64,
+    method: &str,
+    params: &Value,
+) -> Result<(Reply, Option<String>), TestError> {
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
     let mut headers = vec!["MCP-Protocol-Version: 2025-11-25".to_owned()];
     if let Some(session) = session {
         headers.push(format!("Mcp-Session-Id: {session}"));
@@ -488,7 +501,9 @@ fn what_a_session_settles_on_one_instance_holds_on_every_other() -> Result<(), T
 
 /// An instance killed during a call: the call is lost with it, but not the
 /// session. The client's retry (the same request, the same id) reaches
-/// another instance and is answered, and the session goes on there.
+/// another instance, which runs it once the dead instance's liveness has
+/// lapsed (until then it is refused as in progress), and the session goes
+/// on there.
 #[test]
 fn a_call_whose_instance_dies_is_answered_on_retry_and_the_session_lives() -> Result<(), TestError>
 {
@@ -501,7 +516,7 @@ fn a_call_whose_instance_dies_is_answered_on_retry_and_the_session_lives() -> Re
     let slow = json!({ "name": "slow_compute", "arguments": { "seconds": 2, "label": "retried" } });
     let calling = {
         let (session, slow) = (session.clone(), slow.clone());
-        std::thread::spawn(move || legacy(&a, Some(&session), "tools/call", &slow))
+        std::thread::spawn(move || legacy_as(&a, Some(&session), 41, "tools/call", &slow))
     };
     // Half a second into its two: killing a ends the call's reply early.
     std::thread::sleep(Duration::from_millis(500));
@@ -512,10 +527,80 @@ fn a_call_whose_instance_dies_is_answered_on_retry_and_the_session_lives() -> Re
         cut.map_or(true, |(reply, _)| !reply.raw.contains("retried: done")),
         "the call on the killed instance must not have been answered"
     );
-    let (answered, _) = legacy(&b, Some(&session), "tools/call", &slow)?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let answered = loop {
+        let (reply, _) = legacy_as(&b, Some(&session), 41, "tools/call", &slow)?;
+        if !reply.raw.contains("already in progress") || Instant::now() > deadline {
+            break reply;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
     assert!(answered.raw.contains("retried: done"), "{}", answered.raw);
     let (listed, _) = legacy(&b, Some(&session), "tools/list", &json!({}))?;
     assert_eq!(listed.status, 200, "{}", listed.raw);
+    Ok(())
+}
+
+/// A `tools/call` answered on one instance is replayed, not run, by
+/// another that the same request reaches; the same id with other params is
+/// refused there; and a duplicate of a call still running on one instance
+/// is refused on another.
+#[test]
+fn a_retried_call_replays_across_instances_and_a_duplicate_is_refused() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(2, Some(&redis.url()))?;
+    let [a, b] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    let call = |address: &str, id: u64, arguments: Value| {
+        legacy_as(
+            address,
+            Some(&session),
+            id,
+            "tools/call",
+            &json!({ "name": "slow_compute", "arguments": arguments }),
+        )
+        .map(|(reply, _)| reply)
+    };
+    let first = call(a, 7, json!({ "seconds": 0, "label": "once" }))?;
+    assert!(first.raw.contains("once: done"), "{}", first.raw);
+    let again = call(b, 7, json!({ "seconds": 0, "label": "once" }))?;
+    assert_eq!(
+        again.body.pointer("/result"),
+        first.body.pointer("/result"),
+        "{}",
+        again.raw
+    );
+    let other = call(b, 7, json!({ "seconds": 0, "label": "other" }))?;
+    assert!(
+        other.raw.contains("already used for a different call"),
+        "{}",
+        other.raw
+    );
+
+    let slow = std::thread::spawn({
+        let (a, session) = (a.to_owned(), session.clone());
+        move || {
+            legacy_as(
+                &a,
+                Some(&session),
+                8,
+                "tools/call",
+                &json!({ "name": "slow_compute", "arguments": { "seconds": 3, "label": "slow" } }),
+            )
+        }
+    });
+    // The first is running on a (a second into its three) when its
+    // duplicate reaches b.
+    std::thread::sleep(Duration::from_secs(1));
+    let duplicate = call(b, 8, json!({ "seconds": 3, "label": "slow" }))?;
+    assert!(
+        duplicate.raw.contains("already in progress"),
+        "{}",
+        duplicate.raw
+    );
+    let (finished, _) = slow.join().map_err(|_| "the calling thread panicked")??;
+    assert!(finished.raw.contains("slow: done"), "{}", finished.raw);
     Ok(())
 }
 

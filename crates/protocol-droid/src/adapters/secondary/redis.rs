@@ -16,6 +16,8 @@
 //! | `state-keys` | the `requestState` [key ring](crate::application::server::KeyRing), JSON | kept; rotated in place |
 //! | `round:<tag>` | hex digest of a round's `inputResponses` | until the state expires |
 //! | `session:<id>` | a legacy session's record, JSON | while used, then its idle timeout |
+//! | `call:<session>:<id>` | a `tools/call` running (and where) or its answer, JSON | the answer's replay time; running, until it ends |
+//! | `alive:<instance>` | that an instance is alive | a few seconds, renewed |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
 //!
 //! Messages between instances travel on the channel `instance:<name>`
@@ -38,8 +40,8 @@ use futures_util::StreamExt as _;
 use tokio::sync::mpsc;
 
 use crate::application::server::{
-    BoxFuture, KeyRingStore, Relay, RotationPolicy, Round, RoundLedger, SessionStore,
-    SharedSessions, SharedState, StoreError,
+    BoxFuture, IdempotencyLedger, KeyRingStore, Relay, RotationPolicy, Round, RoundLedger,
+    SessionStore, SharedAdmission, SharedSessions, SharedState, StoreError,
 };
 
 /// How many relayed messages wait for their instance to take them; more
@@ -126,6 +128,9 @@ pub struct RedisStore {
     fetch_session: Arc<redis::Script>,
     create_session: Arc<redis::Script>,
     append_events: Arc<redis::Script>,
+    admit_call: Arc<redis::Script>,
+    record_call: Arc<redis::Script>,
+    abandon_call: Arc<redis::Script>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -171,6 +176,9 @@ impl RedisStore {
             answer_round: Arc::new(redis::Script::new(ANSWER_ROUND)),
             fetch_session: Arc::new(redis::Script::new(FETCH_SESSION)),
             create_session: Arc::new(redis::Script::new(CREATE_SESSION)),
+            admit_call: Arc::new(redis::Script::new(ADMIT_CALL)),
+            record_call: Arc::new(redis::Script::new(RECORD_CALL)),
+            abandon_call: Arc::new(redis::Script::new(ABANDON_CALL)),
             append_events: Arc::new(redis::Script::new(APPEND_EVENTS)),
         };
         store.ping().await?;
@@ -198,7 +206,8 @@ impl RedisStore {
         SharedState {
             sessions: Some(SharedSessions {
                 store: store.clone(),
-                relay: store,
+                relay: store.clone(),
+                idempotency: store,
                 instance,
             }),
             ..self.shared(rotation)
@@ -455,12 +464,152 @@ impl SessionStore for RedisStore {
     }
 }
 
+/// Admits a call (KEYS[1]) with digest ARGV[1] to run on instance ARGV[2],
+/// marked running for ARGV[4] ms at most. A call marked running on an
+/// instance whose liveness key (ARGV[3] and its name) is gone is taken
+/// over. Answers 'fresh', 'flight', 'conflict' or the recorded answer.
+const ADMIT_CALL: &str = r"
+local kept = redis.call('GET', KEYS[1])
+if kept then
+  local entry = cjson.decode(kept)
+  if entry.digest ~= ARGV[1] then return 'conflict' end
+  if entry.outcome then return entry.outcome end
+  if redis.call('EXISTS', ARGV[3] .. entry.instance) == 1 then return 'flight' end
+end
+redis.call('SET', KEYS[1], cjson.encode({ digest = ARGV[1], instance = ARGV[2] }), 'PX', ARGV[4])
+return 'fresh'
+";
+
+/// Records a call's answer (ARGV[1]) over its running mark, keeping the
+/// digest, for ARGV[2] ms.
+const RECORD_CALL: &str = r"
+local kept = redis.call('GET', KEYS[1])
+if not kept then return 0 end
+local entry = cjson.decode(kept)
+entry.outcome = ARGV[1]
+redis.call('SET', KEYS[1], cjson.encode(entry), 'PX', ARGV[2])
+return 1
+";
+
+/// Forgets a call still marked running (never a recorded answer).
+const ABANDON_CALL: &str = r"
+local kept = redis.call('GET', KEYS[1])
+if not kept then return 0 end
+if cjson.decode(kept).outcome then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+";
+
+/// How long a call stays marked running without an answer, at most: a
+/// call longer than this can be run again by a retry. An instance that
+/// dies frees its calls sooner, through its liveness key.
+const RUNNING_MARK_MS: u64 = 60 * 60 * 1000;
+
 /// Appends ARGV[2..] to the list KEYS[1] and keeps it ARGV[1] ms more.
 const APPEND_EVENTS: &str = r"
 for i = 2, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1
 ";
+
+impl IdempotencyLedger for RedisStore {
+    fn admit<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        digest: [u8; 32],
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<SharedAdmission, StoreError>> {
+        let key = self.key(&format!("call:{session}:{id}"));
+        let alive = self.key("alive:");
+        let digest = hex(&digest);
+        Box::pin(async move {
+            let (key, alive, digest, script) = (&key, &alive, &digest, &self.admit_call);
+            let said: String = self
+                .run(|mut connection| async move {
+                    script
+                        .key(key)
+                        .arg(digest)
+                        .arg(instance)
+                        .arg(alive)
+                        .arg(RUNNING_MARK_MS)
+                        .invoke_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(match said.as_str() {
+                "fresh" => SharedAdmission::Fresh,
+                "flight" => SharedAdmission::InFlight,
+                "conflict" => SharedAdmission::Conflict,
+                _ => SharedAdmission::Replay(said),
+            })
+        })
+    }
+
+    fn record<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        outcome: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let key = self.key(&format!("call:{session}:{id}"));
+        Box::pin(async move {
+            let (key, script) = (&key, &self.record_call);
+            let _kept: i64 = self
+                .run(|mut connection| async move {
+                    script
+                        .key(key)
+                        .arg(outcome)
+                        .arg(ttl_ms.max(1))
+                        .invoke_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn abandon<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let key = self.key(&format!("call:{session}:{id}"));
+        Box::pin(async move {
+            let (key, script) = (&key, &self.abandon_call);
+            let _forgot: i64 =
+                self.run(|mut connection| async move {
+                    script.key(key).invoke_async(&mut connection).await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        instance: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let key = self.key(&format!("alive:{instance}"));
+        Box::pin(async move {
+            let key = &key;
+            let _set: Option<String> = self
+                .run(|mut connection| async move {
+                    redis::cmd("SET")
+                        .arg(key)
+                        .arg(1)
+                        .arg("PX")
+                        .arg(ttl_ms.max(1))
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(())
+        })
+    }
+}
 
 impl Relay for RedisStore {
     fn send<'a>(

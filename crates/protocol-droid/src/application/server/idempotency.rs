@@ -527,7 +527,7 @@ fn written_size(value: &impl serde::Serialize) -> usize {
 }
 
 /// What a retry of a call whose answer was too large to keep is told.
-fn too_large(limit: usize) -> Recorded {
+pub(crate) fn too_large(limit: usize) -> Recorded {
     Recorded::Error(serde_json::json!({
         "code": crate::domain::jsonrpc::ErrorCode::INVALID_REQUEST.0,
         "message": format!(

@@ -271,6 +271,27 @@ pub(super) fn spawn_change_relay(
     tx
 }
 
+/// How often an instance says it is alive, and for how long each time.
+const HEARTBEAT: Duration = Duration::from_millis(1500);
+const ALIVE_FOR_MS: u64 = 5000;
+
+/// Says this instance is alive, every [`HEARTBEAT`], until the server is
+/// dropped: while it does, the calls it runs are refused to duplicates on
+/// other instances; once it stops, a retry may run them again.
+pub(super) fn spawn_heartbeat(inner: &Arc<Inner>, sessions: &SharedSessions) {
+    let weak = Arc::downgrade(inner);
+    let ledger = Arc::clone(&sessions.idempotency);
+    let me = sessions.instance.clone();
+    tokio::spawn(async move {
+        while weak.strong_count() > 0 {
+            if let Err(error) = ledger.heartbeat(&me, ALIVE_FOR_MS).await {
+                tracing::debug!(target: "droid", %error, "no heartbeat this time");
+            }
+            tokio::time::sleep(HEARTBEAT).await;
+        }
+    });
+}
+
 /// A change as the other instances are told it; `None` for what concerns
 /// one of this instance's sessions only.
 fn relayed(change: &super::Change) -> Option<serde_json::Value> {
@@ -302,6 +323,79 @@ fn unrelayed(value: &serde_json::Value) -> Option<super::Change> {
     }
 }
 
+/// What the shared idempotency record said of a `tools/call` being
+/// admitted (see [`IdempotencyLedger::admit`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SharedAdmission {
+    /// Never seen, or abandoned by an instance that died: run it.
+    Fresh,
+    /// Answered already: this JSON (`{"result": …}` or `{"error": …}`)
+    /// again, and run nothing.
+    Replay(String),
+    /// Running on an instance that is alive: refuse the duplicate.
+    InFlight,
+    /// The id was used in this session for other params: refuse.
+    Conflict,
+}
+
+/// Which `tools/call`s of shared sessions were answered, or are running,
+/// on any instance: a retry that reaches another instance replays the
+/// answer, and a duplicate is refused while the first runs, unless the
+/// instance running it has died.
+pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
+    /// Admits call `id` of `session` with the params digest `digest` to run
+    /// on `instance`, unless the record says otherwise.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be reached: nothing runs.
+    fn admit<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        digest: [u8; 32],
+        instance: &'a str,
+    ) -> BoxFuture<'a, Result<SharedAdmission, StoreError>>;
+
+    /// Records what call `id` of `session` answered (JSON, as
+    /// [`SharedAdmission::Replay`] gives it back), for `ttl_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn record<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        outcome: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Forgets call `id` of `session` while it is still marked running: a
+    /// call that ended with nothing worth replaying.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn abandon<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Says `instance` is alive for the next `ttl_ms`: what lets another
+    /// instance take over the calls of one that died.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn heartbeat<'a>(
+        &'a self,
+        instance: &'a str,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+}
+
 /// Legacy sessions shared between instances: where they are kept, how a
 /// message reaches another instance, and this instance's name there.
 #[derive(Clone, Debug)]
@@ -310,6 +404,8 @@ pub struct SharedSessions {
     pub store: Arc<dyn SessionStore>,
     /// What carries an answer to the instance waiting for it.
     pub relay: Arc<dyn Relay>,
+    /// Which calls were answered or are running, on any instance.
+    pub idempotency: Arc<dyn IdempotencyLedger>,
     /// This instance's name: unique among the instances, of letters,
     /// digits, `.`, `_` and `-` only, since it travels in request ids.
     pub instance: String,

@@ -586,6 +586,9 @@ impl Sessions {
             Arc::new(RoutedExchange(weak.clone())),
             Arc::new(RoutedSink(weak)),
         );
+        if shared.is_some() {
+            connection.share_as(session.id.clone());
+        }
         let _set = session.connection.set(Arc::new(connection));
         session
     }

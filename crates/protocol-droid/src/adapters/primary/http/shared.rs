@@ -18,8 +18,11 @@
 //!   (`events`), so a `Last-Event-ID` naming another instance is resumed
 //!   from there.
 //!
-//! What is not shared yet: idempotency records, tasks, and the standing
-//! `GET` stream's own events. HTTP+SSE sessions stay with the instance that
+//! - A `tools/call`'s idempotency record is the shared one
+//!   ([`Connection::share_as`](crate::application::server::Connection::share_as)).
+//!
+//! What is not shared yet: tasks, and the standing `GET` stream's own
+//! events. HTTP+SSE sessions stay with the instance that
 //! opened them.
 
 use std::sync::Arc;

@@ -65,6 +65,10 @@ pub struct Connection {
     server: Server,
     transport: TransportKind,
     session: SessionId,
+    /// The session's name among the instances sharing it (its
+    /// `Mcp-Session-Id`), once the transport shares it: what its calls'
+    /// shared idempotency records are keyed by.
+    shared_as: std::sync::OnceLock<String>,
     exchange: Arc<dyn DynExchange>,
     sink: Arc<dyn DynFrameSink>,
     state: Mutex<ConnectionState>,
@@ -221,6 +225,7 @@ impl Connection {
             server,
             transport,
             session,
+            shared_as: std::sync::OnceLock::new(),
             exchange,
             sink,
             state: Mutex::default(),
@@ -695,6 +700,14 @@ impl Connection {
         server_caps
     }
 
+    /// Names this connection's session `name` among the instances sharing
+    /// it (see [`Server::share`]): its `tools/call`s are then recorded
+    /// where every instance reads them, so a retry that reaches another
+    /// instance replays the answer. Set once; later names are ignored.
+    pub fn share_as(&self, name: impl Into<String>) {
+        let _first = self.shared_as.set(name.into());
+    }
+
     /// What this session settled and has changed since, for another
     /// instance to serve it from; `None` before the handshake.
     #[must_use]
@@ -863,6 +876,14 @@ impl Connection {
         peer: PeerSession,
     ) -> Result<Reply, ErrorObject> {
         let digest = request_digest(&params);
+        if let (Some(name), Some(shared)) = (self.shared_as.get(), self.server.shared_sessions()) {
+            let ledger = Arc::clone(&shared.idempotency);
+            let instance = shared.instance.clone();
+            return Box::pin(self.call_tool_shared(
+                ledger, name, &instance, id, method, request, params, ctx, peer,
+            ))
+            .await;
+        }
         let admission = self
             .server
             .inner
@@ -878,18 +899,8 @@ impl Connection {
                 return Err(serde_json::from_value(value)
                     .unwrap_or_else(|_| Refusal::internal("recorded error unreadable").into()));
             }
-            Admission::InFlight => {
-                return Err(Refusal::invalid_request(format!(
-                    "request {id} is already in progress"
-                ))
-                .into());
-            }
-            Admission::Conflict => {
-                return Err(Refusal::invalid_request(format!(
-                    "request id {id} was already used for a different call"
-                ))
-                .into());
-            }
+            Admission::InFlight => return Err(in_progress(&id)),
+            Admission::Conflict => return Err(reused(&id)),
             Admission::Full => {
                 return Err(Refusal::invalid_request(
                     "this session has as many calls in progress as it may; wait for one to \
@@ -914,6 +925,78 @@ impl Connection {
             // abandons the entry and a retry runs again.
             Err(e) if e.code == ErrorCode::INTERNAL_ERROR || e.code == ErrorCode::RATE_LIMITED => {}
             Err(e) => guard.record(Recorded::Error(e.to_json())),
+        }
+        outcome
+    }
+
+    /// [`Self::call_tool_once`] for a session shared between instances:
+    /// the record of what the call answered, or that it runs, is the
+    /// shared one, so a retry on another instance replays it and a
+    /// duplicate there is refused while this instance runs it.
+    #[allow(clippy::too_many_arguments)] // One caller; a struct would only rename them.
+    async fn call_tool_shared(
+        &self,
+        ledger: Arc<dyn super::IdempotencyLedger>,
+        session: &str,
+        instance: &str,
+        id: RequestId,
+        method: &str,
+        request: ClientRequest,
+        params: JsonObject,
+        ctx: Box<RequestContext>,
+        peer: PeerSession,
+    ) -> Result<Reply, ErrorObject> {
+        use super::SharedAdmission;
+        let key = id.to_json().to_string();
+        let digest = request_digest(&params);
+        let unavailable = |error: super::StoreError| {
+            tracing::warn!(target: "droid", %error, "a call's shared record could not be read or written");
+            ErrorObject::new(
+                ErrorCode::STORE_UNAVAILABLE,
+                "the shared idempotency record is unavailable; retry",
+            )
+        };
+        match ledger
+            .admit(session, &key, *digest.as_bytes(), instance)
+            .await
+            .map_err(unavailable)?
+        {
+            SharedAdmission::Fresh => {}
+            SharedAdmission::Replay(recorded) => return replayed(&recorded),
+            SharedAdmission::InFlight => return Err(in_progress(&id)),
+            SharedAdmission::Conflict => return Err(reused(&id)),
+        }
+        let mut guard = SharedAdmitted {
+            ledger: Some(Arc::clone(&ledger)),
+            session: session.to_owned(),
+            id: key.clone(),
+        };
+        let outcome = self.common(method, request, params, ctx, peer).await;
+        let limits = self.server.inner.idempotency.lock().map_or_else(
+            |_| super::IdempotencyLimits::default(),
+            |store| *store.limits(),
+        );
+        let kept = match &outcome {
+            Ok(reply) if super::idempotency::measure(reply) <= limits.max_record_bytes => {
+                Some(json!({ "result": reply }).to_string())
+            }
+            Ok(_) => match super::idempotency::too_large(limits.max_record_bytes) {
+                Recorded::Error(error) => Some(json!({ "error": error }).to_string()),
+                Recorded::Result(_) => None,
+            },
+            // As for a call of one instance's: this server's own failures
+            // and rate limits are not answers to replay.
+            Err(e) if e.code == ErrorCode::INTERNAL_ERROR || e.code == ErrorCode::RATE_LIMITED => {
+                None
+            }
+            Err(e) => Some(json!({ "error": e.to_json() }).to_string()),
+        };
+        if let Some(kept) = kept {
+            guard.ledger = None;
+            if let Err(error) = ledger.record(session, &key, &kept, limits.ttl_ms).await {
+                // The answer stands; only its replay elsewhere is lost.
+                tracing::warn!(target: "droid", %error, "a call's answer could not be recorded for replay");
+            }
         }
         outcome
     }
@@ -1064,6 +1147,63 @@ impl Connection {
         }
         ctx.request_state = Some(payload.payload);
         Ok(())
+    }
+}
+
+/// The refusal of a duplicate of call `id`, which is running now.
+fn in_progress(id: &RequestId) -> ErrorObject {
+    Refusal::invalid_request(format!("request {id} is already in progress")).into()
+}
+
+/// The refusal of call `id`, whose id this session used for another call.
+fn reused(id: &RequestId) -> ErrorObject {
+    Refusal::invalid_request(format!(
+        "request id {id} was already used for a different call"
+    ))
+    .into()
+}
+
+/// A recorded answer, as the shared record keeps it, answered again.
+fn replayed(recorded: &str) -> Result<Reply, ErrorObject> {
+    let value: Value = serde_json::from_str(recorded)
+        .map_err(|_| Refusal::internal("recorded answer unreadable"))?;
+    if let Some(result) = value.get("result") {
+        return Ok(Reply::Value(result.clone()));
+    }
+    let error = value
+        .get("error")
+        .cloned()
+        .ok_or_else(|| Refusal::internal("recorded answer unreadable"))?;
+    Err(serde_json::from_value(error)
+        .unwrap_or_else(|_| Refusal::internal("recorded error unreadable").into()))
+}
+
+/// A call admitted in the shared record and not yet recorded: abandoned
+/// when dropped (cancelled, or ended with nothing worth replaying), so a
+/// retry runs it again.
+struct SharedAdmitted {
+    ledger: Option<Arc<dyn super::IdempotencyLedger>>,
+    session: String,
+    id: String,
+}
+
+impl Drop for SharedAdmitted {
+    fn drop(&mut self) {
+        let Some(ledger) = self.ledger.take() else {
+            return;
+        };
+        let (session, id) = (
+            core::mem::take(&mut self.session),
+            core::mem::take(&mut self.id),
+        );
+        // Dropped inside the runtime (a cancelled call is dropped by its
+        // task); outside one there is nothing to run it, and the mark
+        // lapses with its instance.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _forgot = ledger.abandon(&session, &id).await;
+            });
+        }
     }
 }
 
