@@ -16,8 +16,8 @@
 //! | `state-keys` | the `requestState` [key ring](crate::application::server::KeyRing), JSON | kept; rotated in place |
 //! | `round:<tag>` | hex digest of a round's `inputResponses` | until the state expires |
 //! | `session:<id>` | a legacy session's record, JSON | while used, then its idle timeout |
-//! | `call:<session>:<id>` | a `tools/call` running (and where) or its answer, JSON | the answer's replay time; running, until it ends |
-//! | `alive:<instance>` | that an instance is alive | a few seconds, renewed |
+//! | `call:<session>:<id>` | a `tools/call` running (its lease) or its answer, JSON | the lease, renewed while it runs; then the answer's replay time |
+//! | `calls:<session>`, `callsizes:<session>` | the session's calls, by when each lapses, and their answers' sizes | as long as its newest call |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
 //!
 //! Messages between instances travel on the channel `instance:<name>`
@@ -129,6 +129,7 @@ pub struct RedisStore {
     create_session: Arc<redis::Script>,
     append_events: Arc<redis::Script>,
     admit_call: Arc<redis::Script>,
+    renew_call: Arc<redis::Script>,
     record_call: Arc<redis::Script>,
     abandon_call: Arc<redis::Script>,
 }
@@ -176,8 +177,9 @@ impl RedisStore {
             answer_round: Arc::new(redis::Script::new(ANSWER_ROUND)),
             fetch_session: Arc::new(redis::Script::new(FETCH_SESSION)),
             create_session: Arc::new(redis::Script::new(CREATE_SESSION)),
-            admit_call: Arc::new(redis::Script::new(ADMIT_CALL)),
-            record_call: Arc::new(redis::Script::new(RECORD_CALL)),
+            admit_call: Arc::new(with_prune(ADMIT_CALL)),
+            renew_call: Arc::new(with_prune(RENEW_CALL)),
+            record_call: Arc::new(with_prune(RECORD_CALL)),
             abandon_call: Arc::new(redis::Script::new(ABANDON_CALL)),
             append_events: Arc::new(redis::Script::new(APPEND_EVENTS)),
         };
@@ -243,6 +245,39 @@ impl RedisStore {
 
     fn key(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
+    }
+
+    /// Runs one of the call scripts on call `id` of `session`'s keys with
+    /// `args`.
+    async fn call_script<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        session: &str,
+        id: &str,
+        args: &[String],
+    ) -> Result<T, StoreError> {
+        let keys = &self.call_keys(session, id);
+        self.run(|mut connection| async move {
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(key);
+            }
+            for arg in args {
+                invocation.arg(arg);
+            }
+            invocation.invoke_async(&mut connection).await
+        })
+        .await
+    }
+
+    /// A call's record, its session's index of calls, and of their
+    /// answers' sizes.
+    fn call_keys(&self, session: &str, id: &str) -> [String; 3] {
+        [
+            self.key(&format!("call:{session}:{id}")),
+            self.key(&format!("calls:{session}")),
+            self.key(&format!("callsizes:{session}")),
+        ]
     }
 
     /// Runs `attempt` on the connection, and once more when the connection
@@ -404,6 +439,8 @@ impl SessionStore for RedisStore {
         id: &'a str,
         stream: &'a str,
         events: &'a [String],
+        ends: bool,
+        max_events: usize,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let key = self.key(&format!("events:{id}:{stream}"));
@@ -415,7 +452,10 @@ impl SessionStore for RedisStore {
             let _appended: i64 = self
                 .run(|mut connection| async move {
                     let mut invocation = script.key(key);
-                    invocation.arg(ttl_ms.max(1));
+                    invocation
+                        .arg(ttl_ms.max(1))
+                        .arg(max_events)
+                        .arg(if ends { "1" } else { "0" });
                     for event in events {
                         invocation.arg(event);
                     }
@@ -464,50 +504,109 @@ impl SessionStore for RedisStore {
     }
 }
 
-/// Admits a call (KEYS[1]) with digest ARGV[1] to run on instance ARGV[2],
-/// marked running for ARGV[4] ms at most. A call marked running on an
-/// instance whose liveness key (ARGV[3] and its name) is gone is taken
-/// over. Answers 'fresh', 'flight', 'conflict' or the recorded answer.
+/// Drops from a session's index (KEYS[2], by lapse time; KEYS[3], answer
+/// sizes) the calls that lapsed by `now_ms`; answers the bytes of answers
+/// still kept. Shared by the scripts below.
+const PRUNE: &str = r"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function prune(now)
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+  for _, id in ipairs(gone) do redis.call('HDEL', KEYS[3], id) end
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  local bytes = 0
+  for _, size in ipairs(redis.call('HVALS', KEYS[3])) do bytes = bytes + tonumber(size) end
+  return bytes
+end
+local function index(now, id, lasts_ms, keep_ms)
+  redis.call('ZADD', KEYS[2], now + lasts_ms, id)
+  redis.call('PEXPIRE', KEYS[2], keep_ms)
+  redis.call('PEXPIRE', KEYS[3], keep_ms)
+end
+";
+
+/// Admits call KEYS[1] (id ARGV[5]) with digest ARGV[1] under token
+/// ARGV[2], leased ARGV[3] ms, if its session holds fewer than ARGV[4]
+/// calls; the index lives ARGV[6] ms. Answers 'fresh', 'flight',
+/// 'conflict', 'full' or the recorded answer.
 const ADMIT_CALL: &str = r"
 local kept = redis.call('GET', KEYS[1])
 if kept then
   local entry = cjson.decode(kept)
   if entry.digest ~= ARGV[1] then return 'conflict' end
   if entry.outcome then return entry.outcome end
-  if redis.call('EXISTS', ARGV[3] .. entry.instance) == 1 then return 'flight' end
+  if entry.token == ARGV[2] then return 'fresh' end
+  return 'flight'
 end
-redis.call('SET', KEYS[1], cjson.encode({ digest = ARGV[1], instance = ARGV[2] }), 'PX', ARGV[4])
+local now = now_ms()
+prune(now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 'full' end
+redis.call('SET', KEYS[1], cjson.encode({ digest = ARGV[1], token = ARGV[2] }), 'PX', ARGV[3])
+index(now, ARGV[5], tonumber(ARGV[3]), ARGV[6])
 return 'fresh'
 ";
 
-/// Records a call's answer (ARGV[1]) over its running mark, keeping the
-/// digest, for ARGV[2] ms.
+/// Renews call KEYS[1]'s lease (ARGV[2] ms) if token ARGV[1] holds it
+/// unanswered; id ARGV[3], index lifetime ARGV[4].
+const RENEW_CALL: &str = r"
+local kept = redis.call('GET', KEYS[1])
+if not kept then return 0 end
+local entry = cjson.decode(kept)
+if entry.outcome or entry.token ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+index(now_ms(), ARGV[3], tonumber(ARGV[2]), ARGV[4])
+return 1
+";
+
+/// Records call KEYS[1]'s answer ARGV[2] for ARGV[3] ms if token ARGV[1]
+/// holds it unanswered, and the session's answers stay within ARGV[6]
+/// bytes (else answers 2 and records nothing); id ARGV[4], index lifetime
+/// ARGV[5].
 const RECORD_CALL: &str = r"
 local kept = redis.call('GET', KEYS[1])
 if not kept then return 0 end
 local entry = cjson.decode(kept)
-entry.outcome = ARGV[1]
-redis.call('SET', KEYS[1], cjson.encode(entry), 'PX', ARGV[2])
+if entry.outcome or entry.token ~= ARGV[1] then return 0 end
+local now = now_ms()
+local bytes = prune(now)
+if bytes + string.len(ARGV[2]) > tonumber(ARGV[6]) then return 2 end
+entry.outcome = ARGV[2]
+redis.call('SET', KEYS[1], cjson.encode(entry), 'PX', ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[4], string.len(ARGV[2]))
+index(now, ARGV[4], tonumber(ARGV[3]), ARGV[5])
 return 1
 ";
 
-/// Forgets a call still marked running (never a recorded answer).
+/// Forgets call KEYS[1] (id ARGV[2]) if token ARGV[1] holds it unanswered.
 const ABANDON_CALL: &str = r"
 local kept = redis.call('GET', KEYS[1])
 if not kept then return 0 end
-if cjson.decode(kept).outcome then return 0 end
+local entry = cjson.decode(kept)
+if entry.outcome or entry.token ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
 ";
 
-/// How long a call stays marked running without an answer, at most: a
-/// call longer than this can be run again by a retry. An instance that
-/// dies frees its calls sooner, through its liveness key.
-const RUNNING_MARK_MS: u64 = 60 * 60 * 1000;
+/// How long a session's index of calls outlives its newest entry's
+/// lease or replay time, at most: it is only bookkeeping.
+const CALL_INDEX_MS: u64 = 2 * 60 * 60 * 1000;
 
-/// Appends ARGV[2..] to the list KEYS[1] and keeps it ARGV[1] ms more.
+/// The most bytes of answers one session keeps for replay in the store.
+const SESSION_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Appends ARGV[3..] to the list KEYS[1] while it holds fewer than ARGV[2]
+/// entries (the last always, when ARGV[3] says it ends the stream: a
+/// resumer must learn the end), and keeps it ARGV[1] ms more.
 const APPEND_EVENTS: &str = r"
-for i = 2, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+local last = #ARGV
+for i = 4, last do
+  if redis.call('LLEN', KEYS[1]) < tonumber(ARGV[2]) or (i == last and ARGV[3] == '1') then
+    redis.call('RPUSH', KEYS[1], ARGV[i])
+  end
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1
 ";
@@ -518,31 +617,50 @@ impl IdempotencyLedger for RedisStore {
         session: &'a str,
         id: &'a str,
         digest: [u8; 32],
-        instance: &'a str,
+        token: &'a str,
+        lease_ms: u64,
+        per_session: usize,
     ) -> BoxFuture<'a, Result<SharedAdmission, StoreError>> {
-        let key = self.key(&format!("call:{session}:{id}"));
-        let alive = self.key("alive:");
-        let digest = hex(&digest);
+        let args = [
+            hex(&digest),
+            token.to_owned(),
+            lease_ms.max(1).to_string(),
+            per_session.to_string(),
+            id.to_owned(),
+            CALL_INDEX_MS.to_string(),
+        ];
         Box::pin(async move {
-            let (key, alive, digest, script) = (&key, &alive, &digest, &self.admit_call);
             let said: String = self
-                .run(|mut connection| async move {
-                    script
-                        .key(key)
-                        .arg(digest)
-                        .arg(instance)
-                        .arg(alive)
-                        .arg(RUNNING_MARK_MS)
-                        .invoke_async(&mut connection)
-                        .await
-                })
+                .call_script(&self.admit_call, session, id, &args)
                 .await?;
             Ok(match said.as_str() {
                 "fresh" => SharedAdmission::Fresh,
                 "flight" => SharedAdmission::InFlight,
                 "conflict" => SharedAdmission::Conflict,
+                "full" => SharedAdmission::Full,
                 _ => SharedAdmission::Replay(said),
             })
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        token: &'a str,
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let args = [
+            token.to_owned(),
+            lease_ms.max(1).to_string(),
+            id.to_owned(),
+            CALL_INDEX_MS.to_string(),
+        ];
+        Box::pin(async move {
+            let held: i64 = self
+                .call_script(&self.renew_call, session, id, &args)
+                .await?;
+            Ok(held == 1)
         })
     }
 
@@ -550,23 +668,23 @@ impl IdempotencyLedger for RedisStore {
         &'a self,
         session: &'a str,
         id: &'a str,
+        token: &'a str,
         outcome: &'a str,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let key = self.key(&format!("call:{session}:{id}"));
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let args = [
+            token.to_owned(),
+            outcome.to_owned(),
+            ttl_ms.max(1).to_string(),
+            id.to_owned(),
+            CALL_INDEX_MS.to_string(),
+            SESSION_ANSWER_BYTES.to_string(),
+        ];
         Box::pin(async move {
-            let (key, script) = (&key, &self.record_call);
-            let _kept: i64 = self
-                .run(|mut connection| async move {
-                    script
-                        .key(key)
-                        .arg(outcome)
-                        .arg(ttl_ms.max(1))
-                        .invoke_async(&mut connection)
-                        .await
-                })
+            let kept: i64 = self
+                .call_script(&self.record_call, session, id, &args)
                 .await?;
-            Ok(())
+            Ok(kept == 1)
         })
     }
 
@@ -574,37 +692,12 @@ impl IdempotencyLedger for RedisStore {
         &'a self,
         session: &'a str,
         id: &'a str,
+        token: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let key = self.key(&format!("call:{session}:{id}"));
+        let args = [token.to_owned(), id.to_owned()];
         Box::pin(async move {
-            let (key, script) = (&key, &self.abandon_call);
-            let _forgot: i64 =
-                self.run(|mut connection| async move {
-                    script.key(key).invoke_async(&mut connection).await
-                })
-                .await?;
-            Ok(())
-        })
-    }
-
-    fn heartbeat<'a>(
-        &'a self,
-        instance: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let key = self.key(&format!("alive:{instance}"));
-        Box::pin(async move {
-            let key = &key;
-            let _set: Option<String> = self
-                .run(|mut connection| async move {
-                    redis::cmd("SET")
-                        .arg(key)
-                        .arg(1)
-                        .arg("PX")
-                        .arg(ttl_ms.max(1))
-                        .query_async(&mut connection)
-                        .await
-                })
+            let _forgot: i64 = self
+                .call_script(&self.abandon_call, session, id, &args)
                 .await?;
             Ok(())
         })
@@ -727,6 +820,11 @@ impl RedisStore {
             .await
             .map_err(|_| StoreError::Unavailable(format!("{}: no answer in time", self.shown)))?
     }
+}
+
+/// A script with the index helpers before it.
+fn with_prune(body: &str) -> redis::Script {
+    redis::Script::new(&format!("{PRUNE}\n{body}"))
 }
 
 fn hex(bytes: &[u8]) -> String {

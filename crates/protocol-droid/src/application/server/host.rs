@@ -374,7 +374,6 @@ impl Server {
             if self.inner.shared_sessions.set(sessions.clone()).is_ok() {
                 let relay = super::shared::spawn_change_relay(&self.inner, sessions);
                 let _first = self.inner.relay_changes.set(relay);
-                super::shared::spawn_heartbeat(&self.inner, sessions);
             }
         }
         let health = Arc::clone(

@@ -138,17 +138,21 @@ pub trait SessionStore: Send + Sync + core::fmt::Debug {
     fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Appends `events` (text the transport writes) to the stream `stream`
-    /// of session `id`, for any instance to resume it from; the stream is
-    /// kept `ttl_ms` after its last append.
+    /// of session `id`, for any instance to resume it from, while it holds
+    /// fewer than `max_events` (the last of `events` always, when it `ends`
+    /// the stream); the stream is kept `ttl_ms` after its last append.
     ///
     /// # Errors
     ///
     /// [`StoreError`] when the store cannot be written.
+    #[allow(clippy::too_many_arguments)] // Each says one thing of the append.
     fn append_events<'a>(
         &'a self,
         id: &'a str,
         stream: &'a str,
         events: &'a [String],
+        ends: bool,
+        max_events: usize,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
 
@@ -271,27 +275,6 @@ pub(super) fn spawn_change_relay(
     tx
 }
 
-/// How often an instance says it is alive, and for how long each time.
-const HEARTBEAT: Duration = Duration::from_millis(1500);
-const ALIVE_FOR_MS: u64 = 5000;
-
-/// Says this instance is alive, every [`HEARTBEAT`], until the server is
-/// dropped: while it does, the calls it runs are refused to duplicates on
-/// other instances; once it stops, a retry may run them again.
-pub(super) fn spawn_heartbeat(inner: &Arc<Inner>, sessions: &SharedSessions) {
-    let weak = Arc::downgrade(inner);
-    let ledger = Arc::clone(&sessions.idempotency);
-    let me = sessions.instance.clone();
-    tokio::spawn(async move {
-        while weak.strong_count() > 0 {
-            if let Err(error) = ledger.heartbeat(&me, ALIVE_FOR_MS).await {
-                tracing::debug!(target: "droid", %error, "no heartbeat this time");
-            }
-            tokio::time::sleep(HEARTBEAT).await;
-        }
-    });
-}
-
 /// A change as the other instances are told it; `None` for what concerns
 /// one of this instance's sessions only.
 fn relayed(change: &super::Change) -> Option<serde_json::Value> {
@@ -327,24 +310,35 @@ fn unrelayed(value: &serde_json::Value) -> Option<super::Change> {
 /// admitted (see [`IdempotencyLedger::admit`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SharedAdmission {
-    /// Never seen, or abandoned by an instance that died: run it.
+    /// Never seen, or its running mark lapsed (its instance died, or lost
+    /// the store for longer than a lease): run it.
     Fresh,
     /// Answered already: this JSON (`{"result": …}` or `{"error": …}`)
     /// again, and run nothing.
     Replay(String),
-    /// Running on an instance that is alive: refuse the duplicate.
+    /// Running now, its lease held: refuse the duplicate.
     InFlight,
     /// The id was used in this session for other params: refuse.
     Conflict,
+    /// The session has as many calls running and recorded as it may.
+    Full,
 }
 
 /// Which `tools/call`s of shared sessions were answered, or are running,
 /// on any instance: a retry that reaches another instance replays the
-/// answer, and a duplicate is refused while the first runs, unless the
-/// instance running it has died.
+/// answer, and a duplicate is refused while the first runs.
+///
+/// A running call holds a lease that its instance renews while it runs; a
+/// call whose instance died stops being renewed, and a retry runs it once
+/// the lease lapses. Every admission has a token of its own, and only the
+/// holder of the current token may record or abandon the call, so a
+/// late-answering first run cannot overwrite what a second run recorded.
 pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
-    /// Admits call `id` of `session` with the params digest `digest` to run
-    /// on `instance`, unless the record says otherwise.
+    /// Admits call `id` of `session` with the params digest `digest`, under
+    /// `token` (random, the admission's own), leased for `lease_ms`, unless
+    /// the record says otherwise or the session holds `per_session` calls
+    /// already. The same token admitted again (a retried command) is
+    /// `Fresh` again.
     ///
     /// # Errors
     ///
@@ -354,11 +348,28 @@ pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
         session: &'a str,
         id: &'a str,
         digest: [u8; 32],
-        instance: &'a str,
+        token: &'a str,
+        lease_ms: u64,
+        per_session: usize,
     ) -> BoxFuture<'a, Result<SharedAdmission, StoreError>>;
 
+    /// Keeps call `id`'s lease for `lease_ms` more, if `token` still holds
+    /// it; whether it does.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be reached.
+    fn renew<'a>(
+        &'a self,
+        session: &'a str,
+        id: &'a str,
+        token: &'a str,
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
     /// Records what call `id` of `session` answered (JSON, as
-    /// [`SharedAdmission::Replay`] gives it back), for `ttl_ms`.
+    /// [`SharedAdmission::Replay`] gives it back), for `ttl_ms`, if `token`
+    /// still holds it and nothing was recorded; whether it was.
     ///
     /// # Errors
     ///
@@ -367,12 +378,13 @@ pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
         &'a self,
         session: &'a str,
         id: &'a str,
+        token: &'a str,
         outcome: &'a str,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
-    /// Forgets call `id` of `session` while it is still marked running: a
-    /// call that ended with nothing worth replaying.
+    /// Forgets call `id` of `session` if `token` still holds it unanswered:
+    /// a call that ended with nothing worth replaying.
     ///
     /// # Errors
     ///
@@ -381,18 +393,7 @@ pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
         &'a self,
         session: &'a str,
         id: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
-
-    /// Says `instance` is alive for the next `ttl_ms`: what lets another
-    /// instance take over the calls of one that died.
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError`] when the store cannot be written.
-    fn heartbeat<'a>(
-        &'a self,
-        instance: &'a str,
-        ttl_ms: u64,
+        token: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 

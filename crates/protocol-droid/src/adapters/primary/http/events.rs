@@ -30,6 +30,15 @@ pub(super) struct Mirror {
     pub(super) ttl_ms: u64,
 }
 
+/// The first line of every copied stream, so a resumer can tell a stream
+/// being copied from one that never will be.
+const OPENED: &str = r#"{"open":true}"#;
+
+/// How long a resume on another instance waits for a stream that has no
+/// copy at all before it gives up: one whose reader never left, or that
+/// never existed.
+pub(super) const UNCOPIED_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl core::fmt::Debug for Mirror {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Mirror")
@@ -122,21 +131,24 @@ impl EventStore {
         }
     }
 
-    /// Copies the events of `stream` after `after` to the shared store (and
-    /// that the stream is over, with `done`), for a resume on another
-    /// instance; answers the last event copied. Nothing happens for a
-    /// session that is not shared.
+    /// Copies the events of `stream` after `after` (all of it, opening the
+    /// copy, when `None`) to the shared store, and that the stream is over
+    /// with `done`, for a resume on another instance; answers the last
+    /// event copied. Nothing happens for a session that is not shared.
     pub(super) async fn copy_out(
         &self,
         stream: u64,
-        after: u64,
+        after: Option<u64>,
         done: bool,
     ) -> Result<u64, StoreError> {
+        let first = after.is_none();
+        let after = after.unwrap_or(0);
         let Some(mirror) = &self.mirror else {
             return Ok(after);
         };
         let mut last = after;
-        let mut lines: Vec<String> = self.log.lock().map_or_else(
+        let mut lines: Vec<String> = first.then(|| OPENED.to_owned()).into_iter().collect();
+        let copied: Vec<String> = self.log.lock().map_or_else(
             |_| Vec::new(),
             |log| {
                 log.events
@@ -149,12 +161,20 @@ impl EventStore {
                     .collect()
             },
         );
+        lines.extend(copied);
         if done {
             lines.push(json!({ "done": true }).to_string());
         }
         mirror
             .store
-            .append_events(&mirror.session, &mirror.key(stream), &lines, mirror.ttl_ms)
+            .append_events(
+                &mirror.session,
+                &mirror.key(stream),
+                &lines,
+                done,
+                self.capacity.saturating_add(2),
+                mirror.ttl_ms,
+            )
             .await?;
         Ok(last)
     }

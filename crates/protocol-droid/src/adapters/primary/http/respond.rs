@@ -280,8 +280,10 @@ fn stream_response(
     tokio::spawn(async move {
         let mut live = Some(live_tx);
         let mut seq = 0u64;
-        // The last event copied to the shared store, once the reader left.
-        let mut copied: Option<u64> = None;
+        // How far the stream was copied to the shared store, once its reader
+        // left: not yet, up to an event, or given up on (the store failed,
+        // and the handler is not to wait on it at every event).
+        let mut copied = Copied::No;
         if let Some((_, true)) = &record {
             // SSE polling: an id the client can resume from, and how long
             // to wait before it does.
@@ -358,7 +360,7 @@ fn stream_response(
         }
         // A stream whose reader left may be resumed on another instance:
         // the rest of it, and its end, go where that instance reads them.
-        if live.is_none() || copied.is_some() {
+        if live.is_none() || copied != Copied::No {
             let _copied = copy_out(&record, stream_no, copied, true).await;
         }
     });
@@ -375,22 +377,43 @@ fn store_id(record: &Option<(Arc<EventStore>, bool)>, stream: u64, seq: u64) -> 
     )
 }
 
-/// Copies what `stream` recorded after `copied` to the shared store, where
-/// the session is shared; the last event copied. A store out of reach
-/// costs only a resume on another instance, so it is logged, not fatal.
+/// How far a stream was copied to the shared store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Copied {
+    /// Not at all: its reader is still there, or it is not shared.
+    No,
+    /// Up to this event.
+    UpTo(u64),
+    /// Given up on: the store failed once.
+    Failed,
+}
+
+/// Copies what `stream` recorded since `copied` to the shared store, where
+/// the session is shared. A store that fails costs only a resume on
+/// another instance: it is logged once, and the stream is not copied
+/// further, so the handler does not wait on the store at every event.
 async fn copy_out(
     record: &Option<(Arc<EventStore>, bool)>,
     stream: u64,
-    copied: Option<u64>,
+    copied: Copied,
     done: bool,
-) -> Option<u64> {
-    let (store, _) = record.as_ref()?;
-    store.mirror()?;
-    match store.copy_out(stream, copied.unwrap_or(0), done).await {
-        Ok(last) => Some(last),
+) -> Copied {
+    let Some((store, _)) = record
+        .as_ref()
+        .filter(|(store, _)| store.mirror().is_some())
+    else {
+        return copied;
+    };
+    let after = match copied {
+        Copied::No => None,
+        Copied::UpTo(seq) => Some(seq),
+        Copied::Failed => return Copied::Failed,
+    };
+    match store.copy_out(stream, after, done).await {
+        Ok(last) => Copied::UpTo(last),
         Err(error) => {
             tracing::warn!(target: "droid", %error, "a stream could not be copied for another instance to resume");
-            copied
+            Copied::Failed
         }
     }
 }

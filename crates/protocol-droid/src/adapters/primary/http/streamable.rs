@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::events::parse_event_id;
+use super::events::{UNCOPIED_PATIENCE, parse_event_id};
 use super::headers::{SESSION_HEADER, VERSION_HEADER, accepts, context, header};
 use super::respond::{self, CURRENT, Plan, refusal};
 use super::sessions::{MAX_IN_FLIGHT, Session, sessions_full};
@@ -525,8 +525,11 @@ fn resume_elsewhere(
         let Some(mirror) = session.events.mirror() else {
             return;
         };
-        let deadline = tokio::time::Instant::now() + patience;
+        let started = tokio::time::Instant::now();
+        let deadline = started.checked_add(patience).unwrap_or(started);
         let mut read = 0;
+        // The last event sent: a copy may hold one twice (a retried append).
+        let mut sent = seq;
         while tokio::time::Instant::now() < deadline {
             let lines = match mirror.store.events(&mirror.session, &key, read).await {
                 Ok(lines) => lines,
@@ -535,6 +538,11 @@ fn resume_elsewhere(
                     Vec::new()
                 }
             };
+            // No copy at all, a while after the resume began: the stream's
+            // reader never left, or it never existed; nothing will come.
+            if read == 0 && lines.is_empty() && started.elapsed() > UNCOPIED_PATIENCE {
+                return;
+            }
             read += lines.len();
             for line in lines {
                 let Ok(event) = serde_json::from_str::<Value>(&line) else {
@@ -544,9 +552,10 @@ fn resume_elsewhere(
                     return;
                 }
                 let number = event.get("seq").and_then(Value::as_u64).unwrap_or(0);
-                let (Some(data), true) = (event.get("data"), number > seq) else {
+                let (Some(data), true) = (event.get("data"), number > sent) else {
                     continue;
                 };
+                sent = number;
                 let id = format!("{instance}/{stream_no}-{number}");
                 if out
                     .send(SseEvent::message(data.to_string()).with_id(id))

@@ -878,10 +878,9 @@ impl Connection {
         let digest = request_digest(&params);
         if let (Some(name), Some(shared)) = (self.shared_as.get(), self.server.shared_sessions()) {
             let ledger = Arc::clone(&shared.idempotency);
-            let instance = shared.instance.clone();
-            return Box::pin(self.call_tool_shared(
-                ledger, name, &instance, id, method, request, params, ctx, peer,
-            ))
+            return Box::pin(
+                self.call_tool_shared(ledger, name, id, method, request, params, ctx, peer),
+            )
             .await;
         }
         let admission = self
@@ -901,13 +900,7 @@ impl Connection {
             }
             Admission::InFlight => return Err(in_progress(&id)),
             Admission::Conflict => return Err(reused(&id)),
-            Admission::Full => {
-                return Err(Refusal::invalid_request(
-                    "this session has as many calls in progress as it may; wait for one to \
-                     finish",
-                )
-                .into());
-            }
+            Admission::Full => return Err(session_full()),
         }
         // Cancelled calls are dropped mid-await; the guard then frees the
         // entry so the id is not held "in flight" for ever.
@@ -938,7 +931,6 @@ impl Connection {
         &self,
         ledger: Arc<dyn super::IdempotencyLedger>,
         session: &str,
-        instance: &str,
         id: RequestId,
         method: &str,
         request: ClientRequest,
@@ -949,6 +941,10 @@ impl Connection {
         use super::SharedAdmission;
         let key = id.to_json().to_string();
         let digest = request_digest(&params);
+        let limits = self.server.inner.idempotency.lock().map_or_else(
+            |_| super::IdempotencyLimits::default(),
+            |store| *store.limits(),
+        );
         let unavailable = |error: super::StoreError| {
             tracing::warn!(target: "droid", %error, "a call's shared record could not be read or written");
             ErrorObject::new(
@@ -956,8 +952,17 @@ impl Connection {
                 "the shared idempotency record is unavailable; retry",
             )
         };
+        let token = admission_token()
+            .ok_or_else(|| ErrorObject::from(Refusal::internal("no randomness for a token")))?;
         match ledger
-            .admit(session, &key, *digest.as_bytes(), instance)
+            .admit(
+                session,
+                &key,
+                *digest.as_bytes(),
+                &token,
+                CALL_LEASE.as_millis().try_into().unwrap_or(u64::MAX),
+                limits.per_session,
+            )
             .await
             .map_err(unavailable)?
         {
@@ -965,17 +970,16 @@ impl Connection {
             SharedAdmission::Replay(recorded) => return replayed(&recorded),
             SharedAdmission::InFlight => return Err(in_progress(&id)),
             SharedAdmission::Conflict => return Err(reused(&id)),
+            SharedAdmission::Full => return Err(session_full()),
         }
         let mut guard = SharedAdmitted {
             ledger: Some(Arc::clone(&ledger)),
             session: session.to_owned(),
             id: key.clone(),
+            token: token.clone(),
+            renewing: renew_lease(Arc::clone(&ledger), session, &key, &token),
         };
         let outcome = self.common(method, request, params, ctx, peer).await;
-        let limits = self.server.inner.idempotency.lock().map_or_else(
-            |_| super::IdempotencyLimits::default(),
-            |store| *store.limits(),
-        );
         let kept = match &outcome {
             Ok(reply) if super::idempotency::measure(reply) <= limits.max_record_bytes => {
                 Some(json!({ "result": reply }).to_string())
@@ -993,9 +997,21 @@ impl Connection {
         };
         if let Some(kept) = kept {
             guard.ledger = None;
-            if let Err(error) = ledger.record(session, &key, &kept, limits.ttl_ms).await {
-                // The answer stands; only its replay elsewhere is lost.
-                tracing::warn!(target: "droid", %error, "a call's answer could not be recorded for replay");
+            guard.renewing.abort();
+            match ledger
+                .record(session, &key, &token, &kept, limits.ttl_ms)
+                .await
+            {
+                Ok(true) => {}
+                // Lapsed and taken over, or past the session's bytes: the
+                // answer stands, only its replay is lost; the mark lapses
+                // with its lease.
+                Ok(false) => {
+                    tracing::debug!(target: "droid", "a call's answer was not recorded for replay");
+                }
+                Err(error) => {
+                    tracing::warn!(target: "droid", %error, "a call's answer could not be recorded for replay");
+                }
             }
         }
         outcome
@@ -1178,30 +1194,79 @@ fn replayed(recorded: &str) -> Result<Reply, ErrorObject> {
         .unwrap_or_else(|_| Refusal::internal("recorded error unreadable").into()))
 }
 
-/// A call admitted in the shared record and not yet recorded: abandoned
-/// when dropped (cancelled, or ended with nothing worth replaying), so a
-/// retry runs it again.
+/// How long a running call's mark in the shared record lasts unless its
+/// instance renews it: a call whose instance died runs again on a retry
+/// at most this long after.
+const CALL_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// How often a running call's lease is renewed: three times a lease, so a
+/// renewal or two lost to a slow store does not let it lapse.
+const CALL_RENEWAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A random token of one admission: 128 bits, as hex.
+fn admission_token() -> Option<String> {
+    let mut bytes = [0_u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Renews a running call's lease every [`CALL_RENEWAL`] until aborted, or
+/// until the lease is found lost.
+fn renew_lease(
+    ledger: Arc<dyn super::IdempotencyLedger>,
+    session: &str,
+    id: &str,
+    token: &str,
+) -> tokio::task::AbortHandle {
+    let (session, id, token) = (session.to_owned(), id.to_owned(), token.to_owned());
+    let lease = CALL_LEASE.as_millis().try_into().unwrap_or(u64::MAX);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(CALL_RENEWAL).await;
+            if matches!(ledger.renew(&session, &id, &token, lease).await, Ok(false)) {
+                return;
+            }
+        }
+    })
+    .abort_handle()
+}
+
+/// The refusal of a call when its session holds as many calls as it may.
+fn session_full() -> ErrorObject {
+    Refusal::invalid_request(
+        "this session has as many calls in progress as it may; wait for one to finish",
+    )
+    .into()
+}
+
+/// A call admitted in the shared record and not yet recorded: its lease
+/// renewal stops when dropped, and it is abandoned (cancelled, or ended
+/// with nothing worth replaying), so a retry runs it again.
 struct SharedAdmitted {
     ledger: Option<Arc<dyn super::IdempotencyLedger>>,
     session: String,
     id: String,
+    token: String,
+    renewing: tokio::task::AbortHandle,
 }
 
 impl Drop for SharedAdmitted {
     fn drop(&mut self) {
+        self.renewing.abort();
         let Some(ledger) = self.ledger.take() else {
             return;
         };
-        let (session, id) = (
+        let (session, id, token) = (
             core::mem::take(&mut self.session),
             core::mem::take(&mut self.id),
+            core::mem::take(&mut self.token),
         );
         // Dropped inside the runtime (a cancelled call is dropped by its
         // task); outside one there is nothing to run it, and the mark
-        // lapses with its instance.
+        // lapses with its lease.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _forgot = ledger.abandon(&session, &id).await;
+                let _forgot = ledger.abandon(&session, &id, &token).await;
             });
         }
     }
