@@ -17,7 +17,7 @@ use super::rate::{Limiters, RateLimits};
 use super::registry::{Handler, Registry, ToolSpec, handler};
 use super::request_state::{KeyError, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
-use super::shared::{MemoryRounds, RoundLedger, ShareError, SharedSessions, SharedState};
+use super::shared::{MemoryRounds, RoundLedger, SharedSessions};
 use super::specs::{PromptOutput, PromptSpec, ResourceSpec};
 use super::targeted::{ChangeFeed, SessionChanges, Targets};
 use super::tasks::{MemoryTaskStore, TaskLimits, TaskStore, Tasks};
@@ -331,64 +331,6 @@ impl Server {
             task_store: None,
             task_limits: TaskLimits::default(),
         }
-    }
-
-    /// Shares this server's `requestState` keys and answered rounds with
-    /// the other instances that reach `shared`'s store, from now on: what
-    /// serving one endpoint from several processes needs (docs/scaling.md).
-    ///
-    /// Reads the key ring (writing the first when there is none) before it
-    /// returns, so the first state this server seals already opens on every
-    /// other instance; then reads it again every
-    /// [`refresh_ms`](super::RotationPolicy::refresh_ms) in the background,
-    /// rotating it when due, until the server is dropped. Needs a Tokio
-    /// runtime.
-    ///
-    /// # Errors
-    ///
-    /// [`ShareError`] when the store cannot be reached, or holds a ring that
-    /// is not one; the server is then left as it was.
-    pub async fn share(&self, shared: SharedState) -> Result<(), ShareError> {
-        let lifetime_ms = self
-            .inner
-            .sealer
-            .read()
-            .map_or(super::request_state::DEFAULT_LIFETIME_MS, |sealer| {
-                sealer.lifetime_ms()
-            });
-        let (ring, sealer) = super::shared::sync_ring(
-            shared.keys.as_ref(),
-            &shared.rotation,
-            lifetime_ms,
-            super::tasks::now_ms(),
-            None,
-        )
-        .await?;
-        if let Ok(mut current) = self.inner.sealer.write() {
-            *current = sealer;
-        }
-        if let Ok(mut rounds) = self.inner.rounds.write() {
-            *rounds = Arc::clone(&shared.rounds);
-        }
-        if let Some(sessions) = &shared.sessions {
-            if self.inner.shared_sessions.set(sessions.clone()).is_ok() {
-                let relay = super::shared::spawn_change_relay(&self.inner, sessions);
-                let _first = self.inner.relay_changes.set(relay);
-            }
-        }
-        let health = Arc::clone(
-            self.inner
-                .store_health
-                .get_or_init(|| Arc::new(std::sync::atomic::AtomicBool::new(true))),
-        );
-        super::shared::spawn_refresh(
-            Arc::downgrade(&self.inner),
-            shared,
-            lifetime_ms,
-            health,
-            ring,
-        );
-        Ok(())
     }
 
     /// Where this server's legacy sessions are shared, if they are: what a

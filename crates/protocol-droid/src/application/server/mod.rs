@@ -27,7 +27,8 @@
 //! - `shared`: what several instances of a server share through a store
 //!   ([`SharedState`]: the ports [`KeyRingStore`] and [`RoundLedger`]);
 //!   `key_ring`: the shared `requestState` keys and their rotation
-//!   ([`KeyRing`]).
+//!   ([`KeyRing`]); `sharing`: how a server keeps in step with the others
+//!   ([`Server::share`]).
 //! - `idempotency`: replaying a retried `tools/call`'s recorded answer.
 //! - `rate`: how many requests one caller may make ([`RateLimits`]).
 //! - `reply`: a result as a transport writes it, a tool's kept typed.
@@ -51,6 +52,7 @@ pub(crate) mod reply;
 pub(crate) mod request_state;
 pub(crate) mod scopes;
 pub(crate) mod shared;
+pub(crate) mod sharing;
 pub(crate) mod specs;
 pub(crate) mod targeted;
 pub(crate) mod tasks;

@@ -21,11 +21,8 @@
 //! [`StoreError::Unavailable`]: a request that carries no `requestState`
 //! needs nothing shared and is served as ever.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::Arc;
 
-use super::host::Inner;
 use super::key_ring::{KeyRing, RingError, RotationPolicy};
 use super::ports::BoxFuture;
 use super::request_state::{Opened, Round, Rounds, StateSealer, TAG_LEN};
@@ -201,110 +198,6 @@ pub trait Relay: Send + Sync + core::fmt::Debug {
 /// The name every instance listens on, besides its own: what is sent to it
 /// reaches them all. No instance can be named so, as names hold no `*`.
 pub const EVERY_INSTANCE: &str = "*";
-
-/// How many changes wait to be told to the other instances.
-const CHANGE_BACKLOG: usize = 256;
-
-/// Tells the other instances sharing `sessions` about this server's
-/// changes to what it offers (lists, and resources' contents), and this
-/// server's listeners about theirs, until the server is dropped: a
-/// session's stream may be held by any instance. Answers where to queue a
-/// change to tell.
-pub(super) fn spawn_change_relay(
-    inner: &Arc<Inner>,
-    sessions: &SharedSessions,
-) -> tokio::sync::mpsc::Sender<super::Change> {
-    let (tx, mut outgoing) = tokio::sync::mpsc::channel::<super::Change>(CHANGE_BACKLOG);
-    let relay = Arc::clone(&sessions.relay);
-    let me = sessions.instance.clone();
-    tokio::spawn({
-        let relay = Arc::clone(&relay);
-        let me = me.clone();
-        async move {
-            while let Some(change) = outgoing.recv().await {
-                let Some(change) = relayed(&change) else {
-                    continue;
-                };
-                let text = serde_json::json!({ "from": me, "change": change }).to_string();
-                if let Err(error) = relay.send(EVERY_INSTANCE, &text).await {
-                    tracing::warn!(target: "droid", %error, "a change could not be told to the other instances");
-                }
-            }
-        }
-    });
-    let weak = Arc::downgrade(inner);
-    tokio::spawn(async move {
-        let mut heard = loop {
-            match relay.listen(EVERY_INSTANCE).await {
-                Ok(heard) => break heard,
-                Err(_) if weak.strong_count() > 0 => {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                Err(_) => return,
-            }
-        };
-        loop {
-            // Woken now and then without a message, so a dropped server is
-            // noticed on a quiet channel too; dropping `heard` then ends
-            // the subscription.
-            let text = tokio::select! {
-                text = heard.recv() => text,
-                () = tokio::time::sleep(Duration::from_secs(5)) => {
-                    if weak.strong_count() == 0 {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            let (Some(text), Some(server)) = (text, weak.upgrade()) else {
-                return;
-            };
-            let Ok(message) = serde_json::from_str::<serde_json::Value>(&text) else {
-                continue;
-            };
-            if message.get("from").and_then(serde_json::Value::as_str) == Some(me.as_str()) {
-                continue;
-            }
-            if let Some(change) = message.get("change").and_then(unrelayed) {
-                // Straight to this server's listeners: told again, it would
-                // echo between the instances for ever.
-                let _listeners = server.changes.send(change);
-            }
-        }
-    });
-    tx
-}
-
-/// A change as the other instances are told it; `None` for what concerns
-/// one of this instance's sessions only.
-fn relayed(change: &super::Change) -> Option<serde_json::Value> {
-    use super::Change;
-    Some(match change {
-        Change::Tools => serde_json::json!("tools"),
-        Change::Prompts => serde_json::json!("prompts"),
-        Change::Resources => serde_json::json!("resources"),
-        Change::ResourceUpdated(uri) => serde_json::json!({ "resourceUpdated": uri }),
-        Change::ToolsFor(_) | Change::Log { .. } | Change::TaskStatus { .. } => return None,
-    })
-}
-
-/// A change another instance told.
-fn unrelayed(value: &serde_json::Value) -> Option<super::Change> {
-    use super::Change;
-    match value {
-        serde_json::Value::String(kind) => match kind.as_str() {
-            "tools" => Some(Change::Tools),
-            "prompts" => Some(Change::Prompts),
-            "resources" => Some(Change::Resources),
-            _ => None,
-        },
-        serde_json::Value::Object(object) => object
-            .get("resourceUpdated")
-            .and_then(serde_json::Value::as_str)
-            .map(|uri| Change::ResourceUpdated(uri.to_owned())),
-        _ => None,
-    }
-}
 
 /// What the shared idempotency record said of a `tools/call` being
 /// admitted (see [`IdempotencyLedger::admit`]).
@@ -530,61 +423,6 @@ pub(super) async fn sync_ring(
     })?;
     let sealer = ring.sealer(now_ms, lifetime_ms)?;
     Ok((ring, sealer))
-}
-
-/// Keeps the server's sealer in step with the shared ring until the server
-/// is dropped, and `health` saying whether the store answered. A store that
-/// cannot be reached leaves the sealer as it was (logged once per outage):
-/// states keep sealing and opening with the keys last read.
-pub(super) fn spawn_refresh(
-    inner: Weak<Inner>,
-    shared: SharedState,
-    lifetime_ms: u64,
-    health: Arc<AtomicBool>,
-    ring: KeyRing,
-) {
-    let period = Duration::from_millis(shared.rotation.refresh_ms.max(10));
-    tokio::spawn(async move {
-        let mut known = ring;
-        let mut failing = false;
-        loop {
-            tokio::time::sleep(period).await;
-            let Some(server) = inner.upgrade() else {
-                return;
-            };
-            let synced = sync_ring(
-                shared.keys.as_ref(),
-                &shared.rotation,
-                lifetime_ms,
-                super::tasks::now_ms(),
-                Some(&known),
-            )
-            .await;
-            health.store(synced.is_ok(), Ordering::Relaxed);
-            match synced {
-                Ok((ring, sealer)) => {
-                    if failing {
-                        tracing::warn!(target: "droid", "the shared key ring is readable again");
-                    }
-                    failing = false;
-                    known = ring;
-                    if let Ok(mut current) = server.sealer.write() {
-                        *current = sealer;
-                    }
-                }
-                Err(error) => {
-                    if !failing {
-                        tracing::warn!(
-                            target: "droid",
-                            %error,
-                            "the shared key ring could not be read; sealing with the keys last read"
-                        );
-                    }
-                    failing = true;
-                }
-            }
-        }
-    });
 }
 
 #[cfg(test)]
