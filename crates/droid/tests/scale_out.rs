@@ -784,3 +784,29 @@ fn the_round_trips_to_redis_per_request_are_as_documented() -> Result<(), TestEr
     );
     Ok(())
 }
+
+/// A session's shared call records are bounded (256 calls), but by what
+/// runs: answered calls recorded longest ago make room, so a session
+/// making calls one after another is never refused for having made many.
+#[test]
+fn a_session_making_many_calls_is_never_refused_for_its_answered_ones() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(1, Some(&redis.url()))?;
+    let [a] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    for n in 0..300 {
+        let (reply, _) = legacy(
+            a,
+            Some(&session),
+            "tools/call",
+            &json!({ "name": "slow_compute", "arguments": { "seconds": 0, "label": format!("n{n}") } }),
+        )?;
+        assert!(
+            reply.raw.contains(&format!("n{n}: done")),
+            "call {n}: {}",
+            reply.raw
+        );
+    }
+    Ok(())
+}

@@ -40,8 +40,8 @@ use futures_util::StreamExt as _;
 use tokio::sync::mpsc;
 
 use crate::application::server::{
-    BoxFuture, IdempotencyLedger, KeyRingStore, Relay, RotationPolicy, Round, RoundLedger,
-    SessionStore, SharedAdmission, SharedSessions, SharedState, StoreError,
+    BoxFuture, CallRecord, IdempotencyLedger, KeyRingStore, Relay, RotationPolicy, Round,
+    RoundLedger, SessionStore, SharedAdmission, SharedSessions, SharedState, StoreError,
 };
 
 /// How many relayed messages wait for their instance to take them; more
@@ -525,12 +525,30 @@ local function index(now, id, lasts_ms, keep_ms)
   redis.call('PEXPIRE', KEYS[2], keep_ms)
   redis.call('PEXPIRE', KEYS[3], keep_ms)
 end
+local function make_room(prefix, max_calls, bytes, needed, max_bytes)
+  local members = redis.call('ZRANGE', KEYS[2], 0, -1)
+  local count = #members
+  for _, old in ipairs(members) do
+    if count < max_calls and bytes + needed <= max_bytes then return true end
+    local kept = redis.call('GET', prefix .. old)
+    if (not kept) or cjson.decode(kept).outcome then
+      bytes = bytes - tonumber(redis.call('HGET', KEYS[3], old) or '0')
+      if kept then redis.call('DEL', prefix .. old) end
+      redis.call('HDEL', KEYS[3], old)
+      redis.call('ZREM', KEYS[2], old)
+      count = count - 1
+    end
+  end
+  return count < max_calls and bytes + needed <= max_bytes
+end
 ";
 
 /// Admits call KEYS[1] (id ARGV[5]) with digest ARGV[1] under token
-/// ARGV[2], leased ARGV[3] ms, if its session holds fewer than ARGV[4]
-/// calls; the index lives ARGV[6] ms. Answers 'fresh', 'flight',
-/// 'conflict', 'full' or the recorded answer.
+/// ARGV[2], leased ARGV[3] ms; its session holds at most ARGV[4] calls,
+/// the answered ones recorded longest ago forgotten to make room (the call
+/// keys of the session start ARGV[7]); the index lives ARGV[6] ms. Answers
+/// 'fresh', 'flight', 'conflict', 'full' (every call of the session is
+/// running) or the recorded answer.
 const ADMIT_CALL: &str = r"
 local kept = redis.call('GET', KEYS[1])
 if kept then
@@ -541,40 +559,52 @@ if kept then
   return 'flight'
 end
 local now = now_ms()
-prune(now)
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 'full' end
+redis.call('HDEL', KEYS[3], ARGV[5])
+local bytes = prune(now)
+if not make_room(ARGV[7], tonumber(ARGV[4]), bytes, 0, math.huge) then return 'full' end
 redis.call('SET', KEYS[1], cjson.encode({ digest = ARGV[1], token = ARGV[2] }), 'PX', ARGV[3])
 index(now, ARGV[5], tonumber(ARGV[3]), ARGV[6])
 return 'fresh'
 ";
 
 /// Renews call KEYS[1]'s lease (ARGV[2] ms) if token ARGV[1] holds it
-/// unanswered; id ARGV[3], index lifetime ARGV[4].
+/// unanswered, marking it running again (digest ARGV[5]) if its mark
+/// lapsed untaken; id ARGV[3], index lifetime ARGV[4].
 const RENEW_CALL: &str = r"
 local kept = redis.call('GET', KEYS[1])
-if not kept then return 0 end
-local entry = cjson.decode(kept)
+local entry = { digest = ARGV[5], token = ARGV[1] }
+if kept then entry = cjson.decode(kept) end
 if entry.outcome or entry.token ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[1], cjson.encode(entry), 'PX', ARGV[2])
 index(now_ms(), ARGV[3], tonumber(ARGV[2]), ARGV[4])
 return 1
 ";
 
 /// Records call KEYS[1]'s answer ARGV[2] for ARGV[3] ms if token ARGV[1]
-/// holds it unanswered, and the session's answers stay within ARGV[6]
-/// bytes (else answers 2 and records nothing); id ARGV[4], index lifetime
-/// ARGV[5].
+/// holds it unanswered (or its mark lapsed untaken; digest ARGV[8]),
+/// within the session's ARGV[6] bytes of answers, the answers recorded
+/// longest ago forgotten to make room (the session's call keys start
+/// ARGV[7]); an answer that cannot fit is recorded as ARGV[9] instead.
+/// Id ARGV[4], index lifetime ARGV[5]. Answers 1, or 0 when another
+/// admission holds the call or nothing fits.
 const RECORD_CALL: &str = r"
 local kept = redis.call('GET', KEYS[1])
-if not kept then return 0 end
-local entry = cjson.decode(kept)
+local entry = { digest = ARGV[8], token = ARGV[1] }
+if kept then entry = cjson.decode(kept) end
 if entry.outcome or entry.token ~= ARGV[1] then return 0 end
 local now = now_ms()
+redis.call('HDEL', KEYS[3], ARGV[4])
 local bytes = prune(now)
-if bytes + string.len(ARGV[2]) > tonumber(ARGV[6]) then return 2 end
-entry.outcome = ARGV[2]
+local outcome = ARGV[2]
+if not make_room(ARGV[7], math.huge, bytes, string.len(outcome), tonumber(ARGV[6])) then
+  outcome = ARGV[9]
+  if not make_room(ARGV[7], math.huge, bytes, string.len(outcome), tonumber(ARGV[6])) then
+    return 0
+  end
+end
+entry.outcome = outcome
 redis.call('SET', KEYS[1], cjson.encode(entry), 'PX', ARGV[3])
-redis.call('HSET', KEYS[3], ARGV[4], string.len(ARGV[2]))
+redis.call('HSET', KEYS[3], ARGV[4], string.len(outcome))
 index(now, ARGV[4], tonumber(ARGV[3]), ARGV[5])
 return 1
 ";
@@ -587,23 +617,27 @@ local entry = cjson.decode(kept)
 if entry.outcome or entry.token ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[2])
 return 1
 ";
 
-/// How long a session's index of calls outlives its newest entry's
-/// lease or replay time, at most: it is only bookkeeping.
+/// How long a session's index of calls lives at least after its newest
+/// entry: it is only bookkeeping, and lives as long as any answer it
+/// counts (see `index_ms`).
 const CALL_INDEX_MS: u64 = 2 * 60 * 60 * 1000;
 
-/// The most bytes of answers one session keeps for replay in the store.
-const SESSION_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+/// How long a session's index lives after an entry kept for `ttl_ms`.
+fn index_ms(ttl_ms: u64) -> u64 {
+    CALL_INDEX_MS.max(ttl_ms.saturating_add(60_000))
+}
 
-/// Appends ARGV[3..] to the list KEYS[1] while it holds fewer than ARGV[2]
-/// entries (the last always, when ARGV[3] says it ends the stream: a
-/// resumer must learn the end), and keeps it ARGV[1] ms more.
+/// Appends ARGV[4..] to the list KEYS[1] while it holds fewer than ARGV[2]
+/// entries; a batch that ends the stream (ARGV[3] = '1') whole, since it
+/// carries the answer and the end a resumer must learn (it is bounded by
+/// what the instance keeps for replay). Keeps it ARGV[1] ms more.
 const APPEND_EVENTS: &str = r"
-local last = #ARGV
-for i = 4, last do
-  if redis.call('LLEN', KEYS[1]) < tonumber(ARGV[2]) or (i == last and ARGV[3] == '1') then
+for i = 4, #ARGV do
+  if ARGV[3] == '1' or redis.call('LLEN', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('RPUSH', KEYS[1], ARGV[i])
   end
 end
@@ -628,6 +662,7 @@ impl IdempotencyLedger for RedisStore {
             per_session.to_string(),
             id.to_owned(),
             CALL_INDEX_MS.to_string(),
+            self.key(&format!("call:{session}:")),
         ];
         Box::pin(async move {
             let said: String = self
@@ -647,6 +682,7 @@ impl IdempotencyLedger for RedisStore {
         &'a self,
         session: &'a str,
         id: &'a str,
+        digest: [u8; 32],
         token: &'a str,
         lease_ms: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
@@ -655,6 +691,7 @@ impl IdempotencyLedger for RedisStore {
             lease_ms.max(1).to_string(),
             id.to_owned(),
             CALL_INDEX_MS.to_string(),
+            hex(&digest),
         ];
         Box::pin(async move {
             let held: i64 = self
@@ -664,21 +701,27 @@ impl IdempotencyLedger for RedisStore {
         })
     }
 
-    fn record<'a>(
-        &'a self,
-        session: &'a str,
-        id: &'a str,
-        token: &'a str,
-        outcome: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+    fn record<'a>(&'a self, call: CallRecord<'a>) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let CallRecord {
+            session,
+            id,
+            digest,
+            token,
+            outcome,
+            too_large,
+            ttl_ms,
+            session_bytes,
+        } = call;
         let args = [
             token.to_owned(),
             outcome.to_owned(),
             ttl_ms.max(1).to_string(),
             id.to_owned(),
-            CALL_INDEX_MS.to_string(),
-            SESSION_ANSWER_BYTES.to_string(),
+            index_ms(ttl_ms).to_string(),
+            session_bytes.to_string(),
+            self.key(&format!("call:{session}:")),
+            hex(&digest),
+            too_large.to_owned(),
         ];
         Box::pin(async move {
             let kept: i64 = self

@@ -82,8 +82,8 @@ pub use request_state::{
 };
 pub use scopes::{Primitive, ScopeRules};
 pub use shared::{
-    EVERY_INSTANCE, IdempotencyLedger, KeyRingStore, Relay, RoundLedger, SessionStore, ShareError,
-    SharedAdmission, SharedSessions, SharedState, StoreError,
+    CallRecord, EVERY_INSTANCE, IdempotencyLedger, KeyRingStore, Relay, RoundLedger, SessionStore,
+    ShareError, SharedAdmission, SharedSessions, SharedState, StoreError,
 };
 pub use specs::{PromptOutput, PromptSpec, ResourceSpec};
 pub use targeted::{ChangeFeed, SessionChanges, TARGETED_BACKLOG};

@@ -217,6 +217,27 @@ pub enum SharedAdmission {
     Full,
 }
 
+/// What [`IdempotencyLedger::record`] records.
+#[derive(Clone, Copy, Debug)]
+pub struct CallRecord<'a> {
+    /// The session.
+    pub session: &'a str,
+    /// The call's id, as JSON text.
+    pub id: &'a str,
+    /// The digest of its params.
+    pub digest: [u8; 32],
+    /// The token it was admitted under.
+    pub token: &'a str,
+    /// What it answered: `{"result": …}` or `{"error": …}`.
+    pub outcome: &'a str,
+    /// What is recorded instead when the answer cannot fit.
+    pub too_large: &'a str,
+    /// How long the answer is replayed, in milliseconds.
+    pub ttl_ms: u64,
+    /// The most bytes of answers the session keeps.
+    pub session_bytes: usize,
+}
+
 /// Which `tools/call`s of shared sessions were answered, or are running,
 /// on any instance: a retry that reaches another instance replays the
 /// answer, and a duplicate is refused while the first runs.
@@ -247,7 +268,8 @@ pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
     ) -> BoxFuture<'a, Result<SharedAdmission, StoreError>>;
 
     /// Keeps call `id`'s lease for `lease_ms` more, if `token` still holds
-    /// it; whether it does.
+    /// it (marking it running again, with its params' `digest`, if the
+    /// mark lapsed and nobody took it); whether it does.
     ///
     /// # Errors
     ///
@@ -256,25 +278,21 @@ pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
         &'a self,
         session: &'a str,
         id: &'a str,
+        digest: [u8; 32],
         token: &'a str,
         lease_ms: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
-    /// Records what call `id` of `session` answered (JSON, as
-    /// [`SharedAdmission::Replay`] gives it back), for `ttl_ms`, if `token`
-    /// still holds it and nothing was recorded; whether it was.
+    /// Records what a call answered, if its token still holds it (or its
+    /// mark lapsed and nobody took it) and nothing was recorded; whether it
+    /// was. The session's answers stay within their bytes, those recorded
+    /// longest ago forgotten first; an answer that cannot fit is recorded
+    /// as `too_large`.
     ///
     /// # Errors
     ///
     /// [`StoreError`] when the store cannot be written.
-    fn record<'a>(
-        &'a self,
-        session: &'a str,
-        id: &'a str,
-        token: &'a str,
-        outcome: &'a str,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    fn record<'a>(&'a self, call: CallRecord<'a>) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Forgets call `id` of `session` if `token` still holds it unanswered:
     /// a call that ended with nothing worth replaying.

@@ -407,9 +407,13 @@ async fn copy_out(
     let after = match copied {
         Copied::No => None,
         Copied::UpTo(seq) => Some(seq),
+        // Its end is still told, if the store is back: a resumer then stops
+        // waiting (without the answer, which it asks for again).
+        Copied::Failed if done => Some(u64::MAX),
         Copied::Failed => return Copied::Failed,
     };
     match store.copy_out(stream, after, done).await {
+        Ok(_) if copied == Copied::Failed => Copied::Failed,
         Ok(last) => Copied::UpTo(last),
         Err(error) => {
             tracing::warn!(target: "droid", %error, "a stream could not be copied for another instance to resume");

@@ -977,17 +977,18 @@ impl Connection {
             session: session.to_owned(),
             id: key.clone(),
             token: token.clone(),
-            renewing: renew_lease(Arc::clone(&ledger), session, &key, &token),
+            renewing: renew_lease(Arc::clone(&ledger), session, &key, digest, &token),
         };
         let outcome = self.common(method, request, params, ctx, peer).await;
+        let too_large = match super::idempotency::too_large(limits.max_record_bytes) {
+            Recorded::Error(error) => json!({ "error": error }).to_string(),
+            Recorded::Result(_) => String::new(),
+        };
         let kept = match &outcome {
             Ok(reply) if super::idempotency::measure(reply) <= limits.max_record_bytes => {
                 Some(json!({ "result": reply }).to_string())
             }
-            Ok(_) => match super::idempotency::too_large(limits.max_record_bytes) {
-                Recorded::Error(error) => Some(json!({ "error": error }).to_string()),
-                Recorded::Result(_) => None,
-            },
+            Ok(_) => Some(too_large.clone()),
             // As for a call of one instance's: this server's own failures
             // and rate limits are not answers to replay.
             Err(e) if e.code == ErrorCode::INTERNAL_ERROR || e.code == ErrorCode::RATE_LIMITED => {
@@ -998,14 +999,20 @@ impl Connection {
         if let Some(kept) = kept {
             guard.ledger = None;
             guard.renewing.abort();
-            match ledger
-                .record(session, &key, &token, &kept, limits.ttl_ms)
-                .await
-            {
+            let call = super::CallRecord {
+                session,
+                id: &key,
+                digest: *digest.as_bytes(),
+                token: &token,
+                outcome: &kept,
+                too_large: &too_large,
+                ttl_ms: limits.ttl_ms,
+                session_bytes: limits.per_session_bytes,
+            };
+            match ledger.record(call).await {
                 Ok(true) => {}
-                // Lapsed and taken over, or past the session's bytes: the
-                // answer stands, only its replay is lost; the mark lapses
-                // with its lease.
+                // Taken over by another admission, or nothing fits: the
+                // answer stands, only its replay is lost.
                 Ok(false) => {
                     tracing::debug!(target: "droid", "a call's answer was not recorded for replay");
                 }
@@ -1216,6 +1223,7 @@ fn renew_lease(
     ledger: Arc<dyn super::IdempotencyLedger>,
     session: &str,
     id: &str,
+    digest: crate::domain::canonical::RequestDigest,
     token: &str,
 ) -> tokio::task::AbortHandle {
     let (session, id, token) = (session.to_owned(), id.to_owned(), token.to_owned());
@@ -1223,7 +1231,8 @@ fn renew_lease(
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(CALL_RENEWAL).await;
-            if matches!(ledger.renew(&session, &id, &token, lease).await, Ok(false)) {
+            let renewed = ledger.renew(&session, &id, *digest.as_bytes(), &token, lease);
+            if matches!(renewed.await, Ok(false)) {
                 return;
             }
         }
