@@ -244,6 +244,12 @@ impl Session {
         }
     }
 
+    /// Whether a request of this instance's with id `id` waits for the
+    /// client's answer here.
+    pub(super) fn awaits(&self, id: &RequestId) -> bool {
+        self.pending.lock().is_ok_and(|p| p.contains_key(id))
+    }
+
     /// Delivers the client's answer to a server-initiated request.
     pub(super) fn answer(&self, id: &RequestId, outcome: Result<Value, ErrorObject>) -> bool {
         let waiter = self.pending.lock().ok().and_then(|mut p| p.remove(id));

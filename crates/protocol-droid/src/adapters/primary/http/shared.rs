@@ -30,7 +30,6 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
 use super::respond::refusal;
 use super::sessions::{Session, Sessions, sessions_full};
@@ -276,7 +275,7 @@ pub(super) async fn relay_answer(
     sessions: &Sessions,
     session: &Session,
     id: &RequestId,
-    response: Value,
+    response: &str,
 ) -> bool {
     let Some(shared) = &sessions.shared else {
         return false;
@@ -284,7 +283,9 @@ pub(super) async fn relay_answer(
     let Some(instance) = asker(id).filter(|name| *name != shared.instance) else {
         return false;
     };
-    let message = json!({ "session": session.id, "response": response }).to_string();
+    // The session's id (hex, no newline), a newline, the response as the
+    // client wrote it: read back without parsing anything twice.
+    let message = format!("{}\n{response}", session.id);
     if message.len() > MAX_RELAYED {
         tracing::warn!(target: "droid", "an answer of {} bytes was not relayed", message.len());
         return false;
@@ -382,20 +383,13 @@ pub(super) fn spawn_keeper(sessions: &Arc<Sessions>) {
 
 /// Hands one relayed answer to its session, if this instance holds it.
 fn deliver(sessions: &Sessions, text: &str) {
-    let Ok(relayed) = serde_json::from_str::<Value>(text) else {
-        return;
-    };
-    let (Some(id), Some(response)) = (
-        relayed.get("session").and_then(Value::as_str),
-        relayed.get("response"),
-    ) else {
+    let Some((id, response)) = text.split_once('\n') else {
         return;
     };
     let Some(session) = sessions.local(id) else {
         return;
     };
-    let Ok(Incoming::Single(Message::Response(response))) = parse(response.to_string().as_bytes())
-    else {
+    let Ok(Incoming::Single(Message::Response(response))) = parse(response.as_bytes()) else {
         return;
     };
     if let Some(request) = response.id.request_id() {

@@ -286,18 +286,15 @@ async fn answer(app: &App, session: &Session, response: RpcResponse) {
     let Some(id) = response.id.request_id().cloned() else {
         return;
     };
-    // Kept for relaying only where an instance may have to relay it.
-    let relayed = app
-        .sessions
-        .shared
-        .is_some()
-        .then(|| Message::Response(response.clone()).into_value());
-    if !session.answer(&id, response.outcome)
-        && !match relayed {
-            Some(relayed) => shared::relay_answer(&app.sessions, session, &id, relayed).await,
-            None => false,
-        }
-    {
+    // Answered here unless another instance asked: relaying is the rare
+    // case, and only it needs the message written out again.
+    let delivered = if app.sessions.shared.is_none() || session.awaits(&id) {
+        session.answer(&id, response.outcome)
+    } else {
+        let relayed = Message::Response(response).into_value().to_string();
+        shared::relay_answer(&app.sessions, session, &id, &relayed).await
+    };
+    if !delivered {
         tracing::warn!("a response to {id}, which this session never sent, was dropped");
     }
 }

@@ -879,7 +879,7 @@ impl Connection {
         if let (Some(name), Some(shared)) = (self.shared_as.get(), self.server.shared_sessions()) {
             let ledger = Arc::clone(&shared.idempotency);
             return Box::pin(
-                self.call_tool_shared(ledger, name, id, method, request, params, ctx, peer),
+                self.call_tool_shared(ledger, name, id, digest, method, request, params, ctx, peer),
             )
             .await;
         }
@@ -932,6 +932,7 @@ impl Connection {
         ledger: Arc<dyn super::IdempotencyLedger>,
         session: &str,
         id: RequestId,
+        digest: crate::domain::canonical::RequestDigest,
         method: &str,
         request: ClientRequest,
         params: JsonObject,
@@ -940,7 +941,6 @@ impl Connection {
     ) -> Result<Reply, ErrorObject> {
         use super::SharedAdmission;
         let key = id.to_json().to_string();
-        let digest = request_digest(&params);
         let limits = self.server.inner.idempotency.lock().map_or_else(
             |_| super::IdempotencyLimits::default(),
             |store| *store.limits(),
