@@ -174,7 +174,7 @@ async fn serve_one(gateway: &Gateway, stream: UnixStream) -> io::Result<()> {
             json!({ "ok": false, "error": format!("a request is one line of at most {MAX_REQUEST} bytes") })
         }
         Ok(Ok(_)) => match serde_json::from_str::<AdminRequest>(&line) {
-            Ok(request) => answer(gateway, request),
+            Ok(request) => answer(gateway, request).await,
             Err(error) => json!({ "ok": false, "error": format!("not a request: {error}") }),
         },
     };
@@ -185,18 +185,18 @@ async fn serve_one(gateway: &Gateway, stream: UnixStream) -> io::Result<()> {
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "the reply was not read in time"))?
 }
 
-fn answer(gateway: &Gateway, request: AdminRequest) -> Value {
+async fn answer(gateway: &Gateway, request: AdminRequest) -> Value {
     match request {
         AdminRequest::Status => json!({ "ok": true, "status": status(gateway, false) }),
-        AdminRequest::Approve { ids } => approve(gateway, &ids),
+        AdminRequest::Approve { ids } => approve(gateway, &ids).await,
     }
 }
 
 /// Approves `ids` (each `ID` or `ID@DIGEST`, all or none) on `gateway`:
 /// the reply an operator reads, `ok` saying whether it was done.
-pub(crate) fn approve(gateway: &Gateway, ids: &[String]) -> Value {
+pub(crate) async fn approve(gateway: &Gateway, ids: &[String]) -> Value {
     let tools: Vec<(ToolId, Option<SchemaDigest>)> = ids.iter().map(|id| seen(id)).collect();
-    match gateway.approve(&tools) {
+    match gateway.approve(&tools).await {
         Ok(done) => json!({
             "ok": true,
             "approved": done.approvals.iter().map(|a| json!({

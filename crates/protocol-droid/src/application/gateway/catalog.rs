@@ -135,6 +135,11 @@ impl Pins {
         self.0.insert(id, digest);
     }
 
+    /// Vouches for `id` no longer.
+    pub fn unpin(&mut self, id: &ToolId) {
+        self.0.remove(id);
+    }
+
     /// The provenance an upstream tool with `digest` earns.
     #[must_use]
     pub fn provenance(&self, id: &ToolId, digest: &SchemaDigest) -> Provenance {

@@ -27,6 +27,7 @@ use super::runtime::Gateway;
 use super::session::SessionActivationGrant;
 use super::state::{State, lock, refused};
 use crate::application::server::{Call, CallError, ToolSpec};
+use crate::domain::SessionId;
 use crate::domain::catalog::ToolId;
 use crate::domain::ir::ToolResult;
 
@@ -145,7 +146,7 @@ impl Gateway {
                 async move {
                     match gateway {
                         Some(gateway) if name == CALL_TOOL => gateway.call_by_id(&call).await,
-                        Some(gateway) => gateway.discovery(name, &call),
+                        Some(gateway) => gateway.discovery(name, &call).await,
                         None => Err(CallError::internal("the gateway is shutting down")),
                     }
                 }
@@ -220,26 +221,49 @@ impl Gateway {
         Ok(result)
     }
 
-    fn discovery(&self, tool: &str, call: &Call) -> Result<ToolResult, CallError> {
+    async fn discovery(&self, tool: &str, call: &Call) -> Result<ToolResult, CallError> {
         if tool == SEARCH_TOOLS {
             return self.search(call);
         }
+        let (result, changed) = self.change_activations(tool, call)?;
+        // Shared before the caller is answered: its next request may land
+        // on another instance.
+        if let Some(session) = changed {
+            self.share_activations(session).await;
+        }
+        Ok(result)
+    }
+
+    /// `activate_tools` and `deactivate_tools`: the result, and the session
+    /// whose activations changed.
+    fn change_activations(
+        &self,
+        tool: &str,
+        call: &Call,
+    ) -> Result<(ToolResult, Option<SessionId>), CallError> {
         // Read and bounded before the lock every session shares is taken.
         let args: IdsArgs = call.args()?;
         if args.ids.len() > MAX_IDS {
-            return Ok(failure(format!(
-                "Nothing was changed: at most {MAX_IDS} ids at a time"
-            )));
+            return Ok((
+                failure(format!(
+                    "Nothing was changed: at most {MAX_IDS} ids at a time"
+                )),
+                None,
+            ));
         }
         let mut state = lock(&self.inner.state);
         let disclosure = self.inner.disclosure;
         let set = state.set_for(call.peer(), call.caller(), disclosure);
         let Some(session) = state.keeping_session(call.peer(), call.caller(), disclosure) else {
-            return Ok(failure(format!(
-                "Nothing was changed: a 2026-07-28 request over HTTP is its own session, and an \
-                 anonymous caller keeps nothing between requests; call a tool by its exact id \
-                 with {CALL_TOOL}, authenticate, or connect over stdio or a legacy HTTP session"
-            )));
+            return Ok((
+                failure(format!(
+                    "Nothing was changed: a 2026-07-28 request over HTTP is its own session, and \
+                     an anonymous caller keeps nothing between requests; call a tool by its exact \
+                     id with {CALL_TOOL}, authenticate, or connect over stdio or a legacy HTTP \
+                     session"
+                )),
+                None,
+            ));
         };
         // A tool whose scope the caller lacks does not exist for it, in
         // searches and activations as in lists.
@@ -266,7 +290,9 @@ impl Gateway {
                         .filter(|_| verified && permitted(&state, &id));
                     match grant {
                         Some(grant) => grants.push(grant),
-                        None => return Ok(failure(format!("{id} is not in the catalog"))),
+                        None => {
+                            return Ok((failure(format!("{id} is not in the catalog")), None));
+                        }
                     }
                 }
                 let mut next = set;
@@ -283,25 +309,28 @@ impl Gateway {
                         if applied > 0 {
                             self.inner.server.tools_changed_for(session);
                         }
-                        Ok(text(format!(
+                        let result = text(format!(
                             "Activated {applied} tool(s): {}",
                             args.ids.join(", ")
-                        )))
+                        ));
+                        Ok((result, (applied > 0).then_some(session)))
                     }
-                    Err(error) => Ok(failure(format!("Nothing was activated: {error}"))),
+                    Err(error) => Ok((failure(format!("Nothing was activated: {error}")), None)),
                 }
             }
             DEACTIVATE_TOOLS => {
                 let mut next = set;
                 for id in &args.ids {
                     if let Err(error) = next.revoke_exact(&ToolId::new(id.as_str())) {
-                        return Ok(failure(format!("Nothing was deactivated: {error}")));
+                        let result = failure(format!("Nothing was deactivated: {error}"));
+                        return Ok((result, None));
                     }
                 }
                 state.sessions.insert(session, next);
                 drop(state);
                 self.inner.server.tools_changed_for(session);
-                Ok(text(format!("Deactivated: {}", args.ids.join(", "))))
+                let result = text(format!("Deactivated: {}", args.ids.join(", ")));
+                Ok((result, Some(session)))
             }
             _ => Err(refused(format!("unknown discovery tool {tool}"))),
         }

@@ -25,6 +25,8 @@ mod principals;
 mod refresh;
 mod runtime;
 mod session;
+mod shared;
+mod sharing;
 mod state;
 mod supervise;
 mod trust;
@@ -48,6 +50,7 @@ pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,
 };
+pub use shared::{GatewayStore, SharedGateway};
 pub use state::{Disclosure, DriftReport, MAX_DRIFT_REPORTS, MAX_KEPT_DEFINITION, MAX_SESSIONS};
 pub use trust::{Approval, Trust, TrustStore, TrustStoreError};
 pub use upstream::{

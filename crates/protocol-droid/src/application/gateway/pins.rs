@@ -61,7 +61,8 @@ impl State {
 pub struct Approved {
     /// Each tool approved, at the digest approved.
     pub approvals: Vec<Approval>,
-    /// Why the approvals will not outlive this process, if they will not
+    /// Why the approvals will not outlive this process, or will not hold
+    /// on the other instances of a shared gateway, if they will not
     /// (no [`TrustStore`], or it failed); they hold until then all the same.
     pub not_kept: Option<String>,
 }
@@ -140,7 +141,7 @@ impl Gateway {
     ///
     /// [`ApproveError`] naming the first tool that is unknown or changed;
     /// nothing is approved then.
-    pub fn approve(
+    pub async fn approve(
         &self,
         tools: &[(ToolId, Option<SchemaDigest>)],
     ) -> Result<Approved, ApproveError> {
@@ -172,7 +173,10 @@ impl Gateway {
         };
         // Kept outside the lock every list and call waits on: the store
         // writes a file.
+        // Shared first, so the instances agree before the operator is told.
+        let not_shared = self.share_approvals(&approvals).await;
         let not_kept = match store {
+            None if self.inner.shared.get().is_some() => None,
             None => Some(
                 "there is no state file; the approval lasts until the gateway stops".to_owned(),
             ),
@@ -193,7 +197,7 @@ impl Gateway {
         }
         Ok(Approved {
             approvals,
-            not_kept,
+            not_kept: not_shared.or(not_kept),
         })
     }
 }
@@ -261,7 +265,7 @@ mod tests {
         let gateway = gateway(Trust::Pinned, "Writes files.")?;
         assert_eq!(provenance(&gateway), Some(Provenance::Unverified));
         let id = ToolId::new("fs/write");
-        let approved = gateway.approve(&[(id.clone(), None)])?;
+        let approved = gateway.approve(&[(id.clone(), None)]).await?;
         assert_eq!(approved.approvals.len(), 1);
         assert!(approved.not_kept.is_some(), "no store, and it says so");
         assert_eq!(provenance(&gateway), Some(Provenance::Pinned));
@@ -279,16 +283,16 @@ mod tests {
         let gateway = gateway(Trust::Pinned, "Writes files.")?;
         let id = ToolId::new("fs/write");
         let seen = SchemaDigest::of_definition(&definition("What the operator read."));
-        let refused = gateway.approve(&[(id.clone(), Some(seen))]);
+        let refused = gateway.approve(&[(id.clone(), Some(seen))]).await;
         assert!(
             matches!(&refused, Err(ApproveError::Changed { id: named, .. }) if *named == id),
             "{refused:?}"
         );
         assert_eq!(provenance(&gateway), Some(Provenance::Unverified));
         // What was seen, approved.
-        gateway.approve(&[(id, digest(&gateway))])?;
+        gateway.approve(&[(id, digest(&gateway))]).await?;
         assert_eq!(provenance(&gateway), Some(Provenance::Pinned));
-        let unknown = gateway.approve(&[(ToolId::new("fs/nothing"), None)]);
+        let unknown = gateway.approve(&[(ToolId::new("fs/nothing"), None)]).await;
         assert!(
             matches!(unknown, Err(ApproveError::Unknown(_))),
             "{unknown:?}"

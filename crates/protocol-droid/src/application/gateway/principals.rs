@@ -23,6 +23,8 @@ pub const PRINCIPAL_IDLE: Duration = Duration::from_secs(3600);
 #[derive(Debug)]
 pub(super) struct Principals {
     kept: HashMap<String, Kept>,
+    /// Each principal by the session standing for it.
+    by_session: HashMap<SessionId, String>,
     /// Each principal by when it was last used (and a counter, so two uses
     /// at one instant stay two entries): the order of forgetting.
     by_use: BTreeMap<(Instant, u64), String>,
@@ -38,12 +40,17 @@ pub(super) struct Principals {
 struct Kept {
     session: SessionId,
     used: (Instant, u64),
+    /// When the shared record of its activations taken or written last
+    /// lapses: a newer record lapses later, so an older one arriving late
+    /// is passed over.
+    shared: u64,
 }
 
 impl Principals {
     pub(super) fn new(max: usize, idle: Duration) -> Self {
         Self {
             kept: HashMap::new(),
+            by_session: HashMap::new(),
             by_use: BTreeMap::new(),
             uses: 0,
             issued: 0,
@@ -55,6 +62,30 @@ impl Principals {
     /// How many principals are kept.
     pub(super) fn len(&self) -> usize {
         self.kept.len()
+    }
+
+    /// How long a principal outlives its last request.
+    pub(super) const fn idle(&self) -> Duration {
+        self.idle
+    }
+
+    /// The principal `session` stands for, if it stands for one.
+    pub(super) fn key_of(&self, session: SessionId) -> Option<&str> {
+        self.by_session.get(&session).map(String::as_str)
+    }
+
+    /// When the shared record of `principal`'s activations last taken or
+    /// written lapses (0: none).
+    pub(super) fn shared_version(&self, principal: &str) -> u64 {
+        self.kept.get(principal).map_or(0, |kept| kept.shared)
+    }
+
+    /// Notes the shared record of `principal`'s activations taken or
+    /// written, which lapses at `version`.
+    pub(super) fn set_shared_version(&mut self, principal: &str, version: u64) {
+        if let Some(kept) = self.kept.get_mut(principal) {
+            kept.shared = version;
+        }
     }
 
     /// The session standing for `principal` at `now`, made or renewed; and
@@ -73,6 +104,7 @@ impl Principals {
             }
             if let Some(key) = self.by_use.remove(&(used, n)) {
                 if let Some(kept) = self.kept.remove(&key) {
+                    self.by_session.remove(&kept.session);
                     forgotten.push(kept.session);
                 }
             }
@@ -90,6 +122,7 @@ impl Principals {
                 break;
             };
             if let Some(kept) = self.kept.remove(&key) {
+                self.by_session.remove(&kept.session);
                 forgotten.push(kept.session);
             }
         }
@@ -100,8 +133,10 @@ impl Principals {
             Kept {
                 session,
                 used: stamp,
+                shared: 0,
             },
         );
+        self.by_session.insert(session, principal.to_owned());
         self.by_use.insert(stamp, principal.to_owned());
         (session, forgotten)
     }

@@ -81,47 +81,55 @@ impl Gateway {
             }
         }
         let definitions = policy.apply(name, offered);
-        let mut state = lock(&self.inner.state);
-        let Some(upstream) = state.upstream_mut(name, generation) else {
-            // Removed or replaced while the list was on its way.
-            return Ok(());
-        };
-        // Two listings can overlap (a refresh on the connection before, and
-        // the first on a new one): what a later one started with is never
-        // overwritten by an earlier one's.
-        if seq < upstream.applied {
-            return Ok(());
-        }
-        upstream.applied = seq;
-        // First use is granted once per name, never re-armed by an upstream
-        // that empties its list, comes back after a failure or is replaced
-        // by a reload.
-        let first_use =
-            upstream.options.trust == Trust::OnFirstUse && state.first_used.insert(name.to_owned());
-        let mut trusted = BTreeMap::new();
-        if first_use {
-            for definition in &definitions {
-                let tool = definition
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let id = ToolId::namespaced(name, tool);
-                let digest = SchemaDigest::of_definition(definition);
-                state.first_use.pin(id.clone(), digest);
-                trusted.insert(id, digest);
+        // Applied under the lock every list and call waits on, and
+        // nothing awaited while it is held.
+        let (store, claim, trusted, touched, registrations, added) = {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstream_mut(name, generation) else {
+                // Removed or replaced while the list was on its way.
+                return Ok(());
+            };
+            // Two listings can overlap (a refresh on the connection before, and
+            // the first on a new one): what a later one started with is never
+            // overwritten by an earlier one's.
+            if seq < upstream.applied {
+                return Ok(());
             }
-        }
-        let pins = state.effective_pins();
-        state.pins = pins.clone();
-        let (changes, before) =
-            Arc::make_mut(&mut state.catalog).sync_upstream_replacing(name, definitions, &pins);
-        let store = state.trust_store.clone().filter(|_| first_use);
-        let (touched, registrations) = if changes.is_empty() {
-            (Vec::new(), Vec::new())
-        } else {
-            self.apply_changes(&mut state, &before, &changes)
+            upstream.applied = seq;
+            // First use is granted once per name, never re-armed by an upstream
+            // that empties its list, comes back after a failure or is replaced
+            // by a reload.
+            let first_use = upstream.options.trust == Trust::OnFirstUse
+                && state.first_used.insert(name.to_owned());
+            let mut trusted = BTreeMap::new();
+            if first_use {
+                for definition in &definitions {
+                    let tool = definition
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let id = ToolId::namespaced(name, tool);
+                    let digest = SchemaDigest::of_definition(definition);
+                    state.first_use.pin(id.clone(), digest);
+                    trusted.insert(id, digest);
+                }
+            }
+            let pins = state.effective_pins();
+            state.pins = pins.clone();
+            let (changes, before) =
+                Arc::make_mut(&mut state.catalog).sync_upstream_replacing(name, definitions, &pins);
+            let store = state.trust_store.clone().filter(|_| first_use);
+            let claim = first_use && self.inner.shared.get().is_some();
+            let (touched, registrations) = if changes.is_empty() {
+                (Vec::new(), Vec::new())
+            } else {
+                self.apply_changes(&mut state, &before, &changes)
+            };
+            // A tool new or changed may be one a principal's shared
+            // activations name.
+            let added = !changes.is_empty();
+            (store, claim, trusted, touched, registrations, added)
         };
-        drop(state);
         // Kept outside the lock every list and call waits on: the store
         // writes a file.
         if let Some(store) = store {
@@ -129,6 +137,12 @@ impl Gateway {
                 self.inner.server.observer().store_failed("trust_file");
                 tracing::error!(upstream = %name, %error, "the pins trusted on first use could not be kept; a restart would trust anew");
             }
+        }
+        if claim {
+            self.claim_first_use(name, &trusted).await;
+        }
+        if added {
+            self.resync_after_listing().await;
         }
         for (id, tool) in registrations {
             match tool {

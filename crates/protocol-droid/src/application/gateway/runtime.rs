@@ -54,6 +54,9 @@ pub(super) struct Inner {
     pub(super) server: Server,
     pub(super) disclosure: Disclosure,
     pub(super) state: Arc<Mutex<State>>,
+    /// What the other instances of this gateway share with it, once
+    /// [`Gateway::share`] is called.
+    pub(super) shared: std::sync::OnceLock<super::shared::SharedGateway>,
 }
 
 /// A gateway: one MCP server in front of many upstream servers.
@@ -134,6 +137,7 @@ impl Gateway {
                 server,
                 disclosure,
                 state,
+                shared: std::sync::OnceLock::new(),
             }),
         };
         if disclosure == Disclosure::Progressive {

@@ -298,7 +298,11 @@ impl State {
 }
 
 /// A new set for `session`: the core `disclosure` gives, no activations.
-fn fresh_set(session: SessionId, catalog: &ToolCatalog, disclosure: Disclosure) -> SessionToolSet {
+pub(super) fn fresh_set(
+    session: SessionId,
+    catalog: &ToolCatalog,
+    disclosure: Disclosure,
+) -> SessionToolSet {
     match disclosure {
         Disclosure::Default => SessionToolSet::default_core_for_catalog(session, catalog),
         Disclosure::Progressive => SessionToolSet::progressive_core_for_catalog(session, catalog),

@@ -83,6 +83,13 @@ impl Gateway {
         connector: Connector,
         options: UpstreamOptions,
     ) -> Result<(), UpstreamError> {
+        // What another instance recorded at the upstream's first use, read
+        // before the lock every list and call waits on.
+        let shared_first_use = if options.trust == Trust::OnFirstUse {
+            self.shared_first_use(name).await
+        } else {
+            None
+        };
         let generation = {
             let mut state = lock(&self.inner.state);
             let prefix = names::prefix_for(name);
@@ -92,7 +99,10 @@ impl Gateway {
                 return Err(UpstreamError::Name(name.to_owned()));
             }
             let upstream = Upstream::new(connector, options, prefix);
+            // The shared record is every instance's word; the state file
+            // is this one's.
             let recorded = match (&state.trust_store, upstream.options.trust) {
+                (_, Trust::OnFirstUse) if shared_first_use.is_some() => shared_first_use,
                 (Some(store), Trust::OnFirstUse) => store.first_use(name),
                 _ => None,
             };

@@ -375,7 +375,7 @@ async fn approve(
             &json!({ "ok": false, "error": format!("{bare} names no digest: send ID@DIGEST as shown") }),
         );
     }
-    let reply = admin::approve(&page.gateway, &ids);
+    let reply = admin::approve(&page.gateway, &ids).await;
     let status = if reply.get("ok") == Some(&Value::Bool(true)) {
         tracing::warn!(
             target: "droid",

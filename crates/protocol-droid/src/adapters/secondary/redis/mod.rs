@@ -1,6 +1,6 @@
 //! The store several instances share, in Redis: the
-//! [`KeyRingStore`] and [`RoundLedger`] ports over one multiplexed
-//! connection.
+//! [`KeyRingStore`] and [`RoundLedger`] ports, and every other port of
+//! what instances share, over one multiplexed connection.
 //!
 //! One connection carries every instance's requests to Redis, pipelined:
 //! the connection manager of the `redis` crate sends each command as it
@@ -19,6 +19,7 @@
 //! | `call:<session>:<id>` | a `tools/call` running (its lease) or its answer, JSON | the lease, renewed while it runs; then the answer's replay time |
 //! | `calls:<session>`, `callsizes:<session>` | the session's calls, by when each lapses, and their answers' sizes | as long as its newest call |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
+//! | `gateway:first-use`, `gateway:approvals`, `gateway:activations` | a gateway's trust and principals' activations, one hash each (see `gateway`) | kept; activations until they lapse |
 //!
 //! Messages between instances travel on the channel `instance:<name>`
 //! (`PUBLISH`, and one `SUBSCRIBE` connection per instance).
@@ -29,6 +30,8 @@
 //!
 //! Every check-and-write is one Lua script, so it is atomic in Redis
 //! whichever instance sends it and however their commands interleave.
+
+mod gateway;
 
 use core::fmt;
 use std::sync::Arc;
@@ -132,6 +135,7 @@ pub struct RedisStore {
     renew_call: Arc<redis::Script>,
     record_call: Arc<redis::Script>,
     abandon_call: Arc<redis::Script>,
+    claim_field: Arc<redis::Script>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -182,6 +186,7 @@ impl RedisStore {
             record_call: Arc::new(with_prune(RECORD_CALL)),
             abandon_call: Arc::new(redis::Script::new(ABANDON_CALL)),
             append_events: Arc::new(redis::Script::new(APPEND_EVENTS)),
+            claim_field: Arc::new(gateway::claim_script()),
         };
         store.ping().await?;
         Ok(store)

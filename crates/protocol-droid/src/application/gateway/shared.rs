@@ -1,0 +1,251 @@
+//! What the instances of one gateway share through a store they all reach:
+//! the port, and the text each record travels as.
+//!
+//! Behind a load balancer the same operator and the same clients meet every
+//! instance, so what one instance decides of trust or of a principal's
+//! tools must hold on all of them:
+//!
+//! - the pins taken on an upstream's first use: the first instance to list
+//!   the upstream records them, and every other instance (and every
+//!   restart) holds the upstream to them, rather than trusting what it
+//!   shows by then;
+//! - the operator's approvals, made on any instance's admin endpoint;
+//! - the activations of each authenticated 2026-07-28 principal, whose
+//!   requests each land on whichever instance the balancer picks.
+//!
+//! Each instance keeps a copy of all of it in memory, so no request waits
+//! on the store: a change is written to the store and told to the others
+//! through the [`Relay`](crate::application::server::Relay) before the
+//! request that made it is answered, and every instance reads the whole
+//! again now and then, for a message the relay lost.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::trust::Approval;
+use crate::application::server::{BoxFuture, StoreError};
+use crate::domain::catalog::{SchemaDigest, ToolId};
+
+/// Where a gateway's instances keep what they share. The records are text
+/// the gateway makes and reads; the store only keeps them.
+pub trait GatewayStore: Send + Sync + core::fmt::Debug {
+    /// The pins recorded at `upstream`'s first use, or `None` when no
+    /// instance has used it yet.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    fn first_use<'a>(
+        &'a self,
+        upstream: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+
+    /// Records `pins` as `upstream`'s first use unless one is recorded
+    /// already, atomically; answers the record kept, this one or the one
+    /// another instance made first.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn claim_first_use<'a>(
+        &'a self,
+        upstream: &'a str,
+        pins: &'a str,
+    ) -> BoxFuture<'a, Result<String, StoreError>>;
+
+    /// Every approval recorded, by tool id.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    fn approvals(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>>;
+
+    /// Records `approval` of `tool`, replacing any earlier one of it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn record_approval<'a>(
+        &'a self,
+        tool: &'a str,
+        approval: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Every principal's activations kept, by principal.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    fn activations(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>>;
+
+    /// Keeps `activations` as `principal`'s, replacing what was kept.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn keep_activations<'a>(
+        &'a self,
+        principal: &'a str,
+        activations: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Forgets the activations of `principals` (they lapsed).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn forget_activations<'a>(
+        &'a self,
+        principals: &'a [String],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+}
+
+/// What a gateway shares with the other instances of it.
+#[derive(Clone, Debug)]
+pub struct SharedGateway {
+    /// Where trust and activations are kept.
+    pub store: std::sync::Arc<dyn GatewayStore>,
+    /// What tells the other instances of a change as it is made.
+    pub relay: std::sync::Arc<dyn crate::application::server::Relay>,
+    /// This instance's name, so it passes over what it told itself.
+    pub instance: String,
+}
+
+/// The largest record of one principal's activations, in bytes: what one
+/// principal can make every instance keep.
+pub(super) const MAX_ACTIVATIONS_RECORD: usize = 64 * 1024;
+
+/// An upstream's first-use pins as kept: tool id to digest.
+pub(super) fn encode_pins(pins: &BTreeMap<ToolId, SchemaDigest>) -> String {
+    let map: BTreeMap<&str, String> = pins
+        .iter()
+        .map(|(id, digest)| (id.as_str(), digest.to_string()))
+        .collect();
+    serde_json::to_string(&map).unwrap_or_default()
+}
+
+/// Pins as [`encode_pins`] keeps them; `None` for text that is not.
+pub(super) fn decode_pins(text: &str) -> Option<BTreeMap<ToolId, SchemaDigest>> {
+    let map: BTreeMap<String, String> = serde_json::from_str(text).ok()?;
+    map.into_iter()
+        .map(|(id, hex)| Some((ToolId::new(id.as_str()), SchemaDigest::from_hex(&hex)?)))
+        .collect()
+}
+
+#[derive(Serialize, Deserialize)]
+struct ApprovalRecord {
+    digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    over: Option<String>,
+}
+
+/// An approval as kept (its tool is the record's name).
+pub(super) fn encode_approval(approval: &Approval) -> String {
+    serde_json::to_string(&ApprovalRecord {
+        digest: approval.digest.to_string(),
+        over: approval.over.map(|d| d.to_string()),
+    })
+    .unwrap_or_default()
+}
+
+/// The approval of `tool` kept as `text`; `None` for text that is not one.
+pub(super) fn decode_approval(tool: &str, text: &str) -> Option<Approval> {
+    let record: ApprovalRecord = serde_json::from_str(text).ok()?;
+    let over = match record.over {
+        Some(hex) => Some(SchemaDigest::from_hex(&hex)?),
+        None => None,
+    };
+    Some(Approval::new(
+        ToolId::new(tool),
+        SchemaDigest::from_hex(&record.digest)?,
+        over,
+    ))
+}
+
+/// A principal's activations as kept: each tool at the digest it was
+/// activated at, and when the record lapses (Unix milliseconds).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct ActivationsRecord {
+    pub(super) tools: BTreeMap<ToolId, SchemaDigest>,
+    pub(super) expires_at_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ActivationsText {
+    tools: BTreeMap<String, String>,
+    expires_at_ms: u64,
+}
+
+impl ActivationsRecord {
+    pub(super) fn encode(&self) -> String {
+        serde_json::to_string(&ActivationsText {
+            tools: self
+                .tools
+                .iter()
+                .map(|(id, digest)| (id.as_str().to_owned(), digest.to_string()))
+                .collect(),
+            expires_at_ms: self.expires_at_ms,
+        })
+        .unwrap_or_default()
+    }
+
+    /// The record kept as `text`; `None` for text that is not one, or
+    /// larger than [`MAX_ACTIVATIONS_RECORD`].
+    pub(super) fn decode(text: &str) -> Option<Self> {
+        if text.len() > MAX_ACTIVATIONS_RECORD {
+            return None;
+        }
+        let kept: ActivationsText = serde_json::from_str(text).ok()?;
+        let tools = kept
+            .tools
+            .into_iter()
+            .map(|(id, hex)| Some((ToolId::new(id.as_str()), SchemaDigest::from_hex(&hex)?)))
+            .collect::<Option<_>>()?;
+        Some(Self {
+            tools,
+            expires_at_ms: kept.expires_at_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(n: u8) -> SchemaDigest {
+        SchemaDigest::of_definition(&serde_json::Map::from_iter([(
+            "name".to_owned(),
+            serde_json::Value::from(n),
+        )]))
+    }
+
+    #[test]
+    fn each_record_reads_back_as_written() {
+        let pins = BTreeMap::from([(ToolId::new("fs/read"), digest(1))]);
+        assert_eq!(decode_pins(&encode_pins(&pins)), Some(pins));
+        let approval = Approval::new(ToolId::new("fs/read"), digest(2), Some(digest(1)));
+        assert_eq!(
+            decode_approval("fs/read", &encode_approval(&approval)),
+            Some(approval)
+        );
+        let record = ActivationsRecord {
+            tools: BTreeMap::from([(ToolId::new("fs/write"), digest(3))]),
+            expires_at_ms: 42,
+        };
+        assert_eq!(ActivationsRecord::decode(&record.encode()), Some(record));
+    }
+
+    #[test]
+    fn what_is_not_a_record_is_refused() {
+        assert_eq!(decode_pins(r#"{"fs/read": "not hex"}"#), None);
+        assert_eq!(decode_approval("fs/read", "[]"), None);
+        assert_eq!(ActivationsRecord::decode(r#"{"tools": {}}"#), None);
+        let huge = format!(
+            r#"{{"tools": {{}}, "expiresAtMs": 1, "pad": "{}"}}"#,
+            "x".repeat(MAX_ACTIVATIONS_RECORD)
+        );
+        assert_eq!(ActivationsRecord::decode(&huge), None);
+    }
+}
