@@ -14,7 +14,7 @@ use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::server::{Rate, RateLimits, RotationPolicy};
 
 /// How `--listen` serves.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 pub(crate) struct ListenArgs {
     /// Serve HTTPS with this PEM certificate chain, leaf first (needs
     /// --tls-key).
@@ -64,8 +64,9 @@ pub(crate) struct ListenArgs {
     tool_rate_limit: Vec<String>,
     /// Share what other instances serving the same endpoint must honour
     /// through the Redis at this URL (redis://user:password@host:port/db,
-    /// each part but the host optional): the requestState keys, and the
-    /// rounds answered. Without it everything stays in this process
+    /// each part but the host optional): the requestState keys and the
+    /// rounds answered; serve's legacy sessions; a gateway's trust and its
+    /// principals' activations. Without it everything stays in this process
     /// (docs/scaling.md). Also read from the environment (shown below),
     /// which keeps a password out of the process list.
     #[arg(long, value_name = "URL", env = "DROID_STORE", hide_env_values = true)]
@@ -84,6 +85,10 @@ pub(crate) struct ListenArgs {
     /// the questions this instance asks clients are routed to it by name.
     #[arg(long, value_name = "ID")]
     instance_id: Option<String>,
+    /// The connection to --store, once made: a gateway shares its trust
+    /// through it before its server shares its keys.
+    #[arg(skip)]
+    connected: std::sync::OnceLock<RedisStore>,
 }
 
 impl ListenArgs {
@@ -140,20 +145,9 @@ impl ListenArgs {
         listening: bool,
         sessions: bool,
     ) -> anyhow::Result<()> {
-        let Some(url) = &self.store else {
+        let Some(store) = self.store(listening).await? else {
             return Ok(());
         };
-        anyhow::ensure!(
-            listening,
-            "--store needs --listen: one stdio client shares nothing"
-        );
-        let options = RedisOptions {
-            prefix: self.store_prefix.clone(),
-            ..RedisOptions::default()
-        };
-        let store = RedisStore::connect(url, options)
-            .await
-            .context("connecting to --store")?;
         let shared = if sessions {
             store.shared_with_sessions(RotationPolicy::default(), self.instance_id())
         } else {
@@ -169,6 +163,70 @@ impl ListenArgs {
             "sharing requestState keys and rounds through {}",
             store.url()
         );
+        Ok(())
+    }
+
+    /// These flags, with `url`, `prefix` and `instance` (a configuration's)
+    /// where the flags say nothing.
+    pub(crate) fn with_store(
+        &self,
+        url: Option<&str>,
+        prefix: Option<&str>,
+        instance: Option<&str>,
+    ) -> Self {
+        let mut args = self.clone();
+        if args.store.is_none() {
+            args.store = url.map(str::to_owned);
+            if let Some(prefix) = prefix {
+                prefix.clone_into(&mut args.store_prefix);
+            }
+        }
+        if args.instance_id.is_none() {
+            args.instance_id = instance.map(str::to_owned);
+        }
+        args
+    }
+
+    /// Connects to `--store` (once; later calls answer the same
+    /// connection), or `None` without one. Needs `--listen`, as one stdio
+    /// client has nothing to share.
+    async fn store(&self, listening: bool) -> anyhow::Result<Option<RedisStore>> {
+        let Some(url) = &self.store else {
+            return Ok(None);
+        };
+        anyhow::ensure!(
+            listening,
+            "--store needs --listen: one stdio client shares nothing"
+        );
+        if let Some(store) = self.connected.get() {
+            return Ok(Some(store.clone()));
+        }
+        let options = RedisOptions {
+            prefix: self.store_prefix.clone(),
+            ..RedisOptions::default()
+        };
+        let store = RedisStore::connect(url, options)
+            .await
+            .context("connecting to --store")?;
+        Ok(Some(self.connected.get_or_init(|| store).clone()))
+    }
+
+    /// Connects to `--store` and shares `gateway`'s trust and principals'
+    /// activations through it, when one is given: before any upstream is
+    /// added, so an upstream another instance used first is held to what
+    /// it showed then.
+    pub(crate) async fn share_gateway(
+        &self,
+        gateway: &protocol_droid::application::gateway::Gateway,
+        listening: bool,
+    ) -> anyhow::Result<()> {
+        let Some(store) = self.store(listening).await? else {
+            return Ok(());
+        };
+        gateway
+            .share(store.shared_gateway(self.instance_id()))
+            .await
+            .with_context(|| format!("sharing the gateway's trust through {}", store.url()))?;
         Ok(())
     }
 

@@ -7,7 +7,7 @@ mod support;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
@@ -16,64 +16,12 @@ use protocol_droid::domain::ProtocolVersion;
 use protocol_droid_test_support::redis::{RedisServer as Redis, free_port};
 use serde_json::{Value, json};
 use support::answers::{self, Answers};
-use support::{Files, Running, TestError, listening, raw_get, raw_post};
+use support::balancer::{Balancer, wait_for};
+use support::{Running, TestError, listening, raw_get, raw_post};
 
 /// The tool that seals a `requestState` in its first round and reads it back
 /// in the second.
 const STATEFUL: &str = "test_input_required_result_request_state";
-
-/// Waits until `ready` holds, for at most 20 seconds.
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), TestError> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if ready() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!("{what} was not ready within 20 s").into())
-}
-
-/// haproxy in front of `backends`, round-robin, naming the instance that
-/// served each answer in `X-Served-By`.
-struct Balancer {
-    _process: Running,
-    _files: Files,
-    address: String,
-}
-
-impl Balancer {
-    fn start(backends: &[String]) -> Result<Self, TestError> {
-        let port = free_port()?;
-        let servers: String = backends
-            .iter()
-            .enumerate()
-            .map(|(i, address)| format!("  server droid{i} {address}\n"))
-            .collect();
-        let config = format!(
-            "global\n  maxconn 256\n\
-             defaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n\
-             frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend droids\n\
-             backend droids\n  balance roundrobin\n  http-response set-header X-Served-By %[srv_name]\n\
-             {servers}"
-        );
-        let files = Files::fresh("droid-haproxy")?;
-        let path = files.write("haproxy.cfg", &config)?;
-        let process = Command::new("haproxy")
-            .args(["-db", "-f", &path])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("starting haproxy (scripts/services.sh installs it): {e}"))?;
-        let balancer = Self {
-            _process: Running(process),
-            _files: files,
-            address: format!("127.0.0.1:{port}"),
-        };
-        wait_for("haproxy", || TcpStream::connect(&balancer.address).is_ok())?;
-        Ok(balancer)
-    }
-}
 
 /// `count` instances of `droid serve`, sharing through `store` if given.
 fn instances(count: usize, store: Option<&str>) -> Result<Vec<(Running, String)>, TestError> {

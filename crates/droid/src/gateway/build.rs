@@ -60,6 +60,12 @@ pub(crate) async fn start(
         ),
         (None, None) => {}
     }
+    // Before the upstreams are added: their first use may be another
+    // instance's already.
+    listening
+        .served
+        .share_gateway(&gateway, listening.listen.is_some())
+        .await?;
     let prepared = prepare_all(config.enabled(), tls_trust)?;
     let failures = add_prepared(&gateway, prepared).await;
     let cli = cli_scopes(auth)?;

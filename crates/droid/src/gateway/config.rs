@@ -24,6 +24,10 @@
 //!
 //! [pins]                         # the operator's approvals, by digest
 //! "files/read_file" = "3f1c…"
+//!
+//! [store]                        # shared with other instances (docs/scaling.md)
+//! url = "redis://10.0.0.5:6379/0" # or --store, or DROID_STORE for a password
+//! instance_id = "gateway-a"
 //! ```
 
 use std::collections::BTreeMap;
@@ -75,6 +79,23 @@ pub(crate) struct Config {
     /// How many requests a caller may make.
     #[serde(default)]
     pub(crate) limits: LimitsConfig,
+    /// The Redis shared with the other instances (`--store` is the newer
+    /// word, and `DROID_STORE` keeps a password out of the file).
+    #[serde(default)]
+    pub(crate) store: StoreConfig,
+}
+
+/// `[store]`: what the instances serving one endpoint share, and how this
+/// one is named among them; each key as its flag.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoreConfig {
+    /// `--store`.
+    pub(crate) url: Option<String>,
+    /// `--store-prefix`.
+    pub(crate) prefix: Option<String>,
+    /// `--instance-id`.
+    pub(crate) instance_id: Option<String>,
 }
 
 /// `[limits]`: rates as `COUNT/UNIT` (`"600/min"`), per caller (a token's

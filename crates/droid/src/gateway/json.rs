@@ -93,6 +93,7 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
         pins: BTreeMap::new(),
         scopes: BTreeMap::new(),
         limits: super::config::LimitsConfig::default(),
+        store: super::config::StoreConfig::default(),
     })
 }
 

@@ -45,6 +45,15 @@ pub(crate) fn run(
     let read = config_path.and_then(reload::contents);
     let config = load::load(config_path)?;
     listening.listen = listening.listen.or_else(|| config.listen.clone());
+    let served = listening.served.with_store(
+        config.store.url.as_deref(),
+        config.store.prefix.as_deref(),
+        config.store.instance_id.as_deref(),
+    );
+    let mut listening = crate::Listening {
+        served: &served,
+        ..listening
+    };
     // `--print-digests` serves nobody: it connects to every upstream at
     // once, which the pool does in parallel.
     let runtime = crate::runtime_for(listening.listen.is_none() && !print_digests)?;

@@ -12,8 +12,8 @@
 //! tool; until then the old rules stay in force beside the new. An upstream
 //! replaced because its settings changed starts afresh: sessions lose its
 //! activations, and trust on first use holds it to what it showed first.
-//! `listen`, `mode`, `state`, `admin_socket` and `[limits]` are read at
-//! start only.
+//! `listen`, `mode`, `state`, `admin_socket`, `[limits]` and `[store]` are
+//! read at start only.
 //!
 //! A file is applied once it has read the same on two looks a second apart,
 //! so an editor caught halfway through writing it is not taken at its word.
@@ -192,10 +192,11 @@ async fn apply(
         || old.state != new.state
         || old.admin_socket != new.admin_socket
         || old.limits != new.limits
+        || old.store != new.store
     {
         tracing::warn!(
             target: "droid",
-            "listen, mode, state, admin_socket and limits take effect at the next start"
+            "listen, mode, state, admin_socket, limits and store take effect at the next start"
         );
     }
     add_scopes(&rules, gateway);

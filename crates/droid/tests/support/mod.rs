@@ -7,6 +7,7 @@
 use std::process::{Command, Stdio};
 
 pub(crate) mod answers;
+pub(crate) mod balancer;
 
 pub(crate) use protocol_droid_test_support::TestError;
 

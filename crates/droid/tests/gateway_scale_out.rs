@@ -1,0 +1,387 @@
+//! Several `droid gateway` instances sharing their trust and their
+//! principals' activations through a real Redis (Debian's redis-server),
+//! behind a real load balancer (haproxy, round-robin, no stickiness), each
+//! in front of its own `droid serve` upstream. `scripts/services.sh`
+//! installs both.
+
+mod support;
+
+use std::process::Output;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use p256::elliptic_curve::sec1::ToEncodedPoint as _;
+use p256::pkcs8::EncodePrivateKey as _;
+use protocol_droid_test_support::redis::RedisServer as Redis;
+use serde_json::{Value, json};
+use support::balancer::{Balancer, wait_for};
+use support::{Files, Running, TestError, droid_command, listening, raw_post};
+
+const DROID: &str = env!("CARGO_BIN_EXE_droid");
+
+/// The resource every instance serves, as tokens name it: one for all of
+/// them, since a client cannot tell them apart.
+const RESOURCE: &str = "https://mcp.example/mcp";
+const ISSUER: &str = "https://issuer.example";
+
+/// The gateway's TOML: an admin socket and a state file in `files`, named
+/// after `name`, and `droid serve` as the upstream `fixture`, trusted on
+/// first use; `echo` described as `echo` says, when it says.
+fn config(files: &Files, name: &str, mode: &str, echo: Option<&str>) -> Result<String, TestError> {
+    let mut text = format!(
+        "mode = {mode:?}\nadmin_socket = {:?}\nstate = {:?}\n\n\
+         [[upstream]]\nname = \"fixture\"\ncommand = [{DROID:?}, \"serve\"]\ntrust = \"on-first-use\"\n",
+        files.path(&format!("{name}.sock")),
+        files.path(&format!("{name}.json")),
+    );
+    if let Some(description) = echo {
+        text.push_str(&format!(
+            "tools = {{ descriptions = {{ echo = {description:?} }} }}\n"
+        ));
+    }
+    files.write(&format!("{name}.toml"), &text)
+}
+
+/// `droid gateway --config CONFIG --listen … [--store URL --instance-id NAME] EXTRA…`.
+fn gateway(
+    config: &str,
+    store: Option<(&str, &str)>,
+    extra: &[&str],
+) -> Result<(Running, String), TestError> {
+    let mut args = vec!["gateway", "--config", config, "--listen", "127.0.0.1:0"];
+    if let Some((url, name)) = store {
+        args.extend(["--store", url, "--instance-id", name]);
+    }
+    args.extend_from_slice(extra);
+    listening(&args, "http")
+}
+
+/// `droid gateway --config CONFIG ACTION…`: the admin endpoint of the
+/// instance `config` names.
+fn admin(config: &str, action: &[&str]) -> Result<Output, TestError> {
+    let mut args = vec!["gateway", "--config", config];
+    args.extend_from_slice(action);
+    Ok(droid_command().args(&args).output()?)
+}
+
+/// A 2026-07-28 `tools/call` of `tool` at `address`, with `token` if given:
+/// the reply's text or error message, and the instance that served it
+/// (behind the balancer).
+fn call(
+    address: &str,
+    tool: &str,
+    arguments: &Value,
+    token: Option<&str>,
+) -> Result<(Result<String, String>, Option<String>), TestError> {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    });
+    let mut headers = vec![
+        "MCP-Protocol-Version: 2026-07-28".to_owned(),
+        "Mcp-Method: tools/call".to_owned(),
+        format!("Mcp-Name: {tool}"),
+    ];
+    if let Some(token) = token {
+        headers.push(format!("Authorization: Bearer {token}"));
+    }
+    let raw = raw_post(address, &headers, &body.to_string())?;
+    let (head, text) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let served_by = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("x-served-by")
+            .then(|| value.trim().to_owned())
+    });
+    let reply: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let said = |pointer: &str| reply.pointer(pointer).and_then(Value::as_str);
+    let outcome = match (said("/result/content/0/text"), said("/error/message")) {
+        (Some(text), _) if reply.pointer("/result/isError") != Some(&json!(true)) => {
+            Ok(text.to_owned())
+        }
+        (Some(text), _) => Err(text.to_owned()),
+        (None, Some(message)) => Err(message.to_owned()),
+        (None, None) => Err(raw.clone()),
+    };
+    Ok((outcome, served_by))
+}
+
+fn echo(address: &str, text: &str) -> Result<Result<String, String>, TestError> {
+    Ok(call(address, "fixture/echo", &json!({ "text": text }), None)?.0)
+}
+
+/// A 2026-07-28 `tools/list` at `address`: each tool's name and
+/// description.
+fn listed(address: &str) -> Result<Vec<(String, String)>, TestError> {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": { "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        } },
+    });
+    let headers = [
+        "MCP-Protocol-Version: 2026-07-28".to_owned(),
+        "Mcp-Method: tools/list".to_owned(),
+    ];
+    let raw = raw_post(address, &headers, &body.to_string())?;
+    let (_, text) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let reply: Value = serde_json::from_str(text)?;
+    let tools = reply
+        .pointer("/result/tools")
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("no tools in {raw}"))?;
+    Ok(tools
+        .iter()
+        .map(|tool| {
+            let field = |name: &str| {
+                tool.get(name)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            (field("name"), field("description"))
+        })
+        .collect())
+}
+
+/// The first use of an upstream is taken once for every instance, and an
+/// approval made on one instance's admin endpoint holds on every other.
+#[test]
+fn trust_taken_or_given_on_one_instance_holds_on_every_other() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let url = redis.url();
+    let files = Files::fresh("droid-gateway-trust")?;
+    // Instance one sees the upstream first: `echo` as the upstream
+    // describes it is trusted from then on.
+    let one_config = config(&files, "one", "default", None)?;
+    let (_one, one) = gateway(&one_config, Some((&url, "one")), &[])?;
+    assert!(echo(&one, "first")?.is_ok_and(|text| text.contains("first")));
+
+    // Instance two's upstream shows `echo` otherwise (a changed
+    // description): held to the first use, it is not offered there...
+    let changed = "Sends your text somewhere else.";
+    // (Its store named in its configuration rather than by flags.)
+    let two_config = config(&files, "two", "default", Some(changed))?;
+    let with_store = std::fs::read_to_string(&two_config)?
+        + &format!("\n[store]\nurl = {url:?}\ninstance_id = \"two\"\n");
+    std::fs::write(&two_config, with_store)?;
+    let (_two, two) = gateway(&two_config, None, &[])?;
+    let refused = echo(&two, "second")?;
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("unknown tool")),
+        "{refused:?}"
+    );
+    // ...where a gateway that shares nothing trusts it on its own first use.
+    let alone_config = config(&files, "alone", "default", Some(changed))?;
+    let (_alone, alone) = gateway(&alone_config, None, &[])?;
+    assert!(echo(&alone, "alone")?.is_ok());
+
+    // The operator approves `echo` as instance two shows it, there.
+    let status = admin(&two_config, &["status"])?;
+    let shown = String::from_utf8_lossy(&status.stdout).into_owned();
+    let awaiting = shown
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("fixture/echo@"))
+        .ok_or_else(|| format!("fixture/echo is not awaiting approval on two: {shown}"))?
+        .to_owned();
+    let approved = admin(&two_config, &["approve", &awaiting])?;
+    let said = String::from_utf8_lossy(&approved.stdout).into_owned();
+    assert!(approved.status.success(), "{said}");
+    assert!(said.starts_with("approved fixture/echo"), "{said}");
+    assert!(echo(&two, "third")?.is_ok_and(|text| text.contains("third")));
+
+    // Instance one's upstream changes the same way: the approval made on
+    // instance two already vouches for it, so `echo` stays callable there
+    // without a word to instance one.
+    config(&files, "one", "default", Some(changed))?;
+    let mut last = Vec::new();
+    wait_for("instance one to offer echo as changed", || {
+        last = listed(&one).unwrap_or_default();
+        last.iter()
+            .any(|(name, description)| name == "fixture/echo" && description == changed)
+    })
+    .map_err(|e| format!("{e}: {last:?}"))?;
+    assert!(echo(&one, "fourth")?.is_ok_and(|text| text.contains("fourth")));
+
+    // Behind the balancer, both instances answer.
+    let balancer = Balancer::start(&[one, two])?;
+    let mut served = Vec::new();
+    for n in 0..4 {
+        let (outcome, by) = call(
+            &balancer.address,
+            "fixture/echo",
+            &json!({ "text": format!("through {n}") }),
+            None,
+        )?;
+        assert!(outcome.is_ok(), "{outcome:?}");
+        served.extend(by);
+    }
+    served.sort();
+    served.dedup();
+    assert_eq!(served.len(), 2, "{served:?}");
+    Ok(())
+}
+
+/// The test issuer: a P-256 key, its public half in a JWKS file the
+/// instances read, and tokens it signs for a subject.
+struct Issuer {
+    key: EncodingKey,
+    jwks: String,
+}
+
+impl Issuer {
+    fn new(files: &Files) -> Result<Self, TestError> {
+        let secret = p256::SecretKey::random(&mut rand::rngs::OsRng);
+        let der = secret.to_pkcs8_der()?;
+        let point = secret.public_key().to_encoded_point(false);
+        let (Some(x), Some(y)) = (point.x(), point.y()) else {
+            return Err("an uncompressed point has coordinates".into());
+        };
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+        let jwks = json!({ "keys": [{
+            "kty": "EC", "kid": "1", "crv": "P-256", "use": "sig", "alg": "ES256",
+            "x": b64(x), "y": b64(y),
+        }] });
+        Ok(Self {
+            key: EncodingKey::from_ec_der(der.as_bytes()),
+            jwks: files.write("jwks.json", &jwks.to_string())?,
+        })
+    }
+
+    fn token(&self, subject: &str) -> Result<String, TestError> {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some("1".to_owned());
+        let claims = json!({
+            "iss": ISSUER, "aud": RESOURCE, "sub": subject,
+            "iat": now, "exp": now + 600,
+        });
+        Ok(jsonwebtoken::encode(&header, &claims, &self.key)?)
+    }
+}
+
+/// A principal's activations, made through whichever instance the
+/// balancer picks, hold on every instance; its deactivations too; and
+/// another principal sees none of them.
+#[test]
+fn a_principals_activations_hold_on_every_instance() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let url = redis.url();
+    let files = Files::fresh("droid-gateway-activations")?;
+    let issuer = Issuer::new(&files)?;
+    let auth = [
+        "--auth-issuer",
+        ISSUER,
+        "--auth-jwks-file",
+        &issuer.jwks,
+        "--auth-resource",
+        RESOURCE,
+    ];
+    let mut instances = Vec::new();
+    for name in ["one", "two", "three"] {
+        let config = config(&files, name, "progressive", None)?;
+        instances.push(gateway(&config, Some((&url, name)), &auth)?);
+    }
+    let backends: Vec<String> = instances.iter().map(|(_, a)| a.clone()).collect();
+    let balancer = Balancer::start(&backends)?;
+    let through = balancer.address.as_str();
+    let (alice, bob) = (issuer.token("alice")?, issuer.token("bob")?);
+    let echo_as = |token: &str, text: &str| {
+        call(
+            through,
+            "fixture/echo",
+            &json!({ "text": text }),
+            Some(token),
+        )
+    };
+
+    // Deferred: nobody may call it before activating it.
+    let (hidden, _) = echo_as(&alice, "early")?;
+    assert!(
+        hidden.as_ref().is_err_and(|e| e.contains("unknown tool")),
+        "{hidden:?}"
+    );
+    let (activated, by) = call(
+        through,
+        "activate_tools",
+        &json!({ "ids": ["fixture/echo"] }),
+        Some(&alice),
+    )?;
+    assert!(
+        activated
+            .as_ref()
+            .is_ok_and(|t| t.starts_with("Activated 1")),
+        "{activated:?}"
+    );
+    // Every instance, the two that did not see the activation among them,
+    // answers alice's calls at once.
+    let mut served = Vec::new();
+    for n in 0..6 {
+        let (outcome, by) = echo_as(&alice, &format!("call {n}"))?;
+        assert!(
+            outcome
+                .as_ref()
+                .is_ok_and(|text| text.contains(&format!("call {n}"))),
+            "call {n} on {by:?}: {outcome:?}"
+        );
+        served.extend(by);
+    }
+    served.sort();
+    served.dedup();
+    assert_eq!(served.len(), 3, "{served:?}");
+    assert!(by.is_some(), "the balancer names the instance");
+    // Not bob's: on no instance.
+    for _ in 0..3 {
+        let (outcome, by) = echo_as(&bob, "bob")?;
+        assert!(
+            outcome.as_ref().is_err_and(|e| e.contains("unknown tool")),
+            "{by:?}: {outcome:?}"
+        );
+    }
+    // Deactivated on one instance: refused on all.
+    let (deactivated, _) = call(
+        through,
+        "deactivate_tools",
+        &json!({ "ids": ["fixture/echo"] }),
+        Some(&alice),
+    )?;
+    assert!(deactivated.is_ok(), "{deactivated:?}");
+    for _ in 0..3 {
+        let (outcome, by) = echo_as(&alice, "after")?;
+        assert!(
+            outcome.as_ref().is_err_and(|e| e.contains("unknown tool")),
+            "{by:?}: {outcome:?}"
+        );
+    }
+
+    // An instance started later takes what is kept.
+    let late_config = config(&files, "late", "progressive", None)?;
+    call(
+        through,
+        "activate_tools",
+        &json!({ "ids": ["fixture/echo"] }),
+        Some(&alice),
+    )?
+    .0?;
+    let (_late, late) = gateway(&late_config, Some((&url, "late")), &auth)?;
+    let (outcome, _) = call(
+        &late,
+        "fixture/echo",
+        &json!({ "text": "late" }),
+        Some(&alice),
+    )?;
+    assert!(
+        outcome.as_ref().is_ok_and(|t| t.contains("late")),
+        "{outcome:?}"
+    );
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! A real load balancer (Debian's haproxy, round-robin, no stickiness) in
+//! front of several instances, on loopback ports of the test's own.
+//! `scripts/services.sh` installs it.
+
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use protocol_droid_test_support::redis::free_port;
+
+use super::{Files, Running, TestError};
+
+/// Waits until `ready` holds, for at most 20 seconds.
+pub(crate) fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), TestError> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!("{what} was not ready within 20 s").into())
+}
+
+/// haproxy in front of `backends`, round-robin, naming the instance that
+/// served each answer in `X-Served-By`.
+pub(crate) struct Balancer {
+    _process: Running,
+    _files: Files,
+    /// Where it listens, `HOST:PORT`.
+    pub(crate) address: String,
+}
+
+impl Balancer {
+    /// Starts haproxy in front of `backends` (each `HOST:PORT`).
+    pub(crate) fn start(backends: &[String]) -> Result<Self, TestError> {
+        let port = free_port()?;
+        let servers: String = backends
+            .iter()
+            .enumerate()
+            .map(|(i, address)| format!("  server droid{i} {address}\n"))
+            .collect();
+        let config = format!(
+            "global\n  maxconn 256\n\
+             defaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n\
+             frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend droids\n\
+             backend droids\n  balance roundrobin\n  http-response set-header X-Served-By %[srv_name]\n\
+             {servers}"
+        );
+        let files = Files::fresh("droid-haproxy")?;
+        let path = files.write("haproxy.cfg", &config)?;
+        let process = Command::new("haproxy")
+            .args(["-db", "-f", &path])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting haproxy (scripts/services.sh installs it): {e}"))?;
+        let balancer = Self {
+            _process: Running(process),
+            _files: files,
+            address: format!("127.0.0.1:{port}"),
+        };
+        wait_for("haproxy", || TcpStream::connect(&balancer.address).is_ok())?;
+        Ok(balancer)
+    }
+}
