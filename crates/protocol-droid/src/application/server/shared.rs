@@ -308,8 +308,9 @@ pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
-/// Legacy sessions shared between instances: where they are kept, how a
-/// message reaches another instance, and this instance's name there.
+/// Legacy sessions and tasks shared between instances: where they are
+/// kept, how a message reaches another instance, and this instance's name
+/// there.
 #[derive(Clone, Debug)]
 pub struct SharedSessions {
     /// Where the sessions are kept.
@@ -318,6 +319,10 @@ pub struct SharedSessions {
     pub relay: Arc<dyn Relay>,
     /// Which calls were answered or are running, on any instance.
     pub idempotency: Arc<dyn IdempotencyLedger>,
+    /// Where every instance's tasks are kept, so a task created on one is
+    /// polled, answered and cancelled on any (the [`Relay`] reaches the
+    /// instance running it).
+    pub tasks: Arc<dyn super::tasks::TaskStore>,
     /// This instance's name: unique among the instances, of letters,
     /// digits, `.`, `_` and `-` only, since it travels in request ids.
     pub instance: String,

@@ -11,7 +11,7 @@ use super::host::{Change, Inner, Server};
 use super::key_ring::KeyRing;
 use super::request_state::DEFAULT_LIFETIME_MS;
 use super::shared::{EVERY_INSTANCE, ShareError, SharedSessions, SharedState, sync_ring};
-use super::tasks::now_ms;
+use super::tasks::{SharedTasks, TaskMessage, now_ms};
 
 impl Server {
     /// Shares this server's `requestState` keys and answered rounds with
@@ -50,6 +50,11 @@ impl Server {
             *rounds = Arc::clone(&shared.rounds);
         }
         if let Some(sessions) = &shared.sessions {
+            self.inner.tasks.share(SharedTasks {
+                store: Arc::clone(&sessions.tasks),
+                relay: Arc::clone(&sessions.relay),
+                instance: sessions.instance.clone(),
+            });
             if self.inner.shared_sessions.set(sessions.clone()).is_ok() {
                 let relay = spawn_change_relay(&self.inner, sessions);
                 let _first = self.inner.relay_changes.set(relay);
@@ -183,7 +188,7 @@ pub(super) fn spawn_change_relay(
             let (Some(text), Some(server)) = (text, weak.upgrade()) else {
                 return;
             };
-            let Ok(message) = serde_json::from_str::<serde_json::Value>(&text) else {
+            let Ok(mut message) = serde_json::from_str::<serde_json::Value>(&text) else {
                 continue;
             };
             if message.get("from").and_then(serde_json::Value::as_str) == Some(me.as_str()) {
@@ -193,6 +198,16 @@ pub(super) fn spawn_change_relay(
                 // Straight to this server's listeners: told again, it would
                 // echo between the instances for ever.
                 let _listeners = server.changes.send(change);
+            }
+            let task = message
+                .get_mut("task")
+                .map(serde_json::Value::take)
+                .and_then(|task| serde_json::from_value::<TaskMessage>(task).ok());
+            if let Some(task) = task {
+                // On a task of its own: acting on it may read the store,
+                // and the next message must not wait for that.
+                let tasks = Arc::clone(&server.tasks);
+                tokio::spawn(async move { tasks.heard(task).await });
             }
         }
     });

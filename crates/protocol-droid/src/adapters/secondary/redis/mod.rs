@@ -19,6 +19,7 @@
 //! | `call:<session>:<id>` | a `tools/call` running (its lease) or its answer, JSON | the lease, renewed while it runs; then the answer's replay time |
 //! | `calls:<session>`, `callsizes:<session>` | the session's calls, by when each lapses, and their answers' sizes | as long as its newest call |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
+//! | `task:<id>`, `tasks-of:<owner>`, `tasks:expiry` | tasks and their indexes (see `tasks`) | each task's TTL |
 //! | `gateway:first-use`, `gateway:approvals`, `gateway:activations` | a gateway's trust and principals' activations, one hash each (see `gateway`) | kept; activations until they lapse |
 //!
 //! Messages between instances travel on the channel `instance:<name>`
@@ -32,6 +33,9 @@
 //! whichever instance sends it and however their commands interleave.
 
 mod gateway;
+mod tasks;
+
+pub use tasks::RedisTasks;
 
 use core::fmt;
 use std::sync::Arc;
@@ -44,7 +48,8 @@ use tokio::sync::mpsc;
 
 use crate::application::server::{
     BoxFuture, CallRecord, IdempotencyLedger, KeyRingStore, Relay, RotationPolicy, Round,
-    RoundLedger, SessionStore, SharedAdmission, SharedSessions, SharedState, StoreError,
+    RoundLedger, SessionStore, SharedAdmission, SharedSessions, SharedState, StoreBounds,
+    StoreError,
 };
 
 /// How many relayed messages wait for their instance to take them; more
@@ -212,6 +217,7 @@ impl RedisStore {
         let store = Arc::new(self.clone());
         SharedState {
             sessions: Some(SharedSessions {
+                tasks: Arc::new(self.tasks(StoreBounds::default())),
                 store: store.clone(),
                 relay: store.clone(),
                 idempotency: store,

@@ -27,6 +27,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot, watch};
 use tokio::task::AbortHandle;
 
+use super::shared::{EVERY_INSTANCE, Relay};
 use super::{BoxFuture, RequestContext};
 use crate::application::server::rate::network_of;
 use crate::domain::ir::JsonObject;
@@ -88,6 +89,48 @@ pub(crate) struct Tasks {
     /// Held across each read-modify-write of a record, so a status change
     /// never writes over another made at the same time.
     writes: tokio::sync::Mutex<()>,
+    /// The store and relay shared with other instances, once shared: the
+    /// store in place of `store`.
+    shared: std::sync::OnceLock<SharedTasks>,
+}
+
+/// What a runtime shares with the other instances of its server: where
+/// every instance's tasks are kept, and what reaches the instance running
+/// one, to answer or cancel it, and the instances whose clients listen for
+/// its changes.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedTasks {
+    pub(crate) store: Arc<dyn TaskStore>,
+    pub(crate) relay: Arc<dyn Relay>,
+    pub(crate) instance: String,
+}
+
+/// What one instance tells the others of a task.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum TaskMessage {
+    /// Cancelled elsewhere: stop its handler, if it runs here.
+    Cancel {
+        /// The task.
+        id: String,
+    },
+    /// Answers to its questions, given elsewhere: deliver them, if it runs
+    /// here.
+    Answer {
+        /// The task.
+        id: String,
+        /// Whose it is.
+        owner: String,
+        /// The answers, by key.
+        responses: JsonObject,
+    },
+    /// Its status changed: tell whoever listens here.
+    Changed {
+        /// The task.
+        id: String,
+        /// Whose it is.
+        owner: String,
+    },
 }
 
 impl core::fmt::Debug for Tasks {
@@ -165,6 +208,74 @@ impl Tasks {
             live: Mutex::default(),
             events,
             writes: tokio::sync::Mutex::new(()),
+            shared: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Keeps tasks in `shared`'s store from now on, and tells the other
+    /// instances what they must act on; set before any task is created.
+    pub(crate) fn share(&self, shared: SharedTasks) {
+        let _first = self.shared.set(shared);
+    }
+
+    /// Where the tasks are kept: the shared store once there is one.
+    fn store(&self) -> &dyn TaskStore {
+        match self.shared.get() {
+            Some(shared) => shared.store.as_ref(),
+            None => self.store.as_ref(),
+        }
+    }
+
+    /// Tells the other instances `message`, when shared; on a task of its
+    /// own, so no status change waits on the relay. At most once, like
+    /// every relayed message: a task's record is in the store whatever
+    /// becomes of it.
+    fn tell(&self, message: &TaskMessage) {
+        let Some(shared) = self.shared.get() else {
+            return;
+        };
+        let text = serde_json::json!({ "from": shared.instance, "task": message }).to_string();
+        let relay = Arc::clone(&shared.relay);
+        tokio::spawn(async move {
+            if let Err(error) = relay.send(EVERY_INSTANCE, &text).await {
+                tracing::warn!(target: "droid::tasks", %error, "a task's change could not be told to the other instances");
+            }
+        });
+    }
+
+    /// Acts on what another instance told of a task.
+    pub(crate) async fn heard(&self, message: TaskMessage) {
+        match message {
+            TaskMessage::Cancel { id } => {
+                // The record says cancelled already; the handler stops here.
+                let live = self.live.lock().ok().and_then(|mut l| l.remove(&id));
+                if let Some(live) = live {
+                    if let Some(abort) = &live.abort {
+                        abort.abort();
+                    }
+                    live.status.send_replace(TaskStatus::Cancelled);
+                }
+            }
+            TaskMessage::Answer {
+                id,
+                owner,
+                responses,
+            } => {
+                let runs_here = self.live.lock().is_ok_and(|l| l.contains_key(&id));
+                if runs_here {
+                    if let Err(error) = self.answer_here(&owner, &id, responses).await {
+                        tracing::warn!(target: "droid::tasks", task = %id, %error, "answers relayed from another instance were not delivered");
+                    }
+                }
+            }
+            TaskMessage::Changed { id, owner } => {
+                if self.events.receiver_count() == 0 {
+                    return;
+                }
+                if let Ok(Some(record)) = self.store().get(&owner, &id, now_ms()).await {
+                    let _listeners = self.events.send(Arc::new(TaskEvent { record }));
+                }
+            }
         }
     }
 
@@ -235,7 +346,7 @@ impl Tasks {
             input_requests: JsonObject::new(),
             outcome: None,
         };
-        self.store.create(record.clone(), now).await?;
+        self.store().create(record.clone(), now).await?;
         let (status, _) = watch::channel(TaskStatus::Working);
         if let Ok(mut live) = self.live.lock() {
             live.insert(
@@ -273,6 +384,11 @@ impl Tasks {
                 // whether or not anyone asks after it.
                 () = tokio::time::sleep(lifetime) => {
                     tasks.expire(now_ms()).await;
+                    // Another instance may have swept it from a shared
+                    // store: what this one holds of it goes all the same.
+                    if let Some(live) = tasks.live.lock().ok().and_then(|mut l| l.remove(&id)) {
+                        live.status.send_replace(TaskStatus::Cancelled);
+                    }
                     return;
                 }
             };
@@ -306,7 +422,7 @@ impl Tasks {
     ) -> Result<Option<TaskRecord>, TaskStoreError> {
         let now = now_ms();
         self.expire(now).await;
-        self.store.get(owner, id, now).await
+        self.store().get(owner, id, now).await
     }
 
     /// A page of `owner`'s tasks after `after`, and whether more follow.
@@ -322,7 +438,7 @@ impl Tasks {
     ) -> Result<(Vec<TaskRecord>, bool), TaskStoreError> {
         let now = now_ms();
         self.expire(now).await;
-        self.store.list(owner, after, limit, now).await
+        self.store().list(owner, after, limit, now).await
     }
 
     /// Cancels the task `id` of `owner`'s: its handler is stopped, and it
@@ -355,7 +471,11 @@ impl Tasks {
         record.status_message = Some("cancelled by the client".to_owned());
         record.input_requests.clear();
         record.updated_ms = now_ms();
-        self.store.update(record.clone()).await?;
+        self.store().update(record.clone()).await?;
+        if live.is_none() {
+            // Run by another instance, if by any: it stops the handler.
+            self.tell(&TaskMessage::Cancel { id: id.to_owned() });
+        }
         self.changed(&record, live.and_then(|l| l.notify).as_ref());
         Ok(Some(record))
     }
@@ -384,7 +504,7 @@ impl Tasks {
                     notify.clone_from(&entry.notify);
                 }
             }
-            if self.store.update(record.clone()).await.ok()? {
+            if self.store().update(record.clone()).await.ok()? {
                 self.changed(&record, notify.as_ref());
             }
         }
@@ -420,7 +540,7 @@ impl Tasks {
         }
         record.status = status;
         record.updated_ms = now_ms();
-        if self.store.update(record.clone()).await.unwrap_or(false) {
+        if self.store().update(record.clone()).await.unwrap_or(false) {
             let notify = self
                 .live
                 .lock()
@@ -444,6 +564,32 @@ impl Tasks {
     ///
     /// The store unreachable.
     pub(crate) async fn answer(
+        &self,
+        owner: &str,
+        id: &str,
+        responses: JsonObject,
+    ) -> Result<bool, TaskStoreError> {
+        let runs_here = self.live.lock().is_ok_and(|l| l.contains_key(id));
+        if runs_here || self.shared.get().is_none() {
+            return self.answer_here(owner, id, responses).await;
+        }
+        // Run by another instance, if by any: the answers go there, once
+        // the task is known to be the caller's.
+        let Some(record) = self.get(owner, id).await? else {
+            return Ok(false);
+        };
+        if !record.is_terminal() {
+            self.tell(&TaskMessage::Answer {
+                id: id.to_owned(),
+                owner: owner.to_owned(),
+                responses,
+            });
+        }
+        Ok(true)
+    }
+
+    /// [`Self::answer`] for a task whose handler runs here, if any does.
+    async fn answer_here(
         &self,
         owner: &str,
         id: &str,
@@ -482,7 +628,7 @@ impl Tasks {
             record.status = TaskStatus::Working;
         }
         record.updated_ms = now_ms();
-        if self.store.update(record.clone()).await? {
+        if self.store().update(record.clone()).await? {
             self.changed(&record, notify.as_ref());
         }
         Ok(true)
@@ -544,7 +690,7 @@ impl Tasks {
         record.outcome = Some(outcome);
         record.input_requests.clear();
         record.updated_ms = now_ms();
-        let replaced = match self.store.update(record.clone()).await {
+        let replaced = match self.store().update(record.clone()).await {
             Ok(replaced) => replaced,
             Err(error) => {
                 tracing::warn!(target: "droid::tasks", task = %id, %error, "a task's end was not recorded");
@@ -572,11 +718,15 @@ impl Tasks {
         if let Some(notify) = notify {
             notify(record);
         }
+        self.tell(&TaskMessage::Changed {
+            id: record.id.clone(),
+            owner: record.owner.clone(),
+        });
     }
 
     /// Forgets the tasks whose TTL passed, stopping any still running.
     async fn expire(&self, now: u64) {
-        let gone = self.store.expire(now).await;
+        let gone = self.store().expire(now).await;
         if gone.is_empty() {
             return;
         }
@@ -611,4 +761,120 @@ fn new_id(now_ms: u64) -> String {
         let _infallible = write!(id, "{byte:02x}");
     }
     id
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    /// Sets its flag when dropped: when the handler holding it is stopped.
+    struct Stopped(Arc<AtomicBool>);
+
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Waits, boundedly, for `flag`; whether it was set.
+    async fn set(flag: &AtomicBool) -> bool {
+        for _ in 0..1000 {
+            if flag.load(Ordering::SeqCst) {
+                return true;
+            }
+            tokio::task::yield_now().await;
+        }
+        flag.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn a_cancellation_told_by_another_instance_stops_the_handler_here()
+    -> Result<(), TaskStoreError> {
+        let tasks = Arc::new(Tasks::new(
+            Arc::new(MemoryTaskStore::default()),
+            TaskLimits::default(),
+        ));
+        let record = tasks.create("alice".to_owned(), None, None).await?;
+        let stopped = Arc::new(AtomicBool::new(false));
+        let guard = Stopped(Arc::clone(&stopped));
+        tasks.start(
+            &record,
+            Box::pin(async move {
+                let _held = guard;
+                std::future::pending::<Result<Value, ErrorObject>>().await
+            }),
+        );
+        tasks
+            .heard(TaskMessage::Cancel {
+                id: "another task".to_owned(),
+            })
+            .await;
+        assert!(
+            !set(&stopped).await,
+            "another task's cancellation stops nothing"
+        );
+        tasks
+            .heard(TaskMessage::Cancel {
+                id: record.id.clone(),
+            })
+            .await;
+        assert!(set(&stopped).await, "the handler was stopped");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn answers_told_by_another_instance_reach_the_question_here() -> Result<(), TaskStoreError>
+    {
+        let tasks = Arc::new(Tasks::new(
+            Arc::new(MemoryTaskStore::default()),
+            TaskLimits::default(),
+        ));
+        let record = tasks.create("alice".to_owned(), None, None).await?;
+        let task = TaskRef {
+            tasks: Arc::clone(&tasks),
+            owner: "alice".to_owned(),
+            id: record.id.clone(),
+        };
+        let asking = tokio::spawn({
+            let task = task.clone();
+            async move {
+                task.tasks
+                    .ask(
+                        &task,
+                        "confirm",
+                        serde_json::json!({ "method": "elicitation/create" }),
+                    )
+                    .await
+            }
+        });
+        // Parked once the record says so.
+        for _ in 0..1000 {
+            let status = tasks.get("alice", &record.id).await?.map(|r| r.status);
+            if status == Some(TaskStatus::InputRequired) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let mut responses = JsonObject::new();
+        responses.insert(
+            "confirm".to_owned(),
+            serde_json::json!({ "action": "accept" }),
+        );
+        tasks
+            .heard(TaskMessage::Answer {
+                id: record.id.clone(),
+                owner: "alice".to_owned(),
+                responses,
+            })
+            .await;
+        let answered = asking
+            .await
+            .map_err(|e| TaskStoreError::Unavailable(e.to_string()))?;
+        assert_eq!(answered, Some(serde_json::json!({ "action": "accept" })));
+        let status = tasks.get("alice", &record.id).await?.map(|r| r.status);
+        assert_eq!(status, Some(TaskStatus::Working));
+        Ok(())
+    }
 }

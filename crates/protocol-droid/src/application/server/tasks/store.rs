@@ -63,6 +63,78 @@ impl TaskRecord {
     }
 }
 
+/// A [`TaskRecord`] as a shared store keeps it: JSON, every field by the
+/// name it has here.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RecordText<'a> {
+    id: std::borrow::Cow<'a, str>,
+    owner: std::borrow::Cow<'a, str>,
+    status: TaskStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status_message: Option<std::borrow::Cow<'a, str>>,
+    created_ms: u64,
+    updated_ms: u64,
+    ttl_ms: u64,
+    poll_interval_ms: u64,
+    #[serde(default, skip_serializing_if = "JsonObject::is_empty")]
+    input_requests: std::borrow::Cow<'a, JsonObject>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result: Option<std::borrow::Cow<'a, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<std::borrow::Cow<'a, ErrorObject>>,
+}
+
+impl TaskRecord {
+    /// The record as a shared store keeps it.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        use std::borrow::Cow;
+        let (result, error) = match &self.outcome {
+            Some(TaskOutcome::Result(value)) => (Some(Cow::Borrowed(value)), None),
+            Some(TaskOutcome::Error(error)) => (None, Some(Cow::Borrowed(error))),
+            None => (None, None),
+        };
+        serde_json::to_string(&RecordText {
+            id: Cow::Borrowed(&self.id),
+            owner: Cow::Borrowed(&self.owner),
+            status: self.status,
+            status_message: self.status_message.as_deref().map(Cow::Borrowed),
+            created_ms: self.created_ms,
+            updated_ms: self.updated_ms,
+            ttl_ms: self.ttl_ms,
+            poll_interval_ms: self.poll_interval_ms,
+            input_requests: Cow::Borrowed(&self.input_requests),
+            result,
+            error,
+        })
+        .unwrap_or_default()
+    }
+
+    /// The record [`Self::encode`] made, or `None` for text that is not one.
+    #[must_use]
+    pub fn decode(text: &str) -> Option<Self> {
+        let kept: RecordText<'_> = serde_json::from_str(text).ok()?;
+        let outcome = match (kept.result, kept.error) {
+            (Some(result), None) => Some(TaskOutcome::Result(result.into_owned())),
+            (None, Some(error)) => Some(TaskOutcome::Error(error.into_owned())),
+            (None, None) => None,
+            (Some(_), Some(_)) => return None,
+        };
+        Some(Self {
+            id: kept.id.into_owned(),
+            owner: kept.owner.into_owned(),
+            status: kept.status,
+            status_message: kept.status_message.map(std::borrow::Cow::into_owned),
+            created_ms: kept.created_ms,
+            updated_ms: kept.updated_ms,
+            ttl_ms: kept.ttl_ms,
+            poll_interval_ms: kept.poll_interval_ms,
+            input_requests: kept.input_requests.into_owned(),
+            outcome,
+        })
+    }
+}
+
 /// How a task ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TaskOutcome {
@@ -93,7 +165,7 @@ pub enum TaskStoreError {
 /// Every method names the owner along with the id: a store never answers
 /// for a task to anyone but the principal that created it. A task is gone
 /// once its TTL has passed, whether or not anything swept it yet.
-pub trait TaskStore: Send + Sync + 'static {
+pub trait TaskStore: Send + Sync + core::fmt::Debug + 'static {
     /// Keeps a new task. A full store may forget an ended task of the
     /// caller keeping the most to make room.
     ///
@@ -421,6 +493,27 @@ mod tests {
         // Nor can another owner write over it.
         assert!(!store.update(record("t", "bob", 0, 10_000)).await?);
         Ok(())
+    }
+
+    #[test]
+    fn a_record_reads_back_as_it_was_kept() {
+        let mut working = record("t", "principal\u{1f}alice", 5, 10_000);
+        working.input_requests.insert(
+            "confirm".to_owned(),
+            serde_json::json!({ "method": "elicitation/create" }),
+        );
+        working.status_message = Some("asking".to_owned());
+        assert_eq!(TaskRecord::decode(&working.encode()), Some(working.clone()));
+        let mut done = working.clone();
+        done.outcome = Some(TaskOutcome::Result(serde_json::json!({ "content": [] })));
+        assert_eq!(TaskRecord::decode(&done.encode()), Some(done));
+        let mut failed = working;
+        failed.outcome = Some(TaskOutcome::Error(ErrorObject::new(
+            crate::domain::jsonrpc::ErrorCode::INTERNAL_ERROR,
+            "boom",
+        )));
+        assert_eq!(TaskRecord::decode(&failed.encode()), Some(failed));
+        assert_eq!(TaskRecord::decode("{}"), None);
     }
 
     #[tokio::test]

@@ -1,0 +1,266 @@
+//! Tasks in Redis: the [`TaskStore`] port over the store's connection, so
+//! a task created on one instance is polled, listed, answered and
+//! cancelled on any other.
+//!
+//! | key | value | lifetime |
+//! |---|---|---|
+//! | `task:<id>` | the task's record, JSON | its TTL |
+//! | `tasks-of:<owner digest>` | a sorted set: the owner's task ids, by when each lapses | as long as its newest task |
+//! | `tasks:expiry` | a sorted set: every task id, by when it lapses | kept; swept as tasks lapse |
+//!
+//! An owner is named by the SHA-256 of its key, so a principal's name
+//! never becomes a key. Every check-and-write is one Lua script. Unlike
+//! the in-memory store, a full store refuses a new task rather than
+//! forgetting an ended one early: the bound on each owner keeps any one
+//! caller from filling it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest as _, Sha256};
+
+use super::{RedisStore, hex};
+use crate::application::server::{
+    BoxFuture, StoreBounds, StoreError, TaskRecord, TaskStore, TaskStoreError,
+};
+
+/// 0: kept; 1: the owner has as many as it may; 2: the store is full.
+/// KEYS: the task, the owner's index, the expiry index. ARGV: the record,
+/// its id, when it lapses, now, the bound per owner, the bound in all.
+const CREATE_TASK: &str = r"
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
+if redis.call('ZCOUNT', KEYS[3], '(' .. ARGV[4], '+inf') >= tonumber(ARGV[6]) then return 2 end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return 1 end
+redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[2], newest[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+return 0
+";
+
+/// 1: replaced; 0: gone, another owner's, or ended (an ended task never
+/// changes). KEYS: the task. ARGV: the record, its owner.
+const UPDATE_TASK: &str = r"
+local kept = redis.call('GET', KEYS[1])
+if not kept then return 0 end
+local record = cjson.decode(kept)
+if record.owner ~= ARGV[2] then return 0 end
+local status = record.status
+if status == 'completed' or status == 'failed' or status == 'cancelled' then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+return 1
+";
+
+/// `{more, records}`: up to ARGV[3] of the owner's tasks alive at ARGV[1],
+/// in id (creation) order after ARGV[2] ('' for the first page), and 1 when
+/// more follow. KEYS: the owner's index. ARGV[4]: the task key prefix.
+const LIST_TASKS: &str = r"
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf')
+table.sort(ids)
+local page = {}
+local more = 0
+for _, id in ipairs(ids) do
+  if ARGV[2] == '' or id > ARGV[2] then
+    if #page >= tonumber(ARGV[3]) then
+      more = 1
+      break
+    end
+    local record = redis.call('GET', ARGV[4] .. id)
+    if record then table.insert(page, record) end
+  end
+end
+return {more, page}
+";
+
+/// The ids of up to 1,000 tasks lapsed by ARGV[1], taken off the expiry
+/// index. KEYS: the expiry index.
+const SWEEP_TASKS: &str = r"
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
+if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
+return ids
+";
+
+/// How often an instance sweeps lapsed tasks, in milliseconds: every task
+/// request would otherwise cost a round trip more. A lapsed task is gone
+/// from the moment it lapses all the same (its key expires then); the
+/// sweep only tells the runtime which handlers to stop.
+const SWEEP_EVERY_MS: u64 = 1_000;
+
+/// The [`TaskStore`] in Redis.
+#[derive(Clone)]
+pub struct RedisTasks {
+    store: RedisStore,
+    bounds: StoreBounds,
+    swept_ms: Arc<AtomicU64>,
+    create: Arc<redis::Script>,
+    update: Arc<redis::Script>,
+    list: Arc<redis::Script>,
+    sweep: Arc<redis::Script>,
+}
+
+impl core::fmt::Debug for RedisTasks {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RedisTasks")
+            .field("store", &self.store)
+            .field("bounds", &self.bounds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A task store in this Redis, keeping at most `bounds`.
+    #[must_use]
+    pub fn tasks(&self, bounds: StoreBounds) -> RedisTasks {
+        RedisTasks {
+            store: self.clone(),
+            bounds,
+            swept_ms: Arc::new(AtomicU64::new(0)),
+            create: Arc::new(redis::Script::new(CREATE_TASK)),
+            update: Arc::new(redis::Script::new(UPDATE_TASK)),
+            list: Arc::new(redis::Script::new(LIST_TASKS)),
+            sweep: Arc::new(redis::Script::new(SWEEP_TASKS)),
+        }
+    }
+}
+
+impl RedisTasks {
+    fn task_key(&self, id: &str) -> String {
+        self.store.key(&format!("task:{id}"))
+    }
+
+    fn owner_key(&self, owner: &str) -> String {
+        self.store.key(&format!(
+            "tasks-of:{}",
+            hex(&Sha256::digest(owner.as_bytes()))
+        ))
+    }
+
+    /// Runs `script` on `keys` with `args`.
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<T, TaskStoreError> {
+        self.store
+            .run(|mut connection| async move {
+                script
+                    .key(keys)
+                    .arg(args)
+                    .invoke_async(&mut connection)
+                    .await
+            })
+            .await
+            .map_err(unavailable)
+    }
+}
+
+fn unavailable(error: StoreError) -> TaskStoreError {
+    match error {
+        StoreError::Unavailable(why) | StoreError::Corrupt(why) => TaskStoreError::Unavailable(why),
+    }
+}
+
+impl TaskStore for RedisTasks {
+    fn create(&self, record: TaskRecord, now_ms: u64) -> BoxFuture<'_, Result<(), TaskStoreError>> {
+        Box::pin(async move {
+            let keys = [
+                self.task_key(&record.id),
+                self.owner_key(&record.owner),
+                self.store.key("tasks:expiry"),
+            ];
+            let args = [
+                record.encode(),
+                record.id.clone(),
+                record.expires_ms().to_string(),
+                now_ms.to_string(),
+                self.bounds.per_owner.to_string(),
+                self.bounds.total.to_string(),
+            ];
+            let kept: i64 = self.invoke(&self.create, &keys, &args).await?;
+            match kept {
+                0 => Ok(()),
+                1 => Err(TaskStoreError::OwnerFull(self.bounds.per_owner)),
+                _ => Err(TaskStoreError::Full(self.bounds.total)),
+            }
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<Option<TaskRecord>, TaskStoreError>> {
+        Box::pin(async move {
+            let key = &self.task_key(id);
+            let kept: Option<String> = self
+                .store
+                .run(|mut connection| async move {
+                    redis::cmd("GET")
+                        .arg(key)
+                        .query_async(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(unavailable)?;
+            Ok(kept
+                .as_deref()
+                .and_then(TaskRecord::decode)
+                .filter(|r| r.owner == owner && r.id == id && r.expires_ms() > now_ms))
+        })
+    }
+
+    fn update(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, TaskStoreError>> {
+        Box::pin(async move {
+            let keys = [self.task_key(&record.id)];
+            let args = [record.encode(), record.owner.clone()];
+            let replaced: i64 = self.invoke(&self.update, &keys, &args).await?;
+            Ok(replaced == 1)
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<(Vec<TaskRecord>, bool), TaskStoreError>> {
+        Box::pin(async move {
+            let keys = [self.owner_key(owner)];
+            let args = [
+                now_ms.to_string(),
+                after.unwrap_or_default().to_owned(),
+                limit.to_string(),
+                self.store.key("task:"),
+            ];
+            let (more, page): (i64, Vec<String>) = self.invoke(&self.list, &keys, &args).await?;
+            let records = page
+                .iter()
+                .filter_map(|text| TaskRecord::decode(text))
+                .filter(|r| r.owner == owner && r.expires_ms() > now_ms)
+                .collect();
+            Ok((records, more == 1))
+        })
+    }
+
+    fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(async move {
+            let last = self.swept_ms.load(Ordering::Relaxed);
+            if now_ms.saturating_sub(last) < SWEEP_EVERY_MS
+                || self
+                    .swept_ms
+                    .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                return Vec::new();
+            }
+            let keys = [self.store.key("tasks:expiry")];
+            self.invoke(&self.sweep, &keys, &[now_ms.to_string()])
+                .await
+                .unwrap_or_default()
+        })
+    }
+}

@@ -1,0 +1,120 @@
+//! The task store in a real Redis (`RedisStore::tasks`), held to what every
+//! task store promises: a task is its owner's alone, gone at its TTL,
+//! bounded per owner and in all, never changed once it ended, listed in
+//! creation order; and the sweep names each lapsed task once, whichever
+//! instance sweeps.
+
+use protocol_droid::adapters::secondary::redis::{RedisOptions, RedisStore};
+use protocol_droid::application::server::{
+    StoreBounds, TaskOutcome, TaskRecord, TaskStore, TaskStoreError,
+};
+use protocol_droid::domain::ir::JsonObject;
+use protocol_droid::wire::tasks::TaskStatus;
+use protocol_droid_test_support::TestError;
+use protocol_droid_test_support::redis::RedisServer;
+
+fn record(id: &str, owner: &str, created_ms: u64, ttl_ms: u64) -> TaskRecord {
+    TaskRecord {
+        id: id.to_owned(),
+        owner: owner.to_owned(),
+        status: TaskStatus::Working,
+        status_message: None,
+        created_ms,
+        updated_ms: created_ms,
+        ttl_ms,
+        poll_interval_ms: 500,
+        input_requests: JsonObject::new(),
+        outcome: None,
+    }
+}
+
+/// Now, in milliseconds since the Unix epoch: Redis lapses keys by its own
+/// clock, so the records here live in the present.
+fn now() -> Result<u64, TestError> {
+    Ok(u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis(),
+    )?)
+}
+
+async fn store(redis: &RedisServer, bounds: StoreBounds) -> Result<impl TaskStore, TestError> {
+    let store = RedisStore::connect(&redis.url(), RedisOptions::default()).await?;
+    Ok(store.tasks(bounds))
+}
+
+#[tokio::test]
+async fn a_task_is_its_owners_alone_and_ends_for_good() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let tasks = store(&redis, StoreBounds::default()).await?;
+    let t = now()?;
+    tasks.create(record("a", "alice", t, 60_000), t).await?;
+    let found = tasks.get("alice", "a", t + 1).await?;
+    assert_eq!(found.as_ref().map(|r| r.status), Some(TaskStatus::Working));
+    assert_eq!(tasks.get("bob", "a", t + 1).await?, None, "not bob's");
+    assert!(!tasks.update(record("a", "bob", t, 60_000)).await?);
+
+    let mut done = record("a", "alice", t, 60_000);
+    done.status = TaskStatus::Completed;
+    done.outcome = Some(TaskOutcome::Result(serde_json::json!({ "content": [] })));
+    assert!(tasks.update(done.clone()).await?);
+    let mut again = record("a", "alice", t, 60_000);
+    again.status = TaskStatus::Cancelled;
+    assert!(!tasks.update(again).await?, "an ended task never changes");
+    assert_eq!(tasks.get("alice", "a", t + 2).await?, Some(done));
+    // Past its TTL it is gone, whatever the key's own expiry says yet.
+    assert_eq!(tasks.get("alice", "a", t + 60_000).await?, None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn owners_are_bounded_apart_and_the_store_in_all() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let tasks = store(
+        &redis,
+        StoreBounds {
+            per_owner: 2,
+            total: 3,
+        },
+    )
+    .await?;
+    let t = now()?;
+    tasks.create(record("1", "alice", t, 60_000), t).await?;
+    tasks.create(record("2", "alice", t, 60_000), t).await?;
+    assert_eq!(
+        tasks.create(record("3", "alice", t, 60_000), t).await,
+        Err(TaskStoreError::OwnerFull(2))
+    );
+    tasks.create(record("4", "bob", t, 60_000), t).await?;
+    assert_eq!(
+        tasks.create(record("5", "carol", t, 60_000), t).await,
+        Err(TaskStoreError::Full(3))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_list_pages_in_creation_order_and_a_lapsed_task_is_swept_once() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let tasks = store(&redis, StoreBounds::default()).await?;
+    let other = store(&redis, StoreBounds::default()).await?;
+    let t = now()?;
+    for id in ["c1", "c2", "c3"] {
+        tasks.create(record(id, "alice", t, 60_000), t).await?;
+    }
+    tasks.create(record("short", "alice", t, 200), t).await?;
+    tasks.create(record("b1", "bob", t, 60_000), t).await?;
+    let (first, more) = tasks.list("alice", None, 2, t + 1).await?;
+    let ids: Vec<&str> = first.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!((ids, more), (vec!["c1", "c2"], true));
+    let (rest, more) = tasks.list("alice", Some("c2"), 10, t + 1).await?;
+    let ids: Vec<&str> = rest.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!((ids, more), (vec!["c3", "short"], false));
+    // Lapsed: not listed, and swept by whichever instance sweeps first.
+    let (rest, _) = tasks.list("alice", Some("c2"), 10, t + 500).await?;
+    let ids: Vec<&str> = rest.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["c3"]);
+    assert_eq!(other.expire(t + 500).await, ["short"]);
+    assert!(tasks.expire(t + 1_600).await.is_empty(), "told once");
+    Ok(())
+}
