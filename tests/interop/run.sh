@@ -11,7 +11,8 @@
 # from the `listening on http://HOST:PORT/mcp` line on its stderr, pass INTEROP_HTTP_URL and
 # INTEROP_TRANSPORT=http|sse to the driver, and kill the server afterwards (and on exit or interrupt).
 # The *-scale-out drivers do the same with scaled.sh: three instances sharing a Redis behind
-# haproxy, round-robin, so each request of a session lands on another instance (INTEROP_SCALED=1).
+# haproxy, round-robin, so each request of a session (and each poll of a task) lands on another
+# instance.
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
 REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
@@ -192,13 +193,13 @@ for d in $DRIVERS; do
         ts-gateway) banner "TS SDK 1.x (2025-11-25) and 2.x (2026-07-28) over Streamable HTTP -> droid gateway -> server-everything (stdio)"
             run_node "$d" gateway.test.mjs ;;
         python-sdk-scale-out) banner "Python SDK (mcp) over Streamable HTTP through haproxy to three droid serve instances sharing Redis"
-            INTEROP_SCALED=1 DROID_SERVER_CMD="$INTEROP_DIR/scaled.sh" with_http "$d" http run_pytest "$d" ;;
+            DROID_SERVER_CMD="$INTEROP_DIR/scaled.sh" with_http "$d" http run_pytest "$d" ;;
         ts-sdk1-scale-out) banner "TS SDK 1.x @ 2025-11-25 over Streamable HTTP through haproxy to three droid serve instances sharing Redis"
             DROID_SERVER_CMD="$INTEROP_DIR/scaled.sh" \
-                with_http "$d" http run_node "$d" sdk1.test.mjs INTEROP_REVISION=2025-11-25 INTEROP_TRANSPORT=http INTEROP_SCALED=1 ;;
+                with_http "$d" http run_node "$d" sdk1.test.mjs INTEROP_REVISION=2025-11-25 INTEROP_TRANSPORT=http ;;
         ts-sdk2-scale-out) banner "TS SDK 2.x pinned 2026-07-28 over Streamable HTTP through haproxy to three droid serve instances sharing Redis"
             DROID_SERVER_CMD="$INTEROP_DIR/scaled.sh" \
-                with_http "$d" http run_node "$d" sdk2.test.mjs INTEROP_TRANSPORT=http INTEROP_SCALED=1 ;;
+                with_http "$d" http run_node "$d" sdk2.test.mjs INTEROP_TRANSPORT=http ;;
         *) echo "run.sh: unknown driver $d (known: $ALL_DRIVERS $OPTIONAL_DRIVERS)"
            record "$d" 0 1 0 1 ;;
     esac

@@ -47,10 +47,6 @@ MODES = ["legacy", MODERN]
 
 TRANSPORT = os.environ.get("INTEROP_TRANSPORT", "stdio")
 HTTP = TRANSPORT == "http"
-# Behind haproxy, three instances sharing Redis (scaled.sh): what is not shared between
-# instances yet is skipped, saying why (docs/scaling.md).
-SCALED = os.environ.get("INTEROP_SCALED") == "1"
-NOT_SHARED_TASKS = "tasks are kept by the instance that made them, not shared between instances yet"
 
 pytestmark = pytest.mark.anyio
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -878,8 +874,6 @@ async def test_task_tools_called_as_any_tool(conn):
 async def test_tasks_run_through_the_sdks_extension_api():
     """2026-07-28: the client declares the extension, the server answers with tasks, and the
     SDK's claim resolver polls each to its end, answering the questions a task parks on."""
-    if SCALED:
-        pytest.skip(NOT_SHARED_TASKS)
     rec = Recorder()
     tasks = Tasks(fill_elicitation)
     client = make_client(MODERN, rec, extensions=[tasks])

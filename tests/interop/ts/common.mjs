@@ -31,10 +31,6 @@ export function stdioParams() {
 export const TRANSPORT = process.env.INTEROP_TRANSPORT || 'stdio';
 /** Whether the server under test is `droid bridge` in front of the fixture (run.sh's bridged.sh). */
 export const BRIDGED = /bridged\.sh$/.test(process.env.DROID_SERVER_CMD ?? '');
-// Behind haproxy, three instances sharing Redis (scaled.sh): what is not shared between
-// instances yet (tasks; docs/scaling.md) is skipped.
-export const SCALED = process.env.INTEROP_SCALED === '1';
-export const NOT_SHARED_TASKS = 'tasks are kept by the instance that made them, not shared between instances yet (docs/scaling.md)';
 export const IS_HTTP = TRANSPORT === 'http' || TRANSPORT === 'sse';
 
 /** The Streamable HTTP endpoint of the server run.sh started (INTEROP_HTTP_URL, e.g. http://127.0.0.1:PORT/mcp). */

@@ -351,9 +351,6 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
     // waiting for the fixture's (docs/bridge.md).
     const HAS_TASKS = REVISION >= '2025-11-25';
     const NAME = F.FIXTURE.client.elicitName;
-    // Behind the balancer a task's polls reach other instances than the one running it.
-    const taskIt = HAS_TASKS && F.SCALED ? (name, fn) => it.skip(`${name}: ${F.NOT_SHARED_TASKS}`, fn) : it;
-    const TASK_TOOLS = ['slow_compute', 'confirm_delete', 'failing_job', 'test_tool_with_task', 'protocol_error_job'];
 
     /** Every message of a tool call streamed as a task. */
     async function asTask(name, args) {
@@ -373,7 +370,7 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.equal(F.onlyText(await client.callTool({ name: 'greet', arguments: { name: 'sdk1' } })), 'Hello, sdk1!');
     });
 
-    taskIt(`slow_compute ${HAS_TASKS ? 'as a task: created, polled to its result, listed' : 'in the request (no tasks before 2025-11-25)'}`, async () => {
+    it(`slow_compute ${HAS_TASKS ? 'as a task: created, polled to its result, listed' : 'in the request (no tasks before 2025-11-25)'}`, async () => {
         const args = { seconds: 0.2, label: 'sdk1' };
         if (!HAS_TASKS) {
             assert.equal(F.onlyText(await client.callTool({ name: 'slow_compute', arguments: args })), 'sdk1: done after 0.2 s');
@@ -387,7 +384,7 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.ok(listed.tasks.some(t => t.taskId === task.taskId), JSON.stringify(listed));
     });
 
-    taskIt(`confirm_delete asks through the elicitation handler${HAS_TASKS ? ', from inside its task' : ''}`, async () => {
+    it(`confirm_delete asks through the elicitation handler${HAS_TASKS ? ', from inside its task' : ''}`, async () => {
         if (!HAS_ELICITATION) {
             await assert.rejects(client.callTool({ name: 'confirm_delete', arguments: { filename: 'a.txt' } }));
             return;
@@ -412,7 +409,7 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.equal(F.onlyText(await client.callTool({ name: 'multi_input', arguments: {} })), `Got ${NAME} and ${NAME}.`);
     });
 
-    taskIt(`failing_job and test_tool_with_task ${HAS_TASKS ? 'run as tasks' : 'run in the request'}`, async () => {
+    it(`failing_job and test_tool_with_task ${HAS_TASKS ? 'run as tasks' : 'run in the request'}`, async () => {
         if (!HAS_TASKS) {
             const failed = await client.callTool({ name: 'failing_job', arguments: {} });
             assert.equal(failed.isError, true);
@@ -428,7 +425,7 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.equal(F.onlyText(greeted.last.result), `Hello, ${NAME}, from a task.`);
     });
 
-    taskIt('protocol_error_job ends with a JSON-RPC error, not a result', async () => {
+    it('protocol_error_job ends with a JSON-RPC error, not a result', async () => {
         if (!HAS_TASKS) {
             await assert.rejects(client.callTool({ name: 'protocol_error_job', arguments: {} }), e => e.code === -32603);
             return;
@@ -438,7 +435,7 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.equal(last.error.code, -32603, JSON.stringify(last));
     });
 
-    (HAS_TASKS ? taskIt : it.skip)('a running task is cancelled, and says so', async () => {
+    (HAS_TASKS ? it : it.skip)('a running task is cancelled, and says so', async () => {
         const stream = client.experimental.tasks.callToolStream(
             { name: 'slow_compute', arguments: { seconds: 60, label: 'cancelled' } }, CallToolResultSchema, { task: { ttl: 60000 } });
         const first = await stream.next();
@@ -449,7 +446,5 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.equal((await client.experimental.tasks.getTask(first.value.task.taskId)).status, 'cancelled');
     });
 
-    // What is skipped behind the balancer, with its reason, is not called.
-    const unreached = F.SCALED && HAS_TASKS ? TASK_TOOLS : [];
-    F.itCallsEveryListedTool(() => client, () => wire, () => listedTools, unreached);
+    F.itCallsEveryListedTool(() => client, () => wire, () => listedTools, []);
 });
