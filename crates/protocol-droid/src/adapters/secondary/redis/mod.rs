@@ -17,7 +17,7 @@
 //! | `round:<tag>` | hex digest of a round's `inputResponses` | until the state expires |
 //! | `session:<id>` | a legacy session's record, JSON | while used, then its idle timeout |
 //! | `call:<session>:<id>` | a `tools/call` running (its lease) or its answer, JSON | the lease, renewed while it runs; then the answer's replay time |
-//! | `calls:<session>`, `callsizes:<session>` | the session's calls, by when each lapses, and their answers' sizes | as long as its newest call |
+//! | `calls:<session>`, `callsizes:<session>`, `callbytes:<session>` | the session's calls, by when each lapses; their answers' sizes; and those sizes' sum | as long as its newest call |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
 //! | `task:<id>`, `tasks-of:<owner>`, `tasks:expiry` | tasks and their indexes (see `tasks`) | each task's TTL |
 //! | `gateway:first-use`, `gateway:approvals`, `gateway:activations` | a gateway's trust and principals' activations, one hash each (see `gateway`) | kept; activations until they lapse |
@@ -189,7 +189,7 @@ impl RedisStore {
             admit_call: Arc::new(with_prune(ADMIT_CALL)),
             renew_call: Arc::new(with_prune(RENEW_CALL)),
             record_call: Arc::new(with_prune(RECORD_CALL)),
-            abandon_call: Arc::new(redis::Script::new(ABANDON_CALL)),
+            abandon_call: Arc::new(with_prune(ABANDON_CALL)),
             append_events: Arc::new(redis::Script::new(APPEND_EVENTS)),
             claim_field: Arc::new(gateway::claim_script()),
         };
@@ -283,11 +283,12 @@ impl RedisStore {
 
     /// A call's record, its session's index of calls, and of their
     /// answers' sizes.
-    fn call_keys(&self, session: &str, id: &str) -> [String; 3] {
+    fn call_keys(&self, session: &str, id: &str) -> [String; 4] {
         [
             self.key(&format!("call:{session}:{id}")),
             self.key(&format!("calls:{session}")),
             self.key(&format!("callsizes:{session}")),
+            self.key(&format!("callbytes:{session}")),
         ]
     }
 
@@ -515,42 +516,55 @@ impl SessionStore for RedisStore {
     }
 }
 
-/// Drops from a session's index (KEYS[2], by lapse time; KEYS[3], answer
-/// sizes) the calls that lapsed by `now_ms`; answers the bytes of answers
-/// still kept. Shared by the scripts below.
+/// A session's index of calls: KEYS[2] by lapse time, KEYS[3] the sizes of
+/// the answers recorded, KEYS[4] their sum (kept, not summed, so that no
+/// call pays for the session's other calls). `prune` drops the calls that
+/// lapsed and answers the bytes still kept; `make_room` forgets the oldest
+/// answered or lapsed calls, reading the index sixteen at a time from the
+/// oldest, until a call and its answer fit. Shared by the scripts below.
 const PRUNE: &str = r"
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+local function forget_size(id)
+  local size = redis.call('HGET', KEYS[3], id)
+  if size then
+    redis.call('HDEL', KEYS[3], id)
+    redis.call('DECRBY', KEYS[4], size)
+  end
+  return tonumber(size or '0')
+end
 local function prune(now)
   local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
-  for _, id in ipairs(gone) do redis.call('HDEL', KEYS[3], id) end
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  local bytes = 0
-  for _, size in ipairs(redis.call('HVALS', KEYS[3])) do bytes = bytes + tonumber(size) end
-  return bytes
+  for _, id in ipairs(gone) do forget_size(id) end
+  if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
+  return math.max(0, tonumber(redis.call('GET', KEYS[4]) or '0'))
 end
 local function index(now, id, lasts_ms, keep_ms)
   redis.call('ZADD', KEYS[2], now + lasts_ms, id)
-  redis.call('PEXPIRE', KEYS[2], keep_ms)
-  redis.call('PEXPIRE', KEYS[3], keep_ms)
+  for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], keep_ms) end
 end
 local function make_room(prefix, max_calls, bytes, needed, max_bytes)
-  local members = redis.call('ZRANGE', KEYS[2], 0, -1)
-  local count = #members
-  for _, old in ipairs(members) do
-    if count < max_calls and bytes + needed <= max_bytes then return true end
-    local kept = redis.call('GET', prefix .. old)
-    if (not kept) or cjson.decode(kept).outcome then
-      bytes = bytes - tonumber(redis.call('HGET', KEYS[3], old) or '0')
-      if kept then redis.call('DEL', prefix .. old) end
-      redis.call('HDEL', KEYS[3], old)
-      redis.call('ZREM', KEYS[2], old)
-      count = count - 1
+  local count = redis.call('ZCARD', KEYS[2])
+  local skipped = 0
+  while count >= max_calls or bytes + needed > max_bytes do
+    local batch = redis.call('ZRANGE', KEYS[2], skipped, skipped + 15)
+    if #batch == 0 then return false end
+    for _, old in ipairs(batch) do
+      if count < max_calls and bytes + needed <= max_bytes then return true end
+      local answered = redis.call('HEXISTS', KEYS[3], old) == 1
+      if answered or redis.call('EXISTS', prefix .. old) == 0 then
+        bytes = bytes - forget_size(old)
+        redis.call('DEL', prefix .. old)
+        redis.call('ZREM', KEYS[2], old)
+        count = count - 1
+      else
+        skipped = skipped + 1
+      end
     end
   end
-  return count < max_calls and bytes + needed <= max_bytes
+  return true
 end
 ";
 
@@ -570,7 +584,7 @@ if kept then
   return 'flight'
 end
 local now = now_ms()
-redis.call('HDEL', KEYS[3], ARGV[5])
+forget_size(ARGV[5])
 local bytes = prune(now)
 if not make_room(ARGV[7], tonumber(ARGV[4]), bytes, 0, math.huge) then return 'full' end
 redis.call('SET', KEYS[1], cjson.encode({ digest = ARGV[1], token = ARGV[2] }), 'PX', ARGV[3])
@@ -595,7 +609,7 @@ return 1
 /// holds it unanswered (or its mark lapsed untaken; digest ARGV[8]),
 /// within the session's ARGV[6] bytes of answers, the answers recorded
 /// longest ago forgotten to make room (the session's call keys start
-/// ARGV[7]); an answer that cannot fit is recorded as ARGV[9] instead.
+/// ARGV[7]); an answer larger than ARGV[6] is recorded as ARGV[9] instead.
 /// Id ARGV[4], index lifetime ARGV[5]. Answers 1, or 0 when another
 /// admission holds the call or nothing fits.
 const RECORD_CALL: &str = r"
@@ -604,18 +618,19 @@ local entry = { digest = ARGV[8], token = ARGV[1] }
 if kept then entry = cjson.decode(kept) end
 if entry.outcome or entry.token ~= ARGV[1] then return 0 end
 local now = now_ms()
-redis.call('HDEL', KEYS[3], ARGV[4])
+forget_size(ARGV[4])
 local bytes = prune(now)
 local outcome = ARGV[2]
+-- An answer larger than the session may keep would only empty it: the
+-- placeholder is recorded in its place, at once.
+if string.len(outcome) > tonumber(ARGV[6]) then outcome = ARGV[9] end
 if not make_room(ARGV[7], math.huge, bytes, string.len(outcome), tonumber(ARGV[6])) then
-  outcome = ARGV[9]
-  if not make_room(ARGV[7], math.huge, bytes, string.len(outcome), tonumber(ARGV[6])) then
-    return 0
-  end
+  return 0
 end
 entry.outcome = outcome
 redis.call('SET', KEYS[1], cjson.encode(entry), 'PX', ARGV[3])
 redis.call('HSET', KEYS[3], ARGV[4], string.len(outcome))
+redis.call('INCRBY', KEYS[4], string.len(outcome))
 index(now, ARGV[4], tonumber(ARGV[3]), ARGV[5])
 return 1
 ";
@@ -628,7 +643,7 @@ local entry = cjson.decode(kept)
 if entry.outcome or entry.token ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
-redis.call('HDEL', KEYS[3], ARGV[2])
+forget_size(ARGV[2])
 return 1
 ";
 

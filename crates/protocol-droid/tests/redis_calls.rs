@@ -1,0 +1,140 @@
+//! The shared record of `tools/call`s in a real Redis
+//! (`IdempotencyLedger` on `RedisStore`), at its bounds: a session keeps
+//! at most so many calls and so many bytes of answers, the answers
+//! recorded longest ago making room and a running call never; an answer
+//! that cannot fit is recorded as too large.
+
+use protocol_droid::adapters::secondary::redis::{RedisOptions, RedisStore};
+use protocol_droid::application::server::{CallRecord, IdempotencyLedger as _, SharedAdmission};
+use protocol_droid_test_support::TestError;
+use protocol_droid_test_support::redis::RedisServer;
+
+const LEASE_MS: u64 = 60_000;
+const TOO_LARGE: &str = r#"{"error":{"code":-32603,"message":"too large to keep"}}"#;
+
+fn digest(id: &str) -> [u8; 32] {
+    let mut digest = [0_u8; 32];
+    for (slot, byte) in digest.iter_mut().zip(id.bytes()) {
+        *slot = byte;
+    }
+    digest
+}
+
+/// Admits call `id` of `session` (at most `per_session` calls kept).
+async fn admit(
+    store: &RedisStore,
+    session: &str,
+    id: &str,
+    per_session: usize,
+) -> Result<SharedAdmission, TestError> {
+    Ok(store
+        .admit(session, id, digest(id), "token", LEASE_MS, per_session)
+        .await?)
+}
+
+/// Records `outcome` as call `id`'s answer, the session keeping at most
+/// `session_bytes` of answers.
+async fn record(
+    store: &RedisStore,
+    session: &str,
+    id: &str,
+    outcome: &str,
+    session_bytes: usize,
+) -> Result<bool, TestError> {
+    Ok(store
+        .record(CallRecord {
+            session,
+            id,
+            digest: digest(id),
+            token: "token",
+            outcome,
+            too_large: TOO_LARGE,
+            ttl_ms: LEASE_MS,
+            session_bytes,
+        })
+        .await?)
+}
+
+fn answer(n: usize) -> String {
+    format!(r#"{{"result":{{"n":{n},"pad":"{}"}}}}"#, "x".repeat(80))
+}
+
+#[tokio::test]
+async fn the_oldest_answers_make_room_and_running_calls_are_kept() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let store = RedisStore::connect(&redis.url(), RedisOptions::default()).await?;
+    // Four calls at most: "running" is admitted first and never answered.
+    assert_eq!(
+        admit(&store, "s", "running", 4).await?,
+        SharedAdmission::Fresh
+    );
+    for n in 1..=5 {
+        let id = format!("call{n}");
+        assert_eq!(admit(&store, "s", &id, 4).await?, SharedAdmission::Fresh);
+        assert!(record(&store, "s", &id, &answer(n), usize::MAX).await?);
+    }
+    // Calls 1 and 2 made room for 4 and 5; the running call is still held.
+    assert_eq!(
+        admit(&store, "s", "running", 4).await?,
+        SharedAdmission::Fresh
+    );
+    assert_eq!(
+        admit(&store, "s", "call1", 4).await?,
+        SharedAdmission::Fresh,
+        "forgotten"
+    );
+    assert_eq!(
+        admit(&store, "s", "call5", 4).await?,
+        SharedAdmission::Replay(answer(5)),
+        "kept"
+    );
+    // Another session is not touched by this one's bound.
+    assert_eq!(
+        admit(&store, "t", "call1", 4).await?,
+        SharedAdmission::Fresh
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_bytes_of_answers_are_bounded_per_session() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let store = RedisStore::connect(&redis.url(), RedisOptions::default()).await?;
+    let size = answer(1).len();
+    // Room for two answers.
+    let bytes = size * 2 + size / 2;
+    for n in 1..=3 {
+        let id = format!("call{n}");
+        assert_eq!(admit(&store, "s", &id, 256).await?, SharedAdmission::Fresh);
+        assert!(record(&store, "s", &id, &answer(n), bytes).await?);
+    }
+    assert_eq!(
+        admit(&store, "s", "call1", 256).await?,
+        SharedAdmission::Fresh
+    );
+    for n in 2..=3 {
+        assert_eq!(
+            admit(&store, "s", &format!("call{n}"), 256).await?,
+            SharedAdmission::Replay(answer(n))
+        );
+    }
+    // An answer larger than the session may keep is recorded as too large:
+    // its retry runs nothing either.
+    let huge = format!(r#"{{"result":"{}"}}"#, "y".repeat(bytes));
+    assert_eq!(
+        admit(&store, "s", "huge", 256).await?,
+        SharedAdmission::Fresh
+    );
+    assert!(record(&store, "s", "huge", &huge, bytes).await?);
+    assert_eq!(
+        admit(&store, "s", "huge", 256).await?,
+        SharedAdmission::Replay(TOO_LARGE.to_owned())
+    );
+    // Only as much was forgotten as the placeholder needed: the newest
+    // answer is still kept.
+    assert_eq!(
+        admit(&store, "s", "call3", 256).await?,
+        SharedAdmission::Replay(answer(3))
+    );
+    Ok(())
+}
