@@ -162,6 +162,23 @@ pub(crate) async fn measure(
 ) -> anyhow::Result<Sample> {
     let port = free_port()?;
     let server = binaries.http(target, port, era == Era::Sessions).await?;
+    let (calls, latencies, elapsed) =
+        drive(port, target, era, concurrency, warmup, measured).await?;
+    let peak = memory(&server)?.peak_kib;
+    Ok(Sample::new(calls, latencies, elapsed, peak))
+}
+
+/// Drives whatever listens on `port` as `target` would be driven: the
+/// calls answered in the measured window, their latencies in nanoseconds,
+/// and how long the window took.
+pub(crate) async fn drive(
+    port: u16,
+    target: Target,
+    era: Era,
+    concurrency: u64,
+    warmup: Duration,
+    measured: Duration,
+) -> anyhow::Result<Phase> {
     let mut clients = Vec::new();
     for _ in 0..concurrency {
         let mut client = Client::connect(port, target).await?;
@@ -171,12 +188,11 @@ pub(crate) async fn measure(
         clients.push(client);
     }
     let (clients, _) = phase(clients, era, warmup).await?;
-    let (_, (calls, latencies, elapsed)) = phase(clients, era, measured).await?;
-    let peak = memory(&server)?.peak_kib;
-    Ok(Sample::new(calls, latencies, elapsed, peak))
+    let (_, measured) = phase(clients, era, measured).await?;
+    Ok(measured)
 }
 
-type Phase = (u64, Vec<u64>, Duration);
+pub(crate) type Phase = (u64, Vec<u64>, Duration);
 
 /// Every client calls until `duration` has passed.
 async fn phase(

@@ -23,6 +23,7 @@
 
 mod http;
 mod instructions;
+mod scaled;
 mod servers;
 mod stats;
 mod stdio;
@@ -106,6 +107,8 @@ struct Results {
     floor_pairs: Vec<f64>,
     /// `(target, instructions per stdio call)`, counted once.
     instructions: Vec<(Target, f64)>,
+    /// `(era, deployment, sample)` behind the balancer.
+    scaled: Vec<(Era, scaled::Deployment, Sample)>,
 }
 
 impl Results {
@@ -180,6 +183,42 @@ fn main() -> anyhow::Result<()> {
                 target.name()
             ));
             results.sessions.push((target, per_session));
+        }
+    }
+    let scaling = options
+        .only
+        .as_ref()
+        .is_none_or(|only| "instances".contains(only.as_str()));
+    if scaling && !scaled::available() {
+        log(
+            "redis-server or haproxy is missing (scripts/services.sh): several instances are not measured",
+        );
+    } else if scaling {
+        for run in 1..=options.runs {
+            log(&format!("instances, run {run} of {}", options.runs));
+            for era in [Era::Stateless, Era::Sessions] {
+                for deployment in scaled::Deployment::ALL {
+                    let sample = runtime
+                        .block_on(scaled::measure(
+                            &options.binaries,
+                            deployment,
+                            era,
+                            32,
+                            options.warmup,
+                            options.measured,
+                        ))
+                        .with_context(|| format!("{} behind haproxy", deployment.title()))?;
+                    log(&format!(
+                        "  {:<10} {:<20} {:>9.0}/s p50 {:>7.0} µs p99 {:>7.0} µs",
+                        era_title(era),
+                        deployment.title(),
+                        sample.per_second,
+                        sample.p50_us,
+                        sample.p99_us,
+                    ));
+                    results.scaled.push((era, deployment, sample));
+                }
+            }
         }
     }
     let counting = options.instructions > 0
@@ -406,7 +445,57 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
     }
     overhead_table(results, Target::Gateway, "`droid gateway`", &mut out);
     overhead_table(results, Target::Bridge, "`droid bridge`", &mut out);
+    scaled_table(results, &mut out);
     out
+}
+
+fn era_title(era: Era) -> &'static str {
+    match era {
+        Era::Stateless => "2026-07-28",
+        Era::Sessions => "2025-11-25",
+    }
+}
+
+/// `droid serve` behind haproxy, 32 clients: one instance in memory against
+/// one, two and three sharing Redis.
+fn scaled_table(results: &Results, out: &mut String) {
+    if results.scaled.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "
+| behind haproxy, 32 concurrent | deployment | calls/s | p50 µs | p99 µs | peak RSS MiB, instances | calls/s ÷ 1 in memory |"
+    );
+    out.push_str(
+        "|---|---|---:|---:|---:|---:|---:|
+",
+    );
+    for era in [Era::Stateless, Era::Sessions] {
+        let spread = |deployment: scaled::Deployment, figure: fn(&Sample) -> f64| {
+            let values: Vec<f64> = results
+                .scaled
+                .iter()
+                .filter(|(e, d, _)| *e == era && *d == deployment)
+                .map(|(_, _, s)| figure(s))
+                .collect();
+            Spread::of(&values)
+        };
+        let baseline = spread(scaled::Deployment::ALL[0], |s| s.per_second);
+        for (row, deployment) in scaled::Deployment::ALL.into_iter().enumerate() {
+            let title = if row == 0 { era_title(era) } else { "" };
+            let _ = writeln!(
+                out,
+                "| {title} | {} | {} | {} | {} | {} | {} |",
+                deployment.title(),
+                cell(spread(deployment, |s| s.per_second), 0),
+                cell(spread(deployment, |s| s.p50_us), 0),
+                cell(spread(deployment, |s| s.p99_us), 0),
+                cell(spread(deployment, |s| s.peak_mib), 1),
+                ratio(spread(deployment, |s| s.per_second), baseline),
+            );
+        }
+    }
 }
 
 /// The cost per call of `via` (the gateway or the bridge) in front of

@@ -71,7 +71,8 @@ impl Binaries {
         Ok(())
     }
 
-    fn command(&self, name: &str) -> Command {
+    /// `name` from the programs' directory, quiet and killed when dropped.
+    pub(crate) fn command(&self, name: &str) -> Command {
         let mut command = Command::new(self.dir.join(name));
         command
             .stdin(Stdio::null())
@@ -178,7 +179,8 @@ pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-async fn wait_for_port(port: u16) -> anyhow::Result<()> {
+/// Waits until something listens on `127.0.0.1:port`, for at most 20 s.
+pub(crate) async fn wait_for_port(port: u16) -> anyhow::Result<()> {
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(20) {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
