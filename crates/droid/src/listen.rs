@@ -72,14 +72,9 @@ pub(crate) struct ListenArgs {
     #[arg(long, value_name = "URL", env = "DROID_STORE", hide_env_values = true)]
     store: Option<String>,
     /// What every key this instance writes to --store starts with, so that
-    /// several deployments can share one Redis.
-    #[arg(
-        long,
-        value_name = "PREFIX",
-        default_value = "droid:",
-        requires = "store"
-    )]
-    store_prefix: String,
+    /// several deployments can share one Redis (default: droid:).
+    #[arg(long, value_name = "PREFIX")]
+    store_prefix: Option<String>,
     /// This instance's name among those sharing --store (default: host
     /// name and process id). It must be unique among them: the answers to
     /// the questions this instance asks clients are routed to it by name.
@@ -175,11 +170,13 @@ impl ListenArgs {
         instance: Option<&str>,
     ) -> Self {
         let mut args = self.clone();
+        // Each setting on its own: a URL from the environment (keeping its
+        // password out of the file) goes with the file's prefix.
         if args.store.is_none() {
             args.store = url.map(str::to_owned);
-            if let Some(prefix) = prefix {
-                prefix.clone_into(&mut args.store_prefix);
-            }
+        }
+        if args.store_prefix.is_none() {
+            args.store_prefix = prefix.map(str::to_owned);
         }
         if args.instance_id.is_none() {
             args.instance_id = instance.map(str::to_owned);
@@ -201,9 +198,10 @@ impl ListenArgs {
         if let Some(store) = self.connected.get() {
             return Ok(Some(store.clone()));
         }
+        let defaults = RedisOptions::default();
         let options = RedisOptions {
-            prefix: self.store_prefix.clone(),
-            ..RedisOptions::default()
+            prefix: self.store_prefix.clone().unwrap_or(defaults.prefix),
+            ..defaults
         };
         let store = RedisStore::connect(url, options)
             .await
@@ -288,4 +286,31 @@ pub(crate) fn trust(ca_file: Option<&std::path::Path>) -> anyhow::Result<Trust> 
         || Ok(Trust::default()),
         |path| Trust::with_ca_file(path).context("--ca-file"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_fills_each_store_setting_the_flags_leave_open() {
+        // The URL from the environment (here, as a flag would give it), the
+        // prefix and the name from the file.
+        let flags = ListenArgs {
+            store: Some("redis://from-env".to_owned()),
+            ..ListenArgs::default()
+        };
+        let merged = flags.with_store(Some("redis://from-file"), Some("team-a:"), Some("gw-1"));
+        assert_eq!(merged.store.as_deref(), Some("redis://from-env"));
+        assert_eq!(merged.store_prefix.as_deref(), Some("team-a:"));
+        assert_eq!(merged.instance_id(), "gw-1");
+        // A flag is the newer word.
+        let flags = ListenArgs {
+            store_prefix: Some("team-b:".to_owned()),
+            ..ListenArgs::default()
+        };
+        let merged = flags.with_store(Some("redis://from-file"), Some("team-a:"), None);
+        assert_eq!(merged.store.as_deref(), Some("redis://from-file"));
+        assert_eq!(merged.store_prefix.as_deref(), Some("team-b:"));
+    }
 }

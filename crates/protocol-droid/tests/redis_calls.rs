@@ -73,10 +73,13 @@ async fn the_oldest_answers_make_room_and_running_calls_are_kept() -> Result<(),
         assert_eq!(admit(&store, "s", &id, 4).await?, SharedAdmission::Fresh);
         assert!(record(&store, "s", &id, &answer(n), usize::MAX).await?);
     }
-    // Calls 1 and 2 made room for 4 and 5; the running call is still held.
+    // Calls 1 and 2 made room for 4 and 5; the running call is still held
+    // (a duplicate under another admission is refused as in flight).
     assert_eq!(
-        admit(&store, "s", "running", 4).await?,
-        SharedAdmission::Fresh
+        store
+            .admit("s", "running", digest("running"), "another", LEASE_MS, 4)
+            .await?,
+        SharedAdmission::InFlight
     );
     assert_eq!(
         admit(&store, "s", "call1", 4).await?,
@@ -136,5 +139,46 @@ async fn the_bytes_of_answers_are_bounded_per_session() -> Result<(), TestError>
         admit(&store, "s", "call3", 256).await?,
         SharedAdmission::Replay(answer(3))
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_sum_of_sizes_gone_astray_is_counted_afresh() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let store = RedisStore::connect(&redis.url(), RedisOptions::default()).await?;
+    let size = answer(1).len();
+    let bytes = size * 3;
+    assert_eq!(
+        admit(&store, "s", "call1", 256).await?,
+        SharedAdmission::Fresh
+    );
+    assert!(record(&store, "s", "call1", &answer(1), bytes).await?);
+    // The sum drifts far above the sizes (as an older instance's writes, or
+    // an eviction, could leave it).
+    let client = redis::Client::open(redis.url())?;
+    let mut connection = client.get_multiplexed_async_connection().await?;
+    let _set: i64 = redis::cmd("HSET")
+        .arg("droid:callsizes:s")
+        .arg("#bytes")
+        .arg(1_000_000)
+        .query_async(&mut connection)
+        .await?;
+    // Room is made, the sum counted afresh once nothing is left to forget,
+    // and the answer recorded.
+    assert_eq!(
+        admit(&store, "s", "call2", 256).await?,
+        SharedAdmission::Fresh
+    );
+    assert!(record(&store, "s", "call2", &answer(2), bytes).await?);
+    assert_eq!(
+        admit(&store, "s", "call2", 256).await?,
+        SharedAdmission::Replay(answer(2))
+    );
+    let total: i64 = redis::cmd("HGET")
+        .arg("droid:callsizes:s")
+        .arg("#bytes")
+        .query_async(&mut connection)
+        .await?;
+    assert_eq!(usize::try_from(total)?, answer(2).len());
     Ok(())
 }

@@ -68,7 +68,8 @@ async fn a_task_is_its_owners_alone_and_ends_for_good() -> Result<(), TestError>
 }
 
 #[tokio::test]
-async fn owners_are_bounded_apart_and_the_store_in_all() -> Result<(), TestError> {
+async fn owners_are_bounded_apart_and_the_store_in_all_ended_tasks_giving_way()
+-> Result<(), TestError> {
     let redis = RedisServer::start()?;
     let tasks = store(
         &redis,
@@ -86,10 +87,29 @@ async fn owners_are_bounded_apart_and_the_store_in_all() -> Result<(), TestError
         Err(TaskStoreError::OwnerFull(2))
     );
     tasks.create(record("4", "bob", t, 60_000), t).await?;
+    // Full of running tasks: refused.
     assert_eq!(
         tasks.create(record("5", "carol", t, 60_000), t).await,
         Err(TaskStoreError::Full(3))
     );
+    // Once one has ended, a full store forgets it to make room.
+    let mut ended = record("1", "alice", t, 60_000);
+    ended.status = TaskStatus::Completed;
+    assert!(tasks.update(ended).await?);
+    tasks.create(record("5", "carol", t, 60_000), t).await?;
+    assert_eq!(tasks.get("alice", "1", t + 1).await?, None);
+    assert!(tasks.get("alice", "2", t + 1).await?.is_some());
+    // And alice's place with it.
+    tasks
+        .create(record("3", "alice", t, 60_000), t + 1)
+        .await
+        .ok();
+    // A create retried after its reply was lost is no second task.
+    let (page, _) = tasks.list("carol", None, 10, t + 1).await?;
+    assert_eq!(page.len(), 1);
+    tasks.create(record("5", "carol", t, 60_000), t).await?;
+    let (page, _) = tasks.list("carol", None, 10, t + 1).await?;
+    assert_eq!(page.len(), 1);
     Ok(())
 }
 

@@ -50,7 +50,7 @@ pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,
     ExactRevocationError, SessionActivationGrant, SessionToolSet, SessionToolSetError,
 };
-pub use shared::{GatewayStore, SharedGateway};
+pub use shared::{GatewayStore, SharedGateway, Versioned};
 pub use state::{Disclosure, DriftReport, MAX_DRIFT_REPORTS, MAX_KEPT_DEFINITION, MAX_SESSIONS};
 pub use trust::{Approval, Trust, TrustStore, TrustStoreError};
 pub use upstream::{

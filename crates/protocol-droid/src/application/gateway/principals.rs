@@ -19,6 +19,20 @@ pub const MAX_PRINCIPALS: usize = 10_000;
 /// How long a principal's activations outlive its last request.
 pub const PRINCIPAL_IDLE: Duration = Duration::from_secs(3600);
 
+/// What a principal is kept under: the SHA-256 of its key, in hex, so
+/// that neither this process's tables nor a shared store name it.
+pub(super) fn digest_of(principal_key: &str) -> String {
+    use sha2::Digest as _;
+    use std::fmt::Write as _;
+    sha2::Sha256::digest(principal_key.as_bytes()).iter().fold(
+        String::with_capacity(64),
+        |mut out, byte| {
+            let _infallible = write!(out, "{byte:02x}");
+            out
+        },
+    )
+}
+
 /// The principals kept, by key.
 #[derive(Debug)]
 pub(super) struct Principals {
@@ -62,6 +76,11 @@ impl Principals {
     /// How many principals are kept.
     pub(super) fn len(&self) -> usize {
         self.kept.len()
+    }
+
+    /// The session standing for `principal`, if it is kept; not a use.
+    pub(super) fn get(&self, principal: &str) -> Option<SessionId> {
+        self.kept.get(principal).map(|kept| kept.session)
     }
 
     /// How long a principal outlives its last request.

@@ -130,6 +130,15 @@ impl Gateway {
             let added = !changes.is_empty();
             (store, claim, trusted, touched, registrations, added)
         };
+        // Claimed for every instance first, so that what the file keeps
+        // is what holds: another instance's first use, if it came first.
+        // The tools are registered only after, so none is offered on this
+        // instance's word alone while the claim is on its way.
+        let trusted = if claim {
+            self.claim_first_use(name, &trusted).await
+        } else {
+            trusted
+        };
         // Kept outside the lock every list and call waits on: the store
         // writes a file.
         if let Some(store) = store {
@@ -138,11 +147,8 @@ impl Gateway {
                 tracing::error!(upstream = %name, %error, "the pins trusted on first use could not be kept; a restart would trust anew");
             }
         }
-        if claim {
-            self.claim_first_use(name, &trusted).await;
-        }
         if added {
-            self.resync_after_listing().await;
+            self.retake_activations();
         }
         for (id, tool) in registrations {
             match tool {

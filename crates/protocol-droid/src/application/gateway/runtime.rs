@@ -119,6 +119,9 @@ impl Gateway {
             trust_store: None,
             watches: Watches::default(),
             principals: Principals::new(MAX_PRINCIPALS, PRINCIPAL_IDLE),
+            approval_versions: BTreeMap::new(),
+            shared_activations: std::collections::HashMap::new(),
+            unclaimed: BTreeMap::new(),
         }));
         let seen = Arc::clone(&state);
         let visibility: ToolVisibility = Arc::new(move |peer, caller, name| {

@@ -54,14 +54,16 @@ pub trait GatewayStore: Send + Sync + core::fmt::Debug {
         pins: &'a str,
     ) -> BoxFuture<'a, Result<String, StoreError>>;
 
-    /// Every approval recorded, by tool id.
+    /// Every approval recorded, by tool id, each with its version.
     ///
     /// # Errors
     ///
     /// [`StoreError`] when the store cannot be read.
-    fn approvals(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>>;
+    fn approvals(&self) -> BoxFuture<'_, Result<Vec<Versioned>, StoreError>>;
 
-    /// Records `approval` of `tool`, replacing any earlier one of it.
+    /// Records `approval` of `tool` at `version`, unless one of a version
+    /// as new or newer is kept (answers whether it was kept): two
+    /// approvals of one tool keep the newer, whichever lands last.
     ///
     /// # Errors
     ///
@@ -70,16 +72,19 @@ pub trait GatewayStore: Send + Sync + core::fmt::Debug {
         &'a self,
         tool: &'a str,
         approval: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
-    /// Every principal's activations kept, by principal.
+    /// Every principal's activations kept, by principal, each with its
+    /// version.
     ///
     /// # Errors
     ///
     /// [`StoreError`] when the store cannot be read.
-    fn activations(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>>;
+    fn activations(&self) -> BoxFuture<'_, Result<Vec<Versioned>, StoreError>>;
 
-    /// Keeps `activations` as `principal`'s, replacing what was kept.
+    /// Keeps `activations` as `principal`'s at `version`, unless a record
+    /// as new or newer is kept; answers whether it was kept.
     ///
     /// # Errors
     ///
@@ -88,17 +93,31 @@ pub trait GatewayStore: Send + Sync + core::fmt::Debug {
         &'a self,
         principal: &'a str,
         activations: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
-    /// Forgets the activations of `principals` (they lapsed).
+    /// Forgets each principal's activations that are still at the version
+    /// given (they lapsed); a record written anew since is kept.
     ///
     /// # Errors
     ///
     /// [`StoreError`] when the store cannot be written.
     fn forget_activations<'a>(
         &'a self,
-        principals: &'a [String],
+        lapsed: &'a [(String, u64)],
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+}
+
+/// One shared record: its name (a tool, a principal), its text, and its
+/// version, which only grows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versioned {
+    /// Whose record it is.
+    pub name: String,
+    /// The record.
+    pub text: String,
+    /// Its version: a newer record has a greater one.
+    pub version: u64,
 }
 
 /// What a gateway shares with the other instances of it.

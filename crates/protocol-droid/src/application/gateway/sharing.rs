@@ -8,14 +8,16 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::principals::MAX_PRINCIPALS;
 use super::runtime::Gateway;
 use super::session::SessionActivationGrant;
 use super::shared::{
-    ActivationsRecord, SharedGateway, decode_approval, decode_pins, encode_approval, encode_pins,
+    ActivationsRecord, MAX_ACTIVATIONS_RECORD, SharedGateway, decode_approval, decode_pins,
+    encode_approval, encode_pins,
 };
 use super::state::{State, fresh_set, lock};
 use super::trust::Approval;
@@ -76,33 +78,51 @@ impl Gateway {
 
     /// Claims `trusted` as `upstream`'s first use for every instance; when
     /// another instance claimed first, its pins replace these, and what
-    /// this instance saw that differs is drift like any other.
+    /// this instance saw that differs is drift like any other. A claim the
+    /// store did not take is tried again at every reading of the store.
+    /// Answers the pins in force for the upstream's first use.
     pub(super) async fn claim_first_use(
         &self,
         upstream: &str,
         trusted: &BTreeMap<ToolId, SchemaDigest>,
-    ) {
+    ) -> BTreeMap<ToolId, SchemaDigest> {
         let Some(shared) = self.inner.shared.get() else {
-            return;
+            return trusted.clone();
         };
-        let kept = match shared
+        match shared
             .store
             .claim_first_use(upstream, &encode_pins(trusted))
             .await
         {
-            Ok(kept) => kept,
+            Ok(kept) => {
+                lock(&self.inner.state).unclaimed.remove(upstream);
+                self.adopt_first_use(upstream, &kept, trusted)
+            }
             Err(error) => {
                 self.inner.server.observer().store_failed("gateway");
-                tracing::error!(%upstream, %error, "the first use of an upstream could not be shared; the other instances will take their own");
-                return;
+                tracing::error!(%upstream, %error, "the first use of an upstream could not be shared; trusting what this instance saw until the store takes it");
+                lock(&self.inner.state)
+                    .unclaimed
+                    .insert(upstream.to_owned(), trusted.clone());
+                trusted.clone()
             }
-        };
-        let Some(kept) = decode_pins(&kept) else {
+        }
+    }
+
+    /// Holds `upstream` to `kept`, the first use the store kept, when it is
+    /// not `trusted`, what this instance took; answers the pins in force.
+    fn adopt_first_use(
+        &self,
+        upstream: &str,
+        kept: &str,
+        trusted: &BTreeMap<ToolId, SchemaDigest>,
+    ) -> BTreeMap<ToolId, SchemaDigest> {
+        let Some(kept) = decode_pins(kept) else {
             tracing::error!(%upstream, "the shared store holds a first use that is not one; keeping this instance's");
-            return;
+            return trusted.clone();
         };
         if &kept == trusted {
-            return;
+            return kept;
         }
         tracing::warn!(%upstream, "another instance used this upstream first; holding it to what it showed then");
         let touched = {
@@ -117,33 +137,60 @@ impl Gateway {
             for id in ours {
                 state.first_use.unpin(&id);
             }
-            for (id, digest) in kept {
-                state.first_use.pin(id, digest);
+            for (id, digest) in &kept {
+                state.first_use.pin(id.clone(), *digest);
             }
             state.repin(self.inner.disclosure)
         };
         for session in touched {
             self.inner.server.tools_changed_for(session);
         }
+        kept
     }
 
     /// Writes `approvals` to the shared store and tells the other
     /// instances; the reason when they could not be shared.
     pub(super) async fn share_approvals(&self, approvals: &[Approval]) -> Option<String> {
         let shared = self.inner.shared.get()?;
+        // Each a version newer than any this instance knows of its tool.
+        let versioned: Vec<(&Approval, u64)> = {
+            let mut state = lock(&self.inner.state);
+            approvals
+                .iter()
+                .map(|approval| {
+                    let before = state
+                        .approval_versions
+                        .get(&approval.id)
+                        .copied()
+                        .unwrap_or(0);
+                    let version = now_ms().max(before.saturating_add(1));
+                    state.approval_versions.insert(approval.id.clone(), version);
+                    (approval, version)
+                })
+                .collect()
+        };
         let mut told = serde_json::Map::new();
-        for approval in approvals {
+        for (approval, version) in versioned {
             let text = encode_approval(approval);
-            if let Err(error) = shared
+            match shared
                 .store
-                .record_approval(approval.id.as_str(), &text)
+                .record_approval(approval.id.as_str(), &text, version)
                 .await
             {
-                self.inner.server.observer().store_failed("gateway");
-                tracing::error!(tool = %approval.id, %error, "an approval could not be shared; the other instances do not hold it");
-                return Some(error.to_string());
+                Ok(true) => {}
+                // A newer approval of the tool is kept (another instance's,
+                // made meanwhile): it is taken at the next reading.
+                Ok(false) => continue,
+                Err(error) => {
+                    self.inner.server.observer().store_failed("gateway");
+                    tracing::error!(tool = %approval.id, %error, "an approval could not be shared; the other instances do not hold it");
+                    return Some(error.to_string());
+                }
             }
-            told.insert(approval.id.as_str().to_owned(), Value::String(text));
+            told.insert(
+                approval.id.as_str().to_owned(),
+                json!({ "text": text, "version": version }),
+            );
         }
         let message = json!({ "from": shared.instance, "approvals": told }).to_string();
         if let Err(error) = shared.relay.send(EVERY_GATEWAY, &message).await {
@@ -179,19 +226,35 @@ impl Gateway {
             state
                 .principals
                 .set_shared_version(&principal, expires_at_ms);
-            (
-                principal,
-                ActivationsRecord {
-                    tools,
-                    expires_at_ms,
-                },
-            )
+            let record = ActivationsRecord {
+                tools,
+                expires_at_ms,
+            };
+            state.cache_record(&principal, record.clone());
+            (principal, record)
         };
         let text = record.encode();
-        if let Err(error) = shared.store.keep_activations(&principal, &text).await {
-            self.inner.server.observer().store_failed("gateway");
-            tracing::error!(%error, "a principal's activations could not be shared; the other instances do not hold them");
+        if text.len() > MAX_ACTIVATIONS_RECORD {
+            tracing::warn!(
+                activated = record.tools.len(),
+                "a principal's activations are too many to share ({} bytes, at most {MAX_ACTIVATIONS_RECORD}); they hold on this instance only",
+                text.len()
+            );
             return;
+        }
+        match shared
+            .store
+            .keep_activations(&principal, &text, record.expires_at_ms)
+            .await
+        {
+            Ok(true) => {}
+            // A newer record is kept: taken at the next reading.
+            Ok(false) => return,
+            Err(error) => {
+                self.inner.server.observer().store_failed("gateway");
+                tracing::error!(%error, "a principal's activations could not be shared; the other instances do not hold them");
+                return;
+            }
         }
         let message =
             json!({ "from": shared.instance, "principal": principal, "activations": text })
@@ -201,52 +264,87 @@ impl Gateway {
         }
     }
 
-    /// Reads everything shared again, when the gateway is shared: for
-    /// activations of tools an upstream listed just now, which were passed
-    /// over while it had not. Before the listing's tools are registered, so
-    /// no request finds them without what is shared of them.
-    pub(super) async fn resync_after_listing(&self) {
-        let Some(shared) = self.inner.shared.get() else {
+    /// Activations shared for tools that were not offered here until an
+    /// upstream was listed just now: taken again, from what was last read,
+    /// by the principals this instance serves. Before the listing's tools
+    /// are registered, so no request finds them without their activations.
+    pub(super) fn retake_activations(&self) {
+        if self.inner.shared.get().is_none() {
             return;
+        }
+        let touched = {
+            let mut state = lock(&self.inner.state);
+            let disclosure = self.inner.disclosure;
+            let known: Vec<(SessionId, ActivationsRecord)> = state
+                .shared_activations
+                .iter()
+                .filter_map(|(principal, record)| {
+                    Some((state.principals.get(principal)?, record.clone()))
+                })
+                .collect();
+            let mut touched = Vec::new();
+            for (session, record) in known {
+                if state.activations_of(session).len() < record.tools.len() {
+                    state.apply_record(session, &record, disclosure);
+                    touched.push(session);
+                }
+            }
+            touched
         };
-        if let Err(error) = self.resync(shared).await {
-            tracing::warn!(target: "droid", %error, "the gateway's shared store could not be read after an upstream was listed; its activations are taken at the next reading");
+        for session in touched {
+            self.inner.server.tools_changed_for(session);
         }
     }
 
     /// Reads everything shared and takes it: the approvals, and every
-    /// principal's activations; forgets the activations that lapsed.
+    /// principal's activations; forgets the activations that lapsed; and
+    /// tries again each first use the store did not take.
     async fn resync(&self, shared: &SharedGateway) -> Result<(), StoreError> {
         let approvals = shared.store.approvals().await?;
         let activations = shared.store.activations().await?;
-        self.take_approvals(
-            approvals
-                .iter()
-                .filter_map(|(tool, text)| decode_approval(tool, text)),
-        );
+        self.take_approvals(approvals.iter().filter_map(|record| {
+            Some((decode_approval(&record.name, &record.text)?, record.version))
+        }));
         let now = now_ms();
         let mut lapsed = Vec::new();
-        for (principal, text) in activations {
-            match ActivationsRecord::decode(&text) {
-                Some(record) if record.expires_at_ms > now => {
-                    self.take_activations(&principal, &record);
+        for record in activations {
+            match ActivationsRecord::decode(&record.text) {
+                Some(taken) if taken.expires_at_ms > now => {
+                    self.take_activations(&record.name, taken);
                 }
-                _ => lapsed.push(principal),
+                Some(_) => lapsed.push((record.name, record.version)),
+                None => {
+                    tracing::warn!(target: "droid", "the shared store holds activations that are not a record; passed over");
+                }
             }
         }
         if !lapsed.is_empty() {
             shared.store.forget_activations(&lapsed).await?;
         }
+        let unclaimed: Vec<(String, BTreeMap<ToolId, SchemaDigest>)> = lock(&self.inner.state)
+            .unclaimed
+            .iter()
+            .map(|(upstream, pins)| (upstream.clone(), pins.clone()))
+            .collect();
+        for (upstream, trusted) in unclaimed {
+            let _in_force = self.claim_first_use(&upstream, &trusted).await;
+        }
         Ok(())
     }
 
-    /// Takes approvals made on other instances; sessions whose lists change
+    /// Takes approvals made on other instances, each at its version, where
+    /// newer than what this instance holds; sessions whose lists change
     /// are told.
-    fn take_approvals(&self, approvals: impl IntoIterator<Item = Approval>) {
+    fn take_approvals(&self, approvals: impl IntoIterator<Item = (Approval, u64)>) {
         let touched = {
             let mut state = lock(&self.inner.state);
             let mut changed = false;
-            for approval in approvals {
+            for (approval, version) in approvals {
+                let held = state.approval_versions.get(&approval.id).copied();
+                if held.is_some_and(|held| held >= version) {
+                    continue;
+                }
+                state.approval_versions.insert(approval.id.clone(), version);
                 if state.approved.get(&approval.id) != Some(&approval) {
                     state.approved.insert(approval.id.clone(), approval);
                     changed = true;
@@ -262,74 +360,95 @@ impl Gateway {
         }
     }
 
-    /// Takes `principal`'s activations as another instance kept them: its
-    /// set here becomes the core plus each of them the catalog here still
-    /// offers, verified, at the digest it was activated at.
-    fn take_activations(&self, principal: &str, record: &ActivationsRecord) {
-        let session = {
+    /// Takes `principal`'s activations as another instance kept them, if
+    /// newer than what this instance holds: kept for when the principal
+    /// next comes, and, for a principal this instance serves now, its set
+    /// made the core plus each of them the catalog here still offers,
+    /// verified, at the digest it was activated at.
+    fn take_activations(&self, principal: &str, record: ActivationsRecord) {
+        let changed = {
             let mut state = lock(&self.inner.state);
-            // A record older than the one last taken or written here (told
-            // late, or read while a newer one was being written) is stale.
-            // Checked first: reading it again must not count as a use.
-            if record.expires_at_ms <= state.principals.shared_version(principal) {
+            let newest = state
+                .shared_activations
+                .get(principal)
+                .is_none_or(|held| held.expires_at_ms < record.expires_at_ms);
+            if !newest {
                 return;
             }
-            let session = state.principal_session(principal);
-            // Taken for good once every tool in it is offered here; until
-            // then (an upstream not yet listed) it is taken again as the
-            // catalog grows.
-            let complete = record.tools.iter().all(|(id, digest)| {
-                state
-                    .catalog
-                    .get(id)
-                    .is_some_and(|r| r.provenance.is_verified() && r.digest == *digest)
-            });
-            if complete {
+            // Not a use: a principal this instance does not serve is made
+            // only when it comes, from the record kept.
+            let serving = state
+                .principals
+                .get(principal)
+                .filter(|_| record.expires_at_ms > state.principals.shared_version(principal));
+            let mut changed = None;
+            if let Some(session) = serving {
                 state
                     .principals
                     .set_shared_version(principal, record.expires_at_ms);
-            }
-            let kept = state.activations_of(session);
-            let wanted: Vec<(ToolId, SchemaDigest)> = record
-                .tools
-                .iter()
-                .map(|(id, digest)| (id.clone(), *digest))
-                .collect();
-            if kept == wanted {
-                return;
-            }
-            let mut set = fresh_set(session, &state.catalog, self.inner.disclosure);
-            let catalog = Arc::clone(&state.catalog);
-            for (id, digest) in &record.tools {
-                let offered = catalog
-                    .get(id)
-                    .is_some_and(|r| r.provenance.is_verified() && r.digest == *digest);
-                let grant =
-                    SessionActivationGrant::issue(session, id, &catalog).filter(|_| offered);
-                if let Some(grant) = grant {
-                    let _activated = set.activate(grant, &catalog);
+                let wanted: Vec<(ToolId, SchemaDigest)> = record
+                    .tools
+                    .iter()
+                    .map(|(id, digest)| (id.clone(), *digest))
+                    .collect();
+                if state.activations_of(session) != wanted {
+                    state.apply_record(session, &record, self.inner.disclosure);
+                    changed = Some(session);
                 }
             }
-            state.sessions.insert(session, set);
-            session
+            state.cache_record(principal, record);
+            changed
         };
-        self.inner.server.tools_changed_for(session);
+        if let Some(session) = changed {
+            self.inner.server.tools_changed_for(session);
+        }
     }
 }
 
 impl State {
-    /// The session standing for `principal`, made if there is none; the
-    /// sessions of the principals forgotten to make room are dropped.
-    fn principal_session(&mut self, principal: &str) -> SessionId {
-        let (session, forgotten) = self.principals.session_for(principal, Instant::now());
-        for session in forgotten {
-            self.forget_session(session);
+    /// Keeps `record` as the newest known of `principal`'s activations,
+    /// the fewest kept being [`MAX_PRINCIPALS`]: the one lapsing soonest
+    /// makes room.
+    pub(super) fn cache_record(&mut self, principal: &str, record: ActivationsRecord) {
+        if !self.shared_activations.contains_key(principal)
+            && self.shared_activations.len() >= MAX_PRINCIPALS
+        {
+            let soonest = self
+                .shared_activations
+                .iter()
+                .min_by_key(|(_, r)| r.expires_at_ms)
+                .map(|(p, _)| p.clone());
+            if let Some(soonest) = soonest {
+                self.shared_activations.remove(&soonest);
+            }
         }
-        session
+        self.shared_activations.insert(principal.to_owned(), record);
+    }
+
+    /// Makes `session`'s set the core plus each activation of `record` the
+    /// catalog offers, verified, at the digest it was activated at.
+    pub(super) fn apply_record(
+        &mut self,
+        session: SessionId,
+        record: &ActivationsRecord,
+        disclosure: super::state::Disclosure,
+    ) {
+        let mut set = fresh_set(session, &self.catalog, disclosure);
+        let catalog = Arc::clone(&self.catalog);
+        for (id, digest) in &record.tools {
+            let offered = catalog
+                .get(id)
+                .is_some_and(|r| r.provenance.is_verified() && r.digest == *digest);
+            let grant = SessionActivationGrant::issue(session, id, &catalog).filter(|_| offered);
+            if let Some(grant) = grant {
+                let _activated = set.activate(grant, &catalog);
+            }
+        }
+        self.sessions.insert(session, set);
     }
 
     /// Each tool `session` activated, in id order, at its digest then.
-    fn activations_of(&self, session: SessionId) -> Vec<(ToolId, SchemaDigest)> {
+    pub(super) fn activations_of(&self, session: SessionId) -> Vec<(ToolId, SchemaDigest)> {
         self.sessions
             .get(&session)
             .map(|set| set.activated().map(|a| (a.id.clone(), a.digest)).collect())
@@ -371,8 +490,10 @@ fn spawn_listener(
                 continue;
             }
             if let Some(approvals) = message.get("approvals").and_then(Value::as_object) {
-                gateway.take_approvals(approvals.iter().filter_map(|(tool, text)| {
-                    text.as_str().and_then(|text| decode_approval(tool, text))
+                gateway.take_approvals(approvals.iter().filter_map(|(tool, told)| {
+                    let text = told.get("text").and_then(Value::as_str)?;
+                    let version = told.get("version").and_then(Value::as_u64)?;
+                    Some((decode_approval(tool, text)?, version))
                 }));
             }
             let principal = message.get("principal").and_then(Value::as_str);
@@ -381,7 +502,7 @@ fn spawn_listener(
                 .and_then(Value::as_str)
                 .and_then(ActivationsRecord::decode);
             if let (Some(principal), Some(record)) = (principal, record) {
-                gateway.take_activations(principal, &record);
+                gateway.take_activations(principal, record);
             }
         }
     });
@@ -443,13 +564,27 @@ mod tests {
         Ok((gateway, digest))
     }
 
-    fn activated(gateway: &Gateway, principal: &str) -> Vec<ToolId> {
+    /// Makes `principal` one this instance serves.
+    fn comes(gateway: &Gateway, principal: &str) -> SessionId {
         let mut state = lock(&gateway.inner.state);
-        let session = state.principal_session(principal);
         state
-            .sessions
-            .get(&session)
-            .map(|set| set.activated().map(|a| a.id.clone()).collect())
+            .principals
+            .session_for(principal, std::time::Instant::now())
+            .0
+    }
+
+    fn activated(gateway: &Gateway, principal: &str) -> Vec<ToolId> {
+        let state = lock(&gateway.inner.state);
+        state
+            .principals
+            .get(principal)
+            .map(|session| {
+                state
+                    .activations_of(session)
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -468,14 +603,35 @@ mod tests {
     -> Result<(), Box<dyn std::error::Error>> {
         let (gateway, digest) = gateway()?;
         let write = ToolId::new("fs/write");
-        gateway.take_activations("alice", &record(&[("fs/write", digest)], 100));
+        comes(&gateway, "alice");
+        comes(&gateway, "bob");
+        gateway.take_activations("alice", record(&[("fs/write", digest)], 100));
         assert_eq!(activated(&gateway, "alice"), std::slice::from_ref(&write));
         assert!(activated(&gateway, "bob").is_empty(), "alice's only");
         // Told late: a record older than the one taken changes nothing.
-        gateway.take_activations("alice", &record(&[], 50));
-        assert_eq!(activated(&gateway, "alice"), [write]);
-        gateway.take_activations("alice", &record(&[], 200));
+        gateway.take_activations("alice", record(&[], 50));
+        assert_eq!(activated(&gateway, "alice"), std::slice::from_ref(&write));
+        gateway.take_activations("alice", record(&[], 200));
         assert!(activated(&gateway, "alice").is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn a_principal_not_served_here_is_made_only_when_it_comes()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let (gateway, digest) = gateway()?;
+        let far = now_ms() + 60_000;
+        gateway.take_activations("carol", record(&[("fs/write", digest)], far));
+        assert_eq!(
+            lock(&gateway.inner.state).principals.len(),
+            0,
+            "taking a record is no use of the principal"
+        );
+        assert!(
+            lock(&gateway.inner.state)
+                .shared_activations
+                .contains_key("carol")
+        );
         Ok(())
     }
 
@@ -483,19 +639,12 @@ mod tests {
     fn a_tool_at_another_digest_or_not_offered_is_not_activated()
     -> Result<(), Box<dyn std::error::Error>> {
         let (gateway, _) = gateway()?;
+        comes(&gateway, "alice");
         let other = SchemaDigest::of_definition(&JsonObject::new());
-        gateway.take_activations("alice", &record(&[("fs/write", other)], 100));
+        gateway.take_activations("alice", record(&[("fs/write", other)], 100));
         assert!(activated(&gateway, "alice").is_empty());
-        gateway.take_activations("alice", &record(&[("fs/gone", other)], 100));
+        gateway.take_activations("alice", record(&[("fs/gone", other)], 200));
         assert!(activated(&gateway, "alice").is_empty());
-        // Not offered yet: not taken for good, so a later reading of the
-        // same record is taken once the tool is there.
-        assert_eq!(
-            lock(&gateway.inner.state)
-                .principals
-                .shared_version("alice"),
-            0
-        );
         Ok(())
     }
 }

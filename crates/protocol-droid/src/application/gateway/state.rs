@@ -13,8 +13,9 @@ use std::time::Instant;
 
 use super::catalog::{Pins, ToolCatalog, ToolSource};
 use super::gate::ExecutionGate;
-use super::principals::Principals;
+use super::principals::{Principals, digest_of};
 use super::session::{DropReason, DroppedActivation, SessionToolSet};
+use super::shared::ActivationsRecord;
 use super::trust::{Approval, TrustStore};
 use super::upstream::Upstream;
 use super::watches::Watches;
@@ -96,6 +97,15 @@ pub(super) struct State {
     /// The session standing for each authenticated 2026-07-28 principal,
     /// whose activations it keeps across requests.
     pub(super) principals: Principals,
+    /// When shared with other instances: the version of each approval
+    /// held, so that an older one read or told late is passed over.
+    pub(super) approval_versions: BTreeMap<ToolId, u64>,
+    /// When shared: the newest record of each principal's activations
+    /// known, by the principal's digest, to take when the principal comes.
+    pub(super) shared_activations: HashMap<String, ActivationsRecord>,
+    /// When shared: each upstream's first use the store did not take yet,
+    /// claimed again at every reading of the store.
+    pub(super) unclaimed: BTreeMap<String, BTreeMap<ToolId, SchemaDigest>>,
 }
 
 /// How many lost activations are remembered per session.
@@ -227,10 +237,26 @@ impl State {
         if claims.sub.is_none() && claims.client_id.is_none() {
             return None;
         }
-        let key = caller.principal_key()?;
+        // By digest: what is kept of a principal, here and in a shared
+        // store, never names it.
+        let key = digest_of(&caller.principal_key()?);
+        let known = self.principals.get(&key).is_some();
         let (session, forgotten) = self.principals.session_for(&key, Instant::now());
         for session in forgotten {
             self.forget_session(session);
+        }
+        // New here: what another instance shared of it, if anything.
+        let shared = self
+            .shared_activations
+            .get(&key)
+            .filter(|record| {
+                !known && record.expires_at_ms > crate::application::server::tasks::now_ms()
+            })
+            .cloned();
+        if let Some(record) = shared {
+            self.apply_record(session, &record, disclosure);
+            self.principals
+                .set_shared_version(&key, record.expires_at_ms);
         }
         Some(session)
     }

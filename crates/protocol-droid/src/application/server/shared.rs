@@ -322,7 +322,7 @@ pub struct SharedSessions {
     /// Where every instance's tasks are kept, so a task created on one is
     /// polled, answered and cancelled on any (the [`Relay`] reaches the
     /// instance running it).
-    pub tasks: Arc<dyn super::tasks::TaskStore>,
+    pub tasks: Arc<dyn super::tasks::store::TaskStore>,
     /// This instance's name: unique among the instances, of letters,
     /// digits, `.`, `_` and `-` only, since it travels in request ids.
     pub instance: String,

@@ -204,10 +204,9 @@ pub(super) fn spawn_change_relay(
                 .map(serde_json::Value::take)
                 .and_then(|task| serde_json::from_value::<TaskMessage>(task).ok());
             if let Some(task) = task {
-                // On a task of its own: acting on it may read the store,
-                // and the next message must not wait for that.
-                let tasks = Arc::clone(&server.tasks);
-                tokio::spawn(async move { tasks.heard(task).await });
+                // Queued, to be acted on in order apart from this loop:
+                // acting on it may read the store.
+                server.tasks.hear(task);
             }
         }
     });

@@ -1,17 +1,41 @@
 //! What a gateway's instances share, in Redis: the [`GatewayStore`] port
 //! over the store's connection.
 //!
-//! Three hashes under the prefix, each field one record the gateway made:
+//! Hashes under the prefix, each field one record the gateway made:
 //! `gateway:first-use` (by upstream), `gateway:approvals` (by tool id) and
-//! `gateway:activations` (by principal). The first two are kept for good,
+//! `gateway:activations` (by the digest of a principal); the last two each
+//! with a hash of versions beside it (`…-versions`), so that of two writes
+//! the newer is kept whichever lands last. The first two are kept for good,
 //! as a state file would be: a Redis that keeps them must persist (AOF or
 //! snapshots), or a restart of it trusts anew what was trusted on first
 //! use. A principal's activations say when they lapse, and the gateway
 //! forgets those that did.
 
 use super::RedisStore;
-use crate::application::gateway::{GatewayStore, SharedGateway};
+use crate::application::gateway::{GatewayStore, SharedGateway, Versioned};
 use crate::application::server::{BoxFuture, StoreError};
+
+/// Keeps ARGV[2] as field ARGV[1] of KEYS[1] at version ARGV[3] unless the
+/// version kept for it in KEYS[2] is as new or newer; 1 when kept.
+const KEEP_NEWER: &str = r"
+local kept = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
+if kept >= tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1
+";
+
+/// Removes each field ARGV[2i-1] of KEYS[1] (and its version in KEYS[2])
+/// still at version ARGV[2i].
+const FORGET_AT: &str = r"
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+    redis.call('HDEL', KEYS[2], ARGV[i])
+  end
+end
+return 1
+";
 
 /// Keeps ARGV[2] as field ARGV[1]'s value unless one is kept, and answers
 /// the value kept.
@@ -33,32 +57,58 @@ impl RedisStore {
         }
     }
 
-    /// Every field of the hash `name` and its value.
-    async fn fields(&self, name: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let key = &self.key(name);
-        self.run(|mut connection| async move {
-            redis::cmd("HGETALL")
-                .arg(key)
-                .query_async(&mut connection)
-                .await
-        })
-        .await
-    }
-
-    /// Sets field `field` of the hash `name` to `value`.
-    async fn set_field(&self, name: &str, field: &str, value: &str) -> Result<(), StoreError> {
-        let key = &self.key(name);
-        let _added: i64 = self
+    /// Every record of the hash `name`, with its version from the hash
+    /// `name-versions` (0 for none), read together.
+    async fn versioned(&self, name: &str) -> Result<Vec<Versioned>, StoreError> {
+        let (records, versions) = (&self.key(name), &self.key(&format!("{name}-versions")));
+        let (records, versions): (
+            Vec<(String, String)>,
+            std::collections::HashMap<String, u64>,
+        ) = self
             .run(|mut connection| async move {
-                redis::cmd("HSET")
-                    .arg(key)
-                    .arg(field)
-                    .arg(value)
+                redis::pipe()
+                    .atomic()
+                    .cmd("HGETALL")
+                    .arg(records)
+                    .cmd("HGETALL")
+                    .arg(versions)
                     .query_async(&mut connection)
                     .await
             })
             .await?;
-        Ok(())
+        Ok(records
+            .into_iter()
+            .map(|(name, text)| Versioned {
+                version: versions.get(&name).copied().unwrap_or(0),
+                name,
+                text,
+            })
+            .collect())
+    }
+
+    /// Keeps `value` as `field` of the hash `name` at `version`, unless a
+    /// version as new is kept; whether it was kept.
+    async fn keep_newer(
+        &self,
+        name: &str,
+        field: &str,
+        value: &str,
+        version: u64,
+    ) -> Result<bool, StoreError> {
+        let keys = [self.key(name), self.key(&format!("{name}-versions"))];
+        let (keys, script) = (&keys, &*self.keep_newer);
+        let kept: i64 = self
+            .run(|mut connection| async move {
+                script
+                    .key(keys)
+                    .arg(field)
+                    .arg(value)
+                    .arg(version)
+                    .invoke_async(&mut connection)
+                    .await
+            })
+            .await?;
+        Ok(kept == 1)
     }
 }
 
@@ -102,46 +152,55 @@ impl GatewayStore for RedisStore {
         })
     }
 
-    fn approvals(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>> {
-        Box::pin(self.fields("gateway:approvals"))
+    fn approvals(&self) -> BoxFuture<'_, Result<Vec<Versioned>, StoreError>> {
+        Box::pin(self.versioned("gateway:approvals"))
     }
 
     fn record_approval<'a>(
         &'a self,
         tool: &'a str,
         approval: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.set_field("gateway:approvals", tool, approval))
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.keep_newer("gateway:approvals", tool, approval, version))
     }
 
-    fn activations(&self) -> BoxFuture<'_, Result<Vec<(String, String)>, StoreError>> {
-        Box::pin(self.fields("gateway:activations"))
+    fn activations(&self) -> BoxFuture<'_, Result<Vec<Versioned>, StoreError>> {
+        Box::pin(self.versioned("gateway:activations"))
     }
 
     fn keep_activations<'a>(
         &'a self,
         principal: &'a str,
         activations: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.set_field("gateway:activations", principal, activations))
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.keep_newer("gateway:activations", principal, activations, version))
     }
 
     fn forget_activations<'a>(
         &'a self,
-        principals: &'a [String],
+        lapsed: &'a [(String, u64)],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let key = self.key("gateway:activations");
+        let keys = [
+            self.key("gateway:activations"),
+            self.key("gateway:activations-versions"),
+        ];
+        let args: Vec<String> = lapsed
+            .iter()
+            .flat_map(|(principal, version)| [principal.clone(), version.to_string()])
+            .collect();
         Box::pin(async move {
-            if principals.is_empty() {
+            if args.is_empty() {
                 return Ok(());
             }
-            let key = &key;
-            let _removed: i64 = self
+            let (keys, args, script) = (&keys, &args, &*self.forget_at);
+            let _done: i64 = self
                 .run(|mut connection| async move {
-                    redis::cmd("HDEL")
-                        .arg(key)
-                        .arg(principals)
-                        .query_async(&mut connection)
+                    script
+                        .key(keys)
+                        .arg(args)
+                        .invoke_async(&mut connection)
                         .await
                 })
                 .await?;
@@ -150,7 +209,12 @@ impl GatewayStore for RedisStore {
     }
 }
 
-/// The script that claims a field once.
-pub(super) fn claim_script() -> redis::Script {
-    redis::Script::new(CLAIM)
+/// The scripts the gateway's records are written with: claiming a field
+/// once, keeping the newer record, and forgetting one still at a version.
+pub(super) fn scripts() -> [redis::Script; 3] {
+    [
+        redis::Script::new(CLAIM),
+        redis::Script::new(KEEP_NEWER),
+        redis::Script::new(FORGET_AT),
+    ]
 }

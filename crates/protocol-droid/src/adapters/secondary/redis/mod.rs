@@ -17,7 +17,7 @@
 //! | `round:<tag>` | hex digest of a round's `inputResponses` | until the state expires |
 //! | `session:<id>` | a legacy session's record, JSON | while used, then its idle timeout |
 //! | `call:<session>:<id>` | a `tools/call` running (its lease) or its answer, JSON | the lease, renewed while it runs; then the answer's replay time |
-//! | `calls:<session>`, `callsizes:<session>`, `callbytes:<session>` | the session's calls, by when each lapses; their answers' sizes; and those sizes' sum | as long as its newest call |
+//! | `calls:<session>`, `callsizes:<session>` | the session's calls, by when each lapses; their answers' sizes, and those sizes' sum under `#bytes` | as long as its newest call |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
 //! | `task:<id>`, `tasks-of:<owner>`, `tasks:expiry` | tasks and their indexes (see `tasks`) | each task's TTL |
 //! | `gateway:first-use`, `gateway:approvals`, `gateway:activations` | a gateway's trust and principals' activations, one hash each (see `gateway`) | kept; activations until they lapse |
@@ -141,6 +141,8 @@ pub struct RedisStore {
     record_call: Arc<redis::Script>,
     abandon_call: Arc<redis::Script>,
     claim_field: Arc<redis::Script>,
+    keep_newer: Arc<redis::Script>,
+    forget_at: Arc<redis::Script>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -176,6 +178,7 @@ impl RedisStore {
         .await
         .map_err(|_| StoreError::Unavailable(format!("{shown}: no answer in time")))?
         .map_err(|e| StoreError::Unavailable(format!("{shown}: {e}")))?;
+        let [claim, keep_newer, forget_at] = gateway::scripts();
         let store = Self {
             client,
             connection,
@@ -191,7 +194,9 @@ impl RedisStore {
             record_call: Arc::new(with_prune(RECORD_CALL)),
             abandon_call: Arc::new(with_prune(ABANDON_CALL)),
             append_events: Arc::new(redis::Script::new(APPEND_EVENTS)),
-            claim_field: Arc::new(gateway::claim_script()),
+            claim_field: Arc::new(claim),
+            keep_newer: Arc::new(keep_newer),
+            forget_at: Arc::new(forget_at),
         };
         store.ping().await?;
         Ok(store)
@@ -283,12 +288,11 @@ impl RedisStore {
 
     /// A call's record, its session's index of calls, and of their
     /// answers' sizes.
-    fn call_keys(&self, session: &str, id: &str) -> [String; 4] {
+    fn call_keys(&self, session: &str, id: &str) -> [String; 3] {
         [
             self.key(&format!("call:{session}:{id}")),
             self.key(&format!("calls:{session}")),
             self.key(&format!("callsizes:{session}")),
-            self.key(&format!("callbytes:{session}")),
         ]
     }
 
@@ -517,8 +521,11 @@ impl SessionStore for RedisStore {
 }
 
 /// A session's index of calls: KEYS[2] by lapse time, KEYS[3] the sizes of
-/// the answers recorded, KEYS[4] their sum (kept, not summed, so that no
-/// call pays for the session's other calls). `prune` drops the calls that
+/// the answers recorded and, under `#bytes` (no call id, which is JSON,
+/// reads so), their sum: kept as they change, so that no call pays for the
+/// session's other calls, and in the same key as the sizes, so that an
+/// eviction takes both or neither. A sum found below zero, or too high to
+/// make room under, is counted afresh once. `prune` drops the calls that
 /// lapsed and answers the bytes still kept; `make_room` forgets the oldest
 /// answered or lapsed calls, reading the index sixteen at a time from the
 /// oldest, until a call and its answer fit. Shared by the scripts below.
@@ -531,26 +538,45 @@ local function forget_size(id)
   local size = redis.call('HGET', KEYS[3], id)
   if size then
     redis.call('HDEL', KEYS[3], id)
-    redis.call('DECRBY', KEYS[4], size)
+    redis.call('HINCRBY', KEYS[3], '#bytes', -tonumber(size))
   end
   return tonumber(size or '0')
+end
+local function summed()
+  local total = 0
+  local sizes = redis.call('HGETALL', KEYS[3])
+  for i = 1, #sizes, 2 do
+    if sizes[i] ~= '#bytes' then total = total + tonumber(sizes[i + 1]) end
+  end
+  redis.call('HSET', KEYS[3], '#bytes', total)
+  return total
 end
 local function prune(now)
   local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
   for _, id in ipairs(gone) do forget_size(id) end
   if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
-  return math.max(0, tonumber(redis.call('GET', KEYS[4]) or '0'))
+  local bytes = tonumber(redis.call('HGET', KEYS[3], '#bytes') or '0')
+  if bytes < 0 then return summed() end
+  return bytes
 end
 local function index(now, id, lasts_ms, keep_ms)
   redis.call('ZADD', KEYS[2], now + lasts_ms, id)
-  for i = 2, 4 do redis.call('PEXPIRE', KEYS[i], keep_ms) end
+  redis.call('PEXPIRE', KEYS[2], keep_ms)
+  redis.call('PEXPIRE', KEYS[3], keep_ms)
 end
 local function make_room(prefix, max_calls, bytes, needed, max_bytes)
   local count = redis.call('ZCARD', KEYS[2])
   local skipped = 0
+  local recounted = false
   while count >= max_calls or bytes + needed > max_bytes do
     local batch = redis.call('ZRANGE', KEYS[2], skipped, skipped + 15)
-    if #batch == 0 then return false end
+    if #batch == 0 then
+      -- Nothing more to forget: the sum may have drifted from the sizes
+      -- (a key evicted, an older instance's write); counted once afresh.
+      if recounted then return false end
+      recounted = true
+      bytes = summed()
+    end
     for _, old in ipairs(batch) do
       if count < max_calls and bytes + needed <= max_bytes then return true end
       local answered = redis.call('HEXISTS', KEYS[3], old) == 1
@@ -630,7 +656,7 @@ end
 entry.outcome = outcome
 redis.call('SET', KEYS[1], cjson.encode(entry), 'PX', ARGV[3])
 redis.call('HSET', KEYS[3], ARGV[4], string.len(outcome))
-redis.call('INCRBY', KEYS[4], string.len(outcome))
+redis.call('HINCRBY', KEYS[3], '#bytes', string.len(outcome))
 index(now, ARGV[4], tonumber(ARGV[3]), ARGV[5])
 return 1
 ";

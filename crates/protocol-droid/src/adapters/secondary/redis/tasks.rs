@@ -7,12 +7,13 @@
 //! | `task:<id>` | the task's record, JSON | its TTL |
 //! | `tasks-of:<owner digest>` | a sorted set: the owner's task ids, by when each lapses | as long as its newest task |
 //! | `tasks:expiry` | a sorted set: every task id, by when it lapses | kept; swept as tasks lapse |
+//! | `tasks:ended` | a sorted set: the ended tasks (owner's index and id), by when each lapses | kept; swept as tasks lapse |
 //!
 //! An owner is named by the SHA-256 of its key, so a principal's name
-//! never becomes a key. Every check-and-write is one Lua script. Unlike
-//! the in-memory store, a full store refuses a new task rather than
-//! forgetting an ended one early: the bound on each owner keeps any one
-//! caller from filling it.
+//! never becomes a key. Every check-and-write is one Lua script. A full
+//! store forgets ended tasks before their time to make room, those lapsing
+//! soonest first (the in-memory store takes them from the owner keeping
+//! the most); a store full of running tasks refuses.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,13 +25,26 @@ use crate::application::server::{
     BoxFuture, StoreBounds, StoreError, TaskRecord, TaskStore, TaskStoreError,
 };
 
-/// 0: kept; 1: the owner has as many as it may; 2: the store is full.
-/// KEYS: the task, the owner's index, the expiry index. ARGV: the record,
-/// its id, when it lapses, now, the bound per owner, the bound in all.
+/// 0: kept (or kept already: a retry of a create whose reply was lost);
+/// 1: the owner has as many as it may; 2: the store is full of running
+/// tasks. A full store first forgets the ended tasks lapsing soonest.
+/// KEYS: the task, the owner's index, the expiry index, the ended index.
+/// ARGV: the record, its id, when it lapses, now, the bound per owner, the
+/// bound in all, the task key prefix.
 const CREATE_TASK: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
-if redis.call('ZCOUNT', KEYS[3], '(' .. ARGV[4], '+inf') >= tonumber(ARGV[6]) then return 2 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return 1 end
+while redis.call('ZCOUNT', KEYS[3], '(' .. ARGV[4], '+inf') >= tonumber(ARGV[6]) do
+  local ended = redis.call('ZPOPMIN', KEYS[4])
+  if #ended == 0 then return 2 end
+  local index, id = string.match(ended[1], '^(.*)\n([^\n]*)$')
+  if id then
+    redis.call('DEL', ARGV[7] .. id)
+    redis.call('ZREM', index, id)
+    redis.call('ZREM', KEYS[3], id)
+  end
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
 local newest = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
@@ -40,7 +54,10 @@ return 0
 ";
 
 /// 1: replaced; 0: gone, another owner's, or ended (an ended task never
-/// changes). KEYS: the task. ARGV: the record, its owner.
+/// changes). A record that ends the task enters the ended index, from
+/// which a full store forgets first. KEYS: the task, the owner's index,
+/// the ended index. ARGV: the record, its owner, '1' when it ends the
+/// task, when it lapses, its id.
 const UPDATE_TASK: &str = r"
 local kept = redis.call('GET', KEYS[1])
 if not kept then return 0 end
@@ -49,6 +66,9 @@ if record.owner ~= ARGV[2] then return 0 end
 local status = record.status
 if status == 'completed' or status == 'failed' or status == 'cancelled' then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[3], ARGV[4], KEYS[2] .. '\n' .. ARGV[5])
+end
 return 1
 ";
 
@@ -74,10 +94,12 @@ return {more, page}
 ";
 
 /// The ids of up to 1,000 tasks lapsed by ARGV[1], taken off the expiry
-/// index. KEYS: the expiry index.
+/// index; the ended index forgets them too. KEYS: the expiry index, the
+/// ended index.
 const SWEEP_TASKS: &str = r"
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
 if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
 return ids
 ";
 
@@ -169,6 +191,7 @@ impl TaskStore for RedisTasks {
                 self.task_key(&record.id),
                 self.owner_key(&record.owner),
                 self.store.key("tasks:expiry"),
+                self.store.key("tasks:ended"),
             ];
             let args = [
                 record.encode(),
@@ -177,6 +200,7 @@ impl TaskStore for RedisTasks {
                 now_ms.to_string(),
                 self.bounds.per_owner.to_string(),
                 self.bounds.total.to_string(),
+                self.store.key("task:"),
             ];
             let kept: i64 = self.invoke(&self.create, &keys, &args).await?;
             match kept {
@@ -214,8 +238,19 @@ impl TaskStore for RedisTasks {
 
     fn update(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, TaskStoreError>> {
         Box::pin(async move {
-            let keys = [self.task_key(&record.id)];
-            let args = [record.encode(), record.owner.clone()];
+            let keys = [
+                self.task_key(&record.id),
+                self.owner_key(&record.owner),
+                self.store.key("tasks:ended"),
+            ];
+            let ends = if record.is_terminal() { "1" } else { "0" };
+            let args = [
+                record.encode(),
+                record.owner.clone(),
+                ends.to_owned(),
+                record.expires_ms().to_string(),
+                record.id.clone(),
+            ];
             let replaced: i64 = self.invoke(&self.update, &keys, &args).await?;
             Ok(replaced == 1)
         })
@@ -257,7 +292,10 @@ impl TaskStore for RedisTasks {
             {
                 return Vec::new();
             }
-            let keys = [self.store.key("tasks:expiry")];
+            let keys = [
+                self.store.key("tasks:expiry"),
+                self.store.key("tasks:ended"),
+            ];
             self.invoke(&self.sweep, &keys, &[now_ms.to_string()])
                 .await
                 .unwrap_or_default()

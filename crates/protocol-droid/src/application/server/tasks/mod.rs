@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt as _;
 use serde_json::Value;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 
 use super::shared::{EVERY_INSTANCE, Relay};
@@ -92,7 +92,12 @@ pub(crate) struct Tasks {
     /// The store and relay shared with other instances, once shared: the
     /// store in place of `store`.
     shared: std::sync::OnceLock<SharedTasks>,
+    /// Where what other instances tell waits to be acted on, in order.
+    heard: std::sync::OnceLock<mpsc::Sender<TaskMessage>>,
 }
+
+/// How many messages from other instances wait to be acted on.
+const HEARD_BACKLOG: usize = 1024;
 
 /// What a runtime shares with the other instances of its server: where
 /// every instance's tasks are kept, and what reaches the instance running
@@ -209,13 +214,40 @@ impl Tasks {
             events,
             writes: tokio::sync::Mutex::new(()),
             shared: std::sync::OnceLock::new(),
+            heard: std::sync::OnceLock::new(),
         }
     }
 
     /// Keeps tasks in `shared`'s store from now on, and tells the other
     /// instances what they must act on; set before any task is created.
-    pub(crate) fn share(&self, shared: SharedTasks) {
-        let _first = self.shared.set(shared);
+    pub(crate) fn share(self: &Arc<Self>, shared: SharedTasks) {
+        if self.shared.set(shared).is_err() {
+            return;
+        }
+        // What the others tell is acted on in order, by one task: a status
+        // heard late never overtakes a newer one.
+        let (tx, mut heard) = mpsc::channel::<TaskMessage>(HEARD_BACKLOG);
+        let _first = self.heard.set(tx);
+        let tasks = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some(message) = heard.recv().await {
+                let Some(tasks) = tasks.upgrade() else {
+                    return;
+                };
+                tasks.heard(message).await;
+            }
+        });
+    }
+
+    /// Queues what another instance told of a task, to be acted on in
+    /// order; dropped, and logged, when too many wait.
+    pub(crate) fn hear(&self, message: TaskMessage) {
+        let Some(heard) = self.heard.get() else {
+            return;
+        };
+        if heard.try_send(message).is_err() {
+            tracing::warn!(target: "droid::tasks", "a task message from another instance was dropped: too many wait");
+        }
     }
 
     /// Where the tasks are kept: the shared store once there is one.
@@ -243,8 +275,22 @@ impl Tasks {
         });
     }
 
+    /// Tells the other instances `message` and waits until the store took
+    /// it: for what the caller is answered on (an answer, a cancellation).
+    async fn tell_now(&self, message: &TaskMessage) -> Result<(), TaskStoreError> {
+        let Some(shared) = self.shared.get() else {
+            return Ok(());
+        };
+        let text = serde_json::json!({ "from": shared.instance, "task": message }).to_string();
+        shared
+            .relay
+            .send(EVERY_INSTANCE, &text)
+            .await
+            .map_err(|error| TaskStoreError::Unavailable(error.to_string()))
+    }
+
     /// Acts on what another instance told of a task.
-    pub(crate) async fn heard(&self, message: TaskMessage) {
+    async fn heard(&self, message: TaskMessage) {
         match message {
             TaskMessage::Cancel { id } => {
                 // The record says cancelled already; the handler stops here.
@@ -471,10 +517,18 @@ impl Tasks {
         record.status_message = Some("cancelled by the client".to_owned());
         record.input_requests.clear();
         record.updated_ms = now_ms();
-        self.store().update(record.clone()).await?;
+        if !self.store().update(record.clone()).await? {
+            // It ended meanwhile (on another instance): as it ended.
+            return self.get(owner, id).await;
+        }
         if live.is_none() {
             // Run by another instance, if by any: it stops the handler.
-            self.tell(&TaskMessage::Cancel { id: id.to_owned() });
+            if let Err(error) = self
+                .tell_now(&TaskMessage::Cancel { id: id.to_owned() })
+                .await
+            {
+                tracing::warn!(target: "droid::tasks", task = %id, %error, "a cancellation could not be told to the instance running the task; its handler runs on until it ends or lapses");
+            }
         }
         self.changed(&record, live.and_then(|l| l.notify).as_ref());
         Ok(Some(record))
@@ -504,9 +558,17 @@ impl Tasks {
                     notify.clone_from(&entry.notify);
                 }
             }
-            if self.store().update(record.clone()).await.ok()? {
-                self.changed(&record, notify.as_ref());
+            // Not replaced: it ended meanwhile (cancelled on another
+            // instance), and nobody will answer.
+            if !self.store().update(record.clone()).await.ok()? {
+                if let Ok(mut live) = self.live.lock() {
+                    if let Some(entry) = live.get_mut(&task.id) {
+                        entry.waiting.remove(key);
+                    }
+                }
+                return None;
             }
+            self.changed(&record, notify.as_ref());
         }
         answered.await.ok()
     }
@@ -579,11 +641,14 @@ impl Tasks {
             return Ok(false);
         };
         if !record.is_terminal() {
-            self.tell(&TaskMessage::Answer {
+            // Only once the store took them: a client told its answers
+            // arrived must not have them lost on the way.
+            self.tell_now(&TaskMessage::Answer {
                 id: id.to_owned(),
                 owner: owner.to_owned(),
                 responses,
-            });
+            })
+            .await?;
         }
         Ok(true)
     }
