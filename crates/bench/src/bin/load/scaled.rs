@@ -8,10 +8,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use crate::http::{self, Era};
-use crate::servers::{Binaries, Target, free_port, memory, wait_for_port};
+use crate::servers::{Binaries, Target, free_port, memory, quiet, wait_for_port};
 use crate::stats::Sample;
 
 /// One deployment measured: how many instances, and whether they share
@@ -63,16 +63,6 @@ pub(crate) fn available() -> bool {
             .status()
             .is_ok_and(|status| status.success())
     })
-}
-
-fn quiet(program: &str) -> Command {
-    let mut command = Command::new(program);
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    command
 }
 
 /// Measures `deployment` with `concurrency` clients calling `echo` in

@@ -73,14 +73,7 @@ impl Binaries {
 
     /// `name` from the programs' directory, quiet and killed when dropped.
     pub(crate) fn command(&self, name: &str) -> Command {
-        let mut command = Command::new(self.dir.join(name));
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // A harness that fails midway leaves no server behind.
-            .kill_on_drop(true);
-        command
+        quiet(self.dir.join(name))
     }
 
     /// Starts `target` on stdio, its pipes ours.
@@ -171,6 +164,18 @@ impl Binaries {
         wait_for_port(port).await?;
         Ok(child)
     }
+}
+
+/// `program`, its standard streams closed, killed when dropped: a harness
+/// that fails midway leaves no server behind.
+pub(crate) fn quiet(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new(program);
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    command
 }
 
 /// A port free on 127.0.0.1 a moment ago.

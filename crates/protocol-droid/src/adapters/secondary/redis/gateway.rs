@@ -96,18 +96,8 @@ impl RedisStore {
         version: u64,
     ) -> Result<bool, StoreError> {
         let keys = [self.key(name), self.key(&format!("{name}-versions"))];
-        let (keys, script) = (&keys, &*self.keep_newer);
-        let kept: i64 = self
-            .run(|mut connection| async move {
-                script
-                    .key(keys)
-                    .arg(field)
-                    .arg(value)
-                    .arg(version)
-                    .invoke_async(&mut connection)
-                    .await
-            })
-            .await?;
+        let args = [field.to_owned(), value.to_owned(), version.to_string()];
+        let kept: i64 = self.invoke(&self.keep_newer, &keys, &args).await?;
         Ok(kept == 1)
     }
 }
@@ -136,20 +126,9 @@ impl GatewayStore for RedisStore {
         upstream: &'a str,
         pins: &'a str,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
-        let key = self.key("gateway:first-use");
-        Box::pin(async move {
-            let key = &key;
-            let script = &*self.claim_field;
-            self.run(|mut connection| async move {
-                script
-                    .key(key)
-                    .arg(upstream)
-                    .arg(pins)
-                    .invoke_async(&mut connection)
-                    .await
-            })
-            .await
-        })
+        let keys = [self.key("gateway:first-use")];
+        let args = [upstream.to_owned(), pins.to_owned()];
+        Box::pin(async move { self.invoke(&self.claim_field, &keys, &args).await })
     }
 
     fn approvals(&self) -> BoxFuture<'_, Result<Vec<Versioned>, StoreError>> {
@@ -194,16 +173,7 @@ impl GatewayStore for RedisStore {
             if args.is_empty() {
                 return Ok(());
             }
-            let (keys, args, script) = (&keys, &args, &*self.forget_at);
-            let _done: i64 = self
-                .run(|mut connection| async move {
-                    script
-                        .key(keys)
-                        .arg(args)
-                        .invoke_async(&mut connection)
-                        .await
-                })
-                .await?;
+            let _done: i64 = self.invoke(&self.forget_at, &keys, &args).await?;
             Ok(())
         })
     }

@@ -296,6 +296,23 @@ impl RedisStore {
         ]
     }
 
+    /// Runs `script` on `keys` with `args` (through [`Self::run`]).
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<T, StoreError> {
+        self.run(|mut connection| async move {
+            script
+                .key(keys)
+                .arg(args)
+                .invoke_async(&mut connection)
+                .await
+        })
+        .await
+    }
+
     /// Runs `attempt` on the connection, and once more when the connection
     /// had broken: the first command after Redis comes back finds the
     /// broken connection and starts the manager's reconnection, and the

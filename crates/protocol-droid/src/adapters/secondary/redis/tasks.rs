@@ -166,13 +166,7 @@ impl RedisTasks {
         args: &[String],
     ) -> Result<T, TaskStoreError> {
         self.store
-            .run(|mut connection| async move {
-                script
-                    .key(keys)
-                    .arg(args)
-                    .invoke_async(&mut connection)
-                    .await
-            })
+            .invoke(script, keys, args)
             .await
             .map_err(unavailable)
     }
