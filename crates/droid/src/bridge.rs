@@ -177,6 +177,9 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
         let bridge = Bridge::connect(connector, options)
             .await
             .context("connecting to the upstream")?;
+        args.served
+            .share_bridge(&bridge, args.listen.is_some())
+            .await?;
         tracing::info!(
             target: "droid",
             upstream = %bridge.upstream().version,

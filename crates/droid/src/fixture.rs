@@ -309,6 +309,40 @@ fn interactive_tools(server: &Server) {
             text(format!("Elicitation completed: action={action}, content={content}"))
         },
     );
+    server.add_tool(
+        ToolSpec::new(
+            "interview",
+            "Asks the user two questions in turn, reporting progress before, between and after.",
+        ),
+        |call: Call| async move {
+            let form = |message: &str, field: &str| {
+                json!({
+                    "message": message,
+                    "requestedSchema": { "type": "object", "properties": {
+                        field: { "type": "string", "description": message },
+                    } },
+                })
+            };
+            let field = |answer: &Value, name: &str| {
+                answer
+                    .pointer(&format!("/content/{name}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            call.progress(0.0, Some(2.0), Some("asking who"));
+            let who = call.elicit("who", form("Who are you?", "name")).await?;
+            call.progress(1.0, Some(2.0), Some("asking what"));
+            call.log(LoggingLevel::Info, json!("asked one of two"));
+            let what = call.elicit("what", form("What do you do?", "role")).await?;
+            call.progress(2.0, Some(2.0), Some("done"));
+            text(format!(
+                "Interviewed {}, {}",
+                field(&who, "name"),
+                field(&what, "role")
+            ))
+        },
+    );
 }
 
 fn stateless_tools(server: &Server) {

@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use protocol_droid::adapters::primary::http::{HttpOptions, ServerTls};
 use protocol_droid::adapters::secondary::redis::{RedisOptions, RedisStore};
 use protocol_droid::adapters::secondary::tls::Trust;
+use protocol_droid::application::bridge::ParkedCalls;
 use protocol_droid::application::server::{Rate, RateLimits, RotationPolicy};
 
 /// How `--listen` serves.
@@ -225,6 +226,24 @@ impl ListenArgs {
             .share(store.shared_gateway(self.instance_id()))
             .await
             .with_context(|| format!("sharing the gateway's trust through {}", store.url()))?;
+        Ok(())
+    }
+
+    /// Connects to `--store` and lets a call `bridge` parks for its
+    /// client's input be resumed by the retry at any instance, when one is
+    /// given: the retry is carried to the instance holding the call.
+    pub(crate) async fn share_bridge(
+        &self,
+        bridge: &protocol_droid::application::bridge::Bridge,
+        listening: bool,
+    ) -> anyhow::Result<()> {
+        let Some(store) = self.store(listening).await? else {
+            return Ok(());
+        };
+        let parked = ParkedCalls::listen(std::sync::Arc::new(store.clone()), &self.instance_id())
+            .await
+            .with_context(|| format!("sharing parked calls through {}", store.url()))?;
+        bridge.share(&parked, "");
         Ok(())
     }
 

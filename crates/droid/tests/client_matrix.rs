@@ -7,18 +7,18 @@
 #![allow(clippy::indexing_slicing)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use protocol_droid::adapters::secondary::connect::{
     ConnectOptions, Target, cached_version, connect, remember,
 };
-use protocol_droid::application::client::{Client, ClientOptions, ProgressFn, RequestOptions};
+use protocol_droid::application::client::{Client, ClientOptions};
 use protocol_droid::domain::ProtocolVersion;
 use serde_json::json;
 
 mod support;
 
-use support::answers::{Answers, call, text_of};
+use support::answers::{Answers, call, counting_progress, text_of};
 use support::{Running, TestError, listening};
 
 fn options(revisions: &[ProtocolVersion]) -> ConnectOptions {
@@ -104,15 +104,7 @@ async fn exercise(client: &Client, expected: ProtocolVersion) -> Result<(), Test
         );
     }
 
-    let seen = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&seen);
-    let on_progress: ProgressFn = Arc::new(move |_| {
-        counter.fetch_add(1, Ordering::SeqCst);
-    });
-    let progress = RequestOptions {
-        on_progress: Some(on_progress),
-        ..RequestOptions::default()
-    };
+    let (progress, seen) = counting_progress();
     let reply = client
         .call_tool("test_tool_with_progress", None, &progress)
         .await?;

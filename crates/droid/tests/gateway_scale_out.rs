@@ -15,7 +15,7 @@ use p256::elliptic_curve::sec1::ToEncodedPoint as _;
 use p256::pkcs8::EncodePrivateKey as _;
 use protocol_droid_test_support::redis::RedisServer as Redis;
 use serde_json::{Value, json};
-use support::balancer::{Balancer, wait_for};
+use support::balancer::{Balancer, Reply, wait_for};
 use support::{Files, Running, TestError, droid_command, listening, raw_post};
 
 const DROID: &str = env!("CARGO_BIN_EXE_droid");
@@ -93,24 +93,17 @@ fn call(
     if let Some(token) = token {
         headers.push(format!("Authorization: Bearer {token}"));
     }
-    let raw = raw_post(address, &headers, &body.to_string())?;
-    let (head, text) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let served_by = head.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("x-served-by")
-            .then(|| value.trim().to_owned())
-    });
-    let reply: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-    let said = |pointer: &str| reply.pointer(pointer).and_then(Value::as_str);
+    let reply = Reply::parse(raw_post(address, &headers, &body.to_string())?);
+    let said = |pointer: &str| reply.body.pointer(pointer).and_then(Value::as_str);
     let outcome = match (said("/result/content/0/text"), said("/error/message")) {
-        (Some(text), _) if reply.pointer("/result/isError") != Some(&json!(true)) => {
+        (Some(text), _) if reply.body.pointer("/result/isError") != Some(&json!(true)) => {
             Ok(text.to_owned())
         }
         (Some(text), _) => Err(text.to_owned()),
         (None, Some(message)) => Err(message.to_owned()),
-        (None, None) => Err(raw.clone()),
+        (None, None) => Err(reply.raw.clone()),
     };
-    Ok((outcome, served_by))
+    Ok((outcome, reply.served_by))
 }
 
 fn echo(address: &str, text: &str) -> Result<Result<String, String>, TestError> {
@@ -383,5 +376,79 @@ fn a_principals_activations_hold_on_every_instance() -> Result<(), TestError> {
         outcome.as_ref().is_ok_and(|t| t.contains("late")),
         "{outcome:?}"
     );
+    Ok(())
+}
+
+/// A 2026-07-28 `tools/call` of the legacy upstream's `test_elicitation`
+/// at `address`: the first round without `retry`, else the retry with its
+/// `requestState` and the answer given to every question.
+fn elicit(address: &str, retry: Option<(&str, &[String], &str)>) -> Result<Value, TestError> {
+    const TOOL: &str = "fixture/test_elicitation";
+    let mut params = json!({
+        "name": TOOL,
+        "arguments": { "message": "Who are you?" },
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+        },
+    });
+    if let (Some((state, keys, name)), Some(params)) = (retry, params.as_object_mut()) {
+        let answer = json!({ "action": "accept", "content": { "username": name } });
+        let answers: serde_json::Map<String, Value> =
+            keys.iter().map(|k| (k.clone(), answer.clone())).collect();
+        params.insert("requestState".to_owned(), json!(state));
+        params.insert("inputResponses".to_owned(), Value::Object(answers));
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+    let headers = [
+        "MCP-Protocol-Version: 2026-07-28".to_owned(),
+        "Mcp-Method: tools/call".to_owned(),
+        format!("Mcp-Name: {TOOL}"),
+    ];
+    let raw = raw_post(address, &headers, &body.to_string())?;
+    let (_, text) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    Ok(serde_json::from_str(text).map_err(|e| format!("{e}: {raw}"))?)
+}
+
+/// A call a legacy upstream holds open for its client's answer is parked
+/// on the instance that holds it; the client's retry, sent to another
+/// instance, is carried there and answered with what the person said.
+#[test]
+fn a_call_parked_on_one_instance_is_resumed_through_another() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let url = redis.url();
+    let files = Files::fresh("droid-gateway-parked")?;
+    let legacy = |name: &str| -> Result<String, TestError> {
+        let path = config(&files, name, "default", None)?;
+        // The upstream held to a legacy revision: it asks while the call is
+        // open, rather than in rounds of its own.
+        let text = std::fs::read_to_string(&path)? + "revision = \"2025-11-25\"\n";
+        std::fs::write(&path, text)?;
+        Ok(path)
+    };
+    let (_one, one) = gateway(&legacy("one")?, Some((&url, "one")), &[])?;
+    let (_two, two) = gateway(&legacy("two")?, Some((&url, "two")), &[])?;
+    for (first, retry) in [(&one, &two), (&two, &one)] {
+        let asked = elicit(first, None)?;
+        let state = asked
+            .pointer("/result/requestState")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("no requestState in {asked}"))?;
+        let keys: Vec<String> = asked
+            .pointer("/result/inputRequests")
+            .and_then(Value::as_object)
+            .map(|questions| questions.keys().cloned().collect())
+            .unwrap_or_default();
+        assert_eq!(keys.len(), 1, "{asked}");
+        let answered = elicit(retry, Some((state, &keys, "ada")))?;
+        let text = answered
+            .pointer("/result/content/0/text")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert!(
+            text.starts_with("User response: action=accept") && text.contains("ada"),
+            "{answered}"
+        );
+    }
     Ok(())
 }

@@ -11,12 +11,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
-use protocol_droid::application::client::{ClientOptions, ProgressFn, RequestOptions};
+use protocol_droid::application::client::ClientOptions;
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid_test_support::redis::{RedisServer as Redis, free_port};
 use serde_json::{Value, json};
 use support::answers::{self, Answers};
-use support::balancer::{Balancer, wait_for};
+use support::balancer::{Balancer, Reply, wait_for};
 use support::{Running, TestError, listening, raw_get, raw_post};
 
 /// The tool that seals a `requestState` in its first round and reads it back
@@ -43,35 +43,6 @@ fn addresses<const N: usize>(droids: &[(Running, String)]) -> Result<[&str; N], 
         .map_err(|all: Vec<&str>| format!("{} instances, not {N}", all.len()).into())
 }
 
-/// A raw HTTP reply: its status, its `X-Served-By`, and its body as JSON.
-struct Reply {
-    status: u16,
-    served_by: Option<String>,
-    body: Value,
-    raw: String,
-}
-
-fn parse(raw: String) -> Reply {
-    let status = raw
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let served_by = head.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("x-served-by")
-            .then(|| value.trim().to_owned())
-    });
-    let body = serde_json::from_str(body).unwrap_or(Value::Null);
-    Reply {
-        status,
-        served_by,
-        body,
-        raw,
-    }
-}
-
 /// A 2026-07-28 `tools/call` of the stateful tool: the first round without
 /// `retry`, else the retry carrying its `requestState` and answer.
 fn call(address: &str, retry: Option<(&str, Value)>) -> Result<Reply, TestError> {
@@ -93,7 +64,11 @@ fn call(address: &str, retry: Option<(&str, Value)>) -> Result<Reply, TestError>
         "Mcp-Method: tools/call".to_owned(),
         format!("Mcp-Name: {STATEFUL}"),
     ];
-    Ok(parse(raw_post(address, &headers, &body.to_string())?))
+    Ok(Reply::parse(raw_post(
+        address,
+        &headers,
+        &body.to_string(),
+    )?))
 }
 
 fn accept() -> Value {
@@ -332,15 +307,7 @@ async fn a_legacy_session_is_served_by_whichever_instance_a_request_reaches()
                 assert!(elicited.contains("username-answer"), "{elicited}");
             }
         }
-        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counter = std::sync::Arc::clone(&seen);
-        let on_progress: ProgressFn = std::sync::Arc::new(move |_| {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        });
-        let progress = RequestOptions {
-            on_progress: Some(on_progress),
-            ..RequestOptions::default()
-        };
+        let (progress, seen) = answers::counting_progress();
         let reply = client
             .call_tool("test_tool_with_progress", None, &progress)
             .await?;
@@ -389,7 +356,7 @@ fn legacy_as(
         name.eq_ignore_ascii_case("mcp-session-id")
             .then(|| value.trim().to_owned())
     });
-    Ok((parse(raw), id))
+    Ok((Reply::parse(raw), id))
 }
 
 /// What a session settles after its handshake holds on every instance:

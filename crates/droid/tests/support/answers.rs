@@ -3,7 +3,10 @@
 //! call read as its text.
 
 use futures_util::future::BoxFuture;
-use protocol_droid::application::client::{Client, ClientHandler, RequestOptions};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use protocol_droid::application::client::{Client, ClientHandler, ProgressFn, RequestOptions};
 use protocol_droid::domain::ir::{ContentBlock, ToolResult};
 use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
 use protocol_droid::wire::{
@@ -106,4 +109,19 @@ pub(crate) async fn call(
         .await?;
     assert_ne!(reply.value.is_error, Some(true), "{name}: {}", reply.raw);
     Ok(text_of(&reply.value))
+}
+
+/// Request options that count the progress notifications heard, and the
+/// count.
+pub(crate) fn counting_progress() -> (RequestOptions, Arc<AtomicUsize>) {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    let on_progress: ProgressFn = Arc::new(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    let options = RequestOptions {
+        on_progress: Some(on_progress),
+        ..RequestOptions::default()
+    };
+    (options, seen)
 }

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use protocol_droid_test_support::redis::free_port;
+use serde_json::Value;
 
 use super::{Files, Running, TestError};
 
@@ -62,5 +63,38 @@ impl Balancer {
         };
         wait_for("haproxy", || TcpStream::connect(&balancer.address).is_ok())?;
         Ok(balancer)
+    }
+}
+
+/// A raw HTTP reply through the balancer: its status, the instance that
+/// served it (`X-Served-By`), and its body as JSON (`Null` when it is not).
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) served_by: Option<String>,
+    pub(crate) body: Value,
+    pub(crate) raw: String,
+}
+
+impl Reply {
+    /// Reads `raw`, a whole HTTP/1.1 reply.
+    pub(crate) fn parse(raw: String) -> Self {
+        let status = raw
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or(0);
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+        let served_by = head.lines().find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("x-served-by")
+                .then(|| value.trim().to_owned())
+        });
+        let body = serde_json::from_str(body).unwrap_or(Value::Null);
+        Self {
+            status,
+            served_by,
+            body,
+            raw,
+        }
     }
 }

@@ -6,8 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::exchange::{Owner, Rounds, Start, parked_handle, progress_to};
+use super::exchange::{
+    Flight, Owner, Rounds, Start, no_longer_waiting, parked_at, parked_handle, progress_to,
+};
 use super::lower::refusal;
+use super::remote::{Elsewhere, Route};
 use super::runtime::Bridge;
 use super::upstream::{RELAY_BACKLOG, Relay, Upstream, lock};
 use crate::application::client::{Answer, ClientError, RequestOptions};
@@ -145,6 +148,14 @@ pub(super) fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
     }
 }
 
+/// Where the retry of a parked call finds it.
+enum Resumption {
+    /// Parked here.
+    Here(Flight),
+    /// Parked at another instance, where the retry is carried.
+    Elsewhere(Elsewhere),
+}
+
 impl Bridge {
     /// Gives the upstream request the trace context to continue: the one
     /// the client sent, or (with a tracer) the bridge's own span as the
@@ -257,17 +268,11 @@ impl Bridge {
         // A retry of a round parked in front of a legacy server continues
         // on the connection its request is open on.
         let owner = Owner::of(call, method, &params);
-        let parked = match parked_handle(call.state().as_ref()) {
-            Some(handle) if version.era() == Era::Legacy => Some(
-                lock(&self.inner.parking)
-                    .take(&handle, &owner)
-                    .ok_or_else(|| {
-                        CallError::invalid_params(
-                            "the request this retry continues is no longer waiting (it expired or \
-                         was already answered); send it again without requestState",
-                        )
-                    })?,
-            ),
+        let state = call.state();
+        let parked = match parked_handle(state.as_ref()) {
+            Some(handle) if version.era() == Era::Legacy => {
+                Some(self.resumption(handle, parked_at(state.as_ref()), &owner)?)
+            }
             _ => None,
         };
         let lease = match parked {
@@ -298,7 +303,7 @@ impl Bridge {
         let mut report = TranslationReport::new(leg.version);
         let outcome = {
             let mut rounds = Rounds {
-                parking: &self.inner.parking,
+                parking: &self.inner.lot.flights,
                 leg: &leg,
                 policy: self.inner.options.policy,
                 report: &mut report,
@@ -308,11 +313,16 @@ impl Bridge {
                 relay,
                 owner,
                 as_task,
+                here: self.inner.route.get().map(Route::instance),
             };
             let work = async {
                 match (parked, lease) {
-                    (Some(flight), _) => rounds
+                    (Some(Resumption::Here(flight)), _) => rounds
                         .legacy(call, method, params, Start::Parked(flight))
+                        .await
+                        .map(|outcome| outcome.map(Answer::Parsed)),
+                    (Some(Resumption::Elsewhere(elsewhere)), _) => rounds
+                        .resume_elsewhere(call, elsewhere)
                         .await
                         .map(|outcome| outcome.map(Answer::Parsed)),
                     (None, Some(lease)) if version.era() == Era::Modern => {
@@ -351,6 +361,31 @@ impl Bridge {
             Err(error) => return Err(upstream_error(error, &leg)),
         };
         Ok((result, leg, report))
+    }
+
+    /// Where the retry of the flight parked under `handle` (at the
+    /// instance `at`, if its state named one) for `owner` starts: the
+    /// flight itself when it is parked here, its holder when that is
+    /// another instance sharing this one's keys.
+    fn resumption(
+        &self,
+        handle: String,
+        at: Option<&str>,
+        owner: &Owner,
+    ) -> Result<Resumption, CallError> {
+        if let (Some(route), Some(at)) = (self.inner.route.get(), at) {
+            if at != route.instance() {
+                return Ok(Resumption::Elsewhere(Elsewhere {
+                    route: route.clone(),
+                    at: at.to_owned(),
+                    handle,
+                }));
+            }
+        }
+        lock(&self.inner.lot.flights)
+            .take(&handle, owner)
+            .map(Resumption::Here)
+            .ok_or_else(no_longer_waiting)
     }
 
     /// Whether the tool `params` call only runs as a task upstream: a tool

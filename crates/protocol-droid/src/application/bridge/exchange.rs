@@ -63,6 +63,10 @@ const GATHER: Duration = Duration::from_millis(25);
 /// The key a parked flight's handle travels under in the sealed state.
 const PARKED: &str = "parked";
 
+/// The key the instance holding a parked flight travels under in the
+/// sealed state, when instances share their keys (`remote`).
+const AT: &str = "at";
+
 /// The methods whose requests may take input rounds; a question a server
 /// asks during any other is not put to the client.
 pub(super) const MULTI_ROUND_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
@@ -148,7 +152,7 @@ impl Drop for UpstreamTask {
 
 /// Whose request a parked flight is: only a retry of the same request, by
 /// the same caller, resumes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Owner {
     pub(super) principal: Option<String>,
     pub(super) method: String,
@@ -216,6 +220,15 @@ enum Step {
     Asked,
 }
 
+/// Where a flight stands after [`Flight::advance`].
+pub(super) enum Advance {
+    /// The request ended upstream.
+    Done(Result<Value, ClientError>),
+    /// The server asked what only the client can answer: the flight's open
+    /// questions, a new round.
+    Asked,
+}
+
 impl Flight {
     /// Starts `method` upstream on the leased connection, its
     /// notifications going to `relay` and its progress too.
@@ -264,7 +277,7 @@ impl Flight {
 
     /// Sends this request's notifications to `relay` from now on: a
     /// request resumed by a retry is served by a new task.
-    fn relay_to(&self, relay: &RelayCell) {
+    pub(super) fn relay_to(&self, relay: &RelayCell) {
         let current = lock(relay).clone();
         *lock(&self.relay) = current;
     }
@@ -337,10 +350,78 @@ impl Flight {
     }
 
     /// Withdraws every open question with `error`.
-    fn refuse_open(&mut self, error: &ErrorObject) {
+    pub(super) fn refuse_open(&mut self, error: &ErrorObject) {
         for (_, ask) in self.open.drain(..) {
             let _gone = ask.answer.send(Err(error.clone()));
         }
+    }
+
+    /// Carries the request on until it ends or its server asks what only
+    /// the client can answer. `responses`, the client's answers to the
+    /// questions open when its retry came, answer them once and are spent;
+    /// a question the method cannot put to a client is refused upstream.
+    /// Where the round is put to the client is the caller's: this instance
+    /// or, for a flight resumed from another one, that instance.
+    pub(super) async fn advance(
+        &mut self,
+        modern: bool,
+        asks_client: bool,
+        responses: &mut JsonObject,
+        max_rounds: usize,
+    ) -> Result<Advance, CallError> {
+        loop {
+            match self.next(modern).await {
+                Step::Done(result) => {
+                    // The server may still be at work on a request the
+                    // bridge gave up on (it timed out, its answer could not
+                    // be read): its connection serves nobody else.
+                    if matches!(
+                        result,
+                        Err(ClientError::Timeout { .. } | ClientError::Link(_))
+                    ) {
+                        self.lease.retire();
+                    }
+                    return Ok(Advance::Done(result));
+                }
+                Step::Asked if !asks_client => {
+                    // Nothing a client can answer fits this method's reply.
+                    self.refuse_open(
+                        &Refusal::internal(format!(
+                            "the bridge cannot put a question to the client during {}",
+                            self.method
+                        ))
+                        .into(),
+                    );
+                }
+                Step::Asked => {
+                    let keys: Vec<String> = self.open.iter().map(|(k, _)| k.clone()).collect();
+                    for key in keys {
+                        if let Some(answer) = responses.remove(&key).filter(Value::is_object) {
+                            self.answer(&key, answer);
+                        }
+                    }
+                    responses.clear();
+                    if self.open.is_empty() {
+                        continue;
+                    }
+                    self.rounds += 1;
+                    if self.rounds > max_rounds {
+                        return Err(CallError::internal(format!(
+                            "the server asked for input more than {max_rounds} times"
+                        )));
+                    }
+                    return Ok(Advance::Asked);
+                }
+            }
+        }
+    }
+
+    /// The open questions, as the server asked them, under their keys.
+    pub(super) fn open_questions(&self) -> Vec<(String, String, Value)> {
+        self.open
+            .iter()
+            .map(|(k, a)| (k.clone(), a.method.clone(), a.params.clone()))
+            .collect()
     }
 }
 
@@ -412,7 +493,7 @@ impl<T> Parking<T> {
     /// Parks `flight` until `deadline` under a fresh random handle; `None`
     /// when the lot, or the caller's share of it, is full, or no handle
     /// could be drawn.
-    fn park(&mut self, flight: T, owner: Owner, deadline: Instant) -> Option<String> {
+    pub(super) fn park(&mut self, flight: T, owner: Owner, deadline: Instant) -> Option<String> {
         self.expire(Instant::now());
         let callers = self
             .flights
@@ -453,6 +534,28 @@ impl<T> Parking<T> {
     }
 }
 
+/// Where a bridge's flights wait for their clients' retries, with the
+/// limits a flight resumed from another instance keeps to.
+pub(super) struct Lot {
+    pub(super) flights: std::sync::Mutex<Parking>,
+    /// How long a flight waits parked.
+    pub(super) park_for: Duration,
+    /// The most input rounds one request may take.
+    pub(super) max_rounds: usize,
+}
+
+impl Lot {
+    /// An empty lot whose flights wait `park_for` and take at most
+    /// `max_rounds` rounds.
+    pub(super) fn new(park_for: Duration, max_rounds: usize) -> Self {
+        Self {
+            flights: std::sync::Mutex::default(),
+            park_for,
+            max_rounds,
+        }
+    }
+}
+
 /// Where a legacy upstream request starts from.
 pub(super) enum Start {
     /// A new request, on this connection.
@@ -461,12 +564,43 @@ pub(super) enum Start {
     Parked(Flight),
 }
 
+/// `call` as its questions are put to the client: without the answers it
+/// came with, which were for the round before. Made when the server first
+/// asks, since most requests take no round and a call is a deep copy.
+pub(super) fn asking_call(call: &Call) -> Call {
+    let mut asking = call.clone();
+    asking.ctx.input_responses = JsonObject::new();
+    asking
+}
+
 /// The handle a parked flight's retry names, if `state` is such a retry's.
 pub(super) fn parked_handle(state: Option<&Value>) -> Option<String> {
     state
         .and_then(|s| s.get(PARKED))
         .and_then(Value::as_str)
         .map(str::to_owned)
+}
+
+/// The instance holding the flight a retry's `state` names, if it said.
+pub(super) fn parked_at(state: Option<&Value>) -> Option<&str> {
+    state.and_then(|s| s.get(AT)).and_then(Value::as_str)
+}
+
+/// The state to seal for a flight parked under `handle`, at the instance
+/// `at` when instances share their keys.
+pub(super) fn parked_state(handle: &str, at: Option<&str>) -> Value {
+    match at {
+        Some(at) => json!({ PARKED: handle, AT: at }),
+        None => json!({ PARKED: handle }),
+    }
+}
+
+/// The refusal of a retry whose parked flight is no longer there.
+pub(super) fn no_longer_waiting() -> CallError {
+    CallError::invalid_params(
+        "the request this retry continues is no longer waiting (it expired or was already \
+         answered); send it again without requestState",
+    )
 }
 
 /// What the round loop needs from the bridge.
@@ -484,6 +618,9 @@ pub(super) struct Rounds<'a> {
     pub(super) owner: Owner,
     /// Whether the tool only runs as a task upstream.
     pub(super) as_task: bool,
+    /// This instance's name, for the state of a flight parked here, when
+    /// instances share their keys.
+    pub(super) here: Option<&'a str>,
 }
 
 impl Rounds<'_> {
@@ -521,52 +658,13 @@ impl Rounds<'_> {
         // call is a deep copy.
         let mut asking: Option<Call> = None;
         loop {
-            match flight.next(modern).await {
-                Step::Done(result) => {
-                    // The server may still be at work on a request the
-                    // bridge gave up on (it timed out, its answer could not
-                    // be read): its connection serves nobody else.
-                    if matches!(
-                        result,
-                        Err(ClientError::Timeout { .. } | ClientError::Link(_))
-                    ) {
-                        flight.lease.retire();
-                    }
-                    return Ok(result);
-                }
-                Step::Asked if !asks_client => {
-                    // Nothing a client can answer fits this method's reply.
-                    flight.refuse_open(
-                        &Refusal::internal(format!(
-                            "the bridge cannot put a question to the client during {method}"
-                        ))
-                        .into(),
-                    );
-                }
-                Step::Asked => {
-                    let keys: Vec<String> = flight.open.iter().map(|(k, _)| k.clone()).collect();
-                    for key in keys {
-                        if let Some(answer) = responses.remove(&key).filter(Value::is_object) {
-                            flight.answer(&key, answer);
-                        }
-                    }
-                    responses.clear();
-                    if flight.open.is_empty() {
-                        continue;
-                    }
-                    flight.rounds += 1;
-                    if flight.rounds > self.max_rounds {
-                        return Err(CallError::internal(format!(
-                            "the server asked for input more than {} times",
-                            self.max_rounds
-                        )));
-                    }
-                    let questions = match self.questions(
-                        flight
-                            .open
-                            .iter()
-                            .map(|(k, a)| (k.clone(), a.method.clone(), a.params.clone())),
-                    ) {
+            match flight
+                .advance(modern, asks_client, &mut responses, self.max_rounds)
+                .await?
+            {
+                Advance::Done(result) => return Ok(result),
+                Advance::Asked => {
+                    let questions = match self.questions(flight.open_questions().into_iter()) {
                         Ok(questions) => questions,
                         Err(error) => {
                             if let CallError::Protocol(object) = &error {
@@ -575,11 +673,7 @@ impl Rounds<'_> {
                             return Err(error);
                         }
                     };
-                    let asking = asking.get_or_insert_with(|| {
-                        let mut asking = call.clone();
-                        asking.ctx.input_responses = JsonObject::new();
-                        asking
-                    });
+                    let asking = asking.get_or_insert_with(|| asking_call(call));
                     match asking.ask_all(questions).await {
                         Ok(answers) => {
                             let keys: Vec<String> =
@@ -598,7 +692,7 @@ impl Rounds<'_> {
                                 ));
                             };
                             let mut asked = *asked;
-                            asked.state = Some(json!({ PARKED: handle }));
+                            asked.state = Some(parked_state(&handle, self.here));
                             return Err(CallError::InputRequired(Box::new(asked)));
                         }
                         Err(error) => {
@@ -693,11 +787,7 @@ impl Rounds<'_> {
                             q.get("params").cloned().unwrap_or_else(|| json!({})),
                         )
                     }))?;
-                    let asking = asking.get_or_insert_with(|| {
-                        let mut asking = call.clone();
-                        asking.ctx.input_responses = JsonObject::new();
-                        asking
-                    });
+                    let asking = asking.get_or_insert_with(|| asking_call(call));
                     asking.keep_state(json!({
                         "asked": asked, "answered": answered,
                         "upstream": upstream_state, "rounds": rounds,
@@ -912,7 +1002,7 @@ impl Rounds<'_> {
 
     /// The downstream questions for `(key, method, params)` triples, each
     /// lowered for the client's revision.
-    fn questions(
+    pub(super) fn questions(
         &mut self,
         asked: impl Iterator<Item = (String, String, Value)>,
     ) -> Result<Vec<Question>, CallError> {

@@ -16,7 +16,8 @@
 //!   go; `pool`: the connections held, leased, bounded and reaped.
 //! - `call`: one request carried upstream and its answer brought back;
 //!   `exchange`: the input rounds of such a call, including the multi
-//!   round-trip synthesis in front of a legacy server.
+//!   round-trip synthesis in front of a legacy server; `remote`: the
+//!   retry of a call parked at another instance, carried there.
 //! - `watch`: resource subscriptions shared across downstream sessions;
 //!   `subscriptions`: a legacy session's own, on its own connection.
 //! - [`Observer`] (`observer`): who hears what the upstream announces (the
@@ -35,6 +36,7 @@ mod forwarding;
 mod lower;
 mod observer;
 mod pool;
+mod remote;
 mod reports;
 mod runtime;
 mod subscriptions;
@@ -46,6 +48,7 @@ pub use content::{Translated, translate};
 pub use exchange::{MAX_PARKED, MAX_PARKED_PER_CALLER};
 pub use lower::feature_named;
 pub use observer::Observer;
+pub use remote::ParkedCalls;
 pub use runtime::{Bridge, BridgeError, BridgeOptions, MAX_REPORTS, REPORT_META, Report};
 pub use upstream::{Connector, ConnectorError};
 

@@ -29,7 +29,7 @@ impl Bridge {
                     return;
                 };
                 let now = Instant::now();
-                lock(&inner.parking).expire(now);
+                lock(&inner.lot.flights).expire(now);
                 let mut idle: Vec<Arc<Upstream>> = Vec::new();
                 let mut resubscribe = Vec::new();
                 {

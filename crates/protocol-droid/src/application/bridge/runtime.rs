@@ -13,8 +13,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::exchange::Parking;
+use super::exchange::Lot;
 use super::observer::Observer;
+use super::remote::{ParkedCalls, Route};
 use super::upstream::{Affinity, capabilities_key, full_capabilities};
 use super::upstream::{Connector, ConnectorError, SessionWatch, Upstream, UpstreamHandler, lock};
 use crate::application::client::{Client, ClientError, ServerState};
@@ -146,7 +147,11 @@ pub(super) struct Inner {
     /// One connection is opened at a time, so a burst of first requests
     /// does not start a child process each.
     pub(super) opening: tokio::sync::Mutex<()>,
-    pub(super) parking: Mutex<Parking>,
+    /// The flights parked for their clients' retries.
+    pub(super) lot: Arc<Lot>,
+    /// Where this bridge's flights are reached from other instances, once
+    /// it is shared ([`Bridge::share`]).
+    pub(super) route: std::sync::OnceLock<Route>,
     /// Who hears the upstream's announcements: the bridge's own server,
     /// or whoever connected it with an observer.
     pub(super) observer: Mutex<Option<Arc<dyn Observer>>>,
@@ -229,6 +234,7 @@ impl Bridge {
         };
         let kept = observer.as_ref().map(|_| client.clone());
         let first = Arc::new(Upstream::new(client, handler));
+        let lot = Arc::new(Lot::new(options.park_for, options.max_rounds));
         let bridge = Self {
             inner: Arc::new(Inner {
                 options,
@@ -236,7 +242,8 @@ impl Bridge {
                 upstream,
                 upstreams: Mutex::new(HashMap::from([(affinity, vec![first])])),
                 opening: tokio::sync::Mutex::new(()),
-                parking: Mutex::default(),
+                lot,
+                route: std::sync::OnceLock::new(),
                 observer: Mutex::new(observer),
                 kept,
                 reports: Mutex::default(),
@@ -264,6 +271,19 @@ impl Bridge {
             bridge.spawn_watcher();
         }
         Ok(bridge)
+    }
+
+    /// Lets a call parked here (a 2026-07-28 client in front of a legacy
+    /// server) be resumed by its client's retry at any instance that
+    /// shares `parked`'s relay and this bridge's sealing keys: the retry is
+    /// carried here, where the upstream request is open. `name` tells this
+    /// bridge from the others of the instance (a gateway's upstream's
+    /// name); each instance must give the same bridge the same name. A
+    /// bridge is shared once; later calls change nothing.
+    pub fn share(&self, parked: &ParkedCalls, name: &str) {
+        if self.inner.route.get().is_none() {
+            let _set = self.inner.route.set(parked.add(name, &self.inner.lot));
+        }
     }
 
     /// The connection kept for the bridge's life (see
@@ -359,6 +379,6 @@ impl Bridge {
     /// How many requests wait for their client's input retry.
     #[must_use]
     pub fn parked(&self) -> usize {
-        lock(&self.inner.parking).len()
+        lock(&self.inner.lot.flights).len()
     }
 }

@@ -62,7 +62,8 @@ pub(super) struct Ask {
 
 /// A notification about a forwarded request, carried into the request's
 /// own task: the transport sends on a request's stream only from there.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub(super) enum Relay {
     /// `notifications/progress`.
     Progress {

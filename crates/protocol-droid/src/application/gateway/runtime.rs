@@ -57,6 +57,9 @@ pub(super) struct Inner {
     /// What the other instances of this gateway share with it, once
     /// [`Gateway::share`] is called.
     pub(super) shared: std::sync::OnceLock<super::shared::SharedGateway>,
+    /// Where the upstreams' parked calls are reached from the other
+    /// instances, once shared.
+    pub(super) parked: std::sync::OnceLock<crate::application::bridge::ParkedCalls>,
 }
 
 /// A gateway: one MCP server in front of many upstream servers.
@@ -141,6 +144,7 @@ impl Gateway {
                 disclosure,
                 state,
                 shared: std::sync::OnceLock::new(),
+                parked: std::sync::OnceLock::new(),
             }),
         };
         if disclosure == Disclosure::Progressive {

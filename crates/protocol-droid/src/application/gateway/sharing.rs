@@ -21,6 +21,7 @@ use super::shared::{
 };
 use super::state::{State, fresh_set, lock};
 use super::trust::Approval;
+use crate::application::bridge::ParkedCalls;
 use crate::application::server::StoreError;
 use crate::application::server::tasks::now_ms;
 use crate::domain::SessionId;
@@ -37,7 +38,8 @@ const RESYNC: Duration = Duration::from_secs(10);
 impl Gateway {
     /// Shares this gateway's trust (first-use pins and approvals) and its
     /// principals' activations with the other instances that reach
-    /// `shared`'s store, from now on. Call it before adding upstreams, so
+    /// `shared`'s store, from now on; a call an upstream holds open for its
+    /// client's input (parked) is resumed by the retry through any of them. Call it before adding upstreams, so
     /// that an upstream another instance used first is held to what it
     /// showed then. Needs a Tokio runtime.
     ///
@@ -49,11 +51,16 @@ impl Gateway {
     /// [`StoreError`] when the store cannot be reached; the gateway is then
     /// left as it was.
     pub async fn share(&self, shared: SharedGateway) -> Result<(), StoreError> {
+        if self.inner.shared.get().is_some() {
+            return Ok(());
+        }
         let heard = shared.relay.listen(EVERY_GATEWAY).await?;
         self.resync(&shared).await?;
+        let parked = ParkedCalls::listen(Arc::clone(&shared.relay), &shared.instance).await?;
         if self.inner.shared.set(shared.clone()).is_err() {
             return Ok(());
         }
+        let _set = self.inner.parked.set(parked);
         spawn_listener(self.downgrade(), shared.instance.clone(), heard);
         spawn_resync(self.downgrade(), shared);
         Ok(())

@@ -196,6 +196,11 @@ impl Gateway {
             bridge.close().await;
             return Attempt::Superseded;
         };
+        // Installed: its calls parked for a client's input may be retried
+        // through any instance, which carries the retry here.
+        if let Some(parked) = self.inner.parked.get() {
+            bridge.share(parked, name);
+        }
         let listed = tokio::time::timeout(timeout, self.refresh_generation(name, generation)).await;
         if claimed && self.refreshed(name, generation) {
             // Announced while the first listing ran: listed again on a task

@@ -171,7 +171,8 @@ pub trait SessionStore: Send + Sync + core::fmt::Debug {
 /// name. At most once: a message sent while its instance is not listening
 /// is lost, and whoever waits for its effect must time out.
 pub trait Relay: Send + Sync + core::fmt::Debug {
-    /// Sends `message` to the instance named `instance`.
+    /// Sends `message` to the instance named `instance`; answers how many
+    /// listeners heard it (none: nobody listens under that name now).
     ///
     /// # Errors
     ///
@@ -180,7 +181,7 @@ pub trait Relay: Send + Sync + core::fmt::Debug {
         &'a self,
         instance: &'a str,
         message: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    ) -> BoxFuture<'a, Result<usize, StoreError>>;
 
     /// Starts hearing what is sent to `instance`, on the receiver answered,
     /// for as long as it is kept; listening resumes by itself after the

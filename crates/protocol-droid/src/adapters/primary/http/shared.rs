@@ -291,7 +291,8 @@ pub(super) async fn relay_answer(
         return false;
     }
     match shared.relay.send(instance, &message).await {
-        Ok(()) => true,
+        // Nobody heard it when the instance that asked is gone.
+        Ok(heard) => heard > 0,
         Err(error) => {
             tracing::warn!(target: "droid", %error, "an answer could not be relayed to its instance");
             false

@@ -821,11 +821,11 @@ impl Relay for RedisStore {
         &'a self,
         instance: &'a str,
         message: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
+    ) -> BoxFuture<'a, Result<usize, StoreError>> {
         let channel = self.key(&format!("instance:{instance}"));
         Box::pin(async move {
             let channel = &channel;
-            let _heard: i64 = self
+            let heard: usize = self
                 .run(|mut connection| async move {
                     redis::cmd("PUBLISH")
                         .arg(channel)
@@ -834,7 +834,7 @@ impl Relay for RedisStore {
                         .await
                 })
                 .await?;
-            Ok(())
+            Ok(heard)
         })
     }
 

@@ -286,6 +286,7 @@ impl Tasks {
             .relay
             .send(EVERY_INSTANCE, &text)
             .await
+            .map(|_heard| ())
             .map_err(|error| TaskStoreError::Unavailable(error.to_string()))
     }
 
