@@ -330,17 +330,28 @@ fn interactive_tools(server: &Server) {
                     .unwrap_or_default()
                     .to_owned()
             };
-            call.progress(0.0, Some(2.0), Some("asking who"));
-            let who = call.elicit("who", form("Who are you?", "name")).await?;
+            // At 2026-07-28 each round runs the handler again: the first
+            // answer is kept in the state, so the round asking the second
+            // question need not carry it again.
+            let kept = call
+                .state()
+                .and_then(|s| s.get("who").and_then(Value::as_str).map(str::to_owned));
+            let who = match kept {
+                Some(who) => who,
+                None => {
+                    call.keep_state(json!({ "step": 1 }));
+                    call.progress(0.0, Some(2.0), Some("asking who"));
+                    let answer = call.elicit("who", form("Who are you?", "name")).await?;
+                    let who = field(&answer, "name");
+                    call.keep_state(json!({ "step": 2, "who": who }));
+                    who
+                }
+            };
             call.progress(1.0, Some(2.0), Some("asking what"));
             call.log(LoggingLevel::Info, json!("asked one of two"));
             let what = call.elicit("what", form("What do you do?", "role")).await?;
             call.progress(2.0, Some(2.0), Some("done"));
-            text(format!(
-                "Interviewed {}, {}",
-                field(&who, "name"),
-                field(&what, "role")
-            ))
+            text(format!("Interviewed {who}, {}", field(&what, "role")))
         },
     );
 }

@@ -726,6 +726,16 @@ async def test_input_required_result_multi_round(conn):
     assert only_text(r) == f"Hello, {ANSWERS['elicitName']}! Your favorite color is {ANSWERS['elicitString']}."
 
 
+async def test_interview(conn):
+    """Two questions asked in turn, progress reported around them: each its own elicitation
+    (a server-to-client request in a legacy session, an input_required round at 2026-07-28)."""
+    _, client, rec = conn
+    rec.elicitation.clear()
+    r = await client.call_tool("interview")
+    assert [e.message for e in rec.elicitation] == ["Who are you?", "What do you do?"]
+    assert only_text(r) == f"Interviewed {ANSWERS['elicitName']}, {ANSWERS['elicitString']}"
+
+
 async def test_input_required_result_tampered_state(conn):
     mode, client, rec = conn
     r = await client.call_tool("test_input_required_result_tampered_state")

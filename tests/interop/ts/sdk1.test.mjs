@@ -313,6 +313,14 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         assert.equal(F.onlyText(r), `Hello, ${F.FIXTURE.client.elicitName}! Your favorite color is ${F.FIXTURE.client.elicitString}.`);
     });
 
+    it('interview: two questions in turn (legacy: two elicitation/create requests)', async () => {
+        if (!HAS_ELICITATION) return expectNoElicitation('interview');
+        elicitRequests.length = 0;
+        const r = await client.callTool({ name: 'interview' });
+        assert.deepEqual(elicitRequests.map(e => e.message), ['Who are you?', 'What do you do?']);
+        assert.equal(F.onlyText(r), `Interviewed ${F.FIXTURE.client.elicitName}, ${F.FIXTURE.client.elicitString}`);
+    });
+
     it('test_input_required_result_tampered_state (legacy: no requestState on the wire, so it just succeeds)', async () => {
         if (!HAS_ELICITATION) return expectNoElicitation('test_input_required_result_tampered_state');
         const r = await client.callTool({ name: 'test_input_required_result_tampered_state' });

@@ -314,6 +314,15 @@ describe(`TS SDK 2.x client, pinned ${REVISION}, transport ${F.TRANSPORT}`, () =
         assert.equal(callsOf('test_input_required_result_multi_round', from).length, 3, 'two input_required rounds then the result');
     });
 
+    it('interview: two questions in turn, two rounds', async () => {
+        elicitRequests.length = 0;
+        const from = wire.sent.length;
+        const r = await client.callTool({ name: 'interview' });
+        assert.deepEqual(elicitRequests.map(e => e.message), ['Who are you?', 'What do you do?']);
+        assert.equal(F.onlyText(r), `Interviewed ${F.FIXTURE.client.elicitName}, ${F.FIXTURE.client.elicitString}`);
+        assert.equal(callsOf('interview', from).length, 3, 'two input_required rounds then the result');
+    });
+
     it('test_input_required_result_tampered_state: untouched state succeeds', async () => {
         const r = await client.callTool({ name: 'test_input_required_result_tampered_state' });
         assert.equal(F.onlyText(r), `Verified state; hello, ${F.FIXTURE.client.elicitName}!`);
