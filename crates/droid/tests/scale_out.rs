@@ -457,66 +457,6 @@ fn a_call_whose_instance_dies_is_answered_on_retry_and_the_session_lives() -> Re
     Ok(())
 }
 
-/// A task whose instance dies is failed, for its client polling another
-/// instance, once the dead instance has listened nowhere for a while,
-/// rather than left `working` until its TTL; `tasks/result` says why, and
-/// the session goes on.
-#[test]
-fn a_task_whose_instance_dies_is_failed_rather_than_left_working() -> Result<(), TestError> {
-    let redis = Redis::start()?;
-    let mut droids = instances(2, Some(&redis.url()))?.into_iter();
-    let (running, a) = droids.next().ok_or("no first instance")?;
-    let (_surviving, b) = droids.next().ok_or("no second instance")?;
-    let (_, session) = legacy(&a, None, "initialize", &hello())?;
-    let session = session.ok_or("no Mcp-Session-Id")?;
-    let long = json!({ "name": "slow_compute", "arguments": { "seconds": 600 },
-                       "task": { "ttl": 600_000 } });
-    let (created, _) = legacy(&a, Some(&session), "tools/call", &long)?;
-    let id = created
-        .body
-        .pointer("/result/task/taskId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("no task in {}", created.raw))?
-        .to_owned();
-    let get = |address: &str| -> Result<Value, TestError> {
-        let (got, _) = legacy(
-            address,
-            Some(&session),
-            "tasks/get",
-            &json!({ "taskId": id }),
-        )?;
-        Ok(got.body)
-    };
-    let status = |got: &Value| got.pointer("/result/status").cloned();
-    assert_eq!(status(&get(&b)?), Some(json!("working")), "alive, it runs");
-    drop(running);
-    // Its grace is 10 s; patience a little longer.
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let failed = loop {
-        let got = get(&b)?;
-        if status(&got) != Some(json!("working")) || Instant::now() > deadline {
-            break got;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    };
-    assert_eq!(status(&failed), Some(json!("failed")), "{failed}");
-    let said = failed
-        .pointer("/result/statusMessage")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    assert!(said.contains("stopped before it ended"), "{failed}");
-    let (result, _) = legacy(&b, Some(&session), "tasks/result", &json!({ "taskId": id }))?;
-    let message = result
-        .body
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    assert!(message.contains("run it again"), "{}", result.raw);
-    let (listed, _) = legacy(&b, Some(&session), "tools/list", &json!({}))?;
-    assert_eq!(listed.status, 200, "{}", listed.raw);
-    Ok(())
-}
-
 /// A `tools/call` answered on one instance is replayed, not run, by
 /// another that the same request reaches; the same id with other params is
 /// refused there; and a duplicate of a call still running on one instance

@@ -25,7 +25,6 @@ fn record(id: &str, owner: &str, created_ms: u64, ttl_ms: u64) -> TaskRecord {
         poll_interval_ms: 500,
         input_requests: JsonObject::new(),
         outcome: None,
-        runner: None,
     }
 }
 

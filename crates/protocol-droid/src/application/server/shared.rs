@@ -183,15 +183,6 @@ pub trait Relay: Send + Sync + core::fmt::Debug {
         message: &'a str,
     ) -> BoxFuture<'a, Result<usize, StoreError>>;
 
-    /// How many listen under the name `instance` now: none when that
-    /// instance is gone (or, for a moment after the store came back,
-    /// listening again).
-    ///
-    /// # Errors
-    ///
-    /// [`StoreError`] when the store cannot be reached.
-    fn listeners<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<usize, StoreError>>;
-
     /// Starts hearing what is sent to `instance`, on the receiver answered,
     /// for as long as it is kept; listening resumes by itself after the
     /// store comes back from an outage.

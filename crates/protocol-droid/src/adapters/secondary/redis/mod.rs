@@ -838,23 +838,6 @@ impl Relay for RedisStore {
         })
     }
 
-    fn listeners<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<usize, StoreError>> {
-        let channel = self.key(&format!("instance:{instance}"));
-        Box::pin(async move {
-            let channel = &channel;
-            let counts: Vec<(String, usize)> = self
-                .run(|mut connection| async move {
-                    redis::cmd("PUBSUB")
-                        .arg("NUMSUB")
-                        .arg(channel)
-                        .query_async(&mut connection)
-                        .await
-                })
-                .await?;
-            Ok(counts.first().map_or(0, |(_, count)| *count))
-        })
-    }
-
     fn listen<'a>(
         &'a self,
         instance: &'a str,

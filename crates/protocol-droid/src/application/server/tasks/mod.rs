@@ -13,10 +13,8 @@
 //! What must outlive the request is a [`TaskRecord`] in a [`TaskStore`]
 //! (`store`); what only this process has (the running handler and the
 //! channels its answers arrive on) is kept here, beside it. Rendering a
-//! record in each era's shape is `wire`'s; failing the task of an instance
-//! that died, `orphans`'.
+//! record in each era's shape is `wire`'s.
 
-mod orphans;
 pub(crate) mod store;
 pub(crate) mod wire;
 
@@ -96,8 +94,6 @@ pub(crate) struct Tasks {
     shared: std::sync::OnceLock<SharedTasks>,
     /// Where what other instances tell waits to be acted on, in order.
     heard: std::sync::OnceLock<mpsc::Sender<TaskMessage>>,
-    /// What this instance learned of the instances running tasks it reads.
-    runners: orphans::Runners,
 }
 
 /// How many messages from other instances wait to be acted on.
@@ -219,7 +215,6 @@ impl Tasks {
             writes: tokio::sync::Mutex::new(()),
             shared: std::sync::OnceLock::new(),
             heard: std::sync::OnceLock::new(),
-            runners: orphans::Runners::default(),
         }
     }
 
@@ -397,7 +392,6 @@ impl Tasks {
             poll_interval_ms: self.limits.poll_interval_ms,
             input_requests: JsonObject::new(),
             outcome: None,
-            runner: self.shared.get().map(|shared| shared.instance.clone()),
         };
         self.store().create(record.clone(), now).await?;
         let (status, _) = watch::channel(TaskStatus::Working);
@@ -473,15 +467,6 @@ impl Tasks {
         owner: &str,
         id: &str,
     ) -> Result<Option<TaskRecord>, TaskStoreError> {
-        match self.read(owner, id).await? {
-            Some(record) => Ok(Some(self.unless_orphaned(record).await)),
-            None => Ok(None),
-        }
-    }
-
-    /// The task as kept, its runner not asked after: what a change made
-    /// under `writes` starts from.
-    async fn read(&self, owner: &str, id: &str) -> Result<Option<TaskRecord>, TaskStoreError> {
         let now = now_ms();
         self.expire(now).await;
         self.store().get(owner, id, now).await
@@ -516,7 +501,7 @@ impl Tasks {
         id: &str,
     ) -> Result<Option<TaskRecord>, TaskStoreError> {
         let _writing = self.writes.lock().await;
-        let Some(mut record) = self.read(owner, id).await? else {
+        let Some(mut record) = self.get(owner, id).await? else {
             return Ok(None);
         };
         if record.is_terminal() {
@@ -535,7 +520,7 @@ impl Tasks {
         record.updated_ms = now_ms();
         if !self.store().update(record.clone()).await? {
             // It ended meanwhile (on another instance): as it ended.
-            return self.read(owner, id).await;
+            return self.get(owner, id).await;
         }
         if live.is_none() {
             // Run by another instance, if by any: it stops the handler.
@@ -557,7 +542,7 @@ impl Tasks {
         let (answer, answered) = oneshot::channel();
         {
             let _writing = self.writes.lock().await;
-            let Ok(Some(mut record)) = self.read(&task.owner, &task.id).await else {
+            let Ok(Some(mut record)) = self.get(&task.owner, &task.id).await else {
                 return None;
             };
             if record.is_terminal() {
@@ -610,7 +595,7 @@ impl Tasks {
         } else {
             TaskStatus::Working
         };
-        let Ok(Some(mut record)) = self.read(&task.owner, &task.id).await else {
+        let Ok(Some(mut record)) = self.get(&task.owner, &task.id).await else {
             return;
         };
         if record.status == status {
@@ -677,7 +662,7 @@ impl Tasks {
         responses: JsonObject,
     ) -> Result<bool, TaskStoreError> {
         let _writing = self.writes.lock().await;
-        let Some(mut record) = self.read(owner, id).await? else {
+        let Some(mut record) = self.get(owner, id).await? else {
             return Ok(false);
         };
         if record.is_terminal() {
@@ -760,7 +745,7 @@ impl Tasks {
     async fn end(&self, owner: &str, id: &str, outcome: TaskOutcome) {
         let _writing = self.writes.lock().await;
         let live = self.live.lock().ok().and_then(|mut live| live.remove(id));
-        let Ok(Some(mut record)) = self.read(owner, id).await else {
+        let Ok(Some(mut record)) = self.get(owner, id).await else {
             return;
         };
         let status = match outcome {

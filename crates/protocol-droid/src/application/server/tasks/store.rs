@@ -44,9 +44,6 @@ pub struct TaskRecord {
     pub input_requests: JsonObject,
     /// How it ended, once it has.
     pub outcome: Option<TaskOutcome>,
-    /// The instance running its handler, when instances share their tasks:
-    /// whom another instance asks after when the task stays unfinished.
-    pub runner: Option<String>,
 }
 
 impl TaskRecord {
@@ -85,8 +82,6 @@ struct RecordText<'a> {
     result: Option<std::borrow::Cow<'a, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<std::borrow::Cow<'a, ErrorObject>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    runner: Option<std::borrow::Cow<'a, str>>,
 }
 
 impl TaskRecord {
@@ -111,7 +106,6 @@ impl TaskRecord {
             input_requests: Cow::Borrowed(&self.input_requests),
             result,
             error,
-            runner: self.runner.as_deref().map(Cow::Borrowed),
         })
         .unwrap_or_default()
     }
@@ -137,7 +131,6 @@ impl TaskRecord {
             poll_interval_ms: kept.poll_interval_ms,
             input_requests: kept.input_requests.into_owned(),
             outcome,
-            runner: kept.runner.map(std::borrow::Cow::into_owned),
         })
     }
 }
@@ -431,7 +424,6 @@ mod tests {
             poll_interval_ms: 500,
             input_requests: JsonObject::new(),
             outcome: None,
-            runner: None,
         }
     }
 

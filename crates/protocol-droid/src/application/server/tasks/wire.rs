@@ -124,7 +124,6 @@ mod tests {
             poll_interval_ms: 500,
             input_requests: JsonObject::new(),
             outcome: None,
-            runner: None,
         }
     }
 
