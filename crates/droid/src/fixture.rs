@@ -315,21 +315,6 @@ fn interactive_tools(server: &Server) {
             "Asks the user two questions in turn, reporting progress before, between and after.",
         ),
         |call: Call| async move {
-            let form = |message: &str, field: &str| {
-                json!({
-                    "message": message,
-                    "requestedSchema": { "type": "object", "properties": {
-                        field: { "type": "string", "description": message },
-                    } },
-                })
-            };
-            let field = |answer: &Value, name: &str| {
-                answer
-                    .pointer(&format!("/content/{name}"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
             // At 2026-07-28 each round runs the handler again: the first
             // answer is kept in the state, so the round asking the second
             // question need not carry it again.
@@ -341,17 +326,24 @@ fn interactive_tools(server: &Server) {
                 None => {
                     call.keep_state(json!({ "step": 1 }));
                     call.progress(0.0, Some(2.0), Some("asking who"));
-                    let answer = call.elicit("who", form("Who are you?", "name")).await?;
-                    let who = field(&answer, "name");
+                    let answer = call
+                        .elicit("who", name_form("Who are you?", "name"))
+                        .await?;
+                    let who = answer_field(&answer, "name");
                     call.keep_state(json!({ "step": 2, "who": who }));
                     who
                 }
             };
             call.progress(1.0, Some(2.0), Some("asking what"));
             call.log(LoggingLevel::Info, json!("asked one of two"));
-            let what = call.elicit("what", form("What do you do?", "role")).await?;
+            let what = call
+                .elicit("what", name_form("What do you do?", "role"))
+                .await?;
             call.progress(2.0, Some(2.0), Some("done"));
-            text(format!("Interviewed {who}, {}", field(&what, "role")))
+            text(format!(
+                "Interviewed {who}, {}",
+                answer_field(&what, "role")
+            ))
         },
     );
 }
