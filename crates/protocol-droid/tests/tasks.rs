@@ -149,13 +149,22 @@ impl Running {
 
     /// A 2025-11-25 session, opened on `client`.
     async fn open(&self, client: &reqwest::Client) -> Result<String, TestError> {
+        self.open_with(client, &json!({})).await
+    }
+
+    /// A 2025-11-25 session declaring `capabilities`, opened on `client`.
+    async fn open_with(
+        &self,
+        client: &reqwest::Client,
+        capabilities: &Value,
+    ) -> Result<String, TestError> {
         let response = client
             .post(format!("{}/mcp", self.serving.base))
             .headers(support::headers(&[
                 ("content-type", "application/json"),
                 ("accept", BOTH),
             ])?)
-            .body(initialize(0, LEGACY, &json!({})).to_string())
+            .body(initialize(0, LEGACY, capabilities).to_string())
             .send()
             .await?;
         let session = response
@@ -321,6 +330,293 @@ async fn a_legacy_tasks_result_outlives_its_connection_in_its_session() -> Resul
     );
     let listed = s.legacy(&second, &other, "tasks/list", json!({})).await?;
     assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
+    Ok(())
+}
+
+/// Starts a `confirm` task in a new 2025-11-25 session that can be asked
+/// (and keeps no GET stream), and waits until it is `input_required`: its
+/// question has found no stream and waits, the task does not fail.
+async fn waiting_confirmation(
+    s: &Running,
+    client: &reqwest::Client,
+    capabilities: &Value,
+) -> Result<(String, String), TestError> {
+    let session = s.open_with(client, capabilities).await?;
+    let created = s
+        .legacy(
+            client,
+            &session,
+            "tools/call",
+            json!({ "name": "confirm", "arguments": {}, "task": { "ttl": 60_000 } }),
+        )
+        .await?;
+    let id = task_id(&created["result"]["task"])?;
+    s.until(
+        || s.legacy(client, &session, "tasks/get", json!({ "taskId": id })),
+        |got| got["result"]["status"] != "working",
+    )
+    .await
+    .and_then(|got| {
+        if got["result"]["status"] == "input_required" {
+            Ok(())
+        } else {
+            Err(format!("the task did not wait for its answer: {got}").into())
+        }
+    })?;
+    Ok((session, id))
+}
+
+/// The JSON-RPC messages of an event stream, read as they come.
+struct Events {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Events {
+    fn new(response: reqwest::Response) -> Self {
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next message (a priming event, which carries none, is passed).
+    async fn next(&mut self) -> Result<Value, TestError> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data: String = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim)
+                    .collect();
+                if !data.is_empty() {
+                    return Ok(serde_json::from_str(&data)?);
+                }
+                continue;
+            }
+            let chunk = self.response.chunk().await?.ok_or("the stream ended")?;
+            self.buffer.push_str(std::str::from_utf8(&chunk)?);
+        }
+    }
+
+    /// Reads on to the answer to the request `id`.
+    async fn answer_to(&mut self, id: i64) -> Result<Value, TestError> {
+        loop {
+            let message = self.next().await?;
+            if message["id"] == json!(id) {
+                return Ok(message);
+            }
+        }
+    }
+}
+
+impl Running {
+    /// Posts `body` in the 2025-11-25 session `session`, the response
+    /// unread.
+    async fn send_legacy(
+        &self,
+        client: &reqwest::Client,
+        session: &str,
+        body: &Value,
+    ) -> Result<reqwest::Response, TestError> {
+        let mut all = vec![("content-type", "application/json"), ("accept", BOTH)];
+        all.extend_from_slice(&legacy_session(session));
+        Ok(client
+            .post(format!("{}/mcp", self.serving.base))
+            .headers(support::headers(&all)?)
+            .body(body.to_string())
+            .send()
+            .await?)
+    }
+
+    /// Calls `tasks/result` for `task` as request `id`, its stream read as
+    /// it comes.
+    async fn wait_on(
+        &self,
+        client: &reqwest::Client,
+        session: &str,
+        task: &str,
+        id: i64,
+    ) -> Result<Events, TestError> {
+        let waiting = json!({ "jsonrpc": "2.0", "id": id, "method": "tasks/result",
+            "params": { "taskId": task } });
+        Ok(Events::new(
+            self.send_legacy(client, session, &waiting).await?,
+        ))
+    }
+
+    /// Answers the question `question` with a confirmation, and checks that
+    /// the answer was taken.
+    async fn confirm(
+        &self,
+        client: &reqwest::Client,
+        session: &str,
+        question: &Value,
+    ) -> Result<(), TestError> {
+        let answer = json!({ "action": "accept", "content": { "confirm": true } });
+        self.reply(client, session, question, answer).await
+    }
+
+    /// Answers the server's request `request` with `result`, and checks
+    /// that the answer was taken.
+    async fn reply(
+        &self,
+        client: &reqwest::Client,
+        session: &str,
+        request: &Value,
+        result: Value,
+    ) -> Result<(), TestError> {
+        let answer = json!({ "jsonrpc": "2.0", "id": request["id"], "result": result });
+        let posted = self.send_legacy(client, session, &answer).await?;
+        assert_eq!(posted.status(), 202);
+        Ok(())
+    }
+}
+
+/// A 2025-11-25 task's question, asked while its client keeps no GET
+/// stream, waits for the client's `tasks/result` and travels on that
+/// request's stream, tagged with its task; once answered, the task's
+/// result ends the same stream.
+#[tokio::test]
+async fn a_legacy_tasks_question_travels_on_its_tasks_result_stream() -> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    let client = fresh_client()?;
+    let (session, id) = waiting_confirmation(&s, &client, &json!({ "elicitation": {} })).await?;
+    let mut events = s.wait_on(&client, &session, &id, 7).await?;
+    let question = events.next().await?;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert_eq!(
+        question["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        json!(id),
+        "{question}"
+    );
+    s.confirm(&client, &session, &question).await?;
+    let result = events.answer_to(7).await?;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "confirmed",
+        "{result}"
+    );
+    Ok(())
+}
+
+/// A client that runs elicitation as a task of its own is asked, from the
+/// server's task, with a `task`; the server then polls the client's task and
+/// fetches its answer, every request on the `tasks/result` stream the client
+/// waits on (it keeps no GET stream), none of them tagged as the server's.
+#[tokio::test]
+async fn a_task_asks_a_client_that_runs_questions_as_tasks_through_its_task()
+-> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    let client = fresh_client()?;
+    let capabilities = json!({ "elicitation": {},
+        "tasks": { "requests": { "elicitation": { "create": {} } } } });
+    let (session, id) = waiting_confirmation(&s, &client, &capabilities).await?;
+    let mut events = s.wait_on(&client, &session, &id, 7).await?;
+    let question = events.next().await?;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert!(
+        question["params"]["task"]["ttl"].as_u64() > Some(0),
+        "{question}"
+    );
+    let theirs = json!({ "taskId": "client-1", "status": "working", "ttl": 60_000,
+        "pollInterval": 50, "createdAt": "2026-01-01T00:00:00Z",
+        "lastUpdatedAt": "2026-01-01T00:00:00Z" });
+    s.reply(&client, &session, &question, json!({ "task": theirs }))
+        .await?;
+    let poll = events.next().await?;
+    assert_eq!(poll["method"], "tasks/get", "{poll}");
+    assert_eq!(poll["params"], json!({ "taskId": "client-1" }));
+    let mut ended = theirs.clone();
+    ended["status"] = json!("completed");
+    s.reply(&client, &session, &poll, ended).await?;
+    let fetch = events.next().await?;
+    assert_eq!(fetch["method"], "tasks/result", "{fetch}");
+    assert_eq!(fetch["params"], json!({ "taskId": "client-1" }));
+    let answer = json!({ "action": "accept", "content": { "confirm": true },
+        "_meta": { "io.modelcontextprotocol/related-task": { "taskId": "client-1" } } });
+    s.reply(&client, &session, &fetch, answer).await?;
+    let result = events.answer_to(7).await?;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "confirmed",
+        "{result}"
+    );
+    Ok(())
+}
+
+/// A `tasks/result` refused (its id is one already in flight) takes none
+/// of the task's held questions with it: the next one made gets them.
+#[tokio::test]
+async fn a_refused_tasks_result_leaves_the_held_questions_held() -> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    let client = fresh_client()?;
+    let (session, id) = waiting_confirmation(&s, &client, &json!({ "elicitation": {} })).await?;
+    // A long `tasks/result` of another task holds request id 9 in flight.
+    let endless = json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+        "name": "endless", "arguments": {}, "task": { "ttl": 60_000 } } });
+    let other = answer(s.send_legacy(&client, &session, &endless).await?).await?;
+    let other = task_id(&other["result"]["task"])?;
+    let holding = json!({ "jsonrpc": "2.0", "id": 9, "method": "tasks/result",
+        "params": { "taskId": other } });
+    let post = client
+        .post(format!("{}/mcp", s.serving.base))
+        .headers(support::headers(&[
+            ("content-type", "application/json"),
+            ("accept", BOTH),
+            ("mcp-session-id", &session),
+            ("mcp-protocol-version", LEGACY),
+        ])?)
+        .body(holding.to_string());
+    // Answered only when its task ends, which it never does.
+    let _holding = tokio::spawn(post.send());
+    // Until id 9 is in flight, a request with it is served (and harmless).
+    let in_flight = |answer: &Value| {
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already in flight"))
+    };
+    let probe = json!({ "jsonrpc": "2.0", "id": 9, "method": "tasks/get",
+        "params": { "taskId": other } });
+    s.until(
+        || async { answer(s.send_legacy(&client, &session, &probe).await?).await },
+        in_flight,
+    )
+    .await?;
+    let refused = json!({ "jsonrpc": "2.0", "id": 9, "method": "tasks/result",
+        "params": { "taskId": id } });
+    let refusal = answer(s.send_legacy(&client, &session, &refused).await?).await?;
+    assert!(in_flight(&refusal), "{refusal}");
+    let mut events = s.wait_on(&client, &session, &id, 10).await?;
+    let question = events.next().await?;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    Ok(())
+}
+
+/// A task's question held for want of a stream goes to the session's GET
+/// stream when the client opens one.
+#[tokio::test]
+async fn a_held_task_question_goes_to_a_get_stream_opened_later() -> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    let client = fresh_client()?;
+    let (session, id) = waiting_confirmation(&s, &client, &json!({ "elicitation": {} })).await?;
+    let mut all = vec![("accept", "text/event-stream")];
+    all.extend_from_slice(&legacy_session(&session));
+    let standing = client
+        .get(format!("{}/mcp", s.serving.base))
+        .headers(support::headers(&all)?)
+        .send()
+        .await?;
+    let mut events = Events::new(standing);
+    let question = events.next().await?;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    s.confirm(&client, &session, &question).await?;
+    let done = s
+        .until(
+            || s.legacy(&client, &session, "tasks/get", json!({ "taskId": id })),
+            |got| got["result"]["status"] == "completed",
+        )
+        .await?;
+    assert_eq!(done["result"]["status"], "completed");
     Ok(())
 }
 

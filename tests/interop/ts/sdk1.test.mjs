@@ -26,6 +26,7 @@ import {
     LATEST_PROTOCOL_VERSION,
     SUPPORTED_PROTOCOL_VERSIONS
 } from '@modelcontextprotocol/sdk/types.js';
+import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks';
 import * as F from './common.mjs';
 
 const REVISION = process.env.INTEROP_REVISION || LATEST_PROTOCOL_VERSION;
@@ -452,6 +453,42 @@ describe(`TS SDK 1.x client, legacy era, protocolVersion ${REVISION}, transport 
         const cancelled = await client.experimental.tasks.cancelTask(first.value.task.taskId);
         assert.equal(cancelled.status, 'cancelled', JSON.stringify(cancelled));
         assert.equal((await client.experimental.tasks.getTask(first.value.task.taskId)).status, 'cancelled');
+    });
+
+    (HAS_TASKS && HAS_ELICITATION ? it : it.skip)('a client that runs elicitation as its own task is asked with one, polled, and its answer used', async () => {
+        const asked = [];
+        const store = new InMemoryTaskStore();
+        const c = new Client({ name: 'droid-interop-ts-sdk1-client-tasks', version: '1.0.0' }, {
+            capabilities: { elicitation: {}, tasks: { cancel: {}, requests: { elicitation: { create: {} } } } },
+            taskStore: store
+        });
+        c.setRequestHandler(ElicitRequestSchema, async (req, extra) => {
+            asked.push(req.params);
+            const answer = { action: 'accept', content: F.fillElicitation(req.params.requestedSchema) };
+            if (!req.params.task) return answer;
+            // The person answers later: the task is working meanwhile.
+            const task = await extra.taskStore.createTask({ ttl: req.params.task.ttl, pollInterval: 100 });
+            setTimeout(() => extra.taskStore.storeTaskResult(task.taskId, 'completed', answer).catch(() => {}), 400);
+            return { task };
+        });
+        const { t } = newTransport();
+        const w = F.recordTransport(t);
+        await c.connect(t);
+        try {
+            const r = await c.callTool({ name: 'test_elicitation', arguments: { message: 'asked as a task' } });
+            assert.notEqual(r.isError, true, JSON.stringify(r));
+            assert.equal(asked.length, 1, JSON.stringify(asked));
+            assert.ok(asked[0].task?.ttl > 0, `the question asks for a task: ${JSON.stringify(asked[0])}`);
+            const text = F.onlyText(r);
+            assert.ok(text.startsWith('User response: action=accept'), text);
+            assert.ok(text.includes(F.FIXTURE.client.elicitString) || text.includes(F.FIXTURE.client.elicitName), `answer not reflected: ${text}`);
+            const polled = w.received.filter(m => m.method?.startsWith('tasks/')).map(m => m.method);
+            assert.ok(polled.includes('tasks/get'), `the task was polled: ${JSON.stringify(polled)}`);
+            assert.equal(polled.at(-1), 'tasks/result', `its answer was fetched: ${JSON.stringify(polled)}`);
+        } finally {
+            await c.close();
+            store.cleanup();   // its TTL timers would keep the process alive
+        }
     });
 
     F.itCallsEveryListedTool(() => client, () => wire, () => listedTools, []);

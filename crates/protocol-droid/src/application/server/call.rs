@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use super::client_tasks;
 use super::tasks::{TaskRef, wire};
 use super::{ExchangeError, PeerSession, RequestContext};
 use crate::domain::Refusal;
@@ -432,7 +433,7 @@ impl Call {
         match self.peer.negotiated().era() {
             Era::Legacy => {
                 let params = with_input_key(params, key);
-                Ok(self.peer.exchange().exchange_dyn(method, params).await?)
+                Ok(self.exchange(None, method, params).await?)
             }
             Era::Modern => {
                 let mut request = JsonObject::new();
@@ -451,6 +452,34 @@ impl Call {
                 // nothing new, or the round after would start from nothing.
                 Err(CallError::input_required(requests, self.state()))
             }
+        }
+    }
+
+    /// Sends the client `method` (on behalf of the task `task`, if asked
+    /// from one) and waits for its answer: as a task of the client's where
+    /// it declared that it runs `method` as one (see [`client_tasks`]),
+    /// else as a plain request.
+    async fn exchange(
+        &self,
+        task: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ExchangeError> {
+        let declared = &self.ctx.client_capabilities;
+        let exchange = self.peer.exchange();
+        if Feature::Tasks.exists_at(self.peer.negotiated())
+            && client_tasks::runs_as_task(declared, method)
+        {
+            let asking = client_tasks::Asking {
+                exchange,
+                on_behalf_of: task,
+                cancel: client_tasks::cancels(declared),
+            };
+            return asking.ask(method, params).await;
+        }
+        match task {
+            Some(task) => exchange.exchange_for_task_dyn(task, method, params).await,
+            None => exchange.exchange_dyn(method, params).await,
         }
     }
 
@@ -482,7 +511,7 @@ impl Call {
                     }
                 }
                 task.tasks.waiting_on_client(task, true).await;
-                let answer = self.peer.exchange().exchange_dyn(method, params).await;
+                let answer = self.exchange(Some(&task.id), method, params).await;
                 task.tasks.waiting_on_client(task, false).await;
                 Ok(answer?)
             }

@@ -38,6 +38,7 @@
 pub(crate) mod auth;
 pub(crate) mod call;
 pub(crate) mod change;
+pub(crate) mod client_tasks;
 pub(crate) mod context;
 pub(crate) mod dispatch;
 pub(crate) mod forward;

@@ -49,6 +49,23 @@ pub trait CallbackExchange: Send + Sync {
         method: &str,
         params: Value,
     ) -> impl Future<Output = Result<Value, ExchangeError>> + Send;
+
+    /// Sends `method` with `params` on behalf of the 2025-11-25 task `task`
+    /// (a request the task's handler makes, after the call that started it
+    /// was answered), and resolves to the client's result.
+    ///
+    /// A transport with one stream sends it as any other, which is what
+    /// this default does; one with several sends it where the client
+    /// listens for that task (see docs/tasks.md).
+    fn exchange_for_task(
+        &self,
+        task: &str,
+        method: &str,
+        params: Value,
+    ) -> impl Future<Output = Result<Value, ExchangeError>> + Send {
+        let _ = task;
+        self.exchange(method, params)
+    }
 }
 
 /// The object-safe form of [`CallbackExchange`].
@@ -59,6 +76,17 @@ pub trait DynExchange: Send + Sync {
         method: &str,
         params: Value,
     ) -> BoxFuture<'_, Result<Value, ExchangeError>>;
+
+    /// As [`CallbackExchange::exchange_for_task`].
+    fn exchange_for_task_dyn(
+        &self,
+        task: &str,
+        method: &str,
+        params: Value,
+    ) -> BoxFuture<'_, Result<Value, ExchangeError>> {
+        let _ = task;
+        self.exchange_dyn(method, params)
+    }
 }
 
 impl<T: CallbackExchange> DynExchange for T {
@@ -69,6 +97,16 @@ impl<T: CallbackExchange> DynExchange for T {
     ) -> BoxFuture<'_, Result<Value, ExchangeError>> {
         let method = method.to_owned();
         Box::pin(async move { self.exchange(&method, params).await })
+    }
+
+    fn exchange_for_task_dyn(
+        &self,
+        task: &str,
+        method: &str,
+        params: Value,
+    ) -> BoxFuture<'_, Result<Value, ExchangeError>> {
+        let (task, method) = (task.to_owned(), method.to_owned());
+        Box::pin(async move { self.exchange_for_task(&task, &method, params).await })
     }
 }
 

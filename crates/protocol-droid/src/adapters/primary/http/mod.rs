@@ -33,6 +33,7 @@ mod shared;
 mod sse;
 mod stateless;
 mod streamable;
+mod task_streams;
 mod tls;
 
 use std::sync::Arc;

@@ -18,6 +18,7 @@ use tokio::task::AbortHandle;
 
 use super::events::{EventStore, Mirror};
 use super::respond::CURRENT;
+use super::task_streams::{TaskStreams, Watch};
 use crate::application::server::{
     AuthContext, CallbackExchange, DynFrameSink, ExchangeError, SharedSessions,
 };
@@ -44,6 +45,9 @@ pub(super) struct Session {
     pending: Pending,
     pub(super) events: Arc<EventStore>,
     standalone: Mutex<Option<mpsc::Sender<Value>>>,
+    /// Where a 2025-11-25 task's own requests go: its `tasks/result`
+    /// streams, and those held until the client opens one.
+    tasks: Arc<TaskStreams>,
     last_seen: Mutex<Instant>,
     next_request: AtomicU64,
     /// Requests in flight, so `notifications/cancelled` can stop them.
@@ -120,23 +124,49 @@ impl Session {
             .map_or(Duration::MAX, |seen| seen.elapsed())
     }
 
-    /// Sends `message` on the current request's stream, or else on the GET
-    /// stream; `false` when neither can take it.
+    /// Sends `message` on the current request's stream, or else, for a
+    /// message tagged with a task, on an open `tasks/result` stream of that
+    /// task, or else on the GET stream; `false` when none can take it.
     fn route(&self, message: Value) -> bool {
+        let message = match self.on_request(message) {
+            Ok(()) => return true,
+            Err(message) => message,
+        };
+        let message = match self.tasks.stream_for(&message) {
+            Some(tx) => match tx.try_send(message) {
+                Ok(()) => return true,
+                Err(refused) => refused.into_inner(),
+            },
+            None => message,
+        };
+        self.standalone_tx()
+            .is_some_and(|tx| tx.try_send(message).is_ok())
+    }
+
+    /// Sends `message` on the stream of the request the current task
+    /// serves, if it has one; gives it back when it has none.
+    fn on_request(&self, message: Value) -> Result<(), Value> {
         // A request answered as plain JSON has no stream to carry anything
         // else; its messages go to the session's stream, if there is one.
         let on_request = CURRENT
             .try_with(|c| c.streams.then(|| c.tx.clone()))
             .ok()
             .flatten();
-        if let Some(tx) = on_request {
-            return tx.try_send(message).is_ok();
+        match on_request {
+            Some(tx) => tx.try_send(message).map_err(|e| e.into_inner()),
+            None => Err(message),
         }
-        self.standalone
-            .lock()
-            .ok()
-            .and_then(|s| s.clone())
-            .is_some_and(|tx| tx.try_send(message).is_ok())
+    }
+
+    /// The session's GET stream, if one is open.
+    fn standalone_tx(&self) -> Option<mpsc::Sender<Value>> {
+        self.standalone.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Makes `tx`, the stream of a `tasks/result` for `task`, where that
+    /// task's requests go while the returned guard lives.
+    pub(super) fn watch_task(&self, task: &str, tx: mpsc::Sender<Value>) -> Watch {
+        self.tasks.watch(task, tx)
     }
 
     /// Sends on the session's own stream (GET, or the 2024-11-05 stream).
@@ -239,9 +269,13 @@ impl Session {
 
     /// Makes `tx` the session's GET stream, replacing any earlier one.
     pub(super) fn set_standalone(&self, tx: mpsc::Sender<Value>) {
+        let flushing = tx.clone();
         if let Ok(mut standalone) = self.standalone.lock() {
             *standalone = Some(tx);
         }
+        // Set before the held requests are looked at: one held from now on
+        // has seen this stream first.
+        self.tasks.flush_all(&flushing);
     }
 
     /// Whether a request of this instance's with id `id` waits for the
@@ -283,6 +317,7 @@ impl Session {
         if let Ok(mut standalone) = self.standalone.lock() {
             *standalone = None;
         }
+        self.tasks.clear();
     }
 }
 
@@ -307,6 +342,29 @@ struct RoutedExchange(Weak<Session>);
 
 impl CallbackExchange for RoutedExchange {
     async fn exchange(&self, method: &str, params: Value) -> Result<Value, ExchangeError> {
+        self.send(None, method, params).await
+    }
+
+    async fn exchange_for_task(
+        &self,
+        task: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ExchangeError> {
+        self.send(Some(task), method, params).await
+    }
+}
+
+impl RoutedExchange {
+    /// Sends the request and waits for the client's answer; a task's request
+    /// that finds no stream waits for the client to open one (see
+    /// `task_streams`), any other has nowhere to go.
+    async fn send(
+        &self,
+        task: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ExchangeError> {
         let session = self.0.upgrade().ok_or(ExchangeError::Closed)?;
         let id = RequestId::String(format!(
             "{}{}",
@@ -327,8 +385,18 @@ impl CallbackExchange for RoutedExchange {
             id: id.clone(),
             method: method.to_owned(),
             params: Some(params),
-        });
-        if !session.route(request.into_value()) {
+        })
+        .into_value();
+        let sent = match (session.on_request(request), task) {
+            (Ok(()), _) => true,
+            (Err(request), Some(task)) => session
+                .tasks
+                .send_or_hold(task, &id, request, || session.standalone_tx()),
+            (Err(request), None) => session
+                .standalone_tx()
+                .is_some_and(|tx| tx.try_send(request).is_ok()),
+        };
+        if !sent {
             if let Ok(mut pending) = session.pending.lock() {
                 pending.remove(&id);
             }
@@ -347,14 +415,18 @@ impl CallbackExchange for RoutedExchange {
                     if let Ok(mut pending) = session.pending.lock() {
                         pending.remove(&id);
                     }
-                    let _told = session.route(
-                        Message::Notification(Notification {
-                            method: "notifications/cancelled".to_owned(),
-                            params: Some(json!({ "requestId": id.to_json(),
-                                "reason": "the server stopped waiting for this answer" })),
-                        })
-                        .into_value(),
-                    );
+                    // A request still held was never sent: nothing to call
+                    // off.
+                    if !session.tasks.forget(&id) {
+                        let _told = session.route(
+                            Message::Notification(Notification {
+                                method: "notifications/cancelled".to_owned(),
+                                params: Some(json!({ "requestId": id.to_json(),
+                                    "reason": "the server stopped waiting for this answer" })),
+                            })
+                            .into_value(),
+                        );
+                    }
                 }
                 Err(ExchangeError::TimedOut)
             }
@@ -374,6 +446,7 @@ impl Drop for Forget {
             if let Ok(mut pending) = session.pending.lock() {
                 pending.remove(&self.id);
             }
+            let _held = session.tasks.forget(&self.id);
         }
     }
 }
@@ -575,6 +648,7 @@ impl Sessions {
             pending: Mutex::default(),
             events: Arc::new(EventStore::new(self.limits.replay_events, mirror)),
             standalone: Mutex::default(),
+            tasks: Arc::default(),
             last_seen: Mutex::new(Instant::now()),
             next_request: AtomicU64::new(1),
             in_flight: Mutex::default(),

@@ -243,6 +243,14 @@ async fn in_session(
             let release = Arc::clone(&channel.release);
             let id = request.id.clone();
             let ctx = context(headers, caller, peer);
+            // A 2025-11-25 client waiting on a task's result hears the
+            // task's questions there (see `task_streams`); watched once the
+            // request runs, as a refused one has no stream to take them.
+            let watch = plan
+                .streams
+                .then(|| waited_task(&request))
+                .flatten()
+                .map(|task| (Arc::clone(session), task.to_owned(), channel.tx.clone()));
             // What outlives the request is written to the shared record
             // before the request is answered, so the client's next request,
             // wherever it lands, finds it.
@@ -250,6 +258,7 @@ async fn in_session(
                 && shared::changes_record(&request.method))
             .then(|| (Arc::clone(&app.sessions), Arc::clone(session)));
             let answering = CURRENT.scope(channel, async move {
+                let _watch = watch.map(|(session, task, tx)| session.watch_task(&task, tx));
                 let answer = connection.answer(request, ctx).await;
                 match lasting {
                     Some((sessions, session)) if answer.is_ok() => {
@@ -278,6 +287,14 @@ async fn in_session(
             batch(app, headers, caller, peer, &connection, session, items).await
         }
     }
+}
+
+/// The task a `tasks/result` request waits for.
+fn waited_task(request: &Request) -> Option<&str> {
+    if request.method != "tasks/result" {
+        return None;
+    }
+    request.params.as_ref()?.get("taskId")?.as_str()
 }
 
 /// Hands the client's answer to the request of this session's that waits

@@ -51,6 +51,17 @@ pub(crate) fn related_meta(id: &str) -> Value {
     json!({ RELATED_TASK_META: related })
 }
 
+/// The id of the task a message (request or notification) is tagged with
+/// in its params' `_meta`, if it is.
+pub(crate) fn related_task(message: &Value) -> Option<&str> {
+    message
+        .get("params")?
+        .get("_meta")?
+        .get(RELATED_TASK_META)?
+        .get("taskId")?
+        .as_str()
+}
+
 /// The task's own members as the 2026-07-28 extension writes them.
 pub(crate) fn modern_task(record: &TaskRecord) -> JsonObject {
     let mut task = JsonObject::new();
