@@ -457,6 +457,85 @@ fn a_call_whose_instance_dies_is_answered_on_retry_and_the_session_lives() -> Re
     Ok(())
 }
 
+/// A 2026-07-28 request declaring the tasks extension, `name` its routing
+/// header.
+fn with_tasks(address: &str, method: &str, params: &Value, name: &str) -> Result<Reply, TestError> {
+    let mut params = params.clone();
+    if let Some(params) = params.as_object_mut() {
+        params.insert(
+            "_meta".to_owned(),
+            json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {
+                    "extensions": { "io.modelcontextprotocol/tasks": {} } } }),
+        );
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    let headers = [
+        "MCP-Protocol-Version: 2026-07-28".to_owned(),
+        format!("Mcp-Method: {method}"),
+        format!("Mcp-Name: {name}"),
+    ];
+    Ok(Reply::parse(raw_post(
+        address,
+        &headers,
+        &body.to_string(),
+    )?))
+}
+
+/// Starts a task of ten minutes' work on the instance at `address`.
+fn long_task(address: &str) -> Result<String, TestError> {
+    let call = json!({ "name": "slow_compute", "arguments": { "seconds": 600, "label": "long" } });
+    let created = with_tasks(address, "tools/call", &call, "slow_compute")?;
+    Ok(created
+        .body
+        .pointer("/result/taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("no task: {}", created.raw))?
+        .to_owned())
+}
+
+/// The task `id` as the instance at `address` shows it.
+fn task(address: &str, id: &str) -> Result<Value, TestError> {
+    let got = with_tasks(address, "tasks/get", &json!({ "taskId": id }), id)?;
+    got.body
+        .get("result")
+        .cloned()
+        .ok_or_else(|| format!("no task: {}", got.raw).into())
+}
+
+/// An instance killed while its task runs: once its word in the store that
+/// it is alive lapses, the others show the task failed, saying why, rather
+/// than working until its TTL. A task of an instance that lives works on
+/// past that moment: each runner is judged on its own word.
+#[test]
+fn a_task_whose_instance_dies_fails_and_one_whose_instance_lives_works_on() -> Result<(), TestError>
+{
+    let redis = Redis::start()?;
+    let mut droids = instances(2, Some(&redis.url()))?;
+    let [a, b] = addresses(&droids)?;
+    let (a, b) = (a.to_owned(), b.to_owned());
+    let orphan = long_task(&a)?;
+    let kept = long_task(&b)?;
+    assert_eq!(task(&b, &orphan)?.get("status"), Some(&json!("working")));
+    let (running_a, _) = droids.swap_remove(0);
+    drop(running_a);
+    // The lease is 15 s; patience a good deal longer.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let failed = loop {
+        let seen = task(&b, &orphan)?;
+        if seen.get("status") != Some(&json!("working")) || Instant::now() > deadline {
+            break seen;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(failed.get("status"), Some(&json!("failed")), "{failed}");
+    let why = failed.pointer("/error/message").and_then(Value::as_str);
+    assert!(why.is_some_and(|w| w.contains("stopped")), "{failed}");
+    let living = task(&b, &kept)?;
+    assert_eq!(living.get("status"), Some(&json!("working")), "{living}");
+    Ok(())
+}
+
 /// A `tools/call` answered on one instance is replayed, not run, by
 /// another that the same request reaches; the same id with other params is
 /// refused there; and a duplicate of a call still running on one instance

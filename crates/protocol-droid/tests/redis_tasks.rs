@@ -25,6 +25,7 @@ fn record(id: &str, owner: &str, created_ms: u64, ttl_ms: u64) -> TaskRecord {
         poll_interval_ms: 500,
         input_requests: JsonObject::new(),
         outcome: None,
+        runner: None,
     }
 }
 
@@ -136,5 +137,28 @@ async fn a_list_pages_in_creation_order_and_a_lapsed_task_is_swept_once() -> Res
     assert_eq!(ids, ["c3"]);
     assert_eq!(other.expire(t + 500).await, ["short"]);
     assert!(tasks.expire(t + 1_600).await.is_empty(), "told once");
+    Ok(())
+}
+
+/// A runner is alive while its last word holds, and not after; the runner
+/// a record names travels with it.
+#[tokio::test]
+async fn a_runner_is_alive_for_its_lease_and_its_tasks_name_it() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let tasks = store(&redis, StoreBounds::default()).await?;
+    assert!(!tasks.alive("a/1").await?, "never said");
+    tasks.beat("a/1", 60_000).await?;
+    tasks.beat("b/2", 200).await?;
+    assert!(tasks.alive("a/1").await?);
+    assert!(tasks.alive("b/2").await?);
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(!tasks.alive("b/2").await?, "its lease lapsed");
+    assert!(tasks.alive("a/1").await?);
+
+    let t = now()?;
+    let mut run = record("r", "alice", t, 60_000);
+    run.runner = Some("a/1".to_owned());
+    tasks.create(run.clone(), t).await?;
+    assert_eq!(tasks.get("alice", "r", t + 1).await?, Some(run));
     Ok(())
 }

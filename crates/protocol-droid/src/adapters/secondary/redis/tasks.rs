@@ -8,6 +8,7 @@
 //! | `tasks-of:<owner digest>` | a sorted set: the owner's task ids, by when each lapses | as long as its newest task |
 //! | `tasks:expiry` | a sorted set: every task id, by when it lapses | kept; swept as tasks lapse |
 //! | `tasks:ended` | a sorted set: the ended tasks (owner's index and id), by when each lapses | kept; swept as tasks lapse |
+//! | `task-runner:<runner digest>` | present while the process running tasks says it is alive | its lease (15 s), renewed every 5 s |
 //!
 //! An owner is named by the SHA-256 of its key, so a principal's name
 //! never becomes a key. Every check-and-write is one Lua script. A full
@@ -149,6 +150,13 @@ impl RedisStore {
 impl RedisTasks {
     fn task_key(&self, id: &str) -> String {
         self.store.key(&format!("task:{id}"))
+    }
+
+    fn runner_key(&self, runner: &str) -> String {
+        self.store.key(&format!(
+            "task-runner:{}",
+            hex(&Sha256::digest(runner.as_bytes()))
+        ))
     }
 
     fn owner_key(&self, owner: &str) -> String {
@@ -293,6 +301,43 @@ impl TaskStore for RedisTasks {
             self.invoke(&self.sweep, &keys, &[now_ms.to_string()])
                 .await
                 .unwrap_or_default()
+        })
+    }
+
+    fn beat<'a>(
+        &'a self,
+        runner: &'a str,
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<(), TaskStoreError>> {
+        Box::pin(async move {
+            let key = &self.runner_key(runner);
+            self.store
+                .run(|mut connection| async move {
+                    redis::cmd("SET")
+                        .arg(key)
+                        .arg(1)
+                        .arg("PX")
+                        .arg(lease_ms.max(1))
+                        .query_async::<()>(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(unavailable)
+        })
+    }
+
+    fn alive<'a>(&'a self, runner: &'a str) -> BoxFuture<'a, Result<bool, TaskStoreError>> {
+        Box::pin(async move {
+            let key = &self.runner_key(runner);
+            self.store
+                .run(|mut connection| async move {
+                    redis::cmd("EXISTS")
+                        .arg(key)
+                        .query_async::<bool>(&mut connection)
+                        .await
+                })
+                .await
+                .map_err(unavailable)
         })
     }
 }

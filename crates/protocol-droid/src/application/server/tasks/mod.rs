@@ -94,7 +94,23 @@ pub(crate) struct Tasks {
     shared: std::sync::OnceLock<SharedTasks>,
     /// Where what other instances tell waits to be acted on, in order.
     heard: std::sync::OnceLock<mpsc::Sender<TaskMessage>>,
+    /// This process among the others, once shared (`<instance>/<token>`):
+    /// the runner its tasks name, kept alive in the store while it runs.
+    runner: std::sync::OnceLock<String>,
+    /// What the store last said of other processes' liveness, and when:
+    /// asked at most once a second per runner.
+    liveness: Mutex<HashMap<String, (std::time::Instant, bool)>>,
 }
+
+/// How long a runner's word that it is alive holds in the store.
+const RUNNER_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// How often a runner says it again: three times a lease, so a beat or two
+/// lost to a slow store does not make it look dead.
+const RUNNER_BEAT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long what the store said of a runner is taken as still true.
+const LIVENESS_MEMORY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How many messages from other instances wait to be acted on.
 const HEARD_BACKLOG: usize = 1024;
@@ -215,14 +231,33 @@ impl Tasks {
             writes: tokio::sync::Mutex::new(()),
             shared: std::sync::OnceLock::new(),
             heard: std::sync::OnceLock::new(),
+            runner: std::sync::OnceLock::new(),
+            liveness: Mutex::default(),
         }
     }
 
     /// Keeps tasks in `shared`'s store from now on, and tells the other
     /// instances what they must act on; set before any task is created.
     pub(crate) fn share(self: &Arc<Self>, shared: SharedTasks) {
+        // Fresh each start: a restarted instance reusing its name (a pod's,
+        // a container's) is not taken for the process that died.
+        let mut token = [0_u8; 8];
+        let runner = match getrandom::fill(&mut token) {
+            Ok(()) => {
+                let token: String = token.iter().map(|b| format!("{b:02x}")).collect();
+                Some(format!("{}/{token}", shared.instance))
+            }
+            Err(error) => {
+                tracing::warn!(target: "droid::tasks", %error, "no randomness to name this process: its tasks are not reclaimed if it dies");
+                None
+            }
+        };
         if self.shared.set(shared).is_err() {
             return;
+        }
+        if let Some(runner) = runner {
+            let _first = self.runner.set(runner);
+            spawn_beat(Arc::downgrade(self));
         }
         // What the others tell is acted on in order, by one task: a status
         // heard late never overtakes a newer one.
@@ -392,6 +427,7 @@ impl Tasks {
             poll_interval_ms: self.limits.poll_interval_ms,
             input_requests: JsonObject::new(),
             outcome: None,
+            runner: self.runner.get().cloned(),
         };
         self.store().create(record.clone(), now).await?;
         let (status, _) = watch::channel(TaskStatus::Working);
@@ -469,7 +505,10 @@ impl Tasks {
     ) -> Result<Option<TaskRecord>, TaskStoreError> {
         let now = now_ms();
         self.expire(now).await;
-        self.store().get(owner, id, now).await
+        match self.store().get(owner, id, now).await? {
+            Some(record) => Ok(Some(self.reclaimed(record, now).await)),
+            None => Ok(None),
+        }
     }
 
     /// A page of `owner`'s tasks after `after`, and whether more follow.
@@ -485,7 +524,79 @@ impl Tasks {
     ) -> Result<(Vec<TaskRecord>, bool), TaskStoreError> {
         let now = now_ms();
         self.expire(now).await;
-        self.store().list(owner, after, limit, now).await
+        let (records, more) = self.store().list(owner, after, limit, now).await?;
+        let mut reclaimed = Vec::with_capacity(records.len());
+        for record in records {
+            reclaimed.push(self.reclaimed(record, now).await);
+        }
+        Ok((reclaimed, more))
+    }
+
+    /// `record` as it is, unless it is still running on a process that is
+    /// gone (its lease in the store lapsed): then it has failed, and is
+    /// recorded and told so. A task younger than a lease is left alone, as
+    /// its runner may not have said it is alive yet.
+    async fn reclaimed(&self, record: TaskRecord, now: u64) -> TaskRecord {
+        let lease_ms = u64::try_from(RUNNER_LEASE.as_millis()).unwrap_or(u64::MAX);
+        let Some(runner) = record.runner.as_deref() else {
+            return record;
+        };
+        if record.is_terminal()
+            || Some(runner) == self.runner.get().map(String::as_str)
+            || now.saturating_sub(record.created_ms) < lease_ms
+            || self
+                .live
+                .lock()
+                .is_ok_and(|live| live.contains_key(&record.id))
+            || self.runner_alive(runner).await
+        {
+            return record;
+        }
+        let mut failed = record.clone();
+        failed.status = TaskStatus::Failed;
+        failed.status_message = Some("the instance running it stopped".to_owned());
+        failed.outcome = Some(TaskOutcome::Error(
+            Refusal::internal("the instance running this task stopped before it ended").into(),
+        ));
+        failed.input_requests.clear();
+        failed.updated_ms = now;
+        match self.store().update(failed.clone()).await {
+            Ok(true) => {
+                tracing::info!(target: "droid::tasks", task = %failed.id, runner, "a task whose instance stopped has failed");
+                self.changed(&failed, None);
+                failed
+            }
+            // It ended meanwhile, or the store is away: as it is now, or
+            // as read.
+            Ok(false) => self
+                .store()
+                .get(&record.owner, &record.id, now)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or(record),
+            Err(_) => record,
+        }
+    }
+
+    /// Whether the store says `runner` is alive; asked at most once a
+    /// [`LIVENESS_MEMORY`]. A store that cannot say is taken as yes: a task
+    /// is failed only on the store's word.
+    async fn runner_alive(&self, runner: &str) -> bool {
+        let remembered = self.liveness.lock().ok().and_then(|seen| {
+            seen.get(runner)
+                .filter(|(at, _)| at.elapsed() < LIVENESS_MEMORY)
+                .map(|&(_, alive)| alive)
+        });
+        if let Some(alive) = remembered {
+            return alive;
+        }
+        let alive = self.store().alive(runner).await.unwrap_or(true);
+        if let Ok(mut seen) = self.liveness.lock() {
+            seen.retain(|_, (at, _)| at.elapsed() < LIVENESS_MEMORY);
+            seen.insert(runner.to_owned(), (std::time::Instant::now(), alive));
+        }
+        alive
     }
 
     /// Cancels the task `id` of `owner`'s: its handler is stopped, and it
@@ -827,6 +938,38 @@ fn new_id(now_ms: u64) -> String {
         let _infallible = write!(id, "{byte:02x}");
     }
     id
+}
+
+/// Says this process is alive in the store every [`RUNNER_BEAT`], for a
+/// [`RUNNER_LEASE`], until the runtime is dropped: while it does, other
+/// instances show its tasks as running; once it stops (the process died),
+/// they fail them.
+fn spawn_beat(tasks: std::sync::Weak<Tasks>) {
+    tokio::spawn(async move {
+        let lease_ms = u64::try_from(RUNNER_LEASE.as_millis()).unwrap_or(u64::MAX);
+        let mut failing = false;
+        loop {
+            let Some((store, runner)) = tasks.upgrade().and_then(|tasks| {
+                let store = Arc::clone(&tasks.shared.get()?.store);
+                Some((store, tasks.runner.get()?.clone()))
+            }) else {
+                return;
+            };
+            match store.beat(&runner, lease_ms).await {
+                Ok(()) if failing => {
+                    failing = false;
+                    tracing::warn!(target: "droid::tasks", "this instance's tasks are kept alive in the store again");
+                }
+                Ok(()) => {}
+                Err(error) if !failing => {
+                    failing = true;
+                    tracing::warn!(target: "droid::tasks", %error, "this instance could not say in the store that its tasks are alive; past its lease other instances fail them");
+                }
+                Err(_) => {}
+            }
+            tokio::time::sleep(RUNNER_BEAT).await;
+        }
+    });
 }
 
 #[cfg(test)]

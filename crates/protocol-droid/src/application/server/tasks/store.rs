@@ -44,6 +44,11 @@ pub struct TaskRecord {
     pub input_requests: JsonObject,
     /// How it ended, once it has.
     pub outcome: Option<TaskOutcome>,
+    /// The process running its handler, where several share the store
+    /// (`<instance>/<token>`, fresh each start): what another instance asks
+    /// [`TaskStore::alive`] about before it shows the task as still running.
+    /// `None` where nothing is shared.
+    pub runner: Option<String>,
 }
 
 impl TaskRecord {
@@ -82,6 +87,8 @@ struct RecordText<'a> {
     result: Option<std::borrow::Cow<'a, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<std::borrow::Cow<'a, ErrorObject>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    runner: Option<std::borrow::Cow<'a, str>>,
 }
 
 impl TaskRecord {
@@ -106,6 +113,7 @@ impl TaskRecord {
             input_requests: Cow::Borrowed(&self.input_requests),
             result,
             error,
+            runner: self.runner.as_deref().map(Cow::Borrowed),
         })
         .unwrap_or_default()
     }
@@ -131,6 +139,7 @@ impl TaskRecord {
             poll_interval_ms: kept.poll_interval_ms,
             input_requests: kept.input_requests.into_owned(),
             outcome,
+            runner: kept.runner.map(std::borrow::Cow::into_owned),
         })
     }
 }
@@ -214,6 +223,34 @@ pub trait TaskStore: Send + Sync + core::fmt::Debug + 'static {
     /// Forgets every task whose TTL has passed, answering their ids so the
     /// runtime can stop any still running.
     fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>>;
+
+    /// Records that the process `runner` is alive for `lease_ms` more: it
+    /// says so again well before then, for as long as it runs. A store no
+    /// other process reads need not keep it, which is this default.
+    ///
+    /// # Errors
+    ///
+    /// [`TaskStoreError::Unavailable`] when the store cannot be reached.
+    fn beat<'a>(
+        &'a self,
+        runner: &'a str,
+        lease_ms: u64,
+    ) -> BoxFuture<'a, Result<(), TaskStoreError>> {
+        let _ = (runner, lease_ms);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Whether the process `runner` said it was alive within its last
+    /// lease ([`Self::beat`]). This default, for a store no other process
+    /// reads, answers yes: its one process is the asker.
+    ///
+    /// # Errors
+    ///
+    /// [`TaskStoreError::Unavailable`] when the store cannot be reached.
+    fn alive<'a>(&'a self, runner: &'a str) -> BoxFuture<'a, Result<bool, TaskStoreError>> {
+        let _ = runner;
+        Box::pin(async { Ok(true) })
+    }
 }
 
 /// How many tasks a store keeps.
@@ -424,6 +461,7 @@ mod tests {
             poll_interval_ms: 500,
             input_requests: JsonObject::new(),
             outcome: None,
+            runner: None,
         }
     }
 

@@ -135,6 +135,7 @@ mod tests {
             poll_interval_ms: 500,
             input_requests: JsonObject::new(),
             outcome: None,
+            runner: None,
         }
     }
 
