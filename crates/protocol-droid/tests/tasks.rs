@@ -84,6 +84,29 @@ fn server(ends: &Arc<Ends>, limits: TaskLimits) -> Result<Server, TestError> {
             }))
         },
     );
+    server.add_tool(
+        ToolSpec::new(
+            "impatient",
+            "Asks, stops waiting after a moment, and works on.",
+        )
+        .task_support(TaskSupport::Optional),
+        |call: Call| async move {
+            let asking = call.elicit(
+                "sure",
+                json!({ "message": "Sure?", "requestedSchema": { "type": "object",
+                    "properties": { "confirm": { "type": "boolean" } } } }),
+            );
+            let gave_up = tokio::time::timeout(Duration::from_millis(300), asking)
+                .await
+                .is_err();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Ok(ToolResult::text(if gave_up {
+                "gave up asking"
+            } else {
+                "was answered"
+            }))
+        },
+    );
     let counted = Arc::clone(ends);
     server.add_tool(
         ToolSpec::new("endless", "Works until it is stopped.").task_support(TaskSupport::Required),
@@ -216,6 +239,18 @@ impl Running {
         let counted = || async { Ok(json!(self.ends.stopped.load(Ordering::SeqCst))) };
         self.until(counted, |stopped| *stopped == json!(n)).await?;
         Ok(())
+    }
+
+    /// Waits until the task `get` reads is `input_required`, then until it
+    /// no longer is; the task as it then reads.
+    async fn asked_then_not<F, Fut>(&self, get: F) -> Result<Value, TestError>
+    where
+        F: FnMut() -> Fut + Copy,
+        Fut: Future<Output = Result<Value, TestError>>,
+    {
+        let asking = |got: &Value| got["result"]["status"] == "input_required";
+        self.until(get, asking).await?;
+        self.until(get, |got| !asking(got)).await
     }
 
     /// Waits (up to [`PATIENCE`]) until `done` holds of what `poll` answers.
@@ -589,6 +624,34 @@ async fn a_refused_tasks_result_leaves_the_held_questions_held() -> Result<(), T
     let mut events = s.wait_on(&client, &session, &id, 10).await?;
     let question = events.next().await?;
     assert_eq!(question["method"], "elicitation/create", "{question}");
+    Ok(())
+}
+
+/// A question its handler stops waiting for leaves the task, in both eras:
+/// the task works again, rather than staying `input_required` for a
+/// question nobody waits on.
+#[tokio::test]
+async fn a_question_given_up_on_leaves_its_task() -> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    let client = fresh_client()?;
+    let impatient = json!({ "name": "impatient", "arguments": {} });
+    let created = s
+        .modern(&client, "tools/call", impatient.clone(), "impatient")
+        .await?;
+    let id = task_id(&created["result"])?;
+    let get = || s.modern(&client, "tasks/get", json!({ "taskId": id }), &id);
+    let back = s.asked_then_not(get).await?;
+    assert_eq!(back["result"]["status"], "working", "{back}");
+    assert_eq!(back["result"].get("inputRequests"), None, "{back}");
+
+    let session = s.open_with(&client, &json!({ "elicitation": {} })).await?;
+    let mut legacy = impatient;
+    legacy["task"] = json!({ "ttl": 60_000 });
+    let created = s.legacy(&client, &session, "tools/call", legacy).await?;
+    let id = task_id(&created["result"]["task"])?;
+    let get = || s.legacy(&client, &session, "tasks/get", json!({ "taskId": id }));
+    let back = s.asked_then_not(get).await?;
+    assert_eq!(back["result"]["status"], "working", "{back}");
     Ok(())
 }
 

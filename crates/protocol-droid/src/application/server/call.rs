@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::client_tasks;
-use super::tasks::{TaskRef, wire};
+use super::tasks::{TaskRef, Unanswered, wire};
 use super::{ExchangeError, PeerSession, RequestContext};
 use crate::domain::Refusal;
 use crate::domain::feature::Feature;
@@ -511,7 +511,10 @@ impl Call {
                     }
                 }
                 task.tasks.waiting_on_client(task, true).await;
+                // A handler that stops waiting takes its question back.
+                let unanswered = Unanswered::asked(task);
                 let answer = self.exchange(Some(&task.id), method, params).await;
+                unanswered.settled();
                 task.tasks.waiting_on_client(task, false).await;
                 Ok(answer?)
             }

@@ -376,7 +376,8 @@ impl RoutedExchange {
             pending.insert(id.clone(), tx);
         }
         // However this wait ends (an answer, a timeout, the caller dropped),
-        // the waiter leaves the table.
+        // the waiter leaves the table, and a request sent but not answered
+        // is called off.
         let _forget = Forget {
             session: self.0.clone(),
             id: id.clone(),
@@ -410,26 +411,7 @@ impl RoutedExchange {
             Ok(Ok(Ok(result))) => Ok(result),
             Ok(Ok(Err(error))) => Err(ExchangeError::Peer(error)),
             Ok(Err(_)) => Err(ExchangeError::Closed),
-            Err(_) => {
-                if let Some(session) = self.0.upgrade() {
-                    if let Ok(mut pending) = session.pending.lock() {
-                        pending.remove(&id);
-                    }
-                    // A request still held was never sent: nothing to call
-                    // off.
-                    if !session.tasks.forget(&id) {
-                        let _told = session.route(
-                            Message::Notification(Notification {
-                                method: "notifications/cancelled".to_owned(),
-                                params: Some(json!({ "requestId": id.to_json(),
-                                    "reason": "the server stopped waiting for this answer" })),
-                            })
-                            .into_value(),
-                        );
-                    }
-                }
-                Err(ExchangeError::TimedOut)
-            }
+            Err(_) => Err(ExchangeError::TimedOut),
         }
     }
 }
@@ -442,11 +424,26 @@ struct Forget {
 
 impl Drop for Forget {
     fn drop(&mut self) {
-        if let Some(session) = self.session.upgrade() {
-            if let Ok(mut pending) = session.pending.lock() {
-                pending.remove(&self.id);
-            }
-            let _held = session.tasks.forget(&self.id);
+        let Some(session) = self.session.upgrade() else {
+            return;
+        };
+        let unanswered = session
+            .pending
+            .lock()
+            .ok()
+            .and_then(|mut pending| pending.remove(&self.id))
+            .is_some();
+        // A request still held was never sent: nothing to call off.
+        let held = session.tasks.forget(&self.id);
+        if unanswered && !held {
+            let _told = session.route(
+                Message::Notification(Notification {
+                    method: "notifications/cancelled".to_owned(),
+                    params: Some(json!({ "requestId": self.id.to_json(),
+                        "reason": "the server stopped waiting for this answer" })),
+                })
+                .into_value(),
+            );
         }
     }
 }

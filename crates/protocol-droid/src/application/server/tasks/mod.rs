@@ -15,6 +15,7 @@
 //! channels its answers arrive on) is kept here, beside it. Rendering a
 //! record in each era's shape is `wire`'s.
 
+mod liveness;
 pub(crate) mod store;
 pub(crate) mod wire;
 
@@ -35,6 +36,7 @@ use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{Era, Refusal, SessionId};
 use crate::wire::tasks::TaskStatus;
 
+use liveness::Liveness;
 pub use store::{MemoryTaskStore, StoreBounds, TaskOutcome, TaskRecord, TaskStore, TaskStoreError};
 
 /// How long tasks live and how often clients are told to poll.
@@ -94,23 +96,10 @@ pub(crate) struct Tasks {
     shared: std::sync::OnceLock<SharedTasks>,
     /// Where what other instances tell waits to be acted on, in order.
     heard: std::sync::OnceLock<mpsc::Sender<TaskMessage>>,
-    /// This process among the others, once shared (`<instance>/<token>`):
-    /// the runner its tasks name, kept alive in the store while it runs.
-    runner: std::sync::OnceLock<String>,
-    /// What the store last said of other processes' liveness, and when:
-    /// asked at most once a second per runner.
-    liveness: Mutex<HashMap<String, (std::time::Instant, bool)>>,
+    /// This process's word that it runs its tasks, and what it heard of
+    /// the others'.
+    liveness: Arc<Liveness>,
 }
-
-/// How long a runner's word that it is alive holds in the store.
-const RUNNER_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// How often a runner says it again: three times a lease, so a beat or two
-/// lost to a slow store does not make it look dead.
-const RUNNER_BEAT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// How long what the store said of a runner is taken as still true.
-const LIVENESS_MEMORY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How many messages from other instances wait to be acted on.
 const HEARD_BACKLOG: usize = 1024;
@@ -231,34 +220,20 @@ impl Tasks {
             writes: tokio::sync::Mutex::new(()),
             shared: std::sync::OnceLock::new(),
             heard: std::sync::OnceLock::new(),
-            runner: std::sync::OnceLock::new(),
-            liveness: Mutex::default(),
+            liveness: Arc::default(),
         }
     }
 
     /// Keeps tasks in `shared`'s store from now on, and tells the other
     /// instances what they must act on; set before any task is created.
     pub(crate) fn share(self: &Arc<Self>, shared: SharedTasks) {
-        // Fresh each start: a restarted instance reusing its name (a pod's,
-        // a container's) is not taken for the process that died.
-        let mut token = [0_u8; 8];
-        let runner = match getrandom::fill(&mut token) {
-            Ok(()) => {
-                let token: String = token.iter().map(|b| format!("{b:02x}")).collect();
-                Some(format!("{}/{token}", shared.instance))
-            }
-            Err(error) => {
-                tracing::warn!(target: "droid::tasks", %error, "no randomness to name this process: its tasks are not reclaimed if it dies");
-                None
-            }
-        };
+        let runner = liveness::runner_name(&shared.instance);
+        let store = Arc::clone(&shared.store);
         if self.shared.set(shared).is_err() {
             return;
         }
-        if let Some(runner) = runner {
-            let _first = self.runner.set(runner);
-            spawn_beat(Arc::downgrade(self));
-        }
+        self.liveness.named(runner);
+        liveness::spawn_beat(store, Arc::downgrade(&self.liveness));
         // What the others tell is acted on in order, by one task: a status
         // heard late never overtakes a newer one.
         let (tx, mut heard) = mpsc::channel::<TaskMessage>(HEARD_BACKLOG);
@@ -351,10 +326,26 @@ impl Tasks {
                 }
             }
             TaskMessage::Changed { id, owner } => {
-                if self.events.receiver_count() == 0 {
+                let runs_here = self.live.lock().is_ok_and(|l| l.contains_key(&id));
+                if !runs_here && self.events.receiver_count() == 0 {
                     return;
                 }
-                if let Ok(Some(record)) = self.store().get(&owner, &id, now_ms()).await {
+                let Ok(Some(record)) = self.store().get(&owner, &id, now_ms()).await else {
+                    return;
+                };
+                if runs_here && record.is_terminal() {
+                    // Ended by another instance while its handler runs
+                    // here (taken for dead): the handler stops, and whoever
+                    // waits here sees the end the store has.
+                    let live = self.live.lock().ok().and_then(|mut l| l.remove(&id));
+                    if let Some(live) = live {
+                        if let Some(abort) = &live.abort {
+                            abort.abort();
+                        }
+                        live.status.send_replace(record.status);
+                    }
+                }
+                if self.events.receiver_count() > 0 {
                     let _listeners = self.events.send(Arc::new(TaskEvent { record }));
                 }
             }
@@ -403,13 +394,6 @@ impl Tasks {
     ) -> Result<TaskRecord, TaskStoreError> {
         let now = now_ms();
         self.expire(now).await;
-        let running = self
-            .live
-            .lock()
-            .map_or(0, |live| live.values().filter(|l| l.owner == owner).count());
-        if running >= self.limits.running_per_owner {
-            return Err(TaskStoreError::OwnerFull(self.limits.running_per_owner));
-        }
         // `min` then `max`, not `clamp`: a longest TTL of 0 is a caller's
         // mistake, not a reason to panic.
         let ttl_ms = ttl_ms
@@ -427,11 +411,22 @@ impl Tasks {
             poll_interval_ms: self.limits.poll_interval_ms,
             input_requests: JsonObject::new(),
             outcome: None,
-            runner: self.runner.get().cloned(),
+            runner: self.liveness.runner().map(str::to_owned),
         };
-        self.store().create(record.clone(), now).await?;
-        let (status, _) = watch::channel(TaskStatus::Working);
-        if let Ok(mut live) = self.live.lock() {
+        // The caller's place is taken in the same lock that counts its
+        // running tasks, before the store is written: creates made at once
+        // cannot together pass the bound.
+        {
+            let Ok(mut live) = self.live.lock() else {
+                return Err(TaskStoreError::Unavailable(
+                    "the task table is poisoned".to_owned(),
+                ));
+            };
+            let running = live.values().filter(|l| l.owner == record.owner).count();
+            if running >= self.limits.running_per_owner {
+                return Err(TaskStoreError::OwnerFull(self.limits.running_per_owner));
+            }
+            let (status, _) = watch::channel(TaskStatus::Working);
             live.insert(
                 record.id.clone(),
                 Live {
@@ -443,6 +438,12 @@ impl Tasks {
                     asking: 0,
                 },
             );
+        }
+        if let Err(error) = self.store().create(record.clone(), now).await {
+            if let Ok(mut live) = self.live.lock() {
+                live.remove(&record.id);
+            }
+            return Err(error);
         }
         Ok(record)
     }
@@ -537,18 +538,18 @@ impl Tasks {
     /// recorded and told so. A task younger than a lease is left alone, as
     /// its runner may not have said it is alive yet.
     async fn reclaimed(&self, record: TaskRecord, now: u64) -> TaskRecord {
-        let lease_ms = u64::try_from(RUNNER_LEASE.as_millis()).unwrap_or(u64::MAX);
         let Some(runner) = record.runner.as_deref() else {
             return record;
         };
         if record.is_terminal()
-            || Some(runner) == self.runner.get().map(String::as_str)
-            || now.saturating_sub(record.created_ms) < lease_ms
+            || self.liveness.cut_off()
+            || Some(runner) == self.liveness.runner()
+            || now.saturating_sub(record.created_ms) < self.liveness.lease_ms()
             || self
                 .live
                 .lock()
                 .is_ok_and(|live| live.contains_key(&record.id))
-            || self.runner_alive(runner).await
+            || self.liveness.alive(self.store(), runner).await
         {
             return record;
         }
@@ -579,26 +580,6 @@ impl Tasks {
         }
     }
 
-    /// Whether the store says `runner` is alive; asked at most once a
-    /// [`LIVENESS_MEMORY`]. A store that cannot say is taken as yes: a task
-    /// is failed only on the store's word.
-    async fn runner_alive(&self, runner: &str) -> bool {
-        let remembered = self.liveness.lock().ok().and_then(|seen| {
-            seen.get(runner)
-                .filter(|(at, _)| at.elapsed() < LIVENESS_MEMORY)
-                .map(|&(_, alive)| alive)
-        });
-        if let Some(alive) = remembered {
-            return alive;
-        }
-        let alive = self.store().alive(runner).await.unwrap_or(true);
-        if let Ok(mut seen) = self.liveness.lock() {
-            seen.retain(|_, (at, _)| at.elapsed() < LIVENESS_MEMORY);
-            seen.insert(runner.to_owned(), (std::time::Instant::now(), alive));
-        }
-        alive
-    }
-
     /// Cancels the task `id` of `owner`'s: its handler is stopped, and it
     /// is `cancelled`. Answers the task as it now is (a task that had
     /// already ended is left as it was), or `None` when there is none.
@@ -612,6 +593,8 @@ impl Tasks {
         id: &str,
     ) -> Result<Option<TaskRecord>, TaskStoreError> {
         let _writing = self.writes.lock().await;
+        // Reading may find the task's runner gone and fail it first: a few
+        // more round trips under the lock, for such tasks only.
         let Some(mut record) = self.get(owner, id).await? else {
             return Ok(None);
         };
@@ -682,7 +665,41 @@ impl Tasks {
             }
             self.changed(&record, notify.as_ref());
         }
-        answered.await.ok()
+        let unanswered = Unanswered::parked(task, key);
+        let answer = answered.await.ok();
+        unanswered.settled();
+        answer
+    }
+
+    /// Takes back the question `key` of `task`'s, which its handler gave up
+    /// waiting for (2026-07-28): it leaves the task, which works again once
+    /// none is left. An answer that came first leaves nothing to take back.
+    async fn abandon(&self, task: &TaskRef, key: &str) {
+        let _writing = self.writes.lock().await;
+        let notify = self.live.lock().ok().and_then(|mut live| {
+            let entry = live.get_mut(&task.id)?;
+            entry.waiting.remove(key)?;
+            if entry.waiting.is_empty() {
+                entry.status.send_replace(TaskStatus::Working);
+            }
+            Some(entry.notify.clone())
+        });
+        let Some(notify) = notify else {
+            return;
+        };
+        let Ok(Some(mut record)) = self.get(&task.owner, &task.id).await else {
+            return;
+        };
+        if record.is_terminal() || record.input_requests.remove(key).is_none() {
+            return;
+        }
+        if record.input_requests.is_empty() {
+            record.status = TaskStatus::Working;
+        }
+        record.updated_ms = now_ms();
+        if self.store().update(record.clone()).await.unwrap_or(false) {
+            self.changed(&record, notify.as_ref());
+        }
     }
 
     /// Marks a 2025-11-25 task as waiting on the client (`waiting`) or
@@ -940,42 +957,66 @@ fn new_id(now_ms: u64) -> String {
     id
 }
 
-/// Says this process is alive in the store every [`RUNNER_BEAT`], for a
-/// [`RUNNER_LEASE`], until the runtime is dropped: while it does, other
-/// instances show its tasks as running; once it stops (the process died),
-/// they fail them.
-fn spawn_beat(tasks: std::sync::Weak<Tasks>) {
-    tokio::spawn(async move {
-        let lease_ms = u64::try_from(RUNNER_LEASE.as_millis()).unwrap_or(u64::MAX);
-        let mut failing = false;
-        loop {
-            let Some((store, runner)) = tasks.upgrade().and_then(|tasks| {
-                let store = Arc::clone(&tasks.shared.get()?.store);
-                Some((store, tasks.runner.get()?.clone()))
-            }) else {
-                return;
-            };
-            match store.beat(&runner, lease_ms).await {
-                Ok(()) if failing => {
-                    failing = false;
-                    tracing::warn!(target: "droid::tasks", "this instance's tasks are kept alive in the store again");
-                }
-                Ok(()) => {}
-                Err(error) if !failing => {
-                    failing = true;
-                    tracing::warn!(target: "droid::tasks", %error, "this instance could not say in the store that its tasks are alive; past its lease other instances fail them");
-                }
-                Err(_) => {}
-            }
-            tokio::time::sleep(RUNNER_BEAT).await;
+/// A question of a task's still waiting for its answer; dropped unsettled
+/// (its handler stopped waiting: a timeout of its own, a `select!`), it is
+/// taken back, so the task does not stay `input_required` for a question
+/// nobody waits on.
+pub(crate) struct Unanswered {
+    task: Option<TaskRef>,
+    /// The question's key, where it is parked on the task (2026-07-28);
+    /// `None` for a 2025-11-25 question, which travels as a request.
+    key: Option<String>,
+}
+
+impl Unanswered {
+    /// A 2026-07-28 question parked on `task` under `key`.
+    fn parked(task: &TaskRef, key: &str) -> Self {
+        Self {
+            task: Some(task.clone()),
+            key: Some(key.to_owned()),
         }
-    });
+    }
+
+    /// A 2025-11-25 question `task` asked as a request, after
+    /// [`Tasks::waiting_on_client`] said it waits.
+    pub(crate) fn asked(task: &TaskRef) -> Self {
+        Self {
+            task: Some(task.clone()),
+            key: None,
+        }
+    }
+
+    /// The wait ended (answered, or failed): nothing to take back.
+    pub(crate) fn settled(mut self) {
+        self.task = None;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let key = self.key.take();
+        // The handler is gone from this wait; the taking back is not
+        // awaited by it.
+        drop(runtime.spawn(async move {
+            match key {
+                Some(key) => task.tasks.abandon(&task, &key).await,
+                None => task.tasks.waiting_on_client(&task, false).await,
+            }
+        }));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
+    use super::liveness::Timing;
     use super::*;
 
     /// Sets its flag when dropped: when the handler holding it is stopped.
@@ -985,6 +1026,21 @@ mod tests {
         fn drop(&mut self) {
             self.0.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// Runs `record` with a handler that never ends; the flag says when it
+    /// was stopped.
+    fn run_until_stopped(tasks: &Arc<Tasks>, record: &TaskRecord) -> Arc<AtomicBool> {
+        let stopped = Arc::new(AtomicBool::new(false));
+        let guard = Stopped(Arc::clone(&stopped));
+        tasks.start(
+            record,
+            Box::pin(async move {
+                let _held = guard;
+                std::future::pending::<Result<Value, ErrorObject>>().await
+            }),
+        );
+        stopped
     }
 
     /// Waits, boundedly, for `flag`; whether it was set.
@@ -998,6 +1054,212 @@ mod tests {
         flag.load(Ordering::SeqCst)
     }
 
+    /// A store in memory that is slow to create (each create yields first,
+    /// as a round trip to a shared store would), and says of every other
+    /// runner what `alive` holds (`None`: it cannot say).
+    #[derive(Debug)]
+    struct Slow(MemoryTaskStore, Mutex<Option<bool>>);
+
+    impl Default for Slow {
+        fn default() -> Self {
+            Self(MemoryTaskStore::default(), Mutex::new(Some(true)))
+        }
+    }
+
+    impl Slow {
+        fn say(&self, alive: Option<bool>) {
+            if let Ok(mut said) = self.1.lock() {
+                *said = alive;
+            }
+        }
+    }
+
+    impl TaskStore for Slow {
+        fn create(
+            &self,
+            record: TaskRecord,
+            now_ms: u64,
+        ) -> BoxFuture<'_, Result<(), TaskStoreError>> {
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                self.0.create(record, now_ms).await
+            })
+        }
+
+        fn alive<'a>(&'a self, _runner: &'a str) -> BoxFuture<'a, Result<bool, TaskStoreError>> {
+            let said = self.1.lock().ok().and_then(|said| *said);
+            Box::pin(
+                async move { said.ok_or_else(|| TaskStoreError::Unavailable("away".to_owned())) },
+            )
+        }
+
+        fn get<'a>(
+            &'a self,
+            owner: &'a str,
+            id: &'a str,
+            now_ms: u64,
+        ) -> BoxFuture<'a, Result<Option<TaskRecord>, TaskStoreError>> {
+            self.0.get(owner, id, now_ms)
+        }
+
+        fn update(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, TaskStoreError>> {
+            self.0.update(record)
+        }
+
+        fn list<'a>(
+            &'a self,
+            owner: &'a str,
+            after: Option<&'a str>,
+            limit: usize,
+            now_ms: u64,
+        ) -> BoxFuture<'a, Result<(Vec<TaskRecord>, bool), TaskStoreError>> {
+            self.0.list(owner, after, limit, now_ms)
+        }
+
+        fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>> {
+            self.0.expire(now_ms)
+        }
+    }
+
+    /// A task of another runner's, older than a lease, as the store keeps
+    /// it.
+    fn theirs(id: &str, runner: &str, created_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: id.to_owned(),
+            owner: "alice".to_owned(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_ms,
+            updated_ms: created_ms,
+            ttl_ms: 600_000,
+            poll_interval_ms: 500,
+            input_requests: JsonObject::new(),
+            outcome: None,
+            runner: Some(runner.to_owned()),
+        }
+    }
+
+    async fn status(tasks: &Tasks, id: &str) -> Option<TaskStatus> {
+        tasks
+            .get("alice", id)
+            .await
+            .ok()
+            .flatten()
+            .map(|r| r.status)
+    }
+
+    #[tokio::test]
+    async fn a_task_fails_once_its_runner_is_proven_gone_and_not_before() {
+        let store = Arc::new(Slow::default());
+        let shared: Arc<dyn TaskStore> = store.clone();
+        let mut tasks = Tasks::new(shared, TaskLimits::default());
+        tasks.liveness = Arc::new(Liveness::with_timing(Timing {
+            lease: std::time::Duration::from_millis(100),
+            beat: std::time::Duration::from_millis(40),
+            proof: std::time::Duration::from_millis(150),
+            memory: std::time::Duration::ZERO,
+        }));
+        tasks.liveness.named("me/1".to_owned());
+        let now = now_ms();
+        let old = now.saturating_sub(1_000);
+        for record in [theirs("old", "gone/1", old), theirs("mine", "me/1", old)] {
+            assert!(store.create(record, now).await.is_ok());
+        }
+        let mut unowned = theirs("unowned", "gone/1", old);
+        unowned.runner = None;
+        assert!(store.create(unowned, now).await.is_ok());
+
+        // Alive, or a store that cannot say: running.
+        assert_eq!(status(&tasks, "old").await, Some(TaskStatus::Working));
+        store.say(None);
+        assert_eq!(status(&tasks, "old").await, Some(TaskStatus::Working));
+        // Missing, but not for long yet (a store restarted empty): running.
+        store.say(Some(false));
+        assert_eq!(status(&tasks, "old").await, Some(TaskStatus::Working));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        // Missing for longer than the proof: failed, and recorded so.
+        let failed = tasks.get("alice", "old").await.ok().flatten();
+        assert_eq!(failed.as_ref().map(|r| r.status), Some(TaskStatus::Failed));
+        assert!(matches!(
+            failed.and_then(|r| r.outcome),
+            Some(TaskOutcome::Error(e)) if e.message.contains("stopped")
+        ));
+        assert_eq!(
+            store
+                .0
+                .get("alice", "old", now_ms())
+                .await
+                .ok()
+                .flatten()
+                .map(|r| r.status),
+            Some(TaskStatus::Failed)
+        );
+        // Younger than a lease (its runner may not have said a word yet),
+        // this process's own, or naming no runner: left alone.
+        let now = now_ms();
+        assert!(
+            store
+                .create(theirs("young", "gone/1", now), now)
+                .await
+                .is_ok()
+        );
+        for id in ["young", "mine", "unowned"] {
+            assert_eq!(status(&tasks, id).await, Some(TaskStatus::Working), "{id}");
+        }
+    }
+
+    /// A task this process runs, ended by another instance (taken for
+    /// dead), stops here once told, and whoever waits here sees that end.
+    #[tokio::test]
+    async fn a_task_ended_elsewhere_stops_its_handler_here() -> Result<(), TaskStoreError> {
+        let store = Arc::new(MemoryTaskStore::default());
+        let shared: Arc<dyn TaskStore> = store.clone();
+        let tasks = Arc::new(Tasks::new(shared, TaskLimits::default()));
+        let record = tasks.create("alice".to_owned(), None, None).await?;
+        let stopped = run_until_stopped(&tasks, &record);
+        let mut failed = record.clone();
+        failed.status = TaskStatus::Failed;
+        failed.outcome = Some(TaskOutcome::Error(Refusal::internal("gone").into()));
+        assert!(store.update(failed).await?);
+        let waiting = {
+            let tasks = Arc::clone(&tasks);
+            let id = record.id.clone();
+            tokio::spawn(async move { tasks.ended("alice", &id).await })
+        };
+        tasks
+            .heard(TaskMessage::Changed {
+                id: record.id.clone(),
+                owner: "alice".to_owned(),
+            })
+            .await;
+        assert!(set(&stopped).await, "the handler was stopped");
+        let ended = waiting
+            .await
+            .map_err(|e| TaskStoreError::Unavailable(e.to_string()))??;
+        assert_eq!(ended.map(|r| r.status), Some(TaskStatus::Failed));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn creates_made_at_once_keep_to_the_running_bound() {
+        let limits = TaskLimits {
+            running_per_owner: 2,
+            ..TaskLimits::default()
+        };
+        let tasks = Tasks::new(Arc::new(Slow::default()), limits);
+        let made = futures_util::future::join_all(
+            (0..5).map(|_| tasks.create("alice".to_owned(), None, None)),
+        )
+        .await;
+        assert_eq!(made.iter().filter(|made| made.is_ok()).count(), 2);
+        assert!(
+            made.iter()
+                .all(|made| matches!(made, Ok(_) | Err(TaskStoreError::OwnerFull(2))))
+        );
+        let theirs = tasks.create("bob".to_owned(), None, None).await;
+        assert!(theirs.is_ok(), "another owner's bound is its own");
+    }
+
     #[tokio::test]
     async fn a_cancellation_told_by_another_instance_stops_the_handler_here()
     -> Result<(), TaskStoreError> {
@@ -1006,15 +1268,7 @@ mod tests {
             TaskLimits::default(),
         ));
         let record = tasks.create("alice".to_owned(), None, None).await?;
-        let stopped = Arc::new(AtomicBool::new(false));
-        let guard = Stopped(Arc::clone(&stopped));
-        tasks.start(
-            &record,
-            Box::pin(async move {
-                let _held = guard;
-                std::future::pending::<Result<Value, ErrorObject>>().await
-            }),
-        );
+        let stopped = run_until_stopped(&tasks, &record);
         tasks
             .heard(TaskMessage::Cancel {
                 id: "another task".to_owned(),
