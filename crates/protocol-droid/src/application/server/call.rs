@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::client_tasks;
-use super::tasks::{TaskRef, Unanswered, wire};
+use super::tasks::{TaskRef, wire};
 use super::{ExchangeError, PeerSession, RequestContext};
 use crate::domain::Refusal;
 use crate::domain::feature::Feature;
@@ -510,12 +510,10 @@ impl Call {
                         meta.extend(related);
                     }
                 }
-                task.tasks.waiting_on_client(task, true).await;
-                // A handler that stops waiting takes its question back.
-                let unanswered = Unanswered::asked(task);
+                // Counted while out; a handler that stops waiting uncounts it.
+                let asking = task.tasks.asking(task).await;
                 let answer = self.exchange(Some(&task.id), method, params).await;
-                unanswered.settled();
-                task.tasks.waiting_on_client(task, false).await;
+                asking.done().await;
                 Ok(answer?)
             }
             Era::Modern => {

@@ -24,6 +24,10 @@ use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 /// task of this server's own lives by default.
 const TTL: Duration = Duration::from_secs(10 * 60);
 
+/// The shortest time a client's task is waited for, whatever TTL it
+/// gives: a TTL of nothing would time out before the first poll.
+const MIN_TTL: Duration = Duration::from_secs(1);
+
 /// The poll interval when the client suggests none.
 const DEFAULT_POLL: Duration = Duration::from_millis(500);
 
@@ -101,7 +105,7 @@ impl Asking<'_> {
             .get("ttl")
             .and_then(Value::as_u64)
             .map_or(TTL, Duration::from_millis)
-            .min(TTL);
+            .clamp(MIN_TTL, TTL);
         let deadline = tokio::time::Instant::now() + lifetime;
         let mut seen = task.clone();
         loop {
@@ -109,7 +113,12 @@ impl Asking<'_> {
                 // `input_required` ends the polling too: the client's task
                 // waits on this server, and `tasks/result` is where the
                 // client asks it.
-                Some("completed" | "failed" | "input_required") => break,
+                // Ended: nothing left to cancel, whatever its result says.
+                Some("completed" | "failed") => {
+                    guard.exchange = None;
+                    break;
+                }
+                Some("input_required") => break,
                 Some("cancelled") => {
                     guard.exchange = None;
                     return Err(ExchangeError::Peer(ErrorObject::new(
@@ -335,7 +344,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_direct_answer_is_taken_and_a_dropped_wait_cancels_the_task() {
+    async fn a_direct_answer_is_taken_and_a_task_past_its_ttl_is_cancelled() {
         let direct = scripted(vec![Ok(json!({ "action": "decline" }))]);
         let exchange: Arc<dyn DynExchange> = direct.clone();
         let answer = asking(&exchange).ask("elicitation/create", json!({})).await;
@@ -375,6 +384,61 @@ mod tests {
         assert!(
             !polls.is_empty() && polls.iter().all(|m| m == "tasks/get"),
             "{asked:?}"
+        );
+    }
+
+    /// Waits (boundedly) until `client` was last asked `method`.
+    async fn last_asked(client: &Scripted, method: &str) -> bool {
+        for _ in 0..200 {
+            if methods(client).last().map(String::as_str) == Some(method) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn a_wait_dropped_cancels_the_task_and_an_ended_one_is_not_cancelled() {
+        let working = || Ok(json!({ "taskId": "t3", "status": "working" }));
+        let dropped = scripted(vec![
+            Ok(json!({ "task": { "taskId": "t3", "status": "working", "pollInterval": 50 } })),
+            working(),
+            working(),
+            working(),
+            working(),
+            Ok(json!({})),
+        ]);
+        let exchange: Arc<dyn DynExchange> = dropped.clone();
+        let asked = asking(&exchange);
+        let gave_up = tokio::time::timeout(
+            Duration::from_millis(120),
+            asked.ask("elicitation/create", json!({})),
+        )
+        .await;
+        assert!(gave_up.is_err());
+        assert!(
+            last_asked(&dropped, "tasks/cancel").await,
+            "{:?}",
+            methods(&dropped)
+        );
+
+        let failed = scripted(vec![
+            Ok(json!({ "task": { "taskId": "t4", "status": "working", "pollInterval": 50 } })),
+            Ok(json!({ "taskId": "t4", "status": "failed" })),
+            Err(ExchangeError::Peer(ErrorObject::new(
+                ErrorCode::INTERNAL_ERROR,
+                "no",
+            ))),
+        ]);
+        let exchange: Arc<dyn DynExchange> = failed.clone();
+        let answer = asking(&exchange).ask("elicitation/create", json!({})).await;
+        assert!(matches!(answer, Err(ExchangeError::Peer(_))));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            methods(&failed),
+            ["elicitation/create", "tasks/get", "tasks/result"],
+            "an ended task is not cancelled"
         );
     }
 }

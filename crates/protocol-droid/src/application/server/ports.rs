@@ -56,7 +56,8 @@ pub trait CallbackExchange: Send + Sync {
     ///
     /// A transport with one stream sends it as any other, which is what
     /// this default does; one with several sends it where the client
-    /// listens for that task (see docs/tasks.md).
+    /// listens for that task (see docs/tasks.md). An exchange that wraps
+    /// another must pass this on, or the routing is lost.
     fn exchange_for_task(
         &self,
         task: &str,

@@ -19,6 +19,7 @@ use tokio::task::AbortHandle;
 use super::events::{EventStore, Mirror};
 use super::respond::CURRENT;
 use super::task_streams::{TaskStreams, Watch};
+use crate::application::server::tasks::wire::related_meta;
 use crate::application::server::{
     AuthContext, CallbackExchange, DynFrameSink, ExchangeError, SharedSessions,
 };
@@ -366,6 +367,11 @@ impl RoutedExchange {
         params: Value,
     ) -> Result<Value, ExchangeError> {
         let session = self.0.upgrade().ok_or(ExchangeError::Closed)?;
+        // A task outlives its session: once the session ended, its
+        // questions have nobody to reach.
+        if session.closed.load(Ordering::Acquire) {
+            return Err(ExchangeError::Closed);
+        }
         let id = RequestId::String(format!(
             "{}{}",
             session.request_prefix,
@@ -381,6 +387,7 @@ impl RoutedExchange {
         let _forget = Forget {
             session: self.0.clone(),
             id: id.clone(),
+            task: task.map(str::to_owned),
         };
         let request = Message::Request(Request {
             id: id.clone(),
@@ -420,6 +427,9 @@ impl RoutedExchange {
 struct Forget {
     session: Weak<Session>,
     id: RequestId,
+    /// The task the request was made for, if any: the call-off is tagged
+    /// with it, and so goes where the request went.
+    task: Option<String>,
 }
 
 impl Drop for Forget {
@@ -436,11 +446,15 @@ impl Drop for Forget {
         // A request still held was never sent: nothing to call off.
         let held = session.tasks.forget(&self.id);
         if unanswered && !held {
+            let mut params = json!({ "requestId": self.id.to_json(),
+                "reason": "the server stopped waiting for this answer" });
+            if let (Some(task), Value::Object(params)) = (&self.task, &mut params) {
+                params.insert("_meta".to_owned(), related_meta(task));
+            }
             let _told = session.route(
                 Message::Notification(Notification {
                     method: "notifications/cancelled".to_owned(),
-                    params: Some(json!({ "requestId": self.id.to_json(),
-                        "reason": "the server stopped waiting for this answer" })),
+                    params: Some(params),
                 })
                 .into_value(),
             );

@@ -21,13 +21,13 @@ use super::store::TaskStore;
 pub(super) struct Timing {
     /// How long a runner's word that it is alive holds in the store.
     pub(super) lease: Duration,
-    /// How often a runner says it again: three times a lease, so a beat or
+    /// How often a runner says it again: a third of a lease, so a beat or
     /// two lost to a slow store does not make it look dead.
     pub(super) beat: Duration,
     /// How long a runner must be seen absent, from the first time, before
-    /// it is taken for dead: longer than a beat, so a store that lost every
-    /// key (restarted empty, failed over) hears each live runner again
-    /// first.
+    /// it is taken for dead: longer than a beat and its timeout, so a store
+    /// that lost every key (restarted empty, failed over) hears each live
+    /// runner again first.
     pub(super) proof: Duration,
     /// How long what the store said of a runner is taken as still true.
     pub(super) memory: Duration,
@@ -38,7 +38,7 @@ impl Default for Timing {
         Self {
             lease: Duration::from_secs(15),
             beat: Duration::from_secs(5),
-            proof: Duration::from_secs(6),
+            proof: Duration::from_secs(11),
             memory: Duration::from_secs(1),
         }
     }

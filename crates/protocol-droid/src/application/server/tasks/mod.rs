@@ -634,6 +634,11 @@ impl Tasks {
     /// to the answer, or to an error when the task ends first.
     pub(crate) async fn ask(&self, task: &TaskRef, key: &str, request: Value) -> Option<Value> {
         let (answer, answered) = oneshot::channel();
+        let mut parked = Parked {
+            task: task.clone(),
+            key: key.to_owned(),
+            answered: Some(answered),
+        };
         {
             let _writing = self.writes.lock().await;
             let Ok(Some(mut record)) = self.get(&task.owner, &task.id).await else {
@@ -661,28 +666,46 @@ impl Tasks {
                         entry.waiting.remove(key);
                     }
                 }
+                parked.answered = None;
                 return None;
             }
             self.changed(&record, notify.as_ref());
         }
-        let unanswered = Unanswered::parked(task, key);
-        let answer = answered.await.ok();
-        unanswered.settled();
-        answer
+        parked.answer().await
     }
 
-    /// Takes back the question `key` of `task`'s, which its handler gave up
-    /// waiting for (2026-07-28): it leaves the task, which works again once
-    /// none is left. An answer that came first leaves nothing to take back.
+    /// Removes the waiter for `key` of the task `id`, if nobody waits on it
+    /// any more (its receiver is gone): whether one was removed. A waiter a
+    /// newer question registered under the same key is left alone.
+    fn forget_waiter(&self, id: &str, key: &str) -> bool {
+        let Ok(mut live) = self.live.lock() else {
+            return false;
+        };
+        let Some(entry) = live.get_mut(id) else {
+            return false;
+        };
+        if !entry
+            .waiting
+            .get(key)
+            .is_some_and(oneshot::Sender::is_closed)
+        {
+            return false;
+        }
+        entry.waiting.remove(key);
+        if entry.waiting.is_empty() {
+            entry.status.send_replace(TaskStatus::Working);
+        }
+        true
+    }
+
+    /// Takes the question `key`, whose waiter is gone, off `task`'s record
+    /// (2026-07-28): the task works again once none is left. A question
+    /// asked again under the same key meanwhile is left where it is.
     async fn abandon(&self, task: &TaskRef, key: &str) {
         let _writing = self.writes.lock().await;
-        let notify = self.live.lock().ok().and_then(|mut live| {
-            let entry = live.get_mut(&task.id)?;
-            entry.waiting.remove(key)?;
-            if entry.waiting.is_empty() {
-                entry.status.send_replace(TaskStatus::Working);
-            }
-            Some(entry.notify.clone())
+        let notify = self.live.lock().ok().and_then(|live| {
+            let entry = live.get(&task.id)?;
+            (!entry.waiting.contains_key(key)).then(|| entry.notify.clone())
         });
         let Some(notify) = notify else {
             return;
@@ -702,23 +725,44 @@ impl Tasks {
         }
     }
 
-    /// Marks a 2025-11-25 task as waiting on the client (`waiting`) or
-    /// working again: its question travels as a request of its own there,
-    /// not through the record.
-    pub(crate) async fn waiting_on_client(&self, task: &TaskRef, waiting: bool) {
-        let _writing = self.writes.lock().await;
-        // Several questions may be out at once: working again only when the
-        // last is answered.
-        let still_asking = self.live.lock().ok().and_then(|mut live| {
-            let entry = live.get_mut(&task.id)?;
-            if waiting {
-                entry.asking = entry.asking.saturating_add(1);
-            } else {
-                entry.asking = entry.asking.saturating_sub(1);
+    /// Counts a 2025-11-25 question of `task`'s out to the client as a
+    /// request, and marks the task `input_required`: it stays so until the
+    /// returned guard is done or dropped (however the asking ended), and no
+    /// other question is out.
+    pub(crate) async fn asking(&self, task: &TaskRef) -> Asking {
+        // Counted before anything is awaited, and uncounted by the guard:
+        // a handler that stops waiting at any point leaves the count right.
+        let asking = Asking::counted(task);
+        self.write_asking(task).await;
+        asking
+    }
+
+    /// Counts one question of `id`'s more out (`up`), or one fewer.
+    fn count_asking(&self, id: &str, up: bool) {
+        if let Ok(mut live) = self.live.lock() {
+            if let Some(entry) = live.get_mut(id) {
+                entry.asking = if up {
+                    entry.asking.saturating_add(1)
+                } else {
+                    entry.asking.saturating_sub(1)
+                };
             }
-            Some(entry.asking > 0)
-        });
-        let status = if still_asking.unwrap_or(waiting) {
+        }
+    }
+
+    /// Records `task` as `input_required` while any of its 2025-11-25
+    /// questions is out, `working` once none is.
+    async fn write_asking(&self, task: &TaskRef) {
+        let _writing = self.writes.lock().await;
+        let asking = self
+            .live
+            .lock()
+            .ok()
+            .and_then(|live| live.get(&task.id).map(|entry| entry.asking > 0));
+        let Some(asking) = asking else {
+            return;
+        };
+        let status = if asking {
             TaskStatus::InputRequired
         } else {
             TaskStatus::Working
@@ -957,58 +1001,83 @@ fn new_id(now_ms: u64) -> String {
     id
 }
 
-/// A question of a task's still waiting for its answer; dropped unsettled
-/// (its handler stopped waiting: a timeout of its own, a `select!`), it is
-/// taken back, so the task does not stay `input_required` for a question
-/// nobody waits on.
-pub(crate) struct Unanswered {
+/// A 2026-07-28 question parked on a task, waiting for its answer.
+/// Dropped unanswered (its handler stopped waiting: a timeout of its own, a
+/// `select!`), it is taken back, so the task does not stay
+/// `input_required` for a question nobody waits on.
+struct Parked {
+    task: TaskRef,
+    key: String,
+    /// Where the answer comes; `None` once there is nothing to wait for.
+    answered: Option<oneshot::Receiver<Value>>,
+}
+
+impl Parked {
+    /// The answer, or `None` when the task ended first.
+    async fn answer(&mut self) -> Option<Value> {
+        let answer = match self.answered.as_mut() {
+            Some(answered) => answered.await.ok(),
+            None => None,
+        };
+        self.answered = None;
+        answer
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        // Gone first, so the waiter reads as nobody's.
+        if self.answered.take().is_none() {
+            return;
+        }
+        if !self.task.tasks.forget_waiter(&self.task.id, &self.key) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (task, key) = (self.task.clone(), std::mem::take(&mut self.key));
+        // Not awaited by the handler, which is gone from this wait.
+        drop(runtime.spawn(async move { task.tasks.abandon(&task, &key).await }));
+    }
+}
+
+/// A 2025-11-25 question of a task's out to the client as a request,
+/// counted while it is; see [`Tasks::asking`].
+pub(crate) struct Asking {
+    /// `None` once uncounted.
     task: Option<TaskRef>,
-    /// The question's key, where it is parked on the task (2026-07-28);
-    /// `None` for a 2025-11-25 question, which travels as a request.
-    key: Option<String>,
 }
 
-impl Unanswered {
-    /// A 2026-07-28 question parked on `task` under `key`.
-    fn parked(task: &TaskRef, key: &str) -> Self {
+impl Asking {
+    fn counted(task: &TaskRef) -> Self {
+        task.tasks.count_asking(&task.id, true);
         Self {
             task: Some(task.clone()),
-            key: Some(key.to_owned()),
         }
     }
 
-    /// A 2025-11-25 question `task` asked as a request, after
-    /// [`Tasks::waiting_on_client`] said it waits.
-    pub(crate) fn asked(task: &TaskRef) -> Self {
-        Self {
-            task: Some(task.clone()),
-            key: None,
+    /// The question was answered (or failed): uncounted, and the task is
+    /// `working` again once no other question is out.
+    pub(crate) async fn done(mut self) {
+        if let Some(task) = self.task.take() {
+            task.tasks.count_asking(&task.id, false);
+            task.tasks.write_asking(&task).await;
         }
-    }
-
-    /// The wait ended (answered, or failed): nothing to take back.
-    pub(crate) fn settled(mut self) {
-        self.task = None;
     }
 }
 
-impl Drop for Unanswered {
+impl Drop for Asking {
     fn drop(&mut self) {
         let Some(task) = self.task.take() else {
             return;
         };
+        task.tasks.count_asking(&task.id, false);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let key = self.key.take();
-        // The handler is gone from this wait; the taking back is not
-        // awaited by it.
-        drop(runtime.spawn(async move {
-            match key {
-                Some(key) => task.tasks.abandon(&task, &key).await,
-                None => task.tasks.waiting_on_client(&task, false).await,
-            }
-        }));
+        // The handler stopped waiting; the status is written without it.
+        drop(runtime.spawn(async move { task.tasks.write_asking(&task).await }));
     }
 }
 
@@ -1237,6 +1306,50 @@ mod tests {
             .await
             .map_err(|e| TaskStoreError::Unavailable(e.to_string()))??;
         assert_eq!(ended.map(|r| r.status), Some(TaskStatus::Failed));
+        Ok(())
+    }
+
+    /// A question given up on is taken back, but the same question asked
+    /// again at once is not taken back with it: its answer reaches it.
+    #[tokio::test]
+    async fn a_question_asked_again_outlives_the_one_given_up() -> Result<(), TaskStoreError> {
+        let tasks = Arc::new(Tasks::new(
+            Arc::new(MemoryTaskStore::default()),
+            TaskLimits::default(),
+        ));
+        let record = tasks.create("alice".to_owned(), None, None).await?;
+        let task = TaskRef {
+            tasks: Arc::clone(&tasks),
+            owner: "alice".to_owned(),
+            id: record.id.clone(),
+        };
+        let question = serde_json::json!({ "method": "elicitation/create" });
+        let first = tokio::time::timeout(
+            std::time::Duration::from_millis(20),
+            tasks.ask(&task, "k", question.clone()),
+        )
+        .await;
+        assert!(first.is_err(), "given up on");
+        let again = {
+            let task = task.clone();
+            tokio::spawn(async move { task.tasks.ask(&task, "k", question).await })
+        };
+        // The take-back and the new question both land, in either order.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        let asked = tasks.get("alice", &record.id).await?;
+        assert_eq!(
+            asked.as_ref().map(|r| r.status),
+            Some(TaskStatus::InputRequired)
+        );
+        let mut answers = JsonObject::new();
+        answers.insert("k".to_owned(), serde_json::json!({ "action": "accept" }));
+        assert!(tasks.answer_here("alice", &record.id, answers).await?);
+        let answered = again
+            .await
+            .map_err(|e| TaskStoreError::Unavailable(e.to_string()))?;
+        assert_eq!(answered, Some(serde_json::json!({ "action": "accept" })));
         Ok(())
     }
 
