@@ -457,6 +457,72 @@ fn a_call_whose_instance_dies_is_answered_on_retry_and_the_session_lives() -> Re
     Ok(())
 }
 
+/// A legacy session's tasks are its own on every instance, and only its
+/// own: a task created through one instance is read and cancelled through
+/// another, while a second session, opened on that other instance first
+/// (so each process has counted one session when the two meet), sees none
+/// of it.
+#[test]
+fn a_legacy_sessions_tasks_are_its_own_on_every_instance() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(2, Some(&redis.url()))?;
+    let [a, b] = addresses(&droids)?;
+    let (_, mine) = legacy(a, None, "initialize", &hello())?;
+    let mine = mine.ok_or("no Mcp-Session-Id")?;
+    let (_, theirs) = legacy(b, None, "initialize", &hello())?;
+    let theirs = theirs.ok_or("no Mcp-Session-Id")?;
+    let call = json!({ "name": "slow_compute", "task": { "ttl": 60_000 },
+                       "arguments": { "seconds": 600, "label": "mine" } });
+    let (created, _) = legacy(a, Some(&mine), "tools/call", &call)?;
+    let id = created
+        .body
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("no task: {}", created.raw))?
+        .to_owned();
+    let get = json!({ "taskId": id });
+
+    let (read, _) = legacy(b, Some(&mine), "tasks/get", &get)?;
+    assert_eq!(
+        read.body.pointer("/result/status"),
+        Some(&json!("working")),
+        "its own session reads it on b: {}",
+        read.raw
+    );
+    let (foreign, _) = legacy(b, Some(&theirs), "tasks/get", &get)?;
+    assert_eq!(
+        foreign.body.pointer("/error/code"),
+        Some(&json!(-32602)),
+        "another session's task is unknown: {}",
+        foreign.raw
+    );
+    let (listed, _) = legacy(b, Some(&theirs), "tasks/list", &json!({}))?;
+    assert_eq!(
+        listed.body.pointer("/result/tasks"),
+        Some(&json!([])),
+        "{}",
+        listed.raw
+    );
+    let (refused, _) = legacy(b, Some(&theirs), "tasks/cancel", &get)?;
+    assert_eq!(refused.body.pointer("/error/code"), Some(&json!(-32602)));
+
+    let (cancelled, _) = legacy(b, Some(&mine), "tasks/cancel", &get)?;
+    assert_eq!(
+        cancelled.body.pointer("/result/status"),
+        Some(&json!("cancelled")),
+        "{}",
+        cancelled.raw
+    );
+    let (listed, _) = legacy(a, Some(&mine), "tasks/list", &json!({}))?;
+    assert_eq!(
+        listed.body.pointer("/result/tasks/0/status"),
+        Some(&json!("cancelled")),
+        "{}",
+        listed.raw
+    );
+    Ok(())
+}
+
 /// A 2026-07-28 request declaring the tasks extension, `name` its routing
 /// header.
 fn with_tasks(address: &str, method: &str, params: &Value, name: &str) -> Result<Reply, TestError> {

@@ -8,7 +8,7 @@ use tokio::sync::broadcast;
 use std::sync::Arc;
 
 use crate::application::server::host::Change;
-use crate::application::server::tasks::{TaskEvent, TaskRecord, Tasks, wire};
+use crate::application::server::tasks::{TaskEvent, TaskRecord, wire};
 use crate::application::server::{PeerSession, RequestContext};
 use crate::domain::feature::Feature;
 use crate::domain::ir::JsonObject;
@@ -75,7 +75,7 @@ impl Connection {
         // extension: their changes come as `notifications/tasks`. An id
         // that is not the caller's is left out of the acknowledgement, as
         // an unknown one is.
-        let owner = Tasks::owner_of(ctx, self.session);
+        let owner = self.task_owner(ctx);
         let asked = filter
             .get("taskIds")
             .and_then(Value::as_array)

@@ -7,9 +7,11 @@
 //! `application::server::tasks`; this module turns its records into each
 //! era's answers.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
 use tokio::sync::oneshot;
 
 use super::Connection;
@@ -167,6 +169,26 @@ fn set_mode(mode: &std::sync::Mutex<TaskMode>, to: TaskMode) {
 }
 
 impl Connection {
+    /// Whose tasks `ctx`'s request makes and reads: see [`Tasks::owner_of`].
+    ///
+    /// A session shared between instances is named by a digest of its
+    /// `Mcp-Session-Id`, which every instance serving it knows: the number
+    /// each process gives its copy would name another session's tasks on
+    /// another instance. A digest, so the id (a credential where there is
+    /// no authorization) is never written into a task's record.
+    pub(super) fn task_owner(&self, ctx: &RequestContext) -> String {
+        match self.shared_as.get() {
+            Some(name) => {
+                let mut session = String::from("shared:");
+                for byte in Sha256::digest(name.as_bytes()) {
+                    let _infallible = write!(session, "{byte:02x}");
+                }
+                Tasks::owner_of(ctx, &session)
+            }
+            None => Tasks::owner_of(ctx, &self.session.get().to_string()),
+        }
+    }
+
     /// Runs the call of the registered tool `handler` as a task, as `plan`
     /// says.
     pub(super) async fn call_tool_as_task(
@@ -214,7 +236,7 @@ impl Connection {
     ) -> Result<Reply, CallError> {
         let era = call.peer().negotiated().era();
         let tasks = Arc::clone(self.server.tasks());
-        let owner = Tasks::owner_of(&call.ctx, call.session());
+        let owner = self.task_owner(&call.ctx);
         let Some(mode) = call.task_mode() else {
             return Err(CallError::internal(
                 "a call run as a task was not made for one",
@@ -292,7 +314,7 @@ impl Connection {
             return Err(Refusal::method_not_found("this server runs no tasks").into());
         }
         let tasks = self.server.tasks();
-        let owner = Tasks::owner_of(ctx, self.session);
+        let owner = self.task_owner(ctx);
         let unavailable = |e| ErrorObject::from(Refusal::from(e));
         let task = |record: &TaskRecord| {
             serde_json::to_value(wire::legacy_task(record))
@@ -390,7 +412,7 @@ impl Connection {
             .into());
         }
         let tasks = self.server.tasks();
-        let owner = Tasks::owner_of(ctx, self.session);
+        let owner = self.task_owner(ctx);
         let unavailable = |e| ErrorObject::from(Refusal::from(e));
         // The acknowledgements are empty: the task's state is read with the
         // next `tasks/get`.

@@ -33,7 +33,7 @@ use super::{BoxFuture, RequestContext};
 use crate::application::server::rate::network_of;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::ErrorObject;
-use crate::domain::{Era, Refusal, SessionId};
+use crate::domain::{Era, Refusal};
 use crate::wire::tasks::TaskStatus;
 
 use liveness::Liveness;
@@ -359,9 +359,10 @@ impl Tasks {
     /// limits count it), else the one local client of a pipe.
     ///
     /// With a token, not the session: a client that lost its session polls
-    /// again from a new one.
+    /// again from a new one. `session` must name the session alike on every
+    /// instance that serves it, and no other session on any of them.
     #[must_use]
-    pub(crate) fn owner_of(ctx: &RequestContext, session: SessionId) -> String {
+    pub(crate) fn owner_of(ctx: &RequestContext, session: &str) -> String {
         if let Some(principal) = ctx.auth.principal_key() {
             return format!("principal\u{1f}{principal}");
         }
