@@ -523,6 +523,94 @@ fn a_legacy_sessions_tasks_are_its_own_on_every_instance() -> Result<(), TestErr
     Ok(())
 }
 
+/// The next message on an event stream, read as `lines`, that `wanted`
+/// picks.
+fn next_on(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    wanted: impl Fn(&Value) -> bool,
+) -> Result<Value, TestError> {
+    loop {
+        let line = lines.next().ok_or("the stream ended first")??;
+        // A priming event carries no data.
+        let Some(data) = line.strip_prefix("data:").map(str::trim) else {
+            continue;
+        };
+        if data.is_empty() {
+            continue;
+        }
+        let message: Value = serde_json::from_str(data)?;
+        if wanted(&message) {
+            return Ok(message);
+        }
+    }
+}
+
+/// A 2025-11-25 task's question reaches its client where the client waits:
+/// the task runs on a, its `tasks/result` waits on b, and the question comes
+/// on b's stream, tagged with the task; the answer, posted to c, reaches a's
+/// handler, and the result comes on b's stream.
+#[test]
+fn a_tasks_question_reaches_a_tasks_result_waiting_on_another_instance() -> Result<(), TestError> {
+    use std::io::BufRead as _;
+
+    let redis = Redis::start()?;
+    let droids = instances(3, Some(&redis.url()))?;
+    let [a, b, c] = addresses(&droids)?;
+    let asking = json!({ "protocolVersion": "2025-11-25", "capabilities": { "elicitation": {} },
+                         "clientInfo": { "name": "scale-out", "version": "1" } });
+    let (_, session) = legacy(a, None, "initialize", &asking)?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    let call = json!({ "name": "confirm_delete", "task": { "ttl": 60_000 },
+                       "arguments": { "filename": "far.txt" } });
+    let (created, _) = legacy(a, Some(&session), "tools/call", &call)?;
+    let task = created
+        .body
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("no task: {}", created.raw))?
+        .to_owned();
+
+    let body = json!({ "jsonrpc": "2.0", "id": "waiting", "method": "tasks/result",
+                       "params": { "taskId": task } })
+    .to_string();
+    let mut stream = TcpStream::connect(b)?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {b}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut lines = std::io::BufReader::new(stream).lines();
+    let question = next_on(&mut lines, |m| {
+        m.get("method") == Some(&json!("elicitation/create"))
+    })?;
+    assert_eq!(
+        question.pointer("/params/_meta/io.modelcontextprotocol~1related-task/taskId"),
+        Some(&json!(task)),
+        "{question}"
+    );
+    let answer = json!({ "jsonrpc": "2.0", "id": question.get("id"),
+                         "result": { "action": "accept", "content": { "confirm": true } } });
+    let posted = raw_post(
+        c,
+        &[
+            format!("Mcp-Session-Id: {session}"),
+            "MCP-Protocol-Version: 2025-11-25".to_owned(),
+        ],
+        &answer.to_string(),
+    )?;
+    assert!(posted.starts_with("HTTP/1.1 202"), "{posted}");
+    let result = next_on(&mut lines, |m| m.get("id") == Some(&json!("waiting")))?;
+    assert_eq!(
+        result.pointer("/result/content/0/text"),
+        Some(&json!("Deleted far.txt.")),
+        "{result}"
+    );
+    Ok(())
+}
+
 /// A 2026-07-28 request declaring the tasks extension, `name` its routing
 /// header.
 fn with_tasks(address: &str, method: &str, params: &Value, name: &str) -> Result<Reply, TestError> {

@@ -33,6 +33,7 @@ mod shared;
 mod sse;
 mod stateless;
 mod streamable;
+mod task_relay;
 mod task_streams;
 mod tls;
 
@@ -179,6 +180,7 @@ impl HttpServer {
         sessions::spawn_reaper(&sessions, options.idle_timeout);
         if let Some(shared) = server.shared_sessions() {
             shared::spawn_listener(&sessions, shared.clone());
+            task_relay::spawn_listeners(&sessions, shared);
             shared::spawn_keeper(&sessions);
         }
         if let Some(metrics) = &options.metrics {

@@ -160,8 +160,14 @@ impl Session {
     }
 
     /// The session's GET stream, if one is open.
-    fn standalone_tx(&self) -> Option<mpsc::Sender<Value>> {
+    /// The session's own stream (GET), if one is open.
+    pub(super) fn standalone_tx(&self) -> Option<mpsc::Sender<Value>> {
         self.standalone.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Where this session's tasks' requests go.
+    pub(super) fn task_streams(&self) -> &TaskStreams {
+        &self.tasks
     }
 
     /// Makes `tx`, the stream of a `tasks/result` for `task`, where that

@@ -21,9 +21,11 @@
 //! - A `tools/call`'s idempotency record is the shared one
 //!   ([`Connection::share_as`](crate::application::server::Connection::share_as)).
 //!
-//! What is not shared yet: tasks, and the standing `GET` stream's own
-//! events. HTTP+SSE sessions stay with the instance that
-//! opened them.
+//! - A 2025-11-25 task's questions reach a `tasks/result` waiting on
+//!   another instance (`task_relay`); its record is the shared task store's.
+//!
+//! What is not shared yet: the standing `GET` stream's own events.
+//! HTTP+SSE sessions stay with the instance that opened them.
 
 use std::sync::Arc;
 
@@ -43,7 +45,7 @@ const MAX_INSTANCE_NAME: usize = 64;
 /// The largest answer relayed to another instance, in bytes: answers to
 /// sampling, elicitation and roots requests are small, and every relayed
 /// message passes through Redis.
-const MAX_RELAYED: usize = 1024 * 1024;
+pub(super) const MAX_RELAYED: usize = 1024 * 1024;
 
 /// The largest record kept, in bytes: a client's `initialize` params are
 /// its to choose, and every request reads the record back.
@@ -301,7 +303,7 @@ pub(super) async fn relay_answer(
 }
 
 /// The instance a request id of ours names: `droid-<instance>-<n>`.
-fn asker(id: &RequestId) -> Option<&str> {
+pub(super) fn asker(id: &RequestId) -> Option<&str> {
     let RequestId::String(text) = id else {
         return None;
     };
@@ -319,10 +321,24 @@ fn asker(id: &RequestId) -> Option<&str> {
 /// Hears the answers other instances relay to this one, for as long as
 /// `sessions` is kept, and hands each to the session that waits for it.
 pub(super) fn spawn_listener(sessions: &Arc<Sessions>, shared: SharedSessions) {
+    let channel = shared.instance.clone();
+    spawn_hearing(sessions, shared, channel, |sessions, _, text| {
+        deliver(sessions, text);
+    });
+}
+
+/// Hears what is sent on `channel`, for as long as `sessions` is kept, and
+/// acts on each message with `on`.
+pub(super) fn spawn_hearing(
+    sessions: &Arc<Sessions>,
+    shared: SharedSessions,
+    channel: String,
+    on: fn(&Arc<Sessions>, &SharedSessions, &str),
+) {
     let weak = Arc::downgrade(sessions);
     tokio::spawn(async move {
         let mut heard = loop {
-            match shared.relay.listen(&shared.instance).await {
+            match shared.relay.listen(&channel).await {
                 Ok(heard) => break heard,
                 Err(error) => {
                     tracing::warn!(target: "droid", %error, "not yet hearing other instances; trying again");
@@ -349,7 +365,7 @@ pub(super) fn spawn_listener(sessions: &Arc<Sessions>, shared: SharedSessions) {
             let (Some(text), Some(sessions)) = (text, weak.upgrade()) else {
                 return;
             };
-            deliver(&sessions, &text);
+            on(&sessions, &shared, &text);
         }
     });
 }

@@ -17,7 +17,7 @@ use super::headers::{SESSION_HEADER, VERSION_HEADER, accepts, context, header};
 use super::respond::{self, CURRENT, Plan, refusal};
 use super::sessions::{MAX_IN_FLIGHT, Session, sessions_full};
 use super::sse::{self, SseEvent};
-use super::{App, shared, stateless};
+use super::{App, shared, stateless, task_relay};
 use crate::application::server::AuthContext;
 use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than};
 use crate::domain::jsonrpc::{
@@ -244,13 +244,22 @@ async fn in_session(
             let id = request.id.clone();
             let ctx = context(headers, caller, peer);
             // A 2025-11-25 client waiting on a task's result hears the
-            // task's questions there (see `task_streams`); watched once the
-            // request runs, as a refused one has no stream to take them.
+            // task's questions there (see `task_streams`), whichever
+            // instance runs it (`task_relay`); watched once the request
+            // runs, as a refused one has no stream to take them.
             let watch = plan
                 .streams
                 .then(|| waited_task(&request))
                 .flatten()
-                .map(|task| (Arc::clone(session), task.to_owned(), channel.tx.clone()));
+                .map(|task| {
+                    let tx = channel.tx.clone();
+                    (
+                        Arc::clone(&app.sessions),
+                        Arc::clone(session),
+                        task.to_owned(),
+                        tx,
+                    )
+                });
             // What outlives the request is written to the shared record
             // before the request is answered, so the client's next request,
             // wherever it lands, finds it.
@@ -258,7 +267,10 @@ async fn in_session(
                 && shared::changes_record(&request.method))
             .then(|| (Arc::clone(&app.sessions), Arc::clone(session)));
             let answering = CURRENT.scope(channel, async move {
-                let _watch = watch.map(|(session, task, tx)| session.watch_task(&task, tx));
+                let _watch = watch.map(|(sessions, session, task, tx)| {
+                    let here = session.watch_task(&task, tx);
+                    (here, task_relay::announce(&sessions, &session.id, &task))
+                });
                 let answer = connection.answer(request, ctx).await;
                 match lasting {
                     Some((sessions, session)) if answer.is_ok() => {

@@ -23,14 +23,32 @@ use crate::domain::jsonrpc::RequestId;
 /// as many as a session may have in flight the other way.
 const MAX_HELD: usize = 256;
 
+/// How many other instances' `tasks/result` streams a session keeps track
+/// of at once; past that the oldest is let go (one whose end was never
+/// heard, most likely).
+const MAX_REMOTE: usize = 64;
+
 /// A session's `tasks/result` streams and the task requests waiting for one.
 #[derive(Default)]
 pub(super) struct TaskStreams {
-    /// The streams of the `tasks/result` requests still being answered, by
-    /// task id, oldest first.
+    /// The streams of the `tasks/result` requests still being answered
+    /// here, by task id, oldest first.
     open: Mutex<HashMap<String, Vec<mpsc::Sender<Value>>>>,
+    /// The `tasks/result` requests being answered on other instances, oldest
+    /// first: what is sent here is carried there (see `task_relay`).
+    remote: Mutex<VecDeque<Remote>>,
     /// Requests of tasks that found no stream, oldest first.
     held: Mutex<VecDeque<Held>>,
+}
+
+/// Another instance's `tasks/result` streams for one task.
+struct Remote {
+    task: String,
+    instance: String,
+    /// How many are open there: it says when each opens and ends.
+    count: usize,
+    /// Where what goes to them is carried from.
+    tx: mpsc::Sender<Value>,
 }
 
 /// One task request waiting for a stream.
@@ -47,13 +65,95 @@ impl TaskStreams {
         self.stream_of(related_task(message)?)
     }
 
+    /// Where the task `task`'s requests go: this instance's newest open
+    /// `tasks/result` stream for it, else another instance's.
     fn stream_of(&self, task: &str) -> Option<mpsc::Sender<Value>> {
+        self.local_stream_of(task).or_else(|| {
+            let remote = self.remote.lock().ok()?;
+            remote
+                .iter()
+                .rev()
+                .find(|r| r.task == task && !r.tx.is_closed())
+                .map(|r| r.tx.clone())
+        })
+    }
+
+    /// This instance's newest open `tasks/result` stream for `task`: where
+    /// a request carried here from another instance goes, never on to a
+    /// third.
+    pub(super) fn local_stream_of(&self, task: &str) -> Option<mpsc::Sender<Value>> {
         let open = self.open.lock().ok()?;
         open.get(task)?
             .iter()
             .rev()
             .find(|tx| !tx.is_closed())
             .cloned()
+    }
+
+    /// Counts one more `tasks/result` stream for `task` open on `instance`;
+    /// the first is given the sender `carrier` makes, which carries what it
+    /// is sent there, and is sent the task's held requests.
+    pub(super) fn watch_remote(
+        &self,
+        task: &str,
+        instance: &str,
+        carrier: impl FnOnce() -> mpsc::Sender<Value>,
+    ) {
+        let tx = {
+            let Ok(mut remote) = self.remote.lock() else {
+                return;
+            };
+            remote.retain(|r| !r.tx.is_closed());
+            if let Some(known) = remote
+                .iter_mut()
+                .find(|r| r.task == task && r.instance == instance)
+            {
+                known.count = known.count.saturating_add(1);
+                return;
+            }
+            if remote.len() >= MAX_REMOTE {
+                let _oldest = remote.pop_front();
+            }
+            let tx = carrier();
+            remote.push_back(Remote {
+                task: task.to_owned(),
+                instance: instance.to_owned(),
+                count: 1,
+                tx: tx.clone(),
+            });
+            tx
+        };
+        // Registered before the held queue is looked at, as in `watch`.
+        if let Ok(mut held) = self.held.lock() {
+            flush(&mut held, &tx, Some(task));
+        }
+    }
+
+    /// Counts one `tasks/result` stream for `task` on `instance` fewer;
+    /// with none left, nothing more is carried there.
+    pub(super) fn unwatch_remote(&self, task: &str, instance: &str) {
+        if let Ok(mut remote) = self.remote.lock() {
+            if let Some(at) = remote
+                .iter()
+                .position(|r| r.task == task && r.instance == instance)
+            {
+                let Some(known) = remote.get_mut(at) else {
+                    return;
+                };
+                known.count = known.count.saturating_sub(1);
+                if known.count == 0 {
+                    let _gone = remote.remove(at);
+                }
+            }
+        }
+    }
+
+    /// Lets go of `instance`'s streams for `task` however many were
+    /// counted: a request carried there found none, or nobody heard it.
+    pub(super) fn forget_remote(&self, task: &str, instance: &str) {
+        if let Ok(mut remote) = self.remote.lock() {
+            remote.retain(|r| !(r.task == task && r.instance == instance));
+        }
     }
 
     /// Makes `tx`, the stream of a `tasks/result` for `task`, where that
@@ -137,6 +237,9 @@ impl TaskStreams {
     pub(super) fn clear(&self) {
         if let Ok(mut open) = self.open.lock() {
             open.clear();
+        }
+        if let Ok(mut remote) = self.remote.lock() {
+            remote.clear();
         }
         if let Ok(mut held) = self.held.lock() {
             held.clear();
@@ -254,6 +357,71 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(4);
         streams.flush_all(&tx);
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn another_instances_stream_takes_what_was_held_and_comes_after_this_ones() {
+        let streams = Arc::new(TaskStreams::default());
+        assert!(streams.send_or_hold("a", &RequestId::Number(1), question(1), nowhere));
+        let (far, mut carried) = mpsc::channel(4);
+        streams.watch_remote("a", "b", || far);
+        assert_eq!(
+            carried.try_recv().ok(),
+            Some(question(1)),
+            "held, then carried"
+        );
+        // A stream of this instance's own comes first.
+        let (near, mut rx) = mpsc::channel(4);
+        let watch = streams.watch("a", near);
+        assert!(streams.send_or_hold("a", &RequestId::Number(2), question(2), nowhere));
+        assert_eq!(rx.try_recv().ok(), Some(question(2)));
+        assert!(carried.try_recv().is_err());
+        drop(watch);
+        assert!(streams.send_or_hold("a", &RequestId::Number(3), question(3), nowhere));
+        assert_eq!(carried.try_recv().ok(), Some(question(3)));
+        assert!(
+            streams.local_stream_of("a").is_none(),
+            "a carried request never goes on to a third instance"
+        );
+    }
+
+    #[test]
+    fn another_instances_streams_are_counted_and_forgotten_at_once() {
+        let streams = TaskStreams::default();
+        let (far, _carried) = mpsc::channel(4);
+        streams.watch_remote("a", "b", || far);
+        streams.watch_remote("a", "b", never_made);
+        streams.unwatch_remote("a", "b");
+        assert!(streams.stream_of("a").is_some(), "one of two still waits");
+        streams.unwatch_remote("a", "b");
+        assert!(streams.stream_of("a").is_none());
+
+        let (far, _carried) = mpsc::channel(4);
+        streams.watch_remote("a", "b", || far);
+        streams.watch_remote("a", "b", never_made);
+        streams.forget_remote("a", "b");
+        assert!(streams.stream_of("a").is_none(), "gone however many");
+    }
+
+    /// A carrier made only if the instance's streams were not known: closed,
+    /// so what it would take shows missing.
+    fn never_made() -> mpsc::Sender<Value> {
+        let (tx, rx) = mpsc::channel(1);
+        drop(rx);
+        tx
+    }
+
+    #[test]
+    fn streams_of_other_instances_are_bounded() {
+        let streams = TaskStreams::default();
+        let mut carriers = Vec::new();
+        for n in 0..=MAX_REMOTE {
+            let (far, carried) = mpsc::channel(1);
+            carriers.push(carried);
+            streams.watch_remote(&format!("t{n}"), "b", || far);
+        }
+        assert!(streams.stream_of("t0").is_none(), "the oldest let go");
+        assert!(streams.stream_of(&format!("t{MAX_REMOTE}")).is_some());
     }
 
     #[test]
