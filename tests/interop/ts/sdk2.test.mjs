@@ -14,6 +14,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, LOG_LEVEL_META_KEY, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import * as z from 'zod';
 import * as F from './common.mjs';
 
 const REVISION = '2026-07-28';
@@ -405,5 +406,85 @@ describe(`TS SDK 2.x client, versionNegotiation 'auto'`, () => {
         } finally {
             await client.close();
         }
+    });
+});
+
+// Tasks from a 2.x client. The SDK keeps the 2025-11-25 task vocabulary importable but runs no
+// tasks itself, and it refuses a 2026-07-28 `resultType: "task"` ("Unsupported result type").
+// In 'legacy' mode its generic request() carries the 2025-11-25 task methods: the client here
+// creates a task, polls it at the server's interval, answers a question asked from inside it,
+// reads its result and cancels one, as an application on this SDK would.
+describe(`TS SDK 2.x client, 'legacy' mode (2025-11-25), tasks through request(), transport ${F.TRANSPORT}`, () => {
+    const Result = z.looseObject({});
+    let client;
+    const elicitRequests = [];
+
+    before(async () => {
+        client = newClient('legacy', [], elicitRequests);
+        await client.connect(newTransport().t);
+        assert.equal(client.getNegotiatedProtocolVersion(), '2025-11-25');
+        assert.ok(client.getServerCapabilities()?.tasks?.requests?.tools?.call, JSON.stringify(client.getServerCapabilities()));
+    });
+
+    after(async () => {
+        await client?.close();
+    });
+
+    /** Calls `name` as a task: the created task. */
+    async function create(name, args) {
+        const created = await client.request({ method: 'tools/call', params: { name, arguments: args, task: { ttl: 60000 } } }, Result);
+        assert.equal(typeof created.task?.taskId, 'string', JSON.stringify(created));
+        assert.equal(created.content, undefined, 'a task, not the result');
+        return created.task;
+    }
+
+    /** Polls `task` at its interval until it leaves `working`: its last status. */
+    async function poll(task) {
+        for (let seen = task; ; ) {
+            if (seen.status !== 'working') return seen;
+            await new Promise(resolve => setTimeout(resolve, Math.min(seen.pollInterval ?? 100, 1000)));
+            seen = await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, Result);
+        }
+    }
+
+    it('slow_compute: created, polled to completed, its result tagged with the task, listed', async () => {
+        const task = await create('slow_compute', { seconds: 0.3, label: 'sdk2-legacy' });
+        assert.equal(task.status, 'working');
+        assert.equal((await poll(task)).status, 'completed');
+        const result = await client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, Result);
+        assert.equal(F.onlyText(result), 'sdk2-legacy: done after 0.3 s');
+        assert.equal(result._meta?.['io.modelcontextprotocol/related-task']?.taskId, task.taskId, JSON.stringify(result._meta));
+        const listed = await client.request({ method: 'tasks/list', params: {} }, Result);
+        assert.ok(listed.tasks.some(t => t.taskId === task.taskId && t.status === 'completed'), JSON.stringify(listed));
+    });
+
+    it("confirm_delete: its question reaches the client's elicitation handler, tagged, and the answer ends the task", async () => {
+        elicitRequests.length = 0;
+        const task = await create('confirm_delete', { filename: 'b.txt' });
+        // tasks/result waits for the end, and the question travels meanwhile.
+        const result = await client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, Result);
+        assert.equal(F.onlyText(result), 'Deleted b.txt.');
+        assert.equal(elicitRequests.length, 1, JSON.stringify(elicitRequests));
+        assert.equal(elicitRequests[0]._meta?.['io.modelcontextprotocol/related-task']?.taskId, task.taskId, JSON.stringify(elicitRequests[0]));
+        assert.equal((await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, Result)).status, 'completed');
+    });
+
+    it('failing_job: a tool error is a completed task whose result has isError', async () => {
+        const task = await create('failing_job', {});
+        const result = await client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, Result);
+        assert.equal(result.isError, true, JSON.stringify(result));
+        assert.equal((await poll(task)).status, 'completed');
+    });
+
+    it('a running task is cancelled, and stays cancelled', async () => {
+        const task = await create('slow_compute', { seconds: 60, label: 'cancelled' });
+        const cancelled = await client.request({ method: 'tasks/cancel', params: { taskId: task.taskId } }, Result);
+        assert.equal(cancelled.status, 'cancelled', JSON.stringify(cancelled));
+        assert.equal((await client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, Result)).status, 'cancelled');
+        await assert.rejects(client.request({ method: 'tasks/cancel', params: { taskId: task.taskId } }, Result), e => e.code === -32602);
+    });
+
+    it('an unknown task id is -32602', async () => {
+        await assert.rejects(client.request({ method: 'tasks/get', params: { taskId: 'no-such-task' } }, Result), e => e.code === -32602);
     });
 });
