@@ -6,7 +6,8 @@
 // arguments and a completion), resources and templates (`everything+demo://…`); the upstream's
 // sampling and elicitation questions, answered by the calling client's handlers and never another
 // client's; a long-running tool's progress; the upstream's task-only tool, as a task of the
-// gateway's own for SDK 1.x and in the request for SDK 2.x.
+// gateway's own for SDK 1.x and for SDK 2.x in its 'legacy' mode (through request(), with the
+// upstream's question from inside the task), and in the request for SDK 2.x at 2026-07-28.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -17,6 +18,7 @@ import { Client as Client1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as Http1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateMessageRequestSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as Client2, StreamableHTTPClientTransport as Http2 } from '@modelcontextprotocol/client';
+import * as z from 'zod';
 import * as F from './common.mjs';
 
 const DROID = join(F.INTEROP_DIR, '..', '..', 'target', 'debug', 'droid');
@@ -182,3 +184,52 @@ for (const era of ['legacy', '2026-07-28']) {
         });
     });
 }
+
+// SDK 2.x runs no tasks itself, but in its 'legacy' mode its generic request() carries the
+// 2025-11-25 task methods (sdk2.test.mjs): the upstream's task-only tool, as the gateway's own task,
+// polled to its result, and its clarification asked from inside the task answered by this client.
+describe("the gateway with a TS SDK 2.x session in 'legacy' mode: tasks through request()", () => {
+    const Result = z.looseObject({});
+    let carol;
+    before(async () => {
+        const asked = [];
+        const client = new Client2({ name: 'ts-sdk2-carol', version: '2.0.0' }, { capabilities: { elicitation: {} }, versionNegotiation: { mode: 'legacy' } });
+        client.setRequestHandler('elicitation/create', async req => {
+            asked.push(req.params);
+            return { action: 'accept', content: { ...F.fillElicitation(req.params.requestedSchema), interpretation: 'the history of tea' } };
+        });
+        await client.connect(new Http2(gateway.url));
+        carol = { client, asked };
+    });
+    after(async () => {
+        await carol?.client.close();
+    });
+
+    /** Calls the upstream's task-only tool as a task: the created task. */
+    async function create(args) {
+        const created = await carol.client.request({ method: 'tools/call', params: { name: 'everything/simulate-research-query', arguments: args, task: { ttl: 60000 } } }, Result);
+        assert.equal(typeof created.task?.taskId, 'string', JSON.stringify(created));
+        return created.task;
+    }
+
+    it('created, polled at its interval to completed, then its result', async () => {
+        const task = await create({ topic: 'gateway sdk2', ambiguous: false });
+        let seen = task;
+        while (seen.status === 'working') {
+            await new Promise(resolve => setTimeout(resolve, Math.min(seen.pollInterval ?? 100, 1000)));
+            seen = await carol.client.request({ method: 'tasks/get', params: { taskId: task.taskId } }, Result);
+        }
+        assert.equal(seen.status, 'completed', JSON.stringify(seen));
+        const result = await carol.client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, Result);
+        assert.match(text(result), /Research Report: gateway sdk2/);
+    });
+
+    it("the upstream's clarification, asked from inside the task, is answered by this client", async () => {
+        const task = await create({ topic: 'leaves', ambiguous: true });
+        const result = await carol.client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, Result);
+        assert.ok(!result.isError, JSON.stringify(result));
+        assert.match(text(result), /the history of tea/);
+        assert.equal(carol.asked.length, 1, JSON.stringify(carol.asked));
+        assert.equal(carol.asked[0]._meta?.['io.modelcontextprotocol/related-task']?.taskId, task.taskId, JSON.stringify(carol.asked[0]));
+    });
+});
