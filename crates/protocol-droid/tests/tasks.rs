@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use protocol_droid::adapters::primary::http::HttpOptions;
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
-use protocol_droid::application::client::{ClientHandler, TaskOptions, TaskUpdate};
+use protocol_droid::application::client::{ClientHandler, RequestOptions, TaskOptions, TaskUpdate};
 use protocol_droid::application::server::{Call, Server, TaskLimits, ToolSpec};
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::ir::ToolResult;
@@ -911,6 +911,69 @@ async fn the_client_polls_a_task_to_its_end_in_either_form() -> Result<(), TestE
         }
         client.close().await;
     }
+    Ok(())
+}
+
+/// Answers a confirmation after a while, as a person would, running it as a
+/// task of the client's own when the server asks for one.
+#[derive(Debug, Default)]
+struct SlowToConfirm {
+    asked: AtomicUsize,
+}
+
+impl ClientHandler for SlowToConfirm {
+    fn capabilities(&self) -> protocol_droid::wire::ClientCapabilities {
+        serde_json::from_value(
+            json!({ "elicitation": {}, "tasks": { "list": {}, "cancel": {},
+            "requests": { "elicitation": { "create": {} } } } }),
+        )
+        .unwrap_or_default()
+    }
+
+    fn elicit(
+        &self,
+        _params: protocol_droid::wire::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<protocol_droid::wire::ElicitResult, ErrorObject>> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            serde_json::from_value(json!({ "action": "accept", "content": { "confirm": true } }))
+                .map_err(|e| ErrorObject::new(ErrorCode::INTERNAL_ERROR, e.to_string()))
+        })
+    }
+}
+
+/// The library's client runs a 2025-11-25 server's question as a task of
+/// its own when its handler declares it: a person slower than the server
+/// waits for any one answer (here a second, against 300 ms) is waited for
+/// through the task, each poll a short round trip, and the call goes on
+/// with the answer. Without the task the question times out.
+#[tokio::test]
+async fn the_client_runs_a_question_as_its_own_task_when_it_declares_it() -> Result<(), TestError> {
+    let ends = Arc::new(Ends::default());
+    let options = HttpOptions {
+        exchange_timeout: Duration::from_millis(300),
+        ..HttpOptions::default()
+    };
+    let serving = Serving::start(server(&ends, TaskLimits::default())?, options).await?;
+    let handler = Arc::new(SlowToConfirm::default());
+    let mut options = ConnectOptions::default();
+    options.client.revisions = vec![ProtocolVersion::V2025_11_25];
+    options.client.handler = handler.clone();
+    let target = Target::Url(format!("{}/mcp", serving.base).parse()?);
+    let client = tokio::time::timeout(PATIENCE, connect(&target, options)).await??;
+    let reply = tokio::time::timeout(
+        PATIENCE,
+        client.call_tool("confirm", None, &RequestOptions::default()),
+    )
+    .await??;
+    assert_eq!(
+        reply.raw["content"][0]["text"], "confirmed",
+        "{}",
+        reply.raw
+    );
+    assert_eq!(handler.asked.load(Ordering::SeqCst), 1, "asked once");
+    client.close().await;
     Ok(())
 }
 

@@ -23,6 +23,7 @@ use super::error::ClientError;
 use super::handler::{ClientHandler, Declining, Notice, answer as answer_with};
 use super::headers::{self, ParamHeader};
 use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
+use super::own_tasks::OwnTasks;
 use crate::domain::Refusal;
 use crate::domain::jsonrpc::{ErrorObject, RequestId};
 use crate::domain::{Era, LoggingLevel, ProtocolVersion};
@@ -166,6 +167,8 @@ pub(crate) struct Inner {
     pub(super) reinit: tokio::sync::Mutex<()>,
     /// Bounds the server's own requests being answered at once.
     pub(super) answering: Arc<tokio::sync::Semaphore>,
+    /// The tasks the server asked this client to run.
+    pub(super) own_tasks: Arc<OwnTasks>,
 }
 
 /// How many of a legacy server's requests are answered at once; more are
@@ -215,6 +218,7 @@ impl Client {
             session_generation: AtomicU64::new(0),
             reinit: tokio::sync::Mutex::new(()),
             answering: Arc::new(tokio::sync::Semaphore::new(MAX_SERVER_REQUESTS)),
+            own_tasks: Arc::default(),
         });
         tokio::spawn(read_loop(Arc::downgrade(&inner), inbound));
         Self { inner }
@@ -724,9 +728,24 @@ fn read_version(inner: &Inner) -> Option<ProtocolVersion> {
 
 /// Answers one request from a legacy server with the handler.
 async fn answer(inner: &Inner, id: RequestId, method: &str, params: Option<Value>) {
-    let outcome = match method {
-        "ping" => Ok(json!({})),
-        _ => answer_with(inner.options.handler.as_ref(), method, params).await,
+    let handler = &inner.options.handler;
+    let outcome = if method == "ping" {
+        Ok(json!({}))
+    } else {
+        let capabilities = handler.capabilities();
+        if OwnTasks::serves(&capabilities, method) {
+            inner.own_tasks.answer(method, params).await
+        } else {
+            // A question the client runs as a task is answered at once
+            // with the task; any other, by the handler in the request.
+            match inner
+                .own_tasks
+                .start(&capabilities, handler, method, params)
+            {
+                Ok(created) => Ok(created),
+                Err(params) => answer_with(handler.as_ref(), method, params).await,
+            }
+        }
     };
     reply(inner, id, outcome).await;
 }

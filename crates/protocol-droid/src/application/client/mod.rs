@@ -8,7 +8,9 @@
 //! (`cache`), and input rounds answered by the application's
 //! [`ClientHandler`] (`input`). Transports implement the [`Link`] port.
 //! `tasks`: a tool called as a task ([`Client::call_tool_as_task`]) in
-//! either form, polled to its end.
+//! either form, polled to its end; `own_tasks`: a 2025-11-25 server's
+//! question the client runs as a task of its own, when its handler
+//! declares `tasks.requests`.
 
 mod answer;
 pub(crate) mod cache;
@@ -20,6 +22,7 @@ pub mod headers;
 pub(crate) mod input;
 pub(crate) mod link;
 pub(crate) mod ops;
+mod own_tasks;
 mod request;
 mod tasks;
 
@@ -34,4 +37,5 @@ pub use link::{
     Hints, INBOUND_QUEUE, Inbound, InboundRx, InboundTx, Link, LinkError, Outgoing, inbound_queue,
 };
 pub use ops::{MAX_PAGES, Reply};
+pub use own_tasks::{MAX_OWN_TASKS, MAX_TTL as MAX_OWN_TASK_TTL};
 pub use tasks::{TaskOptions, TaskStatusFn, TaskUpdate};
