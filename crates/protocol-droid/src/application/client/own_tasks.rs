@@ -436,14 +436,21 @@ mod tests {
         own.answer(method, Some(json!({ "taskId": id }))).await
     }
 
-    #[tokio::test]
-    async fn a_question_asked_as_a_task_is_answered_through_it() -> Result<(), ErrorObject> {
+    /// A table with one question taken as a task: the table, the handler
+    /// answering it, and the task created.
+    fn started() -> Result<(Arc<OwnTasks>, Arc<Waiting>, Value), ErrorObject> {
         let own = Arc::new(OwnTasks::default());
         let waiting = Arc::new(Waiting::default());
         let handler: Arc<dyn ClientHandler> = waiting.clone();
         let created = own
             .start(&declaring(), &handler, "elicitation/create", question(true))
             .map_err(|_| Refusal::internal("not taken as a task"))?;
+        Ok((own, waiting, created))
+    }
+
+    #[tokio::test]
+    async fn a_question_asked_as_a_task_is_answered_through_it() -> Result<(), ErrorObject> {
+        let (own, waiting, created) = started()?;
         assert_eq!(created.pointer("/task/status"), Some(&json!("working")));
         let id = id_of(&created);
         let got = ask(&own, "tasks/get", &id).await?;
@@ -476,12 +483,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_task_stops_its_handler_and_says_so() -> Result<(), ErrorObject> {
-        let own = Arc::new(OwnTasks::default());
-        let waiting = Arc::new(Waiting::default());
-        let handler: Arc<dyn ClientHandler> = waiting.clone();
-        let created = own
-            .start(&declaring(), &handler, "elicitation/create", question(true))
-            .map_err(|_| Refusal::internal("not taken as a task"))?;
+        let (own, waiting, created) = started()?;
         let id = id_of(&created);
         tokio::task::yield_now().await;
         let cancelled = ask(&own, "tasks/cancel", &id).await?;

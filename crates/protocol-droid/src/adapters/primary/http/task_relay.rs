@@ -6,20 +6,23 @@
 //! (see `task_streams`), may reach any other. So:
 //!
 //! - an instance a `tasks/result` reaches tells every instance it waits
-//!   there (`watch`), and that it stopped (`unwatch`), in that order;
-//! - an instance holding the session counts it as a stream of the task's
+//!   there (`watch`, naming the stream with a random watch id), and that it
+//!   stopped (`unwatch`), in that order;
+//! - an instance holding the session takes it as a stream of the task's
 //!   (after its own), and carries what the task sends there over the relay
 //!   (`deliver`), the requests it held first;
 //! - the instance whose stream is gone by the time a request arrives sends
-//!   it back (`returned`), and the asker holds it again; so does an asker
-//!   whose carrying nobody heard.
+//!   it back (`returned`), and the asker lets go of that one stream and
+//!   holds the request again; so does an asker whose carrying nobody heard.
 //!
 //! The client's answer goes back as any answer does: its id names the
 //! instance that asked (see `shared`). At most once, like everything
 //! relayed: a request lost on the way leaves its handler waiting out its
-//! exchange timeout.
+//! exchange timeout, and a notification tagged with the task (a call-off)
+//! that finds no stream there is dropped.
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -27,42 +30,47 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::sessions::Sessions;
 use super::shared::{MAX_RELAYED, asker, spawn_hearing};
+use super::task_streams::MAX_HELD;
 use crate::application::server::SharedSessions;
 use crate::domain::jsonrpc::RequestId;
 
 /// What every instance hears: who waits where.
 const EVERYWHERE: &str = "*task-streams";
 
-/// How many requests wait to be carried to one other instance's stream.
-const CARRIED: usize = 16;
+/// How many requests wait to be carried to one stream: as many as may be
+/// held, so the held ones all go at once.
+const CARRIED: usize = MAX_HELD;
+
+/// How long a carried request may wait for room on a full stream before
+/// it goes back.
+const ROOM_PATIENCE: Duration = Duration::from_secs(10);
 
 /// What one instance tells another of a session's task streams.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 enum Relayed {
-    /// A `tasks/result` for `task` of `session` waits on instance `at`.
+    /// A `tasks/result` for `task` of `session` waits on instance `at`,
+    /// named `watch`.
     Watch {
         session: String,
         task: String,
         at: String,
+        watch: String,
     },
-    /// One of those ended.
-    Unwatch {
-        session: String,
-        task: String,
-        at: String,
-    },
-    /// Send `message`, a request of `task`'s, on this instance's stream.
+    /// That one ended.
+    Unwatch { session: String, watch: String },
+    /// Send `message`, a request of `task`'s, on the stream `watch`.
     Deliver {
         session: String,
         task: String,
+        watch: String,
         message: Value,
     },
-    /// `from` had no stream left for `message`: hold it again.
+    /// The stream `watch` had ended when `message` came: hold it again.
     Returned {
         session: String,
         task: String,
-        from: String,
+        watch: String,
         message: Value,
     },
 }
@@ -85,89 +93,106 @@ fn heard(sessions: &Arc<Sessions>, shared: &SharedSessions, text: &str) {
         return;
     };
     match message {
-        Relayed::Watch { session, task, at } => {
+        Relayed::Watch {
+            session,
+            task,
+            at,
+            watch,
+        } => {
             if at == shared.instance {
                 return;
             }
             let Some(held) = sessions.local(&session) else {
                 return;
             };
-            held.task_streams().watch_remote(&task, &at, || {
+            let (weak, shared) = (Arc::downgrade(sessions), shared.clone());
+            held.task_streams().watch_remote(&task, &watch, || {
                 carrier(
-                    Arc::downgrade(sessions),
-                    shared.clone(),
-                    session,
-                    task.clone(),
-                    at.clone(),
+                    weak,
+                    shared,
+                    Stream {
+                        session,
+                        task: task.clone(),
+                        at,
+                        watch: watch.clone(),
+                    },
                 )
             });
         }
-        Relayed::Unwatch { session, task, at } => {
+        Relayed::Unwatch { session, watch } => {
             if let Some(held) = sessions.local(&session) {
-                held.task_streams().unwatch_remote(&task, &at);
+                held.task_streams().unwatch_remote(&watch);
             }
         }
         Relayed::Deliver {
             session,
             task,
+            watch,
             message,
         } => {
             let stream = sessions
                 .local(&session)
                 .and_then(|held| held.task_streams().local_stream_of(&task));
-            let message = match stream {
-                Some(tx) => match tx.try_send(message) {
-                    Ok(()) => return,
-                    Err(refused) => refused.into_inner(),
-                },
-                None => message,
-            };
-            let Some(instance) = message
-                .get("id")
-                .and_then(RequestId::from_json)
-                .and_then(|id| asker(&id).map(str::to_owned))
-            else {
-                return;
-            };
-            let back = Relayed::Returned {
-                session,
-                task,
-                from: shared.instance.clone(),
-                message,
-            };
             let shared = shared.clone();
             tokio::spawn(async move {
-                let _heard = send(&shared, &to(&instance), &back).await;
+                let message = match stream {
+                    // A full stream is waited on a while: its reader is the
+                    // client, reading.
+                    Some(tx) => match tokio::time::timeout(ROOM_PATIENCE, tx.reserve()).await {
+                        Ok(Ok(room)) => {
+                            room.send(message);
+                            return;
+                        }
+                        // Ended, or no room in time.
+                        _ => message,
+                    },
+                    None => message,
+                };
+                send_back(&shared, session, task, watch, message).await;
             });
         }
         Relayed::Returned {
             session,
             task,
-            from,
+            watch,
             message,
-        } => take_back(sessions, &session, &task, &from, message),
+        } => take_back(sessions, &session, &task, &watch, message),
     }
 }
 
-/// A sender whose requests are carried to `at`, where a `tasks/result` for
-/// `task` of `session` waits; the carrying ends with the last sender.
+/// A `tasks/result` stream on another instance.
+struct Stream {
+    session: String,
+    task: String,
+    /// The instance holding it.
+    at: String,
+    /// Its name.
+    watch: String,
+}
+
+/// A sender whose requests are carried to `stream`; the carrying ends with
+/// the last sender.
 fn carrier(
     sessions: Weak<Sessions>,
     shared: SharedSessions,
-    session: String,
-    task: String,
-    at: String,
+    stream: Stream,
 ) -> mpsc::Sender<Value> {
     let (tx, mut rx) = mpsc::channel::<Value>(CARRIED);
     tokio::spawn(async move {
+        let channel = to(&stream.at);
         while let Some(message) = rx.recv().await {
             let deliver = Relayed::Deliver {
-                session: session.clone(),
-                task: task.clone(),
+                session: stream.session.clone(),
+                task: stream.task.clone(),
+                watch: stream.watch.clone(),
                 message,
             };
-            if send(&shared, &to(&at), &deliver).await {
-                continue;
+            match send(&shared, &channel, &deliver).await {
+                Sent::Heard => continue,
+                // Never carried, and never will be: its handler waits out
+                // its timeout, and the stream stays for what comes next.
+                Sent::TooLarge => continue,
+                Sent::Unheard => {}
             }
             // The instance is gone, or the store out of reach: the request
             // waits here again, for a stream that opens later.
@@ -175,49 +200,95 @@ fn carrier(
             else {
                 return;
             };
-            take_back(&sessions, &session, &task, &at, message);
+            take_back(
+                &sessions,
+                &stream.session,
+                &stream.task,
+                &stream.watch,
+                message,
+            );
         }
     });
     tx
 }
 
-/// Sends `message` on `channel`: whether anybody heard it.
-async fn send(shared: &SharedSessions, channel: &str, message: &Relayed) -> bool {
+/// Sends `message`, which `watch`'s instance had no stream left for, back
+/// to the instance that asked it (its id names it).
+async fn send_back(
+    shared: &SharedSessions,
+    session: String,
+    task: String,
+    watch: String,
+    message: Value,
+) {
+    let Some(asker) = message
+        .get("id")
+        .and_then(RequestId::from_json)
+        .and_then(|id| asker(&id).map(str::to_owned))
+    else {
+        // A notification: nothing waits for it.
+        return;
+    };
+    let back = Relayed::Returned {
+        session,
+        task,
+        watch,
+        message,
+    };
+    let _sent = send(shared, &to(&asker), &back).await;
+}
+
+/// How a relayed message went.
+enum Sent {
+    /// Some instance heard it.
+    Heard,
+    /// Nobody did, or the store is out of reach.
+    Unheard,
+    /// Too large to relay.
+    TooLarge,
+}
+
+/// Sends `message` on `channel`.
+async fn send(shared: &SharedSessions, channel: &str, message: &Relayed) -> Sent {
     let Ok(text) = serde_json::to_string(message) else {
-        return false;
+        return Sent::TooLarge;
     };
     if text.len() > MAX_RELAYED {
         tracing::warn!(target: "droid", "a task's message of {} bytes was not relayed", text.len());
-        return false;
+        return Sent::TooLarge;
     }
     match shared.relay.send(channel, &text).await {
-        Ok(heard) => heard > 0,
+        Ok(0) => Sent::Unheard,
+        Ok(_) => Sent::Heard,
         Err(error) => {
             tracing::warn!(target: "droid", %error, "a task's message could not be relayed");
-            false
+            Sent::Unheard
         }
     }
 }
 
-/// Holds `message` (a request of `task`'s) again, after `from` had no
-/// stream for it, unless nobody waits for its answer any more; `from`'s
-/// streams for the task are forgotten, so it is not sent there again.
-fn take_back(sessions: &Sessions, session: &str, task: &str, from: &str, message: Value) {
+/// Holds `message` (a request of `task`'s) again, after the stream
+/// `watch` had ended or could not be reached, unless nobody waits for its
+/// answer any more; that stream is let go, so it is not sent there again.
+fn take_back(sessions: &Sessions, session: &str, task: &str, watch: &str, message: Value) {
     let Some(held) = sessions.local(session) else {
         return;
     };
-    held.task_streams().forget_remote(task, from);
+    let streams = held.task_streams();
+    streams.unwatch_remote(watch);
     let Some(id) = message.get("id").and_then(RequestId::from_json) else {
         return;
     };
     if !held.awaits(&id) {
         return;
     }
-    if !held
-        .task_streams()
-        .send_or_hold(task, &id, message, || held.standalone_tx())
-    {
+    if !streams.send_or_hold(task, &id, message, || held.standalone_tx()) {
         tracing::warn!(target: "droid", "a task's request came back from another instance and could not be held");
+        return;
+    }
+    // Given up on meanwhile: not held for nobody.
+    if !held.awaits(&id) {
+        let _forgotten = streams.forget(&id);
     }
 }
 
@@ -226,22 +297,23 @@ fn take_back(sessions: &Sessions, session: &str, task: &str, from: &str, message
 /// `None` where sessions are not shared.
 pub(super) fn announce(sessions: &Sessions, session: &str, task: &str) -> Option<Announced> {
     let shared = sessions.shared.clone()?;
-    let watch = Relayed::Watch {
+    let watch = watch_id();
+    let start = Relayed::Watch {
         session: session.to_owned(),
         task: task.to_owned(),
         at: shared.instance.clone(),
+        watch: watch.clone(),
     };
-    let unwatch = Relayed::Unwatch {
+    let end = Relayed::Unwatch {
         session: session.to_owned(),
-        task: task.to_owned(),
-        at: shared.instance.clone(),
+        watch,
     };
     let (ended, ending) = oneshot::channel::<()>();
     // Both from one task, so the end is never told before the start.
     tokio::spawn(async move {
-        let _heard = send(&shared, EVERYWHERE, &watch).await;
+        let _sent = send(&shared, EVERYWHERE, &start).await;
         let _ended = ending.await;
-        let _heard = send(&shared, EVERYWHERE, &unwatch).await;
+        let _sent = send(&shared, EVERYWHERE, &end).await;
     });
     Some(Announced { _ended: ended })
 }
@@ -249,4 +321,23 @@ pub(super) fn announce(sessions: &Sessions, session: &str, task: &str) -> Option
 /// A `tasks/result` told to the other instances; dropped, its end is told.
 pub(super) struct Announced {
     _ended: oneshot::Sender<()>,
+}
+
+/// A name for one stream no other instance's can have: 16 random bytes
+/// in hex (a counter's, should there be no randomness, with this process's
+/// start in it).
+fn watch_id() -> String {
+    let mut random = [0_u8; 16];
+    if getrandom::fill(&mut random).is_err() {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let start = std::process::id();
+        for (slot, byte) in random
+            .iter_mut()
+            .zip(start.to_be_bytes().into_iter().chain(n.to_be_bytes()))
+        {
+            *slot = byte;
+        }
+    }
+    random.iter().map(|byte| format!("{byte:02x}")).collect()
 }

@@ -21,7 +21,7 @@ use crate::domain::jsonrpc::RequestId;
 
 /// How many of a session's task requests may wait for a stream at once:
 /// as many as a session may have in flight the other way.
-const MAX_HELD: usize = 256;
+pub(super) const MAX_HELD: usize = 256;
 
 /// How many other instances' `tasks/result` streams a session keeps track
 /// of at once; past that the oldest is let go (one whose end was never
@@ -41,13 +41,13 @@ pub(super) struct TaskStreams {
     held: Mutex<VecDeque<Held>>,
 }
 
-/// Another instance's `tasks/result` streams for one task.
+/// A `tasks/result` stream of another instance's, for one task.
 struct Remote {
     task: String,
-    instance: String,
-    /// How many are open there: it says when each opens and ends.
-    count: usize,
-    /// Where what goes to them is carried from.
+    /// The stream's name, its instance's own for it: what its opening, its
+    /// end and what is carried to it are told by.
+    watch: String,
+    /// Where what goes to it is carried from.
     tx: mpsc::Sender<Value>,
 }
 
@@ -90,13 +90,14 @@ impl TaskStreams {
             .cloned()
     }
 
-    /// Counts one more `tasks/result` stream for `task` open on `instance`;
-    /// the first is given the sender `carrier` makes, which carries what it
-    /// is sent there, and is sent the task's held requests.
+    /// Takes `watch`, a `tasks/result` stream for `task` another instance
+    /// holds, as one of the task's: given the sender `carrier` makes, which
+    /// carries what it is sent there, and sent the task's held requests. A
+    /// watch known already is left as it is.
     pub(super) fn watch_remote(
         &self,
         task: &str,
-        instance: &str,
+        watch: &str,
         carrier: impl FnOnce() -> mpsc::Sender<Value>,
     ) {
         let tx = {
@@ -104,11 +105,7 @@ impl TaskStreams {
                 return;
             };
             remote.retain(|r| !r.tx.is_closed());
-            if let Some(known) = remote
-                .iter_mut()
-                .find(|r| r.task == task && r.instance == instance)
-            {
-                known.count = known.count.saturating_add(1);
+            if remote.iter().any(|r| r.watch == watch) {
                 return;
             }
             if remote.len() >= MAX_REMOTE {
@@ -117,8 +114,7 @@ impl TaskStreams {
             let tx = carrier();
             remote.push_back(Remote {
                 task: task.to_owned(),
-                instance: instance.to_owned(),
-                count: 1,
+                watch: watch.to_owned(),
                 tx: tx.clone(),
             });
             tx
@@ -129,30 +125,19 @@ impl TaskStreams {
         }
     }
 
-    /// Counts one `tasks/result` stream for `task` on `instance` fewer;
-    /// with none left, nothing more is carried there.
-    pub(super) fn unwatch_remote(&self, task: &str, instance: &str) {
-        if let Ok(mut remote) = self.remote.lock() {
-            if let Some(at) = remote
-                .iter()
-                .position(|r| r.task == task && r.instance == instance)
-            {
-                let Some(known) = remote.get_mut(at) else {
-                    return;
-                };
-                known.count = known.count.saturating_sub(1);
-                if known.count == 0 {
-                    let _gone = remote.remove(at);
-                }
-            }
-        }
+    /// Whether a `tasks/result` on another instance waits for this
+    /// session's questions.
+    pub(super) fn watched_elsewhere(&self) -> bool {
+        self.remote
+            .lock()
+            .is_ok_and(|remote| remote.iter().any(|r| !r.tx.is_closed()))
     }
 
-    /// Lets go of `instance`'s streams for `task` however many were
-    /// counted: a request carried there found none, or nobody heard it.
-    pub(super) fn forget_remote(&self, task: &str, instance: &str) {
+    /// Lets go of `watch`: it ended, or a request carried there found it
+    /// gone, or nobody heard it.
+    pub(super) fn unwatch_remote(&self, watch: &str) {
         if let Ok(mut remote) = self.remote.lock() {
-            remote.retain(|r| !(r.task == task && r.instance == instance));
+            remote.retain(|r| r.watch != watch);
         }
     }
 
@@ -364,7 +349,7 @@ mod tests {
         let streams = Arc::new(TaskStreams::default());
         assert!(streams.send_or_hold("a", &RequestId::Number(1), question(1), nowhere));
         let (far, mut carried) = mpsc::channel(4);
-        streams.watch_remote("a", "b", || far);
+        streams.watch_remote("a", "w1", || far);
         assert_eq!(
             carried.try_recv().ok(),
             Some(question(1)),
@@ -386,25 +371,25 @@ mod tests {
     }
 
     #[test]
-    fn another_instances_streams_are_counted_and_forgotten_at_once() {
+    fn each_of_another_instances_streams_ends_on_its_own() {
         let streams = TaskStreams::default();
-        let (far, _carried) = mpsc::channel(4);
-        streams.watch_remote("a", "b", || far);
-        streams.watch_remote("a", "b", never_made);
-        streams.unwatch_remote("a", "b");
-        assert!(streams.stream_of("a").is_some(), "one of two still waits");
-        streams.unwatch_remote("a", "b");
+        let (first, _first) = mpsc::channel(4);
+        streams.watch_remote("a", "w1", || first);
+        let (second, mut carried) = mpsc::channel(4);
+        streams.watch_remote("a", "w2", || second);
+        streams.watch_remote("a", "w2", never_made);
+        streams.unwatch_remote("w1");
+        assert!(
+            streams.send_or_hold("a", &RequestId::Number(1), question(1), nowhere),
+            "the other still waits"
+        );
+        assert_eq!(carried.try_recv().ok(), Some(question(1)));
+        streams.unwatch_remote("w2");
         assert!(streams.stream_of("a").is_none());
-
-        let (far, _carried) = mpsc::channel(4);
-        streams.watch_remote("a", "b", || far);
-        streams.watch_remote("a", "b", never_made);
-        streams.forget_remote("a", "b");
-        assert!(streams.stream_of("a").is_none(), "gone however many");
     }
 
-    /// A carrier made only if the instance's streams were not known: closed,
-    /// so what it would take shows missing.
+    /// A carrier made only if the watch were not known: closed, so what it
+    /// would take shows missing.
     fn never_made() -> mpsc::Sender<Value> {
         let (tx, rx) = mpsc::channel(1);
         drop(rx);
@@ -418,7 +403,7 @@ mod tests {
         for n in 0..=MAX_REMOTE {
             let (far, carried) = mpsc::channel(1);
             carriers.push(carried);
-            streams.watch_remote(&format!("t{n}"), "b", || far);
+            streams.watch_remote(&format!("t{n}"), &format!("w{n}"), || far);
         }
         assert!(streams.stream_of("t0").is_none(), "the oldest let go");
         assert!(streams.stream_of(&format!("t{MAX_REMOTE}")).is_some());

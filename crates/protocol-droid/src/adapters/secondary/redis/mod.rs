@@ -22,8 +22,11 @@
 //! | `task:<id>`, `tasks-of:<owner>`, `tasks:expiry` | tasks and their indexes (see `tasks`) | each task's TTL |
 //! | `gateway:first-use`, `gateway:approvals`, `gateway:activations` | a gateway's trust and principals' activations, one hash each (see `gateway`) | kept; activations until they lapse |
 //!
-//! Messages between instances travel on the channel `instance:<name>`
-//! (`PUBLISH`, and one `SUBSCRIBE` connection per instance).
+//! Messages between instances travel on channels named `instance:<name>`
+//! (`PUBLISH`); each name an instance listens on (its own, `*` for all,
+//! and those of the gateway, the parked calls and the task streams, such
+//! as `instance:*task-streams` and `instance:<name>*task-streams`) is a
+//! `SUBSCRIBE` connection of its own.
 //!
 //! The key ring holds secrets: a Redis that others can read lets them mint
 //! states. Keep it on a private network, with a password or ACL user in the

@@ -172,10 +172,12 @@ impl Connection {
     /// Whose tasks `ctx`'s request makes and reads: see [`Tasks::owner_of`].
     ///
     /// A session shared between instances is named by a digest of its
-    /// `Mcp-Session-Id`, which every instance serving it knows: the number
-    /// each process gives its copy would name another session's tasks on
-    /// another instance. A digest, so the id (a credential where there is
-    /// no authorization) is never written into a task's record.
+    /// `Mcp-Session-Id`, which every instance serving it knows; a digest,
+    /// so the id is not copied into every task's record and every message
+    /// telling of it. Any other is named by the number this process gave
+    /// it, after a random name of the process's: the number alone would
+    /// name another session's tasks in a store that outlives the process or
+    /// is shared with others (an HTTP+SSE session's, with `--store`).
     pub(super) fn task_owner(&self, ctx: &RequestContext) -> String {
         match self.shared_as.get() {
             Some(name) => {
@@ -185,7 +187,7 @@ impl Connection {
                 }
                 Tasks::owner_of(ctx, &session)
             }
-            None => Tasks::owner_of(ctx, &self.session.get().to_string()),
+            None => Tasks::owner_of(ctx, &format!("{}:{}", process_name(), self.session.get())),
         }
     }
 
@@ -465,5 +467,24 @@ fn running(tasks: &Arc<Tasks>, owner: String, record: &TaskRecord) -> TaskMode {
         tasks: Arc::clone(tasks),
         owner,
         id: record.id.clone(),
+    })
+}
+
+/// This process's name among all that keep tasks in one store: 16 random
+/// bytes in hex, drawn once (a clock reading, should there be no
+/// randomness).
+fn process_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let mut random = [0_u8; 16];
+        if getrandom::fill(&mut random).is_err() {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            for (slot, byte) in random.iter_mut().zip(now.to_be_bytes()) {
+                *slot = byte;
+            }
+        }
+        random.iter().map(|byte| format!("{byte:02x}")).collect()
     })
 }
