@@ -552,6 +552,7 @@ fn fail_all(inner: &Inner, reason: &str) {
         }
         first
     };
+    inner.own_tasks.stop_all();
     let waiters: Vec<Waiter> = lock(&inner.pending).drain().map(|(_, w)| w).collect();
     for waiter in waiters {
         // A waiter that already gave up has nothing to be told.

@@ -9,10 +9,12 @@
 //! `tasks/cancel`. A request without `params.task`, or of a kind the
 //! handler did not declare, is answered in the request, as before.
 //!
-//! Bounded: at most [`MAX_OWN_TASKS`] are kept; past that a request is
-//! answered in the request (a server takes a direct answer at its word).
-//! Each is kept for its TTL (at most [`MAX_TTL`]), then forgotten, and
-//! stopped if it still runs.
+//! Bounded: at most [`MAX_OWN_TASKS`] are kept, the oldest ended one making
+//! room for a new one; with none ended, a request is answered in the request
+//! (a server takes a direct answer at its word). Each is kept for its TTL
+//! (at most [`MAX_TTL`]), then forgotten and stopped if it still runs; a
+//! `tasks/result` waits no longer than that either. Every handler still
+//! running stops when the connection closes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,6 +25,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
 use super::handler::{ClientHandler, answer as answer_with};
 use crate::domain::Refusal;
@@ -63,6 +66,9 @@ struct Own {
     created_ms: u64,
     updated_ms: u64,
     ttl_ms: u64,
+    /// When it is forgotten: on the runtime's clock, which no change of
+    /// the wall clock moves.
+    expires: Instant,
     /// Where it is; watched by `tasks/result`.
     status: watch::Sender<TaskStatus>,
     /// The handler's answer, once it ended.
@@ -94,9 +100,25 @@ impl Own {
     }
 }
 
+impl Drop for OwnTasks {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
 impl OwnTasks {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Own>> {
         self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops every handler still running and forgets every task: the
+    /// connection has closed, and nobody is left to poll them.
+    pub(super) fn stop_all(&self) {
+        for (_, mut own) in self.lock().drain() {
+            if let Some(abort) = own.abort.take() {
+                abort.abort();
+            }
+        }
     }
 
     /// Takes the request `method` with `params` as a task, if it asks for
@@ -127,8 +149,8 @@ impl OwnTasks {
             .clamp(MIN_TTL, MAX_TTL);
         let now = now_ms();
         let mut tasks = self.lock();
-        forget_expired(&mut tasks, now);
-        if tasks.len() >= MAX_OWN_TASKS {
+        forget_expired(&mut tasks);
+        if tasks.len() >= MAX_OWN_TASKS && !forget_oldest_ended(&mut tasks) {
             return Err(Some(Value::Object(params)));
         }
         let id = new_id();
@@ -154,6 +176,7 @@ impl OwnTasks {
             created_ms: now,
             updated_ms: now,
             ttl_ms: millis(ttl),
+            expires: Instant::now() + ttl,
             status,
             outcome: None,
             abort: Some(running.abort_handle()),
@@ -219,13 +242,13 @@ impl OwnTasks {
         read: impl FnOnce(&mut Own) -> Result<T, ErrorObject>,
     ) -> Result<T, ErrorObject> {
         let mut tasks = self.lock();
-        forget_expired(&mut tasks, now_ms());
+        forget_expired(&mut tasks);
         tasks.get_mut(id).map_or_else(|| Err(unknown(id)), read)
     }
 
     fn list(&self) -> Result<Value, ErrorObject> {
         let mut tasks = self.lock();
-        forget_expired(&mut tasks, now_ms());
+        forget_expired(&mut tasks);
         let mut listed: Vec<(u64, Task)> = tasks
             .iter()
             .map(|(id, own)| (own.created_ms, own.wire(id)))
@@ -259,16 +282,18 @@ impl OwnTasks {
 
     /// The task `id`'s answer, once it ended, tagged with the task.
     async fn result(&self, id: &str) -> Result<Value, ErrorObject> {
-        let mut status = self.read(id, |own| Ok(own.status.subscribe()))?;
-        // Waited for without the table: the handler ends it meanwhile.
-        let _end = status
-            .wait_for(|status| {
-                matches!(
-                    status,
-                    TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
-                )
-            })
-            .await;
+        let (mut status, expires) =
+            self.read(id, |own| Ok((own.status.subscribe(), own.expires)))?;
+        // Waited for without the table, which the handler's end takes, and
+        // no longer than the task is kept: a handler that never answers
+        // (a person who walked away) does not hold the request for ever.
+        let ending = status.wait_for(|status| {
+            matches!(
+                status,
+                TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+            )
+        });
+        let _end = tokio::time::timeout_at(expires, ending).await;
         self.read(id, |own| match own.outcome.clone() {
             Some(Ok(Value::Object(mut result))) => {
                 let meta = result
@@ -310,10 +335,11 @@ fn runs_as_task(capabilities: &ClientCapabilities, method: &str) -> bool {
     }
 }
 
-/// Forgets the tasks past their TTL at `now`, stopping those that run.
-fn forget_expired(tasks: &mut HashMap<String, Own>, now: u64) {
+/// Forgets the tasks past their TTL, stopping those that run.
+fn forget_expired(tasks: &mut HashMap<String, Own>) {
+    let now = Instant::now();
     tasks.retain(|_, own| {
-        let kept = now < own.created_ms.saturating_add(own.ttl_ms);
+        let kept = now < own.expires;
         if !kept {
             if let Some(abort) = own.abort.take() {
                 abort.abort();
@@ -321,6 +347,17 @@ fn forget_expired(tasks: &mut HashMap<String, Own>, now: u64) {
         }
         kept
     });
+}
+
+/// Forgets the task that ended longest ago, to make room: whether there
+/// was one.
+fn forget_oldest_ended(tasks: &mut HashMap<String, Own>) -> bool {
+    let oldest = tasks
+        .iter()
+        .filter(|(_, own)| own.ended())
+        .min_by_key(|(_, own)| own.updated_ms)
+        .map(|(id, _)| id.clone());
+    oldest.is_some_and(|id| tasks.remove(&id).is_some())
 }
 
 fn unknown(id: &str) -> ErrorObject {
@@ -373,6 +410,7 @@ mod tests {
     use futures_util::future::BoxFuture;
 
     use super::*;
+    use crate::domain::jsonrpc::ErrorCode;
     use crate::wire::{ElicitRequestParams, ElicitResult};
 
     /// Answers once `open` is set; says whether it was stopped first.
@@ -503,6 +541,99 @@ mod tests {
         Ok(())
     }
 
+    /// Fails every question it is asked.
+    #[derive(Debug)]
+    struct Failing;
+
+    impl ClientHandler for Failing {
+        fn elicit(
+            &self,
+            _params: ElicitRequestParams,
+        ) -> BoxFuture<'_, Result<ElicitResult, ErrorObject>> {
+            Box::pin(async { Err(Refusal::invalid_params("no person here").into()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_task_gives_its_error_and_an_ended_one_is_not_cancelled()
+    -> Result<(), ErrorObject> {
+        let own = Arc::new(OwnTasks::default());
+        let handler: Arc<dyn ClientHandler> = Arc::new(Failing);
+        let created = own
+            .start(&declaring(), &handler, "elicitation/create", question(true))
+            .map_err(|_| Refusal::internal("not taken as a task"))?;
+        let id = id_of(&created);
+        let failed = ask(&own, "tasks/result", &id).await.err();
+        assert_eq!(failed.map(|e| e.code), Some(ErrorCode::INVALID_PARAMS));
+        assert_eq!(
+            ask(&own, "tasks/get", &id).await?.get("status"),
+            Some(&json!("failed"))
+        );
+        let refused = ask(&own, "tasks/cancel", &id).await.err();
+        assert_eq!(refused.map(|e| e.code), Some(ErrorCode::INVALID_PARAMS));
+        Ok(())
+    }
+
+    /// Past its TTL a task is gone and its handler stopped, and a
+    /// `tasks/result` waiting on it waits no longer.
+    #[tokio::test(start_paused = true)]
+    async fn a_task_past_its_ttl_is_gone_with_its_handler_and_its_waiter() -> Result<(), ErrorObject>
+    {
+        let own = Arc::new(OwnTasks::default());
+        let waiting = Arc::new(Waiting::default());
+        let handler: Arc<dyn ClientHandler> = waiting.clone();
+        let mut params = question(false);
+        if let Some(Value::Object(params)) = &mut params {
+            params.insert("task".to_owned(), json!({ "ttl": 1_000 }));
+        }
+        let created = own
+            .start(&declaring(), &handler, "elicitation/create", params)
+            .map_err(|_| Refusal::internal("not taken as a task"))?;
+        assert_eq!(created.pointer("/task/ttl"), Some(&json!(1_000)));
+        let id = id_of(&created);
+        let result = {
+            let (own, id) = (Arc::clone(&own), id.clone());
+            tokio::spawn(async move { ask(&own, "tasks/result", &id).await })
+        };
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let waited = result.await.map_err(|e| Refusal::internal(e.to_string()))?;
+        assert!(waited.is_err(), "the waiter let go: {waited:?}");
+        assert!(ask(&own, "tasks/get", &id).await.is_err(), "forgotten");
+        tokio::task::yield_now().await;
+        assert!(
+            waiting.stopped.load(Ordering::SeqCst),
+            "the handler stopped"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn closing_stops_every_handler() {
+        let own = Arc::new(OwnTasks::default());
+        let waiting = Arc::new(Waiting::default());
+        let handler: Arc<dyn ClientHandler> = waiting.clone();
+        assert!(
+            own.start(&declaring(), &handler, "elicitation/create", question(true))
+                .is_ok()
+        );
+        tokio::task::yield_now().await;
+        own.stop_all();
+        for _ in 0..100 {
+            if waiting.stopped.load(Ordering::SeqCst) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(waiting.stopped.load(Ordering::SeqCst));
+        assert_eq!(
+            own.answer("tasks/list", None)
+                .await
+                .ok()
+                .and_then(|l| l.get("tasks").cloned()),
+            Some(json!([]))
+        );
+    }
+
     #[tokio::test]
     async fn what_is_not_asked_or_declared_or_has_no_room_is_answered_in_the_request() {
         let own = Arc::new(OwnTasks::default());
@@ -541,5 +672,30 @@ mod tests {
                 .is_some_and(|p| p.get("task").is_none() && p.get("message").is_some()),
             "given back without the task, to be answered: {back:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_ended_task_makes_room_for_a_new_one() -> Result<(), ErrorObject> {
+        let own = Arc::new(OwnTasks::default());
+        let failing: Arc<dyn ClientHandler> = Arc::new(Failing);
+        let ended = own
+            .start(&declaring(), &failing, "elicitation/create", question(true))
+            .map_err(|_| Refusal::internal("not taken as a task"))?;
+        let ended = id_of(&ended);
+        let _failed = ask(&own, "tasks/result", &ended).await;
+        let waiting: Arc<dyn ClientHandler> = Arc::new(Waiting::default());
+        for _ in 1..MAX_OWN_TASKS {
+            assert!(
+                own.start(&declaring(), &waiting, "elicitation/create", question(true))
+                    .is_ok()
+            );
+        }
+        assert!(
+            own.start(&declaring(), &waiting, "elicitation/create", question(true))
+                .is_ok(),
+            "the ended one made room"
+        );
+        assert!(ask(&own, "tasks/get", &ended).await.is_err(), "and is gone");
+        Ok(())
     }
 }

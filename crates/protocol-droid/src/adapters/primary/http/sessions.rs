@@ -726,8 +726,9 @@ impl Sessions {
         }
     }
 
-    /// The shared sessions held here that are in use without requests: a
-    /// standing stream open, or a request still running.
+    /// The shared sessions held here that are in use without requests (see
+    /// `Session::busy`): a standing stream open, a request still running, a
+    /// question out, or a `tasks/result` elsewhere waiting for questions.
     pub(super) fn busy_shared(&self) -> Vec<String> {
         self.map.lock().map_or_else(
             |_| Vec::new(),

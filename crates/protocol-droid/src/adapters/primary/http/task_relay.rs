@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::sessions::Sessions;
 use super::shared::{MAX_RELAYED, asker, spawn_hearing};
-use super::task_streams::MAX_HELD;
+use super::task_streams::{MAX_HELD, REMOTE_LEASE};
 use crate::application::server::SharedSessions;
 use crate::domain::jsonrpc::RequestId;
 
@@ -42,7 +42,7 @@ const EVERYWHERE: &str = "*task-streams";
 const CARRIED: usize = MAX_HELD;
 
 /// How long a carried request may wait for room on a full stream before
-/// it goes back.
+/// it goes back, the stream taken as gone.
 const ROOM_PATIENCE: Duration = Duration::from_secs(10);
 
 /// What one instance tells another of a session's task streams.
@@ -133,21 +133,30 @@ fn heard(sessions: &Arc<Sessions>, shared: &SharedSessions, text: &str) {
             let stream = sessions
                 .local(&session)
                 .and_then(|held| held.task_streams().local_stream_of(&task));
+            // Sent at once, in the order heard, whenever the stream has room.
+            let message = match stream {
+                Some(tx) => match tx.try_send(message) {
+                    Ok(()) => return,
+                    // A full stream is waited on a while, by a task of its
+                    // own (its reader is the client, reading); one that
+                    // stays full is taken as gone. Only then may a later
+                    // request overtake this one.
+                    Err(mpsc::error::TrySendError::Full(message)) => {
+                        let shared = shared.clone();
+                        tokio::spawn(async move {
+                            match tokio::time::timeout(ROOM_PATIENCE, tx.reserve()).await {
+                                Ok(Ok(room)) => room.send(message),
+                                _ => send_back(&shared, session, task, watch, message).await,
+                            }
+                        });
+                        return;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(message)) => message,
+                },
+                None => message,
+            };
             let shared = shared.clone();
             tokio::spawn(async move {
-                let message = match stream {
-                    // A full stream is waited on a while: its reader is the
-                    // client, reading.
-                    Some(tx) => match tokio::time::timeout(ROOM_PATIENCE, tx.reserve()).await {
-                        Ok(Ok(room)) => {
-                            room.send(message);
-                            return;
-                        }
-                        // Ended, or no room in time.
-                        _ => message,
-                    },
-                    None => message,
-                };
                 send_back(&shared, session, task, watch, message).await;
             });
         }
@@ -191,7 +200,7 @@ fn carrier(
                 Sent::Heard => continue,
                 // Never carried, and never will be: its handler waits out
                 // its timeout, and the stream stays for what comes next.
-                Sent::TooLarge => continue,
+                Sent::Unsendable => continue,
                 Sent::Unheard => {}
             }
             // The instance is gone, or the store out of reach: the request
@@ -244,18 +253,18 @@ enum Sent {
     Heard,
     /// Nobody did, or the store is out of reach.
     Unheard,
-    /// Too large to relay.
-    TooLarge,
+    /// Too large to relay (or not writable at all).
+    Unsendable,
 }
 
 /// Sends `message` on `channel`.
 async fn send(shared: &SharedSessions, channel: &str, message: &Relayed) -> Sent {
     let Ok(text) = serde_json::to_string(message) else {
-        return Sent::TooLarge;
+        return Sent::Unsendable;
     };
     if text.len() > MAX_RELAYED {
         tracing::warn!(target: "droid", "a task's message of {} bytes was not relayed", text.len());
-        return Sent::TooLarge;
+        return Sent::Unsendable;
     }
     match shared.relay.send(channel, &text).await {
         Ok(0) => Sent::Unheard,
@@ -297,7 +306,7 @@ fn take_back(sessions: &Sessions, session: &str, task: &str, watch: &str, messag
 /// `None` where sessions are not shared.
 pub(super) fn announce(sessions: &Sessions, session: &str, task: &str) -> Option<Announced> {
     let shared = sessions.shared.clone()?;
-    let watch = watch_id();
+    let watch = watch_id(&shared.instance);
     let start = Relayed::Watch {
         session: session.to_owned(),
         task: task.to_owned(),
@@ -308,11 +317,18 @@ pub(super) fn announce(sessions: &Sessions, session: &str, task: &str) -> Option
         session: session.to_owned(),
         watch,
     };
-    let (ended, ending) = oneshot::channel::<()>();
-    // Both from one task, so the end is never told before the start.
+    let (ended, mut ending) = oneshot::channel::<()>();
+    // All from one task, so the end is never told before the start. The
+    // start is told again while the stream waits, so an instance that
+    // missed it, or its end, does not go by it for long (`REMOTE_LEASE`).
     tokio::spawn(async move {
-        let _sent = send(&shared, EVERYWHERE, &start).await;
-        let _ended = ending.await;
+        loop {
+            let _sent = send(&shared, EVERYWHERE, &start).await;
+            tokio::select! {
+                _ended = &mut ending => break,
+                () = tokio::time::sleep(REMOTE_LEASE / 3) => {}
+            }
+        }
         let _sent = send(&shared, EVERYWHERE, &end).await;
     });
     Some(Announced { _ended: ended })
@@ -323,21 +339,17 @@ pub(super) struct Announced {
     _ended: oneshot::Sender<()>,
 }
 
-/// A name for one stream no other instance's can have: 16 random bytes
-/// in hex (a counter's, should there be no randomness, with this process's
-/// start in it).
-fn watch_id() -> String {
+/// A name for one stream no other's can have: this instance's name and 16
+/// random bytes in hex (a counter's, should there be no randomness).
+fn watch_id(instance: &str) -> String {
     let mut random = [0_u8; 16];
     if getrandom::fill(&mut random).is_err() {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let start = std::process::id();
-        for (slot, byte) in random
-            .iter_mut()
-            .zip(start.to_be_bytes().into_iter().chain(n.to_be_bytes()))
-        {
+        for (slot, byte) in random.iter_mut().zip(n.to_be_bytes()) {
             *slot = byte;
         }
     }
-    random.iter().map(|byte| format!("{byte:02x}")).collect()
+    let random: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{instance}/{random}")
 }

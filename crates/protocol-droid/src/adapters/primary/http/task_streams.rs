@@ -12,6 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -27,6 +28,12 @@ pub(super) const MAX_HELD: usize = 256;
 /// of at once; past that the oldest is let go (one whose end was never
 /// heard, most likely).
 const MAX_REMOTE: usize = 64;
+
+/// How long another instance's stream is taken as open after it was last
+/// told of: its instance tells it again every third of this while it
+/// waits (`task_relay`), so one whose end was never heard (its instance
+/// died, or the message was lost) lapses.
+pub(super) const REMOTE_LEASE: Duration = Duration::from_secs(60);
 
 /// A session's `tasks/result` streams and the task requests waiting for one.
 #[derive(Default)]
@@ -49,6 +56,15 @@ struct Remote {
     watch: String,
     /// Where what goes to it is carried from.
     tx: mpsc::Sender<Value>,
+    /// When its instance last told of it.
+    seen: Instant,
+}
+
+impl Remote {
+    /// Whether it is still taken as open.
+    fn open(&self) -> bool {
+        !self.tx.is_closed() && self.seen.elapsed() < REMOTE_LEASE
+    }
 }
 
 /// One task request waiting for a stream.
@@ -73,7 +89,7 @@ impl TaskStreams {
             remote
                 .iter()
                 .rev()
-                .find(|r| r.task == task && !r.tx.is_closed())
+                .find(|r| r.task == task && r.open())
                 .map(|r| r.tx.clone())
         })
     }
@@ -93,7 +109,7 @@ impl TaskStreams {
     /// Takes `watch`, a `tasks/result` stream for `task` another instance
     /// holds, as one of the task's: given the sender `carrier` makes, which
     /// carries what it is sent there, and sent the task's held requests. A
-    /// watch known already is left as it is.
+    /// watch known already is only taken as open for longer.
     pub(super) fn watch_remote(
         &self,
         task: &str,
@@ -104,8 +120,9 @@ impl TaskStreams {
             let Ok(mut remote) = self.remote.lock() else {
                 return;
             };
-            remote.retain(|r| !r.tx.is_closed());
-            if remote.iter().any(|r| r.watch == watch) {
+            remote.retain(Remote::open);
+            if let Some(known) = remote.iter_mut().find(|r| r.watch == watch) {
+                known.seen = Instant::now();
                 return;
             }
             if remote.len() >= MAX_REMOTE {
@@ -116,6 +133,7 @@ impl TaskStreams {
                 task: task.to_owned(),
                 watch: watch.to_owned(),
                 tx: tx.clone(),
+                seen: Instant::now(),
             });
             tx
         };
@@ -130,7 +148,7 @@ impl TaskStreams {
     pub(super) fn watched_elsewhere(&self) -> bool {
         self.remote
             .lock()
-            .is_ok_and(|remote| remote.iter().any(|r| !r.tx.is_closed()))
+            .is_ok_and(|remote| remote.iter().any(Remote::open))
     }
 
     /// Lets go of `watch`: it ended, or a request carried there found it
@@ -394,6 +412,26 @@ mod tests {
         let (tx, rx) = mpsc::channel(1);
         drop(rx);
         tx
+    }
+
+    #[test]
+    fn another_instances_stream_not_told_of_again_lapses() {
+        let streams = TaskStreams::default();
+        let (far, _carried) = mpsc::channel(4);
+        streams.watch_remote("a", "w1", || far);
+        assert!(streams.watched_elsewhere());
+        let long_ago = Instant::now().checked_sub(REMOTE_LEASE + Duration::from_secs(1));
+        if let (Ok(mut remote), Some(long_ago)) = (streams.remote.lock(), long_ago) {
+            for r in remote.iter_mut() {
+                r.seen = long_ago;
+            }
+        }
+        assert!(!streams.watched_elsewhere(), "its end was never heard");
+        assert!(streams.stream_of("a").is_none());
+        // Told of again, it is open again.
+        let (again, _carried) = mpsc::channel(4);
+        streams.watch_remote("a", "w1", || again);
+        assert!(streams.watched_elsewhere());
     }
 
     #[test]
