@@ -77,9 +77,10 @@ pub(crate) struct ListenArgs {
     #[arg(long, value_name = "PREFIX")]
     store_prefix: Option<String>,
     /// This instance's name among those sharing --store (default: host
-    /// name and process id). It must be unique among them: the answers to
-    /// the questions this instance asks clients are routed to it by name.
-    #[arg(long, value_name = "ID")]
+    /// name and process id): up to 64 letters, digits, `.`, `_` and `-`.
+    /// It must be unique among them: the answers to the questions this
+    /// instance asks clients are routed to it by name.
+    #[arg(long, value_name = "ID", value_parser = instance_name)]
     instance_id: Option<String>,
     /// The connection to --store, once made: a gateway shares its trust
     /// through it before its server shares its keys.
@@ -247,9 +248,9 @@ impl ListenArgs {
         Ok(())
     }
 
-    /// This instance's name: `--instance-id`, else host name and process
-    /// id. It travels in the ids of requests sent to clients, so only
-    /// letters, digits, `.` and `_` are kept (and `-` inside).
+    /// This instance's name: `--instance-id` (checked by
+    /// [`instance_name`]), else host name and process id, of which only
+    /// what a name may hold is kept.
     pub(crate) fn instance_id(&self) -> String {
         let name = self.instance_id.clone().unwrap_or_else(|| {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -267,6 +268,19 @@ impl ListenArgs {
         } else {
             kept
         }
+    }
+
+    /// Checks the instance name a configuration gives (`[store]
+    /// instance_id`), as `--instance-id` is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`instance_name`].
+    pub(crate) fn check_instance(instance: Option<&str>) -> anyhow::Result<()> {
+        if let Some(name) = instance {
+            instance_name(name).map_err(|e| anyhow::anyhow!("[store] instance_id: {e}"))?;
+        }
+        Ok(())
     }
 
     /// Whether TLS was asked for, which needs `--listen`.
@@ -307,9 +321,42 @@ pub(crate) fn trust(ca_file: Option<&std::path::Path>) -> anyhow::Result<Trust> 
     )
 }
 
+/// Reads an instance name: it travels in the ids of the requests sent to
+/// clients and names the instance's channel in the store, so it must be
+/// 1 to 64 letters, digits, `.`, `_` and `-`. Refused rather than
+/// trimmed: two names trimmed alike would route each other's answers.
+fn instance_name(name: &str) -> Result<String, String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!(
+            "{} characters; an instance name has 1 to 64",
+            name.len()
+        ));
+    }
+    match name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        Some(c) => Err(format!(
+            "{c:?} is not allowed; an instance name has only letters, digits, '.', '_' and '-'"
+        )),
+        None => Ok(name.to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_instance_name_that_would_be_trimmed_is_refused() {
+        assert_eq!(instance_name("web-1.a_b").as_deref(), Ok("web-1.a_b"));
+        for bad in ["", "a b", "a/b", "a*", "ü", &"x".repeat(65)] {
+            assert!(instance_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(ListenArgs::check_instance(Some("gw 1")).is_err());
+        assert!(ListenArgs::check_instance(Some("gw-1")).is_ok());
+        assert!(ListenArgs::check_instance(None).is_ok());
+    }
 
     #[test]
     fn a_configuration_fills_each_store_setting_the_flags_leave_open() {

@@ -45,6 +45,7 @@ pub(crate) fn run(
     let read = config_path.and_then(reload::contents);
     let config = load::load(config_path)?;
     listening.listen = listening.listen.or_else(|| config.listen.clone());
+    crate::listen::ListenArgs::check_instance(config.store.instance_id.as_deref())?;
     let served = listening.served.with_store(
         config.store.url.as_deref(),
         config.store.prefix.as_deref(),
