@@ -178,7 +178,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
             .await
             .context("connecting to the upstream")?;
         args.served
-            .share_bridge(&bridge, args.listen.is_some())
+            .share_bridge(&bridge, args.listen.is_some(), trust)
             .await?;
         tracing::info!(
             target: "droid",

@@ -65,7 +65,8 @@ pub(crate) struct ListenArgs {
     tool_rate_limit: Vec<String>,
     /// Share what other instances serving the same endpoint must honour
     /// through the Redis at this URL (redis://user:password@host:port/db,
-    /// each part but the host optional): the requestState keys and the
+    /// each part but the host optional; rediss:// for TLS, verified against
+    /// the platform's authorities and --ca-file's): the requestState keys and the
     /// rounds answered; serve's legacy sessions; a gateway's trust and its
     /// principals' activations. Without it everything stays in this process
     /// (docs/scaling.md). Also read from the environment (shown below),
@@ -141,8 +142,9 @@ impl ListenArgs {
         server: &protocol_droid::application::server::Server,
         listening: bool,
         sessions: bool,
+        trust: &Trust,
     ) -> anyhow::Result<()> {
-        let Some(store) = self.store(listening).await? else {
+        let Some(store) = self.store(listening, trust).await? else {
             return Ok(());
         };
         let shared = if sessions {
@@ -187,9 +189,10 @@ impl ListenArgs {
     }
 
     /// Connects to `--store` (once; later calls answer the same
-    /// connection), or `None` without one. Needs `--listen`, as one stdio
-    /// client has nothing to share.
-    async fn store(&self, listening: bool) -> anyhow::Result<Option<RedisStore>> {
+    /// connection), or `None` without one; a `rediss://` one trusting
+    /// `--ca-file`'s authorities (in `trust`) besides the platform's. Needs
+    /// `--listen`, as one stdio client has nothing to share.
+    async fn store(&self, listening: bool, trust: &Trust) -> anyhow::Result<Option<RedisStore>> {
         let Some(url) = &self.store else {
             return Ok(None);
         };
@@ -203,6 +206,7 @@ impl ListenArgs {
         let defaults = RedisOptions::default();
         let options = RedisOptions {
             prefix: self.store_prefix.clone().unwrap_or(defaults.prefix),
+            private_authorities: trust.private_authorities_pem().map(<[u8]>::to_vec),
             ..defaults
         };
         let store = RedisStore::connect(url, options)
@@ -219,8 +223,9 @@ impl ListenArgs {
         &self,
         gateway: &protocol_droid::application::gateway::Gateway,
         listening: bool,
+        trust: &Trust,
     ) -> anyhow::Result<()> {
-        let Some(store) = self.store(listening).await? else {
+        let Some(store) = self.store(listening, trust).await? else {
             return Ok(());
         };
         gateway
@@ -237,8 +242,9 @@ impl ListenArgs {
         &self,
         bridge: &protocol_droid::application::bridge::Bridge,
         listening: bool,
+        trust: &Trust,
     ) -> anyhow::Result<()> {
-        let Some(store) = self.store(listening).await? else {
+        let Some(store) = self.store(listening, trust).await? else {
             return Ok(());
         };
         let parked = ParkedCalls::listen(std::sync::Arc::new(store.clone()), &self.instance_id())

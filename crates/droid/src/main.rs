@@ -49,7 +49,8 @@ struct Cli {
     command: Command,
     /// Also trust the certificate authorities in this PEM file for every
     /// outbound HTTPS connection (upstreams, servers called, the servers an
-    /// ACP session names, key sets, introspection, authorization servers).
+    /// ACP session names, key sets, introspection, authorization servers)
+    /// and a rediss:// --store.
     #[arg(long, global = true, value_name = "PEM")]
     ca_file: Option<std::path::PathBuf>,
     /// How log lines are written on stderr: `text` for a person, `json`
@@ -535,7 +536,7 @@ pub(crate) async fn serve_on(
         share_sessions,
     } = listening;
     served
-        .share(&server, listen.is_some(), share_sessions)
+        .share(&server, listen.is_some(), share_sessions, trust)
         .await?;
     let Some(addr) = listen else {
         anyhow::ensure!(

@@ -238,6 +238,47 @@ fn with_the_store_away_only_what_needs_it_fails_and_it_comes_back() -> Result<()
     Ok(())
 }
 
+/// A store reached over TLS (`rediss://`), its certificate signed by a
+/// private authority named with `--ca-file`: two instances share through
+/// it (a state one seals opens on the other). Without `--ca-file` the
+/// store's certificate is refused, and the instance does not start.
+#[test]
+fn a_store_over_tls_is_shared_and_its_certificate_checked() -> Result<(), TestError> {
+    let files = support::certificates()?;
+    let (cert, key, ca) = (
+        files.path("cert.pem"),
+        files.path("key.pem"),
+        files.path("ca.pem"),
+    );
+    let path = std::path::Path::new;
+    let redis = Redis::start_tls(path(&cert), path(&key), path(&ca))?;
+    let url = redis.url();
+    assert!(url.starts_with("rediss://"), "{url}");
+    let args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        &url,
+        "--ca-file",
+        &ca,
+    ];
+    let droids = vec![listening(&args, "http")?, listening(&args, "http")?];
+    let [a, b] = addresses(&droids)?;
+    let (state, _) = first_round(a)?;
+    let reply = call(b, Some((&state, accept())))?;
+    assert!(text_of(&reply).starts_with("state-ok"), "{}", reply.raw);
+
+    let output = support::droid_command()
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", &url])
+        .stdin(Stdio::null())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("--store"), "{stderr}");
+    Ok(())
+}
+
 /// `--store` names Redis for a listening server only, and one that cannot
 /// be reached stops the start with a message naming no password.
 #[test]

@@ -4,6 +4,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,8 @@ use crate::TestError;
 pub struct RedisServer {
     process: Child,
     port: u16,
+    /// Whether it speaks TLS only.
+    tls: bool,
 }
 
 impl Drop for RedisServer {
@@ -40,30 +43,68 @@ impl RedisServer {
     ///
     /// When redis-server is missing or does not answer within 20 s.
     pub fn on(port: u16) -> Result<Self, TestError> {
-        let process = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+        let mut command = Command::new("redis-server");
+        command.args(["--port", &port.to_string()]);
+        Self::run(command, port, false)
+    }
+
+    /// One on a free port speaking TLS only, with the certificate and key
+    /// at `cert` and `key` and the authorities at `ca` (PEM; Redis will
+    /// not start TLS without some), asking clients for no certificate:
+    /// what a test of a `rediss://` store uses.
+    ///
+    /// # Errors
+    ///
+    /// When no port is free, or redis-server is missing or does not accept
+    /// connections within 20 s.
+    pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> Result<Self, TestError> {
+        let port = free_port()?;
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", "0", "--tls-port", &port.to_string()])
+            .arg("--tls-cert-file")
+            .arg(cert)
+            .arg("--tls-key-file")
+            .arg(key)
+            .arg("--tls-ca-cert-file")
+            .arg(ca)
+            .args(["--tls-auth-clients", "no"]);
+        Self::run(command, port, true)
+    }
+
+    /// Runs `command` (a redis-server told where to listen) on loopback,
+    /// keeping nothing on disk, and waits until it answers on `port`.
+    fn run(mut command: Command, port: u16, tls: bool) -> Result<Self, TestError> {
+        let process = command
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("starting redis-server (scripts/services.sh installs it): {e}"))?;
-        let redis = Self { process, port };
+        Self { process, port, tls }.answering()
+    }
+
+    /// Itself once it answers (over TLS: once it accepts connections).
+    fn answering(self) -> Result<Self, TestError> {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !redis.answers() {
+        while !self.answers() {
             if Instant::now() > deadline {
                 return Err("redis-server did not answer within 20 s".into());
             }
             std::thread::sleep(Duration::from_millis(25));
         }
-        Ok(redis)
+        Ok(self)
     }
 
-    /// Whether it answers `PING`.
+    /// Whether it answers `PING` (over TLS: whether it accepts a connection).
     #[must_use]
     pub fn answers(&self) -> bool {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
+        if self.tls {
+            return true;
+        }
         let mut answer = [0_u8; 7];
         stream.write_all(b"PING\r\n").is_ok()
             && stream.read_exact(&mut answer).is_ok()
@@ -76,10 +117,11 @@ impl RedisServer {
         self.port
     }
 
-    /// Its URL, `redis://127.0.0.1:PORT`.
+    /// Its URL, `redis://127.0.0.1:PORT` (`rediss://` over TLS).
     #[must_use]
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 }
 

@@ -64,7 +64,7 @@ pub(crate) async fn start(
     // instance's already.
     listening
         .served
-        .share_gateway(&gateway, listening.listen.is_some())
+        .share_gateway(&gateway, listening.listen.is_some(), listening.trust)
         .await?;
     let prepared = prepare_all(config.enabled(), tls_trust)?;
     let failures = add_prepared(&gateway, prepared).await;

@@ -40,6 +40,9 @@ pub enum TlsError {
 pub struct Trust {
     /// `None` for the defaults, which every [`Trust::default`] shares.
     custom: Option<Arc<rustls::ClientConfig>>,
+    /// The private authorities, as PEM: for a connection made by a crate
+    /// that builds its TLS itself (the Redis store's).
+    extra_pem: Option<Arc<[u8]>>,
 }
 
 impl fmt::Debug for Trust {
@@ -95,7 +98,15 @@ impl Trust {
         }
         Ok(Self {
             custom: Some(client_config(roots)?),
+            extra_pem: Some(Arc::from(pem)),
         })
+    }
+
+    /// The private authorities added to the defaults, as the PEM they were
+    /// given in; `None` for the defaults alone.
+    #[must_use]
+    pub fn private_authorities_pem(&self) -> Option<&[u8]> {
+        self.extra_pem.as_deref()
     }
 
     /// A `reqwest` client builder speaking TLS with these roots: what every

@@ -114,6 +114,11 @@ pub struct RedisOptions {
     /// (2 s). A store that does not answer in time is unavailable, never a
     /// request left hanging.
     pub timeout: Duration,
+    /// Certificate authorities (PEM) a `rediss://` store's certificate may
+    /// be signed by besides the platform's (`None`: the platform's alone),
+    /// as [`Trust::private_authorities_pem`](crate::adapters::secondary::tls::Trust::private_authorities_pem)
+    /// gives them.
+    pub private_authorities: Option<Vec<u8>>,
 }
 
 impl Default for RedisOptions {
@@ -121,6 +126,7 @@ impl Default for RedisOptions {
         Self {
             prefix: "droid:".to_owned(),
             timeout: Duration::from_secs(2),
+            private_authorities: None,
         }
     }
 }
@@ -158,8 +164,10 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to the Redis at `url` (`redis://[user:password@]host[:port][/db]`
-    /// or `redis+unix:///path/to.sock`), and checks it answers.
+    /// Connects to the Redis at `url` (`redis://[user:password@]host[:port][/db]`,
+    /// `rediss://…` for TLS, its certificate verified against the
+    /// platform's authorities and `options.private_authorities`, or
+    /// `redis+unix:///path/to.sock`), and checks it answers.
     ///
     /// # Errors
     ///
@@ -167,7 +175,7 @@ impl RedisStore {
     /// not answer within the timeout. The message never carries a password.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         let shown = redact(url);
-        let client = redis::Client::open(url)
+        let client = open(url, options.private_authorities.as_deref())
             .map_err(|e| StoreError::Unavailable(format!("{shown}: {e}")))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.timeout))
@@ -952,6 +960,50 @@ fn hex(bytes: &[u8]) -> String {
         })
 }
 
+/// A client for `url`. A `rediss://` one trusts the platform's authorities
+/// and, given `private`, those too: the Redis client builds its TLS itself
+/// and takes extra authorities only in place of the platform's, so both
+/// are handed to it.
+fn open(url: &str, private: Option<&[u8]>) -> redis::RedisResult<redis::Client> {
+    let tls = url::Url::parse(url).is_ok_and(|u| u.scheme() == "rediss");
+    if tls {
+        // The Redis client asks rustls for the process's provider; this
+        // build has ring only, made the process's default here (kept if
+        // one was set already).
+        let _already = rustls::crypto::ring::default_provider().install_default();
+    }
+    let Some(private) = private.filter(|_| tls) else {
+        return redis::Client::open(url);
+    };
+    let mut roots = platform_roots_pem();
+    roots.extend_from_slice(private);
+    redis::Client::build_with_tls(
+        url,
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(roots),
+        },
+    )
+}
+
+/// The platform's certificate authorities as PEM, which is the form the
+/// Redis client takes them in. Certificates the platform's store cannot
+/// give are left out, as the HTTP clients leave them out.
+fn platform_roots_pem() -> Vec<u8> {
+    use base64::Engine as _;
+    let mut pem = Vec::new();
+    for certificate in rustls_native_certs::load_native_certs().certs {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(certificate.as_ref());
+        pem.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
+        for line in encoded.as_bytes().chunks(64) {
+            pem.extend_from_slice(line);
+            pem.push(b'\n');
+        }
+        pem.extend_from_slice(b"-----END CERTIFICATE-----\n");
+    }
+    pem
+}
+
 /// `url` with any password replaced and its query dropped, for logs and
 /// errors: a `redis+unix://` URL carries its password as `?pass=`.
 fn redact(url: &str) -> String {
@@ -981,6 +1033,18 @@ mod tests {
         let socket = redact("redis+unix:///run/redis.sock?db=1&pass=s3cret");
         assert!(!socket.contains("s3cret"), "{socket}");
         assert!(socket.contains("/run/redis.sock"), "{socket}");
+    }
+
+    #[test]
+    fn the_platforms_authorities_are_handed_over_whole_as_pem() {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject as _;
+        let platform = rustls_native_certs::load_native_certs().certs;
+        let pem = platform_roots_pem();
+        let read: Vec<CertificateDer<'_>> = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<_, _>>()
+            .unwrap_or_default();
+        assert_eq!(read, platform);
     }
 
     #[test]
