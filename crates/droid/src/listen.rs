@@ -262,7 +262,16 @@ impl ListenArgs {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|name| name.trim().to_owned())
                 .unwrap_or_else(|_| "droid".to_owned());
-            format!("{host}-{}", std::process::id())
+            let pid = std::process::id().to_string();
+            // The host name is what gives way to the length bound, never
+            // the process id: two processes of one host stay apart.
+            let room = 64_usize.saturating_sub(pid.len() + 1);
+            let host: String = host
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                .take(room)
+                .collect();
+            format!("{host}-{pid}")
         });
         let kept: String = name
             .chars()
@@ -332,11 +341,9 @@ pub(crate) fn trust(ca_file: Option<&std::path::Path>) -> anyhow::Result<Trust> 
 /// 1 to 64 letters, digits, `.`, `_` and `-`. Refused rather than
 /// trimmed: two names trimmed alike would route each other's answers.
 fn instance_name(name: &str) -> Result<String, String> {
-    if name.is_empty() || name.len() > 64 {
-        return Err(format!(
-            "{} characters; an instance name has 1 to 64",
-            name.len()
-        ));
+    let length = name.chars().count();
+    if length == 0 || length > 64 {
+        return Err(format!("{length} characters; an instance name has 1 to 64"));
     }
     match name
         .chars()

@@ -275,7 +275,10 @@ fn a_store_over_tls_is_shared_and_its_certificate_checked() -> Result<(), TestEr
         .output()?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stderr}");
-    assert!(stderr.contains("--store"), "{stderr}");
+    assert!(
+        stderr.contains("--store") && stderr.contains("invalid peer certificate"),
+        "{stderr}"
+    );
     Ok(())
 }
 

@@ -4,7 +4,9 @@
 //! Every HTTP client the library builds (MCP transports, the OAuth client,
 //! key sets and introspection) starts from one [`Trust`], so one policy
 //! holds everywhere: rustls, the platform's roots and the webpki roots, plus
-//! any private authority the operator names.
+//! any private authority the operator names. The Redis store, whose client
+//! builds its own TLS, takes the platform's roots and the private ones
+//! ([`Trust::private_authorities_pem`]).
 
 use std::error::Error as StdError;
 use std::fmt;

@@ -960,23 +960,25 @@ fn hex(bytes: &[u8]) -> String {
         })
 }
 
-/// A client for `url`. A `rediss://` one trusts the platform's authorities
-/// and, given `private`, those too: the Redis client builds its TLS itself
-/// and takes extra authorities only in place of the platform's, so both
-/// are handed to it.
+/// A client for `url`. One speaking TLS (`rediss://`, `valkeys://`) trusts
+/// the platform's authorities and, given `private`, those too. The Redis
+/// client builds its TLS itself and takes authorities only as PEM, in place
+/// of the platform's, so both are handed to it; and it gives up on a
+/// platform store with a single certificate it cannot use, which this
+/// leaves out, as the HTTP clients do.
 fn open(url: &str, private: Option<&[u8]>) -> redis::RedisResult<redis::Client> {
-    let tls = url::Url::parse(url).is_ok_and(|u| u.scheme() == "rediss");
-    if tls {
-        // The Redis client asks rustls for the process's provider; this
-        // build has ring only, made the process's default here (kept if
-        // one was set already).
-        let _already = rustls::crypto::ring::default_provider().install_default();
-    }
-    let Some(private) = private.filter(|_| tls) else {
+    let tls = url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "rediss" | "valkeys"));
+    if !tls {
         return redis::Client::open(url);
-    };
+    }
+    // The Redis client asks rustls for the process's provider; this build
+    // has ring only, made the process's default here (kept if one was set
+    // already).
+    let _already = rustls::crypto::ring::default_provider().install_default();
     let mut roots = platform_roots_pem();
-    roots.extend_from_slice(private);
+    if let Some(private) = private {
+        roots.extend_from_slice(private);
+    }
     redis::Client::build_with_tls(
         url,
         redis::TlsCertificates {
@@ -987,12 +989,16 @@ fn open(url: &str, private: Option<&[u8]>) -> redis::RedisResult<redis::Client> 
 }
 
 /// The platform's certificate authorities as PEM, which is the form the
-/// Redis client takes them in. Certificates the platform's store cannot
-/// give are left out, as the HTTP clients leave them out.
+/// Redis client takes them in: those that can be trust anchors, the others
+/// left out. (The webpki roots the HTTP clients also trust are anchors,
+/// not certificates, so they cannot be handed over this way.)
 fn platform_roots_pem() -> Vec<u8> {
     use base64::Engine as _;
     let mut pem = Vec::new();
     for certificate in rustls_native_certs::load_native_certs().certs {
+        if webpki::anchor_from_trusted_cert(&certificate).is_err() {
+            continue;
+        }
         let encoded = base64::engine::general_purpose::STANDARD.encode(certificate.as_ref());
         pem.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
         for line in encoded.as_bytes().chunks(64) {
@@ -1036,15 +1042,36 @@ mod tests {
     }
 
     #[test]
-    fn the_platforms_authorities_are_handed_over_whole_as_pem() {
+    fn the_platforms_authorities_are_handed_over_as_pem() {
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject as _;
-        let platform = rustls_native_certs::load_native_certs().certs;
+        let platform: Vec<CertificateDer<'_>> = rustls_native_certs::load_native_certs()
+            .certs
+            .into_iter()
+            .filter(|c| webpki::anchor_from_trusted_cert(c).is_ok())
+            .collect();
         let pem = platform_roots_pem();
         let read: Vec<CertificateDer<'_>> = CertificateDer::pem_slice_iter(&pem)
             .collect::<Result<_, _>>()
             .unwrap_or_default();
         assert_eq!(read, platform);
+    }
+
+    /// A TLS store's client is built from the platform's authorities and a
+    /// private one together, whatever the platform's store holds.
+    #[test]
+    fn a_tls_client_takes_the_platforms_authorities_and_a_private_one() -> Result<(), rcgen::Error>
+    {
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&key)?.pem();
+        for url in ["rediss://127.0.0.1:1", "valkeys://127.0.0.1:1"] {
+            assert!(open(url, Some(ca.as_bytes())).is_ok(), "{url}");
+            assert!(open(url, None).is_ok(), "{url}");
+        }
+        assert!(open("redis://127.0.0.1:1", Some(ca.as_bytes())).is_ok());
+        Ok(())
     }
 
     #[test]
