@@ -30,7 +30,11 @@
 //! starts with a UTF-8 BOM panicked inside `eventsource-stream` 0.2.3, which
 //! slices the BOM off as one byte; the transports now remove it first. A
 //! stream starting with two marks then panicked the same way on the second
-//! (`second-bom`); a comment line now stands before it.
+//! (`second-bom`); a comment line now stands before it. A stream whose last
+//! event ended on a lone CR, followed only by a UTF-8 sequence it never
+//! finished, lost that event (`cr-ends-the-stream-before-a-cut-sequence`):
+//! the end of a stream now hands on the cut sequence as U+FFFD, and an LF
+//! after a final CR.
 //! `PD_FUZZ_KNOWN_ISSUES` containing `sse-bom` still skips such streams, for
 //! bisecting.
 #![no_main]

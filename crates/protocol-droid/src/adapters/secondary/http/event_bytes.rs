@@ -14,7 +14,13 @@
 //!
 //! The stream is decoded as the event-stream rules (WHATWG HTML,
 //! "Interpreting an event stream") say: UTF-8, each invalid sequence
-//! replaced by U+FFFD. The parser then only ever sees valid UTF-8.
+//! replaced by U+FFFD, a sequence the stream ends inside too. The parser
+//! then only ever sees valid UTF-8.
+//!
+//! And the parser holds a CR that is the last thing it was given, waiting
+//! to see whether an LF follows, so a stream that ends right after one
+//! would leave the blank line it ends unread, and its event undelivered:
+//! such a stream is given the LF, which only completes that line end.
 
 use axum::body::Bytes;
 use futures_util::StreamExt as _;
@@ -33,11 +39,35 @@ pub(super) fn bounded_events(
     response: Response,
     max_event: usize,
 ) -> impl futures_util::Stream<Item = Result<impl AsRef<[u8]>, std::io::Error>> {
-    let mut guard = Guard::new(max_event);
-    response
-        .bytes_stream()
-        .map(move |chunk| guard.next(chunk.map_err(std::io::Error::other)?))
+    guarded(response.bytes_stream(), max_event)
 }
+
+/// `bytes` through a [`Guard`], and at their end what the guard still
+/// holds ([`Guard::finish`]).
+fn guarded<S, E>(bytes: S, max_event: usize) -> GuardedBytes
+where
+    S: futures_util::Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+{
+    let bytes = Box::pin(bytes);
+    let start = Some((bytes, Guard::new(max_event)));
+    Box::pin(futures_util::stream::unfold(start, |state| async move {
+        let (mut bytes, mut guard) = state?;
+        match bytes.next().await {
+            Some(chunk) => {
+                let next = chunk
+                    .map_err(std::io::Error::other)
+                    .and_then(|chunk| guard.next(chunk));
+                Some((next, Some((bytes, guard))))
+            }
+            None => Some((Ok(guard.finish()), None)),
+        }
+    }))
+}
+
+/// A guarded stream of a response's bytes.
+type GuardedBytes =
+    core::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
 
 /// What one stream's reading carries from chunk to chunk.
 #[derive(Debug)]
@@ -131,6 +161,28 @@ impl Guard {
         Ok(chunk)
     }
 
+    /// The bytes to hand the parser once the stream has ended: a sequence
+    /// it ended inside (or the start of a byte order mark, all it held) as
+    /// U+FFFD, and an LF after a CR it ended with.
+    fn finish(&mut self) -> Bytes {
+        if self.failed {
+            return Bytes::new();
+        }
+        let mut tail = Vec::new();
+        if let Some(head) = self.head.take() {
+            tail.extend_from_slice(&self.decode(Bytes::from(head)));
+        }
+        if !core::mem::take(&mut self.partial).is_empty() {
+            tail.extend_from_slice(REPLACEMENT.as_bytes());
+        }
+        self.measure(&tail);
+        if self.line == LineState::StartAfterCr {
+            tail.push(b'\n');
+            self.measure(b"\n");
+        }
+        Bytes::from(tail)
+    }
+
     /// Counts `chunk`'s bytes into the event they belong to: the count
     /// starts again after every blank line (CR, LF or CRLF at the start of
     /// a line), wherever the chunks were cut.
@@ -217,6 +269,49 @@ mod tests {
         through(chunks)
             .ok()
             .and_then(|out| String::from_utf8(out).ok())
+    }
+
+    /// What the parser is handed for a whole stream cut into `chunks`,
+    /// its end included.
+    fn to_the_end(chunks: &[&'static [u8]]) -> Vec<u8> {
+        let chunks: Vec<Result<Bytes, std::io::Error>> = chunks
+            .iter()
+            .map(|chunk| Ok(Bytes::from_static(chunk)))
+            .collect();
+        let bytes = futures_util::stream::iter(chunks);
+        let runtime = tokio::runtime::Builder::new_current_thread().build();
+        runtime
+            .map(|rt| {
+                rt.block_on(async {
+                    guarded(bytes, MAX_BODY)
+                        .filter_map(|b| async move { b.ok() })
+                        .collect::<Vec<Bytes>>()
+                        .await
+                        .concat()
+                })
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_stream_ending_inside_a_sequence_ends_with_a_replacement() {
+        // The blank line is a lone CR; what follows it never completes.
+        let out = to_the_end(&[b"data: x\n\r\xCE"]);
+        assert_eq!(out, "data: x\n\r\u{FFFD}".as_bytes());
+        assert_eq!(parsed(out), [(String::new(), "x".to_owned())]);
+    }
+
+    #[test]
+    fn a_stream_ending_on_a_cr_gets_the_lf_that_completes_it() {
+        for chunks in [&[&b"data: x\n\r"[..]][..], &[b"data: x\n", b"\r"]] {
+            let out = to_the_end(chunks);
+            assert_eq!(out, b"data: x\n\r\n");
+            assert_eq!(parsed(out), [(String::new(), "x".to_owned())]);
+        }
+        // A CR that only ends a line ends no event.
+        assert_eq!(parsed(to_the_end(&[b"data: x\r"])), []);
+        // A stream cut inside what could have been a byte order mark.
+        assert_eq!(to_the_end(&[b"\xEF\xBB"]), "\u{FFFD}".as_bytes());
     }
 
     #[test]
