@@ -10,4 +10,5 @@ pub mod bridge;
 pub mod client;
 pub mod gateway;
 pub mod observe;
+pub(crate) mod random;
 pub mod server;

@@ -56,7 +56,5 @@ pub use upstream::{Connector, ConnectorError};
 /// must mean nothing to anyone who did not receive them. `None` when the
 /// system has no entropy to give.
 fn random_hex() -> Option<String> {
-    let mut bytes = [0_u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::application::random::secret_hex()
 }

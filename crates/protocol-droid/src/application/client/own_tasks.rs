@@ -153,7 +153,8 @@ impl OwnTasks {
         if tasks.len() >= MAX_OWN_TASKS && !forget_oldest_ended(&mut tasks) {
             return Err(Some(Value::Object(params)));
         }
-        let id = new_id();
+        // Unguessable; unique without entropy.
+        let id = crate::application::random::unique_hex();
         // Spawned under the table's lock, so the handler's end, which takes
         // it, always finds its entry.
         let running = {
@@ -384,23 +385,6 @@ fn timestamp(ms: u64) -> String {
         .ok()
         .and_then(|at| at.format(&Rfc3339).ok())
         .unwrap_or_default()
-}
-
-/// A task id nobody can guess: 16 random bytes in hex.
-fn new_id() -> String {
-    let mut random = [0_u8; 16];
-    // Without entropy, still unique: the time and a counter.
-    if getrandom::fill(&mut random).is_err() {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        for (slot, byte) in random
-            .iter_mut()
-            .zip(now_ms().to_be_bytes().into_iter().chain(n.to_be_bytes()))
-        {
-            *slot = byte;
-        }
-    }
-    random.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -592,7 +592,9 @@ impl Sessions {
         };
         // Checked first, so a refused session costs nothing.
         self.room_for(&quota, share)?;
-        let id = mint_id().ok_or(Full::Server)?;
+        // 128 bits from the CSPRNG, as hex (visible ASCII, as the spec
+        // requires); none without entropy.
+        let id = crate::application::random::secret_hex().ok_or(Full::Server)?;
         self.admit(server, id, transport, opener.principal_key(), quota, share)
     }
 
@@ -909,12 +911,4 @@ pub(super) fn spawn_reaper(sessions: &Arc<Sessions>, idle: Duration) {
             }
         }
     });
-}
-
-/// A session id: 128 bits from the operating system's CSPRNG, as hex (all
-/// visible ASCII, as the spec requires).
-fn mint_id() -> Option<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

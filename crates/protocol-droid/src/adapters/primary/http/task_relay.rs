@@ -306,7 +306,12 @@ fn take_back(sessions: &Sessions, session: &str, task: &str, watch: &str, messag
 /// `None` where sessions are not shared.
 pub(super) fn announce(sessions: &Sessions, session: &str, task: &str) -> Option<Announced> {
     let shared = sessions.shared.clone()?;
-    let watch = watch_id(&shared.instance);
+    // No other stream's, on any instance.
+    let watch = format!(
+        "{}/{}",
+        shared.instance,
+        crate::application::random::unique_hex()
+    );
     let start = Relayed::Watch {
         session: session.to_owned(),
         task: task.to_owned(),
@@ -337,19 +342,4 @@ pub(super) fn announce(sessions: &Sessions, session: &str, task: &str) -> Option
 /// A `tasks/result` told to the other instances; dropped, its end is told.
 pub(super) struct Announced {
     _ended: oneshot::Sender<()>,
-}
-
-/// A name for one stream no other's can have: this instance's name and 16
-/// random bytes in hex (a counter's, should there be no randomness).
-fn watch_id(instance: &str) -> String {
-    let mut random = [0_u8; 16];
-    if getrandom::fill(&mut random).is_err() {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        for (slot, byte) in random.iter_mut().zip(n.to_be_bytes()) {
-            *slot = byte;
-        }
-    }
-    let random: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
-    format!("{instance}/{random}")
 }

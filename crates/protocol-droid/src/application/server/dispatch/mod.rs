@@ -952,7 +952,7 @@ impl Connection {
                 "the shared idempotency record is unavailable; retry",
             )
         };
-        let token = admission_token()
+        let token = crate::application::random::secret_hex()
             .ok_or_else(|| ErrorObject::from(Refusal::internal("no randomness for a token")))?;
         match ledger
             .admit(
@@ -1209,13 +1209,6 @@ const CALL_LEASE: std::time::Duration = std::time::Duration::from_secs(15);
 /// How often a running call's lease is renewed: three times a lease, so a
 /// renewal or two lost to a slow store does not let it lapse.
 const CALL_RENEWAL: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// A random token of one admission: 128 bits, as hex.
-fn admission_token() -> Option<String> {
-    let mut bytes = [0_u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
 
 /// Renews a running call's lease every [`CALL_RENEWAL`] until aborted, or
 /// until the lease is found lost.

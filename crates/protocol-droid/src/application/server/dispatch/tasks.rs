@@ -470,21 +470,8 @@ fn running(tasks: &Arc<Tasks>, owner: String, record: &TaskRecord) -> TaskMode {
     })
 }
 
-/// This process's name among all that keep tasks in one store: 16 random
-/// bytes in hex, drawn once (a clock reading, should there be no
-/// randomness).
+/// This process's name among all that keep tasks in one store, drawn once.
 fn process_name() -> &'static str {
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| {
-        let mut random = [0_u8; 16];
-        if getrandom::fill(&mut random).is_err() {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            for (slot, byte) in random.iter_mut().zip(now.to_be_bytes()) {
-                *slot = byte;
-            }
-        }
-        random.iter().map(|byte| format!("{byte:02x}")).collect()
-    })
+    NAME.get_or_init(crate::application::random::unique_hex)
 }

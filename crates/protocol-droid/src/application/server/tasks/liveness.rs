@@ -70,18 +70,8 @@ pub(super) struct Liveness {
 
 /// A fresh name for this process, as an instance called `instance`.
 pub(super) fn runner_name(instance: &str) -> String {
-    // Unique, not secret: without randomness, the process id and the time
-    // do.
-    let mut token = [0_u8; 8];
-    let token = match getrandom::fill(&mut token) {
-        Ok(()) => token.iter().map(|b| format!("{b:02x}")).collect(),
-        Err(_) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |since| since.as_nanos());
-            format!("{}-{now}", std::process::id())
-        }
-    };
+    // Unique, not secret.
+    let token = crate::application::random::unique_hex();
     format!("{instance}/{token}")
 }
 

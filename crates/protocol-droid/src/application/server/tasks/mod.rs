@@ -20,7 +20,6 @@ pub(crate) mod store;
 pub(crate) mod wire;
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt as _;
@@ -983,23 +982,11 @@ impl Tasks {
 }
 
 /// A new task id: the creation time, so ids sort by it (a listing pages in
-/// creation order), then 128 random bits, so no id can be guessed.
+/// creation order), then 128 random bits, so no id can be guessed (without
+/// entropy it is still unique, and the owner check still keeps it from
+/// anyone else).
 fn new_id(now_ms: u64) -> String {
-    let mut random = [0_u8; 16];
-    // Without entropy the id is still unique (time and a counter) but
-    // guessable; the owner check still keeps it from anyone else.
-    if getrandom::fill(&mut random).is_err() {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        for (slot, byte) in random.iter_mut().zip(n.to_be_bytes()) {
-            *slot = byte;
-        }
-    }
-    let mut id = format!("{now_ms:012x}");
-    for byte in random {
-        let _infallible = write!(id, "{byte:02x}");
-    }
-    id
+    format!("{now_ms:012x}{}", crate::application::random::unique_hex())
 }
 
 /// A 2026-07-28 question parked on a task, waiting for its answer.
