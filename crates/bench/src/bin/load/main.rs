@@ -229,7 +229,9 @@ fn main() -> anyhow::Result<()> {
     if counting && !instructions::available() {
         log("valgrind is not installed: instructions per call are not counted");
     } else if counting {
-        for target in [Target::Droid, Target::Rmcp] {
+        // The gateway and the bridge are counted alone, their upstream not:
+        // what each adds to a call in its own process.
+        for target in [Target::Droid, Target::Rmcp, Target::Gateway, Target::Bridge] {
             let per_call = runtime
                 .block_on(instructions::per_call(
                     &options.binaries,
@@ -442,6 +444,17 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
             number(rmcp, 0),
             droid / rmcp,
         );
+    }
+    for via in [Target::Gateway, Target::Bridge] {
+        if let (Some(droid), Some(through)) = (counted(Target::Droid), counted(via)) {
+            let _ = writeln!(
+                out,
+                "| stdio, 64 in flight, under callgrind, `droid {}` alone (its upstream not counted) | instructions per call | {} | — | — | {:.2} × `droid serve` |",
+                via.name(),
+                number(through, 0),
+                through / droid,
+            );
+        }
     }
     overhead_table(results, Target::Gateway, "`droid gateway`", &mut out);
     overhead_table(results, Target::Bridge, "`droid bridge`", &mut out);
