@@ -282,8 +282,11 @@ impl Bridge {
         let leg = Leg::new(call.peer.negotiated(), call.peer.profile());
         let mut params = upstream_params(method, params, version);
         self.carry_trace(&mut params, call);
+        // What is awaited only now and then is boxed, here and below, so
+        // that this future, moved whole at every step up to the runtime,
+        // stays small.
         if let Some(lease) = lease.as_ref().filter(|_| version.era() == Era::Legacy) {
-            self.settle_level(&lease.upstream, call).await;
+            Box::pin(self.settle_level(&lease.upstream, call)).await;
         }
         let as_task = match lease.as_ref() {
             Some(_) if method == "tools/call" => self.runs_as_task(&params).await,
@@ -317,14 +320,16 @@ impl Bridge {
             };
             let work = async {
                 match (parked, lease) {
-                    (Some(Resumption::Here(flight)), _) => rounds
-                        .legacy(call, method, params, Start::Parked(flight))
-                        .await
-                        .map(|outcome| outcome.map(Answer::Parsed)),
-                    (Some(Resumption::Elsewhere(elsewhere)), _) => rounds
-                        .resume_elsewhere(call, elsewhere)
-                        .await
-                        .map(|outcome| outcome.map(Answer::Parsed)),
+                    (Some(Resumption::Here(flight)), _) => {
+                        Box::pin(rounds.legacy(call, method, params, Start::Parked(flight)))
+                            .await
+                            .map(|outcome| outcome.map(Answer::Parsed))
+                    }
+                    (Some(Resumption::Elsewhere(elsewhere)), _) => {
+                        Box::pin(rounds.resume_elsewhere(call, elsewhere))
+                            .await
+                            .map(|outcome| outcome.map(Answer::Parsed))
+                    }
                     (None, Some(lease)) if version.era() == Era::Modern => {
                         rounds.modern(call, method, params, &lease).await
                     }
@@ -356,7 +361,7 @@ impl Bridge {
                 if error.code == ErrorCode::URL_ELICITATION_REQUIRED
                     && leg.version.era() == Era::Modern =>
             {
-                return Err(url_round(call, error).await);
+                return Err(Box::pin(url_round(call, error)).await);
             }
             Err(error) => return Err(upstream_error(error, &leg)),
         };
@@ -394,7 +399,11 @@ impl Bridge {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return false;
         };
-        self.task_support(name).await == crate::wire::tools::TaskSupport::Required
+        let support = match self.known_task_support(name) {
+            Some(support) => support,
+            None => Box::pin(self.task_support(name)).await,
+        };
+        support == crate::wire::tools::TaskSupport::Required
     }
 
     /// Sets a legacy upstream's session log level to what the request

@@ -674,7 +674,7 @@ impl Rounds<'_> {
                         }
                     };
                     let asking = asking.get_or_insert_with(|| asking_call(call));
-                    match asking.ask_all(questions).await {
+                    match Box::pin(asking.ask_all(questions)).await {
                         Ok(answers) => {
                             let keys: Vec<String> =
                                 flight.open.iter().map(|(k, _)| k.clone()).collect();
@@ -792,7 +792,7 @@ impl Rounds<'_> {
                         "asked": asked, "answered": answered,
                         "upstream": upstream_state, "rounds": rounds,
                     }));
-                    let answers = asking.ask_all(questions).await?;
+                    let answers = Box::pin(asking.ask_all(questions)).await?;
                     for ((key, _), answer) in missing.into_iter().zip(answers) {
                         answered.insert(key, answer);
                     }
@@ -823,7 +823,7 @@ impl Rounds<'_> {
                 Err(ClientError::Server(error))
                     if method == "tools/call" && error.code == ErrorCode::HEADER_MISMATCH =>
                 {
-                    if let Err(error) = client.refresh_tools().await {
+                    if let Err(error) = Box::pin(client.refresh_tools()).await {
                         return Ok(Err(error));
                     }
                     match client.request_answer(method, request(), &options).await {
@@ -847,7 +847,7 @@ impl Rounds<'_> {
                 // The bridge's call becomes a task now, if it was waiting
                 // to (its client's request is answered with it).
                 call.continue_as_task().await;
-                return self.follow_task(call, client, &created).await;
+                return Box::pin(self.follow_task(call, client, &created)).await;
             }
             let complete = kind.as_deref() != Some("input_required");
             if complete && method != "tools/list" {

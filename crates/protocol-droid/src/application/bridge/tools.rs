@@ -77,22 +77,30 @@ impl Bridge {
     /// when none are known yet. Only a 2025-11-25 upstream that declares
     /// tasks says: a 2026-07-28 tool definition has no such field.
     pub(super) async fn task_support(&self, name: &str) -> TaskSupport {
+        if let Some(known) = self.known_task_support(name) {
+            return known;
+        }
+        self.learn_tools().await;
+        self.known_task_support(name)
+            .unwrap_or(TaskSupport::Forbidden)
+    }
+
+    /// How the upstream's tool `name` may run as a task, if that is known
+    /// without listing the tools: `None` only while a 2025-11-25 upstream
+    /// that runs tasks has not been listed yet.
+    pub(super) fn known_task_support(&self, name: &str) -> Option<TaskSupport> {
         if self.upstream_tasks_extension() {
             // A 2026-07-28 server decides per call; the bridge runs any call
             // as a task of its own, which waits for the server's if it
             // makes one.
-            return TaskSupport::Optional;
+            return Some(TaskSupport::Optional);
         }
         if !self.upstream_offers_tasks() {
-            return TaskSupport::Forbidden;
-        }
-        if lock(&self.inner.task_tools).is_none() {
-            self.learn_tools().await;
+            return Some(TaskSupport::Forbidden);
         }
         lock(&self.inner.task_tools)
             .as_ref()
-            .and_then(|tools| tools.get(name).copied())
-            .unwrap_or(TaskSupport::Forbidden)
+            .map(|tools| tools.get(name).copied().unwrap_or(TaskSupport::Forbidden))
     }
 
     /// Whether the upstream runs tool calls as tasks: 2025-11-25's

@@ -138,7 +138,9 @@ impl Forwarding {
         params: JsonObject,
         call: &Call,
     ) -> Result<Value, CallError> {
-        let forwarded = target.bridge.forward_call(method, params, call);
+        // Boxed: carried inline, the bridge's future would be held twice
+        // over in this one, and copied whole at every move.
+        let forwarded = Box::pin(target.bridge.forward_call(method, params, call));
         upstream_call(&*self.observer, &target.name, method, forwarded).await
     }
 

@@ -292,7 +292,10 @@ impl Gateway {
         let mut params = JsonObject::new();
         params.insert("name".to_owned(), Value::String(name));
         params.insert("arguments".to_owned(), Value::Object(arguments));
-        let forwarded = bridge.forward_tool_call(params, call);
+        // Boxed: carried inline, the bridge's future would be held twice
+        // over in this one, and copied whole at every move up to the
+        // runtime (each call's handler future is moved several times).
+        let forwarded = Box::pin(bridge.forward_tool_call(params, call));
         let observer = self.inner.server.observer();
         match upstream_call(&**observer, &upstream, "tools/call", forwarded).await {
             Ok(Ok(mut result)) => {
