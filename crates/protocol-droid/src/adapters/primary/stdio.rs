@@ -462,7 +462,9 @@ impl Reader {
                     self.outbox.answer(answer.into_value()).await;
                 }
             }
-            Ok(Incoming::Batch(items)) => self.batch(items).await,
+            // Boxed: a batch is rare, and inline it would make every
+            // message's future larger than the message alone needs.
+            Ok(Incoming::Batch(items)) => Box::pin(self.batch(items)).await,
         }
     }
 

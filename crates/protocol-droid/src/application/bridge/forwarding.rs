@@ -46,6 +46,11 @@ impl Forward for Forwarding {
             .and_then(|b| lock(&b.inner.tools).get(name).cloned())
     }
 
+    fn knows_tool(&self, name: &str) -> bool {
+        self.bridge()
+            .is_some_and(|b| lock(&b.inner.tools).contains_key(name))
+    }
+
     fn capabilities(&self, version: ProtocolVersion) -> Option<JsonObject> {
         self.bridge().map(|b| b.offered_capabilities(version))
     }

@@ -77,6 +77,13 @@ pub trait Forward: Send + Sync {
         None
     }
 
+    /// Whether the tool called `name` is known, as [`tool`](Self::tool)
+    /// would find it: asked on every call, so a forwarder that can answer
+    /// without copying the definition should.
+    fn knows_tool(&self, name: &str) -> bool {
+        self.tool(name).is_some()
+    }
+
     /// How the tool `name` may run as a task, as its server says: a call
     /// of it is then run as a task of this server's own when the client
     /// takes tasks, with the forwarded call as the task's work (see

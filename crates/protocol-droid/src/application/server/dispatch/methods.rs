@@ -269,7 +269,7 @@ impl Connection {
             // A bridge's tools are its upstream's: counted as the server's
             // own would be, once the caller may call them at all.
             if let Named::Tool(tool) = named {
-                let known = forward.tool(tool).is_some();
+                let known = forward.knows_tool(tool);
                 self.server.admit_tool(&ctx, tool, known)?;
                 // A task is this server's own, whatever the upstream speaks:
                 // the forwarded call is its work.

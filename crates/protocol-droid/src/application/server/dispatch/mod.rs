@@ -1063,9 +1063,11 @@ impl Connection {
             .unwrap_or_default();
         let result = match request {
             ClientRequest::Discover => Ok(Reply::Value(self.discover(version))),
+            // Boxed, as the task requests below: a stream held open is
+            // rare beside calls, and inline its future would be most of the
+            // one every request of this era moves.
             ClientRequest::Listen => {
-                return self
-                    .listen(&id, &params, &peer, &ctx)
+                return Box::pin(self.listen(&id, &params, &peer, &ctx))
                     .await
                     .map(Reply::Value);
             }
