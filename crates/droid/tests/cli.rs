@@ -750,6 +750,54 @@ fn call_with_wrong_header(mode: &str, tool: &str) -> Result<String, TestError> {
     raw_post(&address, &headers, &body)
 }
 
+/// The server a session talks to through the gateway is the gateway: a
+/// 2026-07-28 result names it in `_meta`, whatever the upstream put there,
+/// and a legacy client is told no server's name in a result at all.
+#[test]
+fn a_result_through_the_gateway_names_the_gateway_not_its_upstream() -> Result<(), TestError> {
+    const MODERN_META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let config = fixture_gateway("server-info", "default", "on-first-use")?;
+    let config = config.to_string_lossy().into_owned();
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"fixture/test_simple_text",{MODERN_META}}}}}"#
+    );
+    let prompt = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{{"name":"fixture/test_simple_prompt",{MODERN_META}}}}}"#
+    );
+    let out = droid_with_input(&["gateway", "--config", &config], &lines(&[&call, &prompt]))?;
+    let (modern, text) = replies(&out)?;
+    assert_eq!(modern.len(), 2, "{text}");
+    for reply in &modern {
+        assert!(reply["result"].is_object(), "{text}");
+        assert_eq!(
+            reply["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "droid-gateway",
+            "{text}"
+        );
+    }
+    let legacy_call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fixture/test_simple_text"}}"#;
+    let legacy_prompt = r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"fixture/test_simple_prompt"}}"#;
+    let input = lines(&[
+        &initialize("2025-11-25"),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        legacy_call,
+        legacy_prompt,
+    ]);
+    let out = droid_with_input(&["gateway", "--config", &config], &input)?;
+    let _removed = std::fs::remove_file(&config);
+    let (legacy, text) = replies(&out)?;
+    assert_eq!(legacy.len(), 3, "{text}");
+    for reply in &legacy[1..] {
+        assert!(reply["result"].is_object(), "{text}");
+        assert!(
+            reply["result"]["_meta"]
+                .get("io.modelcontextprotocol/serverInfo")
+                .is_none(),
+            "{text}"
+        );
+    }
+    Ok(())
+}
+
 /// A 2026-07-28 call's `Mcp-Param-*` headers are checked only against tools
 /// its caller can see: a deferred gateway tool answers a wrong header as a
 /// missing tool does, so the header check cannot reveal it.

@@ -28,7 +28,7 @@ use super::state::{State, link_error, lock};
 use super::upstream::UpstreamHealth;
 use crate::application::bridge::Bridge;
 use crate::application::observe::{SharedObserver, upstream_call};
-use crate::application::server::{Call, CallError, Forward, every_capability};
+use crate::application::server::{Call, CallError, Forward, SERVER_INFO_META, every_capability};
 use crate::domain::ir::{ContentBlock, JsonObject, ResourceContents};
 use crate::domain::{Capability, ProtocolVersion, Refusal, SessionId, Unknown};
 
@@ -141,7 +141,16 @@ impl Forwarding {
         // Boxed: carried inline, the bridge's future would be held twice
         // over in this one, and copied whole at every move.
         let forwarded = Box::pin(target.bridge.forward_call(method, params, call));
-        upstream_call(&*self.observer, &target.name, method, forwarded).await
+        let mut answer = upstream_call(&*self.observer, &target.name, method, forwarded).await?;
+        if let Value::Object(result) = &mut answer {
+            if let Some(Value::Object(meta)) = result.get_mut("_meta") {
+                unname_upstream(meta);
+                if meta.is_empty() {
+                    result.shift_remove("_meta");
+                }
+            }
+        }
+        Ok(answer)
     }
 
     async fn list(&self, method: &str, params: JsonObject, call: Call) -> Result<Value, CallError> {
@@ -356,6 +365,13 @@ pub(super) fn rename_content(prefix: &str, content: &mut Value) {
         },
         _ => {}
     }
+}
+
+/// Takes the upstream's name for itself out of a result's `_meta`: the
+/// server answering the session is the gateway, which names itself there
+/// for a 2026-07-28 client, and a legacy client is told no server's.
+pub(super) fn unname_upstream(meta: &mut JsonObject) {
+    meta.shift_remove(SERVER_INFO_META);
 }
 
 /// [`rename_content`] for a tool result's blocks read into the model.

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::catalog::{Pins, ToolCatalog};
-use super::forwarding::{Forwarding, rename_blocks};
+use super::forwarding::{Forwarding, rename_blocks, unname_upstream};
 use super::names;
 use super::principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE, Principals};
 use super::state::{Disclosure, DriftReport, Route, State, link_error, lock};
@@ -300,6 +300,12 @@ impl Gateway {
         match upstream_call(&**observer, &upstream, "tools/call", forwarded).await {
             Ok(Ok(mut result)) => {
                 rename_blocks(&prefix, &mut result.content);
+                if let Some(meta) = result.meta.as_mut() {
+                    unname_upstream(meta);
+                    if meta.is_empty() {
+                        result.meta = None;
+                    }
+                }
                 Ok(result)
             }
             Ok(Err(error)) => {
