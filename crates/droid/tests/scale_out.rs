@@ -276,7 +276,9 @@ fn a_store_over_tls_is_shared_and_its_certificate_checked() -> Result<(), TestEr
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stderr}");
     assert!(
-        stderr.contains("--store") && stderr.contains("invalid peer certificate"),
+        stderr.contains("--store")
+            && stderr.contains("unknown issuer")
+            && stderr.contains("--ca-file"),
         "{stderr}"
     );
     Ok(())

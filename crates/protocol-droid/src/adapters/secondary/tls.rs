@@ -198,21 +198,14 @@ pub(crate) fn without_credentials(url: &url::Url) -> String {
 
 /// The most specific cause in `error`'s chain.
 fn cause(error: &reqwest::Error) -> String {
+    if let Some(tls) = tls_error_in(error) {
+        return tls_cause(tls, UPSTREAM_CA_HINT);
+    }
     let mut source: Option<&(dyn StdError + 'static)> = Some(error);
     let mut deepest = None;
     while let Some(current) = source {
-        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
-            return tls_cause(tls);
-        }
         deepest = Some(current);
-        // An io::Error's `source` skips the error it wraps (and the TLS
-        // stack wraps io::Errors in io::Errors), so step into it instead.
-        source = match current.downcast_ref::<std::io::Error>() {
-            Some(io) => io
-                .get_ref()
-                .map(|inner| -> &(dyn StdError + 'static) { inner }),
-            None => current.source(),
-        };
+        source = next_cause(current);
     }
     if error.is_timeout() {
         return "no answer in time".to_owned();
@@ -226,13 +219,47 @@ fn cause(error: &reqwest::Error) -> String {
     deepest.map_or_else(|| error.to_string(), ToString::to_string)
 }
 
-fn tls_cause(error: &rustls::Error) -> String {
+/// How an upstream's client is told to trust a private authority.
+const UPSTREAM_CA_HINT: &str = "name a private CA with --ca-file or ca_file";
+
+/// The error after `error` in its chain. An `io::Error`'s `source` skips
+/// the error it wraps (and the TLS stack wraps `io::Error`s in others), so
+/// this steps into it instead.
+fn next_cause<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a (dyn StdError + 'static)> {
+    match error.downcast_ref::<std::io::Error>() {
+        Some(io) => io
+            .get_ref()
+            .map(|inner| -> &(dyn StdError + 'static) { inner }),
+        None => error.source(),
+    }
+}
+
+/// The TLS error in `error`'s chain, if there is one.
+fn tls_error_in<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
+    let mut source = Some(error);
+    while let Some(current) = source {
+        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        source = next_cause(current);
+    }
+    None
+}
+
+/// What went wrong with TLS in `error`'s chain, as a sentence, if that is
+/// what went wrong; an unknown issuer is told `hint` (how to name a
+/// private authority where `error` came from).
+pub(crate) fn tls_failure(error: &(dyn StdError + 'static), hint: &str) -> Option<String> {
+    tls_error_in(error).map(|tls| tls_cause(tls, hint))
+}
+
+fn tls_cause(error: &rustls::Error, hint: &str) -> String {
     let certificate = |what: &str| format!("TLS: the server's certificate {what}");
     match error {
         rustls::Error::InvalidCertificate(reason) => match reason {
-            CertificateError::UnknownIssuer => certificate(
-                "is signed by an unknown issuer (name a private CA with --ca-file or ca_file)",
-            ),
+            CertificateError::UnknownIssuer => {
+                certificate(&format!("is signed by an unknown issuer ({hint})"))
+            }
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
                 certificate("is not valid for this host name")
             }

@@ -188,7 +188,7 @@ impl RedisStore {
         )
         .await
         .map_err(|_| StoreError::Unavailable(format!("{shown}: no answer in time")))?
-        .map_err(|e| StoreError::Unavailable(format!("{shown}: {e}")))?;
+        .map_err(|e| StoreError::Unavailable(format!("{shown}: {}", connect_failure(&e))))?;
         let [claim, keep_newer, forget_at] = gateway::scripts();
         let store = Self {
             client,
@@ -1012,6 +1012,24 @@ fn platform_roots_pem() -> Vec<u8> {
 
 /// `url` with any password replaced and its query dropped, for logs and
 /// errors: a `redis+unix://` URL carries its password as `?pass=`.
+/// Why connecting failed, as a sentence: a TLS failure named as such (an
+/// unknown issuer with how to trust a private one), else the client's own
+/// words.
+fn connect_failure(error: &redis::RedisError) -> String {
+    const HINT: &str = "name a private CA with --ca-file";
+    if let Some(tls) = crate::adapters::secondary::tls::tls_failure(error, HINT) {
+        return tls;
+    }
+    // The connection manager keeps a failure as text (an error it hands to
+    // every waiter must be cloned), so the TLS error is found in its words:
+    // rustls's own for this one.
+    let words = error.to_string();
+    if words.contains("invalid peer certificate: UnknownIssuer") {
+        return format!("TLS: the server's certificate is signed by an unknown issuer ({HINT})");
+    }
+    words
+}
+
 fn redact(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) => {
