@@ -764,16 +764,7 @@ fn a_result_through_the_gateway_names_the_gateway_not_its_upstream() -> Result<(
     let prompt = format!(
         r#"{{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{{"name":"fixture/test_simple_prompt",{MODERN_META}}}}}"#
     );
-    let out = droid_with_input(&["gateway", "--config", &config], &lines(&[&call, &prompt]))?;
-    let (modern, text) = replies(&out)?;
-    assert_eq!(modern.len(), 2, "{text}");
-    for reply in &modern {
-        assert!(reply["result"].is_object(), "{text}");
-        assert_eq!(
-            reply["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "droid-gateway",
-            "{text}"
-        );
-    }
+    let modern_out = droid_with_input(&["gateway", "--config", &config], &lines(&[&call, &prompt]));
     let legacy_call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fixture/test_simple_text"}}"#;
     let legacy_prompt = r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"fixture/test_simple_prompt"}}"#;
     let input = lines(&[
@@ -782,11 +773,20 @@ fn a_result_through_the_gateway_names_the_gateway_not_its_upstream() -> Result<(
         legacy_call,
         legacy_prompt,
     ]);
-    let out = droid_with_input(&["gateway", "--config", &config], &input)?;
+    let legacy_out = droid_with_input(&["gateway", "--config", &config], &input);
     let _removed = std::fs::remove_file(&config);
-    let (legacy, text) = replies(&out)?;
+    let (modern, text) = replies(&modern_out?)?;
+    assert_eq!(modern.len(), 2, "{text}");
+    for reply in &modern {
+        assert!(reply["result"].is_object(), "{text}");
+        assert_eq!(
+            reply["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "droid-gateway",
+            "{text}"
+        );
+    }
+    let (legacy, text) = replies(&legacy_out?)?;
     assert_eq!(legacy.len(), 3, "{text}");
-    for reply in &legacy[1..] {
+    for reply in legacy.iter().skip(1) {
         assert!(reply["result"].is_object(), "{text}");
         assert!(
             reply["result"]["_meta"]

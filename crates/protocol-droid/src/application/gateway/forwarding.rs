@@ -143,11 +143,12 @@ impl Forwarding {
         let forwarded = Box::pin(target.bridge.forward_call(method, params, call));
         let mut answer = upstream_call(&*self.observer, &target.name, method, forwarded).await?;
         if let Value::Object(result) = &mut answer {
-            if let Some(Value::Object(meta)) = result.get_mut("_meta") {
-                unname_upstream(meta);
-                if meta.is_empty() {
-                    result.shift_remove("_meta");
-                }
+            let emptied = match result.get_mut("_meta") {
+                Some(Value::Object(meta)) => unname_upstream(meta),
+                _ => false,
+            };
+            if emptied {
+                result.shift_remove("_meta");
             }
         }
         Ok(answer)
@@ -370,8 +371,9 @@ pub(super) fn rename_content(prefix: &str, content: &mut Value) {
 /// Takes the upstream's name for itself out of a result's `_meta`: the
 /// server answering the session is the gateway, which names itself there
 /// for a 2026-07-28 client, and a legacy client is told no server's.
-pub(super) fn unname_upstream(meta: &mut JsonObject) {
-    meta.shift_remove(SERVER_INFO_META);
+/// Whether `_meta` is left empty by it, and so is better gone.
+pub(super) fn unname_upstream(meta: &mut JsonObject) -> bool {
+    meta.shift_remove(SERVER_INFO_META).is_some() && meta.is_empty()
 }
 
 /// [`rename_content`] for a tool result's blocks read into the model.

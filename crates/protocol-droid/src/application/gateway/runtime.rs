@@ -300,11 +300,8 @@ impl Gateway {
         match upstream_call(&**observer, &upstream, "tools/call", forwarded).await {
             Ok(Ok(mut result)) => {
                 rename_blocks(&prefix, &mut result.content);
-                if let Some(meta) = result.meta.as_mut() {
-                    unname_upstream(meta);
-                    if meta.is_empty() {
-                        result.meta = None;
-                    }
+                if result.meta.as_mut().is_some_and(unname_upstream) {
+                    result.meta = None;
                 }
                 Ok(result)
             }
