@@ -20,16 +20,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
-# Incremental state only speeds up the next build of the same code; here it
-# would be written once (about 2.5 GB over the steps below) and never read, and
-# a run can fail on a small disk for it.
+# Incremental state only speeds up the next build of the same code; on a
+# fresh checkout (CI) it would be written once (about 2.5 GB over the steps
+# below) and never read, and a run can fail on a small disk for it. Locally,
+# the workspace's own crates build again once when switching between this and
+# a plain `cargo test`.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # Warnings are errors here and only here, so a local build stays usable while
 # a change is in progress.
 export RUSTDOCFLAGS="-D warnings"
 
 # Each heading tells the free space, so a run that fills its disk shows where.
-step() { printf '\n==> %s (%s free)\n' "$*" "$(df -h --output=avail . | tail -n 1 | tr -d ' ')"; }
+step() { printf '\n==> %s (%s free)\n' "$*" "$( (df -h --output=avail . 2>/dev/null || echo '?') | tail -n 1 | tr -d ' ')"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -2,7 +2,9 @@
 //!
 //! A count of instructions does not depend on what else the machine is
 //! doing, so unlike a rate it repeats from run to run on a shared host. The
-//! server runs under `valgrind --tool=callgrind` twice, once for a short
+//! program (a server, or the gateway or the bridge, whose upstream runs as
+//! its child and is not traced: valgrind follows no child process unless
+//! told to) runs under `valgrind --tool=callgrind` twice, once for a short
 //! series of calls and once for a longer one, each with 64 calls
 //! outstanding as in the throughput scenario; the difference divided by the
 //! difference in calls takes start-up, the handshake and shutdown out.

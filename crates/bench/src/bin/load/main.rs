@@ -240,7 +240,7 @@ fn main() -> anyhow::Result<()> {
                 ))
                 .with_context(|| format!("counting instructions of {}", target.name()))?;
             log(&format!(
-                "  instructions per call  {:<5} {per_call:.0}",
+                "  instructions per call  {:<7} {per_call:.0}",
                 target.name()
             ));
             results.instructions.push((target, per_call));
