@@ -1,18 +1,18 @@
 //! `subscriptions/listen`: the one long-lived 2026-07-28 request.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use std::sync::Arc;
-
 use crate::application::server::host::Change;
-use crate::application::server::tasks::{TaskEvent, TaskRecord, wire};
+use crate::application::server::tasks::{TaskEvent, TaskEvents, TaskRecord, wire};
 use crate::application::server::{PeerSession, RequestContext};
 use crate::domain::feature::Feature;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorObject, Message, Notification, RequestId};
+use crate::wire::tasks::TaskStatus;
 
 use super::{Connection, MAX_SUBSCRIPTIONS, SUBSCRIPTION_ID_META};
 
@@ -81,8 +81,10 @@ impl Connection {
             .and_then(Value::as_array)
             .filter(|_| peer.allows(Feature::TasksExtension));
         // Listening before looking: a change between the two is heard.
-        let mut task_events = asked.is_some().then(|| self.server.tasks().events());
-        let mut task_ids = BTreeSet::new();
+        let mut task_events = asked.is_some().then(|| self.server.tasks().events(&owner));
+        // Each watched task's status as last told (or read), so a listener
+        // that missed changes tells only what moved when it reads again.
+        let mut task_ids = BTreeMap::new();
         let mut ended = Vec::new();
         for id in asked
             .into_iter()
@@ -91,7 +93,7 @@ impl Connection {
             .take(MAX_SUBSCRIPTIONS)
         {
             if let Ok(Some(record)) = self.server.tasks().get(&owner, id).await {
-                task_ids.insert(id.to_owned());
+                task_ids.insert(id.to_owned(), (record.status, record.updated_ms));
                 if record.is_terminal() {
                     ended.push(record);
                 }
@@ -100,7 +102,10 @@ impl Connection {
         if task_ids.is_empty() {
             task_events = None;
         } else {
-            honoured.insert("taskIds".to_owned(), json!(task_ids));
+            honoured.insert(
+                "taskIds".to_owned(),
+                json!(task_ids.keys().collect::<Vec<_>>()),
+            );
         }
         // Watching through a forwarder means watching upstream too, for as
         // long as this listen lasts, however it ends.
@@ -120,13 +125,18 @@ impl Connection {
                 change = changes.recv() => change,
                 event = next_event(&mut task_events) => {
                     match event {
-                        Ok(event) if event.record.owner == owner && task_ids.contains(&event.record.id) => {
-                            task_notification(peer, &event.record, &tag);
+                        Some(event) => {
+                            if let Some(told) = task_ids.get_mut(&event.record.id) {
+                                *told = (event.record.status, event.record.updated_ms);
+                                task_notification(peer, &event.record, &tag);
+                            }
                         }
-                        Err(broadcast::error::RecvError::Closed) => task_events = None,
-                        // Another caller's task, or missed changes: a
-                        // client polls what it missed.
-                        _ => {}
+                        None => task_events = None,
+                    }
+                    if task_events.as_ref().is_some_and(TaskEvents::missed) {
+                        // Changes were dropped for this listener's queue
+                        // being full: what it watches is read again.
+                        self.tell_moved(&owner, &mut task_ids, peer, &tag).await;
                     }
                     continue;
                 }
@@ -186,10 +196,31 @@ fn task_notification(peer: &PeerSession, record: &TaskRecord, tag: &Value) {
     }));
 }
 
+impl Connection {
+    /// Reads `watched` tasks of `owner`'s again and tells the listener of
+    /// each whose status moved since it was last told.
+    async fn tell_moved(
+        &self,
+        owner: &str,
+        watched: &mut BTreeMap<String, (TaskStatus, u64)>,
+        peer: &PeerSession,
+        tag: &Value,
+    ) {
+        for (id, told) in watched.iter_mut() {
+            let Ok(Some(record)) = self.server.tasks().get(owner, id).await else {
+                continue;
+            };
+            let now = (record.status, record.updated_ms);
+            if now != *told {
+                *told = now;
+                task_notification(peer, &record, tag);
+            }
+        }
+    }
+}
+
 /// The next task change, or never when the listen watches no task.
-async fn next_event(
-    events: &mut Option<broadcast::Receiver<Arc<TaskEvent>>>,
-) -> Result<Arc<TaskEvent>, broadcast::error::RecvError> {
+async fn next_event(events: &mut Option<TaskEvents>) -> Option<Arc<TaskEvent>> {
     match events {
         Some(events) => events.recv().await,
         None => std::future::pending().await,

@@ -15,6 +15,7 @@
 //! channels its answers arrive on) is kept here, beside it. Rendering a
 //! record in each era's shape is `wire`'s.
 
+mod listeners;
 mod liveness;
 pub(crate) mod store;
 pub(crate) mod wire;
@@ -24,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt as _;
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 
 use super::shared::{EVERY_INSTANCE, Relay};
@@ -35,6 +36,8 @@ use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{Era, Refusal};
 use crate::wire::tasks::TaskStatus;
 
+use listeners::Listeners;
+pub(crate) use listeners::TaskEvents;
 use liveness::Liveness;
 pub use store::{MemoryTaskStore, StoreBounds, TaskOutcome, TaskRecord, TaskStore, TaskStoreError};
 
@@ -65,10 +68,6 @@ impl Default for TaskLimits {
     }
 }
 
-/// How many task changes a slow listener may fall behind by; one that falls
-/// further loses the oldest (a client polls what it missed).
-const EVENT_BACKLOG: usize = 256;
-
 /// A change of one task's status, as listeners hear it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct TaskEvent {
@@ -85,8 +84,9 @@ pub(crate) struct Tasks {
     store: Arc<dyn TaskStore>,
     limits: TaskLimits,
     live: Mutex<HashMap<String, Live>>,
-    /// Every change of status of a task run here, for `subscriptions/listen`.
-    events: broadcast::Sender<Arc<TaskEvent>>,
+    /// Who hears of each change of status of a task run here (or told of
+    /// by another instance), for `subscriptions/listen`: each owner's own.
+    listeners: Arc<Listeners>,
     /// Held across each read-modify-write of a record, so a status change
     /// never writes over another made at the same time.
     writes: tokio::sync::Mutex<()>,
@@ -210,12 +210,11 @@ impl Tasks {
     /// A runtime keeping its tasks in `store`.
     #[must_use]
     pub(crate) fn new(store: Arc<dyn TaskStore>, limits: TaskLimits) -> Self {
-        let (events, _) = broadcast::channel(EVENT_BACKLOG);
         Self {
             store,
             limits,
             live: Mutex::default(),
-            events,
+            listeners: Arc::default(),
             writes: tokio::sync::Mutex::new(()),
             shared: std::sync::OnceLock::new(),
             heard: std::sync::OnceLock::new(),
@@ -326,7 +325,7 @@ impl Tasks {
             }
             TaskMessage::Changed { id, owner } => {
                 let runs_here = self.live.lock().is_ok_and(|l| l.contains_key(&id));
-                if !runs_here && self.events.receiver_count() == 0 {
+                if !runs_here && !self.listeners.any_for(&owner) {
                     return;
                 }
                 let Ok(Some(record)) = self.store().get(&owner, &id, now_ms()).await else {
@@ -344,9 +343,7 @@ impl Tasks {
                         live.status.send_replace(record.status);
                     }
                 }
-                if self.events.receiver_count() > 0 {
-                    let _listeners = self.events.send(Arc::new(TaskEvent { record }));
-                }
+                self.listeners.publish(&record);
             }
         }
     }
@@ -374,10 +371,11 @@ impl Tasks {
         }
     }
 
-    /// Every change of status of the tasks run here, from now on.
+    /// Every change of status of `owner`'s tasks run here (or told of by
+    /// another instance), from now on.
     #[must_use]
-    pub(crate) fn events(&self) -> broadcast::Receiver<Arc<TaskEvent>> {
-        self.events.subscribe()
+    pub(crate) fn events(&self, owner: &str) -> TaskEvents {
+        self.listeners.listen(owner)
     }
 
     /// A new task of `owner`'s, kept `ttl_ms` (or the default), working;
@@ -948,11 +946,7 @@ impl Tasks {
     fn changed(&self, record: &TaskRecord, notify: Option<&StatusNotifier>) {
         // Nobody listening is no failure (a client polls), and then the
         // record, result and all, is not copied for nobody.
-        if self.events.receiver_count() > 0 {
-            let _listeners = self.events.send(Arc::new(TaskEvent {
-                record: record.clone(),
-            }));
-        }
+        self.listeners.publish(record);
         if let Some(notify) = notify {
             notify(record);
         }
