@@ -119,6 +119,13 @@ pub struct RedisOptions {
     /// as [`Trust::private_authorities_pem`](crate::adapters::secondary::tls::Trust::private_authorities_pem)
     /// gives them.
     pub private_authorities: Option<Vec<u8>>,
+    /// How often each subscription that carries messages from the other
+    /// instances is proven alive (20 s): a probe is published to it, and a
+    /// subscription that does not hear it within half as long again is
+    /// opened afresh. A connection that died without closing (a network
+    /// partition, a balancer or NAT dropping an idle flow) would otherwise
+    /// leave the instance deaf to the others, believing it listens.
+    pub relay_probe: Duration,
 }
 
 impl Default for RedisOptions {
@@ -127,6 +134,7 @@ impl Default for RedisOptions {
             prefix: "droid:".to_owned(),
             timeout: Duration::from_secs(2),
             private_authorities: None,
+            relay_probe: Duration::from_secs(20),
         }
     }
 }
@@ -140,6 +148,7 @@ pub struct RedisStore {
     shown: String,
     prefix: String,
     timeout: Duration,
+    relay_probe: Duration,
     replace_ring: Arc<redis::Script>,
     answer_round: Arc<redis::Script>,
     fetch_session: Arc<redis::Script>,
@@ -196,6 +205,7 @@ impl RedisStore {
             shown,
             prefix: options.prefix,
             timeout: options.timeout,
+            relay_probe: options.relay_probe.max(Duration::from_millis(100)),
             replace_ring: Arc::new(redis::Script::new(REPLACE_RING)),
             answer_round: Arc::new(redis::Script::new(ANSWER_ROUND)),
             fetch_session: Arc::new(redis::Script::new(FETCH_SESSION)),
@@ -861,6 +871,7 @@ impl Relay for RedisStore {
             let first = self.subscribe(&channel).await?;
             let (tx, rx) = mpsc::channel(RELAY_BACKLOG);
             let store = self.clone();
+            let instance = instance.to_owned();
             tokio::spawn(async move {
                 let mut subscription = Some(first);
                 loop {
@@ -878,11 +889,19 @@ impl Relay for RedisStore {
                         }
                     };
                     let mut messages = pubsub.into_on_message();
+                    let mut probing = Probing::new(store.relay_probe);
                     loop {
                         tokio::select! {
                             message = messages.next() => {
-                                let Some(message) = message else { break };
+                                let Some(message) = message else {
+                                    tracing::warn!(target: "droid", "the relay's subscription ended; subscribing again");
+                                    break;
+                                };
                                 let Ok(text) = message.get_payload::<String>() else { continue };
+                                if text.starts_with(PROBE) {
+                                    probing.heard(&text);
+                                    continue;
+                                }
                                 if tx.try_send(text).is_err() {
                                     if tx.is_closed() {
                                         return;
@@ -890,14 +909,91 @@ impl Relay for RedisStore {
                                     tracing::warn!(target: "droid", "a relayed message was dropped: the backlog is full");
                                 }
                             }
+                            () = probing.due() => {
+                                let probe = probing.next_probe();
+                                match store.send(&instance, &probe).await {
+                                    // Not even this subscription is there.
+                                    Ok(0) => {
+                                        tracing::warn!(target: "droid", "the relay's subscription is gone from the store; subscribing again");
+                                        break;
+                                    }
+                                    Ok(_) => probing.sent(probe),
+                                    // The store is away: nothing can be proven now,
+                                    // and the next probe tries again.
+                                    Err(_) => probing.not_sent(),
+                                }
+                            }
+                            () = probing.overdue() => {
+                                tracing::warn!(target: "droid", "the relay's subscription stopped hearing its own probe; subscribing again");
+                                break;
+                            }
                             () = tx.closed() => return,
                         }
                     }
-                    tracing::warn!(target: "droid", "the relay's subscription ended; subscribing again");
                 }
             });
             Ok(rx)
         })
+    }
+}
+
+/// What a probe of a relay's subscription starts with: a relayed message is
+/// JSON, so never this.
+const PROBE: &str = "\u{0}probe ";
+
+/// When a relay's subscription is next proven alive, and the probe it
+/// waits to hear.
+struct Probing {
+    every: Duration,
+    next: tokio::time::Instant,
+    waiting: Option<(String, tokio::time::Instant)>,
+}
+
+impl Probing {
+    fn new(every: Duration) -> Self {
+        Self {
+            every,
+            next: tokio::time::Instant::now() + every,
+            waiting: None,
+        }
+    }
+
+    /// Ready when a probe is due and none is waiting to be heard.
+    async fn due(&self) {
+        if self.waiting.is_some() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep_until(self.next).await;
+    }
+
+    /// Ready when the probe sent was not heard in time.
+    async fn overdue(&self) {
+        match &self.waiting {
+            Some((_, by)) => tokio::time::sleep_until(*by).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn next_probe(&self) -> String {
+        format!("{PROBE}{}", crate::application::random::unique_hex())
+    }
+
+    fn sent(&mut self, probe: String) {
+        let now = tokio::time::Instant::now();
+        self.waiting = Some((probe, now + self.every / 2));
+        self.next = now + self.every;
+    }
+
+    fn not_sent(&mut self) {
+        self.next = tokio::time::Instant::now() + self.every;
+    }
+
+    /// Another instance's probes on a channel every instance hears are
+    /// theirs to wait for, not this one's.
+    fn heard(&mut self, probe: &str) {
+        if self.waiting.as_ref().is_some_and(|(sent, _)| sent == probe) {
+            self.waiting = None;
+        }
     }
 }
 
