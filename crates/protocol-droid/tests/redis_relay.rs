@@ -114,7 +114,9 @@ async fn a_subscription_whose_connection_went_silent_is_opened_afresh() -> Resul
         .to_owned();
     let proxy = Proxy::start(target).await?;
     let options = RedisOptions {
-        relay_probe: Duration::from_millis(600),
+        // Short for the test, long enough that a busy machine does not
+        // reopen the subscription before it is frozen.
+        relay_probe: Duration::from_millis(1500),
         ..RedisOptions::default()
     };
     let store = RedisStore::connect(&format!("redis://{}", proxy.address), options).await?;

@@ -938,7 +938,8 @@ impl Relay for RedisStore {
 }
 
 /// What a probe of a relay's subscription starts with: a relayed message is
-/// JSON, so never this.
+/// JSON, or an answer relayed to a session (its id, which is hex, then the
+/// answer), so never this.
 const PROBE: &str = "\u{0}probe ";
 
 /// When a relay's subscription is next proven alive, and the probe it
@@ -1106,8 +1107,6 @@ fn platform_roots_pem() -> Vec<u8> {
     pem
 }
 
-/// `url` with any password replaced and its query dropped, for logs and
-/// errors: a `redis+unix://` URL carries its password as `?pass=`.
 /// Why connecting failed, as a sentence: a TLS failure named as such (an
 /// unknown issuer with how to trust a private one), else the client's own
 /// words.
@@ -1126,6 +1125,8 @@ fn connect_failure(error: &redis::RedisError) -> String {
     words
 }
 
+/// `url` with any password replaced and its query dropped, for logs and
+/// errors: a `redis+unix://` URL carries its password as `?pass=`.
 fn redact(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) => {

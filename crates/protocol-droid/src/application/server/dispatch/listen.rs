@@ -126,14 +126,17 @@ impl Connection {
                 event = next_event(&mut task_events) => {
                     match event {
                         Some(event) => {
-                            if let Some(told) = task_ids.get_mut(&event.record.id) {
-                                *told = (event.record.status, event.record.updated_ms);
-                                task_notification(peer, &event.record, &tag);
+                            let record = &event.record;
+                            if let Some(told) = task_ids.get_mut(&record.id) {
+                                if worth_telling(record, *told) {
+                                    *told = (record.status, record.updated_ms);
+                                    task_notification(peer, record, &tag);
+                                }
                             }
                         }
                         None => task_events = None,
                     }
-                    if task_events.as_ref().is_some_and(TaskEvents::missed) {
+                    if task_events.as_mut().is_some_and(TaskEvents::missed) {
                         // Changes were dropped for this listener's queue
                         // being full: what it watches is read again.
                         self.tell_moved(&owner, &mut task_ids, peer, &tag).await;
@@ -219,6 +222,18 @@ impl Connection {
     }
 }
 
+/// Whether a change of a watched task is news, against the status and time
+/// last told: one no newer (heard twice, or read since) is not told again,
+/// but an end not yet told always is, whatever the clock of the instance
+/// that wrote it says.
+fn worth_telling(record: &TaskRecord, told: (TaskStatus, u64)) -> bool {
+    let (status, at) = told;
+    if record.status == status && record.updated_ms <= at {
+        return false;
+    }
+    record.updated_ms >= at || record.is_terminal()
+}
+
 /// The next task change, or never when the listen watches no task.
 async fn next_event(events: &mut Option<TaskEvents>) -> Option<Arc<TaskEvent>> {
     match events {
@@ -258,5 +273,55 @@ impl Drop for Watching {
                 forward.subscription(self.session, uri, false);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(status: TaskStatus, updated_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: "t".to_owned(),
+            owner: "o".to_owned(),
+            status,
+            status_message: None,
+            created_ms: 0,
+            updated_ms,
+            ttl_ms: 60_000,
+            poll_interval_ms: 500,
+            input_requests: JsonObject::new(),
+            outcome: None,
+            runner: None,
+        }
+    }
+
+    #[test]
+    fn a_change_is_told_once_and_never_behind_what_was_told() {
+        let told = (TaskStatus::Working, 100);
+        assert!(
+            !worth_telling(&at(TaskStatus::Working, 100), told),
+            "the same, again"
+        );
+        assert!(!worth_telling(&at(TaskStatus::Working, 90), told), "older");
+        assert!(
+            !worth_telling(&at(TaskStatus::InputRequired, 90), told),
+            "an older step"
+        );
+        assert!(
+            worth_telling(&at(TaskStatus::Working, 110), told),
+            "newer, same status"
+        );
+        assert!(
+            worth_telling(&at(TaskStatus::InputRequired, 100), told),
+            "another status, same moment"
+        );
+        assert!(worth_telling(&at(TaskStatus::Completed, 120), told));
+        // Written by an instance whose clock is behind: an end is still an end.
+        assert!(worth_telling(&at(TaskStatus::Cancelled, 50), told));
+        assert!(!worth_telling(
+            &at(TaskStatus::Cancelled, 50),
+            (TaskStatus::Cancelled, 50)
+        ));
     }
 }
