@@ -282,17 +282,8 @@ mod tests {
 
     fn at(status: TaskStatus, updated_ms: u64) -> TaskRecord {
         TaskRecord {
-            id: "t".to_owned(),
-            owner: "o".to_owned(),
             status,
-            status_message: None,
-            created_ms: 0,
-            updated_ms,
-            ttl_ms: 60_000,
-            poll_interval_ms: 500,
-            input_requests: JsonObject::new(),
-            outcome: None,
-            runner: None,
+            ..TaskRecord::working("o", "t", updated_ms)
         }
     }
 

@@ -142,22 +142,9 @@ impl Drop for Registration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::tasks::TaskStatus;
 
     fn record(owner: &str, id: &str) -> TaskRecord {
-        TaskRecord {
-            id: id.to_owned(),
-            owner: owner.to_owned(),
-            status: TaskStatus::Working,
-            status_message: None,
-            created_ms: 0,
-            updated_ms: 0,
-            ttl_ms: 1_000,
-            poll_interval_ms: 500,
-            input_requests: crate::domain::ir::JsonObject::new(),
-            outcome: None,
-            runner: None,
-        }
+        TaskRecord::working(owner, id, 0)
     }
 
     #[tokio::test]

@@ -51,6 +51,26 @@ pub struct TaskRecord {
     pub runner: Option<String>,
 }
 
+#[cfg(test)]
+impl TaskRecord {
+    /// A working task of `owner`'s, last changed at `updated_ms`, for tests.
+    pub(crate) fn working(owner: &str, id: &str, updated_ms: u64) -> Self {
+        Self {
+            id: id.to_owned(),
+            owner: owner.to_owned(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_ms: updated_ms,
+            updated_ms,
+            ttl_ms: 60_000,
+            poll_interval_ms: 500,
+            input_requests: JsonObject::new(),
+            outcome: None,
+            runner: None,
+        }
+    }
+}
+
 impl TaskRecord {
     /// Whether the task has ended: a terminal record never changes again.
     #[must_use]

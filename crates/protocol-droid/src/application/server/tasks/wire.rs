@@ -125,17 +125,8 @@ mod tests {
 
     fn record() -> TaskRecord {
         TaskRecord {
-            id: "t1".to_owned(),
-            owner: "local".to_owned(),
-            status: TaskStatus::Working,
-            status_message: None,
             created_ms: 1_764_028_800_000,
-            updated_ms: 1_764_028_800_500,
-            ttl_ms: 60_000,
-            poll_interval_ms: 500,
-            input_requests: JsonObject::new(),
-            outcome: None,
-            runner: None,
+            ..TaskRecord::working("local", "t1", 1_764_028_800_500)
         }
     }
 
