@@ -64,6 +64,7 @@ class Tasks(ClientExtension):
         self.fill = fill
         self.created: list[str] = []
         self.answered: list[str] = []
+        self.sent: set[tuple[str, str]] = set()
 
     def settings(self) -> dict[str, Any]:
         return {}
@@ -80,12 +81,21 @@ class Tasks(ClientExtension):
                 return types.CallToolResult.model_validate(task.result)
             if task.status in ("failed", "cancelled"):
                 raise MCPError(**(task.error or {"code": -32603, "message": task.status}))
-            if task.status == "input_required" and task.input_requests:
+            # `tasks/update` is eventually consistent: until the instance running the task has
+            # the answers, a read (on another instance, say) still shows their questions. A key
+            # names one question for the task's lifetime, so each is answered once.
+            unanswered = {
+                key: request
+                for key, request in (task.input_requests or {}).items()
+                if (created.task_id, key) not in self.sent
+            }
+            if task.status == "input_required" and unanswered:
                 responses = {}
-                for key, request in task.input_requests.items():
+                for key, request in unanswered.items():
                     schema = request.get("params", {}).get("requestedSchema", {})
                     responses[key] = {"action": "accept", "content": self.fill(schema)}
                     self.answered.append(key)
+                    self.sent.add((created.task_id, key))
                 await ctx.session.send_request(
                     UpdateTask(params=UpdateTaskParams(taskId=created.task_id, inputResponses=responses)),
                     types.EmptyResult,
