@@ -570,12 +570,17 @@ fn a_legacy_sessions_tasks_are_its_own_on_every_instance() -> Result<(), TestErr
 }
 
 /// The next message on an event stream, read as `lines`, that `wanted`
-/// picks.
+/// picks, within half a minute (a stream kept alive by pings never times
+/// out a read).
 fn next_on(
     lines: &mut impl Iterator<Item = std::io::Result<String>>,
     wanted: impl Fn(&Value) -> bool,
 ) -> Result<Value, TestError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
+        if Instant::now() > deadline {
+            return Err("nothing wanted came on the stream within 30 s".into());
+        }
         let line = lines.next().ok_or("the stream ended first")??;
         // A priming event carries no data.
         let Some(data) = line.strip_prefix("data:").map(str::trim) else {
@@ -654,6 +659,66 @@ fn a_tasks_question_reaches_a_tasks_result_waiting_on_another_instance() -> Resu
         Some(&json!("Deleted far.txt.")),
         "{result}"
     );
+    Ok(())
+}
+
+/// A 2025-11-25 task's status reaches its session's standing stream where
+/// that is held: the task runs on a, the client's `GET` stream is on b,
+/// and the task cancelled on a is told on b's stream.
+#[test]
+fn a_tasks_status_reaches_the_stream_another_instance_holds() -> Result<(), TestError> {
+    use std::io::BufRead as _;
+
+    let redis = Redis::start()?;
+    let droids = instances(2, Some(&redis.url()))?;
+    let [a, b] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+
+    let mut stream = TcpStream::connect(b)?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: {b}\r\nAccept: text/event-stream\r\n\
+         Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\
+         Connection: close\r\n\r\n"
+    )?;
+    let mut lines = std::io::BufReader::new(stream).lines();
+    let status = lines.next().ok_or("no answer to the GET")??;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    // The headers sent, the stream is b's.
+    while !lines
+        .next()
+        .ok_or("the GET ended in its headers")??
+        .is_empty()
+    {}
+
+    let call = json!({ "name": "slow_compute", "task": { "ttl": 60_000 },
+                       "arguments": { "seconds": 600, "label": "watched" } });
+    let (created, _) = legacy(a, Some(&session), "tools/call", &call)?;
+    let task = created
+        .body
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("no task: {}", created.raw))?
+        .to_owned();
+    let (cancelled, _) = legacy(
+        a,
+        Some(&session),
+        "tasks/cancel",
+        &json!({ "taskId": task }),
+    )?;
+    assert_eq!(
+        cancelled.body.pointer("/result/status"),
+        Some(&json!("cancelled")),
+        "{}",
+        cancelled.raw
+    );
+    let told = next_on(&mut lines, |m| {
+        m.get("method") == Some(&json!("notifications/tasks/status"))
+            && m.pointer("/params/status") == Some(&json!("cancelled"))
+    })?;
+    assert_eq!(told.pointer("/params/taskId"), Some(&json!(task)), "{told}");
     Ok(())
 }
 

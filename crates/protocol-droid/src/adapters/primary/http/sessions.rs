@@ -23,7 +23,7 @@ use crate::application::server::tasks::wire::related_meta;
 use crate::application::server::{
     AuthContext, CallbackExchange, DynFrameSink, ExchangeError, SharedSessions,
 };
-use crate::application::server::{Connection, Server};
+use crate::application::server::{Change, Connection, Server};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
 use crate::domain::{SessionId, TransportKind};
 
@@ -163,7 +163,6 @@ impl Session {
         }
     }
 
-    /// The session's GET stream, if one is open.
     /// The session's own stream (GET), if one is open.
     pub(super) fn standalone_tx(&self) -> Option<mpsc::Sender<Value>> {
         self.standalone.lock().ok().and_then(|s| s.clone())
@@ -722,7 +721,14 @@ impl Sessions {
         let Some(id) = session.connection().map(|c| c.session()) else {
             return;
         };
-        let forwarder = forward_changes(server, Arc::downgrade(session), id);
+        // A task's status is carried to the instance holding the stream
+        // (see `task_relay`) from a copy of a shared session that holds
+        // none; an HTTP+SSE session is never shared.
+        let shared = self
+            .shared
+            .clone()
+            .filter(|_| session.transport == TransportKind::StreamableHttp);
+        let forwarder = forward_changes(server, Arc::downgrade(session), id, shared);
         if let Ok(mut slot) = session.forwarder.lock() {
             *slot = Some(forwarder);
         }
@@ -875,8 +881,14 @@ impl Sessions {
 
 /// Tells a legacy session about changes to what is offered, and what is
 /// for it alone (its connection's `id`), on its own stream, until the
-/// session is gone.
-fn forward_changes(server: &Server, session: Weak<Session>, id: SessionId) -> AbortHandle {
+/// session is gone. Where the session is `shared` and this copy holds no
+/// stream, a task's status is told to the other instances instead.
+fn forward_changes(
+    server: &Server,
+    session: Weak<Session>,
+    id: SessionId,
+    shared: Option<SharedSessions>,
+) -> AbortHandle {
     let mut feed = server.change_feed(id);
     let task = tokio::spawn(async move {
         while let Some(change) = feed.next().await {
@@ -886,8 +898,21 @@ fn forward_changes(server: &Server, session: Weak<Session>, id: SessionId) -> Ab
             let message = session
                 .connection()
                 .and_then(|c| c.legacy_notification(&change));
-            if let Some(message) = message {
-                let _sent = session.send_standalone(message.into_value());
+            let Some(message) = message else {
+                continue;
+            };
+            let message = message.into_value();
+            match (session.standalone_tx(), &shared) {
+                // A full stream drops it, as on one instance.
+                (Some(stream), _) => {
+                    let _sent = stream.try_send(message);
+                }
+                // Any other change every instance is told itself. In
+                // order: this session's next changes wait for it.
+                (None, Some(shared)) if matches!(change, Change::TaskStatus { .. }) => {
+                    super::task_relay::tell_status(shared, &session.id, message).await;
+                }
+                (None, _) => {}
             }
         }
     });

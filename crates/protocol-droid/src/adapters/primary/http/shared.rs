@@ -22,7 +22,8 @@
 //!   ([`Connection::share_as`](crate::application::server::Connection::share_as)).
 //!
 //! - A 2025-11-25 task's questions reach a `tasks/result` waiting on
-//!   another instance (`task_relay`); its record is the shared task store's.
+//!   another instance, and its status the standing stream another instance
+//!   holds (`task_relay`); its record is the shared task store's.
 //!
 //! What is not shared yet: the standing `GET` stream's own events.
 //! HTTP+SSE sessions stay with the instance that opened them.

@@ -1,5 +1,5 @@
-//! A 2025-11-25 task's questions, carried to the instance where its client
-//! waits.
+//! A 2025-11-25 task's questions and status, carried to the instance where
+//! its client waits.
 //!
 //! A task's handler runs on the instance that took its `tools/call`; the
 //! client's `tasks/result`, whose stream is where the task's questions go
@@ -14,6 +14,10 @@
 //! - the instance whose stream is gone by the time a request arrives sends
 //!   it back (`returned`), and the asker lets go of that one stream and
 //!   holds the request again; so does an asker whose carrying nobody heard.
+//!
+//! A task's `notifications/tasks/status` goes on its session's standing
+//! stream; where the running instance holds none, it is told to every
+//! instance (`status`), and the one holding that stream sends it there.
 //!
 //! The client's answer goes back as any answer does: its id names the
 //! instance that asked (see `shared`). At most once, like everything
@@ -71,6 +75,13 @@ enum Relayed {
         session: String,
         task: String,
         watch: String,
+        message: Value,
+    },
+    /// Send `message`, a task's status notification, on `session`'s
+    /// standing stream, if held there; told by instance `from`.
+    Status {
+        session: String,
+        from: String,
         message: Value,
     },
 }
@@ -166,7 +177,34 @@ fn heard(sessions: &Arc<Sessions>, shared: &SharedSessions, text: &str) {
             watch,
             message,
         } => take_back(sessions, &session, &task, &watch, message),
+        Relayed::Status {
+            session,
+            from,
+            message,
+        } => {
+            if from == shared.instance {
+                return;
+            }
+            // Only where the stream is: every other copy of the session
+            // has none, and drops it.
+            if let Some(held) = sessions.local(&session) {
+                let _sent = held.send_standalone(message);
+            }
+        }
     }
+}
+
+/// Tells every instance `message`, a status notification of a task of
+/// `session`'s, for whichever holds the session's standing stream: this
+/// instance holds none. At most once, as a notification on one instance
+/// is: one nobody holds a stream for is dropped (the client polls).
+pub(super) async fn tell_status(shared: &SharedSessions, session: &str, message: Value) {
+    let status = Relayed::Status {
+        session: session.to_owned(),
+        from: shared.instance.clone(),
+        message,
+    };
+    let _sent = send(shared, EVERYWHERE, &status).await;
 }
 
 /// A `tasks/result` stream on another instance.
