@@ -722,11 +722,11 @@ fn a_tasks_status_reaches_the_stream_another_instance_holds() -> Result<(), Test
     Ok(())
 }
 
-/// A 2026-07-28 request declaring the tasks extension, `name` its routing
-/// header.
+/// A 2026-07-28 request declaring the tasks extension (unless `params`
+/// carry their own `_meta`), `name` its routing header.
 fn with_tasks(address: &str, method: &str, params: &Value, name: &str) -> Result<Reply, TestError> {
     let mut params = params.clone();
-    if let Some(params) = params.as_object_mut() {
+    if let Some(params) = params.as_object_mut().filter(|p| !p.contains_key("_meta")) {
         params.insert(
             "_meta".to_owned(),
             json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -766,6 +766,48 @@ fn task(address: &str, id: &str) -> Result<Value, TestError> {
         .get("result")
         .cloned()
         .ok_or_else(|| format!("no task: {}", got.raw).into())
+}
+
+/// A 2026-07-28 `tasks/update` is acknowledged once the instance running
+/// the task took its answers: the task runs on a, the answer is sent to b,
+/// and a `tasks/get` on c right after the acknowledgement no longer shows
+/// the question. Sixteen tasks, since the window this closes is short
+/// (eight found it in two runs of three without the wait).
+#[test]
+fn an_answered_question_is_gone_everywhere_once_the_update_is_acknowledged() -> Result<(), TestError>
+{
+    let redis = Redis::start()?;
+    let droids = instances(3, Some(&redis.url()))?;
+    let [a, b, c] = addresses(&droids)?;
+    for n in 0..16 {
+        let call = json!({ "name": "confirm_delete", "arguments": { "filename": format!("{n}.txt") },
+            "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": { "elicitation": {},
+                    "extensions": { "io.modelcontextprotocol/tasks": {} } } } });
+        let created = with_tasks(a, "tools/call", &call, "confirm_delete")?;
+        let id = created
+            .body
+            .pointer("/result/taskId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("no task: {}", created.raw))?
+            .to_owned();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while task(b, &id)?.get("status") != Some(&json!("input_required")) {
+            assert!(Instant::now() < deadline, "{id} never asked");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let answer = json!({ "taskId": id, "inputResponses": {
+            "confirm": { "action": "accept", "content": { "confirm": true } } } });
+        let updated = with_tasks(b, "tasks/update", &answer, &id)?;
+        assert!(updated.body.get("result").is_some(), "{}", updated.raw);
+        let read = task(c, &id)?;
+        assert!(
+            read.pointer("/inputRequests/confirm").is_none()
+                && read.get("status") != Some(&json!("input_required")),
+            "asked again after the update was acknowledged: {read}"
+        );
+    }
+    Ok(())
 }
 
 /// An instance killed while its task runs: once its word in the store that

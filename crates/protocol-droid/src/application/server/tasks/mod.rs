@@ -103,6 +103,11 @@ pub(crate) struct Tasks {
 /// How many messages from other instances wait to be acted on.
 const HEARD_BACKLOG: usize = 1024;
 
+/// How long a `tasks/update` for a task run by another instance waits for
+/// that instance to take its answers before it is acknowledged anyway
+/// (they were told; a busy instance takes them later).
+const ANSWER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What a runtime shares with the other instances of its server: where
 /// every instance's tasks are kept, and what reaches the instance running
 /// one, to answer or cancel it, and the instances whose clients listen for
@@ -791,7 +796,10 @@ impl Tasks {
     /// Answers the questions of the task `id` of `owner`'s that `responses`
     /// has keys for; the rest are ignored (2026-07-28 `tasks/update`). The
     /// task works again once nothing is left unanswered. Answers whether
-    /// there is such a task.
+    /// there is such a task, once the answers are taken: for a task run by
+    /// another instance, once its record no longer asks what was answered
+    /// (or [`ANSWER_PATIENCE`] passed), so the caller's next `tasks/get`,
+    /// wherever it lands, does not show the question again.
     ///
     /// # Errors
     ///
@@ -812,6 +820,11 @@ impl Tasks {
             return Ok(false);
         };
         if !record.is_terminal() {
+            let asked: Vec<String> = responses
+                .keys()
+                .filter(|key| record.input_requests.contains_key(*key))
+                .cloned()
+                .collect();
             // Only once the store took them: a client told its answers
             // arrived must not have them lost on the way.
             self.tell_now(&TaskMessage::Answer {
@@ -820,8 +833,35 @@ impl Tasks {
                 responses,
             })
             .await?;
+            self.taken(owner, id, &asked).await;
         }
         Ok(true)
+    }
+
+    /// Waits until the record of task `id` no longer asks any of `asked`:
+    /// the instance running it took the answers told to it. At most
+    /// [`ANSWER_PATIENCE`]; a record that cannot be read ends the wait, the
+    /// answers being on their way.
+    async fn taken(&self, owner: &str, id: &str, asked: &[String]) {
+        if asked.is_empty() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + ANSWER_PATIENCE;
+        let mut pause = std::time::Duration::from_millis(2);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(100));
+            let still_asks = match self.get(owner, id).await {
+                Ok(Some(record)) => {
+                    !record.is_terminal()
+                        && asked.iter().any(|k| record.input_requests.contains_key(k))
+                }
+                _ => false,
+            };
+            if !still_asks || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+        }
     }
 
     /// [`Self::answer`] for a task whose handler runs here, if any does.
