@@ -2,6 +2,7 @@
 //! server checks `Mcp-Param-*` headers against, and which tools run as
 //! tasks; relisted when the upstream says its tools changed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -49,28 +50,21 @@ impl Bridge {
             ..RequestOptions::default()
         };
         if let Ok(listed) = client.request("tools/list", None, &fresh).await {
-            lock(&self.inner.tools).clear();
-            *lock(&self.inner.task_tools) = None;
-            self.note_tools(&listed);
-            self.note_task_tools(&listed);
+            // Built aside and swapped in whole: a call reading them
+            // meanwhile finds the old ones, never none (which would list
+            // the tools again).
+            let mut tools = HashMap::new();
+            note_tools(&mut tools, &listed);
+            let mut task_tools = HashMap::new();
+            note_task_tools(&mut task_tools, &listed);
+            *lock(&self.inner.tools) = tools;
+            *lock(&self.inner.task_tools) = Some(task_tools);
         }
     }
 
     /// Keeps the definitions of a `tools/list` page as the client got them.
     pub(super) fn note_tools(&self, listed: &Value) {
-        let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
-            return;
-        };
-        let mut known = lock(&self.inner.tools);
-        for tool in tools {
-            let Ok(tool) = serde_json::from_value::<Tool>(tool.clone()) else {
-                continue;
-            };
-            if known.len() >= MAX_KNOWN_TOOLS && !known.contains_key(&tool.name) {
-                continue;
-            }
-            known.insert(tool.name.clone(), tool);
-        }
+        note_tools(&mut lock(&self.inner.tools), listed);
     }
 
     /// How the upstream's tool `name` may run as a task, listing the tools
@@ -147,29 +141,52 @@ impl Bridge {
 
     /// Records which tools of a `tools/list` page run as tasks, and how.
     pub(super) fn note_task_tools(&self, listed: &Value) {
-        let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
-            return;
+        note_task_tools(
+            lock(&self.inner.task_tools).get_or_insert_with(Default::default),
+            listed,
+        );
+    }
+}
+
+/// Adds the definitions of a `tools/list` page to `known`, bounded.
+fn note_tools(known: &mut HashMap<String, Tool>, listed: &Value) {
+    let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
+        return;
+    };
+    for tool in tools {
+        let Ok(tool) = serde_json::from_value::<Tool>(tool.clone()) else {
+            continue;
         };
-        let mut known = lock(&self.inner.task_tools);
-        let known = known.get_or_insert_with(Default::default);
-        for tool in tools {
-            let Some(name) = tool.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            let support = tool
-                .get("execution")
-                .and_then(|e| e.get("taskSupport"))
-                .and_then(|s| serde_json::from_value::<TaskSupport>(s.clone()).ok())
-                .filter(|s| *s != TaskSupport::Forbidden);
-            match support {
-                // Bounded as the definitions are: a listing longer than
-                // that is not a server's tool set but a flood.
-                Some(support) if known.len() < MAX_KNOWN_TOOLS || known.contains_key(name) => {
-                    known.insert(name.to_owned(), support);
-                }
-                _ => {
-                    known.remove(name);
-                }
+        if known.len() >= MAX_KNOWN_TOOLS && !known.contains_key(&tool.name) {
+            continue;
+        }
+        known.insert(tool.name.clone(), tool);
+    }
+}
+
+/// Adds how each tool of a `tools/list` page may run as a task to
+/// `known`, bounded; a tool that may not is taken out.
+fn note_task_tools(known: &mut HashMap<String, TaskSupport>, listed: &Value) {
+    let Some(tools) = listed.get("tools").and_then(Value::as_array) else {
+        return;
+    };
+    for tool in tools {
+        let Some(name) = tool.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let support = tool
+            .get("execution")
+            .and_then(|e| e.get("taskSupport"))
+            .and_then(|s| serde_json::from_value::<TaskSupport>(s.clone()).ok())
+            .filter(|s| *s != TaskSupport::Forbidden);
+        match support {
+            // Bounded as the definitions are: a listing longer than
+            // that is not a server's tool set but a flood.
+            Some(support) if known.len() < MAX_KNOWN_TOOLS || known.contains_key(name) => {
+                known.insert(name.to_owned(), support);
+            }
+            _ => {
+                known.remove(name);
             }
         }
     }
