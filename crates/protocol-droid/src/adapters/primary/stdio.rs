@@ -354,10 +354,11 @@ async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Vec<u8>>, mu
         batch.clear();
         batch.extend_from_slice(&frame);
         // Frames already waiting go out in the same write and flush. A client
-        // pipelining requests gets its answers in bursts, and a write to
-        // stdout costs a hand-off to a blocking thread, so one write per
-        // burst rather than per frame is most of stdio's throughput. Nothing
-        // waits for more to arrive: a lone answer is written at once.
+        // pipelining requests gets its answers in bursts, and each write is
+        // a system call (and, on tokio's own stdout, a hand-off to a
+        // blocking thread), so one write per burst rather than per frame
+        // is much of stdio's throughput. Nothing waits for more to arrive:
+        // a lone answer is written at once.
         while batch.len() < WRITE_BATCH {
             match rx.try_recv() {
                 Ok(frame) => batch.extend_from_slice(&frame),
