@@ -662,36 +662,48 @@ fn a_tasks_question_reaches_a_tasks_result_waiting_on_another_instance() -> Resu
     Ok(())
 }
 
-/// A 2025-11-25 task's status reaches its session's standing stream where
-/// that is held: the task runs on a, the client's `GET` stream is on b,
-/// and the task cancelled on a is told on b's stream.
-#[test]
-fn a_tasks_status_reaches_the_stream_another_instance_holds() -> Result<(), TestError> {
+/// The standing stream of `session` on `address`, its headers read: the
+/// stream is held there once they are sent.
+fn standing(
+    address: &str,
+    session: &str,
+) -> Result<std::io::Lines<std::io::BufReader<TcpStream>>, TestError> {
     use std::io::BufRead as _;
 
-    let redis = Redis::start()?;
-    let droids = instances(2, Some(&redis.url()))?;
-    let [a, b] = addresses(&droids)?;
-    let (_, session) = legacy(a, None, "initialize", &hello())?;
-    let session = session.ok_or("no Mcp-Session-Id")?;
-
-    let mut stream = TcpStream::connect(b)?;
+    let mut stream = TcpStream::connect(address)?;
     stream.set_read_timeout(Some(Duration::from_secs(20)))?;
     write!(
         stream,
-        "GET /mcp HTTP/1.1\r\nHost: {b}\r\nAccept: text/event-stream\r\n\
+        "GET /mcp HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\
          Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\
          Connection: close\r\n\r\n"
     )?;
     let mut lines = std::io::BufReader::new(stream).lines();
     let status = lines.next().ok_or("no answer to the GET")??;
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    // The headers sent, the stream is b's.
     while !lines
         .next()
         .ok_or("the GET ended in its headers")??
         .is_empty()
     {}
+    Ok(lines)
+}
+
+/// A 2025-11-25 task's status reaches its session's standing stream where
+/// that is held: the task runs on a, whose stream the client closed, the
+/// client's `GET` stream is now on b, and the task cancelled on a is told
+/// on b's stream.
+#[test]
+fn a_tasks_status_reaches_the_stream_another_instance_holds() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(2, Some(&redis.url()))?;
+    let [a, b] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+
+    // Held on a, then dropped by the client: a holds none after.
+    drop(standing(a, &session)?);
+    let mut lines = standing(b, &session)?;
 
     let call = json!({ "name": "slow_compute", "task": { "ttl": 60_000 },
                        "arguments": { "seconds": 600, "label": "watched" } });

@@ -81,8 +81,7 @@ impl Bridge {
 
     /// How the upstream's tool `name` may run as a task, if that is known
     /// without listing the tools: `None` only while a 2025-11-25 upstream
-    /// that runs tasks has not been listed yet, or its listing failed or
-    /// is being done again.
+    /// that runs tasks has not been listed yet, or its listing failed.
     pub(super) fn known_task_support(&self, name: &str) -> Option<TaskSupport> {
         if self.upstream_tasks_extension() {
             // A 2026-07-28 server decides per call; the bridge runs any call

@@ -879,6 +879,10 @@ impl Sessions {
     }
 }
 
+/// How long a session's change waits to be told to the other instances
+/// before it is dropped: the session's next changes wait behind it.
+const RELAY_PATIENCE: Duration = Duration::from_millis(500);
+
 /// Tells a legacy session about changes to what is offered, and what is
 /// for it alone (its connection's `id`), on its own stream, until the
 /// session is gone. Where the session is `shared` and this copy holds no
@@ -902,17 +906,26 @@ fn forward_changes(
                 continue;
             };
             let message = message.into_value();
-            match (session.standalone_tx(), &shared) {
-                // A full stream drops it, as on one instance.
-                (Some(stream), _) => {
-                    let _sent = stream.try_send(message);
+            let message = match session.standalone_tx() {
+                Some(stream) => match stream.try_send(message) {
+                    // A full stream drops it, as on one instance.
+                    Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => continue,
+                    Err(mpsc::error::TrySendError::Closed(message)) => message,
+                },
+                None => message,
+            };
+            // No stream here. Lists changed and resources updated every
+            // instance is told itself; what is for one session alone
+            // otherwise (a bridge's or a gateway's log line, their tool
+            // list) comes from sessions that are not shared.
+            if let (Some(shared), Change::TaskStatus { .. }) = (&shared, &change) {
+                // In order, so this session's next changes wait for it, but
+                // not for long: a slow store drops it, as a full stream
+                // would.
+                let told = super::task_relay::tell_status(shared, &session.id, message);
+                if tokio::time::timeout(RELAY_PATIENCE, told).await.is_err() {
+                    tracing::debug!(session = %session.id, "a task's status was not told in time");
                 }
-                // Any other change every instance is told itself. In
-                // order: this session's next changes wait for it.
-                (None, Some(shared)) if matches!(change, Change::TaskStatus { .. }) => {
-                    super::task_relay::tell_status(shared, &session.id, message).await;
-                }
-                (None, _) => {}
             }
         }
     });

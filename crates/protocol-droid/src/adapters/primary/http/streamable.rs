@@ -484,7 +484,18 @@ pub(super) async fn get(
     session.set_standalone(tx);
     let (out, events) = mpsc::channel::<SseEvent>(256);
     tokio::spawn(async move {
-        while let Some(message) = rx.recv().await {
+        loop {
+            // Gone with the client's stream, not at the next message: the
+            // session then holds no stream, and what is for it (a task's
+            // status, where sessions are shared) goes to the instance that
+            // holds its next one instead of into this closed one.
+            let message = tokio::select! {
+                message = rx.recv() => message,
+                () = out.closed() => return,
+            };
+            let Some(message) = message else {
+                return;
+            };
             if out
                 .send(SseEvent::message(message.to_string()))
                 .await

@@ -182,6 +182,7 @@ fn heard(sessions: &Arc<Sessions>, shared: &SharedSessions, text: &str) {
             from,
             message,
         } => {
+            // Its teller holds no stream of the session.
             if from == shared.instance {
                 return;
             }

@@ -22,6 +22,7 @@ pub(crate) mod wire;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use serde_json::Value;
@@ -106,7 +107,7 @@ const HEARD_BACKLOG: usize = 1024;
 /// How long a `tasks/update` for a task run by another instance waits for
 /// that instance to take its answers before it is acknowledged anyway
 /// (they were told; a busy instance takes them later).
-const ANSWER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+const ANSWER_PATIENCE: Duration = Duration::from_secs(2);
 
 /// What a runtime shares with the other instances of its server: where
 /// every instance's tasks are kept, and what reaches the instance running
@@ -461,8 +462,7 @@ impl Tasks {
     ) {
         let tasks = Arc::clone(self);
         let (owner, id) = (record.owner.clone(), record.id.clone());
-        let lifetime =
-            std::time::Duration::from_millis(record.expires_ms().saturating_sub(now_ms()));
+        let lifetime = Duration::from_millis(record.expires_ms().saturating_sub(now_ms()));
         let handle = tokio::spawn(async move {
             let work = core::panic::AssertUnwindSafe(work).catch_unwind();
             let finished = tokio::select! {
@@ -820,10 +820,12 @@ impl Tasks {
             return Ok(false);
         };
         if !record.is_terminal() {
-            let asked: Vec<String> = responses
+            let asked: Vec<(String, Value)> = responses
                 .keys()
-                .filter(|key| record.input_requests.contains_key(*key))
-                .cloned()
+                .filter_map(|key| {
+                    let question = record.input_requests.get(key)?;
+                    Some((key.clone(), question.clone()))
+                })
                 .collect();
             // Only once the store took them: a client told its answers
             // arrived must not have them lost on the way.
@@ -833,28 +835,34 @@ impl Tasks {
                 responses,
             })
             .await?;
-            self.taken(owner, id, &asked).await;
+            self.taken(owner, id, &asked, record.updated_ms).await;
         }
         Ok(true)
     }
 
-    /// Waits until the record of task `id` no longer asks any of `asked`:
-    /// the instance running it took the answers told to it. At most
-    /// [`ANSWER_PATIENCE`]; a record that cannot be read ends the wait, the
-    /// answers being on their way.
-    async fn taken(&self, owner: &str, id: &str, asked: &[String]) {
+    /// Waits until the record of task `id` no longer asks any of `asked`
+    /// (keys, with the questions as they were asked): the instance running
+    /// it took the answers told to it. A record written since `updated_ms`
+    /// that asks one again (a question asked anew under its key) ends the
+    /// wait too. At most [`ANSWER_PATIENCE`], reads included; a record
+    /// that cannot be read ends the wait, the answers being on their way.
+    async fn taken(&self, owner: &str, id: &str, asked: &[(String, Value)], updated_ms: u64) {
         if asked.is_empty() {
             return;
         }
         let deadline = tokio::time::Instant::now() + ANSWER_PATIENCE;
-        let mut pause = std::time::Duration::from_millis(2);
+        let mut pause = Duration::from_millis(2);
         loop {
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(std::time::Duration::from_millis(100));
-            let still_asks = match self.get(owner, id).await {
-                Ok(Some(record)) => {
+            pause = (pause * 2).min(Duration::from_millis(100));
+            let read = tokio::time::timeout_at(deadline, self.get(owner, id)).await;
+            let still_asks = match read {
+                Ok(Ok(Some(record))) => {
                     !record.is_terminal()
-                        && asked.iter().any(|k| record.input_requests.contains_key(k))
+                        && record.updated_ms == updated_ms
+                        && asked
+                            .iter()
+                            .any(|(key, question)| record.input_requests.get(key) == Some(question))
                 }
                 _ => false,
             };
@@ -934,8 +942,7 @@ impl Tasks {
                 .lock()
                 .ok()
                 .and_then(|live| live.get(id).map(|l| l.status.subscribe()));
-            let until_expiry =
-                std::time::Duration::from_millis(record.expires_ms().saturating_sub(now_ms()));
+            let until_expiry = Duration::from_millis(record.expires_ms().saturating_sub(now_ms()));
             match watching {
                 // Woken by its next change, or by its expiry.
                 Some(mut status) => {
@@ -943,8 +950,7 @@ impl Tasks {
                 }
                 // Run elsewhere (another instance sharing the store): polled.
                 None => {
-                    let interval =
-                        std::time::Duration::from_millis(record.poll_interval_ms.max(50));
+                    let interval = Duration::from_millis(record.poll_interval_ms.max(50));
                     tokio::time::sleep(interval.min(until_expiry)).await;
                 }
             }
@@ -1245,10 +1251,10 @@ mod tests {
         let shared: Arc<dyn TaskStore> = store.clone();
         let mut tasks = Tasks::new(shared, TaskLimits::default());
         tasks.liveness = Arc::new(Liveness::with_timing(Timing {
-            lease: std::time::Duration::from_millis(100),
-            beat: std::time::Duration::from_millis(40),
-            proof: std::time::Duration::from_millis(150),
-            memory: std::time::Duration::ZERO,
+            lease: Duration::from_millis(100),
+            beat: Duration::from_millis(40),
+            proof: Duration::from_millis(150),
+            memory: Duration::ZERO,
         }));
         tasks.liveness.named("me/1".to_owned());
         let now = now_ms();
@@ -1267,7 +1273,7 @@ mod tests {
         // Missing, but not for long yet (a store restarted empty): running.
         store.say(Some(false));
         assert_eq!(status(&tasks, "old").await, Some(TaskStatus::Working));
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
         // Missing for longer than the proof: failed, and recorded so.
         let failed = tasks.get("alice", "old").await.ok().flatten();
         assert_eq!(failed.as_ref().map(|r| r.status), Some(TaskStatus::Failed));
@@ -1347,7 +1353,7 @@ mod tests {
         };
         let question = serde_json::json!({ "method": "elicitation/create" });
         let first = tokio::time::timeout(
-            std::time::Duration::from_millis(20),
+            Duration::from_millis(20),
             tasks.ask(&task, "k", question.clone()),
         )
         .await;
