@@ -21,7 +21,7 @@ use super::respond::CURRENT;
 use super::task_streams::{TaskStreams, Watch};
 use crate::application::server::tasks::wire::related_meta;
 use crate::application::server::{
-    AuthContext, CallbackExchange, DynFrameSink, ExchangeError, SharedSessions,
+    AuthContext, BoxFuture, CallbackExchange, DynFrameSink, ExchangeError, SharedSessions,
 };
 use crate::application::server::{Change, Connection, Server};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
@@ -477,7 +477,15 @@ pub(super) struct Sessions {
     limits: SessionLimits,
     /// Where sessions are shared with other instances, if they are.
     pub(super) shared: Option<SharedSessions>,
+    /// What tells the other instances a task's status for a shared session
+    /// whose stream this instance does not hold, if sessions are shared.
+    tell_status: Option<StatusTeller>,
 }
+
+/// Tells every other instance a task's status notification (the message)
+/// for the shared session named: given to the table by the server that
+/// builds it, so the table need not know how instances talk.
+pub(super) type StatusTeller = Arc<dyn Fn(String, Value) -> BoxFuture<'static, ()> + Send + Sync>;
 
 #[derive(Default)]
 struct Table {
@@ -561,11 +569,16 @@ fn quota_key(opener: &AuthContext, peer: Option<IpAddr>) -> (String, bool) {
 }
 
 impl Sessions {
-    pub(super) fn new(limits: SessionLimits, shared: Option<SharedSessions>) -> Arc<Self> {
+    pub(super) fn new(
+        limits: SessionLimits,
+        shared: Option<SharedSessions>,
+        tell_status: Option<StatusTeller>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             map: Mutex::default(),
             limits,
             shared,
+            tell_status,
         })
     }
 
@@ -724,11 +737,11 @@ impl Sessions {
         // A task's status is carried to the instance holding the stream
         // (see `task_relay`) from a copy of a shared session that holds
         // none; an HTTP+SSE session is never shared.
-        let shared = self
-            .shared
+        let teller = self
+            .tell_status
             .clone()
             .filter(|_| session.transport == TransportKind::StreamableHttp);
-        let forwarder = forward_changes(server, Arc::downgrade(session), id, shared);
+        let forwarder = forward_changes(server, Arc::downgrade(session), id, teller);
         if let Ok(mut slot) = session.forwarder.lock() {
             *slot = Some(forwarder);
         }
@@ -885,13 +898,14 @@ const RELAY_PATIENCE: Duration = Duration::from_millis(500);
 
 /// Tells a legacy session about changes to what is offered, and what is
 /// for it alone (its connection's `id`), on its own stream, until the
-/// session is gone. Where the session is `shared` and this copy holds no
-/// stream, a task's status is told to the other instances instead.
+/// session is gone. Where the session is shared (a `teller` given) and
+/// this copy holds no stream, a task's status is told to the other
+/// instances instead.
 fn forward_changes(
     server: &Server,
     session: Weak<Session>,
     id: SessionId,
-    shared: Option<SharedSessions>,
+    teller: Option<StatusTeller>,
 ) -> AbortHandle {
     let mut feed = server.change_feed(id);
     let task = tokio::spawn(async move {
@@ -918,11 +932,11 @@ fn forward_changes(
             // instance is told itself; what is for one session alone
             // otherwise (a bridge's or a gateway's log line, their tool
             // list) comes from sessions that are not shared.
-            if let (Some(shared), Change::TaskStatus { .. }) = (&shared, &change) {
+            if let (Some(teller), Change::TaskStatus { .. }) = (&teller, &change) {
                 // In order, so this session's next changes wait for it, but
                 // not for long: a slow store drops it, as a full stream
                 // would.
-                let told = super::task_relay::tell_status(shared, &session.id, message);
+                let told = teller(session.id.clone(), message);
                 if tokio::time::timeout(RELAY_PATIENCE, told).await.is_err() {
                     tracing::debug!(session = %session.id, "a task's status was not told in time");
                 }
