@@ -405,6 +405,18 @@ fn legacy_as(
     Ok((Reply::parse(raw), id))
 }
 
+/// Starts the task `call` (a task-augmented `tools/call`) in `session`
+/// through `address`: its id.
+fn legacy_task(address: &str, session: &str, call: &Value) -> Result<String, TestError> {
+    let (created, _) = legacy(address, Some(session), "tools/call", call)?;
+    Ok(created
+        .body
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("no task: {}", created.raw))?
+        .to_owned())
+}
+
 /// What a session settles after its handshake holds on every instance:
 /// the log level set on one filters a tool's log lines on another, and a
 /// session ended on one is unknown to all. Another caller's token is not
@@ -519,13 +531,7 @@ fn a_legacy_sessions_tasks_are_its_own_on_every_instance() -> Result<(), TestErr
     let theirs = theirs.ok_or("no Mcp-Session-Id")?;
     let call = json!({ "name": "slow_compute", "task": { "ttl": 60_000 },
                        "arguments": { "seconds": 600, "label": "mine" } });
-    let (created, _) = legacy(a, Some(&mine), "tools/call", &call)?;
-    let id = created
-        .body
-        .pointer("/result/task/taskId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("no task: {}", created.raw))?
-        .to_owned();
+    let id = legacy_task(a, &mine, &call)?;
     let get = json!({ "taskId": id });
 
     let (read, _) = legacy(b, Some(&mine), "tasks/get", &get)?;
@@ -613,13 +619,7 @@ fn a_tasks_question_reaches_a_tasks_result_waiting_on_another_instance() -> Resu
     let session = session.ok_or("no Mcp-Session-Id")?;
     let call = json!({ "name": "confirm_delete", "task": { "ttl": 60_000 },
                        "arguments": { "filename": "far.txt" } });
-    let (created, _) = legacy(a, Some(&session), "tools/call", &call)?;
-    let task = created
-        .body
-        .pointer("/result/task/taskId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("no task: {}", created.raw))?
-        .to_owned();
+    let task = legacy_task(a, &session, &call)?;
 
     let body = json!({ "jsonrpc": "2.0", "id": "waiting", "method": "tasks/result",
                        "params": { "taskId": task } })
@@ -703,17 +703,14 @@ fn a_tasks_status_reaches_the_stream_another_instance_holds() -> Result<(), Test
 
     // Held on a, then dropped by the client: a holds none after.
     drop(standing(a, &session)?);
+    // Time for a to see the connection closed (at once, but in its own
+    // time); without the pump's change it would not look until a message.
+    std::thread::sleep(Duration::from_millis(200));
     let mut lines = standing(b, &session)?;
 
     let call = json!({ "name": "slow_compute", "task": { "ttl": 60_000 },
                        "arguments": { "seconds": 600, "label": "watched" } });
-    let (created, _) = legacy(a, Some(&session), "tools/call", &call)?;
-    let task = created
-        .body
-        .pointer("/result/task/taskId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("no task: {}", created.raw))?
-        .to_owned();
+    let task = legacy_task(a, &session, &call)?;
     let (cancelled, _) = legacy(
         a,
         Some(&session),

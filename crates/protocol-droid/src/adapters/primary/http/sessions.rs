@@ -934,8 +934,8 @@ fn forward_changes(
             // list) comes from sessions that are not shared.
             if let (Some(teller), Change::TaskStatus { .. }) = (&teller, &change) {
                 // In order, so this session's next changes wait for it, but
-                // not for long: a slow store drops it, as a full stream
-                // would.
+                // not for long: a slow relay (Redis) drops it, as a full
+                // stream would.
                 let told = teller(session.id.clone(), message);
                 if tokio::time::timeout(RELAY_PATIENCE, told).await.is_err() {
                     tracing::debug!(session = %session.id, "a task's status was not told in time");

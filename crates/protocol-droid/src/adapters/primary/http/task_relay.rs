@@ -182,7 +182,7 @@ fn heard(sessions: &Arc<Sessions>, shared: &SharedSessions, text: &str) {
             from,
             message,
         } => {
-            // Its teller holds no stream of the session.
+            // Its teller holds no open stream of the session.
             if from == shared.instance {
                 return;
             }

@@ -843,9 +843,10 @@ impl Tasks {
     /// Waits until the record of task `id` no longer asks any of `asked`
     /// (keys, with the questions as they were asked): the instance running
     /// it took the answers told to it. A record written since `updated_ms`
-    /// that asks one again (a question asked anew under its key) ends the
-    /// wait too. At most [`ANSWER_PATIENCE`], reads included; a record
-    /// that cannot be read ends the wait, the answers being on their way.
+    /// ends the wait too: something else changed, and the wait is for the
+    /// caller's next read, not a guarantee. At most [`ANSWER_PATIENCE`],
+    /// reads included; a record that cannot be read ends the wait, the
+    /// answers being on their way.
     async fn taken(&self, owner: &str, id: &str, asked: &[(String, Value)], updated_ms: u64) {
         if asked.is_empty() {
             return;
