@@ -176,15 +176,10 @@ impl HttpServer {
                 idle: options.idle_timeout,
             },
             server.shared_sessions().cloned(),
-            server.shared_sessions().cloned().map(|shared| {
-                let teller: sessions::StatusTeller = Arc::new(move |session, message| {
-                    let shared = shared.clone();
-                    Box::pin(async move {
-                        task_relay::tell_status(&shared, &session, message).await;
-                    })
-                });
-                teller
-            }),
+            server
+                .shared_sessions()
+                .cloned()
+                .map(task_relay::status_teller),
         );
         sessions::spawn_reaper(&sessions, options.idle_timeout);
         if let Some(shared) = server.shared_sessions() {

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::sessions::Sessions;
+use super::sessions::{Sessions, StatusTeller};
 use super::shared::{MAX_RELAYED, asker, spawn_hearing};
 use super::task_streams::{MAX_HELD, REMOTE_LEASE};
 use crate::application::server::SharedSessions;
@@ -195,17 +195,23 @@ fn heard(sessions: &Arc<Sessions>, shared: &SharedSessions, text: &str) {
     }
 }
 
-/// Tells every instance `message`, a status notification of a task of
-/// `session`'s, for whichever holds the session's standing stream: this
-/// instance holds none. At most once, as a notification on one instance
-/// is: one nobody holds a stream for is dropped (the client polls).
-pub(super) async fn tell_status(shared: &SharedSessions, session: &str, message: Value) {
-    let status = Relayed::Status {
-        session: session.to_owned(),
-        from: shared.instance.clone(),
-        message,
-    };
-    let _sent = send(shared, EVERYWHERE, &status).await;
+/// What the session table tells a task's status with, through `shared`:
+/// every instance hears the status notification of a task of the session
+/// named, for whichever holds the session's standing stream (the teller
+/// holds none). At most once, as a notification on one instance is: one
+/// nobody holds a stream for is dropped (the client polls).
+pub(super) fn status_teller(shared: SharedSessions) -> StatusTeller {
+    Arc::new(move |session, message| {
+        let shared = shared.clone();
+        Box::pin(async move {
+            let status = Relayed::Status {
+                from: shared.instance.clone(),
+                session,
+                message,
+            };
+            let _sent = send(&shared, EVERYWHERE, &status).await;
+        })
+    })
 }
 
 /// A `tasks/result` stream on another instance.
