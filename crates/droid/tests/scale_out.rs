@@ -429,16 +429,7 @@ fn what_a_session_settles_on_one_instance_holds_on_every_other() -> Result<(), T
     let [a, b, c] = addresses(&droids)?;
     let (_, session) = legacy(a, None, "initialize", &hello())?;
     let session = session.ok_or("no Mcp-Session-Id")?;
-    let logged = |address: &str| -> Result<usize, TestError> {
-        let (reply, _) = legacy(
-            address,
-            Some(&session),
-            "tools/call",
-            &json!({ "name": "test_tool_with_logging", "arguments": {} }),
-        )?;
-        assert!(reply.raw.contains("executed successfully"), "{}", reply.raw);
-        Ok(reply.raw.matches("notifications/message").count())
-    };
+    let logged = |address: &str| lines_logged(address, &session);
     let (set, _) = legacy(
         b,
         Some(&session),
@@ -469,6 +460,109 @@ fn what_a_session_settles_on_one_instance_holds_on_every_other() -> Result<(), T
         let (gone, _) = legacy(address, Some(&session), "tools/list", &json!({}))?;
         assert_eq!(gone.status, 404, "{address}: {}", gone.raw);
     }
+    Ok(())
+}
+
+/// The log lines `test_tool_with_logging` sends in `session` through
+/// `address`.
+fn lines_logged(address: &str, session: &str) -> Result<usize, TestError> {
+    let (reply, _) = legacy(
+        address,
+        Some(session),
+        "tools/call",
+        &json!({ "name": "test_tool_with_logging", "arguments": {} }),
+    )?;
+    assert!(reply.raw.contains("executed successfully"), "{}", reply.raw);
+    Ok(reply.raw.matches("notifications/message").count())
+}
+
+/// The fields of the hash `key` in `redis` (`HKEYS`).
+fn hash_fields(redis: &Redis, key: &str) -> Result<Vec<String>, TestError> {
+    use std::io::BufRead as _;
+    let mut stream = TcpStream::connect(("127.0.0.1", redis.port()))?;
+    write!(stream, "*2\r\n$5\r\nHKEYS\r\n${}\r\n{key}\r\n", key.len())?;
+    let mut reader = std::io::BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let count: usize = line
+        .strip_prefix('*')
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("HKEYS answered {line:?}"))?;
+    let mut fields = Vec::with_capacity(count);
+    for _ in 0..count {
+        // A bulk string: its length on one line, then itself.
+        let mut length = String::new();
+        reader.read_line(&mut length)?;
+        let mut field = String::new();
+        reader.read_line(&mut field)?;
+        fields.push(field.trim_end().to_owned());
+    }
+    Ok(fields)
+}
+
+/// Changes made to one session at the same moment through two instances
+/// all hold: each is made in the store on its own, not by writing back the
+/// whole session as the instance saw it (which kept the last writer's view
+/// and lost what the other had just changed).
+#[test]
+fn changes_made_at_once_through_two_instances_all_hold() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(3, Some(&redis.url()))?;
+    let [a, b, c] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    // Both instances hold the session before the changes start.
+    let (seen, _) = legacy(b, Some(&session), "ping", &json!({}))?;
+    assert_eq!(seen.status, 200, "{}", seen.raw);
+    let uris: Vec<String> = (0..24)
+        .map(|i| format!("test://template/{i}/data"))
+        .collect();
+    let replies = std::thread::scope(|scope| {
+        let session = session.as_str();
+        let mut running = vec![scope.spawn(move || {
+            legacy(
+                b,
+                Some(session),
+                "logging/setLevel",
+                &json!({ "level": "error" }),
+            )
+        })];
+        for (i, uri) in uris.iter().enumerate() {
+            let address = if i % 2 == 0 { a } else { b };
+            running.push(scope.spawn(move || {
+                legacy(
+                    address,
+                    Some(session),
+                    "resources/subscribe",
+                    &json!({ "uri": uri }),
+                )
+            }));
+        }
+        running
+            .into_iter()
+            .map(|thread| {
+                thread
+                    .join()
+                    .map_err(|_| TestError::from("a request panicked"))
+            })
+            .collect::<Vec<_>>()
+    });
+    for reply in replies {
+        let (reply, _) = reply??;
+        assert_eq!(reply.status, 200, "{}", reply.raw);
+        assert!(reply.body.get("result").is_some(), "{}", reply.raw);
+    }
+    assert_eq!(
+        lines_logged(c, &session)?,
+        0,
+        "the level set on b while a took subscriptions holds on c"
+    );
+    let kept = hash_fields(&redis, &format!("droid:session:{session}"))?;
+    let missing: Vec<&String> = uris
+        .iter()
+        .filter(|uri| !kept.contains(&format!("s:{uri}")))
+        .collect();
+    assert!(missing.is_empty(), "subscriptions lost: {missing:?}");
     Ok(())
 }
 

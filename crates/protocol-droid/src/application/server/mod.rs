@@ -62,9 +62,10 @@ pub(crate) mod typed;
 pub use auth::{AuthClaims, AuthContext, TokenError, TokenValidator};
 pub use call::{Call, CallError, INPUT_KEY_META, InputRequired, Question};
 pub use context::{PeerSession, RequestContext};
+pub(crate) use dispatch::MAX_SUBSCRIPTIONS;
 pub use dispatch::{
-    CLIENT_CAPABILITIES_META, CLIENT_INFO_META, Connection, PROTOCOL_VERSION_META,
-    SERVER_INFO_META, SUBSCRIPTION_ID_META, SessionImage,
+    CLIENT_CAPABILITIES_META, CLIENT_INFO_META, Connection, ImageChange, Lasting,
+    PROTOCOL_VERSION_META, SERVER_INFO_META, SUBSCRIPTION_ID_META, SessionImage,
 };
 pub use forward::{FORWARDED, Forward};
 pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility, every_capability};
@@ -83,8 +84,9 @@ pub use request_state::{
 };
 pub use scopes::{Primitive, ScopeRules};
 pub use shared::{
-    CallRecord, EVERY_INSTANCE, IdempotencyLedger, KeyRingStore, Relay, RoundLedger, SessionStore,
-    ShareError, SharedAdmission, SharedSessions, SharedState, StoreError,
+    CallRecord, Changed, EVERY_INSTANCE, IdempotencyLedger, KeptSession, KeyRingStore, Relay,
+    RoundLedger, SessionChange, SessionStore, ShareError, SharedAdmission, SharedSessions,
+    SharedState, StoreError,
 };
 pub use specs::{PromptOutput, PromptSpec, ResourceSpec};
 pub use targeted::{ChangeFeed, SessionChanges, TARGETED_BACKLOG};

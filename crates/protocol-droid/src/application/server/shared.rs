@@ -85,10 +85,53 @@ pub trait RoundLedger: Send + Sync + core::fmt::Debug {
     ) -> BoxFuture<'_, Result<Round, StoreError>>;
 }
 
+/// A legacy session as a [`SessionStore`] keeps it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeptSession {
+    /// The record written when it was opened.
+    pub record: String,
+    /// The log level its client set since, as the wire names it.
+    pub level: Option<String>,
+    /// The resources its client is subscribed to, in order.
+    pub subscribed: Vec<String>,
+}
+
+/// A change to a kept session, made by a request of its client.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SessionChange<'a> {
+    /// The log level set, as the wire names it.
+    pub level: Option<&'a str>,
+    /// Resources subscribed to.
+    pub subscribed: &'a [String],
+    /// Resources no longer subscribed to.
+    pub unsubscribed: &'a [String],
+    /// How many subscriptions the session may hold: a subscription past
+    /// them is not kept.
+    pub max_subscribed: usize,
+}
+
+/// What became of a [`SessionChange`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Changed {
+    /// Made.
+    Made,
+    /// Made, but for subscriptions past the session's bound.
+    Full,
+    /// The session is not kept: nothing was made.
+    Gone,
+}
+
 /// Where legacy sessions are kept, as text the transport writes, so any
 /// instance can serve any of them. A record lives while its session is
 /// used: each read restarts its idle time, and one left idle for its
 /// `ttl_ms` is gone.
+///
+/// A session is kept in two parts: the record written when it was opened,
+/// never written again, and what its client changed since (its log level,
+/// its subscriptions), each change made in the store in one step
+/// ([`SessionStore::change`]). Two instances changing one session at once
+/// (a `logging/setLevel` on one, a `resources/subscribe` on another) then
+/// both keep theirs.
 pub trait SessionStore: Send + Sync + core::fmt::Debug {
     /// Keeps a new session's record; `false` when the id is already taken.
     ///
@@ -102,8 +145,8 @@ pub trait SessionStore: Send + Sync + core::fmt::Debug {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
-    /// The record of session `id`, its idle time restarted; `None` when it
-    /// ended or expired.
+    /// Session `id` as kept, its idle time restarted; `None` when it ended
+    /// or expired (or is kept in a form this build does not read).
     ///
     /// # Errors
     ///
@@ -112,20 +155,21 @@ pub trait SessionStore: Send + Sync + core::fmt::Debug {
         &'a self,
         id: &'a str,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+    ) -> BoxFuture<'a, Result<Option<KeptSession>, StoreError>>;
 
-    /// Replaces the record of a session still kept; `false` when it is
-    /// gone (a session ended elsewhere is not brought back).
+    /// Makes `change` to a session still kept, in one step, and restarts
+    /// its idle time; [`Changed::Gone`] when it is not kept (a session
+    /// ended elsewhere is not brought back).
     ///
     /// # Errors
     ///
     /// [`StoreError`] when the store cannot be written.
-    fn update<'a>(
+    fn change<'a>(
         &'a self,
         id: &'a str,
-        record: &'a str,
+        change: &'a SessionChange<'a>,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    ) -> BoxFuture<'a, Result<Changed, StoreError>>;
 
     /// Forgets session `id`; `true` when it was kept.
     ///

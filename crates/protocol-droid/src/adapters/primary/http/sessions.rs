@@ -21,7 +21,7 @@ use super::respond::CURRENT;
 use super::task_streams::{TaskStreams, Watch};
 use crate::application::server::tasks::wire::related_meta;
 use crate::application::server::{
-    AuthContext, BoxFuture, CallbackExchange, DynFrameSink, ExchangeError, SharedSessions,
+    AuthContext, BoxFuture, CallbackExchange, DynFrameSink, ExchangeError, Lasting, SharedSessions,
 };
 use crate::application::server::{Change, Connection, Server};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
@@ -68,9 +68,18 @@ pub(super) struct Session {
     /// (`droid-`, or `droid-<instance>-` where sessions are shared, so an
     /// answer posted to another instance finds its way back).
     request_prefix: String,
-    /// The digest of the shared record this instance last wrote or took
-    /// (zeros where nothing is shared).
-    record_digest: Mutex<[u8; 32]>,
+    /// What this instance last took of the shared session (nothing where
+    /// nothing is shared).
+    synced: Mutex<Synced>,
+}
+
+/// What an instance last took of a shared session: the digest of what the
+/// store kept, and what its client had changed then, which the next reading
+/// is compared with so that only what changed elsewhere is taken.
+#[derive(Debug, Default)]
+pub(super) struct Synced {
+    pub(super) digest: [u8; 32],
+    pub(super) lasting: Lasting,
 }
 
 /// Why a request was not started.
@@ -81,16 +90,18 @@ pub(super) struct Refused {
 }
 
 impl Session {
-    /// The digest of the shared record this instance holds.
-    pub(super) fn record_digest(&self) -> [u8; 32] {
-        self.record_digest.lock().map_or([0; 32], |digest| *digest)
+    /// The digest of what this instance last took of the shared session.
+    pub(super) fn synced_digest(&self) -> [u8; 32] {
+        self.synced.lock().map_or([0; 32], |synced| synced.digest)
     }
 
-    /// Notes the digest of the shared record this instance now holds.
-    pub(super) fn set_record_digest(&self, digest: [u8; 32]) {
-        if let Ok(mut held) = self.record_digest.lock() {
-            *held = digest;
-        }
+    /// Notes that this instance has now taken `synced`; answers what it
+    /// had taken before.
+    pub(super) fn resync(&self, synced: Synced) -> Lasting {
+        self.synced.lock().map_or_else(
+            |_| Lasting::default(),
+            |mut held| std::mem::replace(&mut *held, synced).lasting,
+        )
     }
 
     pub(super) fn connection(&self) -> Option<&Arc<Connection>> {
@@ -693,7 +704,7 @@ impl Sessions {
             stall_timeout: self.limits.stall_timeout,
             closed: AtomicBool::new(false),
             request_prefix,
-            record_digest: Mutex::new([0; 32]),
+            synced: Mutex::default(),
         });
         let weak = Arc::downgrade(&session);
         let connection = server.connect(

@@ -4,13 +4,14 @@
 //!
 //! - `initialize` writes the session's record: who opened it, and the
 //!   [`SessionImage`] its connection settled.
-//! - Every later request reads the record (restarting its idle time): an
-//!   instance that does not hold the session settles it from the image (a
-//!   replica), one that holds an older image takes what changed, and a
-//!   record that is gone (ended elsewhere, or expired) ends the session
-//!   here too.
-//! - `logging/setLevel` and `resources/(un)subscribe` write the record
-//!   again, so every instance applies them.
+//! - `logging/setLevel` and `resources/(un)subscribe` change what is kept
+//!   beside the record, each change in one step of the store's, so that two
+//!   made at once on two instances both hold.
+//! - Every later request reads the session (restarting its idle time): an
+//!   instance that does not hold it settles it from the image and the
+//!   changes (a replica), one that holds it takes what changed elsewhere
+//!   since it last read it, and a session that is gone (ended elsewhere,
+//!   or expired) ends here too.
 //! - A request this instance sends the client carries the instance's name
 //!   in its id; the answer, posted to any instance, is relayed to it.
 //!
@@ -33,12 +34,16 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::respond::refusal;
-use super::sessions::{Session, Sessions, sessions_full};
-use crate::application::server::{AuthContext, Server, SessionImage, SharedSessions, StoreError};
-use crate::domain::TransportKind;
+use super::sessions::{Session, Sessions, Synced, sessions_full};
+use crate::application::server::{
+    AuthContext, Changed, KeptSession, Lasting, MAX_SUBSCRIPTIONS, Server, SessionChange,
+    SessionImage, SharedSessions, StoreError,
+};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Incoming, Message, RequestId, parse};
+use crate::domain::{LoggingLevel, TransportKind};
 
 /// The longest instance name an id may carry (what `droid` keeps of one).
 const MAX_INSTANCE_NAME: usize = 64;
@@ -48,11 +53,13 @@ const MAX_INSTANCE_NAME: usize = 64;
 /// message passes through Redis.
 pub(super) const MAX_RELAYED: usize = 1024 * 1024;
 
-/// The largest record kept, in bytes: a client's `initialize` params are
-/// its to choose, and every request reads the record back.
+/// The largest record kept, in bytes, and the most bytes of subscribed
+/// URIs kept beside it: a client's `initialize` params and subscriptions
+/// are its to choose, and every request reads them back.
 const MAX_RECORD: usize = 64 * 1024;
 
-/// A session as the store keeps it.
+/// A session's record as the store keeps it: as it was opened, its log
+/// level and subscriptions kept beside it.
 #[derive(Serialize, Deserialize)]
 struct Record {
     owner: Option<String>,
@@ -60,8 +67,8 @@ struct Record {
     image: SessionImage,
 }
 
-/// The methods whose effect outlives the request: the record is written
-/// again after each.
+/// The methods whose effect outlives the request: what each changed is
+/// shared before it is answered (`share_change`).
 pub(super) fn changes_record(method: &str) -> bool {
     matches!(
         method,
@@ -87,19 +94,18 @@ pub(super) fn unavailable_error() -> ErrorObject {
     )
 }
 
-/// Writes `session`'s record as it stands; with `first`, only if no record
-/// has the id yet (a new session).
-pub(super) async fn write(
-    sessions: &Sessions,
-    session: &Session,
-    first: bool,
-) -> Result<(), ErrorObject> {
+/// Writes a new `session`'s record, if no record has its id yet.
+pub(super) async fn create(sessions: &Sessions, session: &Session) -> Result<(), ErrorObject> {
     let Some(shared) = &sessions.shared else {
         return Ok(());
     };
-    let Some(image) = session.connection().and_then(|c| c.image()) else {
+    let Some(mut image) = session.connection().and_then(|c| c.image()) else {
         return Ok(());
     };
+    // Kept beside the record, where each change is made on its own
+    // (`share_change`, below).
+    image.level = None;
+    image.subscribed.clear();
     let record = Record {
         owner: session.owner.clone(),
         quota: session.quota.clone(),
@@ -111,23 +117,87 @@ pub(super) async fn write(
         return Err(ErrorObject::new(
             ErrorCode::INVALID_PARAMS,
             format!(
-                "this session is too large to share (at most {MAX_RECORD} bytes of initialize params and subscriptions)"
+                "this session is too large to share (at most {MAX_RECORD} bytes of initialize params)"
             ),
         ));
     }
-    let ttl = ttl_ms(sessions);
-    let kept = if first {
-        shared.store.create(&session.id, &text, ttl).await
-    } else {
-        shared.store.update(&session.id, &text, ttl).await
-    };
-    match kept {
-        Ok(true) => {
-            session.set_record_digest(digest(&text));
-            Ok(())
+    match shared
+        .store
+        .create(&session.id, &text, ttl_ms(sessions))
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(ErrorObject::new(
+                ErrorCode::INTERNAL_ERROR,
+                "a session id was minted twice",
+            ));
         }
+        Err(error) => {
+            tracing::warn!(target: "droid", %error, "a shared session could not be written");
+            return Err(unavailable_error());
+        }
+    }
+    // A handshake sets neither a level nor a subscription, but what it
+    // did set is kept as any later change is.
+    let _synced = session.resync(Synced {
+        digest: digest(&KeptSession {
+            record: text,
+            ..KeptSession::default()
+        }),
+        lasting: Lasting::default(),
+    });
+    share_change(sessions, session, Some(Lasting::default())).await
+}
+
+/// Shares what `session`'s client changed since `before` (what the session
+/// had before a request or batch ran), each change made in the store in
+/// one step: a change made at the same time through another instance is
+/// kept too.
+pub(super) async fn share_change(
+    sessions: &Sessions,
+    session: &Session,
+    before: Option<Lasting>,
+) -> Result<(), ErrorObject> {
+    let Some(shared) = &sessions.shared else {
+        return Ok(());
+    };
+    let (Some(before), Some(after)) = (before, session.connection().and_then(|c| c.lasting()))
+    else {
+        return Ok(());
+    };
+    let change = before.change_to(&after);
+    if change.is_empty() {
+        return Ok(());
+    }
+    let subscribed_bytes: usize = after.subscribed.iter().map(String::len).sum();
+    if subscribed_bytes > MAX_RECORD {
+        return Err(ErrorObject::new(
+            ErrorCode::INVALID_PARAMS,
+            format!(
+                "this session is too large to share (at most {MAX_RECORD} bytes of subscribed URIs)"
+            ),
+        ));
+    }
+    let level = change.level.and_then(level_text);
+    let kept = SessionChange {
+        level: level.as_deref(),
+        subscribed: &change.subscribed,
+        unsubscribed: &change.unsubscribed,
+        max_subscribed: MAX_SUBSCRIPTIONS,
+    };
+    match shared
+        .store
+        .change(&session.id, &kept, ttl_ms(sessions))
+        .await
+    {
+        Ok(Changed::Made) => Ok(()),
+        Ok(Changed::Full) => Err(ErrorObject::new(
+            ErrorCode::INVALID_PARAMS,
+            format!("at most {MAX_SUBSCRIPTIONS} resource subscriptions per session"),
+        )),
         // Ended elsewhere meanwhile: this instance lets it go too.
-        Ok(false) => Err(ErrorObject::new(
+        Ok(Changed::Gone) => Err(ErrorObject::new(
             ErrorCode::INVALID_REQUEST,
             "unknown or ended session",
         )),
@@ -135,6 +205,26 @@ pub(super) async fn write(
             tracing::warn!(target: "droid", %error, "a shared session could not be written");
             Err(unavailable_error())
         }
+    }
+}
+
+/// A log level as the store keeps it: as the wire names it.
+fn level_text(level: LoggingLevel) -> Option<String> {
+    match serde_json::to_value(level) {
+        Ok(Value::String(text)) => Some(text),
+        _ => None,
+    }
+}
+
+/// What `kept` says the session's client changed; a level this build does
+/// not know is taken as none.
+fn lasting_of(kept: &KeptSession) -> Lasting {
+    Lasting {
+        level: kept
+            .level
+            .as_ref()
+            .and_then(|text| serde_json::from_value(Value::String(text.clone())).ok()),
+        subscribed: kept.subscribed.iter().cloned().collect(),
     }
 }
 
@@ -173,14 +263,14 @@ pub(super) async fn find(
         }
         Err(error) => return Err(unavailable(&error)),
     };
-    let Some(text) = fetched else {
+    let Some(kept) = fetched else {
         // Ended elsewhere, or expired: ended here too.
         if here.is_some() {
             sessions.end(id);
         }
         return Ok(None);
     };
-    let Ok(record) = serde_json::from_str::<Record>(&text) else {
+    let Ok(record) = serde_json::from_str::<Record>(&kept.record) else {
         // Written by a build that keeps another form (a rolling upgrade):
         // not served here, and said so, rather than ended everywhere.
         tracing::warn!(target: "droid", "a shared session's record is not one this build reads");
@@ -191,45 +281,55 @@ pub(super) async fn find(
     if record.owner != caller.principal_key() {
         return Ok(None);
     }
-    let current = digest(&text);
+    let current = digest(&kept);
+    let lasting = lasting_of(&kept);
     let session = match here {
         Some(session) => session,
         None => {
-            let image = record.image.clone();
-            let adopted = sessions.adopt(
-                server,
-                id,
-                record.owner.clone(),
-                record.quota.clone(),
-                |c| c.restore(&image).is_ok(),
-            );
+            let mut image = record.image;
+            image.level = lasting.level;
+            image.subscribed = lasting.subscribed.iter().cloned().collect();
+            let adopted = sessions.adopt(server, id, record.owner, record.quota, |c| {
+                c.restore(&image).is_ok()
+            });
             match adopted {
-                Ok(Some(session)) => {
-                    // Settled from this very record: nothing to take again.
-                    session.set_record_digest(current);
-                    session
-                }
+                Ok(Some(session)) => session,
                 Ok(None) => return Ok(None),
                 Err(full) => return Err(sessions_full(&full, None)),
             }
         }
     };
-    // Whatever was written last, by any instance, is what is served: the
-    // record is compared whole, so two instances' writes cannot pass for
-    // each other.
-    if session.record_digest() != current {
+    // Whatever changed elsewhere since this instance last read the session
+    // is taken, and only that: a change this instance made meanwhile, not
+    // yet kept in the store, is not undone. (A copy settled from this very
+    // reading finds nothing to take.)
+    if session.synced_digest() != current {
+        let before = session.resync(Synced {
+            digest: current,
+            lasting: lasting.clone(),
+        });
         if let Some(connection) = session.connection() {
-            let _restored = connection.restore(&record.image);
+            connection.apply(&before.change_to(&lasting));
         }
-        session.set_record_digest(current);
     }
     Ok(sessions.get(id, TransportKind::StreamableHttp, caller))
 }
 
-/// A record's digest: what tells one written record from another.
-fn digest(text: &str) -> [u8; 32] {
+/// A kept session's digest: what tells one reading from another.
+fn digest(kept: &KeptSession) -> [u8; 32] {
     use sha2::Digest as _;
-    sha2::Sha256::digest(text.as_bytes()).into()
+    let mut hasher = sha2::Sha256::new();
+    // Each part after its length, so no two readings pass for each other.
+    let parts = [Some(&kept.record), kept.level.as_ref()]
+        .into_iter()
+        .flatten()
+        .chain(&kept.subscribed);
+    hasher.update(if kept.level.is_some() { [1] } else { [0] });
+    for part in parts {
+        hasher.update(part.len().to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.finalize().into()
 }
 
 /// Ends the session `id` for `caller` everywhere: its record goes first,
@@ -255,13 +355,13 @@ pub(super) async fn end(
         return Ok(false);
     }
     // Looked up without settling it here: only its owner matters.
-    let text = shared
+    let kept = shared
         .store
         .fetch(id, ttl_ms(sessions))
         .await
         .map_err(|e| unavailable(&e))?;
-    let owner = text
-        .and_then(|text| serde_json::from_str::<Record>(&text).ok())
+    let owner = kept
+        .and_then(|kept| serde_json::from_str::<Record>(&kept.record).ok())
         .map(|record| record.owner);
     if owner.is_none_or(|owner| owner != caller.principal_key()) {
         return Ok(false);

@@ -168,7 +168,7 @@ async fn initialize(
     // of reach fails the handshake rather than leave a session that other
     // instances would not know.
     if outcome.is_ok() {
-        if let Err(error) = shared::write(&app.sessions, &session, true).await {
+        if let Err(error) = shared::create(&app.sessions, &session).await {
             outcome = Err(error);
         }
     }
@@ -271,10 +271,13 @@ async fn in_session(
                     let here = session.watch_task(&task, tx);
                     (here, task_relay::announce(&sessions, &session.id, &task))
                 });
+                let before = lasting.as_ref().and_then(|_| connection.lasting());
                 let answer = connection.answer(request, ctx).await;
                 match lasting {
                     Some((sessions, session)) if answer.is_ok() => {
-                        shared::write(&sessions, &session, false).await.and(answer)
+                        shared::share_change(&sessions, &session, before)
+                            .await
+                            .and(answer)
                     }
                     _ => answer,
                 }
@@ -371,6 +374,12 @@ async fn batch(
     let mut answers = Vec::new();
     let mut running = Vec::new();
     let mut lasting = false;
+    // What the batch's changes are told from (see `shared::share_change`).
+    let before = app
+        .sessions
+        .shared
+        .as_ref()
+        .and_then(|_| connection.lasting());
     for item in items {
         match item {
             Err(e) => answers.push(Message::Response(e.to_response()).into_value()),
@@ -415,7 +424,7 @@ async fn batch(
         );
     }
     if lasting {
-        if let Err(error) = shared::write(&app.sessions, session, false).await {
+        if let Err(error) = shared::share_change(&app.sessions, session, before).await {
             tracing::warn!(%error.message, "a batch's lasting change was not shared");
         }
     }

@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | `state-keys` | the `requestState` [key ring](crate::application::server::KeyRing), JSON | kept; rotated in place |
 //! | `round:<tag>` | hex digest of a round's `inputResponses` | until the state expires |
-//! | `session:<id>` | a legacy session's record, JSON | while used, then its idle timeout |
+//! | `session:<id>` | a hash: a legacy session's record as opened, JSON (`record`), the log level its client set (`level`), one field per subscription (`s:<uri>`) | while used, then its idle timeout |
 //! | `call:<session>:<id>` | a `tools/call` running (its lease) or its answer, JSON | the lease, renewed while it runs; then the answer's replay time |
 //! | `calls:<session>`, `callsizes:<session>` | the session's calls, by when each lapses; their answers' sizes, and those sizes' sum under `#bytes` | as long as its newest call |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
@@ -50,9 +50,9 @@ use futures_util::StreamExt as _;
 use tokio::sync::mpsc;
 
 use crate::application::server::{
-    BoxFuture, CallRecord, IdempotencyLedger, KeyRingStore, Relay, RotationPolicy, Round,
-    RoundLedger, SessionStore, SharedAdmission, SharedSessions, SharedState, StoreBounds,
-    StoreError,
+    BoxFuture, CallRecord, Changed, IdempotencyLedger, KeptSession, KeyRingStore, Relay,
+    RotationPolicy, Round, RoundLedger, SessionChange, SessionStore, SharedAdmission,
+    SharedSessions, SharedState, StoreBounds, StoreError,
 };
 
 /// How many relayed messages wait for their instance to take them; more
@@ -63,20 +63,50 @@ const RELAY_BACKLOG: usize = 1024;
 /// taken; the same record already kept is this write's own, landed before
 /// its reply was lost, and counts as kept.
 const CREATE_SESSION: &str = r"
-local kept = redis.call('GET', KEYS[1])
-if not kept then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'none' then
+  redis.call('HSET', KEYS[1], 'record', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
-if kept == ARGV[1] then return 1 end
+if kind == 'hash' and redis.call('HGET', KEYS[1], 'record') == ARGV[1] then return 1 end
 return 0
 ";
 
-/// Reads a session's record and restarts its idle time in one step.
+/// Reads a session (its fields and values, in turn) and restarts its idle
+/// time (ARGV[1] ms) in one step; nothing for none, or for a key of
+/// another form (an older build's).
 const FETCH_SESSION: &str = r"
-local kept = redis.call('GET', KEYS[1])
-if kept then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return kept
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' then return false end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+";
+
+/// Changes a session still kept, in one step, and restarts its idle time
+/// (ARGV[1] ms): the log level ARGV[3] unless empty; ARGV[4] subscriptions
+/// dropped, named next; the rest subscribed to, while it holds fewer than
+/// ARGV[2]. 0: not kept; 1: made; 2: made but for subscriptions past the
+/// bound.
+const CHANGE_SESSION: &str = r"
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' then return 0 end
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'level', ARGV[3]) end
+local dropped = tonumber(ARGV[4])
+for i = 5, 4 + dropped do redis.call('HDEL', KEYS[1], 's:' .. ARGV[i]) end
+local held = redis.call('HLEN', KEYS[1]) - 1 - redis.call('HEXISTS', KEYS[1], 'level')
+local made = 1
+for i = 5 + dropped, #ARGV do
+  local field = 's:' .. ARGV[i]
+  if redis.call('HEXISTS', KEYS[1], field) == 0 then
+    if held < tonumber(ARGV[2]) then
+      redis.call('HSET', KEYS[1], field, '1')
+      held = held + 1
+    else
+      made = 2
+    end
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return made
 ";
 
 /// Keeps the next ring only if the ring kept is still the one the caller
@@ -153,6 +183,7 @@ pub struct RedisStore {
     answer_round: Arc<redis::Script>,
     fetch_session: Arc<redis::Script>,
     create_session: Arc<redis::Script>,
+    change_session: Arc<redis::Script>,
     append_events: Arc<redis::Script>,
     admit_call: Arc<redis::Script>,
     renew_call: Arc<redis::Script>,
@@ -210,6 +241,7 @@ impl RedisStore {
             answer_round: Arc::new(redis::Script::new(ANSWER_ROUND)),
             fetch_session: Arc::new(redis::Script::new(FETCH_SESSION)),
             create_session: Arc::new(redis::Script::new(CREATE_SESSION)),
+            change_session: Arc::new(redis::Script::new(CHANGE_SESSION)),
             admit_call: Arc::new(with_prune(ADMIT_CALL)),
             renew_call: Arc::new(with_prune(RENEW_CALL)),
             record_call: Arc::new(with_prune(RECORD_CALL)),
@@ -464,28 +496,52 @@ impl SessionStore for RedisStore {
         &'a self,
         id: &'a str,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+    ) -> BoxFuture<'a, Result<Option<KeptSession>, StoreError>> {
         let key = self.key(&format!("session:{id}"));
         Box::pin(async move {
             let (key, script) = (&key, &self.fetch_session);
-            self.run(|mut connection| async move {
-                script
-                    .key(key)
-                    .arg(ttl_ms.max(1))
-                    .invoke_async(&mut connection)
-                    .await
-            })
-            .await
+            let fields: Option<Vec<String>> = self
+                .run(|mut connection| async move {
+                    script
+                        .key(key)
+                        .arg(ttl_ms.max(1))
+                        .invoke_async(&mut connection)
+                        .await
+                })
+                .await?;
+            Ok(fields.and_then(kept_session))
         })
     }
 
-    fn update<'a>(
+    fn change<'a>(
         &'a self,
         id: &'a str,
-        record: &'a str,
+        change: &'a SessionChange<'a>,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.replace_session(id, record, ttl_ms))
+    ) -> BoxFuture<'a, Result<Changed, StoreError>> {
+        let key = self.key(&format!("session:{id}"));
+        Box::pin(async move {
+            let (key, script) = (&key, &self.change_session);
+            let made: i64 = self
+                .run(|mut connection| async move {
+                    let mut invocation = script.key(key);
+                    invocation
+                        .arg(ttl_ms.max(1))
+                        .arg(change.max_subscribed)
+                        .arg(change.level.unwrap_or(""))
+                        .arg(change.unsubscribed.len());
+                    for uri in change.unsubscribed.iter().chain(change.subscribed) {
+                        invocation.arg(uri);
+                    }
+                    invocation.invoke_async(&mut connection).await
+                })
+                .await?;
+            Ok(match made {
+                0 => Changed::Gone,
+                2 => Changed::Full,
+                _ => Changed::Made,
+            })
+        })
     }
 
     fn append_events<'a>(
@@ -998,31 +1054,29 @@ impl Probing {
     }
 }
 
-impl RedisStore {
-    /// Replaces a session's record kept for `ttl_ms` more, if one is kept
-    /// (`XX`: an ended session is not brought back). Whether it was.
-    async fn replace_session(
-        &self,
-        id: &str,
-        record: &str,
-        ttl_ms: u64,
-    ) -> Result<bool, StoreError> {
-        let key = &self.key(&format!("session:{id}"));
-        let set: Option<String> = self
-            .run(|mut connection| async move {
-                redis::cmd("SET")
-                    .arg(key)
-                    .arg(record)
-                    .arg("XX")
-                    .arg("PX")
-                    .arg(ttl_ms.max(1))
-                    .query_async(&mut connection)
-                    .await
-            })
-            .await?;
-        Ok(set.is_some())
+/// A session from its hash's fields and values, in turn; `None` without
+/// its record.
+fn kept_session(fields: Vec<String>) -> Option<KeptSession> {
+    let mut kept = KeptSession::default();
+    let mut record = None;
+    let mut pairs = fields.into_iter();
+    while let (Some(field), Some(value)) = (pairs.next(), pairs.next()) {
+        match field.as_str() {
+            "record" => record = Some(value),
+            "level" => kept.level = Some(value),
+            _ => {
+                if let Some(uri) = field.strip_prefix("s:") {
+                    kept.subscribed.push(uri.to_owned());
+                }
+            }
+        }
     }
+    kept.subscribed.sort_unstable();
+    kept.record = record?;
+    Some(kept)
+}
 
+impl RedisStore {
     async fn subscribe(&self, channel: &str) -> Result<redis::aio::PubSub, StoreError> {
         let subscribing = async {
             let mut pubsub = self

@@ -40,12 +40,14 @@ use sha2::Digest as _;
 use tracing::Instrument as _;
 
 mod finish;
+mod image;
 mod listen;
 mod methods;
 mod request;
 mod tasks;
 
 use finish::finish;
+pub use image::{ImageChange, Lasting, SessionImage};
 use methods::{binding, meta_of};
 use request::{ClientRequest, Declared, Hello, TaskRequest, member};
 
@@ -102,45 +104,6 @@ struct LegacySession {
     hello: Arc<JsonObject>,
 }
 
-/// What a legacy session settled and has changed since: everything another
-/// instance needs to serve it (see [`Connection::image`]).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SessionImage {
-    /// The revision the handshake settled.
-    #[serde(with = "revision_text")]
-    pub version: ProtocolVersion,
-    /// The `initialize` params the client sent.
-    pub hello: JsonObject,
-    /// The threshold `logging/setLevel` set, if it was sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub level: Option<LoggingLevel>,
-    /// The resources the session is subscribed to.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub subscribed: Vec<String>,
-}
-
-/// A revision as the text the wire names it by.
-mod revision_text {
-    use serde::{Deserialize as _, Deserializer, Serializer};
-
-    use crate::domain::ProtocolVersion;
-
-    pub(super) fn serialize<S: Serializer>(
-        version: &ProtocolVersion,
-        out: S,
-    ) -> Result<S::Ok, S::Error> {
-        out.serialize_str(version.as_str())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        input: D,
-    ) -> Result<ProtocolVersion, D::Error> {
-        let text = String::deserialize(input)?;
-        ProtocolVersion::from_wire(&text)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown revision {text:?}")))
-    }
-}
-
 /// A request's params as an object (none is an empty one), or the refusal
 /// of anything else.
 fn object_params(params: Option<Value>) -> Result<JsonObject, ErrorObject> {
@@ -193,7 +156,7 @@ fn now_ms() -> u64 {
 pub(super) const MULTI_ROUND_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
 /// How many resources one legacy session may subscribe to.
-pub(super) const MAX_SUBSCRIPTIONS: usize = 1024;
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 1024;
 
 /// The methods only 2026-07-28 has, so a request for one is modern even
 /// when its `_meta` is missing (and is then refused for that).
@@ -706,57 +669,6 @@ impl Connection {
     /// instance replays the answer. Set once; later names are ignored.
     pub fn share_as(&self, name: impl Into<String>) {
         let _first = self.shared_as.set(name.into());
-    }
-
-    /// What this session settled and has changed since, for another
-    /// instance to serve it from; `None` before the handshake.
-    #[must_use]
-    pub fn image(&self) -> Option<SessionImage> {
-        let state = self.state.lock().ok()?;
-        let legacy = state.legacy.as_ref()?;
-        Some(SessionImage {
-            version: legacy.peer.negotiated(),
-            hello: (*legacy.hello).clone(),
-            level: legacy.peer.log_gate().threshold(),
-            subscribed: state.subscribed.iter().cloned().collect(),
-        })
-    }
-
-    /// Serves the session `image` describes, as the instance that settled
-    /// it does: the same revision, client and capabilities, log level and
-    /// subscriptions. Applied again to a session already settled, only the
-    /// log level and subscriptions are taken (what can change later).
-    ///
-    /// # Errors
-    ///
-    /// `-32602` when the image's `initialize` params cannot be read, or it
-    /// names a revision this server does not offer.
-    pub fn restore(&self, image: &SessionImage) -> Result<(), ErrorObject> {
-        if self.negotiated().is_none() {
-            if !self.server.offered().contains(&image.version) || image.version.era() != Era::Legacy
-            {
-                return Err(Refusal::invalid_params(format!(
-                    "this server does not offer {}",
-                    image.version
-                ))
-                .into());
-            }
-            let hello = Hello::decode(&image.hello)?;
-            let _declared = self.settle(image.version, &hello, &image.hello);
-        }
-        if let Ok(mut state) = self.state.lock() {
-            if let Some(legacy) = state.legacy.as_mut() {
-                let gate = image.level.map_or_else(LogGate::default, LogGate::at);
-                legacy.peer = legacy.peer.clone().with_log_gate(gate);
-            }
-            state.subscribed = image
-                .subscribed
-                .iter()
-                .take(MAX_SUBSCRIPTIONS)
-                .cloned()
-                .collect();
-        }
-        Ok(())
     }
 
     async fn legacy(
