@@ -25,12 +25,22 @@ const STATEFUL: &str = "test_input_required_result_request_state";
 
 /// `count` instances of `droid serve`, sharing through `store` if given.
 fn instances(count: usize, store: Option<&str>) -> Result<Vec<(Running, String)>, TestError> {
+    instances_with(count, store, &[])
+}
+
+/// As [`instances`], each given the flags `extra` too.
+fn instances_with(
+    count: usize,
+    store: Option<&str>,
+    extra: &[&str],
+) -> Result<Vec<(Running, String)>, TestError> {
     (0..count)
         .map(|_| {
             let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
             if let Some(url) = store {
                 args.extend(["--store", url]);
             }
+            args.extend(extra);
             listening(&args, "http")
         })
         .collect()
@@ -820,6 +830,31 @@ fn a_tasks_status_reaches_the_stream_another_instance_holds() -> Result<(), Test
     let told = next_on(&mut lines, |m| {
         m.get("method") == Some(&json!("notifications/tasks/status"))
             && m.pointer("/params/status") == Some(&json!("cancelled"))
+    })?;
+    assert_eq!(told.pointer("/params/taskId"), Some(&json!(task)), "{told}");
+    Ok(())
+}
+
+/// The instance running a task keeps its copy of the session while the
+/// task runs, though no request of the session reaches it: the task's last
+/// status, told long after the idle timeout passed there, still reaches the
+/// stream another instance holds. Before, that copy was let go as idle,
+/// and what the task told it after went nowhere.
+#[test]
+fn a_session_whose_task_runs_here_is_kept_past_its_idle_time() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances_with(2, Some(&redis.url()), &["--session-idle", "1"])?;
+    let [a, b] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    let mut lines = standing(b, &session)?;
+    // Four idle timeouts long, with nothing of the session sent to a.
+    let call = json!({ "name": "slow_compute", "task": { "ttl": 60_000 },
+                       "arguments": { "seconds": 4, "label": "kept" } });
+    let task = legacy_task(a, &session, &call)?;
+    let told = next_on(&mut lines, |m| {
+        m.get("method") == Some(&json!("notifications/tasks/status"))
+            && m.pointer("/params/status") == Some(&json!("completed"))
     })?;
     assert_eq!(told.pointer("/params/taskId"), Some(&json!(task)), "{told}");
     Ok(())

@@ -117,16 +117,18 @@ impl Session {
     /// Whether the session is in use without sending requests here: a
     /// stream still open to its client, a request still running, a request
     /// of the server's still waiting for its answer (which may be posted to
-    /// another instance), or a `tasks/result` on another instance waiting
-    /// for this one's questions. Such a session is not idle, however long
-    /// since its last POST.
+    /// another instance), a `tasks/result` on another instance waiting for
+    /// this one's questions, or a task of the session running here (whose
+    /// statuses go through this copy of it). Such a session is not idle,
+    /// however long since its last POST.
     fn busy(&self) -> bool {
         let streaming = self
             .standalone
             .lock()
             .is_ok_and(|s| s.as_ref().is_some_and(|tx| !tx.is_closed()));
         let asking = self.pending.lock().is_ok_and(|p| !p.is_empty());
-        streaming || self.working() || asking || self.tasks.watched_elsewhere()
+        let running = self.connection().is_some_and(|c| c.runs_tasks());
+        streaming || self.working() || asking || running || self.tasks.watched_elsewhere()
     }
 
     /// Whether a request of the session is still being served.

@@ -74,6 +74,9 @@ pub struct Connection {
     exchange: Arc<dyn DynExchange>,
     sink: Arc<dyn DynFrameSink>,
     state: Mutex<ConnectionState>,
+    /// How many of the session's 2025-11-25 tasks run in this process
+    /// (see [`Connection::runs_tasks`]).
+    tasks_running: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl core::fmt::Debug for Connection {
@@ -192,6 +195,7 @@ impl Connection {
             exchange,
             sink,
             state: Mutex::default(),
+            tasks_running: Arc::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -291,7 +292,11 @@ impl Connection {
         // Weak: the server holds the task runtime, which holds this.
         let server = Arc::downgrade(&self.server.inner);
         let session = self.session;
+        // Held for as long as the runtime keeps this, that is while the task
+        // runs here: the session is in use till then.
+        let running = Running::start(&self.tasks_running);
         Some(Arc::new(move |record: &TaskRecord| {
+            let _running = &running;
             let Some(inner) = server.upgrade() else {
                 return;
             };
@@ -303,6 +308,14 @@ impl Connection {
                 .targets
                 .send(session, Change::TaskStatus { session, params });
         }))
+    }
+
+    /// Whether a 2025-11-25 task of this connection's session runs in this
+    /// process: a transport keeps such a session, however long since its
+    /// client's last request, so that the task's statuses still reach it.
+    #[must_use]
+    pub fn runs_tasks(&self) -> bool {
+        self.tasks_running.load(Ordering::Acquire) > 0
     }
 
     /// A task method of a 2025-11-25 session.
@@ -474,4 +487,21 @@ fn running(tasks: &Arc<Tasks>, owner: String, record: &TaskRecord) -> TaskMode {
 fn process_name() -> &'static str {
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     NAME.get_or_init(crate::application::random::unique_hex)
+}
+
+/// One task of a session counted while it runs: taken when it starts,
+/// given back when the runtime lets go of what tells the session of it.
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn start(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
