@@ -573,6 +573,67 @@ fn changes_made_at_once_through_two_instances_all_hold() -> Result<(), TestError
         .filter(|uri| !kept.contains(&format!("s:{uri}")))
         .collect();
     assert!(missing.is_empty(), "subscriptions lost: {missing:?}");
+
+    // A change an instance made itself is part of what it last read: put
+    // back as it was by another instance, that is a change it takes too.
+    for (address, level) in [(a, "debug"), (b, "error")] {
+        let (set, _) = legacy(
+            address,
+            Some(&session),
+            "logging/setLevel",
+            &json!({ "level": level }),
+        )?;
+        assert_eq!(set.status, 200, "{}", set.raw);
+    }
+    assert_eq!(
+        lines_logged(a, &session)?,
+        0,
+        "a set debug, b set error again after: a logs at error"
+    );
+    Ok(())
+}
+
+/// A session ended on one instance ends at once on another that holds a
+/// copy of it: its stream there closes, rather than stay open (a stream
+/// makes a copy busy, so it is not reaped) until a request of the session
+/// reaches that instance.
+#[test]
+fn a_session_ended_on_one_instance_closes_its_stream_on_another() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(2, Some(&redis.url()))?;
+    let [a, b] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    let mut lines = standing(b, &session)?;
+
+    let mut stream = TcpStream::connect(a)?;
+    write!(
+        stream,
+        "DELETE /mcp HTTP/1.1\r\nHost: {a}\r\nMcp-Session-Id: {session}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut deleted = String::new();
+    stream.read_to_string(&mut deleted)?;
+    assert!(deleted.starts_with("HTTP/1.1 200"), "{deleted}");
+
+    // Keep-alive comments come every 15 s on an open stream, and a read
+    // waits 20 s: only the stream's end stops this before the deadline.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the stream on b outlived its session by 30 s"
+        );
+        match lines.next() {
+            None => break,
+            Some(Ok(_)) => {}
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Some(Err(_)) => break,
+        }
+    }
+    let (gone, _) = legacy(b, Some(&session), "tools/list", &json!({}))?;
+    assert_eq!(gone.status, 404, "{}", gone.raw);
     Ok(())
 }
 

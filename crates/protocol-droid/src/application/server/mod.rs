@@ -84,8 +84,8 @@ pub use request_state::{
 };
 pub use scopes::{Primitive, ScopeRules};
 pub use shared::{
-    CallRecord, Changed, EVERY_INSTANCE, IdempotencyLedger, KeptSession, KeyRingStore, Relay,
-    RoundLedger, SessionChange, SessionStore, ShareError, SharedAdmission, SharedSessions,
+    CallRecord, ChangeKept, EVERY_INSTANCE, IdempotencyLedger, KeptChange, KeptSession,
+    KeyRingStore, Relay, RoundLedger, SessionStore, ShareError, SharedAdmission, SharedSessions,
     SharedState, StoreError,
 };
 pub use specs::{PromptOutput, PromptSpec, ResourceSpec};

@@ -98,7 +98,7 @@ pub struct KeptSession {
 
 /// A change to a kept session, made by a request of its client.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SessionChange<'a> {
+pub struct KeptChange<'a> {
     /// The log level set, as the wire names it.
     pub level: Option<&'a str>,
     /// Resources subscribed to.
@@ -110,9 +110,9 @@ pub struct SessionChange<'a> {
     pub max_subscribed: usize,
 }
 
-/// What became of a [`SessionChange`].
+/// What became of a [`KeptChange`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Changed {
+pub enum ChangeKept {
     /// Made.
     Made,
     /// Made, but for subscriptions past the session's bound.
@@ -158,7 +158,7 @@ pub trait SessionStore: Send + Sync + core::fmt::Debug {
     ) -> BoxFuture<'a, Result<Option<KeptSession>, StoreError>>;
 
     /// Makes `change` to a session still kept, in one step, and restarts
-    /// its idle time; [`Changed::Gone`] when it is not kept (a session
+    /// its idle time; [`ChangeKept::Gone`] when it is not kept (a session
     /// ended elsewhere is not brought back).
     ///
     /// # Errors
@@ -167,9 +167,9 @@ pub trait SessionStore: Send + Sync + core::fmt::Debug {
     fn change<'a>(
         &'a self,
         id: &'a str,
-        change: &'a SessionChange<'a>,
+        change: &'a KeptChange<'a>,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Changed, StoreError>>;
+    ) -> BoxFuture<'a, Result<ChangeKept, StoreError>>;
 
     /// Forgets session `id`; `true` when it was kept.
     ///

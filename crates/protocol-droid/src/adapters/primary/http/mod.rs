@@ -184,6 +184,7 @@ impl HttpServer {
         sessions::spawn_reaper(&sessions, options.idle_timeout);
         if let Some(shared) = server.shared_sessions() {
             shared::spawn_listener(&sessions, shared.clone());
+            shared::spawn_session_changes(&sessions, shared.clone());
             task_relay::spawn_listeners(&sessions, shared);
             shared::spawn_keeper(&sessions);
         }

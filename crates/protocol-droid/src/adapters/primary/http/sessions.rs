@@ -21,7 +21,8 @@ use super::respond::CURRENT;
 use super::task_streams::{TaskStreams, Watch};
 use crate::application::server::tasks::wire::related_meta;
 use crate::application::server::{
-    AuthContext, BoxFuture, CallbackExchange, DynFrameSink, ExchangeError, Lasting, SharedSessions,
+    AuthContext, BoxFuture, CallbackExchange, DynFrameSink, ExchangeError, ImageChange, Lasting,
+    SharedSessions,
 };
 use crate::application::server::{Change, Connection, Server};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
@@ -93,6 +94,27 @@ impl Session {
     /// The digest of what this instance last took of the shared session.
     pub(super) fn synced_digest(&self) -> [u8; 32] {
         self.synced.lock().map_or([0; 32], |synced| synced.digest)
+    }
+
+    /// Notes that the store now also holds `change`, which this instance
+    /// made there itself: taken as what it last read, so that an instance
+    /// putting the session back as it was before is seen as a change. What
+    /// else the store holds now is not known: the next reading is taken
+    /// whatever its digest.
+    pub(super) fn fold(&self, change: &ImageChange) {
+        if let Ok(mut synced) = self.synced.lock() {
+            if let Some(level) = change.level {
+                synced.lasting.level = Some(level);
+            }
+            for uri in &change.unsubscribed {
+                synced.lasting.subscribed.remove(uri);
+            }
+            synced
+                .lasting
+                .subscribed
+                .extend(change.subscribed.iter().cloned());
+            synced.digest = [0; 32];
+        }
     }
 
     /// Notes that this instance has now taken `synced`; answers what it
@@ -762,15 +784,16 @@ impl Sessions {
 
     /// The shared sessions held here that are in use without requests (see
     /// `Session::busy`): a standing stream open, a request still running, a
-    /// question out, or a `tasks/result` elsewhere waiting for questions.
-    pub(super) fn busy_shared(&self) -> Vec<String> {
+    /// question out, a `tasks/result` elsewhere waiting for questions, or a
+    /// task running here.
+    pub(super) fn busy_shared(&self) -> Vec<Arc<Session>> {
         self.map.lock().map_or_else(
             |_| Vec::new(),
             |map| {
                 map.sessions
                     .values()
                     .filter(|s| s.transport == TransportKind::StreamableHttp && s.busy())
-                    .map(|s| s.id.clone())
+                    .map(Arc::clone)
                     .collect()
             },
         )

@@ -39,10 +39,12 @@ use serde_json::Value;
 use super::respond::refusal;
 use super::sessions::{Session, Sessions, Synced, sessions_full};
 use crate::application::server::{
-    AuthContext, Changed, KeptSession, Lasting, MAX_SUBSCRIPTIONS, Server, SessionChange,
-    SessionImage, SharedSessions, StoreError,
+    AuthContext, ChangeKept, ImageChange, KeptChange, KeptSession, Lasting, MAX_SUBSCRIPTIONS,
+    Server, SessionImage, SharedSessions, StoreError,
 };
-use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Incoming, Message, RequestId, parse};
+use crate::domain::jsonrpc::{
+    ErrorCode, ErrorObject, Incoming, Message, Request, RequestId, parse,
+};
 use crate::domain::{LoggingLevel, TransportKind};
 
 /// The longest instance name an id may carry (what `droid` keeps of one).
@@ -67,13 +69,33 @@ struct Record {
     image: SessionImage,
 }
 
-/// The methods whose effect outlives the request: what each changed is
-/// shared before it is answered (`share_change`).
-pub(super) fn changes_record(method: &str) -> bool {
-    matches!(
-        method,
-        "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe"
-    )
+/// What a request asks to change of what its session keeps after the
+/// handshake, read before it runs: only these requests change it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Intent {
+    /// `logging/setLevel`.
+    Level(LoggingLevel),
+    /// `resources/subscribe`.
+    Subscribe(String),
+    /// `resources/unsubscribe`.
+    Unsubscribe(String),
+}
+
+/// What `request` asks to change of what its session keeps, if anything
+/// (a request whose params do not say is refused as it runs, and shares
+/// nothing).
+pub(super) fn intent(request: &Request) -> Option<Intent> {
+    let params = request.params.as_ref()?;
+    let text = |name: &str| params.get(name).and_then(Value::as_str).map(str::to_owned);
+    match request.method.as_str() {
+        "logging/setLevel" => params
+            .get("level")
+            .and_then(|level| serde_json::from_value(level.clone()).ok())
+            .map(Intent::Level),
+        "resources/subscribe" => text("uri").map(Intent::Subscribe),
+        "resources/unsubscribe" => text("uri").map(Intent::Unsubscribe),
+        _ => None,
+    }
 }
 
 fn unavailable(error: &StoreError) -> Response {
@@ -138,8 +160,7 @@ pub(super) async fn create(sessions: &Sessions, session: &Session) -> Result<(),
             return Err(unavailable_error());
         }
     }
-    // A handshake sets neither a level nor a subscription, but what it
-    // did set is kept as any later change is.
+    // A handshake sets neither a level nor a subscription.
     let _synced = session.resync(Synced {
         digest: digest(&KeptSession {
             record: text,
@@ -147,31 +168,57 @@ pub(super) async fn create(sessions: &Sessions, session: &Session) -> Result<(),
         }),
         lasting: Lasting::default(),
     });
-    share_change(sessions, session, Some(Lasting::default())).await
+    Ok(())
 }
 
-/// Shares what `session`'s client changed since `before` (what the session
-/// had before a request or batch ran), each change made in the store in
-/// one step: a change made at the same time through another instance is
-/// kept too.
+/// Shares what the requests `intents` (answered without error, in order)
+/// changed of what `session` keeps, each change made in the store in one
+/// step: what another instance changes at the same time is kept too. Only
+/// these requests' own changes are written, never what the session's copy
+/// took from elsewhere meanwhile, and a subscription is written only if
+/// the session kept it.
 pub(super) async fn share_change(
     sessions: &Sessions,
     session: &Session,
-    before: Option<Lasting>,
+    intents: &[Intent],
 ) -> Result<(), ErrorObject> {
     let Some(shared) = &sessions.shared else {
         return Ok(());
     };
-    let (Some(before), Some(after)) = (before, session.connection().and_then(|c| c.lasting()))
-    else {
+    let Some(connection) = session.connection() else {
         return Ok(());
     };
-    let change = before.change_to(&after);
+    let Some(after) = connection.lasting() else {
+        return Ok(());
+    };
+    let mut change = ImageChange::default();
+    for intent in intents {
+        match intent {
+            Intent::Level(level) => change.level = Some(*level),
+            Intent::Subscribe(uri) => {
+                change.unsubscribed.retain(|u| u != uri);
+                if after.subscribed.contains(uri) && !change.subscribed.contains(uri) {
+                    change.subscribed.push(uri.clone());
+                }
+            }
+            Intent::Unsubscribe(uri) => {
+                change.subscribed.retain(|u| u != uri);
+                if !change.unsubscribed.contains(uri) {
+                    change.unsubscribed.push(uri.clone());
+                }
+            }
+        }
+    }
     if change.is_empty() {
         return Ok(());
     }
     let subscribed_bytes: usize = after.subscribed.iter().map(String::len).sum();
-    if subscribed_bytes > MAX_RECORD {
+    if subscribed_bytes > MAX_RECORD && !change.subscribed.is_empty() {
+        // Refused, so not kept here either.
+        connection.apply(&ImageChange {
+            unsubscribed: change.subscribed,
+            ..ImageChange::default()
+        });
         return Err(ErrorObject::new(
             ErrorCode::INVALID_PARAMS,
             format!(
@@ -180,7 +227,7 @@ pub(super) async fn share_change(
         ));
     }
     let level = change.level.and_then(level_text);
-    let kept = SessionChange {
+    let kept = KeptChange {
         level: level.as_deref(),
         subscribed: &change.subscribed,
         unsubscribed: &change.unsubscribed,
@@ -191,13 +238,30 @@ pub(super) async fn share_change(
         .change(&session.id, &kept, ttl_ms(sessions))
         .await
     {
-        Ok(Changed::Made) => Ok(()),
-        Ok(Changed::Full) => Err(ErrorObject::new(
-            ErrorCode::INVALID_PARAMS,
-            format!("at most {MAX_SUBSCRIPTIONS} resource subscriptions per session"),
-        )),
+        Ok(ChangeKept::Made) => {
+            session.fold(&change);
+            tell_changed(shared, &session.id);
+            Ok(())
+        }
+        Ok(ChangeKept::Full) => {
+            // Some subscription was not kept: none is kept here, and the
+            // next reading takes back those the store did keep.
+            session.fold(&ImageChange {
+                subscribed: Vec::new(),
+                ..change.clone()
+            });
+            connection.apply(&ImageChange {
+                unsubscribed: change.subscribed,
+                ..ImageChange::default()
+            });
+            tell_changed(shared, &session.id);
+            Err(ErrorObject::new(
+                ErrorCode::INVALID_PARAMS,
+                format!("at most {MAX_SUBSCRIPTIONS} resource subscriptions per session"),
+            ))
+        }
         // Ended elsewhere meanwhile: this instance lets it go too.
-        Ok(Changed::Gone) => Err(ErrorObject::new(
+        Ok(ChangeKept::Gone) => Err(ErrorObject::new(
             ErrorCode::INVALID_REQUEST,
             "unknown or ended session",
         )),
@@ -271,8 +335,10 @@ pub(super) async fn find(
         return Ok(None);
     };
     let Ok(record) = serde_json::from_str::<Record>(&kept.record) else {
-        // Written by a build that keeps another form (a rolling upgrade):
-        // not served here, and said so, rather than ended everywhere.
+        // Written by a build that keeps another record (a rolling upgrade):
+        // not served here, and said so, rather than ended everywhere. (A
+        // session kept in another form altogether reads as none: upgrades
+        // across such a change take a new `--store-prefix`.)
         tracing::warn!(target: "droid", "a shared session's record is not one this build reads");
         return Ok(None);
     };
@@ -281,11 +347,10 @@ pub(super) async fn find(
     if record.owner != caller.principal_key() {
         return Ok(None);
     }
-    let current = digest(&kept);
-    let lasting = lasting_of(&kept);
     let session = match here {
         Some(session) => session,
         None => {
+            let lasting = lasting_of(&kept);
             let mut image = record.image;
             image.level = lasting.level;
             image.subscribed = lasting.subscribed.iter().cloned().collect();
@@ -301,18 +366,86 @@ pub(super) async fn find(
     };
     // Whatever changed elsewhere since this instance last read the session
     // is taken, and only that: a change this instance made meanwhile, not
-    // yet kept in the store, is not undone. (A copy settled from this very
-    // reading finds nothing to take.)
-    if session.synced_digest() != current {
-        let before = session.resync(Synced {
-            digest: current,
-            lasting: lasting.clone(),
-        });
-        if let Some(connection) = session.connection() {
-            connection.apply(&before.change_to(&lasting));
-        }
-    }
+    // yet kept in the store, is not undone. (A copy just settled from this
+    // reading takes it again, which changes nothing.)
+    take_reading(&session, &kept);
     Ok(sessions.get(id, TransportKind::StreamableHttp, caller))
+}
+
+/// Takes `kept`, a reading of `session` from the store, into this
+/// instance's copy: what changed elsewhere since this instance last read
+/// it.
+fn take_reading(session: &Session, kept: &KeptSession) {
+    let current = digest(kept);
+    if session.synced_digest() == current {
+        return;
+    }
+    let lasting = lasting_of(kept);
+    let before = session.resync(Synced {
+        digest: current,
+        lasting: lasting.clone(),
+    });
+    if let Some(connection) = session.connection() {
+        connection.apply(&before.change_to(&lasting));
+    }
+}
+
+/// Reads `session` from the store again and takes what changed: told that
+/// another instance changed it, or keeping it while it is in use without
+/// requests. A session gone from the store ends here too.
+async fn read_again(sessions: &Sessions, shared: &SharedSessions, session: &Session) {
+    match shared.store.fetch(&session.id, ttl_ms(sessions)).await {
+        Ok(Some(kept)) => take_reading(session, &kept),
+        // Ended elsewhere (`DELETE`), or gone from the store.
+        Ok(None) => {
+            sessions.end(&session.id);
+        }
+        // Tried again at the next request, or the keeper's next round.
+        Err(_) => {}
+    }
+}
+
+/// The channel on which an instance tells the others that it changed a
+/// session's level or subscriptions.
+const SESSIONS_CHANNEL: &str = "*sessions";
+
+/// Tells the other instances that this one changed what session `id`
+/// keeps (or ended it), so that those holding a copy read it again now
+/// rather than at their next request of it: one holding the session's
+/// `GET` stream may see no request of it for long, and it is the one that
+/// sends the session's resource updates. In the background: the change is
+/// kept already, and the client's answer does not wait on this.
+fn tell_changed(shared: &SharedSessions, id: &str) {
+    let relay = Arc::clone(&shared.relay);
+    let message = format!("{}\n{id}", shared.instance);
+    tokio::spawn(async move {
+        if let Err(error) = relay.send(SESSIONS_CHANNEL, &message).await {
+            tracing::debug!(target: "droid", %error, "a session's change could not be told to the other instances");
+        }
+    });
+}
+
+/// Hears the other instances tell of sessions they changed, for as long as
+/// `sessions` is kept, and reads again each one this instance holds.
+pub(super) fn spawn_session_changes(sessions: &Arc<Sessions>, shared: SharedSessions) {
+    spawn_hearing(
+        sessions,
+        shared,
+        SESSIONS_CHANNEL.to_owned(),
+        |sessions, shared, text| {
+            let Some((from, id)) = text.split_once('\n') else {
+                return;
+            };
+            if from == shared.instance {
+                return;
+            }
+            let Some(session) = sessions.local(id) else {
+                return;
+            };
+            let (sessions, shared) = (Arc::clone(sessions), shared.clone());
+            tokio::spawn(async move { read_again(&sessions, &shared, &session).await });
+        },
+    );
 }
 
 /// A kept session's digest: what tells one reading from another.
@@ -334,8 +467,8 @@ fn digest(kept: &KeptSession) -> [u8; 32] {
 
 /// Ends the session `id` for `caller` everywhere: its record goes first,
 /// so a store out of reach changes nothing (503, and the client may try
-/// again), then this instance's copy; every other instance holding it
-/// finds the record gone at its next request. `Ok(false)` when there is no
+/// again), then this instance's copy; every other instance holding it is
+/// told, and finds the record gone. `Ok(false)` when there is no
 /// such session for `caller`.
 pub(super) async fn end(
     sessions: &Sessions,
@@ -368,6 +501,9 @@ pub(super) async fn end(
     }
     shared.store.remove(id).await.map_err(|e| unavailable(&e))?;
     sessions.end(id);
+    // The others end their copies now, not at the session's next request
+    // there: a copy holding a stream would keep it open till then.
+    tell_changed(shared, id);
     Ok(true)
 }
 
@@ -472,9 +608,10 @@ pub(super) fn spawn_hearing(
 }
 
 /// Keeps the records of the sessions this instance serves without new
-/// requests (a standing stream open, a long call running) from idling out
-/// of the store, every quarter of the idle timeout, for as long as
-/// `sessions` is kept.
+/// requests (a standing stream open, a long call or task running) from
+/// idling out of the store, every quarter of the idle timeout, for as long
+/// as `sessions` is kept; what each reading shows changed elsewhere is
+/// taken, and a session gone from the store ends here.
 pub(super) fn spawn_keeper(sessions: &Arc<Sessions>) {
     let weak = Arc::downgrade(sessions);
     let every = (sessions.idle() / 4).max(std::time::Duration::from_millis(50));
@@ -487,13 +624,9 @@ pub(super) fn spawn_keeper(sessions: &Arc<Sessions>) {
             let Some(shared) = sessions.shared.clone() else {
                 return;
             };
-            let ttl = ttl_ms(&sessions);
-            let busy = sessions.busy_shared();
-            drop(sessions);
-            for id in busy {
-                // Read, so restarted; gone means it ended elsewhere, which
-                // its next request here learns.
-                let _kept = shared.store.fetch(&id, ttl).await;
+            for session in sessions.busy_shared() {
+                // Read, so restarted.
+                read_again(&sessions, &shared, &session).await;
             }
         }
     });

@@ -260,22 +260,24 @@ async fn in_session(
                         tx,
                     )
                 });
-            // What outlives the request is written to the shared record
-            // before the request is answered, so the client's next request,
-            // wherever it lands, finds it.
-            let lasting = (app.sessions.shared.is_some()
-                && shared::changes_record(&request.method))
-            .then(|| (Arc::clone(&app.sessions), Arc::clone(session)));
+            // What outlives the request is shared before the request is
+            // answered, so the client's next request, wherever it lands,
+            // finds it.
+            let lasting = app
+                .sessions
+                .shared
+                .as_ref()
+                .and_then(|_| shared::intent(&request))
+                .map(|intent| (Arc::clone(&app.sessions), Arc::clone(session), intent));
             let answering = CURRENT.scope(channel, async move {
                 let _watch = watch.map(|(sessions, session, task, tx)| {
                     let here = session.watch_task(&task, tx);
                     (here, task_relay::announce(&sessions, &session.id, &task))
                 });
-                let before = lasting.as_ref().and_then(|_| connection.lasting());
                 let answer = connection.answer(request, ctx).await;
                 match lasting {
-                    Some((sessions, session)) if answer.is_ok() => {
-                        shared::share_change(&sessions, &session, before)
+                    Some((sessions, session, intent)) if answer.is_ok() => {
+                        shared::share_change(&sessions, &session, &[intent])
                             .await
                             .and(answer)
                     }
@@ -373,25 +375,25 @@ async fn batch(
     }
     let mut answers = Vec::new();
     let mut running = Vec::new();
-    let mut lasting = false;
-    // What the batch's changes are told from (see `shared::share_change`).
-    let before = app
-        .sessions
-        .shared
-        .as_ref()
-        .and_then(|_| connection.lasting());
+    // What the batch's requests change of what the session keeps, shared
+    // once they are answered (see `shared::share_change`).
+    let mut intents = Vec::new();
     for item in items {
         match item {
             Err(e) => answers.push(Message::Response(e.to_response()).into_value()),
             Ok(Message::Request(request)) => {
-                lasting |= shared::changes_record(&request.method);
+                let intent = app
+                    .sessions
+                    .shared
+                    .as_ref()
+                    .and_then(|_| shared::intent(&request));
                 let connection = Arc::clone(connection);
                 let ctx = context(headers, caller, peer);
                 let id = request.id.clone();
                 // Each request enters the session's in-flight table as a
                 // single one does: capped, unique and cancellable.
                 match session.start(&id, async move { connection.handle(request, ctx).await }) {
-                    Ok(task) => running.push((id, task)),
+                    Ok(task) => running.push((id, task, intent)),
                     Err(refused) => answers.push(
                         Message::Response(RpcResponse {
                             id: crate::domain::jsonrpc::ResponseId::Id(id),
@@ -408,13 +410,16 @@ async fn batch(
             Ok(Message::Notification(notification)) => session.cancel(&notification),
         }
     }
-    for (id, task) in running {
+    for (id, task, intent) in running {
         let outcome = match task.await {
             Ok(outcome) => outcome,
             // A cancelled request is answered with nothing, as alone.
             Err(join) if join.is_cancelled() => continue,
             Err(_) => Err(crate::domain::Refusal::internal("the handler failed").into()),
         };
+        if let Some(intent) = intent.filter(|_| outcome.is_ok()) {
+            intents.push(intent);
+        }
         answers.push(
             Message::Response(RpcResponse {
                 id: crate::domain::jsonrpc::ResponseId::Id(id),
@@ -423,8 +428,8 @@ async fn batch(
             .into_value(),
         );
     }
-    if lasting {
-        if let Err(error) = shared::share_change(&app.sessions, session, before).await {
+    if !intents.is_empty() {
+        if let Err(error) = shared::share_change(&app.sessions, session, &intents).await {
             tracing::warn!(%error.message, "a batch's lasting change was not shared");
         }
     }

@@ -50,9 +50,9 @@ use futures_util::StreamExt as _;
 use tokio::sync::mpsc;
 
 use crate::application::server::{
-    BoxFuture, CallRecord, Changed, IdempotencyLedger, KeptSession, KeyRingStore, Relay,
-    RotationPolicy, Round, RoundLedger, SessionChange, SessionStore, SharedAdmission,
-    SharedSessions, SharedState, StoreBounds, StoreError,
+    BoxFuture, CallRecord, ChangeKept, IdempotencyLedger, KeptChange, KeptSession, KeyRingStore,
+    Relay, RotationPolicy, Round, RoundLedger, SessionStore, SharedAdmission, SharedSessions,
+    SharedState, StoreBounds, StoreError,
 };
 
 /// How many relayed messages wait for their instance to take them; more
@@ -516,9 +516,9 @@ impl SessionStore for RedisStore {
     fn change<'a>(
         &'a self,
         id: &'a str,
-        change: &'a SessionChange<'a>,
+        change: &'a KeptChange<'a>,
         ttl_ms: u64,
-    ) -> BoxFuture<'a, Result<Changed, StoreError>> {
+    ) -> BoxFuture<'a, Result<ChangeKept, StoreError>> {
         let key = self.key(&format!("session:{id}"));
         Box::pin(async move {
             let (key, script) = (&key, &self.change_session);
@@ -537,9 +537,9 @@ impl SessionStore for RedisStore {
                 })
                 .await?;
             Ok(match made {
-                0 => Changed::Gone,
-                2 => Changed::Full,
-                _ => Changed::Made,
+                0 => ChangeKept::Gone,
+                2 => ChangeKept::Full,
+                _ => ChangeKept::Made,
             })
         })
     }

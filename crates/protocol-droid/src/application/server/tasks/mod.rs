@@ -176,6 +176,21 @@ struct Live {
     asking: usize,
 }
 
+/// A new task's place in the table of those running here, taken back when
+/// this is dropped still holding its id.
+struct Placed<'a> {
+    live: &'a Mutex<HashMap<String, Live>>,
+    id: Option<String>,
+}
+
+impl Drop for Placed<'_> {
+    fn drop(&mut self) {
+        if let (Some(id), Ok(mut live)) = (self.id.take(), self.live.lock()) {
+            live.remove(&id);
+        }
+    }
+}
+
 /// A task a handler runs as: what its questions are parked under.
 #[derive(Clone)]
 pub(crate) struct TaskRef {
@@ -419,7 +434,13 @@ impl Tasks {
         };
         // The caller's place is taken in the same lock that counts its
         // running tasks, before the store is written: creates made at once
-        // cannot together pass the bound.
+        // cannot together pass the bound. It is given back unless the
+        // store took the task, also when this is abandoned while the store
+        // is written (the request cancelled): it would count for ever.
+        let mut placed = Placed {
+            live: &self.live,
+            id: Some(record.id.clone()),
+        };
         {
             let Ok(mut live) = self.live.lock() else {
                 return Err(TaskStoreError::Unavailable(
@@ -443,12 +464,8 @@ impl Tasks {
                 },
             );
         }
-        if let Err(error) = self.store().create(record.clone(), now).await {
-            if let Ok(mut live) = self.live.lock() {
-                live.remove(&record.id);
-            }
-            return Err(error);
-        }
+        self.store().create(record.clone(), now).await?;
+        placed.id = None;
         Ok(record)
     }
 
@@ -1380,6 +1397,25 @@ mod tests {
             .map_err(|e| TaskStoreError::Unavailable(e.to_string()))?;
         assert_eq!(answered, Some(serde_json::json!({ "action": "accept" })));
         Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_create_abandoned_while_the_store_is_written_gives_its_place_back() {
+        let limits = TaskLimits {
+            running_per_owner: 1,
+            ..TaskLimits::default()
+        };
+        let tasks = Tasks::new(Arc::new(Slow::default()), limits);
+        let mut abandoned = Box::pin(tasks.create("alice".to_owned(), None, None));
+        assert!(futures_util::poll!(abandoned.as_mut()).is_pending());
+        // Its place is taken while the store is written...
+        assert!(matches!(
+            tasks.create("alice".to_owned(), None, None).await,
+            Err(TaskStoreError::OwnerFull(1))
+        ));
+        // ...and given back when the request making it is dropped.
+        drop(abandoned);
+        assert!(tasks.create("alice".to_owned(), None, None).await.is_ok());
     }
 
     #[tokio::test]
