@@ -6,6 +6,8 @@
 #   bridged.sh --listen HOST:PORT     the client speaks Streamable HTTP to the bridge; the bridge
 #                                     runs `droid serve` as a stdio child
 #
+#   BRIDGE_SCALE_OUT=1         with --listen: three bridges sharing a Redis behind haproxy
+#                              (scaled.sh), each in front of its own stdio fixture
 #   BRIDGE_UPSTREAM_REVISION   the revision the bridge speaks to the fixture (default: probed)
 #   DROID_BIN                  the droid binary (default <repo>/target/debug/droid)
 set -uo pipefail
@@ -14,6 +16,9 @@ DROID_BIN="${DROID_BIN:-$REPO/target/debug/droid}"
 pin=()
 [ -n "${BRIDGE_UPSTREAM_REVISION:-}" ] && pin=(--upstream-revision "$BRIDGE_UPSTREAM_REVISION")
 
+if [ "${1:-}" = --listen ] && [ "${BRIDGE_SCALE_OUT:-}" = 1 ]; then
+    SCALED_AS=bridge exec bash "$REPO/tests/interop/scaled.sh" "$@"
+fi
 if [ "${1:-}" = --listen ]; then
     exec "$DROID_BIN" bridge --listen "$2" "${pin[@]}" -- "$DROID_BIN" serve
 fi

@@ -9,6 +9,9 @@
 #                                     stops it all when it is terminated
 #
 #   DROID_BIN   the droid binary (default <repo>/target/debug/droid)
+#   SCALED_AS   `bridge`: each instance is `droid bridge` in front of its own `droid serve`
+#               (a stdio child), in place of `droid serve` (the default); the bridges speak
+#               BRIDGE_UPSTREAM_REVISION to it if set
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DROID_BIN="${DROID_BIN:-$REPO/target/debug/droid}"
@@ -40,8 +43,15 @@ done
 backends=""
 for n in 1 2 3; do
     log="$dir/droid$n.log"
-    "$DROID_BIN" serve --listen 127.0.0.1:0 --store "redis://127.0.0.1:$redis_port" \
-        --instance-id "droid$n" </dev/null >/dev/null 2>"$log" &
+    if [ "${SCALED_AS:-serve}" = bridge ]; then
+        pin=()
+        [ -n "${BRIDGE_UPSTREAM_REVISION:-}" ] && pin=(--upstream-revision "$BRIDGE_UPSTREAM_REVISION")
+        "$DROID_BIN" bridge --listen 127.0.0.1:0 --store "redis://127.0.0.1:$redis_port" \
+            --instance-id "droid$n" "${pin[@]}" -- "$DROID_BIN" serve </dev/null >/dev/null 2>"$log" &
+    else
+        "$DROID_BIN" serve --listen 127.0.0.1:0 --store "redis://127.0.0.1:$redis_port" \
+            --instance-id "droid$n" </dev/null >/dev/null 2>"$log" &
+    fi
     pids+=($!)
     address=""
     for _ in $(seq 200); do
@@ -75,7 +85,7 @@ for _ in $(seq 200); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
     sleep 0.05
 done
-echo "scaled.sh: three instances behind haproxy, sharing redis://127.0.0.1:$redis_port" >&2
+echo "scaled.sh: three ${SCALED_AS:-serve} instances behind haproxy, sharing redis://127.0.0.1:$redis_port" >&2
 echo "listening on http://127.0.0.1:$port/mcp" >&2
 # Until terminated; the instances' own errors go to the driver's server log.
 tail -q -f "$dir"/droid*.log >&2 &

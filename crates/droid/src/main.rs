@@ -432,9 +432,9 @@ pub(crate) struct Listening<'a> {
     pub(crate) metrics: Option<Metrics>,
     /// Whether spans are exported (`--otlp-endpoint`).
     pub(crate) tracing: bool,
-    /// Whether legacy sessions are shared through `--store` too: a bridge's
-    /// or a gateway's session holds upstream connections in its instance,
-    /// so only `serve` shares them yet.
+    /// Whether legacy sessions are shared through `--store` too: a
+    /// gateway's session holds its activations in its instance, so only
+    /// `serve` and `bridge` share them yet.
     pub(crate) share_sessions: bool,
 }
 
