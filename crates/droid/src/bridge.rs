@@ -163,7 +163,6 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
         ready: None,
         metrics: None,
         tracing,
-        share_sessions: true,
     };
     let setup = listening.setup(RateLimits::default())?;
     let options = BridgeOptions {

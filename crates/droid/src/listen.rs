@@ -134,24 +134,19 @@ impl ListenArgs {
         Ok(limits)
     }
 
-    /// Connects to `--store` and shares `server`'s state through it, when
-    /// one is given, its legacy sessions too with `sessions`; needs
-    /// `--listen`, as one stdio client has nothing to share.
+    /// Connects to `--store` and shares `server`'s state through it, its
+    /// legacy sessions too, when one is given; needs `--listen`, as one
+    /// stdio client has nothing to share.
     pub(crate) async fn share(
         &self,
         server: &protocol_droid::application::server::Server,
         listening: bool,
-        sessions: bool,
         trust: &Trust,
     ) -> anyhow::Result<()> {
         let Some(store) = self.store(listening, trust).await? else {
             return Ok(());
         };
-        let shared = if sessions {
-            store.shared_with_sessions(RotationPolicy::default(), self.instance_id())
-        } else {
-            store.shared(RotationPolicy::default())
-        };
+        let shared = store.shared_with_sessions(RotationPolicy::default(), self.instance_id());
         server
             .share(shared)
             .await

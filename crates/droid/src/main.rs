@@ -291,7 +291,6 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 ready: None,
                 metrics: None,
                 tracing,
-                share_sessions: true,
             },
             &revisions,
         ),
@@ -360,7 +359,6 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 ready: None,
                 metrics: None,
                 tracing,
-                share_sessions: false,
             },
         ),
         Command::Acp {
@@ -432,10 +430,6 @@ pub(crate) struct Listening<'a> {
     pub(crate) metrics: Option<Metrics>,
     /// Whether spans are exported (`--otlp-endpoint`).
     pub(crate) tracing: bool,
-    /// Whether legacy sessions are shared through `--store` too: a
-    /// gateway's session holds its activations in its instance, so only
-    /// `serve` and `bridge` share them yet.
-    pub(crate) share_sessions: bool,
 }
 
 impl Listening<'_> {
@@ -533,11 +527,8 @@ pub(crate) async fn serve_on(
         ready,
         metrics,
         tracing: _,
-        share_sessions,
     } = listening;
-    served
-        .share(&server, listen.is_some(), share_sessions, trust)
-        .await?;
+    served.share(&server, listen.is_some(), trust).await?;
     let Some(addr) = listen else {
         anyhow::ensure!(
             !auth.enabled(),

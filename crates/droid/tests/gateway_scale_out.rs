@@ -381,6 +381,117 @@ fn a_principals_activations_hold_on_every_instance() -> Result<(), TestError> {
     Ok(())
 }
 
+/// A 2025-11-25 request at `address` in `session` (none: the handshake):
+/// the reply, and the session id a handshake is given.
+fn legacy(
+    address: &str,
+    session: Option<&str>,
+    method: &str,
+    params: &Value,
+) -> Result<(Reply, Option<String>), TestError> {
+    // A session's calls each take an id of their own: one reused for
+    // another call is refused (its answer is kept for a retry).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+    let mut headers = vec!["MCP-Protocol-Version: 2025-11-25".to_owned()];
+    if let Some(session) = session {
+        headers.push(format!("Mcp-Session-Id: {session}"));
+    }
+    let raw = raw_post(address, &headers, &body.to_string())?;
+    let id = raw.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_owned())
+    });
+    Ok((Reply::parse(raw), id))
+}
+
+/// A legacy session opened through `address`: its id.
+fn legacy_session(address: &str) -> Result<String, TestError> {
+    let hello = json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": { "name": "scale-out", "version": "1" } });
+    let (opened, session) = legacy(address, None, "initialize", &hello)?;
+    let session = session.ok_or_else(|| format!("no Mcp-Session-Id: {}", opened.raw))?;
+    Ok(session)
+}
+
+/// A legacy session's activations, made through whichever instance the
+/// balancer picks, hold on every instance that serves a request of the
+/// session; its deactivations too; and another session sees none of them.
+#[test]
+fn a_legacy_sessions_activations_hold_on_every_instance() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let url = redis.url();
+    let files = Files::fresh("droid-gateway-legacy-activations")?;
+    let mut instances = Vec::new();
+    for name in ["one", "two", "three"] {
+        let config = config(&files, name, "progressive", None)?;
+        instances.push(gateway(&config, Some((&url, name)), &[])?);
+    }
+    let backends: Vec<String> = instances.iter().map(|(_, a)| a.clone()).collect();
+    let balancer = Balancer::start(&backends)?;
+    let through = balancer.address.as_str();
+    let session = legacy_session(through)?;
+    let other = legacy_session(through)?;
+    let echo_in = |session: &str, text: &str| {
+        legacy(
+            through,
+            Some(session),
+            "tools/call",
+            &json!({ "name": "fixture/echo", "arguments": { "text": text } }),
+        )
+        .map(|(reply, _)| reply)
+    };
+
+    let hidden = echo_in(&session, "early")?;
+    assert!(hidden.raw.contains("unknown tool"), "{}", hidden.raw);
+    let (activated, _) = legacy(
+        through,
+        Some(&session),
+        "tools/call",
+        &json!({ "name": "activate_tools", "arguments": { "ids": ["fixture/echo"] } }),
+    )?;
+    assert!(activated.raw.contains("Activated 1"), "{}", activated.raw);
+    // Every instance answers the session's calls, the two that did not
+    // see the activation among them.
+    let mut served = Vec::new();
+    for n in 0..6 {
+        let reply = echo_in(&session, &format!("call {n}"))?;
+        assert!(
+            reply.raw.contains(&format!("call {n}")) && !reply.raw.contains("unknown tool"),
+            "call {n} on {:?}: {}",
+            reply.served_by,
+            reply.raw
+        );
+        served.extend(reply.served_by);
+    }
+    served.sort();
+    served.dedup();
+    assert_eq!(served.len(), 3, "{served:?}");
+    // Not the other session's: on no instance.
+    for _ in 0..3 {
+        let reply = echo_in(&other, "other")?;
+        assert!(reply.raw.contains("unknown tool"), "{}", reply.raw);
+    }
+    // Deactivated through one instance: refused on all three in a row.
+    let (deactivated, _) = legacy(
+        through,
+        Some(&session),
+        "tools/call",
+        &json!({ "name": "deactivate_tools", "arguments": { "ids": ["fixture/echo"] } }),
+    )?;
+    assert_eq!(deactivated.status, 200, "{}", deactivated.raw);
+    let mut refused_in_a_row = 0;
+    wait_for("the deactivation to hold on every instance", || {
+        let refused =
+            echo_in(&session, "after").is_ok_and(|reply| reply.raw.contains("unknown tool"));
+        refused_in_a_row = if refused { refused_in_a_row + 1 } else { 0 };
+        refused_in_a_row >= 3
+    })?;
+    Ok(())
+}
+
 /// A 2026-07-28 `tools/call` of the legacy upstream's `test_elicitation`
 /// at `address`: the first round without `retry`, else the retry with its
 /// `requestState` and the answer given to every question.

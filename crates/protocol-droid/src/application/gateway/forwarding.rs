@@ -24,7 +24,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::names;
-use super::state::{State, link_error, lock};
+use super::state::{Disclosure, State, link_error, lock};
 use super::upstream::UpstreamHealth;
 use crate::application::bridge::Bridge;
 use crate::application::observe::{SharedObserver, upstream_call};
@@ -37,6 +37,8 @@ use crate::domain::{Capability, ProtocolVersion, Refusal, SessionId, Unknown};
 pub(super) struct Forwarding {
     pub(super) state: Arc<Mutex<State>>,
     pub(super) observer: SharedObserver,
+    /// How tools are disclosed: what a session's set is built with.
+    pub(super) disclosure: Disclosure,
 }
 
 /// The list methods, each with the member its items are in and the
@@ -459,6 +461,10 @@ impl Forward for Forwarding {
                 .bridge
                 .watch_for_session(session, declared, inner, subscribed);
         }
+    }
+
+    fn session_shared(&self, session: SessionId, name: &str) {
+        self.state().hold_shared(session, name, self.disclosure);
     }
 
     fn session_closed(&self, session: SessionId) {

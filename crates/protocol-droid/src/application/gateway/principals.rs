@@ -33,10 +33,20 @@ pub(super) fn digest_of(principal_key: &str) -> String {
     )
 }
 
-/// The principals kept, by key.
+/// What the activations of the legacy session shared as `name` (its
+/// `Mcp-Session-Id`) are kept under: a digest as a principal's, of text no
+/// principal's key can be (those hold two separators).
+pub(super) fn shared_session_key(name: &str) -> String {
+    digest_of(&format!("session\u{1f}{name}"))
+}
+
+/// The principals kept, by key, and the legacy sessions shared among
+/// instances, held under keys of their own (see [`Principals::hold`]).
 #[derive(Debug)]
 pub(super) struct Principals {
     kept: HashMap<String, Kept>,
+    /// How many of `kept` are held legacy sessions, outside the bounds.
+    held: usize,
     /// Each principal by the session standing for it.
     by_session: HashMap<SessionId, String>,
     /// Each principal by when it was last used (and a counter, so two uses
@@ -53,7 +63,8 @@ pub(super) struct Principals {
 #[derive(Debug)]
 struct Kept {
     session: SessionId,
-    used: (Instant, u64),
+    /// When it was last used; `None` for a held legacy session.
+    used: Option<(Instant, u64)>,
     /// When the shared record of its activations taken or written last
     /// lapses: a newer record lapses later, so an older one arriving late
     /// is passed over.
@@ -64,6 +75,7 @@ impl Principals {
     pub(super) fn new(max: usize, idle: Duration) -> Self {
         Self {
             kept: HashMap::new(),
+            held: 0,
             by_session: HashMap::new(),
             by_use: BTreeMap::new(),
             uses: 0,
@@ -75,7 +87,42 @@ impl Principals {
 
     /// How many principals are kept.
     pub(super) fn len(&self) -> usize {
-        self.kept.len()
+        self.kept.len().saturating_sub(self.held)
+    }
+
+    /// Stands `session`, a legacy session shared among instances, for
+    /// `key` (see [`shared_session_key`]), so that its activations are
+    /// shared as a principal's are. Held outside the bounds above until
+    /// [`Self::release`]d, when the session ends here: the transport bounds
+    /// sessions, and a live session's set must not be forgotten for being
+    /// idle here while its requests land elsewhere.
+    pub(super) fn hold(&mut self, key: &str, session: SessionId) {
+        if self.kept.contains_key(key) || self.by_session.contains_key(&session) {
+            return;
+        }
+        self.kept.insert(
+            key.to_owned(),
+            Kept {
+                session,
+                used: None,
+                shared: 0,
+            },
+        );
+        self.by_session.insert(session, key.to_owned());
+        self.held += 1;
+    }
+
+    /// Lets go of `session`, held by [`Self::hold`]; nothing for a session
+    /// standing for a principal, which its bounds forget.
+    pub(super) fn release(&mut self, session: SessionId) {
+        let Some(key) = self.by_session.get(&session) else {
+            return;
+        };
+        if self.kept.get(key).is_some_and(|kept| kept.used.is_none()) {
+            self.kept.remove(key);
+            self.by_session.remove(&session);
+            self.held = self.held.saturating_sub(1);
+        }
     }
 
     /// The session standing for `principal`, if it is kept; not a use.
@@ -131,12 +178,15 @@ impl Principals {
         self.uses = self.uses.wrapping_add(1);
         let stamp = (now, self.uses);
         if let Some(kept) = self.kept.get_mut(principal) {
-            self.by_use.remove(&kept.used);
-            kept.used = stamp;
-            self.by_use.insert(stamp, principal.to_owned());
+            // A held session is not a principal's, and is never renewed.
+            if let Some(used) = kept.used {
+                self.by_use.remove(&used);
+                kept.used = Some(stamp);
+                self.by_use.insert(stamp, principal.to_owned());
+            }
             return (kept.session, forgotten);
         }
-        while self.kept.len() >= self.max {
+        while self.kept.len().saturating_sub(self.held) >= self.max {
             let Some((_, key)) = self.by_use.pop_first() else {
                 break;
             };
@@ -151,7 +201,7 @@ impl Principals {
             principal.to_owned(),
             Kept {
                 session,
-                used: stamp,
+                used: Some(stamp),
                 shared: 0,
             },
         );
@@ -206,6 +256,31 @@ mod tests {
         assert_eq!(principals.len(), 2);
         let (still_a, _) = principals.session_for("a", start + Duration::from_secs(4));
         assert_eq!(still_a, a);
+    }
+
+    #[test]
+    fn a_held_session_is_outside_the_bounds_until_released() {
+        let start = Instant::now();
+        let mut principals = Principals::new(1, Duration::from_secs(60));
+        let legacy = SessionId::new(7);
+        let key = shared_session_key("abc");
+        principals.hold(&key, legacy);
+        assert_eq!(principals.get(&key), Some(legacy));
+        assert_eq!(principals.key_of(legacy), Some(key.as_str()));
+        // Neither the bound of one principal nor idleness forgets it.
+        let (_, forgotten) = principals.session_for("alice", start);
+        assert!(forgotten.is_empty(), "{forgotten:?}");
+        let (_, forgotten) = principals.session_for("bob", start + Duration::from_secs(120));
+        assert_eq!(forgotten.len(), 1, "alice, idle and past the bound");
+        assert_eq!(principals.get(&key), Some(legacy));
+        assert_eq!(principals.len(), 1, "bob; the held session is not a principal");
+        // A principal's session is not released; the held one is.
+        let bob = principals.get("bob");
+        principals.release(bob.unwrap_or(legacy));
+        principals.release(legacy);
+        assert_eq!(principals.get(&key), None);
+        assert_eq!(principals.key_of(legacy), None);
+        assert!(principals.get("bob").is_some());
     }
 
     #[test]

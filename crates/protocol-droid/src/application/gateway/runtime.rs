@@ -133,6 +133,7 @@ impl Gateway {
         let forwarding = Arc::new(Forwarding {
             state: Arc::clone(&state),
             observer: builder.observer_handle(),
+            disclosure,
         });
         let server = builder
             .tool_visibility(visibility)

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use super::catalog::{Pins, ToolCatalog, ToolSource};
 use super::gate::ExecutionGate;
-use super::principals::{Principals, digest_of};
+use super::principals::{Principals, digest_of, shared_session_key};
 use super::session::{DropReason, DroppedActivation, SessionToolSet};
 use super::shared::ActivationsRecord;
 use super::trust::{Approval, TrustStore};
@@ -261,7 +261,28 @@ impl State {
         Some(session)
     }
 
+    /// Holds the legacy session `session`, shared among instances as
+    /// `name`, under a key of its own, so that its activations are shared
+    /// as a principal's are (`Gateway::share_activations`) and taken from
+    /// the other instances: those already shared are taken now, so the
+    /// request that brought the session here finds them.
+    pub(super) fn hold_shared(&mut self, session: SessionId, name: &str, disclosure: Disclosure) {
+        let key = shared_session_key(name);
+        self.principals.hold(&key, session);
+        let shared = self
+            .shared_activations
+            .get(&key)
+            .filter(|record| record.expires_at_ms > crate::application::server::tasks::now_ms())
+            .cloned();
+        if let Some(record) = shared {
+            self.apply_record(session, &record, disclosure);
+            self.principals
+                .set_shared_version(&key, record.expires_at_ms);
+        }
+    }
+
     pub(super) fn forget_session(&mut self, session: SessionId) {
+        self.principals.release(session);
         self.sessions.remove(&session);
         self.lost.remove(&session);
         self.watches.forget(session);

@@ -134,6 +134,12 @@ pub trait Forward: Send + Sync {
         self.subscription(session, uri, subscribed);
     }
 
+    /// A legacy session is shared among the instances of this server under
+    /// `name` (its `Mcp-Session-Id`), which every instance serving it knows
+    /// it by: what a forwarder keeps of the session that the others must
+    /// see too can be kept in the shared store under that name.
+    fn session_shared(&self, _session: SessionId, _name: &str) {}
+
     /// A session ended; whatever was kept for it can go.
     fn session_closed(&self, _session: SessionId) {}
 }

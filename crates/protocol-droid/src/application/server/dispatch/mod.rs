@@ -672,7 +672,12 @@ impl Connection {
     /// where every instance reads them, so a retry that reaches another
     /// instance replays the answer. Set once; later names are ignored.
     pub fn share_as(&self, name: impl Into<String>) {
-        let _first = self.shared_as.set(name.into());
+        if self.shared_as.set(name.into()).is_err() {
+            return;
+        }
+        if let (Some(forward), Some(name)) = (self.server.forwarder(), self.shared_as.get()) {
+            forward.session_shared(self.session, name);
+        }
     }
 
     async fn legacy(
