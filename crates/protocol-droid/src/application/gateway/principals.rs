@@ -273,7 +273,11 @@ mod tests {
         let (_, forgotten) = principals.session_for("bob", start + Duration::from_secs(120));
         assert_eq!(forgotten.len(), 1, "alice, idle and past the bound");
         assert_eq!(principals.get(&key), Some(legacy));
-        assert_eq!(principals.len(), 1, "bob; the held session is not a principal");
+        assert_eq!(
+            principals.len(),
+            1,
+            "bob; the held session is not a principal"
+        );
         // A principal's session is not released; the held one is.
         let bob = principals.get("bob");
         principals.release(bob.unwrap_or(legacy));

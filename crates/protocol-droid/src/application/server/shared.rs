@@ -94,6 +94,9 @@ pub struct KeptSession {
     pub level: Option<String>,
     /// The resources its client is subscribed to, in order.
     pub subscribed: Vec<String>,
+    /// How many changes were made to it since it was opened: a reading
+    /// older than one already taken is passed over.
+    pub version: u64,
 }
 
 /// A change to a kept session, made by a request of its client.
@@ -113,10 +116,16 @@ pub struct KeptChange<'a> {
 /// What became of a [`KeptChange`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChangeKept {
-    /// Made.
-    Made,
+    /// Made, as the session's `version`th change.
+    Made {
+        /// The session's version after it.
+        version: u64,
+    },
     /// Made, but for subscriptions past the session's bound.
-    Full,
+    Full {
+        /// The session's version after it.
+        version: u64,
+    },
     /// The session is not kept: nothing was made.
     Gone,
 }

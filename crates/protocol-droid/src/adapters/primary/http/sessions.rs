@@ -72,15 +72,64 @@ pub(super) struct Session {
     /// What this instance last took of the shared session (nothing where
     /// nothing is shared).
     synced: Mutex<Synced>,
+    /// Whether the session is being read again from the store, told that
+    /// another instance changed it, and whether it was told again since
+    /// (see [`Session::start_rereading`]).
+    rereading: AtomicBool,
+    reread_wanted: AtomicBool,
 }
 
 /// What an instance last took of a shared session: the digest of what the
-/// store kept, and what its client had changed then, which the next reading
-/// is compared with so that only what changed elsewhere is taken.
+/// store kept, the version of it (how many changes it had had), and what
+/// its client had changed then, which the next reading is compared with so
+/// that only what changed elsewhere is taken.
 #[derive(Debug, Default)]
 pub(super) struct Synced {
     pub(super) digest: [u8; 32],
+    pub(super) version: u64,
     pub(super) lasting: Lasting,
+}
+
+impl Synced {
+    fn would_take(&self, digest: &[u8; 32], version: u64) -> bool {
+        version >= self.version && self.digest != *digest
+    }
+
+    /// Takes `next`, a reading of the shared session, unless this instance
+    /// took or wrote a later one (a reading fetched before a write of its
+    /// own landed, or fetched by another request and taken late, would undo
+    /// what came after it) or the same: what it had taken before, for the
+    /// change between the two to be applied.
+    fn take(&mut self, next: Self) -> Option<Lasting> {
+        if next.version < self.version {
+            return None;
+        }
+        if next.digest == self.digest {
+            self.version = next.version;
+            return None;
+        }
+        Some(std::mem::replace(self, next).lasting)
+    }
+
+    /// Notes that the store now also holds `change`, which this instance
+    /// made there itself as the session's `version`th change: taken as what
+    /// it last read, so that an instance putting the session back as it was
+    /// before is seen as a change, and a reading older than the write is
+    /// passed over. What else the store holds now is not known: the next
+    /// reading at this version or later is taken whatever its digest.
+    fn fold(&mut self, change: &ImageChange, version: u64) {
+        self.version = self.version.max(version);
+        if let Some(level) = change.level {
+            self.lasting.level = Some(level);
+        }
+        for uri in &change.unsubscribed {
+            self.lasting.subscribed.remove(uri);
+        }
+        self.lasting
+            .subscribed
+            .extend(change.subscribed.iter().cloned());
+        self.digest = [0; 32];
+    }
 }
 
 /// Why a request was not started.
@@ -91,39 +140,49 @@ pub(super) struct Refused {
 }
 
 impl Session {
-    /// The digest of what this instance last took of the shared session.
-    pub(super) fn synced_digest(&self) -> [u8; 32] {
-        self.synced.lock().map_or([0; 32], |synced| synced.digest)
+    /// Whether a reading of the shared session with `digest`, at
+    /// `version`, would change what this instance took last.
+    pub(super) fn would_take(&self, digest: &[u8; 32], version: u64) -> bool {
+        self.synced
+            .lock()
+            .is_ok_and(|synced| synced.would_take(digest, version))
     }
 
-    /// Notes that the store now also holds `change`, which this instance
-    /// made there itself: taken as what it last read, so that an instance
-    /// putting the session back as it was before is seen as a change. What
-    /// else the store holds now is not known: the next reading is taken
-    /// whatever its digest.
-    pub(super) fn fold(&self, change: &ImageChange) {
+    /// See [`Synced::take`].
+    pub(super) fn take(&self, next: Synced) -> Option<Lasting> {
+        self.synced.lock().ok()?.take(next)
+    }
+
+    /// See [`Synced::fold`].
+    pub(super) fn fold(&self, change: &ImageChange, version: u64) {
         if let Ok(mut synced) = self.synced.lock() {
-            if let Some(level) = change.level {
-                synced.lasting.level = Some(level);
-            }
-            for uri in &change.unsubscribed {
-                synced.lasting.subscribed.remove(uri);
-            }
-            synced
-                .lasting
-                .subscribed
-                .extend(change.subscribed.iter().cloned());
-            synced.digest = [0; 32];
+            synced.fold(change, version);
         }
     }
 
-    /// Notes that this instance has now taken `synced`; answers what it
-    /// had taken before.
-    pub(super) fn resync(&self, synced: Synced) -> Lasting {
-        self.synced.lock().map_or_else(
-            |_| Lasting::default(),
-            |mut held| std::mem::replace(&mut *held, synced).lasting,
-        )
+    /// Asks for the session to be read again from the store: `true` when
+    /// the caller is to do it, none being under way; else the one under way
+    /// reads it once more when it is done (see [`Self::reread_more`]), so
+    /// one instance reads a session at most twice however often it is told.
+    pub(super) fn start_rereading(&self) -> bool {
+        self.reread_wanted.store(true, Ordering::Release);
+        !self.rereading.swap(true, Ordering::AcqRel)
+    }
+
+    /// Called by the one reading the session again before each reading.
+    pub(super) fn rereading_now(&self) {
+        self.reread_wanted.store(false, Ordering::Release);
+    }
+
+    /// Called by the one reading the session again after each reading:
+    /// whether it is to read once more, having been asked meanwhile.
+    pub(super) fn reread_more(&self) -> bool {
+        if self.reread_wanted.load(Ordering::Acquire) {
+            return true;
+        }
+        self.rereading.store(false, Ordering::Release);
+        // Asked between the two: taken up here, unless an asker took it.
+        self.reread_wanted.load(Ordering::Acquire) && !self.rereading.swap(true, Ordering::AcqRel)
     }
 
     pub(super) fn connection(&self) -> Option<&Arc<Connection>> {
@@ -673,14 +732,24 @@ impl Sessions {
             owner,
             quota,
         );
+        // A copy that is not kept is closed, so that nothing its server
+        // was told of it (a forwarder's subscriptions, say) is left behind.
         if !session.connection().is_some_and(|c| settle(c)) {
+            session.close();
             return Ok(None);
         }
         let mut map = self.map.lock().map_err(|_| Full::Server)?;
         if let Some(first) = map.sessions.get(id) {
-            return Ok(Some(Arc::clone(first)));
+            let first = Arc::clone(first);
+            drop(map);
+            session.close();
+            return Ok(Some(first));
         }
-        Self::check(&map, &session.quota, share, self.limits.max)?;
+        if let Err(full) = Self::check(&map, &session.quota, share, self.limits.max) {
+            drop(map);
+            session.close();
+            return Err(full);
+        }
         map.insert(Arc::clone(&session));
         drop(map);
         self.start_forwarding(server, &session);
@@ -729,6 +798,8 @@ impl Sessions {
             closed: AtomicBool::new(false),
             request_prefix,
             synced: Mutex::default(),
+            rereading: AtomicBool::new(false),
+            reread_wanted: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&session);
         let connection = server.connect(
@@ -756,7 +827,12 @@ impl Sessions {
         let session = self.build(server, id, transport, owner, quota);
         {
             let mut map = self.map.lock().map_err(|_| Full::Server)?;
-            Self::check(&map, &session.quota, share, self.limits.max)?;
+            if let Err(full) = Self::check(&map, &session.quota, share, self.limits.max) {
+                drop(map);
+                // Nothing its server was told of it is left behind.
+                session.close();
+                return Err(full);
+            }
             map.insert(Arc::clone(&session));
         }
         // Only for a session that made it into the table: a refused one
@@ -965,9 +1041,11 @@ fn forward_changes(
                 None => message,
             };
             // No stream here. Lists changed and resources updated every
-            // instance is told itself; what is for one session alone
-            // otherwise (a bridge's or a gateway's log line, their tool
-            // list) comes from sessions that are not shared.
+            // instance is told itself, and so is a gateway session's own
+            // tool list (its activations are shared); a log line a
+            // bridge's or a gateway's upstream sends outside any request
+            // reaches the client only from the instance holding its stream
+            // (docs/scaling.md).
             if let (Some(teller), Change::TaskStatus { .. }) = (&teller, &change) {
                 // In order, so this session's next changes wait for it, but
                 // not for long: a slow relay (Redis) drops it, as a full
@@ -999,4 +1077,66 @@ pub(super) fn spawn_reaper(sessions: &Arc<Sessions>, idle: Duration) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lasting(subscribed: &[&str]) -> Lasting {
+        Lasting {
+            level: None,
+            subscribed: subscribed.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    fn reading(digest: u8, version: u64, subscribed: &[&str]) -> Synced {
+        Synced {
+            digest: [digest; 32],
+            version,
+            lasting: lasting(subscribed),
+        }
+    }
+
+    #[test]
+    fn a_reading_older_than_a_write_of_its_own_is_passed_over() {
+        let mut synced = Synced::default();
+        assert!(synced.take(reading(1, 1, &["y"])).is_some());
+        // This instance subscribes to x, the session's second change.
+        synced.fold(
+            &ImageChange {
+                subscribed: vec!["x".to_owned()],
+                ..ImageChange::default()
+            },
+            2,
+        );
+        // A reading fetched before that write landed would drop x.
+        assert!(!synced.would_take(&[1; 32], 1));
+        assert_eq!(synced.take(reading(1, 1, &["y"])), None);
+        // The reading after it changes nothing here.
+        let before = synced.take(reading(2, 2, &["x", "y"]));
+        assert_eq!(before, Some(lasting(&["x", "y"])));
+        // Put back by another instance as it was before (the third change):
+        // a change here too, though the store holds what it held at 1.
+        let before = synced.take(reading(1, 3, &["y"]));
+        assert_eq!(
+            before.map(|b| b.change_to(&lasting(&["y"]))),
+            Some(ImageChange {
+                unsubscribed: vec!["x".to_owned()],
+                ..ImageChange::default()
+            })
+        );
+    }
+
+    #[test]
+    fn the_same_reading_is_taken_once() {
+        let mut synced = Synced::default();
+        assert!(synced.take(reading(1, 4, &["y"])).is_some());
+        assert!(!synced.would_take(&[1; 32], 4));
+        assert_eq!(synced.take(reading(1, 4, &["y"])), None);
+        // A later version with the same contents (a level set again) moves
+        // the version on, and an older reading stays passed over.
+        assert_eq!(synced.take(reading(1, 5, &["y"])), None);
+        assert!(!synced.would_take(&[9; 32], 4));
+    }
 }

@@ -161,11 +161,12 @@ pub(super) async fn create(sessions: &Sessions, session: &Session) -> Result<(),
         }
     }
     // A handshake sets neither a level nor a subscription.
-    let _synced = session.resync(Synced {
+    let _first = session.take(Synced {
         digest: digest(&KeptSession {
             record: text,
             ..KeptSession::default()
         }),
+        version: 0,
         lasting: Lasting::default(),
     });
     Ok(())
@@ -238,33 +239,39 @@ pub(super) async fn share_change(
         .change(&session.id, &kept, ttl_ms(sessions))
         .await
     {
-        Ok(ChangeKept::Made) => {
-            session.fold(&change);
-            tell_changed(shared, &session.id);
+        Ok(ChangeKept::Made { version }) => {
+            session.fold(&change, version);
+            tell_changed(shared, &session.id, false);
             Ok(())
         }
-        Ok(ChangeKept::Full) => {
+        Ok(ChangeKept::Full { version }) => {
             // Some subscription was not kept: none is kept here, and the
             // next reading takes back those the store did keep.
-            session.fold(&ImageChange {
-                subscribed: Vec::new(),
-                ..change.clone()
-            });
+            session.fold(
+                &ImageChange {
+                    subscribed: Vec::new(),
+                    ..change.clone()
+                },
+                version,
+            );
             connection.apply(&ImageChange {
                 unsubscribed: change.subscribed,
                 ..ImageChange::default()
             });
-            tell_changed(shared, &session.id);
+            tell_changed(shared, &session.id, false);
             Err(ErrorObject::new(
                 ErrorCode::INVALID_PARAMS,
                 format!("at most {MAX_SUBSCRIPTIONS} resource subscriptions per session"),
             ))
         }
         // Ended elsewhere meanwhile: this instance lets it go too.
-        Ok(ChangeKept::Gone) => Err(ErrorObject::new(
-            ErrorCode::INVALID_REQUEST,
-            "unknown or ended session",
-        )),
+        Ok(ChangeKept::Gone) => {
+            sessions.end(&session.id);
+            Err(ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                "unknown or ended session",
+            ))
+        }
         Err(error) => {
             tracing::warn!(target: "droid", %error, "a shared session could not be written");
             Err(unavailable_error())
@@ -377,32 +384,49 @@ pub(super) async fn find(
 /// it.
 fn take_reading(session: &Session, kept: &KeptSession) {
     let current = digest(kept);
-    if session.synced_digest() == current {
+    if !session.would_take(&current, kept.version) {
         return;
     }
     let lasting = lasting_of(kept);
-    let before = session.resync(Synced {
+    let taken = session.take(Synced {
         digest: current,
+        version: kept.version,
         lasting: lasting.clone(),
     });
-    if let Some(connection) = session.connection() {
+    if let (Some(before), Some(connection)) = (taken, session.connection()) {
         connection.apply(&before.change_to(&lasting));
     }
 }
 
 /// Reads `session` from the store again and takes what changed: told that
 /// another instance changed it, or keeping it while it is in use without
-/// requests. A session gone from the store ends here too.
+/// requests. A session missing from the store is not ended here: one ended
+/// elsewhere is told as such, and a record gone for another reason (a
+/// Redis restarted empty) ends it at its next request, not in the middle
+/// of its calls.
 async fn read_again(sessions: &Sessions, shared: &SharedSessions, session: &Session) {
-    match shared.store.fetch(&session.id, ttl_ms(sessions)).await {
-        Ok(Some(kept)) => take_reading(session, &kept),
-        // Ended elsewhere (`DELETE`), or gone from the store.
-        Ok(None) => {
-            sessions.end(&session.id);
-        }
-        // Tried again at the next request, or the keeper's next round.
-        Err(_) => {}
+    if let Ok(Some(kept)) = shared.store.fetch(&session.id, ttl_ms(sessions)).await {
+        take_reading(session, &kept);
     }
+}
+
+/// Reads `session` again, told that another instance changed it: at most
+/// one reading under way per session, and one more after it for all that
+/// were asked meanwhile.
+fn reread(sessions: &Arc<Sessions>, shared: &SharedSessions, session: Arc<Session>) {
+    if !session.start_rereading() {
+        return;
+    }
+    let (sessions, shared) = (Arc::clone(sessions), shared.clone());
+    tokio::spawn(async move {
+        loop {
+            session.rereading_now();
+            read_again(&sessions, &shared, &session).await;
+            if !session.reread_more() {
+                break;
+            }
+        }
+    });
 }
 
 /// The channel on which an instance tells the others that it changed a
@@ -415,9 +439,13 @@ const SESSIONS_CHANNEL: &str = "*sessions";
 /// `GET` stream may see no request of it for long, and it is the one that
 /// sends the session's resource updates. In the background: the change is
 /// kept already, and the client's answer does not wait on this.
-fn tell_changed(shared: &SharedSessions, id: &str) {
+fn tell_changed(shared: &SharedSessions, id: &str, ended: bool) {
     let relay = Arc::clone(&shared.relay);
-    let message = format!("{}\n{id}", shared.instance);
+    let message = if ended {
+        format!("{}\n{id}\nended", shared.instance)
+    } else {
+        format!("{}\n{id}", shared.instance)
+    };
     tokio::spawn(async move {
         if let Err(error) = relay.send(SESSIONS_CHANNEL, &message).await {
             tracing::debug!(target: "droid", %error, "a session's change could not be told to the other instances");
@@ -433,7 +461,8 @@ pub(super) fn spawn_session_changes(sessions: &Arc<Sessions>, shared: SharedSess
         shared,
         SESSIONS_CHANNEL.to_owned(),
         |sessions, shared, text| {
-            let Some((from, id)) = text.split_once('\n') else {
+            let mut parts = text.split('\n');
+            let (Some(from), Some(id)) = (parts.next(), parts.next()) else {
                 return;
             };
             if from == shared.instance {
@@ -442,8 +471,11 @@ pub(super) fn spawn_session_changes(sessions: &Arc<Sessions>, shared: SharedSess
             let Some(session) = sessions.local(id) else {
                 return;
             };
-            let (sessions, shared) = (Arc::clone(sessions), shared.clone());
-            tokio::spawn(async move { read_again(&sessions, &shared, &session).await });
+            if parts.next() == Some("ended") {
+                sessions.end(id);
+            } else {
+                reread(sessions, shared, session);
+            }
         },
     );
 }
@@ -503,7 +535,7 @@ pub(super) async fn end(
     sessions.end(id);
     // The others end their copies now, not at the session's next request
     // there: a copy holding a stream would keep it open till then.
-    tell_changed(shared, id);
+    tell_changed(shared, id, true);
     Ok(true)
 }
 
@@ -611,7 +643,7 @@ pub(super) fn spawn_hearing(
 /// requests (a standing stream open, a long call or task running) from
 /// idling out of the store, every quarter of the idle timeout, for as long
 /// as `sessions` is kept; what each reading shows changed elsewhere is
-/// taken, and a session gone from the store ends here.
+/// taken.
 pub(super) fn spawn_keeper(sessions: &Arc<Sessions>) {
     let weak = Arc::downgrade(sessions);
     let every = (sessions.idle() / 4).max(std::time::Duration::from_millis(50));

@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | `state-keys` | the `requestState` [key ring](crate::application::server::KeyRing), JSON | kept; rotated in place |
 //! | `round:<tag>` | hex digest of a round's `inputResponses` | until the state expires |
-//! | `session:<id>` | a hash: a legacy session's record as opened, JSON (`record`), the log level its client set (`level`), one field per subscription (`s:<uri>`) | while used, then its idle timeout |
+//! | `session:<id>` | a hash: a legacy session's record as opened, JSON (`record`), the log level its client set (`level`), one field per subscription (`s:<uri>`), how many changes it had (`v`) | while used, then its idle timeout |
 //! | `call:<session>:<id>` | a `tools/call` running (its lease) or its answer, JSON | the lease, renewed while it runs; then the answer's replay time |
 //! | `calls:<session>`, `callsizes:<session>` | the session's calls, by when each lapses; their answers' sizes, and those sizes' sum under `#bytes` | as long as its newest call |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
@@ -82,17 +82,19 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return redis.call('HGETALL', KEYS[1])
 ";
 
-/// Changes a session still kept, in one step, and restarts its idle time
-/// (ARGV[1] ms): the log level ARGV[3] unless empty; ARGV[4] subscriptions
-/// dropped, named next; the rest subscribed to, while it holds fewer than
-/// ARGV[2]. 0: not kept; 1: made; 2: made but for subscriptions past the
-/// bound.
+/// Changes a session still kept, in one step, counts the change (`v`) and
+/// restarts its idle time (ARGV[1] ms): the log level ARGV[3] unless empty;
+/// ARGV[4] subscriptions dropped, named next; the rest subscribed to,
+/// while it holds fewer than ARGV[2]. Answers {0, 0}: not kept; {1, v}:
+/// made, the session's `v`th change; {2, v}: made but for subscriptions
+/// past the bound.
 const CHANGE_SESSION: &str = r"
-if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' then return 0 end
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'hash' then return {0, 0} end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'level', ARGV[3]) end
 local dropped = tonumber(ARGV[4])
 for i = 5, 4 + dropped do redis.call('HDEL', KEYS[1], 's:' .. ARGV[i]) end
 local held = redis.call('HLEN', KEYS[1]) - 1 - redis.call('HEXISTS', KEYS[1], 'level')
+  - redis.call('HEXISTS', KEYS[1], 'v')
 local made = 1
 for i = 5 + dropped, #ARGV do
   local field = 's:' .. ARGV[i]
@@ -105,8 +107,9 @@ for i = 5 + dropped, #ARGV do
     end
   end
 end
+local version = redis.call('HINCRBY', KEYS[1], 'v', 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return made
+return {made, version}
 ";
 
 /// Keeps the next ring only if the ring kept is still the one the caller
@@ -522,7 +525,7 @@ impl SessionStore for RedisStore {
         let key = self.key(&format!("session:{id}"));
         Box::pin(async move {
             let (key, script) = (&key, &self.change_session);
-            let made: i64 = self
+            let (made, version): (i64, u64) = self
                 .run(|mut connection| async move {
                     let mut invocation = script.key(key);
                     invocation
@@ -538,8 +541,8 @@ impl SessionStore for RedisStore {
                 .await?;
             Ok(match made {
                 0 => ChangeKept::Gone,
-                2 => ChangeKept::Full,
-                _ => ChangeKept::Made,
+                2 => ChangeKept::Full { version },
+                _ => ChangeKept::Made { version },
             })
         })
     }
@@ -1064,6 +1067,7 @@ fn kept_session(fields: Vec<String>) -> Option<KeptSession> {
         match field.as_str() {
             "record" => record = Some(value),
             "level" => kept.level = Some(value),
+            "v" => kept.version = value.parse().unwrap_or(0),
             _ => {
                 if let Some(uri) = field.strip_prefix("s:") {
                     kept.subscribed.push(uri.to_owned());
