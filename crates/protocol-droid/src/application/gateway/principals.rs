@@ -1,6 +1,8 @@
 //! Who keeps activations when there is no session to keep them: the
 //! authenticated principals of 2026-07-28 requests over HTTP, each stood
-//! for by a session of its own.
+//! for by a session of its own. Legacy sessions shared among instances are
+//! held here too, under keys of their own, so that their activations are
+//! shared the same way (see [`Principals::hold`]).
 //!
 //! Bounded twice: a principal idle past its lifetime is forgotten, and past
 //! the most principals kept the least recently used goes. The time is given
@@ -95,9 +97,20 @@ impl Principals {
     /// shared as a principal's are. Held outside the bounds above until
     /// [`Self::release`]d, when the session ends here: the transport bounds
     /// sessions, and a live session's set must not be forgotten for being
-    /// idle here while its requests land elsewhere.
+    /// idle here while its requests land elsewhere. A later copy of the
+    /// same session here (the earlier one being let go) takes the key
+    /// over; the earlier one's release then leaves it be.
     pub(super) fn hold(&mut self, key: &str, session: SessionId) {
-        if self.kept.contains_key(key) || self.by_session.contains_key(&session) {
+        if self.by_session.contains_key(&session) {
+            return;
+        }
+        if let Some(kept) = self.kept.get_mut(key) {
+            // A principal's key is never a held session's.
+            if kept.used.is_none() {
+                self.by_session.remove(&kept.session);
+                kept.session = session;
+                self.by_session.insert(session, key.to_owned());
+            }
             return;
         }
         self.kept.insert(
@@ -110,6 +123,16 @@ impl Principals {
         );
         self.by_session.insert(session, key.to_owned());
         self.held += 1;
+    }
+
+    /// The held legacy sessions whose shared activations lapse before
+    /// `before_ms` (those with none shared are not among them).
+    pub(super) fn held_lapsing(&self, before_ms: u64) -> Vec<SessionId> {
+        self.kept
+            .values()
+            .filter(|kept| kept.used.is_none() && kept.shared > 0 && kept.shared < before_ms)
+            .map(|kept| kept.session)
+            .collect()
     }
 
     /// Lets go of `session`, held by [`Self::hold`]; nothing for a session
@@ -267,6 +290,12 @@ mod tests {
         principals.hold(&key, legacy);
         assert_eq!(principals.get(&key), Some(legacy));
         assert_eq!(principals.key_of(legacy), Some(key.as_str()));
+        // Its activations are written again before they lapse; none
+        // shared, none to write.
+        assert!(principals.held_lapsing(u64::MAX).is_empty());
+        principals.set_shared_version(&key, 1_000);
+        assert_eq!(principals.held_lapsing(1_001), [legacy]);
+        assert!(principals.held_lapsing(1_000).is_empty());
         // Neither the bound of one principal nor idleness forgets it.
         let (_, forgotten) = principals.session_for("alice", start);
         assert!(forgotten.is_empty(), "{forgotten:?}");
@@ -278,6 +307,14 @@ mod tests {
             1,
             "bob; the held session is not a principal"
         );
+        // A later copy of the session here takes the key over; the earlier
+        // copy's release then leaves it be.
+        let later = SessionId::new(8);
+        principals.hold(&key, later);
+        principals.release(legacy);
+        assert_eq!(principals.get(&key), Some(later));
+        assert_eq!(principals.key_of(legacy), None);
+        let legacy = later;
         // A principal's session is not released; the held one is.
         let bob = principals.get("bob");
         principals.release(bob.unwrap_or(legacy));

@@ -208,7 +208,8 @@ impl Gateway {
     }
 
     /// Writes the activations `session` keeps, when it stands for a
-    /// principal and the gateway is shared, and tells the other instances.
+    /// principal or is a held legacy session and the gateway is shared,
+    /// and tells the other instances.
     /// A failure is logged: the activations hold here all the same.
     pub(super) async fn share_activations(&self, session: SessionId) {
         let Some(shared) = self.inner.shared.get() else {
@@ -244,7 +245,7 @@ impl Gateway {
         if text.len() > MAX_ACTIVATIONS_RECORD {
             tracing::warn!(
                 activated = record.tools.len(),
-                "a principal's activations are too many to share ({} bytes, at most {MAX_ACTIVATIONS_RECORD}); they hold on this instance only",
+                "a principal's or session's activations are too many to share ({} bytes, at most {MAX_ACTIVATIONS_RECORD}); they hold on this instance only",
                 text.len()
             );
             return;
@@ -259,7 +260,7 @@ impl Gateway {
             Ok(false) => return,
             Err(error) => {
                 self.inner.server.observer().store_failed("gateway");
-                tracing::error!(%error, "a principal's activations could not be shared; the other instances do not hold them");
+                tracing::error!(%error, "a principal's or session's activations could not be shared; the other instances do not hold them");
                 return;
             }
         }
@@ -267,7 +268,7 @@ impl Gateway {
             json!({ "from": shared.instance, "principal": principal, "activations": text })
                 .to_string();
         if let Err(error) = shared.relay.send(EVERY_GATEWAY, &message).await {
-            tracing::warn!(%error, "a principal's activations could not be told to the other instances; they take them within {} s", RESYNC.as_secs());
+            tracing::warn!(%error, "a principal's or session's activations could not be told to the other instances; they take them within {} s", RESYNC.as_secs());
         }
     }
 
@@ -327,6 +328,18 @@ impl Gateway {
         }
         if !lapsed.is_empty() {
             shared.store.forget_activations(&lapsed).await?;
+        }
+        // A legacy session's activations last as long as the session, which
+        // its requests keep alive however long ago they changed: an
+        // instance holding it writes them again before they would lapse
+        // (their record lasts as long as a principal's, from its writing).
+        let lapsing = {
+            let state = lock(&self.inner.state);
+            let half = duration_ms(state.principals.idle()) / 2;
+            state.principals.held_lapsing(now.saturating_add(half))
+        };
+        for session in lapsing {
+            self.share_activations(session).await;
         }
         let unclaimed: Vec<(String, BTreeMap<ToolId, SchemaDigest>)> = lock(&self.inner.state)
             .unclaimed

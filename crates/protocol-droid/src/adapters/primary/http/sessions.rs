@@ -91,8 +91,11 @@ pub(super) struct Synced {
 }
 
 impl Synced {
+    /// Whether [`Self::take`] would do anything with a reading: one of a
+    /// later version (if only to move the version on, so that an older one
+    /// arriving after is passed over), or of this version but other.
     fn would_take(&self, digest: &[u8; 32], version: u64) -> bool {
-        version >= self.version && self.digest != *digest
+        version > self.version || (version == self.version && self.digest != *digest)
     }
 
     /// Takes `next`, a reading of the shared session, unless this instance
@@ -164,25 +167,29 @@ impl Session {
     /// the caller is to do it, none being under way; else the one under way
     /// reads it once more when it is done (see [`Self::reread_more`]), so
     /// one instance reads a session at most twice however often it is told.
+    ///
+    /// Sequentially consistent throughout: an asker writes one flag and
+    /// reads the other, the reader the other way round, and with weaker
+    /// orders each could miss the other's write, leaving a notice unread.
     pub(super) fn start_rereading(&self) -> bool {
-        self.reread_wanted.store(true, Ordering::Release);
-        !self.rereading.swap(true, Ordering::AcqRel)
+        self.reread_wanted.store(true, Ordering::SeqCst);
+        !self.rereading.swap(true, Ordering::SeqCst)
     }
 
     /// Called by the one reading the session again before each reading.
     pub(super) fn rereading_now(&self) {
-        self.reread_wanted.store(false, Ordering::Release);
+        self.reread_wanted.store(false, Ordering::SeqCst);
     }
 
     /// Called by the one reading the session again after each reading:
     /// whether it is to read once more, having been asked meanwhile.
     pub(super) fn reread_more(&self) -> bool {
-        if self.reread_wanted.load(Ordering::Acquire) {
+        if self.reread_wanted.load(Ordering::SeqCst) {
             return true;
         }
-        self.rereading.store(false, Ordering::Release);
+        self.rereading.store(false, Ordering::SeqCst);
         // Asked between the two: taken up here, unless an asker took it.
-        self.reread_wanted.load(Ordering::Acquire) && !self.rereading.swap(true, Ordering::AcqRel)
+        self.reread_wanted.load(Ordering::SeqCst) && !self.rereading.swap(true, Ordering::SeqCst)
     }
 
     pub(super) fn connection(&self) -> Option<&Arc<Connection>> {
@@ -738,7 +745,10 @@ impl Sessions {
             session.close();
             return Ok(None);
         }
-        let mut map = self.map.lock().map_err(|_| Full::Server)?;
+        let Ok(mut map) = self.map.lock() else {
+            session.close();
+            return Err(Full::Server);
+        };
         if let Some(first) = map.sessions.get(id) {
             let first = Arc::clone(first);
             drop(map);
@@ -752,7 +762,7 @@ impl Sessions {
         }
         map.insert(Arc::clone(&session));
         drop(map);
-        self.start_forwarding(server, &session);
+        self.entered(server, &session);
         Ok(Some(session))
     }
 
@@ -807,11 +817,20 @@ impl Sessions {
             Arc::new(RoutedExchange(weak.clone())),
             Arc::new(RoutedSink(weak)),
         );
-        if shared.is_some() {
-            connection.share_as(session.id.clone());
-        }
         let _set = session.connection.set(Arc::new(connection));
         session
+    }
+
+    /// What follows a session's entry in the table: it is named among the
+    /// instances sharing it, and told of changes. Only for the copy kept:
+    /// one built and let go (refused, or beaten to the table by another
+    /// request adopting the same session) must not be taken for it.
+    fn entered(&self, server: &Server, session: &Arc<Session>) {
+        let shared = self.shared.is_some() && session.transport == TransportKind::StreamableHttp;
+        if let Some(connection) = session.connection().filter(|_| shared) {
+            connection.share_as(session.id.clone());
+        }
+        self.start_forwarding(server, session);
     }
 
     /// Enters a new session in the table, within its opener's share.
@@ -826,7 +845,10 @@ impl Sessions {
     ) -> Result<Arc<Session>, Full> {
         let session = self.build(server, id, transport, owner, quota);
         {
-            let mut map = self.map.lock().map_err(|_| Full::Server)?;
+            let Ok(mut map) = self.map.lock() else {
+                session.close();
+                return Err(Full::Server);
+            };
             if let Err(full) = Self::check(&map, &session.quota, share, self.limits.max) {
                 drop(map);
                 // Nothing its server was told of it is left behind.
@@ -837,7 +859,7 @@ impl Sessions {
         }
         // Only for a session that made it into the table: a refused one
         // must leave no task behind.
-        self.start_forwarding(server, &session);
+        self.entered(server, &session);
         Ok(session)
     }
 
@@ -1134,9 +1156,12 @@ mod tests {
         assert!(synced.take(reading(1, 4, &["y"])).is_some());
         assert!(!synced.would_take(&[1; 32], 4));
         assert_eq!(synced.take(reading(1, 4, &["y"])), None);
-        // A later version with the same contents (a level set again) moves
-        // the version on, and an older reading stays passed over.
+        // A later version with the same contents (subscribed and dropped
+        // again) moves the version on, so an older reading that differs
+        // stays passed over.
+        assert!(synced.would_take(&[1; 32], 5));
         assert_eq!(synced.take(reading(1, 5, &["y"])), None);
         assert!(!synced.would_take(&[9; 32], 4));
+        assert_eq!(synced.take(reading(9, 4, &["y", "z"])), None);
     }
 }

@@ -500,7 +500,7 @@ fn digest(kept: &KeptSession) -> [u8; 32] {
 /// Ends the session `id` for `caller` everywhere: its record goes first,
 /// so a store out of reach changes nothing (503, and the client may try
 /// again), then this instance's copy; every other instance holding it is
-/// told, and finds the record gone. `Ok(false)` when there is no
+/// told it ended, and ends its copy. `Ok(false)` when there is no
 /// such session for `caller`.
 pub(super) async fn end(
     sessions: &Sessions,

@@ -20,7 +20,7 @@
 //! | `calls:<session>`, `callsizes:<session>` | the session's calls, by when each lapses; their answers' sizes, and those sizes' sum under `#bytes` | as long as its newest call |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
 //! | `task:<id>`, `tasks-of:<owner>`, `tasks:expiry` | tasks and their indexes (see `tasks`) | each task's TTL |
-//! | `gateway:first-use`, `gateway:approvals`, `gateway:activations` | a gateway's trust and principals' activations, one hash each (see `gateway`) | kept; activations until they lapse |
+//! | `gateway:first-use`, `gateway:approvals`, `gateway:activations` | a gateway's trust, and principals' and legacy sessions' activations, one hash each (see `gateway`) | kept; activations until they lapse |
 //!
 //! Messages between instances travel on channels named `instance:<name>`
 //! (`PUBLISH`); each name an instance listens on (its own, `*` for all,
