@@ -15,7 +15,7 @@ use p256::elliptic_curve::sec1::ToEncodedPoint as _;
 use p256::pkcs8::EncodePrivateKey as _;
 use protocol_droid_test_support::redis::RedisServer as Redis;
 use serde_json::{Value, json};
-use support::balancer::{Balancer, Reply, wait_for};
+use support::balancer::{Balancer, Reply, hello, legacy, wait_for};
 use support::{Files, Running, TestError, droid_command, listening, raw_post};
 
 const DROID: &str = env!("CARGO_BIN_EXE_droid");
@@ -381,37 +381,9 @@ fn a_principals_activations_hold_on_every_instance() -> Result<(), TestError> {
     Ok(())
 }
 
-/// A 2025-11-25 request at `address` in `session` (none: the handshake):
-/// the reply, and the session id a handshake is given.
-fn legacy(
-    address: &str,
-    session: Option<&str>,
-    method: &str,
-    params: &Value,
-) -> Result<(Reply, Option<String>), TestError> {
-    // A session's calls each take an id of their own: one reused for
-    // another call is refused (its answer is kept for a retry).
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-    let mut headers = vec!["MCP-Protocol-Version: 2025-11-25".to_owned()];
-    if let Some(session) = session {
-        headers.push(format!("Mcp-Session-Id: {session}"));
-    }
-    let raw = raw_post(address, &headers, &body.to_string())?;
-    let id = raw.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("mcp-session-id")
-            .then(|| value.trim().to_owned())
-    });
-    Ok((Reply::parse(raw), id))
-}
-
 /// A legacy session opened through `address`: its id.
 fn legacy_session(address: &str) -> Result<String, TestError> {
-    let hello = json!({ "protocolVersion": "2025-11-25", "capabilities": {},
-                        "clientInfo": { "name": "scale-out", "version": "1" } });
-    let (opened, session) = legacy(address, None, "initialize", &hello)?;
+    let (opened, session) = legacy(address, None, "initialize", &hello())?;
     let session = session.ok_or_else(|| format!("no Mcp-Session-Id: {}", opened.raw))?;
     Ok(session)
 }

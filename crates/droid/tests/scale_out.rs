@@ -16,7 +16,7 @@ use protocol_droid::domain::ProtocolVersion;
 use protocol_droid_test_support::redis::{RedisServer as Redis, free_port};
 use serde_json::{Value, json};
 use support::answers::{self, Answers};
-use support::balancer::{Balancer, Reply, wait_for};
+use support::balancer::{Balancer, Reply, hello, legacy, legacy_as, wait_for};
 use support::{Running, TestError, listening, raw_get, raw_post};
 
 /// The tool that seals a `requestState` in its first round and reads it back
@@ -372,47 +372,6 @@ async fn a_legacy_session_is_served_by_whichever_instance_a_request_reaches()
         client.close().await;
     }
     Ok(())
-}
-
-/// The params of a 2025-11-25 `initialize`.
-fn hello() -> Value {
-    json!({ "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": { "name": "scale-out", "version": "1" } })
-}
-
-/// A legacy request to `address` in session `session` (none: the
-/// handshake), its body as raw HTTP; the session id a handshake is given.
-fn legacy(
-    address: &str,
-    session: Option<&str>,
-    method: &str,
-    params: &Value,
-) -> Result<(Reply, Option<String>), TestError> {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    legacy_as(address, session, id, method, params)
-}
-
-/// As [`legacy`], as request `id`: what a retry of a request sends again.
-fn legacy_as(
-    address: &str,
-    session: Option<&str>,
-    id: u64,
-    method: &str,
-    params: &Value,
-) -> Result<(Reply, Option<String>), TestError> {
-    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-    let mut headers = vec!["MCP-Protocol-Version: 2025-11-25".to_owned()];
-    if let Some(session) = session {
-        headers.push(format!("Mcp-Session-Id: {session}"));
-    }
-    let raw = raw_post(address, &headers, &body.to_string())?;
-    let id = raw.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("mcp-session-id")
-            .then(|| value.trim().to_owned())
-    });
-    Ok((Reply::parse(raw), id))
 }
 
 /// Starts the task `call` (a task-augmented `tools/call`) in `session`

@@ -7,9 +7,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use protocol_droid_test_support::redis::free_port;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{Files, Running, TestError};
+use super::{Files, Running, TestError, raw_post};
 
 /// Waits until `ready` holds, for at most 20 seconds.
 pub(crate) fn wait_for(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), TestError> {
@@ -97,4 +97,45 @@ impl Reply {
             raw,
         }
     }
+}
+
+/// The params of a 2025-11-25 `initialize`.
+pub(crate) fn hello() -> Value {
+    json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": { "name": "scale-out", "version": "1" } })
+}
+
+/// A legacy request to `address` in session `session` (none: the
+/// handshake), its body as raw HTTP; the session id a handshake is given.
+pub(crate) fn legacy(
+    address: &str,
+    session: Option<&str>,
+    method: &str,
+    params: &Value,
+) -> Result<(Reply, Option<String>), TestError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    legacy_as(address, session, id, method, params)
+}
+
+/// As [`legacy`], as request `id`: what a retry of a request sends again.
+pub(crate) fn legacy_as(
+    address: &str,
+    session: Option<&str>,
+    id: u64,
+    method: &str,
+    params: &Value,
+) -> Result<(Reply, Option<String>), TestError> {
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+    let mut headers = vec!["MCP-Protocol-Version: 2025-11-25".to_owned()];
+    if let Some(session) = session {
+        headers.push(format!("Mcp-Session-Id: {session}"));
+    }
+    let raw = raw_post(address, &headers, &body.to_string())?;
+    let id = raw.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_owned())
+    });
+    Ok((Reply::parse(raw), id))
 }
