@@ -1,7 +1,7 @@
 //! What a gateway's instances share, in a real Redis (`GatewayStore` on
 //! `RedisStore`): a first use is claimed once; of two writes of one record
-//! the newer is kept, whichever lands last; and a lapsed record is
-//! forgotten only if nobody wrote it anew meanwhile.
+//! the newer is kept, whichever lands last; a lapsed record is forgotten,
+//! and a record renewed, only if nobody wrote it anew meanwhile.
 
 use protocol_droid::adapters::secondary::redis::{RedisOptions, RedisStore};
 use protocol_droid::application::gateway::GatewayStore as _;
@@ -56,5 +56,27 @@ async fn the_newer_record_is_kept_whichever_lands_last() -> Result<(), TestError
         .map(|r| r.name)
         .collect();
     assert_eq!(names, ["alice"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_record_is_renewed_only_at_the_version_read() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let (one, two) = (store(&redis).await?, store(&redis).await?);
+    assert!(one.keep_activations("session", "set", 100).await?);
+    // Renewed at the version it was read at: the same set, lasting longer.
+    assert!(one.renew_activations("session", "set", 100, 150).await?);
+    // Written anew by another instance meanwhile: a renewal of what was
+    // read before does not undo it.
+    assert!(two.keep_activations("session", "changed", 200).await?);
+    assert!(!one.renew_activations("session", "set", 150, 250).await?);
+    let kept = one.activations().await?;
+    assert_eq!(
+        kept.first()
+            .map(|r| (r.name.as_str(), r.text.as_str(), r.version)),
+        Some(("session", "changed", 200))
+    );
+    // Nothing kept: nothing renewed.
+    assert!(!one.renew_activations("nobody", "set", 0, 50).await?);
     Ok(())
 }

@@ -98,8 +98,9 @@ impl Principals {
     /// [`Self::release`]d, when the session ends here: the transport bounds
     /// sessions, and a live session's set must not be forgotten for being
     /// idle here while its requests land elsewhere. A later copy of the
-    /// same session here (the earlier one being let go) takes the key
-    /// over; the earlier one's release then leaves it be.
+    /// same session here takes the key over (only the copy entering the
+    /// transport's table is held, so a later one means the earlier is
+    /// going); the earlier one's release then leaves it be.
     pub(super) fn hold(&mut self, key: &str, session: SessionId) {
         if self.by_session.contains_key(&session) {
             return;

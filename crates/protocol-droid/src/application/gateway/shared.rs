@@ -96,6 +96,21 @@ pub trait GatewayStore: Send + Sync + core::fmt::Debug {
         version: u64,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
+    /// Keeps `activations` as `principal`'s at `version` only if the record
+    /// kept is still at version `kept`: the same set, lasting longer, and
+    /// never over a record written meanwhile. Answers whether it was kept.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be written.
+    fn renew_activations<'a>(
+        &'a self,
+        principal: &'a str,
+        activations: &'a str,
+        kept: u64,
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
     /// Forgets each principal's activations that are still at the version
     /// given (they lapsed); a record written anew since is kept.
     ///

@@ -1,7 +1,7 @@
 //! How a gateway keeps in step with the other instances sharing its store
 //! ([`Gateway::share`]): first-use pins claimed once for all of them,
-//! approvals and principals' activations written, told and taken, and all
-//! of it read again now and then. The port and the records are `shared`'s.
+//! approvals and the activations of principals and legacy sessions
+//! written, told and taken, and all of it read again now and then. The port and the records are `shared`'s.
 //!
 //! Nothing here is on a request's way unless the request changes what is
 //! shared: lists and calls read the copy in memory.
@@ -44,7 +44,7 @@ impl Gateway {
     /// showed then. Needs a Tokio runtime.
     ///
     /// What the store holds is taken before this returns: the approvals
-    /// recorded, and the activations of every principal.
+    /// recorded, and the activations of every principal and legacy session.
     ///
     /// # Errors
     ///
@@ -305,8 +305,10 @@ impl Gateway {
     }
 
     /// Reads everything shared and takes it: the approvals, and every
-    /// principal's activations; forgets the activations that lapsed; and
-    /// tries again each first use the store did not take.
+    /// principal's and legacy session's activations; forgets the
+    /// activations that lapsed, and renews those of the legacy sessions held
+    /// here before they would; and tries again each first use the store did
+    /// not take.
     async fn resync(&self, shared: &SharedGateway) -> Result<(), StoreError> {
         let approvals = shared.store.approvals().await?;
         let activations = shared.store.activations().await?;
@@ -331,15 +333,50 @@ impl Gateway {
         }
         // A legacy session's activations last as long as the session, which
         // its requests keep alive however long ago they changed: an
-        // instance holding it writes them again before they would lapse
-        // (their record lasts as long as a principal's, from its writing).
-        let lapsing = {
+        // instance holding it renews the record it last read before it
+        // would lapse (a record lasts as long as a principal's, from its
+        // writing). The same set, as kept: not this instance's own, which
+        // leaves out what its upstreams do not offer; and only if nobody
+        // wrote the record anew meanwhile.
+        let (lapsing, lifetime) = {
             let state = lock(&self.inner.state);
-            let half = duration_ms(state.principals.idle()) / 2;
-            state.principals.held_lapsing(now.saturating_add(half))
+            let lifetime = duration_ms(state.principals.idle());
+            let lapsing: Vec<(String, ActivationsRecord)> = state
+                .principals
+                .held_lapsing(now.saturating_add(lifetime / 2))
+                .into_iter()
+                .filter_map(|session| {
+                    let key = state.principals.key_of(session)?;
+                    let record = state.shared_activations.get(key)?;
+                    Some((key.to_owned(), record.clone()))
+                })
+                .collect();
+            (lapsing, lifetime)
         };
-        for session in lapsing {
-            self.share_activations(session).await;
+        for (key, record) in lapsing {
+            let renewed = ActivationsRecord {
+                expires_at_ms: now
+                    .saturating_add(lifetime)
+                    .max(record.expires_at_ms.saturating_add(1)),
+                tools: record.tools,
+            };
+            let kept = shared
+                .store
+                .renew_activations(
+                    &key,
+                    &renewed.encode(),
+                    record.expires_at_ms,
+                    renewed.expires_at_ms,
+                )
+                .await?;
+            // Written anew meanwhile: taken at the next reading.
+            if kept {
+                let mut state = lock(&self.inner.state);
+                state
+                    .principals
+                    .set_shared_version(&key, renewed.expires_at_ms);
+                state.cache_record(&key, renewed);
+            }
         }
         let unclaimed: Vec<(String, BTreeMap<ToolId, SchemaDigest>)> = lock(&self.inner.state)
             .unclaimed

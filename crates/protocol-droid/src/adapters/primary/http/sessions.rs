@@ -760,9 +760,12 @@ impl Sessions {
             session.close();
             return Err(full);
         }
+        // Named as it enters, under the table's lock: a request finding it
+        // there finds it named.
+        self.name(&session);
         map.insert(Arc::clone(&session));
         drop(map);
-        self.entered(server, &session);
+        self.start_forwarding(server, &session);
         Ok(Some(session))
     }
 
@@ -821,16 +824,16 @@ impl Sessions {
         session
     }
 
-    /// What follows a session's entry in the table: it is named among the
-    /// instances sharing it, and told of changes. Only for the copy kept:
-    /// one built and let go (refused, or beaten to the table by another
-    /// request adopting the same session) must not be taken for it.
-    fn entered(&self, server: &Server, session: &Arc<Session>) {
+    /// Names `session` among the instances sharing it, as it enters the
+    /// table (under its lock): only the copy kept is named, not one built
+    /// and let go (refused, or beaten to the table by another request
+    /// adopting the same session), which a forwarder would otherwise take
+    /// for it; and no request finds the copy before it is named.
+    fn name(&self, session: &Session) {
         let shared = self.shared.is_some() && session.transport == TransportKind::StreamableHttp;
         if let Some(connection) = session.connection().filter(|_| shared) {
             connection.share_as(session.id.clone());
         }
-        self.start_forwarding(server, session);
     }
 
     /// Enters a new session in the table, within its opener's share.
@@ -855,11 +858,12 @@ impl Sessions {
                 session.close();
                 return Err(full);
             }
+            self.name(&session);
             map.insert(Arc::clone(&session));
         }
         // Only for a session that made it into the table: a refused one
         // must leave no task behind.
-        self.entered(server, &session);
+        self.start_forwarding(server, &session);
         Ok(session)
     }
 

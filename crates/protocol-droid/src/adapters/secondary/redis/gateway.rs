@@ -37,6 +37,15 @@ end
 return 1
 ";
 
+/// Keeps ARGV[2] as field ARGV[1] of KEYS[1] at version ARGV[4] only if the
+/// version kept for it in KEYS[2] is still ARGV[3]; 1 when kept.
+const RENEW_AT: &str = r"
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[3] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+return 1
+";
+
 /// Keeps ARGV[2] as field ARGV[1]'s value unless one is kept, and answers
 /// the value kept.
 const CLAIM: &str = r"
@@ -157,6 +166,29 @@ impl GatewayStore for RedisStore {
         Box::pin(self.keep_newer("gateway:activations", principal, activations, version))
     }
 
+    fn renew_activations<'a>(
+        &'a self,
+        principal: &'a str,
+        activations: &'a str,
+        kept: u64,
+        version: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let keys = [
+            self.key("gateway:activations"),
+            self.key("gateway:activations-versions"),
+        ];
+        let args = [
+            principal.to_owned(),
+            activations.to_owned(),
+            kept.to_string(),
+            version.to_string(),
+        ];
+        Box::pin(async move {
+            let renewed: i64 = self.invoke(&self.renew_at, &keys, &args).await?;
+            Ok(renewed == 1)
+        })
+    }
+
     fn forget_activations<'a>(
         &'a self,
         lapsed: &'a [(String, u64)],
@@ -180,11 +212,13 @@ impl GatewayStore for RedisStore {
 }
 
 /// The scripts the gateway's records are written with: claiming a field
-/// once, keeping the newer record, and forgetting one still at a version.
-pub(super) fn scripts() -> [redis::Script; 3] {
+/// once, keeping the newer record, forgetting one still at a version, and
+/// renewing one still at a version.
+pub(super) fn scripts() -> [redis::Script; 4] {
     [
         redis::Script::new(CLAIM),
         redis::Script::new(KEEP_NEWER),
         redis::Script::new(FORGET_AT),
+        redis::Script::new(RENEW_AT),
     ]
 }

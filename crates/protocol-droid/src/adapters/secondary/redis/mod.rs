@@ -195,6 +195,7 @@ pub struct RedisStore {
     claim_field: Arc<redis::Script>,
     keep_newer: Arc<redis::Script>,
     forget_at: Arc<redis::Script>,
+    renew_at: Arc<redis::Script>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -232,7 +233,7 @@ impl RedisStore {
         .await
         .map_err(|_| StoreError::Unavailable(format!("{shown}: no answer in time")))?
         .map_err(|e| StoreError::Unavailable(format!("{shown}: {}", connect_failure(&e))))?;
-        let [claim, keep_newer, forget_at] = gateway::scripts();
+        let [claim, keep_newer, forget_at, renew_at] = gateway::scripts();
         let store = Self {
             client,
             connection,
@@ -253,6 +254,7 @@ impl RedisStore {
             claim_field: Arc::new(claim),
             keep_newer: Arc::new(keep_newer),
             forget_at: Arc::new(forget_at),
+            renew_at: Arc::new(renew_at),
         };
         store.ping().await?;
         Ok(store)
