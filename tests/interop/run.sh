@@ -13,7 +13,8 @@
 # The *-scale-out drivers do the same with scaled.sh: three instances sharing a Redis behind
 # haproxy, round-robin, so each request of a session (and each poll of a task) lands on another
 # instance (three `droid bridge` instances, each in front of its own fixture, for
-# ts-sdk1-bridge-scale-out).
+# ts-sdk1-bridge-scale-out; three `droid gateway` instances, each in front of its own
+# server-everything, for ts-gateway-scale-out).
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
 REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
@@ -23,7 +24,7 @@ REPO="$(cd "$INTEROP_DIR/../.." && pwd)"
 
 export DROID_SERVER_CMD="${DROID_SERVER_CMD:-$REPO/target/debug/droid serve}"
 export PYTHONDONTWRITEBYTECODE=1
-ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk ts-sdk1-http-2025-11-25 ts-sdk2-http-2026-07-28 python-sdk-http droid-client ts-sdk1-bridge-stdio-http ts-sdk2-bridge-http-stdio ts-gateway python-sdk-scale-out ts-sdk1-scale-out ts-sdk2-scale-out ts-sdk1-bridge-scale-out"
+ALL_DRIVERS="ts-sdk1-2025-11-25 ts-sdk1-2025-03-26 ts-sdk2-2026-07-28 python-sdk ts-sdk1-http-2025-11-25 ts-sdk2-http-2026-07-28 python-sdk-http droid-client ts-sdk1-bridge-stdio-http ts-sdk2-bridge-http-stdio ts-gateway python-sdk-scale-out ts-sdk1-scale-out ts-sdk2-scale-out ts-sdk1-bridge-scale-out ts-gateway-scale-out"
 OPTIONAL_DRIVERS="ts-sdk1-2024-11-05 ts-sdk1-http-2025-03-26 ts-sdk1-sse-2024-11-05"
 DRIVERS="${INTEROP_DRIVERS:-$ALL_DRIVERS}"
 LIMIT="${INTEROP_TIMEOUT:-300}"
@@ -201,6 +202,8 @@ for d in $DRIVERS; do
         ts-sdk2-scale-out) banner "TS SDK 2.x pinned 2026-07-28 over Streamable HTTP through haproxy to three droid serve instances sharing Redis"
             DROID_SERVER_CMD="$INTEROP_DIR/scaled.sh" \
                 with_http "$d" http run_node "$d" sdk2.test.mjs INTEROP_TRANSPORT=http ;;
+        ts-gateway-scale-out) banner "TS SDK 1.x (2025-11-25) and 2.x (2026-07-28) over Streamable HTTP through haproxy to three droid gateway instances sharing Redis, each in front of server-everything (stdio)"
+            INTEROP_GATEWAY_SCALED=1 run_node "$d" gateway.test.mjs ;;
         ts-sdk1-bridge-scale-out) banner "TS SDK 1.x @ 2025-11-25 over Streamable HTTP through haproxy to three droid bridge instances sharing Redis, each in front of its own stdio fixture"
             DROID_SERVER_CMD="$INTEROP_DIR/bridged.sh" BRIDGE_SCALE_OUT=1 BRIDGE_UPSTREAM_REVISION=2025-11-25 \
                 with_http "$d" http run_node "$d" sdk1.test.mjs INTEROP_REVISION=2025-11-25 INTEROP_TRANSPORT=http ;;

@@ -11,7 +11,8 @@
 #   DROID_BIN   the droid binary (default <repo>/target/debug/droid)
 #   SCALED_AS   `bridge`: each instance is `droid bridge` in front of its own `droid serve`
 #               (a stdio child), in place of `droid serve` (the default); the bridges speak
-#               BRIDGE_UPSTREAM_REVISION to it if set
+#               BRIDGE_UPSTREAM_REVISION to it if set; `gateway`: each is
+#               `droid gateway --config "$SCALED_GATEWAY_CONFIG"`, with a state directory of its own
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DROID_BIN="${DROID_BIN:-$REPO/target/debug/droid}"
@@ -43,7 +44,11 @@ done
 backends=""
 for n in 1 2 3; do
     log="$dir/droid$n.log"
-    if [ "${SCALED_AS:-serve}" = bridge ]; then
+    if [ "${SCALED_AS:-serve}" = gateway ]; then
+        XDG_STATE_HOME="$dir/state$n" "$DROID_BIN" gateway --config "$SCALED_GATEWAY_CONFIG" \
+            --listen 127.0.0.1:0 --store "redis://127.0.0.1:$redis_port" \
+            --instance-id "droid$n" </dev/null >/dev/null 2>"$log" &
+    elif [ "${SCALED_AS:-serve}" = bridge ]; then
         pin=()
         [ -n "${BRIDGE_UPSTREAM_REVISION:-}" ] && pin=(--upstream-revision "$BRIDGE_UPSTREAM_REVISION")
         "$DROID_BIN" bridge --listen 127.0.0.1:0 --store "redis://127.0.0.1:$redis_port" \

@@ -26,13 +26,20 @@ const EVERYTHING = join(F.INTEROP_DIR, 'node_modules', '@modelcontextprotocol', 
 const STATIC = 'everything+demo://resource/static/document/features.md';
 const TEMPLATE = 'everything+demo://resource/dynamic/text/{resourceId}';
 
+/** Whether the gateway is three instances sharing a Redis behind haproxy (`scaled.sh`), so
+ * each request of a session lands on another instance. */
+const SCALED = process.env.INTEROP_GATEWAY_SCALED === '1';
+
 /** Starts the gateway on a free port; resolves with its URL once it listens. */
 function startGateway() {
     const dir = mkdtempSync(join(tmpdir(), 'droid-gateway-ts-'));
     const config = join(dir, 'mcp.json');
     writeFileSync(config, JSON.stringify({ mcpServers: { everything: { command: 'node', args: [EVERYTHING, 'stdio'] } } }));
-    const child = spawn(DROID, ['gateway', '--config', config, '--listen', '127.0.0.1:0'], {
-        env: { ...process.env, XDG_STATE_HOME: join(dir, 'state') },
+    const [command, args] = SCALED
+        ? ['bash', [join(F.INTEROP_DIR, 'scaled.sh'), '--listen', '127.0.0.1:0']]
+        : [DROID, ['gateway', '--config', config, '--listen', '127.0.0.1:0']];
+    const child = spawn(command, args, {
+        env: { ...process.env, XDG_STATE_HOME: join(dir, 'state'), SCALED_AS: 'gateway', SCALED_GATEWAY_CONFIG: config },
         stdio: ['ignore', 'ignore', 'pipe']
     });
     return new Promise((resolve, reject) => {
