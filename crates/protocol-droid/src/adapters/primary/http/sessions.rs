@@ -79,23 +79,26 @@ pub(super) struct Session {
     reread_wanted: AtomicBool,
 }
 
-/// What an instance last took of a shared session: the digest of what the
-/// store kept, the version of it (how many changes it had had), and what
-/// its client had changed then, which the next reading is compared with so
-/// that only what changed elsewhere is taken.
+/// What an instance last took of a shared session: the version the store
+/// kept (how many changes it had had: every change counts one, so a
+/// version names what was kept) and what its client had changed then,
+/// which the next reading is compared with so that only what changed
+/// elsewhere is taken.
 #[derive(Debug, Default)]
 pub(super) struct Synced {
-    pub(super) digest: [u8; 32],
     pub(super) version: u64,
     pub(super) lasting: Lasting,
+    /// Set by a write of this instance's own ([`Synced::fold`]): what the
+    /// store holds at `version` may be more than `lasting`.
+    pub(super) stale: bool,
 }
 
 impl Synced {
-    /// Whether [`Self::take`] would do anything with a reading: one of a
-    /// later version (if only to move the version on, so that an older one
-    /// arriving after is passed over), or of this version but other.
-    fn would_take(&self, digest: &[u8; 32], version: u64) -> bool {
-        version > self.version || (version == self.version && self.digest != *digest)
+    /// Whether [`Self::take`] would do anything with a reading at
+    /// `version`: a later one, or this one after a write of this
+    /// instance's own.
+    fn would_take(&self, version: u64) -> bool {
+        version > self.version || (version == self.version && self.stale)
     }
 
     /// Takes `next`, a reading of the shared session, unless this instance
@@ -104,11 +107,7 @@ impl Synced {
     /// what came after it) or the same: what it had taken before, for the
     /// change between the two to be applied.
     fn take(&mut self, next: Self) -> Option<Lasting> {
-        if next.version < self.version {
-            return None;
-        }
-        if next.digest == self.digest {
-            self.version = next.version;
+        if !self.would_take(next.version) {
             return None;
         }
         Some(std::mem::replace(self, next).lasting)
@@ -119,7 +118,7 @@ impl Synced {
     /// it last read, so that an instance putting the session back as it was
     /// before is seen as a change, and a reading older than the write is
     /// passed over. What else the store holds now is not known: the next
-    /// reading at this version or later is taken whatever its digest.
+    /// reading at this version or later is taken.
     fn fold(&mut self, change: &ImageChange, version: u64) {
         self.version = self.version.max(version);
         if let Some(level) = change.level {
@@ -131,7 +130,7 @@ impl Synced {
         self.lasting
             .subscribed
             .extend(change.subscribed.iter().cloned());
-        self.digest = [0; 32];
+        self.stale = true;
     }
 }
 
@@ -143,12 +142,12 @@ pub(super) struct Refused {
 }
 
 impl Session {
-    /// Whether a reading of the shared session with `digest`, at
-    /// `version`, would change what this instance took last.
-    pub(super) fn would_take(&self, digest: &[u8; 32], version: u64) -> bool {
+    /// Whether a reading of the shared session at `version` would change
+    /// what this instance took last.
+    pub(super) fn would_take(&self, version: u64) -> bool {
         self.synced
             .lock()
-            .is_ok_and(|synced| synced.would_take(digest, version))
+            .is_ok_and(|synced| synced.would_take(version))
     }
 
     /// See [`Synced::take`].
@@ -1116,18 +1115,18 @@ mod tests {
         }
     }
 
-    fn reading(digest: u8, version: u64, subscribed: &[&str]) -> Synced {
+    fn reading(version: u64, subscribed: &[&str]) -> Synced {
         Synced {
-            digest: [digest; 32],
             version,
             lasting: lasting(subscribed),
+            stale: false,
         }
     }
 
     #[test]
     fn a_reading_older_than_a_write_of_its_own_is_passed_over() {
         let mut synced = Synced::default();
-        assert!(synced.take(reading(1, 1, &["y"])).is_some());
+        assert!(synced.take(reading(1, &["y"])).is_some());
         // This instance subscribes to x, the session's second change.
         synced.fold(
             &ImageChange {
@@ -1137,14 +1136,15 @@ mod tests {
             2,
         );
         // A reading fetched before that write landed would drop x.
-        assert!(!synced.would_take(&[1; 32], 1));
-        assert_eq!(synced.take(reading(1, 1, &["y"])), None);
-        // The reading after it changes nothing here.
-        let before = synced.take(reading(2, 2, &["x", "y"]));
+        assert!(!synced.would_take(1));
+        assert_eq!(synced.take(reading(1, &["y"])), None);
+        // The reading at that write is taken (the store may hold more than
+        // this instance knows), and changes nothing here.
+        let before = synced.take(reading(2, &["x", "y"]));
         assert_eq!(before, Some(lasting(&["x", "y"])));
         // Put back by another instance as it was before (the third change):
         // a change here too, though the store holds what it held at 1.
-        let before = synced.take(reading(1, 3, &["y"]));
+        let before = synced.take(reading(3, &["y"]));
         assert_eq!(
             before.map(|b| b.change_to(&lasting(&["y"]))),
             Some(ImageChange {
@@ -1155,17 +1155,14 @@ mod tests {
     }
 
     #[test]
-    fn the_same_reading_is_taken_once() {
+    fn a_version_is_taken_once() {
         let mut synced = Synced::default();
-        assert!(synced.take(reading(1, 4, &["y"])).is_some());
-        assert!(!synced.would_take(&[1; 32], 4));
-        assert_eq!(synced.take(reading(1, 4, &["y"])), None);
-        // A later version with the same contents (subscribed and dropped
-        // again) moves the version on, so an older reading that differs
-        // stays passed over.
-        assert!(synced.would_take(&[1; 32], 5));
-        assert_eq!(synced.take(reading(1, 5, &["y"])), None);
-        assert!(!synced.would_take(&[9; 32], 4));
-        assert_eq!(synced.take(reading(9, 4, &["y", "z"])), None);
+        assert!(synced.take(reading(4, &["y"])).is_some());
+        assert!(!synced.would_take(4));
+        assert_eq!(synced.take(reading(4, &["y"])), None);
+        // A later version moves it on, so an older reading stays passed
+        // over, whatever it holds.
+        assert!(synced.take(reading(5, &["y"])).is_some());
+        assert_eq!(synced.take(reading(4, &["y", "z"])), None);
     }
 }

@@ -160,15 +160,8 @@ pub(super) async fn create(sessions: &Sessions, session: &Session) -> Result<(),
             return Err(unavailable_error());
         }
     }
-    // A handshake sets neither a level nor a subscription.
-    let _first = session.take(Synced {
-        digest: digest(&KeptSession {
-            record: text,
-            ..KeptSession::default()
-        }),
-        version: 0,
-        lasting: Lasting::default(),
-    });
+    // A handshake sets neither a level nor a subscription: what this copy
+    // holds is the session at version 0, as its Synced says already.
     Ok(())
 }
 
@@ -341,22 +334,25 @@ pub(super) async fn find(
         }
         return Ok(None);
     };
-    let Ok(record) = serde_json::from_str::<Record>(&kept.record) else {
-        // Written by a build that keeps another record (a rolling upgrade):
-        // not served here, and said so, rather than ended everywhere. (A
-        // session kept in another form altogether reads as none: upgrades
-        // across such a change take a new `--store-prefix`.)
-        tracing::warn!(target: "droid", "a shared session's record is not one this build reads");
-        return Ok(None);
-    };
-    // The record names its owner: a caller who is not gets nothing, as for
-    // an unknown id, and the session is not brought here for them.
-    if record.owner != caller.principal_key() {
-        return Ok(None);
-    }
     let session = match here {
+        // Held here: its owner is checked on the copy (below), and its
+        // record, fixed since the handshake, is not read again.
         Some(session) => session,
         None => {
+            let Ok(record) = serde_json::from_str::<Record>(&kept.record) else {
+                // Written by a build that keeps another record (a rolling
+                // upgrade): not served here, and said so, rather than ended
+                // everywhere. (A session kept in another form altogether
+                // reads as none: upgrades across such a change take a new
+                // `--store-prefix`.)
+                tracing::warn!(target: "droid", "a shared session's record is not one this build reads");
+                return Ok(None);
+            };
+            // The record names its owner: a caller who is not gets nothing,
+            // as for an unknown id, and the session is not brought here.
+            if record.owner != caller.principal_key() {
+                return Ok(None);
+            }
             let lasting = lasting_of(&kept);
             let mut image = record.image;
             image.level = lasting.level;
@@ -383,15 +379,14 @@ pub(super) async fn find(
 /// instance's copy: what changed elsewhere since this instance last read
 /// it.
 fn take_reading(session: &Session, kept: &KeptSession) {
-    let current = digest(kept);
-    if !session.would_take(&current, kept.version) {
+    if !session.would_take(kept.version) {
         return;
     }
     let lasting = lasting_of(kept);
     let taken = session.take(Synced {
-        digest: current,
         version: kept.version,
         lasting: lasting.clone(),
+        stale: false,
     });
     if let (Some(before), Some(connection)) = (taken, session.connection()) {
         connection.apply(&before.change_to(&lasting));
@@ -478,23 +473,6 @@ pub(super) fn spawn_session_changes(sessions: &Arc<Sessions>, shared: SharedSess
             }
         },
     );
-}
-
-/// A kept session's digest: what tells one reading from another.
-fn digest(kept: &KeptSession) -> [u8; 32] {
-    use sha2::Digest as _;
-    let mut hasher = sha2::Sha256::new();
-    // Each part after its length, so no two readings pass for each other.
-    let parts = [Some(&kept.record), kept.level.as_ref()]
-        .into_iter()
-        .flatten()
-        .chain(&kept.subscribed);
-    hasher.update(if kept.level.is_some() { [1] } else { [0] });
-    for part in parts {
-        hasher.update(part.len().to_le_bytes());
-        hasher.update(part.as_bytes());
-    }
-    hasher.finalize().into()
 }
 
 /// Ends the session `id` for `caller` everywhere: its record goes first,
