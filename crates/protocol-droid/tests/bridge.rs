@@ -70,7 +70,9 @@ fn upstream_answer<'a>(
     Box::pin(async move {
         let name = params.get("name").and_then(Value::as_str).unwrap_or("");
         match (method, name) {
-            ("tools/list", _) => Ok(json!({ "tools": [{
+            // Two pages: what the bridge learns of the tools on its own
+            // (`regional`'s header) is on the second.
+            ("tools/list", _) if params.get("cursor").is_none() => Ok(json!({ "tools": [{
                 "name": "rich",
                 "title": "Rich",
                 "icons": [{ "src": "https://example.com/rich.png" }],
@@ -85,7 +87,8 @@ fn upstream_answer<'a>(
                     "$defs": { "point": { "type": "object" } },
                     "properties": { "at": { "$ref": "#/$defs/point" } },
                 },
-            }, {
+            }], "nextCursor": "second" })),
+            ("tools/list", _) => Ok(json!({ "tools": [{
                 "name": "regional",
                 "inputSchema": { "type": "object", "properties": {
                     "region": { "type": "string", "x-mcp-header":
@@ -1310,7 +1313,8 @@ async fn the_bridge_checks_param_headers_against_the_upstreams_definitions() -> 
         }
         request.send()
     };
-    // Never listed by a client: the bridge knew the definition from the start.
+    // Never listed by a client: the bridge knew the definition, from the
+    // second page of the upstream's list, from the start.
     let missing = call(None).await?;
     assert_eq!(missing.status(), reqwest::StatusCode::BAD_REQUEST);
     let body: Value = missing.json().await?;

@@ -18,6 +18,10 @@ use crate::wire::tools::{TaskSupport, Tool};
 /// How many tool definitions the bridge keeps for header checks.
 pub(super) const MAX_KNOWN_TOOLS: usize = 4096;
 
+/// How many pages of `tools/list` the bridge reads when it learns the
+/// upstream's tools; what a longer list holds past them is not known.
+const MAX_TOOL_PAGES: usize = 64;
+
 impl Bridge {
     /// What an upstream connection calls when the tool list changed: list
     /// again, so the definitions the bridge checks headers against and the
@@ -33,9 +37,10 @@ impl Bridge {
         })
     }
 
-    /// Lists the upstream's tools afresh, on any live connection, and keeps
-    /// what the bridge needs of them: the definitions it checks headers
-    /// against and the tools that only run as tasks.
+    /// Lists the upstream's tools afresh, on any live connection, every
+    /// page of them, and keeps what the bridge needs of them: the
+    /// definitions it checks headers against and the tools that only run
+    /// as tasks. A listing that fails part way changes nothing.
     pub(super) async fn learn_tools(&self) {
         let client = lock(&self.inner.upstreams)
             .values()
@@ -49,17 +54,28 @@ impl Bridge {
             fresh: true,
             ..RequestOptions::default()
         };
-        if let Ok(listed) = client.request("tools/list", None, &fresh).await {
-            // Built aside and swapped in whole: a call reading them
-            // meanwhile finds the old ones, never none (which would list
-            // the tools again).
-            let mut tools = HashMap::new();
+        // Built aside and swapped in whole: a call reading them meanwhile
+        // finds the old ones, never none (which would list the tools
+        // again).
+        let mut tools = HashMap::new();
+        let mut task_tools = HashMap::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let params = cursor.as_ref().map(|cursor| json!({ "cursor": cursor }));
+            let Ok(listed) = client.request("tools/list", params, &fresh).await else {
+                return;
+            };
             note_tools(&mut tools, &listed);
-            let mut task_tools = HashMap::new();
             note_task_tools(&mut task_tools, &listed);
-            *lock(&self.inner.tools) = tools;
-            *lock(&self.inner.task_tools) = Some(task_tools);
+            match listed.get("nextCursor").and_then(Value::as_str) {
+                // A server that names the page it was asked for again would
+                // be listed for ever.
+                Some(next) if cursor.as_deref() != Some(next) => cursor = Some(next.to_owned()),
+                _ => break,
+            }
         }
+        *lock(&self.inner.tools) = tools;
+        *lock(&self.inner.task_tools) = Some(task_tools);
     }
 
     /// Keeps the definitions of a `tools/list` page as the client got them.
