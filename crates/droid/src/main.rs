@@ -372,7 +372,13 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 ..acp::AcpOptions::default()
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(acp::serve(tokio::io::stdin(), tokio::io::stdout(), options));
+            runtime.block_on(async {
+                // Pipes driven by the reactor where stdin and stdout are
+                // pipes, as an editor starting an agent makes them, rather
+                // than a blocking thread for every read and write.
+                let (input, output) = stdio::process_streams();
+                acp::serve(input, output, options).await;
+            });
             Ok(())
         }
         Command::Revisions { transport } => {
