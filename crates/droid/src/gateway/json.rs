@@ -13,9 +13,10 @@
 //!
 //! Variables are expanded in the command, its arguments, `env` values,
 //! `cwd`, the URL and header values, in the forms those clients use:
-//! `${env:NAME}`, `${NAME}` and `${NAME:-default}`. A variable that is not
-//! set is an error naming it, never an empty string: an empty token would
-//! fail later and further from its cause. An editor's own variables
+//! `${env:NAME}`, `${NAME}` and `${NAME:-default}` (or
+//! `${env:NAME:-default}`). A variable that is not set is an error naming
+//! it, never an empty string: an empty token would fail later and further
+//! from its cause. An editor's own variables
 //! (`${input:…}`, `${workspaceFolder}`) have no meaning here and are
 //! refused by name.
 //!
@@ -171,8 +172,10 @@ fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<St
         let inner = &after[..end];
         let (variable, default) = match inner.split_once(":-") {
             Some((variable, default)) => (variable, Some(default)),
-            None => (inner.strip_prefix("env:").unwrap_or(inner), None),
+            None => (inner, None),
         };
+        // Cursor's form, with or without a default.
+        let variable = variable.strip_prefix("env:").unwrap_or(variable);
         ensure!(
             is_name(variable),
             "${{{inner}}} is not an environment variable (set the value itself, or use ${{env:NAME}})"
@@ -286,6 +289,12 @@ mod tests {
         assert_eq!(
             expand("${NOPE:-fallback}/x", &env).ok().as_deref(),
             Some("fallback/x")
+        );
+        assert_eq!(
+            expand("${env:NOPE:-fallback} ${env:HOME:-x}", &env)
+                .ok()
+                .as_deref(),
+            Some("fallback /home/u")
         );
         assert_eq!(
             expand("$HOME ${HOME}", &env).ok().as_deref(),
