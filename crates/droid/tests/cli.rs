@@ -1935,3 +1935,21 @@ fn completions_and_the_manual_page_cover_every_command() -> Result<(), TestError
     assert!(refusal.contains("invalid value 'tcsh'"), "{refusal}");
     Ok(())
 }
+
+#[test]
+fn log_lines_written_to_a_file_or_pipe_carry_no_colour_codes() -> Result<(), TestError> {
+    // An MCP client keeps a server's stderr in a log file: escape codes
+    // there are noise.
+    let config = temp_path("unstartable", "json");
+    std::fs::write(
+        &config,
+        r#"{"mcpServers":{"broken":{"command":"/nonexistent/droid-test-server"}}}"#,
+    )?;
+    let config_arg = config.to_string_lossy().into_owned();
+    let out = droid(&["gateway", "--config", &config_arg, "--print-digests"])?;
+    let _removed = std::fs::remove_file(&config);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("WARN"), "a warning was logged: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    Ok(())
+}
