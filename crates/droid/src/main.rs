@@ -171,7 +171,9 @@ enum Command {
         /// page's data and approvals, besides what /mcp asks.
         #[arg(long, value_name = "SCOPE", default_value = "droid:admin")]
         admin_scope: String,
-        /// Print every tool's id, digest and provenance, then exit.
+        /// Print every tool's id, digest and provenance, then exit. Writes
+        /// nothing: what is trusted on first use is kept only by a gateway
+        /// that serves.
         #[arg(long)]
         print_digests: bool,
         /// Over HTTP, end a session idle for this many seconds.

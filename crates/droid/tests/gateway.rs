@@ -213,8 +213,25 @@ fn trust_on_first_use_outlives_a_restart() -> Result<(), TestError> {
     let config = scratch.write("gateway.toml", &upstream)?;
     let first = listed(&config, scratch.dir())?;
     assert_provenance(&first, "fixture/echo", "pinned");
-    // The pins were kept in the state directory, named after the file.
-    let kept = std::fs::read_dir(scratch.dir().join("droid").join("gateway"))?.count();
+    // Looking at the tools trusted none of them: nothing was kept.
+    let state = scratch.dir().join("droid").join("gateway");
+    assert!(!state.exists(), "--print-digests wrote {}", state.display());
+
+    // Serving uses them first: the pins are kept in the state directory,
+    // named after the file, before the gateway listens.
+    let mut serving = droid_command();
+    serving
+        .args(["gateway", "--config", &config, "--listen", "127.0.0.1:0"])
+        .env("XDG_STATE_HOME", scratch.dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    drop(support::listening_with(serving, "http")?);
+    // Beside the admin socket, which is named the same way.
+    let kept = std::fs::read_dir(&state)?
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().extension().is_none_or(|e| e != "sock"))
+        .count();
     assert_eq!(kept, 1);
 
     // The same configuration, but what a model reads of `echo` differs.

@@ -15,14 +15,26 @@ use protocol_droid::adapters::secondary::trust_file::TrustFile;
 use protocol_droid::application::bridge::Connector;
 use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::gateway::{
-    Disclosure, Gateway, Trust, UpstreamHealth, UpstreamOptions,
+    Approval, Disclosure, Gateway, Trust, TrustStore, TrustStoreError, UpstreamHealth,
+    UpstreamOptions,
 };
 use protocol_droid::application::server::{Primitive, ScopeRules, Server};
 use protocol_droid::domain::ProtocolVersion;
-use protocol_droid::domain::catalog::ToolId;
+use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
 
 use super::config::{self, Config, Mode, TrustConfig, UpstreamConfig};
 use crate::auth::AuthArgs;
+
+/// What a gateway is built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// To serve clients.
+    Serving,
+    /// To show its catalog (`--print-digests`) and exit: it reads what was
+    /// trusted and writes nothing, neither to the state file nor to a
+    /// shared store, so that looking at the tools trusts none of them.
+    Viewing,
+}
 
 /// Builds the gateway: connects every upstream at once and loads its
 /// tools. An upstream that fails is logged and retried in the background;
@@ -32,6 +44,7 @@ pub(crate) async fn start(
     config_path: Option<&Path>,
     listening: &crate::Listening<'_>,
     setup: crate::Setup,
+    purpose: Purpose,
 ) -> anyhow::Result<(Gateway, Vec<String>)> {
     let (auth, tls_trust) = (listening.auth, listening.trust);
     let disclosure = match config.mode {
@@ -52,7 +65,10 @@ pub(crate) async fn start(
     match (&state, config_path) {
         (Some(path), _) => {
             let store = TrustFile::open(path).context("opening the gateway's state file")?;
-            gateway.set_trust_store(Arc::new(store));
+            match purpose {
+                Purpose::Serving => gateway.set_trust_store(Arc::new(store)),
+                Purpose::Viewing => gateway.set_trust_store(Arc::new(ReadOnly(store))),
+            }
         }
         (None, Some(_)) => tracing::warn!(
             target: "droid",
@@ -61,11 +77,13 @@ pub(crate) async fn start(
         (None, None) => {}
     }
     // Before the upstreams are added: their first use may be another
-    // instance's already.
-    listening
-        .served
-        .share_gateway(&gateway, listening.listen.is_some(), listening.trust)
-        .await?;
+    // instance's already. A gateway only looked at claims nothing there.
+    if purpose == Purpose::Serving {
+        listening
+            .served
+            .share_gateway(&gateway, listening.listen.is_some(), listening.trust)
+            .await?;
+    }
     let prepared = prepare_all(config.enabled(), tls_trust)?;
     let failures = add_prepared(&gateway, prepared).await;
     let cli = cli_scopes(auth)?;
@@ -290,6 +308,33 @@ pub(crate) fn set_scopes(rules: &BTreeMap<ToolId, String>, gateway: &Gateway) {
 pub(crate) fn add_scopes(rules: &BTreeMap<ToolId, String>, gateway: &Gateway) {
     for (id, scope) in rules {
         gateway.require_scope(id.clone(), scope.clone());
+    }
+}
+
+/// A state file read and never written: first uses and approvals are
+/// taken from it, and those made meanwhile are held in memory only.
+#[derive(Debug)]
+struct ReadOnly(TrustFile);
+
+impl TrustStore for ReadOnly {
+    fn first_use(&self, upstream: &str) -> Option<BTreeMap<ToolId, SchemaDigest>> {
+        self.0.first_use(upstream)
+    }
+
+    fn record_first_use(
+        &self,
+        _upstream: &str,
+        _pins: &BTreeMap<ToolId, SchemaDigest>,
+    ) -> Result<(), TrustStoreError> {
+        Ok(())
+    }
+
+    fn approvals(&self) -> Vec<Approval> {
+        self.0.approvals()
+    }
+
+    fn record_approval(&self, _approval: &Approval) -> Result<(), TrustStoreError> {
+        Ok(())
     }
 }
 

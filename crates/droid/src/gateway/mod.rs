@@ -64,7 +64,18 @@ pub(crate) fn run(
     }
     let setup = listening.setup(config.limits.rate_limits()?)?;
     runtime.block_on(async {
-        let (gateway, failures) = build::start(&config, config_path, &listening, setup).await?;
+        let (gateway, failures) = build::start(
+            &config,
+            config_path,
+            &listening,
+            setup,
+            if print_digests {
+                build::Purpose::Viewing
+            } else {
+                build::Purpose::Serving
+            },
+        )
+        .await?;
         if print_digests {
             let mut out = std::io::stdout().lock();
             for (id, digest, provenance) in gateway.catalog() {
