@@ -5,11 +5,9 @@
 //! its own revision, and what one cannot express of the other's is
 //! translated under the degrade policy, every loss logged.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
 use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
@@ -51,22 +49,23 @@ pub(crate) struct BridgeArgs {
     upstream: Option<String>,
     /// Read a bearer token for an HTTP upstream from this file, or set
     /// `DROID_UPSTREAM_TOKEN`. Never the client's own token: the bridge does
-    /// not pass tokens through.
+    /// not pass tokens through. The file is read again when the upstream
+    /// refuses the token, so a token rotated in place is taken up.
     #[arg(long, value_name = "FILE")]
     upstream_token_file: Option<std::path::PathBuf>,
     /// Over HTTP, end a session idle for this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     session_idle: u64,
-    /// The upstream server's command line, after `--`.
     /// Set an environment variable for the upstream command (repeatable).
-    /// The command gets only PATH, HOME, the locale and TERM of this
-    /// process's environment otherwise.
+    /// The command gets only PATH, HOME, USER, LOGNAME, the locale, TERM,
+    /// TMPDIR and TZ of this process's environment otherwise.
     #[arg(long = "upstream-env", value_name = "KEY=VALUE")]
     upstream_env: Vec<String>,
     /// Pass this variable of this process's environment on to the upstream
     /// command (repeatable).
     #[arg(long = "pass-env", value_name = "NAME")]
     pass_env: Vec<String>,
+    /// The upstream server's command line, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
     #[command(flatten)]
@@ -139,10 +138,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
         ];
     }
     let token = crate::secret::read("DROID_UPSTREAM_TOKEN", args.upstream_token_file.as_deref())?;
-    let authorizer = token.map(|token| {
-        let token: Arc<dyn Authorizer> = Arc::new(StaticToken::new(token));
-        token
-    });
+    let authorizer = crate::secret::bearer(token, args.upstream_token_file.as_deref())?;
     let connector = connector(
         target,
         ConnectOptions {

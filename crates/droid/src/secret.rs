@@ -2,8 +2,10 @@
 //! never from argv, which every user of the machine can read in `ps`.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context as _;
+use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken, TokenFile};
 
 /// A secret read from the variable `env` or from the file `file`; `None`
 /// when neither is given. Both at once is an error: which one wins would
@@ -49,4 +51,24 @@ pub(crate) fn read_named(env: Option<&str>, file: Option<&Path>) -> anyhow::Resu
         }
         None => read_file(file),
     }
+}
+
+/// What presents `token`, read by [`read`] or [`read_named`] from `file`
+/// or else from a variable, to an upstream as a bearer token. A token from
+/// a file is read again when the server refuses it, so a file rotated in
+/// place is taken up without a restart.
+pub(crate) fn bearer(
+    token: Option<String>,
+    file: Option<&Path>,
+) -> anyhow::Result<Option<Arc<dyn Authorizer>>> {
+    let Some(token) = token else {
+        return Ok(None);
+    };
+    Ok(Some(match file {
+        Some(path) => Arc::new(
+            TokenFile::open(path)
+                .with_context(|| format!("reading the secret in {}", path.display()))?,
+        ),
+        None => Arc::new(StaticToken::new(token)),
+    }))
 }

@@ -1223,6 +1223,41 @@ mod scopes {
     }
 }
 
+/// A bearer token kept in a file and rotated there is taken up at the
+/// server's first refusal of the old one: the client reads the file again
+/// and carries the refused call with the new token, no restart needed.
+#[tokio::test]
+async fn a_token_file_rotated_in_place_is_taken_up_at_the_first_refusal() -> Result<(), TestError> {
+    use protocol_droid::adapters::secondary::authorizer::TokenFile;
+    use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+    use protocol_droid::application::client::RequestOptions;
+
+    let key = SigningKey::ec("ec-1")?;
+    let issuer = Issuer::start(&[&key]).await?;
+    // No leeway: a token past its `exp` is refused at once.
+    let server = protect_jwt(&issuer, |v| v.leeway(Duration::ZERO), Ok).await?;
+    let mut lapsing = server.claims(&issuer, "alice", "");
+    lapsing["exp"] = json!(now() + 2);
+    let path = std::env::temp_dir().join(format!("droid-rotated-token-{}", std::process::id()));
+    std::fs::write(&path, format!("{}\n", key.sign(&lapsing)?))?;
+    let options = ConnectOptions {
+        authorizer: Some(Arc::new(TokenFile::open(&path)?)),
+        ..ConnectOptions::default()
+    };
+    let client = connect(&Target::Url(server.resource().parse()?), options).await?;
+    let plain = RequestOptions::default();
+    let call = || client.call_tool("public", None, &plain);
+    let first = call().await;
+    // The first token lapses, and the file is rotated in place.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    std::fs::write(&path, key.sign(&server.claims(&issuer, "alice", ""))?)?;
+    let second = call().await;
+    std::fs::remove_file(&path)?;
+    first?;
+    second?;
+    Ok(())
+}
+
 /// A validator a user plugs in: the port is all a resource server needs.
 #[derive(Debug)]
 struct Fixed;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use futures_util::future::join_all;
-use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken};
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
 use protocol_droid::adapters::secondary::http::HttpOptions;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
@@ -190,7 +189,8 @@ fn prepare(
         upstream.bearer_token_file.as_deref(),
     )
     .with_context(|| format!("upstream {name:?}: bearer token"))?;
-    let authorizer = token.map(|t| -> Arc<dyn Authorizer> { Arc::new(StaticToken::new(t)) });
+    let authorizer = crate::secret::bearer(token, upstream.bearer_token_file.as_deref())
+        .with_context(|| format!("upstream {name:?}: bearer token"))?;
     let connect = ConnectOptions {
         client,
         authorizer,

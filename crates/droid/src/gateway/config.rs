@@ -173,7 +173,8 @@ pub(crate) struct UpstreamConfig {
     /// The working directory of a command upstream.
     pub(crate) cwd: Option<PathBuf>,
     /// Variables set for a command upstream, which otherwise gets only
-    /// PATH, HOME, the locale and TERM of the gateway's environment.
+    /// PATH, HOME, USER, LOGNAME, the locale, TERM, TMPDIR and TZ of the
+    /// gateway's environment.
     #[serde(default)]
     pub(crate) env: BTreeMap<String, String>,
     /// Variables of the gateway's environment passed on to a command
@@ -185,7 +186,8 @@ pub(crate) struct UpstreamConfig {
     pub(crate) headers: BTreeMap<String, String>,
     /// The variable holding a bearer token for a URL upstream.
     pub(crate) bearer_token_env: Option<String>,
-    /// The file holding a bearer token for a URL upstream.
+    /// The file holding a bearer token for a URL upstream, read again when
+    /// the upstream refuses the token (rotated in place).
     pub(crate) bearer_token_file: Option<PathBuf>,
     /// Seconds to connect, list tools or answer a call.
     pub(crate) timeout: Option<f64>,

@@ -8,6 +8,9 @@
 //! can sit behind the same transport.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 
@@ -93,5 +96,166 @@ impl Authorizer for StaticToken {
                 challenge.status
             )))
         })
+    }
+}
+
+/// How long after the token changed a refusal is still taken for one of
+/// the old token, in flight when it changed, and answered with a retry.
+const ROTATION_GRACE: Duration = Duration::from_secs(30);
+
+/// A bearer token kept in a file that is rotated in place (a mounted
+/// secret, a file another process renews). Read when opened, and read
+/// again when the server refuses the token: a rotated token is taken up at
+/// the first refusal of the old one, with no restart and nothing read on
+/// the way of a request the server accepts.
+pub struct TokenFile {
+    path: PathBuf,
+    held: Mutex<Held>,
+}
+
+struct Held {
+    token: String,
+    /// When the file last gave a token other than the one before.
+    changed_at: Option<Instant>,
+}
+
+impl TokenFile {
+    /// Reads the token in `path`: its text without a trailing newline.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be read or holds no token.
+    pub fn open(path: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let path = path.into();
+        let token = read_token(&path)?;
+        Ok(Self {
+            path,
+            held: Mutex::new(Held {
+                token,
+                changed_at: None,
+            }),
+        })
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The token in `path`: files written by `echo` end in a newline no token
+/// contains.
+fn read_token(path: &Path) -> std::io::Result<String> {
+    let text = std::fs::read_to_string(path)?;
+    let token = text.trim_end_matches(['\n', '\r']);
+    if token.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} holds no token", path.display()),
+        ));
+    }
+    Ok(token.to_owned())
+}
+
+impl fmt::Debug for TokenFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The path may be shown; the token is a secret and must not.
+        f.debug_struct("TokenFile")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Authorizer for TokenFile {
+    fn authorization(&self) -> BoxFuture<'_, Result<Option<String>, AuthError>> {
+        let header = format!("Bearer {}", self.held().token);
+        Box::pin(async move { Ok(Some(header)) })
+    }
+
+    fn challenged<'a>(&'a self, challenge: &'a Challenge) -> BoxFuture<'a, Result<(), AuthError>> {
+        Box::pin(async move {
+            let refused = || {
+                AuthError::Refused(format!(
+                    "the server answered {} to the token in {}",
+                    challenge.status,
+                    self.path.display()
+                ))
+            };
+            // A file is read off the runtime's threads: a slow disk holds up
+            // this request only.
+            let path = self.path.clone();
+            let read = tokio::task::spawn_blocking(move || read_token(&path))
+                .await
+                .map_err(|_| refused())?;
+            let Ok(token) = read else {
+                return Err(refused());
+            };
+            let mut held = self.held();
+            if token != held.token {
+                held.token = token;
+                held.changed_at = Some(Instant::now());
+                return Ok(());
+            }
+            // The same token as held: this request may have carried the one
+            // before, if the change was a moment ago; once is enough.
+            match held.changed_at {
+                Some(at) if at.elapsed() < ROTATION_GRACE => Ok(()),
+                _ => Err(refused()),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type TestError = Box<dyn std::error::Error>;
+
+    fn challenge() -> Challenge {
+        Challenge {
+            status: 401,
+            resource: "https://example.com/mcp".to_owned(),
+            www_authenticate: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_rotated_token_is_read_again_at_the_first_refusal() -> Result<(), TestError> {
+        let path = std::env::temp_dir().join(format!("droid-token-{}", std::process::id()));
+        std::fs::write(&path, "first\n")?;
+        let tokens = TokenFile::open(&path)?;
+        assert_eq!(
+            tokens.authorization().await?.as_deref(),
+            Some("Bearer first")
+        );
+        // Refused with nothing new in the file: no retry.
+        assert!(tokens.challenged(&challenge()).await.is_err());
+
+        std::fs::write(&path, "second\n")?;
+        // Nothing is read until the server refuses.
+        assert_eq!(
+            tokens.authorization().await?.as_deref(),
+            Some("Bearer first")
+        );
+        tokens.challenged(&challenge()).await?;
+        assert_eq!(
+            tokens.authorization().await?.as_deref(),
+            Some("Bearer second")
+        );
+        // A request that carried the old token meanwhile is retried too.
+        tokens.challenged(&challenge()).await?;
+
+        // An emptied file is no token: refused, and the held one stays.
+        std::fs::write(&path, "\n")?;
+        assert!(tokens.challenged(&challenge()).await.is_err());
+        assert_eq!(
+            tokens.authorization().await?.as_deref(),
+            Some("Bearer second")
+        );
+        std::fs::remove_file(&path)?;
+        assert!(TokenFile::open(&path).is_err());
+        let debug = format!("{tokens:?}");
+        assert!(!debug.contains("second"), "{debug}");
+        Ok(())
     }
 }
