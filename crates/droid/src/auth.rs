@@ -51,7 +51,8 @@ pub(crate) struct AuthArgs {
     /// Make a primitive require a scope to be seen and used (repeatable):
     /// `NAME=SCOPE` for a tool, or `tool:NAME=SCOPE`, `prompt:NAME=SCOPE`,
     /// `resource:URI=SCOPE`, `template:URI_TEMPLATE=SCOPE`. A rule naming
-    /// nothing the server offers stops it from starting.
+    /// nothing the server offers stops it from starting (the gateway checks
+    /// a rule against the upstream it names: docs/gateway.md).
     #[arg(long = "auth-scope", value_name = "[KIND:]NAME=SCOPE")]
     scope: Vec<String>,
     /// Tolerate clocks this many seconds apart when checking exp and nbf.

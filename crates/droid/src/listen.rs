@@ -67,9 +67,9 @@ pub(crate) struct ListenArgs {
     /// through the Redis at this URL (redis://user:password@host:port/db,
     /// each part but the host optional; rediss:// for TLS, verified against
     /// the platform's authorities and --ca-file's): the requestState keys and the
-    /// rounds answered; serve's legacy sessions; a gateway's trust and its
-    /// principals' activations. Without it everything stays in this process
-    /// (docs/scaling.md). Also read from the environment (shown below),
+    /// rounds answered; legacy sessions; tasks; the bridge's calls parked
+    /// for input; a gateway's trust and its activations. Without it
+    /// everything stays in this process (docs/scaling.md). Also read from the environment (shown below),
     /// which keeps a password out of the process list.
     #[arg(long, value_name = "URL", env = "DROID_STORE", hide_env_values = true)]
     store: Option<String>,

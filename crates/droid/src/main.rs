@@ -109,7 +109,9 @@ enum Command {
     /// `droid bridge [--listen HOST:PORT] (--upstream URL | -- COMMAND
     /// [ARGS...])`. What the client's revision cannot express of the
     /// server's is refused (`--degrade strict`, the default) or downgraded
-    /// (`--degrade permissive`), and every downgrade is logged.
+    /// (`--degrade permissive`), and every downgrade is logged (at info:
+    /// `DROID_LOG=droid::bridge=info`); `--report-meta` also puts each
+    /// reply's report in its `_meta`.
     Bridge(Box<bridge::BridgeArgs>),
     /// Send one request to an MCP server and print the answer.
     ///
@@ -152,7 +154,8 @@ enum Command {
         #[arg(long, global = true, value_name = "FILE")]
         config: Option<std::path::PathBuf>,
         /// The admin socket (`status`, `approve`); by default one named
-        /// after the configuration, beside its state.
+        /// after the configuration in `$XDG_STATE_HOME/droid/gateway/`
+        /// (`~/.local/state/droid/gateway/`).
         #[arg(long, global = true, value_name = "PATH")]
         admin_socket: Option<std::path::PathBuf>,
         /// Ask a running gateway instead of starting one.
@@ -164,7 +167,8 @@ enum Command {
         /// Serve the admin page (catalog, drift with Approve, sessions,
         /// upstream health, translations, live charts) at http://HOST:PORT/,
         /// behind the same authorization as /mcp. Off unless given; an
-        /// address that is not loopback needs authorization.
+        /// address that is not loopback needs authorization (or
+        /// `--allow-public-without-auth`, which serves approvals to anyone).
         #[arg(long, value_name = "HOST:PORT")]
         admin_listen: Option<String>,
         /// With authorization on, the scope a token needs for the admin

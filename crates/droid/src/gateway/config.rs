@@ -10,7 +10,8 @@
 //! name = "files"                 # the namespace: tools are `files/<name>`
 //! command = ["npx", "some-server"]
 //! cwd = "/srv/files"
-//! env = { LOG_LEVEL = "warn", API_KEY = "${env:FILES_KEY}" }
+//! env = { LOG_LEVEL = "warn" }
+//! pass_env = ["FILES_KEY"]       # passed on from the gateway's own
 //!
 //! [[upstream]]
 //! name = "web"

@@ -129,6 +129,12 @@ impl Entry {
                 self.command.is_none(),
                 "give a \"command\" or a \"url\", not both"
             );
+            // Refused rather than passed over, as "headers" on a command
+            // is: a setting that would silently do nothing.
+            ensure!(
+                self.args.is_empty() && self.env.is_empty() && self.cwd.is_none(),
+                "\"args\", \"env\" and \"cwd\" are for servers started as a command"
+            );
             config.url = Some(expand(&url)?);
             for (header, value) in &self.headers {
                 config.headers.insert(header.clone(), expand(value)?);
@@ -341,6 +347,14 @@ mod tests {
             (
                 r#"{"servers": {"a": {"command": "x", "headers": {"A": "b"}}}}"#,
                 "\"headers\" are for remote servers",
+            ),
+            (
+                r#"{"servers": {"a": {"url": "https://x/mcp", "env": {"A": "b"}}}}"#,
+                "are for servers started as a command",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"type": "sse", "url": "https://x/sse", "args": ["-v"]}}}"#,
+                "are for servers started as a command",
             ),
         ] {
             let error = read_with(text, &env).err().map(|e| format!("{e:#}"));
