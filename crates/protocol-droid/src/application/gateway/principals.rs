@@ -126,12 +126,18 @@ impl Principals {
         self.held += 1;
     }
 
-    /// The held legacy sessions whose shared activations lapse before
-    /// `before_ms` (those with none shared are not among them).
-    pub(super) fn held_lapsing(&self, before_ms: u64) -> Vec<SessionId> {
+    /// The sessions in use whose shared activations lapse before
+    /// `before_ms` (those with none shared are not among them): every held
+    /// legacy session, and each principal used here at `used_since` or
+    /// later (`None`: at any time).
+    pub(super) fn lapsing(&self, before_ms: u64, used_since: Option<Instant>) -> Vec<SessionId> {
         self.kept
             .values()
-            .filter(|kept| kept.used.is_none() && kept.shared > 0 && kept.shared < before_ms)
+            .filter(|kept| kept.shared > 0 && kept.shared < before_ms)
+            .filter(|kept| match (kept.used, used_since) {
+                (None, _) | (Some(_), None) => true,
+                (Some((used, _)), Some(since)) => used >= since,
+            })
             .map(|kept| kept.session)
             .collect()
     }
@@ -283,6 +289,30 @@ mod tests {
     }
 
     #[test]
+    fn a_principals_shared_activations_are_renewed_only_while_it_is_used() {
+        let start = Instant::now();
+        let mut principals = Principals::new(10, Duration::from_secs(3600));
+        let (alice, _) = principals.session_for("alice", start);
+        let (bob, _) = principals.session_for("bob", start + Duration::from_secs(600));
+        principals.set_shared_version("alice", 5_000);
+        principals.set_shared_version("bob", 5_000);
+        let since = |secs| Some(start + Duration::from_secs(secs));
+        let mut both = principals.lapsing(5_001, since(0));
+        both.sort();
+        let mut expected = vec![alice, bob];
+        expected.sort();
+        assert_eq!(both, expected);
+        // Alice was last used before the time asked about; Bob after it.
+        assert_eq!(principals.lapsing(5_001, since(300)), [bob]);
+        assert!(principals.lapsing(5_001, since(900)).is_empty());
+        // Nothing lapses before the time given.
+        assert!(principals.lapsing(5_000, since(0)).is_empty());
+        // A use renews the principal's place in the question too.
+        principals.session_for("alice", start + Duration::from_secs(1_000));
+        assert_eq!(principals.lapsing(5_001, since(900)), [alice]);
+    }
+
+    #[test]
     fn a_held_session_is_outside_the_bounds_until_released() {
         let start = Instant::now();
         let mut principals = Principals::new(1, Duration::from_secs(60));
@@ -293,10 +323,10 @@ mod tests {
         assert_eq!(principals.key_of(legacy), Some(key.as_str()));
         // Its activations are written again before they lapse; none
         // shared, none to write.
-        assert!(principals.held_lapsing(u64::MAX).is_empty());
+        assert!(principals.lapsing(u64::MAX, None).is_empty());
         principals.set_shared_version(&key, 1_000);
-        assert_eq!(principals.held_lapsing(1_001), [legacy]);
-        assert!(principals.held_lapsing(1_000).is_empty());
+        assert_eq!(principals.lapsing(1_001, None), [legacy]);
+        assert!(principals.lapsing(1_000, None).is_empty());
         // Neither the bound of one principal nor idleness forgets it.
         let (_, forgotten) = principals.session_for("alice", start);
         assert!(forgotten.is_empty(), "{forgotten:?}");

@@ -307,8 +307,8 @@ impl Gateway {
     /// Reads everything shared and takes it: the approvals, and every
     /// principal's and legacy session's activations; forgets the
     /// activations that lapsed, and renews those of the legacy sessions held
-    /// here before they would; and tries again each first use the store did
-    /// not take.
+    /// here, and of the principals used here lately, before they would; and
+    /// tries again each first use the store did not take.
     async fn resync(&self, shared: &SharedGateway) -> Result<(), StoreError> {
         let approvals = shared.store.approvals().await?;
         let activations = shared.store.activations().await?;
@@ -331,19 +331,24 @@ impl Gateway {
         if !lapsed.is_empty() {
             shared.store.forget_activations(&lapsed).await?;
         }
-        // A legacy session's activations last as long as the session, which
-        // its requests keep alive however long ago they changed: an
-        // instance holding it renews the record it last read before it
-        // would lapse (a record lasts as long as a principal's, from its
-        // writing). The same set, as kept: not this instance's own, which
-        // leaves out what its upstreams do not offer; and only if nobody
-        // wrote the record anew meanwhile.
+        // A record lasts a principal's idle time from its writing, but
+        // activations are kept as long as they are used, however long ago
+        // they changed: a legacy session's while the session lives, a
+        // principal's while it calls. So an instance holding such a session,
+        // or where the principal was used in the last half of that time,
+        // renews the record it last read before it would lapse. The same
+        // set, as kept: not this instance's own, which leaves out what its
+        // upstreams do not offer; and only if nobody wrote the record anew
+        // meanwhile. A principal no instance has seen for half the time is
+        // left to lapse.
         let (lapsing, lifetime) = {
             let state = lock(&self.inner.state);
-            let lifetime = duration_ms(state.principals.idle());
+            let idle = state.principals.idle();
+            let lifetime = duration_ms(idle);
+            let used_since = std::time::Instant::now().checked_sub(idle / 2);
             let lapsing: Vec<(String, ActivationsRecord)> = state
                 .principals
-                .held_lapsing(now.saturating_add(lifetime / 2))
+                .lapsing(now.saturating_add(lifetime / 2), used_since)
                 .into_iter()
                 .filter_map(|session| {
                     let key = state.principals.key_of(session)?;
