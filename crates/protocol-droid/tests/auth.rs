@@ -1226,36 +1226,69 @@ mod scopes {
 /// A bearer token kept in a file and rotated there is taken up at the
 /// server's first refusal of the old one: the client reads the file again
 /// and carries the refused call with the new token, no restart needed.
-#[tokio::test]
-async fn a_token_file_rotated_in_place_is_taken_up_at_the_first_refusal() -> Result<(), TestError> {
-    use protocol_droid::adapters::secondary::authorizer::TokenFile;
+/// Over Streamable HTTP, and over HTTP+SSE, whose every message is a POST.
+async fn a_rotated_token_file_is_taken_up(legacy: bool) -> Result<(), TestError> {
+    use protocol_droid::adapters::secondary::authorizer::{Authorizer, TokenFile};
     use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
-    use protocol_droid::application::client::RequestOptions;
+    use protocol_droid::adapters::secondary::http::LegacySse;
+    use protocol_droid::application::client::{
+        Client, ClientOptions, RequestOptions, inbound_queue,
+    };
+    use protocol_droid::domain::ProtocolVersion;
 
     let key = SigningKey::ec("ec-1")?;
     let issuer = Issuer::start(&[&key]).await?;
     // No leeway: a token past its `exp` is refused at once.
     let server = protect_jwt(&issuer, |v| v.leeway(Duration::ZERO), Ok).await?;
     let mut lapsing = server.claims(&issuer, "alice", "");
-    lapsing["exp"] = json!(now() + 2);
-    let path = std::env::temp_dir().join(format!("droid-rotated-token-{}", std::process::id()));
+    let lapses_at = now() + 4;
+    lapsing["exp"] = json!(lapses_at);
+    let path = std::env::temp_dir().join(format!(
+        "droid-rotated-token-{}-{legacy}",
+        std::process::id()
+    ));
     std::fs::write(&path, format!("{}\n", key.sign(&lapsing)?))?;
-    let options = ConnectOptions {
-        authorizer: Some(Arc::new(TokenFile::open(&path)?)),
-        ..ConnectOptions::default()
+    let tokens: Arc<dyn Authorizer> = Arc::new(TokenFile::open(&path)?);
+    let client = if legacy {
+        let (tx, rx) = inbound_queue();
+        let url = format!("{}/sse", server.base).parse()?;
+        let http = protocol_droid::adapters::secondary::http::HttpOptions::default();
+        let link = LegacySse::connect(url, tx, Some(tokens), &http).await?;
+        let options = ClientOptions {
+            revisions: vec![ProtocolVersion::V2024_11_05],
+            ..ClientOptions::default()
+        };
+        Client::connect(Arc::new(link), rx, options).await?
+    } else {
+        let options = ConnectOptions {
+            authorizer: Some(tokens),
+            ..ConnectOptions::default()
+        };
+        connect(&Target::Url(server.resource().parse()?), options).await?
     };
-    let client = connect(&Target::Url(server.resource().parse()?), options).await?;
     let plain = RequestOptions::default();
     let call = || client.call_tool("public", None, &plain);
     let first = call().await;
     // The first token lapses, and the file is rotated in place.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    while now() <= lapses_at {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     std::fs::write(&path, key.sign(&server.claims(&issuer, "alice", ""))?)?;
     let second = call().await;
     std::fs::remove_file(&path)?;
     first?;
     second?;
     Ok(())
+}
+
+#[tokio::test]
+async fn a_token_file_rotated_in_place_is_taken_up_at_the_first_refusal() -> Result<(), TestError> {
+    a_rotated_token_file_is_taken_up(false).await
+}
+
+#[tokio::test]
+async fn a_token_file_rotated_in_place_is_taken_up_over_http_sse() -> Result<(), TestError> {
+    a_rotated_token_file_is_taken_up(true).await
 }
 
 /// A validator a user plugs in: the port is all a resource server needs.

@@ -196,7 +196,9 @@ impl Authorizer for TokenFile {
                 return Ok(());
             }
             // The same token as held: this request may have carried the one
-            // before, if the change was a moment ago; once is enough.
+            // before, if the change was a moment ago, and is sent again. A
+            // new token the server refuses as well costs each request the
+            // transport's few tries, and only in that moment.
             match held.changed_at {
                 Some(at) if at.elapsed() < ROTATION_GRACE => Ok(()),
                 _ => Err(refused()),

@@ -18,7 +18,7 @@ use url::Url;
 
 use super::super::authorizer::Authorizer;
 use super::super::tls::{describe, redacted};
-use super::streamable::{HttpOptions, read_limited};
+use super::streamable::{HttpOptions, cure, read_limited};
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
 
 /// How long the server may take to name its endpoint.
@@ -27,6 +27,9 @@ const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The HTTP+SSE transport.
 pub struct LegacySse {
     http: reqwest::Client,
+    /// The stream's URL, as given: the protected resource a refusal of a
+    /// POST is about.
+    url: Url,
     endpoint: Url,
     inbound: InboundTx,
     authorizer: Option<Arc<dyn Authorizer>>,
@@ -65,20 +68,26 @@ impl LegacySse {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| LinkError::Io(e.to_string()))?;
-        let mut request = http
-            .get(url.clone())
-            .headers(options.headers.clone())
-            .header(
-                header::ACCEPT,
-                HeaderValue::from_static("text/event-stream"),
-            );
-        if let Some(value) = authorization(authorizer.as_deref()).await? {
-            request = request.header(header::AUTHORIZATION, value);
-        }
-        let response = tokio::time::timeout(ENDPOINT_TIMEOUT, request.send())
-            .await
-            .map_err(|_| LinkError::Io(format!("{}: no answer in time", redacted(&url))))?
-            .map_err(|e| LinkError::Io(describe(&e)))?;
+        let mut challenges = 0;
+        let response = loop {
+            let mut request = http
+                .get(url.clone())
+                .headers(options.headers.clone())
+                .header(
+                    header::ACCEPT,
+                    HeaderValue::from_static("text/event-stream"),
+                );
+            if let Some(value) = authorization(authorizer.as_deref()).await? {
+                request = request.header(header::AUTHORIZATION, value);
+            }
+            let response = tokio::time::timeout(ENDPOINT_TIMEOUT, request.send())
+                .await
+                .map_err(|_| LinkError::Io(format!("{}: no answer in time", redacted(&url))))?
+                .map_err(|e| LinkError::Io(describe(&e)))?;
+            if !cure(authorizer.as_deref(), &response, &url, &mut challenges).await? {
+                break response;
+            }
+        };
         let status = response.status();
         let streams = response
             .headers()
@@ -138,6 +147,7 @@ impl LegacySse {
         });
         Ok(Self {
             http,
+            url,
             endpoint,
             inbound,
             authorizer,
@@ -165,25 +175,40 @@ impl Link for LegacySse {
         Box::pin(async move {
             let body = serde_json::to_vec(&message.message)
                 .map_err(|e| LinkError::Io(format!("unwritable message: {e}")))?;
-            let mut headers = self.headers.clone();
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            if let Some(value) = authorization(self.authorizer.as_deref()).await? {
-                headers.insert(header::AUTHORIZATION, value);
-            }
-            let response = self
-                .http
-                .post(self.endpoint.clone())
-                .headers(headers)
-                .body(body)
-                // Every POST is only acknowledged; the answers come on the
-                // stream.
-                .timeout(super::streamable::ACK_TIMEOUT)
-                .send()
-                .await
-                .map_err(|e| LinkError::Io(describe(&e)))?;
+            let mut challenges = 0;
+            let response = loop {
+                let mut headers = self.headers.clone();
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                if let Some(value) = authorization(self.authorizer.as_deref()).await? {
+                    headers.insert(header::AUTHORIZATION, value);
+                }
+                let response = self
+                    .http
+                    .post(self.endpoint.clone())
+                    .headers(headers)
+                    .body(body.clone())
+                    // Every POST is only acknowledged; the answers come on
+                    // the stream.
+                    .timeout(super::streamable::ACK_TIMEOUT)
+                    .send()
+                    .await
+                    .map_err(|e| LinkError::Io(describe(&e)))?;
+                // A refusal a new token may cure (one rotated in a file,
+                // an expired one refreshed) is answered and sent again.
+                if !cure(
+                    self.authorizer.as_deref(),
+                    &response,
+                    &self.url,
+                    &mut challenges,
+                )
+                .await?
+                {
+                    break response;
+                }
+            };
             let status = response.status();
             if status.is_success() {
                 return Ok(());

@@ -227,35 +227,16 @@ impl Shared {
             {
                 self.state().session = Some(session.to_owned());
             }
-            let status = response.status();
-            let www = response
-                .headers()
-                .get(header::WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            let curable = status == StatusCode::UNAUTHORIZED
-                || (status == StatusCode::FORBIDDEN
-                    && www
-                        .as_deref()
-                        .is_some_and(|w| w.contains("insufficient_scope")));
-            let Some(authorizer) = self.authorizer.as_ref().filter(|_| curable) else {
+            if !cure(
+                self.authorizer.as_deref(),
+                &response,
+                &self.url,
+                &mut challenges,
+            )
+            .await?
+            {
                 return Ok(response);
-            };
-            if challenges >= MAX_CHALLENGES {
-                return Err(LinkError::Unauthorized(format!(
-                    "still {status} after {challenges} authorizations"
-                )));
             }
-            challenges += 1;
-            let challenge = Challenge {
-                status: status.as_u16(),
-                resource: super::super::tls::without_credentials(&self.url),
-                www_authenticate: www,
-            };
-            authorizer
-                .challenged(&challenge)
-                .await
-                .map_err(|e| LinkError::Unauthorized(e.to_string()))?;
         }
     }
 
@@ -712,4 +693,47 @@ impl Drop for StreamableHttp {
             task.abort();
         }
     }
+}
+
+/// Answers `response` when it is a refusal credentials might cure (`401`,
+/// or `403` for a scope) and there is an `authorizer` to ask: `Ok(true)`
+/// to send the request again, `Ok(false)` to take the response as it is.
+/// `challenges` counts the tries for one request, at most
+/// [`MAX_CHALLENGES`].
+pub(super) async fn cure(
+    authorizer: Option<&dyn Authorizer>,
+    response: &Response,
+    resource: &Url,
+    challenges: &mut u32,
+) -> Result<bool, LinkError> {
+    let status = response.status();
+    let www = response
+        .headers()
+        .get(header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let curable = status == StatusCode::UNAUTHORIZED
+        || (status == StatusCode::FORBIDDEN
+            && www
+                .as_deref()
+                .is_some_and(|w| w.contains("insufficient_scope")));
+    let Some(authorizer) = authorizer.filter(|_| curable) else {
+        return Ok(false);
+    };
+    if *challenges >= MAX_CHALLENGES {
+        return Err(LinkError::Unauthorized(format!(
+            "still {status} after {challenges} authorizations"
+        )));
+    }
+    *challenges += 1;
+    let challenge = Challenge {
+        status: status.as_u16(),
+        resource: super::super::tls::without_credentials(resource),
+        www_authenticate: www,
+    };
+    authorizer
+        .challenged(&challenge)
+        .await
+        .map_err(|e| LinkError::Unauthorized(e.to_string()))?;
+    Ok(true)
 }
