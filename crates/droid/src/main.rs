@@ -256,11 +256,14 @@ fn main() -> anyhow::Result<()> {
     // stdout carries protocol frames; every log line goes to stderr.
     let filter = tracing_subscriber::EnvFilter::try_from_env("DROID_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Colour only for a person at a terminal: an MCP client that starts
-    // droid keeps its stderr in a log file, where escape codes are noise.
+    // Colour only for a person at a terminal who has not asked for none
+    // (NO_COLOR): an MCP client that starts droid keeps its stderr in a log
+    // file, where escape codes are noise.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+        .with_ansi(colour);
     let logs = match cli.log_format {
         LogFormat::Text => logs.with_filter(filter).boxed(),
         LogFormat::Json => logs.json().flatten_event(true).with_filter(filter).boxed(),

@@ -374,13 +374,17 @@ impl Gateway {
                     renewed.expires_at_ms,
                 )
                 .await?;
-            // Written anew meanwhile: taken at the next reading.
+            // Written anew meanwhile: taken at the next reading. Nor is a
+            // set this instance wrote while the renewal was under way,
+            // which is newer, replaced here by the renewed older one.
             if kept {
                 let mut state = lock(&self.inner.state);
-                state
-                    .principals
-                    .set_shared_version(&key, renewed.expires_at_ms);
-                state.cache_record(&key, renewed);
+                if state.principals.shared_version(&key) < renewed.expires_at_ms {
+                    state
+                        .principals
+                        .set_shared_version(&key, renewed.expires_at_ms);
+                    state.cache_record(&key, renewed);
+                }
             }
         }
         let unclaimed: Vec<(String, BTreeMap<ToolId, SchemaDigest>)> = lock(&self.inner.state)
