@@ -183,6 +183,11 @@ impl ListenArgs {
         args
     }
 
+    /// Whether a store is named (`--store`, or a configuration's).
+    pub(crate) const fn names_store(&self) -> bool {
+        self.store.is_some()
+    }
+
     /// Connects to `--store` (once; later calls answer the same
     /// connection), or `None` without one; a `rediss://` one trusting
     /// `--ca-file`'s authorities (in `trust`) besides the platform's. Needs

@@ -77,6 +77,13 @@ pub(crate) fn run(
         )
         .await?;
         if print_digests {
+            if served.names_store() {
+                tracing::warn!(
+                    target: "droid",
+                    "--print-digests reads the state file only, not the shared store: \
+                     first uses and approvals made through other instances are not shown"
+                );
+            }
             let mut out = std::io::stdout().lock();
             for (id, digest, provenance) in gateway.catalog() {
                 use std::io::Write as _;
