@@ -165,6 +165,9 @@ pub(super) struct Inner {
     /// (2025-11-25 `execution.taskSupport`), as last listed; `None` before
     /// the first list.
     pub(super) task_tools: Mutex<Option<HashMap<String, crate::wire::tools::TaskSupport>>>,
+    /// The listings of the upstream's tools, one at a time (see
+    /// [`Bridge::learn_tools`]).
+    pub(super) listing: super::tools::Listing,
     /// The resources each session watches (by `resources/subscribe`, or in
     /// its listens), counted: a session may watch one twice.
     pub(super) watched: Mutex<HashMap<SessionId, HashMap<String, usize>>>,
@@ -249,6 +252,7 @@ impl Bridge {
                 reports: Mutex::default(),
                 task_tools: Mutex::default(),
                 tools: Mutex::default(),
+                listing: super::tools::Listing::default(),
                 watched: Mutex::default(),
                 session_watches: Mutex::default(),
                 rewatch: Arc::default(),

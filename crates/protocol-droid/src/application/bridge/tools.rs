@@ -3,7 +3,9 @@
 //! tasks; relisted when the upstream says its tools changed.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -22,6 +24,25 @@ pub(super) const MAX_KNOWN_TOOLS: usize = 4096;
 /// upstream's tools; what a longer list holds past them is not known.
 const MAX_TOOL_PAGES: usize = 64;
 
+/// How long after a listing failed a call does not list the tools again to
+/// learn whether its tool runs as a task: a listing costs up to
+/// [`MAX_TOOL_PAGES`] round trips, and an upstream failing them would
+/// otherwise be listed again for every call.
+const RELIST_PAUSE: Duration = Duration::from_secs(5);
+
+/// The bridge's listings of the upstream's tools: one at a time, so that
+/// calls waiting to learn the tools share the one under way, and a listing
+/// begun later is never overwritten by one begun earlier.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    /// Held while a listing runs.
+    running: tokio::sync::Mutex<()>,
+    /// How many listings have begun.
+    begun: AtomicU64,
+    /// When the last listing failed, if it did.
+    failed_at: Mutex<Option<Instant>>,
+}
+
 impl Bridge {
     /// What an upstream connection calls when the tool list changed: list
     /// again, so the definitions the bridge checks headers against and the
@@ -38,17 +59,32 @@ impl Bridge {
     }
 
     /// Lists the upstream's tools afresh, on any live connection, every
-    /// page of them, and keeps what the bridge needs of them: the
-    /// definitions it checks headers against and the tools that only run
-    /// as tasks. A listing that fails part way changes nothing.
+    /// page of them up to [`MAX_TOOL_PAGES`], and keeps what the bridge
+    /// needs of them: the definitions it checks headers against and the
+    /// tools that only run as tasks. A listing that fails part way changes
+    /// nothing. One listing runs at a time; one that began after this call
+    /// did, and has ended, serves for it.
     pub(super) async fn learn_tools(&self) {
+        let listing = &self.inner.listing;
+        let asked = listing.begun.load(Ordering::SeqCst);
+        let _running = listing.running.lock().await;
+        if listing.begun.load(Ordering::SeqCst) > asked {
+            return;
+        }
+        listing.begun.fetch_add(1, Ordering::SeqCst);
+        let learned = self.list_tools().await;
+        *lock(&listing.failed_at) = if learned { None } else { Some(Instant::now()) };
+    }
+
+    /// One listing for [`Self::learn_tools`]: whether it was read whole.
+    async fn list_tools(&self) -> bool {
         let client = lock(&self.inner.upstreams)
             .values()
             .flatten()
             .find(|u| u.client.closed().is_none())
             .map(|u| u.client.clone());
         let Some(client) = client else {
-            return;
+            return false;
         };
         let fresh = RequestOptions {
             fresh: true,
@@ -63,7 +99,7 @@ impl Bridge {
         for _ in 0..MAX_TOOL_PAGES {
             let params = cursor.as_ref().map(|cursor| json!({ "cursor": cursor }));
             let Ok(listed) = client.request("tools/list", params, &fresh).await else {
-                return;
+                return false;
             };
             note_tools(&mut tools, &listed);
             note_task_tools(&mut task_tools, &listed);
@@ -76,6 +112,7 @@ impl Bridge {
         }
         *lock(&self.inner.tools) = tools;
         *lock(&self.inner.task_tools) = Some(task_tools);
+        true
     }
 
     /// Keeps the definitions of a `tools/list` page as the client got them.
@@ -90,7 +127,11 @@ impl Bridge {
         if let Some(known) = self.known_task_support(name) {
             return known;
         }
-        self.learn_tools().await;
+        let paused = lock(&self.inner.listing.failed_at)
+            .is_some_and(|failed| failed.elapsed() < RELIST_PAUSE);
+        if !paused {
+            self.learn_tools().await;
+        }
         self.known_task_support(name)
             .unwrap_or(TaskSupport::Forbidden)
     }
