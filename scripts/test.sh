@@ -7,7 +7,10 @@
 # library's examples run against one another (scripts/examples.sh), the
 # official SDK clients against `droid serve` (which tests/interop/setup.sh
 # installs: npm packages and a Python venv), the official ACP TypeScript
-# SDK against `droid acp` (tests/acp-interop), the gateway's admin page in
+# SDK against `droid acp` (tests/acp-interop), the MCP Inspector's command
+# line against `droid serve`, `droid gateway` and `droid bridge`
+# (tests/inspector, which installs it and the Node 22 it needs), the
+# gateway's admin page in
 # Debian's Chromium driven by playwright-core (tests/admin-page, which
 # installs chromium with apt-get when it is missing), the official
 # conformance suite against `droid serve --listen` and, in client mode,
@@ -72,19 +75,24 @@ acp_log=$(mktemp)
 trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log"' EXIT
 bash tests/acp-interop/run.sh 2>&1 | tee "$acp_log" || true
 
+step "interoperability: the MCP Inspector's command line against droid serve, gateway and bridge"
+inspector_log=$(mktemp)
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$inspector_log"' EXIT
+bash tests/inspector/run.sh 2>&1 | tee "$inspector_log" || true
+
 step "admin page: the gateway's page in headless Chromium (playwright-core), against a live session and a drifting upstream"
 admin_log=$(mktemp)
-trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$admin_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$inspector_log" "$admin_log"' EXIT
 bash tests/admin-page/run.sh 2>&1 | tee "$admin_log" || true
 
 step "conformance: the official MCP suite against droid serve --listen and conformance-client"
 conformance_log=$(mktemp)
-trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$admin_log" "$conformance_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$inspector_log" "$admin_log" "$conformance_log"' EXIT
 bash tests/conformance/run.sh 2>&1 | tee "$conformance_log" || true
 
 step "fuzzing: every target briefly, and every fault found so far stays fixed"
 fuzz_log=$(mktemp)
-trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$admin_log" "$conformance_log" "$fuzz_log"' EXIT
+trap 'rm -f "$deny_log" "$log" "$examples_log" "$interop_log" "$acp_log" "$inspector_log" "$admin_log" "$conformance_log" "$fuzz_log"' EXIT
 bash scripts/fuzz-smoke.sh 20 2>&1 | tee "$fuzz_log" || true
 
 step "cargo doc (warnings denied)"
@@ -97,10 +105,10 @@ cargo bench --no-run --locked -p protocol-droid-bench
 # whole run at a glance.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
-# The dependency, examples, interop, ACP, admin page, conformance and fuzzing runners
+# The dependency, examples, interop, ACP, Inspector, admin page, conformance and fuzzing runners
 # each end with their own total (conformance: scored scenarios); a run that printed none
 # failed.
-for runner_log in "$deny_log" "$examples_log" "$interop_log" "$acp_log" "$admin_log" "$conformance_log" "$fuzz_log"; do
+for runner_log in "$deny_log" "$examples_log" "$interop_log" "$acp_log" "$inspector_log" "$admin_log" "$conformance_log" "$fuzz_log"; do
     total=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$runner_log" | tail -n 1 || true)
     if [ -z "$total" ]; then
         total="0 passed, 1 failed"
