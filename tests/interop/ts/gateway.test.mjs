@@ -163,6 +163,8 @@ for (const era of ['legacy', '2026-07-28']) {
                 const done = await alice.client.callTool({ name, arguments: args });
                 assert.ok(!done.isError, text(done));
                 assert.match(text(done), new RegExp(`Research Report: gateway ${era}`));
+                // The client made no task: the upstream's, which the gateway waited for, is not named.
+                assert.equal(done._meta?.['io.modelcontextprotocol/related-task'], undefined, JSON.stringify(done._meta));
                 return;
             }
             // The upstream only runs it as a task; through the gateway it runs either way.
@@ -175,6 +177,9 @@ for (const era of ['legacy', '2026-07-28']) {
             const last = seen.at(-1);
             assert.equal(last.type, 'result', JSON.stringify(last));
             assert.match(text(last.result), /Research Report: gateway legacy/);
+            // Named as the gateway's own task, if at all; never as the upstream's.
+            const related = last.result._meta?.['io.modelcontextprotocol/related-task'];
+            assert.ok(related === undefined || related.taskId === seen[0].task.taskId, JSON.stringify(last.result._meta));
             const task = await alice.client.experimental.tasks.getTask(seen[0].task.taskId);
             assert.equal(task.status, 'completed');
         });

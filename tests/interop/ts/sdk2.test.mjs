@@ -381,7 +381,10 @@ describe(`TS SDK 2.x client, pinned ${REVISION}, transport ${F.TRANSPORT}`, () =
             // runs in the request, waiting for the server's task itself.
             const failed = await client.callTool({ name: 'failing_job', arguments: {} });
             assert.equal(failed.isError, true);
-            assert.equal(F.onlyText(await client.callTool({ name: 'test_tool_with_task', arguments: {} })), `Hello, ${name}, from a task.`);
+            const hello = await client.callTool({ name: 'test_tool_with_task', arguments: {} });
+            assert.equal(F.onlyText(hello), `Hello, ${name}, from a task.`);
+            // The client made no task: the server's, which the bridge waited for, is not named.
+            assert.equal(hello._meta?.['io.modelcontextprotocol/related-task'], undefined, JSON.stringify(hello._meta));
             return;
         }
         for (const tool of ['failing_job', 'test_tool_with_task'])

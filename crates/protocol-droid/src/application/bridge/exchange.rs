@@ -43,6 +43,7 @@ use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
 use crate::application::client::{Answer, ClientError, RequestOptions};
 use crate::application::server::dispatch::{CLIENT_CAPABILITIES_META, CLIENT_INFO_META};
+use crate::application::server::tasks::wire::RELATED_TASK_META;
 use crate::application::server::{Call, CallError, INPUT_KEY_META, LOG_LEVEL_META, Question};
 use crate::domain::Refusal;
 use crate::domain::capability::TASKS_EXTENSION;
@@ -456,9 +457,26 @@ async fn run_as_task(
         // The server answered at once after all.
         return Ok(created);
     };
-    client
+    let mut result = client
         .request("tasks/result", Some(json!({ "taskId": task_id })), options)
-        .await
+        .await?;
+    forget_upstream_task(&mut result);
+    Ok(result)
+}
+
+/// Takes out of `result` the mark naming the upstream task it came from: the
+/// client made no task, and that id means nothing at this bridge (a task of
+/// the bridge's own is marked as such where its result is given).
+fn forget_upstream_task(result: &mut Value) {
+    let Some(Value::Object(meta)) = result.get_mut("_meta") else {
+        return;
+    };
+    meta.remove(RELATED_TASK_META);
+    if meta.is_empty() {
+        if let Value::Object(result) = result {
+            result.remove("_meta");
+        }
+    }
 }
 
 /// A progress callback sending to whichever task serves the request now.
