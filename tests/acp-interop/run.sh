@@ -33,13 +33,4 @@ timeout "${ACP_INTEROP_TIMEOUT:-300}" node --test --test-timeout=60000 \
     --test-reporter=tap --test-reporter-destination="$tap" \
     acp.test.mjs
 rc=$?
-passed=$(awk '/^# pass /{v=$3} END{print v+0}' "$tap")
-failed=$(awk '/^# fail /{v=$3} END{print v+0}' "$tap")
-cancelled=$(awk '/^# cancelled /{v=$3} END{print v+0}' "$tap")
-failed=$((failed + cancelled))
-# A run that died without reporting a failure still failed.
-if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-    failed=1
-fi
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+bash "$repo/scripts/tap-total.sh" "$tap" "$rc"

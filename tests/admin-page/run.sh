@@ -48,12 +48,4 @@ timeout "${ADMIN_PAGE_TIMEOUT:-300}" node --test --test-concurrency=1 --test-tim
     --test-reporter=tap --test-reporter-destination="$tap" \
     admin.test.mjs
 rc=$?
-passed=$(awk '/^# pass /{v=$3} END{print v+0}' "$tap")
-failed=$(awk '/^# fail /{v=$3} END{print v+0}' "$tap")
-cancelled=$(awk '/^# cancelled /{v=$3} END{print v+0}' "$tap")
-failed=$((failed + cancelled))
-if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-    failed=1
-fi
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+bash "$repo/scripts/tap-total.sh" "$tap" "$rc"
