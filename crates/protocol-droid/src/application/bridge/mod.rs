@@ -22,7 +22,8 @@
 //!   `subscriptions`: a legacy session's own, on its own connection.
 //! - [`Observer`] (`observer`): who hears what the upstream announces (the
 //!   bridge's own server, or a gateway that renames it).
-//! - `tools`: what the bridge remembers of the upstream's tools.
+//! - `tools`: what the bridge remembers of the upstream's tools;
+//!   `listing`: its listings of them, one at a time.
 //! - `reports`: translating a reply and keeping the report of each
 //!   downgrade.
 //! - [`Bridge`] (`runtime`): construction and what it answers about itself;
@@ -33,6 +34,7 @@ mod call;
 mod content;
 mod exchange;
 mod forwarding;
+mod listing;
 mod lower;
 mod observer;
 mod pool;

@@ -167,7 +167,7 @@ pub(super) struct Inner {
     pub(super) task_tools: Mutex<Option<HashMap<String, crate::wire::tools::TaskSupport>>>,
     /// The listings of the upstream's tools, one at a time (see
     /// [`Bridge::learn_tools`]).
-    pub(super) listing: super::tools::Listing,
+    pub(super) listing: super::listing::Listing,
     /// The resources each session watches (by `resources/subscribe`, or in
     /// its listens), counted: a session may watch one twice.
     pub(super) watched: Mutex<HashMap<SessionId, HashMap<String, usize>>>,
@@ -252,7 +252,7 @@ impl Bridge {
                 reports: Mutex::default(),
                 task_tools: Mutex::default(),
                 tools: Mutex::default(),
-                listing: super::tools::Listing::default(),
+                listing: super::listing::Listing::default(),
                 watched: Mutex::default(),
                 session_watches: Mutex::default(),
                 rewatch: Arc::default(),

@@ -3,9 +3,7 @@
 //! tasks; relisted when the upstream says its tools changed.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -23,25 +21,6 @@ pub(super) const MAX_KNOWN_TOOLS: usize = 4096;
 /// How many pages of `tools/list` the bridge reads when it learns the
 /// upstream's tools; what a longer list holds past them is not known.
 const MAX_TOOL_PAGES: usize = 64;
-
-/// How long after a listing failed a call does not list the tools again to
-/// learn whether its tool runs as a task: a listing costs up to
-/// [`MAX_TOOL_PAGES`] round trips, and an upstream failing them would
-/// otherwise be listed again for every call.
-const RELIST_PAUSE: Duration = Duration::from_secs(5);
-
-/// The bridge's listings of the upstream's tools: one at a time, so that
-/// calls waiting to learn the tools share the one under way, and a listing
-/// begun later is never overwritten by one begun earlier.
-#[derive(Debug, Default)]
-pub(crate) struct Listing {
-    /// Held while a listing runs.
-    running: tokio::sync::Mutex<()>,
-    /// How many listings have begun.
-    begun: AtomicU64,
-    /// When the last listing failed, if it did.
-    failed_at: Mutex<Option<Instant>>,
-}
 
 impl Bridge {
     /// What an upstream connection calls when the tool list changed: list
@@ -65,15 +44,11 @@ impl Bridge {
     /// nothing. One listing runs at a time; one that began after this call
     /// did, and has ended, serves for it.
     pub(super) async fn learn_tools(&self) {
-        let listing = &self.inner.listing;
-        let asked = listing.begun.load(Ordering::SeqCst);
-        let _running = listing.running.lock().await;
-        if listing.begun.load(Ordering::SeqCst) > asked {
+        let Some(_turn) = self.inner.listing.turn().await else {
             return;
-        }
-        listing.begun.fetch_add(1, Ordering::SeqCst);
+        };
         let learned = self.list_tools().await;
-        *lock(&listing.failed_at) = if learned { None } else { Some(Instant::now()) };
+        self.inner.listing.ended(learned);
     }
 
     /// One listing for [`Self::learn_tools`]: whether it was read whole.
@@ -127,9 +102,7 @@ impl Bridge {
         if let Some(known) = self.known_task_support(name) {
             return known;
         }
-        let paused = lock(&self.inner.listing.failed_at)
-            .is_some_and(|failed| failed.elapsed() < RELIST_PAUSE);
-        if !paused {
+        if !self.inner.listing.paused() {
             self.learn_tools().await;
         }
         self.known_task_support(name)
