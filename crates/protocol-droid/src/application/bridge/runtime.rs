@@ -267,7 +267,7 @@ impl Bridge {
         // The tools are known before any client lists them, so the first
         // call's `Mcp-Param-*` headers can be checked.
         if bridge.inner.upstream.capabilities.tools.is_some() {
-            bridge.learn_tools().await;
+            bridge.learn_tools(super::listing::Asker::Bridge).await;
         }
         if bridge.inner.upstream.version.era() == Era::Modern {
             bridge.spawn_listener();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::listing::Asker;
 use super::runtime::Bridge;
 use super::upstream::lock;
 use crate::application::client::RequestOptions;
@@ -33,7 +34,7 @@ impl Bridge {
                 return;
             };
             let bridge = Self { inner };
-            tokio::spawn(async move { bridge.learn_tools().await });
+            tokio::spawn(async move { bridge.learn_tools(Asker::Bridge).await });
         })
     }
 
@@ -41,14 +42,16 @@ impl Bridge {
     /// page of them up to [`MAX_TOOL_PAGES`], and keeps what the bridge
     /// needs of them: the definitions it checks headers against and the
     /// tools that only run as tasks. A listing that fails part way changes
-    /// nothing. One listing runs at a time; one that began after this call
-    /// did, and has ended, serves for it.
-    pub(super) async fn learn_tools(&self) {
-        let Some(_turn) = self.inner.listing.turn().await else {
+    /// nothing. One listing runs at a time, and `asker` is served by one
+    /// that began after it asked (see [`Listing::turn`]).
+    ///
+    /// [`Listing::turn`]: super::listing::Listing::turn
+    pub(super) async fn learn_tools(&self, asker: Asker) {
+        let Some(turn) = self.inner.listing.turn(asker).await else {
             return;
         };
         let learned = self.list_tools().await;
-        self.inner.listing.ended(learned);
+        turn.ended(learned);
     }
 
     /// One listing for [`Self::learn_tools`]: whether it was read whole.
@@ -102,9 +105,7 @@ impl Bridge {
         if let Some(known) = self.known_task_support(name) {
             return known;
         }
-        if !self.inner.listing.paused() {
-            self.learn_tools().await;
-        }
+        self.learn_tools(Asker::Call).await;
         self.known_task_support(name)
             .unwrap_or(TaskSupport::Forbidden)
     }
