@@ -43,7 +43,7 @@ use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
 use crate::application::client::{Answer, ClientError, RequestOptions};
 use crate::application::server::dispatch::{CLIENT_CAPABILITIES_META, CLIENT_INFO_META};
-use crate::application::server::tasks::wire::RELATED_TASK_META;
+use crate::application::server::tasks::wire::without_related_task;
 use crate::application::server::{Call, CallError, INPUT_KEY_META, LOG_LEVEL_META, Question};
 use crate::domain::Refusal;
 use crate::domain::capability::TASKS_EXTENSION;
@@ -457,26 +457,13 @@ async fn run_as_task(
         // The server answered at once after all.
         return Ok(created);
     };
-    let mut result = client
+    let result = client
         .request("tasks/result", Some(json!({ "taskId": task_id })), options)
         .await?;
-    forget_upstream_task(&mut result);
-    Ok(result)
-}
-
-/// Takes out of `result` the mark naming the upstream task it came from: the
-/// client made no task, and that id means nothing at this bridge (a task of
-/// the bridge's own is marked as such where its result is given).
-fn forget_upstream_task(result: &mut Value) {
-    let Some(Value::Object(meta)) = result.get_mut("_meta") else {
-        return;
-    };
-    meta.remove(RELATED_TASK_META);
-    if meta.is_empty() {
-        if let Value::Object(result) = result {
-            result.remove("_meta");
-        }
-    }
+    // The client made no task, and the upstream's id means nothing at this
+    // bridge (a task of the bridge's own is marked where its result is
+    // given).
+    Ok(without_related_task(result))
 }
 
 /// A progress callback sending to whichever task serves the request now.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::ports::{DynExchange, ExchangeError};
-use super::tasks::wire::RELATED_TASK_META;
+use super::tasks::wire::without_related_task;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 
@@ -172,24 +172,6 @@ fn poll_interval(task: &Value) -> Duration {
         .max(POLL_FLOOR)
 }
 
-/// The answer without the `_meta` that tied it to the client's task: the
-/// asking handler reads the same answer either way.
-fn without_related_task(mut result: Value) -> Value {
-    let emptied = result
-        .get_mut("_meta")
-        .and_then(Value::as_object_mut)
-        .is_some_and(|meta| {
-            meta.remove(RELATED_TASK_META);
-            meta.is_empty()
-        });
-    if emptied {
-        if let Some(result) = result.as_object_mut() {
-            result.remove("_meta");
-        }
-    }
-    result
-}
-
 fn malformed(message: &str) -> ExchangeError {
     ExchangeError::Peer(ErrorObject::new(ErrorCode::INVALID_PARAMS, message))
 }
@@ -236,6 +218,7 @@ mod tests {
 
     use super::*;
     use crate::application::server::ports::BoxFuture;
+    use crate::application::server::tasks::wire::RELATED_TASK_META;
 
     fn capabilities(value: Value) -> JsonObject {
         match value {

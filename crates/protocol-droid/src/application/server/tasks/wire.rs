@@ -17,6 +17,25 @@ use crate::wire::tasks::{RelatedTaskMetadata, Task};
 /// The `_meta` key tying a 2025-11-25 message to its task.
 pub(crate) const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
 
+/// `result` without the `_meta` mark tying it to a task (and without
+/// `_meta` when nothing else is left in it): for a reader to whom that
+/// task means nothing.
+pub(crate) fn without_related_task(mut result: Value) -> Value {
+    let emptied = result
+        .get_mut("_meta")
+        .and_then(Value::as_object_mut)
+        .is_some_and(|meta| {
+            meta.remove(RELATED_TASK_META);
+            meta.is_empty()
+        });
+    if emptied {
+        if let Some(result) = result.as_object_mut() {
+            result.remove("_meta");
+        }
+    }
+    result
+}
+
 /// `ms` since the Unix epoch as an RFC 3339 (ISO 8601) UTC time.
 pub(crate) fn timestamp(ms: u64) -> String {
     let nanos = i128::from(ms).saturating_mul(1_000_000);
