@@ -295,11 +295,15 @@ async fn connect_url(url: &Url, options: ConnectOptions) -> Result<Client, Conne
     }
     tracing::debug!(url = %super::tls::redacted(url), "Streamable HTTP refused; trying HTTP+SSE");
     let (tx, rx) = inbound_queue();
-    let Ok(link) =
-        LegacySse::connect(url.clone(), tx, options.authorizer.clone(), &options.http).await
-    else {
+    let link = match LegacySse::connect(url.clone(), tx, options.authorizer.clone(), &options.http)
+        .await
+    {
+        Ok(link) => link,
+        // An HTTP+SSE server that refused the credentials: that says more
+        // than the other transport's refusal.
+        Err(error @ LinkError::Unauthorized(_)) => return Err(error.into()),
         // Not an HTTP+SSE server either: the first refusal says more.
-        return Ok(streamable?);
+        Err(_) => return Ok(streamable?),
     };
     let mut client_options = options.client;
     client_options.revisions = vec![ProtocolVersion::V2024_11_05];

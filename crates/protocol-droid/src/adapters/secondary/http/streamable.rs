@@ -698,8 +698,8 @@ impl Drop for StreamableHttp {
 /// Answers `response` when it is a refusal credentials might cure (`401`,
 /// or `403` for a scope) and there is an `authorizer` to ask: `Ok(true)`
 /// to send the request again, `Ok(false)` to take the response as it is.
-/// `challenges` counts the tries for one request, at most
-/// [`MAX_CHALLENGES`].
+/// `challenges` counts the refusals answered for one request, at most
+/// [`MAX_CHALLENGES`] (so at most one send more than that).
 pub(super) async fn cure(
     authorizer: Option<&dyn Authorizer>,
     response: &Response,
