@@ -38,7 +38,7 @@ async function listening(args) {
     const child = spawn(DROID, [...args, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
     const lines = createInterface({ input: child.stderr });
     const base = await new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error('never listened')), 30_000);
+        const timer = setTimeout(() => { child.kill(); reject(new Error('never listened')); }, 30_000);
         lines.on('line', line => {
             const found = line.match(/listening on (http:\/\/[^/\s]+)\//);
             if (found) { clearTimeout(timer); resolve(found[1]); }
