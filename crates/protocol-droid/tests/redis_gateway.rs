@@ -1,7 +1,8 @@
 //! What a gateway's instances share, in a real Redis (`GatewayStore` on
 //! `RedisStore`): a first use is claimed once; of two writes of one record
 //! the newer is kept, whichever lands last; a lapsed record is forgotten,
-//! and a record renewed, only if nobody wrote it anew meanwhile.
+//! and a record renewed, only if nobody wrote it anew meanwhile; one
+//! principal's record is read alone.
 
 use protocol_droid::adapters::secondary::redis::{RedisOptions, RedisStore};
 use protocol_droid::application::gateway::GatewayStore as _;
@@ -78,5 +79,21 @@ async fn a_record_is_renewed_only_at_the_version_read() -> Result<(), TestError>
     );
     // Nothing kept: nothing renewed.
     assert!(!one.renew_activations("nobody", "set", 0, 50).await?);
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_principals_record_is_read_alone_as_last_kept() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let (one, two) = (store(&redis).await?, store(&redis).await?);
+    assert_eq!(two.activations_of("alice").await?, None);
+    assert!(one.keep_activations("alice", "first", 100).await?);
+    assert!(one.keep_activations("bob", "bob's", 100).await?);
+    assert_eq!(two.activations_of("alice").await?.as_deref(), Some("first"));
+    assert!(one.keep_activations("alice", "second", 200).await?);
+    assert_eq!(two.activations_of("alice").await?.as_deref(), Some("second"));
+    one.forget_activations(&[("alice".to_owned(), 200)]).await?;
+    assert_eq!(two.activations_of("alice").await?, None);
+    assert_eq!(two.activations_of("bob").await?.as_deref(), Some("bob's"));
     Ok(())
 }

@@ -260,18 +260,30 @@ impl Gateway {
 
     /// Authorizes a call through the gate and forwards it upstream.
     async fn forward(&self, id: &ToolId, mut call: Call) -> Result<ToolResult, CallError> {
-        let route = {
-            let mut state = lock(&self.inner.state);
-            state.with_set(
-                call.peer(),
-                call.caller(),
-                self.inner.disclosure,
-                |state, set| state.route(set, id),
-            )?
+        let route = match self.route(id, &call) {
+            Ok(route) => route,
+            // Refused here: the caller may have activated the tool through
+            // another instance a moment ago, and this one not been told
+            // yet. Its shared record is read before the call is refused.
+            Err(refused) => match Box::pin(self.catch_up(&call)).await {
+                true => self.route(id, &call)?,
+                false => return Err(refused),
+            },
         };
         // Moved, not copied: nothing after this reads them from the call.
         let arguments = std::mem::take(&mut call.arguments);
         self.call_upstream(route, arguments, &call).await
+    }
+
+    /// Where `call` of the tool `id` goes, if its caller was given the tool.
+    fn route(&self, id: &ToolId, call: &Call) -> Result<Route, CallError> {
+        let mut state = lock(&self.inner.state);
+        state.with_set(
+            call.peer(),
+            call.caller(),
+            self.inner.disclosure,
+            |state, set| state.route(set, id),
+        )
     }
 
     /// Calls the tool `route` leads to with `arguments`, for `call`: through

@@ -83,6 +83,17 @@ pub trait GatewayStore: Send + Sync + core::fmt::Debug {
     /// [`StoreError`] when the store cannot be read.
     fn activations(&self) -> BoxFuture<'_, Result<Vec<Versioned>, StoreError>>;
 
+    /// The activations kept for `principal`, if any: the one record, for
+    /// an instance that must not wait for the next reading of them all.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    fn activations_of<'a>(
+        &'a self,
+        principal: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+
     /// Keeps `activations` as `principal`'s at `version`, unless a record
     /// as new or newer is kept; answers whether it was kept.
     ///

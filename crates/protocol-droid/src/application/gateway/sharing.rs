@@ -22,8 +22,8 @@ use super::shared::{
 use super::state::{State, fresh_set, lock};
 use super::trust::Approval;
 use crate::application::bridge::ParkedCalls;
-use crate::application::server::StoreError;
 use crate::application::server::tasks::now_ms;
+use crate::application::server::{Call, StoreError};
 use crate::domain::SessionId;
 use crate::domain::catalog::{SchemaDigest, ToolId};
 
@@ -431,6 +431,46 @@ impl Gateway {
     /// next comes, and, for a principal this instance serves now, its set
     /// made the core plus each of them the catalog here still offers,
     /// verified, at the digest it was activated at.
+    /// Reads the shared record of `call`'s caller's activations now, when
+    /// activations are shared and the caller keeps some (a principal, or a
+    /// legacy session shared among instances): whether a record newer than
+    /// the one held here was taken. For a call about to be refused a tool:
+    /// the caller may have activated it through another instance a moment
+    /// ago, and this one not been told yet.
+    pub(super) async fn catch_up(&self, call: &Call) -> bool {
+        let Some(shared) = self.inner.shared.get() else {
+            return false;
+        };
+        let (key, held) = {
+            let mut state = lock(&self.inner.state);
+            let Some(session) =
+                state.keeping_session(call.peer(), call.caller(), self.inner.disclosure)
+            else {
+                return false;
+            };
+            let Some(key) = state.principals.key_of(session) else {
+                return false;
+            };
+            (key.to_owned(), state.principals.shared_version(key))
+        };
+        let text = match shared.store.activations_of(&key).await {
+            Ok(Some(text)) => text,
+            Ok(None) => return false,
+            Err(error) => {
+                self.inner.server.observer().store_failed("gateway");
+                tracing::warn!(target: "droid", %error, "a caller's shared activations could not be read");
+                return false;
+            }
+        };
+        match ActivationsRecord::decode(&text) {
+            Some(record) if record.expires_at_ms > held && record.expires_at_ms > now_ms() => {
+                self.take_activations(&key, record);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn take_activations(&self, principal: &str, record: ActivationsRecord) {
         let changed = {
             let mut state = lock(&self.inner.state);

@@ -157,6 +157,24 @@ impl GatewayStore for RedisStore {
         Box::pin(self.versioned("gateway:activations"))
     }
 
+    fn activations_of<'a>(
+        &'a self,
+        principal: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        let key = self.key("gateway:activations");
+        Box::pin(async move {
+            let key = &key;
+            self.run(|mut connection| async move {
+                redis::cmd("HGET")
+                    .arg(key)
+                    .arg(principal)
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await
+        })
+    }
+
     fn keep_activations<'a>(
         &'a self,
         principal: &'a str,
