@@ -91,7 +91,10 @@ async fn one_principals_record_is_read_alone_as_last_kept() -> Result<(), TestEr
     assert!(one.keep_activations("bob", "bob's", 100).await?);
     assert_eq!(two.activations_of("alice").await?.as_deref(), Some("first"));
     assert!(one.keep_activations("alice", "second", 200).await?);
-    assert_eq!(two.activations_of("alice").await?.as_deref(), Some("second"));
+    assert_eq!(
+        two.activations_of("alice").await?.as_deref(),
+        Some("second")
+    );
     one.forget_activations(&[("alice".to_owned(), 200)]).await?;
     assert_eq!(two.activations_of("alice").await?, None);
     assert_eq!(two.activations_of("bob").await?.as_deref(), Some("bob's"));

@@ -2041,3 +2041,65 @@ mod typed_tools {
         Ok(())
     }
 }
+
+/// A tool the visibility hook hides is asked about once more, after the
+/// catch-up hook has had its look, before the call is refused: what a
+/// gateway instance not yet told of an activation made elsewhere relies on.
+#[tokio::test]
+async fn a_hidden_tool_is_granted_once_the_catch_up_hook_learns_of_it() -> Result<(), TestError> {
+    use protocol_droid::application::server::{ToolAccess, ToolCatchUp, ToolVisibility};
+    use std::sync::atomic::AtomicBool;
+
+    let given = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&given);
+    let visibility: ToolVisibility = Arc::new(move |_, _, _| {
+        if seen.load(Ordering::SeqCst) {
+            ToolAccess::Granted
+        } else {
+            ToolAccess::Hidden
+        }
+    });
+    let server = Server::builder("catch-up", "1")
+        .tool_visibility(visibility)
+        .build()?;
+    server.add_tool(ToolSpec::new("late", "Given elsewhere."), |_| async {
+        Ok(ToolResult::text("served"))
+    });
+    let mut client = connect(&server, StdioOptions::default());
+    client.initialize("2025-11-25", json!({})).await?;
+    let call = json!({ "name": "late", "arguments": {} });
+
+    // No hook: hidden is refused as unknown.
+    let refused = client.call_tool(1, call.clone()).await?;
+    assert_eq!(code(&refused), Some(-32602), "{refused}");
+
+    // A hook that learns nothing: still refused, and it was asked.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let (counted, learns) = (Arc::clone(&asked), Arc::clone(&given));
+    let learning = Arc::new(AtomicBool::new(false));
+    let learned = Arc::clone(&learning);
+    let catch_up: ToolCatchUp = Arc::new(move |_, _| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let (learns, learned) = (Arc::clone(&learns), learned.load(Ordering::SeqCst));
+        Box::pin(async move {
+            if learned {
+                learns.store(true, Ordering::SeqCst);
+            }
+            learned
+        })
+    });
+    assert!(server.catch_up_tools_with(catch_up));
+    let refused = client.call_tool(2, call.clone()).await?;
+    assert_eq!(code(&refused), Some(-32602), "{refused}");
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+
+    // A hook that learns the tool was given: the same call is served.
+    learning.store(true, Ordering::SeqCst);
+    let served = client.call_tool(3, call).await?;
+    assert_eq!(
+        served["result"]["content"][0]["text"],
+        json!("served"),
+        "{served}"
+    );
+    Ok(())
+}

@@ -151,6 +151,21 @@ impl Gateway {
         if disclosure == Disclosure::Progressive {
             gateway.add_discovery_tools();
         }
+        // Weak, as for the tools' handlers: the server holds the hook.
+        let weak = gateway.downgrade();
+        let _set = gateway
+            .inner
+            .server
+            .catch_up_tools_with(Arc::new(move |peer, caller| {
+                let gateway = weak.upgrade();
+                let (peer, caller) = (peer.clone(), caller.clone());
+                Box::pin(async move {
+                    match gateway {
+                        Some(gateway) => gateway.catch_up(&peer, &caller).await,
+                        None => false,
+                    }
+                })
+            }));
         Ok(gateway)
     }
 
@@ -260,16 +275,7 @@ impl Gateway {
 
     /// Authorizes a call through the gate and forwards it upstream.
     async fn forward(&self, id: &ToolId, mut call: Call) -> Result<ToolResult, CallError> {
-        let route = match self.route(id, &call) {
-            Ok(route) => route,
-            // Refused here: the caller may have activated the tool through
-            // another instance a moment ago, and this one not been told
-            // yet. Its shared record is read before the call is refused.
-            Err(refused) => match Box::pin(self.catch_up(&call)).await {
-                true => self.route(id, &call)?,
-                false => return Err(refused),
-            },
-        };
+        let route = self.route(id, &call)?;
         // Moved, not copied: nothing after this reads them from the call.
         let arguments = std::mem::take(&mut call.arguments);
         self.call_upstream(route, arguments, &call).await

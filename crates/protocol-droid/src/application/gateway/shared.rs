@@ -84,7 +84,9 @@ pub trait GatewayStore: Send + Sync + core::fmt::Debug {
     fn activations(&self) -> BoxFuture<'_, Result<Vec<Versioned>, StoreError>>;
 
     /// The activations kept for `principal`, if any: the one record, for
-    /// an instance that must not wait for the next reading of them all.
+    /// an instance that must not wait for the next reading of them all. By
+    /// default read from all of them; a store that can read one alone
+    /// should.
     ///
     /// # Errors
     ///
@@ -92,7 +94,16 @@ pub trait GatewayStore: Send + Sync + core::fmt::Debug {
     fn activations_of<'a>(
         &'a self,
         principal: &'a str,
-    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        Box::pin(async move {
+            Ok(self
+                .activations()
+                .await?
+                .into_iter()
+                .find(|record| record.name == principal)
+                .map(|record| record.text))
+        })
+    }
 
     /// Keeps `activations` as `principal`'s at `version`, unless a record
     /// as new or newer is kept; answers whether it was kept.

@@ -23,7 +23,7 @@ use super::state::{State, fresh_set, lock};
 use super::trust::Approval;
 use crate::application::bridge::ParkedCalls;
 use crate::application::server::tasks::now_ms;
-use crate::application::server::{Call, StoreError};
+use crate::application::server::{AuthContext, PeerSession, StoreError};
 use crate::domain::SessionId;
 use crate::domain::catalog::{SchemaDigest, ToolId};
 
@@ -34,6 +34,10 @@ const EVERY_GATEWAY: &str = "*gateway";
 /// How often every instance reads the whole shared record again, for a
 /// change whose message the relay lost.
 const RESYNC: Duration = Duration::from_secs(10);
+
+/// The longest a call refused a tool waits for the caller's shared
+/// activations to be read again (see [`Gateway::catch_up`]).
+const CATCH_UP_WAIT: Duration = Duration::from_millis(500);
 
 impl Gateway {
     /// Shares this gateway's trust (first-use pins and approvals) and its
@@ -426,26 +430,21 @@ impl Gateway {
         }
     }
 
-    /// Takes `principal`'s activations as another instance kept them, if
-    /// newer than what this instance holds: kept for when the principal
-    /// next comes, and, for a principal this instance serves now, its set
-    /// made the core plus each of them the catalog here still offers,
-    /// verified, at the digest it was activated at.
-    /// Reads the shared record of `call`'s caller's activations now, when
-    /// activations are shared and the caller keeps some (a principal, or a
-    /// legacy session shared among instances): whether a record newer than
-    /// the one held here was taken. For a call about to be refused a tool:
-    /// the caller may have activated it through another instance a moment
-    /// ago, and this one not been told yet.
-    pub(super) async fn catch_up(&self, call: &Call) -> bool {
+    /// Reads the shared record of the activations of `caller` on `peer`
+    /// now, when activations are shared and the caller keeps some (a
+    /// principal, or a legacy session shared among instances): whether a
+    /// record newer than the one held here was taken. For a call about to
+    /// be refused a tool: the caller may have activated it through another
+    /// instance a moment ago, and this one not been told yet. The read is
+    /// bounded by [`CATCH_UP_WAIT`], so a store out of reach delays a
+    /// refusal by no more.
+    pub(super) async fn catch_up(&self, peer: &PeerSession, caller: &AuthContext) -> bool {
         let Some(shared) = self.inner.shared.get() else {
             return false;
         };
         let (key, held) = {
             let mut state = lock(&self.inner.state);
-            let Some(session) =
-                state.keeping_session(call.peer(), call.caller(), self.inner.disclosure)
-            else {
+            let Some(session) = state.keeping_session(peer, caller, self.inner.disclosure) else {
                 return false;
             };
             let Some(key) = state.principals.key_of(session) else {
@@ -453,14 +452,16 @@ impl Gateway {
             };
             (key.to_owned(), state.principals.shared_version(key))
         };
-        let text = match shared.store.activations_of(&key).await {
-            Ok(Some(text)) => text,
-            Ok(None) => return false,
-            Err(error) => {
+        let read = tokio::time::timeout(CATCH_UP_WAIT, shared.store.activations_of(&key)).await;
+        let text = match read {
+            Ok(Ok(Some(text))) => text,
+            Ok(Ok(None)) => return false,
+            Ok(Err(error)) => {
                 self.inner.server.observer().store_failed("gateway");
                 tracing::warn!(target: "droid", %error, "a caller's shared activations could not be read");
                 return false;
             }
+            Err(_) => return false,
         };
         match ActivationsRecord::decode(&text) {
             Some(record) if record.expires_at_ms > held && record.expires_at_ms > now_ms() => {
@@ -471,6 +472,11 @@ impl Gateway {
         }
     }
 
+    /// Takes `principal`'s activations as another instance kept them, if
+    /// newer than what this instance holds: kept for when the principal
+    /// next comes, and, for a principal this instance serves now, its set
+    /// made the core plus each of them the catalog here still offers,
+    /// verified, at the digest it was activated at.
     fn take_activations(&self, principal: &str, record: ActivationsRecord) {
         let changed = {
             let mut state = lock(&self.inner.state);

@@ -60,6 +60,13 @@ pub fn every_capability(version: ProtocolVersion, completions: bool) -> JsonObje
 /// scopes: `(session, caller, tool name)`.
 pub type ToolVisibility = Arc<dyn Fn(&PeerSession, &AuthContext, &str) -> ToolAccess + Send + Sync>;
 
+/// Asked before a call of a registered tool is answered as for an unknown
+/// one because [`ToolVisibility`] hid it: whether what the hook decides
+/// from may have changed since (a gateway reading a caller's activations
+/// made through another instance), so that it is asked once more.
+pub type ToolCatchUp =
+    Arc<dyn Fn(&PeerSession, &AuthContext) -> super::ports::BoxFuture<'static, bool> + Send + Sync>;
+
 /// What a [`ToolVisibility`] hook decided for one tool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ToolAccess {
@@ -125,6 +132,8 @@ pub(super) struct Inner {
     pub(super) relay_changes: std::sync::OnceLock<tokio::sync::mpsc::Sender<Change>>,
     pub(super) next_session: AtomicU64,
     pub(super) tool_visibility: Option<ToolVisibility>,
+    /// Set once by whoever hides tools (see [`Server::catch_up_tools_with`]).
+    pub(super) tool_catch_up: std::sync::OnceLock<ToolCatchUp>,
     pub(super) forward: Option<Arc<dyn Forward>>,
     /// Replaced whole when changed, as the registry is.
     pub(super) forward_scopes: RwLock<Arc<ScopeRules>>,
@@ -297,6 +306,7 @@ impl ServerBuilder {
                 relay_changes: std::sync::OnceLock::new(),
                 next_session: AtomicU64::new(1),
                 tool_visibility: self.tool_visibility,
+                tool_catch_up: std::sync::OnceLock::new(),
                 forward: self.forward,
                 forward_scopes: RwLock::new(Arc::new(self.forward_scopes)),
                 observer: self.observer,
@@ -528,6 +538,28 @@ impl Server {
             .tool_visibility
             .as_ref()
             .map_or(ToolAccess::Granted, |decide| decide(peer, caller, name))
+    }
+
+    /// Has a call of a tool the [`ServerBuilder::tool_visibility`] hook hid
+    /// wait for `catch_up`, and the hook asked again if it answers `true`,
+    /// before the call is refused. Set once; a later call changes nothing
+    /// and answers `false`.
+    pub fn catch_up_tools_with(&self, catch_up: ToolCatchUp) -> bool {
+        self.inner.tool_catch_up.set(catch_up).is_ok()
+    }
+
+    /// Whether `name`, hidden from `caller` on `peer`, is now granted after
+    /// the [`Self::catch_up_tools_with`] hook had its look.
+    pub(super) async fn tool_caught_up(
+        &self,
+        peer: &PeerSession,
+        caller: &AuthContext,
+        name: &str,
+    ) -> bool {
+        let Some(catch_up) = self.inner.tool_catch_up.get() else {
+            return false;
+        };
+        catch_up(peer, caller).await && self.tool_access(peer, caller, name) == ToolAccess::Granted
     }
 
     /// Tells one session, and only it, that its tool list changed.

@@ -68,7 +68,9 @@ pub use dispatch::{
     PROTOCOL_VERSION_META, SERVER_INFO_META, SUBSCRIPTION_ID_META, SessionImage,
 };
 pub use forward::{FORWARDED, Forward};
-pub use host::{Change, Server, ServerBuilder, ToolAccess, ToolVisibility, every_capability};
+pub use host::{
+    Change, Server, ServerBuilder, ToolAccess, ToolCatchUp, ToolVisibility, every_capability,
+};
 pub use idempotency::IdempotencyLimits;
 pub use key_ring::{KeyRing, RingError, RotationPolicy};
 pub use log_gate::{LOG_LEVEL_META, LogGate};

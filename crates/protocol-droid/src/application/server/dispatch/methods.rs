@@ -214,7 +214,13 @@ impl Connection {
             .ok_or_else(unknown)?;
         match self.server.tool_access(&peer, &ctx.auth, name) {
             ToolAccess::Granted => {}
-            ToolAccess::Hidden => return Err(unknown().into()),
+            // Whoever hides it may know more in a moment (a gateway
+            // instance not yet told of an activation made elsewhere).
+            ToolAccess::Hidden => {
+                if !Box::pin(self.server.tool_caught_up(&peer, &ctx.auth, name)).await {
+                    return Err(unknown().into());
+                }
+            }
             ToolAccess::Refused(reason) => return Err(Refusal::invalid_params(reason).into()),
         }
         self.server.admit_tool(&ctx, name, true)?;
