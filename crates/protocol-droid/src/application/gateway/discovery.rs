@@ -225,6 +225,11 @@ impl Gateway {
         if tool == SEARCH_TOOLS {
             return self.search(call);
         }
+        // A change made through another instance a moment ago, which this
+        // one has not been told of yet, is taken first: the set written
+        // below is the whole set, and would otherwise leave that change out
+        // for every instance.
+        let _newer = Box::pin(self.catch_up(call.peer(), call.caller())).await;
         let (result, changed) = self.change_activations(tool, call)?;
         // Shared before the caller is answered: its next request may land
         // on another instance.
