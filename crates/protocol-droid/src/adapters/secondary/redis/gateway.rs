@@ -95,6 +95,19 @@ impl RedisStore {
             .collect())
     }
 
+    /// The field `field` of the hash `name`, if it is set.
+    async fn field(&self, name: &str, field: &str) -> Result<Option<String>, StoreError> {
+        let key = &self.key(name);
+        self.run(|mut connection| async move {
+            redis::cmd("HGET")
+                .arg(key)
+                .arg(field)
+                .query_async(&mut connection)
+                .await
+        })
+        .await
+    }
+
     /// Keeps `value` as `field` of the hash `name` at `version`, unless a
     /// version as new is kept; whether it was kept.
     async fn keep_newer(
@@ -116,18 +129,7 @@ impl GatewayStore for RedisStore {
         &'a self,
         upstream: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        let key = self.key("gateway:first-use");
-        Box::pin(async move {
-            let key = &key;
-            self.run(|mut connection| async move {
-                redis::cmd("HGET")
-                    .arg(key)
-                    .arg(upstream)
-                    .query_async(&mut connection)
-                    .await
-            })
-            .await
-        })
+        Box::pin(self.field("gateway:first-use", upstream))
     }
 
     fn claim_first_use<'a>(
@@ -161,18 +163,7 @@ impl GatewayStore for RedisStore {
         &'a self,
         principal: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        let key = self.key("gateway:activations");
-        Box::pin(async move {
-            let key = &key;
-            self.run(|mut connection| async move {
-                redis::cmd("HGET")
-                    .arg(key)
-                    .arg(principal)
-                    .query_async(&mut connection)
-                    .await
-            })
-            .await
-        })
+        Box::pin(self.field("gateway:activations", principal))
     }
 
     fn keep_activations<'a>(
