@@ -434,7 +434,8 @@ impl Gateway {
     /// now, when activations are shared and the caller keeps some (a
     /// principal, or a legacy session shared among instances): whether a
     /// record newer than the one held here was taken. For a call about to
-    /// be refused a tool: the caller may have activated it through another
+    /// be refused a tool, and before the caller's set is changed and
+    /// written whole: the caller may have changed it through another
     /// instance a moment ago, and this one not been told yet. The read is
     /// bounded by [`CATCH_UP_WAIT`], so a store out of reach delays a
     /// refusal by no more.
