@@ -296,7 +296,8 @@ pub struct RequestContext {
     /// string a client sent.
     pub request_state: Option<Value>,
     /// SHA-256 of the params less `_meta`, `inputResponses` and
-    /// `requestState`, to which a sealed state is bound.
+    /// `requestState`, to which the request's verified `requestState` was
+    /// bound; `None` when the request carried none.
     pub request_digest: Option<RequestDigest>,
 }
 

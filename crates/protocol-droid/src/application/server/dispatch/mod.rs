@@ -1042,14 +1042,18 @@ impl Connection {
         if !MULTI_ROUND_METHODS.contains(&method) {
             return Ok(());
         }
-        let digest = request_digest(params);
-        ctx.request_digest = Some(digest);
         let Some(sealed) = params.get("requestState") else {
             return Ok(());
         };
         let Some(sealed) = sealed.as_str() else {
             return Err(Refusal::invalid_params("`requestState` must be a string").into());
         };
+        // Only a retry is bound to its digest here: a first round's state is
+        // sealed with one worked out when the handler asks (most requests
+        // never do, and the canonical form and SHA-256 are a large part of a
+        // small call).
+        let digest = request_digest(params);
+        ctx.request_digest = Some(digest);
         let binding = binding(method, params, &ctx.auth, digest);
         let payload = self
             .server
