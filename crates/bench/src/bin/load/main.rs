@@ -21,6 +21,7 @@
 //! only what it must of each reply, so that on a small machine most of the
 //! time goes to the server measured. It binds and connects to 127.0.0.1 only.
 
+mod cpu;
 mod http;
 mod instructions;
 mod scaled;
@@ -84,7 +85,14 @@ impl Scenario {
     /// (the `serde_json` loop is its floor).
     const fn targets(self) -> &'static [Target] {
         match self {
-            Self::Stdio(_) => &[Target::Droid, Target::Rmcp, Target::Gateway, Target::Bridge],
+            Self::Stdio(_) => &[
+                Target::Droid,
+                Target::Rmcp,
+                Target::Gateway,
+                Target::Bridge,
+                Target::RelayBytes,
+                Target::RelayJson,
+            ],
             Self::Http(..) => &[
                 Target::Droid,
                 Target::Rmcp,
@@ -120,6 +128,8 @@ impl Results {
             .iter()
             .filter(|(i, t, _)| *i == index && *t == target)
             .map(|(_, _, s)| figure(s))
+            // A figure not read in a run (NaN) is not a value.
+            .filter(|value| !value.is_nan())
             .collect();
         Spread::of(&values)
     }
@@ -151,8 +161,14 @@ fn main() -> anyhow::Result<()> {
                 let sample = runtime
                     .block_on(measure(&options, scenario, target))
                     .with_context(|| format!("{} against {}", scenario.title(), target.name()))?;
+                let cpu = sample.cpu.map_or_else(String::new, |cpu| {
+                    format!(
+                        " cpu/call {:.1} + upstream {:.1} + generator {:.1} µs",
+                        cpu.own_us, cpu.upstream_us, cpu.generator_us
+                    )
+                });
                 log(&format!(
-                    "  {:<42} {:<5} {:>9.0}/s p50 {:>7.0} µs p99 {:>7.0} µs peak {:>6.1} MiB",
+                    "  {:<42} {:<11} {:>9.0}/s p50 {:>7.0} µs p99 {:>7.0} µs peak {:>6.1} MiB{cpu}",
                     scenario.title(),
                     target.name(),
                     sample.per_second,
@@ -231,7 +247,13 @@ fn main() -> anyhow::Result<()> {
     } else if counting {
         // The gateway and the bridge are counted alone, their upstream not:
         // what each adds to a call in its own process.
-        for target in [Target::Droid, Target::Rmcp, Target::Gateway, Target::Bridge] {
+        for target in [
+            Target::Droid,
+            Target::Rmcp,
+            Target::Gateway,
+            Target::Bridge,
+            Target::RelayJson,
+        ] {
             let per_call = runtime
                 .block_on(instructions::per_call(
                     &options.binaries,
@@ -445,12 +467,15 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
             droid / rmcp,
         );
     }
-    for via in [Target::Gateway, Target::Bridge] {
+    for (via, program) in [
+        (Target::Gateway, "`droid gateway`"),
+        (Target::Bridge, "`droid bridge`"),
+        (Target::RelayJson, "`relay-echo json`"),
+    ] {
         if let (Some(droid), Some(through)) = (counted(Target::Droid), counted(via)) {
             let _ = writeln!(
                 out,
-                "| stdio, 64 in flight, under callgrind, `droid {}` alone (its upstream not counted) | instructions per call | {} | — | — | {:.2} × `droid serve` |",
-                via.name(),
+                "| stdio, 64 in flight, under callgrind, {program} alone (its upstream not counted) | instructions per call | {} | — | — | {:.2} × `droid serve` |",
                 number(through, 0),
                 through / droid,
             );
@@ -458,6 +483,8 @@ fn table(results: &Results, options: &Options, load_before: &str, took: Duration
     }
     overhead_table(results, Target::Gateway, "`droid gateway`", &mut out);
     overhead_table(results, Target::Bridge, "`droid bridge`", &mut out);
+    overhead_table(results, Target::RelayBytes, "`relay-echo bytes`", &mut out);
+    overhead_table(results, Target::RelayJson, "`relay-echo json`", &mut out);
     scaled_table(results, &mut out);
     out
 }
@@ -520,17 +547,34 @@ fn overhead_table(results: &Results, via: Target, program: &str, out: &mut Strin
         "\n| {name} overhead | figure | direct (`droid serve`) | via {program} | {name} ÷ direct |"
     );
     out.push_str("|---|---|---:|---:|---:|\n");
-    type Figure = (&'static str, fn(&Sample) -> f64);
-    let figures: [Figure; 3] = [
-        ("calls/s", |s| s.per_second),
-        ("p50 µs", |s| s.p50_us),
-        ("p99 µs", |s| s.p99_us),
+    type Figure = (&'static str, fn(&Sample) -> f64, usize);
+    // Processor time is read on stdio only; where it was not, its rows are
+    // left out.
+    let figures: [Figure; 6] = [
+        ("calls/s", |s| s.per_second, 0),
+        ("p50 µs", |s| s.p50_us, 0),
+        ("p99 µs", |s| s.p99_us, 0),
+        (
+            "CPU µs per call, the server or intermediary",
+            |s| s.cpu.map_or(f64::NAN, |c| c.own_us),
+            1,
+        ),
+        (
+            "CPU µs per call, its upstream",
+            |s| s.cpu.map_or(f64::NAN, |c| c.upstream_us),
+            1,
+        ),
+        (
+            "CPU µs per call, the generator",
+            |s| s.cpu.map_or(f64::NAN, |c| c.generator_us),
+            1,
+        ),
     ];
     for (index, scenario) in Scenario::ALL.into_iter().enumerate() {
         if !scenario.targets().contains(&via) {
             continue;
         }
-        for (row, (name, figure)) in figures.iter().enumerate() {
+        for (row, (name, figure, decimals)) in figures.iter().enumerate() {
             let title = if row == 0 {
                 scenario.title()
             } else {
@@ -538,11 +582,14 @@ fn overhead_table(results: &Results, via: Target, program: &str, out: &mut Strin
             };
             let direct = results.spread(index, Target::Droid, *figure);
             let through = results.spread(index, via, *figure);
+            if direct.is_none() && through.is_none() && row > 0 {
+                continue;
+            }
             let _ = writeln!(
                 out,
                 "| {title} | {name} | {} | {} | {} |",
-                cell(direct, 0),
-                cell(through, 0),
+                cell(direct, *decimals),
+                cell(through, *decimals),
                 ratio(through, direct),
             );
         }

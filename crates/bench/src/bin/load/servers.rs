@@ -24,6 +24,13 @@ pub(crate) enum Target {
     /// client's revision: the difference to [`Self::Droid`] is the bridge's
     /// cost per call when there is nothing to translate.
     Bridge,
+    /// `relay-echo bytes` in front of `droid serve`: a process that passes
+    /// the bytes on untouched, the floor of any stdio intermediary.
+    RelayBytes,
+    /// `relay-echo json` in front of `droid serve`: a process that parses
+    /// every line and writes it again, the floor of an intermediary that
+    /// reads what it forwards.
+    RelayJson,
 }
 
 impl Target {
@@ -44,6 +51,8 @@ impl Target {
             Self::Floor => "floor",
             Self::Gateway => "gateway",
             Self::Bridge => "bridge",
+            Self::RelayBytes => "relay bytes",
+            Self::RelayJson => "relay json",
         }
     }
 }
@@ -59,7 +68,7 @@ impl Binaries {
     /// Checks that every program is there, so a missing build fails before
     /// any measurement rather than halfway through.
     pub(crate) fn check(&self) -> anyhow::Result<()> {
-        for name in ["droid", "rmcp-echo", "floor-echo"] {
+        for name in ["droid", "rmcp-echo", "floor-echo", "relay-echo"] {
             let path = self.dir.join(name);
             if !path.is_file() {
                 bail!(
@@ -106,6 +115,18 @@ impl Binaries {
                 let mut command = self.command("droid");
                 command
                     .args(["bridge", "--"])
+                    .arg(self.dir.join("droid"))
+                    .arg("serve");
+                command
+            }
+            Target::RelayBytes | Target::RelayJson => {
+                let mut command = self.command("relay-echo");
+                command
+                    .arg(if target == Target::RelayBytes {
+                        "bytes"
+                    } else {
+                        "json"
+                    })
                     .arg(self.dir.join("droid"))
                     .arg("serve");
                 command
@@ -158,6 +179,9 @@ impl Binaries {
                     .arg(self.dir.join("droid"))
                     .arg("serve");
                 command
+            }
+            Target::RelayBytes | Target::RelayJson => {
+                bail!("the relays are stdio only")
             }
         };
         let child = command.spawn().context("starting an HTTP server")?;

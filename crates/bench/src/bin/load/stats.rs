@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::cpu::PerCall;
+
 /// One scenario's figures for one server in one run.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Sample {
@@ -13,6 +15,8 @@ pub(crate) struct Sample {
     pub(crate) p99_us: f64,
     /// The server's peak resident set, in MiB.
     pub(crate) peak_mib: f64,
+    /// Processor time per call, where it was read.
+    pub(crate) cpu: Option<PerCall>,
 }
 
 impl Sample {
@@ -30,6 +34,15 @@ impl Sample {
             p50_us: percentile(&latencies, 50) / 1_000.0,
             p99_us: percentile(&latencies, 99) / 1_000.0,
             peak_mib: float(peak_kib) / 1_024.0,
+            cpu: None,
+        }
+    }
+
+    /// The same figures, with the processor time per call.
+    pub(crate) const fn with_cpu(self, cpu: PerCall) -> Self {
+        Self {
+            cpu: Some(cpu),
+            ..self
         }
     }
 }

@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::Semaphore;
 
+use crate::cpu::Clock;
 use crate::servers::{Binaries, Target, memory};
 use crate::stats::Sample;
 
@@ -43,12 +44,15 @@ pub(crate) async fn measure(
 ) -> anyhow::Result<Sample> {
     let mut peer = start(binaries, target).await?;
     phase(&mut peer, in_flight, warmup).await?;
+    let pid = peer.child.id().context("the server has exited")?;
+    let before = Clock::read(pid)?;
     let (calls, latencies, elapsed) = phase(&mut peer, in_flight, measured).await?;
+    let cpu = before.per_call(Clock::read(pid)?, calls);
     let peak = memory(&peer.child)?.peak_kib;
     drop(peer.stdin);
     // Closing stdin is how a stdio server is asked to exit.
     let _exited = tokio::time::timeout(Duration::from_secs(5), peer.child.wait()).await;
-    Ok(Sample::new(calls, latencies, elapsed, peak))
+    Ok(Sample::new(calls, latencies, elapsed, peak).with_cpu(cpu))
 }
 
 async fn start(binaries: &Binaries, target: Target) -> anyhow::Result<Peer> {
