@@ -11,7 +11,7 @@ use crate::version::ProtocolVersion;
 /// In the legacy era this is what an `initialize` exchange produced, once per
 /// session. In the modern era each request carries its own client capabilities,
 /// so a server builds one of these per request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Negotiation {
     /// The revision both sides speak.
     pub version: ProtocolVersion,

@@ -1,6 +1,7 @@
 //! The server host: what a server is and offers, and the change feed its
 //! connections and listeners follow.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -26,7 +27,10 @@ use super::{AuthContext, PeerSession, RequestContext};
 use crate::application::observe::SharedObserver;
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::domain::jsonrpc::ErrorObject;
-use crate::domain::{Capability, CapabilitySet, LoggingLevel, ProtocolVersion, SessionId};
+use crate::domain::{
+    Capability, CapabilitySet, FeatureProfile, LoggingLevel, ProtocolVersion, SessionId,
+};
+use crate::domain::{Negotiation, resolve};
 use crate::wire::prompts::{GetPromptResult, Prompt};
 use crate::wire::resources::{Resource, ResourceTemplate};
 use crate::wire::tools::TaskSupport;
@@ -108,7 +112,6 @@ pub struct Server {
 
 pub(super) struct Inner {
     pub(super) name: String,
-    pub(super) version: String,
     pub(super) instructions: Option<String>,
     pub(super) offered: Vec<ProtocolVersion>,
     /// Replaced whole on every edit (copy on write), so a request takes a
@@ -142,7 +145,17 @@ pub(super) struct Inner {
     pub(super) tasks: Arc<Tasks>,
     /// Whether a registered tool runs as a task, as of the last edit.
     pub(super) task_tools: std::sync::atomic::AtomicBool,
+    /// `{name, version}`, built once: every 2026-07-28 result names it.
+    pub(super) server_info: Value,
+    /// What each negotiation seen allows, so that a 2026-07-28 request,
+    /// which negotiates afresh, does not walk every feature again. Few
+    /// negotiations occur (a revision, two sets of capability flags, a
+    /// transport); past [`PROFILES_REMEMBERED`] it starts over.
+    pub(super) profiles: Mutex<HashMap<Negotiation, FeatureProfile>>,
 }
+
+/// How many negotiations' profiles a server keeps.
+const PROFILES_REMEMBERED: usize = 64;
 
 impl core::fmt::Debug for Server {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -289,10 +302,10 @@ impl ServerBuilder {
             None => StateSealer::generate()?,
         };
         let (changes, _) = broadcast::channel(CHANGE_BACKLOG);
+        let server_info = json!({ "name": self.name, "version": self.version });
         Ok(Server {
             inner: Arc::new(Inner {
                 name: self.name,
-                version: self.version,
                 instructions: self.instructions,
                 offered: self.offered,
                 registry: RwLock::default(),
@@ -312,6 +325,8 @@ impl ServerBuilder {
                 observer: self.observer,
                 limiters: Limiters::new(&self.rate_limits),
                 task_tools: std::sync::atomic::AtomicBool::new(false),
+                server_info,
+                profiles: Mutex::default(),
                 tasks: Arc::new(Tasks::new(
                     self.task_store
                         .unwrap_or_else(|| Arc::new(MemoryTaskStore::default())),
@@ -982,7 +997,23 @@ impl Server {
     }
 
     pub(super) fn server_info(&self) -> Value {
-        json!({ "name": self.inner.name, "version": self.inner.version })
+        self.inner.server_info.clone()
+    }
+
+    /// What `negotiation` allows: [`resolve`]'s answer, remembered.
+    pub(super) fn profile(&self, negotiation: Negotiation) -> FeatureProfile {
+        let Ok(mut profiles) = self.inner.profiles.lock() else {
+            return resolve(negotiation);
+        };
+        if let Some(profile) = profiles.get(&negotiation) {
+            return *profile;
+        }
+        if profiles.len() >= PROFILES_REMEMBERED {
+            profiles.clear();
+        }
+        *profiles
+            .entry(negotiation)
+            .or_insert_with(|| resolve(negotiation))
     }
 
     /// A session id no connection of this server has had.
@@ -1009,6 +1040,32 @@ fn header_annotations(input_schema: &JsonObject) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remembered_profile_is_what_resolving_gives() -> Result<(), KeyError> {
+        let server = Server::builder("t", "1").build()?;
+        // More negotiations than are remembered, each asked twice, so both
+        // a fresh answer, a remembered one and one after starting over are
+        // checked.
+        let mut asked = 0;
+        for version in ProtocolVersion::ALL {
+            for (n, flag) in Capability::ALL.into_iter().enumerate() {
+                let client_caps: CapabilitySet = Capability::ALL.into_iter().take(n).collect();
+                let negotiation = Negotiation {
+                    version,
+                    client_caps,
+                    server_caps: [flag].into_iter().collect(),
+                    transport: crate::domain::TransportKind::Stdio,
+                };
+                for _ in 0..2 {
+                    assert_eq!(server.profile(negotiation), resolve(negotiation));
+                }
+                asked += 1;
+            }
+        }
+        assert!(asked > PROFILES_REMEMBERED);
+        Ok(())
+    }
 
     #[test]
     fn the_capability_set_is_what_the_declared_capabilities_read_as() -> Result<(), KeyError> {

@@ -266,7 +266,7 @@ impl Connection {
         client_capabilities: &JsonObject,
         caller: &AuthContext,
     ) -> PeerSession {
-        let profile = resolve(Negotiation {
+        let profile = self.server.profile(Negotiation {
             version,
             client_caps: CapabilitySet::from_client_json(client_capabilities, version),
             server_caps: self.server.capability_set(version),
