@@ -789,6 +789,40 @@ async fn an_upstream_that_dies_mid_call_fails_the_call_and_is_started_again()
 }
 
 #[tokio::test]
+async fn a_tool_listing_that_fails_part_way_is_not_repeated_for_every_call() -> Result<(), TestError>
+{
+    // A 2025-11-25 upstream that runs tools as tasks: the bridge lists its
+    // tools to learn which run only as tasks, and the second page fails.
+    let (rig, record) = in_front_of_bad_at(
+        "tasks-page-two-fails",
+        BridgeOptions::default(),
+        Some(ProtocolVersion::V2025_11_25),
+        ProtocolVersion::V2025_11_25,
+    )
+    .await?;
+    // Each call is carried (as a plain call: how the tool runs is not
+    // known), and none of them lists the tools again so soon after.
+    for _ in 0..3 {
+        let result = ask(
+            &rig,
+            "tools/call",
+            json!({ "name": "first", "arguments": {} }),
+        )
+        .await?;
+        assert_eq!(result["content"][0]["text"], "done", "{result}");
+    }
+    let pages = std::fs::read_to_string(&record)?;
+    let first_pages = pages.lines().filter(|line| *line == "page one").count();
+    assert_eq!(first_pages, 1, "listed again: {pages}");
+    assert_eq!(
+        pages.lines().filter(|line| *line == "page two").count(),
+        1,
+        "{pages}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn an_upstream_that_hangs_is_cancelled_at_the_timeout() -> Result<(), TestError> {
     let (rig, record) = in_front_of_bad("silent", quick_timeout()).await?;
     times_out_and_is_cancelled_upstream(&rig, &record).await
