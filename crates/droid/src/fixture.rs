@@ -482,8 +482,10 @@ fn benchmark_tools(server: &Server) {
         ToolSpec::new("echo", "Returns `text` as one text block.")
             .input_schema(string_arg("text", "What to return")),
         |call: Call| async move {
+            // Arguments that do not fit are the tool's error, for the
+            // model to correct, not a protocol error (2025-11-25 on).
             let Some(echoed) = call.arg_str("text") else {
-                return Err(CallError::invalid_params("echo needs a string `text`"));
+                return Ok(ToolResult::text("echo needs a string `text`").as_error());
             };
             text(echoed)
         },
@@ -501,7 +503,7 @@ fn benchmark_tools(server: &Server) {
         |call: Call| async move {
             let number = |name: &str| call.arguments.get(name).and_then(Value::as_number).cloned();
             let (Some(a), Some(b)) = (number("a"), number("b")) else {
-                return Err(CallError::invalid_params("add needs numbers `a` and `b`"));
+                return Ok(ToolResult::text("add needs numbers `a` and `b`").as_error());
             };
             // Integers stay exact; anything else, or an overflow, is summed
             // as floating point, as JSON numbers are.

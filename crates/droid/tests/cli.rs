@@ -145,6 +145,28 @@ fn serve_answers_on_stdio_and_exits_cleanly_when_input_ends() -> Result<(), Test
 }
 
 #[test]
+fn arguments_that_do_not_fit_are_the_tools_error_not_a_protocol_error() -> Result<(), TestError> {
+    // 2025-11-25 asks that input validation failures be tool execution
+    // errors, which a model can read and correct.
+    let input = lines(&[
+        &initialize("2025-11-25"),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":7}}}"#,
+    ]);
+    let out = droid_with_input(&["serve"], &input)?;
+    let (replies, text) = replies(&out)?;
+    for id in [2, 3] {
+        let reply = replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .ok_or_else(|| format!("no reply to {id}: {text}"))?;
+        assert_eq!(reply["result"]["isError"], true, "{reply}");
+        assert!(reply.get("error").is_none(), "{reply}");
+    }
+    Ok(())
+}
+
+#[test]
 fn serve_restricted_to_one_revision_offers_only_that_one() -> Result<(), TestError> {
     let input = lines(&[&initialize("2025-11-25")]);
     let out = droid_with_input(&["serve", "--revisions", "2025-06-18"], &input)?;
