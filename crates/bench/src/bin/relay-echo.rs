@@ -52,9 +52,14 @@ fn pump(from: impl Read, to: impl Write, parse: bool) -> anyhow::Result<()> {
             if from.read_until(b'\n', &mut line)? == 0 {
                 break;
             }
-            let value: Value = serde_json::from_slice(&line)?;
-            serde_json::to_writer(&mut to, &value)?;
-            to.write_all(b"\n")?;
+            if line.trim_ascii().is_empty() {
+                // Nothing to parse; passed on as it came.
+                to.write_all(&line)?;
+            } else {
+                let value: Value = serde_json::from_slice(&line)?;
+                serde_json::to_writer(&mut to, &value)?;
+                to.write_all(b"\n")?;
+            }
         } else {
             let chunk = from.fill_buf()?;
             if chunk.is_empty() {

@@ -60,7 +60,8 @@ impl Target {
 /// Where the measured programs are.
 #[derive(Debug)]
 pub(crate) struct Binaries {
-    /// The directory holding `droid`, `rmcp-echo` and `floor-echo`.
+    /// The directory holding `droid`, `rmcp-echo`, `floor-echo` and
+    /// `relay-echo`.
     pub(crate) dir: PathBuf,
 }
 
