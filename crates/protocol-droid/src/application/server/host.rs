@@ -151,7 +151,9 @@ pub(super) struct Inner {
     /// which negotiates afresh, does not walk every feature again. Few
     /// negotiations occur (a revision, two sets of capability flags, a
     /// transport); past [`PROFILES_REMEMBERED`] it starts over.
-    pub(super) profiles: Mutex<HashMap<Negotiation, FeatureProfile>>,
+    /// Read far more often than written, so a read lock: requests on
+    /// every worker look up at once.
+    pub(super) profiles: RwLock<HashMap<Negotiation, FeatureProfile>>,
 }
 
 /// How many negotiations' profiles a server keeps.
@@ -326,7 +328,7 @@ impl ServerBuilder {
                 limiters: Limiters::new(&self.rate_limits),
                 task_tools: std::sync::atomic::AtomicBool::new(false),
                 server_info,
-                profiles: Mutex::default(),
+                profiles: RwLock::default(),
                 tasks: Arc::new(Tasks::new(
                     self.task_store
                         .unwrap_or_else(|| Arc::new(MemoryTaskStore::default())),
@@ -1002,12 +1004,18 @@ impl Server {
 
     /// What `negotiation` allows: [`resolve`]'s answer, remembered.
     pub(super) fn profile(&self, negotiation: Negotiation) -> FeatureProfile {
-        let Ok(mut profiles) = self.inner.profiles.lock() else {
+        let known = self
+            .inner
+            .profiles
+            .read()
+            .ok()
+            .and_then(|profiles| profiles.get(&negotiation).copied());
+        if let Some(profile) = known {
+            return profile;
+        }
+        let Ok(mut profiles) = self.inner.profiles.write() else {
             return resolve(negotiation);
         };
-        if let Some(profile) = profiles.get(&negotiation) {
-            return *profile;
-        }
         if profiles.len() >= PROFILES_REMEMBERED {
             profiles.clear();
         }
