@@ -949,7 +949,7 @@ impl Connection {
         &self,
         id: RequestId,
         method: &str,
-        params: JsonObject,
+        mut params: JsonObject,
         mut ctx: Box<RequestContext>,
     ) -> Result<Reply, ErrorObject> {
         // A method the revision removed (or never had) is not found whatever
@@ -977,7 +977,15 @@ impl Connection {
         ctx.client_capabilities = Arc::new(declared.client_capabilities.clone());
         ctx.client_info = declared.client_info.cloned().map(Arc::new);
         ctx.log_level = gate.threshold();
-        ctx.request_meta = declared.meta.clone();
+        // A request served here reads its `_meta` from the context only, so
+        // it is moved there rather than copied; one forwarded keeps it in
+        // the params it is handed on with, and a stream or a task request
+        // reads the params whole.
+        let meta_moves =
+            !forwarding && !matches!(request, ClientRequest::Listen | ClientRequest::Task(_));
+        if !meta_moves {
+            ctx.request_meta = declared.meta.clone();
+        }
         ctx.input_responses = member(&params, "inputResponses")
             .and_then(Value::as_object)
             .cloned()
@@ -996,6 +1004,11 @@ impl Connection {
                 Box::pin(self.extension_task_request(task, &params, &ctx, &peer)).await
             }
             request => {
+                if meta_moves {
+                    if let Some(Value::Object(meta)) = params.shift_remove("_meta") {
+                        ctx.request_meta = meta;
+                    }
+                }
                 self.open_state(method, &params, &mut ctx).await?;
                 self.common(method, request, params, ctx, peer).await
             }
