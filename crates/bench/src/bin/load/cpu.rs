@@ -10,7 +10,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 
-use crate::stats::float;
+use crate::stats::{PerCall, float};
 
 /// Clock ticks per second in `/proc`: `USER_HZ`, which Linux fixes at 100
 /// in what it shows user space, whatever the kernel's own tick.
@@ -54,17 +54,6 @@ impl Clock {
             generator_us: per_call(self.generator, later.generator),
         }
     }
-}
-
-/// Processor time per call, in microseconds.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PerCall {
-    /// The program measured.
-    pub(crate) own_us: f64,
-    /// The processes it started (a gateway's or a bridge's upstream).
-    pub(crate) upstream_us: f64,
-    /// The load generator.
-    pub(crate) generator_us: f64,
 }
 
 /// User and system ticks of `pid`, all its threads.

@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use crate::cpu::PerCall;
-
 /// One scenario's figures for one server in one run.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Sample {
@@ -45,6 +43,17 @@ impl Sample {
             ..self
         }
     }
+}
+
+/// Processor time per call, in microseconds (read by `cpu`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PerCall {
+    /// The program measured.
+    pub(crate) own_us: f64,
+    /// The processes it started (a gateway's or a bridge's upstream).
+    pub(crate) upstream_us: f64,
+    /// The load generator.
+    pub(crate) generator_us: f64,
 }
 
 /// The nearest-rank percentile of sorted values.
