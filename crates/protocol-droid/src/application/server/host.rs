@@ -28,9 +28,9 @@ use crate::application::observe::SharedObserver;
 use crate::domain::ir::{JsonObject, ResourceContents, ToolResult};
 use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{
-    Capability, CapabilitySet, FeatureProfile, LoggingLevel, ProtocolVersion, SessionId,
+    Capability, CapabilitySet, FeatureProfile, LoggingLevel, Negotiation, ProtocolVersion,
+    SessionId, resolve,
 };
-use crate::domain::{Negotiation, resolve};
 use crate::wire::prompts::{GetPromptResult, Prompt};
 use crate::wire::resources::{Resource, ResourceTemplate};
 use crate::wire::tools::TaskSupport;
@@ -151,8 +151,9 @@ pub(super) struct Inner {
     /// which negotiates afresh, does not walk every feature again. Few
     /// negotiations occur (a revision, two sets of capability flags, a
     /// transport); past [`PROFILES_REMEMBERED`] it starts over.
-    /// Read far more often than written, so a read lock: requests on
-    /// every worker look up at once.
+    ///
+    /// Read far more often than written, hence a read-write lock: requests
+    /// on every worker look up side by side.
     pub(super) profiles: RwLock<HashMap<Negotiation, FeatureProfile>>,
 }
 
