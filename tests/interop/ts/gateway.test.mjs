@@ -3,9 +3,10 @@
 // HTTP with a session) and SDK 2.x pinned to 2026-07-28 (stateless HTTP).
 //
 // What the gateway carries besides tools, under its own names: prompts (`everything/…`, with
-// arguments and a completion), resources and templates (`everything+demo://…`); the upstream's
-// sampling and elicitation questions, answered by the calling client's handlers and never another
-// client's; a long-running tool's progress; the upstream's task-only tool, as a task of the
+// arguments and a completion), resources and templates (`everything+demo://…`), a resource the
+// upstream does not have as the client named it; the upstream's sampling and elicitation
+// questions, answered by the calling client's handlers and never another client's; a long-running
+// tool's progress; the upstream's task-only tool, as a task of the
 // gateway's own for SDK 1.x and for SDK 2.x in its 'legacy' mode (through request(), with the
 // upstream's question from inside the task), and in the request for SDK 2.x at 2026-07-28.
 import { describe, it, before, after } from 'node:test';
@@ -143,6 +144,20 @@ for (const era of ['legacy', '2026-07-28']) {
             const expanded = await alice.client.readResource({ uri });
             assert.equal(expanded.contents[0].uri, uri);
             assert.match(expanded.contents[0].text, /Resource 5/);
+        });
+
+        it('answers a resource its upstream does not have with the name the client asked for, at its revision', async () => {
+            // server-everything says -32602 and names its own URI; the client hears of its own,
+            // with -32002 at 2025-11-25 and -32602 at 2026-07-28, as for a prefix no upstream has.
+            const code = era === 'legacy' ? -32002 : -32602;
+            for (const uri of [STATIC.replace('features.md', 'missing.md'), 'nowhere+demo://resource/static/document/features.md']) {
+                await assert.rejects(alice.client.readResource({ uri }), error => {
+                    assert.equal(error.code, code, error.message);
+                    assert.ok(error.message.includes(uri), error.message);
+                    assert.equal(error.data?.uri, uri, JSON.stringify(error.data));
+                    return true;
+                });
+            }
         });
 
         it("puts the upstream's sampling and elicitation to the calling session only", async () => {

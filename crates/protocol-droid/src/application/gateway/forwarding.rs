@@ -30,6 +30,7 @@ use crate::application::bridge::Bridge;
 use crate::application::observe::{SharedObserver, upstream_call};
 use crate::application::server::{Call, CallError, Forward, SERVER_INFO_META, every_capability};
 use crate::domain::ir::{ContentBlock, JsonObject, ResourceContents};
+use crate::domain::jsonrpc::ErrorCode;
 use crate::domain::{Capability, ProtocolVersion, Refusal, SessionId, Unknown};
 
 /// The gateway's state, as its server's forwarder reads it, and what it
@@ -261,15 +262,16 @@ impl Forwarding {
         let outer = params
             .get("uri")
             .and_then(Value::as_str)
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .to_owned();
         let at = call.peer().negotiated();
         let unknown = || {
             CallError::from(Refusal::from(Unknown::Resource {
-                uri: outer.to_owned(),
+                uri: outer.clone(),
                 at,
             }))
         };
-        let (prefix, inner) = names::split_uri(outer).ok_or_else(unknown)?;
+        let (prefix, inner) = names::split_uri(&outer).ok_or_else(unknown)?;
         let target = self
             .state()
             .target_prefixed(prefix, "resources")
@@ -278,7 +280,21 @@ impl Forwarding {
         let mut result = self
             .upstream(&target, "resources/read", params, &call)
             .await
-            .map_err(|e| link_error(&target.name, e))?;
+            .map_err(|e| match e {
+                // The upstream's "not found" names its own URI, and its code
+                // follows the revision the gateway speaks to it: the client
+                // hears of the URI it asked for, at its own revision's code,
+                // as when no upstream has the prefix. Both codes are taken,
+                // a legacy upstream's and a 2026-07-28 one's (whose only
+                // params here are the URI the gateway wrote).
+                CallError::Protocol(error)
+                    if [ErrorCode::RESOURCE_NOT_FOUND, ErrorCode::INVALID_PARAMS]
+                        .contains(&error.code) =>
+                {
+                    unknown()
+                }
+                other => link_error(&target.name, other),
+            })?;
         if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
             for content in contents {
                 rename_uri(&target.prefix, content, "uri");
