@@ -961,16 +961,24 @@ async fn refused_unasked(
     Ok(())
 }
 
-/// What a client's revision or declaration cannot answer fails the call,
-/// and the client is never asked.
+/// What a client's revision or declaration cannot answer fails the call
+/// with an error the client's revision defines, and the client is never
+/// asked.
 async fn not_put_to(client: ProtocolVersion, tool: &str) -> Result<(), TestError> {
     let rig = permissive(ProtocolVersion::V2025_11_25, client).await?;
     let outcome = ask(&rig, "tools/call", json!({ "name": tool })).await;
     match &outcome {
-        Err(ClientError::Server(error)) => assert!(
-            error.message.to_lowercase().contains("elicitation"),
-            "{tool} for {client}: the error must say what was missing: {error:?}"
-        ),
+        Err(ClientError::Server(error)) => {
+            assert!(
+                error.message.to_lowercase().contains("elicitation"),
+                "{tool} for {client}: the error must say what was missing: {error:?}"
+            );
+            assert_eq!(
+                error.code,
+                ErrorCode::INTERNAL_ERROR,
+                "{tool} for {client}: {error:?}"
+            );
+        }
         other => {
             return Err(format!("{tool} for {client}: expected a refusal, got {other:?}").into());
         }
@@ -1010,6 +1018,16 @@ async fn result_type_and_caching_hints_do_not_reach_a_legacy_client() -> Result<
     }
     let called = ask(&rig, "tools/call", json!({ "name": "plain" })).await?;
     assert!(called.get("resultType").is_none(), "{called}");
+    // Nor the upstream's name in every result: the client had it from
+    // `initialize`.
+    for result in [&listed, &called] {
+        assert!(
+            result
+                .pointer("/_meta/io.modelcontextprotocol~1serverInfo")
+                .is_none(),
+            "{result}"
+        );
+    }
     Ok(())
 }
 

@@ -11,6 +11,10 @@ use super::lifecycle::{ClientCapabilities, Implementation};
 use super::logging::LoggingLevel;
 use protocol_droid_domain::ir::JsonObject;
 
+/// The key of a 2026-07-28 result's `_meta` naming its server
+/// ([`ResultMeta::server_info`]).
+pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
 /// The keys 2026-07-28 defines in a request's `_meta`: `RequestMetaObject`.
 ///
 /// Params keep `_meta` as a plain object so nothing is lost; read it into

@@ -95,6 +95,32 @@ mod tests {
     }
 
     #[test]
+    fn a_legacy_result_loses_the_servers_name_and_keeps_the_rest_of_its_meta()
+    -> Result<(), TestError> {
+        let named =
+            json!({ "io.modelcontextprotocol/serverInfo": { "name": "s", "version": "1" } });
+        let mut both = named.clone();
+        if let Some(meta) = both.as_object_mut() {
+            meta.insert("progress".to_owned(), json!(3));
+        }
+        let legacy = for_version(ProtocolVersion::V2025_11_25);
+        for (meta, left) in [(&named, None), (&both, Some(json!({ "progress": 3 })))] {
+            let mut result = json!({ "tools": [], "resultType": "complete", "_meta": meta });
+            let map = result.as_object_mut().ok_or("an object")?;
+            legacy.finish_result(Some("tools/list"), map);
+            assert_eq!(map.get("_meta"), left.as_ref(), "{meta}");
+            assert!(map.get("resultType").is_none());
+
+            let mut value = ToolResult::text("hi");
+            value.meta = meta.as_object().cloned();
+            let mut report = TranslationReport::new(ProtocolVersion::V2025_11_25);
+            let written = legacy.lower_tool_result(value, DegradePolicy::strict(), &mut report)?;
+            assert_eq!(written.get("_meta"), left.as_ref(), "{meta}");
+        }
+        Ok(())
+    }
+
+    #[test]
     fn a_malformed_server_info_cannot_be_written_at_2026() {
         let mut value = ToolResult::text("hi");
         value.meta = Some(serde_json::Map::from_iter([(

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::methods::{Kind, METHODS, Sender};
 use crate::message::{ClientNotification, ClientRequest, ServerNotification, ServerRequest};
-use crate::meta::ResultMeta;
+use crate::meta::{ResultMeta, SERVER_INFO};
 
 use protocol_droid_domain::ir::lower::{LowerError, TranslationReport, lower_tool_result_in_place};
 use protocol_droid_domain::ir::{JsonObject, RESULT_TYPE_COMPLETE, ToolResult};
@@ -258,6 +258,12 @@ impl RevisionCodec {
                 for member in MODERN_RESULT_MEMBERS {
                     lowered.extra.shift_remove(member);
                 }
+                if let Some(meta) = &mut lowered.meta {
+                    meta.shift_remove(SERVER_INFO);
+                    if meta.is_empty() {
+                        lowered.meta = None;
+                    }
+                }
             }
         }
         Ok(())
@@ -270,7 +276,9 @@ impl RevisionCodec {
     /// `cacheScope: "private"`) when it has none. A legacy result loses those
     /// members: legacy schemas would tolerate them, but a legacy client has no
     /// way to read them and a bridge forwarding them would look like it
-    /// promised a cache policy it never checked.
+    /// promised a cache policy it never checked. So does the server's name
+    /// in `_meta` (a legacy client had it from `initialize`), and `_meta`
+    /// with it when nothing else was there.
     pub fn finish_result(&self, method: Option<&str>, result: &mut Map<String, Value>) {
         match self.version.era() {
             Era::Modern => {
@@ -290,6 +298,12 @@ impl RevisionCodec {
             Era::Legacy => {
                 for member in MODERN_RESULT_MEMBERS {
                     result.remove(member);
+                }
+                if let Some(Value::Object(meta)) = result.get_mut("_meta") {
+                    meta.shift_remove(SERVER_INFO);
+                    if meta.is_empty() {
+                        result.remove("_meta");
+                    }
                 }
             }
         }

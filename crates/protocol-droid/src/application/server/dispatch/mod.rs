@@ -58,7 +58,7 @@ pub const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabi
 /// The `_meta` key holding a 2026-07-28 request's client info.
 pub const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
 /// The `_meta` key a result names its server under (2026-07-28).
-pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+pub const SERVER_INFO_META: &str = crate::wire::meta::SERVER_INFO;
 /// The `_meta` key tagging a notification with its listen request's id.
 pub const SUBSCRIPTION_ID_META: &str = "io.modelcontextprotocol/subscriptionId";
 
