@@ -38,14 +38,17 @@ impl ErrorCode {
     pub const UNSUPPORTED_PROTOCOL_VERSION: Self = Self(-32022);
     /// The caller is over a rate limit; `data.retryAfterMs` says when to
     /// try again. Not a code of the specification, which has none for it:
-    /// this implementation's, in the range JSON-RPC leaves to servers, and
-    /// sent over HTTP with status 429 and `Retry-After`.
-    pub const RATE_LIMITED: Self = Self(-32029);
+    /// this implementation's, so outside -32768 to -32000, which JSON-RPC
+    /// and MCP keep for themselves (2026-07-28 forbids sending a code it has
+    /// not defined from -32020 to -32099), and the number of the HTTP
+    /// status it is sent with, with `Retry-After`.
+    pub const RATE_LIMITED: Self = Self(429);
     /// What the request needs is kept in a store shared by several
     /// instances, and that store cannot be reached now; trying again later
-    /// may succeed. This implementation's code, as [`Self::RATE_LIMITED`]
-    /// is, and sent over HTTP with status 503 and `Retry-After`.
-    pub const STORE_UNAVAILABLE: Self = Self(-32030);
+    /// may succeed. This implementation's code, chosen as
+    /// [`Self::RATE_LIMITED`] is, and sent over HTTP with status 503 and
+    /// `Retry-After`.
+    pub const STORE_UNAVAILABLE: Self = Self(503);
     /// The user rejected a sampling request (a documented legacy example, not
     /// a schema code).
     pub const USER_REJECTED: Self = Self(-1);
