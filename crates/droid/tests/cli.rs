@@ -340,35 +340,6 @@ fn bridge_gives_a_legacy_stdio_client_a_2026_only_server() -> Result<(), TestErr
     Ok(())
 }
 
-#[test]
-fn a_2026_servers_refusal_reaches_a_legacy_client_in_its_revisions_terms() -> Result<(), TestError>
-{
-    let droid = env!("CARGO_BIN_EXE_droid");
-    // A 2025-06-18 client that declared no elicitation calls a tool that
-    // asks for it: the server refuses with -32021, which 2025-06-18 does
-    // not define.
-    let elicit = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_elicitation","arguments":{"message":"Name?"}}}"#;
-    let input = lines(&[
-        &initialize("2025-06-18"),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        elicit,
-    ]);
-    let out = droid_with_input(
-        &["bridge", "--", droid, "serve", "--revisions", "2026-07-28"],
-        &input,
-    )?;
-    let (replies, text) = replies(&out)?;
-    let refused = replies.get(1).ok_or("no reply to the call")?;
-    assert_eq!(refused["error"]["code"], -32603, "{text}");
-    let message = refused["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("elicitation"), "{text}");
-    assert!(
-        refused["error"]["data"]["requiredCapabilities"]["elicitation"].is_object(),
-        "{text}"
-    );
-    Ok(())
-}
-
 /// A stdio peer driven a line at a time.
 struct Lines {
     child: std::process::Child,

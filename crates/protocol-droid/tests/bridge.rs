@@ -765,6 +765,31 @@ async fn in_front_of_bad_at(
 }
 
 #[tokio::test]
+async fn the_upstreams_refusal_of_the_bridges_own_request_is_the_bridges_failure()
+-> Result<(), TestError> {
+    // -32022 from the server is about the revision the bridge spoke, not
+    // the client's: to either era's client it is a failure on this side,
+    // never a code that would send the client to change its own request.
+    for client in [ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28] {
+        let (rig, _) = in_front_of_bad_at(
+            "refuses-its-caller",
+            BridgeOptions::default(),
+            Some(ProtocolVersion::V2026_07_28),
+            client,
+        )
+        .await?;
+        match ask(&rig, "tools/call", json!({ "name": "anything" })).await {
+            Err(ClientError::Server(error)) => {
+                assert_eq!(error.code, ErrorCode::INTERNAL_ERROR, "{client}: {error:?}");
+                assert!(error.data.is_none(), "{client}: {error:?}");
+            }
+            other => return Err(format!("{client}: expected a refusal, got {other:?}").into()),
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn an_upstream_that_dies_mid_call_fails_the_call_and_is_started_again()
 -> Result<(), TestError> {
     let (rig, _) = in_front_of_bad("close-mid-response", BridgeOptions::default()).await?;

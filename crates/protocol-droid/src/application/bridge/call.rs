@@ -131,8 +131,12 @@ pub(super) fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
             {
                 object.code = ErrorCode::INVALID_PARAMS;
             }
-            if leg.version.era() == Era::Legacy && MODERN_ONLY_CODES.contains(&object.code) {
-                lower_modern_error(&mut object);
+            if LINK_CODES.contains(&object.code) {
+                tracing::warn!(target: "droid::bridge", code = object.code.0, message = %object.message, "the upstream refused the bridge's request");
+                return CallError::internal(format!(
+                    "the upstream refused the bridge's request: {}",
+                    object.message
+                ));
             }
             CallError::Protocol(object)
         }
@@ -151,35 +155,13 @@ pub(super) fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
     }
 }
 
-/// The codes 2026-07-28 gave a meaning, which a legacy client cannot read:
-/// to it, one is a server error (`-32020` and `-32022` are about the
-/// bridge's own request upstream; `-32021` about what its client declared).
-const MODERN_ONLY_CODES: [ErrorCode; 3] = [
+/// The 2026-07-28 codes that speak of a request's own headers or revision:
+/// from the server, they are about the bridge's request upstream, never its
+/// client's, so the client hears of a failure on this side instead.
+const LINK_CODES: [ErrorCode; 2] = [
     ErrorCode::HEADER_MISMATCH,
-    ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
     ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
 ];
-
-/// `error`, one of [`MODERN_ONLY_CODES`], as a legacy client is told it:
-/// an internal error (as this side's server answers a legacy session whose
-/// call needs what it did not negotiate), naming the capabilities a
-/// `-32021` required, whose `data` stays.
-fn lower_modern_error(error: &mut ErrorObject) {
-    let required: Vec<&str> = error
-        .data
-        .as_ref()
-        .and_then(|data| data.get("requiredCapabilities"))
-        .and_then(Value::as_object)
-        .map(|required| required.keys().map(String::as_str).collect())
-        .unwrap_or_default();
-    if error.code == ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY && !required.is_empty() {
-        error.message = format!(
-            "the server needs a capability the client did not declare: {}",
-            required.join(", ")
-        );
-    }
-    error.code = ErrorCode::INTERNAL_ERROR;
-}
 
 /// Where the retry of a parked call finds it.
 enum Resumption {
