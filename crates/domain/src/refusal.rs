@@ -45,8 +45,18 @@ pub enum Refusal {
     /// may not see: the two are refused alike.
     #[error("{0}")]
     Unknown(Unknown),
-    /// The request's revision is not one this side speaks (`-32022`).
-    #[error("protocol version {requested} is not supported")]
+    /// The request's revision is not one this side speaks per request
+    /// (`-32022`). One it speaks after `initialize` (listed as supported,
+    /// for the client to fall back to) is told so, rather than said to be
+    /// unsupported beside a list that names it.
+    #[error(
+        "protocol version {requested} {}",
+        if supported.contains(&requested.as_str()) {
+            "is spoken only in a session: send `initialize` to use it"
+        } else {
+            "is not supported"
+        }
+    )]
     UnsupportedVersion {
         /// The revision the request named.
         requested: String,
@@ -260,5 +270,24 @@ mod tests {
         assert_eq!(plain.code, ErrorCode::INVALID_PARAMS);
         assert_eq!(plain.message, "`name` must be a string");
         assert_eq!(plain.data, None);
+    }
+
+    #[test]
+    fn a_revision_spoken_only_in_a_session_is_not_called_unsupported() {
+        let message = |requested: &str| {
+            ErrorObject::from(Refusal::UnsupportedVersion {
+                requested: requested.into(),
+                supported: vec!["2026-07-28", "2025-11-25"],
+            })
+            .message
+        };
+        assert_eq!(
+            message("2025-11-25"),
+            "protocol version 2025-11-25 is spoken only in a session: send `initialize` to use it"
+        );
+        assert_eq!(
+            message("1999-01-01"),
+            "protocol version 1999-01-01 is not supported"
+        );
     }
 }

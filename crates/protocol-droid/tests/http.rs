@@ -379,6 +379,48 @@ mod bad_input {
         assert_ne!(s.status_of("ping", &local_origin).await?, 403);
         Ok(())
     }
+
+    /// The status line of `head` (a request without a body) sent as it is.
+    async fn raw_status(s: &Running, head: &str) -> Result<String, TestError> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let address = s.base.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(address).await?;
+        stream.write_all(head.as_bytes()).await?;
+        let mut reply = Vec::new();
+        tokio::time::timeout(PATIENCE, stream.read_to_end(&mut reply)).await??;
+        let reply = String::from_utf8_lossy(&reply).into_owned();
+        Ok(reply.lines().next().unwrap_or_default().to_owned())
+    }
+
+    #[tokio::test]
+    async fn two_hosts_or_origins_or_a_foreign_absolute_target_are_refused() -> Result<(), TestError>
+    {
+        let s = start().await?;
+        let get = |target: &str, headers: &str| {
+            format!(
+                "GET {target} HTTP/1.1\r\n{headers}Accept: text/event-stream\r\nConnection: close\r\n\r\n"
+            )
+        };
+        // Whichever comes first, two of either header leave no one answer.
+        for headers in [
+            "Host: 127.0.0.1\r\nHost: evil.example.com\r\n",
+            "Host: evil.example.com\r\nHost: 127.0.0.1\r\n",
+            "Host: 127.0.0.1\r\nOrigin: http://localhost\r\nOrigin: http://evil.example.com\r\n",
+        ] {
+            let status = raw_status(&s, &get("/healthz", headers)).await?;
+            assert!(status.contains(" 400 "), "{headers:?}: {status}");
+        }
+        // An absolute-form target's authority stands in for Host.
+        let status = raw_status(
+            &s,
+            &get("http://evil.example.com/healthz", "Host: 127.0.0.1\r\n"),
+        )
+        .await?;
+        assert!(status.contains(" 403 "), "{status}");
+        let status = raw_status(&s, &get("/healthz", "Host: 127.0.0.1\r\n")).await?;
+        assert!(status.contains(" 200 "), "{status}");
+        Ok(())
+    }
 }
 
 mod legacy {
@@ -592,6 +634,32 @@ mod legacy {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn a_2026_request_in_a_batch_is_refused_and_the_rest_answered() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize("2025-03-26", json!({})).await?;
+        let batch = json!([
+            { "jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {
+                "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
+                           "io.modelcontextprotocol/clientCapabilities": {} } } },
+            { "jsonrpc": "2.0", "id": 2, "method": "ping" },
+        ]);
+        let reply: Value = s
+            .post(&[("mcp-session-id", session.as_str())], &batch.to_string())
+            .await?
+            .json()
+            .await?;
+        let answers = reply.as_array().ok_or("an array")?;
+        let by_id = |id: i64| answers.iter().find(|a| a["id"] == json!(id));
+        let discover = by_id(1).ok_or("no answer to 1")?;
+        assert_eq!(discover["error"]["code"], json!(-32600), "{reply}");
+        assert!(
+            by_id(2).is_some_and(|a| a.get("result").is_some()),
+            "{reply}"
+        );
+        Ok(())
+    }
+
     /// A burst of sessions opened and abandoned leaves nothing behind once
     /// the idle timeout has passed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -760,6 +828,101 @@ mod modern {
         assert_eq!(no_meta.status(), 400);
         let reply: Value = no_meta.json().await?;
         assert_eq!(reply["error"]["code"], json!(-32602));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_2026_request_inside_a_session_is_checked_as_one() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let in_session = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", LEGACY),
+        ];
+        // Served statelessly whatever session it names, so its headers are
+        // held to its body: here the revision, the method and the name all
+        // disagree with it.
+        let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "echo", "arguments": { "text": "x" },
+            "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
+                       "io.modelcontextprotocol/clientCapabilities": {} } } });
+        let mut extra = in_session.to_vec();
+        extra.extend([("mcp-method", "tools/list"), ("mcp-name", "other")]);
+        let response = s.post(&extra, &call.to_string()).await?;
+        assert_eq!(response.status(), 400);
+        let reply: Value = response.json().await?;
+        assert_eq!(reply["error"]["code"], json!(-32020), "{reply}");
+        // A method only 2026-07-28 has, without its `_meta`: that
+        // revision's refusal, with its status.
+        let discover = json!({ "jsonrpc": "2.0", "id": 2, "method": "server/discover" });
+        let mut extra = in_session.to_vec();
+        extra.push(("mcp-method", "server/discover"));
+        let response = s.post(&extra, &discover.to_string()).await?;
+        assert_eq!(response.status(), 400);
+        let reply: Value = response.json().await?;
+        assert_eq!(reply["error"]["code"], json!(-32602), "{reply}");
+        // The session itself still answers as before.
+        let ping = json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" });
+        let response = s.post(&in_session, &ping.to_string()).await?;
+        assert_eq!(response.status(), 200);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_listen_for_a_client_that_takes_no_event_stream_is_406() -> Result<(), TestError> {
+        let s = start().await?;
+        let listen = json!({ "jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen",
+            "params": { "notifications": { "toolsListChanged": true },
+                "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
+                           "io.modelcontextprotocol/clientCapabilities": {} } } });
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+            ("mcp-protocol-version", MODERN),
+            ("mcp-method", "subscriptions/listen"),
+        ];
+        // Answered at once: as JSON, a listen would never end.
+        let response = s.post_raw("/mcp", &headers, listen.to_string()).await?;
+        assert_eq!(response.status(), 406);
+        let reply: Value = response.json().await?;
+        assert_eq!(reply["id"], json!("L"), "{reply}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_client_that_takes_only_event_streams_gets_every_answer_as_one()
+    -> Result<(), TestError> {
+        let s = start().await?;
+        let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "echo", "arguments": { "text": "streamed" },
+            "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
+                       "io.modelcontextprotocol/clientCapabilities": {} } } });
+        for accept in [
+            "text/event-stream",
+            "application/json;q=0, text/event-stream",
+        ] {
+            let headers = [
+                ("content-type", "application/json"),
+                ("accept", accept),
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "echo"),
+            ];
+            let response = s.post_raw("/mcp", &headers, call.to_string()).await?;
+            let kind = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            assert!(kind.starts_with("text/event-stream"), "{accept}: {kind}");
+            let reply = Events::new(response).next_json().await?;
+            assert_eq!(
+                reply["result"]["content"][0]["text"],
+                json!("streamed"),
+                "{reply}"
+            );
+        }
         Ok(())
     }
 

@@ -62,11 +62,11 @@ pub(crate) mod typed;
 pub use auth::{AuthClaims, AuthContext, TokenError, TokenValidator};
 pub use call::{Call, CallError, INPUT_KEY_META, InputRequired, Question};
 pub use context::{PeerSession, RequestContext};
-pub(crate) use dispatch::MAX_SUBSCRIPTIONS;
 pub use dispatch::{
     CLIENT_CAPABILITIES_META, CLIENT_INFO_META, Connection, ImageChange, Lasting,
     PROTOCOL_VERSION_META, SERVER_INFO_META, SUBSCRIPTION_ID_META, SessionImage,
 };
+pub(crate) use dispatch::{MAX_SUBSCRIPTIONS, served_as_modern};
 pub use forward::{FORWARDED, Forward};
 pub use host::{
     Change, Server, ServerBuilder, ToolAccess, ToolCatchUp, ToolVisibility, every_capability,

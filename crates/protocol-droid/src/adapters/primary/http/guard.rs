@@ -64,19 +64,34 @@ fn refused(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-/// The middleware: 403 for a foreign `Origin`, 403 for a foreign `Host`,
-/// 400 for no `Host` at all.
+/// The middleware: 403 for a foreign `Origin`, 403 for a foreign `Host`
+/// (or a foreign authority in an absolute-form target, which stands in for
+/// `Host`), 400 for no `Host` at all or for two of either header, which
+/// would leave the check to whichever one a reader takes.
 pub(super) async fn check(
     State(policy): State<HostPolicy>,
     request: Request,
     next: Next,
 ) -> Response {
     let headers: &HeaderMap = request.headers();
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
+    for name in [header::HOST, header::ORIGIN] {
+        if headers.get_all(&name).iter().nth(1).is_some() {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                &format!("more than one {name} header"),
+            );
+        }
+    }
+    let host = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_owned)
+        });
     match host {
         None => {
             return refused(StatusCode::BAD_REQUEST, "a Host header is required");

@@ -20,14 +20,32 @@ pub(super) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .map(str::trim)
 }
 
+/// Whether the `Accept` headers take the media type `kind`: named, or in a
+/// range that covers it, and not with `q=0`, which refuses it.
 pub(super) fn accepts(headers: &HeaderMap, kind: &str) -> bool {
+    let family = kind.split('/').next().unwrap_or_default();
     headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(|v| v.split(';').next().unwrap_or_default().trim())
-        .any(|v| v == kind || v == "*/*" || (kind.starts_with("text/") && v == "text/*"))
+        .any(|range| {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or_default().trim();
+            let covers = media.eq_ignore_ascii_case(kind)
+                || media == "*/*"
+                || media
+                    .strip_suffix("/*")
+                    .is_some_and(|f| f.eq_ignore_ascii_case(family));
+            covers && !parts.any(refuses)
+        })
+}
+
+/// Whether a media range's parameter is a quality of zero.
+fn refuses(parameter: &str) -> bool {
+    parameter.split_once('=').is_some_and(|(name, value)| {
+        name.trim().eq_ignore_ascii_case("q") && value.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+    })
 }
 
 /// The request context a transport builds: lowercased headers, and the

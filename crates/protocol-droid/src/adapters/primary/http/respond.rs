@@ -121,6 +121,9 @@ pub(super) struct Plan {
     pub(super) modern: bool,
     /// Whether the client accepts `text/event-stream`.
     pub(super) streams: bool,
+    /// Whether the client accepts `application/json`: one that takes only
+    /// event streams gets every answer as one, even a lone response.
+    pub(super) json: bool,
     /// For a legacy session: where events are recorded for resumption, and
     /// whether to prime the stream (2025-11-25 SSE polling).
     pub(super) record: Option<(Arc<EventStore>, bool)>,
@@ -156,6 +159,9 @@ pub(super) async fn respond(
     release: Arc<Notify>,
     plan: &Plan,
 ) -> Response {
+    if !plan.json && plan.streams {
+        return stream_response(id, None, false, work, rx, release, plan);
+    }
     // A 2026-07-28 client that goes away has cancelled; a legacy one has
     // not (it may resume), so only the modern request is tied to us.
     let mut cancel = Cancel(plan.modern.then(|| work.abort_handle()));

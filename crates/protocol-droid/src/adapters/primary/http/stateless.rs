@@ -67,6 +67,15 @@ pub(super) async fn post(
         );
     }
     let streams = accepts(headers, "text/event-stream");
+    // A listen is answered by its stream alone; as JSON it would never end.
+    if request.method == "subscriptions/listen" && !streams {
+        return refusal(
+            StatusCode::NOT_ACCEPTABLE,
+            Some(&request.id),
+            ErrorCode::INVALID_REQUEST,
+            "subscriptions/listen is answered with an event stream: Accept must include text/event-stream",
+        );
+    }
     let (channel, rx) = respond::channel(streams);
     let release = Arc::clone(&channel.release);
     let ctx = context(headers, caller, peer);
@@ -77,6 +86,7 @@ pub(super) async fn post(
     let plan = Plan {
         modern: true,
         streams,
+        json: accepts(headers, "application/json"),
         record: None,
         retry: app.options.sse_retry,
     };

@@ -18,7 +18,8 @@ use super::respond::{self, CURRENT, Plan, refusal};
 use super::sessions::{MAX_IN_FLIGHT, Session, sessions_full};
 use super::sse::{self, SseEvent};
 use super::{App, shared, stateless, task_relay};
-use crate::application::server::AuthContext;
+use crate::application::server::{AuthContext, Server, served_as_modern};
+use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than};
 use crate::domain::jsonrpc::{
     ErrorCode, Incoming, Message, Request, Response as RpcResponse, parse,
@@ -65,24 +66,32 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
     })
 }
 
-/// Whether a POST is to be served statelessly (2026-07-28).
-fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
-    // A 2026-07-28 request ignores any Mcp-Session-Id it carries, so the
-    // revision header alone decides; a body alone decides only without one.
+/// Whether a POST is to be served statelessly (2026-07-28), with that
+/// revision's header checks: when its revision header names it, or when its
+/// body is a request the server serves that way. A 2026-07-28 request
+/// ignores any `Mcp-Session-Id` it carries, so neither depends on one: a
+/// request a session would still have answered statelessly skipped the
+/// checks, and a refusal went out as `200`.
+fn is_modern(server: &Server, headers: &HeaderMap, message: &Incoming) -> bool {
     let header_modern = header(headers, VERSION_HEADER)
         .and_then(ProtocolVersion::from_wire)
         .is_some_and(|v| v.era() == Era::Modern);
     let body_modern = match message {
-        Incoming::Single(Message::Request(Request {
-            params: Some(params),
-            ..
-        })) => params
-            .get("_meta")
-            .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
-            .is_some(),
+        Incoming::Single(Message::Request(request)) => modern_request(server, request),
         _ => false,
     };
-    header_modern || (body_modern && !headers.contains_key(SESSION_HEADER))
+    header_modern || body_modern
+}
+
+/// Whether `server` serves `request` statelessly, whatever its headers.
+fn modern_request(server: &Server, request: &Request) -> bool {
+    let empty = JsonObject::new();
+    let params = request
+        .params
+        .as_ref()
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    request.method != "initialize" && served_as_modern(server, &request.method, params)
 }
 
 /// POST `/mcp`.
@@ -98,7 +107,7 @@ pub(super) async fn post(
         Err(refused) => return refused,
     };
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr);
-    if is_modern(&headers, &incoming) {
+    if is_modern(&app.server, &headers, &incoming) {
         return stateless::post(&app, &headers, &caller, peer, incoming).await;
     }
     // A legacy request carrying an unknown or modern revision header.
@@ -233,6 +242,7 @@ async fn in_session(
             let plan = Plan {
                 modern: false,
                 streams: accepts(headers, "text/event-stream"),
+                json: accepts(headers, "application/json"),
                 record: Some((
                     Arc::clone(&session.events),
                     version.is_some_and(|v| Feature::SsePolling.exists_at(v)),
@@ -381,6 +391,18 @@ async fn batch(
     for item in items {
         match item {
             Err(e) => answers.push(Message::Response(e.to_response()).into_value()),
+            // 2026-07-28 has no batches, and its requests bypass the session
+            // (and the header checks a POST of one alone gets).
+            Ok(Message::Request(request)) if modern_request(&app.server, &request) => answers.push(
+                Message::Response(RpcResponse {
+                    id: crate::domain::jsonrpc::ResponseId::Id(request.id),
+                    outcome: Err(crate::domain::jsonrpc::ErrorObject::new(
+                        ErrorCode::INVALID_REQUEST,
+                        "a 2026-07-28 request cannot be part of a batch",
+                    )),
+                })
+                .into_value(),
+            ),
             Ok(Message::Request(request)) => {
                 let intent = app
                     .sessions

@@ -165,6 +165,27 @@ pub(crate) const MAX_SUBSCRIPTIONS: usize = 1024;
 /// when its `_meta` is missing (and is then refused for that).
 const MODERN_ONLY: [&str; 2] = ["server/discover", "subscriptions/listen"];
 
+/// Whether `server` serves a request (other than `initialize`) the
+/// 2026-07-28 way, statelessly, whatever session it arrives in: what a
+/// dual-era server does with a request carrying that era's `_meta`, and a
+/// transport must know before it checks the request's headers.
+///
+/// Only the two keys every 2026-07-28 request must carry decide it, or a
+/// method only that era has: a legacy request may well carry other reserved
+/// `_meta` keys (the 2025-11-25 tasks key, say) and must not be pulled over
+/// by them. A legacy-only server answers as a legacy server would, so a
+/// dual-era client's probe falls back to `initialize`.
+#[must_use]
+pub(crate) fn served_as_modern(server: &Server, method: &str, params: &JsonObject) -> bool {
+    let offers_modern = server.offered().iter().any(|v| v.era() == Era::Modern);
+    let declares_modern = member(params, "_meta")
+        .and_then(Value::as_object)
+        .is_some_and(|m| {
+            m.contains_key(PROTOCOL_VERSION_META) || m.contains_key(CLIENT_CAPABILITIES_META)
+        });
+    offers_modern && (declares_modern || MODERN_ONLY.contains(&method))
+}
+
 impl Server {
     /// A new connection, as its own session, talking through these ports.
     #[must_use]
@@ -570,21 +591,8 @@ impl Connection {
         (span, in_flight)
     }
 
-    /// Whether a request is to be served the 2026-07-28 way.
-    ///
-    /// Only the two keys every 2026-07-28 request must carry decide it: a
-    /// legacy request may well carry other reserved `_meta` keys (the
-    /// 2025-11-25 tasks key, say) and must not be pulled over by them.
     fn is_modern(&self, method: &str, params: &JsonObject) -> bool {
-        let offers_modern = self.server.offered().iter().any(|v| v.era() == Era::Modern);
-        let declares_modern = member(params, "_meta")
-            .and_then(Value::as_object)
-            .is_some_and(|m| {
-                m.contains_key(PROTOCOL_VERSION_META) || m.contains_key(CLIENT_CAPABILITIES_META)
-            });
-        // A legacy-only server answers as a legacy server would, so a
-        // dual-era client's probe falls back to `initialize`.
-        offers_modern && (declares_modern || MODERN_ONLY.contains(&method))
+        served_as_modern(&self.server, method, params)
     }
 
     fn initialize(&self, params: &JsonObject) -> Result<Value, ErrorObject> {
