@@ -296,6 +296,17 @@ mod bad_input {
     }
 
     #[tokio::test]
+    async fn an_encoded_body_is_415_rather_than_a_parse_error() -> Result<(), TestError> {
+        let s = start().await?;
+        let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
+        let gzip = [("content-encoding", "gzip")];
+        assert_eq!(s.post(&gzip, &ping).await?.status(), 415);
+        let identity = [("content-encoding", "identity")];
+        assert_ne!(s.post(&identity, &ping).await?.status(), 415);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_client_accepting_neither_json_nor_events_is_406() -> Result<(), TestError> {
         let s = start().await?;
         let html = [
@@ -358,12 +369,22 @@ mod bad_input {
                 ("mcp-protocol-version", MODERN),
                 ("mcp-method", "tools/call"),
             ],
+            vec![
+                ("mcp-protocol-version", MODERN),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "=?base64?!!!?="),
+            ],
         ] {
             let response = s.post(&extra, &body).await?;
             assert_eq!(response.status(), 400, "{extra:?}");
             let reply: Value = response.json().await?;
             assert_eq!(reply["error"]["code"], json!(-32020), "{extra:?}");
             assert_eq!(reply["id"], json!(1), "the error names the request");
+            // Said as it is: a value that is there but unreadable is not
+            // called missing.
+            let message = reply["error"]["message"].as_str().unwrap_or_default();
+            let sent_name = extra.iter().any(|(name, _)| *name == "mcp-name");
+            assert_eq!(!message.contains("required"), sent_name, "{message}");
         }
         Ok(())
     }

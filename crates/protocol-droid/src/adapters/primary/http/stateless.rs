@@ -119,6 +119,12 @@ fn decoded(value: &str) -> Option<String> {
     }
 }
 
+/// The refusal of a header `name` whose value `sent` is in the base64
+/// sentinel form but does not decode to UTF-8 text.
+fn undecodable(name: &str, sent: &str) -> String {
+    format!("{name} {sent} is not base64 of UTF-8 text inside {B64_PREFIX}…{B64_SUFFIX}")
+}
+
 /// Checks the routing headers against the body, as the revision requires.
 fn check_headers(
     headers: &HeaderMap,
@@ -156,9 +162,12 @@ fn check_headers(
         _ => None,
     };
     if let Some(name) = named.and_then(Value::as_str) {
-        match header(headers, "mcp-name").and_then(decoded) {
+        match header(headers, "mcp-name").map(|h| (h, decoded(h))) {
             None => return Err("Mcp-Name is required".to_owned()),
-            Some(h) if h != name => return Err(format!("Mcp-Name {h} does not match {name}")),
+            Some((sent, None)) => return Err(undecodable("Mcp-Name", sent)),
+            Some((_, Some(h))) if h != name => {
+                return Err(format!("Mcp-Name {h} does not match {name}"));
+            }
             Some(_) => {}
         }
     }
@@ -187,7 +196,13 @@ fn check_param_headers(
     };
     for (property, name) in &annotated {
         let header_name = format!("mcp-param-{}", name.to_ascii_lowercase());
-        let sent = header(headers, &header_name).and_then(decoded);
+        let sent = match header(headers, &header_name) {
+            Some(raw) => match decoded(raw) {
+                Some(value) => Some(value),
+                None => return Err(undecodable(&format!("Mcp-Param-{name}"), raw)),
+            },
+            None => None,
+        };
         let value = arguments
             .and_then(|a| a.get(property.as_str()))
             .filter(|v| !v.is_null());

@@ -44,6 +44,23 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
             "Content-Type must be application/json",
         ));
     }
+    // The body is read as it came: one the client encoded (gzip, say)
+    // would only fail to parse, under a misleading error.
+    let encoded = headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("identity"));
+    if encoded {
+        return Err(refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "Content-Encoding is not supported: send the body as it is",
+        ));
+    }
     if !accepts(headers, "application/json") && !accepts(headers, "text/event-stream") {
         return Err(refusal(
             StatusCode::NOT_ACCEPTABLE,
