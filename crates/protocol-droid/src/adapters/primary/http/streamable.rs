@@ -86,9 +86,9 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
 /// Whether a POST is to be served statelessly (2026-07-28), with that
 /// revision's header checks: when its revision header names it, or when its
 /// body is a request the server serves that way. A 2026-07-28 request
-/// ignores any `Mcp-Session-Id` it carries, so neither depends on one: a
-/// request a session would still have answered statelessly skipped the
-/// checks, and a refusal went out as `200`.
+/// ignores any `Mcp-Session-Id` it carries, so neither depends on one:
+/// otherwise a request the session answers statelessly anyway would skip
+/// the checks, and its refusals would go out as `200`.
 fn is_modern(server: &Server, headers: &HeaderMap, message: &Incoming) -> bool {
     let header_modern = header(headers, VERSION_HEADER)
         .and_then(ProtocolVersion::from_wire)
