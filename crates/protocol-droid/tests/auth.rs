@@ -671,6 +671,20 @@ mod tokens {
                 )?
             }),
             ("not a jwt", "definitely-not-a-jwt".to_owned()),
+            // Nothing to bind a session, a task or a state to: every such
+            // token would be one caller.
+            ("names no one", {
+                let mut claims = good.clone();
+                if let Value::Object(c) = &mut claims {
+                    c.remove("sub");
+                    c.remove("client_id");
+                }
+                key.sign(&claims)?
+            }),
+            (
+                "names no one but emptily",
+                key.sign(&with(json!({ "sub": "", "client_id": "" })))?,
+            ),
         ];
         for (what, token) in &cases {
             assert_invalid_token(&server, token, what).await?;
@@ -1127,6 +1141,33 @@ mod scopes {
         assert_eq!(stolen.status(), 404);
         let own = server
             .post_to("/mcp", Some(&alice), &headers, &list)
+            .await?;
+        assert_eq!(own.status(), 200);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn callers_whose_names_share_their_characters_are_two_callers() -> Result<(), TestError> {
+        let key = SigningKey::rsa("rsa-1")?;
+        let (issuer, server) = guarded(&key).await?;
+        let named = |sub: &str, client: &str| {
+            let mut claims = server.claims(&issuer, sub, "");
+            claims["client_id"] = json!(client);
+            key.sign(&claims)
+        };
+        // The same characters split differently between subject and client,
+        // the separator a naive key would put between them included.
+        let first = named("a\u{1f}b", "c")?;
+        let second = named("a", "b\u{1f}c")?;
+        let session = server.open_session(&first).await?;
+        let headers = legacy_session(&session);
+        let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+        let other = server
+            .post_to("/mcp", Some(&second), &headers, &list)
+            .await?;
+        assert_eq!(other.status(), 404);
+        let own = server
+            .post_to("/mcp", Some(&first), &headers, &list)
             .await?;
         assert_eq!(own.status(), 200);
         Ok(())

@@ -72,7 +72,14 @@ pub(crate) fn normalize_claims(raw: JsonObject) -> AuthClaims {
             }
         }
     }
-    let string = |key: &str| raw.get(key).and_then(Value::as_str).map(str::to_owned);
+    // An empty name names no one: read as absent, never as a caller of
+    // its own that every other empty-named token would share.
+    let string = |key: &str| {
+        raw.get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
     AuthClaims {
         sub: string("sub"),
         aud: raw.get("aud").cloned(),
@@ -162,19 +169,22 @@ impl AuthContext {
     /// otherwise the issuer, subject and client the token was issued to, so
     /// a principal without a `sub` is never mistaken for nobody, nor for
     /// another `sub`-less client.
+    ///
+    /// Written as a JSON array, whose escaping keeps the three apart: no
+    /// character inside one (a separator, a quote) can make two callers'
+    /// keys the same, and an absent member (`null`) is not an empty one.
     #[must_use]
     pub fn principal_key(&self) -> Option<String> {
         let claims = self.claims()?;
-        let iss = claims
-            .raw_claims
-            .get("iss")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        Some(format!(
-            "{iss}\u{1f}{}\u{1f}{}",
-            claims.sub.as_deref().unwrap_or_default(),
-            claims.client_id.as_deref().unwrap_or_default()
-        ))
+        let iss = claims.raw_claims.get("iss").and_then(Value::as_str);
+        Some(
+            Value::from(vec![
+                iss.map(Value::from),
+                claims.sub.as_deref().map(Value::from),
+                claims.client_id.as_deref().map(Value::from),
+            ])
+            .to_string(),
+        )
     }
 
     /// Whether the caller holds `scope`. The anonymous caller holds none.
@@ -239,6 +249,34 @@ mod tests {
         assert!(claims.scopes.is_empty());
         assert_eq!(claims.scope, None);
         assert_eq!(claims.exp, None, "a negative time is dropped, not wrapped");
+    }
+
+    #[test]
+    fn no_two_callers_share_a_principal_key() {
+        let key = |claims: Value| {
+            AuthContext::principal(normalize_claims(object(claims))).principal_key()
+        };
+        let iss = "https://issuer.example";
+        let callers = [
+            key(json!({ "iss": iss, "sub": "a\u{1f}b", "client_id": "c" })),
+            key(json!({ "iss": iss, "sub": "a", "client_id": "b\u{1f}c" })),
+            key(json!({ "iss": iss, "sub": "a\",\"b", "client_id": "c" })),
+            key(json!({ "iss": iss, "sub": "a", "client_id": "b\",\"c" })),
+            key(json!({ "iss": iss, "sub": "a" })),
+            key(json!({ "iss": iss, "client_id": "a" })),
+            key(json!({ "sub": "a" })),
+        ];
+        for (i, one) in callers.iter().enumerate() {
+            assert!(one.is_some());
+            for other in callers.iter().skip(i + 1) {
+                assert_ne!(one, other);
+            }
+        }
+        // An empty name is no name: not a caller of its own.
+        assert_eq!(
+            key(json!({ "iss": iss, "sub": "", "client_id": "a" })),
+            key(json!({ "iss": iss, "client_id": "a" }))
+        );
     }
 
     #[test]

@@ -422,6 +422,17 @@ impl ResourceServer {
                 scopes,
             ));
         }
+        // Sessions, tasks and `requestState`s are bound to who the caller
+        // is; a token naming neither a subject nor a client would make
+        // every such caller one (RFC 9068 requires both).
+        if claims.sub.is_none() && claims.client_id.is_none() {
+            tracing::debug!("bearer token refused: it names no subject and no client");
+            return Err(self.refuse(
+                StatusCode::UNAUTHORIZED,
+                Some(("invalid_token", "the access token is not valid")),
+                scopes,
+            ));
+        }
         let missing = self
             .required_scopes
             .iter()
