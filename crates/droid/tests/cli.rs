@@ -685,6 +685,52 @@ mod scopes {
         anonymous_is_kept_out(&protected("bridge", &RULES, true)?)
     }
 
+    /// The gateway in front of `droid serve`, one of its prompts scoped,
+    /// open to anonymous callers.
+    fn protected_gateway() -> Result<(Running, String), TestError> {
+        let config = fixture_gateway("scoped", "default", "on-first-use")?;
+        let config = config.to_string_lossy().into_owned();
+        let mut args = protected(
+            "gateway",
+            &["prompt:fixture/test_simple_prompt=prompts:simple"],
+            false,
+        )?;
+        args.extend(["--config".to_owned(), config]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        listening(&args, "http")
+    }
+
+    #[test]
+    fn through_the_gateway_a_hidden_prompt_is_answered_as_a_missing_one() -> Result<(), TestError> {
+        let (_gateway, address) = protected_gateway()?;
+        // Each answer with its name taken out: what is left must not tell
+        // the prompt the caller may not see from the one that is not there.
+        let answer = |method: &str, name: &str| -> Result<String, TestError> {
+            let params = if method == "prompts/get" {
+                serde_json::json!({ "name": name })
+            } else {
+                serde_json::json!({ "ref": { "type": "ref/prompt", "name": name },
+                                    "argument": { "name": "x", "value": "" } })
+            };
+            let (answered, text) = call(&address, method, &params.to_string())?;
+            assert!(!answered, "{method} {name}: {text}");
+            Ok(text.replace(name, "NAME"))
+        };
+        for method in ["prompts/get", "completion/complete"] {
+            let hidden = answer(method, "fixture/test_simple_prompt")?;
+            let missing = answer(method, "fixture/no_such_prompt")?;
+            assert_eq!(hidden, missing, "{method}");
+        }
+        // A prompt that is there and open is still served.
+        let (got, text) = call(
+            &address,
+            "prompts/get",
+            r#"{"name":"fixture/test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}"#,
+        )?;
+        assert!(got, "{text}");
+        Ok(())
+    }
+
     #[test]
     fn a_scope_rule_naming_nothing_stops_every_mode() -> Result<(), TestError> {
         for (mode, upstream) in [("serve", false), ("bridge", true)] {

@@ -133,6 +133,21 @@ for (const era of ['legacy', '2026-07-28']) {
             assert.deepEqual(completed.completion.values, ['Engineering']);
         });
 
+        it("tells a prompt the upstream does not have in its own words, and passes on the upstream's refusal of one it has", async () => {
+            // server-everything names its own prompt ("Prompt nope not found"); the gateway names
+            // the client's, as it does for a prompt a caller may not see.
+            await assert.rejects(alice.client.getPrompt({ name: 'everything/nope' }), error => {
+                assert.equal(error.code, -32602, error.message);
+                assert.match(error.message, /unknown prompt everything\/nope/);
+                return true;
+            });
+            await assert.rejects(alice.client.getPrompt({ name: 'everything/args-prompt' }), error => {
+                assert.equal(error.code, -32602, error.message);
+                assert.doesNotMatch(error.message, /unknown prompt/);
+                return true;
+            });
+        });
+
         it('lists and reads resources and templates under the gateway names', async () => {
             const uris = (await all(c => alice.client.listResources(c), 'resources')).map(r => r.uri);
             assert.ok(uris.includes(STATIC), JSON.stringify(uris));

@@ -235,19 +235,26 @@ impl Forwarding {
         let outer = params
             .get("name")
             .and_then(Value::as_str)
-            .unwrap_or_default();
-        let unknown = || CallError::from(Refusal::from(Unknown::Prompt(outer.to_owned())));
-        let (upstream, inner) = names::split_name(outer).ok_or_else(unknown)?;
+            .unwrap_or_default()
+            .to_owned();
+        let unknown = || CallError::from(Refusal::from(Unknown::Prompt(outer.clone())));
+        let (upstream, inner) = names::split_name(&outer).ok_or_else(unknown)?;
         let target = self
             .state()
             .target(upstream, "prompts")
             .ok_or_else(unknown)?;
-        let inner = inner.to_owned();
-        params.insert("name".to_owned(), Value::String(inner));
-        let mut result = self
-            .upstream(&target, "prompts/get", params, &call)
-            .await
-            .map_err(|e| link_error(&target.name, e))?;
+        params.insert("name".to_owned(), Value::String(inner.to_owned()));
+        let mut result = match self.upstream(&target, "prompts/get", params, &call).await {
+            Ok(result) => result,
+            Err(refused)
+                if self
+                    .not_there(&refused, &target, &PROMPTS, inner, &call)
+                    .await =>
+            {
+                return Err(unknown());
+            }
+            Err(e) => return Err(link_error(&target.name, e)),
+        };
         if let Some(messages) = result.get_mut("messages").and_then(Value::as_array_mut) {
             for message in messages {
                 if let Some(content) = message.get_mut("content") {
@@ -328,13 +335,125 @@ impl Forwarding {
             })
         };
         let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
-        let inner = inner.to_owned();
-        reference.insert(key.to_owned(), Value::String(inner));
-        self.upstream(&target, "completion/complete", params, &call)
+        let (outer, inner) = (outer.to_owned(), inner.to_owned());
+        reference.insert(key.to_owned(), Value::String(inner.clone()));
+        let lists: &[&Listing] = if key == "name" {
+            &[&PROMPTS]
+        } else {
+            &[&TEMPLATES, &RESOURCES]
+        };
+        match self
+            .upstream(&target, "completion/complete", params, &call)
             .await
-            .map_err(|e| link_error(&target.name, e))
+        {
+            Ok(result) => Ok(result),
+            Err(refused)
+                if self
+                    .none_there(&refused, &target, lists, &inner, &call)
+                    .await =>
+            {
+                Err(nothing_to_complete(&outer))
+            }
+            Err(e) => Err(link_error(&target.name, e)),
+        }
+    }
+
+    /// Whether `refused`, the upstream's answer to a request naming `inner`,
+    /// means there is no such item: a `-32602` while `listing` of that
+    /// upstream does not list `inner`. Then the client is told in the
+    /// gateway's words, under its name for the item, which is also what a
+    /// caller who may not see an item is told: the upstream's own words
+    /// (its name for the item) would tell the two apart.
+    async fn not_there(
+        &self,
+        refused: &CallError,
+        target: &Target,
+        listing: &Listing,
+        inner: &str,
+        call: &Call,
+    ) -> bool {
+        self.none_there(refused, target, &[listing], inner, call)
+            .await
+    }
+
+    /// [`Self::not_there`] against several listings: listed by none.
+    async fn none_there(
+        &self,
+        refused: &CallError,
+        target: &Target,
+        listings: &[&Listing],
+        inner: &str,
+        call: &Call,
+    ) -> bool {
+        if !matches!(refused, CallError::Protocol(e) if e.code == ErrorCode::INVALID_PARAMS) {
+            return false;
+        }
+        for listing in listings {
+            if self.listed(target, listing, inner, call).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether `target` lists `inner` in `listing`, page after page (at most
+    /// [`LISTED_PAGES`]). A list that fails, or runs longer, says nothing
+    /// either way and counts as listed, so the upstream's refusal stands.
+    async fn listed(&self, target: &Target, listing: &Listing, inner: &str, call: &Call) -> bool {
+        let mut cursor: Option<String> = None;
+        for _ in 0..LISTED_PAGES {
+            let mut params = JsonObject::new();
+            if let Some(cursor) = cursor.take() {
+                params.insert("cursor".to_owned(), Value::String(cursor));
+            }
+            let Ok(page) = self.upstream(target, listing.method, params, call).await else {
+                return true;
+            };
+            let items = page.get(listing.member).and_then(Value::as_array);
+            if items.is_some_and(|items| {
+                items
+                    .iter()
+                    .any(|item| item.get(listing.key).and_then(Value::as_str) == Some(inner))
+            }) {
+                return true;
+            }
+            match page.get("nextCursor").and_then(Value::as_str) {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return false,
+            }
+        }
+        true
     }
 }
+
+/// A list an upstream answers, and where an item's name is in it.
+struct Listing {
+    method: &'static str,
+    member: &'static str,
+    key: &'static str,
+}
+
+const PROMPTS: Listing = Listing {
+    method: "prompts/list",
+    member: "prompts",
+    key: "name",
+};
+
+const TEMPLATES: Listing = Listing {
+    method: "resources/templates/list",
+    member: "resourceTemplates",
+    key: "uriTemplate",
+};
+
+const RESOURCES: Listing = Listing {
+    method: "resources/list",
+    member: "resources",
+    key: "uri",
+};
+
+/// How many pages of an upstream's list are read to learn whether it has an
+/// item: enough for any real server, and a bound on one refusal's cost.
+const LISTED_PAGES: usize = 20;
 
 fn nothing_to_complete(outer: &str) -> CallError {
     Refusal::from(Unknown::CompletionTarget(outer.to_owned())).into()
