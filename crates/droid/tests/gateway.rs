@@ -134,6 +134,70 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
     Ok(())
 }
 
+/// An upstream that never answers (a process that does not read its
+/// stdin, its `timeout` ten minutes) holds back neither the gateway's start
+/// nor the others: a client is answered, the healthy upstream's tools
+/// listed, while it still hangs.
+#[test]
+fn an_upstream_that_never_answers_holds_back_no_other() -> Result<(), TestError> {
+    use std::io::{BufRead as _, Write as _};
+    let scratch = Files::fresh("droid-gateway-stuck")?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "{}\n[[upstream]]\nname = \"stuck\"\ncommand = [\"sleep\", \"600\"]\n\
+             timeout = 600\ntrust = \"on-first-use\"\n",
+            served("fixture")
+        ),
+    )?;
+    let mut child = droid_command()
+        .args(["gateway", "--config", &config])
+        .env("XDG_STATE_HOME", scratch.dir())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (lines, replies) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )?;
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )?;
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#)?;
+    let listed = loop {
+        // Patience for a busy machine: the stuck upstream gives up only
+        // after ten minutes.
+        let line = replies.recv_timeout(PATIENCE);
+        let Ok(line) = line else {
+            let _killed = child.kill();
+            return Err("no answer while an upstream hangs".into());
+        };
+        if line.contains(r#""id":2"#) {
+            break line;
+        }
+    };
+    let _killed = child.kill();
+    let _reaped = child.wait();
+    assert!(listed.contains("fixture/echo"), "{listed}");
+    assert!(!listed.contains("stuck/"), "{listed}");
+    Ok(())
+}
+
 /// A stdio upstream that dies is started again; while it is down a call
 /// is refused saying so, never left to hang.
 #[test]

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use futures_util::future::join_all;
@@ -84,7 +85,13 @@ pub(crate) async fn start(
             .await?;
     }
     let prepared = prepare_all(config.enabled(), tls_trust)?;
-    let failures = add_prepared(&gateway, prepared).await;
+    // A list of digests is complete or says it is not; a gateway serving
+    // clients serves those up soon, and no slow upstream holds the rest back.
+    let wait = match purpose {
+        Purpose::Serving => Some(START_WAIT),
+        Purpose::Viewing => None,
+    };
+    let failures = add_prepared(&gateway, prepared, wait).await;
     let cli = cli_scopes(auth)?;
     let rules = scope_rules(config, &cli);
     check_scopes(&rules, &gateway)?;
@@ -114,16 +121,41 @@ pub(crate) fn prepare_all<'a>(
         .collect()
 }
 
-/// Adds `prepared` to `gateway` at once; the first attempt of each that
+/// How long a gateway starting to serve waits for its upstreams: the usual
+/// server is up well within it, so the first sessions see a whole catalog,
+/// and one that hangs (up to its own `timeout`) holds the others back no
+/// longer. What is still connecting then comes up in the background, and its
+/// tools appear as a list change.
+pub(crate) const START_WAIT: Duration = Duration::from_secs(5);
+
+/// Adds `prepared` to `gateway` at once, waiting for each at most `wait`
+/// (`None`: until it is up or has failed); the first attempt of each that
 /// failed (it is retried in the background), each said in the log.
-pub(crate) async fn add_prepared(gateway: &Gateway, prepared: Vec<Prepared>) -> Vec<String> {
+pub(crate) async fn add_prepared(
+    gateway: &Gateway,
+    prepared: Vec<Prepared>,
+    wait: Option<Duration>,
+) -> Vec<String> {
     let attempts = prepared.into_iter().map(|(name, connector, options)| {
         let gateway = gateway.clone();
         async move {
-            gateway
-                .add_upstream(&name, connector, options)
-                .await
-                .map_err(|error| error.to_string())
+            let adding = gateway.add_upstream(&name, connector, options);
+            let Some(wait) = wait else {
+                return adding.await.map_err(|error| error.to_string());
+            };
+            // The attempt runs on, or is retried, in the background.
+            match tokio::time::timeout(wait, adding).await {
+                Ok(added) => added.map_err(|error| error.to_string()),
+                Err(_) => {
+                    tracing::info!(
+                        target: "droid",
+                        upstream = %name,
+                        "still connecting after {} s; serving the others meanwhile",
+                        wait.as_secs()
+                    );
+                    Ok(())
+                }
+            }
         }
     });
     let failures: Vec<String> = join_all(attempts)

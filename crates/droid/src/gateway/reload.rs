@@ -216,7 +216,8 @@ async fn apply(
         gateway.remove_upstream(name).await;
     }
     let count = prepared.len();
-    add_prepared(gateway, prepared).await;
+    // Waited for: the rules are checked against what they list.
+    add_prepared(gateway, prepared, None).await;
     // Checked above against the configuration: only an upstream a
     // concurrent change removed could refuse it.
     if let Err(error) = gateway.set_primitive_scopes(primitive) {
