@@ -509,6 +509,21 @@ pub(crate) fn runtime_for(stdio: bool) -> anyhow::Result<tokio::runtime::Runtime
         .context("starting the async runtime")
 }
 
+/// How long a server's runtime, its work done, waits for its blocking
+/// threads before the process ends.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs a server's `work` on `runtime` to its end, then ends the runtime:
+/// every task dropped (and with them the children a gateway or bridge
+/// started), its blocking threads waited for no longer than
+/// [`SHUTDOWN_GRACE`]. One may be reading a stdin that never ends, when a
+/// signal ended the server.
+pub(crate) fn run_to_end<T>(runtime: tokio::runtime::Runtime, work: impl Future<Output = T>) -> T {
+    let outcome = runtime.block_on(work);
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    outcome
+}
+
 fn serve(mut listening: Listening<'_>, revisions: &[String]) -> anyhow::Result<()> {
     let offered = offered(revisions)?;
     let setup = listening.setup(RateLimits::default())?;
@@ -516,7 +531,7 @@ fn serve(mut listening: Listening<'_>, revisions: &[String]) -> anyhow::Result<(
     // request more slowly (12,792 against 20,926 calls/s), though it gained
     // with 64 in flight (docs/benchmarks.md).
     let runtime = runtime_for(false)?;
-    runtime.block_on(async {
+    run_to_end(runtime, async {
         let server = fixture::server(&offered, setup).context("building the fixture server")?;
         for rule in listening.auth.scope_rules()? {
             anyhow::ensure!(
@@ -554,9 +569,20 @@ pub(crate) async fn serve_on(
             "authorization needs --listen: stdio carries no bearer tokens"
         );
         anyhow::ensure!(!served.tls_enabled(), "--tls-cert needs --listen");
-        return stdio::serve_process(server, StdioOptions::default())
-            .await
-            .context("serving stdio");
+        // Ended by a signal, the process still ends in order: what it
+        // started (a gateway's or a bridge's upstreams, each in a process
+        // group of its own) is ended with it, as when its stdin closes.
+        let caught =
+            |kind| tokio::signal::unix::signal(kind).context("catching SIGTERM and SIGINT");
+        let mut terminate = caught(tokio::signal::unix::SignalKind::terminate())?;
+        let mut interrupt = caught(tokio::signal::unix::SignalKind::interrupt())?;
+        return tokio::select! {
+            served = stdio::serve_process(server, StdioOptions::default()) => {
+                served.context("serving stdio")
+            }
+            _ = interrupt.recv() => Ok(()),
+            _ = terminate.recv() => Ok(()),
+        };
     };
     auth::check_listen(auth, &addr)?;
     served.check_exposure(&addr, auth.enabled()).await?;

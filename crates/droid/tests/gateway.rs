@@ -134,68 +134,178 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
     Ok(())
 }
 
+/// A gateway over stdio whose config is `served("fixture")` beside an
+/// upstream `stuck` running `command` (its `timeout` ten minutes), spoken
+/// to a line at a time; its lines arrive on the receiver.
+struct Stuck {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    _scratch: Files,
+}
+
+impl Stuck {
+    fn start(command: &str) -> Result<Self, TestError> {
+        use std::io::BufRead as _;
+        let scratch = Files::fresh("droid-gateway-stuck")?;
+        let config = scratch.write(
+            "gateway.toml",
+            &format!(
+                "{}\n[[upstream]]\nname = \"stuck\"\ncommand = {command}\n\
+                 timeout = 600\ntrust = \"on-first-use\"\n",
+                served("fixture")
+            ),
+        )?;
+        let mut child = droid_command()
+            .args(["gateway", "--config", &config])
+            .env("XDG_STATE_HOME", scratch.dir())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Self {
+            child,
+            stdin,
+            lines,
+            _scratch: scratch,
+        })
+    }
+
+    /// Initializes, then answers the tools the gateway lists.
+    fn tools(&mut self) -> Result<String, TestError> {
+        use std::io::Write as _;
+        let stdin = self.stdin.as_mut().ok_or("stdin closed")?;
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+        )?;
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )?;
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#)?;
+        loop {
+            // Patience for a busy machine: the stuck upstream gives up only
+            // after ten minutes.
+            let line = self
+                .lines
+                .recv_timeout(PATIENCE)
+                .map_err(|_| "no answer while an upstream hangs")?;
+            if line.contains(r#""id":2"#) {
+                return Ok(line);
+            }
+        }
+    }
+}
+
+impl Drop for Stuck {
+    fn drop(&mut self) {
+        // Ended as a client ends it, so that it ends its upstreams; killed
+        // only if it will not.
+        drop(self.stdin.take());
+        let deadline = Instant::now() + PATIENCE;
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _killed = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
 /// An upstream that never answers (a process that does not read its
 /// stdin, its `timeout` ten minutes) holds back neither the gateway's start
 /// nor the others: a client is answered, the healthy upstream's tools
 /// listed, while it still hangs.
 #[test]
 fn an_upstream_that_never_answers_holds_back_no_other() -> Result<(), TestError> {
-    use std::io::{BufRead as _, Write as _};
-    let scratch = Files::fresh("droid-gateway-stuck")?;
-    let config = scratch.write(
-        "gateway.toml",
-        &format!(
-            "{}\n[[upstream]]\nname = \"stuck\"\ncommand = [\"sleep\", \"600\"]\n\
-             timeout = 600\ntrust = \"on-first-use\"\n",
-            served("fixture")
-        ),
-    )?;
-    let mut child = droid_command()
-        .args(["gateway", "--config", &config])
-        .env("XDG_STATE_HOME", scratch.dir())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let (lines, replies) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
-    )?;
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )?;
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#)?;
-    let listed = loop {
-        // Patience for a busy machine: the stuck upstream gives up only
-        // after ten minutes.
-        let line = replies.recv_timeout(PATIENCE);
-        let Ok(line) = line else {
-            let _killed = child.kill();
-            return Err("no answer while an upstream hangs".into());
-        };
-        if line.contains(r#""id":2"#) {
-            break line;
-        }
-    };
-    let _killed = child.kill();
-    let _reaped = child.wait();
+    let mut gateway = Stuck::start(r#"["sleep", "600"]"#)?;
+    let listed = gateway.tools()?;
     assert!(listed.contains("fixture/echo"), "{listed}");
     assert!(!listed.contains("stuck/"), "{listed}");
     Ok(())
+}
+
+/// Whether a process runs whose command line is `words`.
+fn running(words: &[&str]) -> bool {
+    let wanted: Vec<u8> = words
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc").is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|line| line == wanted)
+        })
+    })
+}
+
+/// What an upstream started of its own (through a wrapper, say) ends with
+/// it when the gateway ends, as `end` ends it: none of its process group is
+/// left.
+fn children_end_with_the_gateway(
+    tag: u32,
+    end: impl FnOnce(&mut Stuck) -> Result<(), TestError>,
+) -> Result<(), TestError> {
+    // The shell starts a helper in the background, then becomes the server;
+    // neither ever answers. The durations only make them recognisable, each
+    // test's its own (`tag`), as tests run side by side.
+    let (helper, server) = (format!("613.{tag}"), format!("614.{tag}"));
+    let command = format!(r#"["sh", "-c", "sleep {helper} & exec sleep {server}"]"#);
+    let (helper, server) = (["sleep", helper.as_str()], ["sleep", server.as_str()]);
+    let mut gateway = Stuck::start(&command)?;
+    gateway.tools()?;
+    assert!(running(&helper) && running(&server), "the upstream started");
+    end(&mut gateway)?;
+    let deadline = Instant::now() + PATIENCE;
+    while gateway.child.try_wait()?.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        gateway.child.try_wait()?.is_some(),
+        "the gateway did not end"
+    );
+    while (running(&helper) || running(&server)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!running(&server), "the upstream outlived the gateway");
+    assert!(
+        !running(&helper),
+        "the upstream's own child outlived the gateway"
+    );
+    Ok(())
+}
+
+#[test]
+fn an_upstreams_own_children_end_with_the_gateway_when_its_client_goes() -> Result<(), TestError> {
+    children_end_with_the_gateway(1, |gateway| {
+        drop(gateway.stdin.take());
+        Ok(())
+    })
+}
+
+#[test]
+fn an_upstreams_own_children_end_with_the_gateway_when_it_is_told_to_stop() -> Result<(), TestError>
+{
+    // Its client still there, reading nothing: SIGTERM alone ends it.
+    children_end_with_the_gateway(2, |gateway| {
+        let stopped = Command::new("kill")
+            .args(["-TERM", &gateway.child.id().to_string()])
+            .status()?;
+        assert!(stopped.success());
+        Ok(())
+    })
 }
 
 /// A stdio upstream that dies is started again; while it is down a call

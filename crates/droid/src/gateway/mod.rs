@@ -63,7 +63,7 @@ pub(crate) fn run(
         listening.metrics.get_or_insert_with(Metrics::new);
     }
     let setup = listening.setup(config.limits.rate_limits()?)?;
-    runtime.block_on(async {
+    crate::run_to_end(runtime, async {
         let (gateway, failures) = build::start(
             &config,
             config_path,
@@ -111,7 +111,8 @@ pub(crate) fn run(
         // The operator's way in without a restart: status and approvals on
         // the admin socket, reloads on SIGHUP and when the file changes.
         // Neither is needed to serve, so a failure is said and passed over.
-        let _admin = match admin::socket(config_path, config.admin_socket.as_deref(), admin_socket) {
+        let _admin = match admin::socket(config_path, config.admin_socket.as_deref(), admin_socket)
+        {
             Some(path) => match serve_admin(gateway.clone(), &path).await {
                 Ok(endpoint) => {
                     tracing::info!(target: "droid", "admin socket at {}", endpoint.path().display());

@@ -5,6 +5,10 @@
 //! the last few are kept so that a server that dies can say why. Shutdown is
 //! orderly, as the stdio transport asks: close stdin, wait, send `SIGTERM`,
 //! wait, then kill.
+//!
+//! The child leads a process group of its own, and the signals go to the
+//! group: a server started through a wrapper (`npx`, `uvx`, a shell script)
+//! or that starts helpers of its own leaves none of them running.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -117,8 +121,9 @@ impl ChildProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // A client dropped without `close` must not leave the server
-            // running.
+            // running (nor, see `Drop`, anything it started).
             .kill_on_drop(true)
+            .process_group(0)
             .spawn()?;
         let pid = child.id();
         let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -193,21 +198,43 @@ impl Link for ChildProcess {
             let Some(mut child) = self.child.lock().await.take() else {
                 return;
             };
+            let group = self.pid.and_then(|pid| i32::try_from(pid).ok());
+            if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
+                // The server is gone; what it started is told to go too.
+                signal_group(group, nix::sys::signal::Signal::SIGTERM);
+                return;
+            }
+            signal_group(group, nix::sys::signal::Signal::SIGTERM);
             if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
                 return;
             }
-            if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-                if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
-                    return;
-                }
-            }
             tracing::warn!(pid = self.pid, "the server ignored SIGTERM; killing it");
+            signal_group(group, nix::sys::signal::Signal::SIGKILL);
             let _ = child.kill().await;
         })
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        // Dropped without `close`: `kill_on_drop` ends the server itself,
+        // and this whatever it started. A child already closed is not
+        // held any more.
+        let held = self.child.try_lock().map_or(true, |child| child.is_some());
+        if held {
+            signal_group(
+                self.pid.and_then(|pid| i32::try_from(pid).ok()),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// Sends `signal` to the process group `group` leads, if there is one: a
+/// group that has already ended is no error.
+fn signal_group(group: Option<i32>, signal: nix::sys::signal::Signal) {
+    if let Some(group) = group.filter(|g| *g > 0) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), signal);
     }
 }
 
