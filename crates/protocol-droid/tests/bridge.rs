@@ -199,22 +199,37 @@ fn upstream_answer<'a>(
                 "structuredContent": [1, 2],
             })),
             ("tools/call", "ask_url") => {
-                call.elicit(
+                let answer = call.elicit(
                     "link",
                     json!({ "mode": "url", "message": "Sign in", "url": "https://example.com/login",
                             "elicitationId": "e1" }),
                 )
                 .await?;
-                Ok(json!({ "content": [] }))
+                // The user's answer, as the server heard it.
+                let action = answer.get("action").cloned().unwrap_or_default();
+                Ok(json!({ "content": [{ "type": "text", "text": action }] }))
             }
             ("tools/call", "ask_form") => {
-                call.elicit(
-                    "form",
-                    json!({ "message": "Name?", "requestedSchema": { "type": "object",
+                let answer = call
+                    .elicit(
+                        "form",
+                        json!({ "message": "Name?", "requestedSchema": { "type": "object",
                         "properties": { "name": { "type": "string" } } } }),
-                )
-                .await?;
-                Ok(json!({ "content": [] }))
+                    )
+                    .await?;
+                // The user's answer, as the server heard it.
+                let action = answer.get("action").cloned().unwrap_or_default();
+                Ok(json!({ "content": [{ "type": "text", "text": action }] }))
+            }
+            ("tools/call", "sample_refused") => {
+                // A server that takes a refusal in its stride, and says so.
+                let asked = json!({ "maxTokens": 5, "messages": [{ "role": "user",
+                    "content": { "type": "text", "text": REFUSE } }] });
+                let text = match call.sample("s", asked).await {
+                    Ok(_) => "the client sampled".to_owned(),
+                    Err(refused) => format!("the client refused: {refused}"),
+                };
+                Ok(json!({ "content": [{ "type": "text", "text": text }] }))
             }
             ("tools/call", "sample_tools") => {
                 call.sample(
@@ -335,9 +350,21 @@ impl ClientHandler for Recording {
     ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorObject>> {
         let reply = json!({ "role": "assistant", "model": "m",
             "content": { "type": "text", "text": "sampled" } });
-        Box::pin(async move { self.answer(&params, reply) })
+        let refuse = serde_json::to_string(&params).is_ok_and(|p| p.contains(REFUSE));
+        Box::pin(async move {
+            if refuse {
+                return Err(ErrorObject::new(
+                    ErrorCode(-1),
+                    "User rejected sampling request",
+                ));
+            }
+            self.answer(&params, reply)
+        })
     }
 }
+
+/// A sampling message the test client refuses to sample.
+const REFUSE: &str = "please refuse this";
 
 fn poisoned() -> ErrorObject {
     ErrorObject::new(ErrorCode::INTERNAL_ERROR, "test bookkeeping failed")
@@ -986,41 +1013,43 @@ async fn refused_unasked(
     Ok(())
 }
 
-/// What a client's revision or declaration cannot answer fails the call
-/// with an error the client's revision defines, and the client is never
-/// asked.
+/// What a client's revision cannot answer is never put to it: the server
+/// hears the question cancelled, as a user dismissing it, and the call ends
+/// as the server ends it.
 async fn not_put_to(client: ProtocolVersion, tool: &str) -> Result<(), TestError> {
     let rig = permissive(ProtocolVersion::V2025_11_25, client).await?;
-    let outcome = ask(&rig, "tools/call", json!({ "name": tool })).await;
-    match &outcome {
-        Err(ClientError::Server(error)) => {
-            assert!(
-                error.message.to_lowercase().contains("elicitation"),
-                "{tool} for {client}: the error must say what was missing: {error:?}"
-            );
-            assert_eq!(
-                error.code,
-                ErrorCode::INTERNAL_ERROR,
-                "{tool} for {client}: {error:?}"
-            );
-        }
-        other => {
-            return Err(format!("{tool} for {client}: expected a refusal, got {other:?}").into());
-        }
-    }
+    let called = ask(&rig, "tools/call", json!({ "name": tool })).await?;
+    assert_eq!(
+        called["content"][0]["text"],
+        json!("cancel"),
+        "{tool} for {client}: {called}"
+    );
     assert!(rig.asked()?.is_empty());
     Ok(())
 }
 
 #[tokio::test]
 async fn elicitation_is_never_put_to_2025_03_26() -> Result<(), TestError> {
-    // The upstream hears the client's capabilities, so it refuses itself.
     not_put_to(ProtocolVersion::V2025_03_26, "ask_form").await
 }
 
 #[tokio::test]
 async fn url_elicitation_is_never_put_to_2025_06_18() -> Result<(), TestError> {
     not_put_to(ProtocolVersion::V2025_06_18, "ask_url").await
+}
+
+#[tokio::test]
+async fn a_question_the_client_refuses_is_the_servers_to_handle() -> Result<(), TestError> {
+    // The refusal goes up as the question's answer, and the call ends as
+    // the server ends it, here with a result that says what it heard.
+    let rig = permissive(ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_11_25).await?;
+    let called = ask(&rig, "tools/call", json!({ "name": "sample_refused" })).await?;
+    let text = called["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("the client refused") && text.contains("User rejected"),
+        "{called}"
+    );
+    Ok(())
 }
 
 #[tokio::test]

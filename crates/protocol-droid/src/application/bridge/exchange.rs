@@ -700,13 +700,15 @@ impl Rounds<'_> {
                             asked.state = Some(parked_state(&handle, self.here));
                             return Err(CallError::InputRequired(Box::new(asked)));
                         }
+                        // The client refused (or could not be asked): the
+                        // server hears it as its question's answer, and what
+                        // the request comes to is still the server's to say.
                         Err(error) => {
                             let object = match &error {
                                 CallError::Protocol(object) => object.clone(),
                                 other => Refusal::internal(other.to_string()).into(),
                             };
                             flight.refuse_open(&object);
-                            return Err(error);
                         }
                     }
                 }
