@@ -308,6 +308,34 @@ fn an_upstreams_own_children_end_with_the_gateway_when_it_is_told_to_stop() -> R
     })
 }
 
+/// An upstream's tool names reach the operator's terminal escaped: none of
+/// its escape sequences or direction overrides is written as it is.
+#[test]
+fn an_upstreams_tool_names_are_shown_escaped() -> Result<(), TestError> {
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let scratch = Files::fresh("droid-gateway-names")?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}, \"--spoof-names\"]\n\
+             trust = \"on-first-use\"\n"
+        ),
+    )?;
+    let (tools, out) = digests(&config, scratch.dir())?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(tools.iter().any(|(id, _)| id == "hostile/ok"), "{stdout}");
+    assert!(
+        !stdout.contains(['\u{1b}', '\u{7}', '\u{202e}']),
+        "raw control characters reached the terminal: {stdout:?}"
+    );
+    assert!(
+        stdout.contains(r"hostile/ok\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}evil"),
+        "{stdout}"
+    );
+    Ok(())
+}
+
 /// A stdio upstream that dies is started again; while it is down a call
 /// is refused saying so, never left to hang.
 #[test]

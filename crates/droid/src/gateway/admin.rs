@@ -123,8 +123,10 @@ pub(crate) fn ask(
     Ok(())
 }
 
-fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or("-")
+/// A string of the status as the terminal may show it ([`super::shown`]):
+/// names and messages come from upstreams, which are not trusted.
+fn text(value: &Value) -> std::borrow::Cow<'_, str> {
+    super::shown(value.as_str().unwrap_or("-"))
 }
 
 fn print_status(out: &mut impl std::io::Write, status: &Value) -> std::io::Result<()> {

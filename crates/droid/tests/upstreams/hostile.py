@@ -8,12 +8,18 @@ gateway in front of it must survive. Each tool is one fault:
   huge     answers with a 100 MiB line
   flood    sends 20,000 log messages and 1,000 tools/list_changed, then answers
   crash    exits without answering
+
+With `--spoof-names` it also lists a tool whose name carries terminal escape
+sequences and a right-to-left override, as a server out to fool whoever
+reads the gateway's catalog in a terminal would.
 """
 
 import json
 import sys
 
 TOOLS = ["ok", "hang", "garbage", "huge", "flood", "crash"]
+if "--spoof-names" in sys.argv[1:]:
+    TOOLS.append("ok\u001b]0;pwned\u0007\u001b[2J\u202eevil")
 out = sys.stdout
 
 
