@@ -336,6 +336,30 @@ fn an_upstreams_tool_names_are_shown_escaped() -> Result<(), TestError> {
     Ok(())
 }
 
+/// A tool an upstream lists twice is neither trusted nor offered, in
+/// either of its forms; the upstream's other tools are.
+#[test]
+fn a_tool_listed_twice_is_not_offered() -> Result<(), TestError> {
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let scratch = Files::fresh("droid-gateway-twice")?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}, \"--repeat-names\"]\n\
+             trust = \"on-first-use\"\n"
+        ),
+    )?;
+    let (tools, out) = digests(&config, scratch.dir())?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!tools.iter().any(|(id, _)| id == "hostile/ok"), "{tools:?}");
+    assert!(
+        tools.iter().any(|(id, _)| id == "hostile/hang"),
+        "{tools:?}"
+    );
+    assert!(stderr.contains("more than once"), "{stderr}");
+    Ok(())
+}
+
 /// A stdio upstream that dies is started again; while it is down a call
 /// is refused saying so, never left to hang.
 #[test]

@@ -80,7 +80,7 @@ impl Gateway {
                 tracing::warn!(upstream = %name, tool = %named, "the tool policy names a tool the upstream does not offer");
             }
         }
-        let definitions = policy.apply(name, offered);
+        let definitions = without_repeats(name, policy.apply(name, offered));
         // Applied under the lock every list and call waits on, and
         // nothing awaited while it is held.
         let (store, claim, trusted, touched, registrations, added) = {
@@ -232,4 +232,30 @@ impl Gateway {
 fn kept(definition: &JsonObject) -> Option<Arc<JsonObject>> {
     let size = serde_json::to_vec(definition).map_or(usize::MAX, |bytes| bytes.len());
     (size <= MAX_KEPT_DEFINITION).then(|| Arc::new(definition.clone()))
+}
+
+/// `definitions` less every tool whose name comes more than once: a name
+/// is one tool (the revisions say so), and which definition of two would be
+/// trusted, pinned and served is not the upstream's to leave open. Each such
+/// name is logged, and none of its definitions offered.
+fn without_repeats(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
+    let name_of = |d: &JsonObject| d.get("name").and_then(Value::as_str).map(str::to_owned);
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for definition in &definitions {
+        if let Some(name) = name_of(definition) {
+            *seen.entry(name).or_default() += 1;
+        }
+    }
+    for (tool, times) in seen.iter().filter(|(_, times)| **times > 1) {
+        tracing::error!(
+            upstream,
+            tool = %tool.escape_debug(),
+            times,
+            "the upstream lists a tool more than once; none of them is offered"
+        );
+    }
+    definitions
+        .into_iter()
+        .filter(|d| name_of(d).is_none_or(|name| seen.get(&name).is_none_or(|t| *t == 1)))
+        .collect()
 }
