@@ -360,6 +360,78 @@ fn a_tool_listed_twice_is_not_offered() -> Result<(), TestError> {
     Ok(())
 }
 
+/// A flood an upstream sends to a client that reads slowly costs that
+/// client the notifications its queue cannot hold, and the operator a few
+/// log lines, not one per notification dropped.
+#[test]
+fn a_flood_to_a_slow_reader_is_logged_in_a_few_lines() -> Result<(), TestError> {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let scratch = Files::fresh("droid-gateway-flood-log")?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}]\n\
+             trust = \"on-first-use\"\n"
+        ),
+    )?;
+    let mut child = droid_command()
+        .args(["gateway", "--config", &config])
+        .env("XDG_STATE_HOME", scratch.dir())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    let log = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _read = stderr.read_to_string(&mut text);
+        text
+    });
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )?;
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )?;
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{{"level":"debug"}}}}"#
+    )?;
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"hostile/flood","arguments":{{}}}}}}"#
+    )?;
+    // Nothing read for a while: the pipe and the queue behind it fill, and
+    // most of the 20,000 log lines are dropped.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if stdout.read_line(&mut line)? == 0 {
+            return Err("the gateway ended before answering".into());
+        }
+        if line.contains(r#""id":3"#) {
+            break;
+        }
+    }
+    assert!(line.contains("flooded"), "{line}");
+    drop(stdin);
+    let _ended = child.wait()?;
+    let log = log.join().map_err(|_| "the log reader failed")?;
+    let dropped = log.matches("a notification was dropped").count();
+    assert!(
+        dropped >= 1,
+        "nothing was dropped, so nothing was tested:\n{log}"
+    );
+    assert!(dropped <= 5, "{dropped} lines for the drops");
+    Ok(())
+}
+
 /// A stdio upstream that dies is started again; while it is down a call
 /// is refused saying so, never left to hang.
 #[test]

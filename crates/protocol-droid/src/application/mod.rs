@@ -12,3 +12,4 @@ pub mod gateway;
 pub mod observe;
 pub(crate) mod random;
 pub mod server;
+pub(crate) mod squelch;

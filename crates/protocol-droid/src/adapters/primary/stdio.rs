@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use crate::application::server::reply::response_bytes;
 use crate::application::server::{CallbackExchange, DynFrameSink, ExchangeError, RequestContext};
 use crate::application::server::{Connection, Reply, Server};
+use crate::application::squelch::Squelch;
 use crate::domain::Refusal;
 use crate::domain::jsonrpc::framing::{
     DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, deeper_than,
@@ -86,7 +87,13 @@ impl Outbox {
         };
         let queued = self.0.try_send(frame).is_ok();
         if !queued {
-            tracing::warn!("output queue full or closed; a notification was dropped");
+            static DROPPED: Squelch = Squelch::new(Duration::from_secs(10));
+            if let Some(also) = DROPPED.admit() {
+                tracing::warn!(
+                    dropped_before = also,
+                    "output queue full or closed; a notification was dropped"
+                );
+            }
         }
         queued
     }

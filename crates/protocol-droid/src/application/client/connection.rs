@@ -24,6 +24,7 @@ use super::handler::{ClientHandler, Declining, Notice, answer as answer_with};
 use super::headers::{self, ParamHeader};
 use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
 use super::own_tasks::OwnTasks;
+use crate::application::squelch::Squelch;
 use crate::domain::Refusal;
 use crate::domain::jsonrpc::{ErrorObject, RequestId};
 use crate::domain::{Era, LoggingLevel, ProtocolVersion};
@@ -563,6 +564,19 @@ fn fail_all(inner: &Inner, reason: &str) {
     }
 }
 
+/// Says that a response to `id` found no request waiting: one server's
+/// flood of them is said once per interval.
+fn unwaited(id: &RequestId) {
+    static UNWAITED: Squelch = Squelch::new(Duration::from_secs(10));
+    if let Some(also) = UNWAITED.admit() {
+        tracing::warn!(
+            ?id,
+            passed_over_before = also,
+            "a response to no waiting request"
+        );
+    }
+}
+
 async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
     while let Some(item) = inbound.recv().await {
         let Some(inner) = inner.upgrade() else {
@@ -572,7 +586,7 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
             Inbound::Message(message) => dispatch(&inner, message),
             Inbound::Answer { id, result } => {
                 if !resolve(&inner, &id, Ok(Answer::Raw(result))) {
-                    tracing::warn!(?id, "a response to no waiting request");
+                    unwaited(&id);
                 }
             }
             Inbound::Failed { id, error } => {
@@ -582,10 +596,14 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
                 }
             }
             Inbound::Malformed(text) => {
-                tracing::warn!(
-                    bytes = text.len(),
-                    "the server sent a line that is not JSON-RPC"
-                );
+                static MALFORMED: Squelch = Squelch::new(Duration::from_secs(10));
+                if let Some(also) = MALFORMED.admit() {
+                    tracing::warn!(
+                        bytes = text.len(),
+                        passed_over_before = also,
+                        "the server sent a line that is not JSON-RPC"
+                    );
+                }
             }
             Inbound::Closed(reason) => {
                 let reason =
@@ -681,11 +699,17 @@ fn dispatch(inner: &Arc<Inner>, mut message: Value) {
                 }),
             };
             if !resolve(inner, &id, outcome) {
-                tracing::warn!(?id, "a response to no waiting request");
+                unwaited(&id);
             }
         }
         (None, None) => {
-            tracing::warn!("the server sent a message that is neither request nor answer");
+            static NEITHER: Squelch = Squelch::new(Duration::from_secs(10));
+            if let Some(also) = NEITHER.admit() {
+                tracing::warn!(
+                    passed_over_before = also,
+                    "the server sent a message that is neither request nor answer"
+                );
+            }
         }
     }
 }
