@@ -336,6 +336,30 @@ fn an_upstreams_tool_names_are_shown_escaped() -> Result<(), TestError> {
     Ok(())
 }
 
+/// Tools an upstream lists wrong (no input schema, a number for a name,
+/// a string for an input) are left out, and only they: the upstream's other
+/// tools are offered.
+#[test]
+fn an_upstreams_bad_tools_cost_it_only_those_tools() -> Result<(), TestError> {
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let scratch = Files::fresh("droid-gateway-bad-tools")?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}, \"--bad-tools\"]\n\
+             trust = \"on-first-use\"\n"
+        ),
+    )?;
+    let (tools, out) = digests(&config, scratch.dir())?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(tools.iter().any(|(id, _)| id == "hostile/ok"), "{tools:?}");
+    for bad in ["hostile/schemaless", "hostile/7", "hostile/stringly"] {
+        assert!(!tools.iter().any(|(id, _)| id == bad), "{bad}: {tools:?}");
+    }
+    Ok(())
+}
+
 /// A tool an upstream lists twice is neither trusted nor offered, in
 /// either of its forms; the upstream's other tools are.
 #[test]

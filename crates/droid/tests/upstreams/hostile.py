@@ -12,7 +12,9 @@ gateway in front of it must survive. Each tool is one fault:
 With `--spoof-names` it also lists a tool whose name carries terminal escape
 sequences and a right-to-left override, as a server out to fool whoever
 reads the gateway's catalog in a terminal would. With `--repeat-names` it
-lists `ok` a second time, described otherwise.
+lists `ok` a second time, described otherwise. With `--bad-tools` it also
+lists three tools no client could call: one without an input schema, one
+whose name is a number, one whose input is a string.
 """
 
 import json
@@ -49,6 +51,9 @@ for line in sys.stdin:
     elif method == "tools/list":
         tools = [{"name": name, "description": f"The {name} fault.", "inputSchema": {"type": "object"}}
                  for name in TOOLS]
+        if "--bad-tools" in sys.argv[1:]:
+            tools += [{"name": "schemaless"}, {"name": 7, "inputSchema": {"type": "object"}},
+                      {"name": "stringly", "inputSchema": {"type": "string"}}]
         if "--repeat-names" in sys.argv[1:]:
             tools.append({"name": "ok", "description": "Another ok, to be trusted instead.",
                           "inputSchema": {"type": "object"}})

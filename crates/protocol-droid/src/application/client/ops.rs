@@ -30,6 +30,36 @@ pub struct Reply<T> {
     pub raw: Value,
 }
 
+/// A `tools/list` page, each tool read on its own: one the server wrote
+/// wrong (no `inputSchema`, a name that is not a string) is dropped with a
+/// warning rather than costing every other tool of the page.
+fn read_tools(raw: Value) -> Result<Reply<ListToolsResult>, ClientError> {
+    let mut rest = raw.clone();
+    let listed = match rest.as_object_mut().and_then(|page| page.get_mut("tools")) {
+        Some(Value::Array(tools)) => std::mem::take(tools),
+        // Not a list at all: the page itself is wrong, as read says.
+        _ => return read("tools/list", raw),
+    };
+    let mut page: Reply<ListToolsResult> = read("tools/list", rest)?;
+    page.raw = raw;
+    page.value.tools = listed
+        .into_iter()
+        .filter_map(|tool| {
+            let name = tool.get("name").map(ToString::to_string);
+            serde_json::from_value(tool)
+                .map_err(|error| {
+                    tracing::warn!(
+                        tool = name.as_deref().unwrap_or("(none)"),
+                        %error,
+                        "tool dropped: not a valid tool definition"
+                    );
+                })
+                .ok()
+        })
+        .collect();
+    Ok(page)
+}
+
 fn read<T: DeserializeOwned>(method: &str, raw: Value) -> Result<Reply<T>, ClientError> {
     match serde_json::from_value(raw.clone()) {
         Ok(value) => Ok(Reply { value, raw }),
@@ -101,9 +131,10 @@ impl Client {
         cursor: Option<&str>,
         options: &RequestOptions,
     ) -> Result<Reply<ListToolsResult>, ClientError> {
-        let mut reply: Reply<ListToolsResult> = self
-            .call_typed("tools/list", cursor_params(cursor), options)
+        let raw = self
+            .request("tools/list", cursor_params(cursor), options)
             .await?;
+        let mut reply = read_tools(raw)?;
         let checks_headers =
             !self.inner.link.is_stream() && self.version().is_some_and(|v| v.era() == Era::Modern);
         reply

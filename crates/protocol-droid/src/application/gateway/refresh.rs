@@ -80,7 +80,7 @@ impl Gateway {
                 tracing::warn!(upstream = %name, tool = %named, "the tool policy names a tool the upstream does not offer");
             }
         }
-        let definitions = without_repeats(name, policy.apply(name, offered));
+        let definitions = without_repeats(name, servable(name, policy.apply(name, offered)));
         // Applied under the lock every list and call waits on, and
         // nothing awaited while it is held.
         let (store, claim, trusted, touched, registrations, added) = {
@@ -232,6 +232,31 @@ impl Gateway {
 fn kept(definition: &JsonObject) -> Option<Arc<JsonObject>> {
     let size = serde_json::to_vec(definition).map_or(usize::MAX, |bytes| bytes.len());
     (size <= MAX_KEPT_DEFINITION).then(|| Arc::new(definition.clone()))
+}
+
+/// `definitions` less every tool whose input schema is not an object's
+/// (`"type": "object"` at its root, as every revision asks): a client given
+/// one could not call it as the revision says. Each is logged.
+fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
+    definitions
+        .into_iter()
+        .filter(|definition| {
+            let object = definition
+                .get("inputSchema")
+                .and_then(|schema| schema.get("type"))
+                .and_then(Value::as_str)
+                == Some("object");
+            if !object {
+                let tool = definition.get("name").map(ToString::to_string);
+                tracing::error!(
+                    upstream,
+                    tool = tool.as_deref().unwrap_or("(none)"),
+                    "the upstream's tool takes no object as its input; it is not offered"
+                );
+            }
+            object
+        })
+        .collect()
 }
 
 /// `definitions` less every tool whose name comes more than once: a name
