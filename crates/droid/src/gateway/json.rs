@@ -164,6 +164,28 @@ impl Entry {
     }
 }
 
+/// The variables an editor (VS Code and its kin) fills in itself.
+const EDITOR_VARIABLES: [&str; 18] = [
+    "workspaceFolder",
+    "workspaceFolderBasename",
+    "workspaceRoot",
+    "file",
+    "fileWorkspaceFolder",
+    "relativeFile",
+    "relativeFileDirname",
+    "fileBasename",
+    "fileBasenameNoExtension",
+    "fileExtname",
+    "fileDirname",
+    "fileDirnameBasename",
+    "cwd",
+    "lineNumber",
+    "selectedText",
+    "execPath",
+    "pathSeparator",
+    "defaultBuildTask",
+];
+
 /// `text` with its `${…}` variables replaced.
 fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<String> {
     let mut out = String::with_capacity(text.len());
@@ -180,6 +202,12 @@ fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<St
             Some((variable, default)) => (variable, Some(default)),
             None => (inner, None),
         };
+        // An editor's own variable names no environment variable, even
+        // when one of that name happens to be set; `${env:NAME}` does.
+        ensure!(
+            !EDITOR_VARIABLES.contains(&variable),
+            "${{{variable}}} is the editor's own variable and means nothing here (set the value itself)"
+        );
         // Cursor's form, with or without a default.
         let variable = variable.strip_prefix("env:").unwrap_or(variable);
         ensure!(
@@ -213,6 +241,9 @@ mod tests {
         match name {
             "TOKEN" => Some("s3cret".to_owned()),
             "HOME" => Some("/home/u".to_owned()),
+            // Set, as it may be in a shell: the editor's variable still
+            // names no environment variable.
+            "workspaceFolder" => Some("/etc".to_owned()),
             _ => None,
         }
     }
@@ -306,6 +337,11 @@ mod tests {
             expand("$HOME ${HOME}", &env).ok().as_deref(),
             Some("$HOME /home/u")
         );
+        // Named as an environment variable, it is one.
+        assert_eq!(
+            expand("${env:workspaceFolder}", &env).ok().as_deref(),
+            Some("/etc")
+        );
         for (text, needle) in [
             ("${NOPE}", "NOPE is not set"),
             ("${env:NOPE}", "NOPE is not set"),
@@ -313,7 +349,7 @@ mod tests {
                 "${input:key}",
                 "${input:key} is not an environment variable",
             ),
-            ("${workspaceFolder}/x", "workspaceFolder is not set"),
+            ("${workspaceFolder}/x", "the editor's own variable"),
             ("${HOME", "an unclosed ${"),
         ] {
             let error = expand(text, &env).err().map(|e| e.to_string());
