@@ -101,6 +101,14 @@ impl ChildProcess {
     pub fn spawn(options: &ChildOptions, inbound: InboundTx) -> std::io::Result<Self> {
         let mut command = Command::new(&options.program);
         if let Some(cwd) = &options.cwd {
+            // Said by name: the error spawning gives is the program's
+            // ("No such file or directory"), whichever of the two is missing.
+            if !cwd.is_dir() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("the working directory {} is not a directory", cwd.display()),
+                ));
+            }
             command.current_dir(cwd);
         }
         // A child starts from a minimal environment: what this process was
@@ -390,5 +398,22 @@ mod tests {
         ] {
             assert!(!is_base(secret.as_ref()), "{secret}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_missing_working_directory_is_named_not_taken_for_the_program() {
+        let mut options = ChildOptions::new("true", Vec::<OsString>::new());
+        let missing = std::env::temp_dir().join("droid-no-such-directory-for-a-child");
+        options.cwd = Some(missing.clone());
+        let (inbound, _rx) = crate::application::client::inbound_queue();
+        let error = ChildProcess::spawn(&options, inbound)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|e| e.contains(&missing.display().to_string())),
+            "{error:?}"
+        );
     }
 }
