@@ -134,6 +134,35 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
     Ok(())
 }
 
+/// A 2025-11-25 client's handshake, written to `stdin`.
+fn handshake(stdin: &mut impl std::io::Write) -> Result<(), TestError> {
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )?;
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )?;
+    Ok(())
+}
+
+/// `droid gateway --config CONFIG` spoken to over its stdin and stdout, its
+/// state kept in `state`, its stderr `stderr`.
+fn stdio_gateway(
+    config: &str,
+    state: &Path,
+    stderr: std::process::Stdio,
+) -> Result<std::process::Child, TestError> {
+    Ok(droid_command()
+        .args(["gateway", "--config", config])
+        .env("XDG_STATE_HOME", state)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()?)
+}
+
 /// A gateway over stdio whose config is `served("fixture")` beside an
 /// upstream `stuck` running `command` (its `timeout` ten minutes), spoken
 /// to a line at a time; its lines arrive on the receiver.
@@ -156,13 +185,7 @@ impl Stuck {
                 served("fixture")
             ),
         )?;
-        let mut child = droid_command()
-            .args(["gateway", "--config", &config])
-            .env("XDG_STATE_HOME", scratch.dir())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()?;
+        let mut child = stdio_gateway(&config, scratch.dir(), std::process::Stdio::null())?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let (tx, lines) = std::sync::mpsc::channel();
@@ -188,14 +211,7 @@ impl Stuck {
     fn tools(&mut self) -> Result<String, TestError> {
         use std::io::Write as _;
         let stdin = self.stdin.as_mut().ok_or("stdin closed")?;
-        writeln!(
-            stdin,
-            r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
-        )?;
-        writeln!(
-            stdin,
-            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-        )?;
+        handshake(stdin)?;
         writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#)?;
         loop {
             // Patience for a busy machine: the stuck upstream gives up only
@@ -308,20 +324,26 @@ fn an_upstreams_own_children_end_with_the_gateway_when_it_is_told_to_stop() -> R
     })
 }
 
+/// `--print-digests` of a gateway in front of `hostile.py FLAG`, trusted on
+/// first use: each tool id with its provenance, and the whole output.
+fn hostile_digests(flag: &str) -> Result<(Vec<(String, String)>, Output), TestError> {
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let scratch = Files::fresh(&format!("droid-gateway-hostile{flag}"))?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}, {flag:?}]\n\
+             trust = \"on-first-use\"\n"
+        ),
+    )?;
+    digests(&config, scratch.dir())
+}
+
 /// An upstream's tool names reach the operator's terminal escaped: none of
 /// its escape sequences or direction overrides is written as it is.
 #[test]
 fn an_upstreams_tool_names_are_shown_escaped() -> Result<(), TestError> {
-    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
-    let scratch = Files::fresh("droid-gateway-names")?;
-    let config = scratch.write(
-        "gateway.toml",
-        &format!(
-            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}, \"--spoof-names\"]\n\
-             trust = \"on-first-use\"\n"
-        ),
-    )?;
-    let (tools, out) = digests(&config, scratch.dir())?;
+    let (tools, out) = hostile_digests("--spoof-names")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(tools.iter().any(|(id, _)| id == "hostile/ok"), "{stdout}");
@@ -341,16 +363,7 @@ fn an_upstreams_tool_names_are_shown_escaped() -> Result<(), TestError> {
 /// tools are offered.
 #[test]
 fn an_upstreams_bad_tools_cost_it_only_those_tools() -> Result<(), TestError> {
-    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
-    let scratch = Files::fresh("droid-gateway-bad-tools")?;
-    let config = scratch.write(
-        "gateway.toml",
-        &format!(
-            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}, \"--bad-tools\"]\n\
-             trust = \"on-first-use\"\n"
-        ),
-    )?;
-    let (tools, out) = digests(&config, scratch.dir())?;
+    let (tools, out) = hostile_digests("--bad-tools")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(tools.iter().any(|(id, _)| id == "hostile/ok"), "{tools:?}");
@@ -364,16 +377,7 @@ fn an_upstreams_bad_tools_cost_it_only_those_tools() -> Result<(), TestError> {
 /// either of its forms; the upstream's other tools are.
 #[test]
 fn a_tool_listed_twice_is_not_offered() -> Result<(), TestError> {
-    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
-    let scratch = Files::fresh("droid-gateway-twice")?;
-    let config = scratch.write(
-        "gateway.toml",
-        &format!(
-            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}, \"--repeat-names\"]\n\
-             trust = \"on-first-use\"\n"
-        ),
-    )?;
-    let (tools, out) = digests(&config, scratch.dir())?;
+    let (tools, out) = hostile_digests("--repeat-names")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!tools.iter().any(|(id, _)| id == "hostile/ok"), "{tools:?}");
     assert!(
@@ -399,13 +403,7 @@ fn a_flood_to_a_slow_reader_is_logged_in_a_few_lines() -> Result<(), TestError> 
              trust = \"on-first-use\"\n"
         ),
     )?;
-    let mut child = droid_command()
-        .args(["gateway", "--config", &config])
-        .env("XDG_STATE_HOME", scratch.dir())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
+    let mut child = stdio_gateway(&config, scratch.dir(), std::process::Stdio::piped())?;
     let mut stdin = child.stdin.take().ok_or("no stdin")?;
     let mut stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
     let mut stderr = child.stderr.take().ok_or("no stderr")?;
@@ -414,14 +412,7 @@ fn a_flood_to_a_slow_reader_is_logged_in_a_few_lines() -> Result<(), TestError> 
         let _read = stderr.read_to_string(&mut text);
         text
     });
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
-    )?;
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )?;
+    handshake(&mut stdin)?;
     writeln!(
         stdin,
         r#"{{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{{"level":"debug"}}}}"#
