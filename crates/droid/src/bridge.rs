@@ -168,7 +168,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
         ..BridgeOptions::default()
     };
     let runtime = crate::runtime_for(args.listen.is_none())?;
-    crate::run_to_end(runtime, async {
+    crate::run_to_end(runtime, args.listen.is_none(), async {
         let bridge = Bridge::connect(connector, options)
             .await
             .context("connecting to the upstream")?;

@@ -515,11 +515,35 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// Runs a server's `work` on `runtime` to its end, then ends the runtime:
 /// every task dropped (and with them the children a gateway or bridge
-/// started), its blocking threads waited for no longer than
-/// [`SHUTDOWN_GRACE`]. One may be reading a stdin that never ends, when a
-/// signal ended the server.
-pub(crate) fn run_to_end<T>(runtime: tokio::runtime::Runtime, work: impl Future<Output = T>) -> T {
-    let outcome = runtime.block_on(work);
+/// started, each process group killed), its blocking threads waited for no
+/// longer than [`SHUTDOWN_GRACE`]. One may be reading a stdin that never
+/// ends, when a signal ended the server.
+///
+/// A server on `stdio` is also ended so by `SIGTERM` or `SIGINT`, from its
+/// first moment (a gateway still connecting its upstreams included): its
+/// upstreams lead process groups of their own, which a terminal's signal
+/// to its foreground group no longer reaches, and which the default action
+/// would leave running. Over HTTP the server catches both itself, to answer
+/// what is in flight first.
+pub(crate) fn run_to_end(
+    runtime: tokio::runtime::Runtime,
+    stdio: bool,
+    work: impl Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let outcome = runtime.block_on(async {
+        if !stdio {
+            return work.await;
+        }
+        let caught =
+            |kind| tokio::signal::unix::signal(kind).context("catching SIGTERM and SIGINT");
+        let mut terminate = caught(tokio::signal::unix::SignalKind::terminate())?;
+        let mut interrupt = caught(tokio::signal::unix::SignalKind::interrupt())?;
+        tokio::select! {
+            outcome = work => outcome,
+            _ = interrupt.recv() => Ok(()),
+            _ = terminate.recv() => Ok(()),
+        }
+    });
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
     outcome
 }
@@ -531,7 +555,8 @@ fn serve(mut listening: Listening<'_>, revisions: &[String]) -> anyhow::Result<(
     // request more slowly (12,792 against 20,926 calls/s), though it gained
     // with 64 in flight (docs/benchmarks.md).
     let runtime = runtime_for(false)?;
-    run_to_end(runtime, async {
+    let stdio = listening.listen.is_none();
+    run_to_end(runtime, stdio, async {
         let server = fixture::server(&offered, setup).context("building the fixture server")?;
         for rule in listening.auth.scope_rules()? {
             anyhow::ensure!(
@@ -569,20 +594,10 @@ pub(crate) async fn serve_on(
             "authorization needs --listen: stdio carries no bearer tokens"
         );
         anyhow::ensure!(!served.tls_enabled(), "--tls-cert needs --listen");
-        // Ended by a signal, the process still ends in order: what it
-        // started (a gateway's or a bridge's upstreams, each in a process
-        // group of its own) is ended with it, as when its stdin closes.
-        let caught =
-            |kind| tokio::signal::unix::signal(kind).context("catching SIGTERM and SIGINT");
-        let mut terminate = caught(tokio::signal::unix::SignalKind::terminate())?;
-        let mut interrupt = caught(tokio::signal::unix::SignalKind::interrupt())?;
-        return tokio::select! {
-            served = stdio::serve_process(server, StdioOptions::default()) => {
-                served.context("serving stdio")
-            }
-            _ = interrupt.recv() => Ok(()),
-            _ = terminate.recv() => Ok(()),
-        };
+        // A signal is caught around the whole run (`run_to_end`).
+        return stdio::serve_process(server, StdioOptions::default())
+            .await
+            .context("serving stdio");
     };
     auth::check_listen(auth, &addr)?;
     served.check_exposure(&addr, auth.enabled()).await?;

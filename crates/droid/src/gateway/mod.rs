@@ -63,7 +63,8 @@ pub(crate) fn run(
         listening.metrics.get_or_insert_with(Metrics::new);
     }
     let setup = listening.setup(config.limits.rate_limits()?)?;
-    crate::run_to_end(runtime, async {
+    let stdio = listening.listen.is_none();
+    crate::run_to_end(runtime, stdio, async {
         let (gateway, failures) = build::start(
             &config,
             config_path,

@@ -8,11 +8,14 @@
 //!
 //! The child leads a process group of its own, and the signals go to the
 //! group: a server started through a wrapper (`npx`, `uvx`, a shell script)
-//! or that starts helpers of its own leaves none of them running.
+//! or that starts helpers of its own leaves none of them running. What is
+//! left of the group once the server is gone gets the same grace, then is
+//! killed; a transport dropped without `close` kills the group at once.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -81,6 +84,8 @@ pub struct ChildProcess {
     stderr: Arc<Mutex<VecDeque<String>>>,
     grace: Duration,
     pid: Option<u32>,
+    /// Set once `close` has ended the server's whole process group.
+    ended: AtomicBool,
 }
 
 impl std::fmt::Debug for ChildProcess {
@@ -155,6 +160,7 @@ impl ChildProcess {
             stderr: tail,
             grace: options.grace,
             pid,
+            ended: AtomicBool::new(false),
         })
     }
 
@@ -207,35 +213,52 @@ impl Link for ChildProcess {
                 return;
             };
             let group = self.pid.and_then(|pid| i32::try_from(pid).ok());
-            if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
-                // The server is gone; what it started is told to go too.
+            if tokio::time::timeout(self.grace, child.wait())
+                .await
+                .is_err()
+            {
                 signal_group(group, nix::sys::signal::Signal::SIGTERM);
-                return;
+                if tokio::time::timeout(self.grace, child.wait())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(pid = self.pid, "the server ignored SIGTERM; killing it");
+                    signal_group(group, nix::sys::signal::Signal::SIGKILL);
+                    let _ = child.kill().await;
+                }
             }
+            // The server is gone; what it started goes the same way: told,
+            // given the same grace, then killed.
             signal_group(group, nix::sys::signal::Signal::SIGTERM);
-            if tokio::time::timeout(self.grace, child.wait()).await.is_ok() {
-                return;
+            let deadline = tokio::time::Instant::now() + self.grace;
+            while group_lives(group) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            tracing::warn!(pid = self.pid, "the server ignored SIGTERM; killing it");
             signal_group(group, nix::sys::signal::Signal::SIGKILL);
-            let _ = child.kill().await;
+            self.ended.store(true, Ordering::Release);
         })
     }
 }
 
 impl Drop for ChildProcess {
     fn drop(&mut self) {
-        // Dropped without `close`: `kill_on_drop` ends the server itself,
-        // and this whatever it started. A child already closed is not
-        // held any more.
-        let held = self.child.try_lock().map_or(true, |child| child.is_some());
-        if held {
+        // Not ended by `close` (never closed, or dropped while closing):
+        // `kill_on_drop` ends the server itself, and this whatever it
+        // started, at once, as a process ending cannot wait.
+        if !self.ended.load(Ordering::Acquire) {
             signal_group(
                 self.pid.and_then(|pid| i32::try_from(pid).ok()),
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
     }
+}
+
+/// Whether any process of the group `group` leads is still there.
+fn group_lives(group: Option<i32>) -> bool {
+    group
+        .filter(|g| *g > 0)
+        .is_some_and(|g| nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), None).is_ok())
 }
 
 /// Sends `signal` to the process group `group` leads, if there is one: a
@@ -398,6 +421,46 @@ mod tests {
         ] {
             assert!(!is_base(secret.as_ref()), "{secret}");
         }
+    }
+
+    /// Whether a process runs whose command line is `words`.
+    fn running(words: &[&str]) -> bool {
+        let wanted: Vec<u8> = words
+            .iter()
+            .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+            .collect();
+        std::fs::read_dir("/proc").is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|entry| {
+                std::fs::read(entry.path().join("cmdline")).is_ok_and(|line| line == wanted)
+            })
+        })
+    }
+
+    #[tokio::test]
+    async fn closing_kills_what_the_server_left_behind_even_if_it_ignores_sigterm() {
+        // The server ends at once on its own; the helper it started ignores
+        // SIGTERM (an ignored signal stays ignored across exec).
+        let helper = ["sleep", "617.5"];
+        let mut options =
+            ChildOptions::new("sh", ["-c", "trap '' TERM; sleep 617.5 & exec sleep 0.2"]);
+        options.grace = Duration::from_millis(300);
+        let (inbound, _rx) = crate::application::client::inbound_queue();
+        let child = ChildProcess::spawn(&options, inbound);
+        let Ok(child) = child else {
+            return assert!(child.is_ok(), "sh did not start");
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !running(&helper) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(running(&helper), "the helper started");
+        child.close().await;
+        // A killed process takes a moment to be gone.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while running(&helper) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!running(&helper), "the helper outlived its server's close");
     }
 
     #[tokio::test]
