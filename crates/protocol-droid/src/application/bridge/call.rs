@@ -122,7 +122,11 @@ pub(super) async fn url_round(call: &Call, error: ErrorObject) -> CallError {
 }
 
 /// An upstream failure as the client is to read it.
-pub(super) fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
+pub(super) fn upstream_error(
+    error: ClientError,
+    leg: &Leg,
+    upstream: ProtocolVersion,
+) -> CallError {
     match error {
         ClientError::Server(mut object) => {
             // A missing resource is `-32602` from 2026-07-28 on.
@@ -131,7 +135,9 @@ pub(super) fn upstream_error(error: ClientError, leg: &Leg) -> CallError {
             {
                 object.code = ErrorCode::INVALID_PARAMS;
             }
-            if LINK_CODES.contains(&object.code) {
+            // Only a 2026-07-28 server gives them that meaning; to an older
+            // one they are codes of its own.
+            if upstream.era() == Era::Modern && LINK_CODES.contains(&object.code) {
                 tracing::warn!(target: "droid::bridge", code = object.code.0, message = %object.message, "the upstream refused the bridge's request");
                 return CallError::internal(format!(
                     "the upstream refused the bridge's request: {}",
@@ -378,7 +384,7 @@ impl Bridge {
             {
                 return Err(Box::pin(url_round(call, error)).await);
             }
-            Err(error) => return Err(upstream_error(error, &leg)),
+            Err(error) => return Err(upstream_error(error, &leg, version)),
         };
         Ok((result, leg, report))
     }

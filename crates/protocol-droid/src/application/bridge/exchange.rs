@@ -700,9 +700,18 @@ impl Rounds<'_> {
                             asked.state = Some(parked_state(&handle, self.here));
                             return Err(CallError::InputRequired(Box::new(asked)));
                         }
-                        // The client refused (or could not be asked): the
-                        // server hears it as its question's answer, and what
-                        // the request comes to is still the server's to say.
+                        // A 2026-07-28 client that did not declare what the
+                        // question needs is told so (-32021, naming it), as
+                        // a server of its own would: it can declare it and
+                        // call again.
+                        Err(error @ CallError::MissingCapability { .. }) => {
+                            flight.refuse_open(&Refusal::internal(error.to_string()).into());
+                            return Err(error);
+                        }
+                        // The client refused (or its revision cannot be
+                        // asked): the server hears it as its question's
+                        // answer, and what the request comes to is still the
+                        // server's to say.
                         Err(error) => {
                             let object = match &error {
                                 CallError::Protocol(object) => object.clone(),

@@ -80,7 +80,9 @@ impl Gateway {
                 tracing::warn!(upstream = %name, tool = %named, "the tool policy names a tool the upstream does not offer");
             }
         }
-        let definitions = without_repeats(name, servable(name, policy.apply(name, offered)));
+        // Repeats first: a name listed twice is no tool, even when one of
+        // its forms would not be served anyway.
+        let definitions = servable(name, without_repeats(name, policy.apply(name, offered)));
         // Applied under the lock every list and call waits on, and
         // nothing awaited while it is held.
         let (store, claim, trusted, touched, registrations, added) = {
