@@ -1312,7 +1312,7 @@ mod flood {
         let refused = post(&flooder, &url, None, MODERN, &simple(3)).await?;
         assert_eq!(refused.status, 429, "{}", refused.body);
         let body: Value = serde_json::from_str(&refused.body)?;
-        assert_eq!(body["error"]["code"], json!(429), "{body}");
+        assert_eq!(body["error"]["code"], json!(-31429), "{body}");
         assert_eq!(body["error"]["data"]["limit"], json!("tool"), "{body}");
         let answer = post(&other, &url, None, MODERN, &simple(4)).await?;
         assert_eq!(answer.status, 200, "{}", answer.body);
@@ -1405,7 +1405,7 @@ mod flood {
         let second = post(&client, &gateway_url, None, MODERN, &by_id(4)).await?;
         assert_eq!(second.status, 429, "{}", second.body);
         let body: Value = serde_json::from_str(&second.body)?;
-        assert_eq!(body["error"]["code"], json!(429), "{body}");
+        assert_eq!(body["error"]["code"], json!(-31429), "{body}");
         Ok(())
     }
 

@@ -199,7 +199,7 @@ fn with_the_store_away_only_what_needs_it_fails_and_it_comes_back() -> Result<()
     assert_eq!(opened.status, 503, "{}", opened.raw);
     assert_eq!(
         opened.body.pointer("/error/code"),
-        Some(&json!(503)),
+        Some(&json!(-31503)),
         "{}",
         opened.raw
     );
@@ -213,7 +213,7 @@ fn with_the_store_away_only_what_needs_it_fails_and_it_comes_back() -> Result<()
     );
     assert_eq!(
         refused.body.pointer("/error/code"),
-        Some(&json!(503)),
+        Some(&json!(-31503)),
         "{}",
         refused.raw
     );

@@ -1405,7 +1405,7 @@ mod rate_limits {
         // Three an hour: the next is allowed in about twenty minutes.
         assert!((1000..=1200).contains(&retry_after), "{retry_after}");
         let body: Value = refused.json().await?;
-        assert_eq!(body["error"]["code"], json!(429), "{body}");
+        assert_eq!(body["error"]["code"], json!(-31429), "{body}");
         assert_eq!(body["error"]["data"]["limit"], json!("tool"), "{body}");
         let wait_ms = body["error"]["data"]["retryAfterMs"]
             .as_u64()

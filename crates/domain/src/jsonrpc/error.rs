@@ -40,15 +40,16 @@ impl ErrorCode {
     /// try again. Not a code of the specification, which has none for it:
     /// this implementation's, so outside -32768 to -32000, which JSON-RPC
     /// and MCP keep for themselves (2026-07-28 forbids sending a code it has
-    /// not defined from -32020 to -32099), and the number of the HTTP
-    /// status it is sent with, with `Retry-After`.
-    pub const RATE_LIMITED: Self = Self(429);
+    /// not defined from -32020 to -32099), and far from the small numbers an
+    /// application picks for its own errors, since this one is sent with
+    /// HTTP status 429 and `Retry-After`.
+    pub const RATE_LIMITED: Self = Self(-31_429);
     /// What the request needs is kept in a store shared by several
     /// instances, and that store cannot be reached now; trying again later
     /// may succeed. This implementation's code, chosen as
     /// [`Self::RATE_LIMITED`] is, and sent over HTTP with status 503 and
     /// `Retry-After`.
-    pub const STORE_UNAVAILABLE: Self = Self(503);
+    pub const STORE_UNAVAILABLE: Self = Self(-31_503);
     /// The user rejected a sampling request (a documented legacy example, not
     /// a schema code).
     pub const USER_REJECTED: Self = Self(-1);
