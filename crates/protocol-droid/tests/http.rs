@@ -911,8 +911,8 @@ mod modern {
     }
 
     #[tokio::test]
-    async fn a_client_that_takes_only_event_streams_gets_every_answer_as_one()
-    -> Result<(), TestError> {
+    async fn a_client_that_takes_only_event_streams_gets_its_answer_as_one() -> Result<(), TestError>
+    {
         let s = start().await?;
         let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "echo", "arguments": { "text": "streamed" },
@@ -944,6 +944,20 @@ mod modern {
                 "{reply}"
             );
         }
+        // A refusal keeps the status the revision gives it.
+        let unknown = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "nope", "arguments": {},
+            "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
+                       "io.modelcontextprotocol/clientCapabilities": {} } } });
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", "text/event-stream"),
+            ("mcp-protocol-version", MODERN),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "nope"),
+        ];
+        let response = s.post_raw("/mcp", &headers, unknown.to_string()).await?;
+        assert_eq!(response.status(), 400);
         Ok(())
     }
 

@@ -122,7 +122,8 @@ pub(super) struct Plan {
     /// Whether the client accepts `text/event-stream`.
     pub(super) streams: bool,
     /// Whether the client accepts `application/json`: one that takes only
-    /// event streams gets every answer as one, even a lone response.
+    /// event streams gets even a lone answer as one (a refusal keeps its
+    /// status and JSON).
     pub(super) json: bool,
     /// For a legacy session: where events are recorded for resumption, and
     /// whether to prime the stream (2025-11-25 SSE polling).
@@ -159,9 +160,6 @@ pub(super) async fn respond(
     release: Arc<Notify>,
     plan: &Plan,
 ) -> Response {
-    if !plan.json && plan.streams {
-        return stream_response(id, None, false, work, rx, release, plan);
-    }
     // A 2026-07-28 client that goes away has cancelled; a legacy one has
     // not (it may resume), so only the modern request is tied to us.
     let mut cancel = Cancel(plan.modern.then(|| work.abort_handle()));
@@ -186,6 +184,12 @@ pub(super) async fn respond(
                 return StatusCode::ACCEPTED.into_response();
             }
             let outcome = joined(done);
+            // A client that takes only event streams gets its answer as
+            // one; a refusal keeps its status (400, 429, 503), which a
+            // stream would lose.
+            if !plan.json && plan.streams && outcome.is_ok() {
+                return single_event(&id, outcome);
+            }
             let status = if plan.modern { modern_status(&outcome) } else { StatusCode::OK };
             let mut response = answered(status, &id, &outcome);
             mark_unbuffered(&mut response);
@@ -213,6 +217,15 @@ fn joined(
 /// object first).
 fn answered(status: StatusCode, id: &RequestId, outcome: &Result<Reply, ErrorObject>) -> Response {
     json_body(status, Ok(response_bytes(id, outcome)))
+}
+
+/// The answer to `id` as an event stream of that one event.
+fn single_event(id: &RequestId, outcome: Result<Reply, ErrorObject>) -> Response {
+    let (tx, rx) = mpsc::channel(1);
+    let _queued = tx.try_send(SseEvent::message(answer(id, outcome).to_string()));
+    let mut response = sse::response(rx);
+    mark_unbuffered(&mut response);
+    response
 }
 
 /// The response to `id` as a JSON value, for a stream that records it.
