@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
+use protocol_droid_test_support::running;
 use support::{Files, TestError, droid_command, listening};
 
 /// How long anything here may take before the test gives up: a bound on a
@@ -252,19 +253,6 @@ fn an_upstream_that_never_answers_holds_back_no_other() -> Result<(), TestError>
     assert!(listed.contains("fixture/echo"), "{listed}");
     assert!(!listed.contains("stuck/"), "{listed}");
     Ok(())
-}
-
-/// Whether a process runs whose command line is `words`.
-fn running(words: &[&str]) -> bool {
-    let wanted: Vec<u8> = words
-        .iter()
-        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc").is_ok_and(|entries| {
-        entries.filter_map(Result::ok).any(|entry| {
-            std::fs::read(entry.path().join("cmdline")).is_ok_and(|line| line == wanted)
-        })
-    })
 }
 
 /// What an upstream started of its own (through a wrapper, say) ends with

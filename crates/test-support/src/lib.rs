@@ -143,6 +143,21 @@ where
     }
 }
 
+/// Whether a process runs whose command line is `words` exactly, read from
+/// procfs (never, where there is none).
+#[must_use]
+pub fn running(words: &[&str]) -> bool {
+    let wanted: Vec<u8> = words
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc").is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|line| line == wanted)
+        })
+    })
+}
+
 /// The resident set of process `pid` in KiB, read from procfs; 0 where
 /// there is none to read (not Linux, or the process is gone).
 #[must_use]

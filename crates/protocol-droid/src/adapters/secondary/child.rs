@@ -423,21 +423,9 @@ mod tests {
         }
     }
 
-    /// Whether a process runs whose command line is `words`.
-    fn running(words: &[&str]) -> bool {
-        let wanted: Vec<u8> = words
-            .iter()
-            .flat_map(|w| [w.as_bytes(), b"\0"].concat())
-            .collect();
-        std::fs::read_dir("/proc").is_ok_and(|entries| {
-            entries.filter_map(Result::ok).any(|entry| {
-                std::fs::read(entry.path().join("cmdline")).is_ok_and(|line| line == wanted)
-            })
-        })
-    }
-
     #[tokio::test]
     async fn closing_kills_what_the_server_left_behind_even_if_it_ignores_sigterm() {
+        use protocol_droid_test_support::running;
         // The server ends at once on its own; the helper it started ignores
         // SIGTERM (an ignored signal stays ignored across exec).
         let helper = ["sleep", "617.5"];
