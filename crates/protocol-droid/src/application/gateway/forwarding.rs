@@ -248,7 +248,7 @@ impl Forwarding {
             Ok(result) => result,
             Err(refused)
                 if self
-                    .not_there(&refused, &target, &PROMPTS, inner, &call)
+                    .none_there(&refused, &target, &[&PROMPTS], inner, &call)
                     .await =>
             {
                 return Err(unknown());
@@ -359,24 +359,11 @@ impl Forwarding {
     }
 
     /// Whether `refused`, the upstream's answer to a request naming `inner`,
-    /// means there is no such item: a `-32602` while `listing` of that
-    /// upstream does not list `inner`. Then the client is told in the
+    /// means there is no such item: a `-32602` while none of `listings` of
+    /// that upstream lists `inner`. Then the client is told in the
     /// gateway's words, under its name for the item, which is also what a
     /// caller who may not see an item is told: the upstream's own words
     /// (its name for the item) would tell the two apart.
-    async fn not_there(
-        &self,
-        refused: &CallError,
-        target: &Target,
-        listing: &Listing,
-        inner: &str,
-        call: &Call,
-    ) -> bool {
-        self.none_there(refused, target, &[listing], inner, call)
-            .await
-    }
-
-    /// [`Self::not_there`] against several listings: listed by none.
     async fn none_there(
         &self,
         refused: &CallError,

@@ -408,24 +408,13 @@ impl State {
     }
 }
 
-/// An upstream's error, as a session is to read it. Some describe the
-/// gateway's own link to the upstream, not the caller's request; passed on,
-/// they would send the caller to fix what it did not do. Which upstream
-/// failed is worth saying when a session has many.
+/// An upstream's error, as a session is to read it: a failure on the
+/// gateway's side names the upstream, which is worth saying when a session
+/// has many. Errors that speak of the gateway's own link (a 2026-07-28
+/// server's `-32020` or `-32022`) are already this side's failure: the
+/// bridge carrying the request maps them (`bridge::call::upstream_error`).
 pub(super) fn link_error(upstream: &str, error: CallError) -> CallError {
     match error {
-        CallError::Protocol(error)
-            if [
-                ErrorCode::HEADER_MISMATCH,
-                ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
-            ]
-            .contains(&error.code) =>
-        {
-            CallError::internal(format!(
-                "upstream {upstream} refused the request: {}",
-                error.message
-            ))
-        }
         CallError::Protocol(mut error) if error.code == ErrorCode::INTERNAL_ERROR => {
             error.message = format!("upstream {upstream}: {}", error.message);
             CallError::Protocol(error)
