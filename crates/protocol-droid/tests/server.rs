@@ -492,6 +492,22 @@ mod bad_input {
                 .unwrap_or_default()
                 .contains("256")
         );
+        // Under its own id, so its sender stops waiting for it.
+        assert_eq!(reply["id"], json!(1));
+        // Read whole whatever the order of its members; a response or a
+        // notification that is too long is no request to answer.
+        let long = format!(
+            "{{\"params\":{{\"pad\":\"{}\"}},\"method\":\"ping\",\"id\":\"last\",\"jsonrpc\":\"2.0\"}}",
+            "x".repeat(1000)
+        );
+        h.client.send_raw(long.as_bytes()).await?;
+        assert_eq!(h.client.next().await?["id"], json!("last"));
+        let long = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{{\"pad\":\"{}\"}}}}",
+            "x".repeat(1000)
+        );
+        h.client.send_raw(long.as_bytes()).await?;
+        assert_eq!(h.client.next().await?["id"], Value::Null);
         let pong = h.client.request(2, "ping", json!({})).await?;
         assert_eq!(pong["id"], json!(2));
         Ok(())
@@ -503,6 +519,16 @@ mod bad_input {
         let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
         h.client.send_raw(deep.as_bytes()).await?;
         assert_eq!(code(&h.client.next().await?), Some(-32600));
+        // A request nested too deep is refused under its own id, so that
+        // its sender stops waiting for it.
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}{}}}}}}}"#,
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        h.client.send_raw(deep.as_bytes()).await?;
+        let refusal = h.client.next().await?;
+        assert_eq!((code(&refusal), &refusal["id"]), (Some(-32600), &json!(9)));
         let pong = h.client.request(2, "ping", json!({})).await?;
         assert_eq!(pong["result"], json!({}));
         Ok(())

@@ -4,7 +4,12 @@
 //! [`LineFramer`] cuts a byte stream into those lines without ever holding
 //! more than its limit: a line that runs past it is dropped as it arrives and
 //! reported once, and the framer goes on with the next line, so an oversized
-//! message costs the peer that message and not the connection.
+//! message costs the peer that message and not the connection. What the
+//! discarded line said at its top level (its `id`, and whether it named a
+//! `method`) is read as it goes by, so that the request it carried can be
+//! refused, or the request it answered failed, rather than left waiting.
+
+use super::id::RequestId;
 
 /// The default longest line: 16 MiB, well past any real message and well
 /// short of what would let one peer exhaust a server's memory.
@@ -22,6 +27,11 @@ pub enum FrameError {
     LineTooLong {
         /// The limit in force.
         limit: usize,
+        /// The `id` member of the object the line held, when one was read.
+        id: Option<RequestId>,
+        /// Whether that object named a `method`: a request or notification
+        /// rather than a response.
+        method: bool,
     },
 }
 
@@ -30,8 +40,9 @@ pub enum FrameError {
 pub struct LineFramer {
     max_line: usize,
     buffer: Vec<u8>,
-    /// Set while the rest of an oversized line is being thrown away.
-    discarding: bool,
+    /// Set while the rest of an oversized line is being thrown away: what
+    /// it has said so far.
+    discarding: Option<Outline>,
 }
 
 impl Default for LineFramer {
@@ -47,7 +58,7 @@ impl LineFramer {
         Self {
             max_line,
             buffer: Vec::new(),
-            discarding: false,
+            discarding: None,
         }
     }
 
@@ -71,9 +82,14 @@ impl LineFramer {
                 None => (bytes, &[][..], false),
             };
             bytes = rest;
-            if self.discarding {
+            if let Some(outline) = self.discarding.as_mut() {
+                outline.read(chunk);
                 if ends_line {
-                    self.discarding = false;
+                    out.extend(
+                        self.discarding
+                            .take()
+                            .map(|o| Err(o.too_long(self.max_line))),
+                    );
                 }
                 continue;
             }
@@ -81,11 +97,17 @@ impl LineFramer {
             // be: a read can end between a line's `\r` and its `\n`.
             let spare = ends_line || chunk.last() == Some(&b'\r');
             if self.buffer.len() + chunk.len() > self.max_line + usize::from(spare) {
-                self.buffer.clear();
-                self.discarding = !ends_line;
-                out.push(Err(FrameError::LineTooLong {
-                    limit: self.max_line,
-                }));
+                let mut outline = Outline::default();
+                outline.read(&self.buffer);
+                outline.read(chunk);
+                // Dropped rather than cleared: the memory a line at the limit
+                // took is not held for lines that need a small part of it.
+                self.buffer = Vec::new();
+                if ends_line {
+                    out.push(Err(outline.too_long(self.max_line)));
+                } else {
+                    self.discarding = Some(outline);
+                }
                 continue;
             }
             self.buffer.extend_from_slice(chunk);
@@ -95,9 +117,7 @@ impl LineFramer {
                     line.pop();
                 }
                 if line.len() > self.max_line {
-                    out.push(Err(FrameError::LineTooLong {
-                        limit: self.max_line,
-                    }));
+                    out.push(Err(Outline::of(&line).too_long(self.max_line)));
                 } else if !line.iter().all(u8::is_ascii_whitespace) {
                     out.push(Ok(line));
                 }
@@ -109,8 +129,8 @@ impl LineFramer {
     /// What is left when the stream ends: a final line without a newline.
     #[must_use]
     pub fn finish(self) -> Option<Result<Vec<u8>, FrameError>> {
-        if self.discarding {
-            return None;
+        if let Some(outline) = self.discarding {
+            return Some(Err(outline.too_long(self.max_line)));
         }
         let line = self.buffer;
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -118,11 +138,215 @@ impl LineFramer {
         }
         // Only the spare byte a `\r` was let in on can put it over.
         if line.len() > self.max_line {
-            return Some(Err(FrameError::LineTooLong {
-                limit: self.max_line,
-            }));
+            return Some(Err(Outline::of(&line).too_long(self.max_line)));
         }
         Some(Ok(line))
+    }
+}
+
+/// The `id` of the request `line` holds, read without parsing it, for
+/// refusing under its own id a request that will not be parsed (one nested
+/// too deep): `None` when the line names no `method` or has no usable id.
+#[must_use]
+pub fn request_id(line: &[u8]) -> Option<RequestId> {
+    let outline = Outline::of(line);
+    outline.id.filter(|_| outline.method)
+}
+
+/// The most of a member's name or of an `id` kept while a line is
+/// discarded; a longer one is neither `id`, `method` nor an id worth reading.
+const KEPT_MAX: usize = 256;
+
+/// What an oversized line says at its top level, read as it is thrown away.
+///
+/// A small lexer that follows strings and nesting only, so that it costs one
+/// pass and holds at most [`KEPT_MAX`] bytes whatever the line's length;
+/// string contents it need not keep are skipped with one search. Bytes that
+/// are not JSON leave it with nothing to report, never with an error.
+#[derive(Debug, Default)]
+struct Outline {
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    at: Place,
+    /// A member's name with its quotes, or the `id`'s value as written.
+    kept: Vec<u8>,
+    /// `kept` ran past [`KEPT_MAX`].
+    overflowed: bool,
+    id: Option<RequestId>,
+    method: bool,
+}
+
+/// Where the lexer is in the top-level object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Place {
+    /// Before the object opens.
+    #[default]
+    Start,
+    /// Where a member's name comes next.
+    Name,
+    /// Inside a member's name.
+    InName,
+    /// After a name, before its `:`.
+    Colon,
+    /// After `"id":`, before the value.
+    Id,
+    /// Inside an `id` written as a string.
+    IdString,
+    /// Inside an `id` written as a number (or a literal).
+    IdBare,
+    /// Inside any other member's value.
+    Value,
+}
+
+impl Outline {
+    /// The outline of a whole line.
+    fn of(line: &[u8]) -> Self {
+        let mut outline = Self::default();
+        outline.read(line);
+        outline
+    }
+
+    /// The error reporting the line, with what it said.
+    fn too_long(self, limit: usize) -> FrameError {
+        FrameError::LineTooLong {
+            limit,
+            id: self.id,
+            method: self.method,
+        }
+    }
+
+    fn read(&mut self, mut bytes: &[u8]) {
+        loop {
+            if self.in_string && !self.escaped && !self.keeping() {
+                // Nothing in this string matters but where it ends.
+                match memchr::memchr2(b'"', b'\\', bytes) {
+                    Some(at) => bytes = bytes.get(at..).unwrap_or_default(),
+                    None => return,
+                }
+            }
+            let Some((&byte, rest)) = bytes.split_first() else {
+                return;
+            };
+            bytes = rest;
+            if self.in_string {
+                self.string_byte(byte);
+            } else {
+                self.structural(byte);
+            }
+        }
+    }
+
+    const fn keeping(&self) -> bool {
+        self.depth == 1 && matches!(self.at, Place::InName | Place::IdString | Place::IdBare)
+    }
+
+    fn keep(&mut self, byte: u8) {
+        if self.kept.len() < KEPT_MAX {
+            self.kept.push(byte);
+        } else {
+            self.overflowed = true;
+        }
+    }
+
+    fn string_byte(&mut self, byte: u8) {
+        let keeping = self.keeping();
+        if keeping {
+            self.keep(byte);
+        }
+        match (self.escaped, byte) {
+            (true, _) => self.escaped = false,
+            (false, b'\\') => self.escaped = true,
+            (false, b'"') => {
+                self.in_string = false;
+                if keeping {
+                    self.string_ended();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn string_ended(&mut self) {
+        match self.at {
+            Place::InName => self.at = Place::Colon,
+            Place::IdString => self.id_ended(),
+            _ => {}
+        }
+    }
+
+    fn structural(&mut self, byte: u8) {
+        let top = self.depth == 1;
+        match byte {
+            b'"' => {
+                self.in_string = true;
+                if top && matches!(self.at, Place::Name | Place::Id) {
+                    self.at = if self.at == Place::Name {
+                        Place::InName
+                    } else {
+                        Place::IdString
+                    };
+                    self.kept.clear();
+                    self.overflowed = false;
+                    self.keep(byte);
+                }
+            }
+            b'{' | b'[' => {
+                if top {
+                    // An object or array is no id.
+                    self.at = Place::Value;
+                }
+                self.depth += 1;
+                if self.depth == 1 {
+                    self.at = if byte == b'{' {
+                        Place::Name
+                    } else {
+                        Place::Value
+                    };
+                }
+            }
+            b'}' | b']' => {
+                if top && self.at == Place::IdBare {
+                    self.id_ended();
+                }
+                self.depth = self.depth.saturating_sub(1);
+            }
+            b':' if top && self.at == Place::Colon => {
+                let name = core::mem::take(&mut self.kept);
+                self.at = Place::Value;
+                if !self.overflowed {
+                    match name.as_slice() {
+                        b"\"id\"" => self.at = Place::Id,
+                        b"\"method\"" => self.method = true,
+                        _ => {}
+                    }
+                }
+            }
+            b',' if top => {
+                if self.at == Place::IdBare {
+                    self.id_ended();
+                }
+                self.at = Place::Name;
+            }
+            _ if byte.is_ascii_whitespace() => {}
+            _ if top && matches!(self.at, Place::Id | Place::IdBare) => {
+                if self.at == Place::Id {
+                    self.kept.clear();
+                    self.overflowed = false;
+                    self.at = Place::IdBare;
+                }
+                self.keep(byte);
+            }
+            _ => {}
+        }
+    }
+
+    fn id_ended(&mut self) {
+        if !self.overflowed {
+            self.id = serde_json::from_slice(&self.kept).ok();
+        }
+        self.kept.clear();
+        self.at = Place::Value;
     }
 }
 
@@ -227,7 +451,111 @@ mod tests {
         events.extend(framer.push(b"\n{}\n"));
         assert_eq!(
             lines(events),
-            [Err(FrameError::LineTooLong { limit: 8 }), Ok("{}".into())]
+            [
+                Err(FrameError::LineTooLong {
+                    limit: 8,
+                    id: None,
+                    method: false
+                }),
+                Ok("{}".into())
+            ]
+        );
+    }
+
+    /// What each oversized line says, however the reads fall; `None` for
+    /// a cut that did not give one error alone.
+    fn outline_of(line: &str) -> Vec<Option<(Option<RequestId>, bool)>> {
+        (1..line.len())
+            .map(|cut| {
+                let (first, second) = line.as_bytes().split_at(cut);
+                let mut framer = LineFramer::new(4);
+                let mut events = framer.push(first);
+                events.extend(framer.push(second));
+                events.extend(framer.push(b"\n"));
+                match events.as_slice() {
+                    [Err(FrameError::LineTooLong { id, method, .. })] => {
+                        Some((id.clone(), *method))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_oversized_lines_id_and_method_are_read_as_it_is_discarded() {
+        let cases = [
+            // The id first, as most write it, or last, as JSON.stringify
+            // of the TypeScript SDK's responses does.
+            (
+                r#"{"jsonrpc":"2.0","id":7,"result":{"text":"xxxx"}}"#,
+                Some(7.into()),
+                false,
+            ),
+            (
+                r#"{"result":{"id":1,"text":"x\"}"},"id":2}"#,
+                Some(2.into()),
+                false,
+            ),
+            (
+                r#"{ "id" : "a\"b" , "method":"tools/call","params":{}}"#,
+                Some("a\"b".into()),
+                true,
+            ),
+            (r#"{"method":"x","params":{"id":3}}"#, None, true),
+            // Names and strings that only look like the members.
+            (r#"{"ids":1,"x":"\"id\":4","methods":[]}"#, None, false),
+            // Ids MCP does not allow, and lines that are not objects.
+            (r#"{"id":{"n":1},"result":{}}"#, None, false),
+            (r#"{"id":1.5,"result":{}}"#, None, false),
+            (r#"{"id":null,"error":{}}"#, None, false),
+            (r#"[{"id":1,"method":"m"}]"#, None, false),
+            ("not JSON at all", None, false),
+        ];
+        for (line, id, method) in cases {
+            for (cut, said) in outline_of(line).into_iter().enumerate() {
+                assert_eq!(
+                    said,
+                    Some((id.clone(), method)),
+                    "{line} cut at {}",
+                    cut + 1
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_requests_id_is_read_however_deep_it_nests() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","params":{{"a":{}{}}},"id":"deep","method":"m"}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert_eq!(request_id(deep.as_bytes()), Some("deep".into()));
+        assert_eq!(
+            request_id(br#"{"jsonrpc":"2.0","id":3,"result":[[[]]]}"#),
+            None
+        );
+    }
+
+    #[test]
+    fn an_id_too_long_to_keep_is_not_read() {
+        let long = "x".repeat(KEPT_MAX);
+        let line = format!(r#"{{"id":"{long}","method":"m"}}"#);
+        assert_eq!(outline_of(&line).first(), Some(&Some((None, true))));
+    }
+
+    #[test]
+    fn a_line_still_open_when_the_stream_ends_is_reported_with_its_id() {
+        let mut framer = LineFramer::new(8);
+        assert!(framer.push(br#"{"id":9,"method":"m","params":"#).is_empty());
+        assert_eq!(
+            framer.finish(),
+            Some(Err(FrameError::LineTooLong {
+                limit: 8,
+                id: Some(9.into()),
+                method: true
+            }))
         );
     }
 

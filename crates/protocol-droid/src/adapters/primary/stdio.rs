@@ -25,7 +25,7 @@ use crate::application::server::{Connection, Reply, Server};
 use crate::application::squelch::Squelch;
 use crate::domain::Refusal;
 use crate::domain::jsonrpc::framing::{
-    DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, LineFramer, deeper_than,
+    DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, FrameError, LineFramer, deeper_than, request_id,
 };
 use crate::domain::jsonrpc::{
     EnvelopeError, ErrorCode, ErrorObject, Incoming, Message, Notification, Request, RequestId,
@@ -448,12 +448,24 @@ enum NotStarted {
 type InFlight = Arc<Mutex<HashMap<RequestId, AbortHandle, foldhash::fast::RandomState>>>;
 
 impl Reader {
-    async fn frame(&mut self, frame: Result<Vec<u8>, crate::domain::jsonrpc::framing::FrameError>) {
+    async fn frame(&mut self, frame: Result<Vec<u8>, FrameError>) {
         let bytes = match frame {
             Ok(bytes) => bytes,
             Err(e) => {
                 tracing::warn!("{e}");
-                return self.refuse(ErrorCode::INVALID_REQUEST, e.to_string()).await;
+                // A request too long to read is refused under its own id, so
+                // that its sender stops waiting for it.
+                let id = match &e {
+                    FrameError::LineTooLong {
+                        id: Some(id),
+                        method: true,
+                        ..
+                    } => ResponseId::Id(id.clone()),
+                    _ => ResponseId::Null,
+                };
+                return self
+                    .refuse_as(id, ErrorCode::INVALID_REQUEST, e.to_string())
+                    .await;
             }
         };
         if deeper_than(&bytes, self.options.max_depth) {
@@ -461,7 +473,10 @@ impl Reader {
                 "message nested deeper than {} levels",
                 self.options.max_depth
             );
-            return self.refuse(ErrorCode::INVALID_REQUEST, message).await;
+            let id = request_id(&bytes).map_or(ResponseId::Null, ResponseId::Id);
+            return self
+                .refuse_as(id, ErrorCode::INVALID_REQUEST, message)
+                .await;
         }
         match parse(&bytes) {
             Err(e) => self.outbox.answer(refusal(&e)).await,
@@ -477,8 +492,12 @@ impl Reader {
     }
 
     async fn refuse(&self, code: ErrorCode, message: String) {
+        self.refuse_as(ResponseId::Null, code, message).await;
+    }
+
+    async fn refuse_as(&self, id: ResponseId, code: ErrorCode, message: String) {
         let response = Response {
-            id: ResponseId::Null,
+            id,
             outcome: Err(ErrorObject::new(code, message)),
         };
         self.outbox

@@ -26,7 +26,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Mutex as AsyncMutex, mpsc};
 
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing, plain_response};
-use crate::domain::jsonrpc::framing::{DEFAULT_MAX_LINE, LineFramer};
+use crate::domain::jsonrpc::framing::{DEFAULT_MAX_LINE, FrameError, LineFramer};
 
 /// How many of the child's last stderr lines are kept for error messages.
 const STDERR_TAIL: usize = 20;
@@ -334,6 +334,16 @@ async fn read_loop(
         for frame in framer.push(buffer.get(..read).unwrap_or_default()) {
             let item = match frame {
                 Ok(line) => decode(&line),
+                // An answer too long to read still ends its request, now
+                // rather than at its timeout.
+                Err(FrameError::LineTooLong {
+                    limit,
+                    id: Some(id),
+                    method: false,
+                }) => vec![Inbound::Failed {
+                    id,
+                    error: LinkError::TooLarge { limit },
+                }],
                 Err(error) => vec![Inbound::Malformed(error.to_string())],
             };
             for item in item {
@@ -421,6 +431,36 @@ mod tests {
         ] {
             assert!(!is_base(secret.as_ref()), "{secret}");
         }
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_limit_fails_its_request_and_reading_goes_on() {
+        use crate::domain::jsonrpc::RequestId;
+        let pad = "x".repeat(100);
+        let stdout = format!(
+            "{{\"result\":{{\"text\":\"{pad}\"}},\"jsonrpc\":\"2.0\",\"id\":4}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{{}}}}\n"
+        );
+        let (tx, mut rx) = mpsc::channel(8);
+        read_loop(stdout.as_bytes(), 64, tx, Arc::default()).await;
+        let first = rx.recv().await;
+        assert!(
+            matches!(
+                &first,
+                Some(Inbound::Failed {
+                    id: RequestId::Number(4),
+                    error: LinkError::TooLarge { limit: 64 }
+                })
+            ),
+            "{first:?}"
+        );
+        assert!(matches!(
+            rx.recv().await,
+            Some(Inbound::Answer {
+                id: RequestId::Number(5),
+                ..
+            })
+        ));
     }
 
     #[tokio::test]

@@ -13,7 +13,7 @@ use super::lower::refusal;
 use super::remote::{Elsewhere, Route};
 use super::runtime::Bridge;
 use super::upstream::{RELAY_BACKLOG, Relay, Upstream, lock};
-use crate::application::client::{Answer, ClientError, RequestOptions};
+use crate::application::client::{Answer, ClientError, LinkError, RequestOptions};
 use crate::application::observe::{TRACEPARENT_META, TRACESTATE_META, TraceContext};
 use crate::application::server::LOG_LEVEL_META;
 use crate::application::server::dispatch::{
@@ -152,6 +152,13 @@ pub(super) fn upstream_error(
             tracing::warn!(target: "droid::bridge", method, millis, "the upstream did not answer in time");
             CallError::internal(format!(
                 "the upstream gave no answer to {method} within {millis} ms; the request was cancelled"
+            ))
+        }
+        // The limit is this side's own, and worth the client's knowing.
+        ClientError::Link(LinkError::TooLarge { limit }) => {
+            tracing::warn!(target: "droid::bridge", limit, "the upstream's answer was too large");
+            CallError::internal(format!(
+                "the upstream's answer ran past the {limit}-byte limit and was discarded"
             ))
         }
         other => {

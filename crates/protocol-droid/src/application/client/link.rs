@@ -84,6 +84,12 @@ pub enum LinkError {
     /// Credentials could not be had.
     #[error("{0}")]
     Unauthorized(String),
+    /// The answer ran past the transport's limit and was discarded unread.
+    #[error("an answer over the {limit}-byte limit")]
+    TooLarge {
+        /// The limit in force.
+        limit: usize,
+    },
     /// Anything else the transport could not do (I/O, a broken stream).
     #[error("{0}")]
     Io(String),

@@ -26,7 +26,9 @@ use super::outbound::{
 use super::wire::{
     self, ErrorBody, ErrorFrame, Frame, NotificationFrame, Refusal, ReplyFrame, RequestFrame,
 };
-use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, FrameError, LineFramer, deeper_than};
+use crate::domain::jsonrpc::framing::{
+    DEFAULT_MAX_DEPTH, FrameError, LineFramer, deeper_than, request_id,
+};
 use crate::domain::jsonrpc::{ErrorCode, VERSION};
 
 /// The default longest line: 64 MiB.
@@ -786,18 +788,30 @@ async fn handle_frame(
     options: &AcpPeerOptions,
 ) {
     let refusal = match frame {
-        Err(e) => Refusal::new(
-            ErrorCode::INVALID_REQUEST,
-            format!("Invalid request: {e}"),
-            Value::Null,
-        ),
+        Err(e) => {
+            // A request too long to read is refused under its own id, so
+            // that the client stops waiting for it.
+            let id = match &e {
+                FrameError::LineTooLong {
+                    id: Some(id),
+                    method: true,
+                    ..
+                } => id.to_json(),
+                _ => Value::Null,
+            };
+            Refusal::new(
+                ErrorCode::INVALID_REQUEST,
+                format!("Invalid request: {e}"),
+                id,
+            )
+        }
         Ok(bytes) if deeper_than(&bytes, options.max_depth) => Refusal::new(
             ErrorCode::INVALID_REQUEST,
             format!(
                 "Invalid request: nested deeper than {} levels",
                 options.max_depth
             ),
-            Value::Null,
+            request_id(&bytes).map_or(Value::Null, |id| id.to_json()),
         ),
         Ok(bytes) => match wire::parse(&bytes) {
             Err(refusal) => refusal,

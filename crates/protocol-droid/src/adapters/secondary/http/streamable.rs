@@ -499,9 +499,7 @@ pub(super) async fn read_limited(response: Response) -> Result<Vec<u8>, LinkErro
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| LinkError::Io(e.to_string()))?;
         if body.len() + chunk.len() > MAX_BODY {
-            return Err(LinkError::Io(format!(
-                "a response body over {MAX_BODY} bytes"
-            )));
+            return Err(LinkError::TooLarge { limit: MAX_BODY });
         }
         body.extend_from_slice(&chunk);
     }
