@@ -1778,6 +1778,58 @@ mod backpressure {
     }
 
     #[tokio::test]
+    async fn a_client_that_stops_reading_stops_the_reading_of_its_requests() -> Result<(), TestError>
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        const SENT: usize = 2_000;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let server = server(&calls, &Arc::new(Notify::new()))?;
+        // A pipe of 4 KiB each way: a few dozen answers fill it.
+        let (client_end, server_end) = tokio::io::duplex(4096);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let options = StdioOptions {
+            max_in_flight: 4,
+            queue: 8,
+            ..StdioOptions::default()
+        };
+        let _serving = tokio::spawn(stdio::serve(server, server_read, server_write, options));
+        let (mut client_read, mut client_write) = tokio::io::split(client_end);
+        let _writing = tokio::spawn(async move {
+            let mut input = b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n".to_vec();
+            for id in 1..=SENT {
+                input.extend_from_slice(
+                    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"count\"}}}}\n").as_bytes(),
+                );
+            }
+            client_write.write_all(&input).await
+        });
+        // Nothing is read until the count of calls run stops moving.
+        let mut last = usize::MAX;
+        let mut still = 0;
+        while still < 5 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = calls.load(Ordering::SeqCst);
+            still = if now == last { still + 1 } else { 0 };
+            last = now;
+        }
+        // What ran is what the pipe, the queue and the caps hold, not
+        // everything sent: the rest waits in the client's pipe.
+        assert!(last < 500, "{last} of {SENT} calls ran with nobody reading");
+        // Once read, every request is answered.
+        let mut read = Vec::new();
+        let mut buffer = vec![0_u8; 64 * 1024];
+        while read.iter().filter(|b| **b == b'\n').count() < SENT + 1 {
+            let n = client_read.read(&mut buffer).await?;
+            if n == 0 {
+                break;
+            }
+            read.extend_from_slice(buffer.get(..n).unwrap_or_default());
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), SENT);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn answers_to_questions_are_read_while_requests_wait() -> Result<(), TestError> {
         let mut h = capped(2, json!({ "elicitation": {} })).await?;
         // Two calls that each ask the client, then as many queued behind

@@ -9,7 +9,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -299,6 +299,7 @@ where
         pending,
         tasks: TaskTracker::new(),
         in_flight: InFlight::default(),
+        unanswered: Arc::default(),
         notifier,
         waiting: VecDeque::new(),
         freed: Arc::new(Notify::new()),
@@ -425,12 +426,19 @@ struct Reader {
     /// a client that sends its next request on reading the answer never
     /// finds the old id still "in flight".
     in_flight: InFlight,
+    /// Requests started whose answers are not yet queued for the writer:
+    /// bounded by `max_in_flight`, so that a client that stops reading
+    /// stops the reading of its requests too, rather than piling up answers
+    /// waiting for room (the in-flight table lets a request go before its
+    /// answer is queued, for the reason above).
+    unanswered: Arc<AtomicUsize>,
     /// The task telling the session of changes to what is offered.
     notifier: JoinHandle<()>,
     /// Requests read while the in-flight table was full, in order; at most
     /// `max_in_flight` of them, then reading stops.
     waiting: VecDeque<Request>,
-    /// Signalled whenever a request leaves the in-flight table.
+    /// Signalled whenever a request leaves the in-flight table or its answer
+    /// is queued.
     freed: Arc<Notify>,
     options: StdioOptions,
 }
@@ -550,11 +558,7 @@ impl Reader {
                 self.outbox.answer(refusal.into_value()).await;
             }
             // Put back at the front by `run` when the table is full.
-            if self.waiting.front().is_some_and(|_| {
-                self.in_flight
-                    .lock()
-                    .is_ok_and(|t| t.len() >= self.options.max_in_flight)
-            }) {
+            if self.waiting.front().is_some() && self.full() {
                 return;
             }
         }
@@ -607,6 +611,7 @@ impl Reader {
         let outbox = self.outbox.clone();
         let table = Arc::clone(&self.in_flight);
         let freed = Arc::clone(&self.freed);
+        let unanswered = Arc::clone(&self.unanswered);
         // The handler runs in a task of its own, and a second task waits for
         // it and writes the answer: a panicking handler still gets its
         // request an answer, and a cancelled one (its task aborted) gets
@@ -623,8 +628,14 @@ impl Reader {
             if let Some(frame) = outcome.map(|o| response_frame(&id, &o)) {
                 outbox.send(frame).await;
             }
+            answered(&unanswered, 1, &freed);
         }));
         None
+    }
+
+    /// Whether as many requests are unanswered as may be.
+    fn full(&self) -> bool {
+        self.unanswered.load(Ordering::Acquire) >= self.options.max_in_flight
     }
 
     /// Starts `request`'s handler and enters it in the in-flight table, or
@@ -640,7 +651,7 @@ impl Reader {
                 "the in-flight table is unavailable".to_owned(),
             ));
         };
-        let full = in_flight.len() >= self.options.max_in_flight;
+        let full = self.full();
         let Entry::Vacant(slot) = in_flight.entry(request.id.clone()) else {
             return Err(NotStarted::Refused(format!(
                 "request id {} is already in flight",
@@ -652,6 +663,7 @@ impl Reader {
         }
         let work = serve_one(Arc::clone(&self.connection), request);
         slot.insert(work.abort_handle());
+        self.unanswered.fetch_add(1, Ordering::AcqRel);
         Ok(work)
     }
 
@@ -755,6 +767,8 @@ impl Reader {
         let outbox = self.outbox.clone();
         let table = Arc::clone(&self.in_flight);
         let freed = Arc::clone(&self.freed);
+        let unanswered = Arc::clone(&self.unanswered);
+        let started = running.len();
         drop(self.tasks.spawn(async move {
             for (id, work) in running {
                 let task = work.id();
@@ -772,6 +786,7 @@ impl Reader {
             if !answers.is_empty() {
                 outbox.answer(Value::Array(answers)).await;
             }
+            answered(&unanswered, started, &freed);
         }));
     }
 
@@ -816,6 +831,13 @@ fn refused(id: RequestId, why: String) -> Message {
         id: ResponseId::Id(id),
         outcome: Err(Refusal::invalid_request(why).into()),
     })
+}
+
+/// Counts `count` answers as queued (or never to be written), and wakes a
+/// reader waiting for room.
+fn answered(unanswered: &AtomicUsize, count: usize, freed: &Notify) {
+    unanswered.fetch_sub(count, Ordering::AcqRel);
+    freed.notify_one();
 }
 
 /// Takes a finished request out of the in-flight table, if its entry is
