@@ -194,6 +194,108 @@ fn droid_acp_drives_droid_serve_over_stdio_through_a_whole_session() -> Result<(
 }
 
 #[test]
+fn a_bare_name_two_servers_have_is_ambiguous_and_a_qualified_one_is_not() -> Result<(), TestError> {
+    let mut agent = Agent::start()?;
+    agent.initialize()?;
+    let server = |name: &str| {
+        json!({ "name": name, "command": env!("CARGO_BIN_EXE_droid"), "args": ["serve"],
+            "env": [{ "name": "DROID_LOG", "value": "error" }] })
+    };
+    let id = agent.request(
+        "session/new",
+        &json!({ "cwd": "/", "mcpServers": [server("one"), server("two")] }),
+    )?;
+    let (reply, _) = agent.answer(id)?;
+    let session = reply["result"]["sessionId"]
+        .as_str()
+        .ok_or("no sessionId")?
+        .to_owned();
+
+    let id = agent.prompt(&session, "call test_simple_text")?;
+    let (_, updates) = agent.answer(id)?;
+    let words = said(&updates);
+    assert!(
+        words.contains("More than one server has `test_simple_text`")
+            && words.contains("one/test_simple_text")
+            && words.contains("two/test_simple_text"),
+        "{words}"
+    );
+    let id = agent.prompt(&session, "call two/test_simple_text")?;
+    let (_, updates) = agent.answer(id)?;
+    assert_eq!(statuses(&updates), ["pending", "in_progress", "completed"]);
+
+    let id = agent.prompt(&session, "prompt test_simple_prompt")?;
+    let (_, updates) = agent.answer(id)?;
+    let words = said(&updates);
+    assert!(
+        words.contains("More than one server has the prompt `test_simple_prompt`"),
+        "{words}"
+    );
+    Ok(())
+}
+
+/// The ids of the replies read until the one to `last`, in order, and
+/// whether a `session/update` came after any reply.
+fn replies_until(agent: &Agent, last: i64) -> Result<(Vec<Value>, bool), TestError> {
+    let mut replies = Vec::new();
+    let mut update_after_reply = false;
+    loop {
+        let line = agent.lines.recv_timeout(PATIENCE)?;
+        let message: Value = serde_json::from_str(&line)?;
+        if message["method"] == "session/update" {
+            update_after_reply |= !replies.is_empty();
+        } else if message.get("method").is_none() {
+            replies.push(message["id"].clone());
+            if message["id"] == last {
+                return Ok((replies, update_after_reply));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_session_closed_mid_turn_is_answered_after_the_turn() -> Result<(), TestError> {
+    let mut agent = Agent::start()?;
+    agent.initialize()?;
+    let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
+        "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
+    let session = agent.new_session(&server)?;
+    let turn = agent.prompt(&session, r#"call sleep {"ms": 20000}"#)?;
+    agent.until(|m| m["params"]["update"]["status"] == "in_progress")?;
+    let close = agent.request("session/close", &json!({ "sessionId": session }))?;
+    let (replies, update_after_reply) = replies_until(&agent, close)?;
+    assert_eq!(replies, [json!(turn), json!(close)]);
+    assert!(!update_after_reply, "an update followed a reply");
+    Ok(())
+}
+
+#[test]
+fn a_session_closed_while_it_loads_fails_the_load() -> Result<(), TestError> {
+    let mut agent = Agent::start_with(&["--connect-timeout", "2"])?;
+    agent.initialize()?;
+    let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
+        "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
+    let session = agent.new_session(&server)?;
+    // A server that never answers keeps the load connecting.
+    let load = agent.request(
+        "session/load",
+        &json!({ "sessionId": session, "cwd": "/",
+            "mcpServers": [{ "name": "mute", "command": "/bin/sleep", "args": ["100"], "env": [] }] }),
+    )?;
+    let close = agent.request("session/close", &json!({ "sessionId": session }))?;
+    agent.answer(close)?;
+    let (reply, updates) = agent.answer(load)?;
+    assert_eq!(reply["error"]["code"], -32002, "{reply}");
+    assert!(
+        updates
+            .iter()
+            .all(|u| u["sessionUpdate"] != "available_commands_update"),
+        "{updates:?}"
+    );
+    Ok(())
+}
+
+#[test]
 fn droid_acp_exits_when_its_client_closes_stdin() -> Result<(), TestError> {
     let mut agent = Agent::start()?;
     let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),

@@ -318,8 +318,9 @@ pub(crate) async fn find_tool(servers: &[Arc<Connected>], name: &str) -> Result<
                 }
             }
         }
-        // A qualified match wins over the same words read as a bare name.
-        if found.len() > 1 {
+        // A qualified match wins over the same words read as a bare name;
+        // a bare name several servers have stays ambiguous.
+        if found.len() > 1 && found.iter().any(|f| f.qualified() == name) {
             found.retain(|f| f.qualified() == name);
         }
         match found.len() {

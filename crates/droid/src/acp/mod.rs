@@ -152,6 +152,9 @@ struct Running {
     request_id: Value,
     /// Sending (or dropping) this ends the turn as `cancelled`.
     cancel: Option<oneshot::Sender<()>>,
+    /// Ends (its sender dropped) once the turn's reply is sent, so that a
+    /// `session/close` is answered after everything the turn said.
+    ended: Option<oneshot::Receiver<()>>,
 }
 
 #[derive(Debug)]
@@ -399,6 +402,23 @@ impl Agent {
                 session.servers.clone()
             };
             tokio::spawn(async move { mcp::close_all(&stale, CLOSE_GRACE).await });
+            if !kept {
+                let refused = sender
+                    .send_error_with_data(
+                        id,
+                        RESOURCE_NOT_FOUND,
+                        format!(
+                            "Resource not found: session `{}` was closed while it loaded",
+                            session.id
+                        ),
+                        json!({ "sessionId": session.id }),
+                    )
+                    .await;
+                if let Err(e) = refused {
+                    tracing::debug!("session/load: {e}");
+                }
+                return;
+            }
             let answered = async {
                 replayed?;
                 sender.send_reply(id, json!({})).await?;
@@ -424,16 +444,18 @@ impl Agent {
                 Some(slot) if !matches!(slot.busy, Busy::Idle) => Err(Refused::Busy),
                 Some(slot) => {
                     let (cancel, cancelled) = oneshot::channel();
+                    let (ending, ended) = oneshot::channel::<()>();
                     slot.busy = Busy::Turn(Running {
                         number,
                         request_id: id.clone(),
                         cancel: Some(cancel),
+                        ended: Some(ended),
                     });
-                    Ok((Arc::clone(&slot.session), number, cancelled))
+                    Ok((Arc::clone(&slot.session), number, cancelled, ending))
                 }
             }
         };
-        let (session, number, cancelled) = match started {
+        let (session, number, cancelled, ending) = match started {
             Ok(started) => started,
             Err(Refused::UnknownSession) => {
                 return self.unknown_session(id, &params.session_id).await;
@@ -492,6 +514,7 @@ impl Agent {
             if let Err(e) = replied {
                 tracing::debug!("session/prompt: {e}");
             }
+            drop(ending);
         });
         Ok(())
     }
@@ -500,12 +523,28 @@ impl Agent {
         // Removing the slot drops a running turn's cancel sender, which
         // ends that turn as cancelled.
         let removed = lock(&self.state).sessions.remove(session_id);
-        let Some(slot) = removed else {
+        let Some(mut slot) = removed else {
             return self.unknown_session(id, session_id).await;
         };
+        let turn_ended = match &mut slot.busy {
+            Busy::Turn(running) => running.ended.take(),
+            _ => None,
+        };
         let servers = slot.session.servers.clone();
+        drop(slot);
         tokio::spawn(async move { mcp::close_all(&servers, CLOSE_GRACE).await });
-        self.sender.send_reply(id, json!({})).await
+        // The close is answered once the cancelled turn has said its last
+        // word and been answered: nothing about the session follows it.
+        let sender = self.sender.clone();
+        tokio::spawn(async move {
+            if let Some(ended) = turn_ended {
+                let _turn_over = ended.await;
+            }
+            if let Err(e) = sender.send_reply(id, json!({})).await {
+                tracing::debug!("session/close: {e}");
+            }
+        });
+        Ok(())
     }
 
     async fn unknown_session(&self, id: Value, session_id: &str) -> Result<(), AcpPeerError> {

@@ -42,10 +42,17 @@ impl History {
     fn record(&mut self, update: &Value, limits: HistoryLimits) {
         let size = serde_json::to_string(update).map_or(0, |s| s.len());
         let (update, size) = if size > limits.bytes {
+            // A message chunk keeps its kind, so that a user's prompt is not
+            // replayed as the agent's words; anything else is the agent's.
+            let kind = update
+                .get("sessionUpdate")
+                .and_then(Value::as_str)
+                .filter(|kind| kind.ends_with("_chunk"))
+                .unwrap_or("agent_message_chunk");
             let note = json!({
-                "sessionUpdate": "agent_message_chunk",
+                "sessionUpdate": kind,
                 "content": { "type": "text",
-                    "text": format!("[{size} bytes of output, too large to keep for replay]") },
+                    "text": format!("[{size} bytes, too large to keep for replay]") },
             });
             (note, 128)
         } else {
@@ -250,5 +257,13 @@ mod tests {
             .and_then(Value::as_str)
             .unwrap_or_default();
         assert!(text.contains("too large to keep"), "{text}");
+        let kind = |update: &Value| update.get("sessionUpdate").cloned();
+        assert_eq!(kind(&last), Some(json!("agent_message_chunk")));
+        // A user's prompt too large to keep is still the user's.
+        let prompt = json!({ "sessionUpdate": "user_message_chunk",
+            "content": { "type": "text", "text": "d".repeat(5000) } });
+        history.record(&prompt, limits);
+        let last = history.updates().pop().unwrap_or_default();
+        assert_eq!(kind(&last), Some(json!("user_message_chunk")));
     }
 }

@@ -478,8 +478,12 @@ async fn get_prompt(
             }
         }
     }
-    if candidates.len() > 1 {
-        candidates.retain(|(server, prompt)| format!("{}/{prompt}", server.name) == name);
+    // A qualified match wins over the same words read as a bare name; a
+    // bare name several servers have stays ambiguous.
+    let qualified =
+        |(server, prompt): &(Arc<Connected>, String)| format!("{}/{prompt}", server.name) == name;
+    if candidates.len() > 1 && candidates.iter().any(qualified) {
+        candidates.retain(qualified);
     }
     let (server, prompt) = match candidates.len() {
         1 => match candidates.pop() {
