@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use protocol_droid::adapters::primary::acp::{AcpAgentPeer, AcpPeerOptions, Inbound};
-use protocol_droid::domain::jsonrpc::framing::{LineFramer, deeper_than};
+use protocol_droid::domain::jsonrpc::framing::{FrameError, LineFramer, deeper_than, request_id};
 use protocol_droid_fuzz::Rng;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -60,8 +60,10 @@ fn classify(line: &[u8], max_depth: usize) -> Expect {
     const PARSE: i64 = -32700;
     const INVALID: i64 = -32600;
     let refused = |code, id| Expect::Refused { code, id };
+    // Refused unparsed, under the id read without parsing (the framing
+    // module's tests pin how).
     if deeper_than(line, max_depth) {
-        return refused(INVALID, Value::Null);
+        return refused(INVALID, request_id(line).map_or(Value::Null, |id| id.to_json()));
     }
     let Ok(value) = serde_json::from_slice::<Value>(line) else {
         return refused(PARSE, Value::Null);
@@ -106,6 +108,14 @@ async fn run(max_line: usize, max_depth: usize, seed: u8, stream: Vec<u8>) {
         .into_iter()
         .map(|event| match event {
             Ok(line) => classify(&line, max_depth),
+            Err(FrameError::LineTooLong {
+                id: Some(id),
+                method: true,
+                ..
+            }) => Expect::Refused {
+                code: -32600,
+                id: id.to_json(),
+            },
             Err(_) => Expect::Refused {
                 code: -32600,
                 id: Value::Null,

@@ -316,7 +316,11 @@ impl Outline {
                 self.at = Place::Value;
                 if !self.overflowed {
                     match name.as_slice() {
-                        b"\"id\"" => self.at = Place::Id,
+                        // The last `id` is the one a parser keeps.
+                        b"\"id\"" => {
+                            self.id = None;
+                            self.at = Place::Id;
+                        }
                         b"\"method\"" => self.method = true,
                         _ => {}
                     }
@@ -509,6 +513,13 @@ mod tests {
             (r#"{"id":{"n":1},"result":{}}"#, None, false),
             (r#"{"id":1.5,"result":{}}"#, None, false),
             (r#"{"id":null,"error":{}}"#, None, false),
+            // The last id is the one a parser keeps.
+            (r#"{"id":1,"method":"m","id":{"n":2}}"#, None, true),
+            (
+                r#"{"id":{"n":1},"method":"m","id":2}"#,
+                Some(2.into()),
+                true,
+            ),
             (r#"[{"id":1,"method":"m"}]"#, None, false),
             ("not JSON at all", None, false),
         ];
