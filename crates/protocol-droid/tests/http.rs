@@ -1320,6 +1320,27 @@ mod slow_clients {
     }
 
     #[tokio::test]
+    async fn a_body_announced_past_the_limit_is_413_before_it_is_sent() -> Result<(), TestError> {
+        // A body deadline far past the test's patience: only an answer
+        // given without waiting for the body comes back.
+        let s = start_tuned(|o| {
+            o.max_body = 1024;
+            o.body_timeout = Duration::from_secs(3600);
+        })
+        .await?;
+        let mut stream = TcpStream::connect(address(&s)).await?;
+        stream
+            .write_all(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                  Accept: application/json, text/event-stream\r\nContent-Length: 4096\r\n\r\n",
+            )
+            .await?;
+        let reply = until_closed(&mut stream).await?;
+        assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn connections_past_one_address_share_are_closed_and_others_are_served()
     -> Result<(), TestError> {
         let mut s = start_tuned(|o| o.max_connections_per_address = 16).await?;

@@ -31,6 +31,18 @@ impl RequestId {
         }
     }
 
+    /// The id as [`Display`](fmt::Display) shows it, cut to its first `max`
+    /// characters (and `…`): for a log line, which a peer choosing a long
+    /// id must not be able to fill.
+    #[must_use]
+    pub fn clipped(&self, max: usize) -> String {
+        let shown = self.to_string();
+        match shown.char_indices().nth(max) {
+            Some((at, _)) => format!("{}…", shown.get(..at).unwrap_or_default()),
+            None => shown,
+        }
+    }
+
     /// The id as a JSON value.
     #[must_use]
     pub fn to_json(&self) -> Value {
@@ -152,6 +164,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_clipped_id_is_cut_on_a_character() {
+        assert_eq!(RequestId::Number(12345).clipped(3), "123…");
+        assert_eq!(RequestId::from("éé").clipped(2), "\"é…");
+        assert_eq!(RequestId::from("ab").clipped(8), "\"ab\"");
+    }
 
     #[test]
     fn a_string_id_and_an_integer_id_are_different_ids() {

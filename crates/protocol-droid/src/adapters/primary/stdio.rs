@@ -692,11 +692,15 @@ impl Reader {
     }
 
     fn response(&self, response: Response) {
+        // A client's flood of either is said once per interval.
+        static UNWAITED: Squelch = Squelch::new(Duration::from_secs(10));
         let Some(id) = response.id.request_id() else {
-            tracing::warn!(
-                "the client sent an error without an id: {:?}",
-                response.outcome
-            );
+            if let Some(also) = UNWAITED.admit() {
+                tracing::warn!(
+                    passed_over_before = also,
+                    "the client sent an error without an id, or an answer to no request"
+                );
+            }
             return;
         };
         let waiter = self.pending.lock().ok().and_then(|mut p| p.remove(id));
@@ -704,7 +708,15 @@ impl Reader {
             Some(waiter) => {
                 let _delivered = waiter.send(response.outcome);
             }
-            None => tracing::warn!("a response to {id}, which this server never sent, was dropped"),
+            None => {
+                if let Some(also) = UNWAITED.admit() {
+                    tracing::warn!(
+                        id = %id.clipped(64),
+                        passed_over_before = also,
+                        "a response to a request this server never sent was dropped"
+                    );
+                }
+            }
         }
     }
 

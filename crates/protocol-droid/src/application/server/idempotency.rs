@@ -318,6 +318,9 @@ impl IdempotencyStore {
         } else {
             (outcome(), size)
         };
+        // The id is held twice, as the entry's key and in `completed`, and
+        // a client chooses its length: it counts as the answer does.
+        let bytes = bytes.saturating_add(id_bytes(id).saturating_mul(2));
         let stamp = Stamp {
             recorded_at_ms: now_ms,
             seq: self.next_seq,
@@ -495,6 +498,14 @@ impl fmt::Debug for IdempotencyStore {
 
 /// How many bytes `outcome` takes written as JSON: what a recorded answer
 /// is charged, counted without writing it anywhere.
+/// The bytes a held copy of `id` takes beyond its fixed part.
+fn id_bytes(id: &RequestId) -> usize {
+    match id {
+        RequestId::Number(_) => 0,
+        RequestId::String(text) => text.len(),
+    }
+}
+
 fn size_of(outcome: &Recorded) -> usize {
     match outcome {
         Recorded::Result(reply) => written_size(reply),
@@ -864,6 +875,22 @@ mod tests {
             store.admit(S2, &id(100), digest(100), 1),
             Admission::Replay(_)
         ));
+    }
+
+    #[test]
+    fn a_long_id_counts_against_the_budget_as_its_answer_does() {
+        let mut store = IdempotencyStore::with_limits(IdempotencyLimits {
+            per_session_bytes: 3_000,
+            ttl_ms: TTL,
+            ..IdempotencyLimits::default()
+        });
+        let long = |n: i64| RequestId::String(format!("{n}{}", "i".repeat(1_000)));
+        for n in 1..=10 {
+            assert_eq!(store.admit(S1, &long(n), digest(n), 0), Admission::Fresh);
+            assert!(store.record(S1, &long(n), result("."), 0));
+        }
+        assert!(store.bytes() <= 3_000, "{} bytes kept", store.bytes());
+        assert_eq!(store.admit(S1, &long(1), digest(1), 1), Admission::Fresh);
     }
 
     #[test]

@@ -32,6 +32,21 @@ pub(super) async fn read_whole(
     next: Next,
 ) -> Response {
     let (parts, body) = request.into_parts();
+    // A length announced past the limit is refused before a byte of the
+    // body is read or waited for.
+    let announced = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok());
+    if announced.is_some_and(|length| {
+        usize::try_from(length).map_or(true, |length| length > limits.max_bytes)
+    }) {
+        return refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is larger than {} bytes", limits.max_bytes),
+        );
+    }
     let read = tokio::time::timeout(limits.timeout, axum::body::to_bytes(body, limits.max_bytes));
     let bytes = match read.await {
         Ok(Ok(bytes)) => bytes,

@@ -3,8 +3,9 @@
 //! Every event a legacy session's response streams carry is recorded here
 //! before it is sent, so a client whose connection dropped can come back
 //! with a GET naming the last id it saw and receive the rest: the rest of
-//! that stream only, never another stream's events. The record is bounded;
-//! the oldest events go first.
+//! that stream only, never another stream's events. The record is bounded
+//! in events and in bytes; the oldest events go first. Events are kept as
+//! the text that was sent, so what the bound counts is what is held.
 //!
 //! Where sessions are shared between instances, a client may resume on
 //! another instance than the one writing the stream. A stream whose reader
@@ -15,7 +16,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::application::server::{SessionStore, StoreError};
@@ -59,7 +60,8 @@ impl Mirror {
 pub(super) struct Recorded {
     pub(super) stream: u64,
     pub(super) seq: u64,
-    pub(super) data: Value,
+    /// The event's data as sent: one JSON value.
+    pub(super) data: Arc<str>,
 }
 
 /// Where an event id points: the instance that wrote it (where sessions
@@ -91,6 +93,8 @@ pub(super) fn parse_event_id(id: &str) -> Option<EventId<'_>> {
 #[derive(Debug, Default)]
 struct Log {
     events: VecDeque<Recorded>,
+    /// The bytes of `events`' data.
+    bytes: usize,
     /// Streams still being written. Any other stream, whether finished or
     /// never opened, has nothing more coming, so a resume of it ends after
     /// replaying what is left rather than waiting for ever.
@@ -102,15 +106,17 @@ struct Log {
 #[derive(Debug)]
 pub(super) struct EventStore {
     capacity: usize,
+    max_bytes: usize,
     log: Mutex<Log>,
     appended: Notify,
     mirror: Option<Mirror>,
 }
 
 impl EventStore {
-    pub(super) fn new(capacity: usize, mirror: Option<Mirror>) -> Self {
+    pub(super) fn new(capacity: usize, max_bytes: usize, mirror: Option<Mirror>) -> Self {
         Self {
             capacity: capacity.max(1),
+            max_bytes,
             log: Mutex::default(),
             appended: Notify::new(),
             mirror,
@@ -156,7 +162,7 @@ impl EventStore {
                     .filter(|e| e.stream == stream && e.seq > after)
                     .map(|e| {
                         last = last.max(e.seq);
-                        json!({ "seq": e.seq, "data": e.data }).to_string()
+                        format!(r#"{{"seq":{},"data":{}}}"#, e.seq, e.data)
                     })
                     .collect()
             },
@@ -189,17 +195,25 @@ impl EventStore {
         })
     }
 
-    /// Records `data` as the next event of `stream`.
-    pub(super) fn record(&self, stream: u64, seq: u64, data: Value) -> Recorded {
-        let event = Recorded { stream, seq, data };
+    /// Records `data` (one JSON value's text) as event `seq` of `stream`.
+    /// An event larger than the byte bound by itself is not kept: a resume
+    /// past it finds the stream without it.
+    pub(super) fn record(&self, stream: u64, seq: u64, data: Arc<str>) {
         if let Ok(mut log) = self.log.lock() {
-            if log.events.len() >= self.capacity {
-                log.events.pop_front();
+            if data.len() <= self.max_bytes {
+                while log.events.len() >= self.capacity
+                    || log.bytes.saturating_add(data.len()) > self.max_bytes
+                {
+                    let Some(oldest) = log.events.pop_front() else {
+                        break;
+                    };
+                    log.bytes = log.bytes.saturating_sub(oldest.data.len());
+                }
+                log.bytes = log.bytes.saturating_add(data.len());
+                log.events.push_back(Recorded { stream, seq, data });
             }
-            log.events.push_back(event.clone());
         }
         self.appended.notify_waiters();
-        event
     }
 
     /// Marks `stream` complete: nothing more will be recorded for it.
@@ -235,24 +249,25 @@ impl EventStore {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
     fn resuming_replays_only_that_stream_after_the_id() {
-        let store = EventStore::new(16, None);
+        let store = EventStore::new(16, usize::MAX, None);
         let a = store.open_stream();
         let b = store.open_stream();
-        store.record(a, 1, json!("a1"));
-        store.record(b, 1, json!("b1"));
-        store.record(a, 2, json!("a2"));
+        store.record(a, 1, "\"a1\"".into());
+        store.record(b, 1, "\"b1\"".into());
+        store.record(a, 2, "\"a2\"".into());
         store.finish(a);
         let (events, done) = store.after(a, 1);
         assert!(done);
         assert_eq!(
-            events.iter().map(|e| e.data.clone()).collect::<Vec<_>>(),
-            [json!("a2")]
+            events
+                .iter()
+                .map(|e| e.data.to_string())
+                .collect::<Vec<_>>(),
+            ["\"a2\""]
         );
         let id = events.first().map(|e| store.id_of(e.stream, e.seq));
         assert_eq!(
@@ -266,8 +281,23 @@ mod tests {
     }
 
     #[test]
+    fn the_record_is_bounded_in_bytes_too() {
+        let store = EventStore::new(16, 10, None);
+        let s = store.open_stream();
+        store.record(s, 1, "\"abcd\"".into());
+        store.record(s, 2, "\"efgh\"".into());
+        // Larger than the bound by itself: sent, never kept.
+        store.record(s, 3, "\"0123456789\"".into());
+        let (events, _) = store.after(s, 0);
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2]);
+        store.record(s, 4, "1".into());
+        let (events, _) = store.after(s, 0);
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 4]);
+    }
+
+    #[test]
     fn a_stream_never_opened_is_done_at_once() {
-        let store = EventStore::new(4, None);
+        let store = EventStore::new(4, usize::MAX, None);
         let (events, done) = store.after(99, 0);
         assert!(events.is_empty());
         assert!(done, "nothing will ever come: the resume must not wait");
@@ -275,10 +305,10 @@ mod tests {
 
     #[test]
     fn the_record_is_bounded_and_drops_the_oldest() {
-        let store = EventStore::new(2, None);
+        let store = EventStore::new(2, usize::MAX, None);
         let s = store.open_stream();
         for seq in 1..=3 {
-            store.record(s, seq, json!(seq));
+            store.record(s, seq, seq.to_string().into());
         }
         let (events, _) = store.after(s, 0);
         assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);

@@ -157,19 +157,27 @@ pub(super) async fn post(
             match started {
                 Ok(_running) => StatusCode::ACCEPTED.into_response(),
                 // A 2024-11-05 client reads every answer on its stream, a
-                // refusal included.
+                // refusal included. When the stream has no room, the POST
+                // carries the refusal instead: waiting for room would let a
+                // client that posts without reading pile refusals up here.
                 Err(refused) => {
                     let response = Message::Response(RpcResponse {
-                        id: ResponseId::Id(id),
+                        id: ResponseId::Id(id.clone()),
                         outcome: Err(crate::domain::jsonrpc::ErrorObject::new(
                             refused.code,
-                            refused.message,
+                            refused.message.clone(),
                         )),
                     });
-                    tokio::spawn(async move {
-                        let _sent = session.send_standalone_waiting(response.into_value()).await;
-                    });
-                    StatusCode::ACCEPTED.into_response()
+                    if session.send_standalone(response.into_value()) {
+                        StatusCode::ACCEPTED.into_response()
+                    } else {
+                        refusal(
+                            StatusCode::TOO_MANY_REQUESTS,
+                            Some(&id),
+                            refused.code,
+                            &refused.message,
+                        )
+                    }
                 }
             }
         }

@@ -79,6 +79,9 @@ pub struct HttpOptions {
     pub idle_timeout: Duration,
     /// How many events a session keeps for `Last-Event-ID` resumption (512).
     pub replay_events: usize,
+    /// How many bytes of those events a session keeps (4 MiB): the oldest
+    /// go first, and an event larger by itself is sent but not kept.
+    pub replay_bytes: usize,
     /// The `retry:` hint sent to clients of a pollable stream (500 ms).
     pub sse_retry: Duration,
     /// How long a server-initiated request waits for its answer (60 s).
@@ -119,6 +122,7 @@ impl Default for HttpOptions {
             stall_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(600),
             replay_events: 512,
+            replay_bytes: 4 * 1024 * 1024,
             sse_retry: Duration::from_millis(500),
             exchange_timeout: Duration::from_secs(60),
             hosts: HostPolicy::loopback(),
@@ -171,6 +175,7 @@ impl HttpServer {
                 per_principal: options.max_sessions_per_principal,
                 per_address: options.max_sessions_per_address,
                 replay_events: options.replay_events,
+                replay_bytes: options.replay_bytes,
                 exchange_timeout: options.exchange_timeout,
                 stall_timeout: options.stall_timeout,
                 idle: options.idle_timeout,

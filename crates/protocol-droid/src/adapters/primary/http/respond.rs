@@ -314,11 +314,15 @@ fn stream_response(
         }
         let mut emit = |data: Value, live: &mut Option<mpsc::Sender<SseEvent>>| {
             seq += 1;
-            let mut event = SseEvent::message(data.to_string());
-            if let Some((store, _)) = &record {
-                let recorded = store.record(stream_no, seq, data);
-                event = event.with_id(store.id_of(recorded.stream, recorded.seq));
-            }
+            let text = data.to_string();
+            drop(data);
+            let event = match &record {
+                Some((store, _)) => {
+                    store.record(stream_no, seq, Arc::from(text.as_str()));
+                    SseEvent::message(text).with_id(store.id_of(stream_no, seq))
+                }
+                None => SseEvent::message(text),
+            };
             let sender = live.clone();
             async move {
                 match sender {

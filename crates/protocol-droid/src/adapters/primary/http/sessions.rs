@@ -621,6 +621,7 @@ pub(super) struct SessionLimits {
     pub(super) per_principal: usize,
     pub(super) per_address: usize,
     pub(super) replay_events: usize,
+    pub(super) replay_bytes: usize,
     pub(super) exchange_timeout: Duration,
     pub(super) stall_timeout: Duration,
     /// How long a session may idle: a shared record's lifetime too.
@@ -797,7 +798,11 @@ impl Sessions {
             owner,
             connection: OnceLock::new(),
             pending: Mutex::default(),
-            events: Arc::new(EventStore::new(self.limits.replay_events, mirror)),
+            events: Arc::new(EventStore::new(
+                self.limits.replay_events,
+                self.limits.replay_bytes,
+                mirror,
+            )),
             standalone: Mutex::default(),
             tasks: Arc::default(),
             last_seen: Mutex::new(Instant::now()),

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -19,6 +20,7 @@ use super::sessions::{MAX_IN_FLIGHT, Session, sessions_full};
 use super::sse::{self, SseEvent};
 use super::{App, shared, stateless, task_relay};
 use crate::application::server::{AuthContext, Server, served_as_modern};
+use crate::application::squelch::Squelch;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than};
 use crate::domain::jsonrpc::{
@@ -356,7 +358,15 @@ async fn answer(app: &App, session: &Session, response: RpcResponse) {
         shared::relay_answer(&app.sessions, session, &id, &relayed).await
     };
     if !delivered {
-        tracing::warn!("a response to {id}, which this session never sent, was dropped");
+        // One client's flood of them is said once per interval.
+        static UNWAITED: Squelch = Squelch::new(Duration::from_secs(10));
+        if let Some(also) = UNWAITED.admit() {
+            tracing::warn!(
+                id = %id.clipped(64),
+                passed_over_before = also,
+                "a response to a request this session never sent was dropped"
+            );
+        }
     }
 }
 
@@ -603,10 +613,10 @@ fn resume_elsewhere(
     instance: &str,
     stream_no: u64,
     seq: u64,
-    patience: std::time::Duration,
+    patience: Duration,
 ) -> Response {
     /// How often the store is read again while the stream goes on.
-    const POLL: std::time::Duration = std::time::Duration::from_millis(100);
+    const POLL: Duration = Duration::from_millis(100);
     let (out, events) = mpsc::channel::<SseEvent>(256);
     let session = Arc::clone(session);
     let key = format!("{instance}/{stream_no}");
