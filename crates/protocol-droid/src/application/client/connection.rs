@@ -168,6 +168,9 @@ pub(crate) struct Inner {
     pub(super) reinit: tokio::sync::Mutex<()>,
     /// Bounds the server's own requests being answered at once.
     pub(super) answering: Arc<tokio::sync::Semaphore>,
+    /// As many refusals of the server's requests as may be on their way at
+    /// once; past them the reading of the server's messages waits.
+    pub(super) refusing: Arc<tokio::sync::Semaphore>,
     /// The tasks the server asked this client to run.
     pub(super) own_tasks: Arc<OwnTasks>,
 }
@@ -219,6 +222,7 @@ impl Client {
             session_generation: AtomicU64::new(0),
             reinit: tokio::sync::Mutex::new(()),
             answering: Arc::new(tokio::sync::Semaphore::new(MAX_SERVER_REQUESTS)),
+            refusing: Arc::new(tokio::sync::Semaphore::new(MAX_SERVER_REQUESTS)),
             own_tasks: Arc::default(),
         });
         tokio::spawn(read_loop(Arc::downgrade(&inner), inbound));
@@ -570,7 +574,7 @@ fn unwaited(id: &RequestId) {
     static UNWAITED: Squelch = Squelch::new(Duration::from_secs(10));
     if let Some(also) = UNWAITED.admit() {
         tracing::warn!(
-            ?id,
+            id = %id.clipped(64),
             passed_over_before = also,
             "a response to no waiting request"
         );
@@ -583,7 +587,7 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
             return;
         };
         match item {
-            Inbound::Message(message) => dispatch(&inner, message),
+            Inbound::Message(message) => dispatch(&inner, message).await,
             Inbound::Answer { id, result } => {
                 if !resolve(&inner, &id, Ok(Answer::Raw(result))) {
                     unwaited(&id);
@@ -629,7 +633,7 @@ fn resolve(inner: &Inner, id: &RequestId, outcome: Result<Answer, ClientError>) 
     true
 }
 
-fn dispatch(inner: &Arc<Inner>, mut message: Value) {
+async fn dispatch(inner: &Arc<Inner>, mut message: Value) {
     let method = message
         .get("method")
         .and_then(Value::as_str)
@@ -644,7 +648,14 @@ fn dispatch(inner: &Arc<Inner>, mut message: Value) {
             let params = message.as_object_mut().and_then(|m| m.remove("params"));
             let inner = Arc::clone(inner);
             let modern = read_version(&inner).is_some_and(|v| v.era() == Era::Modern);
-            let permit = Arc::clone(&inner.answering).try_acquire_owned();
+            let permit = match Arc::clone(&inner.answering).try_acquire_owned() {
+                Ok(permit) if !modern => Ok(permit),
+                // A request refused still costs an answer sent (over HTTP, a
+                // connection): refusals go out as room frees, and the
+                // server's further messages wait meanwhile, so that a flood
+                // of them costs it the wait, not this side its memory.
+                _ => Err(Arc::clone(&inner.refusing).acquire_owned().await),
+            };
             tokio::spawn(async move {
                 let refusal = if modern {
                     // 2026-07-28 servers never send requests; questions come
@@ -784,6 +795,9 @@ async fn reply(inner: &Inner, id: RequestId, outcome: Result<Value, ErrorObject>
         };
     }
     if let Err(error) = inner.link.send(Outgoing::new(message)).await {
-        tracing::warn!(%error, "could not answer the server");
+        static UNSENT: Squelch = Squelch::new(Duration::from_secs(10));
+        if let Some(also) = UNSENT.admit() {
+            tracing::warn!(%error, passed_over_before = also, "could not answer the server");
+        }
     }
 }

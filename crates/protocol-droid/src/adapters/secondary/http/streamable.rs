@@ -40,6 +40,9 @@ const MAX_CHALLENGES: u32 = 4;
 /// How long a POST of a notification or an answer may wait for its `202`.
 pub const ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long closing waits for the server to answer the session's `DELETE`.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The wait before resuming when the server named none.
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 
@@ -577,23 +580,29 @@ impl Link for StreamableHttp {
                 return Ok(());
             }
             // A notification or an answer is acknowledged at once; a server
-            // that never does must not hold the caller.
-            let response = tokio::time::timeout(
-                ACK_TIMEOUT,
-                self.shared.exchange(Method::POST, &extra, Some(&body)),
-            )
-            .await
-            .map_err(|_| LinkError::Io(format!("no acknowledgement within {ACK_TIMEOUT:?}")))??;
-            let status = response.status();
-            if status.is_success() {
-                return Ok(());
-            }
-            let body = read_limited(response).await.unwrap_or_default();
-            Err(LinkError::Http {
-                status: status.as_u16(),
-                body: String::from_utf8_lossy(body.get(..body.len().min(300)).unwrap_or_default())
+            // that never does, or never finishes the body of its refusal,
+            // must not hold the caller.
+            let acknowledged = async {
+                let response = self
+                    .shared
+                    .exchange(Method::POST, &extra, Some(&body))
+                    .await?;
+                let status = response.status();
+                if status.is_success() {
+                    return Ok(());
+                }
+                let body = read_limited(response).await.unwrap_or_default();
+                Err(LinkError::Http {
+                    status: status.as_u16(),
+                    body: String::from_utf8_lossy(
+                        body.get(..body.len().min(300)).unwrap_or_default(),
+                    )
                     .into_owned(),
-            })
+                })
+            };
+            tokio::time::timeout(ACK_TIMEOUT, acknowledged)
+                .await
+                .map_err(|_| LinkError::Io(format!("no acknowledgement within {ACK_TIMEOUT:?}")))?
         })
     }
 
@@ -665,13 +674,18 @@ impl Link for StreamableHttp {
             }
             if self.shared.state().session.is_some() {
                 // Ending the session frees it on the server at once rather
-                // than when it idles out; a refusal changes nothing here.
-                if let Err(error) = self
-                    .shared
-                    .exchange(Method::DELETE, &HeaderMap::new(), None)
-                    .await
-                {
-                    tracing::debug!(%error, "DELETE of the session failed");
+                // than when it idles out; a refusal changes nothing here, and
+                // a server that does not answer holds the close only so long.
+                let deleted = tokio::time::timeout(
+                    CLOSE_TIMEOUT,
+                    self.shared
+                        .exchange(Method::DELETE, &HeaderMap::new(), None),
+                )
+                .await;
+                match deleted {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(error)) => tracing::debug!(%error, "DELETE of the session failed"),
+                    Err(_) => tracing::debug!("DELETE of the session went unanswered"),
                 }
                 self.shared.state().session = None;
             }
