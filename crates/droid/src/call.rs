@@ -18,6 +18,9 @@ use protocol_droid::application::client::{
 };
 use protocol_droid::domain::ProtocolVersion;
 use serde_json::Value;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::terminal::{shown, shown_lines};
 
 /// What `droid call` was asked.
 #[derive(Debug)]
@@ -92,28 +95,54 @@ pub(crate) async fn run(
             ..HttpOptions::default()
         },
     };
-    let client = connect(&args.target, options)
-        .await
-        .with_context(|| format!("connecting to {}", args.target))?;
-    let answer = if args.task && args.method == "tools/call" {
-        as_task(&client, params, status).await
-    } else {
-        client
-            .request(&args.method, params, &RequestOptions::default())
-            .await
-            .map_err(anyhow::Error::from)
+    // A stdio server leads a process group of its own, which a terminal's
+    // signal no longer reaches: interrupted, the call ends it itself.
+    let caught = |kind| signal(kind).context("catching SIGINT and SIGTERM");
+    let mut interrupt = caught(SignalKind::interrupt())?;
+    let mut terminate = caught(SignalKind::terminate())?;
+    let interrupted = async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
     };
+    tokio::pin!(interrupted);
+    // Dropped unfinished, a connection kills the server it started.
+    let client = tokio::select! {
+        client = connect(&args.target, options) => {
+            client.with_context(|| format!("connecting to {}", args.target))?
+        }
+        () = &mut interrupted => bail!("interrupted"),
+    };
+    let answer = if args.task && args.method == "tools/call" {
+        as_task(&client, params, status, interrupted).await
+    } else {
+        let request = RequestOptions::default();
+        tokio::select! {
+            answer = client.request(&args.method, params, &request) => {
+                answer.map_err(anyhow::Error::from)
+            }
+            () = &mut interrupted => Err(anyhow::anyhow!("interrupted")),
+        }
+    };
+    // Printed before the connection closes: a server slow to end its
+    // session holds the exit, not the answer.
     let version = client.version();
+    let printed = answer
+        .with_context(|| format!("{} failed", args.method))
+        .and_then(|result| {
+            if args.json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?;
+                return Ok(true);
+            }
+            if let Some(version) = version {
+                writeln!(out, "# {} at {version}", args.target)?;
+            }
+            Ok(print_readable(&args.method, &result, out)?)
+        });
+    out.flush()?;
     client.close().await;
-    let result = answer.with_context(|| format!("{} failed", args.method))?;
-    if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?;
-        return Ok(true);
-    }
-    if let Some(version) = version {
-        writeln!(out, "# {} at {version}", args.target)?;
-    }
-    Ok(print_readable(&args.method, &result, out)?)
+    printed
 }
 
 /// Calls a tool as a task, writing each change of its status to `status`;
@@ -122,6 +151,7 @@ async fn as_task(
     client: &Client,
     params: Option<Value>,
     status: &mut impl Write,
+    mut interrupted: core::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> anyhow::Result<Value> {
     let params = params
         .and_then(|p| p.as_object().cloned())
@@ -155,7 +185,7 @@ async fn as_task(
                 say(status, &update)?;
                 task = Some(update.task_id);
             }
-            _ = tokio::signal::ctrl_c() => {
+            () = &mut interrupted => {
                 if let Some(id) = &task {
                     client.cancel_task(id).await.with_context(|| format!("cancelling task {id}"))?;
                     writeln!(status, "task {id}: cancelled")?;
@@ -178,14 +208,15 @@ fn say(status: &mut impl Write, update: &TaskUpdate) -> std::io::Result<()> {
     }
 }
 
-/// A person's view of common answers; anything else as indented JSON.
+/// A person's view of common answers (what the server wrote escaped where
+/// a terminal would obey it); anything else as indented JSON.
 fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io::Result<bool> {
     let list = |key: &str, id: &str| {
         result.get(key).and_then(Value::as_array).map(|items| {
             items
                 .iter()
                 .map(|item| {
-                    let name = item.get(id).and_then(Value::as_str).unwrap_or("?");
+                    let name = shown(item.get(id).and_then(Value::as_str).unwrap_or("?"));
                     let about = item
                         .get("description")
                         .and_then(Value::as_str)
@@ -193,7 +224,7 @@ fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io
                         .lines()
                         .next()
                         .unwrap_or("");
-                    format!("{name:<32} {about}")
+                    format!("{name:<32} {}", shown(about))
                 })
                 .collect::<Vec<_>>()
         })
@@ -210,7 +241,7 @@ fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io
                 blocks
                     .iter()
                     .map(|block| match block.get("text").and_then(Value::as_str) {
-                        Some(text) => text.to_owned(),
+                        Some(text) => shown_lines(text),
                         None => format!(
                             "[{} block]",
                             block
@@ -229,10 +260,12 @@ fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io
                 writeln!(out, "{line}")?;
             }
         }
+        // JSON escapes the C0 controls, not DEL, the C1 controls or the
+        // bidirectional marks.
         None => writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(result).unwrap_or_default()
+            shown_lines(&serde_json::to_string_pretty(result).unwrap_or_default())
         )?,
     }
     // A tool that reported failure makes the command fail too.

@@ -12,7 +12,9 @@ mod gateway;
 mod listen;
 mod secret;
 mod telemetry;
+mod terminal;
 
+use std::io::Write as _;
 use std::time::Duration;
 
 // A quarter of the instructions of a trivial call went to the system
@@ -329,11 +331,23 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 task,
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            let succeeded = runtime.block_on(call::run(
+            let called = runtime.block_on(call::run(
                 args,
                 &mut std::io::stdout().lock(),
                 &mut std::io::stderr(),
-            ))?;
+            ));
+            // A stdio server's reader may be blocked on its pipe still.
+            runtime.shutdown_timeout(SHUTDOWN_GRACE);
+            // An error may quote the server (its HTTP body, a stdio
+            // server's last words): shown escaped, as its answers are.
+            let succeeded = match called {
+                Ok(succeeded) => succeeded,
+                Err(error) => {
+                    let shown = terminal::shown_lines(&format!("{error:?}"));
+                    let _unwritable = writeln!(std::io::stderr(), "Error: {shown}");
+                    std::process::exit(1);
+                }
+            };
             if !succeeded {
                 std::process::exit(2);
             }

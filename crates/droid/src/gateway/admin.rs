@@ -123,10 +123,10 @@ pub(crate) fn ask(
     Ok(())
 }
 
-/// A string of the status as the terminal may show it ([`super::shown`]):
+/// A string of the status as the terminal may show it ([`crate::terminal::shown`]):
 /// names and messages come from upstreams, which are not trusted.
 fn text(value: &Value) -> std::borrow::Cow<'_, str> {
-    super::shown(value.as_str().unwrap_or("-"))
+    crate::terminal::shown(value.as_str().unwrap_or("-"))
 }
 
 fn print_status(out: &mut impl std::io::Write, status: &Value) -> std::io::Result<()> {

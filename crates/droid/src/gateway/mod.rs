@@ -88,7 +88,11 @@ pub(crate) fn run(
             let mut out = std::io::stdout().lock();
             for (id, digest, provenance) in gateway.catalog() {
                 use std::io::Write as _;
-                writeln!(out, "{:<48} {digest} {provenance}", shown(id.as_str()))?;
+                writeln!(
+                    out,
+                    "{:<48} {digest} {provenance}",
+                    crate::terminal::shown(id.as_str())
+                )?;
             }
             // A list missing an upstream's tools must not pass for whole.
             anyhow::ensure!(
@@ -159,23 +163,6 @@ pub(crate) fn run(
         }
         crate::serve_on(gateway.server().clone(), listening).await
     })
-}
-
-/// `text` as a terminal may be shown it: as it is when every character
-/// prints as itself, escaped (`\u{1b}`, `\u{202e}`) otherwise. A tool's
-/// name is the upstream's, and an escape sequence in one could retitle the
-/// window, clear the screen or reorder the line an operator approves from.
-pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
-    let plain = |c: char| {
-        !c.is_control()
-            && !matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
-                | '\u{2060}'..='\u{206f}' | '\u{feff}')
-    };
-    if text.chars().all(plain) {
-        std::borrow::Cow::Borrowed(text)
-    } else {
-        std::borrow::Cow::Owned(text.escape_debug().to_string())
-    }
 }
 
 /// `/readyz` for a gateway: ready when every upstream is up. A gateway with

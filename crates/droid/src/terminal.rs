@@ -1,0 +1,47 @@
+//! What a terminal is shown of text a peer wrote: a tool's name, its
+//! output, a server's error. A peer's escape sequence could otherwise
+//! retitle the window, clear the screen, write the clipboard or reorder the
+//! line a person reads and acts on.
+
+use std::borrow::Cow;
+
+/// `text` as a terminal may be shown it: as it is when every character
+/// prints as itself, escaped (`\u{1b}`, `\u{202e}`) otherwise. A tool's
+/// name is the upstream's, and an escape sequence in one could retitle the
+/// window, clear the screen or reorder the line an operator approves from.
+pub(crate) fn shown(text: &str) -> Cow<'_, str> {
+    let plain = |c: char| {
+        !c.is_control()
+            && !matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}' | '\u{feff}')
+    };
+    if text.chars().all(plain) {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(text.escape_debug().to_string())
+    }
+}
+
+/// `text` of several lines as a terminal may be shown it: each line as
+/// [`shown`] shows it, the line breaks kept.
+pub(crate) fn shown_lines(text: &str) -> String {
+    text.split('\n')
+        .map(|line| shown(line.strip_suffix('\r').unwrap_or(line)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_are_shown_not_obeyed_and_lines_are_kept() {
+        assert_eq!(shown("plain name"), "plain name");
+        assert_eq!(shown("evil\u{1b}[2J\u{202e}"), "evil\\u{1b}[2J\\u{202e}");
+        assert_eq!(
+            shown_lines("one\r\ntwo\u{7}\nthree"),
+            "one\ntwo\\u{7}\nthree"
+        );
+    }
+}

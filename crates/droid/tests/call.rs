@@ -1,0 +1,154 @@
+//! `droid call` against servers that fail it: each run ends, says what
+//! happened, and leaves nothing running, whatever the server does.
+
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use protocol_droid_test_support::running;
+
+mod support;
+
+use support::{Running, TestError, droid_command};
+
+/// Far past what any case here takes, short of a hung test run: a call
+/// still running then is a call that hangs.
+const HANG: Duration = Duration::from_secs(90);
+
+/// `tests/upstreams/faulty_http.py MODE`, listening; its address.
+fn faulty(mode: &str) -> Result<(Running, String), TestError> {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/upstreams/faulty_http.py"
+    );
+    let mut child = Command::new("python3")
+        .args([script, mode])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let server = Running(child);
+    let mut port = String::new();
+    BufReader::new(stdout).read_line(&mut port)?;
+    Ok((server, format!("http://127.0.0.1:{}/mcp", port.trim())))
+}
+
+/// Waits for `child` to end, at most [`HANG`]; its output.
+fn ended(mut child: Child) -> Result<Output, TestError> {
+    let deadline = Instant::now() + HANG;
+    while child.try_wait()?.is_none() {
+        if Instant::now() > deadline {
+            let _killed = child.kill();
+            let _reaped = child.wait();
+            return Err("droid call hung".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_end(&mut stdout)?;
+    }
+    if let Some(mut err) = child.stderr.take() {
+        err.read_to_end(&mut stderr)?;
+    }
+    Ok(Output {
+        status: child.wait()?,
+        stdout,
+        stderr,
+    })
+}
+
+/// `droid call ARGS`, started.
+fn call(args: &[&str]) -> Result<Child, TestError> {
+    Ok(droid_command()
+        .arg("call")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("RUST_BACKTRACE", "0")
+        .spawn()?)
+}
+
+#[test]
+fn what_a_server_writes_is_shown_escaped_and_a_delete_never_answered_holds_no_one()
+-> Result<(), TestError> {
+    let (_server, url) = faulty("stalled-delete")?;
+    let out = ended(call(&[&url, "tools/list"])?)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    // The answer is printed, its escapes shown rather than obeyed.
+    assert!(
+        stdout.contains(r"evil\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}eman"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "an escape reached the terminal: {stdout:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_refusal_whose_body_never_ends_fails_the_call() -> Result<(), TestError> {
+    let (_server, url) = faulty("stalled-refusal")?;
+    let out = ended(call(&[&url, "tools/list"])?)?;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no acknowledgement"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn a_flood_of_server_requests_is_answered_a_bounded_number_at_a_time() -> Result<(), TestError> {
+    let (_server, url) = faulty("ping-flood")?;
+    // 300 pings, each answer held 0.2 s by the server, before the listing.
+    let out = ended(call(&[&url, "tools/list"])?)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ended(call(&[&url, "tools/call", r#"{"name": "peak"}"#])?)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let peak: usize = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("peak "))
+        .ok_or("no peak")?
+        .parse()?;
+    // 64 answered at once, and as many refused; not one connection each.
+    assert!(peak <= 2 * 64, "{peak} answers were being sent at once");
+    Ok(())
+}
+
+#[test]
+fn an_interrupted_call_ends_its_stdio_server_and_what_that_started() -> Result<(), TestError> {
+    // A server that never answers, with a helper of its own; the durations
+    // only make them recognisable.
+    let (helper, server) = ("615.5", "616.5");
+    let command = format!("sleep {helper} & exec sleep {server}");
+    let child = call(&["tools/list", "--", "sh", "-c", &command])?;
+    let (helper, server) = (["sleep", helper], ["sleep", server]);
+    let deadline = Instant::now() + HANG;
+    while !(running(&helper) && running(&server)) {
+        assert!(Instant::now() < deadline, "the server never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let signalled = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()?;
+    assert!(signalled.success());
+    let out = ended(child)?;
+    assert!(!out.status.success());
+    while (running(&helper) || running(&server)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!running(&server), "the server outlived the call");
+    assert!(
+        !running(&helper),
+        "the server's own child outlived the call"
+    );
+    Ok(())
+}

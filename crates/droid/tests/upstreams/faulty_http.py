@@ -1,0 +1,132 @@
+"""A Streamable HTTP server (2025-11-25, JSON answers) that fails its client
+in one way, named by the first argument. It binds 127.0.0.1 on a free port
+and prints the port on its first line.
+
+  stalled-delete   answers as a server should, but never answers the DELETE
+                   that ends the session; its one tool is named with
+                   terminal escape sequences and a right-to-left override
+  stalled-refusal  refuses notifications/initialized with a 400 whose body
+                   it never finishes
+  ping-flood       answers tools/list on an event stream only once the
+                   client has answered 300 pings sent first on it, each
+                   answer held 0.2 s; the tool `peak` tells how many of
+                   those answers were being sent at once at most
+"""
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODE = sys.argv[1]
+PINGS = 300
+EVIL = "evil\u001b]0;pwned\u0007\u001b[2J\u202eeman"
+
+lock = threading.Condition()
+state = {"pongs": 0, "open": 0, "peak": 0}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body=None, headers=()):
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Mcp-Session-Id", "s1")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def do_DELETE(self):
+        if MODE == "stalled-delete":
+            time.sleep(3600)
+        self.reply(200)
+
+    def do_GET(self):
+        self.reply(405)
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        message = json.loads(self.rfile.read(length) or b"null")
+        method = message.get("method") if isinstance(message, dict) else None
+        if method is None:
+            return self.answered()
+        if "id" not in message:
+            if MODE == "stalled-refusal" and method == "notifications/initialized":
+                self.send_response(400)
+                self.send_header("Content-Length", "100")
+                self.end_headers()
+                self.wfile.write(b"not all")
+                self.wfile.flush()
+                time.sleep(3600)
+            return self.reply(202)
+        result = self.result(method, message.get("params") or {})
+        if MODE == "ping-flood" and method == "tools/list":
+            return self.flood(message["id"], result)
+        self.reply(200, {"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+    def result(self, method, params):
+        if method == "initialize":
+            return {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "faulty", "version": "1"},
+            }
+        if method == "tools/list":
+            name = EVIL if MODE == "stalled-delete" else "peak"
+            return {"tools": [{"name": name, "description": "\u001b[31mred",
+                               "inputSchema": {"type": "object"}}]}
+        if method == "tools/call":
+            with lock:
+                peak = state["peak"]
+            return {"content": [{"type": "text", "text": f"peak {peak}"}]}
+        return {}
+
+    def answered(self):
+        # An answer to a ping: held a while, so that answers sent at once
+        # are here at once.
+        with lock:
+            state["open"] += 1
+            state["peak"] = max(state["peak"], state["open"])
+        time.sleep(0.2)
+        with lock:
+            state["open"] -= 1
+            state["pongs"] += 1
+            lock.notify_all()
+        self.reply(202)
+
+    def flood(self, request_id, result):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Mcp-Session-Id", "s1")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for n in range(PINGS):
+            ping = {"jsonrpc": "2.0", "id": f"ping-{n}", "method": "ping"}
+            self.wfile.write(f"data: {json.dumps(ping)}\n\n".encode())
+        self.wfile.flush()
+        with lock:
+            lock.wait_for(lambda: state["pongs"] >= PINGS, timeout=60)
+        answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        self.wfile.write(f"data: {json.dumps(answer)}\n\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+
+
+server = Server(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
