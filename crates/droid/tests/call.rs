@@ -60,6 +60,14 @@ fn ended(mut child: Child) -> Result<Output, TestError> {
     })
 }
 
+/// The figure the server tells after `word` (`peak N gets N`).
+fn figure(url: &str, word: &str) -> Result<usize, TestError> {
+    let out = ended(call(&[url, "tools/call", r#"{"name": "figures"}"#])?)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut words = stdout.split_whitespace().skip_while(|w| *w != word);
+    Ok(words.nth(1).ok_or("no figure")?.parse()?)
+}
+
 /// `droid call ARGS`, started.
 fn call(args: &[&str]) -> Result<Child, TestError> {
     Ok(droid_command()
@@ -111,13 +119,7 @@ fn a_flood_of_server_requests_is_answered_a_bounded_number_at_a_time() -> Result
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = ended(call(&[&url, "tools/call", r#"{"name": "peak"}"#])?)?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let peak: usize = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("peak "))
-        .ok_or("no peak")?
-        .parse()?;
+    let peak = figure(&url, "peak")?;
     // 64 answered at once, and as many refused; not one connection each.
     assert!(peak <= 2 * 64, "{peak} answers were being sent at once");
     Ok(())
@@ -150,5 +152,33 @@ fn an_interrupted_call_ends_its_stdio_server_and_what_that_started() -> Result<(
         !running(&helper),
         "the server's own child outlived the call"
     );
+    Ok(())
+}
+
+#[test]
+fn an_answer_holding_no_response_fails_the_request_at_once() -> Result<(), TestError> {
+    let (_server, url) = faulty("html200")?;
+    let out = ended(call(&[&url, "tools/list"])?)?;
+    assert!(!out.status.success());
+    // Said now, not after the request's timeout as no answer.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no response to this request"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn a_stream_ended_at_once_with_retry_0_is_not_reopened_at_once() -> Result<(), TestError> {
+    let (_server, url) = faulty("get-retry0")?;
+    // Two seconds of a call during which the client listens on its GET.
+    let out = ended(call(&[&url, "tools/call", r#"{"name": "slow"}"#])?)?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gets = figure(&url, "gets")?;
+    // A quarter of a second apart at the most often: a handful, not
+    // as many as the server could end.
+    assert!(gets <= 20, "{gets} GETs in about two seconds");
     Ok(())
 }

@@ -11,6 +11,10 @@ and prints the port on its first line.
                    client has answered 300 pings sent first on it, each
                    answer held 0.2 s; the tool `peak` tells how many of
                    those answers were being sent at once at most
+  html200          answers tools/list with a page of HTML, status 200
+  get-retry0       answers every GET with `retry: 0` and ends the stream at
+                   once; the tool `slow` answers after 2 s, and `gets`
+                   tells how many GETs came
 """
 
 import json
@@ -24,7 +28,7 @@ PINGS = 300
 EVIL = "evil\u001b]0;pwned\u0007\u001b[2J\u202eeman"
 
 lock = threading.Condition()
-state = {"pongs": 0, "open": 0, "peak": 0}
+state = {"pongs": 0, "open": 0, "peak": 0, "gets": 0}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -52,7 +56,19 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200)
 
     def do_GET(self):
-        self.reply(405)
+        if MODE != "get-retry0":
+            return self.reply(405)
+        with lock:
+            state["gets"] += 1
+        note = {"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "debug", "data": "listening"}}
+        event = f"retry: 0\ndata: {json.dumps(note)}\n\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(event)))
+        self.end_headers()
+        self.wfile.write(event)
+        self.wfile.flush()
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
@@ -72,6 +88,14 @@ class Handler(BaseHTTPRequestHandler):
         result = self.result(method, message.get("params") or {})
         if MODE == "ping-flood" and method == "tools/list":
             return self.flood(message["id"], result)
+        if MODE == "html200" and method == "tools/list":
+            page = b"<html><body>Sign in</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return None
         self.reply(200, {"jsonrpc": "2.0", "id": message["id"], "result": result})
 
     def result(self, method, params):
@@ -86,9 +110,11 @@ class Handler(BaseHTTPRequestHandler):
             return {"tools": [{"name": name, "description": "\u001b[31mred",
                                "inputSchema": {"type": "object"}}]}
         if method == "tools/call":
+            if params.get("name") == "slow":
+                time.sleep(2)
             with lock:
-                peak = state["peak"]
-            return {"content": [{"type": "text", "text": f"peak {peak}"}]}
+                said = f"peak {state['peak']} gets {state['gets']}"
+            return {"content": [{"type": "text", "text": said}]}
         return {}
 
     def answered(self):

@@ -36,6 +36,6 @@ pub use handler::{ClientHandler, Declining, Notice, form_defaults, unsupported};
 pub use link::{
     Hints, INBOUND_QUEUE, Inbound, InboundRx, InboundTx, Link, LinkError, Outgoing, inbound_queue,
 };
-pub use ops::{MAX_PAGES, Reply};
+pub use ops::{MAX_ITEMS, MAX_PAGES, Reply};
 pub use own_tasks::{MAX_OWN_TASKS, MAX_TTL as MAX_OWN_TASK_TTL};
 pub use tasks::{TaskOptions, TaskStatusFn, TaskUpdate};

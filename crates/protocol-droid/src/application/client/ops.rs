@@ -21,6 +21,11 @@ use crate::wire::{
 /// that hands out cursors forever cannot keep a client busy forever.
 pub const MAX_PAGES: usize = 1000;
 
+/// At most this many items are gathered by the `*_all` helpers, so a server
+/// handing out full pages cannot fill a client's memory (a thousand pages
+/// of a thousand tools with large schemas held gigabytes).
+pub const MAX_ITEMS: usize = 10_000;
+
 /// A typed answer and the reply it was read from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reply<T> {
@@ -432,7 +437,7 @@ impl Client {
 
 /// Every item of a paginated list: pages are fetched from the first until
 /// one names no further cursor (or names the one it was fetched with), at
-/// most [`MAX_PAGES`] of them.
+/// most [`MAX_PAGES`] of them, holding at most [`MAX_ITEMS`] items.
 async fn all_pages<T, F, Fut>(method: &str, mut page: F) -> Result<Vec<T>, ClientError>
 where
     F: FnMut(Option<String>) -> Fut,
@@ -442,6 +447,12 @@ where
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let (items, next) = page(cursor.clone()).await?;
+        if all.len().saturating_add(items.len()) > MAX_ITEMS {
+            return Err(ClientError::InvalidResult {
+                method: method.to_owned(),
+                detail: format!("more than {MAX_ITEMS} items"),
+            });
+        }
         all.extend(items);
         match next {
             Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
@@ -455,5 +466,35 @@ fn too_many_pages(method: &str) -> ClientError {
     ClientError::InvalidResult {
         method: method.to_owned(),
         detail: format!("more than {MAX_PAGES} pages"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pages of `size` items that never end.
+    async fn endless(size: usize) -> Result<Vec<usize>, ClientError> {
+        let mut served = 0_usize;
+        all_pages("tools/list", |_| {
+            served = served.saturating_add(1);
+            let next = Some(format!("page-{served}"));
+            async move { Ok((vec![0; size], next)) }
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn pages_without_end_are_refused_by_count_and_by_items() {
+        let by_pages = endless(1).await;
+        assert!(
+            matches!(&by_pages, Err(ClientError::InvalidResult { detail, .. }) if detail.contains("pages")),
+            "{by_pages:?}"
+        );
+        let by_items = endless(1_000).await;
+        assert!(
+            matches!(&by_items, Err(ClientError::InvalidResult { detail, .. }) if detail.contains("items")),
+            "{by_items:?}"
+        );
     }
 }

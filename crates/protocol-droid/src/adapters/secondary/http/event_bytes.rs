@@ -21,6 +21,12 @@
 //! to see whether an LF follows, so a stream that ends right after one
 //! would leave the blank line it ends unread, and its event undelivered:
 //! such a stream is given the LF, which only completes that line end.
+//!
+//! The parser is also handed whole lines, one at a time ([`Lines`]): it
+//! scans an unfinished line again for every chunk that extends it, and
+//! copies what follows a line for every line it takes off, so a long line
+//! arriving in many chunks, or many lines in one, would cost it time
+//! quadratic in their length (a 15 MB event took half a minute).
 
 use axum::body::Bytes;
 use futures_util::StreamExt as _;
@@ -50,19 +56,74 @@ where
     E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
 {
     let bytes = Box::pin(bytes);
-    let start = Some((bytes, Guard::new(max_event)));
-    Box::pin(futures_util::stream::unfold(start, |state| async move {
-        let (mut bytes, mut guard) = state?;
+    let start = Some((bytes, Guard::new(max_event), Lines::default()));
+    let lines = futures_util::stream::unfold(start, |state| async move {
+        let (mut bytes, mut guard, mut lines) = state?;
         match bytes.next().await {
             Some(chunk) => {
                 let next = chunk
                     .map_err(std::io::Error::other)
-                    .and_then(|chunk| guard.next(chunk));
-                Some((next, Some((bytes, guard))))
+                    .and_then(|chunk| guard.next(chunk))
+                    .map(|chunk| lines.push(&chunk));
+                Some((next, Some((bytes, guard, lines))))
             }
-            None => Some((Ok(guard.finish()), None)),
+            None => {
+                let mut last = lines.push(&guard.finish());
+                last.extend(lines.finish());
+                Some((Ok(last), None))
+            }
         }
+    });
+    Box::pin(lines.flat_map(|next| {
+        futures_util::stream::iter(match next {
+            Ok(lines) => lines.into_iter().map(Ok).collect(),
+            Err(error) => vec![Err(error)],
+        })
     }))
+}
+
+/// Cuts the guarded bytes into lines, each with its line end, and holds an
+/// unfinished one until it ends. A CR that ends a chunk ends its line: the
+/// parser itself waits to see whether an LF follows.
+#[derive(Debug, Default)]
+struct Lines {
+    /// The unfinished line, which has no line end.
+    held: Vec<u8>,
+}
+
+impl Lines {
+    /// The lines `chunk` completes, in order.
+    fn push(&mut self, chunk: &Bytes) -> Vec<Bytes> {
+        let mut lines = Vec::new();
+        let mut start = 0;
+        while let Some(end) = line_end(chunk.get(start..).unwrap_or_default()) {
+            let end = start.saturating_add(end);
+            let line = chunk.slice(start..end);
+            if self.held.is_empty() {
+                lines.push(line);
+            } else {
+                self.held.extend_from_slice(&line);
+                lines.push(Bytes::from(core::mem::take(&mut self.held)));
+            }
+            start = end;
+        }
+        self.held
+            .extend_from_slice(chunk.get(start..).unwrap_or_default());
+        lines
+    }
+
+    /// The unfinished line the stream ended in, if any.
+    fn finish(&mut self) -> Option<Bytes> {
+        (!self.held.is_empty()).then(|| Bytes::from(core::mem::take(&mut self.held)))
+    }
+}
+
+/// How long the first line of `bytes` is with its line end (LF, CR or
+/// CRLF), if it has one.
+fn line_end(bytes: &[u8]) -> Option<usize> {
+    let at = bytes.iter().position(|&b| b == b'\n' || b == b'\r')?;
+    let crlf = bytes.get(at) == Some(&b'\r') && bytes.get(at.saturating_add(1)) == Some(&b'\n');
+    Some(at.saturating_add(if crlf { 2 } else { 1 }))
 }
 
 /// A guarded stream of a response's bytes.
@@ -289,6 +350,51 @@ mod tests {
                         .await
                         .concat()
                 })
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_parser_is_handed_whole_lines_one_at_a_time() {
+        let mut lines = Lines::default();
+        assert!(lines.push(&Bytes::from_static(b"data: ab")).is_empty());
+        assert!(lines.push(&Bytes::from_static(b"cd")).is_empty());
+        assert_eq!(
+            lines.push(&Bytes::from_static(b"ef\n\ndata: x\r\ny\r")),
+            [&b"data: abcdef\n"[..], b"\n", b"data: x\r\n", b"y\r"]
+        );
+        assert_eq!(lines.push(&Bytes::from_static(b"\nz")), [&b"\n"[..]]);
+        assert_eq!(lines.finish().as_deref(), Some(&b"z"[..]));
+        assert_eq!(lines.finish(), None);
+        // A line of a megabyte in a thousand chunks is one item.
+        let chunks: Vec<&'static [u8]> = core::iter::repeat_n(&[b'x'; 1024][..], 1024)
+            .chain([&b"\n\n"[..]])
+            .collect();
+        let items = through_the_stream(&chunks);
+        assert_eq!(
+            items.len(),
+            2,
+            "{:?}",
+            items.iter().map(Bytes::len).collect::<Vec<_>>()
+        );
+    }
+
+    /// What the parser is handed, item by item, for a stream cut into
+    /// `chunks`.
+    fn through_the_stream(chunks: &[&'static [u8]]) -> Vec<Bytes> {
+        let chunks: Vec<Result<Bytes, std::io::Error>> = chunks
+            .iter()
+            .map(|chunk| Ok(Bytes::from_static(chunk)))
+            .collect();
+        let bytes = futures_util::stream::iter(chunks);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map(|rt| {
+                rt.block_on(
+                    guarded(bytes, MAX_BODY)
+                        .filter_map(|b| async move { b.ok() })
+                        .collect::<Vec<Bytes>>(),
+                )
             })
             .unwrap_or_default()
     }

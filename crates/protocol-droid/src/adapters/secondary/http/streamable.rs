@@ -50,6 +50,11 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 /// a request.
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
+/// The floor under a server-requested `retry`, so that a stream answering
+/// `retry: 0` and ending at once is not opened again as fast as the server
+/// can end it.
+const MIN_RETRY: Duration = Duration::from_millis(250);
+
 /// How the transport behaves.
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
@@ -285,8 +290,20 @@ impl Shared {
                 body: "an empty answer to a request".to_owned(),
             });
         }
-        self.deliver_body(&bytes).await;
-        Ok(())
+        // A JSON body is the answer to this request: one that holds none
+        // (a page of HTML, a notification, another id) fails it now rather
+        // than leaving it to its timeout.
+        if self.deliver_body(&bytes, id).await {
+            Ok(())
+        } else {
+            Err(LinkError::Http {
+                status: status.as_u16(),
+                body: format!(
+                    "no response to this request in the answer: {}",
+                    String::from_utf8_lossy(bytes.get(..bytes.len().min(200)).unwrap_or_default())
+                ),
+            })
+        }
     }
 
     /// A non-success answer to a request: its JSON-RPC error when it carries
@@ -311,21 +328,29 @@ impl Shared {
         })
     }
 
-    async fn deliver_body(&self, bytes: &[u8]) {
-        let item = match serde_json::from_slice::<Value>(bytes) {
+    /// Delivers the messages of a JSON body; whether one of them answers
+    /// `id`.
+    async fn deliver_body(&self, bytes: &[u8], id: &RequestId) -> bool {
+        let answers = |message: &Value| {
+            message.get("id").and_then(RequestId::from_json).as_ref() == Some(id)
+                && (message.get("result").is_some() || message.get("error").is_some())
+        };
+        match serde_json::from_slice::<Value>(bytes) {
             Ok(Value::Array(batch)) => {
+                let answered = batch.iter().any(answers);
                 for message in batch {
                     self.deliver(Inbound::Message(message)).await;
                 }
-                return;
+                answered
             }
-            Ok(message @ Value::Object(_)) => Inbound::Message(message),
-            Ok(_) | Err(_) => Inbound::Malformed(
-                String::from_utf8_lossy(bytes.get(..bytes.len().min(200)).unwrap_or_default())
-                    .into_owned(),
-            ),
-        };
-        self.deliver(item).await;
+            Ok(message @ Value::Object(_)) => {
+                let answered = answers(&message);
+                self.deliver(Inbound::Message(message)).await;
+                answered
+            }
+            // Said in the request's failure; nothing to deliver.
+            Ok(_) | Err(_) => false,
+        }
     }
 
     /// Reads an SSE stream until the response to `id` has passed, resuming
@@ -389,7 +414,7 @@ impl Shared {
                 cursor.last_event_id = Some(event.id.clone());
             }
             if let Some(retry) = event.retry {
-                cursor.retry = retry.min(MAX_RETRY);
+                cursor.retry = retry.clamp(MIN_RETRY, MAX_RETRY);
             }
             if event.data.trim().is_empty() {
                 continue;
