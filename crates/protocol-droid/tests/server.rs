@@ -1477,6 +1477,23 @@ mod modern {
     }
 
     #[tokio::test]
+    async fn input_responses_that_are_not_an_object_are_invalid_params() -> Result<(), TestError> {
+        let mut h = start()?;
+        let meta = modern_meta(json!({ "elicitation": {} }));
+        for (id, responses) in [(1, json!([1])), (2, json!("who")), (3, json!(7))] {
+            let reply = h
+                .client
+                .call_tool(
+                    id,
+                    json!({ "name": "ask", "_meta": meta, "inputResponses": responses }),
+                )
+                .await?;
+            assert_eq!(code(&reply), Some(-32602), "{responses}: {reply}");
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn an_undeclared_capability_is_missing_required_client_capability()
     -> Result<(), TestError> {
         let mut h = start()?;

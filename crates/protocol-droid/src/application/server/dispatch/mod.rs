@@ -994,10 +994,16 @@ impl Connection {
         if !meta_moves {
             ctx.request_meta = declared.meta.clone();
         }
-        ctx.input_responses = member(&params, "inputResponses")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
+        // Anything but an object (or a null, as some clients write an
+        // absent member) is refused, not read as no answers: that would
+        // spend a round a client meant to answer.
+        ctx.input_responses = match member(&params, "inputResponses") {
+            None | Some(Value::Null) => JsonObject::new(),
+            Some(Value::Object(responses)) => responses.clone(),
+            Some(_) => {
+                return Err(Refusal::invalid_params("`inputResponses` must be an object").into());
+            }
+        };
         let result = match request {
             ClientRequest::Discover => Ok(Reply::Value(self.discover(version))),
             // Boxed, as the task requests below: a stream held open is
