@@ -276,6 +276,8 @@ fn a_session_closed_while_it_loads_fails_the_load() -> Result<(), TestError> {
     let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
         "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
     let session = agent.new_session(&server)?;
+    // What session/new sends after its answer, read before the load.
+    agent.until(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")?;
     // A server that never answers keeps the load connecting.
     let load = agent.request(
         "session/load",
@@ -292,6 +294,36 @@ fn a_session_closed_while_it_loads_fails_the_load() -> Result<(), TestError> {
             .all(|u| u["sessionUpdate"] != "available_commands_update"),
         "{updates:?}"
     );
+    Ok(())
+}
+
+#[test]
+fn an_unreadable_server_entry_is_reported_not_a_refused_session() -> Result<(), TestError> {
+    let mut agent = Agent::start()?;
+    agent.initialize()?;
+    let good = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
+        "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
+    // No `args` and no `env`; a `type` that is no string.
+    let broken = json!({ "name": "broken", "command": "/bin/true" });
+    let id = agent.request(
+        "session/new",
+        &json!({ "cwd": "/", "mcpServers": [good, broken, { "type": 5 }] }),
+    )?;
+    let (reply, _) = agent.answer(id)?;
+    let session = reply["result"]["sessionId"]
+        .as_str()
+        .ok_or(format!("refused: {reply}"))?
+        .to_owned();
+    let id = agent.prompt(&session, "servers")?;
+    let (_, updates) = agent.answer(id)?;
+    let words = said(&updates);
+    assert!(
+        words.contains("broken") && words.contains("could not be read"),
+        "{words}"
+    );
+    let id = agent.prompt(&session, "call droid/test_simple_text")?;
+    let (_, updates) = agent.answer(id)?;
+    assert_eq!(statuses(&updates), ["pending", "in_progress", "completed"]);
     Ok(())
 }
 

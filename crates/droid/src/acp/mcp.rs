@@ -102,6 +102,10 @@ fn entry_name(entry: &McpServer) -> String {
             .get("name")
             .and_then(serde_json::Value::as_str)
             .map_or_else(|| format!("({transport} server)"), str::to_owned),
+        McpServer::Invalid { raw, .. } => raw
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .map_or_else(|| "(an unreadable entry)".to_owned(), str::to_owned),
     }
 }
 
@@ -134,6 +138,7 @@ async fn connect_one(
         McpServer::Other { transport, .. } => Err(format!(
             "`{transport}` servers are not supported (stdio, http and sse are)"
         )),
+        McpServer::Invalid { why, .. } => Err(format!("the entry could not be read: {why}")),
     }
 }
 

@@ -135,8 +135,14 @@ async fn handle(
                     .await;
             }
             // The documented rule: a transport not advertised (sse) or not
-            // known (acp) is refused, not skipped.
+            // known (acp) is refused, not skipped, and so is an entry that
+            // does not read.
             for server in &p.mcp_servers {
+                if matches!(server, McpServer::Invalid { .. }) {
+                    return sender
+                        .send_error(id, -32602, "MCP server entry unreadable")
+                        .await;
+                }
                 if matches!(server, McpServer::Sse(_) | McpServer::Other { .. }) {
                     return sender
                         .send_error(id, -32602, "MCP transport not supported")

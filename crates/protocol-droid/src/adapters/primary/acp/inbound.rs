@@ -433,33 +433,45 @@ pub enum McpServer {
         /// The entry as sent.
         raw: Value,
     },
+    /// An entry that does not read as a server of its `type` (a member
+    /// missing or of the wrong type). Kept rather than refusing the whole
+    /// request: the schema marks the list's invalid items to be skipped, and
+    /// the application can say which one was and why.
+    Invalid {
+        /// What did not read.
+        why: String,
+        /// The entry as sent.
+        raw: Value,
+    },
 }
 
 impl<'de> Deserialize<'de> for McpServer {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::Error as _;
         let raw = Value::deserialize(deserializer)?;
+        let invalid = |why: String, raw: Value| Self::Invalid { why, raw };
         // Told apart by the `type` key: stdio is the one without it.
         let transport = match raw.get("type") {
             None => None,
             Some(Value::String(kind)) => Some(kind.clone()),
-            Some(_) => return Err(D::Error::custom("an MCP server's `type` must be a string")),
+            Some(_) => {
+                return Ok(invalid(
+                    "an MCP server's `type` must be a string".to_owned(),
+                    raw,
+                ));
+            }
         };
-        match transport.as_deref() {
-            None => serde_json::from_value(raw)
-                .map(Self::Stdio)
-                .map_err(D::Error::custom),
-            Some("http") => serde_json::from_value(raw)
-                .map(Self::Http)
-                .map_err(D::Error::custom),
-            Some("sse") => serde_json::from_value(raw)
-                .map(Self::Sse)
-                .map_err(D::Error::custom),
-            Some(other) => Ok(Self::Other {
-                transport: other.to_owned(),
-                raw,
-            }),
-        }
+        let read = match transport.as_deref() {
+            None => serde_json::from_value(raw.clone()).map(Self::Stdio),
+            Some("http") => serde_json::from_value(raw.clone()).map(Self::Http),
+            Some("sse") => serde_json::from_value(raw.clone()).map(Self::Sse),
+            Some(other) => {
+                return Ok(Self::Other {
+                    transport: other.to_owned(),
+                    raw,
+                });
+            }
+        };
+        Ok(read.unwrap_or_else(|error| invalid(error.to_string(), raw)))
     }
 }
 
