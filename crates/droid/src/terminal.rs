@@ -6,20 +6,29 @@
 use std::borrow::Cow;
 
 /// `text` as a terminal may be shown it: as it is when every character
-/// prints as itself, escaped (`\u{1b}`, `\u{202e}`) otherwise. A tool's
-/// name is the upstream's, and an escape sequence in one could retitle the
-/// window, clear the screen or reorder the line an operator approves from.
+/// prints as itself, with each one that does not escaped (`\u{1b}`,
+/// `\u{202e}`) otherwise; a tab prints as itself. A tool's name is the
+/// upstream's, and an escape sequence in one could retitle the window,
+/// clear the screen or reorder the line an operator approves from.
 pub(crate) fn shown(text: &str) -> Cow<'_, str> {
     let plain = |c: char| {
-        !c.is_control()
-            && !matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
-                | '\u{2060}'..='\u{206f}' | '\u{feff}')
+        c == '\t'
+            || (!c.is_control()
+                && !matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+                    | '\u{2060}'..='\u{206f}' | '\u{feff}'))
     };
     if text.chars().all(plain) {
-        Cow::Borrowed(text)
-    } else {
-        Cow::Owned(text.escape_debug().to_string())
+        return Cow::Borrowed(text);
     }
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        if plain(c) {
+            shown.push(c);
+        } else {
+            shown.extend(c.escape_debug());
+        }
+    }
+    Cow::Owned(shown)
 }
 
 /// `text` of several lines as a terminal may be shown it: each line as
@@ -38,6 +47,11 @@ mod tests {
     #[test]
     fn escapes_are_shown_not_obeyed_and_lines_are_kept() {
         assert_eq!(shown("plain name"), "plain name");
+        // Only what a terminal would obey is escaped: tabs and quotes stay.
+        assert_eq!(
+            shown("\tfmt.Println(\"hi\")\u{1b}"),
+            "\tfmt.Println(\"hi\")\\u{1b}"
+        );
         assert_eq!(shown("evil\u{1b}[2J\u{202e}"), "evil\\u{1b}[2J\\u{202e}");
         assert_eq!(
             shown_lines("one\r\ntwo\u{7}\nthree"),

@@ -42,7 +42,8 @@ pub struct StdioOptions {
     pub max_depth: usize,
     /// How many outgoing frames may wait for the writer (1024 by default).
     pub queue: usize,
-    /// How many requests may run at once (256 by default). Past that the
+    /// How many requests may be unanswered at once, running or with their
+    /// answer not yet queued for the writer (256 by default). Past that the
     /// requests read wait in order, and once as many again wait the reader
     /// stops reading: the pipe is the client's flow control, and each such
     /// request is answered in turn rather than refused. Until then answers

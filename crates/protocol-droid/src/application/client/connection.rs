@@ -175,6 +175,10 @@ pub(crate) struct Inner {
     pub(super) own_tasks: Arc<OwnTasks>,
 }
 
+/// How long an answer to a server's request may wait to be taken by the
+/// transport.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How many of a legacy server's requests are answered at once; more are
 /// refused until one finishes.
 pub const MAX_SERVER_REQUESTS: usize = 64;
@@ -794,7 +798,12 @@ async fn reply(inner: &Inner, id: RequestId, outcome: Result<Value, ErrorObject>
             Err(error) => map.insert("error".to_owned(), error.to_json()),
         };
     }
-    if let Err(error) = inner.link.send(Outgoing::new(message)).await {
+    // Bounded: a server that stops reading must not hold the answers, and
+    // with them the reading of its messages, for ever.
+    let sent = tokio::time::timeout(REPLY_TIMEOUT, inner.link.send(Outgoing::new(message)))
+        .await
+        .unwrap_or_else(|_| Err(LinkError::Io(format!("not taken within {REPLY_TIMEOUT:?}"))));
+    if let Err(error) = sent {
         static UNSENT: Squelch = Squelch::new(Duration::from_secs(10));
         if let Some(also) = UNSENT.admit() {
             tracing::warn!(%error, passed_over_before = also, "could not answer the server");

@@ -23,8 +23,9 @@ pub const MAX_PAGES: usize = 1000;
 
 /// At most this many items are gathered by the `*_all` helpers, so a server
 /// handing out full pages cannot fill a client's memory (a thousand pages
-/// of a thousand tools with large schemas held gigabytes).
-pub const MAX_ITEMS: usize = 10_000;
+/// of a thousand tools with large schemas held gigabytes), while a server
+/// listing a large tree of resources is still read whole.
+pub const MAX_ITEMS: usize = 100_000;
 
 /// A typed answer and the reply it was read from.
 #[derive(Clone, Debug, PartialEq)]
@@ -491,7 +492,7 @@ mod tests {
             matches!(&by_pages, Err(ClientError::InvalidResult { detail, .. }) if detail.contains("pages")),
             "{by_pages:?}"
         );
-        let by_items = endless(1_000).await;
+        let by_items = endless(10_000).await;
         assert!(
             matches!(&by_items, Err(ClientError::InvalidResult { detail, .. }) if detail.contains("items")),
             "{by_items:?}"

@@ -496,8 +496,6 @@ impl fmt::Debug for IdempotencyStore {
     }
 }
 
-/// How many bytes `outcome` takes written as JSON: what a recorded answer
-/// is charged, counted without writing it anywhere.
 /// The bytes a held copy of `id` takes beyond its fixed part.
 fn id_bytes(id: &RequestId) -> usize {
     match id {
@@ -506,6 +504,8 @@ fn id_bytes(id: &RequestId) -> usize {
     }
 }
 
+/// How many bytes `outcome` takes written as JSON: what a recorded answer
+/// is charged, counted without writing it anywhere.
 fn size_of(outcome: &Recorded) -> usize {
     match outcome {
         Recorded::Result(reply) => written_size(reply),

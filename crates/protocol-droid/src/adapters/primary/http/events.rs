@@ -195,23 +195,22 @@ impl EventStore {
         })
     }
 
-    /// Records `data` (one JSON value's text) as event `seq` of `stream`.
-    /// An event larger than the byte bound by itself is not kept: a resume
-    /// past it finds the stream without it.
+    /// Records `data` (one JSON value's text) as event `seq` of `stream`,
+    /// making room from the oldest. The newest event is always kept, even
+    /// one larger than the byte bound by itself (an answer, most often,
+    /// which a resume must not lose): it is then the only one kept.
     pub(super) fn record(&self, stream: u64, seq: u64, data: Arc<str>) {
         if let Ok(mut log) = self.log.lock() {
-            if data.len() <= self.max_bytes {
-                while log.events.len() >= self.capacity
-                    || log.bytes.saturating_add(data.len()) > self.max_bytes
-                {
-                    let Some(oldest) = log.events.pop_front() else {
-                        break;
-                    };
-                    log.bytes = log.bytes.saturating_sub(oldest.data.len());
-                }
-                log.bytes = log.bytes.saturating_add(data.len());
-                log.events.push_back(Recorded { stream, seq, data });
+            while log.events.len() >= self.capacity
+                || (!log.events.is_empty() && log.bytes.saturating_add(data.len()) > self.max_bytes)
+            {
+                let Some(oldest) = log.events.pop_front() else {
+                    break;
+                };
+                log.bytes = log.bytes.saturating_sub(oldest.data.len());
             }
+            log.bytes = log.bytes.saturating_add(data.len());
+            log.events.push_back(Recorded { stream, seq, data });
         }
         self.appended.notify_waiters();
     }
@@ -286,13 +285,16 @@ mod tests {
         let s = store.open_stream();
         store.record(s, 1, "\"abcd\"".into());
         store.record(s, 2, "\"efgh\"".into());
-        // Larger than the bound by itself: sent, never kept.
-        store.record(s, 3, "\"0123456789\"".into());
         let (events, _) = store.after(s, 0);
         assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2]);
-        store.record(s, 4, "1".into());
+        // Larger than the bound by itself: kept alone, until the next.
+        store.record(s, 3, "\"0123456789\"".into());
         let (events, _) = store.after(s, 0);
-        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 4]);
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [3]);
+        store.record(s, 4, "1".into());
+        store.record(s, 5, "2".into());
+        let (events, _) = store.after(s, 0);
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 5]);
     }
 
     #[test]

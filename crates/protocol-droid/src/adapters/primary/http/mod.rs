@@ -80,7 +80,7 @@ pub struct HttpOptions {
     /// How many events a session keeps for `Last-Event-ID` resumption (512).
     pub replay_events: usize,
     /// How many bytes of those events a session keeps (4 MiB): the oldest
-    /// go first, and an event larger by itself is sent but not kept.
+    /// go first, and the newest is always kept, alone if it is larger.
     pub replay_bytes: usize,
     /// The `retry:` hint sent to clients of a pollable stream (500 ms).
     pub sse_retry: Duration,

@@ -343,7 +343,13 @@ impl Shared {
                 }
                 answered
             }
-            Ok(message @ Value::Object(_)) => {
+            Ok(Value::Object(mut message)) => {
+                // An error the server could not give an id is this
+                // request's, as in a refusal's body.
+                if message.contains_key("error") && message.get("id").is_none_or(Value::is_null) {
+                    message.insert("id".to_owned(), id.to_json());
+                }
+                let message = Value::Object(message);
                 let answered = answers(&message);
                 self.deliver(Inbound::Message(message)).await;
                 answered
