@@ -283,7 +283,14 @@ fn main() -> anyhow::Result<()> {
     if let Some(exporting) = exporting {
         exporting.stop();
     }
-    ran
+    // An error may quote a peer (an HTTP body, a stdio server's last
+    // words): shown escaped, as a terminal must not obey it.
+    if let Err(error) = ran {
+        let shown = terminal::shown_lines(&format!("{error:?}"));
+        let _unwritable = writeln!(std::io::stderr(), "Error: {shown}");
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 /// Runs `command`; `tracing` says whether spans are exported.
@@ -338,16 +345,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
             ));
             // A stdio server's reader may be blocked on its pipe still.
             runtime.shutdown_timeout(SHUTDOWN_GRACE);
-            // An error may quote the server (its HTTP body, a stdio
-            // server's last words): shown escaped, as its answers are.
-            let succeeded = match called {
-                Ok(succeeded) => succeeded,
-                Err(error) => {
-                    let shown = terminal::shown_lines(&format!("{error:?}"));
-                    let _unwritable = writeln!(std::io::stderr(), "Error: {shown}");
-                    std::process::exit(1);
-                }
-            };
+            let succeeded = called?;
             if !succeeded {
                 std::process::exit(2);
             }

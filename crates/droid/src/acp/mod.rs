@@ -381,7 +381,10 @@ impl Agent {
             let servers =
                 mcp::connect_all(&params.mcp_servers, Some(&params.cwd), timeout, &trust).await;
             let session = Arc::new(old.reconnected(sender.clone(), servers));
-            let replayed = session.replay().await;
+            // A session closed while its servers connected replays nothing:
+            // nothing about it may follow the close's answer.
+            let open = lock(&state).sessions.contains_key(&session.id);
+            let replayed = if open { session.replay().await } else { Ok(()) };
             let kept = {
                 let mut state = lock(&state);
                 match state.sessions.get_mut(&session.id) {
