@@ -335,23 +335,7 @@ mod tests {
     /// What the parser is handed for a whole stream cut into `chunks`,
     /// its end included.
     fn to_the_end(chunks: &[&'static [u8]]) -> Vec<u8> {
-        let chunks: Vec<Result<Bytes, std::io::Error>> = chunks
-            .iter()
-            .map(|chunk| Ok(Bytes::from_static(chunk)))
-            .collect();
-        let bytes = futures_util::stream::iter(chunks);
-        let runtime = tokio::runtime::Builder::new_current_thread().build();
-        runtime
-            .map(|rt| {
-                rt.block_on(async {
-                    guarded(bytes, MAX_BODY)
-                        .filter_map(|b| async move { b.ok() })
-                        .collect::<Vec<Bytes>>()
-                        .await
-                        .concat()
-                })
-            })
-            .unwrap_or_default()
+        through_the_stream(chunks).concat()
     }
 
     #[test]
