@@ -99,14 +99,20 @@ fn what_a_server_writes_is_shown_escaped_and_a_delete_never_answered_holds_no_on
     Ok(())
 }
 
-#[test]
-fn a_refusal_whose_body_never_ends_fails_the_call() -> Result<(), TestError> {
-    let (_server, url) = faulty("stalled-refusal")?;
+/// `droid call URL tools/list` against `faulty_http.py MODE` fails, saying
+/// `words`.
+fn fails_saying(mode: &str, words: &str) -> Result<(), TestError> {
+    let (_server, url) = faulty(mode)?;
     let out = ended(call(&[&url, "tools/list"])?)?;
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("no acknowledgement"), "{stderr}");
+    assert!(stderr.contains(words), "{stderr}");
     Ok(())
+}
+
+#[test]
+fn a_refusal_whose_body_never_ends_fails_the_call() -> Result<(), TestError> {
+    fails_saying("stalled-refusal", "no acknowledgement")
 }
 
 #[test]
@@ -157,13 +163,8 @@ fn an_interrupted_call_ends_its_stdio_server_and_what_that_started() -> Result<(
 
 #[test]
 fn an_answer_holding_no_response_fails_the_request_at_once() -> Result<(), TestError> {
-    let (_server, url) = faulty("html200")?;
-    let out = ended(call(&[&url, "tools/list"])?)?;
-    assert!(!out.status.success());
     // Said now, not after the request's timeout as no answer.
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("no response to this request"), "{stderr}");
-    Ok(())
+    fails_saying("html200", "no response to this request")
 }
 
 #[test]
