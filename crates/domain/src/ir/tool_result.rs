@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde::de::{Error as _, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -48,7 +48,28 @@ pub struct ToolResult {
 
 impl<'de> Deserialize<'de> for ToolResult {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(ToolResultVisitor)
+        deserializer.deserialize_map(ToolResultVisitor { unkept_meta: None })
+    }
+}
+
+/// Reads a [`ToolResult`] as its [`Deserialize`] does, but without the one
+/// `_meta` member named here: skipped, not built. A `_meta` left with
+/// nothing else in it is absent.
+///
+/// For an intermediary that answers as itself: a server's
+/// `io.modelcontextprotocol/serverInfo` names a server its client is not
+/// talking to, and building it only to drop it is a large part of reading
+/// a small result.
+#[derive(Clone, Copy, Debug)]
+pub struct WithoutMeta<'a>(pub &'a str);
+
+impl<'de> DeserializeSeed<'de> for WithoutMeta<'_> {
+    type Value = ToolResult;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<ToolResult, D::Error> {
+        deserializer.deserialize_map(ToolResultVisitor {
+            unkept_meta: Some(self.0),
+        })
     }
 }
 
@@ -58,9 +79,12 @@ impl<'de> Deserialize<'de> for ToolResult {
 /// value, as when the object is first read into a JSON value (and as
 /// JavaScript's `JSON.parse` reads it), so a result reads the same from
 /// text as from a value.
-struct ToolResultVisitor;
+struct ToolResultVisitor<'a> {
+    /// The `_meta` member [`WithoutMeta`] leaves out.
+    unkept_meta: Option<&'a str>,
+}
 
-impl<'de> Visitor<'de> for ToolResultVisitor {
+impl<'de> Visitor<'de> for ToolResultVisitor<'_> {
     type Value = ToolResult;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -80,7 +104,12 @@ impl<'de> Visitor<'de> for ToolResultVisitor {
                 "structuredContent" => structured_content = Some(map.next_value()?),
                 "isError" => is_error = Some(map.next_value::<Option<bool>>()?),
                 "resultType" => result_type = Some(map.next_value::<Option<String>>()?),
-                "_meta" => meta = Some(map.next_value::<Option<JsonObject>>()?),
+                "_meta" => {
+                    meta = Some(match self.unkept_meta {
+                        None => map.next_value::<Option<JsonObject>>()?,
+                        Some(unkept) => map.next_value_seed(MetaWithout(unkept))?,
+                    });
+                }
                 _ => {
                     let value = map.next_value()?;
                     extra.insert(key, value);
@@ -95,6 +124,54 @@ impl<'de> Visitor<'de> for ToolResultVisitor {
             meta: meta.flatten(),
             extra,
         })
+    }
+}
+
+/// A result's `_meta` without one member, as [`WithoutMeta`] reads it.
+struct MetaWithout<'a>(&'a str);
+
+impl<'de> DeserializeSeed<'de> for MetaWithout<'_> {
+    type Value = Option<JsonObject>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        // `deserialize_option` so that a `null` reads as absent, as
+        // `Option<JsonObject>` reads it.
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetaWithout<'_> {
+    type Value = Option<JsonObject>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a `_meta` object or null")
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut meta = JsonObject::new();
+        let mut left_out = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == self.0 {
+                map.next_value::<IgnoredAny>()?;
+                left_out = true;
+            } else {
+                let value = map.next_value::<Value>()?;
+                meta.insert(key, value);
+            }
+        }
+        Ok((!left_out || !meta.is_empty()).then_some(meta))
     }
 }
 
@@ -291,6 +368,72 @@ mod tests {
             let mut built = read.clone();
             built.extra.insert(field.to_owned(), json!(null));
             assert!(built.extra_repeats_a_field(), "{field}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn without_meta_leaves_out_one_member_and_reads_the_rest_as_before()
+    -> Result<(), serde_json::Error> {
+        const NAME: &str = "io.modelcontextprotocol/serverInfo";
+        let read = |wire: &str| -> Result<(ToolResult, ToolResult, ToolResult), serde_json::Error> {
+            let whole: ToolResult = serde_json::from_str(wire)?;
+            let from_text =
+                WithoutMeta(NAME).deserialize(&mut serde_json::Deserializer::from_str(wire))?;
+            let from_value = WithoutMeta(NAME).deserialize(serde_json::from_str::<Value>(wire)?)?;
+            Ok((whole, from_text, from_value))
+        };
+        // Only the named member: `_meta` goes with it; the rest is as read whole.
+        let (whole, text, value) = read(
+            r#"{"content":[{"type":"text","text":"a"}],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}},"x":1}"#,
+        )?;
+        assert_eq!(text.meta, None);
+        assert_eq!(text, value);
+        assert_eq!(
+            ToolResult {
+                meta: None,
+                ..whole
+            },
+            text
+        );
+        // Other members stay, in their order; an escaped name is the name.
+        let (_, text, value) = read(
+            r#"{"content":[],"_meta":{"b":1,"io.modelcontextprotocol\/serverInfo":{},"a":{"c":[2]},"io.modelcontextprotocol/serverInfo":3}}"#,
+        )?;
+        let meta = text.meta.clone().unwrap_or_default();
+        assert_eq!(meta.keys().collect::<Vec<_>>(), ["b", "a"]);
+        assert_eq!(Value::Object(meta), json!({"b": 1, "a": {"c": [2]}}));
+        assert_eq!(text, value);
+        // Without the member, or empty, or null: as read whole.
+        for wire in [
+            r#"{"content":[],"_meta":{"k":"v"}}"#,
+            r#"{"content":[],"_meta":{}}"#,
+            r#"{"content":[],"_meta":null}"#,
+            r#"{"content":[]}"#,
+            r#"{"content":[],"_meta":{"k":1},"_meta":{"l":2}}"#,
+        ] {
+            let (whole, text, value) = read(wire)?;
+            assert_eq!(whole, text, "{wire}");
+            assert_eq!(whole, value, "{wire}");
+        }
+        // What is not an object is refused, as read whole.
+        for wire in [
+            r#"{"content":[],"_meta":5}"#,
+            r#"{"content":[],"_meta":[]}"#,
+        ] {
+            assert!(serde_json::from_str::<ToolResult>(wire).is_err(), "{wire}");
+            assert!(
+                WithoutMeta(NAME)
+                    .deserialize(&mut serde_json::Deserializer::from_str(wire))
+                    .is_err(),
+                "{wire}"
+            );
+            assert!(
+                WithoutMeta(NAME)
+                    .deserialize(serde_json::from_str::<Value>(wire)?)
+                    .is_err(),
+                "{wire}"
+            );
         }
         Ok(())
     }

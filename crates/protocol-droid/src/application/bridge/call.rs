@@ -20,7 +20,7 @@ use crate::application::server::dispatch::{
     CLIENT_CAPABILITIES_META, CLIENT_INFO_META, PROTOCOL_VERSION_META,
 };
 use crate::application::server::{Call, CallError, Question};
-use crate::domain::ir::{JsonObject, ToolResult, TranslationReport};
+use crate::domain::ir::{JsonObject, ToolResult, TranslationReport, take_member};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{Era, Feature, Leg, ProtocolVersion};
 
@@ -56,21 +56,23 @@ pub(super) fn upstream_params(
     mut params: JsonObject,
     upstream: ProtocolVersion,
 ) -> JsonObject {
-    params.remove("inputResponses");
-    params.remove("requestState");
+    // Taken only where present: most requests have none of these, and
+    // looking a name up in a map hashes it.
+    take_member(&mut params, "inputResponses");
+    take_member(&mut params, "requestState");
     // The bridge offers no tasks; a task asked for anyway is not passed on.
-    params.remove("task");
+    take_member(&mut params, "task");
     // A completion's context (2025-06-18) means nothing to an older server;
     // its completions are simply less precise without it.
     if method == "completion/complete" && !Feature::CompletionContext.exists_at(upstream) {
-        params.remove("context");
+        take_member(&mut params, "context");
     }
-    let mut meta = match params.remove("_meta") {
+    let mut meta = match take_member(&mut params, "_meta") {
         Some(Value::Object(meta)) => meta,
         _ => JsonObject::new(),
     };
     for key in REQUEST_META_KEYS {
-        meta.remove(key);
+        take_member(&mut meta, key);
     }
     if !meta.is_empty() {
         params.insert("_meta".to_owned(), Value::Object(meta));
@@ -251,8 +253,9 @@ impl Bridge {
     /// Carries a `tools/call` as [`forward_call`](Self::forward_call) does,
     /// and reads its result into the model once: for a caller that needs it
     /// typed (the gateway), rather than translated as JSON and read again.
-    /// `Ok(Err(why))` when the upstream answered something that is not a
-    /// tool result.
+    /// The upstream's `serverInfo` is left out of the result's `_meta`: the
+    /// caller answers as itself. `Ok(Err(why))` when the upstream answered
+    /// something that is not a tool result.
     pub(crate) async fn forward_tool_call(
         &self,
         params: JsonObject,

@@ -30,10 +30,11 @@ use serde_json::{Map, Value};
 
 use crate::application::client::Answer;
 use crate::domain::feature::Feature;
-use crate::domain::ir::ToolResult;
 use crate::domain::ir::lower::{LowerError, TranslationReport, check_expressible};
+use crate::domain::ir::{ToolResult, WithoutMeta};
 use crate::domain::{DegradePolicy, Leg, ProtocolVersion};
 use crate::wire::codec::for_version;
+use crate::wire::meta;
 
 /// The member a successful reply carries its payload in.
 const RESULT: &str = "result";
@@ -139,6 +140,10 @@ pub fn translate(
 /// same at every revision; what `to` cannot express is lowered as `policy`
 /// authorises, each change noted in `report`.
 ///
+/// The upstream's name for itself (`io.modelcontextprotocol/serverInfo` in
+/// `_meta`) is left out as the result is read, not built and dropped: the
+/// caller answers its own client as itself.
+///
 /// `Ok(Err(why))` when `result` is not a tool result this build reads.
 ///
 /// # Errors
@@ -150,7 +155,7 @@ pub(crate) fn lift_tool_result(
     policy: DegradePolicy,
     report: &mut TranslationReport,
 ) -> Result<Result<ToolResult, serde_json::Error>, LowerError> {
-    let mut lifted = match result.read::<ToolResult>() {
+    let mut lifted = match result.read_seed(WithoutMeta(meta::SERVER_INFO)) {
         Ok(lifted) => lifted,
         Err(unreadable) => return Ok(Err(unreadable)),
     };

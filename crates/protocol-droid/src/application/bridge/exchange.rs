@@ -47,7 +47,9 @@ use crate::application::server::tasks::wire::without_related_task;
 use crate::application::server::{Call, CallError, INPUT_KEY_META, LOG_LEVEL_META, Question};
 use crate::domain::Refusal;
 use crate::domain::capability::TASKS_EXTENSION;
-use crate::domain::ir::{JsonObject, TranslationReport};
+use crate::domain::ir::{
+    JsonObject, RESULT_TYPE_INPUT_REQUIRED, RESULT_TYPE_TASK, TranslationReport,
+};
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{DegradePolicy, Era, Leg};
 
@@ -849,8 +851,7 @@ impl Rounds<'_> {
                 }
                 Err(error) => return Ok(Err(error)),
             };
-            let kind = answer.result_type();
-            if tasks && kind.as_deref() == Some("task") {
+            if tasks && answer.result_type_is(RESULT_TYPE_TASK) {
                 let created = match answer.into_value() {
                     Ok(created) => created,
                     Err(e) => {
@@ -865,7 +866,7 @@ impl Rounds<'_> {
                 call.continue_as_task().await;
                 return Box::pin(self.follow_task(call, client, &created)).await;
             }
-            let complete = kind.as_deref() != Some("input_required");
+            let complete = !answer.result_type_is(RESULT_TYPE_INPUT_REQUIRED);
             if complete && method != "tools/list" {
                 // Left as the upstream wrote it: a tool result is read once,
                 // typed, by the caller.

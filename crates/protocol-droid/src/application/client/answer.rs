@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, DeserializeOwned, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -49,6 +49,42 @@ impl Answer {
             Self::Parsed(value) => serde_json::from_value(value),
             Self::Raw(raw) => serde_json::from_str(raw.get()),
         }
+    }
+
+    /// The result read by `seed`, as [`read`](Self::read) reads it.
+    ///
+    /// # Errors
+    ///
+    /// When the result is not what `seed` reads.
+    pub fn read_seed<S, T>(self, seed: S) -> Result<T, serde_json::Error>
+    where
+        S: for<'de> DeserializeSeed<'de, Value = T>,
+    {
+        match self {
+            Self::Parsed(value) => seed.deserialize(value),
+            Self::Raw(raw) => {
+                let mut text = serde_json::Deserializer::from_str(raw.get());
+                let read = seed.deserialize(&mut text)?;
+                text.end()?;
+                Ok(read)
+            }
+        }
+    }
+
+    /// Whether the result's `resultType` (2026-07-28) is `kind`.
+    ///
+    /// Raw text without `kind`'s letters and without an escape cannot say
+    /// it: that is one search, where finding the member means reading every
+    /// member before it (the content comes first, as servers write it).
+    #[must_use]
+    pub fn result_type_is(&self, kind: &str) -> bool {
+        if let Self::Raw(raw) = self {
+            let text = raw.get();
+            if memchr::memchr(b'\\', text.as_bytes()).is_none() && !text.contains(kind) {
+                return false;
+            }
+        }
+        self.result_type().as_deref() == Some(kind)
     }
 
     /// The result's `resultType` (2026-07-28), when it is an object with a
@@ -193,6 +229,46 @@ mod tests {
             Some("complete")
         );
         assert_eq!(Answer::Parsed(json!({"resultType": 7})).result_type(), None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_result_type_is_told_as_the_full_read_tells_it() -> Result<(), TestError> {
+        for (text, kind, is) in [
+            (
+                r#"{"content":[],"resultType":"input_required"}"#,
+                "input_required",
+                true,
+            ),
+            (
+                r#"{"content":[],"resultType":"in\u0070ut_required"}"#,
+                "input_required",
+                true,
+            ),
+            (
+                r#"{"content":[],"resultType":"complete"}"#,
+                "input_required",
+                false,
+            ),
+            // The letters elsewhere are not the member.
+            (
+                r#"{"content":[{"type":"text","text":"input_required"}],"resultType":"complete"}"#,
+                "input_required",
+                false,
+            ),
+            (
+                r#"{"content":[{"type":"text","text":"a\nb"}]}"#,
+                "input_required",
+                false,
+            ),
+            (r#"{"content":[],"resultType":"task"}"#, "task", true),
+            (r#"{"content":[],"resultType":"t\u0061sk"}"#, "task", true),
+            (r#"{"content":[]}"#, "task", false),
+        ] {
+            assert_eq!(raw(text)?.result_type_is(kind), is, "{text}");
+            let parsed = Answer::Parsed(serde_json::from_str(text)?);
+            assert_eq!(parsed.result_type_is(kind), is, "{text}");
+        }
         Ok(())
     }
 

@@ -26,6 +26,7 @@ use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
 use super::own_tasks::OwnTasks;
 use crate::application::squelch::Squelch;
 use crate::domain::Refusal;
+use crate::domain::ir::{member, take_member};
 use crate::domain::jsonrpc::{ErrorObject, RequestId};
 use crate::domain::{Era, LoggingLevel, ProtocolVersion};
 use crate::wire::{
@@ -412,7 +413,7 @@ impl Client {
             None => Map::new(),
             Some(other) => return Some(other),
         };
-        let mut meta = match params.remove("_meta") {
+        let mut meta = match take_member(&mut params, "_meta") {
             Some(Value::Object(meta)) => meta,
             _ => Map::new(),
         };
@@ -427,15 +428,28 @@ impl Client {
             );
             // What the caller put in `_meta` itself stands: a bridge speaks
             // for its own client's capabilities, identity and log level.
-            meta.entry(meta::CLIENT_CAPABILITIES).or_insert_with(|| {
-                serde_json::to_value(self.capabilities()).unwrap_or_else(|_| json!({}))
-            });
-            meta.entry(meta::CLIENT_INFO).or_insert_with(|| {
-                serde_json::to_value(&self.inner.options.client_info).unwrap_or_else(|_| json!({}))
-            });
+            // (Looked for by name, not by entry: most often they are there,
+            // and an entry hashes the name.)
+            if member(&meta, meta::CLIENT_CAPABILITIES).is_none() {
+                meta.insert(
+                    meta::CLIENT_CAPABILITIES.to_owned(),
+                    serde_json::to_value(self.capabilities()).unwrap_or_else(|_| json!({})),
+                );
+            }
+            if member(&meta, meta::CLIENT_INFO).is_none() {
+                meta.insert(
+                    meta::CLIENT_INFO.to_owned(),
+                    serde_json::to_value(&self.inner.options.client_info)
+                        .unwrap_or_else(|_| json!({})),
+                );
+            }
             if let Some(level) = self.inner.options.log_level {
-                meta.entry(meta::LOG_LEVEL)
-                    .or_insert_with(|| serde_json::to_value(level).unwrap_or(Value::Null));
+                if member(&meta, meta::LOG_LEVEL).is_none() {
+                    meta.insert(
+                        meta::LOG_LEVEL.to_owned(),
+                        serde_json::to_value(level).unwrap_or(Value::Null),
+                    );
+                }
             }
         }
         params.insert("_meta".to_owned(), Value::Object(meta));

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::catalog::{Pins, ToolCatalog};
-use super::forwarding::{Forwarding, rename_blocks, unname_upstream};
+use super::forwarding::{Forwarding, rename_blocks};
 use super::names;
 use super::principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE, Principals};
 use super::state::{Disclosure, DriftReport, Route, State, link_error, lock};
@@ -318,10 +318,8 @@ impl Gateway {
         let observer = self.inner.server.observer();
         match upstream_call(&**observer, &upstream, "tools/call", forwarded).await {
             Ok(Ok(mut result)) => {
+                // The upstream's name for itself was left out as it was read.
                 rename_blocks(&prefix, &mut result.content);
-                if result.meta.as_mut().is_some_and(unname_upstream) {
-                    result.meta = None;
-                }
                 Ok(result)
             }
             Ok(Err(error)) => {

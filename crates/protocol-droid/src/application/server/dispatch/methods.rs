@@ -18,10 +18,11 @@ use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{Capability, Era, Refusal, Unknown};
 
 use super::finish::write_tool_result;
-use super::request::{ClientRequest, CompletionTarget, Listing, member};
+use super::request::{ClientRequest, CompletionTarget, Listing};
 use super::tasks::{forwarded_work, task_plan};
 use super::{Connection, now_ms};
 use crate::application::server::reply::Reply;
+use crate::domain::ir::member;
 
 impl Connection {
     /// The methods both eras share.

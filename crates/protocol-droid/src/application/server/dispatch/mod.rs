@@ -46,10 +46,11 @@ mod methods;
 mod request;
 mod tasks;
 
+use crate::domain::ir::member;
 use finish::finish;
 pub use image::{ImageChange, Lasting, SessionImage};
 use methods::{binding, meta_of};
-use request::{ClientRequest, Declared, Hello, TaskRequest, member};
+use request::{ClientRequest, Declared, Hello, TaskRequest};
 
 /// The `_meta` key naming a 2026-07-28 request's revision.
 pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";

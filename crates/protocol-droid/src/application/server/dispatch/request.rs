@@ -13,7 +13,7 @@
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use crate::domain::ir::JsonObject;
+use crate::domain::ir::{JsonObject, member};
 use crate::domain::{LoggingLevel, ProtocolVersion, Refusal, Unknown};
 use crate::wire::codec::{Sender, for_version};
 
@@ -393,22 +393,6 @@ fn optional_object(params: &JsonObject, key: &str) -> Result<(), Refusal> {
         Some(_) => Err(Refusal::invalid_params(format!(
             "`{key}` must be an object"
         ))),
-    }
-}
-
-/// The member `key` of `params`.
-///
-/// Params hold a handful of members, and comparing their names is cheaper
-/// than hashing the one looked for (a map hashes with `SipHash`); a larger
-/// object is looked up by hash.
-pub(super) fn member<'a>(params: &'a JsonObject, key: &str) -> Option<&'a Value> {
-    const LINEAR: usize = 8;
-    if params.len() <= LINEAR {
-        params
-            .iter()
-            .find_map(|(name, value)| (name == key).then_some(value))
-    } else {
-        params.get(key)
     }
 }
 

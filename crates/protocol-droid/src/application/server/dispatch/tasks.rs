@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 
 use super::Connection;
 use super::finish::write_tool_result;
-use super::request::{TaskRequest, member};
+use super::request::TaskRequest;
 use crate::application::server::call::{Call, CallError, TaskMode};
 use crate::application::server::change::Change;
 use crate::application::server::forward::Forward;
@@ -29,6 +29,7 @@ use crate::application::server::tasks::{
 use crate::application::server::{BoxFuture, PeerSession, RequestContext};
 use crate::domain::capability::TASKS_EXTENSION;
 use crate::domain::feature::Feature;
+use crate::domain::ir::member;
 use crate::domain::ir::{JsonObject, ToolResult};
 use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{Capability, Era, Refusal};
