@@ -37,6 +37,10 @@ const STDERR_MAX_LINE: usize = 64 * 1024;
 /// How many outgoing messages may wait for the child's stdin.
 const OUTGOING_QUEUE: usize = 256;
 
+/// The room a line to the child starts with: a 2026-07-28 request, with the
+/// `_meta` every one carries, fits.
+const LINE_CAPACITY: usize = 512;
+
 /// How to run the child.
 #[derive(Clone, Debug)]
 pub struct ChildOptions {
@@ -191,7 +195,10 @@ impl Link for ChildProcess {
             .clone();
         Box::pin(async move {
             let sender = sender.ok_or(LinkError::Closed)?;
-            let mut line = serde_json::to_vec(&message.message)
+            // Grown from `to_vec`'s 128 bytes, a 2026-07-28 request with
+            // its `_meta` was moved twice on the way.
+            let mut line = Vec::with_capacity(LINE_CAPACITY);
+            serde_json::to_writer(&mut line, &message.message)
                 .map_err(|e| LinkError::Io(format!("unwritable message: {e}")))?;
             line.push(b'\n');
             sender.send(line).await.map_err(|_| LinkError::Closed)

@@ -18,7 +18,7 @@ use super::log_gate::LogGate;
 use super::ports::{DynExchange, DynFrameSink};
 use crate::domain::canonical::RequestDigest;
 use crate::domain::feature::{Feature, FeatureProfile};
-use crate::domain::ir::JsonObject;
+use crate::domain::ir::{JsonObject, member};
 use crate::domain::session::SessionId;
 use crate::domain::{LoggingLevel, ProtocolVersion, TransportKind};
 
@@ -342,7 +342,7 @@ impl RequestContext {
     /// The progress token this request opted in with, if any.
     #[must_use]
     pub fn progress_token(&self) -> Option<&Value> {
-        self.request_meta.get("progressToken")
+        member(&self.request_meta, "progressToken")
     }
 }
 

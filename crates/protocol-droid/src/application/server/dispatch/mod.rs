@@ -182,7 +182,8 @@ pub(crate) fn served_as_modern(server: &Server, method: &str, params: &JsonObjec
     let declares_modern = member(params, "_meta")
         .and_then(Value::as_object)
         .is_some_and(|m| {
-            m.contains_key(PROTOCOL_VERSION_META) || m.contains_key(CLIENT_CAPABILITIES_META)
+            member(m, PROTOCOL_VERSION_META).is_some()
+                || member(m, CLIENT_CAPABILITIES_META).is_some()
         });
     offers_modern && (declares_modern || MODERN_ONLY.contains(&method))
 }

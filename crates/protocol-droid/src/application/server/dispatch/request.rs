@@ -290,15 +290,14 @@ impl<'p> Declared<'p> {
         let meta = member(params, "_meta")
             .and_then(Value::as_object)
             .ok_or_else(missing)?;
-        let requested = meta
-            .get(PROTOCOL_VERSION_META)
+        // By name, not by hash: `_meta` holds a few members, with long names.
+        let requested = member(meta, PROTOCOL_VERSION_META)
             .and_then(Value::as_str)
             .ok_or_else(missing)?;
-        let client_capabilities = meta
-            .get(CLIENT_CAPABILITIES_META)
+        let client_capabilities = member(meta, CLIENT_CAPABILITIES_META)
             .and_then(Value::as_object)
             .ok_or_else(missing)?;
-        let log_level = match meta.get(LOG_LEVEL_META) {
+        let log_level = match member(meta, LOG_LEVEL_META) {
             None => None,
             Some(level) => Some(
                 LoggingLevel::deserialize(level)
@@ -309,7 +308,7 @@ impl<'p> Declared<'p> {
             meta,
             requested,
             client_capabilities,
-            client_info: meta.get(CLIENT_INFO_META).and_then(Value::as_object),
+            client_info: member(meta, CLIENT_INFO_META).and_then(Value::as_object),
             log_level,
         })
     }
