@@ -535,6 +535,50 @@ mod bad_input {
     }
 
     #[tokio::test]
+    async fn an_answer_too_long_or_too_deep_fails_the_question_at_once() -> Result<(), TestError> {
+        let too_long = |id: &Value| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"action":"accept","content":{{"pad":"{}"}}}}}}"#,
+                "x".repeat(1000)
+            )
+        };
+        let too_deep = |id: &Value| {
+            format!(
+                r#"{{"jsonrpc":"2.0","result":{{"action":"accept","content":{{"a":{}{}}}}},"id":{id}}}"#,
+                "[".repeat(100),
+                "]".repeat(100)
+            )
+        };
+        let cases: [&dyn Fn(&Value) -> String; 2] = [&too_long, &too_deep];
+        for unreadable in cases {
+            let mut h = start_with(StdioOptions {
+                max_line: 512,
+                ..StdioOptions::default()
+            })?;
+            h.client
+                .initialize("2025-11-25", json!({ "elicitation": {} }))
+                .await?;
+            let asked = h.ask().await?;
+            h.client
+                .send_raw(unreadable(&asked["id"]).as_bytes())
+                .await?;
+            // The client is told its line could not be read, as before...
+            let refusal = h.client.next().await?;
+            assert_eq!(
+                (code(&refusal), &refusal["id"]),
+                (Some(-32600), &Value::Null)
+            );
+            // ...and the call that asked goes on with the failure now, not
+            // when the question times out (a minute, past the harness's
+            // patience).
+            let reply = h.client.next_reply().await?;
+            assert_eq!(reply["id"], json!(1), "{reply}");
+            assert!(reply.to_string().contains("could not be read"), "{reply}");
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_response_to_a_request_never_sent_is_dropped_quietly() -> Result<(), TestError> {
         let mut h = start()?;
         h.client

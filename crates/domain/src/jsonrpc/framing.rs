@@ -153,6 +153,15 @@ pub fn request_id(line: &[u8]) -> Option<RequestId> {
     outline.id.filter(|_| outline.method)
 }
 
+/// The `id` of the response `line` holds, read without parsing it, for
+/// failing at once the request of ours that a response nested too deep
+/// answers: `None` when the line names a `method` or has no usable id.
+#[must_use]
+pub fn response_id(line: &[u8]) -> Option<RequestId> {
+    let outline = Outline::of(line);
+    outline.id.filter(|_| !outline.method)
+}
+
 /// The most of a member's name or of an `id` kept while a line is
 /// discarded; a longer one is neither `id`, `method` nor an id worth reading.
 const KEPT_MAX: usize = 256;
@@ -547,6 +556,21 @@ mod tests {
             request_id(br#"{"jsonrpc":"2.0","id":3,"result":[[[]]]}"#),
             None
         );
+    }
+
+    #[test]
+    fn a_responses_id_is_read_however_deep_it_nests() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","result":{{"a":{}{}}},"id":7}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert_eq!(response_id(deep.as_bytes()), Some(RequestId::Number(7)));
+        assert_eq!(
+            response_id(br#"{"id":3,"method":"m","params":[[[]]]}"#),
+            None
+        );
+        assert_eq!(response_id(br#"{"result":[[[]]]}"#), None);
     }
 
     #[test]

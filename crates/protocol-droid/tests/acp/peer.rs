@@ -101,6 +101,45 @@ async fn a_message_nested_too_deep_is_refused() -> TestResult {
 }
 
 #[tokio::test]
+async fn an_answer_too_long_or_too_deep_fails_the_request_at_once() -> TestResult {
+    let too_long = |id: &Value| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":"{}"}}}}"#,
+            "y".repeat(4000)
+        )
+    };
+    let too_deep = |id: &Value| {
+        format!(
+            r#"{{"jsonrpc":"2.0","result":{{"content":"",">":{}1{}}},"id":{id}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        )
+    };
+    let cases: [&dyn Fn(&Value) -> String; 2] = [&too_long, &too_deep];
+    for unreadable in cases {
+        let options = AcpPeerOptions {
+            max_line: 1024,
+            ..AcpPeerOptions::default()
+        };
+        let (mut peer, mut client) = connect_with(options, 64 * 1024);
+        initialize(&mut peer, &mut client, json!({"fs":{"readTextFile":true}})).await?;
+        let (reading, ask) = read_asked(&peer, &mut client, "/big").await?;
+        client.send(&unreadable(&ask["id"])).await?;
+        // The client is told its line could not be read, as before...
+        let refusal = client.recv().await?;
+        assert_eq!(refusal["error"]["code"], -32600);
+        // ...and the agent's request fails now, not after its ten minutes.
+        let outcome = tokio::time::timeout(Duration::from_secs(20), reading).await??;
+        assert!(
+            matches!(&outcome, Err(AcpPeerError::Rejected { error, .. })
+                if error.message.contains("could not be read")),
+            "{outcome:?}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_null_id_is_a_request_and_a_missing_id_a_notification() -> TestResult {
     let (mut peer, mut client) = connect();
     client

@@ -26,6 +26,7 @@ use crate::application::squelch::Squelch;
 use crate::domain::Refusal;
 use crate::domain::jsonrpc::framing::{
     DEFAULT_MAX_DEPTH, DEFAULT_MAX_LINE, FrameError, LineFramer, deeper_than, request_id,
+    response_id,
 };
 use crate::domain::jsonrpc::{
     EnvelopeError, ErrorCode, ErrorObject, Incoming, Message, Notification, Request, RequestId,
@@ -463,13 +464,22 @@ impl Reader {
             Err(e) => {
                 tracing::warn!("{e}");
                 // A request too long to read is refused under its own id, so
-                // that its sender stops waiting for it.
+                // that its sender stops waiting for it; an answer too long
+                // to read fails the request of ours it answers.
                 let id = match &e {
                     FrameError::LineTooLong {
                         id: Some(id),
                         method: true,
                         ..
                     } => ResponseId::Id(id.clone()),
+                    FrameError::LineTooLong {
+                        id: Some(id),
+                        method: false,
+                        ..
+                    } => {
+                        self.unreadable_answer(id.clone(), &e.to_string());
+                        ResponseId::Null
+                    }
                     _ => ResponseId::Null,
                 };
                 return self
@@ -482,6 +492,9 @@ impl Reader {
                 "message nested deeper than {} levels",
                 self.options.max_depth
             );
+            if let Some(id) = response_id(&bytes) {
+                self.unreadable_answer(id, &message);
+            }
             let id = request_id(&bytes).map_or(ResponseId::Null, ResponseId::Id);
             return self
                 .refuse_as(id, ErrorCode::INVALID_REQUEST, message)
@@ -512,6 +525,19 @@ impl Reader {
         self.outbox
             .answer(Message::Response(response).into_value())
             .await;
+    }
+
+    /// Fails the request of ours that an unreadable line answers (too long,
+    /// or nested too deep), at once rather than when it times out. The
+    /// client is refused as for any unreadable line.
+    fn unreadable_answer(&self, id: RequestId, why: &str) {
+        self.response(Response {
+            id: ResponseId::Id(id),
+            outcome: Err(ErrorObject::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("the client's answer could not be read: {why}"),
+            )),
+        });
     }
 
     /// Handles one message; answers at once only what needs no handler.

@@ -27,9 +27,9 @@ use super::wire::{
     self, ErrorBody, ErrorFrame, Frame, NotificationFrame, Refusal, ReplyFrame, RequestFrame,
 };
 use crate::domain::jsonrpc::framing::{
-    DEFAULT_MAX_DEPTH, FrameError, LineFramer, deeper_than, request_id,
+    DEFAULT_MAX_DEPTH, FrameError, LineFramer, deeper_than, request_id, response_id,
 };
-use crate::domain::jsonrpc::{ErrorCode, VERSION};
+use crate::domain::jsonrpc::{ErrorCode, RequestId, VERSION};
 
 /// The default longest line: 64 MiB.
 ///
@@ -790,13 +790,22 @@ async fn handle_frame(
     let refusal = match frame {
         Err(e) => {
             // A request too long to read is refused under its own id, so
-            // that the client stops waiting for it.
+            // that the client stops waiting for it; an answer too long to
+            // read fails the request of ours it answers.
             let id = match &e {
                 FrameError::LineTooLong {
                     id: Some(id),
                     method: true,
                     ..
                 } => id.to_json(),
+                FrameError::LineTooLong {
+                    id: Some(id),
+                    method: false,
+                    ..
+                } => {
+                    unreadable_answer(shared, id, &e.to_string());
+                    Value::Null
+                }
                 _ => Value::Null,
             };
             Refusal::new(
@@ -805,14 +814,17 @@ async fn handle_frame(
                 id,
             )
         }
-        Ok(bytes) if deeper_than(&bytes, options.max_depth) => Refusal::new(
-            ErrorCode::INVALID_REQUEST,
-            format!(
-                "Invalid request: nested deeper than {} levels",
-                options.max_depth
-            ),
-            request_id(&bytes).map_or(Value::Null, |id| id.to_json()),
-        ),
+        Ok(bytes) if deeper_than(&bytes, options.max_depth) => {
+            let why = format!("nested deeper than {} levels", options.max_depth);
+            if let Some(id) = response_id(&bytes) {
+                unreadable_answer(shared, &id, &why);
+            }
+            Refusal::new(
+                ErrorCode::INVALID_REQUEST,
+                format!("Invalid request: {why}"),
+                request_id(&bytes).map_or(Value::Null, |id| id.to_json()),
+            )
+        }
         Ok(bytes) => match wire::parse(&bytes) {
             Err(refusal) => refusal,
             Ok(frame) => return dispatch(frame, shared, inbound).await,
@@ -830,6 +842,19 @@ async fn handle_frame(
     if let Ok(line) = wire::line(&frame) {
         shared.send_internal(line).await;
     }
+}
+
+/// Fails the agent's request that an unreadable line answers (too long, or
+/// nested too deep), at once rather than when it times out.
+fn unreadable_answer(shared: &Shared, id: &RequestId, why: &str) {
+    shared.route(
+        &id.to_json(),
+        Err(ClientError {
+            code: i64::from(ErrorCode::INTERNAL_ERROR.0),
+            message: format!("the client's answer could not be read: {why}"),
+            data: None,
+        }),
+    );
 }
 
 async fn dispatch(frame: Frame, shared: &Shared, inbound: &mpsc::Sender<Inbound>) {
