@@ -151,12 +151,13 @@ impl ChildProcess {
         let (tx, rx) = mpsc::channel(OUTGOING_QUEUE);
         tokio::spawn(write_loop(stdin, rx));
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
-        tokio::spawn(stderr_loop(stderr, Arc::clone(&tail), pid));
+        let stderr_read = tokio::spawn(stderr_loop(stderr, Arc::clone(&tail), pid));
         tokio::spawn(read_loop(
             stdout,
             options.max_line,
             inbound,
             Arc::clone(&tail),
+            Some(stderr_read),
         ));
         Ok(Self {
             outgoing: Mutex::new(Some(tx)),
@@ -308,27 +309,41 @@ async fn stderr_loop(
     // Framed like stdout, so one endless line cannot grow a buffer forever.
     let mut framer = LineFramer::new(STDERR_MAX_LINE);
     let mut buffer = vec![0_u8; 8 * 1024];
+    let keep = |frame: Result<Vec<u8>, FrameError>| {
+        let line = match frame {
+            Ok(line) => String::from_utf8_lossy(&line).into_owned(),
+            Err(_) => "(a line too long to keep)".to_owned(),
+        };
+        tracing::debug!(pid, "server stderr: {}", line.escape_debug());
+        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        if tail.len() == STDERR_TAIL {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    };
     while let Ok(read @ 1..) = stderr.read(&mut buffer).await {
         for frame in framer.push(buffer.get(..read).unwrap_or_default()) {
-            let line = match frame {
-                Ok(line) => String::from_utf8_lossy(&line).into_owned(),
-                Err(_) => "(a line too long to keep)".to_owned(),
-            };
-            tracing::debug!(pid, "server stderr: {}", line.escape_debug());
-            let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
-            if tail.len() == STDERR_TAIL {
-                tail.pop_front();
-            }
-            tail.push_back(line);
+            keep(frame);
         }
     }
+    // A server's last words often lack their newline (`write` of a message,
+    // then exit); they are the ones that say why it stopped.
+    if let Some(frame) = framer.finish() {
+        keep(frame);
+    }
 }
+
+/// How long the reason a server closed its stdout waits for the rest of its
+/// stderr: both close as it exits, in either order, and a process it left
+/// behind may hold stderr open for ever.
+const STDERR_GRACE: Duration = Duration::from_millis(500);
 
 async fn read_loop(
     mut stdout: impl AsyncRead + Unpin,
     max_line: usize,
     inbound: InboundTx,
     tail: Arc<Mutex<VecDeque<String>>>,
+    stderr_read: Option<tokio::task::JoinHandle<()>>,
 ) {
     let mut framer = LineFramer::new(max_line);
     let mut buffer = vec![0_u8; 64 * 1024];
@@ -365,6 +380,9 @@ async fn read_loop(
         for item in decode(&line) {
             let _ = inbound.send(item).await;
         }
+    }
+    if let Some(stderr_read) = stderr_read {
+        let _read = tokio::time::timeout(STDERR_GRACE, stderr_read).await;
     }
     let stderr: Vec<String> = tail
         .lock()
@@ -441,6 +459,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_servers_last_words_are_kept_without_their_newline_and_awaited() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut writer, reader) = tokio::io::duplex(1024);
+        let tail = Arc::default();
+        let stderr_read = tokio::spawn(stderr_loop(reader, Arc::clone(&tail), None));
+        let (tx, mut rx) = mpsc::channel(8);
+        // Stdout has ended; stderr has not yet said everything.
+        let reading = tokio::spawn(read_loop(&b""[..], 64, tx, tail, Some(stderr_read)));
+        // Both loops run up to where they wait before the rest is written.
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        let written = writer.write_all(b"starting\nno API key given").await;
+        assert!(written.is_ok());
+        drop(writer);
+        assert!(reading.await.is_ok());
+        let reason = match rx.recv().await {
+            Some(Inbound::Closed(Some(reason))) => reason,
+            other => format!("not the closing reason: {other:?}"),
+        };
+        assert!(
+            reason.ends_with("its last words: starting | no API key given"),
+            "{reason}"
+        );
+    }
+
+    #[tokio::test]
     async fn an_answer_over_the_limit_fails_its_request_and_reading_goes_on() {
         use crate::domain::jsonrpc::RequestId;
         let pad = "x".repeat(100);
@@ -449,7 +494,7 @@ mod tests {
              {{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{{}}}}\n"
         );
         let (tx, mut rx) = mpsc::channel(8);
-        read_loop(stdout.as_bytes(), 64, tx, Arc::default()).await;
+        read_loop(stdout.as_bytes(), 64, tx, Arc::default(), None).await;
         let first = rx.recv().await;
         assert!(
             matches!(
