@@ -38,6 +38,7 @@ const fn too_long(limit: usize) -> FrameError {
         limit,
         id: None,
         method: false,
+        answer: false,
     }
 }
 

@@ -562,19 +562,60 @@ mod bad_input {
             h.client
                 .send_raw(unreadable(&asked["id"]).as_bytes())
                 .await?;
-            // The client is told its line could not be read, as before...
-            let refusal = h.client.next().await?;
+            // The client is told its line could not be read, as before, and
+            // the call that asked goes on with the failure now, not when the
+            // question times out (a minute, past the harness's patience);
+            // in either order.
+            let (first, second) = (h.client.next_reply().await?, h.client.next_reply().await?);
+            let (refusal, reply) = if first["id"].is_null() {
+                (first, second)
+            } else {
+                (second, first)
+            };
             assert_eq!(
                 (code(&refusal), &refusal["id"]),
                 (Some(-32600), &Value::Null)
             );
-            // ...and the call that asked goes on with the failure now, not
-            // when the question times out (a minute, past the harness's
-            // patience).
-            let reply = h.client.next_reply().await?;
             assert_eq!(reply["id"], json!(1), "{reply}");
             assert!(reply.to_string().contains("could not be read"), "{reply}");
         }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_line_too_long_that_is_no_answer_leaves_the_question_waiting() -> Result<(), TestError>
+    {
+        let mut h = start_with(StdioOptions {
+            max_line: 512,
+            ..StdioOptions::default()
+        })?;
+        h.client
+            .initialize("2025-11-25", json!({ "elicitation": {} }))
+            .await?;
+        let asked = h.ask().await?;
+        // The question's id, but neither a result nor an error: no answer.
+        let id = &asked["id"];
+        let pad = "x".repeat(1000);
+        let not_an_answer = format!(r#"{{"jsonrpc":"2.0","id":{id},"params":{{"pad":"{pad}"}}}}"#);
+        h.client.send_raw(not_an_answer.as_bytes()).await?;
+        let refusal = h.client.next().await?;
+        assert_eq!(
+            (code(&refusal), &refusal["id"]),
+            (Some(-32600), &Value::Null)
+        );
+        // The question still waits for its answer, and takes it.
+        h.client
+            .answer(
+                id,
+                json!({ "action": "accept", "content": { "name": "Ada" } }),
+            )
+            .await?;
+        let reply = h.client.next_reply().await?;
+        assert_eq!(
+            reply["result"]["content"][0]["text"],
+            json!("hello Ada"),
+            "{reply}"
+        );
         Ok(())
     }
 

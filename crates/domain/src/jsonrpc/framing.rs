@@ -32,6 +32,9 @@ pub enum FrameError {
         /// Whether that object named a `method`: a request or notification
         /// rather than a response.
         method: bool,
+        /// Whether that object had a `result` or an `error`: with no
+        /// `method`, an answer to a request.
+        answer: bool,
     },
 }
 
@@ -155,11 +158,12 @@ pub fn request_id(line: &[u8]) -> Option<RequestId> {
 
 /// The `id` of the response `line` holds, read without parsing it, for
 /// failing at once the request of ours that a response nested too deep
-/// answers: `None` when the line names a `method` or has no usable id.
+/// answers: `None` when the line names a `method`, has neither a `result`
+/// nor an `error`, or has no usable id.
 #[must_use]
 pub fn response_id(line: &[u8]) -> Option<RequestId> {
     let outline = Outline::of(line);
-    outline.id.filter(|_| !outline.method)
+    outline.id.filter(|_| !outline.method && outline.answer)
 }
 
 /// The most of a member's name or of an `id` kept while a line is
@@ -184,6 +188,8 @@ struct Outline {
     overflowed: bool,
     id: Option<RequestId>,
     method: bool,
+    /// A `result` or an `error` member was seen.
+    answer: bool,
 }
 
 /// Where the lexer is in the top-level object.
@@ -222,6 +228,7 @@ impl Outline {
             limit,
             id: self.id,
             method: self.method,
+            answer: self.answer,
         }
     }
 
@@ -331,6 +338,7 @@ impl Outline {
                             self.at = Place::Id;
                         }
                         b"\"method\"" => self.method = true,
+                        b"\"result\"" | b"\"error\"" => self.answer = true,
                         _ => {}
                     }
                 }
@@ -468,7 +476,8 @@ mod tests {
                 Err(FrameError::LineTooLong {
                     limit: 8,
                     id: None,
-                    method: false
+                    method: false,
+                    answer: false,
                 }),
                 Ok("{}".into())
             ]
@@ -571,6 +580,13 @@ mod tests {
             None
         );
         assert_eq!(response_id(br#"{"result":[[[]]]}"#), None);
+        assert_eq!(
+            response_id(br#"{"id":2,"error":{"code":1,"message":"m","data":[[]]}}"#),
+            Some(RequestId::Number(2))
+        );
+        // Neither a result nor an error at the top: no answer.
+        assert_eq!(response_id(br#"{"id":4,"params":[[[]]]}"#), None);
+        assert_eq!(response_id(br#"{"id":5,"x":{"result":[[]]}}"#), None);
     }
 
     #[test]
@@ -589,7 +605,8 @@ mod tests {
             Some(Err(FrameError::LineTooLong {
                 limit: 8,
                 id: Some(9.into()),
-                method: true
+                method: true,
+                answer: false,
             }))
         );
     }

@@ -475,6 +475,7 @@ impl Reader {
                     FrameError::LineTooLong {
                         id: Some(id),
                         method: false,
+                        answer: true,
                         ..
                     } => {
                         self.unreadable_answer(id.clone(), &e.to_string());

@@ -362,6 +362,7 @@ async fn read_loop(
                     limit,
                     id: Some(id),
                     method: false,
+                    ..
                 }) => vec![Inbound::Failed {
                     id,
                     error: LinkError::TooLarge { limit },

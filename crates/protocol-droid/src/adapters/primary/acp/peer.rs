@@ -801,6 +801,7 @@ async fn handle_frame(
                 FrameError::LineTooLong {
                     id: Some(id),
                     method: false,
+                    answer: true,
                     ..
                 } => {
                     unreadable_answer(shared, id, &e.to_string());
