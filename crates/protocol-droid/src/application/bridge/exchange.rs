@@ -851,7 +851,15 @@ impl Rounds<'_> {
                 }
                 Err(error) => return Ok(Err(error)),
             };
-            if tasks && answer.result_type_is(RESULT_TYPE_TASK) {
+            // Read once for both: the shortcut that rules them out most
+            // often reads the whole result when it cannot.
+            let kinds: &[&str] = if tasks {
+                &[RESULT_TYPE_TASK, RESULT_TYPE_INPUT_REQUIRED]
+            } else {
+                &[RESULT_TYPE_INPUT_REQUIRED]
+            };
+            let kind = answer.result_type_among(kinds);
+            if kind == Some(RESULT_TYPE_TASK) {
                 let created = match answer.into_value() {
                     Ok(created) => created,
                     Err(e) => {
@@ -866,7 +874,7 @@ impl Rounds<'_> {
                 call.continue_as_task().await;
                 return Box::pin(self.follow_task(call, client, &created)).await;
             }
-            let complete = !answer.result_type_is(RESULT_TYPE_INPUT_REQUIRED);
+            let complete = kind != Some(RESULT_TYPE_INPUT_REQUIRED);
             if complete && method != "tools/list" {
                 // Left as the upstream wrote it: a tool result is read once,
                 // typed, by the caller.

@@ -71,20 +71,23 @@ impl Answer {
         }
     }
 
-    /// Whether the result's `resultType` (2026-07-28) is `kind`.
+    /// Which of `kinds` the result's `resultType` (2026-07-28) is, if any.
     ///
-    /// Raw text without `kind`'s letters and without an escape cannot say
-    /// it: that is one search, where finding the member means reading every
-    /// member before it (the content comes first, as servers write it).
+    /// Raw text with no escape and none of the kinds' letters cannot say
+    /// one: that is a search, where [`result_type`](Self::result_type)
+    /// reads the whole object through the parser.
     #[must_use]
-    pub fn result_type_is(&self, kind: &str) -> bool {
+    pub fn result_type_among<'k>(&self, kinds: &[&'k str]) -> Option<&'k str> {
         if let Self::Raw(raw) = self {
             let text = raw.get();
-            if memchr::memchr(b'\\', text.as_bytes()).is_none() && !text.contains(kind) {
-                return false;
+            if memchr::memchr(b'\\', text.as_bytes()).is_none()
+                && !kinds.iter().any(|kind| text.contains(kind))
+            {
+                return None;
             }
         }
-        self.result_type().as_deref() == Some(kind)
+        let found = self.result_type()?;
+        kinds.iter().copied().find(|kind| *kind == found)
     }
 
     /// The result's `resultType` (2026-07-28), when it is an object with a
@@ -265,9 +268,12 @@ mod tests {
             (r#"{"content":[],"resultType":"t\u0061sk"}"#, "task", true),
             (r#"{"content":[]}"#, "task", false),
         ] {
-            assert_eq!(raw(text)?.result_type_is(kind), is, "{text}");
+            let expected = is.then_some(kind);
+            assert_eq!(raw(text)?.result_type_among(&[kind]), expected, "{text}");
+            let both = ["other", kind];
+            assert_eq!(raw(text)?.result_type_among(&both), expected, "{text}");
             let parsed = Answer::Parsed(serde_json::from_str(text)?);
-            assert_eq!(parsed.result_type_is(kind), is, "{text}");
+            assert_eq!(parsed.result_type_among(&[kind]), expected, "{text}");
         }
         Ok(())
     }
