@@ -354,6 +354,21 @@ fn start_with(options: StdioOptions) -> Result<Harness, TestError> {
     })
 }
 
+/// A harness whose lines are cut at 512 bytes, after a 2025-11-25
+/// handshake declaring elicitation, whose `ask` tool has put its question
+/// (returned).
+async fn asked_on_short_lines() -> Result<(Harness, Value), TestError> {
+    let mut h = start_with(StdioOptions {
+        max_line: 512,
+        ..StdioOptions::default()
+    })?;
+    h.client
+        .initialize("2025-11-25", json!({ "elicitation": {} }))
+        .await?;
+    let asked = h.ask().await?;
+    Ok((h, asked))
+}
+
 fn start() -> Result<Harness, TestError> {
     start_with(StdioOptions::default())
 }
@@ -551,14 +566,7 @@ mod bad_input {
         };
         let cases: [&dyn Fn(&Value) -> String; 2] = [&too_long, &too_deep];
         for unreadable in cases {
-            let mut h = start_with(StdioOptions {
-                max_line: 512,
-                ..StdioOptions::default()
-            })?;
-            h.client
-                .initialize("2025-11-25", json!({ "elicitation": {} }))
-                .await?;
-            let asked = h.ask().await?;
+            let (mut h, asked) = asked_on_short_lines().await?;
             h.client
                 .send_raw(unreadable(&asked["id"]).as_bytes())
                 .await?;
@@ -585,14 +593,7 @@ mod bad_input {
     #[tokio::test]
     async fn a_line_too_long_that_is_no_answer_leaves_the_question_waiting() -> Result<(), TestError>
     {
-        let mut h = start_with(StdioOptions {
-            max_line: 512,
-            ..StdioOptions::default()
-        })?;
-        h.client
-            .initialize("2025-11-25", json!({ "elicitation": {} }))
-            .await?;
-        let asked = h.ask().await?;
+        let (mut h, asked) = asked_on_short_lines().await?;
         // The question's id, but neither a result nor an error: no answer.
         let id = &asked["id"];
         let pad = "x".repeat(1000);
