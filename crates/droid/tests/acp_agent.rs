@@ -142,12 +142,17 @@ fn said(updates: &[Value]) -> String {
         .collect()
 }
 
+/// The `mcpServers` entry that starts `droid serve` over stdio, quiet.
+fn droid_serve_entry() -> Value {
+    json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
+        "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] })
+}
+
 #[test]
 fn droid_acp_drives_droid_serve_over_stdio_through_a_whole_session() -> Result<(), TestError> {
     let mut agent = Agent::start()?;
     agent.initialize()?;
-    let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
-        "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
+    let server = droid_serve_entry();
     let session = agent.new_session(&server)?;
 
     let id = agent.prompt(&session, "tools")?;
@@ -257,8 +262,7 @@ fn replies_until(agent: &Agent, last: i64) -> Result<(Vec<Value>, bool), TestErr
 fn a_session_closed_mid_turn_is_answered_after_the_turn() -> Result<(), TestError> {
     let mut agent = Agent::start()?;
     agent.initialize()?;
-    let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
-        "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
+    let server = droid_serve_entry();
     let session = agent.new_session(&server)?;
     let turn = agent.prompt(&session, r#"call sleep {"ms": 20000}"#)?;
     agent.until(|m| m["params"]["update"]["status"] == "in_progress")?;
@@ -273,8 +277,7 @@ fn a_session_closed_mid_turn_is_answered_after_the_turn() -> Result<(), TestErro
 fn a_session_closed_while_it_loads_fails_the_load() -> Result<(), TestError> {
     let mut agent = Agent::start_with(&["--connect-timeout", "2"])?;
     agent.initialize()?;
-    let server = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
-        "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
+    let server = droid_serve_entry();
     let session = agent.new_session(&server)?;
     // What session/new sends after its answer, read before the load.
     agent.until(|m| m["params"]["update"]["sessionUpdate"] == "available_commands_update")?;
@@ -301,8 +304,7 @@ fn a_session_closed_while_it_loads_fails_the_load() -> Result<(), TestError> {
 fn an_unreadable_server_entry_is_reported_not_a_refused_session() -> Result<(), TestError> {
     let mut agent = Agent::start()?;
     agent.initialize()?;
-    let good = json!({ "name": "droid", "command": env!("CARGO_BIN_EXE_droid"),
-        "args": ["serve"], "env": [{ "name": "DROID_LOG", "value": "error" }] });
+    let good = droid_serve_entry();
     // No `args` and no `env`; a `type` that is no string.
     let broken = json!({ "name": "broken", "command": "/bin/true" });
     let id = agent.request(

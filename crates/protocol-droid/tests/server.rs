@@ -354,19 +354,24 @@ fn start_with(options: StdioOptions) -> Result<Harness, TestError> {
     })
 }
 
-/// A harness whose lines are cut at 512 bytes, after a 2025-11-25
-/// handshake declaring elicitation, whose `ask` tool has put its question
-/// (returned).
-async fn asked_on_short_lines() -> Result<(Harness, Value), TestError> {
-    let mut h = start_with(StdioOptions {
-        max_line: 512,
-        ..StdioOptions::default()
-    })?;
+/// A harness with `options`, after a handshake at `version` declaring
+/// elicitation, whose `ask` tool has put its question (returned).
+async fn asked_with(options: StdioOptions, version: &str) -> Result<(Harness, Value), TestError> {
+    let mut h = start_with(options)?;
     h.client
-        .initialize("2025-11-25", json!({ "elicitation": {} }))
+        .initialize(version, json!({ "elicitation": {} }))
         .await?;
     let asked = h.ask().await?;
     Ok((h, asked))
+}
+
+/// [`asked_with`], with lines cut at 512 bytes, at 2025-11-25.
+async fn asked_on_short_lines() -> Result<(Harness, Value), TestError> {
+    let options = StdioOptions {
+        max_line: 512,
+        ..StdioOptions::default()
+    };
+    asked_with(options, "2025-11-25").await
 }
 
 fn start() -> Result<Harness, TestError> {
@@ -1129,14 +1134,11 @@ mod cancellation {
     #[tokio::test]
     async fn an_unanswered_question_times_out_withdrawn_and_the_call_fails() -> Result<(), TestError>
     {
-        let mut h = start_with(StdioOptions {
+        let options = StdioOptions {
             exchange_timeout: Duration::from_millis(20),
             ..StdioOptions::default()
-        })?;
-        h.client
-            .initialize("2025-06-18", json!({ "elicitation": {} }))
-            .await?;
-        let asked = h.ask().await?;
+        };
+        let (mut h, asked) = asked_with(options, "2025-06-18").await?;
         let withdrawn = h.client.next().await?;
         assert_eq!(withdrawn["method"], json!("notifications/cancelled"));
         assert_eq!(withdrawn["params"]["requestId"], asked["id"]);
