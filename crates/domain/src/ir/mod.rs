@@ -48,6 +48,18 @@ pub fn member<'a>(object: &'a JsonObject, key: &str) -> Option<&'a serde_json::V
     }
 }
 
+/// The member `key` of `object`, to change in place, as
+/// [`JsonObject::get_mut`] finds it (see [`member`]).
+pub fn member_mut<'a>(object: &'a mut JsonObject, key: &str) -> Option<&'a mut serde_json::Value> {
+    if object.len() <= LINEAR_LOOKUP {
+        object
+            .iter_mut()
+            .find_map(|(name, value)| (name == key).then_some(value))
+    } else {
+        object.get_mut(key)
+    }
+}
+
 /// Takes the member `key` out of `object`, as [`JsonObject::remove`] does,
 /// hashing `key` only when a small object has it (see [`member`]).
 pub fn take_member(object: &mut JsonObject, key: &str) -> Option<serde_json::Value> {

@@ -26,7 +26,7 @@ use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
 use super::own_tasks::OwnTasks;
 use crate::application::squelch::Squelch;
 use crate::domain::Refusal;
-use crate::domain::ir::{member, take_member};
+use crate::domain::ir::{member, member_mut};
 use crate::domain::jsonrpc::{ErrorObject, RequestId};
 use crate::domain::{Era, LoggingLevel, ProtocolVersion};
 use crate::wire::{
@@ -329,10 +329,15 @@ impl Client {
         });
         let params = self.decorate(method, params, version, progress_token.as_deref());
         let hints = self.hints(method, params.as_ref());
-        let mut message = json!({ "jsonrpc": "2.0", "id": id.to_json(), "method": method });
-        if let (Some(params), Value::Object(map)) = (params, &mut message) {
-            map.insert("params".to_owned(), params);
+        // Sized for its members at once: growing it rehashed the names.
+        let mut message = Map::with_capacity(4);
+        message.insert("jsonrpc".to_owned(), Value::from("2.0"));
+        message.insert("id".to_owned(), id.to_json());
+        message.insert("method".to_owned(), Value::from(method));
+        if let Some(params) = params {
+            message.insert("params".to_owned(), params);
         }
+        let message = Value::Object(message);
         let (tx, rx) = oneshot::channel();
         lock(&self.inner.pending).insert(id.clone(), tx);
         // The handshake and the era probe are never cancelled: the revisions
@@ -413,9 +418,13 @@ impl Client {
             None => Map::new(),
             Some(other) => return Some(other),
         };
-        let mut meta = match take_member(&mut params, "_meta") {
-            Some(Value::Object(meta)) => meta,
-            _ => Map::new(),
+        // Changed where it lies: taken out and put back, its name was
+        // hashed twice.
+        if !matches!(member(&params, "_meta"), Some(Value::Object(_))) {
+            params.insert("_meta".to_owned(), Value::Object(Map::with_capacity(3)));
+        }
+        let Some(Value::Object(meta)) = member_mut(&mut params, "_meta") else {
+            return Some(Value::Object(params));
         };
         if let Some(token) = progress_token {
             meta.insert("progressToken".to_owned(), Value::from(token));
@@ -430,13 +439,13 @@ impl Client {
             // for its own client's capabilities, identity and log level.
             // (Looked for by name, not by entry: most often they are there,
             // and an entry hashes the name.)
-            if member(&meta, meta::CLIENT_CAPABILITIES).is_none() {
+            if member(meta, meta::CLIENT_CAPABILITIES).is_none() {
                 meta.insert(
                     meta::CLIENT_CAPABILITIES.to_owned(),
                     serde_json::to_value(self.capabilities()).unwrap_or_else(|_| json!({})),
                 );
             }
-            if member(&meta, meta::CLIENT_INFO).is_none() {
+            if member(meta, meta::CLIENT_INFO).is_none() {
                 meta.insert(
                     meta::CLIENT_INFO.to_owned(),
                     serde_json::to_value(&self.inner.options.client_info)
@@ -444,7 +453,7 @@ impl Client {
                 );
             }
             if let Some(level) = self.inner.options.log_level {
-                if member(&meta, meta::LOG_LEVEL).is_none() {
+                if member(meta, meta::LOG_LEVEL).is_none() {
                     meta.insert(
                         meta::LOG_LEVEL.to_owned(),
                         serde_json::to_value(level).unwrap_or(Value::Null),
@@ -452,7 +461,6 @@ impl Client {
                 }
             }
         }
-        params.insert("_meta".to_owned(), Value::Object(meta));
         Some(Value::Object(params))
     }
 

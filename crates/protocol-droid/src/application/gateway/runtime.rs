@@ -308,7 +308,8 @@ impl Gateway {
             upstream,
             prefix,
         } = route;
-        let mut params = JsonObject::new();
+        // Room for the `_meta` the bridge adds: growing rehashes the names.
+        let mut params = JsonObject::with_capacity(3);
         params.insert("name".to_owned(), Value::String(name));
         params.insert("arguments".to_owned(), Value::Object(arguments));
         // Boxed: carried inline, the bridge's future would be held twice

@@ -9,7 +9,7 @@
 use core::fmt;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
@@ -267,7 +267,7 @@ impl fmt::Debug for PeerSession {
 /// lasting effect. In the legacy era the era fields were settled by the
 /// `initialize` handshake and are copied in; in 2026-07-28 they are read from
 /// this request's own `_meta` and never inherited.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct RequestContext {
     /// HTTP headers, names lowercased; empty on stdio.
     pub headers: BTreeMap<String, String>,
@@ -299,6 +299,35 @@ pub struct RequestContext {
     /// `requestState`, to which the request's verified `requestState` was
     /// bound; `None` when the request carried none.
     pub request_digest: Option<RequestDigest>,
+}
+
+/// The empty object a fresh context shares until the session or the
+/// request declares one: a context is built for every request, and two
+/// allocations each time bought nothing.
+static NO_MEMBERS: LazyLock<Arc<JsonObject>> = LazyLock::new(|| Arc::new(JsonObject::new()));
+
+/// The shared empty object (see [`NO_MEMBERS`]).
+pub(crate) fn no_members() -> Arc<JsonObject> {
+    Arc::clone(&NO_MEMBERS)
+}
+
+impl Default for RequestContext {
+    fn default() -> Self {
+        Self {
+            headers: BTreeMap::new(),
+            remote_addr: None,
+            auth: AuthContext::anonymous(),
+            init_meta: Arc::clone(&NO_MEMBERS),
+            request_meta: JsonObject::new(),
+            protocol_version: None,
+            client_capabilities: Arc::clone(&NO_MEMBERS),
+            client_info: None,
+            log_level: None,
+            input_responses: JsonObject::new(),
+            request_state: None,
+            request_digest: None,
+        }
+    }
 }
 
 /// Redacts what is the caller's or the user's: credential headers, claims,

@@ -17,6 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+use super::context::no_members;
 use super::host::{Change, Server};
 use super::idempotency::{Admission, IdempotencyStore, Recorded};
 use super::registry::{match_template, visible};
@@ -984,7 +985,11 @@ impl Connection {
             .stateless_peer(version, declared.client_capabilities, &ctx.auth)
             .with_log_gate(gate);
         ctx.protocol_version = Some(version);
-        ctx.client_capabilities = Arc::new(declared.client_capabilities.clone());
+        ctx.client_capabilities = if declared.client_capabilities.is_empty() {
+            no_members()
+        } else {
+            Arc::new(declared.client_capabilities.clone())
+        };
         ctx.client_info = declared.client_info.cloned().map(Arc::new);
         ctx.log_level = gate.threshold();
         // A request served here reads its `_meta` from the context only, so
