@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 mod support;
 
 use support::{
-    BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, add_ask_tool, client_from, headers,
-    initialize, legacy_session,
+    BOTH, LEGACY, MODERN, PATIENCE, Serving, TestError, add_ask_tool, add_sampler_tool,
+    client_from, headers, initialize, legacy_session,
 };
 
 /// Counts the slow tool's completions: a cancelled call never completes.
@@ -59,6 +59,7 @@ fn server() -> Result<Server, TestError> {
             Ok(ToolResult::text("done"))
         },
     );
+    add_sampler_tool(&server);
     server.add_tool(
         ToolSpec::new("polled", "Releases its stream, then answers."),
         |call: Call| async move {
@@ -652,6 +653,68 @@ mod legacy {
             .json()
             .await?;
         assert_eq!(reply.as_array().map(Vec::len), Some(2), "{reply}");
+        Ok(())
+    }
+
+    /// What a batched call says before its answer (progress, a question to
+    /// the client) rides the batch's own response, as an event stream that
+    /// ends with the answers, as for a call sent alone.
+    #[tokio::test]
+    async fn a_batched_calls_progress_and_questions_ride_the_batchs_stream() -> Result<(), TestError>
+    {
+        let s = start().await?;
+        let session = s
+            .initialize("2025-03-26", json!({ "sampling": {} }))
+            .await?;
+        let pair = [("mcp-session-id", session.as_str())];
+        let batch = json!([
+            { "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "progress", "_meta": { "progressToken": "batched" } } },
+            { "jsonrpc": "2.0", "id": 2, "method": "ping" },
+        ]);
+        let response = s.post(&pair, &batch.to_string()).await?;
+        let kind = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        assert_eq!(kind.as_deref(), Some("text/event-stream"));
+        let mut events = Events::new(response);
+        let said = events.next_json().await?;
+        assert_eq!(said["method"], json!("notifications/progress"), "{said}");
+        assert_eq!(said["params"]["progressToken"], json!("batched"), "{said}");
+        let answers = events.next_json().await?;
+        let ids: Vec<&Value> = answers
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| &a["id"])
+            .collect();
+        assert_eq!(ids, [&json!(1), &json!(2)], "{answers}");
+        assert_eq!(answers[0]["result"]["content"][0]["text"], json!("done"));
+        assert!(
+            events.next().await?.is_none(),
+            "the stream ends with the answers"
+        );
+
+        // A question (2025-03-26 can only sample): asked on the batch's
+        // stream, answered by a POST.
+        let batch = json!([
+            { "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "sampler" } },
+        ]);
+        let mut events = Events::new(s.post(&pair, &batch.to_string()).await?);
+        let asked = events.next_json().await?;
+        assert_eq!(asked["method"], json!("sampling/createMessage"), "{asked}");
+        let answer = json!({ "jsonrpc": "2.0", "id": asked["id"].clone(),
+            "result": { "role": "assistant", "model": "m",
+                        "content": { "type": "text", "text": "42" } } });
+        assert_eq!(s.post(&pair, &answer.to_string()).await?.status(), 202);
+        let answers = events.next_json().await?;
+        assert_eq!(
+            answers[0]["result"]["content"][0]["text"],
+            json!("model said 42"),
+            "{answers}"
+        );
         Ok(())
     }
 

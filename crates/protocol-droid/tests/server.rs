@@ -30,7 +30,7 @@ use tokio::sync::Notify;
 #[allow(dead_code)] // Each test binary uses its own part of it.
 mod support;
 
-use support::{MODERN, TestError, add_ask_tool};
+use support::{MODERN, TestError, add_ask_tool, add_sampler_tool};
 
 /// A test server: a few tools whose behaviour the tests observe.
 fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestError> {
@@ -121,17 +121,7 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
             ))
         },
     );
-    server.add_tool(
-        ToolSpec::new("sampler", "Asks the client's model."),
-        |call: Call| async move {
-            let question = json!({
-                "messages": [{ "role": "user", "content": { "type": "text", "text": "?" } }],
-                "maxTokens": 5 });
-            let answer = call.sample("q", question).await?;
-            let text = answer["content"]["text"].as_str().unwrap_or_default();
-            Ok(ToolResult::text(format!("model said {text}")))
-        },
-    );
+    add_sampler_tool(&server);
     server.add_tool(ToolSpec::new("boom", "Panics."), |_| async { explode() });
     server.add_tool(ToolSpec::new("relay", "Three rounds; state kept in the first only."), |call: Call| async move {
         if call.state().is_none() {

@@ -106,6 +106,22 @@ pub(crate) fn legacy_session(session: &str) -> [(&'static str, &str); 2] {
     ]
 }
 
+/// Registers `sampler`, which asks its client's model (a sampling request)
+/// and answers `model said TEXT`.
+pub(crate) fn add_sampler_tool(server: &Server) {
+    server.add_tool(
+        ToolSpec::new("sampler", "Asks the client's model."),
+        |call: Call| async move {
+            let question = json!({
+                "messages": [{ "role": "user", "content": { "type": "text", "text": "?" } }],
+                "maxTokens": 5 });
+            let answer = call.sample("q", question).await?;
+            let text = answer["content"]["text"].as_str().unwrap_or_default();
+            Ok(ToolResult::text(format!("model said {text}")))
+        },
+    );
+}
+
 /// Registers `ask`, which asks its client for a name with `message` (an
 /// elicitation) and answers `hello NAME`.
 pub(crate) fn add_ask_tool(server: &Server, message: &'static str) {

@@ -198,7 +198,54 @@ pub(super) async fn respond(
         }
     };
     cancel.0 = None;
-    stream_response(id, first, released, work, rx, release, plan)
+    let last = move |done| {
+        // A cancelled request ends its stream unanswered.
+        let cancelled = matches!(&done, Err(e) if tokio::task::JoinError::is_cancelled(e));
+        (!cancelled).then(|| answer(&id, joined(done)))
+    };
+    stream_response(first, released, work, last, rx, release, plan)
+}
+
+/// Serves a running 2025-03-26 batch, whose `work` yields its responses:
+/// one JSON array if nothing is said first, otherwise an event stream of
+/// what its requests say (progress, questions to the client), ending with
+/// that array. No answers at all (only notifications and responses, or
+/// every request cancelled) is `202 Accepted`.
+pub(super) async fn respond_batch(
+    work: JoinHandle<Vec<Value>>,
+    mut rx: mpsc::Receiver<Value>,
+    release: Arc<Notify>,
+    plan: &Plan,
+) -> Response {
+    let mut work = work;
+    let first = tokio::select! {
+        biased;
+        Some(message) = rx.recv(), if plan.streams => message,
+        done = &mut work => {
+            return match done {
+                // A client that takes only event streams gets them as one.
+                Ok(answers) if !answers.is_empty() && !plan.json && plan.streams => {
+                    one_event(Value::Array(answers).to_string())
+                }
+                Ok(answers) if !answers.is_empty() => {
+                    let mut response = json(StatusCode::OK, &Value::Array(answers));
+                    mark_unbuffered(&mut response);
+                    response
+                }
+                Ok(_) => StatusCode::ACCEPTED.into_response(),
+                Err(_) => {
+                    tracing::error!("a batch's answers could not be gathered");
+                    StatusCode::INTERNAL_SERVER_ERROR.into_response()
+                }
+            };
+        }
+    };
+    let last = |done: Result<Vec<Value>, tokio::task::JoinError>| {
+        done.ok()
+            .filter(|answers| !answers.is_empty())
+            .map(Value::Array)
+    };
+    stream_response(Some(first), false, work, last, rx, release, plan)
 }
 
 fn joined(
@@ -221,8 +268,13 @@ fn answered(status: StatusCode, id: &RequestId, outcome: &Result<Reply, ErrorObj
 
 /// The answer to `id` as an event stream of that one event.
 fn single_event(id: &RequestId, outcome: Result<Reply, ErrorObject>) -> Response {
+    one_event(answer(id, outcome).to_string())
+}
+
+/// An event stream of the one event `data`.
+fn one_event(data: String) -> Response {
     let (tx, rx) = mpsc::channel(1);
-    let _queued = tx.try_send(SseEvent::message(answer(id, outcome).to_string()));
+    let _queued = tx.try_send(SseEvent::message(data));
     let mut response = sse::response(rx);
     mark_unbuffered(&mut response);
     response
@@ -273,15 +325,15 @@ fn mark_unbuffered(response: &mut Response) {
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
 }
 
-/// The stream: a pump task reads the request's messages, records them for
-/// resumption when the session keeps a record, and forwards them while the
-/// client listens.
-#[allow(clippy::too_many_arguments)] // One call site; a struct would only rename them.
-fn stream_response(
-    id: RequestId,
+/// The stream: a pump task reads the messages of the request (or batch)
+/// `work` serves, records them for resumption when the session keeps a
+/// record, and forwards them while the client listens; once `work` is
+/// done, what `last` makes of its outcome ends the stream.
+fn stream_response<T: Send + 'static>(
     first: Option<Value>,
     released: bool,
-    work: JoinHandle<Result<Reply, ErrorObject>>,
+    work: JoinHandle<T>,
+    last: impl FnOnce(Result<T, tokio::task::JoinError>) -> Option<Value> + Send + 'static,
     mut rx: mpsc::Receiver<Value>,
     release: Arc<Notify>,
     plan: &Plan,
@@ -370,13 +422,10 @@ fn stream_response(
                 copied = copy_out(&record, stream_no, copied, false).await;
             }
         };
-        // A cancelled request ends its stream unanswered.
-        if !outcome
-            .as_ref()
-            .is_err_and(tokio::task::JoinError::is_cancelled)
-            && !emit(answer(&id, joined(outcome)), &mut live).await
-        {
-            live = None;
+        if let Some(last) = last(outcome) {
+            if !emit(last, &mut live).await {
+                live = None;
+            }
         }
         if let Some((store, _)) = &record {
             store.finish(stream_no);

@@ -379,7 +379,8 @@ fn unknown_session() -> Response {
     )
 }
 
-/// A 2025-03-26 batch: answered together, as one JSON array.
+/// A 2025-03-26 batch: answered together, as one JSON array (at the end of
+/// an event stream when its requests say something first).
 async fn batch(
     app: &App,
     headers: &HeaderMap,
@@ -410,11 +411,19 @@ async fn batch(
             &format!("a batch holds at most {MAX_IN_FLIGHT} messages"),
         );
     }
+    let plan = Plan {
+        modern: false,
+        streams: accepts(headers, "text/event-stream"),
+        json: accepts(headers, "application/json"),
+        record: Some((Arc::clone(&session.events), false)),
+        retry: app.options.sse_retry,
+    };
+    // One channel for the whole batch: what any of its requests says before
+    // the answers rides the batch's response, as it would a request's own.
+    let (channel, rx) = respond::channel(plan.streams);
+    let release = Arc::clone(&channel.release);
     let mut answers = Vec::new();
     let mut running = Vec::new();
-    // What the batch's requests change of what the session keeps, shared
-    // once they are answered (see `shared::share_change`).
-    let mut intents = Vec::new();
     for item in items {
         match item {
             Err(e) => answers.push(Message::Response(e.to_response()).into_value()),
@@ -439,9 +448,12 @@ async fn batch(
                 let connection = Arc::clone(connection);
                 let ctx = context(headers, caller, peer);
                 let id = request.id.clone();
+                let answering = CURRENT.scope(channel.clone(), async move {
+                    connection.handle(request, ctx).await
+                });
                 // Each request enters the session's in-flight table as a
                 // single one does: capped, unique and cancellable.
-                match session.start(&id, async move { connection.handle(request, ctx).await }) {
+                match session.start(&id, answering) {
                     Ok(task) => running.push((id, task, intent)),
                     Err(refused) => answers.push(
                         Message::Response(RpcResponse {
@@ -459,34 +471,40 @@ async fn batch(
             Ok(Message::Notification(notification)) => session.cancel(&notification),
         }
     }
-    for (id, task, intent) in running {
-        let outcome = match task.await {
-            Ok(outcome) => outcome,
-            // A cancelled request is answered with nothing, as alone.
-            Err(join) if join.is_cancelled() => continue,
-            Err(_) => Err(crate::domain::Refusal::internal("the handler failed").into()),
-        };
-        if let Some(intent) = intent.filter(|_| outcome.is_ok()) {
-            intents.push(intent);
+    // The stream ends once the requests, the only senders left, are done.
+    drop(channel);
+    let sessions = Arc::clone(&app.sessions);
+    let session = Arc::clone(session);
+    let work = tokio::spawn(async move {
+        // What the batch's requests change of what the session keeps,
+        // shared once they are answered (see `shared::share_change`).
+        let mut intents = Vec::new();
+        for (id, task, intent) in running {
+            let outcome = match task.await {
+                Ok(outcome) => outcome,
+                // A cancelled request is answered with nothing, as alone.
+                Err(join) if join.is_cancelled() => continue,
+                Err(_) => Err(crate::domain::Refusal::internal("the handler failed").into()),
+            };
+            if let Some(intent) = intent.filter(|_| outcome.is_ok()) {
+                intents.push(intent);
+            }
+            answers.push(
+                Message::Response(RpcResponse {
+                    id: crate::domain::jsonrpc::ResponseId::Id(id),
+                    outcome,
+                })
+                .into_value(),
+            );
         }
-        answers.push(
-            Message::Response(RpcResponse {
-                id: crate::domain::jsonrpc::ResponseId::Id(id),
-                outcome,
-            })
-            .into_value(),
-        );
-    }
-    if !intents.is_empty() {
-        if let Err(error) = shared::share_change(&app.sessions, session, &intents).await {
-            tracing::warn!(%error.message, "a batch's lasting change was not shared");
+        if !intents.is_empty() {
+            if let Err(error) = shared::share_change(&sessions, &session, &intents).await {
+                tracing::warn!(%error.message, "a batch's lasting change was not shared");
+            }
         }
-    }
-    if answers.is_empty() {
-        StatusCode::ACCEPTED.into_response()
-    } else {
-        respond::json(StatusCode::OK, &Value::Array(answers))
-    }
+        answers
+    });
+    respond::respond_batch(work, rx, release, &plan).await
 }
 
 /// GET `/mcp`: the session's own stream, or a resumed one.
