@@ -697,6 +697,17 @@ mod legacy {
             "the stream ends with the answers"
         );
 
+        // A client that takes only JSON gets the answers as JSON all the same.
+        let json_only = [
+            ("mcp-session-id", session.as_str()),
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ];
+        let response = s.post_raw("/mcp", &json_only, batch.to_string()).await?;
+        assert_eq!(response.status(), 200);
+        let answers: Value = response.json().await?;
+        assert_eq!(answers.as_array().map(Vec::len), Some(2), "{answers}");
+
         // A question (2025-03-26 can only sample): asked on the batch's
         // stream, answered by a POST.
         let batch = json!([

@@ -240,10 +240,12 @@ pub(super) async fn respond_batch(
             };
         }
     };
-    let last = |done: Result<Vec<Value>, tokio::task::JoinError>| {
-        done.ok()
-            .filter(|answers| !answers.is_empty())
-            .map(Value::Array)
+    let last = |done: Result<Vec<Value>, tokio::task::JoinError>| match done {
+        Ok(answers) => (!answers.is_empty()).then_some(Value::Array(answers)),
+        Err(_) => {
+            tracing::error!("a batch's answers could not be gathered");
+            None
+        }
     };
     stream_response(Some(first), false, work, last, rx, release, plan)
 }
