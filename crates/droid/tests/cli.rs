@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 mod support;
 
-use support::{Running, TestError, droid_command, listening, raw_post, spawn_droid};
+use support::{Running, TestError, droid_command, listening, raw_post, session_id, spawn_droid};
 
 fn droid(args: &[&str]) -> Result<Output, TestError> {
     Ok(droid_command().args(args).output()?)
@@ -1516,14 +1516,7 @@ fn post_telling_progress(
 fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), TestError> {
     let (mut server, address) = listening(&["serve", "--listen", "127.0.0.1:0"], "http")?;
     let opened = raw_post(&address, &[], &initialize("2025-11-25"))?;
-    let session = opened
-        .lines()
-        .find_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            name.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| value.trim().to_owned())
-        })
-        .ok_or("no session id")?;
+    let session = session_id(&opened).ok_or("no session id")?;
     let legacy_headers = vec![
         format!("Mcp-Session-Id: {session}"),
         "MCP-Protocol-Version: 2025-11-25".to_owned(),

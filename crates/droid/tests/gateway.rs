@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 mod support;
 
 use protocol_droid_test_support::running;
-use support::{Files, TestError, droid_command, listening};
+use support::{Files, TestError, droid_command, listening, raw_post, session_id};
 
 /// How long anything here may take before the test gives up: a bound on a
 /// hang, not a measurement.
@@ -132,6 +132,59 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
         answer.as_ref().is_ok_and(|out| out.contains("still here")),
         "{answer:?}"
     );
+    Ok(())
+}
+
+/// Opens a legacy session at `version` on the gateway at `address`: the
+/// headers its requests carry.
+fn open_session(address: &str, version: &str) -> Result<Vec<String>, TestError> {
+    let hello = format!(
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    );
+    let session = session_id(&raw_post(address, &[], &hello)?).ok_or("no session id")?;
+    let headers = vec![
+        format!("Mcp-Session-Id: {session}"),
+        format!("MCP-Protocol-Version: {version}"),
+    ];
+    raw_post(
+        address,
+        &headers,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )?;
+    Ok(headers)
+}
+
+/// One session's slow calls cannot fill the connection every session
+/// shares to a 2026-07-28 upstream: with as many of its calls outstanding
+/// as the upstream runs at once (`droid serve` runs 256 at a time on
+/// stdio), another session's call is answered while they still wait.
+/// Before, it queued behind them.
+#[test]
+fn one_sessions_slow_calls_leave_the_shared_upstream_to_the_others() -> Result<(), TestError> {
+    let (_gateway, address) = listening(&["gateway", "--listen", "127.0.0.1:0"], "http")?;
+    let hog = open_session(&address, "2025-03-26")?;
+    let calls: Vec<String> = (0..256)
+        .map(|id| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"fixture/sleep","arguments":{{"ms":60000}}}}}}"#
+            )
+        })
+        .collect();
+    let batch = format!("[{}]", calls.join(","));
+    let hogging = {
+        let address = address.clone();
+        std::thread::spawn(move || raw_post(&address, &hog, &batch))
+    };
+    // Time for the batch to reach the upstream; a bound, not a measurement.
+    std::thread::sleep(Duration::from_secs(2));
+    let other = open_session(&address, "2025-11-25")?;
+    let reply = raw_post(
+        &address,
+        &other,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fixture/echo","arguments":{"text":"not kept waiting"}}}"#,
+    )?;
+    assert!(reply.contains("not kept waiting"), "{reply}");
+    assert!(!hogging.is_finished(), "the slow calls are still out");
     Ok(())
 }
 

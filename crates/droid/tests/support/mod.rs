@@ -182,6 +182,15 @@ pub(crate) fn raw_post(address: &str, headers: &[String], body: &str) -> Result<
     Ok(reply)
 }
 
+/// The `Mcp-Session-Id` a raw reply (see [`raw_post`]) names.
+pub(crate) fn session_id(reply: &str) -> Option<String> {
+    reply.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_owned())
+    })
+}
+
 /// `GET path` on `address` over a fresh HTTP/1.1 connection, without a
 /// token; the whole raw reply.
 pub(crate) fn raw_get(address: &str, path: &str) -> Result<String, TestError> {

@@ -13,7 +13,9 @@
 //!   questions a server asks the client.
 //! - `upstream`: one connection to the server, which connection a request
 //!   goes through, and where the server's own requests and notifications
-//!   go; `pool`: the connections held, leased, bounded and reaped.
+//!   go; `pool`: the connections held, leased, bounded and reaped;
+//!   `share`: each session's bounded share of the connection a stateless
+//!   upstream shares among all of them.
 //! - `call`: one request carried upstream and its answer brought back;
 //!   `exchange`: the input rounds of such a call, including the multi
 //!   round-trip synthesis in front of a legacy server; `remote`: the
@@ -41,6 +43,7 @@ mod pool;
 mod remote;
 mod reports;
 mod runtime;
+mod share;
 mod subscriptions;
 mod tools;
 mod upstream;

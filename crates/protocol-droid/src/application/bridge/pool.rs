@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::runtime::Bridge;
+use super::share::Holder;
 use super::upstream::{
     Affinity, Lease, Upstream, UpstreamHandler, capabilities_key, full_capabilities,
     legacy_capabilities, lock,
@@ -96,6 +97,15 @@ impl Bridge {
     /// when none is free.
     pub(super) async fn lease_for(&self, call: &Call) -> Result<Lease, CallError> {
         let affinity = self.affinity(call);
+        // Taken before the lease, so a request waiting for its session's
+        // turn holds nothing of the connection's meanwhile.
+        let share = match affinity {
+            Affinity::Shared => {
+                let patience = self.inner.options.request_timeout;
+                self.inner.shares.take(Holder::of(call), patience).await?
+            }
+            _ => None,
+        };
         // A legacy session's connection declares what that client declared;
         // any other declares everything the bridge can ask a client for.
         // Worked out only for a connection that is opened.
@@ -107,7 +117,7 @@ impl Bridge {
                 full_capabilities()
             }
         };
-        self.lease(affinity, capabilities).await
+        Ok(self.lease(affinity, capabilities).await?.within(share))
     }
 
     /// A connection of `affinity`, opened declaring `capabilities` when none

@@ -50,6 +50,13 @@ pub struct BridgeOptions {
     /// The most upstream connections one stateless caller may hold (per
     /// principal; anonymous callers share one count).
     pub max_upstreams_per_caller: usize,
+    /// How many requests one session (or, for a client without one, one
+    /// caller: its principal, or its network when anonymous) may have in
+    /// flight at once on the connection a 2026-07-28 upstream shares among
+    /// every session; its further requests wait for its own to finish,
+    /// within [`Self::request_timeout`], so one session's slow calls cannot
+    /// fill the upstream's allowance for everyone. Zero for no bound.
+    pub max_in_flight_per_session: usize,
     /// How long an unused upstream connection is kept.
     pub idle: Duration,
     /// Whether a connection whose server went away (a child that exited) is
@@ -74,6 +81,7 @@ impl Default for BridgeOptions {
             max_rounds: 16,
             max_upstreams: 256,
             max_upstreams_per_caller: 32,
+            max_in_flight_per_session: 64,
             idle: Duration::from_secs(600),
             restart: true,
             request_timeout: Duration::from_secs(300),
@@ -144,6 +152,9 @@ pub(super) struct Inner {
     /// One connection per affinity, or a pool of exclusively leased ones
     /// for the stateless callers of a legacy upstream.
     pub(super) upstreams: Mutex<HashMap<Affinity, Vec<Arc<Upstream>>>>,
+    /// Each session's requests on the connection a stateless upstream
+    /// shares, bounded.
+    pub(super) shares: Arc<super::share::Shares>,
     /// One connection is opened at a time, so a burst of first requests
     /// does not start a child process each.
     pub(super) opening: tokio::sync::Mutex<()>,
@@ -238,12 +249,14 @@ impl Bridge {
         let kept = observer.as_ref().map(|_| client.clone());
         let first = Arc::new(Upstream::new(client, handler));
         let lot = Arc::new(Lot::new(options.park_for, options.max_rounds));
+        let shares = super::share::Shares::new(options.max_in_flight_per_session);
         let bridge = Self {
             inner: Arc::new(Inner {
                 options,
                 connector,
                 upstream,
                 upstreams: Mutex::new(HashMap::from([(affinity, vec![first])])),
+                shares,
                 opening: tokio::sync::Mutex::new(()),
                 lot,
                 route: std::sync::OnceLock::new(),

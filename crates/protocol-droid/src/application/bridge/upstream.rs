@@ -442,6 +442,7 @@ impl Upstream {
         Lease {
             upstream: Arc::clone(self),
             exclusive,
+            share: None,
         }
     }
 
@@ -473,9 +474,18 @@ impl Upstream {
 pub(super) struct Lease {
     pub(super) upstream: Arc<Upstream>,
     exclusive: bool,
+    /// The request's place in its session's share of a shared connection.
+    share: Option<super::share::Share>,
 }
 
 impl Lease {
+    /// This lease, counted in its session's share of the connection until
+    /// it is dropped.
+    pub(super) fn within(mut self, share: Option<super::share::Share>) -> Self {
+        self.share = share;
+        self
+    }
+
     /// Keeps the connection from every other request from now on: the
     /// request leased on it was abandoned while the server may still be
     /// working on it.

@@ -128,7 +128,7 @@ impl RateLimits {
 
 /// Who a limit counts for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Caller {
+pub(crate) enum Caller {
     Principal(String),
     Address(IpAddr),
     /// A stdio connection's one client.
@@ -136,7 +136,8 @@ enum Caller {
 }
 
 impl Caller {
-    fn of(ctx: &RequestContext) -> Self {
+    /// Who made the request `ctx` describes.
+    pub(crate) fn of(ctx: &RequestContext) -> Self {
         match (ctx.auth.principal_key(), ctx.remote_addr) {
             (Some(key), _) => Self::Principal(key),
             (None, Some(addr)) => Self::Address(network_of(addr.ip())),
