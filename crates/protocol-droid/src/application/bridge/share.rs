@@ -51,8 +51,9 @@ pub(super) struct Shares {
     /// bound.
     per_holder: usize,
     /// The holders with a request on it, or waiting for room: an entry
-    /// goes with its holder's last request.
-    held: Mutex<HashMap<Holder, Arc<Semaphore>>>,
+    /// goes with its holder's last request, so the table is bounded by the
+    /// requests in flight, and a fast hasher is safe here.
+    held: Mutex<HashMap<Holder, Arc<Semaphore>, foldhash::fast::RandomState>>,
 }
 
 /// One request's place in its holder's share, given back when dropped.
@@ -88,6 +89,17 @@ impl Shares {
                 .entry(holder.clone())
                 .or_insert_with(|| Arc::new(Semaphore::new(self.per_holder))),
         );
+        // Most often there is room: taken at once, without arming a timer.
+        let semaphore = match Arc::clone(&semaphore).try_acquire_owned() {
+            Ok(permit) => {
+                return Ok(Some(Share {
+                    permit: Some(permit),
+                    holder,
+                    shares: Arc::clone(self),
+                }));
+            }
+            Err(_) => semaphore,
+        };
         let waited = tokio::time::timeout(patience, semaphore.acquire_owned()).await;
         // The semaphore is never closed: running out of patience is the one
         // way not to get a place.
