@@ -25,6 +25,7 @@ use crate::application::server::{
     SharedSessions,
 };
 use crate::application::server::{Change, Connection, Server};
+use crate::application::squelch::Squelch;
 use crate::domain::jsonrpc::{ErrorCode, ErrorObject, Message, Notification, Request, RequestId};
 use crate::domain::{SessionId, TransportKind};
 
@@ -1064,8 +1065,24 @@ fn forward_changes(
             let message = message.into_value();
             let message = match session.standalone_tx() {
                 Some(stream) => match stream.try_send(message) {
-                    // A full stream drops it, as on one instance.
-                    Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => continue,
+                    Ok(()) => continue,
+                    // A full stream drops it, as on one instance. A list's
+                    // change is said again by the next one, and a client
+                    // lists afresh anyway; a log record or a task's status
+                    // is lost, which is at least said here.
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        if matches!(change, Change::Log { .. } | Change::TaskStatus { .. }) {
+                            static DROPPED: Squelch = Squelch::new(Duration::from_secs(10));
+                            if let Some(also) = DROPPED.admit() {
+                                tracing::warn!(
+                                    session = %session.id,
+                                    dropped_before = also,
+                                    "a session's stream is full: a log record or task status for it was dropped"
+                                );
+                            }
+                        }
+                        continue;
+                    }
                     Err(mpsc::error::TrySendError::Closed(message)) => message,
                 },
                 None => message,
