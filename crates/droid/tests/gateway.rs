@@ -188,6 +188,24 @@ fn one_sessions_slow_calls_leave_the_shared_upstream_to_the_others() -> Result<(
     Ok(())
 }
 
+/// A method nobody serves is refused saying so, in the client's revision.
+#[test]
+fn an_unknown_method_is_refused_by_name() -> Result<(), TestError> {
+    let (_gateway, address) = listening(&["gateway", "--listen", "127.0.0.1:0"], "http")?;
+    let session = open_session(&address, "2025-11-25")?;
+    let reply = raw_post(
+        &address,
+        &session,
+        r#"{"jsonrpc":"2.0","id":1,"method":"nosuch/thing"}"#,
+    )?;
+    assert!(reply.contains("-32601"), "{reply}");
+    assert!(
+        reply.contains("nosuch/thing is not a method of 2025-11-25"),
+        "{reply}"
+    );
+    Ok(())
+}
+
 /// A 2025-11-25 client's handshake, written to `stdin`.
 fn handshake(stdin: &mut impl std::io::Write) -> Result<(), TestError> {
     writeln!(

@@ -537,7 +537,11 @@ impl Forward for Forwarding {
                 }
                 // An extension's method: no upstream can be told apart as
                 // the one to answer it.
-                _ => Err(Refusal::method_not_found(method.to_owned()).into()),
+                _ => Err(Refusal::method_not_found(format!(
+                    "{method} is not a method of {} that this gateway can route",
+                    call.peer.negotiated()
+                ))
+                .into()),
             }
         })
     }
