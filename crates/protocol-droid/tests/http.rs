@@ -276,6 +276,24 @@ impl Events {
 mod bad_input {
     use super::*;
 
+    /// A request nested deeper than the parser goes is refused under its
+    /// own id, as on stdio.
+    #[tokio::test]
+    async fn a_request_nested_too_deeply_is_refused_under_its_id() -> Result<(), TestError> {
+        let s = start().await?;
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{}1{}}}}}}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        let response = s.post(&[], &deep).await?;
+        assert_eq!(response.status(), 400);
+        let body: Value = response.json().await?;
+        assert_eq!(body["error"]["code"], json!(-32600), "{body}");
+        assert_eq!(body["id"], json!(41), "{body}");
+        Ok(())
+    }
+
     #[tokio::test]
     async fn malformed_json_is_a_parse_error_with_400() -> Result<(), TestError> {
         let s = start().await?;

@@ -22,7 +22,7 @@ use super::{App, shared, stateless, task_relay};
 use crate::application::server::{AuthContext, Server, served_as_modern};
 use crate::application::squelch::Squelch;
 use crate::domain::ir::JsonObject;
-use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than};
+use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than, request_id};
 use crate::domain::jsonrpc::{
     ErrorCode, Incoming, Message, Request, Response as RpcResponse, parse,
 };
@@ -72,9 +72,11 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
         ));
     }
     if deeper_than(body, DEFAULT_MAX_DEPTH) {
+        // Refused under the request's own id when one can be read without
+        // parsing, as on stdio, so the client knows which request it was.
         return Err(refusal(
             StatusCode::BAD_REQUEST,
-            None,
+            request_id(body).as_ref(),
             ErrorCode::INVALID_REQUEST,
             "message nested too deeply",
         ));
