@@ -811,7 +811,12 @@ impl Rounds<'_> {
                         "asked": asked, "answered": answered,
                         "upstream": upstream_state, "rounds": rounds,
                     }));
+                    // Nothing of this request's is with the upstream while
+                    // its client answers: its place in the session's share
+                    // is given up meanwhile.
+                    lease.step_out();
                     let answers = Box::pin(asking.ask_all(questions)).await?;
+                    lease.step_in().await?;
                     for ((key, _), answer) in missing.into_iter().zip(answers) {
                         answered.insert(key, answer);
                     }
@@ -873,6 +878,8 @@ impl Rounds<'_> {
                 // The bridge's call becomes a task now, if it was waiting
                 // to (its client's request is answered with it).
                 call.continue_as_task().await;
+                // The upstream runs it now; only brief polls of it go out.
+                lease.step_out();
                 return Box::pin(self.follow_task(call, client, &created)).await;
             }
             let complete = kind != Some(RESULT_TYPE_INPUT_REQUIRED);

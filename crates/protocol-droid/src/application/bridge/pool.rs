@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::runtime::Bridge;
-use super::share::Holder;
+use super::share::{Holder, Seat};
 use super::upstream::{
     Affinity, Lease, Upstream, UpstreamHandler, capabilities_key, full_capabilities,
     legacy_capabilities, lock,
@@ -99,10 +99,14 @@ impl Bridge {
         let affinity = self.affinity(call);
         // Taken before the lease, so a request waiting for its session's
         // turn holds nothing of the connection's meanwhile.
-        let share = match affinity {
-            Affinity::Shared => {
+        let seat = match (&affinity, Holder::of(call)) {
+            (Affinity::Shared, Some(holder)) => {
                 let patience = self.inner.options.request_timeout;
-                self.inner.shares.take(Holder::of(call), patience).await?
+                let shares = &self.inner.shares;
+                shares
+                    .take(Some(holder.clone()), patience)
+                    .await?
+                    .map(|share| Seat::new(shares, holder, patience, share))
             }
             _ => None,
         };
@@ -117,7 +121,7 @@ impl Bridge {
                 full_capabilities()
             }
         };
-        Ok(self.lease(affinity, capabilities).await?.within(share))
+        Ok(self.lease(affinity, capabilities).await?.within(seat))
     }
 
     /// A connection of `affinity`, opened declaring `capabilities` when none

@@ -50,12 +50,14 @@ pub struct BridgeOptions {
     /// The most upstream connections one stateless caller may hold (per
     /// principal; anonymous callers share one count).
     pub max_upstreams_per_caller: usize,
-    /// How many requests one session (or, for a client without one, one
-    /// caller: its principal, or its network when anonymous) may have in
-    /// flight at once on the connection a 2026-07-28 upstream shares among
-    /// every session; its further requests wait for its own to finish,
-    /// within [`Self::request_timeout`], so one session's slow calls cannot
-    /// fill the upstream's allowance for everyone. Zero for no bound.
+    /// How many requests one session served on HTTP (or, for a client
+    /// without one, one caller: its principal, or its network when
+    /// anonymous) may have in flight at once on the connection a
+    /// 2026-07-28 upstream shares among every session; its further
+    /// requests wait for its own to finish, within
+    /// [`Self::request_timeout`], so one session's slow calls cannot fill
+    /// the upstream's allowance for everyone. A stdio client, the only one,
+    /// is not bounded. Zero for no bound.
     pub max_in_flight_per_session: usize,
     /// How long an unused upstream connection is kept.
     pub idle: Duration,

@@ -15,31 +15,33 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 use super::upstream::lock;
 use crate::application::server::rate::Caller;
 use crate::application::server::{Call, CallError};
-use crate::domain::Era;
 use crate::domain::session::SessionId;
+use crate::domain::{Era, TransportKind};
 
 /// Whose share a request counts against.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Holder {
     /// A legacy session's.
     Session(SessionId),
-    /// A stateless client's: its principal, its network, or the one client
-    /// of a stdio connection.
+    /// A stateless client's: its principal, or its network when anonymous.
     Caller(Caller),
 }
 
 impl Holder {
-    /// Who `call` is, for its share.
-    pub(super) fn of(call: &Call) -> Self {
-        if call.peer.negotiated().era() == Era::Legacy {
-            Self::Session(call.session())
+    /// Who `call` is, for its share; nobody on stdio, where the one client
+    /// has the connection to itself.
+    pub(super) fn of(call: &Call) -> Option<Self> {
+        if call.peer.transport() == TransportKind::Stdio {
+            None
+        } else if call.peer.negotiated().era() == Era::Legacy {
+            Some(Self::Session(call.session()))
         } else {
-            Self::Caller(Caller::of(&call.ctx))
+            Some(Self::Caller(Caller::of(&call.ctx)))
         }
     }
 }
@@ -56,10 +58,15 @@ pub(super) struct Shares {
     held: Mutex<HashMap<Holder, Arc<Semaphore>, foldhash::fast::RandomState>>,
 }
 
-/// One request's place in its holder's share, given back when dropped.
+/// One request's place in its holder's share, or its wait for one; given
+/// back (and the holder forgotten, if this was its last) when dropped,
+/// whether the place was taken or the wait given up or cancelled.
 #[derive(Debug)]
 pub(super) struct Share {
-    permit: Option<OwnedSemaphorePermit>,
+    /// The holder's count; `None` once given back.
+    semaphore: Option<Arc<Semaphore>>,
+    /// Whether a place was taken (one permit, given back on drop).
+    placed: bool,
     holder: Holder,
     shares: Arc<Shares>,
 }
@@ -78,65 +85,129 @@ impl Shares {
     /// within `patience`.
     pub(super) async fn take(
         self: &Arc<Self>,
-        holder: Holder,
+        holder: Option<Holder>,
         patience: Duration,
     ) -> Result<Option<Share>, CallError> {
-        if self.per_holder == 0 {
+        let Some(holder) = holder.filter(|_| self.per_holder > 0) else {
             return Ok(None);
-        }
+        };
         let semaphore = Arc::clone(
             lock(&self.held)
                 .entry(holder.clone())
                 .or_insert_with(|| Arc::new(Semaphore::new(self.per_holder))),
         );
-        // Most often there is room: taken at once, without arming a timer.
-        let semaphore = match Arc::clone(&semaphore).try_acquire_owned() {
-            Ok(permit) => {
-                return Ok(Some(Share {
-                    permit: Some(permit),
-                    holder,
-                    shares: Arc::clone(self),
-                }));
-            }
-            Err(_) => semaphore,
-        };
-        let waited = tokio::time::timeout(patience, semaphore.acquire_owned()).await;
-        // The semaphore is never closed: running out of patience is the one
-        // way not to get a place.
-        let Ok(Ok(permit)) = waited else {
-            // Dropped as a place would be, so an entry no one uses goes.
-            drop(Share {
-                permit: None,
-                holder,
-                shares: Arc::clone(self),
-            });
-            return Err(CallError::internal(format!(
-                "{} requests of this client's are already with the upstream, and none \
-                 finished within {} s",
-                self.per_holder,
-                patience.as_secs()
-            )));
-        };
-        Ok(Some(Share {
-            permit: Some(permit),
+        // Held from here on, so a wait given up or cancelled still forgets
+        // a holder no request of whose is left.
+        let mut share = Share {
+            semaphore: Some(semaphore),
+            placed: false,
             holder,
             shares: Arc::clone(self),
-        }))
+        };
+        let Some(semaphore) = share.semaphore.as_ref() else {
+            return Ok(None);
+        };
+        // Most often there is room: taken at once, without arming a timer.
+        // A permit taken is counted by hand from here, so the share owns
+        // its place.
+        let placed = match semaphore.try_acquire() {
+            Ok(permit) => {
+                permit.forget();
+                true
+            }
+            Err(_) => match tokio::time::timeout(patience, semaphore.acquire()).await {
+                Ok(Ok(permit)) => {
+                    permit.forget();
+                    true
+                }
+                // The semaphore is never closed: running out of patience
+                // is the one way not to get a place.
+                Ok(Err(_)) | Err(_) => false,
+            },
+        };
+        if placed {
+            share.placed = true;
+            return Ok(Some(share));
+        }
+        // Holders are session ids, principals and networks: said as they
+        // are, no secret among them.
+        tracing::warn!(
+            target: "droid::bridge",
+            holder = ?share.holder,
+            "a client's requests to the upstream waited for its own to finish, and none did in time"
+        );
+        Err(CallError::internal(format!(
+            "this client has {} requests with the upstream already, and none finished \
+             within {} ms",
+            self.per_holder,
+            patience.as_millis()
+        )))
     }
 }
 
 impl Drop for Share {
     fn drop(&mut self) {
-        drop(self.permit.take());
+        if let Some(semaphore) = self.semaphore.take() {
+            if self.placed {
+                semaphore.add_permits(1);
+            }
+        }
         let mut held = lock(&self.shares.held);
         // Only the table's reference left: no request of this holder's holds
-        // a place (a permit keeps its semaphore) or waits for one.
+        // a place or waits for one.
         if held
             .get(&self.holder)
             .is_some_and(|semaphore| Arc::strong_count(semaphore) == 1)
         {
             held.remove(&self.holder);
         }
+    }
+}
+
+/// A lease's place in its holder's share, which it may give up while it
+/// waits on something other than the upstream (its client's answers, a
+/// task the upstream runs) and take again before it asks the upstream
+/// anything more.
+#[derive(Debug)]
+pub(super) struct Seat {
+    shares: Arc<Shares>,
+    holder: Holder,
+    patience: Duration,
+    share: Mutex<Option<Share>>,
+}
+
+impl Seat {
+    /// `share`, taken for `holder` from `shares`.
+    pub(super) fn new(
+        shares: &Arc<Shares>,
+        holder: Holder,
+        patience: Duration,
+        share: Share,
+    ) -> Self {
+        Self {
+            shares: Arc::clone(shares),
+            holder,
+            patience,
+            share: Mutex::new(Some(share)),
+        }
+    }
+
+    /// Gives the place up for now.
+    pub(super) fn step_out(&self) {
+        drop(lock(&self.share).take());
+    }
+
+    /// Takes a place again, if it was given up.
+    pub(super) async fn step_in(&self) -> Result<(), CallError> {
+        if lock(&self.share).is_some() {
+            return Ok(());
+        }
+        let taken = self
+            .shares
+            .take(Some(self.holder.clone()), self.patience)
+            .await?;
+        *lock(&self.share) = taken;
+        Ok(())
     }
 }
 
@@ -152,18 +223,18 @@ mod tests {
     async fn a_holder_waits_for_its_own_and_no_other() -> Result<(), CallError> {
         let shares = Shares::new(2);
         let patience = Duration::from_millis(50);
-        let first = shares.take(holder(1), patience).await?;
-        let _second = shares.take(holder(1), patience).await?;
+        let first = shares.take(Some(holder(1)), patience).await?;
+        let _second = shares.take(Some(holder(1)), patience).await?;
         assert!(
-            shares.take(holder(1), patience).await.is_err(),
+            shares.take(Some(holder(1)), patience).await.is_err(),
             "a third is refused once its wait runs out"
         );
         assert!(
-            shares.take(holder(2), patience).await?.is_some(),
+            shares.take(Some(holder(2)), patience).await?.is_some(),
             "another holder is let through"
         );
         drop(first);
-        assert!(shares.take(holder(1), patience).await?.is_some());
+        assert!(shares.take(Some(holder(1)), patience).await?.is_some());
         Ok(())
     }
 
@@ -171,8 +242,8 @@ mod tests {
     async fn a_holder_is_forgotten_with_its_last_request() -> Result<(), CallError> {
         let shares = Shares::new(1);
         let patience = Duration::from_millis(10);
-        let taken = shares.take(holder(7), patience).await?;
-        let refused = shares.take(holder(7), patience).await;
+        let taken = shares.take(Some(holder(7)), patience).await?;
+        let refused = shares.take(Some(holder(7)), patience).await;
         assert!(refused.is_err());
         assert_eq!(lock(&shares.held).len(), 1, "still held by the first");
         drop(taken);
@@ -181,12 +252,56 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_wait_cancelled_leaves_nothing_behind() -> Result<(), CallError> {
+        let shares = Shares::new(1);
+        let taken = shares.take(Some(holder(3)), PATIENCE).await?;
+        let waiting = {
+            let shares = Arc::clone(&shares);
+            tokio::spawn(async move { shares.take(Some(holder(3)), PATIENCE).await })
+        };
+        tokio::task::yield_now().await;
+        drop(taken);
+        waiting.abort();
+        let _cancelled = waiting.await;
+        assert!(lock(&shares.held).is_empty(), "nothing kept for it");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_seat_given_up_frees_its_place_until_taken_again() -> Result<(), CallError> {
+        let shares = Shares::new(1);
+        let share = shares
+            .take(Some(holder(4)), PATIENCE)
+            .await?
+            .ok_or_else(|| CallError::internal("no share"))?;
+        let seat = Seat::new(&shares, holder(4), PATIENCE, share);
+        seat.step_out();
+        let other = shares
+            .take(Some(holder(4)), Duration::from_millis(10))
+            .await?;
+        assert!(other.is_some(), "its place was free");
+        drop(other);
+        seat.step_in().await?;
+        assert!(
+            shares
+                .take(Some(holder(4)), Duration::from_millis(10))
+                .await
+                .is_err(),
+            "taken again"
+        );
+        Ok(())
+    }
+
+    /// Long enough that a test never waits it out by accident.
+    const PATIENCE: Duration = Duration::from_secs(600);
+
+    #[tokio::test]
     async fn no_bound_takes_nothing() -> Result<(), CallError> {
         let shares = Shares::new(0);
         for _ in 0..10 {
             assert!(
                 shares
-                    .take(holder(1), Duration::from_millis(1))
+                    .take(Some(holder(1)), Duration::from_millis(1))
                     .await?
                     .is_none()
             );

@@ -442,7 +442,7 @@ impl Upstream {
         Lease {
             upstream: Arc::clone(self),
             exclusive,
-            share: None,
+            seat: None,
         }
     }
 
@@ -475,15 +475,32 @@ pub(super) struct Lease {
     pub(super) upstream: Arc<Upstream>,
     exclusive: bool,
     /// The request's place in its session's share of a shared connection.
-    share: Option<super::share::Share>,
+    seat: Option<super::share::Seat>,
 }
 
 impl Lease {
     /// This lease, counted in its session's share of the connection until
-    /// it is dropped.
-    pub(super) fn within(mut self, share: Option<super::share::Share>) -> Self {
-        self.share = share;
+    /// it is dropped (or steps out).
+    pub(super) fn within(mut self, seat: Option<super::share::Seat>) -> Self {
+        self.seat = seat;
         self
+    }
+
+    /// Gives up the lease's place in its session's share while nothing of
+    /// its is with the upstream (its client is being asked, or the upstream
+    /// runs it as a task).
+    pub(super) fn step_out(&self) {
+        if let Some(seat) = &self.seat {
+            seat.step_out();
+        }
+    }
+
+    /// Takes the place again before the upstream is asked anything more.
+    pub(super) async fn step_in(&self) -> Result<(), crate::application::server::CallError> {
+        match &self.seat {
+            Some(seat) => seat.step_in().await,
+            None => Ok(()),
+        }
     }
 
     /// Keeps the connection from every other request from now on: the
