@@ -474,15 +474,17 @@ impl Upstream {
 pub(super) struct Lease {
     pub(super) upstream: Arc<Upstream>,
     exclusive: bool,
-    /// The request's place in its session's share of a shared connection.
-    seat: Option<super::share::Seat>,
+    /// The request's place in its session's share of a shared connection
+    /// (boxed: most leases have none, and a lease is held in every
+    /// forwarded request's future).
+    seat: Option<Box<super::share::Seat>>,
 }
 
 impl Lease {
     /// This lease, counted in its session's share of the connection until
     /// it is dropped (or steps out).
     pub(super) fn within(mut self, seat: Option<super::share::Seat>) -> Self {
-        self.seat = seat;
+        self.seat = seat.map(Box::new);
         self
     }
 
