@@ -200,7 +200,7 @@ fn an_unknown_method_is_refused_by_name() -> Result<(), TestError> {
     )?;
     assert!(reply.contains("-32601"), "{reply}");
     assert!(
-        reply.contains("nosuch/thing is not a method of 2025-11-25"),
+        reply.contains("nosuch/thing is not a method of 2025-11-25 that this gateway can route"),
         "{reply}"
     );
     Ok(())

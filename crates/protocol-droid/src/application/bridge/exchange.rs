@@ -100,10 +100,11 @@ fn with_envelope(params: &mut JsonObject, call: &Call, tasks: bool) {
             extensions.insert(TASKS_EXTENSION.to_owned(), json!({}));
         }
     }
-    // Room for what is added here and the revision the client adds.
+    // Room for what is added here, and for the revision (and a progress
+    // token) the client adds.
     let meta = params
         .entry("_meta")
-        .or_insert_with(|| Value::Object(JsonObject::with_capacity(4)));
+        .or_insert_with(|| Value::Object(JsonObject::with_capacity(5)));
     let Value::Object(meta) = meta else {
         // `upstream_params` leaves `_meta` an object or absent.
         return;

@@ -419,9 +419,10 @@ impl Client {
             Some(other) => return Some(other),
         };
         // Changed where it lies: taken out and put back, its name was
-        // hashed twice.
+        // hashed twice. A new one has room for all it may be given here:
+        // a progress token, the revision, capabilities, identity and level.
         if !matches!(member(&params, "_meta"), Some(Value::Object(_))) {
-            params.insert("_meta".to_owned(), Value::Object(Map::with_capacity(3)));
+            params.insert("_meta".to_owned(), Value::Object(Map::with_capacity(5)));
         }
         let Some(Value::Object(meta)) = member_mut(&mut params, "_meta") else {
             return Some(Value::Object(params));

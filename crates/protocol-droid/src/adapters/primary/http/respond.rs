@@ -1,5 +1,5 @@
-//! Answering one request: as JSON, or as an event stream once the handler
-//! has something to say before its result.
+//! Answering one request (or one 2025-03-26 batch): as JSON, or as an event
+//! stream once a handler has something to say before the answer.
 
 use std::sync::Arc;
 use std::time::Duration;
