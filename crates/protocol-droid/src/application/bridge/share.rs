@@ -12,16 +12,23 @@
 //! its own to finish, within the request's timeout, and nobody else's.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use super::upstream::lock;
 use crate::application::server::rate::Caller;
 use crate::application::server::{Call, CallError};
 use crate::domain::session::SessionId;
 use crate::domain::{Era, TransportKind};
+
+/// Locks, recovering from a poisoned lock: what is kept here (counts, and a
+/// lease's one place) has no invariant a panic elsewhere could break
+/// half-way. Its own, so that the lease (`upstream`), which holds a seat
+/// here, is not also imported from here.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Whose share a request counts against.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
