@@ -267,6 +267,9 @@ mod tests {
             tokio::spawn(async move { shares.take(Some(holder(3)), PATIENCE).await })
         };
         tokio::task::yield_now().await;
+        // In this order: the place goes to the waiter, which is cancelled
+        // before it runs, so only the waiter's own drop can forget the
+        // holder (the other way round, the first place's drop would).
         drop(taken);
         waiting.abort();
         let _cancelled = waiting.await;
