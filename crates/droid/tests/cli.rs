@@ -50,12 +50,13 @@ fn output_text(out: &Output) -> String {
     )
 }
 
-/// A path in the temp folder no other test of this process uses:
-/// `droid-STEM-PID-N.EXTENSION`.
+/// A path no other test of this process uses, `droid-STEM-PID-N.EXTENSION`,
+/// in the folder cargo gives integration tests (under `target/`), so the
+/// files a running `droid` must find stay out of the machine's temp folder.
 fn temp_path(stem: &str, extension: &str) -> PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    std::env::temp_dir().join(format!(
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "droid-{stem}-{}-{n}.{extension}",
         std::process::id()
     ))

@@ -762,7 +762,10 @@ async fn times_out_and_is_cancelled_upstream(rig: &Rig, record: &Path) -> Result
 }
 
 /// The bridge in front of `bad_server.py` in `mode`, and a 2025-11-25 client.
-async fn in_front_of_bad(mode: &str, options: BridgeOptions) -> Result<(Rig, PathBuf), TestError> {
+async fn in_front_of_bad(
+    mode: &str,
+    options: BridgeOptions,
+) -> Result<(Rig, tempfile::TempPath), TestError> {
     in_front_of_bad_at(mode, options, None, ProtocolVersion::V2025_11_25).await
 }
 
@@ -773,18 +776,18 @@ async fn in_front_of_bad_at(
     options: BridgeOptions,
     upstream: Option<ProtocolVersion>,
     client: ProtocolVersion,
-) -> Result<(Rig, PathBuf), TestError> {
+) -> Result<(Rig, tempfile::TempPath), TestError> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
-    let record = std::env::temp_dir().join(format!(
-        "droid-bridge-bad-{mode}-{}-{}.log",
-        std::process::id(),
-        upstream.map_or("probed", ProtocolVersion::as_str)
-    ));
-    let _ = std::fs::remove_file(&record);
+    // Removed when the caller drops it.
+    let record = tempfile::Builder::new()
+        .prefix(&format!("droid-bridge-bad-{mode}-"))
+        .suffix(".log")
+        .tempfile()?
+        .into_temp_path();
     let mut child = ChildOptions::new("python3", [script.into_os_string(), mode.into()]);
     child
         .env
-        .push(("BAD_SERVER_RECORD".into(), record.clone().into_os_string()));
+        .push(("BAD_SERVER_RECORD".into(), record.as_os_str().to_owned()));
     let revisions = upstream.map_or_else(|| ProtocolVersion::ALL.to_vec(), |v| vec![v]);
     let bridge = Bridge::connect(connector(Target::Command(child), revisions), options).await?;
     let front = serve(bridge.server(|b| b)?).await?;

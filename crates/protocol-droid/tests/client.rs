@@ -66,7 +66,7 @@ impl ClientHandler for Counting {
 struct Bad {
     client: Client,
     handler: Arc<Counting>,
-    record: PathBuf,
+    record: tempfile::TempPath,
 }
 
 async fn bad_server(mode: &str, tune: impl FnOnce(&mut ClientOptions)) -> Result<Bad, TestError> {
@@ -79,16 +79,16 @@ async fn bad_server_in(
     tune: impl FnOnce(&mut ClientOptions),
 ) -> Result<Bad, TestError> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
-    let record = std::env::temp_dir().join(format!(
-        "droid-bad-server-{mode}-{}-{}.log",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_file(&record);
+    // Removed when the test's `Bad` is dropped.
+    let record = tempfile::Builder::new()
+        .prefix(&format!("droid-bad-server-{mode}-"))
+        .suffix(".log")
+        .tempfile()?
+        .into_temp_path();
     let mut child = ChildOptions::new("python3", [script.into_os_string(), mode.into()]);
     child
         .env
-        .push(("BAD_SERVER_RECORD".into(), record.clone().into_os_string()));
+        .push(("BAD_SERVER_RECORD".into(), record.as_os_str().to_owned()));
     child.cwd = cwd;
     let handler = Arc::new(Counting::default());
     let shared: Arc<dyn ClientHandler> = handler.clone();
@@ -109,8 +109,6 @@ async fn bad_server_in(
     })
 }
 
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
 async fn call(client: &Client, options: &RequestOptions) -> Result<Value, ClientError> {
     match tokio::time::timeout(GUARD, client.call_tool("anything", None, options)).await {
         Ok(answer) => answer.map(|reply| reply.raw),
@@ -119,7 +117,7 @@ async fn call(client: &Client, options: &RequestOptions) -> Result<Value, Client
     }
 }
 
-fn recorded(path: &PathBuf) -> Vec<String> {
+fn recorded(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -232,8 +230,8 @@ async fn endless_input_rounds_stop_at_the_limit_with_a_clear_error() -> Result<(
 
 #[tokio::test]
 async fn a_child_server_starts_in_the_directory_it_is_given() -> Result<(), TestError> {
-    let dir = std::env::temp_dir().join(format!("droid-cwd-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let folder = tempfile::Builder::new().prefix("droid-cwd-").tempdir()?;
+    let dir = folder.path().to_path_buf();
     let bad = bad_server_in("cwd", Some(dir.clone()), |_| {}).await?;
     let result = call(&bad.client, &RequestOptions::default()).await?;
     let reported = result["content"][0]["text"]
@@ -241,7 +239,6 @@ async fn a_child_server_starts_in_the_directory_it_is_given() -> Result<(), Test
         .unwrap_or_default()
         .to_owned();
     assert_eq!(PathBuf::from(reported).canonicalize()?, dir.canonicalize()?);
-    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
 

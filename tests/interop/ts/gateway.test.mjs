@@ -12,7 +12,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client as Client1 } from '@modelcontextprotocol/sdk/client/index.js';
@@ -51,7 +51,7 @@ function startGateway() {
             const port = /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(seen)?.[1];
             if (port) {
                 clearTimeout(timer);
-                resolve({ child, url: new URL(`http://127.0.0.1:${port}/mcp`) });
+                resolve({ child, dir, url: new URL(`http://127.0.0.1:${port}/mcp`) });
             }
         });
         child.on('exit', code => reject(new Error(`the gateway exited (${code}):\n${seen}`)));
@@ -106,7 +106,17 @@ let gateway;
 before(async () => {
     gateway = await startGateway();
 });
-after(() => gateway?.child.kill());
+after(async () => {
+    if (!gateway) return;
+    // The folder (config, state) goes once the gateway has stopped writing to it.
+    const { child } = gateway;
+    if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise(resolve => child.once('exit', resolve));
+        child.kill();
+        await exited;
+    }
+    rmSync(gateway.dir, { recursive: true, force: true });
+});
 
 for (const era of ['legacy', '2026-07-28']) {
     describe(`the gateway with TS SDK ${era === 'legacy' ? '1.x (2025-11-25)' : '2.x (2026-07-28)'} sessions`, () => {

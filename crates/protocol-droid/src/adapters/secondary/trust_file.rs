@@ -230,16 +230,16 @@ impl TrustStore for TrustFile {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        std::env::temp_dir()
-            .join(format!("droid-trust-{}-{name}", std::process::id()))
-            .join("state.json")
+    /// A state file's path in a new folder that is removed with the guard.
+    fn scratch() -> Result<(tempfile::TempDir, PathBuf), std::io::Error> {
+        let dir = tempfile::Builder::new().prefix("droid-trust-").tempdir()?;
+        let path = dir.path().join("state.json");
+        Ok((dir, path))
     }
 
     #[test]
     fn what_is_recorded_is_there_after_reopening() -> Result<(), TrustStoreError> {
-        let path = scratch("reopen");
-        let _fresh = std::fs::remove_file(&path);
+        let (_dir, path) = scratch()?;
         let store = TrustFile::open(&path)?;
         assert_eq!(store.first_use("files"), None);
         let digest = SchemaDigest::from_hex(&"ab".repeat(32)).ok_or("digest")?;
@@ -265,10 +265,7 @@ mod tests {
     #[test]
     fn a_file_that_holds_something_else_is_refused_not_overwritten()
     -> Result<(), Box<dyn std::error::Error>> {
-        let path = scratch("malformed");
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
+        let (_dir, path) = scratch()?;
         std::fs::write(
             &path,
             b"{\"trustedOnFirstUse\": {\"u\": {\"u/t\": \"nope\"}}}",
