@@ -565,6 +565,52 @@ mod legacy {
         Ok(())
     }
 
+    /// A change a full stream cannot take is owed, not dropped: when no
+    /// later change comes to repeat it, the client still hears it once it
+    /// reads again.
+    #[tokio::test]
+    async fn a_list_change_a_full_stream_could_not_take_is_said_once_there_is_room()
+    -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let stream = s.stream(&[("mcp-session-id", session.as_str())]).await?;
+        let mut events = Events::new(stream);
+        let announcer = {
+            let server = s.server.clone();
+            tokio::spawn(async move {
+                for _ in 0..100 {
+                    server.tools_changed();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        };
+        events.next_json().await?;
+        announcer.abort();
+        // Unread, the stream fills: its queues, then the socket's buffers.
+        // Fewer a round than the server's backlog of changes, so the session
+        // hears each.
+        for _ in 0..1_000 {
+            for _ in 0..250 {
+                s.server.tools_changed();
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        s.server.prompts_changed();
+        let mut read = 0_usize;
+        loop {
+            let note = tokio::time::timeout(Duration::from_secs(10), events.next_json())
+                .await
+                .map_err(|_| format!("no prompt list change after {read} notifications"))??;
+            read += 1;
+            if note["method"] == json!("notifications/prompts/list_changed") {
+                break;
+            }
+            assert_eq!(note["method"], json!("notifications/tools/list_changed"));
+        }
+        Ok(())
+    }
+
     #[tokio::test]
     async fn resuming_a_stream_that_never_existed_ends_at_once() -> Result<(), TestError> {
         let s = start().await?;

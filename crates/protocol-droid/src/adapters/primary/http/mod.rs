@@ -27,6 +27,7 @@ mod headers;
 mod health;
 mod legacy_sse;
 mod metrics;
+mod owed;
 mod respond;
 mod sessions;
 mod shared;

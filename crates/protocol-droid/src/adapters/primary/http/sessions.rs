@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use super::events::{EventStore, Mirror};
+use super::owed::Owed;
 use super::respond::CURRENT;
 use super::task_streams::{TaskStreams, Watch};
 use crate::application::server::tasks::wire::related_meta;
@@ -1052,7 +1053,30 @@ fn forward_changes(
 ) -> AbortHandle {
     let mut feed = server.change_feed(id);
     let task = tokio::spawn(async move {
-        while let Some(change) = feed.next().await {
+        let mut owed = Owed::default();
+        loop {
+            let change = if owed.is_empty() {
+                feed.next().await
+            } else {
+                // Only the sender is held while room is awaited: the session
+                // itself may end meanwhile (which aborts this task).
+                let Some(stream) = session.upgrade().and_then(|s| s.standalone_tx()) else {
+                    owed.forgive();
+                    continue;
+                };
+                tokio::select! {
+                    change = feed.next() => change,
+                    paid = owed.pay(&stream) => {
+                        if !paid {
+                            owed.forgive();
+                        }
+                        continue;
+                    }
+                }
+            };
+            let Some(change) = change else {
+                return;
+            };
             let Some(session) = session.upgrade() else {
                 return;
             };
@@ -1066,18 +1090,18 @@ fn forward_changes(
             let message = match session.standalone_tx() {
                 Some(stream) => match stream.try_send(message) {
                     Ok(()) => continue,
-                    // A full stream drops it, as on one instance. A list's
-                    // change is said again by the next one, and a client
-                    // lists afresh anyway; a log record or a task's status
-                    // is lost, which is at least said here.
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        if matches!(change, Change::Log { .. } | Change::TaskStatus { .. }) {
+                    // A full stream owes a list's change or a resource's
+                    // update, said once when there is room; a log record or
+                    // a task's status is dropped, as on one instance, which
+                    // is at least said here.
+                    Err(mpsc::error::TrySendError::Full(message)) => {
+                        if !(Owed::can_owe(&change) && owed.owe(message)) {
                             static DROPPED: Squelch = Squelch::new(Duration::from_secs(10));
                             if let Some(also) = DROPPED.admit() {
                                 tracing::warn!(
                                     session = %session.id,
                                     dropped_before = also,
-                                    "a session's stream is full: a log record or task status for it was dropped"
+                                    "a session's stream is full: a notification for it was dropped"
                                 );
                             }
                         }
