@@ -877,6 +877,31 @@ async fn a_tool_listing_that_fails_part_way_is_not_repeated_for_every_call() -> 
     Ok(())
 }
 
+/// However often an upstream says its tools changed, at most one relisting
+/// waits behind the one under way (here one the upstream never answers): a
+/// flood of the announcement costs no task, nor memory, per announcement.
+#[tokio::test]
+async fn a_flood_of_tool_list_changes_waits_as_one_relisting() -> Result<(), TestError> {
+    let (rig, record) = in_front_of_bad("tools-flood", BridgeOptions::default()).await?;
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = tasks();
+    // The 10,000 announcements come before the answer, on the same stream.
+    let result = ask(&rig, "tools/call", json!({ "name": "anything" })).await?;
+    assert_eq!(result["content"][0]["text"], "done", "{result}");
+    let after = tasks();
+    assert!(
+        after < before.saturating_add(100),
+        "{before} tasks before the flood, {after} after"
+    );
+    let listed = std::fs::read_to_string(&record)?.lines().count();
+    assert!(listed <= 2, "listed {listed} times");
+    Ok(())
+}
+
 #[tokio::test]
 async fn an_upstream_that_hangs_is_cancelled_at_the_timeout() -> Result<(), TestError> {
     let (rig, record) = in_front_of_bad("silent", quick_timeout()).await?;

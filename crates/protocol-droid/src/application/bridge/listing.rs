@@ -1,10 +1,11 @@
 //! The bridge's listings of the upstream's tools: one at a time, so that
 //! calls waiting to learn the tools share the one under way, and a listing
-//! begun later is never overwritten by one begun earlier; and a pause after
-//! one failed.
+//! begun later is never overwritten by one begun earlier; at most one
+//! relisting waiting for its turn however often the upstream says its tools
+//! changed; and a pause after one failed.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::upstream::lock;
@@ -27,6 +28,9 @@ pub(super) struct Listing {
     ended: AtomicU64,
     /// When the last listing failed, if it did.
     failed_at: Mutex<Option<Instant>>,
+    /// Whether a relisting started by the upstream's announcement waits to
+    /// begin: it serves every announcement made until it does.
+    relist_waiting: AtomicBool,
 }
 
 /// Who asks for a listing.
@@ -69,6 +73,29 @@ impl Listing {
             number,
             _running: running,
         })
+    }
+
+    /// Notes the upstream's announcement that its tools changed: `true`
+    /// when a relisting must be started for it ([`Self::relist_turn`]),
+    /// `false` when one already waits to begin, which will serve it too.
+    /// However often an upstream announces, at most one relisting waits.
+    pub(super) fn announced(&self) -> bool {
+        !self.relist_waiting.swap(true, Ordering::SeqCst)
+    }
+
+    /// The turn of the relisting [`Self::announced`] asked to start: after
+    /// the listing under way, and always a listing of its own, as it must
+    /// begin after every announcement it serves. An announcement from the
+    /// moment it begins asks for another.
+    pub(super) async fn relist_turn(&self) -> Turn<'_> {
+        let running = self.running.lock().await;
+        self.relist_waiting.store(false, Ordering::SeqCst);
+        let number = self.begun.fetch_add(1, Ordering::SeqCst).saturating_add(1);
+        Turn {
+            listing: self,
+            number,
+            _running: running,
+        }
     }
 
     /// Whether the last listing failed too recently to list again for a
@@ -119,6 +146,25 @@ mod tests {
         assert!(matches!((&a, &b), (Ok(true), Ok(false))), "{a:?} {b:?}");
         // A call asked later lists again.
         assert!(listing.turn(Asker::Bridge).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn announcements_while_a_relisting_waits_start_no_other() {
+        let listing = Listing::default();
+        let under_way = listing.turn(Asker::Bridge).await;
+        assert!(listing.announced(), "the first starts a relisting");
+        for _ in 0..1_000 {
+            assert!(!listing.announced(), "served by the one waiting");
+        }
+        drop(under_way);
+        let relisting = listing.relist_turn().await;
+        // Begun: what is announced now needs a listing that begins later.
+        assert!(listing.announced());
+        assert!(!listing.announced());
+        relisting.ended(true);
+        let again = listing.relist_turn().await;
+        again.ended(true);
+        assert!(listing.announced());
     }
 
     #[tokio::test]

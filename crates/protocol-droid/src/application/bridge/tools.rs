@@ -33,8 +33,16 @@ impl Bridge {
             let Some(inner) = weak.upgrade() else {
                 return;
             };
+            // A flood of announcements starts one relisting, not one each.
+            if !inner.listing.announced() {
+                return;
+            }
             let bridge = Self { inner };
-            tokio::spawn(async move { bridge.learn_tools(Asker::Bridge).await });
+            tokio::spawn(async move {
+                let turn = bridge.inner.listing.relist_turn().await;
+                let learned = bridge.list_tools().await;
+                turn.ended(learned);
+            });
         })
     }
 
