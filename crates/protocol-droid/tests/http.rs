@@ -1741,6 +1741,41 @@ mod one_client_takes_nothing {
         Ok(())
     }
 
+    /// Answers a stream has not taken are bounded in bytes: past the lane's
+    /// 4 MiB an answer waits in its request's in-flight place, and while one
+    /// waits the session takes no new request. A client posting without
+    /// reading is refused long before its in-flight share is taken, not
+    /// after hundreds of answers have piled up behind its stream.
+    #[tokio::test]
+    async fn answers_behind_a_2024_stream_nobody_reads_are_bounded_in_bytes()
+    -> Result<(), TestError> {
+        let s = start().await?;
+        let (events, url) = sse_session(&s).await?;
+        let text = "z".repeat(128 * 1024);
+        let mut accepted = 0_usize;
+        let mut statuses = Vec::new();
+        while accepted < 1_000 {
+            let bodies: Vec<Value> = (accepted..accepted + 16)
+                .map(|id| call(id, "echo", json!({ "text": text })))
+                .collect();
+            let posts = bodies.iter().map(|body| post_message(&s, &url, body));
+            statuses = futures_util::future::join_all(posts).await;
+            accepted += statuses.iter().filter(|s| matches!(s, Ok(202))).count();
+            if statuses.iter().any(|s| !matches!(s, Ok(202))) {
+                break;
+            }
+        }
+        let refused = statuses.into_iter().find(|s| !matches!(s, Ok(202)));
+        let refused = refused.ok_or("nothing was refused")??;
+        assert_eq!(refused, 429, "after {accepted} accepted");
+        // 32 in the lane, what the socket's buffers took, and those taken
+        // before an answer waited (about 80 in all); with answers queued by
+        // count, not bytes, about 770.
+        assert!(accepted < 256, "{accepted} answers were let pile up");
+        drop(events);
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_2024_stream_nobody_reads_ends_its_session() -> Result<(), TestError> {
         let s = start_tuned(|o| o.stall_timeout = Duration::from_millis(300)).await?;

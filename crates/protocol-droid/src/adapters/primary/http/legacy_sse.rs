@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::App;
 use super::headers::context;
+use super::lane::Lane;
 use super::respond::{CURRENT, channel, refusal};
 use super::sessions::sessions_full;
 use super::sse::{self, SseEvent};
@@ -39,13 +40,17 @@ pub(super) async fn open(
     };
     let (tx, rx) = mpsc::channel::<Value>(256);
     session.set_standalone(tx);
+    let (lane, mut answers) = Lane::new();
+    session.set_lane(lane);
     let endpoint = format!("/messages?sessionId={}", session.id);
     // The stream owns the session: when the client goes, so does it.
     let guard = SessionGuard {
         sessions: Arc::clone(&app.sessions),
         id: session.id.clone(),
     };
-    let (out, events) = mpsc::channel::<SseEvent>(256);
+    // Short: an answer's bytes count against the lane until it is here,
+    // so few may be past it.
+    let (out, events) = mpsc::channel::<SseEvent>(4);
     tokio::spawn(async move {
         // Owned by this task, which ends with the client's stream.
         let _guard = guard;
@@ -60,18 +65,21 @@ pub(super) async fn open(
         loop {
             // The client leaving is noticed at once, not at the next
             // message, so a quiet session ends with its stream.
-            let message = tokio::select! {
-                message = rx.recv() => message,
+            let (text, held) = tokio::select! {
+                message = rx.recv() => match message {
+                    Some(message) => (message.to_string(), None),
+                    None => return,
+                },
+                said = answers.recv() => match said {
+                    Some(said) => (said.text, Some(said.held)),
+                    None => return,
+                },
                 () = out.closed() => return,
             };
-            let Some(message) = message else { return };
-            if out
-                .send(SseEvent::message(message.to_string()))
-                .await
-                .is_err()
-            {
+            if out.send(SseEvent::message(text)).await.is_err() {
                 return;
             }
+            drop(held);
         }
     });
     sse::response(events)
@@ -121,6 +129,14 @@ pub(super) async fn post(
         );
     };
     match incoming {
+        // The stream is behind: this answer would only wait with the others.
+        // Refused on the POST, as the stream has no room for the refusal.
+        Incoming::Single(Message::Request(request)) if session.lane_backed_up() => refusal(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(&request.id),
+            ErrorCode::INTERNAL_ERROR,
+            "this session's stream holds answers it has not read yet; read them before sending more",
+        ),
         Incoming::Single(Message::Request(request)) => {
             let ctx = context(
                 &headers,
@@ -138,7 +154,7 @@ pub(super) async fn post(
                 let relay = Arc::clone(&owner);
                 let forward = tokio::spawn(async move {
                     while let Some(message) = rx.recv().await {
-                        let _sent = relay.send_standalone_waiting(message).await;
+                        let _sent = relay.send_answer(message).await;
                     }
                 });
                 let id = request.id.clone();
@@ -152,7 +168,7 @@ pub(super) async fn post(
                 });
                 // Waits for room, for a bounded time: an answer is never
                 // dropped while the client reads its stream.
-                let _sent = owner.send_standalone_waiting(response.into_value()).await;
+                let _sent = owner.send_answer(response.into_value()).await;
             });
             match started {
                 Ok(_running) => StatusCode::ACCEPTED.into_response(),
@@ -168,7 +184,7 @@ pub(super) async fn post(
                             refused.message.clone(),
                         )),
                     });
-                    if session.send_standalone(response.into_value()) {
+                    if session.try_send_answer(&response.into_value()) {
                         StatusCode::ACCEPTED.into_response()
                     } else {
                         refusal(

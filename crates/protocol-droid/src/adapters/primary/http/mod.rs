@@ -25,6 +25,7 @@ mod events;
 mod guard;
 mod headers;
 mod health;
+mod lane;
 mod legacy_sse;
 mod metrics;
 mod owed;

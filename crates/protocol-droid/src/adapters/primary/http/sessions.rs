@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use super::events::{EventStore, Mirror};
+use super::lane::{Lane, Unsent};
 use super::owed::Owed;
 use super::respond::CURRENT;
 use super::task_streams::{TaskStreams, Watch};
@@ -49,6 +50,10 @@ pub(super) struct Session {
     pending: Pending,
     pub(super) events: Arc<EventStore>,
     standalone: Mutex<Option<mpsc::Sender<Value>>>,
+    /// Where a 2024-11-05 session's answers, and what its requests say,
+    /// go: its stream, bounded in bytes (none on Streamable HTTP, whose
+    /// answers travel on their POSTs).
+    lane: OnceLock<Lane>,
     /// Where a 2025-11-25 task's own requests go: its `tasks/result`
     /// streams, and those held until the client opens one.
     tasks: Arc<TaskStreams>,
@@ -308,6 +313,42 @@ impl Session {
                 false
             }
         }
+    }
+
+    /// Makes `lane` where this 2024-11-05 session's answers go.
+    pub(super) fn set_lane(&self, lane: Lane) {
+        let _set = self.lane.set(lane);
+    }
+
+    /// Sends an answer, or what a request says, on the session's lane,
+    /// waiting for room rather than dropping it; as
+    /// [`Self::send_standalone_waiting`], a stream that takes nothing for the
+    /// stall timeout ends the session. Without a lane, on the session's own
+    /// stream.
+    pub(super) async fn send_answer(&self, message: Value) -> bool {
+        let Some(lane) = self.lane.get() else {
+            return self.send_standalone_waiting(message).await;
+        };
+        match lane.send(message, self.stall_timeout).await {
+            Ok(()) => true,
+            Err(Unsent::Closed) => false,
+            Err(Unsent::Stalled) => {
+                tracing::debug!(session = %self.id, "the session's stream is not read; ending it");
+                self.close();
+                false
+            }
+        }
+    }
+
+    /// Whether an answer of this 2024-11-05 session waits for its stream
+    /// to take what it holds: no new request is taken meanwhile.
+    pub(super) fn lane_backed_up(&self) -> bool {
+        self.lane.get().is_some_and(Lane::backed_up)
+    }
+
+    /// Sends an answer on the session's lane if it has room now.
+    pub(super) fn try_send_answer(&self, message: &Value) -> bool {
+        self.lane.get().is_some_and(|lane| lane.try_send(message))
     }
 
     /// Starts `work`, the answering of request `id`, in its own task,
@@ -806,6 +847,7 @@ impl Sessions {
                 mirror,
             )),
             standalone: Mutex::default(),
+            lane: OnceLock::new(),
             tasks: Arc::default(),
             last_seen: Mutex::new(Instant::now()),
             next_request: AtomicU64::new(1),
