@@ -408,6 +408,66 @@ mod bad_input {
         Ok(())
     }
 
+    /// An MCP header sent twice is refused whichever copy agrees with the
+    /// body: a proxy may read the other one, and route or allow by it.
+    #[tokio::test]
+    async fn an_mcp_header_sent_twice_is_refused() -> Result<(), TestError> {
+        let s = start().await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "echo", "arguments": { "text": "x" },
+            "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
+                       "io.modelcontextprotocol/clientCapabilities": {} } } })
+        .to_string();
+        let agreeing = [
+            ("mcp-protocol-version", MODERN),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+        ];
+        for (name, other) in [
+            ("mcp-name", "add"),
+            ("mcp-method", "tools/list"),
+            ("mcp-protocol-version", LEGACY),
+        ] {
+            for other_first in [false, true] {
+                let mut headers =
+                    headers(&[("content-type", "application/json"), ("accept", BOTH)])?;
+                for (header, value) in agreeing {
+                    if header == name && other_first {
+                        headers.append(name, other.parse()?);
+                    }
+                    headers.append(header, value.parse()?);
+                    if header == name && !other_first {
+                        headers.append(name, other.parse()?);
+                    }
+                }
+                let response = s
+                    .client
+                    .post(format!("{}/mcp", s.base))
+                    .headers(headers)
+                    .body(body.clone())
+                    .send()
+                    .await?;
+                assert_eq!(response.status(), 400, "{name}: {other}");
+                let reply: Value = response.json().await?;
+                assert_eq!(reply["id"], json!(7), "{reply}");
+                let message = reply["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains(name), "{message}");
+            }
+        }
+        // A session named twice, on a stream's GET as on a POST.
+        let mut twice = headers(&[("accept", "text/event-stream")])?;
+        twice.append("mcp-session-id", "one".parse()?);
+        twice.append("mcp-session-id", "two".parse()?);
+        let response = s
+            .client
+            .get(format!("{}/mcp", s.base))
+            .headers(twice)
+            .send()
+            .await?;
+        assert_eq!(response.status(), 400);
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_foreign_host_or_origin_is_403() -> Result<(), TestError> {
         let s = start().await?;
@@ -1738,6 +1798,20 @@ mod one_client_takes_nothing {
             message.as_str().is_some_and(|m| m.contains("in flight")),
             "{message}"
         );
+        Ok(())
+    }
+
+    /// The 2024-11-05 endpoint names one session; a POST naming two is
+    /// refused, not delivered to whichever a reader takes.
+    #[tokio::test]
+    async fn a_2024_post_naming_two_sessions_is_refused() -> Result<(), TestError> {
+        let s = start().await?;
+        let (_events, url) = sse_session(&s).await?;
+        let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
+        assert_eq!(post_message(&s, &url, &ping).await?, 202);
+        let twice = format!("{url}&sessionId=another");
+        assert_eq!(post_message(&s, &twice, &ping).await?, 400);
+        assert_eq!(post_message(&s, "/messages", &ping).await?, 400);
         Ok(())
     }
 

@@ -20,6 +20,17 @@ pub(super) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .map(str::trim)
 }
 
+/// The first MCP header (`MCP-Protocol-Version`, `Mcp-Session-Id`,
+/// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`, any `Mcp-…`) sent more than
+/// once. Each is read as one value and routes or is checked against the
+/// body; with two, a proxy may read the copy this server does not (or both,
+/// joined), and route or allow by a name other than the one served.
+pub(super) fn repeated_mcp_header(headers: &HeaderMap) -> Option<&header::HeaderName> {
+    headers.keys().find(|name| {
+        name.as_str().starts_with("mcp-") && headers.get_all(*name).iter().nth(1).is_some()
+    })
+}
+
 /// Whether the `Accept` headers take the media type `kind`: named, or in a
 /// range that covers it, and not with `q=0`, which refuses it.
 pub(super) fn accepts(headers: &HeaderMap, kind: &str) -> bool {

@@ -2,7 +2,6 @@
 //! names the endpoint to POST messages to; every answer travels on the
 //! stream.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Extension;
@@ -101,14 +100,21 @@ pub(super) async fn post(
     State(app): State<App>,
     Extension(caller): Extension<AuthContext>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
-    Query(query): Query<HashMap<String, String>>,
+    Query(query): Query<Vec<(String, String)>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(session) = query
-        .get("sessionId")
-        .and_then(|id| app.sessions.get(id, TransportKind::HttpSse, &caller))
-    else {
+    let mut named = query.iter().filter(|(key, _)| key == "sessionId");
+    let (Some((_, id)), None) = (named.next(), named.next()) else {
+        // None, or two: which one a proxy reads is not which one this would.
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "the endpoint takes exactly one sessionId",
+        );
+    };
+    let Some(session) = app.sessions.get(id, TransportKind::HttpSse, &caller) else {
         return refusal(
             StatusCode::NOT_FOUND,
             None,

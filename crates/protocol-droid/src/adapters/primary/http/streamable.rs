@@ -14,7 +14,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::events::{UNCOPIED_PATIENCE, parse_event_id};
-use super::headers::{SESSION_HEADER, VERSION_HEADER, accepts, context, header};
+use super::headers::{
+    SESSION_HEADER, VERSION_HEADER, accepts, context, header, repeated_mcp_header,
+};
 use super::respond::{self, CURRENT, Plan, refusal};
 use super::sessions::{MAX_IN_FLIGHT, Session, sessions_full};
 use super::sse::{self, SseEvent};
@@ -33,6 +35,9 @@ use crate::domain::{Era, Feature, ProtocolVersion, TransportKind};
 // move the allocation.
 #[allow(clippy::result_large_err)]
 pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, Response> {
+    if let Some(refused) = refuse_repeated(headers, Some(body)) {
+        return Err(refused);
+    }
     let json_body = header(headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
         ct.split(';')
             .next()
@@ -85,6 +90,28 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
         let id = e.id.request_id().cloned();
         refusal(StatusCode::BAD_REQUEST, id.as_ref(), e.code, &e.message)
     })
+}
+
+/// The refusal of a request with an MCP header sent twice: `-32020` where
+/// its first revision header names the 2026-07-28 era, whose header checks
+/// it fails, `-32600` otherwise; under the id of the request in `body`
+/// when one can be read without parsing it.
+fn refuse_repeated(headers: &HeaderMap, body: Option<&[u8]>) -> Option<Response> {
+    let name = repeated_mcp_header(headers)?;
+    let modern = header(headers, VERSION_HEADER)
+        .and_then(ProtocolVersion::from_wire)
+        .is_some_and(|v| v.era() == Era::Modern);
+    let code = if modern {
+        ErrorCode::HEADER_MISMATCH
+    } else {
+        ErrorCode::INVALID_REQUEST
+    };
+    Some(refusal(
+        StatusCode::BAD_REQUEST,
+        body.and_then(request_id).as_ref(),
+        code,
+        &format!("more than one {name} header"),
+    ))
 }
 
 /// Whether a POST is to be served statelessly (2026-07-28), with that
@@ -515,6 +542,9 @@ pub(super) async fn get(
     Extension(caller): Extension<AuthContext>,
     headers: HeaderMap,
 ) -> Response {
+    if let Some(refused) = refuse_repeated(&headers, None) {
+        return refused;
+    }
     if header(&headers, VERSION_HEADER)
         .and_then(ProtocolVersion::from_wire)
         .is_some_and(|v| v.era() == Era::Modern)
@@ -700,6 +730,9 @@ pub(super) async fn delete(
     Extension(caller): Extension<AuthContext>,
     headers: HeaderMap,
 ) -> Response {
+    if let Some(refused) = refuse_repeated(&headers, None) {
+        return refused;
+    }
     let Some(id) = header(&headers, SESSION_HEADER) else {
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     };
