@@ -902,6 +902,48 @@ async fn a_flood_of_tool_list_changes_waits_as_one_relisting() -> Result<(), Tes
     Ok(())
 }
 
+/// A stateless caller's connections to a legacy upstream are its own: what
+/// the server says on one outside the request it serves (a log line or a
+/// question after its answer) can only reach whoever holds it next, so
+/// anonymous callers from two networks never share one.
+#[tokio::test]
+async fn anonymous_stateless_callers_from_two_networks_never_share_a_legacy_connection()
+-> Result<(), TestError> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let child = ChildOptions::new("python3", [script.into_os_string(), "pid".into()]);
+    let revisions = vec![ProtocolVersion::V2025_11_25];
+    let bridge = Bridge::connect(
+        connector(Target::Command(child), revisions),
+        BridgeOptions::default(),
+    )
+    .await?;
+    let url = serve(bridge.server(|b| b)?).await?;
+    let from = |ip: &str| -> Result<reqwest::Client, TestError> {
+        Ok(reqwest::Client::builder()
+            .local_address(Some(ip.parse()?))
+            .build()?)
+    };
+    let (a, b) = (from("127.0.0.1")?, from("127.0.0.2")?);
+    let mut ids = 0;
+    let mut served_by = async |client: &reqwest::Client| -> Result<String, TestError> {
+        ids += 1;
+        let call = json!({ "name": "anything", "arguments": {} });
+        let request = modern_request_via(client, &url, ids, "tools/call", call, &json!({}));
+        let reply: Value = request.send().await?.json().await?;
+        let pid = reply["result"]["content"][0]["text"].as_str();
+        Ok(pid.ok_or(format!("no answer: {reply}"))?.to_owned())
+    };
+    let first = served_by(&a).await?;
+    assert_eq!(
+        served_by(&a).await?,
+        first,
+        "a caller's connection is kept for it"
+    );
+    assert_ne!(served_by(&b).await?, first, "another caller was given it");
+    bridge.close().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn an_upstream_that_hangs_is_cancelled_at_the_timeout() -> Result<(), TestError> {
     let (rig, record) = in_front_of_bad("silent", quick_timeout()).await?;
@@ -1259,12 +1301,31 @@ fn modern_request(
     params: Value,
     capabilities: &Value,
 ) -> reqwest::RequestBuilder {
+    modern_request_via(
+        &reqwest::Client::new(),
+        url,
+        id,
+        method,
+        params,
+        capabilities,
+    )
+}
+
+/// [`modern_request`], sent by `client`.
+fn modern_request_via(
+    client: &reqwest::Client,
+    url: &str,
+    id: u64,
+    method: &str,
+    params: Value,
+    capabilities: &Value,
+) -> reqwest::RequestBuilder {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
-    let mut request = reqwest::Client::new()
+    let mut request = client
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")

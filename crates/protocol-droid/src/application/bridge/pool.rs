@@ -11,6 +11,7 @@ use super::upstream::{
     Affinity, Lease, Upstream, UpstreamHandler, capabilities_key, full_capabilities,
     legacy_capabilities, lock,
 };
+use crate::application::server::rate::Caller;
 use crate::application::server::{Call, CallError};
 use crate::domain::Era;
 use crate::wire::ClientCapabilities;
@@ -88,7 +89,7 @@ impl Bridge {
             Affinity::Session(call.session())
         } else {
             let declared = legacy_capabilities(&call.ctx.client_capabilities);
-            Affinity::Caller(call.caller().principal_key(), capabilities_key(&declared))
+            Affinity::Caller(Caller::of(&call.ctx), capabilities_key(&declared))
         }
     }
 
@@ -149,10 +150,10 @@ impl Bridge {
                 "the bridge has as many upstream connections open as it may; try again later",
             ));
         }
-        if let Affinity::Caller(principal, _) = &affinity {
+        if let Affinity::Caller(caller, _) = &affinity {
             let held: usize = lock(&self.inner.upstreams)
                 .iter()
-                .filter(|(a, _)| matches!(a, Affinity::Caller(p, _) if p == principal))
+                .filter(|(a, _)| matches!(a, Affinity::Caller(c, _) if c == caller))
                 .map(|(_, pool)| pool.len())
                 .sum();
             if held >= self.inner.options.max_upstreams_per_caller {

@@ -21,6 +21,7 @@ use super::upstream::{Connector, ConnectorError, SessionWatch, Upstream, Upstrea
 use crate::application::client::{Client, ClientError, ServerState};
 use crate::application::observe::SharedObserver;
 use crate::application::server::Primitive;
+use crate::application::server::rate::Caller;
 use crate::domain::ir::TranslationReport;
 use crate::domain::{DegradePolicy, Era, SessionId};
 use crate::wire::tools::Tool;
@@ -48,7 +49,7 @@ pub struct BridgeOptions {
     /// The most upstream connections open at once.
     pub max_upstreams: usize,
     /// The most upstream connections one stateless caller may hold (per
-    /// principal; anonymous callers share one count).
+    /// principal; anonymous callers per network).
     pub max_upstreams_per_caller: usize,
     /// How many requests one session served on HTTP (or, for a client
     /// without one, one caller: its principal, or its network when
@@ -246,7 +247,10 @@ impl Bridge {
         let affinity = match (upstream.version.era(), &observer) {
             (Era::Modern, _) => Affinity::Shared,
             (Era::Legacy, Some(_)) => Affinity::Kept,
-            (Era::Legacy, None) => Affinity::Caller(None, capabilities_key(&full_capabilities())),
+            // Stdio's one client's, which is who a bridge on stdio serves.
+            (Era::Legacy, None) => {
+                Affinity::Caller(Caller::Local, capabilities_key(&full_capabilities()))
+            }
         };
         let kept = observer.as_ref().map(|_| client.clone());
         let first = Arc::new(Upstream::new(client, handler));

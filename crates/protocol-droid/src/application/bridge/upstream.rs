@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::observer::Observer;
 use crate::application::client::{Client, ClientHandler, Notice};
+use crate::application::server::rate::Caller;
 use crate::domain::Refusal;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::ErrorObject;
@@ -553,10 +554,15 @@ pub(super) enum Affinity {
     /// front of a legacy server: no request leases it, so no request
     /// abandoned on it can retire it, and it is never reaped.
     Kept,
-    /// A stateless caller's own, by principal (`None`: anonymous) and by
-    /// the capabilities its requests declare: a legacy server hears them
-    /// once, at the handshake, so each set gets its own connections.
-    Caller(Option<String>, String),
+    /// A stateless caller's own, by caller (its principal; when anonymous,
+    /// its network; stdio's one client) and by the capabilities its
+    /// requests declare: a legacy server hears them once, at the
+    /// handshake, so each set gets its own connections. What a legacy
+    /// server says on a connection outside the request it is serving (a
+    /// log line, a question, after its answer) can only be given to the
+    /// request holding the connection then, so a connection never passes
+    /// from one caller to another.
+    Caller(Caller, String),
 }
 
 /// Everything a bridge can ask a client for on an upstream's behalf.
