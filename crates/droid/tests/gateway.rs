@@ -821,6 +821,45 @@ fn upstreams_added_and_removed_from_the_file_follow_without_a_restart() -> Resul
     Ok(())
 }
 
+/// A reload that replaces an upstream (here, a new `timeout`) lets the
+/// calls already on it end there; new calls go to its replacement.
+#[test]
+fn a_call_in_flight_ends_on_the_upstream_a_reload_replaces() -> Result<(), TestError> {
+    let scratch = Files::fresh("droid-gateway-replace")?;
+    let state = format!("state = {:?}\n", scratch.path("state.json"));
+    let config = scratch.write("gateway.toml", &format!("{state}{}", served("one")))?;
+    let (gateway, address) = listening(
+        &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
+        "http",
+    )?;
+    let up = call(&address, "one/echo", r#"{"text": "up"}"#)?;
+    assert!(up.as_ref().is_ok_and(|out| out.contains("up")), "{up:?}");
+    let slow = {
+        let address = address.clone();
+        std::thread::spawn(move || call(&address, "one/sleep", r#"{"ms": 6000}"#))
+    };
+    // Time for the call to reach the upstream; a bound, not a measurement.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(&config, format!("{state}{}timeout = 30\n", served("one")))?;
+    let told = Command::new("kill")
+        .args(["-HUP", &gateway.0.id().to_string()])
+        .status()?;
+    assert!(told.success());
+    let answer = slow.join().map_err(|_| "the call's thread panicked")??;
+    assert!(answer.is_ok(), "the call in flight failed: {answer:?}");
+    // And the replacement serves.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let again = call(&address, "one/echo", r#"{"text": "again"}"#)?;
+        if again.as_ref().is_ok_and(|out| out.contains("again")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never served again: {again:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
 /// The resident set of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> Result<u64, TestError> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -865,7 +904,7 @@ fn a_hostile_upstream_takes_nothing_from_the_others() -> Result<(), TestError> {
         // What the server said as it died is the operator's, in the log.
         (
             "crash",
-            "upstream hostile: the upstream failed; the bridge's log says why",
+            "upstream hostile: the upstream failed; the log says why",
         ),
     ] {
         // The upstream is up before each fault, so the error is the

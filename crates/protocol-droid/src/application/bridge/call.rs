@@ -165,7 +165,7 @@ pub(super) fn upstream_error(
         }
         other => {
             tracing::warn!(target: "droid::bridge", error = %other, "the upstream failed");
-            CallError::internal("the upstream failed; the bridge's log says why")
+            CallError::internal("the upstream failed; the log says why")
         }
     }
 }
@@ -228,9 +228,7 @@ impl Bridge {
         let (answer, leg, mut report) = self.carry(method, params, call).await?;
         let result = answer.into_value().map_err(|e| {
             tracing::warn!(target: "droid::bridge", method, error = %e, "an unreadable answer");
-            CallError::internal(
-                "the upstream's answer could not be read; the bridge's log says why",
-            )
+            CallError::internal("the upstream's answer could not be read; the log says why")
         })?;
         let mut value = self
             .translate(

@@ -171,7 +171,7 @@ impl Bridge {
         handler.on_tools_changed(self.relist_hook());
         let client = (self.inner.connector)(handler.clone()).await.map_err(|e| {
             tracing::warn!(target: "droid::bridge", error = %e, "the upstream could not be reached");
-            CallError::internal("the upstream could not be reached; the bridge's log says why")
+            CallError::internal("the upstream could not be reached; the log says why")
         })?;
         let upstream = Arc::new(Upstream::new(client, handler));
         let lease = if exclusive {

@@ -33,6 +33,11 @@ pub const REPORT_META: &str = "protocol-droid/translation";
 /// How many translation reports [`Bridge::reports`] keeps.
 pub const MAX_REPORTS: usize = 256;
 
+/// How often a bridge closing once its requests are done looks whether
+/// they are: a closing is rare, and a poll keeps every request free of
+/// telling anyone that it ended.
+const DRAIN_EVERY: Duration = Duration::from_millis(50);
+
 /// How a bridge behaves.
 #[derive(Clone, Debug)]
 pub struct BridgeOptions {
@@ -385,6 +390,26 @@ impl Bridge {
         for upstream in all {
             upstream.client.close().await;
         }
+    }
+
+    /// Closes the bridge as [`Self::close`] does, once no request is on any
+    /// of its connections or `patience` has passed: for whoever replaces or
+    /// removes a bridge whose requests in flight should end on it rather
+    /// than fail. Requests must no longer reach it meanwhile.
+    pub async fn close_when_done(&self, patience: Duration) {
+        let deadline = tokio::time::Instant::now() + patience;
+        while self.serving() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(DRAIN_EVERY).await;
+        }
+        self.close().await;
+    }
+
+    /// Whether a request is on one of the bridge's connections.
+    fn serving(&self) -> bool {
+        lock(&self.inner.upstreams).values().flatten().any(|u| {
+            u.in_use.load(std::sync::atomic::Ordering::Acquire) > 0
+                || u.busy.load(std::sync::atomic::Ordering::Acquire)
+        })
     }
 
     /// The latest translation reports, oldest first.

@@ -447,11 +447,13 @@ impl Gateway {
     }
 
     /// Removes the upstream called `name`: its tools leave the catalog and
-    /// the server, sessions whose lists change are told, and its connection
-    /// is closed. Work still running for it finds it gone and changes
-    /// nothing. Returns whether there was one.
+    /// the server, sessions whose lists change are told, and its
+    /// connections are closed once the calls already on them have ended
+    /// (within the upstream's timeout), so that a reload replacing it fails
+    /// no call in flight. Work still running for it finds it gone and
+    /// changes nothing. Returns whether there was one.
     pub async fn remove_upstream(&self, name: &str) -> bool {
-        let (bridge, gone, touched) = {
+        let (bridge, gone, touched, patience) = {
             let mut state = lock(&self.inner.state);
             let Some(upstream) = state.upstreams.remove(name) else {
                 return false;
@@ -460,7 +462,7 @@ impl Gateway {
             state.pins = pins.clone();
             let gone = Arc::make_mut(&mut state.catalog).sync_upstream(name, Vec::new(), &pins);
             let (touched, _dropped) = state.rebuild_sessions(self.inner.disclosure);
-            (upstream.bridge, gone, touched)
+            (upstream.bridge, gone, touched, upstream.options.timeout)
         };
         for (id, _) in gone {
             let _removed = self.inner.server.remove_tool(id.as_str());
@@ -469,7 +471,13 @@ impl Gateway {
             self.inner.server.tools_changed_for(session);
         }
         if let Some(bridge) = bridge {
-            bridge.close().await;
+            // A moment past the timeout, so a call that times out is
+            // answered (and cancelled upstream) before its connection goes.
+            tokio::spawn(async move {
+                bridge
+                    .close_when_done(patience.saturating_add(Duration::from_secs(1)))
+                    .await;
+            });
         }
         self.inner.server.prompts_changed();
         self.inner.server.resources_changed();
