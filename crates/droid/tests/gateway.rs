@@ -398,21 +398,31 @@ fn hostile_digests(flag: &str) -> Result<(Vec<(String, String)>, Output), TestEr
     digests(&config, scratch.dir())
 }
 
-/// An upstream's tool names reach the operator's terminal escaped: none of
-/// its escape sequences or direction overrides is written as it is.
+/// A tool whose name carries terminal escapes and a direction override is
+/// not offered (it could show in a client as another tool), and the log
+/// that says so writes none of them as they are.
 #[test]
-fn an_upstreams_tool_names_are_shown_escaped() -> Result<(), TestError> {
+fn a_tool_whose_name_shows_as_another_is_not_offered() -> Result<(), TestError> {
     let (tools, out) = hostile_digests("--spoof-names")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
     assert!(tools.iter().any(|(id, _)| id == "hostile/ok"), "{stdout}");
     assert!(
-        !stdout.contains(['\u{1b}', '\u{7}', '\u{202e}']),
-        "raw control characters reached the terminal: {stdout:?}"
-    );
-    assert!(
-        stdout.contains(r"hostile/ok\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}evil"),
+        !tools
+            .iter()
+            .any(|(id, _)| id.starts_with("hostile/ok\u{1b}")),
         "{stdout}"
+    );
+    for written in [&stdout, &stderr] {
+        assert!(
+            !written.contains(['\u{1b}', '\u{7}', '\u{202e}']),
+            "raw control characters reached the terminal: {written:?}"
+        );
+    }
+    assert!(
+        stderr.contains(r"ok\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}evil"),
+        "{stderr}"
     );
     Ok(())
 }

@@ -36,7 +36,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
-use protocol_droid::application::gateway::{DEFAULT_TIMEOUT, Pins, ToolPolicy};
+use protocol_droid::application::gateway::{
+    DEFAULT_TIMEOUT, MAX_UPSTREAM_NAME, Pins, ToolPolicy, readable_name,
+};
 use protocol_droid::application::observe::shown_uri;
 use protocol_droid::application::server::{Rate, RateLimits};
 use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
@@ -241,8 +243,8 @@ impl Config {
                 "two upstreams are called {name:?}"
             );
             ensure!(
-                !name.is_empty() && !name.contains('/'),
-                "upstream name {name:?} must be non-empty and have no '/'"
+                readable_name(name, MAX_UPSTREAM_NAME) && !name.contains('/'),
+                "upstream name {name:?} must be 1 to {MAX_UPSTREAM_NAME} characters, with no '/', control or invisible character"
             );
             ensure!(
                 upstream.command.is_some() != upstream.url.is_some(),
@@ -446,6 +448,14 @@ mod tests {
             (
                 "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\ntimeout = 0",
                 "timeout must be a number of seconds above 0",
+            ),
+            (
+                "[[upstream]]\nname = \"a\\nb\"\ncommand = [\"x\"]",
+                "upstream name \"a\\nb\" must be 1 to 64 characters",
+            ),
+            (
+                "[[upstream]]\nname = \"fix\\u202e\"\ncommand = [\"x\"]",
+                "no '/', control or invisible character",
             ),
             (
                 "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\ntools = { rename = { b = \"c/d\" } }",

@@ -35,8 +35,47 @@ use super::config::{Config, Mode, ToolsConfig, TrustConfig, UpstreamConfig};
 #[derive(Debug, Deserialize)]
 struct ClientFile {
     #[serde(rename = "mcpServers")]
-    mcp_servers: Option<BTreeMap<String, Entry>>,
-    servers: Option<BTreeMap<String, Entry>>,
+    mcp_servers: Option<Servers>,
+    servers: Option<Servers>,
+}
+
+/// The servers of a file, by name, in its order. A name given twice is
+/// refused: a map would keep the last silently, and a file naming a server
+/// twice most likely means two.
+#[derive(Debug)]
+struct Servers(Vec<(String, Entry)>);
+
+impl<'de> Deserialize<'de> for Servers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Named;
+
+        impl<'de> serde::de::Visitor<'de> for Named {
+            type Value = Servers;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of servers by name")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Servers, A::Error> {
+                let mut servers: Vec<(String, Entry)> = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    if servers.iter().any(|(seen, _)| *seen == name) {
+                        return Err(serde::de::Error::custom(format!(
+                            "the server {name:?} is named twice"
+                        )));
+                    }
+                    let entry = map.next_value()?;
+                    servers.push((name, entry));
+                }
+                Ok(Servers(servers))
+            }
+        }
+
+        deserializer.deserialize_map(Named)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,8 +116,8 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
     for (name, entry) in file
         .mcp_servers
         .into_iter()
-        .flatten()
-        .chain(file.servers.into_iter().flatten())
+        .flat_map(|servers| servers.0)
+        .chain(file.servers.into_iter().flat_map(|servers| servers.0))
     {
         let config = entry
             .into_upstream(&name, env)
@@ -268,7 +307,7 @@ mod tests {
             }"#,
             &env,
         )?;
-        let [everything, off, remote] = &config.upstream[..] else {
+        let [everything, remote, off] = &config.upstream[..] else {
             bail!("three upstreams expected: {:?}", config.upstream);
         };
         assert_eq!(
@@ -319,6 +358,23 @@ mod tests {
         assert_eq!(local.cwd.as_deref(), Some(std::path::Path::new("/home/u")));
         assert!(config.upstream.iter().skip(1).all(|u| u.url.is_some()));
         Ok(())
+    }
+
+    #[test]
+    fn a_server_named_twice_is_refused() {
+        let twice = r#"{"mcpServers": {
+            "fix": {"command": "droid", "args": ["serve"]},
+            "fix": {"command": "/bin/cat"}
+        }}"#;
+        let refused = read_with(twice, &env)
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"));
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("\"fix\" is named twice")),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -15,6 +15,43 @@
 
 use sha2::{Digest, Sha256};
 
+/// The most characters of an upstream's name.
+pub const MAX_UPSTREAM_NAME: usize = 64;
+
+/// The most characters of a tool's name, as an upstream lists it: what the
+/// revisions ask of a tool's name.
+pub const MAX_TOOL_NAME: usize = 128;
+
+/// Whether `name` reads as it is: not empty, at most `max` characters, and
+/// with no control character (a newline, an escape) and no invisible
+/// formatting (a direction override or isolate, a zero-width character, a
+/// tag), any of which lets a name show in a client or a terminal as
+/// another one. An upstream's name and the tools it lists must be.
+#[must_use]
+pub fn readable_name(name: &str, max: usize) -> bool {
+    !name.is_empty()
+        && name.chars().count() <= max
+        && !name.chars().any(|c| c.is_control() || invisible(c))
+}
+
+/// Unicode's invisible formatting characters that change how text around
+/// them shows: the bidirectional controls, the zero-width ones, the word
+/// joiner and invisible operators, the byte-order mark, the interlinear
+/// annotation marks and the tags.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{61C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{E0000}'..='\u{E007F}'
+    )
+}
+
 /// The URI prefix of the upstream called `name`: what its resource URIs
 /// and templates start with, joined by a `+`, as sessions see them.
 #[must_use]
@@ -70,6 +107,24 @@ pub(super) fn split_name(name: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_that_shows_as_another_is_not_readable() {
+        assert!(readable_name("files", MAX_UPSTREAM_NAME));
+        assert!(readable_name("fïchiers-été", MAX_UPSTREAM_NAME));
+        for name in [
+            "",
+            "a\nb",
+            "ok\u{1b}[2J",
+            "evil\u{202e}txt.exe",
+            "zero\u{200b}width",
+            "tag\u{E0041}",
+        ] {
+            assert!(!readable_name(name, MAX_UPSTREAM_NAME), "{name:?}");
+        }
+        assert!(readable_name(&"x".repeat(64), MAX_UPSTREAM_NAME));
+        assert!(!readable_name(&"x".repeat(65), MAX_UPSTREAM_NAME));
+    }
 
     #[test]
     fn a_name_that_is_a_scheme_is_its_own_prefix() {

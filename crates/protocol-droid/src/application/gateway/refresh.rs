@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::catalog::{CatalogChange, Upsert};
+use super::names;
 use super::runtime::Gateway;
 use super::state::{DriftReport, MAX_KEPT_DEFINITION, lock};
 use super::trust::Trust;
@@ -186,7 +187,7 @@ impl Gateway {
                 CatalogChange::Removed { old } => (Some(*old), None),
             };
             if old.is_some() {
-                if let Some((upstream, _)) = super::names::split_name(id.as_str()) {
+                if let Some((upstream, _)) = names::split_name(id.as_str()) {
                     self.inner.server.observer().drifted(upstream);
                 }
                 tracing::warn!(
@@ -238,11 +239,23 @@ fn kept(definition: &JsonObject) -> Option<Arc<JsonObject>> {
 
 /// `definitions` less every tool whose input schema is not an object's
 /// (`"type": "object"` at its root, as every revision asks): a client given
-/// one could not call it as the revision says. Each is logged.
+/// one could not call it as the revision says; and every tool whose name
+/// does not read as it is ([`names::readable_name`]): one that shows as
+/// another tool in a client could be approved or called for it. Each is
+/// logged.
 fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
     definitions
         .into_iter()
         .filter(|definition| {
+            let name = definition.get("name").and_then(Value::as_str);
+            if name.is_some_and(|name| !names::readable_name(name, names::MAX_TOOL_NAME)) {
+                tracing::error!(
+                    upstream,
+                    tool = %name.unwrap_or_default().escape_debug(),
+                    "the upstream's tool has a name longer than 128 characters or holding a control or invisible character; it is not offered"
+                );
+                return false;
+            }
             let object = definition
                 .get("inputSchema")
                 .and_then(|schema| schema.get("type"))

@@ -95,7 +95,8 @@ impl Gateway {
             let prefix = names::prefix_for(name);
             let taken = state.upstreams.contains_key(name)
                 || state.upstreams.values().any(|u| u.prefix == prefix);
-            if name.is_empty() || name.contains('/') || taken {
+            let readable = names::readable_name(name, names::MAX_UPSTREAM_NAME);
+            if !readable || name.contains('/') || taken {
                 return Err(UpstreamError::Name(name.to_owned()));
             }
             let upstream = Upstream::new(connector, options, prefix);

@@ -145,9 +145,12 @@ pub enum UpstreamError {
         /// The client's error.
         source: ClientError,
     },
-    /// The name is taken, empty, holds a `/`, or names its resources
-    /// as another upstream's do.
-    #[error("upstream name {0:?} is taken, empty, has a '/', or names its resources as another's")]
+    /// The name is taken, holds a `/`, is not readable as it is (see
+    /// [`readable_name`](super::readable_name)), or names its resources as
+    /// another upstream's do.
+    #[error(
+        "upstream name {0:?} is taken, has a '/', is empty, longer than 64 characters or holds a control or invisible character, or names its resources as another's"
+    )]
     Name(String),
 }
 
