@@ -311,6 +311,16 @@ mod bad_input {
         let plain = [("content-type", "text/plain"), ("accept", BOTH)];
         let response = s.post_raw("/mcp", &plain, "{}".to_owned()).await?;
         assert_eq!(response.status(), 415);
+        // JSON is UTF-8: a body said to be in another charset is not read
+        // as if it were.
+        let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
+        for charset in ["latin1", "\"utf-16\""] {
+            let latin = format!("application/json; charset={charset}");
+            let response = s.post(&[("content-type", latin.as_str())], &ping).await?;
+            assert_eq!(response.status(), 415, "{charset}");
+        }
+        let utf8 = [("content-type", "application/json; charset=UTF-8")];
+        assert_ne!(s.post(&utf8, &ping).await?.status(), 415);
         Ok(())
     }
 

@@ -38,11 +38,28 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
     if let Some(refused) = refuse_repeated(headers, Some(body)) {
         return Err(refused);
     }
-    let json_body = header(headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
-        ct.split(';')
-            .next()
-            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+    let content_type = header(headers, header::CONTENT_TYPE.as_str()).unwrap_or_default();
+    let mut parts = content_type.split(';');
+    let json_body = parts
+        .next()
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
+    // JSON is UTF-8 (RFC 8259); a body said to be in another charset would
+    // be read as what it is not.
+    let utf8 = parts.all(|parameter| match parameter.split_once('=') {
+        Some((name, value)) if name.trim().eq_ignore_ascii_case("charset") => {
+            let value = value.trim().trim_matches('"');
+            value.eq_ignore_ascii_case("utf-8") || value.eq_ignore_ascii_case("utf8")
+        }
+        _ => true,
     });
+    if json_body && !utf8 {
+        return Err(refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "a JSON body is UTF-8: send it so, or without a charset",
+        ));
+    }
     if !json_body {
         return Err(refusal(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
