@@ -375,14 +375,19 @@ mod bad_input {
         Ok(())
     }
 
-    #[tokio::test]
-    async fn headers_that_disagree_with_the_body_are_header_mismatch() -> Result<(), TestError> {
-        let s = start().await?;
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    /// A 2026-07-28 `tools/call` of `echo`, numbered `id`, as JSON text.
+    fn modern_echo(id: u64) -> String {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
             "name": "echo", "arguments": { "text": "x" },
             "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
                        "io.modelcontextprotocol/clientCapabilities": {} } } })
-        .to_string();
+        .to_string()
+    }
+
+    #[tokio::test]
+    async fn headers_that_disagree_with_the_body_are_header_mismatch() -> Result<(), TestError> {
+        let s = start().await?;
+        let body = modern_echo(1);
         for extra in [
             vec![
                 ("mcp-protocol-version", MODERN),
@@ -423,11 +428,7 @@ mod bad_input {
     #[tokio::test]
     async fn an_mcp_header_sent_twice_is_refused() -> Result<(), TestError> {
         let s = start().await?;
-        let body = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-            "name": "echo", "arguments": { "text": "x" },
-            "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
-                       "io.modelcontextprotocol/clientCapabilities": {} } } })
-        .to_string();
+        let body = modern_echo(7);
         let agreeing = [
             ("mcp-protocol-version", MODERN),
             ("mcp-method", "tools/call"),
@@ -615,6 +616,14 @@ mod legacy {
     #[tokio::test]
     async fn list_changes_reach_the_sessions_own_stream() -> Result<(), TestError> {
         let s = start().await?;
+        let (_events, note) = listening_session(&s).await?;
+        assert_eq!(note["method"], json!("notifications/tools/list_changed"));
+        Ok(())
+    }
+
+    /// A legacy session with its GET stream open: the stream, and the first
+    /// tool list change heard on it.
+    async fn listening_session(s: &Running) -> Result<(Events, Value), TestError> {
         let session = s.initialize(LEGACY, json!({})).await?;
         let stream = s.stream(&[("mcp-session-id", session.as_str())]).await?;
         assert_eq!(stream.status(), 200);
@@ -629,10 +638,9 @@ mod legacy {
                 }
             })
         };
-        let note = events.next_json().await?;
+        let note = events.next_json().await;
         announcer.abort();
-        assert_eq!(note["method"], json!("notifications/tools/list_changed"));
-        Ok(())
+        Ok((events, note?))
     }
 
     /// A change a full stream cannot take is owed, not dropped: when no
@@ -642,20 +650,7 @@ mod legacy {
     async fn a_list_change_a_full_stream_could_not_take_is_said_once_there_is_room()
     -> Result<(), TestError> {
         let s = start().await?;
-        let session = s.initialize(LEGACY, json!({})).await?;
-        let stream = s.stream(&[("mcp-session-id", session.as_str())]).await?;
-        let mut events = Events::new(stream);
-        let announcer = {
-            let server = s.server.clone();
-            tokio::spawn(async move {
-                for _ in 0..100 {
-                    server.tools_changed();
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            })
-        };
-        events.next_json().await?;
-        announcer.abort();
+        let (mut events, _heard) = listening_session(&s).await?;
         // Unread, the stream fills: its queues, then the socket's buffers.
         // Fewer a round than the server's backlog of changes, so the session
         // hears each.
