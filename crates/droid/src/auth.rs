@@ -166,6 +166,15 @@ pub(crate) fn resource_server(
         );
         return Ok(None);
     }
+    // The anonymous caller holds no scope, so with a scope every request
+    // needs it could never be served: asking for both is a mistake to name,
+    // not one of the two to drop.
+    anyhow::ensure!(
+        !args.auth_allow_anonymous || args.required_scope.is_empty(),
+        "--auth-allow-anonymous and --auth-required-scope contradict each other: every request \
+         must hold the required scopes, and an anonymous one holds none; use --auth-scope to \
+         scope some primitives instead"
+    );
     // The resource is what clients reach; an unspecified or public bind
     // address is not a name they use, so it must be said.
     anyhow::ensure!(

@@ -297,6 +297,17 @@ fn auth_flags_without_an_issuer_refuse_to_start_rather_than_serve_openly() -> Re
 }
 
 #[test]
+fn anonymous_callers_and_a_scope_every_request_needs_refuse_to_start() -> Result<(), TestError> {
+    let args = words(
+        "serve --listen 127.0.0.1:0 --auth-issuer https://issuer.example \
+         --auth-jwks-url http://127.0.0.1:9/jwks --auth-required-scope mcp --auth-allow-anonymous",
+    );
+    let stderr = refused(&args, "served anonymous callers a scope they cannot hold")?;
+    assert!(stderr.contains("contradict each other"), "{stderr}");
+    Ok(())
+}
+
+#[test]
 fn a_public_listener_with_auth_must_name_its_resource() -> Result<(), TestError> {
     let args = words(
         "serve --listen 0.0.0.0:0 --auth-issuer http://127.0.0.1:9 --auth-jwks-url http://127.0.0.1:9/jwks",

@@ -975,6 +975,27 @@ mod challenges {
         assert_eq!(response.status(), 200);
         Ok(())
     }
+
+    /// The anonymous caller holds no scope: where every request needs one,
+    /// dropping a too-weak token does not get a request in.
+    #[tokio::test]
+    async fn a_required_scope_holds_for_anonymous_callers_too() -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = protect_jwt(
+            &issuer,
+            |validator| validator,
+            |guard| Ok(guard.require_scopes(["mcp:use"])?.allow_anonymous()),
+        )
+        .await?;
+        let weak = key.sign(&server.claims(&issuer, "alice", "other"))?;
+        let response = server.modern(Some(&weak), "tools/list", json!({})).await?;
+        assert_eq!(response.status(), 403);
+        let response = server.modern(None, "tools/list", json!({})).await?;
+        assert_eq!(response.status(), 401);
+        assert!(challenge(&response).contains("scope=\"mcp:use\""));
+        Ok(())
+    }
 }
 
 mod scopes {

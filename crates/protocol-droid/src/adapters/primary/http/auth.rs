@@ -217,7 +217,8 @@ impl ResourceServer {
 
     /// Serves a request without a token as the anonymous caller, who sees
     /// only what requires no scope. Off by default: with authorization on, a
-    /// request without a token is refused.
+    /// request without a token is refused. With [`Self::require_scopes`],
+    /// which the anonymous caller cannot hold, it is refused all the same.
     #[must_use]
     pub const fn allow_anonymous(mut self) -> Self {
         self.allow_anonymous = true;
@@ -336,7 +337,9 @@ impl ResourceServer {
             ));
         }
         let Some(value) = first else {
-            if self.allow_anonymous {
+            // The anonymous caller holds no scope: where every request needs
+            // some, it is refused as any request without a token is.
+            if self.allow_anonymous && self.required_scopes.is_empty() {
                 return Ok(AuthContext::anonymous());
             }
             return Err(self.refuse(StatusCode::UNAUTHORIZED, None, scopes));
