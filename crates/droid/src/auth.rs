@@ -237,7 +237,8 @@ pub(crate) fn resource_server(
         };
     let mut server = ResourceServer::new(&resource, validator)?
         .audience(audience)
-        .require_scopes(&args.required_scope)?;
+        .require_scopes(&args.required_scope)?
+        .token_leeway(Duration::from_secs(args.auth_leeway));
     let mut supported = args.required_scope.clone();
     for rule in args.scope_rules()? {
         if !supported.contains(&rule.scope) {

@@ -888,6 +888,34 @@ mod tokens {
     }
 }
 
+/// A subscription lasts as long as the token that opened it: past its `exp`
+/// (and the leeway) the stream ends, as a new request with that token would
+/// be refused, rather than go on telling its client what happens.
+#[tokio::test]
+async fn a_subscription_ends_when_the_token_that_opened_it_expires() -> Result<(), TestError> {
+    let key = SigningKey::ec("ec-1")?;
+    let issuer = Issuer::start(&[&key]).await?;
+    let server = protect_jwt(
+        &issuer,
+        |validator| validator.leeway(Duration::ZERO),
+        |guard| Ok(guard.token_leeway(Duration::ZERO)),
+    )
+    .await?;
+    let mut claims = server.claims(&issuer, "alice", "");
+    claims["exp"] = json!(now() + 3);
+    let token = key.sign(&claims)?;
+    let watch = json!({ "notifications": { "toolsListChanged": true } });
+    let listen = server
+        .modern(Some(&token), "subscriptions/listen", watch)
+        .await?;
+    assert_eq!(listen.status(), 200);
+    // Read to its end: a stream that outlives its token is not ended, and
+    // the client's own timeout fails the read.
+    let read = listen.bytes().await;
+    assert!(read.is_ok(), "the stream outlived its token: {read:?}");
+    Ok(())
+}
+
 mod challenges {
     use super::*;
 

@@ -52,9 +52,15 @@ pub struct ResourceServer {
     scopes_supported: Vec<String>,
     required_scopes: Vec<String>,
     allow_anonymous: bool,
+    /// How far past its `exp` a token's subscriptions may run.
+    leeway: Duration,
     validator: Arc<dyn TokenValidator>,
     refusals: Arc<Mutex<Refusals>>,
 }
+
+/// How far past its `exp` a token's subscriptions run unless told
+/// otherwise: the JWT validator's own default leeway.
+const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 
 /// How many refused tokens one client address may present in
 /// [`REFUSAL_WINDOW`] before it is told to wait for the rest of it.
@@ -154,6 +160,7 @@ impl ResourceServer {
             scopes_supported: Vec::new(),
             required_scopes: Vec::new(),
             allow_anonymous: false,
+            leeway: DEFAULT_LEEWAY,
             validator,
             refusals: Arc::default(),
         })
@@ -222,6 +229,18 @@ impl ResourceServer {
     #[must_use]
     pub const fn allow_anonymous(mut self) -> Self {
         self.allow_anonymous = true;
+        self
+    }
+
+    /// How far past its `exp` a token's subscriptions (a `GET` stream, a
+    /// 2024-11-05 session's stream, a `subscriptions/listen`) may run before
+    /// they end, as its validator tolerates clocks that far apart: 30 s by
+    /// default, as [`JwtValidator`](crate::adapters::secondary::bearer::JwtValidator)'s.
+    /// A request's own answer is delivered whenever it comes: the request
+    /// was allowed when it was made.
+    #[must_use]
+    pub const fn token_leeway(mut self, leeway: Duration) -> Self {
+        self.leeway = leeway;
         self
     }
 
@@ -494,15 +513,61 @@ pub(super) async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let caller = match guard {
+    let caller = match &guard {
         None => AuthContext::anonymous(),
         Some(guard) => match guard.caller(Presented::of(&request)).await {
             Ok(caller) => caller,
             Err(refused) => return refused,
         },
     };
+    // A subscription hears what happens from now on, so it lasts only as
+    // long as the token that opened it: a stream a client opened with a
+    // token that has since expired would otherwise go on telling it things
+    // a new request with that token would be refused.
+    let subscribes = request.method() == axum::http::Method::GET
+        || request
+            .headers()
+            .get("mcp-method")
+            .is_some_and(|m| m.as_bytes() == b"subscriptions/listen");
+    let lasts = match (&guard, caller.claims().and_then(|c| c.exp)) {
+        (Some(guard), Some(exp)) if subscribes => Some(until(exp, guard.leeway)),
+        _ => None,
+    };
     request.extensions_mut().insert(caller);
-    next.run(request).await
+    let response = next.run(request).await;
+    match lasts {
+        Some(deadline) if is_event_stream(&response) => end_at(response, deadline),
+        _ => response,
+    }
+}
+
+/// The moment a token expiring at `exp` (seconds since the epoch) is past
+/// `leeway`, on the runtime's clock.
+fn until(exp: u64, leeway: Duration) -> tokio::time::Instant {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let left = Duration::from_secs(exp)
+        .saturating_add(leeway)
+        .saturating_sub(now);
+    tokio::time::Instant::now() + left
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// `response`, its body ended at `deadline` if it has not ended by then.
+fn end_at(response: Response, deadline: tokio::time::Instant) -> Response {
+    use futures_util::StreamExt as _;
+    let (parts, body) = response.into_parts();
+    let events = body
+        .into_data_stream()
+        .take_until(tokio::time::sleep_until(deadline));
+    Response::from_parts(parts, axum::body::Body::from_stream(events))
 }
 
 /// The answer to a GET on the metadata path.
