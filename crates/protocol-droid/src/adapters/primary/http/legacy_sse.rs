@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -47,9 +47,9 @@ pub(super) async fn open(
         sessions: Arc::clone(&app.sessions),
         id: session.id.clone(),
     };
-    // Short: an answer's bytes count against the lane until it is here,
-    // so few may be past it.
-    let (out, events) = mpsc::channel::<SseEvent>(4);
+    // One: an answer's bytes count against the lane until it is here, so
+    // past it is only this one and the one being written.
+    let (out, events) = mpsc::channel::<SseEvent>(1);
     tokio::spawn(async move {
         // Owned by this task, which ends with the client's stream.
         let _guard = guard;
@@ -137,12 +137,18 @@ pub(super) async fn post(
     match incoming {
         // The stream is behind: this answer would only wait with the others.
         // Refused on the POST, as the stream has no room for the refusal.
-        Incoming::Single(Message::Request(request)) if session.lane_backed_up() => refusal(
-            StatusCode::TOO_MANY_REQUESTS,
-            Some(&request.id),
-            ErrorCode::INTERNAL_ERROR,
-            "this session's stream holds answers it has not read yet; read them before sending more",
-        ),
+        Incoming::Single(Message::Request(request)) if session.lane_backed_up() => {
+            let mut refused = refusal(
+                StatusCode::TOO_MANY_REQUESTS,
+                Some(&request.id),
+                ErrorCode::INTERNAL_ERROR,
+                "this session's stream holds answers it has not read yet; read them before sending more",
+            );
+            refused
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            refused
+        }
         Incoming::Single(Message::Request(request)) => {
             let ctx = context(
                 &headers,
