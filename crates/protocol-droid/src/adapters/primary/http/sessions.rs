@@ -1082,6 +1082,10 @@ impl Sessions {
 /// before it is dropped: the session's next changes wait behind it.
 const RELAY_PATIENCE: Duration = Duration::from_millis(500);
 
+/// How often what a session's stream is owed looks again for the stream it
+/// is to go on, which the client may have replaced.
+const OWED_LOOK_AGAIN: Duration = Duration::from_secs(1);
+
 /// Tells a legacy session about changes to what is offered, and what is
 /// for it alone (its connection's `id`), on its own stream, until the
 /// session is gone. Where the session is shared (a `teller` given) and
@@ -1109,11 +1113,21 @@ fn forward_changes(
                 tokio::select! {
                     change = feed.next() => change,
                     paid = owed.pay(&stream) => {
-                        if !paid {
+                        // A stream that closed may have been replaced: what
+                        // is owed goes to the new one.
+                        let replaced = session
+                            .upgrade()
+                            .and_then(|s| s.standalone_tx())
+                            .is_some_and(|now| !now.same_channel(&stream));
+                        if !paid && !replaced {
                             owed.forgive();
                         }
                         continue;
                     }
+                    // A client that opened a new stream while the old one
+                    // stalls is owed on the new one, not after the next
+                    // change.
+                    () = tokio::time::sleep(OWED_LOOK_AGAIN) => continue,
                 }
             };
             let Some(change) = change else {
