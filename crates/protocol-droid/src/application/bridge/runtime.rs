@@ -397,8 +397,8 @@ impl Bridge {
     /// removes a bridge whose requests in flight should end on it rather
     /// than fail. Requests must no longer reach it meanwhile.
     pub async fn close_when_done(&self, patience: Duration) {
-        let deadline = tokio::time::Instant::now() + patience;
-        while self.serving() && tokio::time::Instant::now() < deadline {
+        let start = tokio::time::Instant::now();
+        while self.serving() && start.elapsed() < patience {
             tokio::time::sleep(DRAIN_EVERY).await;
         }
         self.close().await;
