@@ -244,7 +244,7 @@ impl Config {
             );
             ensure!(
                 readable_name(name, MAX_UPSTREAM_NAME) && !name.contains('/'),
-                "upstream name {name:?} must be 1 to {MAX_UPSTREAM_NAME} characters, with no '/', control or invisible character"
+                "upstream name {name:?} must be 1 to {MAX_UPSTREAM_NAME} characters, with no '/', control or invisible character, nor white space at an end"
             );
             ensure!(
                 upstream.command.is_some() != upstream.url.is_some(),

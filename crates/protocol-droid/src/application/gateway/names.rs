@@ -22,31 +22,44 @@ pub const MAX_UPSTREAM_NAME: usize = 64;
 /// revisions ask of a tool's name.
 pub const MAX_TOOL_NAME: usize = 128;
 
-/// Whether `name` reads as it is: not empty, at most `max` characters, and
-/// with no control character (a newline, an escape) and no invisible
-/// formatting (a direction override or isolate, a zero-width character, a
-/// tag), any of which lets a name show in a client or a terminal as
-/// another one. An upstream's name and the tools it lists must be.
+/// Whether `name` reads as it is: not empty, at most `max` characters, not
+/// starting or ending with white space, and with no control character (a
+/// newline, an escape), no line or paragraph separator and no invisible
+/// character (a direction override or isolate, a zero-width space, a soft
+/// hyphen, a filler, a tag), any of which lets a name show in a client or
+/// a terminal as another one. The zero-width joiner and non-joiner, which
+/// some scripts and emoji need, are allowed. An upstream's name and the
+/// tools it lists must be.
 #[must_use]
 pub fn readable_name(name: &str, max: usize) -> bool {
     !name.is_empty()
+        && name.trim() == name
         && name.chars().count() <= max
         && !name.chars().any(|c| c.is_control() || invisible(c))
 }
 
-/// Unicode's invisible formatting characters that change how text around
-/// them shows: the bidirectional controls, the zero-width ones, the word
-/// joiner and invisible operators, the byte-order mark, the interlinear
-/// annotation marks and the tags.
+/// Characters that show as nothing, or change how the text around them
+/// shows: the bidirectional controls, the zero-width space, the word joiner
+/// and invisible operators, the line and paragraph separators, the soft
+/// hyphen, the combining grapheme joiner, the Hangul fillers, the
+/// byte-order mark, the interlinear annotation marks and the tags.
 fn invisible(c: char) -> bool {
     matches!(
         c,
-        '\u{61C}'
+        '\u{AD}'
+            | '\u{34F}'
+            | '\u{61C}'
+            | '\u{115F}'
+            | '\u{1160}'
             | '\u{180E}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}'
+            | '\u{200B}'
+            | '\u{200E}'
+            | '\u{200F}'
+            | '\u{2028}'..='\u{202E}'
             | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
             | '\u{FEFF}'
+            | '\u{FFA0}'
             | '\u{FFF9}'..='\u{FFFB}'
             | '\u{E0000}'..='\u{E007F}'
     )
@@ -112,6 +125,9 @@ mod tests {
     fn a_name_that_shows_as_another_is_not_readable() {
         assert!(readable_name("files", MAX_UPSTREAM_NAME));
         assert!(readable_name("fïchiers-été", MAX_UPSTREAM_NAME));
+        assert!(readable_name("Brave Search", MAX_UPSTREAM_NAME));
+        // Persian's zero-width non-joiner is part of how the word is written.
+        assert!(readable_name("می\u{200c}خواهم", MAX_UPSTREAM_NAME));
         for name in [
             "",
             "a\nb",
@@ -119,6 +135,10 @@ mod tests {
             "evil\u{202e}txt.exe",
             "zero\u{200b}width",
             "tag\u{E0041}",
+            "line\u{2028}break",
+            "soft\u{ad}hyphen",
+            "files ",
+            " files",
         ] {
             assert!(!readable_name(name, MAX_UPSTREAM_NAME), "{name:?}");
         }

@@ -248,11 +248,18 @@ fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
         .into_iter()
         .filter(|definition| {
             let name = definition.get("name").and_then(Value::as_str);
-            if name.is_some_and(|name| !names::readable_name(name, names::MAX_TOOL_NAME)) {
+            if let Some(name) = name.filter(|n| !names::readable_name(n, names::MAX_TOOL_NAME)) {
+                let why = if name.is_empty() {
+                    "is empty"
+                } else if name.chars().count() > names::MAX_TOOL_NAME {
+                    "is longer than 128 characters"
+                } else {
+                    "has white space at an end, or a control or invisible character"
+                };
                 tracing::error!(
                     upstream,
-                    tool = %name.unwrap_or_default().escape_debug(),
-                    "the upstream's tool has a name longer than 128 characters or holding a control or invisible character; it is not offered"
+                    tool = %name.escape_debug(),
+                    "the upstream's tool name {why}; it is not offered"
                 );
                 return false;
             }

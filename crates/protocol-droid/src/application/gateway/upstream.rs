@@ -149,7 +149,7 @@ pub enum UpstreamError {
     /// [`readable_name`](super::readable_name)), or names its resources as
     /// another upstream's do.
     #[error(
-        "upstream name {0:?} is taken, has a '/', is empty, longer than 64 characters or holds a control or invisible character, or names its resources as another's"
+        "upstream name {0:?} is taken, has a '/', is empty, longer than 64 characters, holds a control or invisible character or white space at an end, or names its resources as another's"
     )]
     Name(String),
 }
