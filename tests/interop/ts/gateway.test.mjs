@@ -54,7 +54,10 @@ function startGateway() {
                 resolve({ child, dir, url: new URL(`http://127.0.0.1:${port}/mcp`) });
             }
         });
-        child.on('exit', code => reject(new Error(`the gateway exited (${code}):\n${seen}`)));
+        child.on('exit', code => {
+            rmSync(dir, { recursive: true, force: true });
+            reject(new Error(`the gateway exited (${code}):\n${seen}`));
+        });
     });
 }
 
