@@ -286,6 +286,28 @@ fn fresh_client() -> Result<reqwest::Client, TestError> {
     Ok(reqwest::Client::builder().timeout(PATIENCE).build()?)
 }
 
+/// A TTL that is not a whole number of milliseconds is refused, not
+/// replaced with the default.
+#[tokio::test]
+async fn a_malformed_task_ttl_is_refused() -> Result<(), TestError> {
+    let s = start(TaskLimits::default()).await?;
+    let client = fresh_client()?;
+    for ttl in [json!(-1), json!(1.5e300), json!("99")] {
+        // A session each: the requests share an id.
+        let session = s.open(&client).await?;
+        let refused = s
+            .legacy(
+                &client,
+                &session,
+                "tools/call",
+                json!({ "name": "brief", "arguments": { "who": "ada" }, "task": { "ttl": ttl } }),
+            )
+            .await?;
+        assert_eq!(refused["error"]["code"], -32602, "{ttl}: {refused}");
+    }
+    Ok(())
+}
+
 /// A 2025-11-25 task outlives the connection that asked for it: read, with
 /// its result, over a new connection in the same session. Without a token
 /// it is that session's alone: another session is answered as for an id

@@ -90,9 +90,20 @@ pub(super) fn task_plan(
                 "tool {name} only runs as a task: call it with `task`"
             ))
             .into()),
-            (_, Some(task)) => Ok(Some(TaskPlan::Now {
-                ttl_ms: task.get("ttl").and_then(Value::as_u64),
-            })),
+            // A TTL that is not a number of milliseconds is the client's
+            // mistake to hear of, not one to replace with the default.
+            (_, Some(task)) => match task.get("ttl") {
+                None | Some(Value::Null) => Ok(Some(TaskPlan::Now { ttl_ms: None })),
+                Some(ttl) => match ttl.as_u64() {
+                    Some(ttl_ms) => Ok(Some(TaskPlan::Now {
+                        ttl_ms: Some(ttl_ms),
+                    })),
+                    None => Err(Refusal::invalid_params(
+                        "`task.ttl` must be a whole number of milliseconds",
+                    )
+                    .into()),
+                },
+            },
             (_, None) => Ok(None),
         },
         // The server decides; a `task` param (2025-11-25's way of asking)
