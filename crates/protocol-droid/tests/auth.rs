@@ -916,6 +916,32 @@ async fn a_subscription_ends_when_the_token_that_opened_it_expires() -> Result<(
     Ok(())
 }
 
+/// A subscription opened with a token already past its `exp` and the
+/// stream's leeway (a validator tolerating more) is refused, not answered
+/// with a stream that ends at once and is only opened again.
+#[tokio::test]
+async fn a_subscription_with_a_token_already_past_it_is_refused() -> Result<(), TestError> {
+    let key = SigningKey::ec("ec-1")?;
+    let issuer = Issuer::start(&[&key]).await?;
+    let server = protect_jwt(
+        &issuer,
+        |validator| validator.leeway(Duration::from_secs(120)),
+        |guard| Ok(guard.token_leeway(Duration::ZERO)),
+    )
+    .await?;
+    let mut claims = server.claims(&issuer, "alice", "");
+    claims["exp"] = json!(now() - 60);
+    let token = key.sign(&claims)?;
+    let watch = json!({ "notifications": { "toolsListChanged": true } });
+    let listen = server
+        .modern(Some(&token), "subscriptions/listen", watch)
+        .await?;
+    assert_eq!(listen.status(), 401);
+    // An ordinary request with it is still served, within the leeway.
+    assert_eq!(server.list_status(&token).await?, 200);
+    Ok(())
+}
+
 mod challenges {
     use super::*;
 

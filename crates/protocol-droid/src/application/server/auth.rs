@@ -85,11 +85,22 @@ pub(crate) fn normalize_claims(raw: JsonObject) -> AuthClaims {
         aud: raw.get("aud").cloned(),
         scope: (!scopes.is_empty()).then(|| scopes.join(" ")),
         scopes,
-        exp: raw.get("exp").and_then(Value::as_u64),
+        exp: raw.get("exp").and_then(seconds),
         iat: raw.get("iat").and_then(Value::as_u64),
         client_id: string("client_id").or_else(|| string("azp")),
         raw_claims: raw,
     }
+}
+
+/// A `NumericDate` (RFC 7519 §2): whole seconds, or a number with a
+/// fraction, which is taken down to its second.
+fn seconds(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        let secs = value.as_f64().filter(|s| s.is_finite() && *s >= 0.0)?;
+        std::time::Duration::try_from_secs_f64(secs)
+            .ok()
+            .map(|d| d.as_secs())
+    })
 }
 
 /// Whether a token's `aud` (a string or an array of strings) names `resource`.

@@ -523,16 +523,32 @@ pub(super) async fn authenticate(
     // A subscription hears what happens from now on, so it lasts only as
     // long as the token that opened it: a stream a client opened with a
     // token that has since expired would otherwise go on telling it things
-    // a new request with that token would be refused.
-    let subscribes = request.method() == axum::http::Method::GET
-        || request
-            .headers()
+    // a new request with that token would be refused. A GET resuming a
+    // stream (`Last-Event-ID`) brings a request's answer, which is not.
+    let headers = request.headers();
+    let subscribes = (request.method() == axum::http::Method::GET
+        && !headers.contains_key("last-event-id"))
+        || headers
             .get("mcp-method")
             .is_some_and(|m| m.as_bytes() == b"subscriptions/listen");
-    let lasts = match (&guard, caller.claims().and_then(|c| c.exp)) {
-        (Some(guard), Some(exp)) if subscribes => Some(until(exp, guard.leeway)),
-        _ => None,
-    };
+    let mut lasts = None;
+    if let (Some(guard), Some(exp), true) =
+        (&guard, caller.claims().and_then(|c| c.exp), subscribes)
+    {
+        match left(exp, guard.leeway) {
+            // Past it already (the validator tolerating more than this
+            // leeway): an empty stream would only be opened again.
+            Some(Duration::ZERO) => {
+                return guard.refuse(
+                    StatusCode::UNAUTHORIZED,
+                    Some(("invalid_token", "the access token has expired")),
+                    guard.challenge_scopes(),
+                );
+            }
+            Some(left) => lasts = tokio::time::Instant::now().checked_add(left),
+            None => {}
+        }
+    }
     request.extensions_mut().insert(caller);
     let response = next.run(request).await;
     match lasts {
@@ -541,16 +557,18 @@ pub(super) async fn authenticate(
     }
 }
 
-/// The moment a token expiring at `exp` (seconds since the epoch) is past
-/// `leeway`, on the runtime's clock.
-fn until(exp: u64, leeway: Duration) -> tokio::time::Instant {
+/// How long until a token expiring at `exp` (seconds since the epoch) is
+/// past `leeway`: zero when it is already; `None` when the system clock is
+/// before the epoch and nothing can be said.
+fn left(exp: u64, leeway: Duration) -> Option<Duration> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let left = Duration::from_secs(exp)
-        .saturating_add(leeway)
-        .saturating_sub(now);
-    tokio::time::Instant::now() + left
+        .ok()?;
+    Some(
+        Duration::from_secs(exp)
+            .saturating_add(leeway)
+            .saturating_sub(now),
+    )
 }
 
 fn is_event_stream(response: &Response) -> bool {
