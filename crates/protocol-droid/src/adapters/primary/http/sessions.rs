@@ -1083,7 +1083,8 @@ impl Sessions {
 const RELAY_PATIENCE: Duration = Duration::from_millis(500);
 
 /// How often what a session's stream is owed looks again for the stream it
-/// is to go on, which the client may have replaced.
+/// is to go on, which the client may have replaced; and how long it waits
+/// for a new one after its stream closed.
 const OWED_LOOK_AGAIN: Duration = Duration::from_secs(1);
 
 /// Tells a legacy session about changes to what is offered, and what is
@@ -1100,6 +1101,8 @@ fn forward_changes(
     let mut feed = server.change_feed(id);
     let task = tokio::spawn(async move {
         let mut owed = Owed::default();
+        // Since when the stream what is owed waits for has been closed.
+        let mut closed_since: Option<Instant> = None;
         loop {
             let change = if owed.is_empty() {
                 feed.next().await
@@ -1110,24 +1113,31 @@ fn forward_changes(
                     owed.forgive();
                     continue;
                 };
-                tokio::select! {
-                    change = feed.next() => change,
-                    paid = owed.pay(&stream) => {
-                        // A stream that closed may have been replaced: what
-                        // is owed goes to the new one.
-                        let replaced = session
-                            .upgrade()
-                            .and_then(|s| s.standalone_tx())
-                            .is_some_and(|now| !now.same_channel(&stream));
-                        if !paid && !replaced {
-                            owed.forgive();
-                        }
+                if stream.is_closed() {
+                    // The client may be opening another stream: what is
+                    // owed waits a moment for it, then is forgiven.
+                    let since = *closed_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= OWED_LOOK_AGAIN {
+                        owed.forgive();
+                        closed_since = None;
                         continue;
                     }
-                    // A client that opened a new stream while the old one
-                    // stalls is owed on the new one, not after the next
-                    // change.
-                    () = tokio::time::sleep(OWED_LOOK_AGAIN) => continue,
+                    tokio::select! {
+                        change = feed.next() => change,
+                        () = tokio::time::sleep(OWED_LOOK_AGAIN / 4) => continue,
+                    }
+                } else {
+                    closed_since = None;
+                    tokio::select! {
+                        change = feed.next() => change,
+                        // Paid, or the stream closed meanwhile (looked at
+                        // again above).
+                        _paid = owed.pay(&stream) => continue,
+                        // A client that opened a new stream while the old
+                        // one stalls is owed on the new one, not after the
+                        // next change.
+                        () = tokio::time::sleep(OWED_LOOK_AGAIN) => continue,
+                    }
                 }
             };
             let Some(change) = change else {
