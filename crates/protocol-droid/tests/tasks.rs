@@ -286,13 +286,13 @@ fn fresh_client() -> Result<reqwest::Client, TestError> {
     Ok(reqwest::Client::builder().timeout(PATIENCE).build()?)
 }
 
-/// A TTL that is not a whole number of milliseconds is refused, not
-/// replaced with the default.
+/// A TTL that is not a number of milliseconds is refused, not replaced
+/// with the default; one written as a float is taken, rounded up.
 #[tokio::test]
 async fn a_malformed_task_ttl_is_refused() -> Result<(), TestError> {
     let s = start(TaskLimits::default()).await?;
     let client = fresh_client()?;
-    for ttl in [json!(-1), json!(1.5e300), json!("99")] {
+    for ttl in [json!(-1), json!(-0.5), json!("99")] {
         // A session each: the requests share an id.
         let session = s.open(&client).await?;
         let refused = s
@@ -305,6 +305,16 @@ async fn a_malformed_task_ttl_is_refused() -> Result<(), TestError> {
             .await?;
         assert_eq!(refused["error"]["code"], -32602, "{ttl}: {refused}");
     }
+    let session = s.open(&client).await?;
+    let created = s
+        .legacy(
+            &client,
+            &session,
+            "tools/call",
+            json!({ "name": "brief", "arguments": { "who": "ada" }, "task": { "ttl": 59_999.5 } }),
+        )
+        .await?;
+    assert_eq!(created["result"]["task"]["ttl"], 60_000, "{created}");
     Ok(())
 }
 

@@ -94,12 +94,12 @@ pub(super) fn task_plan(
             // mistake to hear of, not one to replace with the default.
             (_, Some(task)) => match task.get("ttl") {
                 None | Some(Value::Null) => Ok(Some(TaskPlan::Now { ttl_ms: None })),
-                Some(ttl) => match ttl.as_u64() {
+                Some(ttl) => match milliseconds(ttl) {
                     Some(ttl_ms) => Ok(Some(TaskPlan::Now {
                         ttl_ms: Some(ttl_ms),
                     })),
                     None => Err(Refusal::invalid_params(
-                        "`task.ttl` must be a whole number of milliseconds",
+                        "`task.ttl` must be a number of milliseconds, not negative",
                     )
                     .into()),
                 },
@@ -516,4 +516,21 @@ impl Drop for Running {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// `ttl` as milliseconds: any number not negative, a fraction rounded up
+/// (`60000.0`, or `1100.0000000000002` from a float's arithmetic, as some
+/// JSON writers put them); one past what a `u64` holds is that much (the
+/// server caps it anyway).
+fn milliseconds(ttl: &Value) -> Option<u64> {
+    if let Some(ms) = ttl.as_u64() {
+        return Some(ms);
+    }
+    let ms = ttl.as_f64().filter(|ms| ms.is_finite() && *ms >= 0.0)?;
+    // Through a duration, which says when a float is past its range.
+    Some(
+        std::time::Duration::try_from_secs_f64(ms.ceil() / 1000.0).map_or(u64::MAX, |d| {
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+        }),
+    )
 }
