@@ -26,23 +26,41 @@ pub const MAX_TOOL_NAME: usize = 128;
 /// starting or ending with white space, and with no control character (a
 /// newline, an escape), no line or paragraph separator and no invisible
 /// character (a direction override or isolate, a zero-width space, a soft
-/// hyphen, a filler, a tag), any of which lets a name show in a client or
-/// a terminal as another one. The zero-width joiner and non-joiner, which
-/// some scripts and emoji need, are allowed. An upstream's name and the
-/// tools it lists must be.
+/// hyphen, a filler, a blank, a tag), any of which lets a name show in a
+/// client or a terminal as another one. The zero-width joiner and
+/// non-joiner, which some scripts and emoji need, are allowed between two
+/// characters beyond ASCII, and a variation selector after one: beside
+/// ASCII they only hide in a name that reads as another.
 #[must_use]
 pub fn readable_name(name: &str, max: usize) -> bool {
-    !name.is_empty()
-        && name.trim() == name
-        && name.chars().count() <= max
-        && !name.chars().any(|c| c.is_control() || invisible(c))
+    if name.is_empty() || name.trim() != name || name.chars().count() > max {
+        return false;
+    }
+    let mut before: Option<char> = None;
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        let beyond_ascii = |c: Option<char>| c.is_some_and(|c| !c.is_ascii());
+        let fits = match c {
+            '\u{200C}' | '\u{200D}' => beyond_ascii(before) && beyond_ascii(chars.peek().copied()),
+            '\u{180B}'..='\u{180D}' | '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}' => {
+                beyond_ascii(before)
+            }
+            c => !c.is_control() && !invisible(c),
+        };
+        if !fits {
+            return false;
+        }
+        before = Some(c);
+    }
+    true
 }
 
 /// Characters that show as nothing, or change how the text around them
 /// shows: the bidirectional controls, the zero-width space, the word joiner
 /// and invisible operators, the line and paragraph separators, the soft
-/// hyphen, the combining grapheme joiner, the Hangul fillers, the
-/// byte-order mark, the interlinear annotation marks and the tags.
+/// hyphen, the combining grapheme joiner, the Hangul fillers, the braille
+/// blank, the byte-order mark, the interlinear annotation marks and the
+/// tags.
 fn invisible(c: char) -> bool {
     matches!(
         c,
@@ -57,6 +75,7 @@ fn invisible(c: char) -> bool {
             | '\u{200F}'
             | '\u{2028}'..='\u{202E}'
             | '\u{2060}'..='\u{206F}'
+            | '\u{2800}'
             | '\u{3164}'
             | '\u{FEFF}'
             | '\u{FFA0}'
@@ -128,6 +147,7 @@ mod tests {
         assert!(readable_name("Brave Search", MAX_UPSTREAM_NAME));
         // Persian's zero-width non-joiner is part of how the word is written.
         assert!(readable_name("می\u{200c}خواهم", MAX_UPSTREAM_NAME));
+        assert!(readable_name("heart-\u{2764}\u{fe0f}", MAX_UPSTREAM_NAME));
         for name in [
             "",
             "a\nb",
@@ -139,6 +159,9 @@ mod tests {
             "soft\u{ad}hyphen",
             "files ",
             " files",
+            "fi\u{200c}les",
+            "files\u{fe0f}",
+            "blank\u{2800}",
         ] {
             assert!(!readable_name(name, MAX_UPSTREAM_NAME), "{name:?}");
         }

@@ -252,13 +252,14 @@ fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
                 let why = if name.is_empty() {
                     "is empty"
                 } else if name.chars().count() > names::MAX_TOOL_NAME {
-                    "is longer than 128 characters"
+                    "is too long"
                 } else {
                     "has white space at an end, or a control or invisible character"
                 };
                 tracing::error!(
                     upstream,
                     tool = %name.escape_debug(),
+                    longest = names::MAX_TOOL_NAME,
                     "the upstream's tool name {why}; it is not offered"
                 );
                 return false;
