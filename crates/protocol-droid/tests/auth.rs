@@ -937,8 +937,16 @@ async fn a_subscription_with_a_token_already_past_it_is_refused() -> Result<(), 
         .modern(Some(&token), "subscriptions/listen", watch)
         .await?;
     assert_eq!(listen.status(), 401);
-    // An ordinary request with it is still served, within the leeway.
+    // An ordinary request with it is still served, within the leeway, and
+    // so is a GET that opens no stream.
     assert_eq!(server.list_status(&token).await?, 200);
+    let scrape = server
+        .client
+        .get(format!("{}/metrics", server.base))
+        .bearer_auth(&token)
+        .send()
+        .await?;
+    assert_eq!(scrape.status(), 200);
     Ok(())
 }
 

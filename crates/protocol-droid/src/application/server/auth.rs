@@ -94,7 +94,7 @@ pub(crate) fn normalize_claims(raw: JsonObject) -> AuthClaims {
 
 /// A `NumericDate` (RFC 7519 §2): whole seconds, or a number with a
 /// fraction, which is taken down to its second.
-fn seconds(value: &Value) -> Option<u64> {
+pub(crate) fn seconds(value: &Value) -> Option<u64> {
     value.as_u64().or_else(|| {
         let secs = value.as_f64().filter(|s| s.is_finite() && *s >= 0.0)?;
         std::time::Duration::try_from_secs_f64(secs)

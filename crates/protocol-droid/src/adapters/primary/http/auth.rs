@@ -523,21 +523,28 @@ pub(super) async fn authenticate(
     // A subscription hears what happens from now on, so it lasts only as
     // long as the token that opened it: a stream a client opened with a
     // token that has since expired would otherwise go on telling it things
-    // a new request with that token would be refused. A GET resuming a
-    // stream (`Last-Event-ID`) brings a request's answer, which is not.
+    // a new request with that token would be refused. A GET of `/mcp`
+    // resuming a stream (`Last-Event-ID`) brings a request's answer, which
+    // is not a subscription; `/sse` resumes nothing.
+    let route = request.uri().path().to_owned();
     let headers = request.headers();
-    let subscribes = (request.method() == axum::http::Method::GET
-        && !headers.contains_key("last-event-id"))
-        || headers
-            .get("mcp-method")
-            .is_some_and(|m| m.as_bytes() == b"subscriptions/listen");
+    let get = request.method() == axum::http::Method::GET;
+    let subscribes = if route.ends_with("/sse") {
+        get
+    } else if route.ends_with("/mcp") {
+        (get && !headers.contains_key("last-event-id"))
+            || super::headers::header(headers, "mcp-method") == Some("subscriptions/listen")
+    } else {
+        false
+    };
     let mut lasts = None;
     if let (Some(guard), Some(exp), true) =
         (&guard, caller.claims().and_then(|c| c.exp), subscribes)
     {
         match left(exp, guard.leeway) {
-            // Past it already (the validator tolerating more than this
-            // leeway): an empty stream would only be opened again.
+            // Past it already (its validator tolerating more than this
+            // leeway, or at the edge of the second the validator counts
+            // whole): an empty stream would only be opened again.
             Some(Duration::ZERO) => {
                 return guard.refuse(
                     StatusCode::UNAUTHORIZED,

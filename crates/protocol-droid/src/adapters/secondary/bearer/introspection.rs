@@ -12,7 +12,7 @@ use sha2::{Digest as _, Sha256};
 use super::fetch;
 use crate::adapters::secondary::tls::Trust;
 use crate::application::server::auth::{
-    TokenError, TokenValidator, audience_includes, normalize_claims,
+    TokenError, TokenValidator, audience_includes, normalize_claims, seconds,
 };
 use crate::application::server::{AuthClaims, BoxFuture};
 
@@ -263,12 +263,12 @@ impl IntrospectionValidator {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let leeway = self.leeway.as_secs();
-        if let Some(exp) = answer.get("exp").and_then(Value::as_u64) {
+        if let Some(exp) = answer.get("exp").and_then(seconds) {
             if exp.saturating_add(leeway) <= now {
                 return Err(invalid("the token has expired"));
             }
         }
-        if let Some(nbf) = answer.get("nbf").and_then(Value::as_u64) {
+        if let Some(nbf) = answer.get("nbf").and_then(seconds) {
             if nbf > now.saturating_add(leeway) {
                 return Err(invalid("the token is not valid yet"));
             }
@@ -289,12 +289,8 @@ fn positive_life(claims: &AuthClaims) -> Duration {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let left = claims
-        .raw_claims
-        .get("exp")
-        .and_then(Value::as_u64)
-        .map_or(MAX_POSITIVE, |exp| {
-            Duration::from_secs(exp.saturating_sub(now))
-        });
+    let left = claims.exp.map_or(MAX_POSITIVE, |exp| {
+        Duration::from_secs(exp.saturating_sub(now))
+    });
     left.min(MAX_POSITIVE)
 }
