@@ -36,16 +36,23 @@ pub fn readable_name(name: &str, max: usize) -> bool {
     if name.is_empty() || name.trim() != name || name.chars().count() > max {
         return false;
     }
+    let joiner = |c: char| matches!(c, '\u{200C}' | '\u{200D}');
+    let selector = |c: char| matches!(c, '\u{180B}'..='\u{180D}' | '\u{180F}' | '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}');
     let mut before: Option<char> = None;
     let mut chars = name.chars().peekable();
     while let Some(c) = chars.next() {
-        let beyond_ascii = |c: Option<char>| c.is_some_and(|c| !c.is_ascii());
-        let fits = match c {
-            '\u{200C}' | '\u{200D}' => beyond_ascii(before) && beyond_ascii(chars.peek().copied()),
-            '\u{180B}'..='\u{180D}' | '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}' => {
-                beyond_ascii(before)
-            }
-            c => !c.is_control() && !invisible(c),
+        let fits = if joiner(c) {
+            // Between two characters beyond ASCII: after one (or its
+            // selector), before one, never in a run.
+            before.is_some_and(|b| !b.is_ascii() && !joiner(b))
+                && chars
+                    .peek()
+                    .is_some_and(|n| !n.is_ascii() && !joiner(*n) && !selector(*n))
+        } else if selector(c) {
+            // Right after the character beyond ASCII it selects a form of.
+            before.is_some_and(|b| !b.is_ascii() && !joiner(b) && !selector(b))
+        } else {
+            !c.is_control() && !invisible(c)
         };
         if !fits {
             return false;
@@ -148,6 +155,11 @@ mod tests {
         // Persian's zero-width non-joiner is part of how the word is written.
         assert!(readable_name("می\u{200c}خواهم", MAX_UPSTREAM_NAME));
         assert!(readable_name("heart-\u{2764}\u{fe0f}", MAX_UPSTREAM_NAME));
+        // A ZWJ sequence: the rainbow flag, its white flag's selector first.
+        assert!(readable_name(
+            "\u{1f3f3}\u{fe0f}\u{200d}\u{1f308}",
+            MAX_UPSTREAM_NAME
+        ));
         for name in [
             "",
             "a\nb",
@@ -162,6 +174,9 @@ mod tests {
             "fi\u{200c}les",
             "files\u{fe0f}",
             "blank\u{2800}",
+            "é\u{200d}\u{200d}é",
+            "café\u{fe0f}\u{fe0f}",
+            "end\u{e9}\u{200d}",
         ] {
             assert!(!readable_name(name, MAX_UPSTREAM_NAME), "{name:?}");
         }

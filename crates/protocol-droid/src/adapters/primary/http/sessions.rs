@@ -1102,7 +1102,7 @@ fn forward_changes(
     let task = tokio::spawn(async move {
         let mut owed = Owed::default();
         // Since when the stream what is owed waits for has been closed.
-        let mut closed_since: Option<Instant> = None;
+        let mut closed_since: Option<tokio::time::Instant> = None;
         loop {
             let change = if owed.is_empty() {
                 feed.next().await
@@ -1111,12 +1111,13 @@ fn forward_changes(
                 // itself may end meanwhile (which aborts this task).
                 let Some(stream) = session.upgrade().and_then(|s| s.standalone_tx()) else {
                     owed.forgive();
+                    closed_since = None;
                     continue;
                 };
                 if stream.is_closed() {
                     // The client may be opening another stream: what is
                     // owed waits a moment for it, then is forgiven.
-                    let since = *closed_since.get_or_insert_with(Instant::now);
+                    let since = *closed_since.get_or_insert_with(tokio::time::Instant::now);
                     if since.elapsed() >= OWED_LOOK_AGAIN {
                         owed.forgive();
                         closed_since = None;
