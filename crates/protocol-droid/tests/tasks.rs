@@ -292,28 +292,18 @@ fn fresh_client() -> Result<reqwest::Client, TestError> {
 async fn a_malformed_task_ttl_is_refused() -> Result<(), TestError> {
     let s = start(TaskLimits::default()).await?;
     let client = fresh_client()?;
-    for ttl in [json!(-1), json!(-0.5), json!("99")] {
-        // A session each: the requests share an id.
+    // A session each: the requests share an id.
+    let brief_with = async |ttl: &Value| -> Result<Value, TestError> {
         let session = s.open(&client).await?;
-        let refused = s
-            .legacy(
-                &client,
-                &session,
-                "tools/call",
-                json!({ "name": "brief", "arguments": { "who": "ada" }, "task": { "ttl": ttl } }),
-            )
-            .await?;
+        let call =
+            json!({ "name": "brief", "arguments": { "who": "ada" }, "task": { "ttl": ttl } });
+        s.legacy(&client, &session, "tools/call", call).await
+    };
+    for ttl in [json!(-1), json!(-0.5), json!("99")] {
+        let refused = brief_with(&ttl).await?;
         assert_eq!(refused["error"]["code"], -32602, "{ttl}: {refused}");
     }
-    let session = s.open(&client).await?;
-    let created = s
-        .legacy(
-            &client,
-            &session,
-            "tools/call",
-            json!({ "name": "brief", "arguments": { "who": "ada" }, "task": { "ttl": 59_999.5 } }),
-        )
-        .await?;
+    let created = brief_with(&json!(59_999.5)).await?;
     assert_eq!(created["result"]["task"]["ttl"], 60_000, "{created}");
     Ok(())
 }

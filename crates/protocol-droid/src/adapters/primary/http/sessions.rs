@@ -295,39 +295,21 @@ impl Session {
             .is_some_and(|tx| tx.try_send(message).is_ok())
     }
 
-    /// Sends on the session's own stream, waiting for room rather than
-    /// dropping: for answers, which must not be lost. A stream that takes
-    /// nothing for [`HttpOptions::stall_timeout`](super::HttpOptions) is not
-    /// being read, and the session ends: its answers would otherwise wait,
-    /// and hold memory, for ever.
-    pub(super) async fn send_standalone_waiting(&self, message: Value) -> bool {
-        let tx = self.standalone.lock().ok().and_then(|s| s.clone());
-        let Some(tx) = tx else {
-            return false;
-        };
-        match tokio::time::timeout(self.stall_timeout, tx.send(message)).await {
-            Ok(sent) => sent.is_ok(),
-            Err(_) => {
-                tracing::debug!(session = %self.id, "the session's stream is not read; ending it");
-                self.close();
-                false
-            }
-        }
-    }
-
     /// Makes `lane` where this 2024-11-05 session's answers go.
     pub(super) fn set_lane(&self, lane: Lane) {
         let _set = self.lane.set(lane);
     }
 
-    /// Sends an answer, or what a request says, on the session's lane,
-    /// waiting for room rather than dropping it; as
-    /// [`Self::send_standalone_waiting`], a stream that takes nothing for the
-    /// stall timeout ends the session. Without a lane, on the session's own
-    /// stream.
+    /// Sends an answer, or what a request says, on this 2024-11-05
+    /// session's lane, waiting for room rather than dropping it: answers
+    /// must not be lost. A stream that takes nothing for
+    /// [`HttpOptions::stall_timeout`](super::HttpOptions) is not being read,
+    /// and the session ends: its answers would otherwise wait, and hold
+    /// memory, for ever. `false` when it was not sent (a session without a
+    /// lane has no such stream).
     pub(super) async fn send_answer(&self, message: Value) -> bool {
         let Some(lane) = self.lane.get() else {
-            return self.send_standalone_waiting(message).await;
+            return false;
         };
         match lane.send(message, self.stall_timeout).await {
             Ok(()) => true,
