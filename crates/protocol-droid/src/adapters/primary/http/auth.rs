@@ -520,40 +520,23 @@ pub(super) async fn authenticate(
             Err(refused) => return refused,
         },
     };
-    // A subscription hears what happens from now on, so it lasts only as
-    // long as the token that opened it: a stream a client opened with a
-    // token that has since expired would otherwise go on telling it things
-    // a new request with that token would be refused. A GET of `/mcp`
-    // resuming a stream (`Last-Event-ID`) brings a request's answer, which
-    // is not a subscription; `/sse` resumes nothing.
-    let route = request.uri().path().to_owned();
-    let headers = request.headers();
-    let get = request.method() == axum::http::Method::GET;
-    let subscribes = if route.ends_with("/sse") {
-        get
-    } else if route.ends_with("/mcp") {
-        (get && !headers.contains_key("last-event-id"))
-            || super::headers::header(headers, "mcp-method") == Some("subscriptions/listen")
-    } else {
-        false
-    };
     let mut lasts = None;
-    if let (Some(guard), Some(exp), true) =
-        (&guard, caller.claims().and_then(|c| c.exp), subscribes)
-    {
-        match left(exp, guard.leeway) {
-            // Past it already (its validator tolerating more than this
-            // leeway, or at the edge of the second the validator counts
-            // whole): an empty stream would only be opened again.
-            Some(Duration::ZERO) => {
-                return guard.refuse(
-                    StatusCode::UNAUTHORIZED,
-                    Some(("invalid_token", "the access token has expired")),
-                    guard.challenge_scopes(),
-                );
+    if let (Some(guard), Some(exp)) = (&guard, caller.claims().and_then(|c| c.exp)) {
+        if subscribes(&request) {
+            match left(exp, guard.leeway) {
+                // Past it already (its validator tolerating more than this
+                // leeway, or at the edge of the second the validator counts
+                // whole): an empty stream would only be opened again.
+                Some(Duration::ZERO) => {
+                    return guard.refuse(
+                        StatusCode::UNAUTHORIZED,
+                        Some(("invalid_token", "the access token has expired")),
+                        guard.challenge_scopes(),
+                    );
+                }
+                Some(left) => lasts = tokio::time::Instant::now().checked_add(left),
+                None => {}
             }
-            Some(left) => lasts = tokio::time::Instant::now().checked_add(left),
-            None => {}
         }
     }
     request.extensions_mut().insert(caller);
@@ -561,6 +544,26 @@ pub(super) async fn authenticate(
     match lasts {
         Some(deadline) if is_event_stream(&response) => end_at(response, deadline),
         _ => response,
+    }
+}
+
+/// Whether `request` opens a subscription, which hears what happens from
+/// now on and so lasts only as long as the token that opened it: a stream
+/// opened with a token that has since expired would otherwise go on
+/// telling its client things a new request with that token would be
+/// refused. A GET of `/mcp` resuming a stream (`Last-Event-ID`) brings a
+/// request's answer, which is not one; `/sse` resumes nothing.
+fn subscribes(request: &Request) -> bool {
+    let route = request.uri().path();
+    let headers = request.headers();
+    let get = request.method() == axum::http::Method::GET;
+    if route.ends_with("/sse") {
+        get
+    } else if route.ends_with("/mcp") {
+        (get && !headers.contains_key("last-event-id"))
+            || super::headers::header(headers, "mcp-method") == Some("subscriptions/listen")
+    } else {
+        false
     }
 }
 
