@@ -5,17 +5,17 @@
 
 use std::borrow::Cow;
 
+use protocol_droid::application::gateway::invisible;
+
 /// `text` as a terminal may be shown it: as it is when every character
 /// prints as itself, with each one that does not escaped (`\u{1b}`,
 /// `\u{202e}`) otherwise; a tab prints as itself. A tool's name is the
 /// upstream's, and an escape sequence in one could retitle the window,
 /// clear the screen or reorder the line an operator approves from.
 pub(crate) fn shown(text: &str) -> Cow<'_, str> {
+    // The joiners too: a terminal line is not a script that needs them.
     let plain = |c: char| {
-        c == '\t'
-            || (!c.is_control()
-                && !matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
-                    | '\u{2060}'..='\u{206f}' | '\u{feff}'))
+        c == '\t' || (!c.is_control() && !invisible(c) && !matches!(c, '\u{200c}' | '\u{200d}'))
     };
     if text.chars().all(plain) {
         return Cow::Borrowed(text);

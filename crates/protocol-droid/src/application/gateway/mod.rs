@@ -39,7 +39,7 @@ pub use catalog::{
 pub use discovery::{ACTIVATE_TOOLS, CALL_TOOL, DEACTIVATE_TOOLS, SEARCH_TOOLS};
 pub use gate::{ExecutionGate, GateError};
 pub use names::prefix_for as uri_prefix;
-pub use names::{MAX_TOOL_NAME, MAX_UPSTREAM_NAME, readable_name};
+pub use names::{MAX_TOOL_NAME, MAX_UPSTREAM_NAME, invisible, readable_name};
 pub use overview::{
     MAX_LISTED_PRIMITIVES, MAX_LISTED_SESSIONS, SessionOverview, UpstreamPrimitives, UpstreamReport,
 };

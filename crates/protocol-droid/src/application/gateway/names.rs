@@ -62,13 +62,14 @@ pub fn readable_name(name: &str, max: usize) -> bool {
     true
 }
 
-/// Characters that show as nothing, or change how the text around them
-/// shows: the bidirectional controls, the zero-width space, the word joiner
-/// and invisible operators, the line and paragraph separators, the soft
-/// hyphen, the combining grapheme joiner, the Hangul fillers, the braille
-/// blank, the byte-order mark, the interlinear annotation marks and the
-/// tags.
-fn invisible(c: char) -> bool {
+/// Whether `c` shows as nothing, or changes how the text around it shows:
+/// the bidirectional controls, the zero-width space, the word joiner and
+/// invisible operators, the line and paragraph separators, the soft hyphen,
+/// the combining grapheme joiner, the Hangul fillers, the braille blank,
+/// the byte-order mark, the interlinear annotation marks and the tags. The zero-width joiner and non-joiner are not among them: in the
+/// scripts that need them they are part of the text.
+#[must_use]
+pub const fn invisible(c: char) -> bool {
     matches!(
         c,
         '\u{AD}'
