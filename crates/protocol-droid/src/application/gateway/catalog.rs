@@ -1,7 +1,7 @@
 //! The gateway's catalog: every tool it knows, from every source, each with
 //! its digest and provenance, under one generation counter.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -319,7 +319,9 @@ impl ToolCatalog {
         pins: &Pins,
     ) -> (Vec<(ToolId, CatalogChange)>, Replaced) {
         let source = ToolSource::Upstream(upstream.to_owned());
-        let mut seen = Vec::new();
+        // A set: an upstream may list a hundred thousand tools, and each
+        // record of its is looked up here.
+        let mut seen = BTreeSet::new();
         let mut changes = Vec::new();
         let mut replaced = BTreeMap::new();
         for definition in definitions {
@@ -329,7 +331,7 @@ impl ToolCatalog {
                 .unwrap_or_default()
                 .to_owned();
             let id = ToolId::namespaced(upstream, &name);
-            seen.push(id.clone());
+            seen.insert(id.clone());
             let (outcome, before) = self.replace(
                 id.clone(),
                 definition,

@@ -153,14 +153,7 @@ impl Gateway {
         if added {
             self.retake_activations();
         }
-        for (id, tool) in registrations {
-            match tool {
-                Some(tool) => self.register_upstream_tool(&id, tool),
-                None => {
-                    let _removed = self.inner.server.remove_tool(id.as_str());
-                }
-            }
-        }
+        self.register_upstream_tools(registrations);
         for session in touched {
             self.inner.server.tools_changed_for(session);
         }

@@ -25,7 +25,7 @@ use super::state::{Disclosure, DriftReport, Route, State, link_error, lock};
 use super::watches::Watches;
 use crate::application::observe::upstream_call;
 use crate::application::server::{
-    Call, CallError, Server, ServerBuilder, ToolSpec, ToolVisibility,
+    Call, CallError, Server, ServerBuilder, ToolEdits, ToolSpec, ToolVisibility,
 };
 use crate::application::server::{Primitive, ScopeRules};
 use crate::domain::catalog::{Provenance, SchemaDigest, ToolId};
@@ -241,7 +241,47 @@ impl Gateway {
         lock(&self.inner.state).scopes.clone()
     }
 
-    pub(super) fn register_upstream_tool(&self, id: &ToolId, tool: Tool) {
+    /// Registers (`Some`) or unregisters (`None`) the upstream tools
+    /// `registrations` name, as one change of the server's tools: an
+    /// upstream relisting thousands of tools is one edit, not one each.
+    pub(super) fn register_upstream_tools(&self, registrations: Vec<(ToolId, Option<Tool>)>) {
+        if registrations.is_empty() {
+            return;
+        }
+        let scopes = lock(&self.inner.state).scopes.clone();
+        self.inner.server.edit_tools(|tools| {
+            for (id, tool) in registrations {
+                match tool {
+                    Some(tool) => self.register_upstream_tool(tools, &id, tool, scopes.get(&id)),
+                    None => {
+                        let _removed = tools.remove(id.as_str());
+                    }
+                }
+            }
+        });
+        // A scope rule set or dropped while the tools were being registered
+        // found them missing, or was overwritten: read again now they are
+        // there.
+        let now = lock(&self.inner.state).scopes.clone();
+        if now != scopes {
+            self.inner.server.edit_tools(|tools| {
+                for id in scopes.keys().chain(now.keys()) {
+                    if scopes.get(id) != now.get(id) {
+                        let _registered = tools.set_scope(id.as_str(), now.get(id).cloned());
+                    }
+                }
+            });
+        }
+    }
+
+    /// Registers the upstream tool `id` within `tools`, requiring `scope`.
+    fn register_upstream_tool(
+        &self,
+        tools: &mut ToolEdits<'_>,
+        id: &ToolId,
+        tool: Tool,
+        scope: Option<&String>,
+    ) {
         // Weak: the server holds the handlers and the gateway holds the
         // server, so a strong handle here would keep both alive forever.
         let gateway = Arc::downgrade(&self.inner);
@@ -252,11 +292,11 @@ impl Gateway {
         if let Some(support) = support {
             spec = spec.task_support(support.through_intermediary());
         }
-        if let Some(scope) = lock(&self.inner.state).scopes.get(id) {
+        if let Some(scope) = scope {
             spec = spec.scope(scope.clone());
         }
         let registered = id.clone();
-        self.inner.server.add_tool(spec, move |call: Call| {
+        tools.add(spec, move |call: Call| {
             let gateway = gateway.upgrade().map(|inner| Self { inner });
             let id = registered.clone();
             async move {
@@ -266,11 +306,6 @@ impl Gateway {
                 }
             }
         });
-        // A scope rule set while the tool was being registered found no
-        // tool to set it on; read again now that the tool is there.
-        if let Some(scope) = lock(&self.inner.state).scopes.get(id).cloned() {
-            let _registered = self.inner.server.set_tool_scope(id.as_str(), Some(scope));
-        }
     }
 
     /// Authorizes a call through the gate and forwards it upstream.

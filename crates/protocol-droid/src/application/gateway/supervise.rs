@@ -465,9 +465,7 @@ impl Gateway {
             let (touched, _dropped) = state.rebuild_sessions(self.inner.disclosure);
             (upstream.bridge, gone, touched, upstream.options.timeout)
         };
-        for (id, _) in gone {
-            let _removed = self.inner.server.remove_tool(id.as_str());
-        }
+        self.register_upstream_tools(gone.into_iter().map(|(id, _)| (id, None)).collect());
         for session in touched {
             self.inner.server.tools_changed_for(session);
         }

@@ -15,7 +15,7 @@ pub use super::change::Change;
 use super::forward::Forward;
 use super::idempotency::{IdempotencyLimits, IdempotencyStore};
 use super::rate::{Limiters, RateLimits};
-use super::registry::{Handler, Registry, ToolSpec, handler};
+use super::registry::{Handler, Registry, ToolEdits, ToolSpec, handler};
 use super::request_state::{KeyError, StateKey, StateSealer};
 use super::scopes::{Primitive, ScopeRules};
 use super::shared::{MemoryRounds, RoundLedger, SharedSessions};
@@ -586,22 +586,24 @@ impl Server {
     }
 
     /// Registers a tool, replacing one of the same name.
+    ///
+    /// Each call is a change of its own, told to every listener; many tools
+    /// are registered as one change with [`Self::edit_tools`].
     pub fn add_tool<F, Fut>(&self, spec: ToolSpec, f: F)
     where
         F: Fn(Call) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<ToolResult, CallError>> + Send + 'static,
     {
-        let task_after_input = spec.starts_task_after_input();
-        let (tool, scope) = spec.into_parts();
-        let entry = super::registry::ToolEntry {
-            tool,
-            scope,
-            handler: handler(f),
-            task_after_input,
-        };
-        self.edit(Change::Tools, |r| {
-            r.tools.insert(entry.tool.name.clone(), entry);
-        });
+        self.edit_tools(|tools| tools.add(spec, f));
+    }
+
+    /// Registers, replaces, removes and scopes tools as one change: the
+    /// registry is copied at most once and listeners are told once. Tool by
+    /// tool, each change copies a registry a request is reading and looks
+    /// at every tool, so registering many that way costs the square of
+    /// their number.
+    pub fn edit_tools(&self, edits: impl FnOnce(&mut ToolEdits<'_>)) {
+        self.edit(Change::Tools, |r| edits(&mut ToolEdits::new(&mut r.tools)));
     }
 
     /// Registers a tool whose arguments are `A`, replacing one of the same
@@ -750,12 +752,7 @@ impl Server {
     #[must_use = "scoping an absent tool protects nothing"]
     pub fn set_tool_scope(&self, name: &str, scope: Option<String>) -> bool {
         let mut found = false;
-        self.edit(Change::Tools, |r| {
-            if let Some(entry) = r.tools.get_mut(name) {
-                entry.scope = scope;
-                found = true;
-            }
-        });
+        self.edit_tools(|tools| found = tools.set_scope(name, scope));
         found
     }
 
@@ -789,7 +786,7 @@ impl Server {
     #[must_use = "removing an absent tool is worth knowing about"]
     pub fn remove_tool(&self, name: &str) -> bool {
         let mut removed = false;
-        self.edit(Change::Tools, |r| removed = r.tools.remove(name).is_some());
+        self.edit_tools(|tools| removed = tools.remove(name));
         removed
     }
 

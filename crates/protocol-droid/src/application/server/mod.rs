@@ -78,7 +78,7 @@ pub use ports::{
     BoxFuture, CallbackExchange, DynExchange, DynFrameSink, ExchangeError, NoExchange, NullSink,
 };
 pub use rate::{Rate, RateError, RateLimits};
-pub use registry::ToolSpec;
+pub use registry::{ToolEdits, ToolSpec};
 pub use reply::Reply;
 pub use request_state::{
     DEFAULT_LIFETIME_MS, KeyError, MAX_KEY_ID_LEN, MAX_PREVIOUS_KEYS, MAX_SEALED_LEN, Opened,

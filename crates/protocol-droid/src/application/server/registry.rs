@@ -44,6 +44,18 @@ pub(crate) struct ToolEntry {
 }
 
 impl ToolEntry {
+    /// The entry registering `spec`, run by `handler`.
+    pub(crate) fn new(spec: ToolSpec, handler: Handler<ToolResult>) -> Self {
+        let task_after_input = spec.starts_task_after_input();
+        let (tool, scope) = spec.into_parts();
+        Self {
+            tool,
+            scope,
+            handler,
+            task_after_input,
+        }
+    }
+
     /// How the tool may be run as a task (`execution.taskSupport`; absent
     /// is forbidden).
     pub(crate) fn task_support(&self) -> TaskSupport {
@@ -52,6 +64,53 @@ impl ToolEntry {
             .as_ref()
             .and_then(|e| e.task_support)
             .unwrap_or(TaskSupport::Forbidden)
+    }
+}
+
+/// Tools registered, replaced, removed and scoped together, as one change
+/// of a server's registry ([`Server::edit_tools`](super::Server::edit_tools)):
+/// the registry is copied at most once (when a request is reading it) and
+/// listeners are told once, however many tools change.
+pub struct ToolEdits<'r> {
+    tools: &'r mut BTreeMap<String, ToolEntry>,
+}
+
+impl<'r> ToolEdits<'r> {
+    pub(super) fn new(tools: &'r mut BTreeMap<String, ToolEntry>) -> Self {
+        Self { tools }
+    }
+
+    /// Registers a tool, replacing one of the same name, as
+    /// [`Server::add_tool`](super::Server::add_tool) does.
+    pub fn add<F, Fut>(&mut self, spec: ToolSpec, f: F)
+    where
+        F: Fn(Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolResult, CallError>> + Send + 'static,
+    {
+        let entry = ToolEntry::new(spec, handler(f));
+        self.tools.insert(entry.tool.name.clone(), entry);
+    }
+
+    /// Unregisters the tool `name`; whether there was one.
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.tools.remove(name).is_some()
+    }
+
+    /// Makes the tool `name` require `scope` (or, with `None`, nothing);
+    /// whether such a tool is registered.
+    pub fn set_scope(&mut self, name: &str, scope: Option<String>) -> bool {
+        self.tools
+            .get_mut(name)
+            .map(|entry| entry.scope = scope)
+            .is_some()
+    }
+}
+
+impl core::fmt::Debug for ToolEdits<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ToolEdits")
+            .field("tools", &self.tools.len())
+            .finish()
     }
 }
 

@@ -1,0 +1,58 @@
+//! The gateway in process, in front of a real upstream process: what its
+//! server is told when an upstream's tools arrive.
+
+use std::path::PathBuf;
+
+use protocol_droid::adapters::secondary::child::ChildOptions;
+use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connector};
+use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, UpstreamOptions};
+use protocol_droid::application::server::{Change, Server};
+use protocol_droid_test_support::TestError;
+use tokio::sync::broadcast::error::TryRecvError;
+
+/// An upstream listing thousands of tools is registered as one change of
+/// the gateway's tools, told once. Registered one tool at a time, each
+/// registration copied the tool table a request was reading and looked at
+/// every tool in it, and was told to every listener: an upstream of 100,000
+/// tools kept the gateway from serving anything for minutes.
+#[tokio::test]
+async fn an_upstreams_many_tools_are_registered_as_one_change() -> Result<(), TestError> {
+    const TOOLS: usize = 3000;
+    let gateway = Gateway::build(
+        Server::builder("gateway", "1.0.0"),
+        Disclosure::Default,
+        Pins::default(),
+    )?;
+    let mut changes = gateway.server().changes();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let mut child = ChildOptions::new("python3", [script.into_os_string(), "many-tools".into()]);
+    child
+        .env
+        .push(("BAD_SERVER_TOOLS".into(), TOOLS.to_string().into()));
+    gateway
+        .add_upstream(
+            "many",
+            connector(Target::Command(child), ConnectOptions::default()),
+            UpstreamOptions::default(),
+        )
+        .await?;
+    for name in ["many/tool-0", &format!("many/tool-{}", TOOLS - 1)] {
+        assert!(
+            gateway.server().tool(name).is_some(),
+            "{name} is not registered"
+        );
+    }
+    // Everything told since the receiver was made, however many were
+    // missed when it fell behind.
+    let mut tools_changed = 0_u64;
+    loop {
+        match changes.try_recv() {
+            Ok(Change::Tools) => tools_changed += 1,
+            Ok(_) => {}
+            Err(TryRecvError::Lagged(missed)) => tools_changed += missed,
+            Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+        }
+    }
+    assert_eq!(tools_changed, 1);
+    Ok(())
+}
