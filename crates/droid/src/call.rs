@@ -187,8 +187,11 @@ async fn as_task(
             }
             () = &mut interrupted => {
                 if let Some(id) = &task {
-                    client.cancel_task(id).await.with_context(|| format!("cancelling task {id}"))?;
-                    writeln!(status, "task {id}: cancelled")?;
+                    // The server named the task: shown escaped, as all it
+                    // writes.
+                    let named = shown(id);
+                    client.cancel_task(id).await.with_context(|| format!("cancelling task {named}"))?;
+                    writeln!(status, "task {named}: cancelled")?;
                 }
                 bail!("interrupted");
             }
@@ -196,15 +199,17 @@ async fn as_task(
     }
 }
 
-/// One line of a task's status.
+/// One line of a task's status: its id and message as the server wrote
+/// them, escaped where a terminal would obey them.
 fn say(status: &mut impl Write, update: &TaskUpdate) -> std::io::Result<()> {
     let word = serde_json::to_value(update.status)
         .ok()
         .and_then(|s| s.as_str().map(str::to_owned))
         .unwrap_or_default();
+    let id = shown(&update.task_id);
     match &update.message {
-        Some(message) => writeln!(status, "task {}: {word} ({message})", update.task_id),
-        None => writeln!(status, "task {}: {word}", update.task_id),
+        Some(message) => writeln!(status, "task {id}: {word} ({})", shown(message)),
+        None => writeln!(status, "task {id}: {word}"),
     }
 }
 
@@ -270,4 +275,31 @@ fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io
     }
     // A tool that reported failure makes the command fail too.
     Ok(result.get("isError").and_then(Value::as_bool) != Some(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use protocol_droid::wire::tasks::TaskStatus;
+
+    use super::*;
+
+    /// A task's id and status message are the server's words: a terminal
+    /// sequence in either is shown escaped, never obeyed.
+    #[test]
+    fn a_tasks_status_line_escapes_what_the_server_wrote() -> std::io::Result<()> {
+        let update = TaskUpdate {
+            task_id: "t\u{1b}]0;title\u{7}".to_owned(),
+            status: TaskStatus::Working,
+            message: Some("m\u{1b}[2J\u{202e}".to_owned()),
+        };
+        let mut line = Vec::new();
+        say(&mut line, &update)?;
+        let line = String::from_utf8_lossy(&line);
+        assert!(!line.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{line:?}");
+        assert!(
+            line.starts_with(r"task t\u{1b}]0;title\u{7}: working (m\u{1b}[2J\u{202e})"),
+            "{line:?}"
+        );
+        Ok(())
+    }
 }
