@@ -395,9 +395,26 @@ async fn read_loop(
     let reason = if stderr.is_empty() {
         reason
     } else {
-        format!("{reason}; its last words: {}", stderr.join(" | "))
+        let words: Vec<String> = stderr.iter().map(|line| printable(line)).collect();
+        format!("{reason}; its last words: {}", words.join(" | "))
     };
     let _ = inbound.send(Inbound::Closed(Some(reason))).await;
+}
+
+/// `line` as the server wrote it, but with what a terminal would obey
+/// (controls, direction overrides, invisible characters) escaped: the
+/// reason a server stopped is logged and shown, and a server chooses its
+/// last words.
+fn printable(line: &str) -> String {
+    let mut shown = String::with_capacity(line.len());
+    for c in line.chars() {
+        match c {
+            // Harmless, and escaped they would be harder to read.
+            '"' | '\'' | '\\' => shown.push(c),
+            c => shown.extend(c.escape_debug()),
+        }
+    }
+    shown
 }
 
 /// What every child is given of this process's environment: enough to find
@@ -459,6 +476,8 @@ mod tests {
         }
     }
 
+    /// The last words are kept without their newline, awaited, and, since
+    /// the server chose them, escaped where a terminal would obey them.
     #[tokio::test]
     async fn a_servers_last_words_are_kept_without_their_newline_and_awaited() {
         use tokio::io::AsyncWriteExt as _;
@@ -472,7 +491,9 @@ mod tests {
         for _ in 0..8 {
             tokio::task::yield_now().await;
         }
-        let written = writer.write_all(b"starting\nno API key given").await;
+        let written = writer
+            .write_all("starting\nno \"API\" key given\u{1b}]0;t\u{7}\u{202e}".as_bytes())
+            .await;
         assert!(written.is_ok());
         drop(writer);
         assert!(reading.await.is_ok());
@@ -481,7 +502,9 @@ mod tests {
             other => format!("not the closing reason: {other:?}"),
         };
         assert!(
-            reason.ends_with("its last words: starting | no API key given"),
+            reason.ends_with(
+                r#"its last words: starting | no "API" key given\u{1b}]0;t\u{7}\u{202e}"#
+            ),
             "{reason}"
         );
     }
