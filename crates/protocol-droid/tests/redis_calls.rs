@@ -2,10 +2,13 @@
 //! (`IdempotencyLedger` on `RedisStore`), at its bounds: a session keeps
 //! at most so many calls and so many bytes of answers, the answers
 //! recorded longest ago making room and a running call never; an answer
-//! that cannot fit is recorded as too large.
+//! that cannot fit is recorded as too large; every session's answers
+//! together are bounded too; a session removed takes its calls with it.
 
 use protocol_droid::adapters::secondary::redis::{RedisOptions, RedisStore};
-use protocol_droid::application::server::{CallRecord, IdempotencyLedger as _, SharedAdmission};
+use protocol_droid::application::server::{
+    CallRecord, IdempotencyLedger as _, SessionStore as _, SharedAdmission,
+};
 use protocol_droid_test_support::TestError;
 use protocol_droid_test_support::redis::RedisServer;
 
@@ -33,13 +36,26 @@ async fn admit(
 }
 
 /// Records `outcome` as call `id`'s answer, the session keeping at most
-/// `session_bytes` of answers.
+/// `session_bytes` of answers (and every session together as many as
+/// they like).
 async fn record(
     store: &RedisStore,
     session: &str,
     id: &str,
     outcome: &str,
     session_bytes: usize,
+) -> Result<bool, TestError> {
+    record_within(store, session, id, outcome, session_bytes, usize::MAX).await
+}
+
+/// [`record`], every session's answers together kept within `bytes_in_all`.
+async fn record_within(
+    store: &RedisStore,
+    session: &str,
+    id: &str,
+    outcome: &str,
+    session_bytes: usize,
+    bytes_in_all: usize,
 ) -> Result<bool, TestError> {
     Ok(store
         .record(CallRecord {
@@ -51,8 +67,22 @@ async fn record(
             too_large: TOO_LARGE,
             ttl_ms: LEASE_MS,
             session_bytes,
+            bytes_in_all,
+            answers_in_all: 4096,
         })
         .await?)
+}
+
+/// The sum of the sizes kept under `key`, as the scripts keep it.
+async fn bytes_kept(redis: &RedisServer, key: &str) -> Result<i64, TestError> {
+    let client = redis::Client::open(redis.url())?;
+    let mut connection = client.get_multiplexed_async_connection().await?;
+    let total: Option<i64> = redis::cmd("HGET")
+        .arg(key)
+        .arg("#bytes")
+        .query_async(&mut connection)
+        .await?;
+    Ok(total.unwrap_or(0))
 }
 
 fn answer(n: usize) -> String {
@@ -180,5 +210,81 @@ async fn a_sum_of_sizes_gone_astray_is_counted_afresh() -> Result<(), TestError>
         .query_async(&mut connection)
         .await?;
     assert_eq!(usize::try_from(total)?, answer(2).len());
+    Ok(())
+}
+
+/// A client opening sessions without end (or ending each and opening
+/// another) gets a fresh allowance of answers with each: every session's
+/// answers together are bounded as well, those recorded longest ago,
+/// whichever session's, making room, and leaving that session's own count.
+#[tokio::test]
+async fn every_sessions_answers_together_are_bounded() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let store = RedisStore::connect(&redis.url(), RedisOptions::default()).await?;
+    let size = answer(1).len();
+    // Room for two answers in all; each session may keep far more.
+    let in_all = size * 2 + size / 2;
+    for n in 1..=3 {
+        let session = format!("s{n}");
+        assert_eq!(
+            admit(&store, &session, "call", 256).await?,
+            SharedAdmission::Fresh
+        );
+        assert!(record_within(&store, &session, "call", &answer(n), usize::MAX, in_all).await?);
+    }
+    // The first session's answer made room; the other two are replayed.
+    assert_eq!(
+        admit(&store, "s1", "call", 256).await?,
+        SharedAdmission::Fresh
+    );
+    assert_eq!(bytes_kept(&redis, "droid:callsizes:s1").await?, 0);
+    for n in 2..=3 {
+        assert_eq!(
+            admit(&store, &format!("s{n}"), "call", 256).await?,
+            SharedAdmission::Replay(answer(n))
+        );
+    }
+    assert_eq!(
+        bytes_kept(&redis, "droid:answersizes").await?,
+        i64::try_from(size * 2)?
+    );
+    Ok(())
+}
+
+/// A session removed (its client's `DELETE`) takes its calls' records and
+/// their answers with it, from its own count and from every session's.
+#[tokio::test]
+async fn a_removed_session_takes_its_calls_with_it() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let store = RedisStore::connect(&redis.url(), RedisOptions::default()).await?;
+    for n in 1..=3 {
+        let id = format!("call{n}");
+        assert_eq!(
+            admit(&store, "gone", &id, 256).await?,
+            SharedAdmission::Fresh
+        );
+        assert!(record(&store, "gone", &id, &answer(n), usize::MAX).await?);
+    }
+    assert_eq!(
+        admit(&store, "kept", "call1", 256).await?,
+        SharedAdmission::Fresh
+    );
+    assert!(record(&store, "kept", "call1", &answer(1), usize::MAX).await?);
+    let _removed = store.remove("gone").await?;
+    let client = redis::Client::open(redis.url())?;
+    let mut connection = client.get_multiplexed_async_connection().await?;
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("droid:call*:gone*")
+        .query_async(&mut connection)
+        .await?;
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(
+        bytes_kept(&redis, "droid:answersizes").await?,
+        i64::try_from(answer(1).len())?
+    );
+    assert_eq!(
+        admit(&store, "kept", "call1", 256).await?,
+        SharedAdmission::Replay(answer(1))
+    );
     Ok(())
 }

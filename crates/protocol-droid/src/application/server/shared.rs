@@ -290,6 +290,11 @@ pub struct CallRecord<'a> {
     pub ttl_ms: u64,
     /// The most bytes of answers the session keeps.
     pub session_bytes: usize,
+    /// The most bytes of answers kept for every session together, those
+    /// recorded longest ago making room.
+    pub bytes_in_all: usize,
+    /// The most answers kept for every session together.
+    pub answers_in_all: usize,
 }
 
 /// Which `tools/call`s of shared sessions were answered, or are running,

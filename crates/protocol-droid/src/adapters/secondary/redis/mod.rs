@@ -18,6 +18,7 @@
 //! | `session:<id>` | a hash: a legacy session's record as opened, JSON (`record`), the log level its client set (`level`), one field per subscription (`s:<uri>`), how many changes it had (`v`) | while used, then its idle timeout |
 //! | `call:<session>:<id>` | a `tools/call` running (its lease) or its answer, JSON | the lease, renewed while it runs; then the answer's replay time |
 //! | `calls:<session>`, `callsizes:<session>` | the session's calls, by when each lapses; their answers' sizes, and those sizes' sum under `#bytes` | as long as its newest call |
+//! | `answers`, `answersizes` | every session's recorded answers (their `call:` keys), by when each lapses; their sizes, and their sum under `#bytes` | as long as the newest answer |
 //! | `events:<id>:<stream>` | a list: the events of a stream whose reader left, JSON each | the idle timeout after the last |
 //! | `task:<id>`, `tasks-of:<owner>`, `tasks:expiry` | tasks and their indexes (see `tasks`) | each task's TTL |
 //! | `gateway:first-use`, `gateway:approvals`, `gateway:activations` | a gateway's trust, and principals' and legacy sessions' activations, one hash each (see `gateway`) | kept; activations until they lapse |
@@ -192,6 +193,7 @@ pub struct RedisStore {
     renew_call: Arc<redis::Script>,
     record_call: Arc<redis::Script>,
     abandon_call: Arc<redis::Script>,
+    remove_session: Arc<redis::Script>,
     claim_field: Arc<redis::Script>,
     keep_newer: Arc<redis::Script>,
     forget_at: Arc<redis::Script>,
@@ -250,6 +252,7 @@ impl RedisStore {
             renew_call: Arc::new(with_prune(RENEW_CALL)),
             record_call: Arc::new(with_prune(RECORD_CALL)),
             abandon_call: Arc::new(with_prune(ABANDON_CALL)),
+            remove_session: Arc::new(with_prune(REMOVE_SESSION)),
             append_events: Arc::new(redis::Script::new(APPEND_EVENTS)),
             claim_field: Arc::new(claim),
             keep_newer: Arc::new(keep_newer),
@@ -345,12 +348,14 @@ impl RedisStore {
     }
 
     /// A call's record, its session's index of calls, and of their
-    /// answers' sizes.
-    fn call_keys(&self, session: &str, id: &str) -> [String; 3] {
+    /// answers' sizes; every session's answers, and their sizes.
+    fn call_keys(&self, session: &str, id: &str) -> [String; 5] {
         [
             self.key(&format!("call:{session}:{id}")),
             self.key(&format!("calls:{session}")),
             self.key(&format!("callsizes:{session}")),
+            self.key("answers"),
+            self.key("answersizes"),
         ]
     }
 
@@ -603,17 +608,20 @@ impl SessionStore for RedisStore {
     }
 
     fn remove<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
-        let key = self.key(&format!("session:{id}"));
+        // The session's calls go with it: their answers are replayed to
+        // no-one now, and a client opening and ending sessions in a loop
+        // would otherwise leave each one's answers for their replay time.
+        let [_, calls, sizes, answers, answer_sizes] = self.call_keys(id, "");
+        let keys = [
+            self.key(&format!("session:{id}")),
+            calls,
+            sizes,
+            answers,
+            answer_sizes,
+        ];
+        let args = [self.key(&format!("call:{id}:"))];
         Box::pin(async move {
-            let key = &key;
-            let removed: i64 = self
-                .run(|mut connection| async move {
-                    redis::cmd("DEL")
-                        .arg(key)
-                        .query_async(&mut connection)
-                        .await
-                })
-                .await?;
+            let removed: i64 = self.invoke(&self.remove_session, &keys, &args).await?;
             Ok(removed > 0)
         })
     }
@@ -633,11 +641,24 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+-- The session's call keys start with this (each script sets it), so that
+-- an answer forgotten here is forgotten among every session's too.
+local call_prefix = ''
+local function forget_in_all(key)
+  local size = redis.call('HGET', KEYS[5], key)
+  if size then
+    redis.call('HDEL', KEYS[5], key)
+    redis.call('HINCRBY', KEYS[5], '#bytes', -tonumber(size))
+  end
+  redis.call('ZREM', KEYS[4], key)
+  return tonumber(size or '0')
+end
 local function forget_size(id)
   local size = redis.call('HGET', KEYS[3], id)
   if size then
     redis.call('HDEL', KEYS[3], id)
     redis.call('HINCRBY', KEYS[3], '#bytes', -tonumber(size))
+    forget_in_all(call_prefix .. id)
   end
   return tonumber(size or '0')
 end
@@ -691,6 +712,66 @@ local function make_room(prefix, max_calls, bytes, needed, max_bytes)
   end
   return true
 end
+-- Every session's answers together: those that lapsed are forgotten, then
+-- the ones recorded longest ago, whichever session's, until `needed` more
+-- bytes and one more answer fit. An answer taken from another session
+-- leaves that session's index too (its keys are found from the answer's,
+-- `<store>call:<session>:<id>`, `store` being the keys' prefix; a session
+-- id holds no colon).
+local function make_room_in_all(store, now, needed, max_bytes, max_answers)
+  local lapsed = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+  for _, key in ipairs(lapsed) do forget_in_all(key) end
+  local bytes = tonumber(redis.call('HGET', KEYS[5], '#bytes') or '0')
+  local count = redis.call('ZCARD', KEYS[4])
+  local recounted = false
+  while count >= max_answers or bytes + needed > max_bytes do
+    local oldest = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
+    if not oldest then
+      -- The sum drifted from the sizes (a key evicted): counted afresh once.
+      if recounted then return false end
+      recounted = true
+      local total = 0
+      local sizes = redis.call('HGETALL', KEYS[5])
+      for i = 1, #sizes, 2 do
+        if sizes[i] ~= '#bytes' then total = total + tonumber(sizes[i + 1]) end
+      end
+      redis.call('HSET', KEYS[5], '#bytes', total)
+      bytes = total
+      count = redis.call('ZCARD', KEYS[4])
+    else
+      bytes = bytes - forget_in_all(oldest)
+      count = count - 1
+      redis.call('DEL', oldest)
+      local rest = string.sub(oldest, string.len(store) + 6)
+      local colon = string.find(rest, ':', 1, true)
+      if colon then
+        local session = string.sub(rest, 1, colon - 1)
+        local id = string.sub(rest, colon + 1)
+        local sizes = store .. 'callsizes:' .. session
+        local size = redis.call('HGET', sizes, id)
+        if size then
+          redis.call('HDEL', sizes, id)
+          redis.call('HINCRBY', sizes, '#bytes', -tonumber(size))
+        end
+        redis.call('ZREM', store .. 'calls:' .. session, id)
+      end
+    end
+  end
+  return true
+end
+";
+
+/// Removes session KEYS[1] and its calls (their keys start ARGV[1]):
+/// their records, its index of them (KEYS[2], KEYS[3]) and their answers
+/// among every session's. Answers how many session keys were removed.
+const REMOVE_SESSION: &str = r"
+call_prefix = ARGV[1]
+for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  forget_size(id)
+  redis.call('DEL', call_prefix .. id)
+end
+redis.call('DEL', KEYS[2], KEYS[3])
+return redis.call('DEL', KEYS[1])
 ";
 
 /// Admits call KEYS[1] (id ARGV[5]) with digest ARGV[1] under token
@@ -708,6 +789,7 @@ if kept then
   if entry.token == ARGV[2] then return 'fresh' end
   return 'flight'
 end
+call_prefix = ARGV[7]
 local now = now_ms()
 forget_size(ARGV[5])
 local bytes = prune(now)
@@ -735,13 +817,16 @@ return 1
 /// within the session's ARGV[6] bytes of answers, the answers recorded
 /// longest ago forgotten to make room (the session's call keys start
 /// ARGV[7]); an answer larger than ARGV[6] is recorded as ARGV[9] instead.
-/// Id ARGV[4], index lifetime ARGV[5]. Answers 1, or 0 when another
-/// admission holds the call or nothing fits.
+/// Id ARGV[4], index lifetime ARGV[5]. Every session's answers together
+/// are at most ARGV[10] bytes and ARGV[11] answers (the store's keys start
+/// ARGV[12]), those recorded longest ago forgotten to make room. Answers 1,
+/// or 0 when another admission holds the call or nothing fits.
 const RECORD_CALL: &str = r"
 local kept = redis.call('GET', KEYS[1])
 local entry = { digest = ARGV[8], token = ARGV[1] }
 if kept then entry = cjson.decode(kept) end
 if entry.outcome or entry.token ~= ARGV[1] then return 0 end
+call_prefix = ARGV[7]
 local now = now_ms()
 forget_size(ARGV[4])
 local bytes = prune(now)
@@ -752,16 +837,26 @@ if string.len(outcome) > tonumber(ARGV[6]) then outcome = ARGV[9] end
 if not make_room(ARGV[7], math.huge, bytes, string.len(outcome), tonumber(ARGV[6])) then
   return 0
 end
+local size = string.len(outcome)
+if not make_room_in_all(ARGV[12], now, size, tonumber(ARGV[10]), tonumber(ARGV[11])) then
+  return 0
+end
 entry.outcome = outcome
 redis.call('SET', KEYS[1], cjson.encode(entry), 'PX', ARGV[3])
-redis.call('HSET', KEYS[3], ARGV[4], string.len(outcome))
-redis.call('HINCRBY', KEYS[3], '#bytes', string.len(outcome))
+redis.call('HSET', KEYS[3], ARGV[4], size)
+redis.call('HINCRBY', KEYS[3], '#bytes', size)
 index(now, ARGV[4], tonumber(ARGV[3]), ARGV[5])
+redis.call('ZADD', KEYS[4], now + tonumber(ARGV[3]), KEYS[1])
+redis.call('HSET', KEYS[5], KEYS[1], size)
+redis.call('HINCRBY', KEYS[5], '#bytes', size)
+redis.call('PEXPIRE', KEYS[4], ARGV[5])
+redis.call('PEXPIRE', KEYS[5], ARGV[5])
 return 1
 ";
 
 /// Forgets call KEYS[1] (id ARGV[2]) if token ARGV[1] holds it unanswered.
 const ABANDON_CALL: &str = r"
+call_prefix = string.sub(KEYS[1], 1, string.len(KEYS[1]) - string.len(ARGV[2]))
 local kept = redis.call('GET', KEYS[1])
 if not kept then return 0 end
 local entry = cjson.decode(kept)
@@ -862,6 +957,8 @@ impl IdempotencyLedger for RedisStore {
             too_large,
             ttl_ms,
             session_bytes,
+            bytes_in_all,
+            answers_in_all,
         } = call;
         let args = [
             token.to_owned(),
@@ -873,6 +970,9 @@ impl IdempotencyLedger for RedisStore {
             self.key(&format!("call:{session}:")),
             hex(&digest),
             too_large.to_owned(),
+            bytes_in_all.to_string(),
+            answers_in_all.to_string(),
+            self.prefix.clone(),
         ];
         Box::pin(async move {
             let kept: i64 = self

@@ -940,6 +940,8 @@ impl Connection {
                 too_large: &too_large,
                 ttl_ms: limits.ttl_ms,
                 session_bytes: limits.per_session_bytes,
+                bytes_in_all: limits.max_bytes,
+                answers_in_all: limits.capacity,
             };
             match ledger.record(call).await {
                 Ok(true) => {}
