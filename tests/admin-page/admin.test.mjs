@@ -209,6 +209,28 @@ test("a drifted tool is shown before and after, approved with a click, and calle
   assert.match(readFileSync(join(scratch, "state.json"), "utf8"), new RegExp(digest));
 });
 
+test("a change too large to show is neither offered nor taken for approval on the page", async () => {
+  // Over the 16 KiB a drift report keeps: the page cannot put it in front
+  // of the operator, so it must not approve it either.
+  writeFileSync(`${described}.next`, `Sends your text elsewhere.${" ".repeat(20000)}Really.`);
+  renameSync(`${described}.next`, described);
+  const change = await until("the large change", async () => {
+    const { status } = await fetch(new URL("/api/overview", pageUrl)).then((r) => r.json());
+    return status.drift.find((d) => d.id === "changing/echo" && d.old && d.new &&
+      !d.newDefinition && status.unverified.some((u) => u.id === d.id && u.digest === d.new));
+  });
+  await until("the page's word for it", async () =>
+    (await page.locator('.drift[data-drift="changing/echo"]').allTextContents())
+      .some((t) => t.includes("too large to show")));
+  const response = await fetch(new URL("/api/approve", pageUrl), {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ ids: [`changing/echo@${change.new}`] }),
+  });
+  assert.equal(response.status, 409);
+  assert.match((await response.json()).error, /droid gateway approve/);
+});
+
 test("the page refuses a foreign origin's approval, and one not sent as JSON", async () => {
   const response = await fetch(new URL("/api/approve", pageUrl), {
     method: "POST",

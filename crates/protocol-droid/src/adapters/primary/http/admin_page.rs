@@ -375,6 +375,24 @@ async fn approve(
             &json!({ "ok": false, "error": format!("{bare} names no digest: send ID@DIGEST as shown") }),
         );
     }
+    // And the definition itself: a change too large to keep, or not among
+    // the changes kept, was never on the page, so it is approved where it
+    // can be read (`droid gateway approve`, with the upstream's own word).
+    let drift = page.gateway.drift();
+    if let Some(unseen) = ids.iter().find(|id| {
+        let (tool, digest) = admin::seen(id);
+        !drift.iter().any(|d| {
+            d.id == tool && d.new == digest && d.old.is_some() && d.new_definition.is_some()
+        })
+    }) {
+        return respond(
+            StatusCode::CONFLICT,
+            &json!({ "ok": false, "error": format!(
+                "{unseen} is not a change this page shows in full; read the upstream's \
+                 definition and approve it with `droid gateway approve`"
+            ) }),
+        );
+    }
     let reply = admin::approve(&page.gateway, &ids).await;
     let status = if reply.get("ok") == Some(&Value::Bool(true)) {
         tracing::warn!(

@@ -69,9 +69,10 @@ function sum(series, prefix) {
   return total;
 }
 
+// A label's value as the text format escapes it (\\, \" and \n).
 function label(name, key) {
-  const match = name.match(new RegExp(key + '="([^"]*)"'));
-  return match ? match[1] : null;
+  const match = name.match(new RegExp("[{,]" + key + '="((?:[^"\\\\]|\\\\.)*)"'));
+  return match ? match[1].replace(/\\(.)/g, (_, c) => (c === "n" ? "\n" : c)) : null;
 }
 
 function push(list, value) {
@@ -232,10 +233,14 @@ function renderDrift(drift, unverified) {
   const waiting = new Map(unverified.map((u) => [u.id, u.digest]));
   const entries = drift.slice().reverse().map((d) => {
     const awaiting = d.new && waiting.get(d.id) === d.new;
-    const button = awaiting
+    // Only what is shown in full is approved here.
+    const shown = awaiting && d.newDefinition;
+    const button = shown
       ? el("button", { type: "button", "data-approve": d.id }, "Approve")
-      : el("span", { class: "muted" }, d.new ? "approved or pinned" : "removed");
-    if (awaiting) button.addEventListener("click", () => approveTool(d.id, d.new, button));
+      : el("span", { class: "muted" },
+        awaiting ? "too large to show: approve with droid gateway approve"
+          : d.new ? "approved or pinned" : "removed");
+    if (shown) button.addEventListener("click", () => approveTool(d.id, d.new, button));
     return el("div", { class: "drift", "data-drift": d.id },
       el("div", { class: "drift-head" },
         el("code", {}, d.id),
