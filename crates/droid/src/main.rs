@@ -646,6 +646,8 @@ pub(crate) async fn serve_on(
         metrics,
         ..HttpOptions::default()
     });
+    // Reached by the address it listens on, whatever loopback one that is.
+    options.hosts = options.hosts.allowing_address(bound.ip());
     if let Some(resource_server) = auth::resource_server(auth, bound, scheme, trust)? {
         // A resource named by a public host name is reached by that name.
         if let Some(host) = resource_server.host() {

@@ -232,6 +232,18 @@ fn serve_listen_answers_streamable_http_on_the_port_it_names() -> Result<(), Tes
     Ok(())
 }
 
+/// A server listening on a loopback address other than 127.0.0.1 is
+/// reached by that address: its own address passes the host check that
+/// keeps other names out.
+#[test]
+fn a_server_is_reached_by_the_loopback_address_it_listens_on() -> Result<(), TestError> {
+    let (_server, address) = listening(&["serve", "--listen", "127.0.0.2:0"], "http")?;
+    assert!(address.starts_with("127.0.0.2:"), "{address}");
+    let reply = raw_post(&address, &[], &initialize("2025-11-25"))?;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    Ok(())
+}
+
 #[test]
 fn an_unknown_revision_is_refused_by_name() -> Result<(), TestError> {
     let text = refused(

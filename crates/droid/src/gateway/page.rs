@@ -48,6 +48,8 @@ pub(crate) async fn serve(
         metrics: listening.metrics.clone(),
         ..HttpOptions::default()
     });
+    // Reached by the address it listens on, whatever loopback one that is.
+    options.hosts = options.hosts.allowing_address(bound.ip());
     if let Some(resource_server) =
         crate::auth::resource_server(auth, bound, scheme, listening.trust)?
     {

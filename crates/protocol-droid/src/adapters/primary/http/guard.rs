@@ -34,6 +34,19 @@ impl HostPolicy {
         self
     }
 
+    /// The loopback names plus the address a server is bound to (an IPv6
+    /// one in brackets, as a `Host` names it): a server on 127.0.0.2 is
+    /// reached by that address. An unspecified one (`0.0.0.0`, `::`)
+    /// names no host, and adds nothing.
+    #[must_use]
+    pub fn allowing_address(self, address: std::net::IpAddr) -> Self {
+        match address {
+            address if address.is_unspecified() => self,
+            std::net::IpAddr::V4(v4) => self.allowing(v4.to_string()),
+            std::net::IpAddr::V6(v6) => self.allowing(format!("[{v6}]")),
+        }
+    }
+
     fn admits(&self, authority: &str) -> bool {
         let authority = authority.trim().to_ascii_lowercase();
         let host = if authority.starts_with('[') {
@@ -134,6 +147,19 @@ mod tests {
         ] {
             assert!(!policy.admits(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_address_a_server_is_bound_to_is_a_host_it_is_reached_by() {
+        let policy = HostPolicy::loopback()
+            .allowing_address(std::net::IpAddr::from([127, 0, 0, 2]))
+            .allowing_address(std::net::IpAddr::from([0_u16; 8]));
+        assert!(policy.admits("127.0.0.2:8080"));
+        assert!(!policy.admits("127.0.0.3:8080"));
+        assert!(!policy.admits("[::]:8080"));
+        let v6 = HostPolicy::loopback()
+            .allowing_address(std::net::IpAddr::from([0xfd00, 0, 0, 0, 0, 0, 0, 1]));
+        assert!(v6.admits("[fd00::1]:8080"));
     }
 
     #[test]
