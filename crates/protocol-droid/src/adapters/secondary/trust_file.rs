@@ -214,14 +214,20 @@ impl TrustStore for TrustFile {
     }
 
     fn record_approval(&self, approval: &Approval) -> Result<(), TrustStoreError> {
+        self.record_approvals(std::slice::from_ref(approval))
+    }
+
+    fn record_approvals(&self, approvals: &[Approval]) -> Result<(), TrustStoreError> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.approved.insert(
-            approval.id.as_str().to_owned(),
-            Approved {
-                digest: approval.digest.to_string(),
-                over: approval.over.map(|d| d.to_string()),
-            },
-        );
+        for approval in approvals {
+            state.approved.insert(
+                approval.id.as_str().to_owned(),
+                Approved {
+                    digest: approval.digest.to_string(),
+                    over: approval.over.map(|d| d.to_string()),
+                },
+            );
+        }
         Ok(self.write(&state)?)
     }
 }

@@ -145,6 +145,7 @@ impl Gateway {
         &self,
         tools: &[(ToolId, Option<SchemaDigest>)],
     ) -> Result<Approved, ApproveError> {
+        let _one_at_a_time = self.inner.approving.lock().await;
         let (approvals, touched, store) = {
             let mut state = lock(&self.inner.state);
             let mut approvals = Vec::with_capacity(tools.len());
@@ -180,17 +181,14 @@ impl Gateway {
             None => Some(
                 "there is no state file; the approval lasts until the gateway stops".to_owned(),
             ),
-            Some(store) => {
-                let mut not_kept = None;
-                for approval in &approvals {
-                    if let Err(error) = store.record_approval(approval) {
-                        self.inner.server.observer().store_failed("trust_file");
-                        tracing::error!(tool = %approval.id, %error, "the approval could not be kept; a restart would forget it");
-                        not_kept.get_or_insert_with(|| error.to_string());
-                    }
+            Some(store) => match store.record_approvals(&approvals) {
+                Ok(()) => None,
+                Err(error) => {
+                    self.inner.server.observer().store_failed("trust_file");
+                    tracing::error!(tools = approvals.len(), %error, "the approvals could not be kept; a restart would forget them");
+                    Some(error.to_string())
                 }
-                not_kept
-            }
+            },
         };
         for session in touched {
             self.inner.server.tools_changed_for(session);

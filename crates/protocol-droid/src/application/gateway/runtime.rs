@@ -60,6 +60,10 @@ pub(super) struct Inner {
     /// Where the upstreams' parked calls are reached from the other
     /// instances, once shared.
     pub(super) parked: std::sync::OnceLock<crate::application::bridge::ParkedCalls>,
+    /// Held by one approval at a time from its decision to its record, so
+    /// that the records are kept in the order the approvals were made: of
+    /// two approvals of one tool, the state file keeps the later.
+    pub(super) approving: tokio::sync::Mutex<()>,
 }
 
 /// A gateway: one MCP server in front of many upstream servers.
@@ -146,6 +150,7 @@ impl Gateway {
                 state,
                 shared: std::sync::OnceLock::new(),
                 parked: std::sync::OnceLock::new(),
+                approving: tokio::sync::Mutex::new(()),
             }),
         };
         if disclosure == Disclosure::Progressive {

@@ -81,4 +81,14 @@ pub trait TrustStore: Send + Sync + fmt::Debug {
     ///
     /// When it cannot be kept; the approval holds in memory all the same.
     fn record_approval(&self, approval: &Approval) -> Result<(), TrustStoreError>;
+
+    /// Records `approvals` together, as [`Self::record_approval`] records
+    /// each; a store that writes a file writes it once.
+    ///
+    /// # Errors
+    ///
+    /// When they cannot be kept; they hold in memory all the same.
+    fn record_approvals(&self, approvals: &[Approval]) -> Result<(), TrustStoreError> {
+        approvals.iter().try_for_each(|a| self.record_approval(a))
+    }
 }
