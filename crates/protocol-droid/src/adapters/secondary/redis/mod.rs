@@ -662,13 +662,13 @@ local function forget_size(id)
   end
   return tonumber(size or '0')
 end
-local function summed()
+local function summed(key)
   local total = 0
-  local sizes = redis.call('HGETALL', KEYS[3])
+  local sizes = redis.call('HGETALL', key)
   for i = 1, #sizes, 2 do
     if sizes[i] ~= '#bytes' then total = total + tonumber(sizes[i + 1]) end
   end
-  redis.call('HSET', KEYS[3], '#bytes', total)
+  redis.call('HSET', key, '#bytes', total)
   return total
 end
 local function prune(now)
@@ -676,7 +676,7 @@ local function prune(now)
   for _, id in ipairs(gone) do forget_size(id) end
   if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
   local bytes = tonumber(redis.call('HGET', KEYS[3], '#bytes') or '0')
-  if bytes < 0 then return summed() end
+  if bytes < 0 then return summed(KEYS[3]) end
   return bytes
 end
 local function index(now, id, lasts_ms, keep_ms)
@@ -695,7 +695,7 @@ local function make_room(prefix, max_calls, bytes, needed, max_bytes)
       -- (a key evicted, an older instance's write); counted once afresh.
       if recounted then return false end
       recounted = true
-      bytes = summed()
+      bytes = summed(KEYS[3])
     end
     for _, old in ipairs(batch) do
       if count < max_calls and bytes + needed <= max_bytes then return true end
@@ -730,13 +730,7 @@ local function make_room_in_all(store, now, needed, max_bytes, max_answers)
       -- The sum drifted from the sizes (a key evicted): counted afresh once.
       if recounted then return false end
       recounted = true
-      local total = 0
-      local sizes = redis.call('HGETALL', KEYS[5])
-      for i = 1, #sizes, 2 do
-        if sizes[i] ~= '#bytes' then total = total + tonumber(sizes[i + 1]) end
-      end
-      redis.call('HSET', KEYS[5], '#bytes', total)
-      bytes = total
+      bytes = summed(KEYS[5])
       count = redis.call('ZCARD', KEYS[4])
     else
       bytes = bytes - forget_in_all(oldest)
