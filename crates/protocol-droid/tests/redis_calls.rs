@@ -232,12 +232,20 @@ async fn every_sessions_answers_together_are_bounded() -> Result<(), TestError> 
         );
         assert!(record_within(&store, &session, "call", &answer(n), usize::MAX, in_all).await?);
     }
-    // The first session's answer made room; the other two are replayed.
+    // The first session's answer made room, and left that session's own
+    // count and index; the other two are replayed.
+    assert_eq!(bytes_kept(&redis, "droid:callsizes:s1").await?, 0);
+    let client = redis::Client::open(redis.url())?;
+    let mut connection = client.get_multiplexed_async_connection().await?;
+    let indexed: usize = redis::cmd("ZCARD")
+        .arg("droid:calls:s1")
+        .query_async(&mut connection)
+        .await?;
+    assert_eq!(indexed, 0);
     assert_eq!(
         admit(&store, "s1", "call", 256).await?,
         SharedAdmission::Fresh
     );
-    assert_eq!(bytes_kept(&redis, "droid:callsizes:s1").await?, 0);
     for n in 2..=3 {
         assert_eq!(
             admit(&store, &format!("s{n}"), "call", 256).await?,
@@ -285,6 +293,45 @@ async fn a_removed_session_takes_its_calls_with_it() -> Result<(), TestError> {
     assert_eq!(
         admit(&store, "kept", "call1", 256).await?,
         SharedAdmission::Replay(answer(1))
+    );
+    Ok(())
+}
+
+/// Sizes whose list Redis evicted (under `maxmemory`, say) are forgotten
+/// when the sum in all is counted afresh: they do not hold the room for
+/// ever, refusing every session's answers.
+#[tokio::test]
+async fn sizes_whose_list_was_evicted_hold_no_room() -> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let store = RedisStore::connect(&redis.url(), RedisOptions::default()).await?;
+    let size = answer(1).len();
+    let in_all = size * 2 + size / 2;
+    for n in 1..=2 {
+        let session = format!("s{n}");
+        assert_eq!(
+            admit(&store, &session, "call", 256).await?,
+            SharedAdmission::Fresh
+        );
+        assert!(record_within(&store, &session, "call", &answer(n), usize::MAX, in_all).await?);
+    }
+    let client = redis::Client::open(redis.url())?;
+    let mut connection = client.get_multiplexed_async_connection().await?;
+    let _evicted: i64 = redis::cmd("DEL")
+        .arg("droid:answers")
+        .query_async(&mut connection)
+        .await?;
+    assert_eq!(
+        admit(&store, "s3", "call", 256).await?,
+        SharedAdmission::Fresh
+    );
+    assert!(record_within(&store, "s3", "call", &answer(3), usize::MAX, in_all).await?);
+    assert_eq!(
+        admit(&store, "s3", "call", 256).await?,
+        SharedAdmission::Replay(answer(3))
+    );
+    assert_eq!(
+        bytes_kept(&redis, "droid:answersizes").await?,
+        i64::try_from(size)?
     );
     Ok(())
 }

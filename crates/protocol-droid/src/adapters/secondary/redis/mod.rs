@@ -658,8 +658,10 @@ local function forget_size(id)
   if size then
     redis.call('HDEL', KEYS[3], id)
     redis.call('HINCRBY', KEYS[3], '#bytes', -tonumber(size))
-    forget_in_all(call_prefix .. id)
   end
+  -- Whether or not the session's sizes still had it (Redis may have
+  -- evicted them): an answer forgotten is forgotten among every session's.
+  forget_in_all(call_prefix .. id)
   return tonumber(size or '0')
 end
 local function summed(key)
@@ -727,10 +729,23 @@ local function make_room_in_all(store, now, needed, max_bytes, max_answers)
   while count >= max_answers or bytes + needed > max_bytes do
     local oldest = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
     if not oldest then
-      -- The sum drifted from the sizes (a key evicted): counted afresh once.
+      -- The sum drifted from the sizes (a key evicted): counted afresh
+      -- once, of the answers still listed only, so that sizes whose list
+      -- Redis evicted do not hold the room for ever.
       if recounted then return false end
       recounted = true
-      bytes = summed(KEYS[5])
+      bytes = 0
+      local sizes = redis.call('HGETALL', KEYS[5])
+      for i = 1, #sizes, 2 do
+        if sizes[i] ~= '#bytes' then
+          if redis.call('ZSCORE', KEYS[4], sizes[i]) then
+            bytes = bytes + tonumber(sizes[i + 1])
+          else
+            redis.call('HDEL', KEYS[5], sizes[i])
+          end
+        end
+      end
+      redis.call('HSET', KEYS[5], '#bytes', bytes)
       count = redis.call('ZCARD', KEYS[4])
     else
       bytes = bytes - forget_in_all(oldest)
