@@ -190,18 +190,20 @@ impl Gateway {
     /// whenever the tool is registered again; the server's authorization
     /// answers a hidden tool as an unknown one.
     pub fn require_scope(&self, id: ToolId, scope: String) {
-        let _registered = self
-            .inner
-            .server
-            .set_tool_scope(id.as_str(), Some(scope.clone()));
-        lock(&self.inner.state).scopes.insert(id, scope);
+        // The rule first, then the tool: a registration of the tool between
+        // the two reads the rule after registering, and sets it.
+        let _registered = {
+            let name = id.as_str().to_owned();
+            lock(&self.inner.state).scopes.insert(id, scope.clone());
+            self.inner.server.set_tool_scope(&name, Some(scope))
+        };
     }
 
     /// Drops the scope rule of the tool `id`: it is open to every caller the
     /// session's tool set lets see it.
     pub fn drop_scope(&self, id: &ToolId) {
-        let _registered = self.inner.server.set_tool_scope(id.as_str(), None);
         lock(&self.inner.state).scopes.remove(id);
+        let _registered = self.inner.server.set_tool_scope(id.as_str(), None);
     }
 
     /// Requires scopes of callers for prompts, resources and resource

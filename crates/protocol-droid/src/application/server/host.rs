@@ -602,6 +602,9 @@ impl Server {
     /// tool, each change copies a registry a request is reading and looks
     /// at every tool, so registering many that way costs the square of
     /// their number.
+    ///
+    /// `edits` runs under the registry's lock: it must not call back into
+    /// this server.
     pub fn edit_tools(&self, edits: impl FnOnce(&mut ToolEdits<'_>)) {
         self.edit(Change::Tools, |r| edits(&mut ToolEdits::new(&mut r.tools)));
     }
