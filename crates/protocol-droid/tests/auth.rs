@@ -1089,6 +1089,29 @@ mod scopes {
         Ok(())
     }
 
+    /// Where the anonymous caller may use `/mcp`, a scrape of `/metrics`
+    /// still names a principal: the series are the operator's.
+    #[tokio::test]
+    async fn a_scrape_names_a_principal_where_anonymous_callers_may_use_mcp()
+    -> Result<(), TestError> {
+        let key = SigningKey::ec("ec-1")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let server = anonymous_allowed(&issuer).await?;
+        assert_eq!(server.tool_names(None).await?, ["public", "stateful"]);
+        let scrape = |token: Option<String>| {
+            let request = server.client.get(format!("{}/metrics", server.base));
+            match token {
+                Some(token) => request.bearer_auth(token),
+                None => request,
+            }
+            .send()
+        };
+        assert_eq!(scrape(None).await?.status(), 401);
+        let token = key.sign(&server.claims(&issuer, "alice", ""))?;
+        assert_eq!(scrape(Some(token)).await?.status(), 200);
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_list_that_varies_by_caller_is_marked_private() -> Result<(), TestError> {
         let key = SigningKey::ec("ec-1")?;

@@ -3,16 +3,35 @@
 //! Behind the same token check as the MCP endpoints: the series say what
 //! runs here and how busy it is, which is the operator's to read (a
 //! Prometheus scrape config carries a bearer token or an OAuth client).
+//! With authorization on, a scrape names a principal even where the
+//! anonymous caller may use `/mcp`: a gateway's series name its upstreams,
+//! down ones too, which its probes keep to themselves.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::App;
 use crate::adapters::secondary::metrics::{CONTENT_TYPE, Metrics};
+use crate::application::server::AuthContext;
 
 /// `GET /metrics`: every series, read now.
-pub(super) async fn scrape(State(app): State<App>) -> Response {
+pub(super) async fn scrape(
+    State(app): State<App>,
+    Extension(caller): Extension<AuthContext>,
+) -> Response {
+    if app.options.auth.is_some() && caller.is_anonymous() {
+        let mut refused = (
+            StatusCode::UNAUTHORIZED,
+            "a scrape of /metrics needs a token naming a principal\n",
+        )
+            .into_response();
+        refused
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return refused;
+    }
     match app.options.metrics.as_ref().map(Metrics::render) {
         Some(text) => (
             [(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE))],
