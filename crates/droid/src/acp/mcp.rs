@@ -303,12 +303,38 @@ impl FoundTool {
 /// Finds `name` (`SERVER/TOOL` or `TOOL`) among `servers`' tools, listing
 /// them again once when it is not among those already listed.
 ///
+/// A name a server's own prefix qualifies is looked for on that server
+/// first, and a match there is the answer (it would win over the same words
+/// read as a bare name anyway): a call naming its server waits for no other
+/// server's listing, so one that is slow or never answers costs it nothing.
+/// Otherwise every server is listed at once, not one after another.
+///
 /// The error is a sentence for the user.
 pub(crate) async fn find_tool(servers: &[Arc<Connected>], name: &str) -> Result<FoundTool, String> {
+    for server in servers {
+        let Some(qualified) = name
+            .strip_prefix(server.name.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+        else {
+            continue;
+        };
+        for refresh in [false, true] {
+            let Ok(tools) = server.tools(refresh).await else {
+                break;
+            };
+            if let Some(tool) = tools.iter().find(|tool| tool.name == qualified) {
+                return Ok(FoundTool {
+                    server: Arc::clone(server),
+                    tool: tool.clone(),
+                });
+            }
+        }
+    }
     for refresh in [false, true] {
         let mut found = Vec::new();
-        for server in servers {
-            let Ok(tools) = server.tools(refresh).await else {
+        let listed = futures_util::future::join_all(servers.iter().map(|s| s.tools(refresh))).await;
+        for (server, tools) in servers.iter().zip(listed) {
+            let Ok(tools) = tools else {
                 continue;
             };
             let qualified = name

@@ -467,6 +467,36 @@ async fn an_unknown_session_is_an_error_with_no_updates() -> TestResult {
     Ok(())
 }
 
+/// A call naming its server waits for no other server: one that never
+/// answers `tools/list` is not even asked, and the call completes. Before,
+/// every call waited for every server's listing, a silent one's until its
+/// timeout, twice.
+#[tokio::test]
+async fn a_call_naming_its_server_asks_no_other_server_for_its_tools() -> TestResult {
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let record = tempfile::NamedTempFile::new()?;
+    let mut client = start(AcpOptions::default());
+    let session = client
+        .new_session(json!([
+            fixture().await?,
+            { "name": "silent", "command": "python3", "args": [hostile, "--silent-listing"],
+              "env": [{ "name": "HOSTILE_RECORD", "value": record.path() }] },
+        ]))
+        .await?;
+    let (reply, updates) = client
+        .turn(&session, "call fixture/test_simple_text")
+        .await?;
+    assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
+    assert_eq!(
+        statuses(&updates),
+        ["pending", "in_progress", "completed"],
+        "{updates:?}"
+    );
+    let asked = std::fs::read_to_string(record.path())?;
+    assert!(asked.is_empty(), "the silent server was asked: {asked}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_server_that_does_not_connect_is_reported_and_the_session_still_opens() -> TestResult {
     let mut client = start(AcpOptions::default());

@@ -14,10 +14,13 @@ sequences and a right-to-left override, as a server out to fool whoever
 reads the gateway's catalog in a terminal would. With `--repeat-names` it
 lists `ok` a second time, described otherwise. With `--bad-tools` it also
 lists three tools no client could call: one without an input schema, one
-whose name is a number, one whose input is a string.
+whose name is a number, one whose input is a string. With `--silent-listing` it never answers
+`tools/list`, and appends a line to the file $HOSTILE_RECORD names for each
+one asked.
 """
 
 import json
+import os
 import sys
 
 TOOLS = ["ok", "hang", "garbage", "huge", "flood", "crash"]
@@ -48,6 +51,9 @@ for line in sys.stdin:
             "capabilities": {"tools": {"listChanged": True}, "logging": {}},
             "serverInfo": {"name": "hostile", "version": "0"},
         }})
+    elif method == "tools/list" and "--silent-listing" in sys.argv[1:]:
+        with open(os.environ["HOSTILE_RECORD"], "a") as record:
+            record.write("tools/list\n")
     elif method == "tools/list":
         tools = [{"name": name, "description": f"The {name} fault.", "inputSchema": {"type": "object"}}
                  for name in TOOLS]
