@@ -644,25 +644,24 @@ end
 -- The session's call keys start with this (each script sets it), so that
 -- an answer forgotten here is forgotten among every session's too.
 local call_prefix = ''
-local function forget_in_all(key)
-  local size = redis.call('HGET', KEYS[5], key)
+-- Takes `field`'s size out of the hash of sizes `sizes` and its sum.
+local function unsize(sizes, field)
+  local size = redis.call('HGET', sizes, field)
   if size then
-    redis.call('HDEL', KEYS[5], key)
-    redis.call('HINCRBY', KEYS[5], '#bytes', -tonumber(size))
+    redis.call('HDEL', sizes, field)
+    redis.call('HINCRBY', sizes, '#bytes', -tonumber(size))
   end
-  redis.call('ZREM', KEYS[4], key)
   return tonumber(size or '0')
 end
+local function forget_in_all(key)
+  redis.call('ZREM', KEYS[4], key)
+  return unsize(KEYS[5], key)
+end
 local function forget_size(id)
-  local size = redis.call('HGET', KEYS[3], id)
-  if size then
-    redis.call('HDEL', KEYS[3], id)
-    redis.call('HINCRBY', KEYS[3], '#bytes', -tonumber(size))
-  end
   -- Whether or not the session's sizes still had it (Redis may have
   -- evicted them): an answer forgotten is forgotten among every session's.
   forget_in_all(call_prefix .. id)
-  return tonumber(size or '0')
+  return unsize(KEYS[3], id)
 end
 local function summed(key)
   local total = 0
@@ -756,12 +755,7 @@ local function make_room_in_all(store, now, needed, max_bytes, max_answers)
       if colon then
         local session = string.sub(rest, 1, colon - 1)
         local id = string.sub(rest, colon + 1)
-        local sizes = store .. 'callsizes:' .. session
-        local size = redis.call('HGET', sizes, id)
-        if size then
-          redis.call('HDEL', sizes, id)
-          redis.call('HINCRBY', sizes, '#bytes', -tonumber(size))
-        end
+        unsize(store .. 'callsizes:' .. session, id)
         redis.call('ZREM', store .. 'calls:' .. session, id)
       end
     end
