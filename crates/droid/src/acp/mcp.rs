@@ -304,42 +304,55 @@ impl FoundTool {
 /// them again once when it is not among those already listed.
 ///
 /// A name a server's own prefix qualifies is looked for on that server
-/// first, and a match there is the answer (it would win over the same words
-/// read as a bare name anyway): a call naming its server waits for no other
-/// server's listing, so one that is slow or never answers costs it nothing.
-/// Otherwise every server is listed at once, not one after another.
+/// first, and a match there is the answer (matches on two servers whose
+/// names nest are named back, as ambiguous): a call naming its server
+/// waits for no other server's listing, so one that is slow or never
+/// answers costs it nothing. Otherwise every server is listed at once, not
+/// one after another, but for a named one whose listing just failed.
 ///
 /// The error is a sentence for the user.
 pub(crate) async fn find_tool(servers: &[Arc<Connected>], name: &str) -> Result<FoundTool, String> {
+    let mut found = Vec::new();
+    let mut failed: Vec<&Arc<Connected>> = Vec::new();
     for server in servers {
-        let Some(qualified) = name
-            .strip_prefix(server.name.as_str())
-            .and_then(|rest| rest.strip_prefix('/'))
-        else {
+        let Some(qualified) = qualified_on(server, name) else {
             continue;
         };
         for refresh in [false, true] {
             let Ok(tools) = server.tools(refresh).await else {
+                failed.push(server);
                 break;
             };
             if let Some(tool) = tools.iter().find(|tool| tool.name == qualified) {
-                return Ok(FoundTool {
+                found.push(FoundTool {
                     server: Arc::clone(server),
                     tool: tool.clone(),
                 });
+                break;
             }
         }
     }
+    if let Some(answer) = one_of(found, name) {
+        return answer;
+    }
     for refresh in [false, true] {
         let mut found = Vec::new();
-        let listed = futures_util::future::join_all(servers.iter().map(|s| s.tools(refresh))).await;
+        let listed = futures_util::future::join_all(servers.iter().map(|server| {
+            let skipped = failed.iter().any(|f| Arc::ptr_eq(f, server));
+            async move {
+                if skipped {
+                    None
+                } else {
+                    server.tools(refresh).await.ok()
+                }
+            }
+        }))
+        .await;
         for (server, tools) in servers.iter().zip(listed) {
-            let Ok(tools) = tools else {
+            let Some(tools) = tools else {
                 continue;
             };
-            let qualified = name
-                .strip_prefix(server.name.as_str())
-                .and_then(|rest| rest.strip_prefix('/'));
+            let qualified = qualified_on(server, name);
             for tool in tools.iter() {
                 if tool.name == name || qualified == Some(tool.name.as_str()) {
                     found.push(FoundTool {
@@ -354,21 +367,36 @@ pub(crate) async fn find_tool(servers: &[Arc<Connected>], name: &str) -> Result<
         if found.len() > 1 && found.iter().any(|f| f.qualified() == name) {
             found.retain(|f| f.qualified() == name);
         }
-        match found.len() {
-            0 => continue,
-            1 => return found.pop().ok_or_else(String::new),
-            _ => {
-                let names: Vec<String> = found.iter().map(FoundTool::qualified).collect();
-                return Err(format!(
-                    "More than one server has `{name}`; name one of: {}.",
-                    names.join(", ")
-                ));
-            }
+        if let Some(answer) = one_of(found, name) {
+            return answer;
         }
     }
     Err(format!(
         "No tool `{name}` on this session's servers. `tools` lists them."
     ))
+}
+
+/// What `name` names on `server` when it starts with the server's name and
+/// a slash.
+fn qualified_on<'n>(server: &Connected, name: &'n str) -> Option<&'n str> {
+    name.strip_prefix(server.name.as_str())
+        .and_then(|rest| rest.strip_prefix('/'))
+}
+
+/// The one tool `found` holds; an error naming them all when it holds
+/// several; `None` when it holds none.
+fn one_of(mut found: Vec<FoundTool>, name: &str) -> Option<Result<FoundTool, String>> {
+    match found.len() {
+        0 => None,
+        1 => found.pop().map(Ok),
+        _ => {
+            let names: Vec<String> = found.iter().map(FoundTool::qualified).collect();
+            Some(Err(format!(
+                "More than one server has `{name}`; name one of: {}.",
+                names.join(", ")
+            )))
+        }
+    }
 }
 
 /// Closes every connection, each within `grace`.

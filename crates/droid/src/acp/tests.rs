@@ -494,6 +494,9 @@ async fn a_call_naming_its_server_asks_no_other_server_for_its_tools() -> TestRe
     );
     let asked = std::fs::read_to_string(record.path())?;
     assert!(asked.is_empty(), "the silent server was asked: {asked}");
+    // It was there to be asked.
+    let (_, updates) = client.turn(&session, "servers").await?;
+    assert!(said(&updates).contains("silent: connected"), "{updates:?}");
     Ok(())
 }
 
