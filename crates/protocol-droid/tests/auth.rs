@@ -1106,7 +1106,14 @@ mod scopes {
             }
             .send()
         };
-        assert_eq!(scrape(None).await?.status(), 401);
+        let refused = scrape(None).await?;
+        assert_eq!(refused.status(), 401);
+        // The challenge a request without a token gets, naming the metadata.
+        assert!(
+            challenge(&refused).contains("resource_metadata="),
+            "{}",
+            challenge(&refused)
+        );
         let token = key.sign(&server.claims(&issuer, "alice", ""))?;
         assert_eq!(scrape(Some(token)).await?.status(), 200);
         Ok(())

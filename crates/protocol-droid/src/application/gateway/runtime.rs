@@ -192,11 +192,9 @@ impl Gateway {
     pub fn require_scope(&self, id: ToolId, scope: String) {
         // The rule first, then the tool: a registration of the tool between
         // the two reads the rule after registering, and sets it.
-        let _registered = {
-            let name = id.as_str().to_owned();
-            lock(&self.inner.state).scopes.insert(id, scope.clone());
-            self.inner.server.set_tool_scope(&name, Some(scope))
-        };
+        let name = id.as_str().to_owned();
+        lock(&self.inner.state).scopes.insert(id, scope.clone());
+        let _registered = self.inner.server.set_tool_scope(&name, Some(scope));
     }
 
     /// Drops the scope rule of the tool `id`: it is open to every caller the

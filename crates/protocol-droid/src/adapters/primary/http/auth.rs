@@ -313,6 +313,12 @@ impl ResourceServer {
         format!("Bearer {}", params.join(", "))
     }
 
+    /// The 401 a request without a token gets, for a route that asks for
+    /// a principal where the anonymous caller may use `/mcp`.
+    pub(super) fn unauthorized(&self) -> Response {
+        self.refuse(StatusCode::UNAUTHORIZED, None, self.challenge_scopes())
+    }
+
     fn refuse(
         &self,
         status: StatusCode,

@@ -21,16 +21,9 @@ pub(super) async fn scrape(
     State(app): State<App>,
     Extension(caller): Extension<AuthContext>,
 ) -> Response {
-    if app.options.auth.is_some() && caller.is_anonymous() {
-        let mut refused = (
-            StatusCode::UNAUTHORIZED,
-            "a scrape of /metrics needs a token naming a principal\n",
-        )
-            .into_response();
-        refused
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return refused;
+    // Answered as a request without a token is, challenge and all.
+    if let Some(refused) = app.options.auth.as_ref().filter(|_| caller.is_anonymous()) {
+        return refused.unauthorized();
     }
     match app.options.metrics.as_ref().map(Metrics::render) {
         Some(text) => (
