@@ -92,16 +92,25 @@ impl SchemaDigest {
         &self.0
     }
 
-    /// Reads the lowercase hex form [`fmt::Display`] writes.
+    /// Reads the lowercase hex form [`fmt::Display`] writes, and only that:
+    /// a digest has one spelling, so a pin or an approval written another
+    /// way (upper case, a sign) is refused rather than matched.
     #[must_use]
     pub fn from_hex(hex: &str) -> Option<Self> {
-        if hex.len() != 64 || !hex.is_ascii() {
+        fn nibble(digit: u8) -> Option<u8> {
+            match digit {
+                b'0'..=b'9' => Some(digit - b'0'),
+                b'a'..=b'f' => Some(digit - b'a' + 10),
+                _ => None,
+            }
+        }
+        if hex.len() != 64 {
             return None;
         }
         let mut bytes = [0_u8; 32];
-        for (byte, pair) in bytes.iter_mut().zip(hex.as_bytes().chunks(2)) {
-            let pair = std::str::from_utf8(pair).ok()?;
-            *byte = u8::from_str_radix(pair, 16).ok()?;
+        for (byte, pair) in bytes.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
+            let [high, low] = pair else { return None };
+            *byte = (nibble(*high)? << 4) | nibble(*low)?;
         }
         Some(Self(bytes))
     }
@@ -233,6 +242,25 @@ mod tests {
         let digest = SchemaDigest::of_definition(&object(json!({"name": "t"})));
         assert_eq!(SchemaDigest::from_hex(&digest.to_string()), Some(digest));
         assert_eq!(SchemaDigest::from_hex("zz"), None);
+        // One spelling only: what `u8::from_str_radix` would also take is refused.
+        let lower = "ab".repeat(32);
+        assert_eq!(
+            SchemaDigest::from_hex(&lower),
+            Some(SchemaDigest::from_bytes([0xab; 32]))
+        );
+        assert_eq!(SchemaDigest::from_hex(&lower.to_uppercase()), None);
+        assert_eq!(
+            SchemaDigest::from_hex(&format!("+f{}", "ab".repeat(31))),
+            None
+        );
+        assert_eq!(
+            SchemaDigest::from_hex(&format!("{}+f", "ab".repeat(31))),
+            None
+        );
+        assert_eq!(
+            SchemaDigest::from_hex(&format!("{}é", "ab".repeat(31))),
+            None
+        );
     }
 
     #[test]
