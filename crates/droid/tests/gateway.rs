@@ -3,6 +3,7 @@
 //! The upstreams are `droid serve`, started by the gateway as a user's
 //! configuration says.
 
+use std::io::{Read as _, Write as _};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -713,6 +714,16 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
         "{shown}"
     );
     assert!(!shown.contains("awaiting approval"), "{shown}");
+
+    // A line that is not UTF-8 is answered, not dropped.
+    let mut socket = std::os::unix::net::UnixStream::connect(scratch.path("admin.sock"))?;
+    socket.write_all(b"{\"status\xff\": true}\n")?;
+    let mut reply = String::new();
+    socket.read_to_string(&mut reply)?;
+    assert!(
+        reply.contains(r#""error":"not a request: "#) && reply.contains(r#""ok":false"#),
+        "{reply}"
+    );
 
     // The configuration changes what a model reads of `echo`: the running
     // gateway reads it again, and `echo` no longer matches what was trusted.

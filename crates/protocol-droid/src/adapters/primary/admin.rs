@@ -161,19 +161,21 @@ pub async fn serve_admin(gateway: Gateway, path: &Path) -> io::Result<AdminEndpo
 
 async fn serve_one(gateway: &Gateway, stream: UnixStream) -> io::Result<()> {
     let (read, mut write) = stream.into_split();
-    let mut line = String::new();
+    // Bytes, not a `String`: a line that is not UTF-8 is answered as not a
+    // request (the JSON reader says where), rather than dropped unanswered.
+    let mut line = Vec::new();
     let read = tokio::time::timeout(
         IO_TIMEOUT,
-        BufReader::new(read.take(MAX_REQUEST)).read_line(&mut line),
+        BufReader::new(read.take(MAX_REQUEST)).read_until(b'\n', &mut line),
     )
     .await;
     let reply = match read {
         Err(_) => json!({ "ok": false, "error": "no request in time" }),
         Ok(Err(error)) => return Err(error),
-        Ok(Ok(_)) if !line.ends_with('\n') => {
+        Ok(Ok(_)) if !line.ends_with(b"\n") => {
             json!({ "ok": false, "error": format!("a request is one line of at most {MAX_REQUEST} bytes") })
         }
-        Ok(Ok(_)) => match serde_json::from_str::<AdminRequest>(&line) {
+        Ok(Ok(_)) => match serde_json::from_slice::<AdminRequest>(&line) {
             Ok(request) => answer(gateway, request).await,
             Err(error) => json!({ "ok": false, "error": format!("not a request: {error}") }),
         },
