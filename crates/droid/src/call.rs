@@ -20,7 +20,7 @@ use protocol_droid::domain::ProtocolVersion;
 use serde_json::Value;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::terminal::{shown, shown_lines};
+use crate::terminal::{shown, shown_json, shown_lines};
 
 /// What `droid call` was asked.
 #[derive(Debug)]
@@ -132,7 +132,8 @@ pub(crate) async fn run(
         .with_context(|| format!("{} failed", args.method))
         .and_then(|result| {
             if args.json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&result)?)?;
+                let written = serde_json::to_string_pretty(&result)?;
+                writeln!(out, "{}", shown_json(&written))?;
                 return Ok(true);
             }
             if let Some(version) = version {
@@ -265,12 +266,10 @@ fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io
                 writeln!(out, "{line}")?;
             }
         }
-        // JSON escapes the C0 controls, not DEL, the C1 controls or the
-        // bidirectional marks.
         None => writeln!(
             out,
             "{}",
-            shown_lines(&serde_json::to_string_pretty(result).unwrap_or_default())
+            shown_json(&serde_json::to_string_pretty(result).unwrap_or_default())
         )?,
     }
     // A tool that reported failure makes the command fail too.

@@ -96,6 +96,18 @@ fn what_a_server_writes_is_shown_escaped_and_a_delete_never_answered_holds_no_on
         !stdout.contains('\u{1b}'),
         "an escape reached the terminal: {stdout:?}"
     );
+    // As JSON too: escaped as JSON escapes, the same text to a program.
+    let out = ended(call(&[&url, "tools/list", "--json"])?)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(r"evil\u001b]0;pwned\u0007\u001b[2J\u202eeman"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains(['\u{1b}', '\u{202e}']),
+        "a direction mark reached the terminal: {stdout:?}"
+    );
     Ok(())
 }
 

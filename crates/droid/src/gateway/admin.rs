@@ -12,6 +12,7 @@ use protocol_droid::adapters::primary::admin::{AdminRequest, admin_request};
 use serde_json::Value;
 
 use super::config::{path_digest, state_base};
+use crate::terminal::shown_json;
 
 /// What to ask a running gateway.
 #[derive(Debug, clap::Subcommand)]
@@ -101,7 +102,8 @@ pub(crate) fn ask(
     use std::io::Write as _;
     match action {
         Action::Status { json: true } => {
-            writeln!(out, "{}", serde_json::to_string_pretty(&reply["status"])?)?;
+            let written = serde_json::to_string_pretty(&reply["status"])?;
+            writeln!(out, "{}", shown_json(&written))?;
         }
         Action::Status { json: false } => print_status(&mut out, &reply["status"])?,
         Action::Approve { .. } => {
