@@ -440,6 +440,91 @@ fn an_upstreams_bad_tools_cost_it_only_those_tools() -> Result<(), TestError> {
     for bad in ["hostile/schemaless", "hostile/7", "hostile/stringly"] {
         assert!(!tools.iter().any(|(id, _)| id == bad), "{bad}: {tools:?}");
     }
+    // Each of 201 that reach the gateway is refused, a few named in the
+    // log, the rest counted in a line.
+    let named = stderr.matches("it is not offered").count();
+    assert!((1..=16).contains(&named), "{named} lines name a tool");
+    assert!(
+        stderr.contains("more of the upstream's tools are not offered")
+            && stderr.contains("more=185"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
+/// An upstream whose every listing renames its tools costs the log a few
+/// lines for each listing, not one for each tool that changed.
+#[test]
+fn a_listing_that_changes_many_tools_is_logged_in_a_few_lines() -> Result<(), TestError> {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let scratch = Files::fresh("droid-gateway-churn-log")?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}, \"--churn\"]\n\
+             trust = \"on-first-use\"\n"
+        ),
+    )?;
+    let mut child = stdio_gateway(&config, scratch.dir(), std::process::Stdio::piped())?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    let log = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _read = stderr.read_to_string(&mut text);
+        text
+    });
+    handshake(&mut stdin)?;
+    let mut id = 1;
+    let mut line = String::new();
+    // Sends a request of `method` (the id given) and reads up to its answer.
+    let mut ask = |method: &str, line: &mut String| -> Result<(), TestError> {
+        id += 1;
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":{id},"method":{method}}}"#)?;
+        let answer = format!(r#""id":{id},"#);
+        loop {
+            line.clear();
+            if stdout.read_line(line)? == 0 {
+                return Err("the gateway ended before answering".into());
+            }
+            if line.contains(&answer) {
+                return Ok(());
+            }
+        }
+    };
+    // The tools of the first listing the gateway applies were trusted.
+    ask(r#""tools/list""#, &mut line)?;
+    assert!(line.contains("hostile/churn-"), "{line}");
+    // The next renames them all, so each is gone and its new name
+    // unverified: listed until the old names have left the catalog.
+    ask(
+        r#""tools/call","params":{"name":"hostile/changed","arguments":{}}"#,
+        &mut line,
+    )?;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        ask(r#""tools/list""#, &mut line)?;
+        if !line.contains("hostile/churn-") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the tools never changed: {line}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(stdin);
+    let _ended = child.wait()?;
+    let log = log.join().map_err(|_| "the log reader failed")?;
+    let named = log
+        .matches("an upstream changed a tool's definition")
+        .count();
+    assert!(
+        (1..=16).contains(&named),
+        "{named} lines name a tool:\n{log}"
+    );
+    assert!(
+        log.contains("more of the upstream's tools changed") && log.contains("more=184"),
+        "{log}"
+    );
     Ok(())
 }
 

@@ -1,6 +1,8 @@
 //! A warning that may recur without bound (a peer's flood of one fault) is
-//! said at most once per interval, with how often it came meanwhile: the
-//! operator learns of it, and one peer fills no disk.
+//! said at most once per interval, with how often it came meanwhile; one
+//! said of each item of a batch a peer sized (the tools of a listing) is
+//! said of the first few, the rest counted. The operator learns of it, and
+//! one peer fills no disk.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -41,9 +43,48 @@ impl Squelch {
     }
 }
 
+/// How many items of one batch a warning names one by one.
+pub(crate) const NAMED_PER_BATCH: usize = 16;
+
+/// One warning's count over one batch: the first [`NAMED_PER_BATCH`]
+/// items are said, the rest counted, to be said in one line after.
+#[derive(Debug, Default)]
+pub(crate) struct PerBatch {
+    named: usize,
+    more: usize,
+}
+
+impl PerBatch {
+    /// Whether this item is to be said; counted among the rest if not.
+    pub(crate) fn admit(&mut self) -> bool {
+        if self.named < NAMED_PER_BATCH {
+            self.named += 1;
+            true
+        } else {
+            self.more += 1;
+            false
+        }
+    }
+
+    /// How many items were not said, if any: the line to write after the
+    /// batch.
+    pub(crate) fn passed_over(&self) -> Option<usize> {
+        (self.more > 0).then_some(self.more)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_of_a_batch_are_said_and_the_rest_counted() {
+        let mut batch = PerBatch::default();
+        assert_eq!(batch.passed_over(), None);
+        let said = (0..100).filter(|_| batch.admit()).count();
+        assert_eq!(said, NAMED_PER_BATCH);
+        assert_eq!(batch.passed_over(), Some(100 - NAMED_PER_BATCH));
+    }
 
     #[test]
     fn the_first_is_said_then_one_per_interval_with_the_count_between() {

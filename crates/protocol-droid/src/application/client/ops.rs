@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::connection::{Client, RequestOptions};
 use super::error::ClientError;
 use super::headers;
+use crate::application::squelch::PerBatch;
 use crate::domain::Era;
 use crate::domain::ir::{JsonObject, ToolResult};
 use crate::wire::{
@@ -48,21 +49,30 @@ fn read_tools(raw: Value) -> Result<Reply<ListToolsResult>, ClientError> {
     };
     let mut page: Reply<ListToolsResult> = read("tools/list", rest)?;
     page.raw = raw;
+    let mut dropped = PerBatch::default();
     page.value.tools = listed
         .into_iter()
         .filter_map(|tool| {
             let name = tool.get("name").map(ToString::to_string);
             serde_json::from_value(tool)
                 .map_err(|error| {
-                    tracing::warn!(
-                        tool = name.as_deref().unwrap_or("(none)"),
-                        %error,
-                        "tool dropped: not a valid tool definition"
-                    );
+                    if dropped.admit() {
+                        tracing::warn!(
+                            tool = name.as_deref().unwrap_or("(none)"),
+                            %error,
+                            "tool dropped: not a valid tool definition"
+                        );
+                    }
                 })
                 .ok()
         })
         .collect();
+    if let Some(more) = dropped.passed_over() {
+        tracing::warn!(
+            more,
+            "more tools of the page dropped as not valid than are logged one by one"
+        );
+    }
     Ok(page)
 }
 
@@ -143,6 +153,7 @@ impl Client {
         let mut reply = read_tools(raw)?;
         let checks_headers =
             !self.inner.link.is_stream() && self.version().is_some_and(|v| v.era() == Era::Modern);
+        let mut dropped = PerBatch::default();
         reply
             .value
             .tools
@@ -152,11 +163,19 @@ impl Client {
                     true
                 }
                 Err(error) if checks_headers => {
-                    tracing::warn!(tool = %tool.name, %error, "tool dropped: invalid x-mcp-header");
+                    if dropped.admit() {
+                        tracing::warn!(tool = %tool.name, %error, "tool dropped: invalid x-mcp-header");
+                    }
                     false
                 }
                 Err(_) => true,
             });
+        if let Some(more) = dropped.passed_over() {
+            tracing::warn!(
+                more,
+                "more tools of the page dropped for their x-mcp-header than are logged one by one"
+            );
+        }
         Ok(reply)
     }
 

@@ -16,6 +16,7 @@ use super::runtime::Gateway;
 use super::state::{DriftReport, MAX_KEPT_DEFINITION, lock};
 use super::trust::Trust;
 use crate::application::client::ClientError;
+use crate::application::squelch::PerBatch;
 use crate::domain::SessionId;
 use crate::domain::catalog::{SchemaDigest, ToolId};
 use crate::domain::ir::JsonObject;
@@ -126,7 +127,7 @@ impl Gateway {
             let (touched, registrations) = if changes.is_empty() {
                 (Vec::new(), Vec::new())
             } else {
-                self.apply_changes(&mut state, &before, &changes)
+                self.apply_changes(&mut state, name, &before, &changes)
             };
             // A tool new or changed may be one a principal's shared
             // activations name.
@@ -160,18 +161,21 @@ impl Gateway {
         Ok(())
     }
 
-    /// Rebuilds the sessions, reports the drift of `changes`, and says what
-    /// to register (a tool as sessions see it) or unregister (`None`).
+    /// Rebuilds the sessions, reports the drift of `changes` (of the upstream
+    /// `upstream`), and says what to register (a tool as sessions see it) or
+    /// unregister (`None`).
     #[allow(clippy::type_complexity)]
     fn apply_changes(
         &self,
         state: &mut super::state::State,
+        upstream: &str,
         before: &BTreeMap<ToolId, JsonObject>,
         changes: &[(ToolId, CatalogChange)],
     ) -> (Vec<SessionId>, Vec<(ToolId, Option<Tool>)>) {
         // Every session's set is rebuilt now, so drift is reported once, here.
         let (touched, dropped_by_tool): (Vec<SessionId>, HashMap<ToolId, usize>) =
             state.rebuild_sessions(self.inner.disclosure);
+        let mut drifted = PerBatch::default();
         for (id, change) in changes {
             let (old, new) = match change {
                 CatalogChange::Added => (None, state.catalog.get(id).map(|r| r.digest)),
@@ -183,12 +187,14 @@ impl Gateway {
                 if let Some((upstream, _)) = names::split_name(id.as_str()) {
                     self.inner.server.observer().drifted(upstream);
                 }
-                tracing::warn!(
-                    tool = %id,
-                    old = ?old.map(|d| d.to_string()),
-                    new = ?new.map(|d| d.to_string()),
-                    "an upstream changed a tool's definition"
-                );
+                if drifted.admit() {
+                    tracing::warn!(
+                        tool = %id,
+                        old = ?old.map(|d| d.to_string()),
+                        new = ?new.map(|d| d.to_string()),
+                        "an upstream changed a tool's definition"
+                    );
+                }
             }
             // Definitions are kept for a change to a tool that existed, which
             // an operator compares; a new tool is no such news.
@@ -208,6 +214,13 @@ impl Gateway {
                 old_definition,
                 new_definition,
             });
+        }
+        if let Some(more) = drifted.passed_over() {
+            tracing::warn!(
+                upstream,
+                more,
+                "more of the upstream's tools changed than are logged one by one"
+            );
         }
         let registrations = changes
             .iter()
@@ -237,7 +250,8 @@ fn kept(definition: &JsonObject) -> Option<Arc<JsonObject>> {
 /// another tool in a client could be approved or called for it. Each is
 /// logged.
 fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
-    definitions
+    let mut refused = PerBatch::default();
+    let servable = definitions
         .into_iter()
         .filter(|definition| {
             let name = definition.get("name").and_then(Value::as_str);
@@ -249,12 +263,14 @@ fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
                 } else {
                     "has white space at an end, or a control or invisible character"
                 };
-                tracing::error!(
-                    upstream,
-                    tool = %name.escape_debug(),
-                    longest = names::MAX_TOOL_NAME,
-                    "the upstream's tool name {why}; it is not offered"
-                );
+                if refused.admit() {
+                    tracing::error!(
+                        upstream,
+                        tool = %name.escape_debug(),
+                        longest = names::MAX_TOOL_NAME,
+                        "the upstream's tool name {why}; it is not offered"
+                    );
+                }
                 return false;
             }
             let object = definition
@@ -262,7 +278,7 @@ fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
                 .and_then(|schema| schema.get("type"))
                 .and_then(Value::as_str)
                 == Some("object");
-            if !object {
+            if !object && refused.admit() {
                 let tool = definition.get("name").map(ToString::to_string);
                 tracing::error!(
                     upstream,
@@ -272,7 +288,15 @@ fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
             }
             object
         })
-        .collect()
+        .collect();
+    if let Some(more) = refused.passed_over() {
+        tracing::error!(
+            upstream,
+            more,
+            "more of the upstream's tools are not offered than are logged one by one"
+        );
+    }
+    servable
 }
 
 /// `definitions` less every tool whose name comes more than once: a name
@@ -287,12 +311,22 @@ fn without_repeats(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObje
             *seen.entry(name).or_default() += 1;
         }
     }
+    let mut repeated = PerBatch::default();
     for (tool, times) in seen.iter().filter(|(_, times)| **times > 1) {
+        if repeated.admit() {
+            tracing::error!(
+                upstream,
+                tool = %tool.escape_debug(),
+                times,
+                "the upstream lists a tool more than once; none of them is offered"
+            );
+        }
+    }
+    if let Some(more) = repeated.passed_over() {
         tracing::error!(
             upstream,
-            tool = %tool.escape_debug(),
-            times,
-            "the upstream lists a tool more than once; none of them is offered"
+            more,
+            "the upstream lists more tools more than once than are logged one by one"
         );
     }
     definitions
