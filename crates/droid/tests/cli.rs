@@ -64,13 +64,17 @@ fn temp_path(stem: &str, extension: &str) -> PathBuf {
 
 /// Writes a gateway configuration in `mode` with `droid serve` as its one
 /// upstream, `fixture`, whose tools are trusted as `trust` says; its path.
+/// Its state is kept beside it, named in the file: a gateway started by
+/// `droid call` is given no `XDG_STATE_HOME`, and would keep it in the
+/// user's home.
 fn fixture_gateway(stem: &str, mode: &str, trust: &str) -> Result<PathBuf, TestError> {
     let config = temp_path(stem, "toml");
     std::fs::write(
         &config,
         format!(
-            "mode = \"{mode}\"\n[[upstream]]\nname = \"fixture\"\n\
+            "mode = \"{mode}\"\nstate = {:?}\n[[upstream]]\nname = \"fixture\"\n\
              command = [{:?}, \"serve\"]\ntrust = \"{trust}\"\n",
+            config.with_extension("state.json"),
             env!("CARGO_BIN_EXE_droid")
         ),
     )?;
