@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::respond::error_body;
 use crate::application::server::AuthContext;
 use crate::application::server::auth::{TokenError, TokenValidator, audience_includes};
+use crate::application::squelch::Squelch;
 use crate::domain::jsonrpc::ErrorCode;
 
 /// The well-known path prefix of Protected Resource Metadata (RFC 9728 §3).
@@ -69,7 +70,9 @@ const MAX_REFUSALS: u32 = 20;
 /// The window refused tokens are counted over.
 const REFUSAL_WINDOW: Duration = Duration::from_secs(10);
 
-/// How many addresses are counted at once; past that the oldest windows go.
+/// How many addresses are counted at once; past that the oldest window
+/// goes to make room. Never a new address left uncounted: with the table
+/// full, one that is not counted would never be held back.
 const REFUSAL_ADDRESSES: usize = 4096;
 
 /// Refused tokens per client address: an address presenting made-up tokens
@@ -98,7 +101,18 @@ impl Refusals {
             self.by_address
                 .retain(|_, (since, _)| now < *since + REFUSAL_WINDOW);
             if self.by_address.len() >= REFUSAL_ADDRESSES {
-                return;
+                // Every window is live: the one that ends first goes. An
+                // address it held may start over, but only after thousands
+                // of other addresses' refusals, each spent on the validator
+                // as its own would have been.
+                let oldest = self
+                    .by_address
+                    .iter()
+                    .min_by_key(|(_, (since, _))| *since)
+                    .map(|(address, _)| *address);
+                if let Some(oldest) = oldest {
+                    self.by_address.remove(&oldest);
+                }
             }
         }
         let entry = self.by_address.entry(peer).or_insert((now, 0));
@@ -405,7 +419,10 @@ impl ResourceServer {
             return Err(response);
         }
         let validated = self.validator.validate(token).await;
-        if let (Err(_), Some(peer)) = (&validated, presented.peer) {
+        // Only a token found invalid counts: one that could not be checked
+        // (the issuer down) is no fault of the caller's, and counted it
+        // would hold back good tokens for the issuer's outage.
+        if let (Err(TokenError::Invalid(_)), Some(peer)) = (&validated, presented.peer) {
             self.refusals
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -422,7 +439,15 @@ impl ResourceServer {
                 ));
             }
             Err(TokenError::Unavailable(reason)) => {
-                tracing::warn!("bearer token could not be checked: {reason}");
+                // Said once in a while: every request says it while the
+                // issuer is down, and a caller can make it say it.
+                static UNCHECKED: Squelch = Squelch::new(Duration::from_secs(10));
+                if let Some(passed) = UNCHECKED.admit() {
+                    tracing::warn!(
+                        passed_over = passed,
+                        "bearer token could not be checked: {reason}"
+                    );
+                }
                 return Err((
                     StatusCode::SERVICE_UNAVAILABLE,
                     error_body(
@@ -671,5 +696,25 @@ mod tests {
                  scope=\"mcp:use tools:read\""
             )
         );
+    }
+
+    /// With every slot holding a live window, a new address is still
+    /// counted (the oldest window makes room), so it is held back in turn.
+    #[test]
+    fn a_full_table_of_addresses_still_holds_a_new_one_back() {
+        let mut refusals = Refusals::default();
+        let start = Instant::now();
+        for n in 0..REFUSAL_ADDRESSES {
+            let address = IpAddr::from(u32::try_from(n).unwrap_or(u32::MAX).to_be_bytes());
+            refusals.note(address, start);
+        }
+        let newcomer = IpAddr::from([10, 9, 9, 9]);
+        let now = start + Duration::from_secs(1);
+        for _ in 0..MAX_REFUSALS {
+            assert_eq!(refusals.held_back(newcomer, now), None);
+            refusals.note(newcomer, now);
+        }
+        assert!(refusals.held_back(newcomer, now).is_some());
+        assert!(refusals.by_address.len() <= REFUSAL_ADDRESSES);
     }
 }
