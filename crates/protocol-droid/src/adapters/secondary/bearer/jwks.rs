@@ -5,7 +5,7 @@ use core::fmt;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::Algorithm;
-use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyOperations, PublicKeyUse};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyOperations, PublicKeyUse};
 use serde_json::Value;
 
 use super::fetch;
@@ -271,10 +271,95 @@ fn parse(json: &[u8]) -> Result<Vec<Jwk>, TokenError> {
     Ok(keys
         .iter()
         .filter_map(|k| serde_json::from_value::<Jwk>(k.clone()).ok())
+        .filter(|k| match unsound(k) {
+            None => true,
+            Some(why) => {
+                // Once a fetch at most: an operator learns why the
+                // issuer's tokens signed with it are refused.
+                tracing::warn!(
+                    kid = k.common.key_id.as_deref().unwrap_or("(none)"),
+                    "a key of the JWKS is not used: {why}"
+                );
+                false
+            }
+        })
+        .collect())
+}
+
+/// The bits of an RSA modulus below which a key is refused: RFC 7518 §3.3
+/// requires 2048 for the RS and PS algorithms, and a smaller modulus can be
+/// factored, which would let anyone sign.
+const MIN_RSA_BITS: usize = 2048;
+
+/// The bits of an RSA modulus above which the verifier refuses the key
+/// (the `rsa` crate's bound on public keys); such a key is dropped with a
+/// reason rather than left to fail each token without one.
+const MAX_RSA_BITS: usize = 4096;
+
+/// Why `key` cannot be a verification key, if it cannot.
+fn unsound(key: &Jwk) -> Option<String> {
+    use base64::Engine as _;
+    let bytes = |text: &str| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text)
+            .ok()
+    };
+    match &key.algorithm {
         // A symmetric key in a published set is everyone's secret: never a
         // verification key.
-        .filter(|k| !matches!(k.algorithm, AlgorithmParameters::OctetKey(_)))
-        .collect())
+        AlgorithmParameters::OctetKey(_) => Some("it is a symmetric key".to_owned()),
+        AlgorithmParameters::RSA(rsa) => {
+            let Some(modulus) = bytes(&rsa.n) else {
+                return Some("its modulus is not base64url".to_owned());
+            };
+            let bits = modulus_bits(&modulus);
+            if bits < MIN_RSA_BITS {
+                Some(format!(
+                    "its modulus has {bits} bits, fewer than {MIN_RSA_BITS}"
+                ))
+            } else if bits > MAX_RSA_BITS {
+                Some(format!(
+                    "its modulus has {bits} bits, more than the {MAX_RSA_BITS} this verifier takes"
+                ))
+            } else {
+                None
+            }
+        }
+        // The curve is the key's, and its coordinates must be of the
+        // curve's size: a key that says P-256 and holds another curve's
+        // point is not the key it says.
+        AlgorithmParameters::EllipticCurve(ec) => {
+            let size = match ec.curve {
+                EllipticCurve::P256 => 32,
+                EllipticCurve::P384 => 48,
+                _ => return Some("its curve is not P-256 or P-384".to_owned()),
+            };
+            let fits = |c: &str| bytes(c).is_some_and(|b| b.len() == size);
+            (!(fits(&ec.x) && fits(&ec.y)))
+                .then(|| "its coordinates are not of its curve's size".to_owned())
+        }
+        AlgorithmParameters::OctetKeyPair(okp) => {
+            if okp.curve != EllipticCurve::Ed25519 {
+                return Some("its curve is not Ed25519".to_owned());
+            }
+            bytes(&okp.x)
+                .is_none_or(|b| b.len() != 32)
+                .then(|| "its public key is not of Ed25519's size".to_owned())
+        }
+    }
+}
+
+/// The bits of a big-endian unsigned integer, leading zeros not counted.
+fn modulus_bits(bytes: &[u8]) -> usize {
+    let significant = bytes.iter().skip_while(|b| **b == 0);
+    let mut rest = significant.clone();
+    match rest.next() {
+        None => 0,
+        Some(first) => {
+            let first_bits = 8 - usize::try_from(first.leading_zeros()).unwrap_or(8);
+            first_bits + 8 * significant.count().saturating_sub(1)
+        }
+    }
 }
 
 /// The key for `alg` and `kid`: one meant for signatures, of the right
@@ -305,11 +390,17 @@ fn pick(keys: &[Jwk], kid: Option<&str>, alg: Algorithm) -> Option<Jwk> {
                     | Algorithm::PS256
                     | Algorithm::PS384
                     | Algorithm::PS512
-            ) | (
-                AlgorithmParameters::EllipticCurve(_),
-                Algorithm::ES256 | Algorithm::ES384
             ) | (AlgorithmParameters::OctetKeyPair(_), Algorithm::EdDSA)
-        );
+        ) || match (&k.algorithm, alg) {
+            // ES256 is P-256's and ES384 P-384's (RFC 7518 §3.4).
+            (AlgorithmParameters::EllipticCurve(ec), Algorithm::ES256) => {
+                ec.curve == EllipticCurve::P256
+            }
+            (AlgorithmParameters::EllipticCurve(ec), Algorithm::ES384) => {
+                ec.curve == EllipticCurve::P384
+            }
+            _ => false,
+        };
         for_signing && algorithm && family
     });
     match kid {
@@ -340,8 +431,8 @@ mod tests {
         let keys = parse(SET.as_bytes()).unwrap_or_default();
         assert_eq!(
             keys.len(),
-            3,
-            "the oct key and the unreadable one are dropped"
+            2,
+            "the oct key, the unreadable one and the 17-bit one are dropped"
         );
         assert!(pick(&keys, Some("r1"), Algorithm::RS256).is_some());
         assert!(
@@ -373,6 +464,62 @@ mod tests {
             )
             .collect();
         assert!(pick(&two_ec, None, Algorithm::ES256).is_none());
+    }
+
+    /// A key set of one key of `kty` with the given members.
+    fn one(kty: &str, members: &str) -> Vec<Jwk> {
+        parse(format!(r#"{{"keys":[{{"kty":"{kty}","kid":"k",{members}}}]}}"#).as_bytes())
+            .unwrap_or_default()
+    }
+
+    /// `bytes` bytes of 0xff, as base64url.
+    fn ones(bytes: usize) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(vec![0xff_u8; bytes])
+    }
+
+    #[test]
+    fn keys_too_weak_or_not_what_they_say_are_dropped() {
+        let rsa = |bytes: usize| one("RSA", &format!(r#""n":"{}","e":"AQAB""#, ones(bytes)));
+        assert!(rsa(64).is_empty(), "512 bits");
+        assert!(rsa(255).is_empty(), "2040 bits");
+        assert_eq!(rsa(256).len(), 1, "2048 bits");
+        assert_eq!(rsa(512).len(), 1, "4096 bits");
+        assert!(rsa(513).is_empty(), "more than the verifier takes");
+        // Leading zero bytes are no bits.
+        let padded = {
+            use base64::Engine as _;
+            let mut n = vec![0_u8; 8];
+            n.extend(vec![0xff_u8; 64]);
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(n)
+        };
+        assert!(one("RSA", &format!(r#""n":"{padded}","e":"AQAB""#)).is_empty());
+
+        let ec = |crv: &str, size: usize| {
+            one(
+                "EC",
+                &format!(r#""crv":"{crv}","x":"{}","y":"{}""#, ones(size), ones(size)),
+            )
+        };
+        assert_eq!(ec("P-256", 32).len(), 1);
+        assert_eq!(ec("P-384", 48).len(), 1);
+        assert!(ec("P-256", 48).is_empty(), "a P-384 point said to be P-256");
+        assert!(ec("P-384", 32).is_empty());
+        assert!(ec("P-521", 66).is_empty());
+        let okp =
+            |crv: &str, size: usize| one("OKP", &format!(r#""crv":"{crv}","x":"{}""#, ones(size)));
+        assert_eq!(okp("Ed25519", 32).len(), 1);
+        assert!(okp("Ed25519", 31).is_empty());
+    }
+
+    #[test]
+    fn an_ec_key_answers_only_its_curves_algorithm() {
+        let keys = parse(SET.as_bytes()).unwrap_or_default();
+        assert!(pick(&keys, Some("e1"), Algorithm::ES256).is_some());
+        assert!(
+            pick(&keys, Some("e1"), Algorithm::ES384).is_none(),
+            "e1 is P-256"
+        );
     }
 
     #[test]
