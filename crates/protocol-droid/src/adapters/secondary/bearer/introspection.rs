@@ -263,12 +263,20 @@ impl IntrospectionValidator {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let leeway = self.leeway.as_secs();
-        if let Some(exp) = answer.get("exp").and_then(seconds) {
+        // A date that is there but no date refuses the token: read as
+        // absent, it would have the token live as long as the cache lets.
+        let date = |name: &str| match answer.get(name) {
+            None => Ok(None),
+            Some(value) => seconds(value)
+                .map(Some)
+                .ok_or_else(|| invalid("the introspection answer has a date that is not one")),
+        };
+        if let Some(exp) = date("exp")? {
             if exp.saturating_add(leeway) <= now {
                 return Err(invalid("the token has expired"));
             }
         }
-        if let Some(nbf) = answer.get("nbf").and_then(seconds) {
+        if let Some(nbf) = date("nbf")? {
             if nbf > now.saturating_add(leeway) {
                 return Err(invalid("the token is not valid yet"));
             }
