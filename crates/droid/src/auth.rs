@@ -17,7 +17,10 @@ use protocol_droid::application::server::TokenValidator;
 /// endpoint is named; once on, a request without a valid token is refused.
 #[derive(Debug, clap::Args)]
 pub(crate) struct AuthArgs {
-    /// Accept JWT access tokens issued by this issuer (its `iss`).
+    /// The authorization server clients are sent to (its issuer
+    /// identifier): JWT access tokens must name it in `iss`, and with
+    /// `--auth-introspection-url` an answer that names an issuer must name
+    /// this one.
     #[arg(long, value_name = "URL")]
     auth_issuer: Option<String>,
     /// Where the issuer publishes its signing keys (its `jwks_uri`).
@@ -27,8 +30,12 @@ pub(crate) struct AuthArgs {
     #[arg(long, value_name = "PATH")]
     auth_jwks_file: Option<std::path::PathBuf>,
     /// Validate opaque tokens at this RFC 7662 introspection endpoint
-    /// instead of as JWTs.
-    #[arg(long, value_name = "URL", conflicts_with = "auth_issuer")]
+    /// instead of as JWTs (the issuer is still named with `--auth-issuer`).
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = ["auth_jwks_url", "auth_jwks_file"]
+    )]
     auth_introspection_url: Option<String>,
     /// The client id this server introspects as.
     #[arg(long, value_name = "ID", requires = "auth_introspection_url")]
@@ -121,9 +128,18 @@ impl AuthArgs {
     }
 }
 
-/// Refuses, before anything is bound, a public listener with authorization
-/// on and no `--auth-resource`: its resource must be a URL clients use.
+/// Why introspection alone is refused.
+const NO_ISSUER: &str = "--auth-introspection-url needs --auth-issuer: the authorization server \
+                         clients are sent to for a token, which the resource metadata must name";
+
+/// Refuses, before anything is bound, introspection without an issuer, and
+/// a public listener with authorization on and no `--auth-resource`: its
+/// resource must be a URL clients use.
 pub(crate) fn check_listen(args: &AuthArgs, listen: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.auth_introspection_url.is_none() || args.auth_issuer.is_some(),
+        NO_ISSUER
+    );
     if !args.enabled() || args.auth_resource.is_some() {
         return Ok(());
     }
@@ -189,52 +205,57 @@ pub(crate) fn resource_server(
     let alias = args.auth_audience.clone();
     let audience = alias.clone().unwrap_or_else(|| resource.clone());
     let leeway = Duration::from_secs(args.auth_leeway);
-    let (validator, issuer): (Arc<dyn TokenValidator>, Option<&String>) =
-        match (&args.auth_issuer, &args.auth_introspection_url) {
-            (Some(issuer), _) => {
-                let jwks = match (&args.auth_jwks_url, &args.auth_jwks_file) {
-                    (Some(url), _) => Jwks::remote(
-                        url,
-                        JwksOptions {
-                            trust: trust.clone(),
-                            ..JwksOptions::default()
-                        },
-                    )?,
-                    (None, Some(path)) => {
-                        let bytes = std::fs::read(path)
-                            .with_context(|| format!("reading {}", path.display()))?;
-                        Jwks::fixed(&bytes)?
-                    }
-                    (None, None) => {
-                        anyhow::bail!("--auth-issuer needs --auth-jwks-url or --auth-jwks-file")
-                    }
-                };
-                let mut validator = JwtValidator::new(issuer, &resource, jwks).leeway(leeway);
-                if let Some(alias) = &alias {
-                    validator = validator.also_audience(alias.clone());
+    // The metadata must name an authorization server (MCP authorization,
+    // after RFC 9728): without one a client cannot find where to get a
+    // token, whichever way tokens are then checked.
+    let Some(issuer) = &args.auth_issuer else {
+        anyhow::bail!(NO_ISSUER);
+    };
+    let validator: Arc<dyn TokenValidator> = match &args.auth_introspection_url {
+        None => {
+            let jwks = match (&args.auth_jwks_url, &args.auth_jwks_file) {
+                (Some(url), _) => Jwks::remote(
+                    url,
+                    JwksOptions {
+                        trust: trust.clone(),
+                        ..JwksOptions::default()
+                    },
+                )?,
+                (None, Some(path)) => {
+                    let bytes = std::fs::read(path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    Jwks::fixed(&bytes)?
                 }
-                (Arc::new(validator), Some(issuer))
-            }
-            (None, Some(endpoint)) => {
-                let secret = crate::secret::read(
-                    "DROID_AUTH_CLIENT_SECRET",
-                    args.auth_client_secret_file.as_deref(),
-                )?;
-                let (Some(id), Some(secret)) = (&args.auth_client_id, &secret) else {
-                    anyhow::bail!(
-                        "--auth-introspection-url needs --auth-client-id and \
-                         DROID_AUTH_CLIENT_SECRET (or --auth-client-secret-file)"
-                    );
-                };
-                let mut validator =
-                    IntrospectionValidator::new(endpoint, id, secret, &resource)?.trust(trust)?;
-                if let Some(alias) = &alias {
-                    validator = validator.also_audience(alias.clone());
+                (None, None) => {
+                    anyhow::bail!("--auth-issuer needs --auth-jwks-url or --auth-jwks-file")
                 }
-                (Arc::new(validator), None)
+            };
+            let mut validator = JwtValidator::new(issuer, &resource, jwks).leeway(leeway);
+            if let Some(alias) = &alias {
+                validator = validator.also_audience(alias.clone());
             }
-            (None, None) => return Ok(None),
-        };
+            Arc::new(validator)
+        }
+        Some(endpoint) => {
+            let secret = crate::secret::read(
+                "DROID_AUTH_CLIENT_SECRET",
+                args.auth_client_secret_file.as_deref(),
+            )?;
+            let (Some(id), Some(secret)) = (&args.auth_client_id, &secret) else {
+                anyhow::bail!(
+                    "--auth-introspection-url needs --auth-client-id and \
+                     DROID_AUTH_CLIENT_SECRET (or --auth-client-secret-file)"
+                );
+            };
+            let mut validator = IntrospectionValidator::new(endpoint, id, secret, &resource)?
+                .trust(trust)?
+                .issuer(issuer.clone());
+            if let Some(alias) = &alias {
+                validator = validator.also_audience(alias.clone());
+            }
+            Arc::new(validator)
+        }
+    };
     let mut server = ResourceServer::new(&resource, validator)?
         .audience(audience)
         .require_scopes(&args.required_scope)?
@@ -245,10 +266,9 @@ pub(crate) fn resource_server(
             supported.push(rule.scope);
         }
     }
-    server = server.scopes_supported(&supported)?;
-    if let Some(issuer) = issuer {
-        server = server.authorization_server(issuer);
-    }
+    server = server
+        .scopes_supported(&supported)?
+        .authorization_server(issuer);
     if args.auth_allow_anonymous {
         server = server.allow_anonymous();
     }

@@ -312,6 +312,48 @@ fn auth_flags_without_an_issuer_refuse_to_start_rather_than_serve_openly() -> Re
     Ok(())
 }
 
+/// Tokens checked by introspection still come from an authorization
+/// server, which the resource metadata must name: without `--auth-issuer`
+/// the server does not start; with it, the metadata names it.
+#[test]
+fn introspection_names_its_authorization_server_or_refuses_to_start() -> Result<(), TestError> {
+    let args = words(
+        "serve --listen 127.0.0.1:0 --auth-introspection-url http://127.0.0.1:9/introspect \
+         --auth-client-id rs",
+    );
+    let stderr = refused(&args, "served metadata naming no authorization server")?;
+    assert!(
+        stderr.contains("--auth-introspection-url needs --auth-issuer"),
+        "{stderr}"
+    );
+
+    let secret = temp_path("introspection", "secret");
+    std::fs::write(&secret, "rs-secret\n")?;
+    let secret = secret.to_string_lossy().into_owned();
+    let (_server, address) = listening(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--auth-issuer",
+            "https://issuer.example",
+            "--auth-introspection-url",
+            "http://127.0.0.1:9/introspect",
+            "--auth-client-id",
+            "rs",
+            "--auth-client-secret-file",
+            &secret,
+        ],
+        "http",
+    )?;
+    let metadata = support::raw_get(&address, "/.well-known/oauth-protected-resource/mcp")?;
+    assert!(
+        metadata.contains(r#""authorization_servers":["https://issuer.example"]"#),
+        "{metadata}"
+    );
+    Ok(())
+}
+
 #[test]
 fn anonymous_callers_and_a_scope_every_request_needs_refuse_to_start() -> Result<(), TestError> {
     let args = words(

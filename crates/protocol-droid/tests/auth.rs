@@ -781,13 +781,29 @@ mod tokens {
                 "opaque-no-aud",
                 json!({ "active": true, "sub": "alice", "exp": now() + 300 }),
             ),
+            // A date that is no date is not read as no date.
+            (
+                "opaque-exp-text",
+                json!({ "active": true, "sub": "alice", "aud": resource, "exp": "1" }),
+            ),
+            (
+                "opaque-nbf-text",
+                json!({ "active": true, "sub": "alice", "aud": resource,
+                        "exp": now() + 300, "nbf": "soon" }),
+            ),
         ];
         for (token, answer) in answers {
             issuer.state.introspected(token, answer);
         }
         let names = server.tool_names(Some("opaque-good")).await?;
         assert!(names.contains(&"secret".to_owned()), "{names:?}");
-        for bad in ["opaque-elsewhere", "opaque-no-aud", "opaque-revoked"] {
+        for bad in [
+            "opaque-elsewhere",
+            "opaque-no-aud",
+            "opaque-revoked",
+            "opaque-exp-text",
+            "opaque-nbf-text",
+        ] {
             assert_invalid_token(&server, bad, bad).await?;
         }
         Ok(())
@@ -871,6 +887,25 @@ mod tokens {
         server.client = mine;
         let names = server.tool_names(Some("real")).await?;
         assert!(names.contains(&"public".to_owned()), "{names:?}");
+        Ok(())
+    }
+
+    /// While the issuer is down a good token cannot be checked: 503, as
+    /// often as it is presented, and never counted as a made-up token that
+    /// would have its address held back once the issuer is back.
+    #[tokio::test]
+    async fn tokens_that_cannot_be_checked_do_not_hold_their_address_back() -> Result<(), TestError>
+    {
+        let key = SigningKey::ec("k")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        issuer.state.down.store(true, Ordering::SeqCst);
+        let mut server = protect(jwt_guard(&issuer, Duration::from_secs(60))).await?;
+        server.client = client_from("127.0.0.10")?;
+        let token = key.sign(&server.claims(&issuer, "alice", ""))?;
+        for n in 0..30 {
+            let response = server.modern(Some(&token), "tools/list", json!({})).await?;
+            assert_eq!(response.status(), 503, "request {n}");
+        }
         Ok(())
     }
 
