@@ -167,14 +167,18 @@ impl Issuer {
                     |axum::extract::State(s): axum::extract::State<IssuerState>,
                      headers: axum::http::HeaderMap,
                      body: String| async move {
-                        // The resource server must authenticate itself.
-                        let expected = format!(
-                            "Basic {}",
-                            base64::engine::general_purpose::STANDARD.encode("rs:rs-secret")
-                        );
-                        if headers.get("authorization").and_then(|v| v.to_str().ok())
-                            != Some(expected.as_str())
-                        {
+                        // The resource server must authenticate itself:
+                        // as `rs`, or as `rs:x` with the secret `s:e c%ret`,
+                        // each part form-encoded first (RFC 6749 §2.3.1).
+                        let basic = |credentials: &str| {
+                            format!(
+                                "Basic {}",
+                                base64::engine::general_purpose::STANDARD.encode(credentials)
+                            )
+                        };
+                        let known = [basic("rs:rs-secret"), basic("rs%3Ax:s%3Ae+c%25ret")];
+                        let presented = headers.get("authorization").and_then(|v| v.to_str().ok());
+                        if !known.iter().any(|k| Some(k.as_str()) == presented) {
                             return as_json(&json!({ "error": "invalid_client" }));
                         }
                         s.introspections.fetch_add(1, Ordering::SeqCst);
@@ -649,6 +653,13 @@ mod tokens {
                 "wrong issuer",
                 key.sign(&with(json!({ "iss": "http://127.0.0.1:1/evil" })))?,
             ),
+            (
+                // RFC 7519 §4.1.1: one string, not a list that includes it.
+                "issuers",
+                key.sign(&with(
+                    json!({ "iss": ["http://127.0.0.1:1/evil", issuer.issuer()] }),
+                ))?,
+            ),
             ("no expiry", {
                 let mut claims = good.clone();
                 if let Value::Object(c) = &mut claims {
@@ -806,6 +817,24 @@ mod tokens {
         ] {
             assert_invalid_token(&server, bad, bad).await?;
         }
+        Ok(())
+    }
+
+    /// A client id and secret with characters of their own reach the
+    /// endpoint form-encoded inside the Basic credentials, as RFC 6749
+    /// §2.3.1 asks and authorization servers decode them.
+    #[tokio::test]
+    async fn introspection_credentials_are_form_encoded() -> Result<(), TestError> {
+        let issuer = Issuer::start(&[]).await?;
+        let endpoint = format!("{}/introspect", issuer.url);
+        let validator = IntrospectionValidator::new(&endpoint, "rs:x", "s:e c%ret", ELSEWHERE)?
+            .trust(&issuer.trust)?;
+        issuer.state.introspected(
+            "t",
+            json!({ "active": true, "sub": "alice", "aud": ELSEWHERE, "exp": now() + 300 }),
+        );
+        let claims = validator.validate("t").await?;
+        assert_eq!(claims.sub.as_deref(), Some("alice"));
         Ok(())
     }
 

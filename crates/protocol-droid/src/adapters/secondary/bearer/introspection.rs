@@ -230,7 +230,12 @@ impl IntrospectionValidator {
         let request = self
             .client
             .post(self.endpoint.clone())
-            .basic_auth(&self.client_id, Some(&self.client_secret))
+            // RFC 6749 §2.3.1: each part form-encoded before it is joined,
+            // so a `:` or `%` in either reaches the server as written.
+            .basic_auth(
+                form_encode(&self.client_id),
+                Some(form_encode(&self.client_secret)),
+            )
             .header(
                 reqwest::header::CONTENT_TYPE,
                 "application/x-www-form-urlencoded",
@@ -301,4 +306,9 @@ fn positive_life(claims: &AuthClaims) -> Duration {
         Duration::from_secs(exp.saturating_sub(now))
     });
     left.min(MAX_POSITIVE)
+}
+
+/// `value` as `application/x-www-form-urlencoded` writes it.
+fn form_encode(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }

@@ -124,6 +124,15 @@ impl JwtValidator {
                 _ => "the token is malformed",
             })
         })?;
+        // The decoder takes an `iss` array that includes the issuer; RFC 7519
+        // makes it one string, and the caller's principal is keyed by it.
+        if !data
+            .claims
+            .get("iss")
+            .is_some_and(serde_json::Value::is_string)
+        {
+            return Err(invalid("the token's iss is not one string"));
+        }
         Ok(normalize_claims(data.claims))
     }
 }
