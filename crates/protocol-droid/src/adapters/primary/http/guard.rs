@@ -47,17 +47,26 @@ impl HostPolicy {
         }
     }
 
+    /// Whether `authority` (a `Host`, or an origin's host and port) names
+    /// an allowed host. It is read as the URI grammar reads it, and only a
+    /// host with at most a port passes: user information (`a@b`) makes the
+    /// host the part after `@`, and no client sends it in a `Host`.
     fn admits(&self, authority: &str) -> bool {
-        let authority = authority.trim().to_ascii_lowercase();
-        let host = if authority.starts_with('[') {
-            authority
-                .find(']')
-                .and_then(|end| authority.get(..=end))
-                .unwrap_or(&authority)
-        } else {
-            authority.split(':').next().unwrap_or_default()
+        let Ok(authority) = authority
+            .trim()
+            .to_ascii_lowercase()
+            .parse::<axum::http::uri::Authority>()
+        else {
+            return false;
         };
-        self.names.iter().any(|n| n == host)
+        let host = authority.host();
+        // What follows the host is nothing or a port of digits.
+        let port = authority
+            .as_str()
+            .strip_prefix(host)
+            .map(|rest| rest.strip_prefix(':').unwrap_or(rest));
+        let only_a_port = port.is_some_and(|port| port.bytes().all(|b| b.is_ascii_digit()));
+        only_a_port && self.names.iter().any(|n| n == host)
     }
 
     fn admits_origin(&self, origin: &str) -> bool {
@@ -144,6 +153,11 @@ mod tests {
             "evil.example.com:3000",
             "127.0.0.1.evil.com",
             "[::2]:1",
+            "127.0.0.1:80@evil.com",
+            "evil.com@127.0.0.1",
+            "localhost:http",
+            "localhost/x",
+            "",
         ] {
             assert!(!policy.admits(bad), "{bad}");
         }
