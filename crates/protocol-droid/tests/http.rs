@@ -1546,6 +1546,59 @@ mod slow_clients {
         Ok(())
     }
 
+    /// Bodies being read are charged to their address and to everyone: a
+    /// slow body holding its address's share gets that address 429 (and
+    /// no one else anything), and holding the share of all gets everyone
+    /// 503; its bytes are given back when it goes.
+    #[tokio::test]
+    async fn bodies_being_read_take_their_address_share_then_everyones() -> Result<(), TestError> {
+        let mut s = start_tuned(|o| {
+            o.body_timeout = Duration::from_secs(3600);
+            o.body_bytes_in_flight_per_address = 64 * 1024;
+            o.body_bytes_in_flight = 96 * 1024;
+        })
+        .await?;
+        let padded = |bytes: usize| json!({ "pad": "x".repeat(bytes) });
+        let to = address(&s).parse::<std::net::SocketAddr>()?;
+        // `bytes` of a 60,000-byte body sent from `from`, the rest never.
+        let slow = |from: [u8; 4], bytes: usize| async move {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(std::net::SocketAddr::from((from, 0)))?;
+            let mut stream = socket.connect(to).await?;
+            stream
+                .write_all(
+                    b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                      Accept: application/json, text/event-stream\r\nContent-Length: 60000\r\n\r\n",
+                )
+                .await?;
+            stream.write_all(&vec![b' '; bytes]).await?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok::<_, TestError>(stream)
+        };
+        let held = slow([127, 0, 0, 1], 50_000).await?;
+        let refused = s.modern(1, "tools/list", padded(20_000), None).await?;
+        assert_eq!(refused.status(), 429);
+        assert!(refused.headers().contains_key("retry-after"));
+        // Another address has its own share.
+        let mine = std::mem::replace(&mut s.client, client_from("127.0.0.2")?);
+        let served = s.modern(2, "tools/list", padded(20_000), None).await?;
+        assert_eq!(served.status(), 200);
+        // With a third address's slow body, more is held than every
+        // address together may.
+        let other = slow([127, 0, 0, 3], 30_000).await?;
+        let refused = s.modern(3, "tools/list", padded(20_000), None).await?;
+        assert_eq!(refused.status(), 503);
+        // Gone, they give their bytes back.
+        drop((held, other));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let served = s.modern(4, "tools/list", padded(20_000), None).await?;
+        assert_eq!(served.status(), 200);
+        s.client = mine;
+        let served = s.modern(5, "tools/list", padded(20_000), None).await?;
+        assert_eq!(served.status(), 200);
+        Ok(())
+    }
+
     #[tokio::test]
     async fn connections_past_one_address_share_are_closed_and_others_are_served()
     -> Result<(), TestError> {

@@ -117,6 +117,10 @@ impl AdminPage {
                 body::BodyLimits {
                     max_bytes: MAX_BODY,
                     timeout: options.body_timeout,
+                    budget: Arc::new(body::BodyBudget::new(
+                        options.body_bytes_in_flight,
+                        options.body_bytes_in_flight_per_address,
+                    )),
                 },
                 body::read_whole,
             ))

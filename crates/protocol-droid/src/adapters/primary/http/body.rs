@@ -1,42 +1,187 @@
-//! Reading a request body whole, within a size and a deadline.
+//! Reading a request body whole, within a size, a deadline and a budget.
 //!
 //! hyper bounds how long a request head may take, but not its body: a
 //! client that sends a `Content-Length` of a megabyte and then a byte a
 //! minute would hold its handler, and the memory read so far, for as long as
 //! it likes. Every body is read here, before any handler sees it, and a body
-//! that does not arrive in time is answered with 408.
+//! that does not arrive in time is answered with 408. The bytes of bodies
+//! being read are counted too, per client address and in all: one address's
+//! many slow bodies take its own share, not everyone's memory.
 
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
+use http_body_util::BodyExt as _;
 
 use super::respond::error_body;
+use crate::application::server::rate::network_of;
 use crate::domain::jsonrpc::ErrorCode;
 
 /// The limits the middleware applies.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct BodyLimits {
     pub(super) max_bytes: usize,
     pub(super) timeout: Duration,
+    pub(super) budget: Arc<BodyBudget>,
+}
+
+/// The bytes of request bodies being read at once: in all, and per client
+/// address (an IPv6 one by its /64). A body is charged as its bytes arrive
+/// and let go once it is read whole (or refused).
+#[derive(Debug)]
+pub(super) struct BodyBudget {
+    in_all: usize,
+    per_address: usize,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    in_all: usize,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+/// Which share a body's next bytes would pass.
+#[derive(Debug, PartialEq, Eq)]
+enum Spent {
+    Address,
+    InAll,
+}
+
+impl BodyBudget {
+    /// A budget of `in_all` bytes, `per_address` of them for one address.
+    pub(super) fn new(in_all: usize, per_address: usize) -> Self {
+        Self {
+            in_all,
+            per_address,
+            held: Mutex::new(Held::default()),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Charges `bytes` more to `peer` (none: a connection whose address is
+    /// not known, charged in all only), or says which share is spent.
+    fn charge(&self, peer: Option<IpAddr>, bytes: usize) -> Result<(), Spent> {
+        let mut held = self.held();
+        let in_all = held.in_all.saturating_add(bytes);
+        if in_all > self.in_all {
+            return Err(Spent::InAll);
+        }
+        if let Some(peer) = peer {
+            let mine = held.by_address.get(&peer).copied().unwrap_or(0);
+            let mine = mine.saturating_add(bytes);
+            if mine > self.per_address {
+                return Err(Spent::Address);
+            }
+            held.by_address.insert(peer, mine);
+        }
+        held.in_all = in_all;
+        Ok(())
+    }
+
+    /// Gives back `bytes` charged to `peer`.
+    fn refund(&self, peer: Option<IpAddr>, bytes: usize) {
+        let mut held = self.held();
+        held.in_all = held.in_all.saturating_sub(bytes);
+        if let Some(peer) = peer {
+            if let Some(mine) = held.by_address.get_mut(&peer) {
+                *mine = mine.saturating_sub(bytes);
+                if *mine == 0 {
+                    held.by_address.remove(&peer);
+                }
+            }
+        }
+    }
+}
+
+/// What one body has been charged, given back when it is dropped: read
+/// whole, refused, or its request abandoned mid-way.
+struct Charge<'a> {
+    budget: &'a BodyBudget,
+    peer: Option<IpAddr>,
+    bytes: usize,
+}
+
+impl Charge<'_> {
+    fn add(&mut self, bytes: usize) -> Result<(), Spent> {
+        self.budget.charge(self.peer, bytes)?;
+        self.bytes = self.bytes.saturating_add(bytes);
+        Ok(())
+    }
+}
+
+impl Drop for Charge<'_> {
+    fn drop(&mut self) {
+        self.budget.refund(self.peer, self.bytes);
+    }
+}
+
+/// Why a body was not read.
+enum Unread {
+    TooLarge,
+    CutShort,
+    Spent(Spent),
+}
+
+/// `body` read whole, at most `max_bytes` of it, each piece charged to
+/// `charge` as it arrives. A body that comes in one piece is passed on as
+/// it came, uncopied.
+async fn read_charged(
+    body: Body,
+    max_bytes: usize,
+    charge: &mut Charge<'_>,
+) -> Result<Bytes, Unread> {
+    let mut body = body;
+    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut length = 0_usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| Unread::CutShort)?;
+        let Ok(piece) = frame.into_data() else {
+            continue;
+        };
+        length = length.saturating_add(piece.len());
+        if length > max_bytes {
+            return Err(Unread::TooLarge);
+        }
+        charge.add(piece.len()).map_err(Unread::Spent)?;
+        pieces.push(piece);
+    }
+    Ok(match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.pop().unwrap_or_default(),
+        _ => Bytes::from(pieces.concat()),
+    })
 }
 
 /// The middleware: 413 for a body over the size, 408 for one that is not
-/// all there in time, 400 for one cut short.
+/// all there in time, 400 for one cut short, 429 when the client's address
+/// already has its share of bytes being read and 503 when every address
+/// together has (each with `Retry-After`).
 pub(super) async fn read_whole(
     State(limits): State<BodyLimits>,
     request: Request,
     next: Next,
 ) -> Response {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(address)| network_of(address.ip()));
     let (parts, body) = request.into_parts();
     // A length announced past the limit is refused before a byte of the
     // body is read or waited for.
     let announced = parts
         .headers
-        .get(axum::http::header::CONTENT_LENGTH)
+        .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.trim().parse::<u64>().ok());
     if announced.is_some_and(|length| {
@@ -47,23 +192,42 @@ pub(super) async fn read_whole(
             &format!("the body is larger than {} bytes", limits.max_bytes),
         );
     }
-    let read = tokio::time::timeout(limits.timeout, axum::body::to_bytes(body, limits.max_bytes));
+    let mut charge = Charge {
+        budget: &limits.budget,
+        peer,
+        bytes: 0,
+    };
+    let read = tokio::time::timeout(
+        limits.timeout,
+        read_charged(body, limits.max_bytes, &mut charge),
+    );
     let bytes = match read.await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(error)) => {
-            // `to_bytes` reports an exceeded limit as an error whose source
-            // is the limit; anything else is the connection failing.
-            let too_large = std::error::Error::source(&error)
-                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            let (status, message) = if too_large {
-                (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("the body is larger than {} bytes", limits.max_bytes),
-                )
-            } else {
-                (StatusCode::BAD_REQUEST, "the body was cut short".to_owned())
+        Ok(Err(Unread::TooLarge)) => {
+            return refused(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the body is larger than {} bytes", limits.max_bytes),
+            );
+        }
+        Ok(Err(Unread::CutShort)) => {
+            return refused(StatusCode::BAD_REQUEST, "the body was cut short");
+        }
+        Ok(Err(Unread::Spent(spent))) => {
+            let (status, message) = match spent {
+                Spent::Address => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many request bodies are being read from this address; try again later",
+                ),
+                Spent::InAll => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many request bodies are being read; try again later",
+                ),
             };
-            return refused(status, &message);
+            let mut response = refused(status, message);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(1_u32));
+            return response;
         }
         Err(_) => {
             return refused(
@@ -72,6 +236,8 @@ pub(super) async fn read_whole(
             );
         }
     };
+    // Read whole: what it holds now is the request's, not a body in flight.
+    drop(charge);
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
 }
@@ -81,9 +247,35 @@ fn refused(status: StatusCode, message: &str) -> Response {
     *response.status_mut() = status;
     // The rest of the body may still be on its way; the connection cannot
     // carry another request after it.
-    response.headers_mut().insert(
-        axum::http::header::CONNECTION,
-        axum::http::HeaderValue::from_static("close"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response.into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_spends_its_share_and_all_addresses_the_whole() {
+        let budget = BodyBudget::new(100, 60);
+        let (one, two) = (
+            Some(IpAddr::from([10, 0, 0, 1])),
+            Some(IpAddr::from([10, 0, 0, 2])),
+        );
+        assert_eq!(budget.charge(one, 60), Ok(()));
+        assert_eq!(budget.charge(one, 1), Err(Spent::Address));
+        assert_eq!(budget.charge(two, 41), Err(Spent::InAll));
+        assert_eq!(budget.charge(two, 40), Ok(()));
+        budget.refund(one, 60);
+        assert_eq!(budget.charge(two, 20), Ok(()));
+        budget.refund(two, 60);
+        let held = budget.held();
+        assert_eq!(held.in_all, 0);
+        assert!(
+            held.by_address.is_empty(),
+            "nothing kept for idle addresses"
+        );
+    }
 }

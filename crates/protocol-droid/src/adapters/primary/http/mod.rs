@@ -106,6 +106,13 @@ pub struct HttpOptions {
     /// How long a request body may take to arrive once its head has (30 s);
     /// then the request is answered with 408.
     pub body_timeout: Duration,
+    /// How many bytes of request bodies may be being read at once, from
+    /// every client together (256 MiB); a body that would pass it is
+    /// answered with 503.
+    pub body_bytes_in_flight: usize,
+    /// How many of those one client address may have (32 MiB); a body that
+    /// would pass it is answered with 429.
+    pub body_bytes_in_flight_per_address: usize,
     /// What `/readyz` asks (none: always ready). `/healthz` and `/readyz`
     /// answer without a token.
     pub readiness: Option<Readiness>,
@@ -134,6 +141,8 @@ impl Default for HttpOptions {
             max_connections_per_address: 256,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            body_bytes_in_flight: 256 * 1024 * 1024,
+            body_bytes_in_flight_per_address: 32 * 1024 * 1024,
             readiness: None,
             metrics: None,
         }
@@ -243,6 +252,10 @@ impl HttpServer {
                 body::BodyLimits {
                     max_bytes: limit,
                     timeout: app.options.body_timeout,
+                    budget: Arc::new(body::BodyBudget::new(
+                        app.options.body_bytes_in_flight,
+                        app.options.body_bytes_in_flight_per_address,
+                    )),
                 },
                 body::read_whole,
             ))
