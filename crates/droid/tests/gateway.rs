@@ -399,6 +399,27 @@ fn hostile_digests(flag: &str) -> Result<(Vec<(String, String)>, Output), TestEr
     digests(&config, scratch.dir())
 }
 
+/// The gateway lists an upstream's tools once when it connects, not once
+/// for itself and once more for the bridge it calls through.
+#[test]
+fn an_upstreams_tools_are_listed_once_at_start() -> Result<(), TestError> {
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let scratch = Files::fresh("droid-gateway-listed-once")?;
+    let record = scratch.path("listings");
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}]\n\
+             trust = \"on-first-use\"\nenv = {{ HOSTILE_RECORD = {record:?} }}\n"
+        ),
+    )?;
+    let tools = listed(&config, scratch.dir())?;
+    assert!(tools.iter().any(|(id, _)| id == "hostile/ok"), "{tools:?}");
+    let listings = std::fs::read_to_string(&record)?;
+    assert_eq!(listings.lines().count(), 1, "{listings}");
+    Ok(())
+}
+
 /// A tool whose name carries terminal escapes and a direction override is
 /// not offered (it could show in a client as another tool), and the log
 /// that says so writes none of them as they are.

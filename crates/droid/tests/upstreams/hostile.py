@@ -18,8 +18,8 @@ whose name is a number, one whose input is a string, and 200 more whose
 input is a string. With `--churn` it lists 200 tools more, named anew at each
 listing, and its tool `changed` says the list changed before it answers.
 With `--silent-listing` it never answers
-`tools/list`, and appends a line to the file $HOSTILE_RECORD names for each
-one asked.
+`tools/list`. With $HOSTILE_RECORD set, it appends a line to the file it
+names for each `tools/list` asked.
 """
 
 import json
@@ -61,6 +61,9 @@ for line in sys.stdin:
         with open(os.environ["HOSTILE_RECORD"], "a") as record:
             record.write("tools/list\n")
     elif method == "tools/list":
+        if "HOSTILE_RECORD" in os.environ:
+            with open(os.environ["HOSTILE_RECORD"], "a") as record:
+                record.write("tools/list\n")
         tools = [{"name": name, "description": f"The {name} fault.", "inputSchema": {"type": "object"}}
                  for name in TOOLS]
         if "--bad-tools" in sys.argv[1:]:

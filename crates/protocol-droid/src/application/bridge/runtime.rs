@@ -78,6 +78,12 @@ pub struct BridgeOptions {
     /// What each downgrade in a translation is reported to, as well as
     /// being logged and kept.
     pub observer: SharedObserver,
+    /// Whether the bridge lists the upstream's tools itself, at start and
+    /// whenever the upstream says they changed (the default). A caller that
+    /// lists them anyway, as a gateway does, turns this off and hands each
+    /// listing to [`Bridge::learned_tools`], so the upstream is asked once,
+    /// not twice.
+    pub lists_tools: bool,
 }
 
 impl Default for BridgeOptions {
@@ -94,6 +100,7 @@ impl Default for BridgeOptions {
             restart: true,
             request_timeout: Duration::from_secs(300),
             observer: SharedObserver::default(),
+            lists_tools: true,
         }
     }
 }
@@ -290,7 +297,7 @@ impl Bridge {
         bridge.spawn_reaper();
         // The tools are known before any client lists them, so the first
         // call's `Mcp-Param-*` headers can be checked.
-        if bridge.inner.upstream.capabilities.tools.is_some() {
+        if bridge.inner.upstream.capabilities.tools.is_some() && bridge.inner.options.lists_tools {
             bridge.learn_tools(super::listing::Asker::Bridge).await;
         }
         if bridge.inner.upstream.version.era() == Era::Modern {

@@ -28,6 +28,10 @@ impl Bridge {
     /// again, so the definitions the bridge checks headers against and the
     /// task-only tools are the server's current ones.
     pub(super) fn relist_hook(&self) -> Arc<dyn Fn() + Send + Sync> {
+        // Whoever lists the tools instead hands the bridge what it read.
+        if !self.inner.options.lists_tools {
+            return Arc::new(|| {});
+        }
         let weak = Arc::downgrade(&self.inner);
         Arc::new(move || {
             let Some(inner) = weak.upgrade() else {
@@ -99,6 +103,33 @@ impl Bridge {
         *lock(&self.inner.tools) = tools;
         *lock(&self.inner.task_tools) = Some(task_tools);
         true
+    }
+
+    /// What a caller that lists the upstream's tools itself (with
+    /// [`BridgeOptions::lists_tools`] off) read: every page of the listing,
+    /// kept in place of what was known, as the bridge's own listing would
+    /// be.
+    ///
+    /// [`BridgeOptions::lists_tools`]: super::BridgeOptions::lists_tools
+    pub fn learned_tools(&self, tools: &[Tool]) {
+        let mut known = HashMap::new();
+        let mut task_tools = HashMap::new();
+        for tool in tools {
+            if known.len() >= MAX_KNOWN_TOOLS {
+                break;
+            }
+            known.insert(tool.name.clone(), tool.clone());
+            let support = tool
+                .execution
+                .as_ref()
+                .and_then(|e| e.task_support)
+                .filter(|s| *s != TaskSupport::Forbidden);
+            if let Some(support) = support {
+                task_tools.insert(tool.name.clone(), support);
+            }
+        }
+        *lock(&self.inner.tools) = known;
+        *lock(&self.inner.task_tools) = Some(task_tools);
     }
 
     /// Keeps the definitions of a `tools/list` page as the client got them.

@@ -47,7 +47,7 @@ impl Gateway {
         name: &str,
         generation: u64,
     ) -> Result<(), ClientError> {
-        let (client, policy, seq) = {
+        let (client, bridge, policy, seq) = {
             let mut state = lock(&self.inner.state);
             match state.upstream_mut(name, generation) {
                 Some(upstream) => match &upstream.client {
@@ -55,6 +55,7 @@ impl Gateway {
                         upstream.listings = upstream.listings.wrapping_add(1);
                         (
                             client.clone(),
+                            upstream.bridge.clone(),
                             upstream.options.tools.clone(),
                             upstream.listings,
                         )
@@ -134,6 +135,11 @@ impl Gateway {
             let added = !changes.is_empty();
             (store, claim, trusted, touched, registrations, added)
         };
+        // The bridge lists nothing itself (`lists_tools` is off): it learns
+        // which tools run as tasks from this listing, the latest applied.
+        if let Some(bridge) = &bridge {
+            bridge.learned_tools(&tools);
+        }
         // Claimed for every instance first, so that what the file keeps
         // is what holds: another instance's first use, if it came first.
         // The tools are registered only after, so none is offered on this

@@ -248,6 +248,9 @@ pub(super) async fn open(
     let timeout = options.timeout;
     let bridge = BridgeOptions {
         request_timeout: timeout,
+        // The gateway lists the upstream's tools on every change, and hands
+        // the bridge each listing (`refresh`).
+        lists_tools: false,
         ..options.bridge.clone()
     };
     let connecting = Bridge::connect_observed(Arc::clone(connector), bridge, observer);
