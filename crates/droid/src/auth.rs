@@ -9,6 +9,7 @@ use protocol_droid::adapters::primary::http::ResourceServer;
 use protocol_droid::adapters::secondary::bearer::{
     IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
 };
+use protocol_droid::adapters::secondary::local_file;
 use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::server::Primitive;
 use protocol_droid::application::server::TokenValidator;
@@ -222,7 +223,8 @@ pub(crate) fn resource_server(
                     },
                 )?,
                 (None, Some(path)) => {
-                    let bytes = std::fs::read(path)
+                    // A key set is kilobytes; a fetched one is held to 64 KiB.
+                    let bytes = local_file::read_regular(path, 1024 * 1024)
                         .with_context(|| format!("reading {}", path.display()))?;
                     Jwks::fixed(&bytes)?
                 }

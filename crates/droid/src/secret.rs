@@ -5,7 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use protocol_droid::adapters::secondary::authorizer::{Authorizer, StaticToken, TokenFile};
+use protocol_droid::adapters::secondary::authorizer::{
+    Authorizer, StaticToken, TokenFile, check_token,
+};
+use protocol_droid::adapters::secondary::local_file;
 
 /// A secret read from the variable `env` or from the file `file`; `None`
 /// when neither is given. Both at once is an error: which one wins would
@@ -22,12 +25,17 @@ pub(crate) fn read(env: &str, file: Option<&Path>) -> anyhow::Result<Option<Stri
     }
 }
 
+/// The most bytes a file holding one secret may: secrets are kilobytes.
+const MAX_SECRET_FILE: u64 = 64 * 1024;
+
 fn read_file(file: Option<&Path>) -> anyhow::Result<Option<String>> {
     let Some(path) = file else {
         return Ok(None);
     };
-    let text = std::fs::read_to_string(path)
+    let bytes = local_file::read_regular(path, MAX_SECRET_FILE)
         .with_context(|| format!("reading the secret in {}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("the secret in {} is not UTF-8 text", path.display()))?;
     // Files written by `echo` end in a newline no secret contains.
     let value = text.trim_end_matches(['\n', '\r']).to_owned();
     anyhow::ensure!(!value.is_empty(), "{} is empty", path.display());
@@ -64,6 +72,13 @@ pub(crate) fn bearer(
     let Some(token) = token else {
         return Ok(None);
     };
+    // Refused here, by where it came from, rather than sent as no token.
+    if let Err(why) = check_token(&token) {
+        match file {
+            Some(path) => anyhow::bail!("the token in {}: {why}", path.display()),
+            None => anyhow::bail!("the token from the environment: {why}"),
+        }
+    }
     Ok(Some(match file {
         Some(path) => Arc::new(
             TokenFile::open(path)

@@ -783,6 +783,94 @@ fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
     Ok(())
 }
 
+/// `droid ARGS` given at most `PATIENCE` to end (then killed): what it
+/// wrote to stderr, and whether it succeeded; `None` if it never ended.
+fn ended_within(args: &[&str], state: &Path) -> Result<Option<(bool, String)>, TestError> {
+    let mut child = droid_command()
+        .args(args)
+        .env("XDG_STATE_HOME", state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                pipe.read_to_string(&mut stderr)?;
+            }
+            return Ok(Some((status.success(), stderr)));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _killed = child.kill();
+    let _reaped = child.wait();
+    Ok(None)
+}
+
+/// Files an operator names that are not what they should be are refused
+/// at once, saying so: a FIFO (which would block the reader for good), a
+/// pipe (read once, and empty when read again), a token that cannot be
+/// sent as one; and a syntax error is placed without quoting its line,
+/// which may hold a secret.
+#[test]
+fn files_that_cannot_be_a_configuration_or_a_token_are_refused_plainly() -> Result<(), TestError> {
+    let scratch = Files::fresh("droid-gateway-files")?;
+    let fifo = scratch.path("fifo.toml");
+    let made = Command::new("mkfifo").arg(&fifo).status()?;
+    assert!(made.success());
+    let print = |config: &str| {
+        ended_within(
+            &["gateway", "--config", config, "--print-digests"],
+            scratch.dir(),
+        )
+    };
+    let said = print(&fifo)?.ok_or("a FIFO as the configuration hung the gateway")?;
+    assert!(
+        !said.0 && said.1.contains("is not a regular file"),
+        "{}",
+        said.1
+    );
+
+    // A token file that is a FIFO, and one whose token breaks a header.
+    for (name, token_file) in [
+        ("fifo", scratch.path("token.fifo")),
+        ("broken", scratch.write("token", "abc\ndef\n")?),
+    ] {
+        if name == "fifo" {
+            assert!(Command::new("mkfifo").arg(&token_file).status()?.success());
+        }
+        let config = scratch.write(
+            &format!("token-{name}.toml"),
+            &format!(
+                "[[upstream]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\nbearer_token_file = {token_file:?}\n"
+            ),
+        )?;
+        let said =
+            print(&config)?.ok_or_else(|| format!("the {name} token file hung the gateway"))?;
+        let why = if name == "fifo" {
+            "is not a regular file"
+        } else {
+            "a bearer token cannot carry"
+        };
+        assert!(!said.0 && said.1.contains(why), "{name}: {}", said.1);
+    }
+
+    let broken = scratch.write(
+        "broken.toml",
+        "[[upstream]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+         headers = { \"X-Api-Key\" = \"sk-live-SECRET\", }\n",
+    )?;
+    let said = print(&broken)?.ok_or("a broken file hung the gateway")?;
+    assert!(
+        !said.0 && said.1.contains("at line 4, column"),
+        "{}",
+        said.1
+    );
+    assert!(!said.1.contains("sk-live-SECRET"), "{}", said.1);
+    Ok(())
+}
+
 /// Runs `droid gateway ACTION` against the running gateway of `config`.
 fn ask(config: &str, action: &[&str], state: &Path) -> Result<Output, TestError> {
     let mut args = vec!["gateway", "--config", config];

@@ -71,10 +71,9 @@ fn configured_socket(config_path: Option<&Path>) -> anyhow::Result<Option<PathBu
     {
         return Ok(None);
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let only: Only =
-        toml::from_str(&text).with_context(|| format!("reading {} as TOML", path.display()))?;
+    let text = super::load::config_text(path)?;
+    let only: Only = super::load::from_toml(&text)
+        .with_context(|| format!("reading {} as TOML", path.display()))?;
     Ok(only.admin_socket)
 }
 

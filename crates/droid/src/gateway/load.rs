@@ -4,25 +4,63 @@
 use std::path::Path;
 
 use anyhow::Context as _;
+use protocol_droid::adapters::secondary::local_file;
 
 use super::config::{Config, EMBEDDED_DEFAULT};
 use super::json;
+
+/// The most bytes a configuration file may hold.
+const MAX_CONFIG: u64 = 64 * 1024 * 1024;
+
+/// The text of the configuration file at `path`: a regular file (it is read
+/// again whenever it changes, which a pipe cannot be, and a FIFO would
+/// block the reader), of bounded size, UTF-8, without the byte-order mark
+/// some editors write first.
+pub(crate) fn config_text(path: &Path) -> anyhow::Result<String> {
+    let bytes = local_file::read_regular(path, MAX_CONFIG)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("reading {}: it is not UTF-8 text", path.display()))?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_owned(),
+        None => text,
+    })
+}
+
+/// `text` read as the gateway's TOML. A syntax error is told by its
+/// message and place, without the line it quotes: that line may hold a
+/// header's or a token's value.
+pub(crate) fn from_toml<T: serde::de::DeserializeOwned>(text: &str) -> anyhow::Result<T> {
+    toml::from_str(text).map_err(|error| {
+        let place = error.span().map_or_else(String::new, |span| {
+            let before = text.get(..span.start).unwrap_or_default();
+            let line = before.matches('\n').count() + 1;
+            let column = before
+                .rsplit('\n')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .count()
+                + 1;
+            format!(" at line {line}, column {column}")
+        });
+        anyhow::anyhow!("{}{place}", error.message().trim_end())
+    })
+}
 
 /// Reads `path`, or the embedded default, and checks what no form checks
 /// on its own.
 pub(crate) fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     let config = match path {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let text = config_text(path)?;
             let is_json = path
                 .extension()
                 .is_some_and(|e| e.eq_ignore_ascii_case("json"));
             if is_json {
                 json::read(&text).with_context(|| format!("reading {}", path.display()))?
             } else {
-                toml::from_str(&text)
-                    .with_context(|| format!("reading {} as TOML", path.display()))?
+                from_toml(&text).with_context(|| format!("reading {} as TOML", path.display()))?
             }
         }
         None => {

@@ -124,10 +124,11 @@ async fn off_thread<T: Send + 'static>(
     tokio::task::spawn_blocking(move || read(&path)).await.ok()
 }
 
-/// The file's contents, as a digest; `None` when it cannot be read.
+/// The file's contents, as a digest; `None` when it cannot be read as a
+/// configuration is ([`super::load::config_text`]).
 pub(crate) fn contents(path: &Path) -> Option<[u8; 32]> {
-    let bytes = std::fs::read(path).ok()?;
-    Some(Sha256::digest(&bytes).into())
+    let text = super::load::config_text(path).ok()?;
+    Some(Sha256::digest(text.as_bytes()).into())
 }
 
 /// Applies `new` over `old`, after checking it whole; nothing changes when

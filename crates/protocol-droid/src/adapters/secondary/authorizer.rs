@@ -142,18 +142,43 @@ impl TokenFile {
     }
 }
 
+/// The most bytes a token file may hold: tokens are kilobytes at most.
+const MAX_TOKEN_FILE: u64 = 64 * 1024;
+
 /// The token in `path`: files written by `echo` end in a newline no token
 /// contains.
 fn read_token(path: &Path) -> std::io::Result<String> {
-    let text = std::fs::read_to_string(path)?;
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    let bytes = super::local_file::read_regular(path, MAX_TOKEN_FILE)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| invalid(format!("{} is not UTF-8 text", path.display())))?;
     let token = text.trim_end_matches(['\n', '\r']);
     if token.is_empty() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("{} holds no token", path.display()),
-        ));
+        return Err(invalid(format!("{} holds no token", path.display())));
     }
+    check_token(token).map_err(|why| invalid(format!("{}: {why}", path.display())))?;
     Ok(token.to_owned())
+}
+
+/// Whether `token` can be sent as `Authorization: Bearer <token>`: visible
+/// ASCII only (RFC 6750's `b64token` and more, never a space or a line
+/// break). A token that cannot be would otherwise go out as no token at
+/// all, and the server's refusal would be blamed on the token.
+///
+/// # Errors
+///
+/// Why it cannot, without the token.
+pub fn check_token(token: &str) -> Result<(), &'static str> {
+    if token.is_empty() {
+        return Err("the token is empty");
+    }
+    if token.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(())
+    } else {
+        Err(
+            "the token holds a character a bearer token cannot carry (a space, a line break, a control or a non-ASCII character)",
+        )
+    }
 }
 
 impl fmt::Debug for TokenFile {

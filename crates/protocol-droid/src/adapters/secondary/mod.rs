@@ -5,6 +5,7 @@ pub mod bearer;
 pub mod child;
 pub mod connect;
 pub mod http;
+pub mod local_file;
 pub mod metrics;
 pub mod oauth;
 pub mod redis;

@@ -17,6 +17,10 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::{CertificateError, RootCertStore};
 
+/// The most bytes a PEM file named by path may hold: a bundle of every
+/// public root is a few hundred kilobytes.
+pub(crate) const MAX_PEM_FILE: u64 = 16 * 1024 * 1024;
+
 /// Why a trust configuration could not be built.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -68,7 +72,8 @@ impl Trust {
             path: path.display().to_string(),
             detail,
         };
-        let pem = std::fs::read(path).map_err(|e| named(e.to_string()))?;
+        let pem = super::local_file::read_regular(path, MAX_PEM_FILE)
+            .map_err(|e| named(e.to_string()))?;
         Self::with_ca_pem(&pem).map_err(|e| match e {
             TlsError::CaFile { detail, .. } => named(detail),
             other @ TlsError::Config(_) => other,

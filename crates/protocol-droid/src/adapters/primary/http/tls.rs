@@ -50,7 +50,11 @@ impl ServerTls {
     /// fit the certificate.
     pub fn from_pem_files(cert: &Path, key: &Path) -> Result<Self, ServerTlsError> {
         let read = |path: &Path| {
-            std::fs::read(path).map_err(|e| ServerTlsError::File {
+            crate::adapters::secondary::local_file::read_regular(
+                path,
+                crate::adapters::secondary::tls::MAX_PEM_FILE,
+            )
+            .map_err(|e| ServerTlsError::File {
                 path: path.display().to_string(),
                 detail: e.to_string(),
             })

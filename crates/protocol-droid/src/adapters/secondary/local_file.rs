@@ -1,0 +1,64 @@
+//! Files an operator names by path (a token, a CA bundle, a key set, a
+//! configuration), read as such a file must be: a regular file, of a
+//! bounded size. A FIFO or a device at the path would otherwise block the
+//! reading thread for as long as nobody writes to it, or never end.
+
+use std::io::{self, Read as _};
+use std::path::Path;
+
+/// The bytes of the regular file at `path` (symbolic links followed), at
+/// most `max_bytes` of them.
+///
+/// # Errors
+///
+/// [`io::ErrorKind::InvalidInput`] when the path names something other
+/// than a regular file, [`io::ErrorKind::InvalidData`] when the file holds
+/// more than `max_bytes`; any error of reading it.
+pub fn read_regular(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
+    // Looked at before it is opened: opening a FIFO waits for a writer.
+    let metadata = std::fs::metadata(path)?;
+    if !metadata.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    let too_large = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is larger than {max_bytes} bytes", path.display()),
+        )
+    };
+    if metadata.len() > max_bytes {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    // A file that grew since it was looked at is still read within bounds.
+    std::fs::File::open(path)?
+        .take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if u64::try_from(bytes.len()).map_or(true, |length| length > max_bytes) {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_regular_file_within_its_bound_is_read() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("token");
+        std::fs::write(&file, b"abc")?;
+        assert_eq!(read_regular(&file, 3)?, b"abc");
+        let over = read_regular(&file, 2).map_err(|e| e.kind());
+        assert_eq!(over, Err(io::ErrorKind::InvalidData));
+        let directory = read_regular(dir.path(), 1024).map_err(|e| e.kind());
+        assert_eq!(directory, Err(io::ErrorKind::InvalidInput));
+        let device = read_regular(Path::new("/dev/zero"), 1024).map_err(|e| e.kind());
+        assert_eq!(device, Err(io::ErrorKind::InvalidInput));
+        Ok(())
+    }
+}
