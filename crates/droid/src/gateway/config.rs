@@ -362,9 +362,14 @@ fn state_name(config: &Path) -> String {
 
 /// Sixteen hex digits naming a configuration by its path (or the embedded
 /// default, for `None`): what its state file and admin socket are called.
+///
+/// The path is made absolute but its symbolic links are not followed: a
+/// configuration reached through a link that is pointed elsewhere (a
+/// mounted config map, a dotfile manager's switch) is still the same
+/// configuration, and keeps its trust on first use and its admin socket.
 pub(crate) fn path_digest(config: Option<&Path>) -> String {
     let name = match config {
-        Some(path) => std::fs::canonicalize(path)
+        Some(path) => std::path::absolute(path)
             .unwrap_or_else(|_| path.to_path_buf())
             .to_string_lossy()
             .into_owned(),
@@ -482,6 +487,24 @@ mod tests {
             ..UpstreamConfig::default()
         };
         assert!(!format!("{upstream:?}").contains("secret"));
+    }
+
+    /// A link in the path pointed elsewhere leaves the name as it was.
+    #[test]
+    fn a_configuration_behind_a_relinked_path_keeps_its_name() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        for version in ["one", "two"] {
+            std::fs::create_dir(dir.path().join(version))?;
+            std::fs::write(dir.path().join(version).join("gateway.toml"), "")?;
+        }
+        let link = dir.path().join("current");
+        std::os::unix::fs::symlink(dir.path().join("one"), &link)?;
+        let config = link.join("gateway.toml");
+        let before = path_digest(Some(&config));
+        std::fs::remove_file(&link)?;
+        std::os::unix::fs::symlink(dir.path().join("two"), &link)?;
+        assert_eq!(path_digest(Some(&config)), before);
+        Ok(())
     }
 
     #[test]
