@@ -133,7 +133,13 @@ impl TrustFile {
             source,
         };
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io)?;
+            // Folders made here are the owner's alone, as the file is; a
+            // folder that exists is left as it is.
+            let mut folders = std::fs::DirBuilder::new();
+            folders.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut folders, 0o700);
+            folders.create(parent).map_err(io)?;
         }
         let mut staged = self.path.clone().into_os_string();
         staged.push(format!(".{}.tmp", std::process::id()));
@@ -264,6 +270,25 @@ mod tests {
             use std::os::unix::fs::PermissionsExt as _;
             let mode = std::fs::metadata(&path)?.permissions().mode();
             assert_eq!(mode & 0o077, 0, "readable by others: {mode:o}");
+        }
+        Ok(())
+    }
+
+    /// Folders the file needs are made for its owner alone.
+    #[cfg(unix)]
+    #[test]
+    fn the_folders_made_for_it_are_the_owners_alone() -> Result<(), TrustStoreError> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (dir, _) = scratch()?;
+        let path = dir.path().join("droid").join("gateway").join("state.json");
+        let store = TrustFile::open(&path)?;
+        store.record_first_use("files", &BTreeMap::new())?;
+        for folder in [
+            dir.path().join("droid"),
+            dir.path().join("droid").join("gateway"),
+        ] {
+            let mode = std::fs::metadata(&folder)?.permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{}: {mode:o}", folder.display());
         }
         Ok(())
     }
