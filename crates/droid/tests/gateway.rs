@@ -871,6 +871,39 @@ fn files_that_cannot_be_a_configuration_or_a_token_are_refused_plainly() -> Resu
     Ok(())
 }
 
+/// SIGHUP asks for a reload: a gateway with no file to read again (its
+/// embedded default) goes on serving, rather than ending as the signal's
+/// default action would.
+#[test]
+fn a_hangup_never_ends_the_gateway() -> Result<(), TestError> {
+    let scratch = Files::fresh("droid-gateway-hangup")?;
+    let mut command = droid_command();
+    command
+        .args(["gateway", "--listen", "127.0.0.1:0"])
+        .env("XDG_STATE_HOME", scratch.dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let (mut gateway, address) = support::listening_with(command, "http")?;
+    let pid = gateway.0.id().to_string();
+    for _ in 0..3 {
+        assert!(
+            Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()?
+                .success()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(gateway.0.try_wait()?.is_none(), "SIGHUP ended the gateway");
+    let answer = call(&address, "fixture/echo", r#"{"text": "still here"}"#)?;
+    assert!(
+        answer.as_ref().is_ok_and(|out| out.contains("still here")),
+        "{answer:?}"
+    );
+    Ok(())
+}
+
 /// Runs `droid gateway ACTION` against the running gateway of `config`.
 fn ask(config: &str, action: &[&str], state: &Path) -> Result<Output, TestError> {
     let mut args = vec!["gateway", "--config", config];

@@ -30,6 +30,7 @@ use protocol_droid::adapters::primary::admin::serve_admin;
 use protocol_droid::adapters::primary::http::Readiness;
 use protocol_droid::adapters::secondary::metrics::{Metrics, UpstreamLevel};
 use protocol_droid::application::gateway::{Gateway, UpstreamCounts, UpstreamHealth};
+use tokio::signal::unix::SignalKind;
 
 /// `droid gateway`.
 pub(crate) fn run(
@@ -65,6 +66,11 @@ pub(crate) fn run(
     let setup = listening.setup(config.limits.rate_limits()?)?;
     let stdio = listening.listen.is_none();
     crate::run_to_end(runtime, stdio, async {
+        // SIGHUP asks for a reload. Its default action ends the process,
+        // leaving the upstreams started so far behind, so it is taken from
+        // the start: before the watcher listens it is passed over, and with
+        // no file to read again it is only said.
+        let hangups = tokio::signal::unix::signal(SignalKind::hangup()).ok();
         let (gateway, failures) = build::start(
             &config,
             config_path,
@@ -130,6 +136,18 @@ pub(crate) fn run(
             },
             None => None,
         };
+        if config_path.is_none() {
+            if let Some(mut hangups) = hangups {
+                tokio::spawn(async move {
+                    while hangups.recv().await.is_some() {
+                        tracing::info!(
+                            target: "droid",
+                            "SIGHUP: the embedded configuration has no file to read again"
+                        );
+                    }
+                });
+            }
+        }
         let _reload = config_path.map(|path| {
             reload::watch(
                 gateway.clone(),
