@@ -61,8 +61,11 @@ impl<'de> Deserialize<'de> for Servers {
                 mut map: A,
             ) -> Result<Servers, A::Error> {
                 let mut servers: Vec<(String, Entry)> = Vec::new();
+                // A set beside the list: a file of many thousands of
+                // servers is checked in one pass, not one per name.
+                let mut seen = std::collections::HashSet::new();
                 while let Some(name) = map.next_key::<String>()? {
-                    if servers.iter().any(|(seen, _)| *seen == name) {
+                    if !seen.insert(name.clone()) {
                         return Err(serde::de::Error::custom(format!(
                             "the server {name:?} is named twice"
                         )));
@@ -107,7 +110,12 @@ pub(crate) fn read(text: &str) -> anyhow::Result<Config> {
 }
 
 fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Config> {
-    let file: ClientFile = serde_json::from_str(text).context("reading the JSON")?;
+    // Editors keep JSON with comments and trailing commas (VS Code's
+    // `mcp.json` is such a file): blanked where they are, so positions in
+    // an error still point into the file.
+    let mut text = text.to_owned();
+    json_strip_comments::strip(&mut text).context("reading the JSON's comments")?;
+    let file: ClientFile = serde_json::from_str(&text).context("reading the JSON")?;
     ensure!(
         file.mcp_servers.is_some() || file.servers.is_some(),
         "no \"mcpServers\" or \"servers\" object: not an MCP client configuration"
@@ -119,6 +127,12 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
         .flat_map(|servers| servers.0)
         .chain(file.servers.into_iter().flat_map(|servers| servers.0))
     {
+        // A server turned off is not read further: what it would need to
+        // start (its variables, a type this program knows) is not asked of
+        // it, since a server is turned off exactly when it cannot start.
+        if entry.enabled == Some(false) || entry.disabled == Some(true) {
+            continue;
+        }
         let config = entry
             .into_upstream(&name, env)
             .with_context(|| format!("server {name:?}"))?;
@@ -158,7 +172,7 @@ impl Entry {
             name: name.to_owned(),
             trust: TrustConfig::OnFirstUse,
             timeout: self.timeout,
-            enabled: Some(self.enabled != Some(false) && self.disabled != Some(true)),
+            enabled: Some(true),
             tools: ToolsConfig::default(),
             ..UpstreamConfig::default()
         };
@@ -302,13 +316,19 @@ mod tests {
                   "url": "https://example.test/mcp",
                   "headers": { "Authorization": "Bearer ${TOKEN}" }
                 },
-                "off": { "command": "x", "disabled": true }
+                "off": { "command": "x", "disabled": true },
+                "needs-what-is-missing": {
+                  "type": "websocket", "url": "wss://x/${env:NOT_SET}", "enabled": false
+                }
               }
             }"#,
             &env,
         )?;
-        let [everything, remote, off] = &config.upstream[..] else {
-            bail!("three upstreams expected: {:?}", config.upstream);
+        // Servers turned off are passed over unread: neither a variable
+        // that is not set nor a type this program does not know stops the
+        // others.
+        let [everything, remote] = &config.upstream[..] else {
+            bail!("two upstreams expected: {:?}", config.upstream);
         };
         assert_eq!(
             everything.command.as_deref(),
@@ -325,13 +345,44 @@ mod tests {
             remote.headers.get("Authorization").map(String::as_str),
             Some("Bearer s3cret")
         );
-        assert_eq!(off.enabled, Some(false));
         assert_eq!(
             config
                 .enabled()
                 .map(|u| u.name.as_str())
                 .collect::<Vec<_>>(),
             ["everything", "remote"]
+        );
+        Ok(())
+    }
+
+    /// VS Code's `mcp.json` is JSON with comments and trailing commas.
+    #[test]
+    fn comments_and_trailing_commas_are_read_past() -> anyhow::Result<()> {
+        let config = read_with(
+            r#"{
+              // Servers for this workspace.
+              "servers": {
+                /* the fixture */
+                "memory": { "type": "stdio", "command": "npx", "args": ["-y", "x",], },
+              },
+            }"#,
+            &env,
+        )?;
+        let [memory] = &config.upstream[..] else {
+            bail!("one upstream expected: {:?}", config.upstream);
+        };
+        assert_eq!(
+            memory.command.as_deref(),
+            Some(&["npx", "-y", "x"].map(String::from)[..])
+        );
+        // A comment's marks inside a string are the string's.
+        let config = read_with(
+            r#"{ "servers": { "s": { "command": "a // b /* c */" } } }"#,
+            &env,
+        )?;
+        assert_eq!(
+            config.upstream.first().and_then(|u| u.command.clone()),
+            Some(vec!["a // b /* c */".to_owned()])
         );
         Ok(())
     }
