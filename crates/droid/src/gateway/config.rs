@@ -260,6 +260,13 @@ impl Config {
                         && upstream.cwd.is_none(),
                     "upstream {name:?}: env, pass_env and cwd are for command upstreams"
                 );
+                for header in upstream.headers.keys() {
+                    let lower = header.to_ascii_lowercase();
+                    ensure!(
+                        !RESERVED_HEADERS.contains(&lower.as_str()) && !lower.starts_with("mcp-"),
+                        "upstream {name:?}: the header {header:?} is the transport's to set, not the configuration's"
+                    );
+                }
             } else {
                 ensure!(
                     upstream.headers.is_empty()
@@ -267,6 +274,12 @@ impl Config {
                         && upstream.bearer_token_file.is_none()
                         && upstream.ca_file.is_none(),
                     "upstream {name:?}: headers, bearer tokens and ca_file are for url upstreams"
+                );
+            }
+            for (key, value) in &upstream.env {
+                ensure!(
+                    !key.is_empty() && !key.contains(['=', '\0']) && !value.contains('\0'),
+                    "upstream {name:?}: the environment variable {key:?} cannot be set (a name must be non-empty without '=' or NUL, a value without NUL)"
                 );
             }
             ensure!(
@@ -360,6 +373,26 @@ fn state_name(config: &Path) -> String {
     format!("{}-{file}.state.json", path_digest(Some(config)))
 }
 
+/// Headers an upstream's configuration may not set: the ones that frame the
+/// message (a `Content-Length` of the configuration's would cut every body
+/// short) or route the connection, and the ones MCP's transport sets itself
+/// (every `Mcp-*` header is refused too).
+const RESERVED_HEADERS: [&str; 13] = [
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-connection",
+    "content-type",
+    "accept",
+    "last-event-id",
+    "expect",
+];
+
 /// Sixteen hex digits naming a configuration by its path (or the embedded
 /// default, for `None`): what its state file and admin socket are called.
 ///
@@ -433,6 +466,40 @@ mod tests {
         );
         assert_eq!(off.cwd.as_deref(), Some(Path::new("/srv")));
         Ok(())
+    }
+
+    #[test]
+    fn headers_the_transport_sets_and_unsettable_variables_are_refused() {
+        for header in [
+            "Content-Length",
+            "host",
+            "Mcp-Session-Id",
+            "MCP-Protocol-Version",
+            "Transfer-Encoding",
+        ] {
+            let text = format!(
+                "[[upstream]]\nname = \"web\"\nurl = \"https://example.test/mcp\"\nheaders = {{ {header:?} = \"1\" }}\n"
+            );
+            let refused = toml(&text).map_err(|e| e.to_string());
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(|e| e.contains("is the transport's to set")),
+                "{header}: {refused:?}"
+            );
+        }
+        let allowed = "[[upstream]]\nname = \"web\"\nurl = \"https://example.test/mcp\"\n\
+                       headers = { \"Authorization\" = \"Bearer t\", \"X-Tenant\" = \"blue\" }\n";
+        assert!(toml(allowed).is_ok());
+        for env in [r#""A=B" = "c""#, r#""" = "x""#, r#"K = "a\u0000b""#] {
+            let text =
+                format!("[[upstream]]\nname = \"s\"\ncommand = [\"x\"]\nenv = {{ {env} }}\n");
+            let refused = toml(&text).map_err(|e| e.to_string());
+            assert!(
+                refused.as_ref().is_err_and(|e| e.contains("cannot be set")),
+                "{env}: {refused:?}"
+            );
+        }
     }
 
     #[test]
