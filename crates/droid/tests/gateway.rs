@@ -108,7 +108,8 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
         "gateway.toml",
         &format!(
             "{}\n[[upstream]]\nname = \"broken\"\ncommand = [\"/nonexistent/mcp-server\"]\n\
-             trust = \"on-first-use\"\n",
+             trust = \"on-first-use\"\n\
+             [[upstream]]\nname = \"unfound\"\ncommand = [\"npx-not-installed\", \"-y\", \"x\"]\n",
             served("fixture")
         ),
     )?;
@@ -117,7 +118,13 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "an incomplete list passed for whole");
     assert!(
-        stderr.contains("upstream \"broken\"") && stderr.contains("No such file"),
+        stderr.contains("upstream \"broken\"")
+            && stderr.contains("/nonexistent/mcp-server does not exist (No such file"),
+        "{stderr}"
+    );
+    // A bare name is looked for on the PATH: said, with the name.
+    assert!(
+        stderr.contains("npx-not-installed is not found on the PATH the server is given"),
         "{stderr}"
     );
     assert_provenance(&tools, "fixture/echo", "pinned");

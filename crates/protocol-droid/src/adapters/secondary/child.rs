@@ -141,7 +141,8 @@ impl ChildProcess {
             // running (nor, see `Drop`, anything it started).
             .kill_on_drop(true)
             .process_group(0)
-            .spawn()?;
+            .spawn()
+            .map_err(|error| not_started(&options.program, &error))?;
         let pid = child.id();
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -399,6 +400,24 @@ async fn read_loop(
         format!("{reason}; its last words: {}", words.join(" | "))
     };
     let _ = inbound.send(Inbound::Closed(Some(reason))).await;
+}
+
+/// Why `program` did not start, naming it: the system's words alone ("No
+/// such file or directory") say neither which program nor that a bare
+/// name is looked for on the `PATH` the child is given, the commonest
+/// cause (an `npx` or `uvx` not on it).
+fn not_started(program: &std::ffi::OsStr, error: &std::io::Error) -> std::io::Error {
+    let name = program.to_string_lossy();
+    let shown = printable(&name);
+    let message = match error.kind() {
+        std::io::ErrorKind::NotFound if !name.contains('/') => {
+            format!("{shown} is not found on the PATH the server is given ({error})")
+        }
+        std::io::ErrorKind::NotFound => format!("{shown} does not exist ({error})"),
+        std::io::ErrorKind::PermissionDenied => format!("{shown} may not be run ({error})"),
+        _ => format!("{shown}: {error}"),
+    };
+    std::io::Error::new(error.kind(), message)
 }
 
 /// `line` as the server wrote it, but with what a terminal would obey
