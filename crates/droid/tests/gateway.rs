@@ -1025,6 +1025,18 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
+
+    // A file broken mid-edit leaves the gateway running as it was, and
+    // `status` still finds it (the socket named after the path).
+    let kept = std::fs::read_to_string(&config)?;
+    std::fs::write(&config, format!("{kept}[[upstream]\n"))?;
+    let status = ask(&config, &["status"], scratch.dir())?;
+    assert!(
+        status.status.success() && String::from_utf8_lossy(&status.stdout).contains("fixture"),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    std::fs::write(&config, kept)?;
     drop(_gateway);
 
     // After a restart the approval holds.

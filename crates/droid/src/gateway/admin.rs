@@ -72,9 +72,37 @@ fn configured_socket(config_path: Option<&Path>) -> anyhow::Result<Option<PathBu
         return Ok(None);
     }
     let text = super::load::config_text(path)?;
-    let only: Only = super::load::from_toml(&text)
-        .with_context(|| format!("reading {} as TOML", path.display()))?;
-    Ok(only.admin_socket)
+    match super::load::from_toml::<Only>(&text) {
+        Ok(only) => Ok(only.admin_socket),
+        // Broken elsewhere (mid-edit, say): the key is a top-level one, so
+        // it is before the first table, on a line of its own.
+        Err(error) => {
+            let line = text
+                .lines()
+                .take_while(|line| !line.trim_start().starts_with('['))
+                .find(|line| line.trim_start().starts_with("admin_socket"));
+            match line.map(super::load::from_toml::<Only>) {
+                Some(Ok(only)) => Ok(only.admin_socket),
+                _ => Err(error).with_context(|| format!("reading {} as TOML", path.display())),
+            }
+        }
+    }
+}
+
+/// [`configured_socket`], or none when the file cannot be read now: a
+/// broken file is when an operator most needs to ask whether its reload
+/// failed, so the socket named after the path is asked instead.
+fn configured_socket_or_default(config_path: Option<&Path>) -> Option<PathBuf> {
+    match configured_socket(config_path) {
+        Ok(socket) => socket,
+        Err(error) => {
+            tracing::warn!(
+                target: "droid",
+                "{error:#}; asking the gateway at the socket named after the configuration's path"
+            );
+            None
+        }
+    }
 }
 
 /// `droid gateway status|approve`.
@@ -85,7 +113,7 @@ pub(crate) fn ask(
 ) -> anyhow::Result<()> {
     let path = socket(
         config_path,
-        configured_socket(config_path)?.as_deref(),
+        configured_socket_or_default(config_path).as_deref(),
         explicit,
     )
     .context("no admin socket: set --admin-socket (or HOME, or XDG_STATE_HOME)")?;
