@@ -1402,6 +1402,67 @@ async fn a_parked_call_is_resumed_only_by_its_own_untampered_unexpired_retry()
     Ok(())
 }
 
+/// Anonymous callers are told apart by their address: one cannot resume
+/// (and answer) another's parked call, and each has its own room in the
+/// lot rather than one room for all of them.
+#[tokio::test]
+async fn anonymous_callers_at_other_addresses_neither_resume_nor_crowd_each_others_calls()
+-> Result<(), TestError> {
+    let (url, bridge) = front_at(ProtocolVersion::V2025_11_25, BridgeOptions::default()).await?;
+    let asked = json!({ "elicitation": {} });
+    let from = |address: &str| support::client_from(address);
+    let (alice, mallory) = (from("127.0.0.1")?, from("127.0.0.2")?);
+    let form = json!({ "name": "ask_form", "arguments": {} });
+    let first: Value = modern_request_via(&alice, &url, 1, "tools/call", form, &asked)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let state = first["result"]["requestState"]
+        .as_str()
+        .ok_or_else(|| format!("no state: {first}"))?
+        .to_owned();
+    let retry = |who: &str| {
+        json!({ "name": "ask_form", "arguments": {}, "requestState": state,
+                "inputResponses": { "form": { "action": "accept", "content": { "name": who } } } })
+    };
+    let hijacked: Value =
+        modern_request_via(&mallory, &url, 2, "tools/call", retry("Mallory"), &asked)
+            .send()
+            .await?
+            .json()
+            .await?;
+    assert_state_refused(&hijacked, "requestState failed verification");
+    let answered: Value = modern_request_via(&alice, &url, 3, "tools/call", retry("Ada"), &asked)
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(answered["result"]["resultType"], "complete", "{answered}");
+
+    // Two addresses take 32 places each; a third still parks its call.
+    for (n, client) in [&alice, &mallory].into_iter().cycle().take(64).enumerate() {
+        let form = json!({ "name": "ask_form", "arguments": {} });
+        let id = 10 + u64::try_from(n)?;
+        let parked: Value = modern_request_via(client, &url, id, "tools/call", form, &asked)
+            .send()
+            .await?
+            .json()
+            .await?;
+        assert_eq!(parked["result"]["resultType"], "input_required", "{parked}");
+    }
+    assert_eq!(bridge.parked(), 64);
+    let third = from("127.0.0.3")?;
+    let form = json!({ "name": "ask_form", "arguments": {} });
+    let parked: Value = modern_request_via(&third, &url, 99, "tools/call", form, &asked)
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(parked["result"]["resultType"], "input_required", "{parked}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn two_legacy_sessions_get_two_upstream_sessions() -> Result<(), TestError> {
     let (url, bridge) = front_at(ProtocolVersion::V2025_11_25, BridgeOptions::default()).await?;

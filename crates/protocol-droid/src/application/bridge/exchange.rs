@@ -43,6 +43,7 @@ use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
 use crate::application::client::{Answer, ClientError, RequestOptions};
 use crate::application::server::dispatch::{CLIENT_CAPABILITIES_META, CLIENT_INFO_META};
+use crate::application::server::rate::caller_key;
 use crate::application::server::tasks::wire::without_related_task;
 use crate::application::server::{Call, CallError, INPUT_KEY_META, LOG_LEVEL_META, Question};
 use crate::domain::Refusal;
@@ -159,6 +160,9 @@ impl Drop for UpstreamTask {
 /// the same caller, resumes it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Owner {
+    /// The caller: its principal, or for an anonymous one its network (an
+    /// IPv6 address's /64), as every other per-caller share counts it;
+    /// `None` only for a stdio client, the connection's one.
     pub(super) principal: Option<String>,
     pub(super) method: String,
     pub(super) target: String,
@@ -172,8 +176,11 @@ impl Owner {
             .or_else(|| params.get("uri"))
             .and_then(Value::as_str)
             .unwrap_or_default();
+        // Anonymous callers are told apart by their network: otherwise any
+        // of them could resume (and answer) another's parked request, and
+        // together they would share one caller's room in the lot.
         Self {
-            principal: call.caller().principal_key(),
+            principal: caller_key(call.caller(), call.ctx.remote_addr),
             method: method.to_owned(),
             target: target.to_owned(),
         }

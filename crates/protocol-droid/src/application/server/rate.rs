@@ -146,6 +146,18 @@ impl Caller {
     }
 }
 
+/// Who a caller is, as a key: its principal, or for an anonymous caller
+/// the network it calls from (as every per-caller share counts it); `None`
+/// for a stdio client, its connection's only one. What a parked or sealed
+/// round is bound to, so that another anonymous client cannot answer it.
+pub(crate) fn caller_key(
+    auth: &crate::application::server::AuthContext,
+    remote: Option<std::net::SocketAddr>,
+) -> Option<String> {
+    auth.principal_key()
+        .or_else(|| remote.map(|address| format!("anonymous at {}", network_of(address.ip()))))
+}
+
 /// Whose share a client at `ip` counts against, for every limit kept per
 /// address (an anonymous caller's allowance here, a transport's
 /// connections and sessions): an IPv4 address (an IPv4-mapped IPv6 one

@@ -1,6 +1,7 @@
 //! The methods both eras share, and turning a handler's outcome into an
 //! answer.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -8,6 +9,7 @@ use serde_json::{Value, json};
 use crate::application::server::call::{Call, CallError};
 use crate::application::server::forward::FORWARDED;
 use crate::application::server::host::ToolAccess;
+use crate::application::server::rate::caller_key;
 use crate::application::server::registry::{match_template, visible};
 use crate::application::server::request_state::StateBinding;
 use crate::application::server::scopes::Named;
@@ -65,6 +67,7 @@ impl Connection {
                     .ok_or_else(|| request.unknown(version))?;
                 let arguments = object_member(&params, "arguments");
                 let auth = ctx.auth.clone();
+                let remote = ctx.remote_addr;
                 let call = Call::new(*ctx, peer, arguments);
                 let result = (entry.handler)(call).await;
                 self.outcome(
@@ -72,6 +75,7 @@ impl Connection {
                     "prompts/get",
                     &params,
                     &auth,
+                    remote,
                     era,
                 )
             }
@@ -99,11 +103,12 @@ impl Connection {
                 // with the code the client's revision expects.
                 let handler = found.ok_or_else(|| request.unknown(version))?;
                 let auth = ctx.auth.clone();
+                let remote = ctx.remote_addr;
                 let call = Call::new(*ctx, peer, arguments);
                 let result = handler(call)
                     .await
                     .and_then(|contents| Ok(json!({ "contents": to_value(&contents)? })));
-                self.outcome(result, "resources/read", &params, &auth, era)
+                self.outcome(result, "resources/read", &params, &auth, remote, era)
             }
             ClientRequest::Complete(target) => {
                 let Some(completer) = registry.completer.clone() else {
@@ -240,6 +245,7 @@ impl Connection {
                 .await;
         }
         let auth = ctx.auth.clone();
+        let remote = ctx.remote_addr;
         let call = Call::new(*ctx, peer, arguments);
         let result = handler(call)
             .await
@@ -247,7 +253,7 @@ impl Connection {
         match result {
             Ok(written) => Ok(written),
             Err(e) => self
-                .outcome(Err(e), "tools/call", &params, &auth, version.era())
+                .outcome(Err(e), "tools/call", &params, &auth, remote, version.era())
                 .map(Reply::Value),
         }
     }
@@ -285,18 +291,22 @@ impl Connection {
                 if let Some(plan) = task_plan(tool, support, follows, &params, &peer)? {
                     let call = Call::new(*ctx, peer, object_member(&params, "arguments")).tasked();
                     let auth = call.caller().clone();
+                    let remote = call.ctx.remote_addr;
                     let work = forwarded_work(Arc::clone(&forward), params.clone(), call.clone());
                     return match self.run_task(plan, call, work).await {
                         Ok(reply) => Ok(reply.into_value()),
-                        Err(e) => self.outcome(Err(e), method, &params, &auth, version.era()),
+                        Err(e) => {
+                            self.outcome(Err(e), method, &params, &auth, remote, version.era())
+                        }
                     };
                 }
             }
         }
         let auth = ctx.auth.clone();
+        let remote = ctx.remote_addr;
         let call = Call::new(*ctx, peer, object_member(&params, "arguments"));
         let result = forward.forward(method, params.clone(), call).await;
-        let mut answer = self.outcome(result, method, &params, &auth, version.era())?;
+        let mut answer = self.outcome(result, method, &params, &auth, remote, version.era())?;
         if !scopes.is_empty() {
             scopes.filter_list(method, &mut answer, |s| auth.has_scope(s));
         }
@@ -311,6 +321,7 @@ impl Connection {
         method: &str,
         params: &JsonObject,
         auth: &AuthContext,
+        remote: Option<SocketAddr>,
         era: Era,
     ) -> Result<Value, ErrorObject> {
         match result {
@@ -333,7 +344,7 @@ impl Connection {
                 result.insert("inputRequests".to_owned(), Value::Object(requests));
                 if let Some(state) = state {
                     let digest = request_digest(params);
-                    let binding = binding(method, params, auth, digest);
+                    let binding = binding(method, params, auth, remote, digest);
                     let sealed = self
                         .server
                         .inner
@@ -350,12 +361,15 @@ impl Connection {
     }
 }
 
-/// What a sealed state is bound to: the caller, the method, its target and
-/// the request's digest.
+/// What a sealed state is bound to: the caller (its principal, or for an
+/// anonymous one the network it calls from, so that another anonymous
+/// client cannot answer its round), the method, its target and the
+/// request's digest.
 pub(super) fn binding(
     method: &str,
     params: &JsonObject,
     auth: &AuthContext,
+    remote: Option<SocketAddr>,
     digest: crate::domain::canonical::RequestDigest,
 ) -> StateBinding {
     let target = params
@@ -364,7 +378,7 @@ pub(super) fn binding(
         .and_then(Value::as_str)
         .unwrap_or_default();
     StateBinding {
-        principal: auth.principal_key(),
+        principal: caller_key(auth, remote),
         method: method.to_owned(),
         target: target.to_owned(),
         digest,

@@ -1090,7 +1090,7 @@ impl Connection {
         // small call).
         let digest = request_digest(params);
         ctx.request_digest = Some(digest);
-        let binding = binding(method, params, &ctx.auth, digest);
+        let binding = binding(method, params, &ctx.auth, ctx.remote_addr, digest);
         let payload = self
             .server
             .inner

@@ -229,7 +229,8 @@ impl Connection {
             // as any call is.
             Err(error) => {
                 let era = version.era();
-                self.outcome(Err(error), "tools/call", params, call.caller(), era)
+                let remote = call.ctx.remote_addr;
+                self.outcome(Err(error), "tools/call", params, call.caller(), remote, era)
                     .map(Reply::Value)
             }
         }
