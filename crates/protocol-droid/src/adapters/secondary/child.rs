@@ -469,6 +469,13 @@ fn decode(line: &[u8]) -> Vec<Inbound> {
     match serde_json::from_slice::<Value>(line) {
         Ok(Value::Array(batch)) => batch.into_iter().map(Inbound::Message).collect(),
         Ok(message @ Value::Object(_)) => vec![Inbound::Message(message)],
+        // A line that is not UTF-8 is read as an event stream's is, each
+        // bad sequence as U+FFFD: its answer still ends its request, where
+        // dropped it would leave it to its timeout. The text read is UTF-8,
+        // so this is taken once.
+        Err(_) if std::str::from_utf8(line).is_err() => {
+            decode(String::from_utf8_lossy(line).as_bytes())
+        }
         Ok(_) | Err(_) => vec![Inbound::Malformed(
             String::from_utf8_lossy(line.get(..line.len().min(200)).unwrap_or_default())
                 .into_owned(),
@@ -556,6 +563,19 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// An answer with a byte that is not UTF-8 is still its request's
+    /// answer, the byte read as U+FFFD.
+    #[test]
+    fn a_line_that_is_not_utf8_is_read_with_replacement_characters() {
+        let line = b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"text\":\"a\xffb\"}}";
+        let decoded = decode(line);
+        let [Inbound::Answer { id, result }] = &decoded[..] else {
+            return assert!(decoded.is_empty(), "{decoded:?}");
+        };
+        assert_eq!(*id, crate::domain::jsonrpc::RequestId::Number(7));
+        assert!(result.get().contains("a\u{fffd}b"), "{}", result.get());
     }
 
     #[tokio::test]
