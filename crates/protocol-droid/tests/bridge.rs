@@ -1463,6 +1463,56 @@ async fn anonymous_callers_at_other_addresses_neither_resume_nor_crowd_each_othe
     Ok(())
 }
 
+/// A stateless caller at its share of upstream connections, all idle and
+/// declaring other capabilities, has one of them give way to a request
+/// declaring something else, rather than being refused until they are
+/// reaped.
+#[tokio::test]
+async fn a_callers_idle_connections_give_way_to_its_other_capabilities() -> Result<(), TestError> {
+    let (url, bridge) = front_at(
+        ProtocolVersion::V2025_11_25,
+        BridgeOptions {
+            max_upstreams_per_caller: 2,
+            ..BridgeOptions::default()
+        },
+    )
+    .await?;
+    let client = support::client_from("127.0.0.1")?;
+    let declared = json!({ "name": "declared", "arguments": {} });
+    for (id, capabilities) in [
+        json!({}),
+        json!({ "sampling": {} }),
+        json!({ "elicitation": {} }),
+        json!({ "roots": {} }),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answer: Value = modern_request_via(
+            &client,
+            &url,
+            u64::try_from(id)?,
+            "tools/call",
+            declared.clone(),
+            &capabilities,
+        )
+        .send()
+        .await?
+        .json()
+        .await?;
+        assert_eq!(
+            answer["result"]["resultType"], "complete",
+            "{capabilities}: {answer}"
+        );
+    }
+    assert!(
+        bridge.connections() <= 3,
+        "{} connections",
+        bridge.connections()
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn two_legacy_sessions_get_two_upstream_sessions() -> Result<(), TestError> {
     let (url, bridge) = front_at(ProtocolVersion::V2025_11_25, BridgeOptions::default()).await?;

@@ -156,7 +156,13 @@ impl Bridge {
                 .filter(|(a, _)| matches!(a, Affinity::Caller(c, _) if c == caller))
                 .map(|(_, pool)| pool.len())
                 .sum();
-            if held >= self.inner.options.max_upstreams_per_caller {
+            // At its share, the caller's own idle connection (one declaring
+            // other capabilities, which this request cannot use) gives way:
+            // else a burst under one capability set would hold the caller
+            // out of every other until the idle ones are reaped.
+            if held >= self.inner.options.max_upstreams_per_caller
+                && !self.evict_where(|a| matches!(a, Affinity::Caller(c, _) if c == caller))
+            {
                 return Err(CallError::internal(
                     "this caller holds as many upstream connections as it may; try again later",
                 ));
@@ -200,11 +206,18 @@ impl Bridge {
     /// Closes the least recently used connection no request uses (a retired
     /// one first), to make room; false when every connection is in use.
     pub(super) fn evict_one(&self) -> bool {
+        self.evict_where(|_| true)
+    }
+
+    /// [`Self::evict_one`] among the connections whose affinity `among`
+    /// takes.
+    fn evict_where(&self, among: impl Fn(&Affinity) -> bool) -> bool {
         let victim = {
             let mut upstreams = lock(&self.inner.upstreams);
             let found = upstreams
                 .iter()
                 .filter(|(affinity, _)| !matches!(affinity, Affinity::Shared | Affinity::Kept))
+                .filter(|(affinity, _)| among(affinity))
                 .flat_map(|(affinity, pool)| pool.iter().map(move |u| (affinity.clone(), u)))
                 .filter(|(_, u)| u.is_idle())
                 .min_by_key(|(_, u)| {
