@@ -336,7 +336,8 @@ mod bad_input {
     }
 
     #[tokio::test]
-    async fn a_client_accepting_neither_json_nor_events_is_406() -> Result<(), TestError> {
+    async fn an_accept_naming_neither_json_nor_events_is_406_and_none_accepts_all()
+    -> Result<(), TestError> {
         let s = start().await?;
         let html = [
             ("content-type", "application/json"),
@@ -345,6 +346,28 @@ mod bad_input {
         let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
         let response = s.post_raw("/mcp", &html, ping.to_string()).await?;
         assert_eq!(response.status(), 406);
+        // No Accept at all accepts anything (RFC 9110 §12.5.1): answered.
+        // Sent by hand, since an HTTP client library adds `Accept: */*`.
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let body =
+            json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": { "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        } } })
+            .to_string();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             MCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/list\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream =
+            tokio::net::TcpStream::connect(s.base.trim_start_matches("http://")).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut reply = Vec::new();
+        tokio::time::timeout(PATIENCE, stream.read_to_end(&mut reply)).await??;
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
         Ok(())
     }
 

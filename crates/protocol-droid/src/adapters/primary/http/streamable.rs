@@ -85,12 +85,15 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
             "Content-Encoding is not supported: send the body as it is",
         ));
     }
-    if !accepts(headers, "application/json") && !accepts(headers, "text/event-stream") {
+    // No Accept at all accepts anything (RFC 9110 §12.5.1); one that names
+    // neither form an answer can take is refused.
+    let any = headers.get(header::ACCEPT).is_none();
+    if !any && !accepts(headers, "application/json") && !accepts(headers, "text/event-stream") {
         return Err(refusal(
             StatusCode::NOT_ACCEPTABLE,
             None,
             ErrorCode::INVALID_REQUEST,
-            "Accept must include application/json and text/event-stream",
+            "Accept must include application/json or text/event-stream",
         ));
     }
     if deeper_than(body, DEFAULT_MAX_DEPTH) {
