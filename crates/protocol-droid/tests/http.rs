@@ -443,6 +443,31 @@ mod bad_input {
             let sent_name = extra.iter().any(|(name, _)| *name == "mcp-name");
             assert_eq!(!message.contains("required"), sent_name, "{message}");
         }
+        // A header that is there but not text is said to be so, not missing.
+        let mut headers = headers(&[
+            ("content-type", "application/json"),
+            ("accept", BOTH),
+            ("mcp-protocol-version", MODERN),
+        ])?;
+        headers.insert(
+            "mcp-method",
+            reqwest::header::HeaderValue::from_bytes(b"tools/c\xe9ll")?,
+        );
+        let reply: Value = s
+            .client
+            .post(format!("{}/mcp", s.base))
+            .headers(headers)
+            .body(body.clone())
+            .send()
+            .await?
+            .json()
+            .await?;
+        assert_eq!(reply["error"]["code"], json!(-32020), "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("Mcp-Method is not visible ASCII"),
+            "{message}"
+        );
         Ok(())
     }
 

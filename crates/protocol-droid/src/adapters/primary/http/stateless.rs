@@ -125,6 +125,23 @@ fn undecodable(name: &str, sent: &str) -> String {
     format!("{name} {sent} is not base64 of UTF-8 text inside {B64_PREFIX}…{B64_SUFFIX}")
 }
 
+/// The header `name` (`shown` as the revision spells it): `None` when it
+/// was not sent, an error saying so when it was but is not text, rather
+/// than calling it missing.
+fn sent_header<'a>(
+    headers: &'a HeaderMap,
+    name: &str,
+    shown: &str,
+) -> Result<Option<&'a str>, String> {
+    match header(headers, name) {
+        Some(value) => Ok(Some(value)),
+        None if headers.contains_key(name) => Err(format!(
+            "{shown} is not visible ASCII text (a value outside ASCII is sent base64-encoded)"
+        )),
+        None => Ok(None),
+    }
+}
+
 /// Checks the routing headers against the body, as the revision requires.
 fn check_headers(
     headers: &HeaderMap,
@@ -137,14 +154,17 @@ fn check_headers(
         .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
         .and_then(Value::as_str);
-    match (header(headers, VERSION_HEADER), meta_version) {
+    match (
+        sent_header(headers, VERSION_HEADER, "MCP-Protocol-Version")?,
+        meta_version,
+    ) {
         (None, _) => return Err("MCP-Protocol-Version is required".to_owned()),
         (Some(h), Some(m)) if h != m => {
             return Err(format!("MCP-Protocol-Version {h} does not match _meta {m}"));
         }
         _ => {}
     }
-    match header(headers, "mcp-method") {
+    match sent_header(headers, "mcp-method", "Mcp-Method")? {
         None => return Err("Mcp-Method is required".to_owned()),
         Some(method) if method != request.method => {
             return Err(format!(
@@ -162,7 +182,7 @@ fn check_headers(
         _ => None,
     };
     if let Some(name) = named.and_then(Value::as_str) {
-        match header(headers, "mcp-name").map(|h| (h, decoded(h))) {
+        match sent_header(headers, "mcp-name", "Mcp-Name")?.map(|h| (h, decoded(h))) {
             None => return Err("Mcp-Name is required".to_owned()),
             Some((sent, None)) => return Err(undecodable("Mcp-Name", sent)),
             Some((_, Some(h))) if h != name => {
@@ -196,7 +216,7 @@ fn check_param_headers(
     };
     for (property, name) in &annotated {
         let header_name = format!("mcp-param-{}", name.to_ascii_lowercase());
-        let sent = match header(headers, &header_name) {
+        let sent = match sent_header(headers, &header_name, &format!("Mcp-Param-{name}"))? {
             Some(raw) => match decoded(raw) {
                 Some(value) => Some(value),
                 None => return Err(undecodable(&format!("Mcp-Param-{name}"), raw)),
