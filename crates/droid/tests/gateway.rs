@@ -480,40 +480,72 @@ fn an_upstreams_bad_tools_cost_it_only_those_tools() -> Result<(), TestError> {
     Ok(())
 }
 
+/// A gateway over stdio in front of `hostile.py FLAG` (trusted on first
+/// use), its handshake made, its log read on a thread of its own.
+struct Hostile {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    log: std::thread::JoinHandle<String>,
+    _scratch: Files,
+}
+
+impl Hostile {
+    fn start(flag: &str, scratch: &str) -> Result<Self, TestError> {
+        use std::io::Read as _;
+        let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+        let scratch = Files::fresh(scratch)?;
+        let flags = if flag.is_empty() {
+            String::new()
+        } else {
+            format!(", {flag:?}")
+        };
+        let config = scratch.write(
+            "gateway.toml",
+            &format!(
+                "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}{flags}]\n\
+                 trust = \"on-first-use\"\n"
+            ),
+        )?;
+        let mut child = stdio_gateway(&config, scratch.dir(), std::process::Stdio::piped())?;
+        let mut stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut stderr = child.stderr.take().ok_or("no stderr")?;
+        let log = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _read = stderr.read_to_string(&mut text);
+            text
+        });
+        handshake(&mut stdin)?;
+        Ok(Self {
+            child,
+            stdin,
+            stdout,
+            log,
+            _scratch: scratch,
+        })
+    }
+}
+
 /// An upstream whose every listing renames its tools costs the log a few
 /// lines for each listing, not one for each tool that changed.
 #[test]
 fn a_listing_that_changes_many_tools_is_logged_in_a_few_lines() -> Result<(), TestError> {
-    use std::io::{BufRead as _, Read as _, Write as _};
-    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
-    let scratch = Files::fresh("droid-gateway-churn-log")?;
-    let config = scratch.write(
-        "gateway.toml",
-        &format!(
-            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}, \"--churn\"]\n\
-             trust = \"on-first-use\"\n"
-        ),
-    )?;
-    let mut child = stdio_gateway(&config, scratch.dir(), std::process::Stdio::piped())?;
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let mut stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
-    let mut stderr = child.stderr.take().ok_or("no stderr")?;
-    let log = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _read = stderr.read_to_string(&mut text);
-        text
-    });
-    handshake(&mut stdin)?;
+    use std::io::{BufRead as _, Write as _};
+    let mut gateway = Hostile::start("--churn", "droid-gateway-churn-log")?;
     let mut id = 1;
     let mut line = String::new();
     // Sends a request of `method` (the id given) and reads up to its answer.
     let mut ask = |method: &str, line: &mut String| -> Result<(), TestError> {
         id += 1;
-        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":{id},"method":{method}}}"#)?;
+        writeln!(
+            gateway.stdin,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":{method}}}"#
+        )?;
         let answer = format!(r#""id":{id},"#);
         loop {
             line.clear();
-            if stdout.read_line(line)? == 0 {
+            if gateway.stdout.read_line(line)? == 0 {
                 return Err("the gateway ended before answering".into());
             }
             if line.contains(&answer) {
@@ -539,9 +571,9 @@ fn a_listing_that_changes_many_tools_is_logged_in_a_few_lines() -> Result<(), Te
         assert!(Instant::now() < deadline, "the tools never changed: {line}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    drop(stdin);
-    let _ended = child.wait()?;
-    let log = log.join().map_err(|_| "the log reader failed")?;
+    drop(gateway.stdin);
+    let _ended = gateway.child.wait()?;
+    let log = gateway.log.join().map_err(|_| "the log reader failed")?;
     let named = log
         .matches("an upstream changed a tool's definition")
         .count();
@@ -576,32 +608,14 @@ fn a_tool_listed_twice_is_not_offered() -> Result<(), TestError> {
 /// log lines, not one per notification dropped.
 #[test]
 fn a_flood_to_a_slow_reader_is_logged_in_a_few_lines() -> Result<(), TestError> {
-    use std::io::{BufRead as _, Read as _, Write as _};
-    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
-    let scratch = Files::fresh("droid-gateway-flood-log")?;
-    let config = scratch.write(
-        "gateway.toml",
-        &format!(
-            "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}]\n\
-             trust = \"on-first-use\"\n"
-        ),
-    )?;
-    let mut child = stdio_gateway(&config, scratch.dir(), std::process::Stdio::piped())?;
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let mut stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
-    let mut stderr = child.stderr.take().ok_or("no stderr")?;
-    let log = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _read = stderr.read_to_string(&mut text);
-        text
-    });
-    handshake(&mut stdin)?;
+    use std::io::{BufRead as _, Write as _};
+    let mut gateway = Hostile::start("", "droid-gateway-flood-log")?;
     writeln!(
-        stdin,
+        gateway.stdin,
         r#"{{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{{"level":"debug"}}}}"#
     )?;
     writeln!(
-        stdin,
+        gateway.stdin,
         r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"hostile/flood","arguments":{{}}}}}}"#
     )?;
     // Nothing read for a while: the pipe and the queue behind it fill, and
@@ -610,7 +624,7 @@ fn a_flood_to_a_slow_reader_is_logged_in_a_few_lines() -> Result<(), TestError> 
     let mut line = String::new();
     loop {
         line.clear();
-        if stdout.read_line(&mut line)? == 0 {
+        if gateway.stdout.read_line(&mut line)? == 0 {
             return Err("the gateway ended before answering".into());
         }
         if line.contains(r#""id":3"#) {
@@ -618,9 +632,9 @@ fn a_flood_to_a_slow_reader_is_logged_in_a_few_lines() -> Result<(), TestError> 
         }
     }
     assert!(line.contains("flooded"), "{line}");
-    drop(stdin);
-    let _ended = child.wait()?;
-    let log = log.join().map_err(|_| "the log reader failed")?;
+    drop(gateway.stdin);
+    let _ended = gateway.child.wait()?;
+    let log = gateway.log.join().map_err(|_| "the log reader failed")?;
     let dropped = log.matches("a notification was dropped").count();
     assert!(
         dropped >= 1,
