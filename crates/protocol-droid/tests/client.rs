@@ -421,3 +421,111 @@ async fn an_event_stream_with_invalid_utf8_is_decoded_and_read_on() -> Result<()
     client.close().await;
     Ok(())
 }
+
+/// A server whose answer to a call is an event stream that never ends,
+/// counting the streams open.
+mod endless {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::body::{Body, Bytes};
+    use axum::extract::State;
+    use axum::http::{StatusCode, header};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+    use serde_json::{Value, json};
+
+    /// Counts a stream open until it is dropped: when its client goes.
+    struct Open(Arc<AtomicUsize>);
+
+    impl Drop for Open {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    async fn on_post(State(open): State<Arc<AtomicUsize>>, body: Bytes) -> Response {
+        let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let id = message["id"].clone();
+        match message["method"].as_str() {
+            Some("initialize") => (
+                [
+                    (header::HeaderName::from_static("mcp-session-id"), "s1"),
+                    (header::CONTENT_TYPE, "application/json"),
+                ],
+                json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "endless", "version": "0"}}})
+                .to_string(),
+            )
+                .into_response(),
+            Some("tools/call") => {
+                open.fetch_add(1, Ordering::SeqCst);
+                let guard = Open(open);
+                let stream = futures_util::stream::unfold(guard, |guard| async move {
+                    std::future::pending::<()>().await;
+                    Some((Ok::<_, Infallible>(Bytes::new()), guard))
+                });
+                (
+                    [(header::CONTENT_TYPE, "text/event-stream")],
+                    Body::from_stream(stream),
+                )
+                    .into_response()
+            }
+            _ if id.is_null() => StatusCode::ACCEPTED.into_response(),
+            _ => (
+                [(header::CONTENT_TYPE, "application/json")],
+                json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string(),
+            )
+                .into_response(),
+        }
+    }
+
+    /// The server's URL, and how many call streams it has open.
+    pub(crate) async fn start() -> std::io::Result<(String, Arc<AtomicUsize>)> {
+        let open = Arc::new(AtomicUsize::new(0));
+        let app = axum::Router::new()
+            .route("/mcp", post(on_post).delete(|| async { StatusCode::OK }))
+            .with_state(Arc::clone(&open));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok((format!("http://{address}/mcp"), open))
+    }
+}
+
+/// Closing a connection ends the answers it is still reading: a call's
+/// event stream that never ends (a `subscriptions/listen`, say) does not
+/// keep its HTTP connection to the server open after the client is gone.
+#[tokio::test]
+async fn closing_a_connection_ends_the_streams_its_requests_still_read() -> Result<(), TestError> {
+    let (url, open) = endless::start().await?;
+    let mut options = ConnectOptions::default();
+    options.client.revisions = vec![protocol_droid::domain::ProtocolVersion::V2025_11_25];
+    let target = Target::Url(url.parse()?);
+    let client = Arc::new(tokio::time::timeout(GUARD, connect(&target, options)).await??);
+    let calling = Arc::clone(&client);
+    let pending = tokio::spawn(async move { call(&calling, &RequestOptions::default()).await });
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while open.load(Ordering::SeqCst) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never reached the server"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client.close().await;
+    while open.load(Ordering::SeqCst) > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call's stream outlived its connection"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pending.abort();
+    Ok(())
+}

@@ -695,14 +695,7 @@ impl Link for StreamableHttp {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if let Some(task) = self
-                .listener
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take()
-            {
-                task.abort();
-            }
+            self.stop_streams();
             if self.shared.state().session.is_some() {
                 // Ending the session frees it on the server at once rather
                 // than when it idles out; a refusal changes nothing here, and
@@ -725,8 +718,12 @@ impl Link for StreamableHttp {
     }
 }
 
-impl Drop for StreamableHttp {
-    fn drop(&mut self) {
+impl StreamableHttp {
+    /// Ends every stream this connection reads: the GET stream, and each
+    /// request's answer still being read (a `subscriptions/listen` never
+    /// ends on its own). Each holds an HTTP connection to the server, which
+    /// must not outlive the connection it belongs to.
+    fn stop_streams(&self) {
         if let Some(task) = self
             .listener
             .lock()
@@ -735,6 +732,23 @@ impl Drop for StreamableHttp {
         {
             task.abort();
         }
+        let requests: Vec<AbortHandle> = self
+            .shared
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .map(|(_, task)| task)
+            .collect();
+        for task in requests {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for StreamableHttp {
+    fn drop(&mut self) {
+        self.stop_streams();
     }
 }
 
