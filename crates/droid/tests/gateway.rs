@@ -973,6 +973,19 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
         "{reply}"
     );
 
+    // Connections that say nothing hold only their own places: an
+    // operator's `status` is answered meanwhile.
+    let idle: Vec<std::os::unix::net::UnixStream> = (0..4)
+        .map(|_| std::os::unix::net::UnixStream::connect(scratch.path("admin.sock")))
+        .collect::<Result<_, _>>()?;
+    let status = ask(&config, &["status"], scratch.dir())?;
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    drop(idle);
+
     // The configuration changes what a model reads of `echo`: the running
     // gateway reads it again, and `echo` no longer matches what was trusted.
     std::fs::write(

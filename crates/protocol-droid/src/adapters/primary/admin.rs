@@ -18,12 +18,15 @@
 //! ```
 //!
 //! A request is at most [`MAX_REQUEST`] bytes and must arrive within
-//! [`IO_TIMEOUT`]; connections are served one at a time, so a client that
-//! stalls delays other operators by at most that long and takes nothing
-//! from the sessions the gateway serves.
+//! [`IO_TIMEOUT`]. Connections are served each on its own task, at most
+//! [`MAX_CONNECTIONS`] at once (more are closed as they come), so a client
+//! that stalls holds only its own place until its deadline, never another
+//! operator's request, and takes nothing from the sessions the gateway
+//! serves. Approvals still happen one at a time, in the gateway.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +43,9 @@ pub const MAX_REQUEST: u64 = 64 * 1024;
 
 /// How long one exchange may take, each way.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many admin connections are served at once.
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// What the operator asks.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -128,6 +134,7 @@ pub async fn serve_admin(gateway: Gateway, path: &Path) -> io::Result<AdminEndpo
     // The user the gateway runs as, from the process itself: what is at
     // the path could have been swapped since it was bound.
     let owner = nix::unistd::geteuid().as_raw();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let task = tokio::spawn(async move {
         loop {
             let stream = match listener.accept().await {
@@ -148,9 +155,20 @@ pub async fn serve_admin(gateway: Gateway, path: &Path) -> io::Result<AdminEndpo
                 tracing::warn!("an admin connection from another user was refused");
                 continue;
             }
-            if let Err(error) = serve_one(&gateway, stream).await {
-                tracing::debug!(%error, "an admin request failed");
-            }
+            // Each on a task of its own, so that a connection that sends
+            // nothing holds only its own place until its deadline, never
+            // the operator's next `status`; at most so many at once.
+            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                tracing::debug!("an admin connection was closed: too many are open");
+                continue;
+            };
+            let gateway = gateway.clone();
+            tokio::spawn(async move {
+                if let Err(error) = serve_one(&gateway, stream).await {
+                    tracing::debug!(%error, "an admin request failed");
+                }
+                drop(slot);
+            });
         }
     });
     Ok(AdminEndpoint {
