@@ -223,6 +223,26 @@ fn prepare(
     .with_context(|| format!("upstream {name:?}: bearer token"))?;
     let authorizer = crate::secret::bearer(token, upstream.bearer_token_file.as_deref())
         .with_context(|| format!("upstream {name:?}: bearer token"))?;
+    // Allowed (a private network may be trusted), but said: a token sent
+    // over plain HTTP to another machine can be read on the way.
+    if let (Some(_), Target::Url(url)) = (&authorizer, &target) {
+        let loopback = url
+            .host_str()
+            .map(|host| host.trim_start_matches('[').trim_end_matches(']'))
+            .is_some_and(|host| {
+                host.eq_ignore_ascii_case("localhost")
+                    || host
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            });
+        if url.scheme() == "http" && !loopback {
+            tracing::warn!(
+                target: "droid",
+                upstream = %name,
+                "the upstream's bearer token is sent over plain HTTP to another machine"
+            );
+        }
+    }
     let connect = ConnectOptions {
         client,
         authorizer,

@@ -288,8 +288,8 @@ impl Config {
             );
             if let Some(seconds) = upstream.timeout {
                 ensure!(
-                    seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0,
-                    "upstream {name:?}: timeout must be a number of seconds above 0, at most a day"
+                    seconds.is_finite() && (0.001..=86_400.0).contains(&seconds),
+                    "upstream {name:?}: timeout must be a number of seconds from 0.001 to a day"
                 );
             }
             upstream
@@ -519,7 +519,11 @@ mod tests {
             ),
             (
                 "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\ntimeout = 0",
-                "timeout must be a number of seconds above 0",
+                "timeout must be a number of seconds from 0.001 to a day",
+            ),
+            (
+                "[[upstream]]\nname = \"a\"\ncommand = [\"x\"]\ntimeout = 1e-300",
+                "timeout must be a number of seconds from 0.001 to a day",
             ),
             (
                 "[[upstream]]\nname = \"a\\nb\"\ncommand = [\"x\"]",

@@ -60,7 +60,10 @@ pub(crate) fn load(path: Option<&Path>) -> anyhow::Result<Config> {
             if is_json {
                 json::read(&text).with_context(|| format!("reading {}", path.display()))?
             } else {
-                from_toml(&text).with_context(|| format!("reading {} as TOML", path.display()))?
+                let config: Config = from_toml(&text)
+                    .with_context(|| format!("reading {} as TOML", path.display()))?;
+                warn_unexpanded(&config);
+                config
             }
         }
         None => {
@@ -72,4 +75,27 @@ pub(crate) fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     };
     config.check()?;
     Ok(config)
+}
+
+/// Says so when a TOML value looks like a variable the JSON forms expand
+/// (`${env:NAME}`): the TOML takes every value as written, and one copied
+/// from a JSON file would otherwise be sent as those very characters.
+fn warn_unexpanded(config: &Config) {
+    for upstream in &config.upstream {
+        let values = upstream
+            .command
+            .iter()
+            .flatten()
+            .chain(&upstream.url)
+            .chain(upstream.headers.values())
+            .chain(upstream.env.values());
+        if values.into_iter().any(|value| value.contains("${")) {
+            tracing::warn!(
+                target: "droid",
+                upstream = %upstream.name,
+                "a value holds \"${{\", which the TOML form takes as written (variables are \
+                 expanded in the JSON forms; here use bearer_token_env or pass_env)"
+            );
+        }
+    }
 }
