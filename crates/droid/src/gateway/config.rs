@@ -346,8 +346,46 @@ impl UpstreamConfig {
 /// directory, named after the configuration's own path, so two gateways
 /// with two configurations keep two states.
 pub(crate) fn default_state(config: &Path) -> Option<PathBuf> {
-    let base = state_base()?;
-    Some(base.join("droid").join("gateway").join(state_name(config)))
+    let folder = state_base()?.join("droid").join("gateway");
+    let named = folder.join(state_name(config));
+    adopt_canonically_named(&folder, config, &named);
+    Some(named)
+}
+
+/// Moves a state file named the way earlier versions named it (after the
+/// configuration's canonical path, links followed) to `named`, when only
+/// the old one is there: an upgrade must not start the gateway on an empty
+/// state, trusting every upstream anew on first use and dropping every
+/// approval.
+fn adopt_canonically_named(folder: &Path, config: &Path, named: &Path) {
+    let Ok(canonical) = std::fs::canonicalize(config) else {
+        return;
+    };
+    let file = named.file_name().map(|f| f.to_string_lossy().into_owned());
+    let digest = path_digest(Some(config));
+    let Some(old_name) =
+        file.map(|f| f.replacen(&digest, &digest_of_name(&canonical.to_string_lossy()), 1))
+    else {
+        return;
+    };
+    let old = folder.join(old_name);
+    if old == named || named.exists() || !old.exists() {
+        return;
+    }
+    match std::fs::rename(&old, named) {
+        Ok(()) => tracing::info!(
+            target: "droid",
+            "the state file {} is now {}",
+            old.display(),
+            named.display()
+        ),
+        Err(error) => tracing::warn!(
+            target: "droid",
+            "the state file {} could not be renamed {}: {error}",
+            old.display(),
+            named.display()
+        ),
+    }
 }
 
 /// The user's state directory: `$XDG_STATE_HOME`, else `~/.local/state`.
@@ -408,6 +446,11 @@ pub(crate) fn path_digest(config: Option<&Path>) -> String {
             .into_owned(),
         None => "the embedded default".to_owned(),
     };
+    digest_of_name(&name)
+}
+
+/// Sixteen hex digits of `name`'s SHA-256.
+fn digest_of_name(name: &str) -> String {
     Sha256::digest(name.as_bytes())
         .iter()
         .take(8)
@@ -558,6 +601,34 @@ mod tests {
             ..UpstreamConfig::default()
         };
         assert!(!format!("{upstream:?}").contains("secret"));
+    }
+
+    /// A state file named after the canonical path, as earlier versions
+    /// named it, is taken over rather than left for an empty one.
+    #[test]
+    fn a_state_file_named_the_old_way_is_taken_over() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir(dir.path().join("real"))?;
+        std::fs::write(dir.path().join("real").join("gateway.toml"), "")?;
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link"))?;
+        let config = dir.path().join("link").join("gateway.toml");
+        let folder = dir.path().join("state");
+        std::fs::create_dir(&folder)?;
+        let canonical = std::fs::canonicalize(&config)?;
+        let old = folder.join(format!(
+            "{}-gateway.toml.state.json",
+            digest_of_name(&canonical.to_string_lossy())
+        ));
+        std::fs::write(&old, "{\"trustedOnFirstUse\": {}}")?;
+        let named = folder.join(state_name(&config));
+        assert_ne!(old, named);
+        adopt_canonically_named(&folder, &config, &named);
+        assert!(!old.exists());
+        assert_eq!(
+            std::fs::read_to_string(&named)?,
+            "{\"trustedOnFirstUse\": {}}"
+        );
+        Ok(())
     }
 
     /// A link in the path pointed elsewhere leaves the name as it was.
