@@ -1647,6 +1647,22 @@ mod slow_clients {
         Ok(())
     }
 
+    /// A budget set below the largest body would refuse such a body for
+    /// ever: it is never less than one.
+    #[tokio::test]
+    async fn a_body_as_large_as_allowed_always_fits_the_budget() -> Result<(), TestError> {
+        let s = start_tuned(|o| {
+            o.max_body = 3 * 1024 * 1024;
+            o.body_bytes_in_flight_per_address = 1024 * 1024;
+            o.body_bytes_in_flight = 2 * 1024 * 1024;
+        })
+        .await?;
+        let padded = json!({ "pad": "x".repeat(5 * 1024 * 1024 / 2) });
+        let served = s.modern(1, "tools/list", padded, None).await?;
+        assert_eq!(served.status(), 200);
+        Ok(())
+    }
+
     #[tokio::test]
     async fn connections_past_one_address_share_are_closed_and_others_are_served()
     -> Result<(), TestError> {

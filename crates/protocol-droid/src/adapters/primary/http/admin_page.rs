@@ -118,8 +118,8 @@ impl AdminPage {
                     max_bytes: MAX_BODY,
                     timeout: options.body_timeout,
                     budget: Arc::new(body::BodyBudget::new(
-                        options.body_bytes_in_flight,
-                        options.body_bytes_in_flight_per_address,
+                        options.body_bytes_in_flight.max(MAX_BODY),
+                        options.body_bytes_in_flight_per_address.max(MAX_BODY),
                     )),
                 },
                 body::read_whole,

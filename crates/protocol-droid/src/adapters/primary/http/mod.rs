@@ -107,11 +107,12 @@ pub struct HttpOptions {
     /// then the request is answered with 408.
     pub body_timeout: Duration,
     /// How many bytes of request bodies may be being read at once, from
-    /// every client together (256 MiB); a body that would pass it is
-    /// answered with 503.
+    /// every client together (256 MiB, and never less than
+    /// [`Self::max_body`]); a body that would pass it is answered with 503.
     pub body_bytes_in_flight: usize,
-    /// How many of those one client address may have (32 MiB); a body that
-    /// would pass it is answered with 429.
+    /// How many of those one client address may have (32 MiB, and never
+    /// less than [`Self::max_body`]); a body that would pass it is answered
+    /// with 429.
     pub body_bytes_in_flight_per_address: usize,
     /// What `/readyz` asks (none: always ready). `/healthz` and `/readyz`
     /// answer without a token.
@@ -252,9 +253,12 @@ impl HttpServer {
                 body::BodyLimits {
                     max_bytes: limit,
                     timeout: app.options.body_timeout,
+                    // Never below one body of the largest size: a budget
+                    // under it would refuse such a body for ever, however
+                    // often it came back.
                     budget: Arc::new(body::BodyBudget::new(
-                        app.options.body_bytes_in_flight,
-                        app.options.body_bytes_in_flight_per_address,
+                        app.options.body_bytes_in_flight.max(limit),
+                        app.options.body_bytes_in_flight_per_address.max(limit),
                     )),
                 },
                 body::read_whole,
