@@ -162,7 +162,8 @@ impl Drop for UpstreamTask {
 pub(super) struct Owner {
     /// The caller: its principal, or for an anonymous one its network (an
     /// IPv6 address's /64), as every other per-caller share counts it;
-    /// `None` only for a stdio client, the connection's one.
+    /// `None` only when no address is known (a stdio client, the
+    /// connection's one, or a router served without peer addresses).
     pub(super) principal: Option<String>,
     pub(super) method: String,
     pub(super) target: String,

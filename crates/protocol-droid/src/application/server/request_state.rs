@@ -206,7 +206,10 @@ pub enum KeyError {
 /// state was sealed with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateBinding {
-    /// The authenticated principal, or `None` for an anonymous caller.
+    /// Who asked: the authenticated principal; for an anonymous caller the
+    /// network it called from (an IPv6 address's /64); `None` only when no
+    /// address is known (a stdio client, a router served without peer
+    /// addresses).
     ///
     /// `None` and `Some("")` are different bindings.
     pub principal: Option<String>,
