@@ -15,8 +15,15 @@ use std::path::Path;
 /// than a regular file, [`io::ErrorKind::InvalidData`] when the file holds
 /// more than `max_bytes`; any error of reading it.
 pub fn read_regular(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
-    // Looked at before it is opened: opening a FIFO waits for a writer.
-    let metadata = std::fs::metadata(path)?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Opened without waiting (opening a FIFO waits for a writer), then
+    // looked at through the handle: what is read is what was looked at,
+    // whatever is put at the path in between.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    let metadata = file.metadata()?;
     if !metadata.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -34,8 +41,7 @@ pub fn read_regular(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
     }
     let mut bytes = Vec::new();
     // A file that grew since it was looked at is still read within bounds.
-    std::fs::File::open(path)?
-        .take(max_bytes.saturating_add(1))
+    file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)?;
     if u64::try_from(bytes.len()).map_or(true, |length| length > max_bytes) {
         return Err(too_large());
@@ -59,6 +65,15 @@ mod tests {
         assert_eq!(directory, Err(io::ErrorKind::InvalidInput));
         let device = read_regular(Path::new("/dev/zero"), 1024).map_err(|e| e.kind());
         assert_eq!(device, Err(io::ErrorKind::InvalidInput));
+        // A FIFO nobody writes to is refused at once, not waited on.
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(
+            &fifo,
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        )
+        .map_err(io::Error::from)?;
+        let fifo = read_regular(&fifo, 1024).map_err(|e| e.kind());
+        assert_eq!(fifo, Err(io::ErrorKind::InvalidInput));
         Ok(())
     }
 }
