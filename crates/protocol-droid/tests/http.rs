@@ -1144,7 +1144,8 @@ mod modern {
     }
 
     #[tokio::test]
-    async fn a_listen_for_a_client_that_takes_no_event_stream_is_406() -> Result<(), TestError> {
+    async fn a_listen_for_a_client_that_takes_no_event_stream_is_406_and_one_naming_none_streams()
+    -> Result<(), TestError> {
         let s = start().await?;
         let listen = json!({ "jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen",
             "params": { "notifications": { "toolsListChanged": true },
@@ -1161,6 +1162,28 @@ mod modern {
         assert_eq!(response.status(), 406);
         let reply: Value = response.json().await?;
         assert_eq!(reply["id"], json!("L"), "{reply}");
+        // A client that names no Accept at all takes anything: its listen
+        // is answered with the stream. Sent by hand, since an HTTP client
+        // library adds `Accept: */*`.
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let body = listen.to_string();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             MCP-Protocol-Version: {MODERN}\r\nMcp-Method: subscriptions/listen\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream =
+            tokio::net::TcpStream::connect(s.base.trim_start_matches("http://")).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut head = vec![0_u8; 512];
+        let read = tokio::time::timeout(PATIENCE, stream.read(&mut head)).await??;
+        let head =
+            String::from_utf8_lossy(head.get(..read).unwrap_or_default()).to_ascii_lowercase();
+        assert!(
+            head.starts_with("http/1.1 200") && head.contains("content-type: text/event-stream"),
+            "{head}"
+        );
         Ok(())
     }
 

@@ -52,6 +52,12 @@ pub(super) fn accepts(headers: &HeaderMap, kind: &str) -> bool {
         })
 }
 
+/// Whether the request takes `kind`: as [`accepts`], or because it has no
+/// `Accept` at all, which accepts anything (RFC 9110 §12.5.1).
+pub(super) fn takes(headers: &HeaderMap, kind: &str) -> bool {
+    !headers.contains_key(header::ACCEPT) || accepts(headers, kind)
+}
+
 /// Whether a media range's parameter is a quality of zero.
 fn refuses(parameter: &str) -> bool {
     parameter.split_once('=').is_some_and(|(name, value)| {

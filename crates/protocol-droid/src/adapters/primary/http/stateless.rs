@@ -10,7 +10,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::App;
-use super::headers::{VERSION_HEADER, accepts, context, header};
+use super::headers::{VERSION_HEADER, accepts, context, header, takes};
 use super::respond::{self, CURRENT, Plan, refusal};
 use crate::application::server::Connection;
 use crate::application::server::{AuthContext, NoExchange};
@@ -66,9 +66,12 @@ pub(super) async fn post(
             &message,
         );
     }
-    let streams = accepts(headers, "text/event-stream");
-    // A listen is answered by its stream alone; as JSON it would never end.
-    if request.method == "subscriptions/listen" && !streams {
+    // A listen is answered by its stream alone (as JSON it would never
+    // end), so a client that names no Accept at all gets one.
+    let listen = request.method == "subscriptions/listen";
+    let streams =
+        accepts(headers, "text/event-stream") || (listen && takes(headers, "text/event-stream"));
+    if listen && !streams {
         return refusal(
             StatusCode::NOT_ACCEPTABLE,
             Some(&request.id),

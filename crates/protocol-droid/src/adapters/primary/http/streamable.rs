@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::events::{UNCOPIED_PATIENCE, parse_event_id};
 use super::headers::{
-    SESSION_HEADER, VERSION_HEADER, accepts, context, header, repeated_mcp_header,
+    SESSION_HEADER, VERSION_HEADER, accepts, context, header, repeated_mcp_header, takes,
 };
 use super::respond::{self, CURRENT, Plan, refusal};
 use super::sessions::{MAX_IN_FLIGHT, Session, sessions_full};
@@ -85,10 +85,9 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
             "Content-Encoding is not supported: send the body as it is",
         ));
     }
-    // No Accept at all accepts anything (RFC 9110 §12.5.1); one that names
-    // neither form an answer can take is refused.
-    let any = headers.get(header::ACCEPT).is_none();
-    if !any && !accepts(headers, "application/json") && !accepts(headers, "text/event-stream") {
+    // No Accept at all accepts anything; one that names neither form an
+    // answer can take is refused.
+    if !takes(headers, "application/json") && !takes(headers, "text/event-stream") {
         return Err(refusal(
             StatusCode::NOT_ACCEPTABLE,
             None,
@@ -574,7 +573,7 @@ pub(super) async fn get(
         // listen to.
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
     }
-    if !accepts(&headers, "text/event-stream") {
+    if !takes(&headers, "text/event-stream") {
         return refusal(
             StatusCode::NOT_ACCEPTABLE,
             None,
