@@ -145,11 +145,6 @@ impl Bridge {
         if let Some(found) = self.free(&affinity, exclusive)? {
             return Ok(found);
         }
-        if self.connections() >= self.inner.options.max_upstreams && !self.evict_one() {
-            return Err(CallError::internal(
-                "the bridge has as many upstream connections open as it may; try again later",
-            ));
-        }
         if let Affinity::Caller(caller, _) = &affinity {
             let held: usize = lock(&self.inner.upstreams)
                 .iter()
@@ -167,6 +162,14 @@ impl Bridge {
                     "this caller holds as many upstream connections as it may; try again later",
                 ));
             }
+        }
+        // After the caller's own share: a connection of its own it gave up
+        // makes room in all too, and no one else's is closed for a request
+        // its own share then refuses.
+        if self.connections() >= self.inner.options.max_upstreams && !self.evict_one() {
+            return Err(CallError::internal(
+                "the bridge has as many upstream connections open as it may; try again later",
+            ));
         }
         let session = match affinity {
             Affinity::Session(session) => Some(session),
