@@ -310,7 +310,7 @@ impl Config {
         let mut pins = Pins::default();
         for (id, digest) in &self.pins {
             let digest = SchemaDigest::from_hex(digest)
-                .with_context(|| format!("pin for {id} is not a 64-digit hex digest"))?;
+                .with_context(|| format!("pin for {id} is not a digest: 64 lowercase hex digits"))?;
             pins.pin(ToolId::new(id.as_str()), digest);
         }
         Ok(pins)
