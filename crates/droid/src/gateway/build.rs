@@ -58,10 +58,9 @@ pub(crate) async fn start(
         .context("building the gateway's server")?;
     // What was trusted on first use outlives the process, except for the
     // embedded default, whose one upstream is this program.
-    let state = config
-        .state
-        .clone()
-        .or_else(|| config_path.and_then(config::default_state));
+    let state = config.state.clone().or_else(|| {
+        config_path.and_then(|path| config::default_state(path, purpose == Purpose::Serving))
+    });
     match (&state, config_path) {
         (Some(path), _) => {
             let store = TrustFile::open(path).context("opening the gateway's state file")?;

@@ -309,8 +309,9 @@ impl Config {
     pub(crate) fn pins(&self) -> anyhow::Result<Pins> {
         let mut pins = Pins::default();
         for (id, digest) in &self.pins {
-            let digest = SchemaDigest::from_hex(digest)
-                .with_context(|| format!("pin for {id} is not a digest: 64 lowercase hex digits"))?;
+            let digest = SchemaDigest::from_hex(digest).with_context(|| {
+                format!("pin for {id} is not a digest: 64 lowercase hex digits")
+            })?;
             pins.pin(ToolId::new(id.as_str()), digest);
         }
         Ok(pins)
@@ -345,47 +346,60 @@ impl UpstreamConfig {
 /// `config`, when the configuration does not say: under the user's state
 /// directory, named after the configuration's own path, so two gateways
 /// with two configurations keep two states.
-pub(crate) fn default_state(config: &Path) -> Option<PathBuf> {
+///
+/// A state file named the way earlier versions named it (after the
+/// configuration's canonical path, links followed) is taken over when it
+/// alone is there: an upgrade must not start the gateway on an empty
+/// state, trusting every upstream anew on first use and dropping every
+/// approval. With `adopt`, it is moved to the new name; without (a look
+/// that writes nothing, as `--print-digests` is), it is read where it is.
+pub(crate) fn default_state(config: &Path, adopt: bool) -> Option<PathBuf> {
     let folder = state_base()?.join("droid").join("gateway");
     let named = folder.join(state_name(config));
-    adopt_canonically_named(&folder, config, &named);
-    Some(named)
+    match canonically_named(&folder, config, &named) {
+        // Where it could not be moved (a file system without links, say),
+        // it is used where it is, unless the new name appeared meanwhile.
+        Some(old) if adopt => Some(if adopt_state(&old, &named) || named.exists() {
+            named
+        } else {
+            old
+        }),
+        Some(old) => Some(old),
+        None => Some(named),
+    }
 }
 
-/// Moves a state file named the way earlier versions named it (after the
-/// configuration's canonical path, links followed) to `named`, when only
-/// the old one is there: an upgrade must not start the gateway on an empty
-/// state, trusting every upstream anew on first use and dropping every
-/// approval.
-fn adopt_canonically_named(folder: &Path, config: &Path, named: &Path) {
-    let Ok(canonical) = std::fs::canonicalize(config) else {
-        return;
-    };
-    let file = named.file_name().map(|f| f.to_string_lossy().into_owned());
+/// The state file earlier versions named after `config`'s canonical path,
+/// if it is there and a file named `named` is not.
+fn canonically_named(folder: &Path, config: &Path, named: &Path) -> Option<PathBuf> {
+    let canonical = std::fs::canonicalize(config).ok()?;
+    let file = named.file_name()?.to_string_lossy().into_owned();
     let digest = path_digest(Some(config));
-    let Some(old_name) =
-        file.map(|f| f.replacen(&digest, &digest_of_name(&canonical.to_string_lossy()), 1))
-    else {
-        return;
-    };
-    let old = folder.join(old_name);
-    if old == named || named.exists() || !old.exists() {
-        return;
-    }
-    match std::fs::rename(&old, named) {
-        Ok(()) => tracing::info!(
+    let old = folder.join(file.replacen(&digest, &digest_of_name(&canonical.to_string_lossy()), 1));
+    (old != named && !named.exists() && old.exists()).then_some(old)
+}
+
+/// Moves the state file `old` to `named`, never over a file there: a link
+/// made first fails if one is (another gateway that wrote it meanwhile),
+/// and only then is the old name removed. Whether it was moved.
+fn adopt_state(old: &Path, named: &Path) -> bool {
+    if let Err(error) = std::fs::hard_link(old, named) {
+        tracing::warn!(
             target: "droid",
-            "the state file {} is now {}",
+            "the state file {} could not be moved to {}: {error}",
             old.display(),
             named.display()
-        ),
-        Err(error) => tracing::warn!(
-            target: "droid",
-            "the state file {} could not be renamed {}: {error}",
-            old.display(),
-            named.display()
-        ),
+        );
+        return false;
     }
+    let _gone = std::fs::remove_file(old);
+    tracing::info!(
+        target: "droid",
+        "the state file {} is now {}",
+        old.display(),
+        named.display()
+    );
+    true
 }
 
 /// The user's state directory: `$XDG_STATE_HOME`, else `~/.local/state`.
@@ -622,8 +636,21 @@ mod tests {
         std::fs::write(&old, "{\"trustedOnFirstUse\": {}}")?;
         let named = folder.join(state_name(&config));
         assert_ne!(old, named);
-        adopt_canonically_named(&folder, &config, &named);
+        // Looked at only, it is read where it is.
+        assert_eq!(
+            canonically_named(&folder, &config, &named).as_ref(),
+            Some(&old)
+        );
+        assert!(adopt_state(&old, &named));
         assert!(!old.exists());
+        assert_eq!(
+            std::fs::read_to_string(&named)?,
+            "{\"trustedOnFirstUse\": {}}"
+        );
+        // Never over a file of the new name.
+        std::fs::write(&old, "older")?;
+        assert_eq!(canonically_named(&folder, &config, &named), None);
+        assert!(!adopt_state(&old, &named));
         assert_eq!(
             std::fs::read_to_string(&named)?,
             "{\"trustedOnFirstUse\": {}}"
