@@ -15,20 +15,29 @@ use std::path::Path;
 /// than a regular file, [`io::ErrorKind::InvalidData`] when the file holds
 /// more than `max_bytes`; any error of reading it.
 pub fn read_regular(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    // Opened without waiting (opening a FIFO waits for a writer), then
-    // looked at through the handle: what is read is what was looked at,
-    // whatever is put at the path in between.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)?;
-    let metadata = file.metadata()?;
-    if !metadata.is_file() {
-        return Err(io::Error::new(
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let not_regular = || {
+        io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{} is not a regular file", path.display()),
-        ));
+        )
+    };
+    // Looked at before it is opened: opening a FIFO waits for a writer,
+    // and opening a device may do something.
+    let looked = std::fs::metadata(path)?;
+    if !looked.is_file() {
+        return Err(not_regular());
+    }
+    // Opened without waiting and without taking a terminal, then looked at
+    // again through the handle: what is read is the file looked at, not
+    // whatever was put at the path in between.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY).bits())
+        .open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() || (metadata.dev(), metadata.ino()) != (looked.dev(), looked.ino()) {
+        return Err(not_regular());
     }
     let too_large = || {
         io::Error::new(
