@@ -82,14 +82,17 @@ pub(crate) fn load(path: Option<&Path>) -> anyhow::Result<Config> {
 /// from a JSON file would otherwise be sent as those very characters.
 fn warn_unexpanded(config: &Config) {
     for upstream in &config.upstream {
-        let values = upstream
+        let cwd = upstream.cwd.as_ref().map(|cwd| cwd.to_string_lossy());
+        let mut values = upstream
             .command
             .iter()
             .flatten()
-            .chain(&upstream.url)
-            .chain(upstream.headers.values())
-            .chain(upstream.env.values());
-        if values.into_iter().any(|value| value.contains("${")) {
+            .map(String::as_str)
+            .chain(upstream.url.as_deref())
+            .chain(upstream.headers.values().map(String::as_str))
+            .chain(upstream.env.values().map(String::as_str))
+            .chain(cwd.as_deref());
+        if values.any(|value| value.contains("${")) {
             tracing::warn!(
                 target: "droid",
                 upstream = %upstream.name,
