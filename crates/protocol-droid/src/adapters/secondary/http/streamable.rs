@@ -713,6 +713,8 @@ impl Link for StreamableHttp {
                 }
                 self.shared.state().session = None;
             }
+            // A request sent while the DELETE was on its way is ended too.
+            self.stop_streams();
             let _ = self.shared.inbound.send(Inbound::Closed(None)).await;
         })
     }
