@@ -10,6 +10,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use super::fetch;
+use crate::adapters::secondary::oauth::form_encode;
 use crate::adapters::secondary::tls::Trust;
 use crate::application::server::auth::{
     TokenError, TokenValidator, audience_includes, normalize_claims, seconds,
@@ -306,9 +307,4 @@ fn positive_life(claims: &AuthClaims) -> Duration {
         Duration::from_secs(exp.saturating_sub(now))
     });
     left.min(MAX_POSITIVE)
-}
-
-/// `value` as `application/x-www-form-urlencoded` writes it.
-fn form_encode(value: &str) -> String {
-    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }

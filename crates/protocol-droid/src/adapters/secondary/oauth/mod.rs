@@ -48,6 +48,8 @@ mod scope;
 mod store;
 mod token;
 
+pub(crate) use token::form_encode;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;

@@ -200,7 +200,10 @@ pub(crate) async fn request(
     })
 }
 
-fn form_encode(value: &str) -> String {
+/// `value` as `application/x-www-form-urlencoded` writes it: what each part
+/// of HTTP Basic client credentials is before it is joined (RFC 6749
+/// §2.3.1).
+pub(crate) fn form_encode(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
