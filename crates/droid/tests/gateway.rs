@@ -984,7 +984,20 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
         "{}",
         String::from_utf8_lossy(&status.stderr)
     );
-    drop(idle);
+    // Past sixteen at once, a connection is told why it is closed.
+    let more: Vec<std::os::unix::net::UnixStream> = (0..12)
+        .map(|_| std::os::unix::net::UnixStream::connect(scratch.path("admin.sock")))
+        .collect::<Result<_, _>>()?;
+    std::thread::sleep(Duration::from_millis(200));
+    let mut past = std::os::unix::net::UnixStream::connect(scratch.path("admin.sock"))?;
+    past.set_read_timeout(Some(PATIENCE))?;
+    let mut told = String::new();
+    past.read_to_string(&mut told)?;
+    assert!(
+        told.contains("as many admin connections as it may"),
+        "{told:?}"
+    );
+    drop((idle, more));
 
     // The configuration changes what a model reads of `echo`: the running
     // gateway reads it again, and `echo` no longer matches what was trusted.

@@ -19,14 +19,13 @@
 //!
 //! A request is at most [`MAX_REQUEST`] bytes and must arrive within
 //! [`IO_TIMEOUT`]. Connections are served each on its own task, at most
-//! [`MAX_CONNECTIONS`] at once (more are closed as they come), so a client
+//! [`MAX_CONNECTIONS`] at once (more are told so and closed), so a client
 //! that stalls holds only its own place until its deadline, never another
 //! operator's request, and takes nothing from the sessions the gateway
 //! serves. Approvals still happen one at a time, in the gateway.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -46,6 +45,10 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How many admin connections are served at once.
 pub const MAX_CONNECTIONS: usize = 16;
+
+/// The answer to a connection past [`MAX_CONNECTIONS`].
+const BUSY: &[u8] =
+    b"{\"ok\":false,\"error\":\"the gateway is serving as many admin connections as it may; try again\"}\n";
 
 /// What the operator asks.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -134,8 +137,8 @@ pub async fn serve_admin(gateway: Gateway, path: &Path) -> io::Result<AdminEndpo
     // The user the gateway runs as, from the process itself: what is at
     // the path could have been swapped since it was bound.
     let owner = nix::unistd::geteuid().as_raw();
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let task = tokio::spawn(async move {
+        let mut serving = tokio::task::JoinSet::new();
         loop {
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,
@@ -157,17 +160,19 @@ pub async fn serve_admin(gateway: Gateway, path: &Path) -> io::Result<AdminEndpo
             }
             // Each on a task of its own, so that a connection that sends
             // nothing holds only its own place until its deadline, never
-            // the operator's next `status`; at most so many at once.
-            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                tracing::debug!("an admin connection was closed: too many are open");
+            // the operator's next `status`; at most so many at once. The
+            // tasks are this one's: when the endpoint goes, so do they.
+            while serving.try_join_next().is_some() {}
+            if serving.len() >= MAX_CONNECTIONS {
+                // Said, not only closed: the operator learns why.
+                let _unsent = stream.try_write(BUSY);
                 continue;
-            };
+            }
             let gateway = gateway.clone();
-            tokio::spawn(async move {
+            serving.spawn(async move {
                 if let Err(error) = serve_one(&gateway, stream).await {
                     tracing::debug!(%error, "an admin request failed");
                 }
-                drop(slot);
             });
         }
     });
