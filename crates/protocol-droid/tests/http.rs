@@ -669,6 +669,32 @@ mod legacy {
         Ok(())
     }
 
+    /// A GET with no Accept at all takes anything: its session's stream is
+    /// opened. Sent by hand, since an HTTP client library adds
+    /// `Accept: */*`.
+    #[tokio::test]
+    async fn a_get_naming_no_accept_opens_the_sessions_stream() -> Result<(), TestError> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let request = format!(
+            "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nMcp-Session-Id: {session}\r\n\
+             MCP-Protocol-Version: {LEGACY}\r\n\r\n"
+        );
+        let mut stream =
+            tokio::net::TcpStream::connect(s.base.trim_start_matches("http://")).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut head = vec![0_u8; 512];
+        let read = tokio::time::timeout(PATIENCE, stream.read(&mut head)).await??;
+        let head =
+            String::from_utf8_lossy(head.get(..read).unwrap_or_default()).to_ascii_lowercase();
+        assert!(
+            head.starts_with("http/1.1 200") && head.contains("content-type: text/event-stream"),
+            "{head}"
+        );
+        Ok(())
+    }
+
     /// A legacy session with its GET stream open: the stream, and the first
     /// tool list change heard on it.
     async fn listening_session(s: &Running) -> Result<(Events, Value), TestError> {
