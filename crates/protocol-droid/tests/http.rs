@@ -108,6 +108,27 @@ async fn start_tuned(tune: impl FnOnce(&mut HttpOptions)) -> Result<Running, Tes
 }
 
 impl Running {
+    /// The head of the answer to `request`, sent as it is on a connection
+    /// of its own (what an HTTP client library would not send: a request
+    /// with no `Accept`, say), lower-cased. Read up to the blank line that
+    /// ends it, so an answer that is a stream never ending still has one.
+    async fn raw_head(&self, request: &str) -> Result<String, TestError> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let address = self.base.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(address).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut head = Vec::new();
+        let mut byte = [0_u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let read = tokio::time::timeout(PATIENCE, stream.read(&mut byte)).await??;
+            if read == 0 {
+                break;
+            }
+            head.extend_from_slice(&byte);
+        }
+        Ok(String::from_utf8_lossy(&head).to_ascii_lowercase())
+    }
+
     /// POSTs `body` to `path` with exactly `headers`, none added.
     async fn post_raw(
         &self,
@@ -348,7 +369,6 @@ mod bad_input {
         assert_eq!(response.status(), 406);
         // No Accept at all accepts anything (RFC 9110 §12.5.1): answered.
         // Sent by hand, since an HTTP client library adds `Accept: */*`.
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let body =
             json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": { "_meta": {
             "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -361,13 +381,8 @@ mod bad_input {
              Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
-        let mut stream =
-            tokio::net::TcpStream::connect(s.base.trim_start_matches("http://")).await?;
-        stream.write_all(request.as_bytes()).await?;
-        let mut reply = Vec::new();
-        tokio::time::timeout(PATIENCE, stream.read_to_end(&mut reply)).await??;
-        let reply = String::from_utf8_lossy(&reply);
-        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        let head = s.raw_head(&request).await?;
+        assert!(head.starts_with("http/1.1 200"), "{head}");
         Ok(())
     }
 
@@ -541,13 +556,7 @@ mod bad_input {
 
     /// The status line of `head` (a request without a body) sent as it is.
     async fn raw_status(s: &Running, head: &str) -> Result<String, TestError> {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let address = s.base.trim_start_matches("http://");
-        let mut stream = tokio::net::TcpStream::connect(address).await?;
-        stream.write_all(head.as_bytes()).await?;
-        let mut reply = Vec::new();
-        tokio::time::timeout(PATIENCE, stream.read_to_end(&mut reply)).await??;
-        let reply = String::from_utf8_lossy(&reply).into_owned();
+        let reply = s.raw_head(head).await?;
         Ok(reply.lines().next().unwrap_or_default().to_owned())
     }
 
@@ -674,20 +683,13 @@ mod legacy {
     /// `Accept: */*`.
     #[tokio::test]
     async fn a_get_naming_no_accept_opens_the_sessions_stream() -> Result<(), TestError> {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({})).await?;
         let request = format!(
             "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nMcp-Session-Id: {session}\r\n\
              MCP-Protocol-Version: {LEGACY}\r\n\r\n"
         );
-        let mut stream =
-            tokio::net::TcpStream::connect(s.base.trim_start_matches("http://")).await?;
-        stream.write_all(request.as_bytes()).await?;
-        let mut head = vec![0_u8; 512];
-        let read = tokio::time::timeout(PATIENCE, stream.read(&mut head)).await??;
-        let head =
-            String::from_utf8_lossy(head.get(..read).unwrap_or_default()).to_ascii_lowercase();
+        let head = s.raw_head(&request).await?;
         assert!(
             head.starts_with("http/1.1 200") && head.contains("content-type: text/event-stream"),
             "{head}"
@@ -1191,7 +1193,6 @@ mod modern {
         // A client that names no Accept at all takes anything: its listen
         // is answered with the stream. Sent by hand, since an HTTP client
         // library adds `Accept: */*`.
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let body = listen.to_string();
         let request = format!(
             "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
@@ -1199,13 +1200,7 @@ mod modern {
              Content-Length: {}\r\n\r\n{body}",
             body.len()
         );
-        let mut stream =
-            tokio::net::TcpStream::connect(s.base.trim_start_matches("http://")).await?;
-        stream.write_all(request.as_bytes()).await?;
-        let mut head = vec![0_u8; 512];
-        let read = tokio::time::timeout(PATIENCE, stream.read(&mut head)).await??;
-        let head =
-            String::from_utf8_lossy(head.get(..read).unwrap_or_default()).to_ascii_lowercase();
+        let head = s.raw_head(&request).await?;
         assert!(
             head.starts_with("http/1.1 200") && head.contains("content-type: text/event-stream"),
             "{head}"
