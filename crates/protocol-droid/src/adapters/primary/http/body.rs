@@ -142,7 +142,10 @@ async fn read_charged(
     charge: &mut Charge<'_>,
 ) -> Result<Bytes, Unread> {
     let mut body = body;
-    let mut pieces: Vec<Bytes> = Vec::new();
+    // The first piece as it came; later ones, if any, copied after it. Most
+    // bodies come in one piece, which is then neither copied nor listed.
+    let mut first: Option<Bytes> = None;
+    let mut joined: Vec<u8> = Vec::new();
     let mut length = 0_usize;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|_| Unread::CutShort)?;
@@ -154,13 +157,16 @@ async fn read_charged(
             return Err(Unread::TooLarge);
         }
         charge.add(piece.len()).map_err(Unread::Spent)?;
-        pieces.push(piece);
+        match first.take() {
+            None if joined.is_empty() => first = Some(piece),
+            None => joined.extend_from_slice(&piece),
+            Some(earlier) => {
+                joined.extend_from_slice(&earlier);
+                joined.extend_from_slice(&piece);
+            }
+        }
     }
-    Ok(match pieces.len() {
-        0 => Bytes::new(),
-        1 => pieces.pop().unwrap_or_default(),
-        _ => Bytes::from(pieces.concat()),
-    })
+    Ok(first.unwrap_or_else(|| Bytes::from(joined)))
 }
 
 /// The middleware: 413 for a body over the size, 408 for one that is not
