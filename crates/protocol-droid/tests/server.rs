@@ -1592,6 +1592,17 @@ mod modern {
     -> Result<(), TestError> {
         let mut h = start()?;
         let state = first_round_state(&mut h.client).await?;
+        // Retries that answer nothing are asked again and spend no round.
+        let mut unanswered = go_answered("stateful", &state, "accept");
+        for (id, nothing) in [(20, Value::Null), (21, json!({}))] {
+            unanswered["inputResponses"] = nothing;
+            let asked = h.client.call_tool(id, unanswered.clone()).await?;
+            assert_eq!(
+                asked["result"]["resultType"],
+                json!("input_required"),
+                "{asked}"
+            );
+        }
         let retry = |action: &str| go_answered("stateful", &state, action);
         let answered = h.client.call_tool(2, retry("accept")).await?;
         assert!(answered.get("result").is_some(), "{answered}");

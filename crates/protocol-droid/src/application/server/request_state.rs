@@ -44,7 +44,8 @@
 //!   [`Rounds`]: a state is answered once. Presented again with the same
 //!   `inputResponses` (a retry after a lost answer) it is served again;
 //!   presented with other `inputResponses` it is refused, so a client cannot
-//!   try answer after answer against one question.
+//!   try answer after answer against one question. Presented with no
+//!   answers it is only asked again, and answers nothing.
 //! - **Clocks.** Time is an argument, so expiry is tested deterministically.
 
 use core::fmt;

@@ -1100,10 +1100,19 @@ impl Connection {
             .open_round(sealed, &binding, now_ms())
             .map_err(|e| Refusal::invalid_params(format!("requestState refused: {e}")))?;
         // One answer per round: the same answers again are a retry, other
-        // answers to a question already answered are refused.
-        let responses = params
-            .get("inputResponses")
-            .map_or_else(Vec::new, canonical_json);
+        // answers to a question already answered are refused. A retry that
+        // answers nothing (no member, a null, an empty object) spends no
+        // round: its handler only asks again, and the answers the client
+        // then sends are still the round's first.
+        let responses = match params.get("inputResponses") {
+            Some(answers @ Value::Object(responses)) if !responses.is_empty() => {
+                canonical_json(answers)
+            }
+            _ => {
+                ctx.request_state = Some(payload.payload);
+                return Ok(());
+            }
+        };
         let responses: [u8; 32] = sha2::Sha256::digest(&responses).into();
         let ledger = self
             .server
