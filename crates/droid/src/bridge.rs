@@ -137,8 +137,9 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
                 .context("--upstream-revision")?,
         ];
     }
-    let token = crate::secret::read("DROID_UPSTREAM_TOKEN", args.upstream_token_file.as_deref())?;
-    let authorizer = crate::secret::bearer(token, args.upstream_token_file.as_deref())?;
+    let variable = "DROID_UPSTREAM_TOKEN";
+    let token = crate::secret::read(variable, args.upstream_token_file.as_deref())?;
+    let authorizer = crate::secret::bearer(token, args.upstream_token_file.as_deref(), variable)?;
     let connector = connector(
         target,
         ConnectOptions {

@@ -62,12 +62,13 @@ pub(crate) fn read_named(env: Option<&str>, file: Option<&Path>) -> anyhow::Resu
 }
 
 /// What presents `token`, read by [`read`] or [`read_named`] from `file`
-/// or else from a variable, to an upstream as a bearer token. A token from
-/// a file is read again when the server refuses it, so a file rotated in
-/// place is taken up without a restart.
+/// or else from the variable `variable`, to an upstream as a bearer token.
+/// A token from a file is read again when the server refuses it, so a file
+/// rotated in place is taken up without a restart.
 pub(crate) fn bearer(
     token: Option<String>,
     file: Option<&Path>,
+    variable: &str,
 ) -> anyhow::Result<Option<Arc<dyn Authorizer>>> {
     let Some(token) = token else {
         return Ok(None);
@@ -76,7 +77,7 @@ pub(crate) fn bearer(
     if let Err(why) = check_token(&token) {
         match file {
             Some(path) => anyhow::bail!("the token in {}: {why}", path.display()),
-            None => anyhow::bail!("the token from the environment: {why}"),
+            None => anyhow::bail!("the token in the environment variable {variable}: {why}"),
         }
     }
     Ok(Some(match file {
@@ -86,4 +87,20 @@ pub(crate) fn bearer(
         ),
         None => Arc::new(StaticToken::new(token)),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer;
+
+    #[test]
+    fn a_token_a_header_cannot_carry_is_refused_by_where_it_came_from() {
+        let refused = bearer(Some("line\nbreak".to_owned()), None, "WEB_TOKEN")
+            .err()
+            .map(|error| error.to_string())
+            .unwrap_or_default();
+        assert!(refused.contains("WEB_TOKEN"), "{refused}");
+        let taken = bearer(Some("abc".to_owned()), None, "WEB_TOKEN");
+        assert!(taken.is_ok_and(|authorizer| authorizer.is_some()));
+    }
 }

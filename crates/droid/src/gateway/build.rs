@@ -220,7 +220,8 @@ fn prepare(
         upstream.bearer_token_file.as_deref(),
     )
     .with_context(|| format!("upstream {name:?}: bearer token"))?;
-    let authorizer = crate::secret::bearer(token, upstream.bearer_token_file.as_deref())
+    let variable = upstream.bearer_token_env.as_deref().unwrap_or_default();
+    let authorizer = crate::secret::bearer(token, upstream.bearer_token_file.as_deref(), variable)
         .with_context(|| format!("upstream {name:?}: bearer token"))?;
     // Allowed (a private network may be trusted), but said: a token sent
     // over plain HTTP to another machine can be read on the way.
