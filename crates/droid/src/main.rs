@@ -32,7 +32,7 @@ use protocol_droid::adapters::secondary::tls::Trust;
 use protocol_droid::application::observe::SharedObserver;
 use protocol_droid::application::server::{RateLimits, ServerBuilder};
 use protocol_droid::domain::{
-    CapabilitySet, Feature, Negotiation, ProtocolVersion, TransportKind, resolve,
+    CapabilitySet, Era, Feature, Negotiation, ProtocolVersion, TransportKind, resolve,
 };
 use telemetry::Observed;
 
@@ -631,7 +631,16 @@ pub(crate) async fn serve_on(
         "http"
     };
     // Scripts read this line to learn the port when `:0` picked one.
-    tracing::warn!(target: "droid", "listening on {scheme}://{bound}/mcp (HTTP+SSE at /sse)");
+    let sse = if server
+        .offered()
+        .iter()
+        .any(|revision| revision.era() == Era::Legacy)
+    {
+        " (HTTP+SSE at /sse)"
+    } else {
+        ""
+    };
+    tracing::warn!(target: "droid", "listening on {scheme}://{bound}/mcp{sse}");
     let shutdown = async move {
         tokio::select! {
             _ = interrupt.recv() => {}

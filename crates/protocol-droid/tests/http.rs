@@ -1362,6 +1362,24 @@ mod sse_2024 {
     use super::*;
 
     #[tokio::test]
+    async fn a_server_offering_only_the_stateless_era_opens_no_stream() -> Result<(), TestError> {
+        use protocol_droid::domain::ProtocolVersion;
+        let server = Server::builder("modern-only", "1.0.0")
+            .revisions([ProtocolVersion::V2026_07_28])
+            .build()?;
+        let serving = Serving::start(server, HttpOptions::default()).await?;
+        let refused = serving
+            .client
+            .get(format!("{}/sse", serving.base))
+            .headers(headers(&[("accept", "text/event-stream")])?)
+            .send()
+            .await?;
+        assert_eq!(refused.status(), 404);
+        assert_eq!(serving.http.open_sessions(), 0);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_client_leaving_its_stream_ends_its_session() -> Result<(), TestError> {
         let s = start().await?;
         let (events, _endpoint) = open_sse(&s).await?;

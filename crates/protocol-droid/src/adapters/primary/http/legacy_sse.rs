@@ -20,8 +20,8 @@ use super::sessions::sessions_full;
 use super::sse::{self, SseEvent};
 use super::streamable::check_post;
 use crate::application::server::AuthContext;
-use crate::domain::TransportKind;
 use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Response as RpcResponse, ResponseId};
+use crate::domain::{Era, TransportKind};
 
 /// GET `/sse`: opens a session and its stream.
 pub(super) async fn open(
@@ -29,6 +29,22 @@ pub(super) async fn open(
     Extension(caller): Extension<AuthContext>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
 ) -> Response {
+    // The transport carries only the handshake revisions: a server that
+    // offers none would open a session no message could ever initialize.
+    if !app
+        .server
+        .offered()
+        .iter()
+        .any(|revision| revision.era() == Era::Legacy)
+    {
+        return refusal(
+            StatusCode::NOT_FOUND,
+            None,
+            ErrorCode::INVALID_REQUEST,
+            "this server offers no revision the HTTP+SSE transport carries (2024-11-05 to \
+             2025-11-25); use Streamable HTTP",
+        );
+    }
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let session = match app
         .sessions
