@@ -1709,6 +1709,55 @@ mod modern {
         assert_eq!(pong["id"], json!(9));
         Ok(())
     }
+
+    #[tokio::test]
+    async fn a_burst_of_changes_is_told_once_per_list() -> Result<(), TestError> {
+        let mut h = start()?;
+        h.client
+            .send(
+                json!({ "jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
+                "params": { "_meta": modern_meta(json!({})),
+                            "notifications": { "toolsListChanged": true,
+                                               "promptsListChanged": true } } }),
+            )
+            .await?;
+        let ack = h.client.next().await?;
+        assert_eq!(
+            ack["method"],
+            json!("notifications/subscriptions/acknowledged")
+        );
+        // On this one-thread runtime the listen runs only once the burst
+        // is over, so it finds all of it waiting.
+        for _ in 0..100 {
+            h.server.tools_changed();
+            h.server.prompts_changed();
+        }
+        let mut told = Vec::new();
+        for id in [9, 10] {
+            if id == 10 {
+                h.client.cancel(json!({ "requestId": "sub-1" })).await?;
+            }
+            h.client
+                .send(json!({ "jsonrpc": "2.0", "id": id, "method": "tools/list",
+                              "params": modern(json!({})) }))
+                .await?;
+            loop {
+                let message = h.client.next().await?;
+                if message["id"] == json!(id) {
+                    break;
+                }
+                told.push(message["method"].clone());
+            }
+        }
+        assert_eq!(
+            told,
+            [
+                json!("notifications/tools/list_changed"),
+                json!("notifications/prompts/list_changed")
+            ]
+        );
+        Ok(())
+    }
 }
 
 mod visibility {

@@ -151,37 +151,76 @@ impl Connection {
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => break,
             };
-            let (method, extra) = match &change {
-                Change::Tools if wants("toolsListChanged") => {
-                    ("notifications/tools/list_changed", None)
-                }
-                Change::ToolsFor(session)
-                    if *session == peer.session() && wants("toolsListChanged") =>
+            // Changes already waiting are told with this one, each at most
+            // once: a burst of edits (an upstream announcing its list in a
+            // loop) is one notification per list, not one per edit. At
+            // most the three lists and the watched resources.
+            let mut notices = Vec::new();
+            let mut next = Some(change);
+            let mut closed = false;
+            loop {
+                if let Some(notice) = next
+                    .take()
+                    .and_then(|change| notice(change, &wants, &uris, peer))
                 {
-                    ("notifications/tools/list_changed", None)
+                    if !notices.contains(&notice) {
+                        notices.push(notice);
+                    }
                 }
-                Change::Prompts if wants("promptsListChanged") => {
-                    ("notifications/prompts/list_changed", None)
+                match changes.try_recv() {
+                    Ok(change) => next = Some(change),
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                    Err(broadcast::error::TryRecvError::Empty) => break,
+                    Err(broadcast::error::TryRecvError::Closed) => {
+                        closed = true;
+                        break;
+                    }
                 }
-                Change::Resources if wants("resourcesListChanged") => {
-                    ("notifications/resources/list_changed", None)
-                }
-                Change::ResourceUpdated(uri) if uris.contains(uri) => {
-                    ("notifications/resources/updated", Some(uri.clone()))
-                }
-                _ => continue,
-            };
-            let mut params = JsonObject::new();
-            if let Some(uri) = extra {
-                params.insert("uri".to_owned(), json!(uri));
             }
-            params.insert("_meta".to_owned(), tag.clone());
-            let _sent = peer.sink().send(Message::Notification(Notification {
-                method: method.to_owned(),
-                params: Some(Value::Object(params)),
-            }));
+            for (method, uri) in notices {
+                let mut params = JsonObject::new();
+                if let Some(uri) = uri {
+                    params.insert("uri".to_owned(), json!(uri));
+                }
+                params.insert("_meta".to_owned(), tag.clone());
+                let _sent = peer.sink().send(Message::Notification(Notification {
+                    method: method.to_owned(),
+                    params: Some(Value::Object(params)),
+                }));
+            }
+            if closed {
+                break;
+            }
         }
         Ok(json!({ "resultType": "complete", "_meta": tag }))
+    }
+}
+
+/// What a listener is told of `change`, if it is told at all: the
+/// notification's method and, for a watched resource, its URI.
+fn notice(
+    change: Change,
+    wants: &impl Fn(&str) -> bool,
+    uris: &BTreeSet<String>,
+    peer: &PeerSession,
+) -> Option<(&'static str, Option<String>)> {
+    match change {
+        Change::Tools if wants("toolsListChanged") => {
+            Some(("notifications/tools/list_changed", None))
+        }
+        Change::ToolsFor(session) if session == peer.session() && wants("toolsListChanged") => {
+            Some(("notifications/tools/list_changed", None))
+        }
+        Change::Prompts if wants("promptsListChanged") => {
+            Some(("notifications/prompts/list_changed", None))
+        }
+        Change::Resources if wants("resourcesListChanged") => {
+            Some(("notifications/resources/list_changed", None))
+        }
+        Change::ResourceUpdated(uri) if uris.contains(&uri) => {
+            Some(("notifications/resources/updated", Some(uri)))
+        }
+        _ => None,
     }
 }
 
