@@ -11,8 +11,6 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::registry::match_template;
-
 /// The primitive a request names, as a scope rule is looked up by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Named<'a> {
@@ -84,10 +82,16 @@ impl ScopeRules {
 
     fn scope(&self, kind: Primitive, name: &str) -> Option<&str> {
         // Lookups by a borrowed name without building the key: the table is
-        // small and read on every forwarded request.
+        // small and read on every forwarded request. A URI's letters match
+        // either case: a scheme is case-insensitive, and an upstream may
+        // treat the rest so too; a rule covering more is the safe error.
+        let same = |n: &str| match kind {
+            Primitive::Tool | Primitive::Prompt => n == name,
+            Primitive::Resource | Primitive::Template => n.eq_ignore_ascii_case(name),
+        };
         self.rules
             .iter()
-            .find(|((k, n), _)| *k == kind && n == name)
+            .find(|((k, n), _)| *k == kind && same(n))
             .map(|(_, scope)| scope.as_str())
     }
 
@@ -101,7 +105,7 @@ impl ScopeRules {
     pub(crate) fn admits_resource(&self, uri: &str, has: impl Fn(&str) -> bool) -> bool {
         let own = self.scope(Primitive::Resource, uri).is_none_or(&has);
         own && self.rules.iter().all(|((kind, template), scope)| {
-            *kind != Primitive::Template || match_template(template, uri).is_none() || has(scope)
+            *kind != Primitive::Template || !may_be_of(template, uri) || has(scope)
         })
     }
 
@@ -143,6 +147,51 @@ impl ScopeRules {
     }
 }
 
+/// Whether `uri` could be one of `template`'s, as a rule reads it: each
+/// expression (`{id}`, `{+path}`, `{?q}`, any operator) stands for any text,
+/// slashes and nothing included, and letters match either case. Wider than
+/// any server's own matching (this crate's stops a variable at `/`; others
+/// read `{+path}` across segments), because the upstream, not this server,
+/// decides which URIs a template serves: a rule must cover them all.
+fn may_be_of(template: &str, uri: &str) -> bool {
+    let template = template.to_ascii_lowercase();
+    let uri = uri.to_ascii_lowercase();
+    // The literal text between expressions; an unclosed `{` is literal.
+    let mut literals = Vec::new();
+    let mut rest = template.as_str();
+    while let Some((literal, expression)) = rest
+        .split_once('{')
+        .and_then(|(literal, after)| after.split_once('}').map(|(_, tail)| (literal, tail)))
+    {
+        literals.push(literal);
+        rest = expression;
+    }
+    literals.push(rest);
+    let (Some((first, middle_and_last)), true) = (literals.split_first(), literals.len() > 1)
+    else {
+        return template == uri;
+    };
+    let Some((last, middle)) = middle_and_last.split_last() else {
+        return template == uri;
+    };
+    let Some(between) = uri
+        .strip_prefix(first)
+        .and_then(|tail| tail.strip_suffix(last))
+    else {
+        return false;
+    };
+    // Each literal between two expressions, found in order as early as it
+    // can be: the leftmost place leaves the most for what follows.
+    let mut unread = between;
+    for literal in middle {
+        match unread.find(literal) {
+            Some(at) => unread = unread.get(at + literal.len()..).unwrap_or_default(),
+            None => return false,
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -174,6 +223,40 @@ mod tests {
             assert!(rules.admits(target, |_| true), "{target:?}");
         }
         assert!(rules.admits(Named::Tool("open"), nobody));
+    }
+
+    #[test]
+    fn a_template_rule_covers_every_uri_an_upstream_could_serve_through_it() {
+        let mut rules = ScopeRules::default();
+        rules.require(Primitive::Template, "up+file:///{path}", "files:read");
+        rules.require(
+            Primitive::Template,
+            "notes://{id}/v/{+rev}{?q}",
+            "notes:read",
+        );
+        let nobody = |_: &str| false;
+        for uri in [
+            "up+file:///hostname",
+            "up+file:///etc/hostname",
+            "up+file:////etc/hostname",
+            "up+file:///",
+            "UP+FILE:///etc/shadow",
+            "notes://1/v/2",
+            "notes://a/b/v/c/d?q=1",
+        ] {
+            assert!(!rules.admits(Named::Resource(uri), nobody), "{uri}");
+        }
+        for uri in [
+            "up+files:///x",
+            "up+file://x",
+            "notes://1/w/2",
+            "file:///etc/hostname",
+        ] {
+            assert!(rules.admits(Named::Resource(uri), nobody), "{uri}");
+        }
+        // A resource's own rule, by its URI in either case.
+        rules.require(Primitive::Resource, "up+secret://x", "secret");
+        assert!(!rules.admits(Named::Resource("UP+SECRET://x"), nobody));
     }
 
     #[test]
