@@ -56,3 +56,46 @@ async fn an_upstreams_many_tools_are_registered_as_one_change() -> Result<(), Te
     assert_eq!(tools_changed, 1);
     Ok(())
 }
+
+/// A scope rule naming a tool its upstream does not list (a typo, met when
+/// the upstream comes up after the rules were set) keeps the upstream from
+/// being served, where it left the tool the rule meant open to everyone.
+#[tokio::test]
+async fn a_scope_rule_naming_no_tool_keeps_its_upstream_down() -> Result<(), TestError> {
+    use protocol_droid::application::gateway::{UpstreamError, UpstreamHealth};
+    use protocol_droid::domain::catalog::ToolId;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let upstream = || {
+        let mut child = ChildOptions::new(
+            "python3",
+            [script.clone().into_os_string(), "many-tools".into()],
+        );
+        child.env.push(("BAD_SERVER_TOOLS".into(), "3".into()));
+        connector(Target::Command(child), ConnectOptions::default())
+    };
+    for (rule, served) in [("many/tool-1", true), ("many/tool-9", false)] {
+        let gateway = Gateway::build(
+            Server::builder("gateway", "1.0.0"),
+            Disclosure::Default,
+            Pins::default(),
+        )?;
+        gateway.require_scope(ToolId::new(rule), "admin".to_owned());
+        let added = gateway
+            .add_upstream("many", upstream(), UpstreamOptions::default())
+            .await;
+        assert_eq!(added.is_ok(), served, "{rule}: {added:?}");
+        if !served {
+            assert!(
+                matches!(added, Err(UpstreamError::ScopeRule { .. })),
+                "{added:?}"
+            );
+            let status = gateway.upstreams();
+            let health = status.first().map(|upstream| &upstream.health);
+            assert!(
+                matches!(health, Some(UpstreamHealth::Down { reason, .. }) if reason.contains(rule)),
+                "{health:?}"
+            );
+        }
+    }
+    Ok(())
+}

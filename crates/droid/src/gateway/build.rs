@@ -324,7 +324,8 @@ pub(crate) fn primitive_rules(config: &Config, cli: &[(String, String)]) -> Scop
 /// Checks that each rule names an upstream, and, once that upstream is up,
 /// one of its tools: a typo would leave the tool it meant open to everyone.
 /// A rule for an upstream that is not up yet cannot be checked against its
-/// tools, and passes.
+/// tools, and passes: the gateway checks it when the upstream comes up, and
+/// keeps that upstream down if the rule names none of its tools.
 pub(crate) fn check_scopes(
     rules: &BTreeMap<ToolId, String>,
     gateway: &Gateway,

@@ -188,7 +188,10 @@ impl Gateway {
 
     /// Requires `scope` of a caller to see and call the tool `id`, now and
     /// whenever the tool is registered again; the server's authorization
-    /// answers a hidden tool as an unknown one.
+    /// answers a hidden tool as an unknown one. An upstream that comes up
+    /// listing no tool a rule names for it is kept down
+    /// ([`UpstreamError::ScopeRule`](super::UpstreamError::ScopeRule)): the
+    /// rule is taken for a typo that would leave the tool it meant open.
     pub fn require_scope(&self, id: ToolId, scope: String) {
         // The rule first, then the tool: a registration of the tool between
         // the two reads the rule after registering, and sets it.

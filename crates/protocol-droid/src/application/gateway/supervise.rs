@@ -31,6 +31,7 @@ use serde_json::Value;
 
 use crate::application::bridge::{Bridge, BridgeError, Connector, Observer};
 use crate::application::server::Server;
+use crate::domain::catalog::ToolId;
 use crate::domain::{LoggingLevel, SessionId};
 
 /// How one attempt to bring an upstream up ended.
@@ -212,6 +213,17 @@ impl Gateway {
         }
         match listed {
             Ok(Ok(())) => {
+                // A scope rule naming a tool this upstream does not list is
+                // a typo that would leave the tool it meant open: the
+                // upstream stays down until the rule is mended, as the
+                // gateway's configuration check refuses it at start.
+                if let Some(rule) = self.rule_naming_nothing(name) {
+                    let error = UpstreamError::ScopeRule {
+                        upstream: name.to_owned(),
+                        rule,
+                    };
+                    return self.failed(name, generation, error, Some(bridge)).await;
+                }
                 let mut state = lock(&self.inner.state);
                 let Some(upstream) = state.upstream_mut(name, generation) else {
                     return Attempt::Superseded;
@@ -250,6 +262,18 @@ impl Gateway {
                 self.failed(name, generation, error, Some(bridge)).await
             }
         }
+    }
+
+    /// The first scope rule naming a tool of `name` that its catalog
+    /// holds no record of.
+    fn rule_naming_nothing(&self, name: &str) -> Option<ToolId> {
+        let state = lock(&self.inner.state);
+        state
+            .scopes
+            .keys()
+            .filter(|id| id.as_str().split_once('/').map(|(upstream, _)| upstream) == Some(name))
+            .find(|id| state.catalog.get(id).is_none())
+            .cloned()
     }
 
     /// Records a failed attempt: the upstream is down, and the bridge the

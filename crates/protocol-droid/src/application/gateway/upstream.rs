@@ -20,6 +20,7 @@ use crate::application::bridge::{
 };
 use crate::application::client::{Client, ClientError};
 use crate::domain::ProtocolVersion;
+use crate::domain::catalog::ToolId;
 
 /// How the gateway treats one upstream.
 #[derive(Clone, Debug)]
@@ -144,6 +145,19 @@ pub enum UpstreamError {
         upstream: String,
         /// The client's error.
         source: ClientError,
+    },
+    /// A scope rule names a tool the upstream does not list: a typo
+    /// would leave the tool it meant open to every caller, so the upstream
+    /// is not served until the rule is mended.
+    #[error(
+        "upstream {upstream:?}: the scope rule for {rule:?} names no tool it lists; \
+         it is not served until the rule is mended"
+    )]
+    ScopeRule {
+        /// The upstream.
+        upstream: String,
+        /// The rule's tool id.
+        rule: ToolId,
     },
     /// The name is taken, holds a `/`, is not readable as it is (see
     /// [`readable_name`](super::readable_name)), or names its resources as
