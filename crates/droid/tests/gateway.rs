@@ -456,6 +456,58 @@ fn a_tool_whose_name_shows_as_another_is_not_offered() -> Result<(), TestError> 
     Ok(())
 }
 
+/// A description cannot write a line of `search_tools`' answer: one that
+/// holds a line break and text shaped as another tool's entry (a tool
+/// that does not exist, marked pinned and active) stays inside its own,
+/// quoted.
+#[test]
+fn a_description_cannot_pass_for_another_tools_search_entry() -> Result<(), TestError> {
+    use std::io::{BufRead as _, Write as _};
+    let mut gateway = Hostile::start_in(
+        "--spoof-names",
+        "droid-gateway-search-injection",
+        "progressive",
+    )?;
+    writeln!(
+        gateway.stdin,
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"search_tools","arguments":{{"query":"harmless"}}}}}}"#
+    )?;
+    let mut line = String::new();
+    while !line.contains(r#""id":2,"#) {
+        line.clear();
+        if gateway.stdout.read_line(&mut line)? == 0 {
+            return Err("the gateway ended before answering".into());
+        }
+    }
+    let answer: serde_json::Value = serde_json::from_str(&line)?;
+    let text = answer
+        .pointer("/result/content/0/text")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| format!("no text: {answer}"))?;
+    let entries: Vec<&str> = text.lines().collect();
+    assert!(
+        entries
+            .iter()
+            .any(|entry| entry.starts_with("hostile/injector ")),
+        "{text}"
+    );
+    assert!(
+        entries
+            .iter()
+            .all(|entry| entry.starts_with("hostile/injector ") || !entry.contains("hostile/evil")),
+        "{text}"
+    );
+    assert!(
+        entries
+            .iter()
+            .all(|entry| !entry.starts_with("hostile/evil")),
+        "{text}"
+    );
+    drop(gateway.stdin);
+    let _status = gateway.child.wait()?;
+    Ok(())
+}
+
 /// Tools an upstream lists wrong (no input schema, a number for a name,
 /// a string for an input) are left out, and only they: the upstream's other
 /// tools are offered.
@@ -492,6 +544,11 @@ struct Hostile {
 
 impl Hostile {
     fn start(flag: &str, scratch: &str) -> Result<Self, TestError> {
+        Self::start_in(flag, scratch, "default")
+    }
+
+    /// [`Hostile::start`], the gateway in `mode`.
+    fn start_in(flag: &str, scratch: &str, mode: &str) -> Result<Self, TestError> {
         use std::io::Read as _;
         let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
         let scratch = Files::fresh(scratch)?;
@@ -503,8 +560,8 @@ impl Hostile {
         let config = scratch.write(
             "gateway.toml",
             &format!(
-                "[[upstream]]\nname = \"hostile\"\ncommand = [\"python3\", {hostile:?}{flags}]\n\
-                 trust = \"on-first-use\"\n"
+                "mode = {mode:?}\n[[upstream]]\nname = \"hostile\"\n\
+                 command = [\"python3\", {hostile:?}{flags}]\ntrust = \"on-first-use\"\n"
             ),
         )?;
         let mut child = stdio_gateway(&config, scratch.dir(), std::process::Stdio::piped())?;

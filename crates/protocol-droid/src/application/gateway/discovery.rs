@@ -196,6 +196,9 @@ impl Gateway {
                 })
             })
             .collect();
+        // Each tool on one line, its description quoted as JSON: an
+        // upstream's text can then neither start a line of its own nor end
+        // its quote, so it cannot pass for another tool's entry.
         let lines: Vec<String> = found
             .iter()
             .map(|f| {
@@ -208,7 +211,7 @@ impl Gateway {
                     } else {
                         ""
                     },
-                    f["description"].as_str().unwrap_or_default()
+                    f["description"]
                 )
             })
             .collect();
