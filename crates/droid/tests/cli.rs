@@ -545,8 +545,17 @@ fn a_legacy_clients_task_runs_through_the_bridge() -> Result<(), TestError> {
 #[test]
 fn droid_call_runs_a_tool_as_a_task_in_either_form() -> Result<(), TestError> {
     let bin = env!("CARGO_BIN_EXE_droid");
-    let call = r#"{"name":"slow_compute","arguments":{"seconds":0.2,"label":"called"}}"#;
-    for revision in ["2025-11-25", "2026-07-28"] {
+    let direct = r#"{"name":"slow_compute","arguments":{"seconds":0.2,"label":"called"}}"#;
+    // Through the gateway too, whose embedded upstream speaks 2026-07-28:
+    // its tools' definitions cannot say they run as tasks, and any may.
+    let gatewayed =
+        r#"{"name":"fixture/slow_compute","arguments":{"seconds":0.2,"label":"called"}}"#;
+    for (revision, call, server) in [
+        ("2025-11-25", direct, "serve"),
+        ("2026-07-28", direct, "serve"),
+        ("2025-11-25", gatewayed, "gateway"),
+        ("2026-07-28", gatewayed, "gateway"),
+    ] {
         let out = droid(&[
             "call",
             "--task",
@@ -556,22 +565,33 @@ fn droid_call_runs_a_tool_as_a_task_in_either_form() -> Result<(), TestError> {
             call,
             "--",
             bin,
-            "serve",
+            server,
         ])?;
         let stdout = String::from_utf8(out.stdout.clone())?;
         let stderr = String::from_utf8(out.stderr.clone())?;
-        assert!(out.status.success(), "{revision}: {stdout}{stderr}");
+        assert!(
+            out.status.success(),
+            "{server} {revision}: {stdout}{stderr}"
+        );
         assert!(
             stdout.contains("called: done after 0.2 s"),
-            "{revision}: {stdout}"
+            "{server} {revision}: {stdout}"
         );
         let statuses: Vec<&str> = stderr
             .lines()
             .filter(|l| l.starts_with("task "))
             .filter_map(|l| l.rsplit(": ").next())
             .collect();
-        assert_eq!(statuses.first(), Some(&"working"), "{revision}: {stderr}");
-        assert_eq!(statuses.last(), Some(&"completed"), "{revision}: {stderr}");
+        assert_eq!(
+            statuses.first(),
+            Some(&"working"),
+            "{server} {revision}: {stderr}"
+        );
+        assert_eq!(
+            statuses.last(),
+            Some(&"completed"),
+            "{server} {revision}: {stderr}"
+        );
     }
     Ok(())
 }

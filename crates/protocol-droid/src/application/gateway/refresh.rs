@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::catalog::{CatalogChange, Upsert};
 use super::names;
@@ -17,9 +17,10 @@ use super::state::{DriftReport, MAX_KEPT_DEFINITION, lock};
 use super::trust::Trust;
 use crate::application::client::ClientError;
 use crate::application::squelch::PerBatch;
-use crate::domain::SessionId;
+use crate::domain::capability::TASKS_EXTENSION;
 use crate::domain::catalog::{SchemaDigest, ToolId};
 use crate::domain::ir::JsonObject;
+use crate::domain::{Era, SessionId};
 use crate::wire::Tool;
 
 impl Gateway {
@@ -85,7 +86,20 @@ impl Gateway {
         }
         // Repeats first: a name listed twice is no tool, even when one of
         // its forms would not be served anyway.
-        let definitions = servable(name, without_repeats(name, policy.apply(name, offered)));
+        let mut definitions = servable(name, without_repeats(name, policy.apply(name, offered)));
+        // A 2026-07-28 server running the tasks extension decides per call
+        // which calls become tasks, and its definitions cannot say: any
+        // call through the gateway may then be one (its bridge waits for
+        // the server's task), so each is offered as one that can.
+        if client.server().is_some_and(|server| {
+            server.era() == Era::Modern && server.capabilities.declares_extension(TASKS_EXTENSION)
+        }) {
+            for definition in &mut definitions {
+                definition
+                    .entry("execution")
+                    .or_insert_with(|| json!({ "taskSupport": "optional" }));
+            }
+        }
         // Applied under the lock every list and call waits on, and
         // nothing awaited while it is held.
         let (store, claim, trusted, touched, registrations, added) = {
