@@ -188,6 +188,39 @@ async fn an_expired_legacy_session_is_replaced_by_a_new_handshake() -> Result<()
     Ok(())
 }
 
+/// A server that forgets its sessions (restarted) and says so with a 400
+/// naming the session, as servers built on the TypeScript SDK's examples
+/// do, is met with a new handshake as a 404 is; before, every later request
+/// on the connection failed with that 400.
+#[tokio::test]
+async fn a_session_refused_with_a_400_naming_it_is_replaced_too() -> Result<(), TestError> {
+    use std::io::BufRead as _;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/upstreams/faulty_http.py"
+    );
+    let mut child = std::process::Command::new("python3")
+        .args([script, "forgetful"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let _server = Running(child);
+    let mut port = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut port)?;
+    let target = Target::url(&format!("http://127.0.0.1:{}/mcp", port.trim()))?;
+    let mut options = options(&[ProtocolVersion::V2025_11_25]);
+    options.http.listen = false;
+    let client = connect(&target, options).await?;
+    // Each call is answered, then every session is forgotten: the second
+    // meets the 400 and goes through on a new session.
+    for _ in 0..2 {
+        call(&client, "forget", json!({})).await?;
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn an_unpinned_client_finds_the_http_sse_transport_from_its_url() -> Result<(), TestError> {
     let server = HttpServer::start(&[])?;

@@ -15,6 +15,11 @@ and prints the port on its first line.
   get-retry0       answers every GET with `retry: 0` and ends the stream at
                    once; the tool `slow` answers after 2 s, and `gets`
                    tells how many GETs came
+  forgetful        gives each handshake a session of its own; any tool call
+                   forgets every session, as a restart would, and a request
+                   naming one it does not know is refused as the TypeScript
+                   SDK's examples refuse it: 400, "No valid session ID
+                   provided"
 """
 
 import json
@@ -28,7 +33,7 @@ PINGS = 300
 EVIL = "evil\u001b]0;pwned\u0007\u001b[2J\u202eeman"
 
 lock = threading.Condition()
-state = {"pongs": 0, "open": 0, "peak": 0, "gets": 0}
+state = {"pongs": 0, "open": 0, "peak": 0, "gets": 0, "sessions": set(), "made": 0}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -42,7 +47,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         if body is not None:
             self.send_header("Content-Type", "application/json")
-        self.send_header("Mcp-Session-Id", "s1")
+        session = getattr(self, "session", "s1")
+        if session is not None:
+            self.send_header("Mcp-Session-Id", session)
         for name, value in headers:
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
@@ -76,6 +83,21 @@ class Handler(BaseHTTPRequestHandler):
         method = message.get("method") if isinstance(message, dict) else None
         if method is None:
             return self.answered()
+        if MODE == "forgetful":
+            with lock:
+                if method == "initialize":
+                    state["made"] += 1
+                    self.session = f"s{state['made']}"
+                    state["sessions"].add(self.session)
+                elif self.headers.get("Mcp-Session-Id") not in state["sessions"]:
+                    refusal = {"jsonrpc": "2.0", "id": None, "error": {
+                        "code": -32000, "message": "Bad Request: No valid session ID provided"}}
+                    self.session = None
+                    return self.reply(400, refusal)
+                else:
+                    self.session = self.headers.get("Mcp-Session-Id")
+                if method == "tools/call":
+                    state["sessions"].clear()
         if "id" not in message:
             if MODE == "stalled-refusal" and method == "notifications/initialized":
                 self.send_response(400)

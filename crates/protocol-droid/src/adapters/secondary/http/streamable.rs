@@ -278,7 +278,17 @@ impl Shared {
             return Err(LinkError::SessionExpired);
         }
         if !status.is_success() {
-            return self.refusal(id, response).await;
+            let bytes = read_limited(response).await.unwrap_or_default();
+            // The revision says 404 for a session the server no longer
+            // knows; servers built on the TypeScript SDK's examples (its
+            // reference server among them) answer 400, "No valid session
+            // ID provided". A 400 naming the session is taken the same
+            // way, so a restarted server is met with a new handshake.
+            if status == StatusCode::BAD_REQUEST && had_session && names_session(&bytes) {
+                self.state().session = None;
+                return Err(LinkError::SessionExpired);
+            }
+            return self.refusal(id, status, &bytes).await;
         }
         if is_event_stream(&response) {
             return self.pump_until_answered(id, response).await;
@@ -309,10 +319,14 @@ impl Shared {
     /// A non-success answer to a request: its JSON-RPC error when it carries
     /// one (given the request's id when the server could not), else the
     /// status.
-    async fn refusal(&self, id: &RequestId, response: Response) -> Result<(), LinkError> {
-        let status = response.status().as_u16();
-        let bytes = read_limited(response).await.unwrap_or_default();
-        if let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(&bytes) {
+    async fn refusal(
+        &self,
+        id: &RequestId,
+        status: StatusCode,
+        bytes: &[u8],
+    ) -> Result<(), LinkError> {
+        let status = status.as_u16();
+        if let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(bytes) {
             if message.contains_key("error") {
                 if message.get("id").is_none_or(Value::is_null) {
                     message.insert("id".to_owned(), id.to_json());
@@ -516,6 +530,13 @@ impl Default for Cursor {
             retry: DEFAULT_RETRY,
         }
     }
+}
+
+/// Whether a refusal's body speaks of the session: its JSON-RPC error's
+/// message, or the text, says "session" in any case.
+fn names_session(body: &[u8]) -> bool {
+    body.windows(b"session".len())
+        .any(|window| window.eq_ignore_ascii_case(b"session"))
 }
 
 fn is_event_stream(response: &Response) -> bool {
