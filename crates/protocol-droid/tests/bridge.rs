@@ -142,6 +142,10 @@ fn upstream_answer<'a>(
                 { "type": "resource_link", "uri": "test://linked", "name": "linked" },
             ] })),
             ("tools/call", "structured") => Ok(json!({
+                "content": [{ "type": "text", "text": "done" }],
+                "structuredContent": { "a": 1 },
+            })),
+            ("tools/call", "structured_in_text") => Ok(json!({
                 "content": [{ "type": "text", "text": "{\"a\":1}" }],
                 "structuredContent": { "a": 1 },
             })),
@@ -587,6 +591,23 @@ fn first_tool_lacks(member: &'static str) -> impl Fn(&Value) {
     move |reply| assert!(reply["tools"][0].get(member).is_none(), "{reply}")
 }
 
+/// Structured content whose serialisation is already a text block (as the
+/// revisions that added it ask servers to write it) is dropped for a client
+/// that cannot read it without loss, so even the strict policy passes it.
+#[tokio::test]
+async fn structured_content_already_in_text_passes_the_strict_policy() -> Result<(), TestError> {
+    let rig = strict(ProtocolVersion::V2025_11_25, ProtocolVersion::V2025_03_26).await?;
+    let reply = ask(&rig, "tools/call", json!({ "name": "structured_in_text" })).await?;
+    assert!(reply.get("structuredContent").is_none(), "{reply}");
+    assert_eq!(reply["content"][0]["text"], "{\"a\":1}");
+    assert_eq!(
+        reply["content"].as_array().map(Vec::len),
+        Some(1),
+        "{reply}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn the_default_policy_is_strict_and_names_what_it_refused() -> Result<(), TestError> {
     let rig = strict(ProtocolVersion::V2025_11_25, ProtocolVersion::V2024_11_05).await?;
@@ -623,7 +644,8 @@ matrix! {
         ToolStructuredOutput, V2025_03_26, "tools/call", { "name": "structured" },
         |reply| {
             assert!(reply.get("structuredContent").is_none(), "{reply}");
-            assert_eq!(reply["content"][0]["text"], "{\"a\":1}");
+            assert_eq!(reply["content"][0]["text"], "done");
+            assert_eq!(reply["content"][1]["text"], "{\"a\":1}");
         };
     an_output_schema_is_dropped_for_2025_03_26:
         ToolOutputSchema, V2025_03_26, "tools/list", {},

@@ -187,9 +187,19 @@ pub fn lower_tool_result_in_place(
     let missing = needs
         .missing_from(*profile)
         .without(Feature::ToolResultType);
+    // Structured content a client cannot read, whose serialisation a text
+    // block already carries (as the revisions that added it ask servers to
+    // write it), is dropped without loss: no policy has to allow that.
+    let lossless = |feature: Feature| {
+        matches!(
+            feature,
+            Feature::ToolStructuredOutput | Feature::StructuredContentAnyJson
+        ) && !profile.allows(Feature::ToolStructuredOutput)
+            && structured_in_text(value)
+    };
     if let Some(feature) = missing
         .iter()
-        .find(|f| !has_lossy_form(*f) || !policy.permits(*f))
+        .find(|f| !has_lossy_form(*f) || (!policy.permits(*f) && !lossless(*f)))
     {
         return Err(refuse(feature));
     }
@@ -240,13 +250,11 @@ fn lower_structured(
         }
         return;
     }
-    let serialised = structured.to_string();
-    let present = value.content.iter().any(|block| match block {
-        ContentBlock::Text(text) => text.text == serialised || same_json(&text.text, &structured),
-        _ => false,
-    });
+    let present = text_holds(&value.content, &structured);
     if !present {
-        value.content.push(ContentBlock::text(serialised));
+        value
+            .content
+            .push(ContentBlock::text(structured.to_string()));
     }
     report.record(
         Feature::ToolStructuredOutput,
@@ -256,6 +264,23 @@ fn lower_structured(
             "structured content dropped and appended as a text block"
         },
     );
+}
+
+/// Whether `value`'s structured content is also one of its text blocks.
+fn structured_in_text(value: &ToolResult) -> bool {
+    value
+        .structured_content
+        .as_ref()
+        .is_some_and(|structured| text_holds(&value.content, structured))
+}
+
+/// Whether a text block of `content` is a serialisation of `structured`.
+fn text_holds(content: &[ContentBlock], structured: &Value) -> bool {
+    let serialised = structured.to_string();
+    content.iter().any(|block| match block {
+        ContentBlock::Text(text) => text.text == serialised || same_json(&text.text, structured),
+        _ => false,
+    })
 }
 
 /// Whether `text` is a JSON serialisation of `value`, whatever its spacing.
@@ -472,6 +497,36 @@ mod tests {
         assert_eq!(
             report.features(),
             FeatureSet::empty().with(Feature::StructuredContentAnyJson)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn structured_output_already_in_text_is_dropped_even_under_a_strict_policy()
+    -> Result<(), TestError> {
+        let value = ToolResult::text(r#"{"a": 1}"#).with_structured(r#"{"a":1}"#)?;
+        let (lowered, _report) = lower_tool_result(
+            value,
+            &FeatureProfile::empty(),
+            V24,
+            DegradePolicy::strict(),
+        )?;
+        assert_eq!(lowered.content.len(), 1);
+        assert_eq!(lowered.structured_content, None);
+        // Without its text, dropping it would lose it: refused.
+        let value = ToolResult::text("a").with_structured(r#"{"a":1}"#)?;
+        let outcome = lower_tool_result(
+            value,
+            &FeatureProfile::empty(),
+            V24,
+            DegradePolicy::strict(),
+        );
+        assert_eq!(
+            outcome.err(),
+            Some(LowerError::FeatureUnavailable {
+                feature: Feature::ToolStructuredOutput,
+                version: V24
+            })
         );
         Ok(())
     }
