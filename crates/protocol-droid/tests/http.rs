@@ -1711,6 +1711,48 @@ mod slow_clients {
         Ok(())
     }
 
+    /// A body stays charged to its address until its request is answered,
+    /// not only while it is read: slow requests with large bodies take
+    /// their address's share, on either transport (on the 2024-11-05 one,
+    /// the 202 comes long before the answer).
+    #[tokio::test]
+    async fn a_body_stays_counted_until_its_request_is_answered() -> Result<(), TestError> {
+        let s = start_tuned(|o| {
+            o.max_body = 64 * 1024;
+            o.body_bytes_in_flight_per_address = 64 * 1024;
+            o.body_bytes_in_flight = 1024 * 1024;
+        })
+        .await?;
+        let padded = || json!({ "pad": "x".repeat(40_000) });
+        let parked = json!({ "name": "park", "arguments": padded() });
+        let waiting = s.modern(1, "tools/call", parked.clone(), Some("park"));
+        let meanwhile = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            s.modern(2, "tools/list", padded(), None).await
+        };
+        let (waited, refused) = tokio::join!(waiting, meanwhile);
+        assert_eq!(refused?.status(), 429);
+        let waited = waited?;
+        assert_eq!(waited.status(), 200);
+        let _answer = waited.text().await?;
+        // Answered, its bytes are given back.
+        let served = s.modern(3, "tools/list", padded(), None).await?;
+        assert_eq!(served.status(), 200);
+
+        let (_events, endpoint) = open_sse(&s).await?;
+        let accepted = s
+            .post_to(&endpoint, &initialize(4, "2024-11-05", &json!({})))
+            .await?;
+        assert_eq!(accepted.status(), 202);
+        let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": parked });
+        let accepted = s.post_to(&endpoint, &call).await?;
+        assert_eq!(accepted.status(), 202);
+        let list = json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": padded() });
+        let refused = s.post_to(&endpoint, &list).await?;
+        assert_eq!(refused.status(), 429);
+        Ok(())
+    }
+
     /// A budget set below the largest body would refuse such a body for
     /// ever: it is never less than one.
     #[tokio::test]

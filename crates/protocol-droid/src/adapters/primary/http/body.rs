@@ -5,8 +5,11 @@
 //! minute would hold its handler, and the memory read so far, for as long as
 //! it likes. Every body is read here, before any handler sees it, and a body
 //! that does not arrive in time is answered with 408. The bytes of bodies
-//! being read are counted too, per client address and in all: one address's
-//! many slow bodies take its own share, not everyone's memory.
+//! are counted too, per client address and in all, from the first byte
+//! until the request is answered (its answer's body sent whole, or, for a
+//! request the 2024-11-05 transport answers on its stream, that answer
+//! handed on): one address's many slow bodies, or many slow requests with
+//! large bodies, take its own share, not everyone's memory.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -32,9 +35,9 @@ pub(super) struct BodyLimits {
     pub(super) budget: Arc<BodyBudget>,
 }
 
-/// The bytes of request bodies being read at once: in all, and per client
-/// address (an IPv6 one by its /64). A body is charged as its bytes arrive
-/// and let go once it is read whole (or refused).
+/// The bytes of request bodies read or in flight at once: in all, and per
+/// client address (an IPv6 one by its /64). A body is charged as its bytes
+/// arrive and let go once its request is answered (or refused).
 #[derive(Debug)]
 pub(super) struct BodyBudget {
     in_all: usize,
@@ -104,15 +107,24 @@ impl BodyBudget {
     }
 }
 
-/// What one body has been charged, given back when it is dropped: read
-/// whole, refused, or its request abandoned mid-way.
-struct Charge<'a> {
-    budget: &'a BodyBudget,
+/// What one body has been charged, given back when it is dropped: its
+/// request answered, refused, or abandoned mid-way.
+#[derive(Debug)]
+struct Charge {
+    budget: Arc<BodyBudget>,
     peer: Option<IpAddr>,
     bytes: usize,
 }
 
-impl Charge<'_> {
+/// A request's body charge, in the request's extensions for a handler that
+/// answers after its response (the 2024-11-05 transport's 202): held until
+/// the answer is on its way, it keeps the bytes counted meanwhile.
+#[derive(Clone, Debug)]
+pub(super) struct BodyCharge {
+    _charge: Arc<Charge>,
+}
+
+impl Charge {
     fn add(&mut self, bytes: usize) -> Result<(), Spent> {
         self.budget.charge(self.peer, bytes)?;
         self.bytes = self.bytes.saturating_add(bytes);
@@ -120,7 +132,7 @@ impl Charge<'_> {
     }
 }
 
-impl Drop for Charge<'_> {
+impl Drop for Charge {
     fn drop(&mut self) {
         self.budget.refund(self.peer, self.bytes);
     }
@@ -136,11 +148,7 @@ enum Unread {
 /// `body` read whole, at most `max_bytes` of it, each piece charged to
 /// `charge` as it arrives. A body that comes in one piece is passed on as
 /// it came, uncopied.
-async fn read_charged(
-    body: Body,
-    max_bytes: usize,
-    charge: &mut Charge<'_>,
-) -> Result<Bytes, Unread> {
+async fn read_charged(body: Body, max_bytes: usize, charge: &mut Charge) -> Result<Bytes, Unread> {
     let mut body = body;
     // The first piece as it came; later ones, if any, copied after it. Most
     // bodies come in one piece, which is then neither copied nor listed.
@@ -199,7 +207,7 @@ pub(super) async fn read_whole(
         );
     }
     let mut charge = Charge {
-        budget: &limits.budget,
+        budget: Arc::clone(&limits.budget),
         peer,
         bytes: 0,
     };
@@ -242,10 +250,49 @@ pub(super) async fn read_whole(
             );
         }
     };
-    // Read whole: what it holds now is the request's, not a body in flight.
-    drop(charge);
+    // Read whole, and still counted until the request is answered: its
+    // answer's body holds the charge until it is sent whole (a stream of
+    // events until it ends), and a handler answering later takes a share.
+    let charge = Arc::new(charge);
+    let mut parts = parts;
+    parts.extensions.insert(BodyCharge {
+        _charge: Arc::clone(&charge),
+    });
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+        .map(|body| {
+            Body::new(Charged {
+                body,
+                _charge: charge,
+            })
+        })
+}
+
+/// An answer's body, holding its request's charge until it is dropped:
+/// sent whole, or its client gone.
+struct Charged {
+    body: Body,
+    _charge: Arc<Charge>,
+}
+
+impl axum::body::HttpBody for Charged {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 fn refused(status: StatusCode, message: &str) -> Response {

@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::App;
+use super::body::BodyCharge;
 use super::headers::context;
 use super::lane::Lane;
 use super::respond::{CURRENT, channel, refusal};
@@ -117,6 +118,7 @@ pub(super) async fn post(
     Extension(caller): Extension<AuthContext>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     Query(query): Query<Vec<(String, String)>>,
+    charge: Option<Extension<BodyCharge>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -178,6 +180,9 @@ pub(super) async fn post(
             // In the session's in-flight table like any legacy request:
             // capped, unique and cancellable.
             let started = session.start(&id, async move {
+                // The body stays counted against its address until the
+                // answer is handed on: the 202 went long ago.
+                let _charge = charge;
                 // Everything this request says goes on the session's stream.
                 let relay = Arc::clone(&owner);
                 let forward = tokio::spawn(async move {
