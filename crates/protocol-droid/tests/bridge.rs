@@ -35,7 +35,7 @@ use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
 use protocol_droid::domain::{DegradePolicy, Feature, ProtocolVersion};
 use protocol_droid::wire::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, Implementation,
+    ElicitResult, Implementation, ListRootsResult,
 };
 use serde_json::{Value, json};
 
@@ -814,6 +814,61 @@ async fn in_front_of_bad_at(
     let bridge = Bridge::connect(connector(Target::Command(child), revisions), options).await?;
     let front = serve(bridge.server(|b| b)?).await?;
     Ok((Rig::connect(bridge, &front, client).await?, record))
+}
+
+/// A client that declares roots and gives one.
+#[derive(Debug)]
+struct Rooted;
+
+impl ClientHandler for Rooted {
+    fn capabilities(&self) -> ClientCapabilities {
+        serde_json::from_value(json!({ "roots": {} })).unwrap_or_default()
+    }
+
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        Box::pin(async {
+            serde_json::from_value(json!({ "roots": [{ "uri": "file:///rooted" }] }))
+                .map_err(|_| poisoned())
+        })
+    }
+}
+
+/// A `roots/list` a server asks between requests (as servers do right
+/// after the handshake) is put to the session's client on its stream, not
+/// answered with no roots.
+#[tokio::test]
+async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Result<(), TestError> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let child = ChildOptions::new("python3", [script.into_os_string(), "roots-between".into()]);
+    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
+    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let options = ConnectOptions {
+        client: ClientOptions {
+            handler: Arc::new(Rooted),
+            revisions: vec![ProtocolVersion::V2025_11_25],
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let client =
+        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    // Answered, then the server asks: no request is in flight.
+    client
+        .request("resources/list", None, &RequestOptions::default())
+        .await?;
+    let asked = tokio::time::timeout(
+        GUARD,
+        client.request(
+            "tools/call",
+            Some(json!({ "name": "roots" })),
+            &RequestOptions::default(),
+        ),
+    )
+    .await??;
+    let roots = asked["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(roots.contains("file:///rooted"), "{asked}");
+    Ok(())
 }
 
 #[tokio::test]

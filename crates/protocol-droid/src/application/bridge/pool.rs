@@ -122,7 +122,11 @@ impl Bridge {
                 full_capabilities()
             }
         };
-        Ok(self.lease(affinity, capabilities).await?.within(seat))
+        let lease = self.lease(affinity, capabilities).await?.within(seat);
+        // A legacy session's own connection reaches its client between
+        // requests through the session.
+        lease.upstream.handler.reach_client(call.peer.exchange());
+        Ok(lease)
     }
 
     /// A connection of `affinity`, opened declaring `capabilities` when none

@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::observer::Observer;
 use crate::application::client::{Client, ClientHandler, Notice};
 use crate::application::server::rate::Caller;
+use crate::application::server::{DynExchange, ExchangeError};
 use crate::domain::Refusal;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::ErrorObject;
@@ -137,6 +138,9 @@ pub(super) struct UpstreamHandler {
     one_client: bool,
     /// That client's session, when it does.
     session: Option<SessionId>,
+    /// That session's way to its client outside any request (its stream),
+    /// for a `roots/list` the upstream asks between requests.
+    client: Mutex<Option<Arc<dyn DynExchange>>>,
     /// Told when the upstream's tool list changed.
     tools_changed: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
@@ -172,6 +176,16 @@ impl UpstreamHandler {
             kept: false,
             roots: Mutex::default(),
             level: Mutex::default(),
+            client: Mutex::default(),
+        }
+    }
+
+    /// Gives a legacy session's own connection the session's way to its
+    /// client, so that the upstream's `roots/list` between requests is put
+    /// to the client rather than answered from what it last said.
+    pub(super) fn reach_client(&self, exchange: &Arc<dyn DynExchange>) {
+        if self.one_client {
+            lock(&self.client).get_or_insert_with(|| Arc::clone(exchange));
         }
     }
 
@@ -280,7 +294,29 @@ impl UpstreamHandler {
             }
         }
         if method == "roots/list" {
-            // Outside any request: the roots last seen, or none.
+            // Outside any request: put to the session's client on its
+            // stream (a server asks at once after the handshake, before
+            // the first call), else the roots last seen, or none.
+            let client = lock(&self.client).clone();
+            if let Some(client) = client {
+                let asked = tokio::time::timeout(ROOTS_OUTSIDE_REQUESTS, async {
+                    loop {
+                        match client.exchange_dyn(method, params.clone()).await {
+                            // No stream to put it on yet: a client opens its
+                            // GET stream just after the handshake, when a
+                            // server asks too.
+                            Err(ExchangeError::Unsupported) => {
+                                tokio::time::sleep(STREAM_AWAITED).await;
+                            }
+                            other => return other,
+                        }
+                    }
+                });
+                if let Ok(Ok(roots)) = asked.await {
+                    self.remember_roots(&roots);
+                    return Ok(roots);
+                }
+            }
             return Ok(lock(&self.roots)
                 .clone()
                 .unwrap_or_else(|| json!({ "roots": [] })));
@@ -294,6 +330,13 @@ impl UpstreamHandler {
 
 /// How often a question is routed again after the request it went to ended.
 const MAX_REROUTES: usize = 4;
+
+/// How long a `roots/list` between requests waits for the client before it
+/// is answered with the roots last seen.
+const ROOTS_OUTSIDE_REQUESTS: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often such a question looks again for a stream to go on.
+const STREAM_AWAITED: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl ClientHandler for UpstreamHandler {
     fn capabilities(&self) -> ClientCapabilities {
