@@ -816,26 +816,31 @@ async fn in_front_of_bad_at(
     Ok((Rig::connect(bridge, &front, client).await?, record))
 }
 
-/// A client that declares roots and gives one.
-#[derive(Debug)]
-struct Rooted;
+/// A client that declares roots, and gives `file:///rooted-N` the Nth
+/// time it is asked.
+#[derive(Debug, Default)]
+struct Rooted(std::sync::atomic::AtomicUsize);
 
 impl ClientHandler for Rooted {
     fn capabilities(&self) -> ClientCapabilities {
-        serde_json::from_value(json!({ "roots": {} })).unwrap_or_default()
+        serde_json::from_value(json!({ "roots": { "listChanged": true } })).unwrap_or_default()
     }
 
     fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
-        Box::pin(async {
-            serde_json::from_value(json!({ "roots": [{ "uri": "file:///rooted" }] }))
-                .map_err(|_| poisoned())
+        let asked = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Box::pin(async move {
+            serde_json::from_value(
+                json!({ "roots": [{ "uri": format!("file:///rooted-{asked}") }] }),
+            )
+            .map_err(|_| poisoned())
         })
     }
 }
 
 /// A `roots/list` a server asks between requests (as servers do right
 /// after the handshake) is put to the session's client on its stream, not
-/// answered with no roots.
+/// answered with no roots; and the client's word that its roots changed
+/// reaches the server, which asks again.
 #[tokio::test]
 async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Result<(), TestError> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
@@ -845,7 +850,7 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
     let front = serve(bridge.server(|b| b)?).await?;
     let options = ConnectOptions {
         client: ClientOptions {
-            handler: Arc::new(Rooted),
+            handler: Arc::new(Rooted::default()),
             revisions: vec![ProtocolVersion::V2025_11_25],
             ..ClientOptions::default()
         },
@@ -867,8 +872,34 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
     )
     .await??;
     let roots = asked["content"][0]["text"].as_str().unwrap_or_default();
-    assert!(roots.contains("file:///rooted"), "{asked}");
-    Ok(())
+    assert!(roots.contains("file:///rooted-1"), "{asked}");
+    client
+        .notify("notifications/roots/list_changed", None)
+        .await?;
+    // The word goes up on its own, so a call may still meet the roots of
+    // before: asked until the new ones arrive, within the guard.
+    let deadline = tokio::time::Instant::now() + GUARD;
+    loop {
+        let asked = tokio::time::timeout(
+            GUARD,
+            client.request(
+                "tools/call",
+                Some(json!({ "name": "roots" })),
+                &RequestOptions::default(),
+            ),
+        )
+        .await??;
+        let roots = asked["content"][0]["text"].as_str().unwrap_or_default();
+        if roots.contains("file:///rooted-2") {
+            return Ok(());
+        }
+        assert!(roots.contains("file:///rooted-1"), "{asked}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never heard the roots changed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]

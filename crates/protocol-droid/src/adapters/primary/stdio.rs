@@ -714,7 +714,8 @@ impl Reader {
                     self.freed.notify_one();
                 }
             }
-            "notifications/initialized" | "notifications/roots/list_changed" => {}
+            "notifications/roots/list_changed" => self.connection.roots_changed(),
+            "notifications/initialized" => {}
             other => tracing::debug!("ignoring notification {}", other.escape_debug()),
         }
     }

@@ -95,6 +95,12 @@ impl Forward for Forwarding {
             bridge.end_session(session);
         }
     }
+
+    fn roots_changed(&self, session: SessionId) {
+        if let Some(bridge) = self.bridge() {
+            bridge.roots_changed(session);
+        }
+    }
 }
 
 impl Bridge {

@@ -230,6 +230,11 @@ impl UpstreamHandler {
         *lock(&self.observer) = Some(observer);
     }
 
+    /// Forgets the roots the client last gave: it said they changed.
+    pub(super) fn forget_roots(&self) {
+        *lock(&self.roots) = None;
+    }
+
     /// Remembers the roots a client gave, for questions outside requests;
     /// only on a connection serving one client, as roots are that client's.
     pub(super) fn remember_roots(&self, roots: &Value) {

@@ -198,4 +198,26 @@ impl Bridge {
             tokio::spawn(async move { upstream.client.close().await });
         }
     }
+
+    /// The client of the legacy `session` said its roots changed: its own
+    /// upstream connection forgets the roots it last gave and is told, so
+    /// that the server asks again.
+    pub(crate) fn roots_changed(&self, session: SessionId) {
+        let pool = lock(&self.inner.upstreams)
+            .get(&Affinity::Session(session))
+            .cloned()
+            .unwrap_or_default();
+        for upstream in pool {
+            upstream.handler.forget_roots();
+            tokio::spawn(async move {
+                let told = upstream
+                    .client
+                    .notify("notifications/roots/list_changed", None)
+                    .await;
+                if let Err(error) = told {
+                    tracing::debug!(target: "droid::bridge", %error, "the upstream was not told the roots changed");
+                }
+            });
+        }
+    }
 }

@@ -600,6 +600,13 @@ impl Forward for Forwarding {
             bridge.end_session(session);
         }
     }
+
+    fn roots_changed(&self, session: SessionId) {
+        let state = self.state();
+        for bridge in state.upstreams.values().filter_map(|u| u.bridge.as_ref()) {
+            bridge.roots_changed(session);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -142,6 +142,11 @@ pub trait Forward: Send + Sync {
 
     /// A session ended; whatever was kept for it can go.
     fn session_closed(&self, _session: SessionId) {}
+
+    /// The client of the legacy `session` said its roots changed
+    /// (`notifications/roots/list_changed`): a forwarder tells the upstream
+    /// connections that speak for that client.
+    fn roots_changed(&self, _session: SessionId) {}
 }
 
 /// Lets a bare function serve, for tests and small adapters.

@@ -237,7 +237,7 @@ pub(super) async fn post(
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Single(Message::Notification(notification)) => {
-            session.cancel(&notification);
+            session.notified(&notification);
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Batch(_) => refusal(

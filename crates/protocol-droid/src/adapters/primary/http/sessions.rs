@@ -385,9 +385,17 @@ impl Session {
         Ok(task)
     }
 
-    /// Stops the request a `notifications/cancelled` names, if it is in
-    /// flight; any other notification is left alone.
-    pub(super) fn cancel(&self, notification: &Notification) {
+    /// Takes a notification from the client: `notifications/cancelled`
+    /// stops the request it names, if it is in flight, and
+    /// `notifications/roots/list_changed` is passed to the session's
+    /// connection; any other is left alone.
+    pub(super) fn notified(&self, notification: &Notification) {
+        if notification.method == "notifications/roots/list_changed" {
+            if let Some(connection) = self.connection() {
+                connection.roots_changed();
+            }
+            return;
+        }
         if notification.method != "notifications/cancelled" {
             return;
         }

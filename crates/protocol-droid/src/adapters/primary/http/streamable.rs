@@ -370,7 +370,7 @@ async fn in_session(
             respond::respond(id, work, rx, release, &plan).await
         }
         Incoming::Single(Message::Notification(notification)) => {
-            session.cancel(&notification);
+            session.notified(&notification);
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Single(Message::Response(response)) => {
@@ -516,7 +516,7 @@ async fn batch(
                 }
             }
             Ok(Message::Response(response)) => answer(app, session, response).await,
-            Ok(Message::Notification(notification)) => session.cancel(&notification),
+            Ok(Message::Notification(notification)) => session.notified(&notification),
         }
     }
     // The stream ends once the requests, the only senders left, are done.

@@ -317,6 +317,14 @@ impl Connection {
         }
     }
 
+    /// The client said its roots changed: the forwarder, if any, tells
+    /// the upstreams that speak for it.
+    pub fn roots_changed(&self) {
+        if let Some(forward) = self.server.forwarder() {
+            forward.roots_changed(self.session);
+        }
+    }
+
     /// The session this connection is.
     #[must_use]
     pub const fn session(&self) -> SessionId {
