@@ -1582,6 +1582,23 @@ mod tls {
         Ok(())
     }
 
+    /// A chain file with the CA first is the usual mistake behind a key
+    /// that fits no certificate: the refusal says which must come first.
+    #[test]
+    fn a_chain_with_the_ca_first_is_refused_saying_the_leaf_comes_first() -> Result<(), TestError> {
+        let ca = Authority::new("test ca")?;
+        let leaf = ca.leaf(&["127.0.0.1"], Validity::Current)?;
+        let backwards = format!("{}{}", ca.pem, leaf.cert);
+        let refused = ServerTls::from_pem(backwards.as_bytes(), leaf.key.as_bytes())
+            .err()
+            .map(|error| error.to_string())
+            .unwrap_or_default();
+        assert!(refused.contains("the leaf comes first"), "{refused}");
+        let forwards = format!("{}{}", leaf.cert, ca.pem);
+        assert!(ServerTls::from_pem(forwards.as_bytes(), leaf.key.as_bytes()).is_ok());
+        Ok(())
+    }
+
     #[test]
     fn a_ca_file_without_a_certificate_is_refused() {
         assert!(Trust::with_ca_pem(b"not pem at all").is_err());

@@ -100,7 +100,16 @@ impl ServerTls {
             .map_err(|e| ServerTlsError::Config(e.to_string()))?
             .with_no_client_auth()
             .with_single_cert(chain, key)
-            .map_err(|e| ServerTlsError::Config(e.to_string()))?;
+            .map_err(|e| match e {
+                // Most often a chain file with the CA first: the key is the
+                // server's, and only the first certificate is read as that.
+                rustls::Error::InconsistentKeys(_) => ServerTlsError::Config(format!(
+                    "{e}: the key must be that of the first certificate in the chain file, \
+                     the server's own (the leaf comes first, then the certificates that \
+                     signed it)"
+                )),
+                other => ServerTlsError::Config(other.to_string()),
+            })?;
         // The transports speak HTTP/1.1 only; saying so lets a client that
         // offers h2 fall back instead of failing after the handshake.
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
