@@ -508,6 +508,48 @@ fn a_description_cannot_pass_for_another_tools_search_entry() -> Result<(), Test
     Ok(())
 }
 
+/// An upstream's `degrade` says what its answers may lose for an older
+/// client: by default nothing (audio refused to a 2024-11-05 session,
+/// naming the feature), with `permissive` whatever can be downgraded (the
+/// audio described in text).
+#[test]
+fn an_upstreams_degrade_policy_says_what_an_older_clients_answers_may_lose() -> Result<(), TestError>
+{
+    use std::io::BufRead as _;
+    for (degrade, expected) in [("strict", "AudioContent"), ("permissive", "audio/wav")] {
+        let scratch = Files::fresh(&format!("droid-gateway-degrade-{degrade}"))?;
+        let config = scratch.write(
+            "gateway.toml",
+            &format!(
+                "[[upstream]]\nname = \"fixture\"\ncommand = [{:?}, \"serve\"]\n\
+                 trust = \"on-first-use\"\ndegrade = {degrade:?}\n",
+                env!("CARGO_BIN_EXE_droid")
+            ),
+        )?;
+        let mut child = stdio_gateway(&config, scratch.dir(), std::process::Stdio::null())?;
+        let mut stdin = child.stdin.take().ok_or("no stdin")?;
+        let mut stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fixture/test_audio_content","arguments":{}}}"#,
+        ] {
+            writeln!(stdin, "{line}")?;
+        }
+        let mut line = String::new();
+        while !line.contains(r#""id":2,"#) {
+            line.clear();
+            if stdout.read_line(&mut line)? == 0 {
+                return Err(format!("{degrade}: the gateway ended before answering").into());
+            }
+        }
+        assert!(line.contains(expected), "{degrade}: {line}");
+        drop(stdin);
+        let _status = child.wait()?;
+    }
+    Ok(())
+}
+
 /// Tools an upstream lists wrong (no input schema, a number for a name,
 /// a string for an input) are left out, and only they: the upstream's other
 /// tools are offered.

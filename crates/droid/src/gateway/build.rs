@@ -19,10 +19,10 @@ use protocol_droid::application::gateway::{
     UpstreamOptions,
 };
 use protocol_droid::application::server::{Primitive, ScopeRules, Server};
-use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
+use protocol_droid::domain::{DegradePolicy, ProtocolVersion};
 
-use super::config::{self, Config, Mode, TrustConfig, UpstreamConfig};
+use super::config::{self, Config, DegradeConfig, Mode, TrustConfig, UpstreamConfig};
 use crate::auth::AuthArgs;
 
 /// What a gateway is built for.
@@ -255,6 +255,10 @@ fn prepare(
     };
     options.tools = upstream.policy()?;
     options.timeout = upstream.timeout();
+    options.bridge.policy = match upstream.degrade {
+        DegradeConfig::Strict => DegradePolicy::strict(),
+        DegradeConfig::Permissive => DegradePolicy::permissive(),
+    };
     Ok((connector(target, connect), options))
 }
 

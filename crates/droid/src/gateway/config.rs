@@ -22,6 +22,7 @@
 //! trust = "on-first-use"         # pin what is seen first; default "pinned"
 //! timeout = 30                   # seconds to connect, list or answer a call
 //! tools = { deny = ["delete_page"], rename = { search = "web_search" } }
+//! degrade = "permissive"         # what an older client's answers may lose; "strict" refuses
 //!
 //! [pins]                         # the operator's approvals, by digest
 //! "files/read_file" = "3f1c…"
@@ -160,6 +161,18 @@ pub(crate) enum TrustConfig {
     OnFirstUse,
 }
 
+/// What translating an upstream's answers for an older client may lose.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum DegradeConfig {
+    /// Nothing: an answer the client's revision cannot carry whole is
+    /// refused, naming what it lacks.
+    #[default]
+    Strict,
+    /// Whatever this build can downgrade, each loss reported.
+    Permissive,
+}
+
 /// One upstream server.
 #[derive(Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -199,6 +212,9 @@ pub(crate) struct UpstreamConfig {
     /// Which tools are offered, under which names.
     #[serde(default)]
     pub(crate) tools: ToolsConfig,
+    /// What translating its answers for an older client may lose.
+    #[serde(default)]
+    pub(crate) degrade: DegradeConfig,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
