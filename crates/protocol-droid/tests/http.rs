@@ -25,6 +25,22 @@ use support::{
 /// Counts the slow tool's completions: a cancelled call never completes.
 static FINISHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// Set by the `held` tool once it runs; it answers when `RELEASED` is told.
+static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static RELEASED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Waits until the `held` tool runs, within [`PATIENCE`].
+async fn held() -> Result<(), TestError> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !HELD.load(std::sync::atomic::Ordering::SeqCst) {
+        if tokio::time::Instant::now() > deadline {
+            return Err("the held tool never ran".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
 fn server() -> Result<Server, TestError> {
     let server = Server::builder("http-test", "1.0.0").build()?;
     server.add_tool(
@@ -34,6 +50,14 @@ fn server() -> Result<Server, TestError> {
             tokio::time::sleep(Duration::from_millis(300)).await;
             FINISHED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok(ToolResult::text("finished"))
+        },
+    );
+    server.add_tool(
+        ToolSpec::new("held", "Answers when the test says so."),
+        |_call: Call| async move {
+            HELD.store(true, std::sync::atomic::Ordering::SeqCst);
+            RELEASED.notified().await;
+            Ok(ToolResult::text("released"))
         },
     );
     server.add_tool(
@@ -1741,11 +1765,14 @@ mod slow_clients {
         })
         .await?;
         let padded = || json!({ "pad": "x".repeat(40_000) });
-        let parked = json!({ "name": "park", "arguments": padded() });
-        let waiting = s.modern(1, "tools/call", parked.clone(), Some("park"));
+        let held_call = json!({ "name": "held", "arguments": padded() });
+        HELD.store(false, std::sync::atomic::Ordering::SeqCst);
+        let waiting = s.modern(1, "tools/call", held_call.clone(), Some("held"));
         let meanwhile = async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            s.modern(2, "tools/list", padded(), None).await
+            held().await?;
+            let refused = s.modern(2, "tools/list", padded(), None).await;
+            RELEASED.notify_one();
+            refused
         };
         let (waited, refused) = tokio::join!(waiting, meanwhile);
         assert_eq!(refused?.status(), 429);
@@ -1761,12 +1788,56 @@ mod slow_clients {
             .post_to(&endpoint, &initialize(4, "2024-11-05", &json!({})))
             .await?;
         assert_eq!(accepted.status(), 202);
-        let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": parked });
+        HELD.store(false, std::sync::atomic::Ordering::SeqCst);
+        let call =
+            json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": held_call });
         let accepted = s.post_to(&endpoint, &call).await?;
         assert_eq!(accepted.status(), 202);
+        held().await?;
         let list = json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": padded() });
         let refused = s.post_to(&endpoint, &list).await?;
+        RELEASED.notify_one();
         assert_eq!(refused.status(), 429);
+        Ok(())
+    }
+
+    /// What a request holds after its body is read counts against its own
+    /// address only: a request served long (a stream, a slow tool) takes
+    /// nothing from another address, however large the bodies.
+    #[tokio::test]
+    async fn a_request_being_served_holds_only_its_addresss_share() -> Result<(), TestError> {
+        let s = start_tuned(|o| {
+            o.max_body = 64 * 1024;
+            o.body_bytes_in_flight_per_address = 64 * 1024;
+            o.body_bytes_in_flight = 64 * 1024;
+        })
+        .await?;
+        let padded = || json!({ "pad": "x".repeat(40_000) });
+        let waiting = s.modern(
+            1,
+            "tools/call",
+            json!({ "name": "park", "arguments": padded() }),
+            Some("park"),
+        );
+        let other = client_from("127.0.0.2")?;
+        let meanwhile = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut request = other
+                .post(format!("{}/mcp", s.base))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", MODERN)
+                .header("mcp-method", "tools/list");
+            let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {
+                "pad": "x".repeat(40_000),
+                "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
+                           "io.modelcontextprotocol/clientCapabilities": {} } } });
+            request = request.body(body.to_string());
+            request.send().await
+        };
+        let (waited, served) = tokio::join!(waiting, meanwhile);
+        assert_eq!(served?.status(), 200);
+        assert_eq!(waited?.status(), 200);
         Ok(())
     }
 

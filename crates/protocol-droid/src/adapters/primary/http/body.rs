@@ -5,11 +5,12 @@
 //! minute would hold its handler, and the memory read so far, for as long as
 //! it likes. Every body is read here, before any handler sees it, and a body
 //! that does not arrive in time is answered with 408. The bytes of bodies
-//! are counted too, per client address and in all, from the first byte
-//! until the request is answered (its answer's body sent whole, or, for a
-//! request the 2024-11-05 transport answers on its stream, that answer
-//! handed on): one address's many slow bodies, or many slow requests with
-//! large bodies, take its own share, not everyone's memory.
+//! are counted too: in all while they are read, and against their client's
+//! address from the first byte until the request is answered (its answer's
+//! body sent whole, or, for a request answered after its response, as the
+//! 2024-11-05 transport's are, that answer handed on). One address's many
+//! slow bodies, or many slow requests with large bodies, take its own
+//! share; only bodies on their way take from everyone's.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 use http_body_util::BodyExt as _;
@@ -35,9 +36,12 @@ pub(super) struct BodyLimits {
     pub(super) budget: Arc<BodyBudget>,
 }
 
-/// The bytes of request bodies read or in flight at once: in all, and per
-/// client address (an IPv6 one by its /64). A body is charged as its bytes
-/// arrive and let go once its request is answered (or refused).
+/// The bytes of request bodies at once: those being read in all, and those
+/// being read or served per client address (an IPv6 one by its /64). A
+/// body is charged as its bytes arrive; its share of all is given back once
+/// it is read whole, its address's once its request is answered (or
+/// refused). Held only per address, a request waiting long (a stream, a
+/// slow tool) takes nothing from other addresses.
 #[derive(Debug)]
 pub(super) struct BodyBudget {
     in_all: usize,
@@ -92,10 +96,20 @@ impl BodyBudget {
         Ok(())
     }
 
-    /// Gives back `bytes` charged to `peer`.
-    fn refund(&self, peer: Option<IpAddr>, bytes: usize) {
+    /// Gives back `bytes` of the share of all, keeping them charged to
+    /// their address.
+    fn refund_in_all(&self, bytes: usize) {
         let mut held = self.held();
         held.in_all = held.in_all.saturating_sub(bytes);
+    }
+
+    /// Gives back `bytes` charged to `peer`, and, unless `read` (already
+    /// given back), to the share of all.
+    fn refund(&self, peer: Option<IpAddr>, bytes: usize, read: bool) {
+        let mut held = self.held();
+        if !read {
+            held.in_all = held.in_all.saturating_sub(bytes);
+        }
         if let Some(peer) = peer {
             if let Some(mine) = held.by_address.get_mut(&peer) {
                 *mine = mine.saturating_sub(bytes);
@@ -114,6 +128,8 @@ struct Charge {
     budget: Arc<BodyBudget>,
     peer: Option<IpAddr>,
     bytes: usize,
+    /// Read whole: the share of all is given back already.
+    read: bool,
 }
 
 /// A request's body charge, in the request's extensions for a handler that
@@ -132,9 +148,17 @@ impl Charge {
     }
 }
 
+impl Charge {
+    /// The body is read whole: from now it counts against its address only.
+    fn read_whole(&mut self) {
+        self.budget.refund_in_all(self.bytes);
+        self.read = true;
+    }
+}
+
 impl Drop for Charge {
     fn drop(&mut self) {
-        self.budget.refund(self.peer, self.bytes);
+        self.budget.refund(self.peer, self.bytes, self.read);
     }
 }
 
@@ -210,6 +234,7 @@ pub(super) async fn read_whole(
         budget: Arc::clone(&limits.budget),
         peer,
         bytes: 0,
+        read: false,
     };
     let read = tokio::time::timeout(
         limits.timeout,
@@ -230,7 +255,8 @@ pub(super) async fn read_whole(
             let (status, message) = match spent {
                 Spent::Address => (
                     StatusCode::TOO_MANY_REQUESTS,
-                    "too many request bodies are being read from this address; try again later",
+                    "this address has too many request bytes being read or served; \
+                     try again when some of its requests are answered",
                 ),
                 Spent::InAll => (
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -250,9 +276,18 @@ pub(super) async fn read_whole(
             );
         }
     };
-    // Read whole, and still counted until the request is answered: its
-    // answer's body holds the charge until it is sent whole (a stream of
-    // events until it ends), and a handler answering later takes a share.
+    // Read whole, and still counted against its address until the request
+    // is answered: its answer's body holds the charge until it is sent
+    // whole (a stream of events until it ends), and a handler answering
+    // later takes a share. A request that never reads its body (a GET's
+    // stream) holds nothing.
+    charge.read_whole();
+    if !matches!(parts.method, Method::POST) {
+        drop(charge);
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    }
     let charge = Arc::new(charge);
     let mut parts = parts;
     parts.extensions.insert(BodyCharge {
@@ -321,9 +356,14 @@ mod tests {
         assert_eq!(budget.charge(one, 1), Err(Spent::Address));
         assert_eq!(budget.charge(two, 41), Err(Spent::InAll));
         assert_eq!(budget.charge(two, 40), Ok(()));
-        budget.refund(one, 60);
+        budget.refund(one, 60, false);
         assert_eq!(budget.charge(two, 20), Ok(()));
-        budget.refund(two, 60);
+        // Read whole, a body is held against its address only.
+        budget.refund_in_all(60);
+        assert_eq!(budget.charge(two, 1), Err(Spent::Address));
+        assert_eq!(budget.charge(one, 60), Ok(()));
+        budget.refund(two, 60, true);
+        budget.refund(one, 60, false);
         let held = budget.held();
         assert_eq!(held.in_all, 0);
         assert!(

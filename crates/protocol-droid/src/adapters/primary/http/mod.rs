@@ -106,14 +106,14 @@ pub struct HttpOptions {
     /// How long a request body may take to arrive once its head has (30 s);
     /// then the request is answered with 408.
     pub body_timeout: Duration,
-    /// How many bytes of request bodies may be held at once, from every
-    /// client together (256 MiB, and never less than [`Self::max_body`]): a
-    /// body counts from its first byte until its request is answered. A
-    /// body that would pass it is answered with 503.
+    /// How many bytes of request bodies may be being read at once, from
+    /// every client together (256 MiB, and never less than
+    /// [`Self::max_body`]); a body that would pass it is answered with 503.
     pub body_bytes_in_flight: usize,
-    /// How many of those one client address may have (32 MiB, and never
-    /// less than [`Self::max_body`]); a body that would pass it is answered
-    /// with 429.
+    /// How many bytes of request bodies one client address may have being
+    /// read or served (32 MiB, and never less than [`Self::max_body`]): a
+    /// body counts against its address until its request is answered. A
+    /// body that would pass it is answered with 429.
     pub body_bytes_in_flight_per_address: usize,
     /// What `/readyz` asks (none: always ready). `/healthz` and `/readyz`
     /// answer without a token.

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::body::BodyCharge;
 use super::events::{UNCOPIED_PATIENCE, parse_event_id};
 use super::headers::{
     SESSION_HEADER, VERSION_HEADER, accepts, context, header, repeated_mcp_header, takes,
@@ -166,9 +167,11 @@ pub(super) async fn post(
     State(app): State<App>,
     Extension(caller): Extension<AuthContext>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    charge: Option<Extension<BodyCharge>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let charge = charge.map(|Extension(charge)| charge);
     let incoming = match check_post(&headers, &body) {
         Ok(incoming) => incoming,
         Err(refused) => return refused,
@@ -207,7 +210,7 @@ pub(super) async fn post(
                 Ok(None) => return unknown_session(),
                 Err(unavailable) => return unavailable,
             };
-            in_session(&app, &headers, &caller, peer, &session, incoming).await
+            in_session(&app, &headers, &caller, peer, &session, incoming, charge).await
         }
     }
 }
@@ -273,6 +276,9 @@ async fn initialize(
     response
 }
 
+/// A legacy session's POST. Its requests run as the session's own tasks,
+/// which outlive the POST when the client goes (`charge`, the body's count
+/// against its address, goes with them until they are answered).
 async fn in_session(
     app: &App,
     headers: &HeaderMap,
@@ -280,6 +286,7 @@ async fn in_session(
     peer: Option<SocketAddr>,
     session: &Arc<Session>,
     incoming: Incoming,
+    charge: Option<BodyCharge>,
 ) -> Response {
     let Some(connection) = session.connection().cloned() else {
         return refusal(
@@ -347,6 +354,7 @@ async fn in_session(
                 .and_then(|_| shared::intent(&request))
                 .map(|intent| (Arc::clone(&app.sessions), Arc::clone(session), intent));
             let answering = CURRENT.scope(channel, async move {
+                let _charge = charge;
                 let _watch = watch.map(|(sessions, session, task, tx)| {
                     let here = session.watch_task(&task, tx);
                     (here, task_relay::announce(&sessions, &session.id, &task))
@@ -378,7 +386,17 @@ async fn in_session(
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Batch(items) => {
-            batch(app, headers, caller, peer, &connection, session, items).await
+            batch(
+                app,
+                headers,
+                caller,
+                peer,
+                &connection,
+                session,
+                items,
+                charge,
+            )
+            .await
         }
     }
 }
@@ -429,6 +447,7 @@ fn unknown_session() -> Response {
 
 /// A 2025-03-26 batch: answered together, as one JSON array (at the end of
 /// an event stream when its requests say something first).
+#[allow(clippy::too_many_arguments)] // One caller, `in_session`'s arguments and the batch.
 async fn batch(
     app: &App,
     headers: &HeaderMap,
@@ -437,6 +456,7 @@ async fn batch(
     connection: &Arc<crate::application::server::Connection>,
     session: &Arc<Session>,
     items: Vec<Result<Message, crate::domain::jsonrpc::EnvelopeError>>,
+    charge: Option<BodyCharge>,
 ) -> Response {
     let batching = connection
         .negotiated()
@@ -496,7 +516,9 @@ async fn batch(
                 let connection = Arc::clone(connection);
                 let ctx = context(headers, caller, peer);
                 let id = request.id.clone();
+                let charge = charge.clone();
                 let answering = CURRENT.scope(channel.clone(), async move {
+                    let _charge = charge;
                     connection.handle(request, ctx).await
                 });
                 // Each request enters the session's in-flight table as a
