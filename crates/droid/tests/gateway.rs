@@ -503,6 +503,11 @@ fn a_description_cannot_pass_for_another_tools_search_entry() -> Result<(), Test
             .all(|entry| !entry.starts_with("hostile/evil")),
         "{text}"
     );
+    // Nor by a separator some readers take for a line break.
+    assert!(
+        !text.contains(['\u{85}', '\u{2028}', '\u{2029}']),
+        "{text:?}"
+    );
     drop(gateway.stdin);
     let _status = gateway.child.wait()?;
     Ok(())

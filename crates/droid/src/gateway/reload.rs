@@ -216,6 +216,15 @@ async fn apply(
     for name in &stopped {
         gateway.remove_upstream(name).await;
     }
+    // The old rules of an upstream stopped or replaced go with its tools:
+    // kept while its replacement comes up, one naming a tool the new one
+    // no longer lists would be taken for a typo and hold it down.
+    for id in gateway.scopes().keys() {
+        let upstream = id.as_str().split_once('/').map(|(upstream, _)| upstream);
+        if upstream.is_some_and(|name| stopped.contains(&name)) && !rules.contains_key(id) {
+            gateway.drop_scope(id);
+        }
+    }
     let count = prepared.len();
     // Waited for: the rules are checked against what they list.
     add_prepared(gateway, prepared, None).await;

@@ -211,7 +211,7 @@ impl Gateway {
                     } else {
                         ""
                     },
-                    f["description"]
+                    one_line(&f["description"])
                 )
             })
             .collect();
@@ -397,4 +397,14 @@ fn ids_schema() -> Value {
         },
         "required": ["ids"],
     })
+}
+
+/// `value` as JSON on one line: besides what JSON escapes, the separators
+/// a reader may also take for line breaks (U+0085, U+2028, U+2029).
+fn one_line(value: &Value) -> String {
+    value
+        .to_string()
+        .replace('\u{85}', "\\u0085")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }

@@ -532,11 +532,37 @@ impl Default for Cursor {
     }
 }
 
-/// Whether a refusal's body speaks of the session: its JSON-RPC error's
-/// message, or the text, says "session" in any case.
+/// Whether a refusal's body says the session is not known: a JSON-RPC
+/// error about no request (a null or absent id: the server refused before
+/// reading one) whose message speaks of the session as missing, invalid,
+/// unknown or expired. Anything else (an error about the request itself,
+/// a proxy's page) is the request's refusal, not the session's end.
 fn names_session(body: &[u8]) -> bool {
-    body.windows(b"session".len())
-        .any(|window| window.eq_ignore_ascii_case(b"session"))
+    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(body) else {
+        return false;
+    };
+    if !message.get("id").is_none_or(Value::is_null) {
+        return false;
+    }
+    let Some(text) = message
+        .get("error")
+        .and_then(|error| error.get("message"))
+        .and_then(Value::as_str)
+    else {
+        return false;
+    };
+    let text = text.to_ascii_lowercase();
+    text.contains("session")
+        && [
+            "no valid",
+            "not found",
+            "invalid",
+            "unknown",
+            "expired",
+            "missing",
+        ]
+        .iter()
+        .any(|said| text.contains(said))
 }
 
 fn is_event_stream(response: &Response) -> bool {
@@ -816,4 +842,27 @@ pub(super) async fn cure(
         .await
         .map_err(|e| LinkError::Unauthorized(e.to_string()))?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_session;
+
+    #[test]
+    fn only_a_refusal_saying_the_session_is_not_known_ends_it() {
+        for ended in [
+            r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"}}"#,
+        ] {
+            assert!(names_session(ended.as_bytes()), "{ended}");
+        }
+        for other in [
+            // About the request, which the server read.
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"invalid session_id argument"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Unsupported protocol version"}}"#,
+            "<html>session gateway: invalid request</html>",
+        ] {
+            assert!(!names_session(other.as_bytes()), "{other}");
+        }
+    }
 }

@@ -158,7 +158,10 @@ impl Connection {
             let mut notices = Vec::new();
             let mut next = Some(change);
             let mut closed = false;
-            loop {
+            // At most a backlog's worth at once: `try_recv` never yields,
+            // and a flood that never stops must not keep this task from
+            // sending, nor the worker from its other tasks.
+            for _ in 0..DRAINED_AT_ONCE {
                 if let Some(notice) = next
                     .take()
                     .and_then(|change| notice(change, &wants, &uris, peer))
@@ -175,6 +178,15 @@ impl Connection {
                         closed = true;
                         break;
                     }
+                }
+            }
+            // The last change taken, when the gathering stopped at its bound.
+            if let Some(notice) = next
+                .take()
+                .and_then(|change| notice(change, &wants, &uris, peer))
+            {
+                if !notices.contains(&notice) {
+                    notices.push(notice);
                 }
             }
             for (method, uri) in notices {
@@ -195,6 +207,9 @@ impl Connection {
         Ok(json!({ "resultType": "complete", "_meta": tag }))
     }
 }
+
+/// How many waiting changes a listen gathers before it sends what they say.
+const DRAINED_AT_ONCE: usize = 256;
 
 /// What a listener is told of `change`, if it is told at all: the
 /// notification's method and, for a watched resource, its URI.
