@@ -12,7 +12,7 @@ use super::upstream::{
     legacy_capabilities, lock,
 };
 use crate::application::server::rate::Caller;
-use crate::application::server::{Call, CallError};
+use crate::application::server::{Call, CallError, DynExchange};
 use crate::domain::Era;
 use crate::wire::ClientCapabilities;
 
@@ -122,10 +122,15 @@ impl Bridge {
                 full_capabilities()
             }
         };
-        let lease = self.lease(affinity, capabilities).await?.within(seat);
+        let exchange = call.peer.exchange();
+        let lease = self
+            .lease_reaching(affinity, capabilities, Some(exchange))
+            .await?
+            .within(seat);
         // A legacy session's own connection reaches its client between
-        // requests through the session.
-        lease.upstream.handler.reach_client(call.peer.exchange());
+        // requests through the session (one opened for its subscriptions
+        // learns how here).
+        lease.upstream.handler.reach_client(exchange);
         Ok(lease)
     }
 
@@ -135,6 +140,18 @@ impl Bridge {
         &self,
         affinity: Affinity,
         capabilities: impl FnOnce() -> ClientCapabilities,
+    ) -> Result<Lease, CallError> {
+        self.lease_reaching(affinity, capabilities, None).await
+    }
+
+    /// [`Self::lease`]; a connection opened for a legacy session reaches
+    /// its client through `exchange` from its handshake on, as a server
+    /// may ask its roots at once.
+    async fn lease_reaching(
+        &self,
+        affinity: Affinity,
+        capabilities: impl FnOnce() -> ClientCapabilities,
+        exchange: Option<&Arc<dyn DynExchange>>,
     ) -> Result<Lease, CallError> {
         let exclusive = matches!(affinity, Affinity::Caller(..));
         if let Some(found) = self.free(&affinity, exclusive)? {
@@ -181,6 +198,9 @@ impl Bridge {
         };
         let observer = lock(&self.inner.observer).clone();
         let handler = Arc::new(UpstreamHandler::new(capabilities(), observer, session));
+        if let Some(exchange) = exchange {
+            handler.reach_client(exchange);
+        }
         handler.on_tools_changed(self.relist_hook());
         let client = (self.inner.connector)(handler.clone()).await.map_err(|e| {
             tracing::warn!(target: "droid::bridge", error = %e, "the upstream could not be reached");

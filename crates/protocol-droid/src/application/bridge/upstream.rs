@@ -139,8 +139,11 @@ pub(super) struct UpstreamHandler {
     /// That client's session, when it does.
     session: Option<SessionId>,
     /// That session's way to its client outside any request (its stream),
-    /// for a `roots/list` the upstream asks between requests.
-    client: Mutex<Option<Arc<dyn DynExchange>>>,
+    /// for a `roots/list` the upstream asks between requests. Not kept
+    /// alive from here: it goes with the session's connection.
+    client: Mutex<Option<Weak<dyn DynExchange>>>,
+    /// Whether a word that the client's roots changed is on its way up.
+    roots_told: AtomicBool,
     /// Told when the upstream's tool list changed.
     tools_changed: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
@@ -177,6 +180,7 @@ impl UpstreamHandler {
             roots: Mutex::default(),
             level: Mutex::default(),
             client: Mutex::default(),
+            roots_told: AtomicBool::new(false),
         }
     }
 
@@ -185,8 +189,19 @@ impl UpstreamHandler {
     /// to the client rather than answered from what it last said.
     pub(super) fn reach_client(&self, exchange: &Arc<dyn DynExchange>) {
         if self.one_client {
-            lock(&self.client).get_or_insert_with(|| Arc::clone(exchange));
+            lock(&self.client).get_or_insert_with(|| Arc::downgrade(exchange));
         }
+    }
+
+    /// Whether a word that the client's roots changed may go up now: not
+    /// while one is on its way, so a flood of them is one at a time.
+    pub(super) fn roots_word_free(&self) -> bool {
+        !self.roots_told.swap(true, Ordering::AcqRel)
+    }
+
+    /// The word is sent: a later change may go up again.
+    pub(super) fn roots_word_sent(&self) {
+        self.roots_told.store(false, Ordering::Release);
     }
 
     /// Registers a forwarded request: its questions arrive on the returned
@@ -302,24 +317,36 @@ impl UpstreamHandler {
             // Outside any request: put to the session's client on its
             // stream (a server asks at once after the handshake, before
             // the first call), else the roots last seen, or none.
-            let client = lock(&self.client).clone();
+            let client = lock(&self.client).as_ref().and_then(Weak::upgrade);
             if let Some(client) = client {
                 let asked = tokio::time::timeout(ROOTS_OUTSIDE_REQUESTS, async {
                     loop {
                         match client.exchange_dyn(method, params.clone()).await {
                             // No stream to put it on yet: a client opens its
                             // GET stream just after the handshake, when a
-                            // server asks too.
+                            // server asks too; a request of the session's
+                            // that starts meanwhile can carry it instead.
                             Err(ExchangeError::Unsupported) => {
                                 tokio::time::sleep(STREAM_AWAITED).await;
+                                if self.asking_flight().is_some() {
+                                    return Err(ExchangeError::Unsupported);
+                                }
                             }
                             other => return other,
                         }
                     }
                 });
-                if let Ok(Ok(roots)) = asked.await {
-                    self.remember_roots(&roots);
-                    return Ok(roots);
+                match asked.await {
+                    Ok(Ok(roots)) => {
+                        self.remember_roots(&roots);
+                        return Ok(roots);
+                    }
+                    // A request began: the question goes to it. Boxed, as
+                    // the future would otherwise hold itself.
+                    Ok(Err(ExchangeError::Unsupported)) if self.asking_flight().is_some() => {
+                        return Box::pin(self.ask(method, params)).await;
+                    }
+                    _ => {}
                 }
             }
             return Ok(lock(&self.roots)

@@ -209,7 +209,15 @@ impl Bridge {
             .unwrap_or_default();
         for upstream in pool {
             upstream.handler.forget_roots();
+            // One word at a time per connection: a client repeating it in a
+            // loop starts no task per repetition.
+            if !upstream.handler.roots_word_free() {
+                continue;
+            }
             tokio::spawn(async move {
+                // Free again before it goes: a change after this word is
+                // told by the next.
+                upstream.handler.roots_word_sent();
                 let told = upstream
                     .client
                     .notify("notifications/roots/list_changed", None)
