@@ -862,24 +862,8 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
     client
         .request("resources/list", None, &RequestOptions::default())
         .await?;
-    let asked = tokio::time::timeout(
-        GUARD,
-        client.request(
-            "tools/call",
-            Some(json!({ "name": "roots" })),
-            &RequestOptions::default(),
-        ),
-    )
-    .await??;
-    let roots = asked["content"][0]["text"].as_str().unwrap_or_default();
-    assert!(roots.contains("file:///rooted-1"), "{asked}");
-    client
-        .notify("notifications/roots/list_changed", None)
-        .await?;
-    // The word goes up on its own, so a call may still meet the roots of
-    // before: asked until the new ones arrive, within the guard.
-    let deadline = tokio::time::Instant::now() + GUARD;
-    loop {
+    // The roots the server last heard, as its tool `roots` answers them.
+    let heard = async || -> Result<String, TestError> {
         let asked = tokio::time::timeout(
             GUARD,
             client.request(
@@ -889,11 +873,25 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
             ),
         )
         .await??;
-        let roots = asked["content"][0]["text"].as_str().unwrap_or_default();
+        Ok(asked["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned())
+    };
+    let roots = heard().await?;
+    assert!(roots.contains("file:///rooted-1"), "{roots}");
+    client
+        .notify("notifications/roots/list_changed", None)
+        .await?;
+    // The word goes up on its own, so a call may still meet the roots of
+    // before: asked until the new ones arrive, within the guard.
+    let deadline = tokio::time::Instant::now() + GUARD;
+    loop {
+        let roots = heard().await?;
         if roots.contains("file:///rooted-2") {
             return Ok(());
         }
-        assert!(roots.contains("file:///rooted-1"), "{asked}");
+        assert!(roots.contains("file:///rooted-1"), "{roots}");
         assert!(
             tokio::time::Instant::now() < deadline,
             "the server never heard the roots changed"
