@@ -26,14 +26,22 @@ use support::{
 static FINISHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Set by the `held` tool once it runs; it answers when `RELEASED` is told.
+/// `held_too` is the same with its own pair, for another test.
 static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static RELEASED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+static HELD_TOO: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static RELEASED_TOO: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
-/// Waits until the `held` tool runs, within [`PATIENCE`].
-async fn held() -> Result<(), TestError> {
+/// Waits until the tool setting `flag` runs, within [`PATIENCE`]; past it,
+/// lets the tool go (`release`), so the test ends rather than hangs.
+async fn held(
+    flag: &std::sync::atomic::AtomicBool,
+    release: &tokio::sync::Notify,
+) -> Result<(), TestError> {
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !HELD.load(std::sync::atomic::Ordering::SeqCst) {
+    while !flag.load(std::sync::atomic::Ordering::SeqCst) {
         if tokio::time::Instant::now() > deadline {
+            release.notify_one();
             return Err("the held tool never ran".into());
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -52,14 +60,19 @@ fn server() -> Result<Server, TestError> {
             Ok(ToolResult::text("finished"))
         },
     );
-    server.add_tool(
-        ToolSpec::new("held", "Answers when the test says so."),
-        |_call: Call| async move {
-            HELD.store(true, std::sync::atomic::Ordering::SeqCst);
-            RELEASED.notified().await;
-            Ok(ToolResult::text("released"))
-        },
-    );
+    for (name, flag, release) in [
+        ("held", &HELD, &RELEASED),
+        ("held_too", &HELD_TOO, &RELEASED_TOO),
+    ] {
+        server.add_tool(
+            ToolSpec::new(name, "Answers when the test says so."),
+            move |_call: Call| async move {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                release.notified().await;
+                Ok(ToolResult::text("released"))
+            },
+        );
+    }
     server.add_tool(
         ToolSpec::new("park", "Holds its request open for a while."),
         |_call: Call| async move {
@@ -1769,7 +1782,7 @@ mod slow_clients {
         HELD.store(false, std::sync::atomic::Ordering::SeqCst);
         let waiting = s.modern(1, "tools/call", held_call.clone(), Some("held"));
         let meanwhile = async {
-            held().await?;
+            held(&HELD, &RELEASED).await?;
             let refused = s.modern(2, "tools/list", padded(), None).await;
             RELEASED.notify_one();
             refused
@@ -1783,7 +1796,7 @@ mod slow_clients {
         let served = s.modern(3, "tools/list", padded(), None).await?;
         assert_eq!(served.status(), 200);
 
-        let (_events, endpoint) = open_sse(&s).await?;
+        let (mut events, endpoint) = open_sse(&s).await?;
         let accepted = s
             .post_to(&endpoint, &initialize(4, "2024-11-05", &json!({})))
             .await?;
@@ -1793,11 +1806,15 @@ mod slow_clients {
             json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": held_call });
         let accepted = s.post_to(&endpoint, &call).await?;
         assert_eq!(accepted.status(), 202);
-        held().await?;
+        held(&HELD, &RELEASED).await?;
         let list = json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": padded() });
         let refused = s.post_to(&endpoint, &list).await?;
         RELEASED.notify_one();
         assert_eq!(refused.status(), 429);
+        // Its answer on the stream, the call's bytes are given back.
+        while events.next_json().await?["id"] != json!(5) {}
+        let accepted = s.post_to(&endpoint, &list).await?;
+        assert_eq!(accepted.status(), 202);
         Ok(())
     }
 
@@ -1813,15 +1830,12 @@ mod slow_clients {
         })
         .await?;
         let padded = || json!({ "pad": "x".repeat(40_000) });
-        let waiting = s.modern(
-            1,
-            "tools/call",
-            json!({ "name": "park", "arguments": padded() }),
-            Some("park"),
-        );
+        HELD_TOO.store(false, std::sync::atomic::Ordering::SeqCst);
+        let call = json!({ "name": "held_too", "arguments": padded() });
+        let waiting = s.modern(1, "tools/call", call, Some("held_too"));
         let other = client_from("127.0.0.2")?;
         let meanwhile = async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            held(&HELD_TOO, &RELEASED_TOO).await?;
             let mut request = other
                 .post(format!("{}/mcp", s.base))
                 .header("content-type", "application/json")
@@ -1833,7 +1847,9 @@ mod slow_clients {
                 "_meta": { "io.modelcontextprotocol/protocolVersion": MODERN,
                            "io.modelcontextprotocol/clientCapabilities": {} } } });
             request = request.body(body.to_string());
-            request.send().await
+            let sent = request.send().await;
+            RELEASED_TOO.notify_one();
+            Ok::<_, TestError>(sent?)
         };
         let (waited, served) = tokio::join!(waiting, meanwhile);
         assert_eq!(served?.status(), 200);

@@ -16,7 +16,7 @@
 //! question is refused rather than put to the wrong caller.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Instant;
 
@@ -142,8 +142,10 @@ pub(super) struct UpstreamHandler {
     /// for a `roots/list` the upstream asks between requests. Not kept
     /// alive from here: it goes with the session's connection.
     client: Mutex<Option<Weak<dyn DynExchange>>>,
-    /// Whether a word that the client's roots changed is on its way up.
-    roots_told: AtomicBool,
+    /// Whether a word that the client's roots changed is on its way up
+    /// ([`WORD_IDLE`], [`WORD_SENDING`], or [`WORD_AGAIN`]: another is due
+    /// once it is sent).
+    roots_word: AtomicU8,
     /// Told when the upstream's tool list changed.
     tools_changed: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
@@ -180,7 +182,7 @@ impl UpstreamHandler {
             roots: Mutex::default(),
             level: Mutex::default(),
             client: Mutex::default(),
-            roots_told: AtomicBool::new(false),
+            roots_word: AtomicU8::new(WORD_IDLE),
         }
     }
 
@@ -193,15 +195,61 @@ impl UpstreamHandler {
         }
     }
 
-    /// Whether a word that the client's roots changed may go up now: not
-    /// while one is on its way, so a flood of them is one at a time.
+    /// Whether a word that the client's roots changed is to go up now (the
+    /// caller sends it); while one is on its way, another is noted as due,
+    /// and its sender sends it once more. A flood is one word at a time.
     pub(super) fn roots_word_free(&self) -> bool {
-        !self.roots_told.swap(true, Ordering::AcqRel)
+        let word = &self.roots_word;
+        loop {
+            if word
+                .compare_exchange(WORD_IDLE, WORD_SENDING, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return true;
+            }
+            if word
+                .compare_exchange(
+                    WORD_SENDING,
+                    WORD_AGAIN,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+                || word.load(Ordering::Acquire) == WORD_AGAIN
+            {
+                return false;
+            }
+        }
     }
 
-    /// The word is sent: a later change may go up again.
-    pub(super) fn roots_word_sent(&self) {
-        self.roots_told.store(false, Ordering::Release);
+    /// A word was sent: whether another is due (its sender sends it).
+    pub(super) fn roots_word_sent(&self) -> bool {
+        let word = &self.roots_word;
+        loop {
+            if word
+                .compare_exchange(WORD_SENDING, WORD_IDLE, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return false;
+            }
+            if word
+                .compare_exchange(
+                    WORD_AGAIN,
+                    WORD_SENDING,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            {
+                return true;
+            }
+        }
+    }
+
+    /// A sender that stopped before it was done (its task dropped): no
+    /// word is on its way any more.
+    pub(super) fn roots_word_dropped(&self) {
+        self.roots_word.store(WORD_IDLE, Ordering::Release);
     }
 
     /// Registers a forwarded request: its questions arrive on the returned
@@ -288,13 +336,47 @@ impl UpstreamHandler {
     /// Puts one question to the request in flight and waits for the
     /// downstream client's answer.
     async fn ask(&self, method: &str, params: Value) -> Result<Value, ErrorObject> {
-        // A request that ends while its question waits withdraws it; on a
-        // session's own connection another request of the same client may
-        // still be the one that asked, so the question goes there instead.
+        // A roots question outside any request waits this long in all for
+        // a stream or a request of the session to carry it.
+        let deadline = tokio::time::Instant::now() + ROOTS_OUTSIDE_REQUESTS;
+        loop {
+            if let Some(outcome) = self.ask_flights(method, &params).await {
+                return outcome;
+            }
+            if method != "roots/list" {
+                return Err(Refusal::internal(format!(
+                    "{method} arrived outside any request the bridge can put it to"
+                ))
+                .into());
+            }
+            // Outside any request: put to the session's client on its
+            // stream (a server asks at once after the handshake, before
+            // the first call), else the roots last seen, or none.
+            match self.ask_session(method, &params, deadline).await {
+                Outside::Answered(roots) => {
+                    self.remember_roots(&roots);
+                    return Ok(roots);
+                }
+                Outside::RequestBegan => {}
+                Outside::Unasked => {
+                    return Ok(lock(&self.roots)
+                        .clone()
+                        .unwrap_or_else(|| json!({ "roots": [] })));
+                }
+            }
+        }
+    }
+
+    /// Puts the question to the request in flight, and to the next one of
+    /// the same client should that request end first; `None` when none
+    /// took it.
+    async fn ask_flights(
+        &self,
+        method: &str,
+        params: &Value,
+    ) -> Option<Result<Value, ErrorObject>> {
         for _ in 0..MAX_REROUTES {
-            let Some(asks) = self.asking_flight() else {
-                break;
-            };
+            let asks = self.asking_flight()?;
             let (answer, answered) = oneshot::channel();
             let ask = Ask {
                 method: method.to_owned(),
@@ -302,62 +384,88 @@ impl UpstreamHandler {
                 answer,
             };
             if asks.try_send(ask).is_err() {
-                return Err(Refusal::internal(format!(
+                return Some(Err(Refusal::internal(format!(
                     "too many questions waiting; {method} refused"
                 ))
-                .into());
+                .into()));
             }
             match answered.await {
-                Ok(outcome) => return outcome,
-                Err(_) if self.one_client => continue,
-                Err(_) => break,
+                Ok(outcome) => return Some(outcome),
+                Err(_) if self.one_client => {}
+                Err(_) => return None,
             }
         }
-        if method == "roots/list" {
-            // Outside any request: put to the session's client on its
-            // stream (a server asks at once after the handshake, before
-            // the first call), else the roots last seen, or none.
-            let client = lock(&self.client).as_ref().and_then(Weak::upgrade);
-            if let Some(client) = client {
-                let asked = tokio::time::timeout(ROOTS_OUTSIDE_REQUESTS, async {
-                    loop {
-                        match client.exchange_dyn(method, params.clone()).await {
-                            // No stream to put it on yet: a client opens its
-                            // GET stream just after the handshake, when a
-                            // server asks too; a request of the session's
-                            // that starts meanwhile can carry it instead.
-                            Err(ExchangeError::Unsupported) => {
-                                tokio::time::sleep(STREAM_AWAITED).await;
-                                if self.asking_flight().is_some() {
-                                    return Err(ExchangeError::Unsupported);
-                                }
-                            }
-                            other => return other,
+        None
+    }
+
+    /// Puts the question to the session's client on its stream, until
+    /// `deadline`: a client opens its GET stream just after the handshake,
+    /// when a server asks too, and a request of the session's that begins
+    /// meanwhile can carry the question instead.
+    async fn ask_session(
+        &self,
+        method: &str,
+        params: &Value,
+        deadline: tokio::time::Instant,
+    ) -> Outside {
+        let Some(client) = lock(&self.client).as_ref().and_then(Weak::upgrade) else {
+            return Outside::Unasked;
+        };
+        let asked = tokio::time::timeout_at(deadline, async {
+            loop {
+                match client.exchange_dyn(method, params.clone()).await {
+                    Ok(answer) => return Outside::Answered(answer),
+                    Err(ExchangeError::Unsupported) => {
+                        tokio::time::sleep(STREAM_AWAITED).await;
+                        if self.asking_flight().is_some() {
+                            return Outside::RequestBegan;
                         }
                     }
-                });
-                match asked.await {
-                    Ok(Ok(roots)) => {
-                        self.remember_roots(&roots);
-                        return Ok(roots);
-                    }
-                    // A request began: the question goes to it. Boxed, as
-                    // the future would otherwise hold itself.
-                    Ok(Err(ExchangeError::Unsupported)) if self.asking_flight().is_some() => {
-                        return Box::pin(self.ask(method, params)).await;
-                    }
-                    _ => {}
+                    Err(_) => return Outside::Unasked,
                 }
             }
-            return Ok(lock(&self.roots)
-                .clone()
-                .unwrap_or_else(|| json!({ "roots": [] })));
-        }
-        Err(Refusal::internal(format!(
-            "{method} arrived outside any request the bridge can put it to"
-        ))
-        .into())
+        });
+        asked.await.unwrap_or(Outside::Unasked)
     }
+}
+
+/// No word that the client's roots changed is on its way up.
+const WORD_IDLE: u8 = 0;
+/// One is on its way.
+const WORD_SENDING: u8 = 1;
+/// One is on its way, and another is due once it is sent.
+const WORD_AGAIN: u8 = 2;
+
+/// Sends the words that a client's roots changed on one connection; if its
+/// task is dropped before it is done, the connection may send again.
+pub(super) struct RootsWords {
+    pub(super) handler: Arc<UpstreamHandler>,
+    pub(super) done: bool,
+}
+
+impl RootsWords {
+    /// The sender is done: nothing is on its way any more, by its own word.
+    pub(super) fn finish(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for RootsWords {
+    fn drop(&mut self) {
+        if !self.done {
+            self.handler.roots_word_dropped();
+        }
+    }
+}
+
+/// How a question outside any request went.
+enum Outside {
+    /// The client answered.
+    Answered(Value),
+    /// A request of the session began, to carry it.
+    RequestBegan,
+    /// It could not be put to the client in time.
+    Unasked,
 }
 
 /// How often a question is routed again after the request it went to ended.

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::runtime::Bridge;
 use super::upstream::{Affinity, full_capabilities};
-use super::upstream::{Upstream, lock};
+use super::upstream::{RootsWords, Upstream, lock};
 use crate::application::client::RequestOptions;
 use crate::domain::SessionId;
 
@@ -210,21 +210,31 @@ impl Bridge {
         for upstream in pool {
             upstream.handler.forget_roots();
             // One word at a time per connection: a client repeating it in a
-            // loop starts no task per repetition.
+            // loop starts no task per repetition, and one that comes while
+            // a word is on its way is sent once that one is.
             if !upstream.handler.roots_word_free() {
                 continue;
             }
+            // Made before the task, so that a task dropped unpolled frees
+            // the connection to send again.
+            let mut words = RootsWords {
+                handler: Arc::clone(&upstream.handler),
+                done: false,
+            };
             tokio::spawn(async move {
-                // Free again before it goes: a change after this word is
-                // told by the next.
-                upstream.handler.roots_word_sent();
-                let told = upstream
-                    .client
-                    .notify("notifications/roots/list_changed", None)
-                    .await;
-                if let Err(error) = told {
-                    tracing::debug!(target: "droid::bridge", %error, "the upstream was not told the roots changed");
+                loop {
+                    let told = upstream
+                        .client
+                        .notify("notifications/roots/list_changed", None)
+                        .await;
+                    if let Err(error) = told {
+                        tracing::debug!(target: "droid::bridge", %error, "the upstream was not told the roots changed");
+                    }
+                    if !words.handler.roots_word_sent() {
+                        break;
+                    }
                 }
+                words.finish();
             });
         }
     }

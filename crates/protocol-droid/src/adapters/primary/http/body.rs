@@ -8,7 +8,8 @@
 //! are counted too: in all while they are read, and against their client's
 //! address from the first byte until the request is answered (its answer's
 //! body sent whole, or, for a request answered after its response, as the
-//! 2024-11-05 transport's are, that answer handed on). One address's many
+//! 2024-11-05 transport's and a legacy session's are, that answer handed
+//! on). One address's many
 //! slow bodies, or many slow requests with large bodies, take its own
 //! share; only bodies on their way take from everyone's.
 
@@ -77,8 +78,10 @@ impl BodyBudget {
     }
 
     /// Charges `bytes` more to `peer` (none: a connection whose address is
-    /// not known, charged in all only), or says which share is spent.
-    fn charge(&self, peer: Option<IpAddr>, bytes: usize) -> Result<(), Spent> {
+    /// not known, charged in all only, so while it is read only), or says
+    /// which share is spent; a `small` body may pass its address's share by
+    /// a part of it ([`SMALL_RESERVE_PART`]).
+    fn charge(&self, peer: Option<IpAddr>, bytes: usize, small: bool) -> Result<(), Spent> {
         let mut held = self.held();
         let in_all = held.in_all.saturating_add(bytes);
         if in_all > self.in_all {
@@ -87,7 +90,16 @@ impl BodyBudget {
         if let Some(peer) = peer {
             let mine = held.by_address.get(&peer).copied().unwrap_or(0);
             let mine = mine.saturating_add(bytes);
-            if mine > self.per_address {
+            // A small body may go past the share by a reserve: an address
+            // whose share is held by requests waiting on it can still send
+            // the answers and cancellations that would end them.
+            let share = if small {
+                self.per_address
+                    .saturating_add(self.per_address / SMALL_RESERVE_PART)
+            } else {
+                self.per_address
+            };
+            if mine > share {
                 return Err(Spent::Address);
             }
             held.by_address.insert(peer, mine);
@@ -130,10 +142,22 @@ struct Charge {
     bytes: usize,
     /// Read whole: the share of all is given back already.
     read: bool,
+    /// Announced as small (see [`SMALL_BODY_PART`]): it may use the reserve.
+    small: bool,
 }
 
+/// A body announced as at most this part of an address's share is small
+/// (64 KiB of the default 32 MiB): an answer, a cancellation, a short
+/// request.
+const SMALL_BODY_PART: usize = 512;
+
+/// How far past its share an address's small bodies may go, as a part of
+/// the share (1 MiB of the default 32 MiB).
+const SMALL_RESERVE_PART: usize = 32;
+
 /// A request's body charge, in the request's extensions for a handler that
-/// answers after its response (the 2024-11-05 transport's 202): held until
+/// answers after its response (the 2024-11-05 transport's 202, a legacy
+/// session's requests, which run as the session's own tasks): held until
 /// the answer is on its way, it keeps the bytes counted meanwhile.
 #[derive(Clone, Debug)]
 pub(super) struct BodyCharge {
@@ -142,7 +166,7 @@ pub(super) struct BodyCharge {
 
 impl Charge {
     fn add(&mut self, bytes: usize) -> Result<(), Spent> {
-        self.budget.charge(self.peer, bytes)?;
+        self.budget.charge(self.peer, bytes, self.small)?;
         self.bytes = self.bytes.saturating_add(bytes);
         Ok(())
     }
@@ -203,8 +227,9 @@ async fn read_charged(body: Body, max_bytes: usize, charge: &mut Charge) -> Resu
 
 /// The middleware: 413 for a body over the size, 408 for one that is not
 /// all there in time, 400 for one cut short, 429 when the client's address
-/// already has its share of bytes being read and 503 when every address
-/// together has (each with `Retry-After`).
+/// already has its share of bytes being read or served and 503 when every
+/// address together has its share of bytes being read (each with
+/// `Retry-After`).
 pub(super) async fn read_whole(
     State(limits): State<BodyLimits>,
     request: Request,
@@ -235,6 +260,10 @@ pub(super) async fn read_whole(
         peer,
         bytes: 0,
         read: false,
+        small: announced.is_some_and(|length| {
+            usize::try_from(length)
+                .is_ok_and(|length| length <= limits.budget.per_address / SMALL_BODY_PART)
+        }),
     };
     let read = tokio::time::timeout(
         limits.timeout,
@@ -352,16 +381,19 @@ mod tests {
             Some(IpAddr::from([10, 0, 0, 1])),
             Some(IpAddr::from([10, 0, 0, 2])),
         );
-        assert_eq!(budget.charge(one, 60), Ok(()));
-        assert_eq!(budget.charge(one, 1), Err(Spent::Address));
-        assert_eq!(budget.charge(two, 41), Err(Spent::InAll));
-        assert_eq!(budget.charge(two, 40), Ok(()));
+        assert_eq!(budget.charge(one, 60, false), Ok(()));
+        assert_eq!(budget.charge(one, 1, false), Err(Spent::Address));
+        assert_eq!(budget.charge(two, 41, false), Err(Spent::InAll));
+        assert_eq!(budget.charge(two, 40, false), Ok(()));
         budget.refund(one, 60, false);
-        assert_eq!(budget.charge(two, 20), Ok(()));
+        assert_eq!(budget.charge(two, 20, false), Ok(()));
         // Read whole, a body is held against its address only.
         budget.refund_in_all(60);
-        assert_eq!(budget.charge(two, 1), Err(Spent::Address));
-        assert_eq!(budget.charge(one, 60), Ok(()));
+        assert_eq!(budget.charge(two, 1, false), Err(Spent::Address));
+        assert_eq!(budget.charge(one, 60, false), Ok(()));
+        // A small body may still go past the share, by the reserve.
+        assert_eq!(budget.charge(two, 1, true), Ok(()));
+        budget.refund(two, 1, false);
         budget.refund(two, 60, true);
         budget.refund(one, 60, false);
         let held = budget.held();

@@ -534,22 +534,32 @@ impl Default for Cursor {
 
 /// Whether a refusal's body says the session is not known: a JSON-RPC
 /// error about no request (a null or absent id: the server refused before
-/// reading one) whose message speaks of the session as missing, invalid,
-/// unknown or expired. Anything else (an error about the request itself,
-/// a proxy's page) is the request's refusal, not the session's end.
+/// reading one), or a short line of plain text (the Python SDK's answer),
+/// whose words speak of the session as missing, invalid, unknown or
+/// expired. Anything else (an error about the request itself, a proxy's
+/// page) is the request's refusal, not the session's end.
 fn names_session(body: &[u8]) -> bool {
-    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(body) else {
-        return false;
-    };
-    if !message.get("id").is_none_or(Value::is_null) {
-        return false;
-    }
-    let Some(text) = message
-        .get("error")
-        .and_then(|error| error.get("message"))
-        .and_then(Value::as_str)
-    else {
-        return false;
+    let text = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(message)) => {
+            if !message.get("id").is_none_or(Value::is_null) {
+                return false;
+            }
+            match message
+                .get("error")
+                .and_then(|error| error.get("message"))
+                .and_then(Value::as_str)
+            {
+                Some(text) => text.to_owned(),
+                None => return false,
+            }
+        }
+        Ok(_) => return false,
+        Err(_) => match std::str::from_utf8(body) {
+            Ok(text) if text.len() <= SHORT_REFUSAL && !text.trim_start().starts_with('<') => {
+                text.to_owned()
+            }
+            _ => return false,
+        },
     };
     let text = text.to_ascii_lowercase();
     text.contains("session")
@@ -564,6 +574,9 @@ fn names_session(body: &[u8]) -> bool {
         .iter()
         .any(|said| text.contains(said))
 }
+
+/// The longest plain-text refusal read as words about the session.
+const SHORT_REFUSAL: usize = 1024;
 
 fn is_event_stream(response: &Response) -> bool {
     response
@@ -853,6 +866,8 @@ mod tests {
         for ended in [
             r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#,
             r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"}}"#,
+            // The Python SDK's, as plain text.
+            "Bad Request: No valid session ID provided",
         ] {
             assert!(names_session(ended.as_bytes()), "{ended}");
         }
