@@ -199,51 +199,30 @@ impl UpstreamHandler {
     /// caller sends it); while one is on its way, another is noted as due,
     /// and its sender sends it once more. A flood is one word at a time.
     pub(super) fn roots_word_free(&self) -> bool {
-        let word = &self.roots_word;
-        loop {
-            if word
-                .compare_exchange(WORD_IDLE, WORD_SENDING, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return true;
-            }
-            if word
-                .compare_exchange(
-                    WORD_SENDING,
-                    WORD_AGAIN,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
-                || word.load(Ordering::Acquire) == WORD_AGAIN
-            {
-                return false;
-            }
-        }
+        // Idle becomes sending (this caller sends); anything else, again.
+        self.roots_word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+                Some(if word == WORD_IDLE {
+                    WORD_SENDING
+                } else {
+                    WORD_AGAIN
+                })
+            })
+            .is_ok_and(|before| before == WORD_IDLE)
     }
 
     /// A word was sent: whether another is due (its sender sends it).
     pub(super) fn roots_word_sent(&self) -> bool {
-        let word = &self.roots_word;
-        loop {
-            if word
-                .compare_exchange(WORD_SENDING, WORD_IDLE, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return false;
-            }
-            if word
-                .compare_exchange(
-                    WORD_AGAIN,
-                    WORD_SENDING,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
-            {
-                return true;
-            }
-        }
+        // Again becomes sending (one more goes); anything else, idle.
+        self.roots_word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+                Some(if word == WORD_AGAIN {
+                    WORD_SENDING
+                } else {
+                    WORD_IDLE
+                })
+            })
+            .is_ok_and(|before| before == WORD_AGAIN)
     }
 
     /// A sender that stopped before it was done (its task dropped): no

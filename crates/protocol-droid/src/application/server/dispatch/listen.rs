@@ -162,14 +162,7 @@ impl Connection {
             // and a flood that never stops must not keep this task from
             // sending, nor the worker from its other tasks.
             for _ in 0..DRAINED_AT_ONCE {
-                if let Some(notice) = next
-                    .take()
-                    .and_then(|change| notice(change, &wants, &uris, peer))
-                {
-                    if !notices.contains(&notice) {
-                        notices.push(notice);
-                    }
-                }
+                gather(&mut notices, next.take(), &wants, &uris, peer);
                 match changes.try_recv() {
                     Ok(change) => next = Some(change),
                     Err(broadcast::error::TryRecvError::Lagged(_)) => {}
@@ -181,14 +174,7 @@ impl Connection {
                 }
             }
             // The last change taken, when the gathering stopped at its bound.
-            if let Some(notice) = next
-                .take()
-                .and_then(|change| notice(change, &wants, &uris, peer))
-            {
-                if !notices.contains(&notice) {
-                    notices.push(notice);
-                }
-            }
+            gather(&mut notices, next.take(), &wants, &uris, peer);
             for (method, uri) in notices {
                 let mut params = JsonObject::new();
                 if let Some(uri) = uri {
@@ -210,6 +196,21 @@ impl Connection {
 
 /// How many waiting changes a listen gathers before it sends what they say.
 const DRAINED_AT_ONCE: usize = 256;
+
+/// Adds what a listener is told of `change` to `notices`, once.
+fn gather(
+    notices: &mut Vec<(&'static str, Option<String>)>,
+    change: Option<Change>,
+    wants: &impl Fn(&str) -> bool,
+    uris: &BTreeSet<String>,
+    peer: &PeerSession,
+) {
+    if let Some(told) = change.and_then(|change| notice(change, wants, uris, peer)) {
+        if !notices.contains(&told) {
+            notices.push(told);
+        }
+    }
+}
 
 /// What a listener is told of `change`, if it is told at all: the
 /// notification's method and, for a watched resource, its URI.
