@@ -540,6 +540,129 @@ fn a_legacy_clients_task_runs_through_the_bridge() -> Result<(), TestError> {
     Ok(())
 }
 
+/// A stdio client of the bridge is asked for its roots when the upstream
+/// asks between requests, and its word that they changed reaches the
+/// upstream, which asks again: the stdio session carries both, as the HTTP
+/// ones do.
+#[test]
+fn a_stdio_clients_roots_reach_the_upstream_through_the_bridge() -> Result<(), TestError> {
+    use serde_json::json;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../protocol-droid/tests/fixtures/bad_server.py");
+    let script = script.to_string_lossy();
+    let mut peer = Conversation::spawn(&[
+        "bridge",
+        "--upstream-revision",
+        "2025-11-25",
+        "--",
+        "python3",
+        &script,
+        "roots-between",
+    ])?;
+    peer.write(
+        &json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "clientInfo": { "name": "t", "version": "1" },
+        "capabilities": { "roots": { "listChanged": true } } } }),
+    )?;
+    peer.until(Some(1), "file:///first", 0)?;
+    peer.write(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))?;
+    // Answered, and then the upstream asks, outside any request.
+    peer.write(&json!({ "jsonrpc": "2.0", "id": 2, "method": "resources/list" }))?;
+    peer.until(Some(2), "file:///first", 1)?;
+    let call = |id: i64| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": "roots" } })
+    };
+    peer.write(&call(3))?;
+    let heard = peer.until(Some(3), "file:///first", 0)?;
+    let text = heard["result"]["content"][0]["text"].as_str();
+    assert!(
+        text.unwrap_or_default().contains("file:///first"),
+        "{heard}"
+    );
+    peer.write(&json!({ "jsonrpc": "2.0", "method": "notifications/roots/list_changed" }))?;
+    peer.until(None, "file:///second", 1)?;
+    peer.write(&call(4))?;
+    let heard = peer.until(Some(4), "file:///second", 0)?;
+    let text = heard["result"]["content"][0]["text"].as_str();
+    assert!(
+        text.unwrap_or_default().contains("file:///second"),
+        "{heard}"
+    );
+    Ok(())
+}
+
+/// A stdio peer whose output is read on a thread of its own, so that a
+/// message that never comes fails a test rather than hanging it; the
+/// child is killed when this is dropped.
+struct Conversation {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    output: std::sync::mpsc::Receiver<serde_json::Value>,
+}
+
+impl Conversation {
+    fn spawn(args: &[&str]) -> Result<Self, TestError> {
+        use std::io::BufRead as _;
+        let mut child = spawn_droid(args, Stdio::piped(), Stdio::piped(), Stdio::null())?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = std::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let (tx, output) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx
+                    .send(serde_json::from_str(&line).unwrap_or_default())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Ok(Self {
+            child,
+            stdin,
+            output,
+        })
+    }
+
+    fn write(&mut self, message: &serde_json::Value) -> Result<(), TestError> {
+        Ok(writeln!(self.stdin, "{message}")?)
+    }
+
+    /// Reads until the reply to `id` (if any) has come and `questions`
+    /// `roots/list` requests have been answered with the one root `roots`;
+    /// the reply.
+    fn until(
+        &mut self,
+        id: Option<i64>,
+        roots: &str,
+        questions: usize,
+    ) -> Result<serde_json::Value, TestError> {
+        let patience = std::time::Duration::from_secs(30);
+        let (mut reply, mut asked) = (serde_json::Value::Null, 0);
+        while (id.is_some() && reply.is_null()) || asked < questions {
+            let message = self.output.recv_timeout(patience).map_err(|_| {
+                format!("no reply to {id:?}, or {asked} of {questions} roots questions")
+            })?;
+            if message["method"] == "roots/list" {
+                asked += 1;
+                self.write(&serde_json::json!({ "jsonrpc": "2.0", "id": message["id"],
+                    "result": { "roots": [{ "uri": roots }] } }))?;
+            } else if id.is_some_and(|id| message["id"] == id) && message.get("method").is_none() {
+                reply = message;
+            }
+        }
+        Ok(reply)
+    }
+}
+
+impl Drop for Conversation {
+    fn drop(&mut self) {
+        let _killed = self.child.kill();
+        let _reaped = self.child.wait();
+    }
+}
+
 /// `droid call --task` runs a tool as a task in the form the server speaks,
 /// telling its status on stderr and printing its result.
 #[test]
