@@ -1140,6 +1140,82 @@ async fn a_subscription_reaches_a_legacy_upstream() -> Result<(), TestError> {
     subscription_through(ProtocolVersion::V2025_11_25).await
 }
 
+/// How many `notifications/resources/updated` the rig's client heard.
+fn updates_heard(rig: &Rig) -> Result<usize, TestError> {
+    let notices = rig.handler.notices.lock().map_err(|_| "poisoned")?;
+    Ok(notices
+        .iter()
+        .filter(|m| *m == "notifications/resources/updated")
+        .count())
+}
+
+/// A legacy session subscribed to a legacy upstream's resource hears each
+/// update once while a listen watches the resource too: the session's
+/// subscription is on its own upstream connection, the listen's on the one
+/// the bridge shares, and the upstream tells both.
+#[tokio::test]
+async fn a_subscription_beside_a_listen_hears_each_update_once() -> Result<(), TestError> {
+    use futures_util::StreamExt as _;
+    let uri = "test://watched-twice";
+    let origin = Server::builder("watched", "1")
+        .revisions([ProtocolVersion::V2025_11_25])
+        .build()?;
+    let resource = serde_json::from_value(json!({ "uri": uri, "name": "watched" }))?;
+    origin.add_resource(resource, None, move |_| async move {
+        serde_json::from_value(json!([{ "uri": uri, "text": "now" }]))
+            .map_err(|e| CallError::internal(e.to_string()))
+    });
+    let upstream = serve(origin.clone()).await?;
+    let bridge = Bridge::connect(
+        connector(
+            Target::Url(upstream.parse()?),
+            vec![ProtocolVersion::V2025_11_25],
+        ),
+        BridgeOptions::default(),
+    )
+    .await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let rig = Rig::connect(bridge, &front, ProtocolVersion::V2025_11_25).await?;
+    rig.client.subscribe(uri).await?;
+    let watch = json!({ "notifications": { "resourceSubscriptions": [uri] } });
+    let listen = modern_request(&front, 7, "subscriptions/listen", watch, &json!({}))
+        .send()
+        .await?;
+    let mut events = listen.bytes_stream();
+    // Both subscriptions reach the upstream on their own time: updated
+    // until the listen and the session have each heard.
+    let mut seen = String::new();
+    for _ in 0..50 {
+        origin.resource_updated(uri);
+        if let Ok(Some(chunk)) =
+            tokio::time::timeout(Duration::from_millis(100), events.next()).await
+        {
+            seen.push_str(&String::from_utf8_lossy(&chunk?));
+        }
+        if seen.contains("notifications/resources/updated") && updates_heard(&rig)? > 0 {
+            break;
+        }
+    }
+    assert!(seen.contains("notifications/resources/updated"), "{seen}");
+    // What the last of those updates still has on its way arrives.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = updates_heard(&rig)?;
+    assert!(before > 0, "the session never heard an update");
+    for told in 1..=3 {
+        origin.resource_updated(uri);
+        for _ in 0..100 {
+            if updates_heard(&rig)? >= before + told {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // A second copy would come with the update it repeats: given as long.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(updates_heard(&rig)?, before + 3);
+    Ok(())
+}
+
 // ---------------------------------------------------------------- unmodelled
 
 #[tokio::test]

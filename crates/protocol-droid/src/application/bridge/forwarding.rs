@@ -90,6 +90,11 @@ impl Forward for Forwarding {
         }
     }
 
+    fn watches_for_session(&self, session: SessionId, uri: &str) -> bool {
+        self.bridge()
+            .is_some_and(|bridge| bridge.watches_for_session(session, uri))
+    }
+
     fn session_closed(&self, session: SessionId) {
         if let Some(bridge) = self.bridge() {
             bridge.end_session(session);

@@ -55,6 +55,15 @@ impl Bridge {
         watch.wake.notify_one();
     }
 
+    /// Whether `session` watches `uri` on its own upstream connection (a
+    /// legacy session's subscription to a legacy upstream), whose updates
+    /// are told to it alone.
+    pub(crate) fn watches_for_session(&self, session: SessionId, uri: &str) -> bool {
+        lock(&self.inner.session_watches)
+            .get(&session)
+            .is_some_and(|watch| watch.wanted.contains(uri))
+    }
+
     fn spawn_session_worker(&self, session: SessionId, wake: Arc<Notify>) {
         let weak = Arc::downgrade(&self.inner);
         let mut closing = self.inner.closing.subscribe();

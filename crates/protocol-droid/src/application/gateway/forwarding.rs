@@ -589,6 +589,15 @@ impl Forward for Forwarding {
         }
     }
 
+    fn watches_for_session(&self, session: SessionId, uri: &str) -> bool {
+        let Some((prefix, inner)) = names::split_uri(uri) else {
+            return false;
+        };
+        self.state()
+            .target_prefixed(prefix, "resources")
+            .is_some_and(|target| target.bridge.watches_for_session(session, inner))
+    }
+
     fn session_shared(&self, session: SessionId, name: &str) {
         self.state().hold_shared(session, name, self.disclosure);
     }

@@ -16,6 +16,15 @@ pub enum Change {
     Resources,
     /// One resource's contents changed.
     ResourceUpdated(String),
+    /// One resource's contents changed, as told on the connection a
+    /// forwarder keeps upstream for one legacy session alone: that
+    /// session's own subscription. Only ever in that session's own queue.
+    SessionResourceUpdated {
+        /// The session.
+        session: SessionId,
+        /// The resource.
+        uri: String,
+    },
     /// The tool list changed for one session only (a gateway session's
     /// activations).
     ToolsFor(SessionId),

@@ -134,6 +134,14 @@ pub trait Forward: Send + Sync {
         self.subscription(session, uri, subscribed);
     }
 
+    /// Whether `session`'s subscription to `uri` is kept on a connection
+    /// upstream of its own, whose updates reach it alone
+    /// ([`Server::resource_updated_for`](super::Server::resource_updated_for)):
+    /// an update of `uri` told to every watcher is then not for it.
+    fn watches_for_session(&self, _session: SessionId, _uri: &str) -> bool {
+        false
+    }
+
     /// A legacy session is shared among the instances of this server under
     /// `name` (its `Mcp-Session-Id`), which every instance serving it knows
     /// it by: what a forwarder keeps of the session that the others must

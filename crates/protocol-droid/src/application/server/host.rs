@@ -890,10 +890,11 @@ impl Server {
     /// Tells `session` alone, if it subscribed to `uri`, that the resource
     /// changed (an update from the session's own upstream connection).
     pub fn resource_updated_for(&self, session: SessionId, uri: impl Into<String>) {
-        let _queued = self
-            .inner
-            .targets
-            .send(session, Change::ResourceUpdated(uri.into()));
+        let change = Change::SessionResourceUpdated {
+            session,
+            uri: uri.into(),
+        };
+        let _queued = self.inner.targets.send(session, change);
     }
 
     /// The changes meant for `session` alone, for whoever writes to it

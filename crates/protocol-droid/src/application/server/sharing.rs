@@ -222,7 +222,10 @@ fn relayed(change: &Change) -> Option<serde_json::Value> {
         Change::Prompts => serde_json::json!("prompts"),
         Change::Resources => serde_json::json!("resources"),
         Change::ResourceUpdated(uri) => serde_json::json!({ "resourceUpdated": uri }),
-        Change::ToolsFor(_) | Change::Log { .. } | Change::TaskStatus { .. } => return None,
+        Change::ToolsFor(_)
+        | Change::SessionResourceUpdated { .. }
+        | Change::Log { .. }
+        | Change::TaskStatus { .. } => return None,
     })
 }
 

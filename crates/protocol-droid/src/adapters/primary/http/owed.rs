@@ -36,6 +36,7 @@ impl Owed {
                 | Change::Prompts
                 | Change::Resources
                 | Change::ResourceUpdated(_)
+                | Change::SessionResourceUpdated { .. }
         )
     }
 

@@ -383,7 +383,23 @@ impl Connection {
             Change::Prompts => ("notifications/prompts/list_changed", None),
             Change::Resources => ("notifications/resources/list_changed", None),
             Change::ResourceUpdated(uri) => {
-                if !self.is_subscribed(uri) {
+                // A subscription a forwarder keeps on the session's own
+                // connection upstream is told there alone: the same update
+                // told to every watcher (a listen's) would be a second.
+                let own = self
+                    .server
+                    .forwarder()
+                    .is_some_and(|f| f.watches_for_session(self.session, uri));
+                if own || !self.is_subscribed(uri) {
+                    return None;
+                }
+                (
+                    "notifications/resources/updated",
+                    Some(json!({ "uri": uri })),
+                )
+            }
+            Change::SessionResourceUpdated { session, uri } => {
+                if *session != self.session || !self.is_subscribed(uri) {
                     return None;
                 }
                 (
