@@ -149,6 +149,26 @@ fn serve_answers_on_stdio_and_exits_cleanly_when_input_ends() -> Result<(), Test
     Ok(())
 }
 
+/// A call still running when the input ends and the drain is over is
+/// answered with an error saying the server stopped, not dropped.
+#[test]
+fn a_call_outlasting_the_stdio_drain_is_told_the_server_stopped() -> Result<(), TestError> {
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":60000}}}"#;
+    let input = lines(&[&initialize("2025-11-25"), call]);
+    let out = droid_with_input(&["serve"], &input)?;
+    assert!(out.status.success(), "{out:?}");
+    let (replies, text) = replies(&out)?;
+    let answer = replies
+        .iter()
+        .find(|r| r["id"] == 2)
+        .ok_or_else(|| format!("the call was not answered: {text}"))?;
+    assert_eq!(
+        answer["error"]["message"], "the server stopped before this request was answered",
+        "{text}"
+    );
+    Ok(())
+}
+
 #[test]
 fn arguments_that_do_not_fit_are_the_tools_error_not_a_protocol_error() -> Result<(), TestError> {
     // 2025-11-25 asks that input validation failures be tool execution
@@ -1727,6 +1747,35 @@ fn post_telling_progress(
 /// answered. The signal is sent once both calls have said they started.
 #[test]
 fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), TestError> {
+    for (era, reply) in sleeping_through_sigterm(2000)? {
+        assert!(reply.starts_with("HTTP/1.1 200"), "{era}: {reply}");
+        assert!(reply.contains("Slept 2000 ms."), "{era}: {reply}");
+        assert!(!reply.contains(r#""error""#), "{era}: {reply}");
+    }
+    Ok(())
+}
+
+/// A call still running when the shutdown's grace is over is answered
+/// with an error saying the server stopped, not left to a closed
+/// connection; and the server still exits 0.
+#[test]
+fn a_call_outlasting_the_shutdown_grace_is_told_the_server_stopped() -> Result<(), TestError> {
+    for (era, reply) in sleeping_through_sigterm(60_000)? {
+        assert!(reply.starts_with("HTTP/1.1 200"), "{era}: {reply}");
+        assert!(
+            reply.contains("the server stopped before this request was answered"),
+            "{era}: {reply}"
+        );
+        assert!(!reply.contains("Slept"), "{era}: {reply}");
+    }
+    Ok(())
+}
+
+/// `droid serve --listen` given SIGTERM while two calls of the `sleep`
+/// tool for `ms` run (one in a 2025-11-25 session, one 2026-07-28
+/// stateless), once both said they started; each call's whole reply, by
+/// era, once the server exited 0.
+fn sleeping_through_sigterm(ms: u32) -> Result<Vec<(&'static str, String)>, TestError> {
     let (mut server, address) = listening(&["serve", "--listen", "127.0.0.1:0"], "http")?;
     let opened = raw_post(&address, &[], &initialize("2025-11-25"))?;
     let session = session_id(&opened).ok_or("no session id")?;
@@ -1741,7 +1790,7 @@ fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), Te
     )?;
     let sleep = |id: u32, meta: &str| {
         format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":2000}},"_meta":{{"progressToken":"p{id}"{meta}}}}}}}"#
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":{ms}}},"_meta":{{"progressToken":"p{id}"{meta}}}}}}}"#
         )
     };
     let (started, starts) = std::sync::mpsc::channel();
@@ -1772,14 +1821,12 @@ fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), Te
         .args(["-TERM", &server.0.id().to_string()])
         .status()?;
     assert!(signalled.success());
+    let mut replies = Vec::new();
     for (era, call) in [("2025-11-25", legacy), ("2026-07-28", modern)] {
-        let reply = call.join().map_err(|_| "the caller panicked")??;
-        assert!(reply.starts_with("HTTP/1.1 200"), "{era}: {reply}");
-        assert!(reply.contains("Slept 2000 ms."), "{era}: {reply}");
-        assert!(!reply.contains(r#""error""#), "{era}: {reply}");
+        replies.push((era, call.join().map_err(|_| "the caller panicked")??));
     }
     let mut status = None;
-    for _ in 0..200 {
+    for _ in 0..400 {
         status = server.0.try_wait()?;
         if status.is_some() {
             break;
@@ -1788,7 +1835,7 @@ fn sigterm_lets_the_calls_in_flight_finish_then_exits_cleanly() -> Result<(), Te
     }
     let status = status.ok_or("the server did not exit after SIGTERM")?;
     assert_eq!(status.code(), Some(0), "{status:?}");
-    Ok(())
+    Ok(replies)
 }
 
 /// `GET path` on `address` without a token; the status and the body.

@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinError, JoinHandle};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::application::server::reply::response_bytes;
@@ -287,8 +288,12 @@ where
         next: AtomicU64::new(1),
         timeout: options.exchange_timeout,
     });
-    let connection =
-        Arc::new(server.connect(TransportKind::Stdio, exchange, Arc::new(outbox.clone())));
+    let stop = CancellationToken::new();
+    let connection = Arc::new(
+        server
+            .connect(TransportKind::Stdio, exchange, Arc::new(outbox.clone()))
+            .stopping_on(stop.clone()),
+    );
     let notifier = tokio::spawn(forward_changes(
         server.clone(),
         Arc::clone(&connection),
@@ -297,6 +302,7 @@ where
 
     let mut reader = Reader {
         connection,
+        stop,
         outbox: outbox.clone(),
         pending,
         tasks: TaskTracker::new(),
@@ -354,6 +360,10 @@ where
     }
     read_error.map_or(Ok(()), Err)
 }
+
+/// How long, once the drain is over, the requests still running have to
+/// write the error they are answered with.
+const LAST_WORDS: Duration = Duration::from_secs(1);
 
 /// How many bytes of frames the writer gathers into one write at most.
 const WRITE_BATCH: usize = 64 * 1024;
@@ -419,6 +429,9 @@ async fn forward_changes(server: Server, connection: Arc<Connection>, outbox: Ou
 
 struct Reader {
     connection: Arc<Connection>,
+    /// Cancelled when the drain is over: the requests still running are
+    /// answered with an error saying so.
+    stop: CancellationToken,
     outbox: Outbox,
     pending: Pending,
     /// The tasks that wait for a handler and write its answer. Tracked
@@ -833,15 +846,24 @@ impl Reader {
 
     /// Lets in-flight requests finish, for a while, once the input ended.
     ///
-    /// Past the deadline the handlers are stopped; the tasks waiting on them
-    /// then end with nothing to write, and any still waiting for room in the
-    /// output end when the writer is closed.
+    /// Past the deadline the requests still running are answered with an
+    /// error saying the server stopped, given [`LAST_WORDS`] to write it;
+    /// then the handlers left are stopped, the tasks waiting on them end
+    /// with nothing to write, and any still waiting for room in the output
+    /// end when the writer is closed.
     async fn drain(&mut self) {
         self.tasks.close();
         if tokio::time::timeout(self.options.drain, self.tasks.wait())
             .await
             .is_err()
         {
+            self.stop.cancel();
+            if tokio::time::timeout(LAST_WORDS, self.tasks.wait())
+                .await
+                .is_ok()
+            {
+                return;
+            }
             if let Ok(mut in_flight) = self.in_flight.lock() {
                 for (_, handle) in in_flight.drain() {
                     handle.abort();

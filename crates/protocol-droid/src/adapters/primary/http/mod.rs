@@ -340,10 +340,14 @@ impl HttpServer {
             settling.settle();
             signal.notify_one();
         });
+        /// How long, once the grace is over, the requests still running
+        /// have to write the error they are answered with.
+        const LAST_WORDS: Duration = Duration::from_secs(1);
+        let mut served = std::pin::pin!(served);
         // Long-lived streams (a 2026-07-28 listen) would hold a graceful
         // shutdown open for ever; past the grace period they are cut.
         let outcome = tokio::select! {
-            served = served => served,
+            served = &mut served => served,
             () = async {
                 stopping.notified().await;
                 let _graced = tokio::time::timeout(SHUTDOWN_GRACE, async {
@@ -353,7 +357,14 @@ impl HttpServer {
                     }
                 })
                 .await;
-            } => Ok(()),
+            } => {
+                // What still runs is answered with an error saying the
+                // server stopped, rather than left to a closed connection.
+                self.app.sessions.stop.cancel();
+                tokio::time::timeout(LAST_WORDS, &mut served)
+                    .await
+                    .unwrap_or(Ok(()))
+            }
         };
         self.app.sessions.end_all();
         outcome

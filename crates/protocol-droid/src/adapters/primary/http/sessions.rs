@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::events::{EventStore, Mirror};
 use super::lane::{Lane, Unsent};
@@ -613,6 +614,9 @@ pub(super) struct Sessions {
     /// What tells the other instances a task's status for a shared session
     /// whose stream this instance does not hold, if sessions are shared.
     tell_status: Option<StatusTeller>,
+    /// Cancelled when a shutdown's grace is over: every request still
+    /// running, in a session or not, is then answered with an error.
+    pub(super) stop: CancellationToken,
 }
 
 /// Tells every other instance a task's status notification (the message)
@@ -713,6 +717,7 @@ impl Sessions {
             limits,
             shared,
             tell_status,
+            stop: CancellationToken::new(),
         })
     }
 
@@ -853,11 +858,13 @@ impl Sessions {
             reread_wanted: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&session);
-        let connection = server.connect(
-            transport,
-            Arc::new(RoutedExchange(weak.clone())),
-            Arc::new(RoutedSink(weak)),
-        );
+        let connection = server
+            .connect(
+                transport,
+                Arc::new(RoutedExchange(weak.clone())),
+                Arc::new(RoutedSink(weak)),
+            )
+            .stopping_on(self.stop.clone());
         let _set = session.connection.set(Arc::new(connection));
         session
     }

@@ -53,11 +53,14 @@ pub(super) async fn post(
         }
     };
     // A connection per request: nothing survives it, as the revision asks.
-    let connection = app.server.connect(
-        TransportKind::StreamableHttp,
-        Arc::new(NoExchange),
-        Arc::new(CurrentSink),
-    );
+    let connection = app
+        .server
+        .connect(
+            TransportKind::StreamableHttp,
+            Arc::new(NoExchange),
+            Arc::new(CurrentSink),
+        )
+        .stopping_on(app.sessions.stop.clone());
     if let Err(message) = check_headers(headers, &request, &connection, caller) {
         return refusal(
             StatusCode::BAD_REQUEST,

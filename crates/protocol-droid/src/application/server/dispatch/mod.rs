@@ -38,6 +38,7 @@ use crate::domain::{
 };
 use crate::wire::codec::{Sender, for_version};
 use sha2::Digest as _;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 mod finish;
@@ -79,6 +80,10 @@ pub struct Connection {
     /// How many of the session's 2025-11-25 tasks run in this process
     /// (see [`Connection::runs_tasks`]).
     tasks_running: Arc<std::sync::atomic::AtomicUsize>,
+    /// Cancelled when the transport stops waiting for answers (its drain
+    /// is over): the requests still running are then answered with an
+    /// error, not left unanswered when it closes.
+    stop: Option<CancellationToken>,
 }
 
 impl core::fmt::Debug for Connection {
@@ -220,6 +225,41 @@ impl Connection {
             sink,
             state: Mutex::default(),
             tasks_running: Arc::default(),
+            stop: None,
+        }
+    }
+
+    /// This connection, its requests answered with an error once `stop`
+    /// is cancelled: how a transport that is shutting down answers what
+    /// still runs past its drain, rather than closing on it. A
+    /// `subscriptions/listen` is not answered so: the transport ends it.
+    #[must_use]
+    pub(crate) fn stopping_on(mut self, stop: CancellationToken) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// `answering`, unless the transport stops first (see
+    /// [`Self::stopping_on`]).
+    async fn unless_stopped(
+        &self,
+        method: &str,
+        answering: impl Future<Output = Result<Reply, ErrorObject>>,
+    ) -> Result<Reply, ErrorObject> {
+        let Some(stop) = self
+            .stop
+            .as_ref()
+            .filter(|_| method != "subscriptions/listen")
+        else {
+            return answering.await;
+        };
+        tokio::select! {
+            biased;
+            answer = answering => answer,
+            () = stop.cancelled() => Err(Refusal::internal(
+                "the server stopped before this request was answered",
+            )
+            .into()),
         }
     }
 
@@ -456,9 +496,10 @@ impl Connection {
         let (span, in_flight) = self.observed(&method, era, params.as_ref().ok(), &ctx);
         let answer = match params {
             Ok(params) => {
-                self.route(id, &method, params, ctx, era)
-                    .instrument(span.clone())
-                    .await
+                let routed = self
+                    .route(id, &method, params, ctx, era)
+                    .instrument(span.clone());
+                self.unless_stopped(&method, routed).await
             }
             Err(refused) => Err(refused),
         };
@@ -535,12 +576,12 @@ impl Connection {
         let (span, in_flight) = self.observed(&method, Era::Modern, params.as_ref().ok(), &ctx);
         let answer = match params {
             Ok(params) => {
-                async {
+                let routed = async {
                     self.server.admit(&ctx)?;
                     self.modern(id, &method, params, Box::new(ctx)).await
                 }
-                .instrument(span.clone())
-                .await
+                .instrument(span.clone());
+                self.unless_stopped(&method, routed).await
             }
             Err(refused) => Err(refused),
         };
