@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use clap::builder::NonEmptyStringValueParser;
 use protocol_droid::adapters::primary::http::ResourceServer;
 use protocol_droid::adapters::secondary::bearer::{
     IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
@@ -22,7 +23,7 @@ pub(crate) struct AuthArgs {
     /// identifier): JWT access tokens must name it in `iss`, and with
     /// `--auth-introspection-url` an answer that names an issuer must name
     /// this one.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = NonEmptyStringValueParser::new())]
     auth_issuer: Option<String>,
     /// Where the issuer publishes its signing keys (its `jwks_uri`).
     #[arg(long, value_name = "URL", conflicts_with = "auth_jwks_file")]
@@ -47,10 +48,10 @@ pub(crate) struct AuthArgs {
     auth_client_secret_file: Option<std::path::PathBuf>,
     /// The canonical URI of this server, which tokens must name as their
     /// audience; `http://LISTEN/mcp` by default.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = NonEmptyStringValueParser::new())]
     auth_resource: Option<String>,
     /// Also accept tokens whose `aud` is this value.
-    #[arg(long, value_name = "AUD")]
+    #[arg(long, value_name = "AUD", value_parser = NonEmptyStringValueParser::new())]
     auth_audience: Option<String>,
     /// A scope every request's token must hold (repeatable); a token
     /// without it is refused with 403 and a challenge naming the scope.
@@ -63,8 +64,14 @@ pub(crate) struct AuthArgs {
     /// a rule against the upstream it names: docs/gateway.md).
     #[arg(long = "auth-scope", value_name = "[KIND:]NAME=SCOPE")]
     scope: Vec<String>,
-    /// Tolerate clocks this many seconds apart when checking exp and nbf.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    /// Tolerate clocks this many seconds apart when checking exp and nbf
+    /// (at most 300).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(0..=300)
+    )]
     auth_leeway: u64,
     /// Serve a request without a token as the anonymous caller, who sees
     /// only the tools that require no scope.

@@ -332,6 +332,38 @@ fn auth_flags_without_an_issuer_refuse_to_start_rather_than_serve_openly() -> Re
     Ok(())
 }
 
+/// An empty issuer, resource or audience (an unset shell variable) would
+/// accept tokens naming the empty string; a leeway of years would accept
+/// tokens long expired: each refuses to start.
+#[test]
+fn an_empty_name_or_a_leeway_past_minutes_refuses_to_start() -> Result<(), TestError> {
+    let jwks = "--auth-jwks-url=http://127.0.0.1:9/jwks";
+    let issuer = "--auth-issuer=http://127.0.0.1:9";
+    for (flag, why) in [
+        ("--auth-issuer=", "an empty issuer"),
+        ("--auth-resource=", "an empty resource"),
+        ("--auth-audience=", "an empty audience"),
+        ("--auth-leeway=301", "a leeway past five minutes"),
+        ("--auth-leeway=1000000000", "a leeway of decades"),
+    ] {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", jwks];
+        if !flag.starts_with("--auth-issuer") {
+            args.push(issuer);
+        }
+        args.push(flag);
+        let stderr = refused(&args, why)?;
+        let name = flag.trim_end_matches(|c: char| c == '=' || c.is_ascii_digit());
+        assert!(stderr.contains(name), "{why}: {stderr}");
+        let reason = if name == "--auth-leeway" {
+            "0..=300"
+        } else {
+            "a value is required"
+        };
+        assert!(stderr.contains(reason), "{why}: {stderr}");
+    }
+    Ok(())
+}
+
 /// Tokens checked by introspection still come from an authorization
 /// server, which the resource metadata must name: without `--auth-issuer`
 /// the server does not start; with it, the metadata names it.

@@ -696,6 +696,16 @@ mod tokens {
                 "names no one but emptily",
                 key.sign(&with(json!({ "sub": "", "client_id": "" })))?,
             ),
+            // RFC 7519 §4.1.2: read as absent, every user named by number
+            // would be the same caller.
+            (
+                "a subject that is a number",
+                key.sign(&with(json!({ "sub": 123, "client_id": "c1" })))?,
+            ),
+            (
+                "a client that is a number",
+                key.sign(&with(json!({ "client_id": 7 })))?,
+            ),
         ];
         for (what, token) in &cases {
             assert_invalid_token(&server, token, what).await?;

@@ -57,8 +57,20 @@ pub trait TokenValidator: Send + Sync + fmt::Debug {
 /// [`AuthClaims::scope`] the same list joined by spaces. `client_id` falls
 /// back to `azp`, the `OpenID Connect` name for the same party. Numeric times
 /// that are not whole non-negative seconds are dropped rather than guessed.
-#[must_use]
-pub(crate) fn normalize_claims(raw: JsonObject) -> AuthClaims {
+///
+/// # Errors
+///
+/// [`TokenError::Invalid`] when `sub`, `client_id` or `azp` is there but
+/// not a string (RFC 7519 §4.1.2, RFC 9068 §2.2): read as absent, two
+/// users' tokens naming them by number would be one caller.
+pub(crate) fn normalize_claims(raw: JsonObject) -> Result<AuthClaims, TokenError> {
+    for key in ["sub", "client_id", "azp"] {
+        if raw.get(key).is_some_and(|v| !v.is_string()) {
+            return Err(TokenError::Invalid(format!(
+                "the token's {key} is not a string"
+            )));
+        }
+    }
     let mut scopes: Vec<String> = Vec::new();
     for key in ["scope", "scp"] {
         let words: Vec<&str> = match raw.get(key) {
@@ -80,7 +92,7 @@ pub(crate) fn normalize_claims(raw: JsonObject) -> AuthClaims {
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
     };
-    AuthClaims {
+    Ok(AuthClaims {
         sub: string("sub"),
         aud: raw.get("aud").cloned(),
         scope: (!scopes.is_empty()).then(|| scopes.join(" ")),
@@ -89,7 +101,7 @@ pub(crate) fn normalize_claims(raw: JsonObject) -> AuthClaims {
         iat: raw.get("iat").and_then(Value::as_u64),
         client_id: string("client_id").or_else(|| string("azp")),
         raw_claims: raw,
-    }
+    })
 }
 
 /// A `NumericDate` (RFC 7519 §2): whole seconds, or a number with a
@@ -220,7 +232,7 @@ mod tests {
     }
 
     #[test]
-    fn the_claims_are_normalised_to_the_listed_fields() {
+    fn the_claims_are_normalised_to_the_listed_fields() -> Result<(), TokenError> {
         let claims = normalize_claims(object(json!({
             "iss": "https://issuer.example",
             "sub": "alice",
@@ -229,7 +241,7 @@ mod tests {
             "exp": 1_900_000_000u64,
             "iat": 1_800_000_000u64,
             "client_id": "client-abc",
-        })));
+        })))?;
         assert_eq!(claims.sub.as_deref(), Some("alice"));
         assert_eq!(claims.aud, Some(json!("https://mcp.example/mcp")));
         assert_eq!(claims.scope.as_deref(), Some("tools:read tools:write"));
@@ -241,31 +253,57 @@ mod tests {
             claims.raw_claims.get("iss"),
             Some(&json!("https://issuer.example"))
         );
+        Ok(())
     }
 
     #[test]
-    fn scopes_arrive_from_every_spelling_once() {
+    fn scopes_arrive_from_every_spelling_once() -> Result<(), TokenError> {
         let claims = normalize_claims(object(json!({
             "scope": ["a", "b"],
             "scp": "b c",
             "azp": "web",
-        })));
+        })))?;
         assert_eq!(claims.scopes, ["a", "b", "c"]);
         assert_eq!(claims.client_id.as_deref(), Some("web"));
+        Ok(())
     }
 
     #[test]
-    fn no_scope_claim_means_no_scope() {
-        let claims = normalize_claims(object(json!({ "sub": "x", "exp": -5 })));
+    fn no_scope_claim_means_no_scope() -> Result<(), TokenError> {
+        let claims = normalize_claims(object(json!({ "sub": "x", "exp": -5 })))?;
         assert!(claims.scopes.is_empty());
         assert_eq!(claims.scope, None);
         assert_eq!(claims.exp, None, "a negative time is dropped, not wrapped");
+        Ok(())
+    }
+
+    #[test]
+    fn a_name_that_is_not_a_string_refuses_the_token() {
+        // Read as absent, users 123 and 456 of one client would be one
+        // caller, sharing sessions, rounds and tasks.
+        for claims in [
+            json!({ "sub": 123, "client_id": "c1" }),
+            json!({ "sub": "alice", "client_id": 7 }),
+            json!({ "sub": ["alice"] }),
+            json!({ "sub": null, "azp": "web" }),
+            json!({ "sub": "alice", "azp": { "id": "web" } }),
+        ] {
+            assert!(
+                matches!(
+                    normalize_claims(object(claims.clone())),
+                    Err(TokenError::Invalid(_))
+                ),
+                "{claims}"
+            );
+        }
     }
 
     #[test]
     fn no_two_callers_share_a_principal_key() {
         let key = |claims: Value| {
-            AuthContext::principal(normalize_claims(object(claims))).principal_key()
+            normalize_claims(object(claims))
+                .ok()
+                .and_then(|claims| AuthContext::principal(claims).principal_key())
         };
         let iss = "https://issuer.example";
         let callers = [

@@ -25,6 +25,10 @@ const ASYMMETRIC: [Algorithm; 9] = [
     Algorithm::EdDSA,
 ];
 
+/// The longest leeway a validator takes: clocks further apart than this
+/// are a fault to mend, not one to tolerate.
+pub const MAX_LEEWAY: Duration = Duration::from_secs(3600);
+
 /// Validates JWT access tokens: signature against the issuer's [`Jwks`],
 /// `iss`, `aud` (the resource server's canonical URI, RFC 8707), `exp` and
 /// `nbf` with a small leeway.
@@ -63,10 +67,18 @@ impl JwtValidator {
         self
     }
 
-    /// Tolerates clocks `leeway` apart when checking `exp` and `nbf`.
+    /// Tolerates clocks `leeway` apart when checking `exp` and `nbf`; at
+    /// most [`MAX_LEEWAY`], which a longer one is taken as.
     #[must_use]
     pub const fn leeway(mut self, leeway: Duration) -> Self {
-        self.leeway = leeway;
+        // Beyond the clock's own reading, the decoder's `now - leeway`
+        // would wrap and refuse every token; long before, the check of
+        // `exp` means nothing.
+        self.leeway = if leeway.as_secs() > MAX_LEEWAY.as_secs() {
+            MAX_LEEWAY
+        } else {
+            leeway
+        };
         self
     }
 
@@ -133,7 +145,7 @@ impl JwtValidator {
         {
             return Err(invalid("the token's iss is not one string"));
         }
-        Ok(normalize_claims(data.claims))
+        normalize_claims(data.claims)
     }
 }
 

@@ -16,4 +16,4 @@ mod jwt;
 
 pub use introspection::IntrospectionValidator;
 pub use jwks::{Jwks, JwksOptions};
-pub use jwt::JwtValidator;
+pub use jwt::{JwtValidator, MAX_LEEWAY};
