@@ -127,6 +127,29 @@ impl Agent {
     }
 }
 
+/// A prompt holding a lone surrogate (half of an emoji, as
+/// `JSON.stringify` writes it) is JSON: it is served with U+FFFD in the
+/// surrogate's place and answered by its id, not refused as unreadable.
+#[test]
+fn a_prompt_holding_a_lone_surrogate_is_answered() -> Result<(), TestError> {
+    let mut agent = Agent::start()?;
+    agent.initialize()?;
+    let session = agent.new_session(&droid_serve_entry())?;
+    let prompt = json!({ "jsonrpc": "2.0", "id": "lone", "method": "session/prompt",
+        "params": { "sessionId": session,
+            "prompt": [{ "type": "text", "text": r#"call echo {"text": "a@b"}"# }] } });
+    let line = prompt.to_string().replace('@', r"\ud800");
+    let stdin = agent.stdin.as_mut().ok_or("stdin is closed")?;
+    writeln!(stdin, "{line}")?;
+    stdin.flush()?;
+    let (reply, updates) = agent.until(|m| m["id"] == "lone")?;
+    assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
+    let completed = updates.iter().find(|u| u["status"] == "completed");
+    let echoed = completed.map(|u| u["content"][0]["content"]["text"].clone());
+    assert_eq!(echoed, Some(json!("a\u{fffd}b")), "{updates:?}");
+    Ok(())
+}
+
 fn statuses(updates: &[Value]) -> Vec<&str> {
     updates
         .iter()

@@ -149,6 +149,26 @@ fn serve_answers_on_stdio_and_exits_cleanly_when_input_ends() -> Result<(), Test
     Ok(())
 }
 
+/// `"\ud800"` is JSON (half of an emoji, as `JSON.stringify` writes it): the
+/// request is served with U+FFFD in its place, not refused as a parse error
+/// its client cannot match to it.
+#[test]
+fn a_lone_surrogate_is_read_as_the_replacement_character() -> Result<(), TestError> {
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a\ud800b\ud83d\ude00"}}}"#;
+    let input = lines(&[&initialize("2025-11-25"), call]);
+    let out = droid_with_input(&["serve"], &input)?;
+    let (replies, text) = replies(&out)?;
+    let answer = replies
+        .iter()
+        .find(|r| r["id"] == 2)
+        .ok_or_else(|| format!("the call was not answered: {text}"))?;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "a\u{fffd}b\u{1f600}",
+        "{text}"
+    );
+    Ok(())
+}
+
 /// A call still running when the input ends and the drain is over is
 /// answered with an error saying the server stopped, not dropped.
 #[test]

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::VERSION;
 use super::error::{ErrorCode, ErrorObject};
 use super::id::{RequestId, ResponseId};
+use super::surrogates::mend_lone_surrogates;
 
 /// A request: it has an `id` and expects exactly one answer.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,7 +120,15 @@ pub fn parse(frame: &[u8]) -> Result<Incoming, EnvelopeError> {
     // UTF-8 is checked once for the whole frame: reading bytes, serde_json
     // checks every string on its own, which costs more than one pass.
     let text = core::str::from_utf8(frame).map_err(|e| not_json(&e))?;
-    let frame: Frame = serde_json::from_str(text).map_err(|e| not_json(&e))?;
+    let frame: Frame = match serde_json::from_str(text) {
+        Ok(frame) => frame,
+        // JSON a Rust string cannot hold (a lone surrogate) is read with
+        // U+FFFD in its place, rather than refused with no id to answer.
+        Err(e) => {
+            let mended = mend_lone_surrogates(text).ok_or_else(|| not_json(&e))?;
+            serde_json::from_str(&mended).map_err(|e| not_json(&e))?
+        }
+    };
     match frame {
         Frame::Batch(items) if items.is_empty() => Err(EnvelopeError::invalid(
             "an empty batch is not a request",

@@ -11,10 +11,12 @@ mod envelope;
 mod error;
 pub mod framing;
 mod id;
+mod surrogates;
 
 pub use envelope::{EnvelopeError, Incoming, Message, Notification, Request, Response, parse};
 pub use error::{ErrorCode, ErrorObject};
 pub use id::{RequestId, ResponseId};
+pub use surrogates::{mend_lone_surrogates, value_from_slice, value_from_str};
 
 /// The only `jsonrpc` member value this protocol speaks.
 pub const VERSION: &str = "2.0";

@@ -26,6 +26,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Mutex as AsyncMutex, mpsc};
 
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing, plain_response};
+use crate::domain::jsonrpc;
 use crate::domain::jsonrpc::framing::{DEFAULT_MAX_LINE, FrameError, LineFramer};
 
 /// How many of the child's last stderr lines are kept for error messages.
@@ -466,7 +467,7 @@ fn decode(line: &[u8]) -> Vec<Inbound> {
     if let Some((id, result)) = plain_response(line) {
         return vec![Inbound::Answer { id, result }];
     }
-    match serde_json::from_slice::<Value>(line) {
+    match jsonrpc::value_from_slice(line) {
         Ok(Value::Array(batch)) => batch.into_iter().map(Inbound::Message).collect(),
         Ok(message @ Value::Object(_)) => vec![Inbound::Message(message)],
         // A line that is not UTF-8 is read as an event stream's is, each
@@ -574,8 +575,34 @@ mod tests {
         let [Inbound::Answer { id, result }] = &decoded[..] else {
             return assert!(decoded.is_empty(), "{decoded:?}");
         };
-        assert_eq!(*id, crate::domain::jsonrpc::RequestId::Number(7));
+        assert_eq!(*id, jsonrpc::RequestId::Number(7));
         assert!(result.get().contains("a\u{fffd}b"), "{}", result.get());
+    }
+
+    /// A lone surrogate (JSON, though no Rust string can hold it) is read
+    /// as U+FFFD: the message still arrives, where refused it would leave
+    /// its request to the timeout.
+    #[test]
+    fn a_lone_surrogate_is_read_as_a_replacement_character() {
+        let answer = br#"{"jsonrpc":"2.0","id":7,"result":{"text":"a\ud800b"}}"#;
+        let decoded = decode(answer);
+        assert!(
+            matches!(
+                &decoded[..],
+                [Inbound::Answer {
+                    id: jsonrpc::RequestId::Number(7),
+                    ..
+                }]
+            ),
+            "{decoded:?}"
+        );
+        let told =
+            br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"\udc00"}}"#;
+        let decoded = decode(told);
+        let [Inbound::Message(message)] = &decoded[..] else {
+            return assert!(decoded.is_empty(), "{decoded:?}");
+        };
+        assert_eq!(message["params"]["data"], "\u{fffd}");
     }
 
     #[tokio::test]

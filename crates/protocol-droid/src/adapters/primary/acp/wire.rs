@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::error::ClientError;
-use crate::domain::jsonrpc::{ErrorCode, VERSION};
+use crate::domain::jsonrpc::{ErrorCode, VERSION, mend_lone_surrogates};
 
 /// One message read from the client.
 #[derive(Debug)]
@@ -67,13 +67,26 @@ pub(super) fn is_id(value: &Value) -> bool {
 
 /// Reads one line.
 pub(super) fn parse(line: &[u8]) -> Result<Frame, Refusal> {
-    let value: Value = serde_json::from_slice(line).map_err(|e| {
+    let refused = |e: serde_json::Error| {
         Refusal::new(
             ErrorCode::PARSE_ERROR,
             format!("Parse error: {e}"),
             Value::Null,
         )
-    })?;
+    };
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        // A lone surrogate (half of an emoji, as `JSON.stringify` writes
+        // it) is read as U+FFFD, rather than the request refused with no
+        // id its client could match.
+        Err(e) => {
+            let mended = core::str::from_utf8(line)
+                .ok()
+                .and_then(mend_lone_surrogates)
+                .ok_or_else(|| refused(e))?;
+            serde_json::from_str(&mended).map_err(refused)?
+        }
+    };
     let Value::Object(mut map) = value else {
         // Arrays included: ACP defines no batches, and clients send single
         // messages, so a batch is refused whole rather than half-supported.

@@ -12,7 +12,6 @@ use eventsource_stream::Eventsource as _;
 use futures_util::StreamExt as _;
 use futures_util::future::BoxFuture;
 use reqwest::header::{self, HeaderMap, HeaderValue};
-use serde_json::Value;
 use tokio::task::JoinHandle;
 use url::Url;
 
@@ -20,6 +19,7 @@ use super::super::authorizer::Authorizer;
 use super::super::tls::{describe, redacted};
 use super::streamable::{HttpOptions, cure, read_limited};
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
+use crate::domain::jsonrpc;
 
 /// How long the server may take to name its endpoint.
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -131,7 +131,7 @@ impl LegacySse {
                 if event.event != "message" && !event.event.is_empty() {
                     continue;
                 }
-                let item = match serde_json::from_str::<Value>(&event.data) {
+                let item = match jsonrpc::value_from_str(&event.data) {
                     Ok(message) => Inbound::Message(message),
                     Err(_) => Inbound::Malformed(event.data.chars().take(200).collect()),
                 };

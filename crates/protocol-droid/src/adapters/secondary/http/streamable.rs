@@ -25,7 +25,7 @@ use super::super::authorizer::{Authorizer, Challenge};
 use super::super::tls::{Trust, describe};
 use crate::application::client::headers::encode;
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
-use crate::domain::jsonrpc::RequestId;
+use crate::domain::jsonrpc::{self, RequestId};
 
 /// The largest JSON response body read.
 pub const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -349,7 +349,7 @@ impl Shared {
             message.get("id").and_then(RequestId::from_json).as_ref() == Some(id)
                 && (message.get("result").is_some() || message.get("error").is_some())
         };
-        match serde_json::from_slice::<Value>(bytes) {
+        match jsonrpc::value_from_slice(bytes) {
             Ok(Value::Array(batch)) => {
                 let answered = batch.iter().any(answers);
                 for message in batch {
@@ -439,7 +439,7 @@ impl Shared {
             if event.data.trim().is_empty() {
                 continue;
             }
-            let answered = match serde_json::from_str::<Value>(&event.data) {
+            let answered = match jsonrpc::value_from_str(&event.data) {
                 Ok(message) => {
                     let is_answer = message.get("method").is_none()
                         && until.is_some_and(|id| {
