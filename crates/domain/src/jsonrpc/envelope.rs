@@ -576,9 +576,11 @@ mod tests {
 
     #[test]
     fn malformed_json_in_a_member_no_message_has_is_still_a_parse_error() {
-        let frames: [&[u8]; 4] = [
+        // A lone surrogate is JSON, and read (see `surrogates`).
+        let lone = br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":"\ud800"}"#;
+        assert!(parse(lone).is_ok());
+        let frames: [&[u8]; 3] = [
             b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":\"\xff\"}",
-            br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":"\ud800"}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":1e400}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":{"y":[1,}}"#,
         ];
