@@ -9,7 +9,7 @@
 //! or a server that does not connect in time is skipped and reported to the
 //! user; the session goes on with the rest.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,10 +30,45 @@ use protocol_droid::wire::tools::Tool;
 pub(crate) struct Connected {
     /// The entry's `name`: the `SERVER/` of qualified names.
     pub(crate) name: String,
+    /// The entry it was connected from: what the user's grants are for.
+    entry: McpServer,
     /// The connection.
     pub(crate) client: Client,
     /// The tools as last listed; `None` until listed.
     tools: Mutex<Option<Arc<[Tool]>>>,
+    /// The tools of this server the user allowed for the rest of the
+    /// session. Kept with the server, not by `SERVER/TOOL`, which two
+    /// servers' tools may both spell; a `session/load` carries them over
+    /// only to a server connected from the same entry.
+    always_allowed: Mutex<HashSet<String>>,
+}
+
+impl Connected {
+    /// Whether the user allowed this server's `tool` for the rest of the
+    /// session.
+    pub(crate) fn always_allowed(&self, tool: &str) -> bool {
+        lock(&self.always_allowed).contains(tool)
+    }
+
+    /// Remembers that the user allowed this server's `tool` for the rest
+    /// of the session.
+    pub(crate) fn allow_always(&self, tool: &str) {
+        lock(&self.always_allowed).insert(tool.to_owned());
+    }
+
+    /// Takes over the grants of `before`, if it was connected from the
+    /// same entry: a server named alike but started otherwise is another
+    /// server, and asks again.
+    pub(crate) fn inherit_grants(&self, before: &Self) {
+        if self.entry == before.entry {
+            let granted = lock(&before.always_allowed).clone();
+            lock(&self.always_allowed).extend(granted);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// An entry that gave no connection, and why, in words for the user.
@@ -57,13 +92,28 @@ pub(crate) async fn connect_all(
     let mut seen = HashMap::new();
     for entry in entries {
         let name = entry_name(entry);
-        if seen.insert(name.clone(), ()).is_some() {
+        // `SERVER/TOOL` splits at the first `/`: a server named with one
+        // would make two servers' tools one name, and a grant for one the
+        // other's.
+        if name.contains('/') && !matches!(entry, McpServer::Invalid { .. }) {
+            failed.push(Failed {
+                name,
+                reason: "a server's name cannot hold `/`, which separates it from the tool's"
+                    .to_owned(),
+            });
+            continue;
+        }
+        // An unreadable entry is reported for what it is, however many
+        // share its stand-in name.
+        let readable = !matches!(entry, McpServer::Invalid { .. });
+        if readable && seen.insert(name.clone(), ()).is_some() {
             failed.push(Failed {
                 name,
                 reason: "another server of this session has the same name".to_owned(),
             });
             continue;
         }
+        let kept = entry.clone();
         let entry = entry.clone();
         let cwd = cwd.map(str::to_owned);
         let trust = trust.clone();
@@ -74,15 +124,17 @@ pub(crate) async fn connect_all(
                 Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
             }
         });
-        attempts.push((name, attempt));
+        attempts.push((name, kept, attempt));
     }
     let mut connected = Vec::new();
-    for (name, attempt) in attempts {
+    for (name, entry, attempt) in attempts {
         match attempt.await {
             Ok(Ok(client)) => connected.push(Arc::new(Connected {
                 name,
+                entry,
                 client,
                 tools: Mutex::new(None),
+                always_allowed: Mutex::default(),
             })),
             Ok(Err(reason)) => failed.push(Failed { name, reason }),
             Err(join) => failed.push(Failed {

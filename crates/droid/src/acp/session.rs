@@ -1,7 +1,7 @@
 //! One ACP session: its MCP servers, what it has said (for `session/load`),
 //! and what its user allowed for good.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -95,8 +95,6 @@ pub(crate) struct Session {
     sender: AcpSender,
     history: Arc<Mutex<History>>,
     limits: HistoryLimits,
-    /// `SERVER/TOOL`s the user allowed with `allow_always`.
-    always_allowed: Arc<Mutex<HashSet<String>>>,
     next_tool_call: Arc<AtomicU64>,
 }
 
@@ -115,17 +113,23 @@ impl Session {
             sender,
             history: Arc::default(),
             limits,
-            always_allowed: Arc::default(),
             next_tool_call: Arc::default(),
         }
     }
 
-    /// The same conversation over newly connected servers (`session/load`).
+    /// The same conversation over newly connected servers (`session/load`);
+    /// what the user allowed carries over to a server connected from the
+    /// same entry as before, and to no other.
     pub(crate) fn reconnected(
         &self,
         sender: AcpSender,
         (servers, failed): (Vec<Arc<Connected>>, Vec<Failed>),
     ) -> Self {
+        for server in &servers {
+            for before in self.servers.iter().filter(|b| b.name == server.name) {
+                server.inherit_grants(before);
+            }
+        }
         Self {
             id: self.id.clone(),
             servers,
@@ -133,7 +137,6 @@ impl Session {
             sender,
             history: Arc::clone(&self.history),
             limits: self.limits,
-            always_allowed: Arc::clone(&self.always_allowed),
             next_tool_call: Arc::clone(&self.next_tool_call),
         }
     }
@@ -198,22 +201,6 @@ impl Session {
             "call-{}",
             self.next_tool_call.fetch_add(1, Ordering::Relaxed)
         )
-    }
-
-    /// Whether the user allowed `tool` for the rest of the session.
-    pub(crate) fn always_allowed(&self, tool: &str) -> bool {
-        self.always_allowed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(tool)
-    }
-
-    /// Remembers that the user allowed `tool` for the rest of the session.
-    pub(crate) fn allow_always(&self, tool: String) {
-        self.always_allowed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(tool);
     }
 }
 

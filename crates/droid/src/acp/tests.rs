@@ -322,6 +322,66 @@ async fn ask_to_delete(client: &mut Client, session: &str) -> Result<(i64, Value
     Ok((prompt, request))
 }
 
+/// "Allow for this session" holds for the server it was given for: after
+/// `session/load` with the same entry it still holds; with another server
+/// under the same name, that server's tool asks again.
+#[tokio::test]
+async fn a_grant_carries_over_a_load_only_to_the_same_server() -> TestResult {
+    let (mut client, session) = fixture_session().await?;
+    let first = fixture().await?;
+    let (reply, _) = client
+        .call(
+            "session/load",
+            json!({ "sessionId": session, "cwd": "/", "mcpServers": [first] }),
+        )
+        .await?;
+    assert_eq!(reply["result"], json!({}), "{reply}");
+    let (prompt, request) = ask_to_delete(&mut client, &session).await?;
+    client.select(&request, "allow-always").await?;
+    client.answer(prompt).await?;
+    // The same entry again: allowed without asking.
+    client
+        .call(
+            "session/load",
+            json!({ "sessionId": session, "cwd": "/", "mcpServers": [first] }),
+        )
+        .await?;
+    let (_, updates) = client
+        .turn(&session, r#"call delete_note {"id": "8"}"#)
+        .await?;
+    assert_eq!(statuses(&updates), ["pending", "in_progress", "completed"]);
+    // Another server named alike: asked again.
+    client
+        .call(
+            "session/load",
+            json!({ "sessionId": session, "cwd": "/", "mcpServers": [fixture().await?] }),
+        )
+        .await?;
+    let (prompt, request) = ask_to_delete(&mut client, &session).await?;
+    client.select(&request, "reject-once").await?;
+    client.answer(prompt).await?;
+    Ok(())
+}
+
+/// `SERVER/TOOL` splits at the first `/`: a server named with one is
+/// refused, so that no two servers' tools share a name (nor a grant).
+#[tokio::test]
+async fn a_server_named_with_a_slash_is_refused() -> TestResult {
+    let mut client = start(AcpOptions::default());
+    let mut entry = fixture().await?;
+    entry["name"] = json!("a/b");
+    client.new_session(json!([entry])).await?;
+    let (update, _) = client.until(|m| m["method"] == "session/update").await?;
+    let text = update["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("a/b: a server's name cannot hold `/`"),
+        "{text}"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_destructive_tool_runs_only_after_the_user_allows_it() -> TestResult {
     let (mut client, session) = fixture_session().await?;

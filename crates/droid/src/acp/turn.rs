@@ -291,7 +291,7 @@ async fn call(
         }))
         .await?;
     *open_call.lock().unwrap_or_else(PoisonError::into_inner) = Some(id.clone());
-    if found.destructive() && !session.always_allowed(&title) {
+    if found.destructive() && !found.server.always_allowed(&found.tool.name) {
         let asked = session
             .sender()
             .request_permission(json!({
@@ -313,7 +313,7 @@ async fn call(
         let refusal = match asked {
             Ok(PermissionOutcome::Selected { option_id }) if option_id == ALLOW_ONCE => None,
             Ok(PermissionOutcome::Selected { option_id }) if option_id == ALLOW_ALWAYS => {
-                session.allow_always(title.clone());
+                found.server.allow_always(&found.tool.name);
                 None
             }
             Ok(PermissionOutcome::Selected { .. }) => Some((
