@@ -402,8 +402,27 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 // pipes, as an editor starting an agent makes them, rather
                 // than a blocking thread for every read and write.
                 let (input, output) = stdio::process_streams();
-                acp::serve(input, output, options).await;
-            });
+                // A signal ends the agent as its client closing stdin does:
+                // its sessions' servers are stopped, not left orphaned.
+                let caught = |kind| {
+                    tokio::signal::unix::signal(kind).context("catching SIGTERM, SIGINT and SIGHUP")
+                };
+                let mut signals = [
+                    caught(tokio::signal::unix::SignalKind::terminate())?,
+                    caught(tokio::signal::unix::SignalKind::interrupt())?,
+                    caught(tokio::signal::unix::SignalKind::hangup())?,
+                ];
+                let stopped = async move {
+                    let [terminate, interrupt, hangup] = &mut signals;
+                    tokio::select! {
+                        _ = terminate.recv() => {}
+                        _ = interrupt.recv() => {}
+                        _ = hangup.recv() => {}
+                    }
+                };
+                acp::serve(input, output, options, stopped).await;
+                anyhow::Ok(())
+            })?;
             Ok(())
         }
         Command::Revisions { transport } => {

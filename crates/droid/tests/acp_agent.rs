@@ -376,6 +376,55 @@ fn droid_acp_exits_when_its_client_closes_stdin() -> Result<(), TestError> {
     Err("droid acp did not exit after its stdin closed".into())
 }
 
+/// SIGTERM ends the agent as its client closing stdin does: its sessions'
+/// servers are stopped, not left running once it is gone. The server here
+/// leaves a helper behind in its process group when its stdin ends, as a
+/// server that ignores end of input would stay itself.
+#[test]
+fn sigterm_stops_the_sessions_servers_too() -> Result<(), TestError> {
+    use protocol_droid_test_support::running;
+    let lingering = ["sleep", "617.3"];
+    let script = format!("sleep 617.3 & exec {} serve", env!("CARGO_BIN_EXE_droid"));
+    let mut agent = Agent::start()?;
+    let server = json!({ "name": "lingering", "command": "sh", "args": ["-c", script], "env": [] });
+    let id = agent.request(
+        "session/new",
+        &json!({ "cwd": "/", "mcpServers": [server] }),
+    )?;
+    let (reply, _) = agent.answer(id)?;
+    assert!(reply["result"]["sessionId"].is_string(), "{reply}");
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !running(&lingering) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(running(&lingering), "the helper never started");
+    let signalled = std::process::Command::new("kill")
+        .args(["-TERM", &agent.child.id().to_string()])
+        .status()?;
+    assert!(signalled.success());
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = agent.child.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err("droid acp did not exit after SIGTERM".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    // The server's group is stopped before the agent exits; a moment is
+    // allowed for the helper to be reaped.
+    while running(&lingering) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !running(&lingering),
+        "the session's server outlived the agent"
+    );
+    Ok(())
+}
+
 /// A session's HTTPS server is checked against `--ca-file`: reached with it,
 /// refused without it, and the refusal says why.
 #[test]

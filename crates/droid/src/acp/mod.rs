@@ -77,13 +77,18 @@ impl Default for AcpOptions {
     }
 }
 
-/// Serves ACP on `stdin`/`stdout` until the client closes `stdin`, then
-/// closes every session's MCP servers.
-pub(crate) async fn serve<R, W>(stdin: R, stdout: W, options: AcpOptions)
-where
+/// Serves ACP on `stdin`/`stdout` until the client closes `stdin` or
+/// `stopped` resolves (a signal), then closes every session's MCP servers.
+pub(crate) async fn serve<R, W>(
+    stdin: R,
+    stdout: W,
+    options: AcpOptions,
+    stopped: impl Future<Output = ()>,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let mut stopped = std::pin::pin!(stopped);
     let mut peer = AcpAgentPeer::from_stdio(stdin, stdout);
     let agent = Agent {
         sender: peer.sender(),
@@ -93,7 +98,14 @@ where
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos()),
     };
-    while let Some(message) = peer.recv_request().await {
+    loop {
+        let message = tokio::select! {
+            message = peer.recv_request() => message,
+            () = &mut stopped => None,
+        };
+        let Some(message) = message else {
+            break;
+        };
         let outcome = match message {
             Inbound::Request(request) => agent.request(*request).await,
             Inbound::Notification(notification) => {

@@ -28,7 +28,7 @@ struct Client {
 fn start(options: AcpOptions) -> Client {
     let (client_in, agent_in) = tokio::io::duplex(1 << 20);
     let (agent_out, client_out) = tokio::io::duplex(1 << 20);
-    tokio::spawn(serve(agent_in, agent_out, options));
+    tokio::spawn(serve(agent_in, agent_out, options, std::future::pending()));
     Client {
         lines: LineClient::new(client_in, client_out),
         next_id: 0,
