@@ -487,6 +487,40 @@ async fn cancel_while_permission_is_pending_ends_the_turn_cancelled_without_call
     Ok(())
 }
 
+/// A prompt block that is not a content block (no text, a text that is a
+/// number, an unknown type, an image without its type of data) is refused
+/// as invalid params, and not kept: `session/load` would replay it as an
+/// update no client can read.
+#[tokio::test]
+async fn a_prompt_block_that_is_no_content_block_is_refused_and_not_replayed() -> TestResult {
+    let (mut client, session) = fixture_session().await?;
+    for block in [
+        json!({ "type": "text" }),
+        json!({ "type": "text", "text": 5 }),
+        json!({ "type": "bogus" }),
+        json!({ "type": "image", "data": "x" }),
+        json!({ "type": "tool_use", "id": "t", "name": "n", "input": {} }),
+    ] {
+        let (reply, updates) = client
+            .call(
+                "session/prompt",
+                json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "help" }, block] }),
+            )
+            .await?;
+        assert_eq!(reply["error"]["code"], -32602, "{block}: {reply}");
+        assert!(updates.is_empty(), "{block}: {updates:?}");
+    }
+    let (reply, replayed) = client
+        .call(
+            "session/load",
+            json!({ "sessionId": session, "cwd": "/", "mcpServers": [fixture().await?] }),
+        )
+        .await?;
+    assert_eq!(reply["result"], json!({}), "{reply}");
+    assert!(replayed.is_empty(), "{replayed:?}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn load_replays_the_conversation_before_its_answer() -> TestResult {
     let (mut client, session) = fixture_session().await?;

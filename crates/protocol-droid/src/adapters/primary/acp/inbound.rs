@@ -16,6 +16,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::wire::is_id;
+use crate::domain::ir::ContentBlock;
 
 /// Method names the agent handles, from the v1 `meta.json` (`agentMethods`
 /// and `protocolMethods`).
@@ -566,14 +567,8 @@ pub(super) fn request_params(
         m::SESSION_CLOSE => P::CloseSession(typed(params)?),
         m::SESSION_PROMPT => {
             let p: PromptParams = typed(params)?;
-            if !p
-                .prompt
-                .iter()
-                .all(|block| block.get("type").is_some_and(Value::is_string))
-            {
-                return Err(InvalidParams::new(
-                    "every prompt block must be an object with a string `type`",
-                ));
+            if let Some(why) = p.prompt.iter().find_map(unfit_block) {
+                return Err(InvalidParams::new(why));
             }
             P::Prompt(p)
         }
@@ -582,6 +577,27 @@ pub(super) fn request_params(
         other if other.starts_with('_') => P::Extension(params),
         _ => P::Unknown(params),
     })
+}
+
+/// Why `block` is not one of the content blocks a prompt may hold (ACP's
+/// `ContentBlock`: MCP's text, image, audio, resource link and embedded
+/// resource), if it is not. Refused rather than kept, a block would be
+/// replayed by `session/load` as an update no client can read.
+fn unfit_block(block: &Value) -> Option<String> {
+    let Some(kind) = block.get("type").and_then(Value::as_str) else {
+        return Some("every prompt block must be an object with a string `type`".to_owned());
+    };
+    match serde_json::from_value::<ContentBlock>(block.clone()) {
+        Ok(
+            ContentBlock::Text(_)
+            | ContentBlock::Image(_)
+            | ContentBlock::Audio(_)
+            | ContentBlock::ResourceLink(_)
+            | ContentBlock::Resource(_),
+        ) => None,
+        Ok(_) => Some(format!("a prompt holds no `{kind}` block")),
+        Err(e) => Some(format!("a `{kind}` prompt block does not read: {e}")),
+    }
 }
 
 /// Reads a notification's params for its method.
