@@ -1303,6 +1303,25 @@ mod scopes {
             [2, 3, 2],
             "the session opened with the elevated token does not keep it"
         );
+        // A call answered under the elevated token, retried under the plain
+        // one, is not replayed: the tool is unknown to that caller now.
+        let secret = json!({ "jsonrpc": "2.0", "id": 10, "method": "tools/call",
+            "params": { "name": "secret", "arguments": {} } });
+        let mut answers = Vec::new();
+        for token in [&elevated, &plain] {
+            let body: Value = server
+                .post_to("/mcp", Some(token), &headers, &secret)
+                .await?
+                .json()
+                .await?;
+            answers.push(body);
+        }
+        assert_eq!(
+            answers[0]["result"]["content"][0]["text"],
+            json!("secret for alice"),
+            "{answers:?}"
+        );
+        assert_eq!(answers[1]["error"]["code"], json!(-32602), "{answers:?}");
         let withdrawn = server.post_to("/mcp", None, &headers, &list(4)).await?;
         assert_eq!(
             withdrawn.status(),

@@ -502,6 +502,17 @@ impl Server {
         self.registry().tools.get(name).map(|t| t.tool.clone())
     }
 
+    /// Whether `caller`'s scopes let it see the tool `name`; a tool this
+    /// server does not know passes (the call then says it is unknown).
+    pub(crate) fn scopes_admit_tool(&self, name: &str, caller: &AuthContext) -> bool {
+        match self.registry().tools.get(name) {
+            Some(tool) => super::registry::visible(tool.scope.as_ref(), |s| caller.has_scope(s)),
+            None => self
+                .forwarded_scopes()
+                .admits_tool(name, |s| caller.has_scope(s)),
+        }
+    }
+
     /// What `read` takes from the definition of the tool `name`, if
     /// `caller` may see it; a forwarded tool is the upstream's, as its last
     /// list gave it.

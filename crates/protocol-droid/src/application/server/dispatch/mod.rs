@@ -872,6 +872,14 @@ impl Connection {
         ctx: Box<RequestContext>,
         peer: PeerSession,
     ) -> Result<Reply, ErrorObject> {
+        // A recorded answer is replayed only to a caller who may still see
+        // the tool: one whose token has lost its scope since is answered as
+        // a new call would be (an unknown tool), not given the answer again.
+        if let ClientRequest::CallTool { name } = &request {
+            if !self.server.scopes_admit_tool(name, &ctx.auth) {
+                return self.common(method, request, params, ctx, peer).await;
+            }
+        }
         let digest = request_digest(&params);
         if let (Some(name), Some(shared)) = (self.shared_as.get(), self.server.shared_sessions()) {
             let ledger = Arc::clone(&shared.idempotency);
