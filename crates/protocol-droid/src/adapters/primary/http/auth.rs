@@ -273,10 +273,15 @@ impl ResourceServer {
 
     /// The path the metadata is served at: the well-known prefix followed by
     /// the resource's path (`/.well-known/oauth-protected-resource/mcp`).
+    /// Only the slash that follows the host alone is dropped (RFC 9728
+    /// §3.1): a resource `…/mcp/` has its metadata at `…/mcp/`, where a
+    /// client derives it.
     #[must_use]
     pub fn metadata_path(&self) -> String {
-        let path = self.resource.path().trim_end_matches('/');
-        format!("{METADATA_PREFIX}{path}")
+        match self.resource.path() {
+            "/" => METADATA_PREFIX.to_owned(),
+            path => format!("{METADATA_PREFIX}{path}"),
+        }
     }
 
     /// The metadata's absolute URL, as a challenge names it.
@@ -662,6 +667,25 @@ mod tests {
             rs.as_ref().map(ResourceServer::metadata_url).as_deref(),
             Some("https://mcp.example.com:8443/.well-known/oauth-protected-resource/mcp")
         );
+        // RFC 9728 §3.1: only the slash after the host alone goes.
+        for (resource, path) in [
+            (
+                "https://h.example/mcp/",
+                "/.well-known/oauth-protected-resource/mcp/",
+            ),
+            (
+                "https://h.example/",
+                "/.well-known/oauth-protected-resource",
+            ),
+            ("https://h.example", "/.well-known/oauth-protected-resource"),
+        ] {
+            let rs = ResourceServer::new(resource, Arc::new(Refuse)).ok();
+            assert_eq!(
+                rs.as_ref().map(ResourceServer::metadata_path).as_deref(),
+                Some(path),
+                "{resource}"
+            );
+        }
     }
 
     #[test]
