@@ -202,9 +202,14 @@ enum Command {
         /// How long connecting to one MCP server may take.
         #[arg(long, value_name = "SECONDS", default_value_t = 20)]
         connect_timeout: u64,
-        /// The most sessions open at once.
-        #[arg(long, value_name = "N", default_value_t = 64)]
-        max_sessions: usize,
+        /// The most sessions open at once (at least 1).
+        #[arg(
+            long,
+            value_name = "N",
+            default_value_t = 64,
+            value_parser = clap::value_parser!(u16).range(1..)
+        )]
+        max_sessions: u16,
     },
     /// Print which features each MCP revision allows, as this build resolves them.
     Revisions {
@@ -392,7 +397,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
         } => {
             let options = acp::AcpOptions {
                 connect_timeout: Duration::from_secs(connect_timeout),
-                max_sessions: max_sessions.max(1),
+                max_sessions: usize::from(max_sessions),
                 trust,
                 ..acp::AcpOptions::default()
             };

@@ -107,8 +107,23 @@ impl ChildProcess {
     ///
     /// # Errors
     ///
-    /// When the program cannot be started.
+    /// When the program cannot be started, or a variable given it has no
+    /// name or a name holding `=` (which the environment would read as
+    /// another variable).
     pub fn spawn(options: &ChildOptions, inbound: InboundTx) -> std::io::Result<Self> {
+        if let Some((name, _)) = options
+            .env
+            .iter()
+            .find(|(name, _)| name.is_empty() || name.as_encoded_bytes().contains(&b'='))
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the environment variable name {:?} is empty or holds `=`",
+                    name.to_string_lossy()
+                ),
+            ));
+        }
         let mut command = Command::new(&options.program);
         if let Some(cwd) = &options.cwd {
             // Said by name: the error spawning gives is the program's
@@ -500,6 +515,22 @@ mod tests {
             "SSH_AUTH_SOCK",
         ] {
             assert!(!is_base(secret.as_ref()), "{secret}");
+        }
+    }
+
+    /// A variable named `A=B` would reach the child as `A` holding `B=…`,
+    /// and one with no name as a malformed entry: neither starts a child.
+    #[tokio::test]
+    async fn a_variable_without_a_name_of_its_own_starts_nothing() {
+        for name in ["A=B", ""] {
+            let mut options = ChildOptions::new("true", Vec::<OsString>::new());
+            options.env.push((name.into(), "c".into()));
+            let (inbound, _rx) = crate::application::client::inbound_queue();
+            let spawned = ChildProcess::spawn(&options, inbound);
+            assert!(
+                spawned.is_err_and(|e| e.kind() == std::io::ErrorKind::InvalidInput),
+                "{name:?}"
+            );
         }
     }
 
