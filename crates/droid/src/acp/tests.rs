@@ -487,6 +487,34 @@ async fn cancel_while_permission_is_pending_ends_the_turn_cancelled_without_call
     Ok(())
 }
 
+/// What a server chose (a tool's name, a description) is shown with what a
+/// terminal or renderer would obey escaped: a tool named with an escape
+/// sequence and a right-to-left override shows them as escapes, and lists
+/// on one line.
+#[tokio::test]
+async fn a_servers_names_are_listed_with_their_controls_escaped() -> TestResult {
+    let hostile = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upstreams/hostile.py");
+    let mut client = start(AcpOptions::default());
+    let session = client
+        .new_session(json!([
+            { "name": "hostile", "command": "python3", "args": [hostile, "--spoof-names"],
+              "env": [] },
+        ]))
+        .await?;
+    let (_, updates) = client.turn(&session, "tools").await?;
+    let text = said(&updates);
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+        "{text:?}"
+    );
+    assert!(
+        text.contains(r"hostile/ok\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}evil - "),
+        "{text}"
+    );
+    assert!(!text.contains('\u{2028}'), "{text:?}");
+    Ok(())
+}
+
 /// A prompt block that is not a content block (no text, a text that is a
 /// number, an unknown type, an image without its type of data) is refused
 /// as invalid params, and not kept: `session/load` would replay it as an

@@ -5,6 +5,7 @@
 //! `session/cancel` stops it): every update is sent by awaiting it in
 //! order, and the MCP request in flight is cancelled by being dropped.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -15,6 +16,7 @@ use serde_json::{Map, Value, json};
 use super::command::{self, Command, HELP};
 use super::mcp::{self, Connected, FoundTool};
 use super::session::Session;
+use crate::terminal::shown;
 
 /// The longest command read, in bytes. Commands are short; a longer prompt
 /// is a pasted document, which this agent has no use for.
@@ -113,12 +115,12 @@ fn servers(session: &Session) -> String {
             .map_or_else(|| "?".to_owned(), |s| s.version.to_string());
         let info = state
             .and_then(|s| s.server_info)
-            .map(|i| format!(" ({} {})", i.name, i.version))
+            .map(|i| format!(" ({} {})", shown(&i.name), shown(&i.version)))
             .unwrap_or_default();
         let closed = server
             .client
             .closed()
-            .map(|why| format!(", closed: {why}"))
+            .map(|why| format!(", closed: {}", shown(&why)))
             .unwrap_or_default();
         let _infallible = writeln!(
             text,
@@ -132,9 +134,10 @@ fn servers(session: &Session) -> String {
     text
 }
 
-/// The first line of a description, for one-line listings.
-fn summary(description: Option<&str>) -> &str {
-    description.and_then(|d| d.lines().next()).unwrap_or("")
+/// The first line of a description, for one-line listings, with what a
+/// terminal or a renderer would obey escaped: the server chose it.
+fn summary(description: Option<&str>) -> Cow<'_, str> {
+    shown(description.and_then(|d| d.lines().next()).unwrap_or(""))
 }
 
 async fn list_tools(session: &Session) -> Result<(), AcpPeerError> {
@@ -161,16 +164,24 @@ async fn list_tools(session: &Session) -> Result<(), AcpPeerError> {
                     } else {
                         ""
                     };
+                    // The tool's name is the server's to choose: a line
+                    // break in it must not write a line of its own.
                     let _infallible = writeln!(
                         text,
                         "{} - {}{asks}",
-                        found.qualified(),
+                        shown(&found.qualified()),
                         summary(tool.description.as_deref())
                     );
                 }
             }
             Err(e) => {
-                let _infallible = writeln!(text, "{}: could not list tools: {e}", server.name);
+                let why = e.to_string();
+                let _infallible = writeln!(
+                    text,
+                    "{}: could not list tools: {}",
+                    server.name,
+                    shown(&why)
+                );
             }
         }
     }
@@ -187,7 +198,7 @@ async fn list_resources(session: &Session) -> Result<(), AcpPeerError> {
                     let _infallible = writeln!(
                         text,
                         "{} ({}) - {}",
-                        resource.uri,
+                        shown(&resource.uri),
                         server.name,
                         summary(about)
                     );
@@ -214,7 +225,7 @@ async fn list_prompts(session: &Session) -> Result<(), AcpPeerError> {
                         .arguments
                         .iter()
                         .flatten()
-                        .map(|a| a.name.clone())
+                        .map(|a| shown(&a.name).into_owned())
                         .collect();
                     let arguments = if arguments.is_empty() {
                         String::new()
@@ -225,7 +236,7 @@ async fn list_prompts(session: &Session) -> Result<(), AcpPeerError> {
                         text,
                         "{}/{}{arguments} - {}",
                         server.name,
-                        prompt.name,
+                        shown(&prompt.name),
                         summary(prompt.description.as_deref())
                     );
                 }
