@@ -289,7 +289,8 @@ async fn call(
         }
     };
     let id = session.tool_call_id();
-    let title = found.qualified();
+    // Shown to the user, and asked about: the tool's name is the server's.
+    let title = shown(&found.qualified()).into_owned();
     let raw_input = Value::Object(arguments.clone().unwrap_or_default());
     session
         .emit(json!({
