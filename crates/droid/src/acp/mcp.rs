@@ -260,8 +260,8 @@ async fn connect_sse(sse: &McpServerHttp, trust: &Trust) -> Result<Client, Strin
         .map_err(|e| e.to_string())
 }
 
-/// The `Authorization` header an `sse` entry gave, sent as it is. The
-/// HTTP+SSE transport takes no other headers.
+/// The `Authorization` header an `sse` entry gave, sent as it is (the
+/// entry's other headers go as plain headers).
 struct FixedAuthorization(String);
 
 impl std::fmt::Debug for FixedAuthorization {
