@@ -900,6 +900,33 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
     }
 }
 
+/// A server asking a thousand questions in one round is flooding its
+/// client: the bridge refuses the round, for a client of either era,
+/// rather than putting them all (or building a round of them).
+#[tokio::test]
+async fn a_round_of_a_thousand_questions_is_refused() -> Result<(), TestError> {
+    for client in [ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28] {
+        let (rig, _) = in_front_of_bad_at(
+            "many-questions",
+            BridgeOptions::default(),
+            Some(ProtocolVersion::V2026_07_28),
+            client,
+        )
+        .await?;
+        match ask(&rig, "tools/call", json!({ "name": "anything" })).await {
+            Err(ClientError::Server(error)) => {
+                assert_eq!(error.code, ErrorCode::INTERNAL_ERROR, "{client}: {error:?}");
+                assert!(
+                    error.message.contains("more than 64 questions"),
+                    "{client}: {error:?}"
+                );
+            }
+            other => return Err(format!("{client}: expected a refusal, got {other:?}").into()),
+        }
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn the_upstreams_refusal_of_the_bridges_own_request_is_the_bridges_failure()
 -> Result<(), TestError> {

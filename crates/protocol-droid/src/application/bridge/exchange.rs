@@ -60,6 +60,11 @@ pub const MAX_PARKED: usize = 1024;
 /// How many of them one caller may have parked.
 pub const MAX_PARKED_PER_CALLER: usize = 64;
 
+/// The most questions a server may put to a client through the bridge at
+/// once (one round's, or a task's input requests): each is a request the
+/// client must answer, and a server asking thousands is flooding it.
+pub(super) const MAX_QUESTIONS_PER_ROUND: usize = 64;
+
 /// How long, after a legacy server's question, the bridge waits for others
 /// sent alongside it, so a 2026-07-28 client gets them in one round.
 const GATHER: Duration = Duration::from_millis(25);
@@ -1043,12 +1048,20 @@ impl Rounds<'_> {
     }
 
     /// The downstream questions for `(key, method, params)` triples, each
-    /// lowered for the client's revision.
+    /// lowered for the client's revision; refused when there are more than
+    /// [`MAX_QUESTIONS_PER_ROUND`].
     pub(super) fn questions(
         &mut self,
         asked: impl Iterator<Item = (String, String, Value)>,
     ) -> Result<Vec<Question>, CallError> {
+        let asked: Vec<_> = asked.take(MAX_QUESTIONS_PER_ROUND + 1).collect();
+        if asked.len() > MAX_QUESTIONS_PER_ROUND {
+            return Err(CallError::internal(format!(
+                "the server asked more than {MAX_QUESTIONS_PER_ROUND} questions at once"
+            )));
+        }
         asked
+            .into_iter()
             .map(|(key, method, mut params)| {
                 Lowering {
                     leg: self.leg,

@@ -357,17 +357,11 @@ impl Call {
     /// [`CallError::MissingCapability`] when the request did not declare
     /// elicitation; a protocol error when the legacy client refused.
     pub async fn elicit(&self, key: &str, params: Value) -> Result<Value, CallError> {
-        let url = params.get("mode").and_then(Value::as_str) == Some("url");
-        let (feature, required) = if url {
-            (
-                Feature::ElicitationUrl,
-                json!({ "elicitation": { "url": {} } }),
-            )
-        } else {
-            (Feature::Elicitation, json!({ "elicitation": {} }))
-        };
-        self.ask(key, "elicitation/create", params, feature, required)
-            .await
+        self.ask_one(Question::Elicit {
+            key: key.to_owned(),
+            params,
+        })
+        .await
     }
 
     /// Asks the client's model for a completion, as `key`.
@@ -376,13 +370,10 @@ impl Call {
     ///
     /// As [`Self::elicit`], for sampling.
     pub async fn sample(&self, key: &str, params: Value) -> Result<Value, CallError> {
-        self.ask(
-            key,
-            "sampling/createMessage",
+        self.ask_one(Question::Sample {
+            key: key.to_owned(),
             params,
-            Feature::Sampling,
-            json!({ "sampling": {} }),
-        )
+        })
         .await
     }
 
@@ -392,13 +383,9 @@ impl Call {
     ///
     /// As [`Self::elicit`], for roots.
     pub async fn list_roots(&self, key: &str) -> Result<Value, CallError> {
-        self.ask(
-            key,
-            "roots/list",
-            json!({}),
-            Feature::Roots,
-            json!({ "roots": {} }),
-        )
+        self.ask_one(Question::ListRoots {
+            key: key.to_owned(),
+        })
         .await
     }
 
@@ -410,23 +397,10 @@ impl Call {
         feature: Feature,
         required: Value,
     ) -> Result<Value, CallError> {
-        if self.peer.negotiated().era() == Era::Modern {
-            // An answer that is not even an object cannot be the result the
-            // question asked for: asked again, as a missing one would be.
-            if let Some(answer) = self.ctx.input_responses.get(key).filter(|a| a.is_object()) {
-                return Ok(answer.clone());
-            }
+        if let Some(answer) = self.given(key) {
+            return Ok(answer);
         }
-        if !self.peer.allows(feature) {
-            return Err(match self.peer.negotiated().era() {
-                Era::Modern => CallError::MissingCapability {
-                    required: required.as_object().cloned().unwrap_or_default(),
-                },
-                // The client's request was valid; this server cannot finish
-                // it on this connection, which is the server's failure.
-                Era::Legacy => ExchangeError::NotNegotiated(feature).into(),
-            });
-        }
+        self.may_ask(feature, &required)?;
         if let Some(task) = self.running_task() {
             return self.ask_in_task(&task, key, method, params).await;
         }
@@ -436,23 +410,71 @@ impl Call {
                 Ok(self.exchange(None, method, params).await?)
             }
             Era::Modern => {
-                let mut request = JsonObject::new();
-                request.insert("method".to_owned(), json!(method));
-                request.insert("params".to_owned(), params);
-                let requests = match self.asked.lock() {
-                    Ok(mut asked) => {
-                        asked
-                            .requests
-                            .insert(key.to_owned(), Value::Object(request));
-                        asked.requests.clone()
-                    }
-                    Err(_) => return Err(CallError::internal("input bookkeeping poisoned")),
-                };
-                // The state in force goes out again even when this round kept
-                // nothing new, or the round after would start from nothing.
-                Err(CallError::input_required(requests, self.state()))
+                self.note(key, method, params)?;
+                Err(self.round()?)
             }
         }
+    }
+
+    /// The client's answer to the question `key`, when this 2026-07-28
+    /// request carries one. An answer that is not even an object cannot be
+    /// the result the question asked for: asked again, as a missing one
+    /// would be.
+    fn given(&self, key: &str) -> Option<Value> {
+        if self.peer.negotiated().era() != Era::Modern {
+            return None;
+        }
+        self.ctx
+            .input_responses
+            .get(key)
+            .filter(|a| a.is_object())
+            .cloned()
+    }
+
+    /// Whether the client may be asked what needs `feature` (`required`
+    /// is the capability, as a missing one is named); the error to answer
+    /// with when not.
+    fn may_ask(&self, feature: Feature, required: &Value) -> Result<(), CallError> {
+        if self.peer.allows(feature) {
+            return Ok(());
+        }
+        Err(match self.peer.negotiated().era() {
+            Era::Modern => CallError::MissingCapability {
+                required: required.as_object().cloned().unwrap_or_default(),
+            },
+            // The client's request was valid; this server cannot finish it
+            // on this connection, which is the server's failure.
+            Era::Legacy => ExchangeError::NotNegotiated(feature).into(),
+        })
+    }
+
+    /// Notes the question `key` among this 2026-07-28 round's input
+    /// requests.
+    fn note(&self, key: &str, method: &str, params: Value) -> Result<(), CallError> {
+        let mut request = JsonObject::new();
+        request.insert("method".to_owned(), json!(method));
+        request.insert("params".to_owned(), params);
+        let mut asked = self
+            .asked
+            .lock()
+            .map_err(|_| CallError::internal("input bookkeeping poisoned"))?;
+        asked
+            .requests
+            .insert(key.to_owned(), Value::Object(request));
+        Ok(())
+    }
+
+    /// The end of this 2026-07-28 round: every question noted, and the
+    /// state in force, which goes out again even when this round kept
+    /// nothing new, or the round after would start from nothing.
+    fn round(&self) -> Result<CallError, CallError> {
+        let requests = self
+            .asked
+            .lock()
+            .map_err(|_| CallError::internal("input bookkeeping poisoned"))?
+            .requests
+            .clone();
+        Ok(CallError::input_required(requests, self.state()))
     }
 
     /// Sends the client `method` (on behalf of the task `task`, if asked
@@ -544,28 +566,66 @@ impl Call {
             )
             .await;
         }
+        // Every question not yet answered is noted, and the round ends
+        // once, carrying them all: ended at each, it would copy the round
+        // so far every time, and a thousand questions cost a million.
         let mut answers = Vec::with_capacity(questions.len());
-        let mut pending: Option<CallError> = None;
+        let mut missing = false;
         for question in questions {
-            let outcome = self.ask_one(question).await;
-            match outcome {
-                Ok(answer) => answers.push(answer),
-                // Keep asking so the round carries every missing answer;
-                // the last error holds all requests collected so far.
-                Err(error @ CallError::InputRequired(_)) => pending = Some(error),
-                Err(other) => return Err(other),
+            let (key, method, params, feature, required) = question.parts();
+            if let Some(answer) = self.given(&key) {
+                answers.push(answer);
+                continue;
             }
+            self.may_ask(feature, &required)?;
+            self.note(&key, method, params)?;
+            missing = true;
         }
-        pending.map_or(Ok(answers), Err)
+        if missing {
+            return Err(self.round()?);
+        }
+        Ok(answers)
     }
 }
 
 impl Call {
     async fn ask_one(&self, question: Question) -> Result<Value, CallError> {
-        match question {
-            Question::Elicit { key, params } => self.elicit(&key, params).await,
-            Question::Sample { key, params } => self.sample(&key, params).await,
-            Question::ListRoots { key } => self.list_roots(&key).await,
+        let (key, method, params, feature, required) = question.parts();
+        self.ask(&key, method, params, feature, required).await
+    }
+}
+
+impl Question {
+    /// The question's key, method and params, the feature it needs and
+    /// that feature as a capabilities object.
+    fn parts(self) -> (String, &'static str, Value, Feature, Value) {
+        match self {
+            Self::Elicit { key, params } => {
+                let url = params.get("mode").and_then(Value::as_str) == Some("url");
+                let (feature, required) = if url {
+                    (
+                        Feature::ElicitationUrl,
+                        json!({ "elicitation": { "url": {} } }),
+                    )
+                } else {
+                    (Feature::Elicitation, json!({ "elicitation": {} }))
+                };
+                (key, "elicitation/create", params, feature, required)
+            }
+            Self::Sample { key, params } => (
+                key,
+                "sampling/createMessage",
+                params,
+                Feature::Sampling,
+                json!({ "sampling": {} }),
+            ),
+            Self::ListRoots { key } => (
+                key,
+                "roots/list",
+                json!({}),
+                Feature::Roots,
+                json!({ "roots": {} }),
+            ),
         }
     }
 }
