@@ -900,6 +900,40 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
     }
 }
 
+/// A call whose server asks past the bridge's bound of rounds fails, and
+/// the server's questions stop there: its connection serves no later call
+/// and is closed, where before what it asked next went on to the session's
+/// client (or its next call) without end.
+#[tokio::test]
+async fn a_call_past_its_bound_of_rounds_leaves_the_next_call_alone() -> Result<(), TestError> {
+    let (rig, record) = in_front_of_bad_at(
+        "asks-forever",
+        BridgeOptions::default(),
+        Some(ProtocolVersion::V2025_11_25),
+        ProtocolVersion::V2025_11_25,
+    )
+    .await?;
+    match ask(&rig, "tools/call", json!({ "name": "ask" })).await {
+        Err(ClientError::Server(error)) => {
+            assert!(
+                error.message.contains("asked for input more than"),
+                "{error:?}"
+            );
+        }
+        other => return Err(format!("expected a refusal, got {other:?}").into()),
+    }
+    for _ in 0..3 {
+        let answered = ask(&rig, "tools/call", json!({ "name": "fine" })).await?;
+        assert_eq!(answered["content"][0]["text"], "done", "{answered}");
+    }
+    // The server asks no more: what it recorded stays as it is.
+    let asked = || std::fs::read_to_string(&record).map(|r| r.lines().count());
+    let before = asked()?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(asked()?, before, "the server went on asking");
+    Ok(())
+}
+
 /// A server asking a thousand questions in one round is flooding its
 /// client: the bridge refuses the round, for a client of either era,
 /// rather than putting them all (or building a round of them).

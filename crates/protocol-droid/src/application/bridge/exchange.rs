@@ -424,9 +424,16 @@ impl Flight {
                     }
                     self.rounds += 1;
                     if self.rounds > max_rounds {
-                        return Err(CallError::internal(format!(
+                        let error = Refusal::internal(format!(
                             "the server asked for input more than {max_rounds} times"
-                        )));
+                        ));
+                        // The server is still at the request, and may ask
+                        // on: its questions are refused, and its connection
+                        // serves no later call, whose questions its
+                        // leftovers would otherwise become.
+                        self.refuse_open(&error.clone().into());
+                        self.lease.discard();
+                        return Err(error.into());
                     }
                     return Ok(Advance::Asked);
                 }

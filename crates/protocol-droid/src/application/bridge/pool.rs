@@ -309,7 +309,9 @@ impl Bridge {
         Ok(if exclusive {
             pool.iter().find_map(Upstream::try_lease)
         } else {
-            pool.first().map(Upstream::share)
+            pool.iter()
+                .find(|u| !u.retired.load(std::sync::atomic::Ordering::Acquire))
+                .map(Upstream::share)
         })
     }
 }

@@ -676,6 +676,15 @@ impl Lease {
             self.upstream.retired.store(true, Ordering::Release);
         }
     }
+
+    /// Keeps the connection from every later request, shared or not: its
+    /// server misbehaves past what the bridge bounds (it asks on and on),
+    /// and on a shared connection what it asks next would be taken for
+    /// the next request's questions. Closed once no request uses it; a
+    /// legacy session's next request opens its session upstream anew.
+    pub(super) fn discard(&self) {
+        self.upstream.retired.store(true, Ordering::Release);
+    }
 }
 
 impl Drop for Lease {
