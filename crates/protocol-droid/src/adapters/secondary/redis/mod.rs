@@ -7,7 +7,10 @@
 //! comes and matches answers in order, so there is nothing to pool. It
 //! reconnects by itself after a failure; a command sent while Redis is
 //! away fails within [`RedisOptions::timeout`] as
-//! [`StoreError::Unavailable`], and the next one tries again.
+//! [`StoreError::Unavailable`], and the next one tries again. A
+//! connection that answers nothing in time, or answers out of turn, is
+//! replaced with a new one: the manager would keep it, since it did not
+//! drop.
 //!
 //! # What is kept, under the key prefix (`droid:` unless told otherwise)
 //!
@@ -42,7 +45,8 @@ mod tasks;
 pub use tasks::RedisTasks;
 
 use core::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -177,7 +181,12 @@ impl Default for RedisOptions {
 #[derive(Clone)]
 pub struct RedisStore {
     client: redis::Client,
-    connection: ConnectionManager,
+    /// The connection in use, replaced whole when it cannot be trusted.
+    connection: Arc<RwLock<ConnectionManager>>,
+    /// How a connection is made and kept.
+    config: ConnectionManagerConfig,
+    /// Whether a new connection is being made.
+    renewing: Arc<AtomicBool>,
     /// The URL without its password, for messages.
     shown: String,
     prefix: String,
@@ -230,7 +239,7 @@ impl RedisStore {
             .set_max_delay(options.timeout);
         let connection = tokio::time::timeout(
             options.timeout.saturating_mul(2),
-            ConnectionManager::new_with_config(client.clone(), config),
+            ConnectionManager::new_with_config(client.clone(), config.clone()),
         )
         .await
         .map_err(|_| StoreError::Unavailable(format!("{shown}: no answer in time")))?
@@ -238,7 +247,9 @@ impl RedisStore {
         let [claim, keep_newer, forget_at, renew_at] = gateway::scripts();
         let store = Self {
             client,
-            connection,
+            connection: Arc::new(RwLock::new(connection)),
+            config,
+            renewing: Arc::default(),
             shown,
             prefix: options.prefix,
             timeout: options.timeout,
@@ -390,13 +401,61 @@ impl RedisStore {
         F: FnMut(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        match attempt(self.connection.clone()).await {
+        match attempt(self.current()).await {
             Err(error) if error.is_io_error() || error.is_unrecoverable_error() => {
-                attempt(self.connection.clone()).await
+                attempt(self.current()).await
             }
             done => done,
         }
-        .map_err(|e| self.unavailable(&e))
+        .map_err(|e| {
+            if untrusted(&e) {
+                self.renew();
+            }
+            self.unavailable(&e)
+        })
+    }
+
+    /// The connection in use.
+    fn current(&self) -> ConnectionManager {
+        self.connection
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Makes a new connection in the background and uses it from then on:
+    /// the one in use answered out of turn or not at all, and the manager
+    /// reconnects by itself only when the connection is seen to drop. A
+    /// connection a firewall silently forgot, or one whose answers came
+    /// out of order, would otherwise fail every command for good.
+    fn renew(&self) {
+        if self.renewing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            let made = tokio::time::timeout(
+                store.timeout.saturating_mul(2),
+                ConnectionManager::new_with_config(store.client.clone(), store.config.clone()),
+            )
+            .await;
+            match made {
+                Ok(Ok(connection)) => {
+                    tracing::warn!(target: "droid::store", url = %store.shown, "the connection to the store was replaced");
+                    *store
+                        .connection
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner) = connection;
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(target: "droid::store", %error, "a new connection to the store failed");
+                }
+                Err(_) => {
+                    tracing::debug!(target: "droid::store", "a new connection to the store took too long");
+                }
+            }
+            store.renewing.store(false, Ordering::Release);
+        });
     }
 
     fn unavailable(&self, error: &redis::RedisError) -> StoreError {
@@ -1273,6 +1332,15 @@ fn platform_roots_pem() -> Vec<u8> {
 /// Why connecting failed, as a sentence: a TLS failure named as such (an
 /// unknown issuer with how to trust a private one), else the client's own
 /// words.
+/// Whether `error` says the connection can no longer be trusted: an
+/// answer of the wrong kind (one meant for another command, the
+/// connection's answers out of turn) or none in time (a peer that went
+/// silent). Redis's own refusals (out of memory, a script missing) leave
+/// it sound.
+fn untrusted(error: &redis::RedisError) -> bool {
+    error.is_timeout() || matches!(error.kind(), redis::ErrorKind::UnexpectedReturnType)
+}
+
 fn connect_failure(error: &redis::RedisError) -> String {
     const HINT: &str = "name a private CA with --ca-file";
     if let Some(tls) = crate::adapters::secondary::tls::tls_failure(error, HINT) {
