@@ -17,7 +17,7 @@ use url::Url;
 
 use super::super::authorizer::Authorizer;
 use super::super::tls::{describe, redacted};
-use super::streamable::{HttpOptions, cure, read_limited};
+use super::streamable::{HttpOptions, cure, excerpt, read_limited};
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
 use crate::domain::jsonrpc;
 
@@ -216,8 +216,7 @@ impl Link for LegacySse {
             let body = read_limited(response).await.unwrap_or_default();
             let error = LinkError::Http {
                 status: status.as_u16(),
-                body: String::from_utf8_lossy(body.get(..body.len().min(300)).unwrap_or_default())
-                    .into_owned(),
+                body: excerpt(&body),
             };
             match message.request_id() {
                 // The answer would have come on the stream; it never will.

@@ -25,6 +25,7 @@ use super::super::authorizer::{Authorizer, Challenge};
 use super::super::tls::{Trust, describe};
 use crate::application::client::headers::encode;
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
+use crate::application::gateway::invisible;
 use crate::domain::jsonrpc::{self, RequestId};
 
 /// The largest JSON response body read.
@@ -337,8 +338,7 @@ impl Shared {
         }
         Err(LinkError::Http {
             status,
-            body: String::from_utf8_lossy(bytes.get(..bytes.len().min(300)).unwrap_or_default())
-                .into_owned(),
+            body: excerpt(bytes),
         })
     }
 
@@ -587,6 +587,23 @@ fn is_event_stream(response: &Response) -> bool {
 }
 
 /// Reads a body, refusing one past [`MAX_BODY`].
+/// The start of an error's body, for a message that is logged and shown:
+/// at most 300 bytes, and what a terminal would obey in it (controls, a
+/// line break that would forge a log line of its own, direction marks)
+/// escaped. The server chose every byte of it.
+pub(super) fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body.get(..body.len().min(300)).unwrap_or_default());
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || invisible(c) {
+            shown.extend(c.escape_debug());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
 pub(super) async fn read_limited(response: Response) -> Result<Vec<u8>, LinkError> {
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
@@ -685,10 +702,7 @@ impl Link for StreamableHttp {
                 let body = read_limited(response).await.unwrap_or_default();
                 Err(LinkError::Http {
                     status: status.as_u16(),
-                    body: String::from_utf8_lossy(
-                        body.get(..body.len().min(300)).unwrap_or_default(),
-                    )
-                    .into_owned(),
+                    body: excerpt(&body),
                 })
             };
             tokio::time::timeout(ACK_TIMEOUT, acknowledged)
@@ -859,7 +873,21 @@ pub(super) async fn cure(
 
 #[cfg(test)]
 mod tests {
-    use super::names_session;
+    use super::{excerpt, names_session};
+
+    /// An error body is the server's: what a terminal or a log reader
+    /// would take for its own (an escape sequence, a line break starting a
+    /// forged log line, a direction override) is escaped, and it is cut.
+    #[test]
+    fn an_error_body_is_shown_escaped_and_cut() {
+        let body = "oops\u{1b}]0;PWNED\u{7}\n2026-12-06T00:00:00Z WARN droid: forged\u{202e}";
+        let shown = excerpt(body.as_bytes());
+        assert_eq!(
+            shown,
+            r"oops\u{1b}]0;PWNED\u{7}\n2026-12-06T00:00:00Z WARN droid: forged\u{202e}"
+        );
+        assert!(excerpt(&[b'a'; 1000]).len() == 300);
+    }
 
     #[test]
     fn only_a_refusal_saying_the_session_is_not_known_ends_it() {
