@@ -639,6 +639,45 @@ fn a_call_whose_instance_dies_is_answered_on_retry_and_the_session_lives() -> Re
     Ok(())
 }
 
+/// A client's cancellation reaches its call on whichever instance runs it:
+/// the balancer sent it elsewhere, and before, it was dropped there while
+/// the call ran on.
+#[test]
+fn a_cancellation_reaching_another_instance_stops_the_call() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(2, Some(&redis.url()))?;
+    let [a, b] = addresses(&droids)?;
+    let (a, b) = (a.to_owned(), b.to_owned());
+    let (_, session) = legacy(&a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    let long = json!({ "name": "sleep", "arguments": { "ms": 60_000 } });
+    let (ended, ending) = std::sync::mpsc::channel();
+    {
+        let (a, session) = (a.clone(), session.clone());
+        std::thread::spawn(move || {
+            let _sent = ended.send(legacy_as(&a, Some(&session), 51, "tools/call", &long));
+        });
+    }
+    // Told again until the call, once it runs, stops.
+    let headers = vec![
+        "MCP-Protocol-Version: 2025-11-25".to_owned(),
+        format!("Mcp-Session-Id: {session}"),
+    ];
+    let cancel =
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":51}}"#;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let reply = loop {
+        raw_post(&b, &headers, cancel)?;
+        match ending.recv_timeout(Duration::from_millis(500)) {
+            Ok(reply) => break reply?,
+            Err(_) if Instant::now() < deadline => {}
+            Err(_) => return Err("the call ran on after its cancellation".into()),
+        }
+    };
+    assert!(!reply.0.raw.contains("Slept"), "{}", reply.0.raw);
+    Ok(())
+}
+
 /// A legacy session's tasks are its own on every instance, and only its
 /// own: a task created through one instance is read and cancelled through
 /// another, while a second session, opened on that other instance first

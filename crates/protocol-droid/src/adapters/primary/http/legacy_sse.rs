@@ -237,7 +237,9 @@ pub(super) async fn post(
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Single(Message::Notification(notification)) => {
-            session.notified(&notification);
+            // An HTTP+SSE session lives on one instance: a request not
+            // running here runs nowhere.
+            let _elsewhere = session.notified(&notification);
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Batch(_) => refusal(

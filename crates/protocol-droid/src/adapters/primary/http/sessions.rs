@@ -389,26 +389,31 @@ impl Session {
     /// Takes a notification from the client: `notifications/cancelled`
     /// stops the request it names, if it is in flight, and
     /// `notifications/roots/list_changed` is passed to the session's
-    /// connection; any other is left alone.
-    pub(super) fn notified(&self, notification: &Notification) {
+    /// connection; any other is left alone. The request a cancellation
+    /// named that is not running here, for the caller to pass on to the
+    /// instances sharing the session.
+    pub(super) fn notified(&self, notification: &Notification) -> Option<RequestId> {
         if notification.method == "notifications/roots/list_changed" {
             if let Some(connection) = self.connection() {
                 connection.roots_changed();
             }
-            return;
+            return None;
         }
         if notification.method != "notifications/cancelled" {
-            return;
+            return None;
         }
         let target = notification
             .params
             .as_ref()
             .and_then(|p| p.get("requestId"))
-            .and_then(RequestId::from_json);
-        let handle = target.and_then(|id| self.in_flight.lock().ok()?.remove(&id));
-        if let Some(handle) = handle {
-            handle.abort();
-        }
+            .and_then(RequestId::from_json)?;
+        (!self.cancel(&target)).then_some(target)
+    }
+
+    /// Stops the request `id` if it runs here; whether it did.
+    pub(super) fn cancel(&self, id: &RequestId) -> bool {
+        let handle = self.in_flight.lock().ok().and_then(|mut f| f.remove(id));
+        handle.map(|handle| handle.abort()).is_some()
     }
 
     /// Makes `tx` the session's GET stream, replacing any earlier one.

@@ -424,8 +424,31 @@ fn reread(sessions: &Arc<Sessions>, shared: &SharedSessions, session: Arc<Sessio
     });
 }
 
+/// Tells the other instances that the client of session `session`
+/// cancelled its request `id`, which does not run here: the one running it
+/// stops it. A balancer sends the cancellation wherever it likes. In the
+/// background; a request that ended meanwhile is nothing to stop.
+pub(super) fn relay_cancel(sessions: &Sessions, session: &Session, id: &RequestId) {
+    let Some(shared) = &sessions.shared else {
+        return;
+    };
+    let relay = Arc::clone(&shared.relay);
+    let message = format!(
+        "{}\n{}\ncancel\n{}",
+        shared.instance,
+        session.id,
+        id.to_json()
+    );
+    tokio::spawn(async move {
+        if let Err(error) = relay.send(SESSIONS_CHANNEL, &message).await {
+            tracing::debug!(target: "droid", %error, "a cancellation could not be told to the other instances");
+        }
+    });
+}
+
 /// The channel on which an instance tells the others that it changed a
-/// session's level or subscriptions.
+/// session's level or subscriptions, ended it, or that its client
+/// cancelled a request.
 const SESSIONS_CHANNEL: &str = "*sessions";
 
 /// Tells the other instances that this one changed what session `id`
@@ -466,10 +489,21 @@ pub(super) fn spawn_session_changes(sessions: &Arc<Sessions>, shared: SharedSess
             let Some(session) = sessions.local(id) else {
                 return;
             };
-            if parts.next() == Some("ended") {
-                sessions.end(id);
-            } else {
-                reread(sessions, shared, session);
+            match parts.next() {
+                Some("ended") => {
+                    sessions.end(id);
+                }
+                Some("cancel") => {
+                    let target = parts
+                        .next()
+                        .and_then(|id| serde_json::from_str::<Value>(id).ok())
+                        .as_ref()
+                        .and_then(RequestId::from_json);
+                    if let Some(target) = target {
+                        session.cancel(&target);
+                    }
+                }
+                _ => reread(sessions, shared, session),
             }
         },
     );

@@ -378,7 +378,9 @@ async fn in_session(
             respond::respond(id, work, rx, release, &plan).await
         }
         Incoming::Single(Message::Notification(notification)) => {
-            session.notified(&notification);
+            if let Some(elsewhere) = session.notified(&notification) {
+                shared::relay_cancel(&app.sessions, session, &elsewhere);
+            }
             StatusCode::ACCEPTED.into_response()
         }
         Incoming::Single(Message::Response(response)) => {
@@ -538,7 +540,11 @@ async fn batch(
                 }
             }
             Ok(Message::Response(response)) => answer(app, session, response).await,
-            Ok(Message::Notification(notification)) => session.notified(&notification),
+            Ok(Message::Notification(notification)) => {
+                if let Some(elsewhere) = session.notified(&notification) {
+                    shared::relay_cancel(&app.sessions, session, &elsewhere);
+                }
+            }
         }
     }
     // The stream ends once the requests, the only senders left, are done.
