@@ -653,7 +653,7 @@ fn a_cancellation_reaching_another_instance_stops_the_call() -> Result<(), TestE
     let long = json!({ "name": "sleep", "arguments": { "ms": 60_000 } });
     let (ended, ending) = std::sync::mpsc::channel();
     {
-        let (a, session) = (a.clone(), session.clone());
+        let session = session.clone();
         std::thread::spawn(move || {
             let _sent = ended.send(legacy_as(&a, Some(&session), 51, "tools/call", &long));
         });
