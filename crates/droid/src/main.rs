@@ -428,6 +428,9 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 acp::serve(input, output, options, stopped).await;
                 anyhow::Ok(())
             })?;
+            // A reader blocked on stdin (a terminal, a socket) would hold
+            // the runtime's end for ever once a signal ended the agent.
+            runtime.shutdown_timeout(SHUTDOWN_GRACE);
             Ok(())
         }
         Command::Revisions { transport } => {

@@ -205,7 +205,13 @@ async fn list_resources(session: &Session) -> Result<(), AcpPeerError> {
                 }
             }
             Err(e) => {
-                let _infallible = writeln!(text, "{}: could not list resources: {e}", server.name);
+                let why = e.to_string();
+                let _infallible = writeln!(
+                    text,
+                    "{}: could not list resources: {}",
+                    server.name,
+                    shown(&why)
+                );
             }
         }
     }
@@ -242,7 +248,13 @@ async fn list_prompts(session: &Session) -> Result<(), AcpPeerError> {
                 }
             }
             Err(e) => {
-                let _infallible = writeln!(text, "{}: could not list prompts: {e}", server.name);
+                let why = e.to_string();
+                let _infallible = writeln!(
+                    text,
+                    "{}: could not list prompts: {}",
+                    server.name,
+                    shown(&why)
+                );
             }
         }
     }
@@ -386,6 +398,9 @@ async fn call(
             session.say(format!("`{title}` {said}.")).await?;
         }
         Err(e) => {
+            // The server's words, shown as such.
+            let e = e.to_string();
+            let e = shown(&e);
             let why = format!("The call failed: {e}");
             finish(session, open_call, &id, "failed", text_content(&why), None).await?;
             session.say(format!("`{title}` failed: {e}")).await?;
@@ -457,7 +472,8 @@ async fn read(session: &Session, uri: &str) -> Result<(), AcpPeerError> {
                 return session.say(text).await;
             }
             Err(e) => {
-                let _infallible = writeln!(errors, "{}: {e}", server.name);
+                let why = e.to_string();
+                let _infallible = writeln!(errors, "{}: {}", server.name, shown(&why));
             }
         }
     }
@@ -547,6 +563,10 @@ async fn get_prompt(
             }
             session.say(text).await
         }
-        Err(e) => session.say(format!("Getting `{name}` failed: {e}")).await,
+        Err(e) => {
+            let why = e.to_string();
+            let (name, why) = (shown(name), shown(&why));
+            session.say(format!("Getting `{name}` failed: {why}")).await
+        }
     }
 }

@@ -374,6 +374,15 @@ impl Flight {
         }
     }
 
+    /// Gives the request up on a server that asks past what the bridge
+    /// bounds: its open questions are refused with `error`, and its
+    /// connection serves no later call, whose questions its leftovers
+    /// would otherwise become.
+    pub(super) fn give_up(&mut self, error: &ErrorObject) {
+        self.refuse_open(error);
+        self.lease.discard();
+    }
+
     /// Carries the request on until it ends or its server asks what only
     /// the client can answer. `responses`, the client's answers to the
     /// questions open when its retry came, answer them once and are spent;
@@ -428,11 +437,8 @@ impl Flight {
                             "the server asked for input more than {max_rounds} times"
                         ));
                         // The server is still at the request, and may ask
-                        // on: its questions are refused, and its connection
-                        // serves no later call, whose questions its
-                        // leftovers would otherwise become.
-                        self.refuse_open(&error.clone().into());
-                        self.lease.discard();
+                        // on.
+                        self.give_up(&error.clone().into());
                         return Err(error.into());
                     }
                     return Ok(Advance::Asked);
@@ -693,7 +699,15 @@ impl Rounds<'_> {
             {
                 Advance::Done(result) => return Ok(result),
                 Advance::Asked => {
-                    let questions = match self.questions(flight.open_questions().into_iter()) {
+                    let open = flight.open_questions();
+                    if open.len() > MAX_QUESTIONS_PER_ROUND {
+                        let error = Refusal::internal(format!(
+                            "the server asked more than {MAX_QUESTIONS_PER_ROUND} questions at once"
+                        ));
+                        flight.give_up(&error.clone().into());
+                        return Err(error.into());
+                    }
+                    let questions = match self.questions(open.into_iter()) {
                         Ok(questions) => questions,
                         Err(error) => {
                             if let CallError::Protocol(object) = &error {

@@ -55,13 +55,17 @@ impl Bridge {
         watch.wake.notify_one();
     }
 
-    /// Whether `session` watches `uri` on its own upstream connection (a
-    /// legacy session's subscription to a legacy upstream), whose updates
-    /// are told to it alone.
+    /// Whether `session` is subscribed to `uri` upstream on a connection
+    /// of its own that is open (a legacy session's subscription to a
+    /// legacy upstream), whose updates are told to it alone. What it only
+    /// asked for, not yet (or never) made there, is not.
     pub(crate) fn watches_for_session(&self, session: SessionId, uri: &str) -> bool {
-        lock(&self.inner.session_watches)
-            .get(&session)
-            .is_some_and(|watch| watch.wanted.contains(uri))
+        lock(&self.inner.upstreams)
+            .get(&Affinity::Session(session))
+            .is_some_and(|pool| {
+                pool.iter()
+                    .any(|u| u.client.closed().is_none() && lock(&u.subscribed).contains(uri))
+            })
     }
 
     fn spawn_session_worker(&self, session: SessionId, wake: Arc<Notify>) {

@@ -677,13 +677,16 @@ impl Lease {
         }
     }
 
-    /// Keeps the connection from every later request, shared or not: its
-    /// server misbehaves past what the bridge bounds (it asks on and on),
-    /// and on a shared connection what it asks next would be taken for
-    /// the next request's questions. Closed once no request uses it; a
-    /// legacy session's next request opens its session upstream anew.
+    /// Closes the connection, shared or not: its server misbehaves past
+    /// what the bridge bounds (it asks on and on), and on a shared
+    /// connection what it asks next would be taken for the next request's
+    /// questions. A legacy session's next request opens its session
+    /// upstream anew, and its subscriptions are made again there, as for
+    /// a connection whose server went away.
     pub(super) fn discard(&self) {
         self.upstream.retired.store(true, Ordering::Release);
+        let upstream = Arc::clone(&self.upstream);
+        tokio::spawn(async move { upstream.client.close().await });
     }
 }
 

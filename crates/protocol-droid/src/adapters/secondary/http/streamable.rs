@@ -586,7 +586,6 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
-/// Reads a body, refusing one past [`MAX_BODY`].
 /// The start of an error's body, for a message that is logged and shown:
 /// at most 300 bytes, and what a terminal would obey in it (controls, a
 /// line break that would forge a log line of its own, direction marks)
@@ -604,6 +603,7 @@ pub(super) fn excerpt(body: &[u8]) -> String {
     shown
 }
 
+/// Reads a body, refusing one past [`MAX_BODY`].
 pub(super) async fn read_limited(response: Response) -> Result<Vec<u8>, LinkError> {
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();

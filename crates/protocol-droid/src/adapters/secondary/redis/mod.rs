@@ -402,6 +402,9 @@ impl RedisStore {
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         match attempt(self.current()).await {
+            // Asked again on the same silent connection, it would only
+            // wait as long again: a new one is made for what comes next.
+            Err(error) if error.is_timeout() => Err(error),
             Err(error) if error.is_io_error() || error.is_unrecoverable_error() => {
                 attempt(self.current()).await
             }
@@ -1329,9 +1332,6 @@ fn platform_roots_pem() -> Vec<u8> {
     pem
 }
 
-/// Why connecting failed, as a sentence: a TLS failure named as such (an
-/// unknown issuer with how to trust a private one), else the client's own
-/// words.
 /// Whether `error` says the connection can no longer be trusted: an
 /// answer of the wrong kind (one meant for another command, the
 /// connection's answers out of turn) or none in time (a peer that went
@@ -1341,6 +1341,9 @@ fn untrusted(error: &redis::RedisError) -> bool {
     error.is_timeout() || matches!(error.kind(), redis::ErrorKind::UnexpectedReturnType)
 }
 
+/// Why connecting failed, as a sentence: a TLS failure named as such (an
+/// unknown issuer with how to trust a private one), else the client's own
+/// words.
 fn connect_failure(error: &redis::RedisError) -> String {
     const HINT: &str = "name a private CA with --ca-file";
     if let Some(tls) = crate::adapters::secondary::tls::tls_failure(error, HINT) {
