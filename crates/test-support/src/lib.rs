@@ -1,13 +1,15 @@
 //! What the tests of more than one crate in the workspace share: the error
 //! type a test returns, a client for a peer that speaks line-delimited JSON
-//! over a pair of pipes, a process's resident memory, and a redis-server of
-//! a test's own ([`redis`]).
+//! over a pair of pipes, a process's resident memory, a redis-server of a
+//! test's own ([`redis`]), and a TCP proxy whose connections can be frozen
+//! ([`proxy`]).
 //!
 //! A dev-dependency only: nothing here is part of the library's surface, and
 //! the crate is never published.
 
 use std::time::Duration;
 
+pub mod proxy;
 pub mod redis;
 
 use serde_json::Value;
