@@ -134,6 +134,13 @@ fn servers(session: &Session) -> String {
     text
 }
 
+/// Adds a line to `text` saying `server` could not list `what`, in the
+/// server's words, escaped: the error is the server's to word.
+fn could_not_list(text: &mut String, server: &str, what: &str, error: &impl std::fmt::Display) {
+    let why = error.to_string();
+    let _infallible = writeln!(text, "{server}: could not list {what}: {}", shown(&why));
+}
+
 /// The first line of a description, for one-line listings, with what a
 /// terminal or a renderer would obey escaped: the server chose it.
 fn summary(description: Option<&str>) -> Cow<'_, str> {
@@ -175,13 +182,7 @@ async fn list_tools(session: &Session) -> Result<(), AcpPeerError> {
                 }
             }
             Err(e) => {
-                let why = e.to_string();
-                let _infallible = writeln!(
-                    text,
-                    "{}: could not list tools: {}",
-                    server.name,
-                    shown(&why)
-                );
+                could_not_list(&mut text, &server.name, "tools", &e);
             }
         }
     }
@@ -205,13 +206,7 @@ async fn list_resources(session: &Session) -> Result<(), AcpPeerError> {
                 }
             }
             Err(e) => {
-                let why = e.to_string();
-                let _infallible = writeln!(
-                    text,
-                    "{}: could not list resources: {}",
-                    server.name,
-                    shown(&why)
-                );
+                could_not_list(&mut text, &server.name, "resources", &e);
             }
         }
     }
@@ -248,13 +243,7 @@ async fn list_prompts(session: &Session) -> Result<(), AcpPeerError> {
                 }
             }
             Err(e) => {
-                let why = e.to_string();
-                let _infallible = writeln!(
-                    text,
-                    "{}: could not list prompts: {}",
-                    server.name,
-                    shown(&why)
-                );
+                could_not_list(&mut text, &server.name, "prompts", &e);
             }
         }
     }

@@ -593,9 +593,15 @@ impl Forward for Forwarding {
         let Some((prefix, inner)) = names::split_uri(uri) else {
             return false;
         };
-        self.state()
-            .target_prefixed(prefix, "resources")
-            .is_some_and(|target| target.bridge.watches_for_session(session, inner))
+        // The upstream's bridge alone, let go of the gateway's lock before
+        // it is asked: this runs for every session at every update.
+        let bridge = self
+            .state()
+            .upstreams
+            .values()
+            .find(|u| u.prefix == prefix)
+            .and_then(|u| u.bridge.clone());
+        bridge.is_some_and(|bridge| bridge.watches_for_session(session, inner))
     }
 
     fn session_shared(&self, session: SessionId, name: &str) {

@@ -587,7 +587,7 @@ fn unfit_block(block: &Value) -> Option<String> {
     let Some(kind) = block.get("type").and_then(Value::as_str) else {
         return Some("every prompt block must be an object with a string `type`".to_owned());
     };
-    match serde_json::from_value::<ContentBlock>(block.clone()) {
+    match ContentBlock::deserialize(block) {
         Ok(
             ContentBlock::Text(_)
             | ContentBlock::Image(_)
