@@ -263,6 +263,7 @@ async fn legacy(port: u16, body: &[u8]) {
             Inbound::Closed(_) => break,
             Inbound::Failed { .. } => panic!("nothing was sent, so nothing can fail"),
             Inbound::Answer { .. } => panic!("this link delivers whole messages"),
+            Inbound::SessionEnded => panic!("only a Streamable HTTP stream can end a session"),
         }
     }
     assert_eq!(seen, expected, "the messages delivered differ from the stream's");
@@ -327,6 +328,9 @@ async fn streamable(port: u16, body: &[u8]) {
                     return;
                 }
                 Inbound::Answer { .. } => panic!("this link delivers whole messages"),
+                // Said only of a GET stream, which a link that never
+                // initialized does not open.
+                Inbound::SessionEnded => panic!("no session was begun, so none can end"),
                 Inbound::Closed(_) => return,
             }
         }

@@ -167,10 +167,110 @@ async fn an_unpinned_client_prefers_2026_and_falls_back_to_the_handshake() -> Re
     exercise(&legacy, ProtocolVersion::V2025_11_25).await
 }
 
+/// What the client was told, by name.
+#[derive(Debug, Default)]
+struct Notices(std::sync::Mutex<Vec<String>>);
+
+impl Notices {
+    /// What the client was told so far.
+    fn told(&self) -> Vec<String> {
+        self.0.lock().map(|told| told.clone()).unwrap_or_default()
+    }
+
+    /// Whether the client was told something `heard` picks out within 15 s.
+    async fn heard_within(&self, heard: impl Fn(&str) -> bool) -> bool {
+        for _ in 0..150 {
+            if self.told().iter().any(|t| heard(t)) {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        false
+    }
+}
+
+impl protocol_droid::application::client::ClientHandler for Notices {
+    fn notification(&self, notice: &protocol_droid::application::client::Notice) {
+        if let Ok(mut told) = self.0.lock() {
+            told.push(notice.method.clone());
+        }
+    }
+
+    fn closed(&self, reason: &str) {
+        if let Ok(mut told) = self.0.lock() {
+            told.push(format!("closed: {reason}"));
+        }
+    }
+}
+
+/// A 2025-11-25 client of `server`, its notices recorded, that has made
+/// one call.
+async fn recorded_legacy_client(server: &HttpServer) -> Result<(Client, Arc<Notices>), TestError> {
+    let mut options = options(&[ProtocolVersion::V2025_11_25]);
+    let notices = Arc::new(Notices::default());
+    options.client.handler = notices.clone();
+    let client = connect(&server.url("/mcp")?, options).await?;
+    assert_eq!(
+        call(&client, "test_simple_text", json!({})).await?,
+        "This is a simple text response for testing."
+    );
+    Ok((client, notices))
+}
+
+/// A legacy HTTP server that goes away for good (its GET stream ends and
+/// cannot be opened again) closes the connection, so whoever keeps it is
+/// told rather than taking it for alive while every request fails.
+#[tokio::test]
+async fn a_legacy_http_server_that_is_gone_closes_the_connection() -> Result<(), TestError> {
+    let server = HttpServer::start(&["--revisions", "2025-11-25"])?;
+    let (_client, notices) = recorded_legacy_client(&server).await?;
+    drop(server);
+    // Five attempts a second apart, then closed.
+    let closed = notices.heard_within(|t| t.starts_with("closed: ")).await;
+    assert!(closed, "{:?}", notices.told());
+    Ok(())
+}
+
+/// A legacy HTTP server restarted at the same address ends the client's
+/// session, which the client learns when it opens its GET stream again: its
+/// handler hears that the server's lists may have changed, with no request
+/// of its own (a gateway then lists a restarted upstream's tools, and so
+/// starts a new session, before a session calls one).
+#[tokio::test]
+async fn a_restarted_legacy_http_server_is_told_at_once() -> Result<(), TestError> {
+    let server = HttpServer::start(&["--revisions", "2025-11-25"])?;
+    let address = server
+        .base
+        .strip_prefix("http://")
+        .ok_or("no address")?
+        .to_owned();
+    let (client, notices) = recorded_legacy_client(&server).await?;
+    drop(server);
+    let (_again, _) = listening(
+        &["serve", "--revisions", "2025-11-25", "--listen", &address],
+        "http",
+    )?;
+    let told = notices
+        .heard_within(|t| t == "notifications/tools/list_changed")
+        .await;
+    assert!(told, "{:?}", notices.told());
+    // The next request starts a new session, which serves.
+    assert_eq!(
+        call(&client, "test_simple_text", json!({})).await?,
+        "This is a simple text response for testing."
+    );
+    Ok(())
+}
+
+/// A session the server ended is replaced by a new handshake; the new
+/// session may be a new server, so the client hears that its lists may
+/// have changed (a gateway lists the upstream's tools again).
 #[tokio::test]
 async fn an_expired_legacy_session_is_replaced_by_a_new_handshake() -> Result<(), TestError> {
     let server = HttpServer::start(&["--session-idle", "1"])?;
     let mut options = options(&[ProtocolVersion::V2025_11_25]);
+    let notices = Arc::new(Notices::default());
+    options.client.handler = notices.clone();
     // Without the GET stream the session is idle between requests.
     options.http.listen = false;
     let client = connect(&server.url("/mcp")?, options).await?;
@@ -178,12 +278,18 @@ async fn an_expired_legacy_session_is_replaced_by_a_new_handshake() -> Result<()
         call(&client, "test_simple_text", json!({})).await?,
         "This is a simple text response for testing."
     );
+    assert!(notices.told().is_empty(), "{:?}", notices.told());
     // Long enough for the server to reap the idle session; the next request
     // meets a 404 and the client initializes again.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert_eq!(
         call(&client, "test_simple_text", json!({})).await?,
         "This is a simple text response for testing."
+    );
+    let told = notices.told();
+    assert!(
+        told.contains(&"notifications/tools/list_changed".to_owned()),
+        "{told:?}"
     );
     Ok(())
 }

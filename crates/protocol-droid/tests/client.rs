@@ -33,6 +33,23 @@ use support::TestError;
 /// measurement.
 const GUARD: Duration = Duration::from_secs(60);
 
+/// Capabilities declaring roots.
+fn with_roots() -> protocol_droid::wire::ClientCapabilities {
+    protocol_droid::wire::ClientCapabilities {
+        roots: Some(RootsCapability::default()),
+        ..Default::default()
+    }
+}
+
+/// An answer of no roots.
+fn no_roots() -> ListRootsResult {
+    ListRootsResult {
+        roots: Vec::new(),
+        meta: None,
+        extra: Map::new(),
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counting {
     notices: AtomicUsize,
@@ -40,20 +57,11 @@ struct Counting {
 
 impl ClientHandler for Counting {
     fn capabilities(&self) -> protocol_droid::wire::ClientCapabilities {
-        protocol_droid::wire::ClientCapabilities {
-            roots: Some(RootsCapability::default()),
-            ..Default::default()
-        }
+        with_roots()
     }
 
     fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
-        Box::pin(async {
-            Ok(ListRootsResult {
-                roots: Vec::new(),
-                meta: None,
-                extra: Map::new(),
-            })
-        })
+        Box::pin(async { Ok(no_roots()) })
     }
 
     fn notification(&self, notice: &Notice) {
@@ -61,6 +69,40 @@ impl ClientHandler for Counting {
             self.notices.fetch_add(1, Ordering::SeqCst);
         }
     }
+}
+
+/// A client that declares roots and takes a second to give them.
+#[derive(Debug, Default)]
+struct SlowRoots;
+
+impl ClientHandler for SlowRoots {
+    fn capabilities(&self) -> protocol_droid::wire::ClientCapabilities {
+        with_roots()
+    }
+
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(no_roots())
+        })
+    }
+}
+
+/// A question the server withdraws (`notifications/cancelled`) is not
+/// answered: the handler's work on it stops, as the revision asks.
+#[tokio::test]
+async fn a_question_the_server_withdraws_is_not_answered() -> Result<(), TestError> {
+    let bad = bad_server("withdraws", |options| {
+        options.handler = Arc::new(SlowRoots);
+        options.revisions = vec![protocol_droid::domain::ProtocolVersion::V2025_11_25];
+    })
+    .await?;
+    call(&bad.client, &RequestOptions::default()).await?;
+    // Past when the handler would have answered.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let recorded = std::fs::read_to_string(&bad.record)?;
+    assert!(!recorded.contains("answered withdrawn"), "{recorded}");
+    Ok(())
 }
 
 struct Bad {
@@ -314,6 +356,35 @@ mod slow_listen {
             .into_response()
     }
 
+    /// The same server without a GET stream, answering a GET with `404`
+    /// (as a server that routes only POST does), and refusing a request
+    /// that does not name its session.
+    pub(crate) async fn start_without_get() -> std::io::Result<String> {
+        async fn on_post_in_session(
+            State(seen): State<Seen>,
+            headers: axum::http::HeaderMap,
+            body: Bytes,
+        ) -> Response {
+            let handshake = serde_json::from_slice::<Value>(&body)
+                .is_ok_and(|message| message["method"] == "initialize");
+            let named = headers.get("mcp-session-id").is_some_and(|v| v == "s1");
+            if !handshake && !named {
+                return (StatusCode::BAD_REQUEST, "no session named").into_response();
+            }
+            on_post(State(seen), body).await
+        }
+        let app = axum::Router::new()
+            .route(
+                "/mcp",
+                post(on_post_in_session).get(|| async { StatusCode::NOT_FOUND }),
+            )
+            .with_state(Seen::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok(format!("http://{address}/mcp"))
+    }
+
     pub(crate) async fn start() -> std::io::Result<(String, Seen)> {
         let seen = Seen::default();
         let app = axum::Router::new()
@@ -339,6 +410,23 @@ async fn the_get_stream_is_open_before_the_first_request_after_initialize() -> R
         reply["content"][0]["text"], "true",
         "the call overtook the GET stream: {reply}"
     );
+    client.close().await;
+    Ok(())
+}
+
+/// A server that answers the GET stream with `404` right after the
+/// handshake has no such stream; its session is kept, and serves.
+#[tokio::test]
+async fn a_server_answering_the_get_with_404_keeps_its_session() -> Result<(), TestError> {
+    let url = slow_listen::start_without_get().await?;
+    let mut options = ConnectOptions::default();
+    options.client.revisions = vec![protocol_droid::domain::ProtocolVersion::V2025_11_25];
+    let target = Target::Url(url.parse()?);
+    let client = tokio::time::timeout(GUARD, connect(&target, options)).await??;
+    call(&client, &RequestOptions::default()).await?;
+    // Past any retry of the stream.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    call(&client, &RequestOptions::default()).await?;
     client.close().await;
     Ok(())
 }

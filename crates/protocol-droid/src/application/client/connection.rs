@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+use futures_util::future::{AbortHandle, Abortable};
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
@@ -174,6 +175,14 @@ pub(crate) struct Inner {
     pub(super) refusing: Arc<tokio::sync::Semaphore>,
     /// The tasks the server asked this client to run.
     pub(super) own_tasks: Arc<OwnTasks>,
+    /// The server's requests being answered, by id, each with the number
+    /// it was started under: a `notifications/cancelled` the server sends
+    /// for one stops its answer (and the handler's work on it), as the
+    /// revision asks.
+    pub(super) answering_now: Mutex<HashMap<RequestId, (u64, AbortHandle)>>,
+    /// Numbers the entries of `answering_now`, so that an answer ending
+    /// removes its own entry, not a later request's under the same id.
+    pub(super) answers_started: AtomicU64,
 }
 
 /// How long an answer to a server's request may wait to be taken by the
@@ -229,6 +238,8 @@ impl Client {
             answering: Arc::new(tokio::sync::Semaphore::new(MAX_SERVER_REQUESTS)),
             refusing: Arc::new(tokio::sync::Semaphore::new(MAX_SERVER_REQUESTS)),
             own_tasks: Arc::default(),
+            answering_now: Mutex::new(HashMap::new()),
+            answers_started: AtomicU64::new(0),
         });
         tokio::spawn(read_loop(Arc::downgrade(&inner), inbound));
         Self { inner }
@@ -636,6 +647,11 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
                     );
                 }
             }
+            // The next request starts a new session (the request path does,
+            // once, in order); until then the handler hears that what it
+            // listed may be stale, so that one who keeps a list (a gateway)
+            // asks again, and so starts it.
+            Inbound::SessionEnded => lists_may_have_changed(&inner),
             Inbound::Closed(reason) => {
                 let reason =
                     reason.unwrap_or_else(|| "the server closed the connection".to_owned());
@@ -683,7 +699,12 @@ async fn dispatch(inner: &Arc<Inner>, mut message: Value) {
                 // of them costs it the wait, not this side its memory.
                 _ => Err(Arc::clone(&inner.refusing).acquire_owned().await),
             };
-            tokio::spawn(async move {
+            let number = inner.answers_started.fetch_add(1, Ordering::Relaxed);
+            let (stop, stopped) = AbortHandle::new_pair();
+            lock(&inner.answering_now).insert(id.clone(), (number, stop));
+            let entry = id.clone();
+            let answerer = Arc::clone(&inner);
+            let answering = async move {
                 let refusal = if modern {
                     // 2026-07-28 servers never send requests; questions come
                     // as input rounds.
@@ -700,10 +721,19 @@ async fn dispatch(inner: &Arc<Inner>, mut message: Value) {
                     None
                 };
                 match refusal {
-                    Some(error) => reply(&inner, id, Err(error)).await,
-                    None => answer(&inner, id, &method, params).await,
+                    Some(error) => reply(&answerer, id, Err(error)).await,
+                    None => answer(&answerer, id, &method, params).await,
                 }
                 drop(permit);
+            };
+            tokio::spawn(async move {
+                // Stopped by the server's cancellation: no answer is sent,
+                // as the server asked for none.
+                let _stopped = Abortable::new(answering, stopped).await;
+                let mut answering = lock(&inner.answering_now);
+                if answering.get(&entry).is_some_and(|(n, _)| *n == number) {
+                    answering.remove(&entry);
+                }
             });
         }
         (Some(method), None) => notice(
@@ -752,7 +782,32 @@ async fn dispatch(inner: &Arc<Inner>, mut message: Value) {
     }
 }
 
-fn notice(inner: &Inner, method: String, params: Option<Value>) {
+/// Tells the handler, as the server would, that each list the server offers
+/// may have changed: its session ended, and the next may be with a server
+/// restarted with other tools, prompts or resources.
+pub(super) fn lists_may_have_changed(inner: &Inner) {
+    let offered = inner
+        .state
+        .read()
+        .ok()
+        .and_then(|state| state.as_ref().map(|s| s.capabilities.clone()))
+        .unwrap_or_default();
+    let lists = [
+        ("tools", offered.tools.is_some()),
+        ("prompts", offered.prompts.is_some()),
+        ("resources", offered.resources.is_some()),
+    ];
+    for list in lists
+        .into_iter()
+        .filter_map(|(list, offered)| offered.then_some(list))
+    {
+        notice(inner, format!("notifications/{list}/list_changed"), None);
+    }
+}
+
+/// Hands the server's notification `method` to whatever waits on it: a
+/// request's progress callback, the cache, the handler.
+pub(super) fn notice(inner: &Inner, method: String, params: Option<Value>) {
     if method == "notifications/progress" {
         let token = params
             .as_ref()
@@ -768,6 +823,15 @@ fn notice(inner: &Inner, method: String, params: Option<Value>) {
             (Some(callback), Some(Ok(progress))) => callback(progress),
             (None, _) => tracing::debug!("progress for no waiting request"),
             (_, _) => tracing::warn!("unreadable progress notification"),
+        }
+    }
+    if method == "notifications/cancelled" {
+        let withdrawn = params
+            .as_ref()
+            .and_then(|p| p.get("requestId"))
+            .and_then(RequestId::from_json);
+        if let Some((_, stop)) = withdrawn.and_then(|id| lock(&inner.answering_now).remove(&id)) {
+            stop.abort();
         }
     }
     if method.ends_with("/list_changed") || method == "notifications/resources/updated" {

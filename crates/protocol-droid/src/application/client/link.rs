@@ -58,6 +58,11 @@ pub enum Inbound {
     /// The server sent bytes that are not a JSON-RPC message. Reported so
     /// nothing is dropped silently; the connection goes on.
     Malformed(String),
+    /// The server ended the session, as the transport learned on its own
+    /// (a legacy HTTP server answering `404` when the GET stream is opened
+    /// again): the client tells its handler that the server's lists may
+    /// have changed; its next request starts a new session.
+    SessionEnded,
     /// The connection is gone; nothing more will arrive.
     Closed(Option<String>),
 }

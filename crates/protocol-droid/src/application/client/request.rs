@@ -84,6 +84,10 @@ impl Client {
         tracing::info!(%version, "the server ended the session; initializing again");
         super::era::initialize(self, version).await?;
         self.inner.session_generation.fetch_add(1, Ordering::SeqCst);
+        // A new session may be a new server (one restarted, upgraded): what
+        // was listed before may have changed, and a server says nothing of
+        // changes made while nobody was connected.
+        super::connection::lists_may_have_changed(&self.inner);
         Ok(())
     }
 }

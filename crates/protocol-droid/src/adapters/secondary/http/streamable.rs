@@ -478,11 +478,29 @@ impl Shared {
         {
             extra.insert("last-event-id", value);
         }
+        let had_session = self.state().session.is_some();
         let response = self.exchange(Method::GET, &extra, None).await?;
-        if response.status().is_success() && is_event_stream(&response) {
+        let status = response.status();
+        if status.is_success() && is_event_stream(&response) {
             return Ok(Some(response));
         }
-        if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+        // The session unknown to the server (`404`, or a `400` naming it, as
+        // `post_request_inner` reads them): said, and the session left for
+        // the request path to replace, which does so once, in order. Only
+        // the caller knows whether this is news: a server that never had a
+        // GET stream may answer its absence with `404` too.
+        if had_session && status == StatusCode::NOT_FOUND {
+            return Err(LinkError::SessionExpired);
+        }
+        if had_session && status == StatusCode::BAD_REQUEST {
+            let bytes = read_limited(response).await.unwrap_or_default();
+            if names_session(&bytes) {
+                return Err(LinkError::SessionExpired);
+            }
+            tracing::debug!(%status, "the GET stream was refused");
+            return Ok(None);
+        }
+        if status != StatusCode::METHOD_NOT_ALLOWED {
             tracing::debug!(status = %response.status(), "the GET stream was refused");
         }
         Ok(None)
@@ -490,28 +508,64 @@ impl Shared {
 
     /// Reads the standalone GET stream, reopening it when it ends while the
     /// session lives. `first` is the stream already opened, if any.
+    ///
+    /// A server that cannot be reached at all at each of the attempts to
+    /// reopen it is gone (stopped, restarted elsewhere): the connection is
+    /// closed, so that whoever keeps it (a gateway, a bridge) knows, says
+    /// so, and connects again, rather than taking it for alive while every
+    /// request fails.
     async fn listen(self: Arc<Self>, first: Option<Response>) {
         let mut cursor = Cursor::default();
         let mut next = first;
         let mut failures = 0_u32;
+        let mut unreachable = None;
+        // Whether a stream was open on this session: only then is a `404`
+        // news of the session's end.
+        let mut streamed = false;
         while failures < MAX_RESUMES {
             let response = match next.take() {
                 Some(response) => response,
                 None => match self.open_listen(&cursor).await {
                     Ok(Some(response)) => response,
+                    // The session this stream was open on is gone (the server
+                    // restarted): the client is told, and the stream ends; a
+                    // new session opens a new one.
+                    Err(LinkError::SessionExpired) if streamed => {
+                        self.deliver(Inbound::SessionEnded).await;
+                        return;
+                    }
+                    // Only a server not reached at all: a refusal (an HTTP
+                    // status, credentials not had) is the server's or the
+                    // operator's word, not its absence.
+                    Err(error @ LinkError::Io(_)) => {
+                        failures += 1;
+                        if failures == 1 || unreachable.is_some() {
+                            unreachable = Some(error);
+                        }
+                        tokio::time::sleep(cursor.retry).await;
+                        continue;
+                    }
                     Ok(None) | Err(_) => {
                         failures += 1;
+                        unreachable = None;
                         tokio::time::sleep(cursor.retry).await;
                         continue;
                     }
                 },
             };
             failures = 0;
+            unreachable = None;
+            streamed = true;
             self.pump(response, None, &mut cursor).await;
             if self.inbound.is_closed() {
                 return;
             }
             tokio::time::sleep(cursor.retry).await;
+        }
+        if let Some(error) = unreachable {
+            tracing::debug!(%error, "the server could not be reached to reopen the GET stream");
+            let reason = "the server could not be reached to reopen its stream".to_owned();
+            let _ = self.inbound.send(Inbound::Closed(Some(reason))).await;
         }
     }
 }
@@ -744,7 +798,9 @@ impl Link for StreamableHttp {
             let opening = self.shared.open_listen(&cursor);
             let first = match tokio::time::timeout(ACK_TIMEOUT, opening).await {
                 Ok(Ok(Some(response))) => Some(response),
-                Ok(Ok(None)) => return,
+                // Right after the handshake, a `404` is a server without a
+                // GET stream, not the end of the session it just began.
+                Ok(Ok(None) | Err(LinkError::SessionExpired)) => return,
                 Ok(Err(error)) => {
                     // Transient, perhaps: the listener retries on its own.
                     tracing::debug!(%error, "the GET stream could not be opened");
