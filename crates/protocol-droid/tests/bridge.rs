@@ -95,6 +95,14 @@ fn upstream_answer<'a>(
                         if RENAMED.load(std::sync::atomic::Ordering::SeqCst) { "Area" } else { "Region" } },
                 } },
             }] })),
+            ("tools/call", "logs") => {
+                call.log_named(
+                    protocol_droid::domain::LoggingLevel::Warning,
+                    "upstream-logger",
+                    json!("careful"),
+                );
+                Ok(json!({ "content": [] }))
+            }
             ("tools/call", "declared") => {
                 // What this server read of its caller: in front of it, the
                 // bridge speaks for the client it serves.
@@ -131,10 +139,19 @@ fn upstream_answer<'a>(
                 ErrorObject::new(ErrorCode::RESOURCE_NOT_FOUND, "no such resource")
                     .with_data(json!({ "uri": params.get("uri") })),
             )),
+            ("prompts/list", _) => Ok(json!({ "prompts": [{
+                "name": "greet",
+                "arguments": [{ "name": "who", "title": "Who", "required": true }],
+            }] })),
             ("prompts/get", _) => Ok(json!({ "messages": [{
                 "role": "user",
                 "content": { "type": "audio", "data": WAV, "mimeType": "audio/wav" },
             }] })),
+            // A code of the tool's own that happens to be -32002.
+            ("tools/call", "own_code") => Err(CallError::Protocol(ErrorObject::new(
+                ErrorCode::RESOURCE_NOT_FOUND,
+                "the tool's own",
+            ))),
             ("tools/call", "audio") => Ok(json!({ "content": [
                 { "type": "audio", "data": WAV, "mimeType": "audio/wav" },
             ] })),
@@ -313,6 +330,8 @@ async fn serve(server: Server) -> Result<String, TestError> {
 struct Recording {
     asked: Mutex<Vec<Value>>,
     notices: Mutex<Vec<String>>,
+    /// The params of each `notifications/message`.
+    logs: Mutex<Vec<Value>>,
 }
 
 impl Recording {
@@ -345,6 +364,11 @@ impl ClientHandler for Recording {
     fn notification(&self, notice: &Notice) {
         if let Ok(mut notices) = self.notices.lock() {
             notices.push(notice.method.clone());
+        }
+        if notice.method == "notifications/message" {
+            if let Ok(mut logs) = self.logs.lock() {
+                logs.push(notice.params.clone().unwrap_or_default());
+            }
         }
     }
 
@@ -459,6 +483,20 @@ impl Rig {
         front: &str,
         client: ProtocolVersion,
     ) -> Result<Self, TestError> {
+        let (client, handler) = Self::connect_client(front, client).await?;
+        Ok(Self {
+            bridge,
+            client,
+            handler,
+        })
+    }
+
+    /// The rig's recording client alone, speaking only `client` to the
+    /// server at `front`.
+    async fn connect_client(
+        front: &str,
+        client: ProtocolVersion,
+    ) -> Result<(Client, Arc<Recording>), TestError> {
         let handler = Arc::new(Recording::default());
         let shared: Arc<dyn ClientHandler> = handler.clone();
         let defaults = ClientOptions::default();
@@ -478,11 +516,7 @@ impl Rig {
         };
         let client =
             tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
-        Ok(Self {
-            bridge,
-            client,
-            handler,
-        })
+        Ok((client, handler))
     }
 
     /// What the client was asked so far.
@@ -636,7 +670,7 @@ macro_rules! matrix {
 matrix! {
     audio_becomes_a_description_for_2024_11_05:
         AudioContent, V2024_11_05, "tools/call", { "name": "audio" },
-        text_mentioning("audio/wav");
+        text_mentioning("[audio: audio/wav, 44 bytes]");
     a_resource_link_becomes_text_for_2025_03_26:
         ResourceLinkContent, V2025_03_26, "tools/call", { "name": "link" },
         text_mentioning("test://linked");
@@ -671,9 +705,21 @@ matrix! {
             let annotations = &reply["resources"][0]["annotations"];
             assert!(annotations.get("lastModified").is_none(), "{reply}");
         };
+    a_prompt_arguments_title_is_dropped_for_2025_03_26:
+        Titles, V2025_03_26, "prompts/list", {},
+        |reply| {
+            let argument = &reply["prompts"][0]["arguments"][0];
+            assert_eq!(argument["name"], "who", "{reply}");
+            assert!(argument.get("title").is_none(), "{reply}");
+        };
     audio_in_a_prompt_becomes_a_description_for_2024_11_05:
         AudioContent, V2024_11_05, "prompts/get", { "name": "any" },
-        |reply| assert_eq!(reply["messages"][0]["content"]["type"], "text");
+        |reply| {
+            let content = &reply["messages"][0]["content"];
+            assert_eq!(content["type"], "text");
+            // Counted as the tool result's are: the bytes the data decodes to.
+            assert_eq!(content["text"], "[audio: audio/wav, 44 bytes]", "{reply}");
+        };
 }
 
 #[tokio::test]
@@ -727,6 +773,12 @@ async fn a_missing_resource_is_invalid_params_for_2026_07_28() -> Result<(), Tes
     match ask(&rig, "resources/read", json!({ "uri": "test://gone" })).await {
         Err(ClientError::Server(error)) => assert_eq!(error.code, ErrorCode::INVALID_PARAMS),
         other => return Err(format!("expected -32602, got {other:?}").into()),
+    }
+    // Only a missing resource's -32002 means that: on another method the
+    // code is the server's own, passed on as it is.
+    match ask(&rig, "tools/call", json!({ "name": "own_code" })).await {
+        Err(ClientError::Server(error)) => assert_eq!(error.code, ErrorCode::RESOURCE_NOT_FOUND),
+        other => return Err(format!("expected -32002, got {other:?}").into()),
     }
     Ok(())
 }
@@ -814,6 +866,80 @@ async fn in_front_of_bad_at(
     let bridge = Bridge::connect(connector(Target::Command(child), revisions), options).await?;
     let front = serve(bridge.server(|b| b)?).await?;
     Ok((Rig::connect(bridge, &front, client).await?, record))
+}
+
+/// A client that declares roots and never gives them, noting what it is
+/// told.
+#[derive(Debug, Default)]
+struct Unanswering(Mutex<Vec<String>>);
+
+impl ClientHandler for Unanswering {
+    fn capabilities(&self) -> ClientCapabilities {
+        serde_json::from_value(json!({ "roots": {} })).unwrap_or_default()
+    }
+
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        Box::pin(std::future::pending())
+    }
+
+    fn notification(&self, notice: &Notice) {
+        if let Ok(mut told) = self.0.lock() {
+            told.push(notice.method.clone());
+        }
+    }
+}
+
+/// A server that withdraws its question and answers the call without it
+/// is heard at once: the client's question is withdrawn in turn, and the
+/// call's answer is not held until the client answers (or the question
+/// times out).
+#[tokio::test]
+async fn a_question_the_server_withdraws_holds_up_nothing() -> Result<(), TestError> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let child = ChildOptions::new("python3", [script.into_os_string(), "withdraws".into()]);
+    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
+    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let handler = Arc::new(Unanswering::default());
+    let shared: Arc<dyn ClientHandler> = handler.clone();
+    let options = ConnectOptions {
+        client: ClientOptions {
+            handler: shared,
+            revisions: vec![ProtocolVersion::V2025_11_25],
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let client =
+        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    // Well within the question's own timeout: the answer is not held.
+    let answered = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.request(
+            "tools/call",
+            Some(json!({ "name": "anything" })),
+            &RequestOptions::default(),
+        ),
+    )
+    .await;
+    assert!(matches!(answered, Ok(Ok(_))), "{answered:?}");
+    // The withdrawal travels on the session's stream, not the call's: it
+    // may come a moment after the answer.
+    let withdrawn = || {
+        handler
+            .0
+            .lock()
+            .map(|told| told.iter().any(|m| m == "notifications/cancelled"))
+            .unwrap_or_default()
+    };
+    for _ in 0..100 {
+        if withdrawn() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(withdrawn(), "the client's question was never withdrawn");
+    Ok(())
 }
 
 /// A client that declares roots, and gives `file:///rooted-N` the Nth
@@ -1201,23 +1327,51 @@ async fn a_subscription_reaches_a_legacy_upstream() -> Result<(), TestError> {
     subscription_through(ProtocolVersion::V2025_11_25).await
 }
 
-/// How many `notifications/resources/updated` the rig's client heard.
-fn updates_heard(rig: &Rig) -> Result<usize, TestError> {
-    let notices = rig.handler.notices.lock().map_err(|_| "poisoned")?;
+/// A log record reaches a legacy client as the upstream wrote it, the name
+/// of its logger included, whichever era the upstream speaks.
+#[tokio::test]
+async fn a_log_record_keeps_its_logger() -> Result<(), TestError> {
+    for upstream in [ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28] {
+        let rig = strict(upstream, ProtocolVersion::V2025_11_25).await?;
+        rig.client
+            .set_logging_level(protocol_droid::domain::LoggingLevel::Debug)
+            .await?;
+        call_tool(&rig, "logs").await?;
+        // The record travels ahead of the answer, on the same stream.
+        let logs = rig.handler.logs.lock().map_err(|_| "poisoned")?.clone();
+        assert_eq!(
+            logs,
+            [json!({ "level": "warning", "logger": "upstream-logger", "data": "careful" })],
+            "{upstream}"
+        );
+    }
+    Ok(())
+}
+
+/// Before a legacy client chooses a level, the log records its server
+/// chooses to send reach it, as they would connected to that server itself.
+#[tokio::test]
+async fn a_legacy_client_that_chose_no_level_hears_what_the_server_sends() -> Result<(), TestError>
+{
+    let (rig, _record) = in_front_of_bad("flood", BridgeOptions::default()).await?;
+    call_tool(&rig, "anything").await?;
+    let logs = rig.handler.logs.lock().map_err(|_| "poisoned")?.len();
+    assert!(logs > 0, "no log record reached the client");
+    Ok(())
+}
+
+/// How many `notifications/resources/updated` a recording client heard.
+fn updates_heard(handler: &Recording) -> Result<usize, TestError> {
+    let notices = handler.notices.lock().map_err(|_| "poisoned")?;
     Ok(notices
         .iter()
         .filter(|m| *m == "notifications/resources/updated")
         .count())
 }
 
-/// A legacy session subscribed to a legacy upstream's resource hears each
-/// update once while a listen watches the resource too: the session's
-/// subscription is on its own upstream connection, the listen's on the one
-/// the bridge shares, and the upstream tells both.
-#[tokio::test]
-async fn a_subscription_beside_a_listen_hears_each_update_once() -> Result<(), TestError> {
-    use futures_util::StreamExt as _;
-    let uri = "test://watched-twice";
+/// A legacy upstream holding the one resource `uri`, served over HTTP:
+/// the server, to tell of updates, and its URL.
+async fn watched_upstream(uri: &'static str) -> Result<(Server, String), TestError> {
     let origin = Server::builder("watched", "1")
         .revisions([ProtocolVersion::V2025_11_25])
         .build()?;
@@ -1226,20 +1380,26 @@ async fn a_subscription_beside_a_listen_hears_each_update_once() -> Result<(), T
         serde_json::from_value(json!([{ "uri": uri, "text": "now" }]))
             .map_err(|e| CallError::internal(e.to_string()))
     });
-    let upstream = serve(origin.clone()).await?;
-    let bridge = Bridge::connect(
-        connector(
-            Target::Url(upstream.parse()?),
-            vec![ProtocolVersion::V2025_11_25],
-        ),
-        BridgeOptions::default(),
-    )
-    .await?;
-    let front = serve(bridge.server(|b| b)?).await?;
-    let rig = Rig::connect(bridge, &front, ProtocolVersion::V2025_11_25).await?;
-    rig.client.subscribe(uri).await?;
-    let watch = json!({ "notifications": { "resourceSubscriptions": [uri] } });
-    let listen = modern_request(&front, 7, "subscriptions/listen", watch, &json!({}))
+    let url = serve(origin.clone()).await?;
+    Ok((origin, url))
+}
+
+/// Subscribes a legacy session (`client`, recorded by `handler`) of the
+/// intermediary at `front` to `shown` (the upstream's `uri` as the front
+/// names it) and watches it with a `subscriptions/listen` besides; then
+/// checks that each update `origin` tells reaches the session once.
+async fn each_update_heard_once(
+    origin: &Server,
+    uri: &str,
+    front: &str,
+    shown: &str,
+    client: &Client,
+    handler: &Recording,
+) -> Result<(), TestError> {
+    use futures_util::StreamExt as _;
+    client.subscribe(shown).await?;
+    let watch = json!({ "notifications": { "resourceSubscriptions": [shown] } });
+    let listen = modern_request(front, 7, "subscriptions/listen", watch, &json!({}))
         .send()
         .await?;
     let mut events = listen.bytes_stream();
@@ -1253,19 +1413,19 @@ async fn a_subscription_beside_a_listen_hears_each_update_once() -> Result<(), T
         {
             seen.push_str(&String::from_utf8_lossy(&chunk?));
         }
-        if seen.contains("notifications/resources/updated") && updates_heard(&rig)? > 0 {
+        if seen.contains("notifications/resources/updated") && updates_heard(handler)? > 0 {
             break;
         }
     }
     assert!(seen.contains("notifications/resources/updated"), "{seen}");
     // What the last of those updates still has on its way arrives.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = updates_heard(&rig)?;
+    let before = updates_heard(handler)?;
     assert!(before > 0, "the session never heard an update");
     for told in 1..=3 {
         origin.resource_updated(uri);
         for _ in 0..100 {
-            if updates_heard(&rig)? >= before + told {
+            if updates_heard(handler)? >= before + told {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1273,8 +1433,66 @@ async fn a_subscription_beside_a_listen_hears_each_update_once() -> Result<(), T
     }
     // A second copy would come with the update it repeats: given as long.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(updates_heard(&rig)?, before + 3);
+    assert_eq!(updates_heard(handler)?, before + 3);
     Ok(())
+}
+
+/// A legacy session subscribed to a legacy upstream's resource hears each
+/// update once while a listen watches the resource too: the session's
+/// subscription is on its own upstream connection, the listen's on the one
+/// the bridge shares, and the upstream tells both.
+#[tokio::test]
+async fn a_subscription_beside_a_listen_hears_each_update_once() -> Result<(), TestError> {
+    let uri = "test://watched-twice";
+    let (origin, upstream) = watched_upstream(uri).await?;
+    let bridge = Bridge::connect(
+        connector(
+            Target::Url(upstream.parse()?),
+            vec![ProtocolVersion::V2025_11_25],
+        ),
+        BridgeOptions::default(),
+    )
+    .await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let rig = Rig::connect(bridge, &front, ProtocolVersion::V2025_11_25).await?;
+    each_update_heard_once(&origin, uri, &front, uri, &rig.client, &rig.handler).await
+}
+
+/// The same through the gateway, which asks the upstream's bridge whether
+/// the session watches the resource under the name the upstream gives it.
+#[tokio::test]
+async fn a_gateway_subscription_beside_a_listen_hears_each_update_once() -> Result<(), TestError> {
+    use protocol_droid::application::gateway::{Disclosure, Gateway, Pins, UpstreamOptions};
+    let uri = "test://watched-twice";
+    let (origin, upstream) = watched_upstream(uri).await?;
+    let gateway = Gateway::build(
+        Server::builder("gateway", "1"),
+        Disclosure::Default,
+        Pins::default(),
+    )?;
+    gateway
+        .add_upstream(
+            "watched",
+            connector(
+                Target::Url(upstream.parse()?),
+                vec![ProtocolVersion::V2025_11_25],
+            ),
+            UpstreamOptions::default(),
+        )
+        .await?;
+    let front = serve(gateway.server().clone()).await?;
+    let (client, handler) = Rig::connect_client(&front, ProtocolVersion::V2025_11_25).await?;
+    let listed = client.list_resources(None).await?.value;
+    let shown = listed
+        .resources
+        .first()
+        .map(|resource| resource.uri.clone())
+        .ok_or("the gateway lists no resource")?;
+    assert_ne!(
+        shown, uri,
+        "the gateway names an upstream's resource its own way"
+    );
+    each_update_heard_once(&origin, uri, &front, &shown, &client, &handler).await
 }
 
 // ---------------------------------------------------------------- unmodelled

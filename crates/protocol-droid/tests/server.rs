@@ -414,6 +414,52 @@ fn code(reply: &Value) -> Option<i64> {
 mod bad_input {
     use super::*;
 
+    /// What a session keeps for its lifetime is bounded in bytes, not only
+    /// in count: its subscribed URIs and its `initialize` params.
+    #[tokio::test]
+    async fn what_a_session_keeps_is_bounded_in_bytes() -> Result<(), TestError> {
+        let mut h = start_at("2025-11-25", json!({})).await?;
+        let long = |n: i64| format!("test://t/{n}{}", "x".repeat(60_000));
+        for n in 0..4 {
+            let reply = h
+                .client
+                .request(10 + n, "resources/subscribe", json!({ "uri": long(n) }))
+                .await?;
+            assert_eq!(reply["result"], json!({}), "{n}: {reply}");
+        }
+        let refused = h
+            .client
+            .request(20, "resources/subscribe", json!({ "uri": long(4) }))
+            .await?;
+        assert_eq!(code(&refused), Some(-32602), "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("KiB of subscribed resource URIs")),
+            "{refused}"
+        );
+        // Room made is room to use.
+        let reply = h
+            .client
+            .request(21, "resources/unsubscribe", json!({ "uri": long(0) }))
+            .await?;
+        assert_eq!(reply["result"], json!({}), "{reply}");
+        let reply = h
+            .client
+            .request(22, "resources/subscribe", json!({ "uri": long(4) }))
+            .await?;
+        assert_eq!(reply["result"], json!({}), "{reply}");
+
+        let mut other = connect(&h.server, StdioOptions::default());
+        let mut hello = initialize("2025-11-25", &json!({}));
+        hello["clientInfo"]["name"] = json!("n".repeat(300_000));
+        let refused = other.request(1, "initialize", hello).await?;
+        assert_eq!(code(&refused), Some(-32602), "{refused}");
+        let reply = other.initialize("2025-11-25", json!({})).await?;
+        assert_eq!(reply["result"]["protocolVersion"], json!("2025-11-25"));
+        Ok(())
+    }
+
     #[tokio::test]
     async fn malformed_json_is_a_parse_error_and_the_connection_survives() -> Result<(), TestError>
     {

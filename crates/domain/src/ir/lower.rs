@@ -295,11 +295,7 @@ fn lower_block(
 ) -> ContentBlock {
     let mut block = match block {
         ContentBlock::Audio(audio) if !profile.allows(Feature::AudioContent) => {
-            let text = format!(
-                "[audio: {}, {} bytes]",
-                audio.mime_type,
-                decoded_len(&audio.data)
-            );
+            let text = audio_description(&audio.mime_type, &audio.data);
             report.record(
                 Feature::AudioContent,
                 "audio block replaced by a description",
@@ -375,6 +371,14 @@ fn lower_block(
         }
     }
     block
+}
+
+/// The text an audio block of `mime_type` holding the base64 `data`
+/// becomes for a revision without audio: its type and size, as
+/// `[audio: audio/wav, 4 bytes]`.
+#[must_use]
+pub fn audio_description(mime_type: &str, data: &str) -> String {
+    format!("[audio: {mime_type}, {} bytes]", decoded_len(data))
 }
 
 /// The number of bytes `base64` decodes to, without decoding it.

@@ -16,7 +16,7 @@ pub use content::{
     Annotations, AudioContent, ContentBlock, EmbeddedResource, Icon, ImageContent,
     ResourceContents, ResourceLink, Role, TextContent, ToolResultContent, ToolUseContent,
 };
-pub use lower::{Downgrade, LowerError, TranslationReport};
+pub use lower::{Downgrade, LowerError, TranslationReport, audio_description};
 pub use tool_result::{
     RESULT_TYPE_COMPLETE, RESULT_TYPE_INPUT_REQUIRED, RESULT_TYPE_TASK, ToolResult, WithoutMeta,
 };

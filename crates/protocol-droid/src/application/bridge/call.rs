@@ -43,7 +43,11 @@ pub(super) fn emit(call: &Call, relayed: Relay) {
             total,
             message,
         } => call.progress(progress, total, message.as_deref()),
-        Relay::Log { level, data } => call.log(level, data),
+        Relay::Log {
+            level,
+            logger,
+            data,
+        } => call.forward_log(level, logger, data),
     }
 }
 
@@ -123,16 +127,19 @@ pub(super) async fn url_round(call: &Call, error: ErrorObject) -> CallError {
     }
 }
 
-/// An upstream failure as the client is to read it.
+/// An upstream failure of `method` as the client is to read it.
 pub(super) fn upstream_error(
     error: ClientError,
+    method: &str,
     leg: &Leg,
     upstream: ProtocolVersion,
 ) -> CallError {
     match error {
         ClientError::Server(mut object) => {
-            // A missing resource is `-32602` from 2026-07-28 on.
+            // A missing resource is `-32602` from 2026-07-28 on; on another
+            // method the code is the server's own, passed on as it is.
             if object.code == ErrorCode::RESOURCE_NOT_FOUND
+                && method == "resources/read"
                 && !leg.profile.allows(Feature::LegacyResourceNotFound)
             {
                 object.code = ErrorCode::INVALID_PARAMS;
@@ -392,7 +399,7 @@ impl Bridge {
             {
                 return Err(Box::pin(url_round(call, error)).await);
             }
-            Err(error) => return Err(upstream_error(error, &leg, version)),
+            Err(error) => return Err(upstream_error(error, method, &leg, version)),
         };
         Ok((result, leg, report))
     }

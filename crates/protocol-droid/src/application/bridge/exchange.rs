@@ -233,6 +233,14 @@ impl Drop for Flight {
     }
 }
 
+/// What ended the wait for a client's answers before they came.
+enum Overtaken {
+    /// The request's answer: what the server made of it without them.
+    Answered(Result<Value, ClientError>),
+    /// The server withdrew one of the questions.
+    Withdrawn,
+}
+
 enum Step {
     Done(Result<Value, ClientError>),
     Asked,
@@ -445,6 +453,43 @@ impl Flight {
                 }
             }
         }
+    }
+
+    /// What overtakes the client's answers to the open questions: the
+    /// request's own answer (a server that stopped waiting for them), or a
+    /// question the server withdrew (`notifications/cancelled`). Never
+    /// resolves while neither happens.
+    async fn overtaken(&mut self) -> Overtaken {
+        let withdrawn = async {
+            if self.open.is_empty() {
+                return std::future::pending().await;
+            }
+            let closed = self
+                .open
+                .iter_mut()
+                .map(|(_, ask)| Box::pin(ask.answer.closed()));
+            futures_util::future::select_all(closed).await;
+        };
+        tokio::select! {
+            answered = &mut self.request => {
+                self.finished = true;
+                // As in `advance`: a connection that failed serves nobody
+                // else.
+                if matches!(
+                    answered,
+                    Err(ClientError::Timeout { .. } | ClientError::Link(_))
+                ) {
+                    self.lease.retire();
+                }
+                Overtaken::Answered(answered)
+            }
+            () = withdrawn => Overtaken::Withdrawn,
+        }
+    }
+
+    /// Forgets the open questions the server withdrew.
+    fn forget_withdrawn(&mut self) {
+        self.open.retain(|(_, ask)| !ask.answer.is_closed());
     }
 
     /// The open questions, as the server asked them, under their keys.
@@ -717,7 +762,25 @@ impl Rounds<'_> {
                         }
                     };
                     let asking = asking.get_or_insert_with(|| asking_call(call));
-                    match Box::pin(asking.ask_all(questions)).await {
+                    // The server may answer the request, or withdraw a
+                    // question, while the client is still being asked:
+                    // then the client's question is withdrawn in turn (the
+                    // ask, dropped, tells it so) rather than held up.
+                    let asked = tokio::select! {
+                        asked = Box::pin(asking.ask_all(questions)) => asked,
+                        overtaken = flight.overtaken() => match overtaken {
+                            Overtaken::Answered(result) => return Ok(result),
+                            Overtaken::Withdrawn => {
+                                // The questions left are put again, in the
+                                // same round: dropping the ask withdrew
+                                // them all from the client.
+                                flight.forget_withdrawn();
+                                flight.rounds = flight.rounds.saturating_sub(1);
+                                continue;
+                            }
+                        },
+                    };
+                    match asked {
                         Ok(answers) => {
                             let keys: Vec<String> =
                                 flight.open.iter().map(|(k, _)| k.clone()).collect();

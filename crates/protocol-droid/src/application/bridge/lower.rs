@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use crate::application::server::CallError;
 use crate::domain::Refusal;
-use crate::domain::ir::{LowerError, TranslationReport};
+use crate::domain::ir::{LowerError, TranslationReport, audio_description};
 use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{DegradePolicy, Feature, Leg};
 use crate::wire::tools::TaskSupport;
@@ -83,6 +83,23 @@ impl Lowering<'_> {
             && self.must_drop(Feature::Titles, &format!("dropped `title` from {what}"))?
         {
             entity.remove("title");
+        }
+        Ok(())
+    }
+
+    /// A prompt's arguments, which have a `title` where prompts do.
+    fn prompt_arguments(&mut self, arguments: &mut [Value], what: &str) -> Result<(), LowerError> {
+        for argument in arguments {
+            let Value::Object(argument) = argument else {
+                continue;
+            };
+            if argument.contains_key("title") {
+                let name = argument.get("name").and_then(Value::as_str).unwrap_or("?");
+                let note = format!("dropped `title` from argument {name} of {what}");
+                if self.must_drop(Feature::Titles, &note)? {
+                    argument.remove("title");
+                }
+            }
         }
         Ok(())
     }
@@ -160,12 +177,8 @@ impl Lowering<'_> {
                     .get("mimeType")
                     .and_then(Value::as_str)
                     .unwrap_or("audio");
-                let bytes = object
-                    .get("data")
-                    .and_then(Value::as_str)
-                    .map_or(0, |d| d.len() / 4 * 3);
-                *block =
-                    json!({ "type": "text", "text": format!("[audio: {mime}, {bytes} bytes]") });
+                let data = object.get("data").and_then(Value::as_str).unwrap_or("");
+                *block = json!({ "type": "text", "text": audio_description(mime, data) });
                 return Ok(());
             }
             Some("resource_link")
@@ -239,6 +252,9 @@ impl Lowering<'_> {
                                 .unwrap_or("?")
                         );
                         self.entity(entry, &what)?;
+                        if let Some(Value::Array(arguments)) = entry.get_mut("arguments") {
+                            self.prompt_arguments(arguments, &what)?;
+                        }
                     }
                 }
                 result.insert(member.to_owned(), Value::Array(entries));
@@ -453,8 +469,9 @@ pub fn feature_named(name: &str) -> Option<Feature> {
         .find(|f| format!("{f:?}").to_ascii_lowercase() == wanted)
 }
 
-/// A translation the policy refused, as the error the client receives: it
-/// names the feature and the revision.
+/// A translation the policy refused (of a reply or of a question the server
+/// asks), as the error the client or server receives: it names the feature
+/// and the revision.
 pub(super) fn refusal(error: &LowerError) -> CallError {
     let data = match error {
         LowerError::FeatureUnavailable { feature, version } => json!({
@@ -468,7 +485,7 @@ pub(super) fn refusal(error: &LowerError) -> CallError {
     };
     CallError::Protocol(
         ErrorObject::from(Refusal::internal(format!(
-            "the bridge's degrade policy refuses this reply: {error}"
+            "the bridge's degrade policy refuses to carry this message: {error}"
         )))
         .with_data(data),
     )

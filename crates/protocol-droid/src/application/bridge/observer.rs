@@ -29,10 +29,11 @@ pub trait Observer: Send + Sync {
     /// subscription, its alone), or on one every watcher shares (`None`).
     fn resource_updated(&self, _session: Option<SessionId>, _uri: &str) {}
 
-    /// The upstream logged a record, outside any request, on the
-    /// connection that serves the legacy session `session` alone: the
-    /// record is that session's.
-    fn log(&self, _session: SessionId, _level: LoggingLevel, _data: &Value) {}
+    /// The upstream logged a record (of `logger`, when it names one),
+    /// outside any request, on the connection that serves the legacy
+    /// session `session` alone: the record is that session's.
+    fn log(&self, _session: SessionId, _level: LoggingLevel, _logger: Option<&str>, _data: &Value) {
+    }
 
     /// The connection the bridge opened first, and keeps for as long as it
     /// lives, ended: the upstream went away (a child that exited, a server
@@ -62,7 +63,7 @@ impl Observer for Server {
         }
     }
 
-    fn log(&self, session: SessionId, level: LoggingLevel, data: &Value) {
-        self.log_to(session, level, data.clone());
+    fn log(&self, session: SessionId, level: LoggingLevel, logger: Option<&str>, data: &Value) {
+        self.log_to(session, level, logger.map(str::to_owned), data.clone());
     }
 }

@@ -617,6 +617,7 @@ mod tests {
                 exchange: "x".to_owned(),
                 note: Note::Log {
                     level: LoggingLevel::Info,
+                    logger: Some("upstream".to_owned()),
                     data: json!("line"),
                 },
             },

@@ -74,7 +74,13 @@ pub(super) enum Relay {
         message: Option<String>,
     },
     /// `notifications/message`.
-    Log { level: LoggingLevel, data: Value },
+    Log {
+        level: LoggingLevel,
+        /// Absent from what an instance of an older build relays.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        logger: Option<String>,
+        data: Value,
+    },
 }
 
 /// How many notifications may wait for their request's task; beyond that
@@ -515,11 +521,22 @@ impl ClientHandler for UpstreamHandler {
                     .cloned()
                     .and_then(|l| serde_json::from_value(l).ok())
                     .unwrap_or(LoggingLevel::Info);
+                let logger = params
+                    .get("logger")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 let data = params.get("data").cloned().unwrap_or(Value::Null);
                 if let Some(cell) = self.logging_flight() {
-                    relay(&cell, Relay::Log { level, data });
+                    relay(
+                        &cell,
+                        Relay::Log {
+                            level,
+                            logger,
+                            data,
+                        },
+                    );
                 } else if let Some(session) = self.session {
-                    self.tell(|o| o.log(session, level, &data));
+                    self.tell(|o| o.log(session, level, logger.as_deref(), &data));
                 }
             }
             "notifications/tools/list_changed" => {

@@ -2,7 +2,7 @@
 //! watch which URIs, and the one upstream subscription (or listen) that
 //! serves them all.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,16 +12,69 @@ use super::runtime::Bridge;
 use super::upstream::{Affinity, full_capabilities};
 use super::upstream::{RootsWords, Upstream, lock};
 use crate::application::client::RequestOptions;
+use crate::application::squelch::Squelch;
 use crate::domain::SessionId;
+
+/// The most bytes of URIs one upstream `subscriptions/listen` names: the
+/// request must fit what a server takes in one message (a few MiB is
+/// common), or the listen fails for every session it serves.
+const MAX_LISTEN_URI_BYTES: usize = 1024 * 1024;
+
+/// The resources sessions watch (`watched`), at most `budget` bytes of
+/// them as JSON, shared out fairly: one of each session's in turn
+/// (sessions and their URIs in order, so the same sessions watching the
+/// same resources name the same ones), so a session watching many or long
+/// URIs leaves room for every other one's.
+fn fair_share(
+    watched: &HashMap<SessionId, HashMap<String, usize>>,
+    budget: usize,
+) -> BTreeSet<String> {
+    let mut sessions: Vec<(&SessionId, &HashMap<String, usize>)> = watched.iter().collect();
+    sessions.sort_unstable_by_key(|(session, _)| **session);
+    let mut queues: Vec<Vec<&String>> = sessions
+        .into_iter()
+        .map(|(_, counts)| {
+            let mut uris: Vec<&String> = counts.keys().collect();
+            uris.sort_unstable();
+            uris
+        })
+        .collect();
+    let mut chosen = BTreeSet::new();
+    let mut used = 0_usize;
+    let mut turn = 0_usize;
+    while !queues.is_empty() {
+        queues.retain(|uris| uris.len() > turn);
+        for uri in queues.iter().filter_map(|uris| uris.get(turn)) {
+            if chosen.contains(*uri) {
+                continue;
+            }
+            // As the listen writes it: quoted, escaped, and a comma.
+            let written = serde_json::to_string(*uri).map_or(usize::MAX, |json| json.len() + 1);
+            if let Some(total) = used.checked_add(written).filter(|t| *t <= budget) {
+                used = total;
+                chosen.insert((*uri).clone());
+            }
+        }
+        turn = turn.saturating_add(1);
+    }
+    chosen
+}
 
 impl Bridge {
     /// Every resource some session watches.
-    pub(super) fn watched_uris(&self) -> std::collections::BTreeSet<String> {
+    pub(super) fn watched_uris(&self) -> BTreeSet<String> {
         lock(&self.inner.watched)
             .values()
             .flat_map(HashMap::keys)
             .cloned()
             .collect()
+    }
+
+    /// Whether any session watches `uri`.
+    fn anyone_watches(&self, uri: &str) -> bool {
+        lock(&self.inner.watched)
+            .values()
+            .any(|counts| counts.contains_key(uri))
     }
 
     /// Keeps a legacy upstream subscribed to exactly the resources some
@@ -34,7 +87,7 @@ impl Bridge {
         let rewatch = Arc::clone(&self.inner.rewatch);
         let mut closing = self.inner.closing.subscribe();
         tokio::spawn(async move {
-            let mut subscribed = std::collections::BTreeSet::new();
+            let mut subscribed = BTreeSet::new();
             let mut on: Option<Arc<Upstream>> = None;
             let mut check = tokio::time::interval(Duration::from_secs(30));
             loop {
@@ -148,7 +201,22 @@ impl Bridge {
                 notifications.insert(key.to_owned(), json!(true));
             }
         }
-        let watched = self.watched_uris();
+        let watched = {
+            let all = lock(&self.inner.watched);
+            let shared = fair_share(&all, MAX_LISTEN_URI_BYTES);
+            let left_out = all
+                .values()
+                .flat_map(HashMap::keys)
+                .filter(|uri| !shared.contains(*uri))
+                .count();
+            // Said once in a while: a client can make it be said at every
+            // subscription.
+            static LEFT_OUT: Squelch = Squelch::new(Duration::from_secs(10));
+            if let Some(passed) = (left_out > 0).then(|| LEFT_OUT.admit()).flatten() {
+                tracing::warn!(target: "droid::bridge", left_out, passed_over = passed, "resources watched past what one upstream listen names are not watched upstream");
+            }
+            shared
+        };
         if !watched.is_empty() {
             notifications.insert("resourceSubscriptions".to_owned(), json!(watched));
         }
@@ -158,9 +226,12 @@ impl Bridge {
     /// Counts `session` watching `uri` (or no longer), and tells the task
     /// that watches upstream when the set watched overall changed.
     pub(crate) fn watch(&self, session: SessionId, uri: &str, subscribed: bool) {
-        let before = self.watched_uris();
-        {
+        let anyone = |watched: &HashMap<SessionId, HashMap<String, usize>>| {
+            watched.values().any(|counts| counts.contains_key(uri))
+        };
+        let changed = {
             let mut watched = lock(&self.inner.watched);
+            let before = anyone(&watched);
             let counts = watched.entry(session).or_default();
             if subscribed {
                 *counts.entry(uri.to_owned()).or_default() += 1;
@@ -173,24 +244,26 @@ impl Bridge {
             if counts.is_empty() {
                 watched.remove(&session);
             }
-        }
+            anyone(&watched) != before
+        };
         // A second watcher of a resource, or one of two leaving, is nothing
         // to the upstream (and reopening a listen would lose what it
         // carried).
-        if self.watched_uris() != before {
+        if changed {
             self.inner.rewatch.notify_one();
         }
     }
 
     /// Forgets what `session` watched and closes its upstream session.
     pub(crate) fn end_session(&self, session: SessionId) {
-        let before = self.watched_uris();
-        lock(&self.inner.watched).remove(&session);
+        let gone = lock(&self.inner.watched).remove(&session);
         if let Some(worker) = lock(&self.inner.session_watches).remove(&session) {
             // Wakes the worker to find its session gone.
             worker.wake.notify_one();
         }
-        if self.watched_uris() != before {
+        let unwatched =
+            gone.is_some_and(|counts| counts.keys().any(|uri| !self.anyone_watches(uri)));
+        if unwatched {
             self.inner.rewatch.notify_one();
         }
         let pool = lock(&self.inner.upstreams).remove(&Affinity::Session(session));
@@ -237,5 +310,37 @@ impl Bridge {
                 words.finish();
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session watching many long URIs takes no more than its turns: the
+    /// others' are all in the listen, and the listen stays in its budget.
+    #[test]
+    fn the_listen_shares_its_bytes_out_by_session() {
+        let mut watched: HashMap<SessionId, HashMap<String, usize>> = HashMap::new();
+        let greedy = (0..100)
+            .map(|n| (format!("test://greedy/{n:03}/{}", "x".repeat(1000)), 1))
+            .collect();
+        watched.insert(SessionId::new(1), greedy);
+        for session in 2..=4 {
+            let own = HashMap::from([(format!("test://own/{session}"), 1)]);
+            watched.insert(SessionId::new(session), own);
+        }
+        let shared = fair_share(&watched, 10_000);
+        for session in 2..=4 {
+            assert!(
+                shared.contains(&format!("test://own/{session}")),
+                "{shared:?}"
+            );
+        }
+        let bytes: usize = shared.iter().map(String::len).sum();
+        assert!(bytes <= 10_000, "{bytes}");
+        assert!(shared.len() > 3, "the greedy session has none: {shared:?}");
+        // Within the budget, everything.
+        assert_eq!(fair_share(&watched, usize::MAX).len(), 103);
     }
 }

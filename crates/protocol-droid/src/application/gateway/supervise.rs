@@ -620,9 +620,13 @@ impl Observer for UpstreamEvents {
         }
     }
 
-    fn log(&self, session: SessionId, level: LoggingLevel, data: &Value) {
+    fn log(&self, session: SessionId, level: LoggingLevel, logger: Option<&str>, data: &Value) {
         if let Some(gateway) = self.gateway() {
-            gateway.inner.server.log_to(session, level, data.clone());
+            let logger = logger.map(str::to_owned);
+            gateway
+                .inner
+                .server
+                .log_to(session, level, logger, data.clone());
         }
     }
 

@@ -314,11 +314,37 @@ impl Call {
     /// The gate is the session's (legacy `logging/setLevel`) or the
     /// request's own (`_meta` logLevel in 2026-07-28); closed means silent.
     pub fn log(&self, level: LoggingLevel, data: Value) {
-        if !self.peer.log_gate().allows(level) {
-            return;
+        if self.peer.log_gate().allows(level) {
+            self.send_log(level, None, data);
         }
+    }
+
+    /// Sends a log record naming the `logger` that wrote it (a component
+    /// of the server, as the record's `logger` member says), if the gate
+    /// in force lets `level` through; see [`Self::log`].
+    pub fn log_named(&self, level: LoggingLevel, logger: &str, data: Value) {
+        if self.peer.log_gate().allows(level) {
+            self.send_log(level, Some(logger.to_owned()), data);
+        }
+    }
+
+    /// Sends a log record another server wrote (an upstream's, carried by
+    /// a bridge or gateway), naming the `logger` it named, if the gate in
+    /// force lets it through ([`super::LogGate::allows_forwarded`]: a legacy
+    /// client that never chose a level gets what the server chose to send).
+    pub fn forward_log(&self, level: LoggingLevel, logger: Option<String>, data: Value) {
+        let legacy = self.peer.negotiated().era() == Era::Legacy;
+        if self.peer.log_gate().allows_forwarded(level, legacy) {
+            self.send_log(level, logger, data);
+        }
+    }
+
+    fn send_log(&self, level: LoggingLevel, logger: Option<String>, data: Value) {
         let mut params = JsonObject::new();
         params.insert("level".to_owned(), json!(level));
+        if let Some(logger) = logger {
+            params.insert("logger".to_owned(), Value::String(logger));
+        }
         params.insert("data".to_owned(), data);
         self.notify("notifications/message", Value::Object(params));
     }
@@ -557,6 +583,11 @@ impl Call {
     ///
     /// As [`Self::elicit`].
     pub async fn ask_all(&self, questions: Vec<Question>) -> Result<Vec<Value>, CallError> {
+        if self.peer.negotiated().era() == Era::Modern {
+            if let Some(task) = self.running_task() {
+                return self.ask_together_in_task(&task, questions).await;
+            }
+        }
         if self.peer.negotiated().era() == Era::Legacy || self.is_task() {
             // Asked together, as the client may answer them in any order
             // (a task's questions are all pending at once); the answers
@@ -589,6 +620,40 @@ impl Call {
 }
 
 impl Call {
+    /// A 2026-07-28 task's questions, parked on the task together, so that
+    /// `tasks/get` shows them all at once; each answered already in the
+    /// request is not asked again.
+    async fn ask_together_in_task(
+        &self,
+        task: &TaskRef,
+        questions: Vec<Question>,
+    ) -> Result<Vec<Value>, CallError> {
+        let mut answers: Vec<Option<Value>> = Vec::with_capacity(questions.len());
+        let mut asked = Vec::new();
+        for question in questions {
+            let (key, method, params, feature, required) = question.parts();
+            if let Some(answer) = self.given(&key) {
+                answers.push(Some(answer));
+                continue;
+            }
+            self.may_ask(feature, &required)?;
+            asked.push((key, json!({ "method": method, "params": params })));
+            answers.push(None);
+        }
+        if !asked.is_empty() {
+            let mut given = task
+                .tasks
+                .ask_together(task, asked)
+                .await
+                .ok_or_else(|| CallError::internal("the task ended before it was answered"))?
+                .into_iter();
+            for slot in answers.iter_mut().filter(|slot| slot.is_none()) {
+                *slot = given.next();
+            }
+        }
+        Ok(answers.into_iter().flatten().collect())
+    }
+
     async fn ask_one(&self, question: Question) -> Result<Value, CallError> {
         let (key, method, params, feature, required) = question.parts();
         self.ask(&key, method, params, feature, required).await

@@ -37,6 +37,8 @@ pub enum Change {
         session: SessionId,
         /// The record's level.
         level: LoggingLevel,
+        /// The name of the logger that wrote it, if given.
+        logger: Option<String>,
         /// The record.
         data: Value,
     },

@@ -886,13 +886,21 @@ impl Server {
         self.announce(Change::ResourceUpdated(uri.into()));
     }
 
-    /// Sends a log record to the legacy session `session` outside any of
-    /// its requests, if its log level lets `level` through; dropped when
-    /// the session is not listening or its queue is full.
-    pub fn log_to(&self, session: SessionId, level: LoggingLevel, data: Value) {
+    /// Sends a log record (of `logger`, if named) to the legacy session
+    /// `session` outside any of its requests, if its log level lets `level`
+    /// through; dropped when the session is not listening or its queue is
+    /// full.
+    pub fn log_to(
+        &self,
+        session: SessionId,
+        level: LoggingLevel,
+        logger: Option<String>,
+        data: Value,
+    ) {
         let change = Change::Log {
             session,
             level,
+            logger,
             data,
         };
         let _queued = self.inner.targets.send(session, change);

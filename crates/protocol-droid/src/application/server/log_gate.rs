@@ -49,6 +49,17 @@ impl LogGate {
     pub fn allows(self, level: LoggingLevel) -> bool {
         self.threshold.is_some_and(|t| level >= t)
     }
+
+    /// Whether a record at `level` that another server wrote (carried by a
+    /// bridge or gateway) passes: as [`Self::allows`], except that a
+    /// `legacy` session that never chose a level gets what that server
+    /// chose to send, as it would connected to the server itself (before
+    /// `logging/setLevel` the server decides). A 2026-07-28 request without
+    /// a `logLevel` asked for none.
+    #[must_use]
+    pub fn allows_forwarded(self, level: LoggingLevel, legacy: bool) -> bool {
+        self.threshold.map_or(legacy, |t| level >= t)
+    }
 }
 
 /// The `_meta` key a 2026-07-28 request opts into logging with.

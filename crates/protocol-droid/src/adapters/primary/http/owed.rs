@@ -129,6 +129,7 @@ mod tests {
         let log = Change::Log {
             session: crate::domain::SessionId::new(1),
             level: crate::domain::LoggingLevel::Info,
+            logger: None,
             data: json!("x"),
         };
         assert!(!Owed::can_owe(&log));

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use super::request::Hello;
-use super::{Connection, LogGate, MAX_SUBSCRIPTIONS};
+use super::{Connection, LogGate, MAX_SUBSCRIBED_BYTES, MAX_SUBSCRIPTIONS};
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::ErrorObject;
 use crate::domain::{Era, LoggingLevel, ProtocolVersion, Refusal};
@@ -160,11 +160,18 @@ impl Connection {
                     changed.push((uri, false));
                 }
             }
+            let mut held: usize = state.subscribed.iter().map(String::len).sum();
             for uri in &change.subscribed {
-                if state.subscribed.len() >= MAX_SUBSCRIPTIONS {
+                if state.subscribed.contains(uri) {
+                    continue;
+                }
+                if state.subscribed.len() >= MAX_SUBSCRIPTIONS
+                    || held.saturating_add(uri.len()) > MAX_SUBSCRIBED_BYTES
+                {
                     break;
                 }
                 if state.subscribed.insert(uri.clone()) {
+                    held = held.saturating_add(uri.len());
                     changed.push((uri, true));
                 }
             }

@@ -14,7 +14,7 @@ use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorObject, Message, Notification, RequestId};
 use crate::wire::tasks::TaskStatus;
 
-use super::{Connection, MAX_SUBSCRIPTIONS, SUBSCRIPTION_ID_META};
+use super::{Connection, MAX_SUBSCRIBED_BYTES, MAX_SUBSCRIPTIONS, SUBSCRIPTION_ID_META};
 
 impl Connection {
     /// `subscriptions/listen`: acknowledge, then forward the opted-in changes
@@ -55,15 +55,23 @@ impl Connection {
         let lists: Vec<String> = honoured.keys().cloned().collect();
         let wants = |key: &str| lists.iter().any(|k| k == key);
         // Only resources the caller may read can be watched, and only so
-        // many: the honoured subset goes back in the acknowledgement.
+        // many, of so many bytes: the honoured subset goes back in the
+        // acknowledgement.
+        let mut bytes = 0_usize;
         let uris: BTreeSet<String> = filter
             .get("resourceSubscriptions")
             .and_then(Value::as_array)
             .map(|a| {
                 a.iter()
                     .filter_map(Value::as_str)
+                    .collect::<BTreeSet<&str>>()
+                    .into_iter()
                     .filter(|uri| self.can_read(uri, peer.auth()))
                     .take(MAX_SUBSCRIPTIONS)
+                    .take_while(|uri| {
+                        bytes = bytes.saturating_add(uri.len());
+                        bytes <= MAX_SUBSCRIBED_BYTES
+                    })
                     .map(str::to_owned)
                     .collect()
             })

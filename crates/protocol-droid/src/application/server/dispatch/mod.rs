@@ -168,6 +168,16 @@ pub(super) const MULTI_ROUND_METHODS: [&str; 3] = ["tools/call", "prompts/get", 
 /// How many resources one legacy session may subscribe to.
 pub(crate) const MAX_SUBSCRIPTIONS: usize = 1024;
 
+/// How many bytes of URIs one session may keep subscribed to (or watch in
+/// one `subscriptions/listen`): a session keeps them for its lifetime,
+/// long after the request that named them was answered.
+pub(crate) const MAX_SUBSCRIBED_BYTES: usize = 256 * 1024;
+
+/// How large a legacy session's `initialize` params (its capabilities and
+/// client description) may be, as JSON: the session keeps them for its
+/// lifetime.
+const MAX_HELLO_BYTES: usize = 256 * 1024;
+
 /// The methods only 2026-07-28 has, so a request for one is modern even
 /// when its `_meta` is missing (and is then refused for that).
 const MODERN_ONLY: [&str; 2] = ["server/discover", "subscriptions/listen"];
@@ -399,20 +409,22 @@ impl Connection {
             Change::Log {
                 session,
                 level,
+                logger,
                 data,
             } => {
                 let open = self.state.lock().is_ok_and(|s| {
                     s.legacy
                         .as_ref()
-                        .is_some_and(|l| l.peer.log_gate().allows(*level))
+                        .is_some_and(|l| l.peer.log_gate().allows_forwarded(*level, true))
                 });
                 if *session != self.session || !open {
                     return None;
                 }
-                (
-                    "notifications/message",
-                    Some(json!({ "level": level, "data": data })),
-                )
+                let params = match logger {
+                    Some(logger) => json!({ "level": level, "logger": logger, "data": data }),
+                    None => json!({ "level": level, "data": data }),
+                };
+                ("notifications/message", Some(params))
             }
             Change::TaskStatus { session, params } => {
                 if *session != self.session {
@@ -676,6 +688,13 @@ impl Connection {
         if self.negotiated().is_some() {
             return Err(Refusal::invalid_request("this session is already initialized").into());
         }
+        if serde_json::to_vec(params).map_or(true, |json| json.len() > MAX_HELLO_BYTES) {
+            return Err(Refusal::invalid_params(format!(
+                "the initialize params are larger than {} KiB, the most a session keeps",
+                MAX_HELLO_BYTES / 1024
+            ))
+            .into());
+        }
         let hello = Hello::decode(params)?;
         // Echo a supported revision; otherwise answer with our newest and let
         // the client decide (the spec's negotiation). A modern-only server
@@ -840,13 +859,21 @@ impl Connection {
                 .map(|l| Arc::clone(&l.client_capabilities));
             if !subscribe {
                 changed = state.subscribed.remove(uri);
-            } else if state.subscribed.len() >= MAX_SUBSCRIPTIONS && !state.subscribed.contains(uri)
-            {
-                return Err(Refusal::invalid_params(format!(
-                    "at most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
-                ))
-                .into());
-            } else {
+            } else if !state.subscribed.contains(uri) {
+                if state.subscribed.len() >= MAX_SUBSCRIPTIONS {
+                    return Err(Refusal::invalid_params(format!(
+                        "at most {MAX_SUBSCRIPTIONS} resource subscriptions per session"
+                    ))
+                    .into());
+                }
+                let held: usize = state.subscribed.iter().map(String::len).sum();
+                if held.saturating_add(uri.len()) > MAX_SUBSCRIBED_BYTES {
+                    return Err(Refusal::invalid_params(format!(
+                        "at most {} KiB of subscribed resource URIs per session",
+                        MAX_SUBSCRIBED_BYTES / 1024
+                    ))
+                    .into());
+                }
                 changed = state.subscribed.insert(uri.to_owned());
             }
         }

@@ -653,12 +653,22 @@ impl Tasks {
     /// task is `input_required` until every question is answered. Resolves
     /// to the answer, or to an error when the task ends first.
     pub(crate) async fn ask(&self, task: &TaskRef, key: &str, request: Value) -> Option<Value> {
-        let (answer, answered) = oneshot::channel();
-        let mut parked = Parked {
-            task: task.clone(),
-            key: key.to_owned(),
-            answered: Some(answered),
-        };
+        self.ask_together(task, vec![(key.to_owned(), request)])
+            .await?
+            .pop()
+    }
+
+    /// Parks the questions `requests` of the task `task` together, each
+    /// under its key, in one write: a `tasks/get` shows all of them or none,
+    /// never some before the others. Resolves to the answers in order, or
+    /// to `None` when the task ends first.
+    pub(crate) async fn ask_together(
+        &self,
+        task: &TaskRef,
+        requests: Vec<(String, Value)>,
+    ) -> Option<Vec<Value>> {
+        let mut parked = Vec::with_capacity(requests.len());
+        let mut answers = Vec::with_capacity(requests.len());
         {
             let _writing = self.writes.lock().await;
             let Ok(Some(mut record)) = self.get(&task.owner, &task.id).await else {
@@ -667,13 +677,22 @@ impl Tasks {
             if record.is_terminal() {
                 return None;
             }
-            record.input_requests.insert(key.to_owned(), request);
+            for (key, request) in requests {
+                let (answer, answered) = oneshot::channel();
+                record.input_requests.insert(key.clone(), request);
+                answers.push((key.clone(), answer));
+                parked.push(Parked {
+                    task: task.clone(),
+                    key,
+                    answered: Some(answered),
+                });
+            }
             record.status = TaskStatus::InputRequired;
             record.updated_ms = now_ms();
             let mut notify = None;
             if let Ok(mut live) = self.live.lock() {
                 if let Some(entry) = live.get_mut(&task.id) {
-                    entry.waiting.insert(key.to_owned(), answer);
+                    entry.waiting.extend(answers);
                     entry.status.send_replace(TaskStatus::InputRequired);
                     notify.clone_from(&entry.notify);
                 }
@@ -683,15 +702,23 @@ impl Tasks {
             if !self.store().update(record.clone()).await.ok()? {
                 if let Ok(mut live) = self.live.lock() {
                     if let Some(entry) = live.get_mut(&task.id) {
-                        entry.waiting.remove(key);
+                        for one in &parked {
+                            entry.waiting.remove(&one.key);
+                        }
                     }
                 }
-                parked.answered = None;
+                for one in &mut parked {
+                    one.answered = None;
+                }
                 return None;
             }
             self.changed(&record, notify.as_ref());
         }
-        parked.answer().await
+        let mut given = Vec::with_capacity(parked.len());
+        for one in &mut parked {
+            given.push(one.answer().await?);
+        }
+        Some(given)
     }
 
     /// Removes the waiter for `key` of the task `id`, if nobody waits on it
