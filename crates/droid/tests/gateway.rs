@@ -841,10 +841,16 @@ fn trust_on_first_use_outlives_a_restart() -> Result<(), TestError> {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     drop(support::listening_with(serving, "http")?);
-    // Beside the admin socket, which is named the same way.
+    // Beside the admin socket, which is named the same way, and the lock
+    // its writers take.
     let kept = std::fs::read_dir(&state)?
         .filter_map(Result::ok)
-        .filter(|entry| entry.path().extension().is_none_or(|e| e != "sock"))
+        .filter(|entry| {
+            entry
+                .path()
+                .extension()
+                .is_none_or(|e| e != "sock" && e != "lock")
+        })
         .count();
     assert_eq!(kept, 1);
 
@@ -876,18 +882,25 @@ fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
         &format!(
             r#"{{
               "mcpServers": {{
-                "fixture": {{ "command": {DROID:?}, "args": ["serve"], "env": {{ "FROM_HOME": "${{env:HOME}}" }} }},
+                "fixture": {{ "command": {DROID:?}, "args": ["serve"], "env": {{ "FROM_HOME": "${{env:HOME}}" }}, "disable": true }},
                 "off": {{ "command": "/nonexistent/mcp-server", "disabled": true }}
               }},
               "globalShortcut": "Ctrl+Space"
             }}"#
         ),
     )?;
-    let tools = listed(&config, scratch.dir())?;
+    let (tools, out) = digests(&config, scratch.dir())?;
     assert_provenance(&tools, "fixture/echo", "pinned");
     assert!(
         !tools.iter().any(|(id, _)| id.starts_with("off/")),
         "{tools:?}"
+    );
+    // A setting not read here (a misspelt `disabled`) is said, not passed
+    // over in silence.
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(r#"server "fixture": "disable" is not a setting read here"#),
+        "{said}"
     );
 
     // A variable that is not set stops it, naming the variable.
@@ -1036,11 +1049,9 @@ fn ask(config: &str, action: &[&str], state: &Path) -> Result<Output, TestError>
     droid(&args, state)
 }
 
-/// An operator sees a drifted tool in `status`, approves it on the running
-/// gateway, and it is callable at once; after a restart the approval holds.
-#[test]
-fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Result<(), TestError> {
-    let scratch = Files::fresh("droid-gateway-approve")?;
+/// A configuration in `scratch` of the fixture upstream trusted on first
+/// use, its state file and admin socket beside it: its text and its path.
+fn with_state_and_socket(scratch: &Files) -> Result<(String, String), TestError> {
     let upstream = format!(
         "state = {:?}\nadmin_socket = {:?}\n\n{}",
         scratch.path("state.json"),
@@ -1048,6 +1059,15 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
         served("fixture"),
     );
     let config = scratch.write("gateway.toml", &upstream)?;
+    Ok((upstream, config))
+}
+
+/// An operator sees a drifted tool in `status`, approves it on the running
+/// gateway, and it is callable at once; after a restart the approval holds.
+#[test]
+fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Result<(), TestError> {
+    let scratch = Files::fresh("droid-gateway-approve")?;
+    let (upstream, config) = with_state_and_socket(&scratch)?;
     let (_gateway, address) = listening(
         &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
         "http",
@@ -1147,7 +1167,20 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
-    let approved = ask(&config, &["approve", &shown], scratch.dir())?;
+    // A digest cut short, as a narrow line shows it, is refused as a
+    // digest, not taken for a tool of another name.
+    let cut = shown.get(..shown.len() - 60).ok_or("a short digest")?;
+    let refused = ask(&config, &["approve", cut], scratch.dir())?;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("is not a digest"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    // The digest in capitals is the same digest.
+    let (tool, digest) = shown.split_once('@').ok_or("no digest shown")?;
+    let shouted = format!("{tool}@{}", digest.to_ascii_uppercase());
+    let approved = ask(&config, &["approve", &shouted], scratch.dir())?;
     let said = String::from_utf8_lossy(&approved.stdout);
     assert!(
         approved.status.success(),
@@ -1186,6 +1219,103 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
     // After a restart the approval holds.
     let tools = listed(&config, scratch.dir())?;
     assert_provenance(&tools, "fixture/echo", "pinned");
+    Ok(())
+}
+
+/// Calls `tool` on the gateway at `address` until `done` holds of the
+/// outcome, for at most [`PATIENCE`]; the last outcome.
+fn call_until(
+    address: &str,
+    tool: &str,
+    done: impl Fn(&Result<String, String>) -> bool,
+) -> Result<Result<String, String>, TestError> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let outcome = call(address, tool, r#"{"text": "x"}"#)?;
+        if done(&outcome) || Instant::now() >= deadline {
+            return Ok(outcome);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Two gateways started on one configuration (each client on a machine
+/// starting its own) keep one state file: an approval made through the
+/// first reaches the second at its next reload, and the second's first use
+/// of a new upstream, written after, keeps the approval.
+#[test]
+fn two_gateways_on_one_configuration_keep_each_others_approvals() -> Result<(), TestError> {
+    let scratch = Files::fresh("droid-gateway-two")?;
+    let (upstream, config) = with_state_and_socket(&scratch)?;
+    let start = || {
+        listening(
+            &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
+            "http",
+        )
+    };
+    let (first, at_first) = start()?;
+    let up = call_until(&at_first, "fixture/echo", Result::is_ok)?;
+    assert!(up.is_ok(), "{up:?}");
+    let (second, at_second) = start()?;
+    let up = call_until(&at_second, "fixture/echo", Result::is_ok)?;
+    assert!(up.is_ok(), "{up:?}");
+
+    // `echo` drifts on both; it is approved through the first, whose
+    // socket is the one `approve` finds.
+    let drifted = format!(
+        "{upstream}tools = {{ descriptions = {{ echo = \"Sends your text elsewhere.\" }} }}\n"
+    );
+    std::fs::write(&config, &drifted)?;
+    for address in [&at_first, &at_second] {
+        let hidden = call_until(address, "fixture/echo", Result::is_err)?;
+        assert!(
+            hidden.as_ref().is_err_and(|e| e.contains("unknown tool")),
+            "{hidden:?}"
+        );
+    }
+    let approved = ask(&config, &["approve", "fixture/echo"], scratch.dir())?;
+    assert!(
+        approved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+
+    // A new upstream: both reload, the second reads the approval and
+    // records the new upstream's first use.
+    std::fs::write(&config, format!("{drifted}\n{}", served("second")))?;
+    let answer = call_until(&at_second, "fixture/echo", Result::is_ok)?;
+    assert!(
+        answer.is_ok(),
+        "the second gateway never read the approval: {answer:?}"
+    );
+    let second_up = call_until(&at_second, "second/echo", Result::is_ok)?;
+    assert!(second_up.is_ok(), "{second_up:?}");
+
+    // Again, with the second already holding the first approval: the newer
+    // one, made through the first, replaces it at the second's next reload.
+    let again = format!(
+        "{upstream}tools = {{ descriptions = {{ echo = \"Sends it elsewhere again.\" }} }}\n\n{}",
+        served("second")
+    );
+    std::fs::write(&config, &again)?;
+    for address in [&at_first, &at_second] {
+        let hidden = call_until(address, "fixture/echo", Result::is_err)?;
+        assert!(hidden.is_err(), "{hidden:?}");
+    }
+    let approved = ask(&config, &["approve", "fixture/echo"], scratch.dir())?;
+    assert!(approved.status.success());
+    std::fs::write(&config, format!("{again}# read again\n"))?;
+    let answer = call_until(&at_second, "fixture/echo", Result::is_ok)?;
+    assert!(
+        answer.is_ok(),
+        "the second gateway kept the older approval: {answer:?}"
+    );
+    drop((first, second));
+
+    // The approval outlived the second gateway's write.
+    let tools = listed(&config, scratch.dir())?;
+    assert_provenance(&tools, "fixture/echo", "pinned");
+    assert_provenance(&tools, "second/echo", "pinned");
     Ok(())
 }
 

@@ -127,12 +127,18 @@ pub(crate) fn ask(
         .with_context(|| format!("asking the gateway at {}", path.display()))?;
     let mut out = std::io::stdout().lock();
     use std::io::Write as _;
+    // The status piped into a reader that stopped early (`| head`) was
+    // read as far as it wanted: not a failure worth a message.
+    let quiet = |written: std::io::Result<()>| match written {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    };
     match action {
         Action::Status { json: true } => {
             let written = serde_json::to_string_pretty(&reply["status"])?;
-            writeln!(out, "{}", shown_json(&written))?;
+            quiet(writeln!(out, "{}", shown_json(&written)))?;
         }
-        Action::Status { json: false } => print_status(&mut out, &reply["status"])?,
+        Action::Status { json: false } => quiet(print_status(&mut out, &reply["status"]))?,
         Action::Approve { .. } => {
             for approved in reply["approved"].as_array().into_iter().flatten() {
                 writeln!(

@@ -382,8 +382,8 @@ impl TrustStore for ReadOnly {
         &self,
         _upstream: &str,
         _pins: &BTreeMap<ToolId, SchemaDigest>,
-    ) -> Result<(), TrustStoreError> {
-        Ok(())
+    ) -> Result<Option<BTreeMap<ToolId, SchemaDigest>>, TrustStoreError> {
+        Ok(None)
     }
 
     fn approvals(&self) -> Vec<Approval> {

@@ -33,7 +33,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
@@ -364,15 +364,18 @@ impl UpstreamConfig {
 /// with two configurations keep two states.
 ///
 /// A state file named the way earlier versions named it (after the
-/// configuration's canonical path, links followed) is taken over when it
-/// alone is there: an upgrade must not start the gateway on an empty
-/// state, trusting every upstream anew on first use and dropping every
-/// approval. With `adopt`, it is moved to the new name; without (a look
-/// that writes nothing, as `--print-digests` is), it is read where it is.
+/// configuration's canonical path, links followed, or after its absolute
+/// path with its `..` kept) is taken over when the file of the new name is
+/// not there: an upgrade must not start the gateway on an empty state,
+/// trusting every upstream anew on first use and dropping every approval.
+/// With `adopt`, it is copied to the new name, and left where it is for
+/// whatever still goes by that name (the same file reached without the link
+/// is a configuration path of its own); without (a look that writes
+/// nothing, as `--print-digests` is), it is read where it is.
 pub(crate) fn default_state(config: &Path, adopt: bool) -> Option<PathBuf> {
     let folder = state_base()?.join("droid").join("gateway");
     let named = folder.join(state_name(config));
-    match canonically_named(&folder, config, &named) {
+    match named_before(&folder, config, &named) {
         // Where it could not be moved (a file system without links, say),
         // it is used where it is, unless the new name appeared meanwhile.
         Some(old) if adopt => Some(if adopt_state(&old, &named) || named.exists() {
@@ -385,33 +388,44 @@ pub(crate) fn default_state(config: &Path, adopt: bool) -> Option<PathBuf> {
     }
 }
 
-/// The state file earlier versions named after `config`'s canonical path,
-/// if it is there and a file named `named` is not.
-fn canonically_named(folder: &Path, config: &Path, named: &Path) -> Option<PathBuf> {
-    let canonical = std::fs::canonicalize(config).ok()?;
+/// A state file an earlier version named after `config` (its canonical
+/// path, or its absolute path with any `..` kept), if one is there and a
+/// file named `named` is not.
+fn named_before(folder: &Path, config: &Path, named: &Path) -> Option<PathBuf> {
+    if named.exists() {
+        return None;
+    }
     let file = named.file_name()?.to_string_lossy().into_owned();
     let digest = path_digest(Some(config));
-    let old = folder.join(file.replacen(&digest, &digest_of_name(&canonical.to_string_lossy()), 1));
-    (old != named && !named.exists() && old.exists()).then_some(old)
+    let canonical = std::fs::canonicalize(config).ok();
+    let absolute = std::path::absolute(config).ok();
+    [canonical, absolute]
+        .into_iter()
+        .flatten()
+        .map(|path| {
+            let before = digest_of_name(&path.to_string_lossy());
+            folder.join(file.replacen(&digest, &before, 1))
+        })
+        .find(|old| old != named && old.exists())
 }
 
-/// Moves the state file `old` to `named`, never over a file there: a link
-/// made first fails if one is (another gateway that wrote it meanwhile),
-/// and only then is the old name removed. Whether it was moved.
+/// Copies the state file `old` to `named`, never over a file there: a new
+/// link fails if one is (another gateway that wrote it meanwhile). The file
+/// is written anew (beside, then renamed over) at every change, so the two
+/// names part at the first. Whether it was copied.
 fn adopt_state(old: &Path, named: &Path) -> bool {
     if let Err(error) = std::fs::hard_link(old, named) {
         tracing::warn!(
             target: "droid",
-            "the state file {} could not be moved to {}: {error}",
+            "the state file {} could not be copied to {}: {error}",
             old.display(),
             named.display()
         );
         return false;
     }
-    let _gone = std::fs::remove_file(old);
     tracing::info!(
         target: "droid",
-        "the state file {} is now {}",
+        "the state file {} is continued as {}",
         old.display(),
         named.display()
     );
@@ -468,15 +482,37 @@ const RESERVED_HEADERS: [&str; 13] = [
 /// configuration reached through a link that is pointed elsewhere (a
 /// mounted config map, a dotfile manager's switch) is still the same
 /// configuration, and keeps its trust on first use and its admin socket.
+/// A path spelled with `..` names what it leads to (after a link, `..`
+/// leads out of the link's target), so `../conf/gateway.toml` and
+/// `conf/gateway.toml` from the folder above are one configuration, with
+/// one state and one socket.
 pub(crate) fn path_digest(config: Option<&Path>) -> String {
     let name = match config {
-        Some(path) => std::path::absolute(path)
-            .unwrap_or_else(|_| path.to_path_buf())
-            .to_string_lossy()
-            .into_owned(),
+        Some(path) => spelled(path).to_string_lossy().into_owned(),
         None => "the embedded default".to_owned(),
     };
     digest_of_name(&name)
+}
+
+/// `path` made absolute, each `..` in it taken as the file system takes
+/// it: back out of the folder before it, or, when that is a symbolic link,
+/// out of the link's target. No other link is followed (see
+/// [`path_digest`]).
+fn spelled(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for component in absolute.components() {
+        if component == Component::ParentDir {
+            let link = std::fs::symlink_metadata(&out).is_ok_and(|m| m.file_type().is_symlink());
+            if let Some(target) = link.then(|| std::fs::canonicalize(&out).ok()).flatten() {
+                out = target;
+            }
+            out.pop();
+        } else {
+            out.push(component);
+        }
+    }
+    out
 }
 
 /// Sixteen hex digits of `name`'s SHA-256.
@@ -653,19 +689,18 @@ mod tests {
         let named = folder.join(state_name(&config));
         assert_ne!(old, named);
         // Looked at only, it is read where it is.
-        assert_eq!(
-            canonically_named(&folder, &config, &named).as_ref(),
-            Some(&old)
-        );
+        assert_eq!(named_before(&folder, &config, &named).as_ref(), Some(&old));
         assert!(adopt_state(&old, &named));
-        assert!(!old.exists());
+        // Kept for the configuration that goes by the canonical path.
+        assert!(old.exists());
         assert_eq!(
             std::fs::read_to_string(&named)?,
             "{\"trustedOnFirstUse\": {}}"
         );
         // Never over a file of the new name.
+        std::fs::remove_file(&old)?;
         std::fs::write(&old, "older")?;
-        assert_eq!(canonically_named(&folder, &config, &named), None);
+        assert_eq!(named_before(&folder, &config, &named), None);
         assert!(!adopt_state(&old, &named));
         assert_eq!(
             std::fs::read_to_string(&named)?,
@@ -689,6 +724,45 @@ mod tests {
         std::fs::remove_file(&link)?;
         std::os::unix::fs::symlink(dir.path().join("two"), &link)?;
         assert_eq!(path_digest(Some(&config)), before);
+        Ok(())
+    }
+
+    /// A path spelled with `..` names the configuration it leads to, even
+    /// through a link, while the link itself is not followed.
+    #[test]
+    fn a_path_with_dot_dot_names_what_it_leads_to() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let root = std::fs::canonicalize(dir.path())?;
+        for folder in ["conf", "other", "deep/inner"] {
+            std::fs::create_dir_all(root.join(folder))?;
+        }
+        std::fs::write(root.join("conf/gateway.toml"), "")?;
+        let plain = path_digest(Some(&root.join("conf/gateway.toml")));
+        assert_eq!(
+            path_digest(Some(&root.join("other/../conf/gateway.toml"))),
+            plain
+        );
+        assert_eq!(path_digest(Some(&root.join("conf/./gateway.toml"))), plain);
+        // After a link, `..` leads out of its target, as the file system
+        // reads it.
+        std::os::unix::fs::symlink(root.join("deep/inner"), root.join("hop"))?;
+        std::fs::create_dir(root.join("deep/conf"))?;
+        std::fs::write(root.join("deep/conf/gateway.toml"), "")?;
+        assert_eq!(
+            path_digest(Some(&root.join("hop/../conf/gateway.toml"))),
+            path_digest(Some(&root.join("deep/conf/gateway.toml")))
+        );
+        assert_ne!(
+            path_digest(Some(&root.join("hop/../conf/gateway.toml"))),
+            plain
+        );
+        // A link above the `..` is not followed: the path keeps naming the
+        // configuration as its plain spelling through that link does.
+        std::os::unix::fs::symlink(&root, root.join("above"))?;
+        assert_eq!(
+            path_digest(Some(&root.join("above/other/../conf/gateway.toml"))),
+            path_digest(Some(&root.join("above/conf/gateway.toml")))
+        );
         Ok(())
     }
 

@@ -102,6 +102,11 @@ struct Entry {
     enabled: Option<bool>,
     /// Seconds, as Cline keeps it.
     timeout: Option<f64>,
+    /// Everything else: what other clients keep there (`autoApprove`,
+    /// `description`), or a misspelt setting, which is said rather than
+    /// passed over in silence.
+    #[serde(flatten)]
+    other: BTreeMap<String, serde_json::Value>,
 }
 
 /// Reads a client's JSON configuration.
@@ -132,6 +137,13 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
         // it, since a server is turned off exactly when it cannot start.
         if entry.enabled == Some(false) || entry.disabled == Some(true) {
             continue;
+        }
+        for key in entry.other.keys() {
+            tracing::warn!(
+                target: "droid",
+                "server {name:?}: {key:?} is not a setting read here (type, command, args, env, \
+                 cwd, url or serverUrl, headers, disabled, enabled, timeout); passed over",
+            );
         }
         let config = entry
             .into_upstream(&name, env)

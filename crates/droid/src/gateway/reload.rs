@@ -209,10 +209,10 @@ async fn apply(
     }
     gateway.server().set_forwarded_scopes(both);
     // Pins before upstreams: one removed stops verifying at once, and an
-    // upstream started or replaced is listed against the new ones.
-    if old.pins != new.pins {
-        gateway.set_pins(pins);
-    }
+    // upstream started or replaced is listed against the new ones. Set
+    // even when unchanged: the approvals in the state file are read again
+    // with them (another gateway on this configuration may have made some).
+    gateway.set_pins(pins);
     for name in &stopped {
         gateway.remove_upstream(name).await;
     }

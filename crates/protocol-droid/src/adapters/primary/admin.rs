@@ -220,6 +220,11 @@ async fn answer(gateway: &Gateway, request: AdminRequest) -> Value {
 /// Approves `ids` (each `ID` or `ID@DIGEST`, all or none) on `gateway`:
 /// the reply an operator reads, `ok` saying whether it was done.
 pub(crate) async fn approve(gateway: &Gateway, ids: &[String]) -> Value {
+    if let Some((id, digest)) = ids.iter().find_map(|id| cut_digest(id).map(|d| (id, d))) {
+        return json!({ "ok": false, "error": format!(
+            "{id}: `{digest}` is not a digest; give the 64 hex digits `status` shows, or the bare id"
+        ) });
+    }
     let tools: Vec<(ToolId, Option<SchemaDigest>)> = ids.iter().map(|id| seen(id)).collect();
     match gateway.approve(&tools).await {
         Ok(done) => json!({
@@ -235,15 +240,24 @@ pub(crate) async fn approve(gateway: &Gateway, ids: &[String]) -> Value {
 }
 
 /// A tool id, and the digest the operator saw if it carries one
-/// (`id@<64 hex digits>`).
+/// (`id@<64 hex digits>`, in either case).
 pub(crate) fn seen(id: &str) -> (ToolId, Option<SchemaDigest>) {
     match id
         .rsplit_once('@')
-        .and_then(|(tool, hex)| Some((tool, SchemaDigest::from_hex(hex)?)))
+        .and_then(|(tool, hex)| Some((tool, SchemaDigest::from_hex(&hex.to_ascii_lowercase())?)))
     {
         Some((tool, digest)) => (ToolId::new(tool), Some(digest)),
         None => (ToolId::new(id), None),
     }
+}
+
+/// What follows the last `@` of `id` when it looks meant as a digest (hex
+/// digits only) but is not one (too short, as a digest cut for a line is):
+/// refused rather than taken for part of a tool's name.
+fn cut_digest(id: &str) -> Option<&str> {
+    let (_, hex) = id.rsplit_once('@')?;
+    let hexlike = !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit());
+    (hexlike && seen(id).1.is_none()).then_some(hex)
 }
 
 /// The status an operator reads; with `definitions`, each drifted tool's

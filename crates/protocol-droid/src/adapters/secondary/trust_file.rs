@@ -14,6 +14,15 @@
 //! renamed over it), so a crash leaves the old state or the new one, never
 //! half of either. It is readable by its owner only: it decides what tools
 //! a gateway trusts.
+//!
+//! Several gateways may keep one file (each MCP client on a machine
+//! starting its own on one configuration): a change is made to what the
+//! file holds at that moment, under an exclusive lock on a file beside it
+//! (`<file>.lock`), so each adds its records to the others' rather than
+//! writing over them; the first record of an upstream's first use stands,
+//! and the gateway that recorded later is told so. The approvals are read
+//! from the file again each time they are asked for (a gateway asks at
+//! start and at each reload of its configuration).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -24,6 +33,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::application::gateway::{Approval, TrustStore, TrustStoreError};
 use crate::domain::catalog::{SchemaDigest, ToolId};
+
+/// How long a change waits for another gateway's lock on the file.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A [`TrustStore`] kept in one file.
 #[derive(Debug)]
@@ -83,38 +95,7 @@ impl TrustFile {
     /// When the file exists but cannot be read, or does not hold pins.
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, TrustFileError> {
         let path = path.into();
-        let state = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let state: State =
-                    serde_json::from_slice(&bytes).map_err(|e| TrustFileError::Malformed {
-                        path: path.clone(),
-                        detail: e.to_string(),
-                    })?;
-                for (id, approved) in &state.approved {
-                    let mut digests = std::iter::once(&approved.digest).chain(&approved.over);
-                    if digests.any(|hex| SchemaDigest::from_hex(hex).is_none()) {
-                        return Err(TrustFileError::Malformed {
-                            path,
-                            detail: format!("the approval of {id} is not a digest"),
-                        });
-                    }
-                }
-                for (upstream, pins) in &state.trusted_on_first_use {
-                    if let Some((id, _)) = pins
-                        .iter()
-                        .find(|(_, hex)| SchemaDigest::from_hex(hex).is_none())
-                    {
-                        return Err(TrustFileError::Malformed {
-                            path,
-                            detail: format!("{upstream}: the pin of {id} is not a digest"),
-                        });
-                    }
-                }
-                state
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
-            Err(source) => return Err(TrustFileError::Io { path, source }),
-        };
+        let state = read(&path)?;
         Ok(Self {
             path,
             state: Mutex::new(state),
@@ -127,20 +108,95 @@ impl TrustFile {
         &self.path
     }
 
+    /// The state as the file holds it now, kept as this store's; what was
+    /// held when the file cannot be read (its error is the next write's).
+    fn current(&self) -> std::sync::MutexGuard<'_, State> {
+        let mut held = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Ok(state) = read(&self.path) {
+            *held = state;
+        }
+        held
+    }
+
+    /// Makes `change` to what the file holds now, under the lock beside it,
+    /// and writes the result, which this store then holds.
+    fn update(&self, change: impl FnOnce(&mut State)) -> Result<(), TrustFileError> {
+        let mut held = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        self.make_folders()?;
+        let _locked = self.lock()?;
+        let mut state = read(&self.path)?;
+        change(&mut state);
+        self.write(&state)?;
+        *held = state;
+        Ok(())
+    }
+
+    /// An exclusive lock on `<file>.lock`, held until the value is dropped.
+    fn lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>, TrustFileError> {
+        let mut name = self.path.clone().into_os_string();
+        name.push(".lock");
+        let path = PathBuf::from(name);
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(false);
+        // The owner's alone, and never opened through a link planted there.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options
+                .mode(0o600)
+                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits());
+        }
+        let file = options.open(&path).map_err(|source| TrustFileError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        // Tried for a while rather than waited on: another gateway holds
+        // it only to write a small file, and one stopped while holding it
+        // must not stall this one's work for good.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let mut file = file;
+        loop {
+            match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+                Ok(locked) => return Ok(locked),
+                Err((back, nix::errno::Errno::EWOULDBLOCK))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    file = back;
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err((_, errno)) => {
+                    return Err(TrustFileError::Io {
+                        path,
+                        source: errno.into(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The folders the file goes in: made for its owner alone; a folder
+    /// that exists is left as it is.
+    fn make_folders(&self) -> Result<(), TrustFileError> {
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let mut folders = std::fs::DirBuilder::new();
+            folders.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut folders, 0o700);
+            folders
+                .create(parent)
+                .map_err(|source| TrustFileError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
     fn write(&self, state: &State) -> Result<(), TrustFileError> {
         let io = |source| TrustFileError::Io {
             path: self.path.clone(),
             source,
         };
-        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            // Folders made here are the owner's alone, as the file is; a
-            // folder that exists is left as it is.
-            let mut folders = std::fs::DirBuilder::new();
-            folders.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut folders, 0o700);
-            folders.create(parent).map_err(io)?;
-        }
         let mut staged = self.path.clone().into_os_string();
         staged.push(format!(".{}.tmp", std::process::id()));
         let staged = PathBuf::from(staged);
@@ -172,36 +228,87 @@ impl TrustFile {
     }
 }
 
+/// Pins as the file keeps them, read back; a digest that does not read is
+/// left out (the file is checked when read).
+fn decoded(pins: &BTreeMap<String, String>) -> BTreeMap<ToolId, SchemaDigest> {
+    pins.iter()
+        .filter_map(|(id, hex)| Some((ToolId::new(id.as_str()), SchemaDigest::from_hex(hex)?)))
+        .collect()
+}
+
+/// What the file at `path` holds: nothing yet when there is no file.
+fn read(path: &Path) -> Result<State, TrustFileError> {
+    let path = path.to_path_buf();
+    let state = match std::fs::read(&path) {
+        Ok(bytes) => {
+            let state: State =
+                serde_json::from_slice(&bytes).map_err(|e| TrustFileError::Malformed {
+                    path: path.clone(),
+                    detail: e.to_string(),
+                })?;
+            for (id, approved) in &state.approved {
+                let mut digests = std::iter::once(&approved.digest).chain(&approved.over);
+                if digests.any(|hex| SchemaDigest::from_hex(hex).is_none()) {
+                    return Err(TrustFileError::Malformed {
+                        path,
+                        detail: format!("the approval of {id} is not a digest"),
+                    });
+                }
+            }
+            for (upstream, pins) in &state.trusted_on_first_use {
+                if let Some((id, _)) = pins
+                    .iter()
+                    .find(|(_, hex)| SchemaDigest::from_hex(hex).is_none())
+                {
+                    return Err(TrustFileError::Malformed {
+                        path,
+                        detail: format!("{upstream}: the pin of {id} is not a digest"),
+                    });
+                }
+            }
+            state
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
+        Err(source) => return Err(TrustFileError::Io { path, source }),
+    };
+    Ok(state)
+}
+
 impl TrustStore for TrustFile {
     fn first_use(&self, upstream: &str) -> Option<BTreeMap<ToolId, SchemaDigest>> {
+        // What this store holds, not read again: asked while the gateway
+        // holds the lock its calls wait on. Another gateway's first use
+        // meanwhile is met when this one records its own.
         let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let pins = state.trusted_on_first_use.get(upstream)?;
-        Some(
-            pins.iter()
-                .filter_map(|(id, hex)| {
-                    Some((ToolId::new(id.as_str()), SchemaDigest::from_hex(hex)?))
-                })
-                .collect(),
-        )
+        Some(decoded(state.trusted_on_first_use.get(upstream)?))
     }
 
     fn record_first_use(
         &self,
         upstream: &str,
         pins: &BTreeMap<ToolId, SchemaDigest>,
-    ) -> Result<(), TrustStoreError> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.trusted_on_first_use.insert(
-            upstream.to_owned(),
-            pins.iter()
-                .map(|(id, digest)| (id.as_str().to_owned(), digest.to_string()))
-                .collect(),
-        );
-        Ok(self.write(&state)?)
+    ) -> Result<Option<BTreeMap<ToolId, SchemaDigest>>, TrustStoreError> {
+        let mine: BTreeMap<String, String> = pins
+            .iter()
+            .map(|(id, digest)| (id.as_str().to_owned(), digest.to_string()))
+            .collect();
+        let mut standing = None;
+        self.update(|state| {
+            // Recorded meanwhile by another gateway keeping this file: the
+            // first use was that one's, and it stands.
+            let recorded = state
+                .trusted_on_first_use
+                .entry(upstream.to_owned())
+                .or_insert_with(|| mine.clone());
+            if *recorded != mine {
+                standing = Some(decoded(recorded));
+            }
+        })?;
+        Ok(standing)
     }
 
     fn approvals(&self) -> Vec<Approval> {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let state = self.current();
         state
             .approved
             .iter()
@@ -224,17 +331,17 @@ impl TrustStore for TrustFile {
     }
 
     fn record_approvals(&self, approvals: &[Approval]) -> Result<(), TrustStoreError> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        for approval in approvals {
-            state.approved.insert(
-                approval.id.as_str().to_owned(),
-                Approved {
-                    digest: approval.digest.to_string(),
-                    over: approval.over.map(|d| d.to_string()),
-                },
-            );
-        }
-        Ok(self.write(&state)?)
+        Ok(self.update(|state| {
+            for approval in approvals {
+                state.approved.insert(
+                    approval.id.as_str().to_owned(),
+                    Approved {
+                        digest: approval.digest.to_string(),
+                        over: approval.over.map(|d| d.to_string()),
+                    },
+                );
+            }
+        })?)
     }
 }
 
@@ -270,6 +377,29 @@ mod tests {
             use std::os::unix::fs::PermissionsExt as _;
             let mode = std::fs::metadata(&path)?.permissions().mode();
             assert_eq!(mode & 0o077, 0, "readable by others: {mode:o}");
+        }
+        Ok(())
+    }
+
+    /// Two gateways keeping one file add to each other's records: neither
+    /// writes over an approval or a first use the other made, the first
+    /// record of an upstream's first use stands, and each reads the other's.
+    #[test]
+    fn two_stores_on_one_file_keep_each_others_records() -> Result<(), TrustStoreError> {
+        let (_dir, path) = scratch()?;
+        let one = TrustFile::open(&path)?;
+        let two = TrustFile::open(&path)?;
+        let digest = |hex: &str| SchemaDigest::from_hex(&hex.repeat(32)).ok_or("digest");
+        let approval = Approval::new(ToolId::new("files/write"), digest("ab")?, None);
+        one.record_approval(&approval)?;
+        let first = BTreeMap::from([(ToolId::new("git/log"), digest("cd")?)]);
+        assert_eq!(two.record_first_use("git", &first)?, None);
+        // The later record is told the one that stands.
+        let later = BTreeMap::from([(ToolId::new("git/log"), digest("ef")?)]);
+        assert_eq!(one.record_first_use("git", &later)?, Some(first.clone()));
+        for store in [&one, &two, &TrustFile::open(&path)?] {
+            assert_eq!(store.approvals(), std::slice::from_ref(&approval));
+            assert_eq!(store.first_use("git"), Some(first.clone()));
         }
         Ok(())
     }

@@ -99,8 +99,11 @@ impl Gateway {
     /// the tool as it did when the approval was made; a configuration that
     /// pins it anew since is the newer word.
     pub fn set_trust_store(&self, store: Arc<dyn TrustStore>) {
+        // Read before the lock every list and call waits on: the store may
+        // read a file.
+        let recorded = store.approvals();
         let mut state = lock(&self.inner.state);
-        for approval in store.approvals() {
+        for approval in recorded {
             state.approved.insert(approval.id.clone(), approval);
         }
         state.trust_store = Some(store);
@@ -112,8 +115,39 @@ impl Gateway {
     /// tool's provenance is derived again, and sessions whose lists change
     /// are told. What was trusted on first use stays; an approval stays
     /// while the configuration pins its tool as it did when it was made.
+    /// Approvals the [`TrustStore`] holds are read again: another gateway
+    /// keeping the same store (one started on the same configuration) may
+    /// have recorded some since.
     pub fn set_pins(&self, pins: Pins) {
-        lock(&self.inner.state).configured = pins;
+        // Read before the lock every list and call waits on: the store may
+        // read a file.
+        // Shared among instances, approvals travel through the shared store
+        // (newer than this instance's own file may hold), not the file.
+        let store = lock(&self.inner.state)
+            .trust_store
+            .clone()
+            .filter(|_| self.inner.shared.get().is_none());
+        // While an approval is being made here it is held before it is
+        // written: the store's word on its tool is older then, and only
+        // what this gateway does not hold is taken.
+        // Held until the approvals are taken, so none starts meanwhile.
+        let quiet = self.inner.approving.try_lock();
+        let settled = quiet.is_ok();
+        let recorded = store.map(|store| store.approvals()).unwrap_or_default();
+        let mut state = lock(&self.inner.state);
+        for approval in recorded {
+            if settled {
+                state.approved.insert(approval.id.clone(), approval);
+            } else {
+                state
+                    .approved
+                    .entry(approval.id.clone())
+                    .or_insert(approval);
+            }
+        }
+        state.configured = pins;
+        drop(state);
+        drop(quiet);
         self.repin();
     }
 

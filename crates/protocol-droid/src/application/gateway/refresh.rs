@@ -166,9 +166,17 @@ impl Gateway {
         // Kept outside the lock every list and call waits on: the store
         // writes a file.
         if let Some(store) = store {
-            if let Err(error) = store.record_first_use(name, &trusted) {
-                self.inner.server.observer().store_failed("trust_file");
-                tracing::error!(upstream = %name, %error, "the pins trusted on first use could not be kept; a restart would trust anew");
+            match store.record_first_use(name, &trusted) {
+                Ok(None) => {}
+                // Another gateway keeping the same state recorded first.
+                Ok(Some(kept)) => {
+                    tracing::warn!(upstream = %name, "another gateway keeping this state used this upstream first; holding it to what it showed then");
+                    self.hold_to_first_use(name, kept);
+                }
+                Err(error) => {
+                    self.inner.server.observer().store_failed("trust_file");
+                    tracing::error!(upstream = %name, %error, "the pins trusted on first use could not be kept; a restart would trust anew");
+                }
             }
         }
         if added {

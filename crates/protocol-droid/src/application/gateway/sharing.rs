@@ -136,6 +136,17 @@ impl Gateway {
             return kept;
         }
         tracing::warn!(%upstream, "another instance used this upstream first; holding it to what it showed then");
+        self.hold_to_first_use(upstream, kept)
+    }
+
+    /// Holds `upstream` to `kept`, the first use another instance or
+    /// gateway recorded, in place of this one's: what this one saw that
+    /// differs is drift. Answers the pins in force.
+    pub(super) fn hold_to_first_use(
+        &self,
+        upstream: &str,
+        kept: BTreeMap<ToolId, SchemaDigest>,
+    ) -> BTreeMap<ToolId, SchemaDigest> {
         let touched = {
             let mut state = lock(&self.inner.state);
             let prefix = format!("{upstream}/");

@@ -60,7 +60,11 @@ pub trait TrustStore: Send + Sync + fmt::Debug {
     /// The pins recorded at `upstream`'s first use, if it had one.
     fn first_use(&self, upstream: &str) -> Option<BTreeMap<ToolId, SchemaDigest>>;
 
-    /// Records the pins of `upstream`'s first use.
+    /// Records the pins of `upstream`'s first use. Answers the pins that
+    /// stand instead when another writer of the same store (another
+    /// gateway keeping the same file) recorded the upstream's first use
+    /// before: the gateway then holds the upstream to those, and what it
+    /// saw that differs is drift.
     ///
     /// # Errors
     ///
@@ -70,7 +74,7 @@ pub trait TrustStore: Send + Sync + fmt::Debug {
         &self,
         upstream: &str,
         pins: &BTreeMap<ToolId, SchemaDigest>,
-    ) -> Result<(), TrustStoreError>;
+    ) -> Result<Option<BTreeMap<ToolId, SchemaDigest>>, TrustStoreError>;
 
     /// The approvals recorded, oldest first.
     fn approvals(&self) -> Vec<Approval>;
