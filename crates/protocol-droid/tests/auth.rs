@@ -944,6 +944,11 @@ mod tokens {
         for n in 0..30 {
             let response = server.modern(Some(&token), "tools/list", json!({})).await?;
             assert_eq!(response.status(), 503, "request {n}");
+            let retry = response.headers().get("retry-after");
+            assert!(
+                retry.and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) > Some(0),
+                "request {n}: Retry-After {retry:?}"
+            );
         }
         Ok(())
     }

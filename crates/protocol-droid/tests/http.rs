@@ -833,6 +833,32 @@ mod legacy {
         Ok(())
     }
 
+    /// A client that takes only an event stream is answered with one, the
+    /// handshake too.
+    #[tokio::test]
+    async fn a_handshake_is_an_event_when_only_events_are_taken() -> Result<(), TestError> {
+        let s = start().await?;
+        let body = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": { "protocolVersion": LEGACY, "capabilities": {},
+                        "clientInfo": { "name": "t", "version": "1" } } });
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", "text/event-stream"),
+        ];
+        let response = s.post_raw("/mcp", &headers, body.to_string()).await?;
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("text/event-stream")
+        );
+        let text = response.text().await?;
+        assert!(text.contains("\"protocolVersion\""), "{text}");
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_failed_handshake_names_no_session() -> Result<(), TestError> {
         let s = start().await?;

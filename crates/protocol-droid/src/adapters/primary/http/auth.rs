@@ -67,6 +67,10 @@ const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 /// [`REFUSAL_WINDOW`] before it is told to wait for the rest of it.
 const MAX_REFUSALS: u32 = 20;
 
+/// The `Retry-After` of a request whose token could not be checked (the
+/// issuer's key set or introspection out of reach), in seconds.
+const UNCHECKED_RETRY_SECS: u32 = 5;
+
 /// The window refused tokens are counted over.
 const REFUSAL_WINDOW: Duration = Duration::from_secs(10);
 
@@ -453,7 +457,7 @@ impl ResourceServer {
                         "bearer token could not be checked: {reason}"
                     );
                 }
-                return Err((
+                let mut response = (
                     StatusCode::SERVICE_UNAVAILABLE,
                     error_body(
                         None,
@@ -461,7 +465,13 @@ impl ResourceServer {
                         "the access token could not be checked; try again later",
                     ),
                 )
-                    .into_response());
+                    .into_response();
+                // Said so that a client waits rather than asks again at
+                // once, which would meet the same answer.
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(UNCHECKED_RETRY_SECS));
+                return Err(response);
             }
         };
         // Checked here as well as by the validator: a validator plugged in

@@ -124,9 +124,15 @@ pub(super) async fn check(
         Some(_) => {}
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or_default();
-        if !policy.admits_origin(origin) {
-            return refused(StatusCode::FORBIDDEN, &format!("Invalid Origin: {origin}"));
+        let text = origin.to_str().unwrap_or_default();
+        if !policy.admits_origin(text) {
+            // Shown as sent, bytes that are not text included, and not at
+            // any length.
+            let shown: String = String::from_utf8_lossy(origin.as_bytes())
+                .chars()
+                .take(200)
+                .collect();
+            return refused(StatusCode::FORBIDDEN, &format!("Invalid Origin: {shown}"));
         }
     }
     next.run(request).await

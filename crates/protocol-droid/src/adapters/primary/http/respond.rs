@@ -274,7 +274,7 @@ fn single_event(id: &RequestId, outcome: Result<Reply, ErrorObject>) -> Response
 }
 
 /// An event stream of the one event `data`.
-fn one_event(data: String) -> Response {
+pub(super) fn one_event(data: String) -> Response {
     let (tx, rx) = mpsc::channel(1);
     let _queued = tx.try_send(SseEvent::message(data));
     let mut response = sse::response(rx);

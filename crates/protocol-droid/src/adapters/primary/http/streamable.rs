@@ -259,14 +259,18 @@ async fn initialize(
     // A refused handshake still says why as JSON-RPC; a rate limit's
     // refusal is a 429 with Retry-After besides, a store out of reach a 503.
     let limited = outcome.as_ref().err().cloned();
-    let mut response = respond::json(
-        StatusCode::OK,
-        &Message::Response(RpcResponse {
-            id: crate::domain::jsonrpc::ResponseId::Id(id),
-            outcome,
-        })
-        .into_value(),
-    );
+    let answer = Message::Response(RpcResponse {
+        id: crate::domain::jsonrpc::ResponseId::Id(id),
+        outcome,
+    })
+    .into_value();
+    // As JSON, unless the client takes only an event stream: then as one,
+    // as every other answer to it would be.
+    let mut response = if takes(headers, "application/json") {
+        respond::json(StatusCode::OK, &answer)
+    } else {
+        respond::one_event(answer.to_string())
+    };
     respond::mark_refused(&mut response, limited.as_ref());
     if !failed {
         if let Ok(value) = HeaderValue::from_str(&session.id) {
