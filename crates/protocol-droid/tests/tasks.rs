@@ -19,7 +19,10 @@ use futures_util::future::BoxFuture;
 use protocol_droid::adapters::primary::http::HttpOptions;
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::application::client::{ClientHandler, RequestOptions, TaskOptions, TaskUpdate};
-use protocol_droid::application::server::{Call, Server, TaskLimits, ToolSpec};
+use protocol_droid::application::server::{
+    Call, MemoryTaskStore, Question, Server, TaskLimits, TaskRecord, TaskStore, TaskStoreError,
+    ToolSpec,
+};
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::ir::ToolResult;
 use protocol_droid::domain::jsonrpc::{ErrorCode, ErrorObject};
@@ -1091,6 +1094,132 @@ async fn a_listener_hears_the_tasks_it_names_change() -> Result<(), TestError> {
     assert_eq!(done["params"]["taskId"], json!(id));
     assert_eq!(
         done["params"]["result"]["content"][0]["text"], "confirmed",
+        "{done}"
+    );
+    Ok(())
+}
+
+/// The task store in memory, recording how many questions each write that
+/// leaves a task `input_required` holds.
+#[derive(Debug, Default)]
+struct Recording {
+    store: MemoryTaskStore,
+    parked: std::sync::Mutex<Vec<usize>>,
+}
+
+impl Recording {
+    fn parked(&self) -> Vec<usize> {
+        self.parked.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+}
+
+impl TaskStore for Recording {
+    fn create(&self, record: TaskRecord, now_ms: u64) -> BoxFuture<'_, Result<(), TaskStoreError>> {
+        self.store.create(record, now_ms)
+    }
+
+    fn get<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<Option<TaskRecord>, TaskStoreError>> {
+        self.store.get(owner, id, now_ms)
+    }
+
+    fn update(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, TaskStoreError>> {
+        if record.status == TaskStatus::InputRequired {
+            if let Ok(mut parked) = self.parked.lock() {
+                parked.push(record.input_requests.len());
+            }
+        }
+        self.store.update(record)
+    }
+
+    fn list<'a>(
+        &'a self,
+        owner: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> BoxFuture<'a, Result<(Vec<TaskRecord>, bool), TaskStoreError>> {
+        self.store.list(owner, after, limit, now_ms)
+    }
+
+    fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>> {
+        self.store.expire(now_ms)
+    }
+}
+
+/// A 2026-07-28 task whose handler asks two questions at once parks both
+/// in one write of its record: no `tasks/get` can read one without the
+/// other (a client answering what it read would answer half, and the task
+/// would ask again).
+#[tokio::test]
+async fn questions_asked_together_are_parked_together() -> Result<(), TestError> {
+    let store = Arc::new(Recording::default());
+    let shared: Arc<dyn TaskStore> = store.clone();
+    let server = Server::builder("tasks-test", "1.0.0")
+        .task_store(shared)
+        .build()?;
+    server.add_tool(
+        ToolSpec::new("pair", "Asks two names at once.").task_support(TaskSupport::Optional),
+        |call: Call| async move {
+            let form = json!({ "message": "Name?", "requestedSchema": { "type": "object",
+                "properties": { "name": { "type": "string" } } } });
+            let question = |key: &str| Question::Elicit {
+                key: key.to_owned(),
+                params: form.clone(),
+            };
+            let answers = call
+                .ask_all(vec![question("first"), question("second")])
+                .await?;
+            let names: Vec<&str> = answers
+                .iter()
+                .filter_map(|a| a["content"]["name"].as_str())
+                .collect();
+            Ok(ToolResult::text(names.join(" and ")))
+        },
+    );
+    let s = Running {
+        serving: Serving::start(server, HttpOptions::default()).await?,
+        ends: Arc::default(),
+    };
+    let client = fresh_client()?;
+    let created = s
+        .modern(&client, "tools/call", json!({ "name": "pair" }), "pair")
+        .await?;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = task_id(&created["result"])?;
+    let get = || s.modern(&client, "tasks/get", json!({ "taskId": id }), &id);
+    let asked = s
+        .until(get, |got| got["result"]["status"] == "input_required")
+        .await?;
+    let keys = asked["result"]["inputRequests"]
+        .as_object()
+        .map(|asked| asked.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(
+        keys,
+        Some(vec!["first".to_owned(), "second".to_owned()]),
+        "{asked}"
+    );
+    assert_eq!(store.parked(), vec![2], "each write's questions");
+    let answer = |name: &str| json!({ "action": "accept", "content": { "name": name } });
+    let update = s
+        .modern(
+            &client,
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": {
+                "first": answer("ada"), "second": answer("grace") } }),
+            &id,
+        )
+        .await?;
+    assert!(update.get("result").is_some(), "{update}");
+    let done = s
+        .until(get, |got| got["result"]["status"] == "completed")
+        .await?;
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "ada and grace",
         "{done}"
     );
     Ok(())
