@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::builder::NonEmptyStringValueParser;
-use protocol_droid::adapters::primary::http::ResourceServer;
+use protocol_droid::adapters::primary::http::{ResourceServer, SupportedScopes};
 use protocol_droid::adapters::secondary::bearer::{
     IntrospectionValidator, Jwks, JwksOptions, JwtValidator,
 };
@@ -148,6 +148,7 @@ pub(crate) fn check_listen(args: &AuthArgs, listen: &str) -> anyhow::Result<()> 
         args.auth_introspection_url.is_none() || args.auth_issuer.is_some(),
         NO_ISSUER
     );
+    check_flags(args)?;
     if !args.enabled() || args.auth_resource.is_some() {
         return Ok(());
     }
@@ -165,14 +166,9 @@ pub(crate) fn check_listen(args: &AuthArgs, listen: &str) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The resource server `args` describe for a server bound at `bound`, or
-/// `None` when authorization is off.
-pub(crate) fn resource_server(
-    args: &AuthArgs,
-    bound: SocketAddr,
-    scheme: &str,
-    trust: &Trust,
-) -> anyhow::Result<Option<ResourceServer>> {
+/// Refuses flags that contradict each other or mean nothing as given: said
+/// before anything is bound or announced.
+fn check_flags(args: &AuthArgs) -> anyhow::Result<()> {
     if !args.enabled() {
         // A flag that only means something with authorization on must not
         // leave a server open while its operator believes it protected.
@@ -188,7 +184,7 @@ pub(crate) fn resource_server(
             "authorization flags were given without --auth-issuer or --auth-introspection-url, \
              so authorization would be off; name the issuer or drop the flags"
         );
-        return Ok(None);
+        return Ok(());
     }
     // The anonymous caller holds no scope, so with a scope every request
     // needs it could never be served: asking for both is a mistake to name,
@@ -199,6 +195,22 @@ pub(crate) fn resource_server(
          must hold the required scopes, and an anonymous one holds none; use --auth-scope to \
          scope some primitives instead"
     );
+    Ok(())
+}
+
+/// The resource server `args` describe for a server bound at `bound`, or
+/// `None` when authorization is off.
+pub(crate) fn resource_server(
+    args: &AuthArgs,
+    bound: SocketAddr,
+    scheme: &str,
+    trust: &Trust,
+    also: &SupportedScopes,
+) -> anyhow::Result<Option<ResourceServer>> {
+    check_flags(args)?;
+    if !args.enabled() {
+        return Ok(None);
+    }
     // The resource is what clients reach; an unspecified or public bind
     // address is not a name they use, so it must be said.
     anyhow::ensure!(
@@ -277,6 +289,7 @@ pub(crate) fn resource_server(
     }
     server = server
         .scopes_supported(&supported)?
+        .supported_scopes(also.clone())?
         .authorization_server(issuer);
     if args.auth_allow_anonymous {
         server = server.allow_anonymous();

@@ -160,6 +160,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
         ready: None,
         metrics: None,
         tracing,
+        scopes: protocol_droid::adapters::primary::http::SupportedScopes::default(),
     };
     let setup = listening.setup(RateLimits::default())?;
     let options = BridgeOptions {

@@ -25,7 +25,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use anyhow::Context as _;
 use auth::AuthArgs;
 use clap::{CommandFactory as _, Parser, Subcommand};
-use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer};
+use protocol_droid::adapters::primary::http::{HttpOptions, HttpServer, SupportedScopes};
 use protocol_droid::adapters::primary::stdio::{self, StdioOptions};
 use protocol_droid::adapters::secondary::metrics::Metrics;
 use protocol_droid::adapters::secondary::tls::Trust;
@@ -171,6 +171,8 @@ enum Command {
         /// behind the same authorization as /mcp. Off unless given; an
         /// address that is not loopback needs authorization (or
         /// `--allow-public-without-auth`, which serves approvals to anyone).
+        /// With authorization on it needs `--auth-resource` too: the page
+        /// accepts the tokens issued for the gateway's MCP endpoint.
         #[arg(long, value_name = "HOST:PORT")]
         admin_listen: Option<String>,
         /// With authorization on, the scope a token needs for the admin
@@ -318,6 +320,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 ready: None,
                 metrics: None,
                 tracing,
+                scopes: SupportedScopes::default(),
             },
             &revisions,
         ),
@@ -389,6 +392,7 @@ fn run(command: Command, trust: &Trust, tracing: bool) -> anyhow::Result<()> {
                 ready: None,
                 metrics: None,
                 tracing,
+                scopes: SupportedScopes::default(),
             },
         ),
         Command::Acp {
@@ -488,6 +492,9 @@ pub(crate) struct Listening<'a> {
     pub(crate) metrics: Option<Metrics>,
     /// Whether spans are exported (`--otlp-endpoint`).
     pub(crate) tracing: bool,
+    /// The scopes a server's challenge and metadata list beside those of
+    /// the flags: a gateway's configuration's, kept current as it reloads.
+    pub(crate) scopes: SupportedScopes,
 }
 
 impl Listening<'_> {
@@ -625,6 +632,7 @@ pub(crate) async fn serve_on(
         ready,
         metrics,
         tracing: _,
+        scopes,
     } = listening;
     served.share(&server, listen.is_some(), trust).await?;
     let Some(addr) = listen else {
@@ -657,17 +665,6 @@ pub(crate) async fn serve_on(
     } else {
         "http"
     };
-    // Scripts read this line to learn the port when `:0` picked one.
-    let sse = if server
-        .offered()
-        .iter()
-        .any(|revision| revision.era() == Era::Legacy)
-    {
-        " (HTTP+SSE at /sse)"
-    } else {
-        ""
-    };
-    tracing::warn!(target: "droid", "listening on {scheme}://{bound}/mcp{sse}");
     let shutdown = async move {
         tokio::select! {
             _ = interrupt.recv() => {}
@@ -684,7 +681,9 @@ pub(crate) async fn serve_on(
     });
     // Reached by the address it listens on, whatever loopback one that is.
     options.hosts = options.hosts.allowing_address(bound.ip());
-    if let Some(resource_server) = auth::resource_server(auth, bound, scheme, trust)? {
+    // Built before the listening line: a key set file that cannot be read
+    // stops the server before a script takes it for up.
+    if let Some(resource_server) = auth::resource_server(auth, bound, scheme, trust, &scopes)? {
         // A resource named by a public host name is reached by that name.
         if let Some(host) = resource_server.host() {
             options.hosts = options.hosts.allowing(host);
@@ -696,6 +695,17 @@ pub(crate) async fn serve_on(
         );
         options.auth = Some(resource_server);
     }
+    // Scripts read this line to learn the port when `:0` picked one.
+    let sse = if server
+        .offered()
+        .iter()
+        .any(|revision| revision.era() == Era::Legacy)
+    {
+        " (HTTP+SSE at /sse)"
+    } else {
+        ""
+    };
+    tracing::warn!(target: "droid", "listening on {scheme}://{bound}/mcp{sse}");
     HttpServer::new(server, options)
         .serve(listener, shutdown)
         .await

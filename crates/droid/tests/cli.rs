@@ -10,7 +10,9 @@ use std::process::{Command, Output, Stdio};
 
 mod support;
 
-use support::{Running, TestError, droid_command, listening, raw_post, session_id, spawn_droid};
+use support::{
+    Running, TestError, droid_command, listening, raw_get, raw_post, session_id, spawn_droid,
+};
 
 fn droid(args: &[&str]) -> Result<Output, TestError> {
     Ok(droid_command().args(args).output()?)
@@ -418,7 +420,7 @@ fn introspection_names_its_authorization_server_or_refuses_to_start() -> Result<
         ],
         "http",
     )?;
-    let metadata = support::raw_get(&address, "/.well-known/oauth-protected-resource/mcp")?;
+    let metadata = raw_get(&address, "/.well-known/oauth-protected-resource/mcp")?;
     assert!(
         metadata.contains(r#""authorization_servers":["https://issuer.example"]"#),
         "{metadata}"
@@ -434,6 +436,25 @@ fn anonymous_callers_and_a_scope_every_request_needs_refuse_to_start() -> Result
     );
     let stderr = refused(&args, "served anonymous callers a scope they cannot hold")?;
     assert!(stderr.contains("contradict each other"), "{stderr}");
+    // Refused before the port is bound or announced: a script reading the
+    // listening line must not take the server for up.
+    assert!(!stderr.contains("listening on"), "{stderr}");
+    // On a port already taken, the flags are what is refused: they are
+    // checked before anything is bound.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let listen = taken.local_addr()?.to_string();
+    let stray = [
+        "serve",
+        "--listen",
+        &listen,
+        "--auth-jwks-url",
+        "http://127.0.0.1:9/jwks",
+    ];
+    let stderr = refused(&stray, "served with authorization flags and no issuer")?;
+    assert!(
+        stderr.contains("authorization would be off") && !stderr.contains("listening on"),
+        "{stderr}"
+    );
     Ok(())
 }
 
@@ -1014,6 +1035,77 @@ mod scopes {
         )?;
         assert!(got, "{text}");
         Ok(())
+    }
+
+    /// A gateway lists the scopes its configuration's `[scopes]` names, as
+    /// those of `--auth-scope`, in its challenge and its metadata, so a
+    /// client that follows them asks for scopes that open something; and a
+    /// rule added by a reload is listed once it is in force.
+    #[test]
+    fn a_gateway_lists_the_scopes_its_configuration_names() -> Result<(), TestError> {
+        let config = fixture_gateway("listed-scopes", "default", "on-first-use")?;
+        let base = std::fs::read_to_string(&config)?;
+        std::fs::write(
+            &config,
+            format!("{base}[scopes]\n\"fixture/echo\" = \"tools:echo\"\n"),
+        )?;
+        let jwks = jwks_file()?.to_string_lossy().into_owned();
+        let path = config.to_string_lossy().into_owned();
+        let listened = listening(
+            &[
+                "gateway",
+                "--config",
+                &path,
+                "--listen",
+                "127.0.0.1:0",
+                "--auth-issuer",
+                "https://issuer.example",
+                "--auth-jwks-file",
+                &jwks,
+                "--auth-scope",
+                "fixture/add=tools:add",
+            ],
+            "http",
+        );
+        let outcome = (|| {
+            let (_gateway, address) = listened?;
+            let listed = || raw_get(&address, "/.well-known/oauth-protected-resource/mcp");
+            let refused = raw_post(&address, &[], &initialize("2025-11-25"))?;
+            let challenge = refused
+                .lines()
+                .find(|line| line.to_ascii_lowercase().starts_with("www-authenticate:"))
+                .ok_or_else(|| format!("no challenge: {refused}"))?;
+            assert!(
+                challenge.contains("tools:echo") && challenge.contains("tools:add"),
+                "{challenge}"
+            );
+            let metadata = listed()?;
+            assert!(
+                metadata.contains("tools:echo") && metadata.contains("tools:add"),
+                "{metadata}"
+            );
+            std::fs::write(
+                &config,
+                format!(
+                    "{base}[scopes]\n\"fixture/echo\" = \"tools:echo\"\n\
+                     \"prompt:fixture/test_simple_prompt\" = \"prompts:simple\"\n"
+                ),
+            )?;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let mut metadata = listed()?;
+            while !metadata.contains("prompts:simple") && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                metadata = listed()?;
+            }
+            assert!(
+                metadata.contains("prompts:simple") && metadata.contains("tools:add"),
+                "the reloaded rule is not listed: {metadata}"
+            );
+            Ok(())
+        })();
+        let _removed = std::fs::remove_file(&config);
+        let _removed = std::fs::remove_file(config.with_extension("state.json"));
+        outcome
     }
 
     #[test]
@@ -1892,7 +1984,7 @@ fn sleeping_through_sigterm(ms: u32) -> Result<Vec<(&'static str, String)>, Test
 
 /// `GET path` on `address` without a token; the status and the body.
 fn probe(address: &str, path: &str) -> Result<(u16, serde_json::Value), TestError> {
-    let reply = support::raw_get(address, path)?;
+    let reply = raw_get(address, path)?;
     let status = reply
         .split(' ')
         .nth(1)

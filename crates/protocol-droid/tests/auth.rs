@@ -605,6 +605,40 @@ mod tokens {
         Ok(())
     }
 
+    /// An issuer that was down when the first token came, and is back: its
+    /// key set is fetched again once the retry interval has passed (what
+    /// `Retry-After` tells the client), not held off for the longer
+    /// interval that bounds refetches for unknown key ids.
+    #[tokio::test]
+    async fn a_key_set_never_had_is_tried_again_after_the_retry_interval() -> Result<(), TestError>
+    {
+        let key = SigningKey::ec("k")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let iss = issuer.issuer();
+        let jwks = Jwks::remote(
+            &format!("{}/jwks", issuer.url),
+            JwksOptions {
+                min_refresh_interval: Duration::from_secs(3600),
+                retry_interval: Duration::from_millis(200),
+                trust: issuer.trust.clone(),
+                ..JwksOptions::default()
+            },
+        )?;
+        let validator = JwtValidator::new(&iss, ELSEWHERE, jwks);
+        let token =
+            key.sign(&json!({ "iss": iss, "aud": ELSEWHERE, "sub": "a", "exp": now() + 300 }))?;
+        issuer.state.down.store(true, Ordering::SeqCst);
+        let refused = validator.validate(&token).await;
+        assert!(
+            matches!(refused, Err(TokenError::Unavailable(_))),
+            "{refused:?}"
+        );
+        issuer.state.down.store(false, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        validator.validate(&token).await?;
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_token_typed_as_something_else_is_refused() -> Result<(), TestError> {
         let key = SigningKey::ec("k")?;

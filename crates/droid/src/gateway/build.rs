@@ -1,7 +1,7 @@
 //! From a configuration to the gateway's upstreams and scope rules: at
 //! start, and again for what a reload changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,6 +92,10 @@ pub(crate) async fn start(
     };
     let failures = add_prepared(&gateway, prepared, wait).await;
     let cli = cli_scopes(auth)?;
+    listening
+        .scopes
+        .set(rule_scopes(config, &cli))
+        .context("a scope rule")?;
     let rules = scope_rules(config, &cli);
     check_scopes(&rules, &gateway)?;
     set_scopes(&rules, &gateway);
@@ -303,6 +307,13 @@ fn all_rules<'a>(
             let (kind, name) = kind_of(key);
             (kind, name, scope)
         })
+}
+
+/// Every scope a rule of `config` or of the command line names, once each:
+/// what the gateway's challenge and metadata list as supported.
+pub(crate) fn rule_scopes(config: &Config, cli: &[(String, String)]) -> Vec<String> {
+    let named: BTreeSet<&String> = all_rules(config, cli).map(|(_, _, scope)| scope).collect();
+    named.into_iter().cloned().collect()
 }
 
 /// The tool rules of `config` and of the command line, by tool id.

@@ -155,6 +155,7 @@ pub(crate) fn run(
                 config.clone(),
                 read,
                 build::cli_scopes(listening.auth).unwrap_or_default(),
+                listening.scopes.clone(),
                 listening.trust.clone(),
             )
         });

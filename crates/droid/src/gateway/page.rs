@@ -51,7 +51,7 @@ pub(crate) async fn serve(
     // Reached by the address it listens on, whatever loopback one that is.
     options.hosts = options.hosts.allowing_address(bound.ip());
     if let Some(resource_server) =
-        crate::auth::resource_server(auth, bound, scheme, listening.trust)?
+        crate::auth::resource_server(auth, bound, scheme, listening.trust, &listening.scopes)?
     {
         if let Some(host) = resource_server.host() {
             options.hosts = options.hosts.allowing(host);

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use protocol_droid::adapters::primary::http::SupportedScopes;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
 use protocol_droid::application::gateway::{Gateway, uri_prefix};
 use protocol_droid::application::server::Primitive;
@@ -32,7 +33,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
 use super::build::{
-    add_prepared, add_scopes, check_scopes, prepare_all, primitive_rules, scope_rules, set_scopes,
+    add_prepared, add_scopes, check_scopes, prepare_all, primitive_rules, rule_scopes, scope_rules,
+    set_scopes,
 };
 use super::config::{Config, UpstreamConfig};
 use super::load::load;
@@ -49,6 +51,7 @@ pub(crate) fn watch(
     mut current: Config,
     mut applied: Option<[u8; 32]>,
     cli_scopes: Vec<(String, String)>,
+    advertised: SupportedScopes,
     tls_trust: TlsTrust,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -102,7 +105,13 @@ pub(crate) fn watch(
                 }
             };
             match apply(&gateway, &current, &next, &cli_scopes, &tls_trust).await {
-                Ok(()) => current = next,
+                Ok(()) => {
+                    // What a challenge asks for follows the rules in force.
+                    if let Err(error) = advertised.set(rule_scopes(&next, &cli_scopes)) {
+                        tracing::error!(target: "droid", "listing the reloaded scopes: {error}");
+                    }
+                    current = next;
+                }
                 Err(error) => tracing::error!(
                     target: "droid",
                     "reloading {}: {error:#}; the running configuration stays",

@@ -141,11 +141,12 @@ impl AdminPage {
                 get(|| async { asset(STYLE, "text/css; charset=utf-8") }),
             );
         if let Some(resource_server) = resource_server {
-            let document = Arc::new(resource_server.metadata());
+            // Made for each request: the scopes it lists may change.
+            let described = resource_server;
             router = router.route(
                 METADATA_PREFIX,
                 get(move || {
-                    let document = Arc::clone(&document);
+                    let document = described.metadata();
                     async move { auth::metadata(&document) }
                 }),
             );

@@ -50,7 +50,7 @@ pub struct ResourceServer {
     resource: url::Url,
     audiences: Vec<String>,
     authorization_servers: Vec<String>,
-    scopes_supported: Vec<String>,
+    scopes_supported: SupportedScopes,
     required_scopes: Vec<String>,
     allow_anonymous: bool,
     /// How far past its `exp` a token's subscriptions may run.
@@ -68,7 +68,8 @@ const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 const MAX_REFUSALS: u32 = 20;
 
 /// The `Retry-After` of a request whose token could not be checked (the
-/// issuer's key set or introspection out of reach), in seconds.
+/// issuer's key set or introspection out of reach), in seconds: a key set
+/// never fetched is tried again after as long (`JwksOptions::retry_interval`).
 const UNCHECKED_RETRY_SECS: u32 = 5;
 
 /// The window refused tokens are counted over.
@@ -139,6 +140,46 @@ impl fmt::Debug for ResourceServer {
     }
 }
 
+/// The scopes a [`ResourceServer`] lists as `scopes_supported` and asks for
+/// in a challenge when no scope is required of every request. Shared: a
+/// server whose scope rules change while it serves (a gateway reloading
+/// its configuration) keeps a handle and says what they are now, so a
+/// client that follows the challenge asks for scopes that exist.
+#[derive(Clone, Debug, Default)]
+pub struct SupportedScopes(Arc<std::sync::RwLock<Vec<String>>>);
+
+impl SupportedScopes {
+    /// Makes `scopes` the list, in order, each once.
+    ///
+    /// # Errors
+    ///
+    /// [`ResourceServerError::Scope`] for a scope that is not a scope token;
+    /// the list is then unchanged.
+    pub fn set(
+        &self,
+        scopes: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Result<(), ResourceServerError> {
+        let mut listed: Vec<String> = Vec::new();
+        for scope in scopes {
+            let scope = valid_scope(scope.as_ref())?;
+            if !listed.contains(&scope) {
+                listed.push(scope);
+            }
+        }
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = listed;
+        Ok(())
+    }
+
+    /// The list as it is now.
+    #[must_use]
+    pub fn get(&self) -> Vec<String> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 fn valid_scope(scope: &str) -> Result<String, ResourceServerError> {
     let ok = !scope.is_empty()
         && scope
@@ -175,7 +216,7 @@ impl ResourceServer {
             resource: parsed,
             audiences: vec![canonical],
             authorization_servers: Vec::new(),
-            scopes_supported: Vec::new(),
+            scopes_supported: SupportedScopes::default(),
             required_scopes: Vec::new(),
             allow_anonymous: false,
             leeway: DEFAULT_LEEWAY,
@@ -209,15 +250,29 @@ impl ResourceServer {
     ///
     /// [`ResourceServerError::Scope`] for a scope that is not a scope token.
     pub fn scopes_supported(
-        mut self,
+        self,
         scopes: impl IntoIterator<Item = impl AsRef<str>>,
     ) -> Result<Self, ResourceServerError> {
-        for scope in scopes {
-            let scope = valid_scope(scope.as_ref())?;
-            if !self.scopes_supported.contains(&scope) {
-                self.scopes_supported.push(scope);
-            }
-        }
+        let listed = self.scopes_supported.get();
+        let added: Vec<String> = scopes.into_iter().map(|s| s.as_ref().to_owned()).collect();
+        self.scopes_supported.set(listed.iter().chain(&added))?;
+        Ok(self)
+    }
+
+    /// Lists as `scopes_supported` what `shared` holds, from now on and as
+    /// it changes; the scopes listed so far are added to it.
+    ///
+    /// # Errors
+    ///
+    /// None in practice: the scopes listed so far were checked already.
+    pub fn supported_scopes(
+        mut self,
+        shared: SupportedScopes,
+    ) -> Result<Self, ResourceServerError> {
+        let listed = self.scopes_supported.get();
+        let held = shared.get();
+        shared.set(listed.iter().chain(&held))?;
+        self.scopes_supported = shared;
         Ok(self)
     }
 
@@ -305,19 +360,27 @@ impl ResourceServer {
             json!(self.authorization_servers),
         );
         document.insert("bearer_methods_supported".to_owned(), json!(["header"]));
-        if !self.scopes_supported.is_empty() {
-            document.insert("scopes_supported".to_owned(), json!(self.scopes_supported));
+        // What every request needs is supported too, whatever the shared
+        // list says now.
+        let mut supported = self.required_scopes.clone();
+        for scope in self.scopes_supported.get() {
+            if !supported.contains(&scope) {
+                supported.push(scope);
+            }
+        }
+        if !supported.is_empty() {
+            document.insert("scopes_supported".to_owned(), json!(supported));
         }
         Value::Object(document)
     }
 
     /// The scopes a challenge asks for: what every request needs, or what
     /// the resource supports when nothing is required.
-    fn challenge_scopes(&self) -> &[String] {
+    fn challenge_scopes(&self) -> Vec<String> {
         if self.required_scopes.is_empty() {
-            &self.scopes_supported
+            self.scopes_supported.get()
         } else {
-            &self.required_scopes
+            self.required_scopes.clone()
         }
     }
 
@@ -339,7 +402,7 @@ impl ResourceServer {
     /// The 401 a request without a token gets, for a route that asks for
     /// a principal where the anonymous caller may use `/mcp`.
     pub(super) fn unauthorized(&self) -> Response {
-        self.refuse(StatusCode::UNAUTHORIZED, None, self.challenge_scopes())
+        self.refuse(StatusCode::UNAUTHORIZED, None, &self.challenge_scopes())
     }
 
     fn refuse(
@@ -364,7 +427,6 @@ impl ResourceServer {
 
     /// Decides who is calling, or answers the refusal.
     async fn caller(&self, presented: Presented) -> Result<AuthContext, Response> {
-        let scopes = self.challenge_scopes();
         if presented.token_in_query {
             return Err(self.refuse(
                 StatusCode::BAD_REQUEST,
@@ -372,7 +434,7 @@ impl ResourceServer {
                     "invalid_request",
                     "access tokens are accepted only in the Authorization header",
                 )),
-                scopes,
+                &self.challenge_scopes(),
             ));
         }
         let mut values = presented.authorization.iter();
@@ -381,7 +443,7 @@ impl ResourceServer {
             return Err(self.refuse(
                 StatusCode::BAD_REQUEST,
                 Some(("invalid_request", "more than one Authorization header")),
-                scopes,
+                &self.challenge_scopes(),
             ));
         }
         let Some(value) = first else {
@@ -390,7 +452,7 @@ impl ResourceServer {
             if self.allow_anonymous && self.required_scopes.is_empty() {
                 return Ok(AuthContext::anonymous());
             }
-            return Err(self.refuse(StatusCode::UNAUTHORIZED, None, scopes));
+            return Err(self.refuse(StatusCode::UNAUTHORIZED, None, &self.challenge_scopes()));
         };
         let token = value
             .to_str()
@@ -402,7 +464,7 @@ impl ResourceServer {
         let Some(token) = token else {
             // Another scheme, or a bearer without a token: the challenge says
             // which scheme this resource takes.
-            return Err(self.refuse(StatusCode::UNAUTHORIZED, None, scopes));
+            return Err(self.refuse(StatusCode::UNAUTHORIZED, None, &self.challenge_scopes()));
         };
         let now = Instant::now();
         let wait = presented.peer.and_then(|peer| {
@@ -444,7 +506,7 @@ impl ResourceServer {
                 return Err(self.refuse(
                     StatusCode::UNAUTHORIZED,
                     Some(("invalid_token", "the access token is not valid")),
-                    scopes,
+                    &self.challenge_scopes(),
                 ));
             }
             Err(TokenError::Unavailable(reason)) => {
@@ -487,7 +549,7 @@ impl ResourceServer {
             return Err(self.refuse(
                 StatusCode::UNAUTHORIZED,
                 Some(("invalid_token", "the access token is not valid")),
-                scopes,
+                &self.challenge_scopes(),
             ));
         }
         // Sessions, tasks and `requestState`s are bound to who the caller
@@ -498,7 +560,7 @@ impl ResourceServer {
             return Err(self.refuse(
                 StatusCode::UNAUTHORIZED,
                 Some(("invalid_token", "the access token is not valid")),
-                scopes,
+                &self.challenge_scopes(),
             ));
         }
         let missing = self
@@ -577,7 +639,7 @@ pub(super) async fn authenticate(
                     return guard.refuse(
                         StatusCode::UNAUTHORIZED,
                         Some(("invalid_token", "the access token has expired")),
-                        guard.challenge_scopes(),
+                        &guard.challenge_scopes(),
                     );
                 }
                 Some(left) => lasts = tokio::time::Instant::now().checked_add(left),

@@ -51,7 +51,7 @@ use crate::adapters::secondary::metrics::Metrics;
 use crate::application::server::Server;
 
 pub use admin_page::AdminPage;
-pub use auth::{METADATA_PREFIX, ResourceServer, ResourceServerError};
+pub use auth::{METADATA_PREFIX, ResourceServer, ResourceServerError, SupportedScopes};
 pub use guard::HostPolicy;
 pub use health::Readiness;
 pub use tls::{ServerTls, ServerTlsError};
@@ -276,9 +276,11 @@ impl HttpServer {
             .route("/healthz", get(health::alive))
             .route("/readyz", get(health::ready));
         if let Some(resource_server) = resource_server {
-            let document = Arc::new(resource_server.metadata());
+            // Made for each request: the scopes it lists may change while
+            // the server runs (see `SupportedScopes`).
+            let described = Arc::clone(&resource_server);
             let serve = move || {
-                let document = Arc::clone(&document);
+                let document = described.metadata();
                 async move { auth::metadata(&document) }
             };
             let path = resource_server.metadata_path();

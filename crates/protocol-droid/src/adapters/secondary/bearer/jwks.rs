@@ -22,6 +22,12 @@ pub struct JwksOptions {
     /// so a stream of tokens with invented key ids costs the issuer one
     /// request per interval, not one per token.
     pub min_refresh_interval: Duration,
+    /// The least time between two fetches while no set is held at all (5 s):
+    /// tokens are refused as unavailable until one is, and told to come
+    /// back after this long (`Retry-After`), so the wait they are told is
+    /// the wait there is. Kept longer than a fetch may take, it still costs
+    /// an issuer that is down one request per interval.
+    pub retry_interval: Duration,
     /// How long a fetched set is used before it is fetched again (1 hour),
     /// so a key the issuer withdrew stops being accepted.
     pub max_age: Duration,
@@ -41,6 +47,7 @@ impl Default for JwksOptions {
         Self {
             timeout: Duration::from_secs(5),
             min_refresh_interval: Duration::from_secs(30),
+            retry_interval: Duration::from_secs(5),
             max_age: Duration::from_secs(3600),
             max_bytes: fetch::MAX_DOCUMENT_BYTES,
             max_stale: Duration::from_secs(24 * 3600),
@@ -226,9 +233,13 @@ impl Jwks {
     }
 
     fn may_fetch(&self) -> bool {
-        self.cached()
-            .attempted_at
-            .is_none_or(|t| t.elapsed() >= self.options.min_refresh_interval)
+        let cached = self.cached();
+        let interval = if cached.fetched_at.is_some() {
+            self.options.min_refresh_interval
+        } else {
+            self.options.retry_interval
+        };
+        cached.attempted_at.is_none_or(|t| t.elapsed() >= interval)
     }
 
     async fn refresh(
