@@ -942,6 +942,107 @@ async fn a_question_the_server_withdraws_holds_up_nothing() -> Result<(), TestEr
     Ok(())
 }
 
+/// A client that declares sampling (and not roots), and samples `hi`.
+#[derive(Debug, Default)]
+struct SamplesOnly;
+
+impl ClientHandler for SamplesOnly {
+    fn capabilities(&self) -> ClientCapabilities {
+        serde_json::from_value(json!({ "sampling": {} })).unwrap_or_default()
+    }
+
+    fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+    ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorObject>> {
+        Box::pin(async {
+            serde_json::from_value(json!({ "role": "assistant", "model": "m",
+                "content": { "type": "text", "text": "hi" } }))
+            .map_err(|e| ErrorObject::new(ErrorCode::INTERNAL_ERROR, e.to_string()))
+        })
+    }
+}
+
+/// Two questions a server asks at once, one the client declared and one
+/// it did not: each hears its own answer. The sampling is answered by the
+/// client; the roots question is refused as undeclared, and its refusal is
+/// not what the sampling hears (nor is the sampling withdrawn with it).
+#[tokio::test]
+async fn questions_asked_at_once_each_hear_their_own_answer() -> Result<(), TestError> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let record = tempfile::Builder::new()
+        .prefix("droid-bridge-bad-asks-mixed-")
+        .tempfile()?
+        .into_temp_path();
+    let mut child = ChildOptions::new("python3", [script.into_os_string(), "asks-mixed".into()]);
+    child
+        .env
+        .push(("BAD_SERVER_RECORD".into(), record.as_os_str().to_owned()));
+    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
+    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let options = ConnectOptions {
+        client: ClientOptions {
+            handler: Arc::new(SamplesOnly),
+            revisions: vec![ProtocolVersion::V2025_11_25],
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let client =
+        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    let answered = tokio::time::timeout(
+        GUARD,
+        client.request(
+            "tools/call",
+            Some(json!({ "name": "anything" })),
+            &RequestOptions::default(),
+        ),
+    )
+    .await;
+    assert!(matches!(answered, Ok(Ok(_))), "{answered:?}");
+    let heard = std::fs::read_to_string(&record)?;
+    let sample = heard
+        .lines()
+        .find_map(|line| line.strip_prefix("sample "))
+        .ok_or_else(|| format!("the sampling was not answered: {heard}"))?;
+    let sample: Value = serde_json::from_str(sample)?;
+    assert_eq!(sample["content"]["text"], "hi", "{heard}");
+    let roots = heard
+        .lines()
+        .find_map(|line| line.strip_prefix("roots "))
+        .ok_or_else(|| format!("the roots question was not answered: {heard}"))?;
+    let roots: Value = serde_json::from_str(roots)?;
+    assert!(
+        roots["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Roots")),
+        "the roots question heard another's answer: {heard}"
+    );
+    Ok(())
+}
+
+/// An upstream answering a call with a result that is no result (`1`):
+/// the client is told so, not handed it.
+#[tokio::test]
+async fn a_result_that_is_not_one_is_not_passed_on() -> Result<(), TestError> {
+    let (rig, _record) = in_front_of_bad("scalar-result", BridgeOptions::default()).await?;
+    let answered = tokio::time::timeout(
+        GUARD,
+        rig.client.request(
+            "tools/call",
+            Some(json!({ "name": "anything" })),
+            &RequestOptions::default(),
+        ),
+    )
+    .await?;
+    let Err(ClientError::Server(error)) = answered else {
+        return Err(format!("a non-result was passed on: {answered:?}").into());
+    };
+    assert!(error.message.contains("not a result"), "{error:?}");
+    Ok(())
+}
+
 /// A client that declares roots, and gives `file:///rooted-N` the Nth
 /// time it is asked.
 #[derive(Debug, Default)]
@@ -1023,6 +1124,67 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
             "the server never heard the roots changed"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A `roots/list` between requests from a server whose client did not
+/// declare roots is refused (`-32601`), never put to that client.
+#[tokio::test]
+async fn a_roots_question_between_requests_is_not_put_to_a_client_without_roots()
+-> Result<(), TestError> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let child = ChildOptions::new("python3", [script.into_os_string(), "roots-between".into()]);
+    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
+    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let handler = Arc::new(UndeclaredRoots::default());
+    let shared: Arc<dyn ClientHandler> = handler.clone();
+    let options = ConnectOptions {
+        client: ClientOptions {
+            handler: shared,
+            revisions: vec![ProtocolVersion::V2025_11_25],
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let client =
+        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    client
+        .request("resources/list", None, &RequestOptions::default())
+        .await?;
+    // What the server heard, as its tool `roots` answers it.
+    let asked = tokio::time::timeout(
+        GUARD,
+        client.request(
+            "tools/call",
+            Some(json!({ "name": "roots" })),
+            &RequestOptions::default(),
+        ),
+    )
+    .await??;
+    let heard = asked["content"][0]["text"].as_str().unwrap_or_default();
+    let heard: Value = serde_json::from_str(heard)?;
+    assert_eq!(heard["code"], -32601, "{asked}");
+    assert_eq!(
+        handler.0.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the client was asked for roots it did not declare"
+    );
+    Ok(())
+}
+
+/// A client that declares nothing, and gives roots when asked all the
+/// same, counting each time.
+#[derive(Debug, Default)]
+struct UndeclaredRoots(std::sync::atomic::AtomicUsize);
+
+impl ClientHandler for UndeclaredRoots {
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async {
+            serde_json::from_value(json!({ "roots": [{ "uri": "file:///undeclared" }] }))
+                .map_err(|e| ErrorObject::new(ErrorCode::INTERNAL_ERROR, e.to_string()))
+        })
     }
 }
 
@@ -1493,6 +1655,67 @@ async fn a_gateway_subscription_beside_a_listen_hears_each_update_once() -> Resu
         "the gateway names an upstream's resource its own way"
     );
     each_update_heard_once(&origin, uri, &front, &shown, &client, &handler).await
+}
+
+/// A resource the caller's scopes hide is acknowledged by a forwarder's
+/// `subscriptions/listen` exactly as one the upstream does not have (a
+/// forwarder cannot tell those from one it has), so the answer does not
+/// tell that it exists; and its updates are never told.
+#[tokio::test]
+async fn a_hidden_resource_is_watched_as_a_missing_one_is() -> Result<(), TestError> {
+    use futures_util::StreamExt as _;
+    use protocol_droid::application::server::{Primitive, ScopeRules};
+    let hidden = "test://watched-secret";
+    let (origin, upstream) = watched_upstream(hidden).await?;
+    let bridge = Bridge::connect(
+        connector(
+            Target::Url(upstream.parse()?),
+            vec![ProtocolVersion::V2025_11_25],
+        ),
+        BridgeOptions::default(),
+    )
+    .await?;
+    let server = bridge.server(|b| b)?;
+    let mut rules = ScopeRules::default();
+    rules.require(Primitive::Resource, hidden, "files:secret");
+    server.set_forwarded_scopes(rules);
+    let front = serve(server).await?;
+    let missing = "test://not-there";
+    let watch = json!({ "notifications": { "resourceSubscriptions": [hidden, missing] } });
+    let listen = modern_request(&front, 7, "subscriptions/listen", watch, &json!({}))
+        .send()
+        .await?;
+    let mut events = listen.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("acknowledged") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await?
+            .ok_or("the listen ended before its acknowledgement")??;
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let acknowledged = seen
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|m| m["method"] == "notifications/subscriptions/acknowledged")
+        .ok_or("no acknowledgement")?;
+    assert_eq!(
+        acknowledged["params"]["notifications"]["resourceSubscriptions"],
+        json!([missing, hidden]),
+        "{acknowledged}"
+    );
+    for _ in 0..5 {
+        origin.resource_updated(hidden);
+    }
+    if let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_millis(500), events.next()).await {
+        let chunk = chunk?;
+        let told = String::from_utf8_lossy(&chunk);
+        assert!(
+            !told.contains("resources/updated"),
+            "a hidden resource's update was told: {told}"
+        );
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------- unmodelled

@@ -99,3 +99,40 @@ async fn a_scope_rule_naming_no_tool_keeps_its_upstream_down() -> Result<(), Tes
     }
     Ok(())
 }
+
+/// An upstream listing more tools than the gateway takes from one is
+/// refused whole, before each tool costs a digest, a place in the catalog
+/// and a look from every session: it is down, saying why, and lists
+/// nothing.
+#[tokio::test]
+async fn an_upstream_listing_past_the_bound_is_refused_whole() -> Result<(), TestError> {
+    use protocol_droid::application::gateway::{MAX_UPSTREAM_TOOLS, UpstreamHealth};
+    let gateway = Gateway::build(
+        Server::builder("gateway", "1.0.0"),
+        Disclosure::Default,
+        Pins::default(),
+    )?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let mut child = ChildOptions::new("python3", [script.into_os_string(), "many-tools".into()]);
+    child.env.push((
+        "BAD_SERVER_TOOLS".into(),
+        (MAX_UPSTREAM_TOOLS + 1).to_string().into(),
+    ));
+    let added = gateway
+        .add_upstream(
+            "many",
+            connector(Target::Command(child), ConnectOptions::default()),
+            UpstreamOptions::default(),
+        )
+        .await;
+    assert!(added.is_err(), "{added:?}");
+    let status = gateway.upstreams();
+    let health = status.first().map(|upstream| &upstream.health);
+    assert!(
+        matches!(health, Some(UpstreamHealth::Down { reason, .. })
+            if reason.contains(&format!("more than the {MAX_UPSTREAM_TOOLS}"))),
+        "{health:?}"
+    );
+    assert!(gateway.server().tool("many/tool-0").is_none());
+    Ok(())
+}

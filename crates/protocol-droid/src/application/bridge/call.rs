@@ -237,6 +237,17 @@ impl Bridge {
             tracing::warn!(target: "droid::bridge", method, error = %e, "an unreadable answer");
             CallError::internal("the upstream's answer could not be read; the log says why")
         })?;
+        // Every result MCP defines is an object: anything else is not an
+        // answer to pass on as one. An extension's method is its own to say.
+        let defined = matches!(
+            method.split_once('/').map(|(family, _)| family),
+            Some("tools" | "prompts" | "resources" | "completion" | "logging" | "tasks")
+        );
+        if defined && !result.is_object() {
+            return Err(CallError::internal(format!(
+                "the upstream answered {method} with something that is not a result"
+            )));
+        }
         let mut value = self
             .translate(
                 method,

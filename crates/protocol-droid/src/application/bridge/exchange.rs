@@ -375,6 +375,14 @@ impl Flight {
         }
     }
 
+    /// Refuses the open question under `key` with `error`.
+    fn refuse(&mut self, key: &str, error: &ErrorObject) {
+        if let Some(index) = self.open.iter().position(|(k, _)| k == key) {
+            let (_, ask) = self.open.remove(index);
+            let _gone = ask.answer.send(Err(error.clone()));
+        }
+    }
+
     /// Withdraws every open question with `error`.
     pub(super) fn refuse_open(&mut self, error: &ErrorObject) {
         for (_, ask) in self.open.drain(..) {
@@ -644,6 +652,15 @@ pub(super) enum Start {
     Parked(Flight),
 }
 
+/// What the server hears for a question the client refused or could not
+/// be asked: the client's own error, or one saying why.
+fn refusal_of(error: &CallError) -> ErrorObject {
+    match error {
+        CallError::Protocol(object) => object.clone(),
+        other => Refusal::internal(other.to_string()).into(),
+    }
+}
+
 /// `call` as its questions are put to the client: without the answers it
 /// came with, which were for the round before. Made when the server first
 /// asks, since most requests take no round and a call is a deep copy.
@@ -766,8 +783,21 @@ impl Rounds<'_> {
                     // question, while the client is still being asked:
                     // then the client's question is withdrawn in turn (the
                     // ask, dropped, tells it so) rather than held up.
-                    let asked = tokio::select! {
-                        asked = Box::pin(asking.ask_all(questions)) => asked,
+                    // A legacy client's answers each go to their own
+                    // question: one refused (a capability not declared)
+                    // refuses only that one, and leaves the others asked.
+                    let asking_each = async {
+                        if modern {
+                            asking
+                                .ask_all(questions)
+                                .await
+                                .map(|answers| answers.into_iter().map(Ok).collect())
+                        } else {
+                            Ok(asking.ask_each(questions).await)
+                        }
+                    };
+                    let asked: Result<Vec<Result<Value, CallError>>, CallError> = tokio::select! {
+                        asked = Box::pin(asking_each) => asked,
                         overtaken = flight.overtaken() => match overtaken {
                             Overtaken::Answered(result) => return Ok(result),
                             Overtaken::Withdrawn => {
@@ -785,7 +815,10 @@ impl Rounds<'_> {
                             let keys: Vec<String> =
                                 flight.open.iter().map(|(k, _)| k.clone()).collect();
                             for (key, answer) in keys.into_iter().zip(answers) {
-                                flight.answer(&key, answer);
+                                match answer {
+                                    Ok(answer) => flight.answer(&key, answer),
+                                    Err(error) => flight.refuse(&key, &refusal_of(&error)),
+                                }
                             }
                         }
                         Err(CallError::InputRequired(asked)) => {
@@ -813,13 +846,7 @@ impl Rounds<'_> {
                         // asked): the server hears it as its question's
                         // answer, and what the request comes to is still the
                         // server's to say.
-                        Err(error) => {
-                            let object = match &error {
-                                CallError::Protocol(object) => object.clone(),
-                                other => Refusal::internal(other.to_string()).into(),
-                            };
-                            flight.refuse_open(&object);
-                        }
+                        Err(error) => flight.refuse_open(&refusal_of(&error)),
                     }
                 }
             }

@@ -334,6 +334,15 @@ impl UpstreamHandler {
                 ))
                 .into());
             }
+            // Outside a request no call checks what the client declared
+            // (in one, the call does, and counts the round): a client that
+            // did not declare roots is not asked for them.
+            if self.capabilities.roots.is_none() {
+                return Err(Refusal::method_not_found(
+                    "roots/list: the client did not declare roots",
+                )
+                .into());
+            }
             // Outside any request: put to the session's client on its
             // stream (a server asks at once after the handshake, before
             // the first call), else the roots last seen, or none.

@@ -46,6 +46,7 @@ pub use overview::{
 pub use pins::{ApproveError, Approved};
 pub use policy::{PolicyError, ToolPolicy};
 pub use principals::{MAX_PRINCIPALS, PRINCIPAL_IDLE};
+pub use refresh::MAX_UPSTREAM_TOOLS;
 pub use runtime::{Gateway, ScopeRuleError, WeakGateway};
 pub use session::{
     ActivatedTool, ActivationError, BulkActivationError, CorePin, DropReason, DroppedActivation,

@@ -23,6 +23,12 @@ use crate::domain::ir::JsonObject;
 use crate::domain::{Era, SessionId};
 use crate::wire::Tool;
 
+/// The most tools the gateway takes from one upstream. Far above what a
+/// server offers (the largest list hundreds), it bounds what one upstream
+/// costs every other: each tool is digested, kept in the catalog and
+/// weighed for every session.
+pub const MAX_UPSTREAM_TOOLS: usize = 10_000;
+
 impl Gateway {
     /// Lists the upstream called `name` again and applies what changed.
     ///
@@ -69,6 +75,19 @@ impl Gateway {
         // Always from the upstream, never from a cache: a cached list
         // would hide the change the refresh is for.
         let tools = client.refresh_tools().await?;
+        // Bounded before any of the work each tool costs (its digest, its
+        // place in the catalog and in every session's set), which on a
+        // gateway serving stdio runs on the thread every session shares: a
+        // list past it is refused whole, and the tools listed before stay.
+        if tools.len() > MAX_UPSTREAM_TOOLS {
+            return Err(ClientError::InvalidResult {
+                method: "tools/list".to_owned(),
+                detail: format!(
+                    "{} tools, more than the {MAX_UPSTREAM_TOOLS} the gateway takes from one upstream",
+                    tools.len()
+                ),
+            });
+        }
         let offered: Vec<JsonObject> = tools
             .iter()
             .filter_map(|t| match serde_json::to_value(t) {

@@ -620,6 +620,26 @@ impl Call {
 }
 
 impl Call {
+    /// Asks each of `questions` at once, each answered or refused on its
+    /// own, in the order asked: one the client cannot be asked (a
+    /// capability it did not declare) or refuses leaves the others asked.
+    /// What a forwarder uses to put each of its server's questions to the
+    /// client, so that each server request hears its own answer.
+    ///
+    /// In the 2026-07-28 era the questions are one round (or, in a task,
+    /// parked together), as [`Self::ask_all`] has them: a question not yet
+    /// answered makes every answer that round's error.
+    pub async fn ask_each(&self, questions: Vec<Question>) -> Vec<Result<Value, CallError>> {
+        if self.peer.negotiated().era() == Era::Modern {
+            let count = questions.len();
+            return match self.ask_all(questions).await {
+                Ok(answers) => answers.into_iter().map(Ok).collect(),
+                Err(error) => vec![Err(error); count],
+            };
+        }
+        futures_util::future::join_all(questions.into_iter().map(|q| self.ask_one(q))).await
+    }
+
     /// A 2026-07-28 task's questions, parked on the task together, so that
     /// `tasks/get` shows them all at once; each answered already in the
     /// request is not asked again.

@@ -56,9 +56,13 @@ impl Connection {
         let wants = |key: &str| lists.iter().any(|k| k == key);
         // Only resources the caller may read can be watched, and only so
         // many, of so many bytes: the honoured subset goes back in the
-        // acknowledgement.
+        // acknowledgement. A forwarder cannot tell a resource its upstream
+        // lacks from one it has, and acknowledges both; one the caller's
+        // scopes hide is acknowledged as such an unknown one is, so the
+        // answer does not tell that it exists, and never watched.
+        let forwarder = self.server.forwarder().is_some();
         let mut bytes = 0_usize;
-        let uris: BTreeSet<String> = filter
+        let acknowledged: BTreeSet<String> = filter
             .get("resourceSubscriptions")
             .and_then(Value::as_array)
             .map(|a| {
@@ -66,7 +70,7 @@ impl Connection {
                     .filter_map(Value::as_str)
                     .collect::<BTreeSet<&str>>()
                     .into_iter()
-                    .filter(|uri| self.can_read(uri, peer.auth()))
+                    .filter(|uri| forwarder || self.can_read(uri, peer.auth()))
                     .take(MAX_SUBSCRIPTIONS)
                     .take_while(|uri| {
                         bytes = bytes.saturating_add(uri.len());
@@ -76,9 +80,17 @@ impl Connection {
                     .collect()
             })
             .unwrap_or_default();
-        if !uris.is_empty() {
-            honoured.insert("resourceSubscriptions".to_owned(), json!(uris));
+        if !acknowledged.is_empty() {
+            honoured.insert("resourceSubscriptions".to_owned(), json!(acknowledged));
         }
+        let uris: BTreeSet<String> = if forwarder {
+            acknowledged
+                .into_iter()
+                .filter(|uri| self.can_read(uri, peer.auth()))
+                .collect()
+        } else {
+            acknowledged
+        };
         // Tasks of the caller's own, for a listen that declared the tasks
         // extension: their changes come as `notifications/tasks`. An id
         // that is not the caller's is left out of the acknowledgement, as
