@@ -510,6 +510,104 @@ async fn an_event_stream_with_invalid_utf8_is_decoded_and_read_on() -> Result<()
     Ok(())
 }
 
+/// An answer the reader cannot take (both a result and an error) fails
+/// its request naming the method it answered, which only the request
+/// knows.
+#[tokio::test]
+async fn an_unreadable_answer_names_its_method() -> Result<(), TestError> {
+    let bad = bad_server("result-and-error", |_| {}).await?;
+    let failed = call(&bad.client, &RequestOptions::default()).await;
+    let Err(error @ ClientError::InvalidResult { .. }) = failed else {
+        return Err(format!("expected an unreadable answer, got {failed:?}").into());
+    };
+    assert!(
+        error.to_string().contains("the answer to tools/call"),
+        "{error}"
+    );
+    Ok(())
+}
+
+/// A server whose answer to a call is an event, with an id, then an event
+/// past the client's bound that never ends.
+mod huge_event {
+    use std::convert::Infallible;
+
+    use axum::body::{Body, Bytes};
+    use axum::http::{StatusCode, header};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+    use futures_util::StreamExt as _;
+    use serde_json::{Value, json};
+
+    async fn on_post(body: Bytes) -> Response {
+        let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let id = message["id"].clone();
+        let head = match message["method"].as_str() {
+            Some("initialize") => format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "huge-event", "version": "0"}}})
+            ),
+            Some("tools/call") => format!(
+                "id: 1\ndata: {}\n\ndata: ",
+                json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "data": "before"}})
+            ),
+            _ if id.is_null() => return StatusCode::ACCEPTED.into_response(),
+            _ => format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "id": id, "result": {}})
+            ),
+        };
+        let huge = message["method"] == "tools/call";
+        // A megabyte at a time, seventeen times: past the 16 MiB bound.
+        let filler = futures_util::stream::iter((0..17).filter(move |_| huge))
+            .map(|_| Ok::<_, Infallible>(Bytes::from(vec![b'x'; 1024 * 1024])));
+        let stream = futures_util::stream::iter([Ok::<_, Infallible>(Bytes::from(head))])
+            .chain(filler)
+            .chain(futures_util::stream::pending());
+        (
+            [
+                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::HeaderName::from_static("mcp-session-id"), "s1"),
+            ],
+            Body::from_stream(stream),
+        )
+            .into_response()
+    }
+
+    pub(crate) async fn start() -> std::io::Result<String> {
+        let app = axum::Router::new().route("/mcp", post(on_post));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok(format!("http://{address}/mcp"))
+    }
+}
+
+/// An answer's event past the bound fails the call saying so, at once:
+/// not as a stream that ended early, and not resumed, which would only
+/// bring the same event again.
+#[tokio::test]
+async fn an_event_past_the_bound_fails_its_call_saying_so() -> Result<(), TestError> {
+    let url = huge_event::start().await?;
+    let mut options = ConnectOptions::default();
+    options.client.revisions = vec![protocol_droid::domain::ProtocolVersion::V2025_11_25];
+    let target = Target::Url(url.parse()?);
+    let client = tokio::time::timeout(GUARD, connect(&target, options)).await??;
+    let failed = call(&client, &RequestOptions::default()).await;
+    let Err(error) = failed else {
+        return Err(format!("a call past the bound was answered: {failed:?}").into());
+    };
+    assert!(error.to_string().contains("longer than"), "{error}");
+    client.close().await;
+    Ok(())
+}
+
 /// A server whose answer to a call is an event stream that never ends,
 /// counting the streams open.
 mod endless {

@@ -388,6 +388,17 @@ impl Client {
             Err(elapsed) => Err(elapsed),
         };
         match answer {
+            // The reader cannot tell what the answer was to; said here.
+            Ok(Ok(Err(ClientError::InvalidResult {
+                method: unnamed,
+                detail,
+            }))) if unnamed.is_empty() => {
+                guard.done = true;
+                Err(ClientError::InvalidResult {
+                    method: method.to_owned(),
+                    detail,
+                })
+            }
             Ok(Ok(answer)) => {
                 guard.done = true;
                 answer

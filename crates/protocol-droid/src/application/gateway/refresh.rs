@@ -311,9 +311,12 @@ fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
                     "has white space at an end, or a control or invisible character"
                 };
                 if refused.admit() {
+                    // Shown at a length a log line holds: the name is the
+                    // upstream's, and may be any length.
+                    let shown: String = name.chars().take(2 * names::MAX_TOOL_NAME).collect();
                     tracing::error!(
                         upstream,
-                        tool = %name.escape_debug(),
+                        tool = %shown.escape_debug(),
                         longest = names::MAX_TOOL_NAME,
                         "the upstream's tool name {why}; it is not offered"
                     );
@@ -326,7 +329,12 @@ fn servable(upstream: &str, definitions: Vec<JsonObject>) -> Vec<JsonObject> {
                 .and_then(Value::as_str)
                 == Some("object");
             if !object && refused.admit() {
-                let tool = definition.get("name").map(ToString::to_string);
+                let tool: Option<String> = definition.get("name").map(|name| {
+                    name.to_string()
+                        .chars()
+                        .take(2 * names::MAX_TOOL_NAME)
+                        .collect()
+                });
                 tracing::error!(
                     upstream,
                     tool = tool.as_deref().unwrap_or("(none)"),

@@ -38,6 +38,10 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// The replacement character's UTF-8 encoding.
 const REPLACEMENT: &str = "\u{FFFD}";
 
+/// How the error of an event past the bound begins: an event that would
+/// only come again on a resumed stream.
+pub(super) const TOO_LONG: &str = "an event longer than";
+
 /// A response's bytes as valid UTF-8 without a leading byte order mark,
 /// failing once more than `max_event` of them arrive without an event
 /// ending.
@@ -205,7 +209,7 @@ impl Guard {
         if self.unterminated > self.max_event {
             self.failed = true;
             return Err(std::io::Error::other(format!(
-                "an event longer than {} bytes",
+                "{TOO_LONG} {} bytes",
                 self.max_event
             )));
         }

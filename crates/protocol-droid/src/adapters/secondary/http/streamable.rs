@@ -385,6 +385,17 @@ impl Shared {
             return Ok(());
         }
         for _ in 0..MAX_RESUMES {
+            // An event past the bound comes again on a resumed stream: the
+            // request fails now, saying so.
+            if let Some(broke) = cursor
+                .broke
+                .as_deref()
+                .filter(|b| b.contains(super::event_bytes::TOO_LONG))
+            {
+                return Err(LinkError::Io(format!(
+                    "the response stream broke before the response: {broke}"
+                )));
+            }
             let Some(last) = cursor.last_event_id.clone() else {
                 break;
             };
@@ -408,9 +419,10 @@ impl Shared {
                 return Ok(());
             }
         }
-        Err(LinkError::Io(
-            "the response stream ended before the response".to_owned(),
-        ))
+        Err(LinkError::Io(match cursor.broke {
+            Some(broke) => format!("the response stream broke before the response: {broke}"),
+            None => "the response stream ended before the response".to_owned(),
+        }))
     }
 
     /// Delivers a stream's messages; true once the response to `until` has
@@ -427,6 +439,7 @@ impl Shared {
                 Ok(event) => event,
                 Err(error) => {
                     tracing::debug!(%error, "the event stream broke");
+                    cursor.broke = Some(error.to_string());
                     return false;
                 }
             };
@@ -575,6 +588,9 @@ impl Shared {
 struct Cursor {
     last_event_id: Option<String>,
     retry: Duration,
+    /// Why the stream last broke, if it broke rather than ended: what the
+    /// request's failure says when the stream cannot be resumed.
+    broke: Option<String>,
 }
 
 impl Default for Cursor {
@@ -582,6 +598,7 @@ impl Default for Cursor {
         Self {
             last_event_id: None,
             retry: DEFAULT_RETRY,
+            broke: None,
         }
     }
 }
