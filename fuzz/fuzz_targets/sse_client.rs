@@ -264,6 +264,7 @@ async fn legacy(port: u16, body: &[u8]) {
             Inbound::Failed { .. } => panic!("nothing was sent, so nothing can fail"),
             Inbound::Answer { .. } => panic!("this link delivers whole messages"),
             Inbound::SessionEnded => panic!("only a Streamable HTTP stream can end a session"),
+            Inbound::TooLarge { .. } => panic!("only a stdio line is refused for its length"),
         }
     }
     assert_eq!(seen, expected, "the messages delivered differ from the stream's");
@@ -331,6 +332,7 @@ async fn streamable(port: u16, body: &[u8]) {
                 // Said only of a GET stream, which a link that never
                 // initialized does not open.
                 Inbound::SessionEnded => panic!("no session was begun, so none can end"),
+                Inbound::TooLarge { .. } => panic!("only a stdio line is refused for its length"),
                 Inbound::Closed(_) => return,
             }
         }

@@ -527,6 +527,24 @@ async fn an_unreadable_answer_names_its_method() -> Result<(), TestError> {
     Ok(())
 }
 
+/// A request of the server's too long to read is refused under its id
+/// (`-32600`), so the server is not left waiting for an answer, and the
+/// call it came in goes on.
+#[tokio::test]
+async fn a_server_request_too_long_to_read_is_refused_under_its_id() -> Result<(), TestError> {
+    let bad = bad_server("huge-request", |_| {}).await?;
+    let reply = call(&bad.client, &RequestOptions::default()).await?;
+    assert_eq!(reply["content"][0]["text"], "done", "{reply}");
+    let heard = recorded(&bad.record);
+    let refusal = heard
+        .iter()
+        .find_map(|line| line.strip_prefix("huge "))
+        .ok_or_else(|| format!("the request was not answered: {heard:?}"))?;
+    let refusal: Value = serde_json::from_str(refusal)?;
+    assert_eq!(refusal["code"], -32600, "{refusal}");
+    Ok(())
+}
+
 /// A server whose answer to a call is an event, with an id, then an event
 /// past the client's bound that never ends.
 mod huge_event {

@@ -384,6 +384,13 @@ async fn read_loop(
                     id,
                     error: LinkError::TooLarge { limit },
                 }],
+                // A request too long to read is refused under its id.
+                Err(FrameError::LineTooLong {
+                    limit,
+                    id: Some(id),
+                    method: true,
+                    ..
+                }) => vec![Inbound::TooLarge { id, limit }],
                 Err(error) => vec![Inbound::Malformed(error.to_string())],
             };
             for item in item {

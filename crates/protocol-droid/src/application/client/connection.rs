@@ -652,11 +652,18 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
                 static MALFORMED: Squelch = Squelch::new(Duration::from_secs(10));
                 if let Some(also) = MALFORMED.admit() {
                     tracing::warn!(
-                        bytes = text.len(),
+                        what = %text.escape_debug(),
                         passed_over_before = also,
                         "the server sent a line that is not JSON-RPC"
                     );
                 }
+            }
+            Inbound::TooLarge { id, limit } => {
+                let error = Refusal::invalid_request(format!(
+                    "the request was longer than the {limit}-byte limit and was not read"
+                ));
+                // Off the reading loop: the answer may wait for room.
+                tokio::spawn(async move { reply(&inner, id, Err(error.into())).await });
             }
             // The next request starts a new session (the request path does,
             // once, in order); until then the handler hears that what it

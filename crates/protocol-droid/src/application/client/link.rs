@@ -58,6 +58,16 @@ pub enum Inbound {
     /// The server sent bytes that are not a JSON-RPC message. Reported so
     /// nothing is dropped silently; the connection goes on.
     Malformed(String),
+    /// A request of the server's too long to read (past `limit` bytes),
+    /// whose id was read on the way: the client refuses it under that id,
+    /// as a server refuses such a request of a client's, rather than leave
+    /// the server waiting for an answer.
+    TooLarge {
+        /// The request's id.
+        id: RequestId,
+        /// The bound it went past, in bytes.
+        limit: usize,
+    },
     /// The server ended the session, as the transport learned on its own
     /// (a legacy HTTP server answering `404` when the GET stream is opened
     /// again): the client tells its handler that the server's lists may
