@@ -1101,6 +1101,16 @@ mod scopes {
                 metadata.contains("prompts:simple") && metadata.contains("tools:add"),
                 "the reloaded rule is not listed: {metadata}"
             );
+            // And a rule taken out is no longer listed.
+            std::fs::write(&config, &base)?;
+            while metadata.contains("tools:echo") && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                metadata = listed()?;
+            }
+            assert!(
+                !metadata.contains("tools:echo") && metadata.contains("tools:add"),
+                "a rule taken out is still listed: {metadata}"
+            );
             Ok(())
         })();
         let _removed = std::fs::remove_file(&config);

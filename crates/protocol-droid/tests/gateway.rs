@@ -136,3 +136,52 @@ async fn an_upstream_listing_past_the_bound_is_refused_whole() -> Result<(), Tes
     assert!(gateway.server().tool("many/tool-0").is_none());
     Ok(())
 }
+
+/// An upstream serving already whose list grows past the bound is taken
+/// down, not held to the list it served before (its calls would reach
+/// tools nobody looked at).
+#[tokio::test]
+async fn an_upstream_whose_list_grows_past_the_bound_is_taken_down() -> Result<(), TestError> {
+    use protocol_droid::application::client::ClientOptions;
+    use protocol_droid::application::gateway::{MAX_UPSTREAM_TOOLS, UpstreamHealth};
+    use protocol_droid::domain::ProtocolVersion;
+    let gateway = Gateway::build(
+        Server::builder("gateway", "1.0.0"),
+        Disclosure::Default,
+        Pins::default(),
+    )?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let mut child = ChildOptions::new("python3", [script.into_os_string(), "grows".into()]);
+    child.env.push((
+        "BAD_SERVER_TOOLS".into(),
+        (MAX_UPSTREAM_TOOLS + 1).to_string().into(),
+    ));
+    let options = ConnectOptions {
+        client: ClientOptions {
+            revisions: vec![ProtocolVersion::V2025_11_25],
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    gateway
+        .add_upstream(
+            "grows",
+            connector(Target::Command(child), options),
+            UpstreamOptions::default(),
+        )
+        .await?;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let status = gateway.upstreams();
+        let health = status.first().map(|upstream| &upstream.health);
+        if matches!(health, Some(UpstreamHealth::Down { reason, .. })
+            if reason.contains(&format!("more than the {MAX_UPSTREAM_TOOLS}")))
+        {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("never taken down: {health:?}").into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use protocol_droid::adapters::primary::http::SupportedScopes;
 use protocol_droid::adapters::secondary::tls::Trust as TlsTrust;
 use protocol_droid::application::gateway::{Gateway, uri_prefix};
@@ -166,6 +167,12 @@ async fn apply(
     let pins = new.pins()?;
     let prepared = prepare_all(started, tls_trust)?;
     let rules = scope_rules(new, cli_scopes);
+    // Each scope a rule names must be one a token can hold, as at start:
+    // checked here, so that what the challenge lists never lags behind
+    // the rules in force.
+    SupportedScopes::default()
+        .set(rule_scopes(new, cli_scopes))
+        .context("a scope rule")?;
     let mut staying = BTreeMap::new();
     for (id, scope) in &rules {
         let upstream = id.as_str().split_once('/').map(|(upstream, _)| upstream);

@@ -237,12 +237,14 @@ impl Bridge {
             tracing::warn!(target: "droid::bridge", method, error = %e, "an unreadable answer");
             CallError::internal("the upstream's answer could not be read; the log says why")
         })?;
-        // Every result MCP defines is an object: anything else is not an
-        // answer to pass on as one. An extension's method is its own to say.
+        // A result that carries something (a tool's, a prompt's, a list)
+        // is an object: anything else is not an answer to pass on as one.
+        // An empty result (`logging/setLevel`, a subscription) carries
+        // nothing to lose, and an extension's method is its own to say.
         let defined = matches!(
             method.split_once('/').map(|(family, _)| family),
-            Some("tools" | "prompts" | "resources" | "completion" | "logging" | "tasks")
-        );
+            Some("tools" | "prompts" | "resources" | "completion" | "tasks")
+        ) && !matches!(method, "resources/subscribe" | "resources/unsubscribe");
         if defined && !result.is_object() {
             return Err(CallError::internal(format!(
                 "the upstream answered {method} with something that is not a result"

@@ -662,8 +662,13 @@ async fn read_loop(inner: std::sync::Weak<Inner>, mut inbound: InboundRx) {
                 let error = Refusal::invalid_request(format!(
                     "the request was longer than the {limit}-byte limit and was not read"
                 ));
-                // Off the reading loop: the answer may wait for room.
-                tokio::spawn(async move { reply(&inner, id, Err(error.into())).await });
+                // As another refusal: sent as room frees, the server's
+                // further messages waiting meanwhile.
+                let permit = Arc::clone(&inner.refusing).acquire_owned().await;
+                tokio::spawn(async move {
+                    reply(&inner, id, Err(error.into())).await;
+                    drop(permit);
+                });
             }
             // The next request starts a new session (the request path does,
             // once, in order); until then the handler hears that what it

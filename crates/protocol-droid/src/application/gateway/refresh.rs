@@ -29,6 +29,16 @@ use crate::wire::Tool;
 /// weighed for every session.
 pub const MAX_UPSTREAM_TOOLS: usize = 10_000;
 
+/// What a list past [`MAX_UPSTREAM_TOOLS`] is refused as, between its
+/// length and the bound.
+const PAST_THE_BOUND: &str = "more than the";
+
+/// Whether `error` is a list refused for its length.
+pub(super) fn past_the_bound(error: &ClientError) -> bool {
+    matches!(error, ClientError::InvalidResult { method, detail }
+        if method == "tools/list" && detail.contains(PAST_THE_BOUND))
+}
+
 impl Gateway {
     /// Lists the upstream called `name` again and applies what changed.
     ///
@@ -83,7 +93,7 @@ impl Gateway {
             return Err(ClientError::InvalidResult {
                 method: "tools/list".to_owned(),
                 detail: format!(
-                    "{} tools, more than the {MAX_UPSTREAM_TOOLS} the gateway takes from one upstream",
+                    "{} tools, {PAST_THE_BOUND} {MAX_UPSTREAM_TOOLS} the gateway takes from one upstream",
                     tools.len()
                 ),
             });

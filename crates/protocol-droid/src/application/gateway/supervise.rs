@@ -411,6 +411,30 @@ impl Gateway {
         }
     }
 
+    /// Takes `name` of `generation` down for `reason`: its connection
+    /// closed, its calls failing, and a connection tried again later.
+    fn take_down(&self, name: &str, generation: u64, reason: &str) {
+        let ended = {
+            let mut state = lock(&self.inner.state);
+            let Some(upstream) = state.upstream_mut(name, generation) else {
+                return;
+            };
+            upstream.failures = upstream.failures.saturating_add(1);
+            upstream.client = None;
+            upstream.refreshing = false;
+            upstream.refresh_again = false;
+            upstream.health = UpstreamHealth::Down {
+                reason: reason.to_owned(),
+                attempts: upstream.failures,
+            };
+            upstream.bridge.take()
+        };
+        if let Some(bridge) = ended {
+            tokio::spawn(async move { bridge.close().await });
+        }
+        self.reconnect_later(name, generation);
+    }
+
     /// Asks for `name` of `generation` to be listed again: now, on a task of
     /// its own, unless a refresh is running, which then runs once more.
     fn refresh_later(&self, name: &str, generation: u64) {
@@ -445,6 +469,15 @@ impl Gateway {
             };
             match tokio::time::timeout(timeout, self.refresh_generation(name, generation)).await {
                 Ok(Ok(())) => {}
+                // An upstream serving already, whose list is now past the
+                // bound: it is not held to its last list, which it no longer
+                // serves (its calls would reach tools nobody approved), but
+                // taken down, and connected again later.
+                Ok(Err(error)) if super::refresh::past_the_bound(&error) => {
+                    tracing::error!(upstream = %name, %error, "the upstream's tools are past the bound; taking it down");
+                    self.take_down(name, generation, &error.to_string());
+                    return;
+                }
                 Ok(Err(error)) => {
                     tracing::warn!(upstream = %name, %error, "refreshing the upstream's tools failed");
                 }

@@ -620,9 +620,10 @@ impl Call {
 }
 
 impl Call {
-    /// Asks each of `questions` at once, each answered or refused on its
-    /// own, in the order asked: one the client cannot be asked (a
-    /// capability it did not declare) or refuses leaves the others asked.
+    /// In the legacy era, asks each of `questions` at once, each answered
+    /// or refused on its own, in the order asked: one the client cannot be
+    /// asked (a capability it did not declare) or refuses leaves the others
+    /// asked.
     /// What a forwarder uses to put each of its server's questions to the
     /// client, so that each server request hears its own answer.
     ///
