@@ -868,6 +868,38 @@ async fn in_front_of_bad_at(
     Ok((Rig::connect(bridge, &front, client).await?, record))
 }
 
+/// The bridge, speaking 2025-11-25, in front of `bad_server.py` in `mode`
+/// (recording to `record`, if given), served; and a 2025-11-25 client of
+/// it answering with `handler`. The bridge is returned to be kept: the
+/// server serving it holds it only weakly.
+async fn asked_through_bridge(
+    mode: &str,
+    record: Option<&Path>,
+    handler: Arc<dyn ClientHandler>,
+) -> Result<(Bridge, Client), TestError> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let mut child = ChildOptions::new("python3", [script.into_os_string(), mode.into()]);
+    if let Some(record) = record {
+        child
+            .env
+            .push(("BAD_SERVER_RECORD".into(), record.as_os_str().to_owned()));
+    }
+    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
+    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let options = ConnectOptions {
+        client: ClientOptions {
+            handler,
+            revisions: vec![ProtocolVersion::V2025_11_25],
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let client =
+        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    Ok((bridge, client))
+}
+
 /// A client that declares roots and never gives them, noting what it is
 /// told.
 #[derive(Debug, Default)]
@@ -895,23 +927,8 @@ impl ClientHandler for Unanswering {
 /// times out).
 #[tokio::test]
 async fn a_question_the_server_withdraws_holds_up_nothing() -> Result<(), TestError> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
-    let child = ChildOptions::new("python3", [script.into_os_string(), "withdraws".into()]);
-    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
-    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
-    let front = serve(bridge.server(|b| b)?).await?;
     let handler = Arc::new(Unanswering::default());
-    let shared: Arc<dyn ClientHandler> = handler.clone();
-    let options = ConnectOptions {
-        client: ClientOptions {
-            handler: shared,
-            revisions: vec![ProtocolVersion::V2025_11_25],
-            ..ClientOptions::default()
-        },
-        ..ConnectOptions::default()
-    };
-    let client =
-        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    let (_bridge, client) = asked_through_bridge("withdraws", None, handler.clone()).await?;
     // Well within the question's own timeout: the answer is not held.
     let answered = tokio::time::timeout(
         Duration::from_secs(10),
@@ -969,28 +986,12 @@ impl ClientHandler for SamplesOnly {
 /// not what the sampling hears (nor is the sampling withdrawn with it).
 #[tokio::test]
 async fn questions_asked_at_once_each_hear_their_own_answer() -> Result<(), TestError> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
     let record = tempfile::Builder::new()
         .prefix("droid-bridge-bad-asks-mixed-")
         .tempfile()?
         .into_temp_path();
-    let mut child = ChildOptions::new("python3", [script.into_os_string(), "asks-mixed".into()]);
-    child
-        .env
-        .push(("BAD_SERVER_RECORD".into(), record.as_os_str().to_owned()));
-    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
-    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
-    let front = serve(bridge.server(|b| b)?).await?;
-    let options = ConnectOptions {
-        client: ClientOptions {
-            handler: Arc::new(SamplesOnly),
-            revisions: vec![ProtocolVersion::V2025_11_25],
-            ..ClientOptions::default()
-        },
-        ..ConnectOptions::default()
-    };
-    let client =
-        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    let (_bridge, client) =
+        asked_through_bridge("asks-mixed", Some(&record), Arc::new(SamplesOnly)).await?;
     let answered = tokio::time::timeout(
         GUARD,
         client.request(
@@ -1070,21 +1071,8 @@ impl ClientHandler for Rooted {
 /// reaches the server, which asks again.
 #[tokio::test]
 async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Result<(), TestError> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
-    let child = ChildOptions::new("python3", [script.into_os_string(), "roots-between".into()]);
-    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
-    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
-    let front = serve(bridge.server(|b| b)?).await?;
-    let options = ConnectOptions {
-        client: ClientOptions {
-            handler: Arc::new(Rooted::default()),
-            revisions: vec![ProtocolVersion::V2025_11_25],
-            ..ClientOptions::default()
-        },
-        ..ConnectOptions::default()
-    };
-    let client =
-        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    let (_bridge, client) =
+        asked_through_bridge("roots-between", None, Arc::new(Rooted::default())).await?;
     // Answered, then the server asks: no request is in flight.
     client
         .request("resources/list", None, &RequestOptions::default())
@@ -1132,23 +1120,8 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
 #[tokio::test]
 async fn a_roots_question_between_requests_is_not_put_to_a_client_without_roots()
 -> Result<(), TestError> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
-    let child = ChildOptions::new("python3", [script.into_os_string(), "roots-between".into()]);
-    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
-    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
-    let front = serve(bridge.server(|b| b)?).await?;
     let handler = Arc::new(UndeclaredRoots::default());
-    let shared: Arc<dyn ClientHandler> = handler.clone();
-    let options = ConnectOptions {
-        client: ClientOptions {
-            handler: shared,
-            revisions: vec![ProtocolVersion::V2025_11_25],
-            ..ClientOptions::default()
-        },
-        ..ConnectOptions::default()
-    };
-    let client =
-        tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+    let (_bridge, client) = asked_through_bridge("roots-between", None, handler.clone()).await?;
     client
         .request("resources/list", None, &RequestOptions::default())
         .await?;
