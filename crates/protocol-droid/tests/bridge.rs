@@ -1116,7 +1116,7 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
 }
 
 /// A `roots/list` between requests from a server whose client did not
-/// declare roots is refused (`-32601`), never put to that client.
+/// declare roots is refused, never put to that client.
 #[tokio::test]
 async fn a_roots_question_between_requests_is_not_put_to_a_client_without_roots()
 -> Result<(), TestError> {
@@ -1125,6 +1125,9 @@ async fn a_roots_question_between_requests_is_not_put_to_a_client_without_roots(
     client
         .request("resources/list", None, &RequestOptions::default())
         .await?;
+    // Time for the question to arrive between requests, as meant, before
+    // the call that reads what the server heard could carry it instead.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     // What the server heard, as its tool `roots` answers it.
     let asked = tokio::time::timeout(
         GUARD,
@@ -1137,7 +1140,13 @@ async fn a_roots_question_between_requests_is_not_put_to_a_client_without_roots(
     .await??;
     let heard = asked["content"][0]["text"].as_str().unwrap_or_default();
     let heard: Value = serde_json::from_str(heard)?;
-    assert_eq!(heard["code"], -32601, "{asked}");
+    // Refused between requests (`-32601`), or by the call it met if the
+    // server's question crossed the call on its way (`-32603`, the call's
+    // own check): either way an error, and the client never asked.
+    assert!(
+        [json!(-32601), json!(-32603)].contains(&heard["code"]),
+        "{asked}"
+    );
     assert_eq!(
         handler.0.load(std::sync::atomic::Ordering::SeqCst),
         0,
