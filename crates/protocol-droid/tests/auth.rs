@@ -639,6 +639,47 @@ mod tokens {
         Ok(())
     }
 
+    /// Callers that waited on a fetch of a key set never had, which failed
+    /// (here: timed out), are refused as unavailable at once, not each given
+    /// a fetch of its own that may take as long again.
+    #[tokio::test]
+    async fn callers_waiting_on_a_failed_fetch_do_not_each_fetch_again() -> Result<(), TestError> {
+        let key = SigningKey::ec("k")?;
+        let issuer = Issuer::start(&[&key]).await?;
+        let iss = issuer.issuer();
+        issuer.state.hold.store(true, Ordering::SeqCst);
+        let jwks = Jwks::remote(
+            &format!("{}/jwks", issuer.url),
+            JwksOptions {
+                timeout: Duration::from_millis(300),
+                retry_interval: Duration::from_millis(300),
+                trust: issuer.trust.clone(),
+                ..JwksOptions::default()
+            },
+        )?;
+        let validator = Arc::new(JwtValidator::new(&iss, ELSEWHERE, jwks));
+        let token =
+            key.sign(&json!({ "iss": iss, "aud": ELSEWHERE, "sub": "a", "exp": now() + 300 }))?;
+        let callers: Vec<_> = (0..3)
+            .map(|_| {
+                let validator = Arc::clone(&validator);
+                let token = token.clone();
+                tokio::spawn(async move { validator.validate(&token).await })
+            })
+            .collect();
+        for caller in callers {
+            let refused = caller.await?;
+            assert!(
+                matches!(refused, Err(TokenError::Unavailable(_))),
+                "{refused:?}"
+            );
+        }
+        assert_eq!(issuer.fetches(), 1, "one fetch for the callers that waited");
+        issuer.state.hold.store(false, Ordering::SeqCst);
+        issuer.state.release.notify_waiters();
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_token_typed_as_something_else_is_refused() -> Result<(), TestError> {
         let key = SigningKey::ec("k")?;

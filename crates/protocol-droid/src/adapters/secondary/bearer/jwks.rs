@@ -22,11 +22,13 @@ pub struct JwksOptions {
     /// so a stream of tokens with invented key ids costs the issuer one
     /// request per interval, not one per token.
     pub min_refresh_interval: Duration,
-    /// The least time between two fetches while no set is held at all (5 s):
+    /// The least time between two fetches while no set is held at all (5 s),
+    /// counted from the last one's start and, when it failed, its end:
     /// tokens are refused as unavailable until one is, and told to come
     /// back after this long (`Retry-After`), so the wait they are told is
-    /// the wait there is. Kept longer than a fetch may take, it still costs
-    /// an issuer that is down one request per interval.
+    /// the wait there is. An issuer that is down costs one request per
+    /// interval, and callers that waited on a failed fetch are refused at
+    /// once rather than each fetching again.
     pub retry_interval: Duration,
     /// How long a fetched set is used before it is fetched again (1 hour),
     /// so a key the issuer withdrew stops being accepted.
@@ -255,12 +257,26 @@ impl Jwks {
         let request = client
             .get(url.clone())
             .header(reqwest::header::ACCEPT, "application/json");
-        let body = fetch::body(request, "fetching the JWKS", self.options.max_bytes).await?;
-        let keys = parse(&body)?;
+        let fetched = match fetch::body(request, "fetching the JWKS", self.options.max_bytes).await
+        {
+            Ok(body) => parse(&body),
+            Err(error) => Err(error),
+        };
         let mut cached = self.cached();
-        cached.keys = keys;
-        cached.fetched_at = Some(Instant::now());
-        Ok(())
+        match fetched {
+            Ok(keys) => {
+                cached.keys = keys;
+                cached.fetched_at = Some(Instant::now());
+                Ok(())
+            }
+            Err(error) => {
+                // Counted from the failure's end too: a fetch that took its
+                // whole timeout does not leave the next caller (one that
+                // waited for it) free to take as long again at once.
+                cached.attempted_at = Some(Instant::now());
+                Err(error)
+            }
+        }
     }
 }
 
