@@ -228,6 +228,19 @@ impl Issuer {
     fn fetches(&self) -> u64 {
         self.state.fetches.load(Ordering::SeqCst)
     }
+
+    /// A validator of this issuer's tokens for [`ELSEWHERE`], its key set
+    /// fetched as `options` say (the issuer's CA trusted).
+    fn validator(&self, mut options: JwksOptions) -> Result<JwtValidator, TestError> {
+        options.trust = self.trust.clone();
+        let jwks = Jwks::remote(&format!("{}/jwks", self.url), options)?;
+        Ok(JwtValidator::new(self.issuer(), ELSEWHERE, jwks))
+    }
+
+    /// A token of this issuer's for [`ELSEWHERE`], signed with `key`.
+    fn token(&self, key: &SigningKey) -> Result<String, TestError> {
+        key.sign(&json!({ "iss": self.issuer(), "aud": ELSEWHERE, "sub": "a", "exp": now() + 300 }))
+    }
 }
 
 impl IssuerState {
@@ -577,20 +590,13 @@ mod tokens {
     {
         let key = SigningKey::ec("k")?;
         let issuer = Issuer::start(&[&key]).await?;
-        let iss = issuer.issuer();
-        let jwks = Jwks::remote(
-            &format!("{}/jwks", issuer.url),
-            JwksOptions {
-                min_refresh_interval: Duration::ZERO,
-                max_age: Duration::from_millis(50),
-                max_stale: Duration::from_millis(300),
-                trust: issuer.trust.clone(),
-                ..JwksOptions::default()
-            },
-        )?;
-        let validator = JwtValidator::new(&iss, ELSEWHERE, jwks);
-        let token =
-            key.sign(&json!({ "iss": iss, "aud": ELSEWHERE, "sub": "a", "exp": now() + 300 }))?;
+        let validator = issuer.validator(JwksOptions {
+            min_refresh_interval: Duration::ZERO,
+            max_age: Duration::from_millis(50),
+            max_stale: Duration::from_millis(300),
+            ..JwksOptions::default()
+        })?;
+        let token = issuer.token(&key)?;
         validator.validate(&token).await?;
         issuer.state.down.store(true, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -614,19 +620,12 @@ mod tokens {
     {
         let key = SigningKey::ec("k")?;
         let issuer = Issuer::start(&[&key]).await?;
-        let iss = issuer.issuer();
-        let jwks = Jwks::remote(
-            &format!("{}/jwks", issuer.url),
-            JwksOptions {
-                min_refresh_interval: Duration::from_secs(3600),
-                retry_interval: Duration::from_millis(200),
-                trust: issuer.trust.clone(),
-                ..JwksOptions::default()
-            },
-        )?;
-        let validator = JwtValidator::new(&iss, ELSEWHERE, jwks);
-        let token =
-            key.sign(&json!({ "iss": iss, "aud": ELSEWHERE, "sub": "a", "exp": now() + 300 }))?;
+        let validator = issuer.validator(JwksOptions {
+            min_refresh_interval: Duration::from_secs(3600),
+            retry_interval: Duration::from_millis(200),
+            ..JwksOptions::default()
+        })?;
+        let token = issuer.token(&key)?;
         issuer.state.down.store(true, Ordering::SeqCst);
         let refused = validator.validate(&token).await;
         assert!(
@@ -646,20 +645,13 @@ mod tokens {
     async fn callers_waiting_on_a_failed_fetch_do_not_each_fetch_again() -> Result<(), TestError> {
         let key = SigningKey::ec("k")?;
         let issuer = Issuer::start(&[&key]).await?;
-        let iss = issuer.issuer();
         issuer.state.hold.store(true, Ordering::SeqCst);
-        let jwks = Jwks::remote(
-            &format!("{}/jwks", issuer.url),
-            JwksOptions {
-                timeout: Duration::from_millis(300),
-                retry_interval: Duration::from_millis(300),
-                trust: issuer.trust.clone(),
-                ..JwksOptions::default()
-            },
-        )?;
-        let validator = Arc::new(JwtValidator::new(&iss, ELSEWHERE, jwks));
-        let token =
-            key.sign(&json!({ "iss": iss, "aud": ELSEWHERE, "sub": "a", "exp": now() + 300 }))?;
+        let validator = Arc::new(issuer.validator(JwksOptions {
+            timeout: Duration::from_millis(300),
+            retry_interval: Duration::from_millis(300),
+            ..JwksOptions::default()
+        })?);
+        let token = issuer.token(&key)?;
         let callers: Vec<_> = (0..3)
             .map(|_| {
                 let validator = Arc::clone(&validator);

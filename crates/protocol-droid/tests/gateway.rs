@@ -10,6 +10,26 @@ use protocol_droid::application::server::{Change, Server};
 use protocol_droid_test_support::TestError;
 use tokio::sync::broadcast::error::TryRecvError;
 
+/// A gateway with no upstream yet, in its default mode, pinning nothing.
+fn gateway() -> Result<Gateway, TestError> {
+    Ok(Gateway::build(
+        Server::builder("gateway", "1.0.0"),
+        Disclosure::Default,
+        Pins::default(),
+    )?)
+}
+
+/// `tests/fixtures/bad_server.py` in `mode`, listing `tools` tools where
+/// the mode lists many.
+fn bad_server(mode: &str, tools: usize) -> ChildOptions {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let mut child = ChildOptions::new("python3", [script.into_os_string(), mode.into()]);
+    child
+        .env
+        .push(("BAD_SERVER_TOOLS".into(), tools.to_string().into()));
+    child
+}
+
 /// An upstream listing thousands of tools is registered as one change of
 /// the gateway's tools, told once. Registered one tool at a time, each
 /// registration copied the tool table a request was reading and looked at
@@ -18,17 +38,9 @@ use tokio::sync::broadcast::error::TryRecvError;
 #[tokio::test]
 async fn an_upstreams_many_tools_are_registered_as_one_change() -> Result<(), TestError> {
     const TOOLS: usize = 3000;
-    let gateway = Gateway::build(
-        Server::builder("gateway", "1.0.0"),
-        Disclosure::Default,
-        Pins::default(),
-    )?;
+    let gateway = gateway()?;
     let mut changes = gateway.server().changes();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
-    let mut child = ChildOptions::new("python3", [script.into_os_string(), "many-tools".into()]);
-    child
-        .env
-        .push(("BAD_SERVER_TOOLS".into(), TOOLS.to_string().into()));
+    let child = bad_server("many-tools", TOOLS);
     gateway
         .add_upstream(
             "many",
@@ -64,21 +76,14 @@ async fn an_upstreams_many_tools_are_registered_as_one_change() -> Result<(), Te
 async fn a_scope_rule_naming_no_tool_keeps_its_upstream_down() -> Result<(), TestError> {
     use protocol_droid::application::gateway::{UpstreamError, UpstreamHealth};
     use protocol_droid::domain::catalog::ToolId;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
     let upstream = || {
-        let mut child = ChildOptions::new(
-            "python3",
-            [script.clone().into_os_string(), "many-tools".into()],
-        );
-        child.env.push(("BAD_SERVER_TOOLS".into(), "3".into()));
-        connector(Target::Command(child), ConnectOptions::default())
+        connector(
+            Target::Command(bad_server("many-tools", 3)),
+            ConnectOptions::default(),
+        )
     };
     for (rule, served) in [("many/tool-1", true), ("many/tool-9", false)] {
-        let gateway = Gateway::build(
-            Server::builder("gateway", "1.0.0"),
-            Disclosure::Default,
-            Pins::default(),
-        )?;
+        let gateway = gateway()?;
         gateway.require_scope(ToolId::new(rule), "admin".to_owned());
         let added = gateway
             .add_upstream("many", upstream(), UpstreamOptions::default())
@@ -107,17 +112,8 @@ async fn a_scope_rule_naming_no_tool_keeps_its_upstream_down() -> Result<(), Tes
 #[tokio::test]
 async fn an_upstream_listing_past_the_bound_is_refused_whole() -> Result<(), TestError> {
     use protocol_droid::application::gateway::{MAX_UPSTREAM_TOOLS, UpstreamHealth};
-    let gateway = Gateway::build(
-        Server::builder("gateway", "1.0.0"),
-        Disclosure::Default,
-        Pins::default(),
-    )?;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
-    let mut child = ChildOptions::new("python3", [script.into_os_string(), "many-tools".into()]);
-    child.env.push((
-        "BAD_SERVER_TOOLS".into(),
-        (MAX_UPSTREAM_TOOLS + 1).to_string().into(),
-    ));
+    let gateway = gateway()?;
+    let child = bad_server("many-tools", MAX_UPSTREAM_TOOLS + 1);
     let added = gateway
         .add_upstream(
             "many",
@@ -145,17 +141,8 @@ async fn an_upstream_whose_list_grows_past_the_bound_is_taken_down() -> Result<(
     use protocol_droid::application::client::ClientOptions;
     use protocol_droid::application::gateway::{MAX_UPSTREAM_TOOLS, UpstreamHealth};
     use protocol_droid::domain::ProtocolVersion;
-    let gateway = Gateway::build(
-        Server::builder("gateway", "1.0.0"),
-        Disclosure::Default,
-        Pins::default(),
-    )?;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
-    let mut child = ChildOptions::new("python3", [script.into_os_string(), "grows".into()]);
-    child.env.push((
-        "BAD_SERVER_TOOLS".into(),
-        (MAX_UPSTREAM_TOOLS + 1).to_string().into(),
-    ));
+    let gateway = gateway()?;
+    let child = bad_server("grows", MAX_UPSTREAM_TOOLS + 1);
     let options = ConnectOptions {
         client: ClientOptions {
             revisions: vec![ProtocolVersion::V2025_11_25],
