@@ -431,6 +431,27 @@ async fn a_server_answering_the_get_with_404_keeps_its_session() -> Result<(), T
     Ok(())
 }
 
+/// Serves `app` on a loopback port of its own, in the background: the URL
+/// of its `/mcp`.
+async fn serve_mcp(app: axum::Router) -> std::io::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(format!("http://{address}/mcp"))
+}
+
+/// A 2025-11-25 server `name`'s answer to the `initialize` with `id`, as
+/// one event.
+fn handshake_event(id: &Value, name: &str) -> String {
+    format!(
+        "data: {}\n\n",
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": name, "version": "0"}}})
+    )
+}
+
 /// A server whose event stream carries bytes that are not UTF-8, and goes
 /// on after them.
 mod bad_bytes {
@@ -449,14 +470,7 @@ mod bad_bytes {
         };
         let id = message["id"].clone();
         let events: Vec<u8> = match message["method"].as_str() {
-            Some("initialize") => format!(
-                "data: {}\n\n",
-                json!({"jsonrpc": "2.0", "id": id, "result": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {"tools": {}},
-                    "serverInfo": {"name": "bad-bytes", "version": "0"}}})
-            )
-            .into_bytes(),
+            Some("initialize") => super::handshake_event(&id, "bad-bytes").into_bytes(),
             Some("tools/call") => [
                 &br#"data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"#[..],
                 b"\xFF\xFE",
@@ -486,11 +500,7 @@ mod bad_bytes {
     }
 
     pub(crate) async fn start() -> std::io::Result<String> {
-        let app = axum::Router::new().route("/mcp", post(on_post));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let address = listener.local_addr()?;
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Ok(format!("http://{address}/mcp"))
+        super::serve_mcp(axum::Router::new().route("/mcp", post(on_post))).await
     }
 }
 
@@ -563,13 +573,7 @@ mod huge_event {
         };
         let id = message["id"].clone();
         let head = match message["method"].as_str() {
-            Some("initialize") => format!(
-                "data: {}\n\n",
-                json!({"jsonrpc": "2.0", "id": id, "result": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {"tools": {}},
-                    "serverInfo": {"name": "huge-event", "version": "0"}}})
-            ),
+            Some("initialize") => super::handshake_event(&id, "huge-event"),
             Some("tools/call") => format!(
                 "id: 1\ndata: {}\n\ndata: ",
                 json!({"jsonrpc": "2.0", "method": "notifications/message",
@@ -599,11 +603,7 @@ mod huge_event {
     }
 
     pub(crate) async fn start() -> std::io::Result<String> {
-        let app = axum::Router::new().route("/mcp", post(on_post));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let address = listener.local_addr()?;
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Ok(format!("http://{address}/mcp"))
+        super::serve_mcp(axum::Router::new().route("/mcp", post(on_post))).await
     }
 }
 
