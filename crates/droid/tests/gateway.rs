@@ -1435,6 +1435,7 @@ fn a_hostile_upstream_takes_nothing_from_the_others() -> Result<(), TestError> {
     let pid = gateway.0.id();
     let ok = call(&address, "hostile/ok", "{}")?;
     assert!(ok.as_ref().is_ok_and(|out| out.contains("ok")), "{ok:?}");
+    let started = rss_kib(pid)?;
 
     for (fault, said) in [
         ("hang", "no answer to tools/call within 3000 ms"),
@@ -1484,8 +1485,15 @@ fn a_hostile_upstream_takes_nothing_from_the_others() -> Result<(), TestError> {
         flooded.as_ref().is_ok_and(|out| out.contains("flooded")),
         "{flooded:?}"
     );
-    // 100 MiB went past the gateway; it kept none of it.
+    // 100 MiB went past the gateway in one line; it never held that line.
+    // What it held was at most the line limit's worth (16 MiB, read before
+    // the line is known to be too long), whose pages the allocator may
+    // keep for later: about 53 MiB more than at the start here, where the
+    // whole line held would be more than 100 MiB.
     let resident = rss_kib(pid)?;
-    assert!(resident < 64 * 1024, "the gateway holds {resident} KiB");
+    assert!(
+        resident < started + 80 * 1024,
+        "the gateway holds {resident} KiB, from {started} KiB"
+    );
     Ok(())
 }

@@ -520,6 +520,24 @@ async fn an_event_stream_with_invalid_utf8_is_decoded_and_read_on() -> Result<()
     Ok(())
 }
 
+/// An answer that never ends fails its call once it has run past the
+/// line limit, naming the limit, rather than at the request's timeout
+/// (here longer than the test waits).
+#[tokio::test]
+async fn an_answer_that_never_ends_fails_its_call_before_its_timeout() -> Result<(), TestError> {
+    let bad = bad_server("endless-answer", |options| {
+        options.request_timeout = Duration::from_secs(600);
+    })
+    .await?;
+    let failed = tokio::time::timeout(GUARD, call(&bad.client, &RequestOptions::default())).await?;
+    let error = failed
+        .err()
+        .ok_or("an answer that never ended was taken")?
+        .to_string();
+    assert!(error.contains("limit"), "{error}");
+    Ok(())
+}
+
 /// An answer the reader cannot take (both a result and an error) fails
 /// its request naming the method it answered, which only the request
 /// knows.

@@ -91,8 +91,12 @@ impl LineFramer {
                     out.extend(
                         self.discarding
                             .take()
-                            .map(|o| Err(o.too_long(self.max_line))),
+                            .filter(|o| !o.told)
+                            .map(|o| o.too_long(self.max_line))
+                            .map(Err),
                     );
+                } else {
+                    out.extend(outline.tell_early(self.max_line).map(Err));
                 }
                 continue;
             }
@@ -109,6 +113,7 @@ impl LineFramer {
                 if ends_line {
                     out.push(Err(outline.too_long(self.max_line)));
                 } else {
+                    out.extend(outline.tell_early(self.max_line).map(Err));
                     self.discarding = Some(outline);
                 }
                 continue;
@@ -133,7 +138,7 @@ impl LineFramer {
     #[must_use]
     pub fn finish(self) -> Option<Result<Vec<u8>, FrameError>> {
         if let Some(outline) = self.discarding {
-            return Some(Err(outline.too_long(self.max_line)));
+            return (!outline.told).then(|| Err(outline.too_long(self.max_line)));
         }
         let line = self.buffer;
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -190,7 +195,17 @@ struct Outline {
     method: bool,
     /// A `result` or an `error` member was seen.
     answer: bool,
+    /// The line was reported before it ended (see [`Outline::tell_early`]).
+    told: bool,
+    /// How many of the line's bytes have been read.
+    length: usize,
 }
+
+/// How far past the limit a line runs before it is reported without having
+/// ended: far enough that a line merely too long is reported at its end,
+/// with the `id` a parser would keep, and soon enough that one that never
+/// ends fails what it answers long before that request's timeout.
+const TELL_AFTER: usize = 1024 * 1024;
 
 /// Where the lexer is in the top-level object.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -223,16 +238,32 @@ impl Outline {
     }
 
     /// The error reporting the line, with what it said.
-    fn too_long(self, limit: usize) -> FrameError {
+    fn too_long(&self, limit: usize) -> FrameError {
         FrameError::LineTooLong {
             limit,
-            id: self.id,
+            id: self.id.clone(),
             method: self.method,
             answer: self.answer,
         }
     }
 
+    /// The report of a line still being thrown away, once it has run
+    /// [`TELL_AFTER`] past the limit and said enough to act on (its `id`,
+    /// and a `method` or an answer): the request it carries is refused, or
+    /// the request it answers failed, now rather than when it ends, which a
+    /// peer writing without end never lets happen. Told once; the line's
+    /// end then says nothing more.
+    fn tell_early(&mut self, limit: usize) -> Option<FrameError> {
+        let ready = !self.told
+            && self.length > limit.saturating_add(TELL_AFTER)
+            && self.id.is_some()
+            && (self.method || self.answer);
+        self.told |= ready;
+        ready.then(|| self.too_long(limit))
+    }
+
     fn read(&mut self, mut bytes: &[u8]) {
+        self.length = self.length.saturating_add(bytes.len());
         loop {
             if self.in_string && !self.escaped && !self.keeping() {
                 // Nothing in this string matters but where it ends.
@@ -609,6 +640,46 @@ mod tests {
                 answer: false,
             }))
         );
+    }
+
+    /// A line that runs on without end is reported once it has run far
+    /// enough past the limit, not when it ends (which may be never), and
+    /// once only: its end, if it comes, says nothing more.
+    #[test]
+    fn a_line_that_runs_on_is_reported_before_it_ends() {
+        let mut framer = LineFramer::new(8);
+        assert!(
+            framer
+                .push(br#"{"jsonrpc":"2.0","id":7,"result":{"text":""#)
+                .is_empty()
+        );
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut told = Vec::new();
+        let mut pushed = 0;
+        while told.is_empty() && pushed <= TELL_AFTER + 8 + chunk.len() {
+            told = framer.push(&chunk);
+            pushed += chunk.len();
+        }
+        assert_eq!(
+            told,
+            [Err(FrameError::LineTooLong {
+                limit: 8,
+                id: Some(7.into()),
+                method: false,
+                answer: true,
+            })]
+        );
+        assert!(pushed >= TELL_AFTER, "told after {pushed} bytes");
+        assert_eq!(lines(framer.push(b"\"}}\n{}\n")), [Ok("{}".into())]);
+        // Nor when the stream ends inside such a line.
+        let mut framer = LineFramer::new(8);
+        assert!(
+            framer
+                .push(br#"{"id":1,"method":"m","params":""#)
+                .is_empty()
+        );
+        assert_eq!(framer.push(&vec![b'x'; TELL_AFTER + 16]).len(), 1);
+        assert_eq!(framer.finish(), None);
     }
 
     #[test]
