@@ -198,6 +198,17 @@ fn check_flags(args: &AuthArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Which scopes a resource server lists in its metadata and challenges,
+/// besides those every request needs.
+pub(crate) enum Listed<'a> {
+    /// An MCP endpoint's: those of `--auth-scope`, and what `shared` holds
+    /// (a gateway's `[scopes]`), as it changes.
+    Primitives(&'a SupportedScopes),
+    /// The admin page's: its own scope only, so a client that follows the
+    /// page's challenge asks for a token the page takes.
+    Page(&'a str),
+}
+
 /// The resource server `args` describe for a server bound at `bound`, or
 /// `None` when authorization is off.
 pub(crate) fn resource_server(
@@ -205,7 +216,7 @@ pub(crate) fn resource_server(
     bound: SocketAddr,
     scheme: &str,
     trust: &Trust,
-    also: &SupportedScopes,
+    listed: &Listed<'_>,
 ) -> anyhow::Result<Option<ResourceServer>> {
     check_flags(args)?;
     if !args.enabled() {
@@ -281,16 +292,21 @@ pub(crate) fn resource_server(
         .audience(audience)
         .require_scopes(&args.required_scope)?
         .token_leeway(Duration::from_secs(args.auth_leeway));
-    let mut supported = args.required_scope.clone();
-    for rule in args.scope_rules()? {
-        if !supported.contains(&rule.scope) {
-            supported.push(rule.scope);
+    server = match listed {
+        Listed::Primitives(shared) => {
+            let mut supported = args.required_scope.clone();
+            for rule in args.scope_rules()? {
+                if !supported.contains(&rule.scope) {
+                    supported.push(rule.scope);
+                }
+            }
+            server
+                .scopes_supported(&supported)?
+                .supported_scopes((*shared).clone())?
         }
+        Listed::Page(scope) => server.scopes_supported([scope])?,
     }
-    server = server
-        .scopes_supported(&supported)?
-        .supported_scopes(also.clone())?
-        .authorization_server(issuer);
+    .authorization_server(issuer);
     if args.auth_allow_anonymous {
         server = server.allow_anonymous();
     }

@@ -683,7 +683,13 @@ pub(crate) async fn serve_on(
     options.hosts = options.hosts.allowing_address(bound.ip());
     // Built before the listening line: a key set file that cannot be read
     // stops the server before a script takes it for up.
-    if let Some(resource_server) = auth::resource_server(auth, bound, scheme, trust, &scopes)? {
+    if let Some(resource_server) = auth::resource_server(
+        auth,
+        bound,
+        scheme,
+        trust,
+        &auth::Listed::Primitives(&scopes),
+    )? {
         // A resource named by a public host name is reached by that name.
         if let Some(host) = resource_server.host() {
             options.hosts = options.hosts.allowing(host);

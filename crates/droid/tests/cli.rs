@@ -1118,6 +1118,75 @@ mod scopes {
         outcome
     }
 
+    /// The admin page asks for its own scope, not the tools': its metadata
+    /// and its challenges name `--admin-scope`, so a client that follows
+    /// them gets a token the page takes, and they do not advertise the
+    /// gateway's tool scopes where those open nothing.
+    #[test]
+    fn the_admin_page_lists_its_own_scope_and_not_the_tools() -> Result<(), TestError> {
+        let config = fixture_gateway("admin-scope", "default", "on-first-use")?;
+        let jwks = jwks_file()?.to_string_lossy().into_owned();
+        let path = config.to_string_lossy().into_owned();
+        let mut command = droid_command();
+        command
+            .args([
+                "gateway",
+                "--config",
+                &path,
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--admin-scope",
+                "ops:approve",
+                "--auth-issuer",
+                "https://issuer.example",
+                "--auth-jwks-file",
+                &jwks,
+                "--auth-resource",
+                "http://gateway.example/mcp",
+                "--auth-allow-anonymous",
+                "--auth-scope",
+                "fixture/add=tools:add",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let outcome = (|| {
+            let (_gateway, addresses) =
+                support::announced(command, &["admin page on http://", "listening on http://"])?;
+            let (page, mcp) = (&addresses[0], &addresses[1]);
+            // The page's own metadata, at its own address.
+            let metadata = raw_get(page, "/.well-known/oauth-protected-resource")?;
+            assert!(
+                metadata.contains("ops:approve") && !metadata.contains("tools:add"),
+                "{metadata}"
+            );
+            let refused = raw_get(page, "/api/overview")?;
+            assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+            let challenge = refused
+                .lines()
+                .find(|line| line.to_ascii_lowercase().starts_with("www-authenticate:"))
+                .ok_or_else(|| format!("no challenge: {refused}"))?;
+            assert!(
+                challenge.contains("scope=\"ops:approve\"")
+                    && challenge.contains("resource_metadata=")
+                    && !challenge.contains("tools:add"),
+                "{challenge}"
+            );
+            // The MCP endpoint still lists the tools' scopes.
+            let listed = raw_get(mcp, "/.well-known/oauth-protected-resource/mcp")?;
+            assert!(
+                listed.contains("tools:add") && !listed.contains("ops:approve"),
+                "{listed}"
+            );
+            Ok(())
+        })();
+        let _removed = std::fs::remove_file(&config);
+        let _removed = std::fs::remove_file(config.with_extension("state.json"));
+        outcome
+    }
+
     #[test]
     fn a_scope_rule_naming_nothing_stops_every_mode() -> Result<(), TestError> {
         for (mode, upstream) in [("serve", false), ("bridge", true)] {

@@ -1882,8 +1882,23 @@ mod admin_page {
                 }
                 .send()
             };
-            assert_eq!(get(None).await?.status(), 401, "{path}");
-            assert_eq!(get(Some(&user)).await?.status(), 403, "{path}");
+            // Each refusal's challenge names the page's scope, and where
+            // its metadata is.
+            let anonymous = get(None).await?;
+            assert_eq!(anonymous.status(), 401, "{path}");
+            let asked = challenge(&anonymous);
+            assert!(
+                asked.contains(r#"scope="droid:admin""#) && asked.contains("resource_metadata="),
+                "{path}: {asked}"
+            );
+            let unscoped = get(Some(&user)).await?;
+            assert_eq!(unscoped.status(), 403, "{path}");
+            let asked = challenge(&unscoped);
+            assert!(
+                asked.contains(r#"error="insufficient_scope""#)
+                    && asked.contains(r#"scope="droid:admin""#),
+                "{path}: {asked}"
+            );
             assert_eq!(get(Some(&operator)).await?.status(), 200, "{path}");
         }
         let approve = |token: Option<&String>, ids: String| {

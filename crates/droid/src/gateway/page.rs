@@ -50,9 +50,13 @@ pub(crate) async fn serve(
     });
     // Reached by the address it listens on, whatever loopback one that is.
     options.hosts = options.hosts.allowing_address(bound.ip());
-    if let Some(resource_server) =
-        crate::auth::resource_server(auth, bound, scheme, listening.trust, &listening.scopes)?
-    {
+    if let Some(resource_server) = crate::auth::resource_server(
+        auth,
+        bound,
+        scheme,
+        listening.trust,
+        &crate::auth::Listed::Page(scope),
+    )? {
         if let Some(host) = resource_server.host() {
             options.hosts = options.hosts.allowing(host);
         }

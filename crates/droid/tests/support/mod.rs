@@ -66,25 +66,38 @@ pub(crate) fn listening(args: &[&str], scheme: &str) -> Result<(Running, String)
 /// As [`listening`], for a `droid` command set up by the caller (its
 /// stderr piped).
 pub(crate) fn listening_with(
-    mut command: Command,
+    command: Command,
     scheme: &str,
 ) -> Result<(Running, String), TestError> {
+    let (running, mut addresses) = announced(command, &[&format!("listening on {scheme}://")])?;
+    Ok((running, addresses.pop().unwrap_or_default()))
+}
+
+/// Starts `command` (its stderr piped) and waits until its stderr has named
+/// an address after each of `markers` (such as `admin page on http://`),
+/// in whatever order; the addresses (`HOST:PORT`), in the markers' order.
+pub(crate) fn announced(
+    mut command: Command,
+    markers: &[&str],
+) -> Result<(Running, Vec<String>), TestError> {
     use std::io::{BufRead as _, BufReader};
 
     let mut child = command.spawn()?;
     let stderr = child.stderr.take().ok_or("no stderr")?;
     let running = Running(child);
     let mut lines = BufReader::new(stderr).lines();
-    let marker = format!("listening on {scheme}://");
-    let address = loop {
+    let mut addresses: Vec<Option<String>> = vec![None; markers.len()];
+    while addresses.iter().any(Option::is_none) {
         let line = lines.next().ok_or("the server exited before listening")??;
-        if let Some(rest) = line.split(marker.as_str()).nth(1) {
-            break rest.split('/').next().unwrap_or_default().to_owned();
+        for (marker, address) in markers.iter().zip(&mut addresses) {
+            if let Some(rest) = line.split(marker).nth(1) {
+                *address = Some(rest.split('/').next().unwrap_or_default().to_owned());
+            }
         }
-    };
+    }
     // The rest of stderr is drained so the server never blocks on it.
     std::thread::spawn(move || lines.for_each(drop));
-    Ok((running, address))
+    Ok((running, addresses.into_iter().flatten().collect()))
 }
 
 /// A fresh folder, removed when dropped.

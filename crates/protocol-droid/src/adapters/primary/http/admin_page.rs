@@ -211,7 +211,7 @@ fn secure(headers: &mut HeaderMap) {
 /// without the page's scope: looking at and changing what the gateway
 /// trusts is not for anyone who may call its tools.
 fn unnamed(page: &Page, caller: &AuthContext) -> Option<Response> {
-    page.options.auth.as_ref()?;
+    let resource_server = page.options.auth.as_ref()?;
     let (status, error) = if caller.is_anonymous() {
         (
             StatusCode::UNAUTHORIZED,
@@ -227,13 +227,11 @@ fn unnamed(page: &Page, caller: &AuthContext) -> Option<Response> {
         }
     };
     let mut refused = respond(status, &json!({ "error": error }));
-    let challenge = match &page.scope {
-        Some(scope) if status == StatusCode::FORBIDDEN => {
-            format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"")
-        }
-        _ => "Bearer".to_owned(),
-    };
-    if let Ok(challenge) = HeaderValue::from_str(&challenge) {
+    // The challenge names the page's scope, not what `/mcp` asks for: a
+    // client that follows it asks for a token this page takes.
+    let scopes: Vec<String> = page.scope.iter().cloned().collect();
+    let code = (status == StatusCode::FORBIDDEN).then_some(("insufficient_scope", error.as_str()));
+    if let Ok(challenge) = HeaderValue::from_str(&resource_server.challenge(code, &scopes)) {
         refused
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, challenge);

@@ -386,7 +386,7 @@ impl ResourceServer {
 
     /// A `WWW-Authenticate` value: `Bearer` with `error` (if any), the
     /// metadata URL and the scopes.
-    fn challenge(&self, error: Option<(&str, &str)>, scopes: &[String]) -> String {
+    pub(super) fn challenge(&self, error: Option<(&str, &str)>, scopes: &[String]) -> String {
         let mut params = Vec::new();
         if let Some((code, description)) = error {
             params.push(format!("error=\"{code}\""));
