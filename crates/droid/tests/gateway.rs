@@ -80,13 +80,14 @@ fn provenance_of<'a>(tools: &'a [(String, String)], id: &str) -> Option<&'a str>
 /// the project's own client: its stdout, or its stderr on failure.
 fn call(address: &str, tool: &str, arguments: &str) -> Result<Result<String, String>, TestError> {
     let params = format!(r#"{{"name": "{tool}", "arguments": {arguments}}}"#);
+    request(address, "tools/call", &params)
+}
+
+/// Sends `method` with `params` to the gateway at `address`, with the
+/// project's own client: its stdout, or its stderr on failure.
+fn request(address: &str, method: &str, params: &str) -> Result<Result<String, String>, TestError> {
     let out = Command::new(DROID)
-        .args([
-            "call",
-            &format!("http://{address}/mcp"),
-            "tools/call",
-            &params,
-        ])
+        .args(["call", &format!("http://{address}/mcp"), method, params])
         .env("RUST_BACKTRACE", "0")
         .output()?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -786,11 +787,22 @@ fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
 
     let deadline = Instant::now() + PATIENCE;
     let mut refusals = Vec::new();
+    // What names its prompts and resources is refused alike meanwhile:
+    // the upstream is unavailable, not the item unknown.
+    let others = [
+        ("prompts/get", r#"{"name": "fixture/test_simple_prompt"}"#),
+        ("resources/read", r#"{"uri": "fixture+test://static-text"}"#),
+    ];
     loop {
         match call(&address, "fixture/echo", r#"{"text": "two"}"#)? {
             Ok(out) if out.contains("two") => break,
             Ok(out) => refusals.push(out),
             Err(refused) => refusals.push(refused),
+        }
+        for (method, params) in others {
+            if let Err(refused) = request(&address, method, params)? {
+                refusals.push(refused);
+            }
         }
         assert!(
             Instant::now() < deadline,

@@ -15,8 +15,8 @@ use protocol_droid::adapters::secondary::trust_file::TrustFile;
 use protocol_droid::application::bridge::Connector;
 use protocol_droid::application::client::ClientOptions;
 use protocol_droid::application::gateway::{
-    Approval, Disclosure, Gateway, Trust, TrustStore, TrustStoreError, UpstreamHealth,
-    UpstreamOptions,
+    Approval, Disclosure, Gateway, Trust, TrustStore, TrustStoreError, UpstreamError,
+    UpstreamHealth, UpstreamOptions,
 };
 use protocol_droid::application::server::{Primitive, ScopeRules, Server};
 use protocol_droid::domain::catalog::{SchemaDigest, ToolId};
@@ -144,11 +144,11 @@ pub(crate) async fn add_prepared(
         async move {
             let adding = gateway.add_upstream(&name, connector, options);
             let Some(wait) = wait else {
-                return adding.await.map_err(|error| error.to_string());
+                return adding.await.map_err(|error| failed(&error));
             };
             // The attempt runs on, or is retried, in the background.
             match tokio::time::timeout(wait, adding).await {
-                Ok(added) => added.map_err(|error| error.to_string()),
+                Ok(added) => added.map_err(|error| failed(&error)),
                 Err(_) => {
                     tracing::info!(
                         target: "droid",
@@ -167,9 +167,18 @@ pub(crate) async fn add_prepared(
         .filter_map(Result::err)
         .collect();
     for failure in &failures {
-        tracing::warn!(target: "droid", "{failure}; retrying in the background");
+        tracing::warn!(target: "droid", "{failure}");
     }
     failures
+}
+
+/// A first attempt that failed, said with what follows from it: retried in
+/// the background, unless its name is one the gateway cannot serve.
+fn failed(error: &UpstreamError) -> String {
+    match error {
+        UpstreamError::Name(_) => format!("{error}; it is not served"),
+        _ => format!("{error}; retrying in the background"),
+    }
 }
 
 /// The connector and options for one upstream.

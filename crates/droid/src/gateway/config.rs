@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use protocol_droid::application::gateway::{
-    DEFAULT_TIMEOUT, MAX_UPSTREAM_NAME, Pins, ToolPolicy, readable_name,
+    DEFAULT_TIMEOUT, MAX_UPSTREAM_NAME, Pins, ToolPolicy, readable_name, uri_prefix,
 };
 use protocol_droid::application::observe::shown_uri;
 use protocol_droid::application::server::{Rate, RateLimits};
@@ -252,12 +252,22 @@ impl Config {
     /// The rules no form can check on its own.
     pub(crate) fn check(&self) -> anyhow::Result<()> {
         let mut names = std::collections::BTreeSet::new();
+        let mut prefixes: BTreeMap<String, &str> = BTreeMap::new();
         for upstream in &self.upstream {
             let name = &upstream.name;
             ensure!(
                 names.insert(name.as_str()),
                 "two upstreams are called {name:?}"
             );
+            // A name that is no URI scheme gets one made from it, which
+            // another upstream may be called: both cannot be served.
+            let prefix = uri_prefix(name);
+            if let Some(other) = prefixes.insert(prefix.clone(), name) {
+                bail!(
+                    "upstreams {other:?} and {name:?} would both name their resources \
+                     {prefix}+…; rename one"
+                );
+            }
             ensure!(
                 readable_name(name, MAX_UPSTREAM_NAME) && !name.contains('/'),
                 "upstream name {name:?} must be 1 to {MAX_UPSTREAM_NAME} characters, with no '/', control or invisible character, nor white space at an end"
@@ -575,6 +585,26 @@ mod tests {
         );
         assert_eq!(off.cwd.as_deref(), Some(Path::new("/srv")));
         Ok(())
+    }
+
+    /// `Spy` is no URI scheme, so its resources are named by one made
+    /// from it; an upstream called that very name is refused with the
+    /// configuration, never left out of it while the rest is served.
+    #[test]
+    fn a_name_another_upstreams_resources_are_named_by_is_refused() {
+        let made = uri_prefix("Spy");
+        assert_ne!(made, "Spy");
+        let text = format!(
+            "[[upstream]]\nname = \"Spy\"\ncommand = [\"a\"]\n\
+             [[upstream]]\nname = {made:?}\ncommand = [\"b\"]\n"
+        );
+        let refused = toml(&text).map(drop).map_err(|e| e.to_string());
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("\"Spy\"") && e.contains(&format!("{made}+"))),
+            "{refused:?}"
+        );
     }
 
     #[test]

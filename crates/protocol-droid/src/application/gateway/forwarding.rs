@@ -25,7 +25,6 @@ use serde_json::{Value, json};
 
 use super::names;
 use super::state::{Disclosure, State, link_error, lock};
-use super::upstream::UpstreamHealth;
 use crate::application::bridge::Bridge;
 use crate::application::observe::{SharedObserver, upstream_call};
 use crate::application::server::{Call, CallError, Forward, SERVER_INFO_META, every_capability};
@@ -88,24 +87,44 @@ struct Target {
     bridge: Bridge,
 }
 
+/// Why a request naming an upstream's item has nowhere to go.
+enum Absent {
+    /// No upstream of that name or prefix, or one that does not offer what
+    /// is asked: the item is unknown.
+    Unknown,
+    /// The upstream is configured but not up now: said as a tool call to
+    /// it is, so a client does not take a passing outage for the item gone.
+    Unavailable(String),
+}
+
+impl Absent {
+    /// The refusal: `unknown` for an item nobody has, else the outage.
+    fn refusal(self, unknown: impl FnOnce() -> CallError) -> CallError {
+        match self {
+            Self::Unknown => unknown(),
+            Self::Unavailable(why) => CallError::internal(why),
+        }
+    }
+}
+
 impl State {
     /// The upstream `name` as a target, if it is up and offers `capability`.
-    fn target(&self, name: &str, capability: &str) -> Option<Target> {
-        let u = self.upstreams.get(name)?;
-        if !matches!(u.health, UpstreamHealth::Up { .. }) {
-            return None;
-        }
-        let bridge = u.bridge.as_ref()?;
+    fn target(&self, name: &str, capability: &str) -> Result<Target, Absent> {
+        let u = self.upstreams.get(name).ok_or(Absent::Unknown)?;
+        let bridge = u.usable(name).map_err(Absent::Unavailable)?;
         let upstream = bridge.upstream();
         let offers = serde_json::to_value(&upstream.capabilities)
             .ok()
             .is_some_and(|caps| caps.get(capability).is_some())
             // 2024-11-05 had completions but no capability saying so.
             || (capability == "completions" && !Capability::Completions.exists_at(upstream.version));
-        offers.then(|| Target {
+        if !offers {
+            return Err(Absent::Unknown);
+        }
+        Ok(Target {
             name: name.to_owned(),
             prefix: u.prefix.clone(),
-            bridge: bridge.clone(),
+            bridge,
         })
     }
 
@@ -115,14 +134,18 @@ impl State {
         self.upstreams
             .keys()
             .filter(|name| from.is_none_or(|from| name.as_str() >= from))
-            .filter_map(|name| self.target(name, capability))
+            .filter_map(|name| self.target(name, capability).ok())
             .collect()
     }
 
     /// The upstream whose URIs carry `prefix`, if it is up and offers
     /// `capability`.
-    fn target_prefixed(&self, prefix: &str, capability: &str) -> Option<Target> {
-        let (name, _) = self.upstreams.iter().find(|(_, u)| u.prefix == prefix)?;
+    fn target_prefixed(&self, prefix: &str, capability: &str) -> Result<Target, Absent> {
+        let (name, _) = self
+            .upstreams
+            .iter()
+            .find(|(_, u)| u.prefix == prefix)
+            .ok_or(Absent::Unknown)?;
         self.target(name, capability)
     }
 }
@@ -242,7 +265,7 @@ impl Forwarding {
         let target = self
             .state()
             .target(upstream, "prompts")
-            .ok_or_else(unknown)?;
+            .map_err(|absent| absent.refusal(unknown))?;
         params.insert("name".to_owned(), Value::String(inner.to_owned()));
         let mut result = match self.upstream(&target, "prompts/get", params, &call).await {
             Ok(result) => result,
@@ -282,7 +305,7 @@ impl Forwarding {
         let target = self
             .state()
             .target_prefixed(prefix, "resources")
-            .ok_or_else(unknown)?;
+            .map_err(|absent| absent.refusal(unknown))?;
         params.insert("uri".to_owned(), Value::String(inner.to_owned()));
         let mut result = self
             .upstream(&target, "resources/read", params, &call)
@@ -326,15 +349,20 @@ impl Forwarding {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let found = if key == "name" {
-            names::split_name(outer).and_then(|(upstream, inner)| {
-                Some((self.state().target(upstream, "completions")?, inner))
-            })
+            names::split_name(outer)
+                .ok_or(Absent::Unknown)
+                .and_then(|(upstream, inner)| {
+                    Ok((self.state().target(upstream, "completions")?, inner))
+                })
         } else {
-            names::split_uri(outer).and_then(|(prefix, inner)| {
-                Some((self.state().target_prefixed(prefix, "completions")?, inner))
-            })
+            names::split_uri(outer)
+                .ok_or(Absent::Unknown)
+                .and_then(|(prefix, inner)| {
+                    Ok((self.state().target_prefixed(prefix, "completions")?, inner))
+                })
         };
-        let (target, inner) = found.ok_or_else(|| nothing_to_complete(outer))?;
+        let (target, inner) =
+            found.map_err(|absent| absent.refusal(|| nothing_to_complete(outer)))?;
         let (outer, inner) = (outer.to_owned(), inner.to_owned());
         reference.insert(key.to_owned(), Value::String(inner.clone()));
         let lists: &[&Listing] = if key == "name" {
@@ -561,7 +589,7 @@ impl Forward for Forwarding {
         // neither; an upstream that is down now is told when it is back.
         let mut state = self.state();
         state.watches.listen(session, uri, subscribed);
-        if let Some(target) = state.target_prefixed(prefix, "resources") {
+        if let Ok(target) = state.target_prefixed(prefix, "resources") {
             target.bridge.watch(session, inner, subscribed);
         }
     }
@@ -582,7 +610,7 @@ impl Forward for Forwarding {
         state
             .watches
             .subscription(session, declared, uri, subscribed);
-        if let Some(target) = state.target_prefixed(prefix, "resources") {
+        if let Ok(target) = state.target_prefixed(prefix, "resources") {
             target
                 .bridge
                 .watch_for_session(session, declared, inner, subscribed);
