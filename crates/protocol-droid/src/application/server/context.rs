@@ -368,10 +368,11 @@ impl fmt::Debug for RequestContext {
 }
 
 impl RequestContext {
-    /// The progress token this request opted in with, if any.
+    /// The progress token this request opted in with, if any (a `null`
+    /// one asks for nothing).
     #[must_use]
     pub fn progress_token(&self) -> Option<&Value> {
-        member(&self.request_meta, "progressToken")
+        member(&self.request_meta, "progressToken").filter(|token| !token.is_null())
     }
 }
 

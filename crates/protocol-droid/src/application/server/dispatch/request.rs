@@ -165,6 +165,7 @@ impl ClientRequest {
                 "{method} is not a method of {version}"
             )));
         }
+        progress_token(params)?;
         let list = |listing| {
             optional_str(params, "cursor")?;
             Ok(Self::List(listing))
@@ -182,7 +183,7 @@ impl ClientRequest {
                 })
             }
             "prompts/get" => {
-                optional_object(params, "arguments")?;
+                optional_strings(params, "arguments")?;
                 Ok(Self::GetPrompt {
                     name: required_str(params, "name")?.to_owned(),
                 })
@@ -357,15 +358,35 @@ fn completion_target(params: &JsonObject) -> Result<CompletionTarget, Refusal> {
         .and_then(Value::as_object)
         .ok_or_else(malformed)?;
     let text = |key: &str| reference.get(key).and_then(Value::as_str);
-    match text("type") {
-        Some("ref/prompt") => Ok(CompletionTarget::Prompt(
-            text("name").ok_or_else(malformed)?.to_owned(),
-        )),
-        Some("ref/resource") => Ok(CompletionTarget::Resource(
-            text("uri").ok_or_else(malformed)?.to_owned(),
-        )),
-        _ => Err(malformed()),
+    let target = match text("type") {
+        Some("ref/prompt") => {
+            CompletionTarget::Prompt(text("name").ok_or_else(malformed)?.to_owned())
+        }
+        Some("ref/resource") => {
+            CompletionTarget::Resource(text("uri").ok_or_else(malformed)?.to_owned())
+        }
+        _ => return Err(malformed()),
+    };
+    // What is being completed: every revision's schema has the argument's
+    // name and value as strings, and what else has been filled in as a map
+    // of strings; an upstream handed anything else answers in its own way.
+    let argument = member(params, "argument").and_then(Value::as_object);
+    let filled = |key| {
+        argument
+            .and_then(|a| member(a, key))
+            .is_some_and(Value::is_string)
+    };
+    if !(filled("name") && filled("value")) {
+        return Err(Refusal::invalid_params(
+            "`argument` must hold a string `name` and a string `value`",
+        ));
     }
+    match member(params, "context") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(context)) => optional_strings(context, "arguments")?,
+        Some(_) => return Err(Refusal::invalid_params("`context` must be an object")),
+    }
+    Ok(target)
 }
 
 /// The string member `key` of `params`, which must be there.
@@ -382,6 +403,34 @@ fn optional_str<'a>(params: &'a JsonObject, key: &str) -> Result<Option<&'a str>
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
         Some(_) => Err(Refusal::invalid_params(format!("`{key}` must be a string"))),
+    }
+}
+
+/// Checks that the member `key` of `params`, if it is there, is an object
+/// whose every member is a string: prompt arguments, in every revision.
+fn optional_strings(params: &JsonObject, key: &str) -> Result<(), Refusal> {
+    match member(params, key) {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(map)) if map.values().all(Value::is_string) => Ok(()),
+        Some(_) => Err(Refusal::invalid_params(format!(
+            "`{key}` must map names to strings"
+        ))),
+    }
+}
+
+/// Checks that a progress token, if the request asks for progress, is a
+/// string or an integer, as every revision has it: notifications carry it
+/// back, and a client matches them on it.
+fn progress_token(params: &JsonObject) -> Result<(), Refusal> {
+    let token = member(params, "_meta")
+        .and_then(Value::as_object)
+        .and_then(|meta| member(meta, "progressToken"));
+    match token {
+        None | Some(Value::Null | Value::String(_)) => Ok(()),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(()),
+        Some(_) => Err(Refusal::invalid_params(
+            "`_meta.progressToken` must be a string or an integer",
+        )),
     }
 }
 
@@ -456,6 +505,34 @@ mod tests {
                 "completion/complete",
                 json!({ "ref": { "type": "ref/prompt" } }),
                 "`ref` must be a `ref/prompt` or `ref/resource` reference",
+            ),
+            (
+                "completion/complete",
+                json!({ "ref": { "type": "ref/prompt", "name": "p" },
+                        "argument": { "name": 5, "value": "" } }),
+                "`argument` must hold a string `name` and a string `value`",
+            ),
+            (
+                "completion/complete",
+                json!({ "ref": { "type": "ref/prompt", "name": "p" },
+                        "argument": { "name": "a", "value": "" },
+                        "context": { "arguments": { "b": null } } }),
+                "`arguments` must map names to strings",
+            ),
+            (
+                "prompts/get",
+                json!({ "name": "p", "arguments": { "city": 5 } }),
+                "`arguments` must map names to strings",
+            ),
+            (
+                "tools/call",
+                json!({ "name": "add", "_meta": { "progressToken": { "a": 1 } } }),
+                "`_meta.progressToken` must be a string or an integer",
+            ),
+            (
+                "ping",
+                json!({ "_meta": { "progressToken": 1.5 } }),
+                "`_meta.progressToken` must be a string or an integer",
             ),
         ];
         for (method, params, message) in cases {
