@@ -56,6 +56,13 @@ pub(crate) struct BridgeArgs {
     /// Over HTTP, end a session idle for this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     session_idle: u64,
+    /// How long a request waits for the upstream's answer before the client
+    /// is told (`-32603`) and the request is cancelled upstream. A request
+    /// waiting on the client's own answers to the upstream's questions is
+    /// not counted meanwhile.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
     /// Set an environment variable for the upstream command (repeatable).
     /// The command gets only PATH, HOME, USER, LOGNAME, the locale, TERM,
     /// TMPDIR and TZ of this process's environment otherwise.
@@ -167,6 +174,7 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
         policy,
         report_meta: args.report_meta,
         observer: setup.observer.clone(),
+        request_timeout: Duration::from_secs(args.timeout),
         ..BridgeOptions::default()
     };
     let runtime = crate::runtime_for(args.listen.is_none())?;

@@ -640,18 +640,7 @@ fn a_legacy_clients_task_runs_through_the_bridge() -> Result<(), TestError> {
 #[test]
 fn a_stdio_clients_roots_reach_the_upstream_through_the_bridge() -> Result<(), TestError> {
     use serde_json::json;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../protocol-droid/tests/fixtures/bad_server.py");
-    let script = script.to_string_lossy();
-    let mut peer = Conversation::spawn(&[
-        "bridge",
-        "--upstream-revision",
-        "2025-11-25",
-        "--",
-        "python3",
-        &script,
-        "roots-between",
-    ])?;
+    let mut peer = bridged_bad_server(&[], "roots-between")?;
     peer.write(
         &json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "clientInfo": { "name": "t", "version": "1" },
@@ -683,6 +672,48 @@ fn a_stdio_clients_roots_reach_the_upstream_through_the_bridge() -> Result<(), T
         "{heard}"
     );
     Ok(())
+}
+
+/// `--timeout` bounds how long the bridge waits for its upstream's answer:
+/// past it the client is answered, saying how long was waited, rather than
+/// left waiting the default five minutes on an upstream that never answers.
+#[test]
+fn the_bridges_timeout_is_the_one_it_is_given() -> Result<(), TestError> {
+    use serde_json::json;
+    let mut peer = bridged_bad_server(&["--timeout", "1"], "silent")?;
+    peer.write(
+        &json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "clientInfo": { "name": "t", "version": "1" },
+        "capabilities": {} } }),
+    )?;
+    peer.until(Some(1), "", 0)?;
+    peer.write(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))?;
+    peer.write(&json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "any", "arguments": {} } }))?;
+    let refused = peer.until(Some(2), "", 0)?;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("1000 ms"), "{refused}");
+    Ok(())
+}
+
+/// `droid bridge FLAGS` on stdio, speaking 2025-11-25 to the test server
+/// `bad_server.py` in `mode`.
+fn bridged_bad_server(flags: &[&str], mode: &str) -> Result<Conversation, TestError> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../protocol-droid/tests/fixtures/bad_server.py");
+    let script = script.to_string_lossy();
+    let mut args = vec!["bridge"];
+    args.extend_from_slice(flags);
+    args.extend([
+        "--upstream-revision",
+        "2025-11-25",
+        "--",
+        "python3",
+        &script,
+        mode,
+    ]);
+    Conversation::spawn(&args)
 }
 
 /// A stdio peer whose output is read on a thread of its own, so that a
