@@ -431,6 +431,92 @@ async fn a_server_answering_the_get_with_404_keeps_its_session() -> Result<(), T
     Ok(())
 }
 
+/// A server that names a session on every answer, its refusal of the
+/// `server/discover` probe too: the session the client keeps is the one
+/// the answer to `initialize` names, and `initialize` itself goes out
+/// naming none.
+#[tokio::test]
+async fn only_the_answer_to_initialize_names_the_session() -> Result<(), TestError> {
+    use std::sync::Mutex;
+
+    use axum::body::Bytes;
+    use axum::extract::State;
+    use axum::http::{HeaderMap, StatusCode, header};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+
+    type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+    async fn on_post(State(seen): State<Seen>, headers: HeaderMap, body: Bytes) -> Response {
+        let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let method = message["method"].as_str().unwrap_or_default().to_owned();
+        let named = headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        seen.lock()
+            .map_err(|_| ())
+            .map(|mut seen| seen.push((method.clone(), named)))
+            .ok();
+        let id = message["id"].clone();
+        let (session, reply) = match method.as_str() {
+            "server/discover" => (
+                "probe",
+                serde_json::json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "no such method"}}),
+            ),
+            "initialize" => (
+                "s1",
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "names-sessions", "version": "0"}}}),
+            ),
+            _ if id.is_null() => return StatusCode::ACCEPTED.into_response(),
+            _ => (
+                "other",
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": "done"}]}}),
+            ),
+        };
+        (
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::HeaderName::from_static("mcp-session-id"), session),
+            ],
+            reply.to_string(),
+        )
+            .into_response()
+    }
+    let seen = Seen::default();
+    let app = axum::Router::new()
+        .route(
+            "/mcp",
+            post(on_post).get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+        )
+        .with_state(Arc::clone(&seen));
+    let url = serve_mcp(app).await?;
+    let target = Target::Url(url.parse()?);
+    let client = tokio::time::timeout(GUARD, connect(&target, ConnectOptions::default())).await??;
+    call(&client, &RequestOptions::default()).await?;
+    call(&client, &RequestOptions::default()).await?;
+    client.close().await;
+    let seen = seen.lock().map_err(|_| "poisoned")?.clone();
+    let named = |method: &str| -> Vec<Option<String>> {
+        seen.iter()
+            .filter(|(m, _)| m == method)
+            .map(|(_, session)| session.clone())
+            .collect()
+    };
+    assert_eq!(named("initialize"), [None], "{seen:?}");
+    assert_eq!(
+        named("tools/call"),
+        [Some("s1".to_owned()), Some("s1".to_owned())],
+        "{seen:?}"
+    );
+    Ok(())
+}
+
 /// Serves `app` on a loopback port of its own, in the background: the URL
 /// of its `/mcp`.
 async fn serve_mcp(app: axum::Router) -> std::io::Result<String> {

@@ -214,6 +214,12 @@ impl Shared {
         extra: &HeaderMap,
         body: Option<&[u8]>,
     ) -> Result<Response, LinkError> {
+        // The session is the one the answer to `initialize` names (as the
+        // revisions assign it); a session id on any other answer (a
+        // `server/discover` probe's, a call's) is not taken up.
+        let initializing = extra
+            .get("mcp-method")
+            .is_some_and(|method| method == "initialize");
         let mut challenges = 0;
         loop {
             let mut headers = self.base_headers().await?;
@@ -233,6 +239,7 @@ impl Shared {
                 .headers()
                 .get("mcp-session-id")
                 .and_then(|v| v.to_str().ok())
+                .filter(|_| initializing)
             {
                 self.state().session = Some(session.to_owned());
             }
