@@ -139,6 +139,34 @@ async fn an_answer_too_long_or_too_deep_fails_the_request_at_once() -> TestResul
     Ok(())
 }
 
+/// A request under the id of one still being answered is refused, since
+/// the client could not tell the two answers apart; once the first is
+/// answered, the id may be used again.
+#[tokio::test]
+async fn a_request_reusing_an_id_in_flight_is_refused() -> TestResult {
+    let (mut peer, mut client) = connect();
+    client
+        .send(r#"{"jsonrpc":"2.0","id":"same","method":"_x/a"}"#)
+        .await?;
+    client
+        .send(r#"{"jsonrpc":"2.0","id":"same","method":"_x/b"}"#)
+        .await?;
+    let first = next_request(&mut peer).await?;
+    assert_eq!(first.method, "_x/a");
+    let refusal = client.recv().await?;
+    assert_eq!(refusal["id"], json!("same"), "{refusal}");
+    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+    peer.send_reply(first.id, json!({})).await?;
+    let answer = client.recv().await?;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    client
+        .send(r#"{"jsonrpc":"2.0","id":"same","method":"_x/c"}"#)
+        .await?;
+    let again = next_request(&mut peer).await?;
+    assert_eq!(again.method, "_x/c");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_null_id_is_a_request_and_a_missing_id_a_notification() -> TestResult {
     let (mut peer, mut client) = connect();

@@ -1,7 +1,7 @@
 //! The agent-side peer: a reader task, a writer task, and the tables that
 //! join them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -121,6 +121,7 @@ impl AcpAgentPeer {
             closed: AtomicBool::new(false),
             input_closed: AtomicBool::new(false),
             client_caps: Mutex::default(),
+            answering: Mutex::default(),
             request_timeout: options.request_timeout,
         });
         let writer = tokio::spawn(write_lines(out_rx, stdout, Arc::clone(&shared)));
@@ -220,6 +221,7 @@ impl AcpSender {
     /// gone.
     pub async fn send_reply(&self, id: Value, result: Value) -> Result<(), AcpPeerError> {
         checked_id(&id)?;
+        self.shared.answered(&id);
         let frame = ReplyFrame {
             jsonrpc: VERSION,
             id: &id,
@@ -564,6 +566,7 @@ impl AcpSender {
         data: Option<&Value>,
     ) -> Result<(), AcpPeerError> {
         checked_id(id)?;
+        self.shared.answered(id);
         let frame = ErrorFrame {
             jsonrpc: VERSION,
             id,
@@ -609,6 +612,10 @@ struct Shared {
     input_closed: AtomicBool,
     /// What the client advertised in `initialize`; nothing until then.
     client_caps: Mutex<ClientCapabilities>,
+    /// The ids of the client's requests handed to the application and not
+    /// yet answered, as written: a second request under one of them is
+    /// refused, since the client could not tell the two answers apart.
+    answering: Mutex<HashSet<String>>,
     request_timeout: Duration,
 }
 
@@ -667,6 +674,23 @@ impl Shared {
         };
         if self.outbox.send(outgoing).await.is_err() {
             tracing::debug!("ACP output closed before a refusal could be written");
+        }
+    }
+
+    /// Takes `id` as the client's request now being answered, unless one
+    /// under that id is being answered already.
+    fn answering(&self, id: &Value) -> bool {
+        self.answering
+            .lock()
+            .is_ok_and(|mut answering| answering.insert(id.to_string()))
+    }
+
+    /// The client's request `id` is answered (or about to be): its id is
+    /// free again, before the answer goes, so a client that reuses it as
+    /// soon as it reads the answer is not refused.
+    fn answered(&self, id: &Value) {
+        if let Ok(mut answering) = self.answering.lock() {
+            answering.remove(&id.to_string());
         }
     }
 
@@ -861,6 +885,21 @@ fn unreadable_answer(shared: &Shared, id: &RequestId, why: &str) {
 async fn dispatch(frame: Frame, shared: &Shared, inbound: &mpsc::Sender<Inbound>) {
     let message = match frame {
         Frame::Request { id, method, params } => {
+            if !shared.answering(&id) {
+                let refusal = ErrorFrame {
+                    jsonrpc: VERSION,
+                    id: &id,
+                    error: ErrorBody {
+                        code: i64::from(ErrorCode::INVALID_REQUEST.0),
+                        message: &format!("Invalid request: request id {id} is already in flight"),
+                        data: None,
+                    },
+                };
+                if let Ok(line) = wire::line(&refusal) {
+                    shared.send_internal(line).await;
+                }
+                return;
+            }
             let params = request_params(&method, params);
             if let Ok(RequestParams::Initialize(init)) = &params {
                 if let Ok(mut caps) = shared.client_caps.lock() {
