@@ -151,8 +151,14 @@ async fn a_request_reusing_an_id_in_flight_is_refused() -> TestResult {
     client
         .send(r#"{"jsonrpc":"2.0","id":"same","method":"_x/b"}"#)
         .await?;
+    client
+        .send(r#"{"jsonrpc":"2.0","id":"other","method":"_x/c"}"#)
+        .await?;
     let first = next_request(&mut peer).await?;
     assert_eq!(first.method, "_x/a");
+    // The second is passed over, refused, while the first is unanswered.
+    let third = next_request(&mut peer).await?;
+    assert_eq!(third.method, "_x/c");
     let refusal = client.recv().await?;
     assert_eq!(refusal["id"], json!("same"), "{refusal}");
     assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
@@ -160,10 +166,10 @@ async fn a_request_reusing_an_id_in_flight_is_refused() -> TestResult {
     let answer = client.recv().await?;
     assert_eq!(answer["result"], json!({}), "{answer}");
     client
-        .send(r#"{"jsonrpc":"2.0","id":"same","method":"_x/c"}"#)
+        .send(r#"{"jsonrpc":"2.0","id":"same","method":"_x/d"}"#)
         .await?;
     let again = next_request(&mut peer).await?;
-    assert_eq!(again.method, "_x/c");
+    assert_eq!(again.method, "_x/d");
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -140,14 +140,30 @@ impl AcpAgentPeer {
     /// end, or the pipe broke. A line the client left unfinished is never
     /// delivered. The application is expected to end its handler loop on
     /// `None`.
+    ///
+    /// Every request delivered is to be answered ([`AcpSender::send_reply`]
+    /// or an error): until it is, its id is taken, and another request
+    /// under it is refused (-32600) without being delivered.
     pub async fn recv_request(&mut self) -> Option<Inbound> {
-        let next = self.inbound.recv().await;
-        if next.is_none() {
-            // Every request read before the end has now been handed over and
-            // could be answered; from here on sends are refused.
-            self.sender.shared.close();
+        loop {
+            let next = self.inbound.recv().await;
+            match &next {
+                None => {
+                    // Every request read before the end has now been handed
+                    // over and could be answered; from here on sends are
+                    // refused.
+                    self.sender.shared.close();
+                }
+                // Checked as it is handed over, not as it is read: what is
+                // in flight is what the application holds unanswered.
+                Some(Inbound::Request(request)) if !self.sender.shared.answering(&request.id) => {
+                    self.sender.shared.refuse_reused(&request.id).await;
+                    continue;
+                }
+                Some(_) => {}
+            }
+            return next;
         }
-        next
     }
 
     /// A cloneable handle for sending, usable from other tasks.
@@ -680,18 +696,38 @@ impl Shared {
     /// Takes `id` as the client's request now being answered, unless one
     /// under that id is being answered already.
     fn answering(&self, id: &Value) -> bool {
+        // A poisoned lock still holds a whole set (an insert or a removal
+        // either happened or not); refusing every request would be worse.
         self.answering
             .lock()
-            .is_ok_and(|mut answering| answering.insert(id.to_string()))
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.to_string())
+    }
+
+    /// Refuses a request under the id of one still being answered.
+    async fn refuse_reused(&self, id: &Value) {
+        let refusal = ErrorFrame {
+            jsonrpc: VERSION,
+            id,
+            error: ErrorBody {
+                code: i64::from(ErrorCode::INVALID_REQUEST.0),
+                message: &format!("Invalid request: request id {id} is already in flight"),
+                data: None,
+            },
+        };
+        if let Ok(line) = wire::line(&refusal) {
+            self.send_internal(line).await;
+        }
     }
 
     /// The client's request `id` is answered (or about to be): its id is
     /// free again, before the answer goes, so a client that reuses it as
     /// soon as it reads the answer is not refused.
     fn answered(&self, id: &Value) {
-        if let Ok(mut answering) = self.answering.lock() {
-            answering.remove(&id.to_string());
-        }
+        self.answering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id.to_string());
     }
 
     fn route(&self, id: &Value, outcome: Result<Value, ClientError>) {
@@ -885,21 +921,6 @@ fn unreadable_answer(shared: &Shared, id: &RequestId, why: &str) {
 async fn dispatch(frame: Frame, shared: &Shared, inbound: &mpsc::Sender<Inbound>) {
     let message = match frame {
         Frame::Request { id, method, params } => {
-            if !shared.answering(&id) {
-                let refusal = ErrorFrame {
-                    jsonrpc: VERSION,
-                    id: &id,
-                    error: ErrorBody {
-                        code: i64::from(ErrorCode::INVALID_REQUEST.0),
-                        message: &format!("Invalid request: request id {id} is already in flight"),
-                        data: None,
-                    },
-                };
-                if let Ok(line) = wire::line(&refusal) {
-                    shared.send_internal(line).await;
-                }
-                return;
-            }
             let params = request_params(&method, params);
             if let Ok(RequestParams::Initialize(init)) = &params {
                 if let Ok(mut caps) = shared.client_caps.lock() {
