@@ -1025,7 +1025,11 @@ mod scopes {
     /// The gateway in front of `droid serve`, one of its prompts scoped,
     /// open to anonymous callers.
     fn protected_gateway() -> Result<(Running, String), TestError> {
-        let config = fixture_gateway("scoped", "default", "on-first-use")?;
+        protected_gateway_on(&fixture_gateway("scoped", "default", "on-first-use")?)
+    }
+
+    /// As [`protected_gateway`], serving `config`.
+    fn protected_gateway_on(config: &std::path::Path) -> Result<(Running, String), TestError> {
         let config = config.to_string_lossy().into_owned();
         let mut args = protected(
             "gateway",
@@ -1037,22 +1041,75 @@ mod scopes {
         listening(&args, "http")
     }
 
+    /// Each answer of the gateway at `address` to `method` naming the prompt
+    /// `name`, with the name taken out: what is left must not tell the
+    /// prompt the caller may not see from the one that is not there.
+    fn refused_prompt(address: &str, method: &str, name: &str) -> Result<String, TestError> {
+        let params = if method == "prompts/get" {
+            serde_json::json!({ "name": name })
+        } else {
+            serde_json::json!({ "ref": { "type": "ref/prompt", "name": name },
+                                "argument": { "name": "x", "value": "" } })
+        };
+        let (answered, text) = call(address, method, &params.to_string())?;
+        assert!(!answered, "{method} {name}: {text}");
+        Ok(text.replace(name, "NAME"))
+    }
+
+    /// While the upstream is down, a prompt the caller may not see is
+    /// answered as any other of that upstream's names is: with the outage,
+    /// not as unknown where a name that is not there is told of the outage.
+    #[test]
+    fn during_an_outage_a_hidden_prompt_is_answered_as_a_missing_one() -> Result<(), TestError> {
+        let config = temp_path("outage", "toml");
+        let (stop, pids) = (config.with_extension("stop"), config.with_extension("pids"));
+        // Once `stop` is there the server does not start again: the
+        // upstream stays down.
+        let script = format!(
+            "test -e {stop} && exit 1; echo $$ >> {pids}; exec {droid} serve",
+            stop = stop.display(),
+            pids = pids.display(),
+            droid = env!("CARGO_BIN_EXE_droid"),
+        );
+        std::fs::write(
+            &config,
+            format!(
+                "state = {:?}\n[[upstream]]\nname = \"fixture\"\ncommand = [\"sh\", \"-c\", {script:?}]\n\
+                 trust = \"on-first-use\"\n",
+                config.with_extension("state.json")
+            ),
+        )?;
+        let outcome = (|| {
+            let (_gateway, address) = protected_gateway_on(&config)?;
+            let pid = std::fs::read_to_string(&pids)?;
+            std::fs::write(&stop, "")?;
+            let killed = Command::new("kill").args(["-9", pid.trim()]).status()?;
+            assert!(killed.success(), "kill {pid} failed");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !refused_prompt(&address, "prompts/get", "fixture/no_such_prompt")?
+                .contains("unavailable")
+            {
+                assert!(std::time::Instant::now() < deadline, "never seen down");
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            for method in ["prompts/get", "completion/complete"] {
+                let hidden = refused_prompt(&address, method, "fixture/test_simple_prompt")?;
+                let missing = refused_prompt(&address, method, "fixture/no_such_prompt")?;
+                assert_eq!(hidden, missing, "{method}");
+                assert!(hidden.contains("unavailable"), "{method}: {hidden}");
+            }
+            Ok(())
+        })();
+        for path in [&config, &stop, &pids, &config.with_extension("state.json")] {
+            let _removed = std::fs::remove_file(path);
+        }
+        outcome
+    }
+
     #[test]
     fn through_the_gateway_a_hidden_prompt_is_answered_as_a_missing_one() -> Result<(), TestError> {
         let (_gateway, address) = protected_gateway()?;
-        // Each answer with its name taken out: what is left must not tell
-        // the prompt the caller may not see from the one that is not there.
-        let answer = |method: &str, name: &str| -> Result<String, TestError> {
-            let params = if method == "prompts/get" {
-                serde_json::json!({ "name": name })
-            } else {
-                serde_json::json!({ "ref": { "type": "ref/prompt", "name": name },
-                                    "argument": { "name": "x", "value": "" } })
-            };
-            let (answered, text) = call(&address, method, &params.to_string())?;
-            assert!(!answered, "{method} {name}: {text}");
-            Ok(text.replace(name, "NAME"))
-        };
+        let answer = |method: &str, name: &str| refused_prompt(&address, method, name);
         for method in ["prompts/get", "completion/complete"] {
             let hidden = answer(method, "fixture/test_simple_prompt")?;
             let missing = answer(method, "fixture/no_such_prompt")?;

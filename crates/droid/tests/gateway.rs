@@ -793,6 +793,7 @@ fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
         ("prompts/get", r#"{"name": "fixture/test_simple_prompt"}"#),
         ("resources/read", r#"{"uri": "fixture+test://static-text"}"#),
     ];
+    let mut others_refused = 0;
     loop {
         match call(&address, "fixture/echo", r#"{"text": "two"}"#)? {
             Ok(out) if out.contains("two") => break,
@@ -801,6 +802,7 @@ fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
         }
         for (method, params) in others {
             if let Err(refused) = request(&address, method, params)? {
+                others_refused += 1;
                 refusals.push(refused);
             }
         }
@@ -818,6 +820,9 @@ fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
         !refusals.is_empty(),
         "no call was refused between the kill and the restart"
     );
+    // The first round's prompt and resource went out as soon as its call
+    // was refused, well within that backoff.
+    assert!(others_refused >= 2, "{refusals:?}");
     // Every refusal in between named the upstream (why is the operator's).
     for refusal in &refusals {
         assert!(

@@ -543,7 +543,49 @@ pub(super) fn rename_blocks(prefix: &str, blocks: &mut [ContentBlock]) {
     }
 }
 
+impl Forwarding {
+    /// The upstream of the item `method` with `params` names, as a target,
+    /// or why there is none.
+    fn owner(&self, method: &str, params: &JsonObject) -> Result<Target, Absent> {
+        let text = |object: &JsonObject, key: &str| {
+            object.get(key).and_then(Value::as_str).map(str::to_owned)
+        };
+        let by_name = |name: Option<String>, capability: &str| {
+            let name = name.ok_or(Absent::Unknown)?;
+            let (upstream, _) = names::split_name(&name).ok_or(Absent::Unknown)?;
+            self.state().target(upstream, capability)
+        };
+        let by_uri = |uri: Option<String>, capability: &str| {
+            let uri = uri.ok_or(Absent::Unknown)?;
+            let (prefix, _) = names::split_uri(&uri).ok_or(Absent::Unknown)?;
+            self.state().target_prefixed(prefix, capability)
+        };
+        match method {
+            "prompts/get" => by_name(text(params, "name"), "prompts"),
+            "resources/read" => by_uri(text(params, "uri"), "resources"),
+            "completion/complete" => {
+                let Some(Value::Object(reference)) = params.get("ref") else {
+                    return Err(Absent::Unknown);
+                };
+                match reference.get("type").and_then(Value::as_str) {
+                    Some("ref/prompt") => by_name(text(reference, "name"), "completions"),
+                    Some("ref/resource") => by_uri(text(reference, "uri"), "completions"),
+                    _ => Err(Absent::Unknown),
+                }
+            }
+            _ => Err(Absent::Unknown),
+        }
+    }
+}
+
 impl Forward for Forwarding {
+    fn unavailable(&self, method: &str, params: &JsonObject) -> Option<String> {
+        match self.owner(method, params) {
+            Err(Absent::Unavailable(why)) => Some(why),
+            _ => None,
+        }
+    }
+
     fn serves(&self, method: &str) -> bool {
         // Tools are the registry's: each session sees its own set.
         !method.starts_with("tools/")

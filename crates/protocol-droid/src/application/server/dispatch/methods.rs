@@ -277,6 +277,11 @@ impl Connection {
         let scopes = self.server.forwarded_scopes();
         if let Some(named) = request.named() {
             if !scopes.admits(named, |s| ctx.auth.has_scope(s)) {
+                // Hidden: answered as a name that is not there, which is
+                // told of an outage of its upstream as well.
+                if let Some(why) = forward.unavailable(method, &params) {
+                    return Err(Refusal::internal(why).into());
+                }
                 return Err(request.unknown(version).into());
             }
             // A bridge's tools are its upstream's: counted as the server's
