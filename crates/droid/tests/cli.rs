@@ -1256,9 +1256,12 @@ mod scopes {
                 .lines()
                 .find(|line| line.to_ascii_lowercase().starts_with("www-authenticate:"))
                 .ok_or_else(|| format!("no challenge: {refused}"))?;
+            // And says where the page's own document is.
             assert!(
                 challenge.contains("scope=\"ops:approve\"")
-                    && challenge.contains("resource_metadata=")
+                    && challenge.contains(&format!(
+                        "resource_metadata=\"http://{page}/.well-known/oauth-protected-resource\""
+                    ))
                     && !challenge.contains("tools:add"),
                 "{challenge}"
             );

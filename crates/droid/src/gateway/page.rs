@@ -10,7 +10,7 @@
 //! not thereby approve them.
 
 use anyhow::Context as _;
-use protocol_droid::adapters::primary::http::{AdminPage, HttpOptions};
+use protocol_droid::adapters::primary::http::{AdminPage, HttpOptions, METADATA_PREFIX};
 use protocol_droid::application::gateway::Gateway;
 
 use crate::Listening;
@@ -60,7 +60,10 @@ pub(crate) async fn serve(
         if let Some(host) = resource_server.host() {
             options.hosts = options.hosts.allowing(host);
         }
-        options.auth = Some(resource_server);
+        // The document listing the page's scope is the page's, at its own
+        // address; the one the resource's URI leads to lists the tools'.
+        let metadata = format!("{scheme}://{bound}{METADATA_PREFIX}");
+        options.auth = Some(resource_server.metadata_at(metadata));
     }
     // Scripts read this line to learn the port when `:0` picked one.
     tracing::warn!(target: "droid", "admin page on {scheme}://{bound}/");

@@ -227,9 +227,13 @@ fn unnamed(page: &Page, caller: &AuthContext) -> Option<Response> {
         }
     };
     let mut refused = respond(status, &json!({ "error": error }));
-    // The challenge names the page's scope, not what `/mcp` asks for: a
-    // client that follows it asks for a token this page takes.
-    let scopes: Vec<String> = page.scope.iter().cloned().collect();
+    // The challenge names what `/mcp` requires of every token and the
+    // page's own scope, not the tools' scopes: a client that follows it
+    // asks for a token this page takes.
+    let mut scopes = resource_server.required_scopes().to_vec();
+    if let Some(scope) = page.scope.as_ref().filter(|s| !scopes.contains(s)) {
+        scopes.push(scope.clone());
+    }
     let code = (status == StatusCode::FORBIDDEN).then_some(("insufficient_scope", error.as_str()));
     if let Ok(challenge) = HeaderValue::from_str(&resource_server.challenge(code, &scopes)) {
         refused

@@ -53,6 +53,9 @@ pub struct ResourceServer {
     scopes_supported: SupportedScopes,
     required_scopes: Vec<String>,
     allow_anonymous: bool,
+    /// Where challenges say the metadata is, when not where the resource's
+    /// own URI puts it (see [`Self::metadata_at`]).
+    metadata_at: Option<String>,
     /// How far past its `exp` a token's subscriptions may run.
     leeway: Duration,
     validator: Arc<dyn TokenValidator>,
@@ -219,6 +222,7 @@ impl ResourceServer {
             scopes_supported: SupportedScopes::default(),
             required_scopes: Vec::new(),
             allow_anonymous: false,
+            metadata_at: None,
             leeway: DEFAULT_LEEWAY,
             validator,
             refusals: Arc::default(),
@@ -343,9 +347,22 @@ impl ResourceServer {
         }
     }
 
+    /// Has challenges name `url` as where the metadata is: for a server
+    /// that guards this resource's tokens at an address of its own (the
+    /// gateway's admin page) and serves the document there, listing the
+    /// scopes it asks for rather than the resource's.
+    #[must_use]
+    pub fn metadata_at(mut self, url: impl Into<String>) -> Self {
+        self.metadata_at = Some(url.into());
+        self
+    }
+
     /// The metadata's absolute URL, as a challenge names it.
     #[must_use]
     pub fn metadata_url(&self) -> String {
+        if let Some(url) = &self.metadata_at {
+            return url.clone();
+        }
         let origin = self.resource.origin().ascii_serialization();
         format!("{origin}{}", self.metadata_path())
     }
@@ -382,6 +399,11 @@ impl ResourceServer {
         } else {
             self.required_scopes.clone()
         }
+    }
+
+    /// The scopes every request needs.
+    pub(super) fn required_scopes(&self) -> &[String] {
+        &self.required_scopes
     }
 
     /// A `WWW-Authenticate` value: `Bearer` with `error` (if any), the
