@@ -56,7 +56,8 @@ pub(crate) struct BridgeArgs {
     /// Over HTTP, end a session idle for this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     session_idle: u64,
-    /// How long a request waits for the upstream's answer before the client
+    /// How long a request waits for the upstream's answer (and, before it
+    /// is sent, for a place on the upstream's connection) before the client
     /// is told (`-32603`) and the request is cancelled upstream. A request
     /// waiting on the client's own answers to the upstream's questions is
     /// not counted meanwhile.

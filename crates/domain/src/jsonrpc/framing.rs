@@ -22,7 +22,10 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrameError {
-    /// A line longer than the limit; its bytes were discarded.
+    /// A line longer than the limit; its bytes were discarded. Reported
+    /// when it ends, or, for one that runs on 1 MiB past the limit
+    /// without ending, then, with what it had said so far (the rest is
+    /// discarded as it comes, and its end reports nothing more).
     #[error("a line exceeded the {limit}-byte limit and was discarded")]
     LineTooLong {
         /// The limit in force.
@@ -202,7 +205,7 @@ struct Outline {
 }
 
 /// How far past the limit a line runs before it is reported without having
-/// ended: far enough that a line merely too long is reported at its end,
+/// ended: far enough that a line a little too long is reported at its end,
 /// with the `id` a parser would keep, and soon enough that one that never
 /// ends fails what it answers long before that request's timeout.
 const TELL_AFTER: usize = 1024 * 1024;
