@@ -261,10 +261,9 @@ impl Forwarding {
             .unwrap_or_default()
             .to_owned();
         let unknown = || CallError::from(Refusal::from(Unknown::Prompt(outer.clone())));
-        let (upstream, inner) = names::split_name(&outer).ok_or_else(unknown)?;
+        let (_, inner) = names::split_name(&outer).ok_or_else(unknown)?;
         let target = self
-            .state()
-            .target(upstream, "prompts")
+            .owner("prompts/get", &params)
             .map_err(|absent| absent.refusal(unknown))?;
         params.insert("name".to_owned(), Value::String(inner.to_owned()));
         let mut result = match self.upstream(&target, "prompts/get", params, &call).await {
@@ -301,10 +300,9 @@ impl Forwarding {
                 at,
             }))
         };
-        let (prefix, inner) = names::split_uri(&outer).ok_or_else(unknown)?;
+        let (_, inner) = names::split_uri(&outer).ok_or_else(unknown)?;
         let target = self
-            .state()
-            .target_prefixed(prefix, "resources")
+            .owner("resources/read", &params)
             .map_err(|absent| absent.refusal(unknown))?;
         params.insert("uri".to_owned(), Value::String(inner.to_owned()));
         let mut result = self
@@ -334,6 +332,7 @@ impl Forwarding {
     }
 
     async fn complete(&self, mut params: JsonObject, call: Call) -> Result<Value, CallError> {
+        let owner = self.owner("completion/complete", &params);
         let Some(Value::Object(reference)) = params.get_mut("ref") else {
             return Err(CallError::invalid_params("completion/complete needs a ref"));
         };
@@ -348,21 +347,16 @@ impl Forwarding {
             .get(key)
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let found = if key == "name" {
+        let split = if key == "name" {
             names::split_name(outer)
-                .ok_or(Absent::Unknown)
-                .and_then(|(upstream, inner)| {
-                    Ok((self.state().target(upstream, "completions")?, inner))
-                })
         } else {
             names::split_uri(outer)
-                .ok_or(Absent::Unknown)
-                .and_then(|(prefix, inner)| {
-                    Ok((self.state().target_prefixed(prefix, "completions")?, inner))
-                })
         };
-        let (target, inner) =
-            found.map_err(|absent| absent.refusal(|| nothing_to_complete(outer)))?;
+        // The owner was found by the same split: a name it cannot split
+        // has none.
+        let (target, inner) = owner
+            .and_then(|target| Ok((target, split.ok_or(Absent::Unknown)?.1)))
+            .map_err(|absent| absent.refusal(|| nothing_to_complete(outer)))?;
         let (outer, inner) = (outer.to_owned(), inner.to_owned());
         reference.insert(key.to_owned(), Value::String(inner.clone()));
         let lists: &[&Listing] = if key == "name" {
@@ -545,7 +539,9 @@ pub(super) fn rename_blocks(prefix: &str, blocks: &mut [ContentBlock]) {
 
 impl Forwarding {
     /// The upstream of the item `method` with `params` names, as a target,
-    /// or why there is none.
+    /// or why there is none: the one routing of `prompts/get`,
+    /// `resources/read` and `completion/complete`, which the outage answer
+    /// for a hidden item follows as well.
     fn owner(&self, method: &str, params: &JsonObject) -> Result<Target, Absent> {
         let text = |object: &JsonObject, key: &str| {
             object.get(key).and_then(Value::as_str).map(str::to_owned)
