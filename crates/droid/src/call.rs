@@ -134,12 +134,18 @@ pub(crate) async fn run(
             if args.json {
                 let written = serde_json::to_string_pretty(&result)?;
                 writeln!(out, "{}", shown_json(&written))?;
-                return Ok(true);
+            } else {
+                if let Some(version) = version {
+                    writeln!(out, "# {} at {version}", args.target)?;
+                }
+                print_readable(&args.method, &result, out)?;
             }
-            if let Some(version) = version {
-                writeln!(out, "# {} at {version}", args.target)?;
+            // Shown as it came (above), then failed: a script must not take
+            // a malformed answer for the tool's success.
+            if args.method == "tools/call" && !is_tool_result(&result) {
+                bail!("the answer to tools/call is not a tool result: it has no `content` list");
             }
-            Ok(print_readable(&args.method, &result, out)?)
+            Ok(result.get("isError").and_then(Value::as_bool) != Some(true))
         });
     out.flush()?;
     client.close().await;
@@ -214,9 +220,15 @@ fn say(status: &mut impl Write, update: &TaskUpdate) -> std::io::Result<()> {
     }
 }
 
+/// Whether `result` has what every revision's `CallToolResult` requires: a
+/// `content` list. (A task's result is read by `as_task`, so it is one.)
+fn is_tool_result(result: &Value) -> bool {
+    result.get("content").is_some_and(Value::is_array)
+}
+
 /// A person's view of common answers (what the server wrote escaped where
 /// a terminal would obey it); anything else as indented JSON.
-fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io::Result<bool> {
+fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io::Result<()> {
     let list = |key: &str, id: &str| {
         result.get(key).and_then(Value::as_array).map(|items| {
             items
@@ -272,8 +284,7 @@ fn print_readable(method: &str, result: &Value, out: &mut impl Write) -> std::io
             shown_json(&serde_json::to_string_pretty(result).unwrap_or_default())
         )?,
     }
-    // A tool that reported failure makes the command fail too.
-    Ok(result.get("isError").and_then(Value::as_bool) != Some(true))
+    Ok(())
 }
 
 #[cfg(test)]

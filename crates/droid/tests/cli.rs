@@ -313,6 +313,43 @@ fn the_revision_table_shows_structured_output_arriving_in_2025_06_18() -> Result
 }
 
 #[test]
+fn an_answer_to_a_call_that_is_not_a_tool_result_fails_the_command() -> Result<(), TestError> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../protocol-droid/tests/fixtures/bad_server.py");
+    for json in [false, true] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_droid"));
+        command.arg("call");
+        if json {
+            command.arg("--json");
+        }
+        let out = command
+            .args(["tools/call", r#"{"name":"any"}"#, "--", "python3"])
+            .arg(&script)
+            .arg("contentless-result")
+            .env("DROID_LOG", "warn")
+            .output()?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // Shown as it came, and failed as an error (1), not as a tool
+        // that reported failure (2), nor as a success.
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "--json {json}: {stdout} {stderr}"
+        );
+        assert!(
+            stdout.contains(r#""content": "done""#),
+            "--json {json}: {stdout}"
+        );
+        assert!(
+            stderr.contains("not a tool result"),
+            "--json {json}: {stderr}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn the_token_for_http_servers_never_reaches_a_stdio_server() -> Result<(), TestError> {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../protocol-droid/tests/fixtures/bad_server.py");
