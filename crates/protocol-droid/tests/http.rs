@@ -2014,25 +2014,62 @@ mod one_client_takes_nothing {
             })
             .count();
         assert_eq!(refused, 1, "{answers}");
-        // A batched call can be cancelled: it is answered with nothing.
+        // A batched call can be cancelled: it is answered with nothing, in
+        // an event stream that ends empty (a batch holding a request is
+        // answered with a stream or JSON, never 202).
         let posting = {
             let s = s.from("127.0.0.1")?;
             let session = session.clone();
             tokio::spawn(async move {
                 let batch = json!([call(7, "park", json!({}))]);
-                s.in_session(&session, &batch).await.map(|r| r.status())
+                let response = s.in_session(&session, &batch).await?;
+                let kind = response.headers().get("content-type").cloned();
+                Ok::<_, TestError>((response.status(), kind, response.text().await?))
             })
         };
         tokio::time::sleep(Duration::from_millis(200)).await;
         let cancel = cancelled(7);
         assert_eq!(s.in_session(&session, &cancel).await?.status(), 202);
-        let status = tokio::time::timeout(Duration::from_secs(1), posting)
+        let (status, kind, body) = tokio::time::timeout(Duration::from_secs(1), posting)
             .await
             .map_err(|_| "the cancelled batch was not answered at once")???;
+        assert_eq!(status, 200, "a batch of only a cancelled call: {body}");
         assert_eq!(
-            status, 202,
-            "a batch of only a cancelled call has no answers"
+            kind.as_ref().and_then(|k| k.to_str().ok()),
+            Some("text/event-stream")
         );
+        assert_eq!(body, "", "a cancelled call was answered");
+        Ok(())
+    }
+
+    /// A request cancelled before it said anything ends its POST's event
+    /// stream empty: the POST of a request is answered with a stream or
+    /// JSON, and `202` is for notifications and responses.
+    #[tokio::test]
+    async fn a_request_cancelled_before_it_says_anything_gets_an_empty_stream()
+    -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize("2025-03-26", json!({})).await?;
+        let posting = {
+            let s = s.from("127.0.0.1")?;
+            let session = session.clone();
+            tokio::spawn(async move {
+                let response = s.in_session(&session, &call(8, "park", json!({}))).await?;
+                let kind = response.headers().get("content-type").cloned();
+                Ok::<_, TestError>((response.status(), kind, response.text().await?))
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(s.in_session(&session, &cancelled(8)).await?.status(), 202);
+        let (status, kind, body) = tokio::time::timeout(Duration::from_secs(1), posting)
+            .await
+            .map_err(|_| "the cancelled request was not answered at once")???;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            kind.as_ref().and_then(|k| k.to_str().ok()),
+            Some("text/event-stream")
+        );
+        assert_eq!(body, "", "a cancelled call was answered");
         Ok(())
     }
 

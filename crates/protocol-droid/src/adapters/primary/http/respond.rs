@@ -181,7 +181,7 @@ pub(super) async fn respond(
             // Cancelled (`notifications/cancelled`, or its session ended):
             // a cancelled request is not answered.
             if done.as_ref().is_err_and(tokio::task::JoinError::is_cancelled) {
-                return StatusCode::ACCEPTED.into_response();
+                return unanswered(plan);
             }
             let outcome = joined(done);
             // A client that takes only event streams gets its answer as
@@ -209,10 +209,12 @@ pub(super) async fn respond(
 /// Serves a running 2025-03-26 batch, whose `work` yields its responses:
 /// one JSON array if nothing is said first, otherwise an event stream of
 /// what its requests say (progress, questions to the client), ending with
-/// that array. No answers at all (only notifications and responses, or
-/// every request cancelled) is `202 Accepted`.
+/// that array. No answers at all is `202 Accepted` for a batch of only
+/// notifications and responses, and an empty stream for one whose requests
+/// (`asked`) were all cancelled.
 pub(super) async fn respond_batch(
     work: JoinHandle<Vec<Value>>,
+    asked: bool,
     mut rx: mpsc::Receiver<Value>,
     release: Arc<Notify>,
     plan: &Plan,
@@ -232,6 +234,7 @@ pub(super) async fn respond_batch(
                     mark_unbuffered(&mut response);
                     response
                 }
+                Ok(_) if asked => unanswered(plan),
                 Ok(_) => StatusCode::ACCEPTED.into_response(),
                 Err(_) => {
                     tracing::error!("a batch's answers could not be gathered");
@@ -271,6 +274,20 @@ fn answered(status: StatusCode, id: &RequestId, outcome: &Result<Reply, ErrorObj
 /// The answer to `id` as an event stream of that one event.
 fn single_event(id: &RequestId, outcome: Result<Reply, ErrorObject>) -> Response {
     one_event(answer(id, outcome).to_string())
+}
+
+/// The answer to a POST whose request was cancelled before it said
+/// anything: an event stream that ends empty. A request's POST is answered
+/// with a stream or with JSON, never `202` (which is for notifications and
+/// responses), and a cancelled request gets no response; a client that
+/// takes no event stream gets `202`, the one answer left that carries none.
+fn unanswered(plan: &Plan) -> Response {
+    if !plan.streams {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    // Its sender dropped at once: the stream ends after its headers.
+    let (_, rx) = mpsc::channel(1);
+    sse::response(rx)
 }
 
 /// An event stream of the one event `data`.

@@ -551,6 +551,9 @@ async fn batch(
             }
         }
     }
+    // A batch of requests is answered with a stream or JSON even when
+    // every one of them was cancelled (`respond::unanswered`).
+    let asked = !running.is_empty();
     // The stream ends once the requests, the only senders left, are done.
     drop(channel);
     let sessions = Arc::clone(&app.sessions);
@@ -584,7 +587,7 @@ async fn batch(
         }
         answers
     });
-    respond::respond_batch(work, rx, release, &plan).await
+    respond::respond_batch(work, asked, rx, release, &plan).await
 }
 
 /// GET `/mcp`: the session's own stream, or a resumed one.
