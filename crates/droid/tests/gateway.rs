@@ -141,6 +141,20 @@ fn an_upstream_that_cannot_start_does_not_stop_the_others() -> Result<(), TestEr
         answer.as_ref().is_ok_and(|out| out.contains("still here")),
         "{answer:?}"
     );
+    // A name under the upstream that never came up is told of the outage,
+    // as a tool of one that went down is, not answered as unknown; a name
+    // under no upstream is unknown.
+    let down = call(&address, "broken/anything", "{}")?;
+    assert!(
+        down.as_ref()
+            .is_err_and(|e| e.contains("upstream broken is unavailable")),
+        "{down:?}"
+    );
+    let nobody = call(&address, "nobody/anything", "{}")?;
+    assert!(
+        nobody.as_ref().is_err_and(|e| e.contains("unknown tool")),
+        "{nobody:?}"
+    );
     Ok(())
 }
 

@@ -541,7 +541,7 @@ impl Forwarding {
     /// The upstream of the item `method` with `params` names, as a target,
     /// or why there is none: the one routing of `prompts/get`,
     /// `resources/read` and `completion/complete`, which the outage answer
-    /// for a hidden item follows as well.
+    /// for a hidden or unlisted item (a tool too) follows as well.
     fn owner(&self, method: &str, params: &JsonObject) -> Result<Target, Absent> {
         let text = |object: &JsonObject, key: &str| {
             object.get(key).and_then(Value::as_str).map(str::to_owned)
@@ -557,6 +557,9 @@ impl Forwarding {
             self.state().target_prefixed(prefix, capability)
         };
         match method {
+            // Only asked of names the registry does not serve the caller
+            // (a tool's call goes through the registry, not here).
+            "tools/call" => by_name(text(params, "name"), "tools"),
             "prompts/get" => by_name(text(params, "name"), "prompts"),
             "resources/read" => by_uri(text(params, "uri"), "resources"),
             "completion/complete" => {

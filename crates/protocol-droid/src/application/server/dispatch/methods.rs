@@ -207,7 +207,18 @@ impl Connection {
         peer: PeerSession,
     ) -> Result<Reply, ErrorObject> {
         let version = peer.negotiated();
-        let unknown = || Refusal::from(Unknown::Tool(name.to_owned()));
+        // A name the caller is not served is unknown, unless its upstream
+        // (a gateway's) is down: then every name under it, listed or not,
+        // hidden or not, is told of the outage, so a client does not take
+        // a passing outage for the tool gone, and learns nothing more.
+        let unknown = || match self
+            .server
+            .forwarder()
+            .and_then(|forward| forward.unavailable("tools/call", &params))
+        {
+            Some(why) => Refusal::internal(why),
+            None => Refusal::from(Unknown::Tool(name.to_owned())),
+        };
         // Only the handler is taken: cloning the whole entry would copy the
         // tool's definition, input schema and all, on every call.
         let (handler, support, after_input) = self
