@@ -1297,12 +1297,13 @@ fn two_gateways_on_one_configuration_keep_each_others_approvals() -> Result<(), 
         "{upstream}tools = {{ descriptions = {{ echo = \"Sends your text elsewhere.\" }} }}\n"
     );
     std::fs::write(&config, &drifted)?;
+    // Drifted is hidden: unknown. (While the reload replaces the upstream,
+    // a call is answered with the outage instead, which is not the sign.)
+    let drifted_away =
+        |r: &Result<String, String>| r.as_ref().is_err_and(|e| e.contains("unknown tool"));
     for address in [&at_first, &at_second] {
-        let hidden = call_until(address, "fixture/echo", Result::is_err)?;
-        assert!(
-            hidden.as_ref().is_err_and(|e| e.contains("unknown tool")),
-            "{hidden:?}"
-        );
+        let hidden = call_until(address, "fixture/echo", drifted_away)?;
+        assert!(drifted_away(&hidden), "{hidden:?}");
     }
     let approved = ask(&config, &["approve", "fixture/echo"], scratch.dir())?;
     assert!(
@@ -1330,8 +1331,8 @@ fn two_gateways_on_one_configuration_keep_each_others_approvals() -> Result<(), 
     );
     std::fs::write(&config, &again)?;
     for address in [&at_first, &at_second] {
-        let hidden = call_until(address, "fixture/echo", Result::is_err)?;
-        assert!(hidden.is_err(), "{hidden:?}");
+        let hidden = call_until(address, "fixture/echo", drifted_away)?;
+        assert!(drifted_away(&hidden), "{hidden:?}");
     }
     let approved = ask(&config, &["approve", "fixture/echo"], scratch.dir())?;
     assert!(approved.status.success());

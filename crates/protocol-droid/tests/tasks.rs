@@ -390,6 +390,18 @@ async fn a_legacy_tasks_result_outlives_its_connection_in_its_session() -> Resul
     );
     let listed = s.legacy(&second, &other, "tasks/list", json!({})).await?;
     assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
+    // A cursor is a task id, the last of the page before: anything else is
+    // no cursor this server gave, refused as the other lists refuse one.
+    for forged in ["AAAA", "", "../..", &"f".repeat(10_000)] {
+        let listed = s
+            .legacy(&second, &session, "tasks/list", json!({ "cursor": forged }))
+            .await?;
+        assert_eq!(listed["error"]["code"], -32602, "{forged:.8}: {listed}");
+    }
+    let after = s
+        .legacy(&second, &session, "tasks/list", json!({ "cursor": id }))
+        .await?;
+    assert_eq!(after["result"]["tasks"], json!([]), "{after}");
     Ok(())
 }
 

@@ -24,7 +24,7 @@ use crate::application::server::forward::Forward;
 use crate::application::server::registry::Handler;
 use crate::application::server::reply::Reply;
 use crate::application::server::tasks::{
-    StatusNotifier, TaskOutcome, TaskRecord, TaskRef, Tasks, wire,
+    StatusNotifier, TaskOutcome, TaskRecord, TaskRef, Tasks, is_task_id, wire,
 };
 use crate::application::server::{BoxFuture, PeerSession, RequestContext};
 use crate::domain::capability::TASKS_EXTENSION;
@@ -379,6 +379,9 @@ impl Connection {
                 };
             }
             TaskRequest::List(cursor) => {
+                if cursor.as_deref().is_some_and(|c| !is_task_id(c)) {
+                    return Err(Refusal::invalid_params("invalid cursor").into());
+                }
                 let (page, more) = tasks
                     .list(&owner, cursor.as_deref(), LIST_PAGE)
                     .await

@@ -1074,6 +1074,13 @@ fn new_id(now_ms: u64) -> String {
     format!("{now_ms:012x}{}", crate::application::random::unique_hex())
 }
 
+/// Whether `id` is written as [`new_id`] writes one: a `tasks/list`
+/// cursor (the last id of the page before) must be, or it is no cursor
+/// this server gave.
+pub(crate) fn is_task_id(id: &str) -> bool {
+    id.len() == 44 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// A 2026-07-28 question parked on a task, waiting for its answer.
 /// Dropped unanswered (its handler stopped waiting: a timeout of its own, a
 /// `select!`), it is taken back, so the task does not stay
