@@ -707,6 +707,36 @@ mod legacy {
         Ok(())
     }
 
+    /// What one opener's sessions keep for resumption is bounded together:
+    /// past that share a session's answer is not kept, and its resume
+    /// ends without it (the live stream would have carried it).
+    #[tokio::test]
+    async fn past_the_openers_replay_share_an_answer_is_not_kept() -> Result<(), TestError> {
+        let s = start_tuned(|options| options.replay_bytes_per_opener = 64).await?;
+        let session = s.initialize(LEGACY, json!({})).await?;
+        let pair = legacy_session(&session);
+        let call = tool_call(9, &json!({ "name": "polled" }));
+        let mut events = Events::new(s.post(&pair, &call).await?);
+        let last = events.next().await?.ok_or("no priming event")?.id;
+        let last = last.ok_or("no event id")?;
+        assert!(events.next().await?.is_none(), "the stream was released");
+        let resumed = s
+            .stream(&[
+                ("mcp-session-id", session.as_str()),
+                ("last-event-id", last.as_str()),
+            ])
+            .await?;
+        let mut resumed = Events::new(resumed);
+        let next = tokio::time::timeout(Duration::from_secs(10), resumed.next())
+            .await
+            .map_err(|_| "the resume neither replayed nor ended")??;
+        assert!(
+            next.is_none(),
+            "an answer past the share was kept: {next:?}"
+        );
+        Ok(())
+    }
+
     #[tokio::test]
     async fn list_changes_reach_the_sessions_own_stream() -> Result<(), TestError> {
         let s = start().await?;

@@ -13,8 +13,8 @@
 //! its event ids name the instance, so the one the client reaches reads it
 //! from there.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::json;
 use tokio::sync::Notify;
@@ -53,6 +53,74 @@ impl Mirror {
     pub(super) fn key(&self, stream: u64) -> String {
         format!("{}/{stream}", self.instance)
     }
+}
+
+/// What the sessions of one opener (a principal, or an anonymous caller's
+/// address: the key its session quota counts under) keep for resumption
+/// together, and what every session keeps in all. A session's own bound
+/// alone let one opener's many sessions hold gigabytes between them.
+#[derive(Debug)]
+pub(super) struct ReplayBudget {
+    per_opener: usize,
+    in_all: usize,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    in_all: usize,
+    by_opener: HashMap<String, usize>,
+}
+
+impl ReplayBudget {
+    /// A budget of `per_opener` bytes for each opener and `in_all` for
+    /// every session together.
+    pub(super) fn new(per_opener: usize, in_all: usize) -> Arc<Self> {
+        Arc::new(Self {
+            per_opener,
+            in_all,
+            held: Mutex::default(),
+        })
+    }
+
+    /// Counts `taken` more bytes and `given` fewer for `opener`: whether
+    /// the opener and everyone together are still within their bounds.
+    fn settle(&self, opener: &str, taken: usize, given: usize) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.in_all = held.in_all.saturating_add(taken).saturating_sub(given);
+        let within_all = held.in_all <= self.in_all;
+        let mine = match held.by_opener.get_mut(opener) {
+            Some(mine) => {
+                *mine = mine.saturating_add(taken).saturating_sub(given);
+                *mine
+            }
+            None => {
+                if taken > 0 {
+                    held.by_opener.insert(opener.to_owned(), taken);
+                }
+                taken
+            }
+        };
+        if mine == 0 {
+            held.by_opener.remove(opener);
+        }
+        within_all && mine <= self.per_opener
+    }
+
+    /// The bytes held for `opener` (tests).
+    #[cfg(test)]
+    fn held_by(&self, opener: &str) -> usize {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.by_opener.get(opener).copied().unwrap_or(0)
+    }
+}
+
+/// A session's place in a [`ReplayBudget`]: the budget, and whose share
+/// its events count against.
+#[derive(Debug)]
+pub(super) struct Share {
+    pub(super) budget: Arc<ReplayBudget>,
+    pub(super) opener: String,
 }
 
 /// One recorded event.
@@ -110,17 +178,33 @@ pub(super) struct EventStore {
     log: Mutex<Log>,
     appended: Notify,
     mirror: Option<Mirror>,
+    /// What its events count against besides its own bound, if anything.
+    share: Option<Share>,
 }
 
 impl EventStore {
-    pub(super) fn new(capacity: usize, max_bytes: usize, mirror: Option<Mirror>) -> Self {
+    pub(super) fn new(
+        capacity: usize,
+        max_bytes: usize,
+        mirror: Option<Mirror>,
+        share: Option<Share>,
+    ) -> Self {
         Self {
             capacity: capacity.max(1),
             max_bytes,
             log: Mutex::default(),
             appended: Notify::new(),
             mirror,
+            share,
         }
+    }
+
+    /// Counts `taken` more bytes and `given` fewer against the session's
+    /// share: whether it is still within it (always, without one).
+    fn settle(&self, taken: usize, given: usize) -> bool {
+        self.share
+            .as_ref()
+            .is_none_or(|share| share.budget.settle(&share.opener, taken, given))
     }
 
     /// Where this session's streams are copied, if it is shared.
@@ -196,11 +280,15 @@ impl EventStore {
     }
 
     /// Records `data` (one JSON value's text) as event `seq` of `stream`,
-    /// making room from the oldest. The newest event is always kept, even
-    /// one larger than the byte bound by itself (an answer, most often,
-    /// which a resume must not lose): it is then the only one kept.
+    /// making room from the oldest. The newest event is kept even when it
+    /// is larger than the session's byte bound by itself (an answer, most
+    /// often, which a resume must not lose): it is then the only one kept.
+    /// Past its opener's share, or the share of every session together,
+    /// the session's own events go, the oldest first and the newest too if
+    /// need be: its streams still carry them, but a resume may miss them.
     pub(super) fn record(&self, stream: u64, seq: u64, data: Arc<str>) {
         if let Ok(mut log) = self.log.lock() {
+            let mut freed = 0_usize;
             while log.events.len() >= self.capacity
                 || (!log.events.is_empty() && log.bytes.saturating_add(data.len()) > self.max_bytes)
             {
@@ -208,9 +296,18 @@ impl EventStore {
                     break;
                 };
                 log.bytes = log.bytes.saturating_sub(oldest.data.len());
+                freed = freed.saturating_add(oldest.data.len());
             }
+            let mut within = self.settle(data.len(), freed);
             log.bytes = log.bytes.saturating_add(data.len());
             log.events.push_back(Recorded { stream, seq, data });
+            while !within {
+                let Some(oldest) = log.events.pop_front() else {
+                    break;
+                };
+                log.bytes = log.bytes.saturating_sub(oldest.data.len());
+                within = self.settle(0, oldest.data.len());
+            }
         }
         self.appended.notify_waiters();
     }
@@ -246,13 +343,26 @@ impl EventStore {
     }
 }
 
+impl Drop for EventStore {
+    /// What the session held is its opener's, and everyone's, again.
+    fn drop(&mut self) {
+        let bytes = self
+            .log
+            .get_mut()
+            .map_or_else(|poisoned| poisoned.into_inner().bytes, |log| log.bytes);
+        if bytes > 0 {
+            let _within = self.settle(0, bytes);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn resuming_replays_only_that_stream_after_the_id() {
-        let store = EventStore::new(16, usize::MAX, None);
+        let store = EventStore::new(16, usize::MAX, None, None);
         let a = store.open_stream();
         let b = store.open_stream();
         store.record(a, 1, "\"a1\"".into());
@@ -281,7 +391,7 @@ mod tests {
 
     #[test]
     fn the_record_is_bounded_in_bytes_too() {
-        let store = EventStore::new(16, 10, None);
+        let store = EventStore::new(16, 10, None, None);
         let s = store.open_stream();
         store.record(s, 1, "\"abcd\"".into());
         store.record(s, 2, "\"efgh\"".into());
@@ -298,8 +408,54 @@ mod tests {
     }
 
     #[test]
+    fn an_openers_sessions_share_one_bound_and_give_it_back() {
+        let budget = ReplayBudget::new(10, 16);
+        let share = |opener: &str| {
+            Some(Share {
+                budget: Arc::clone(&budget),
+                opener: opener.to_owned(),
+            })
+        };
+        let seqs = |store: &EventStore, stream| {
+            store
+                .after(stream, 0)
+                .0
+                .iter()
+                .map(|e| e.seq)
+                .collect::<Vec<_>>()
+        };
+        let first = EventStore::new(16, 1024, None, share("a"));
+        let second = EventStore::new(16, 1024, None, share("a"));
+        let (one, two) = (first.open_stream(), second.open_stream());
+        first.record(one, 1, "\"1234\"".into());
+        // Past the opener's 10 bytes: the session recording goes without,
+        // and the other session of the opener keeps its events.
+        second.record(two, 1, "\"5678\"".into());
+        assert_eq!(seqs(&second, two), Vec::<u64>::new());
+        assert_eq!(seqs(&first, one), [1]);
+        assert_eq!(budget.held_by("a"), 6);
+        // Within it, the session's own older events go first.
+        first.record(one, 2, "\"ab\"".into());
+        first.record(one, 3, "\"cd\"".into());
+        assert_eq!(seqs(&first, one), [2, 3]);
+        // Another opener has a share of its own, until all are 16 bytes.
+        let other = EventStore::new(16, 1024, None, share("b"));
+        let three = other.open_stream();
+        other.record(three, 1, "\"xyz\"".into());
+        assert_eq!(seqs(&other, three), [1]);
+        other.record(three, 2, "\"0123456\"".into());
+        assert_eq!(seqs(&other, three), Vec::<u64>::new());
+        assert_eq!(budget.held_by("b"), 0);
+        // An ended session gives back what it held.
+        drop(first);
+        assert_eq!(budget.held_by("a"), 0);
+        second.record(two, 2, "\"5678\"".into());
+        assert_eq!(seqs(&second, two), [2]);
+    }
+
+    #[test]
     fn a_stream_never_opened_is_done_at_once() {
-        let store = EventStore::new(4, usize::MAX, None);
+        let store = EventStore::new(4, usize::MAX, None, None);
         let (events, done) = store.after(99, 0);
         assert!(events.is_empty());
         assert!(done, "nothing will ever come: the resume must not wait");
@@ -307,7 +463,7 @@ mod tests {
 
     #[test]
     fn the_record_is_bounded_and_drops_the_oldest() {
-        let store = EventStore::new(2, usize::MAX, None);
+        let store = EventStore::new(2, usize::MAX, None, None);
         let s = store.open_stream();
         for seq in 1..=3 {
             store.record(s, seq, seq.to_string().into());

@@ -82,8 +82,16 @@ pub struct HttpOptions {
     /// How many events a session keeps for `Last-Event-ID` resumption (512).
     pub replay_events: usize,
     /// How many bytes of those events a session keeps (4 MiB): the oldest
-    /// go first, and the newest is always kept, alone if it is larger.
+    /// go first, and the newest is kept, alone if it is larger.
     pub replay_bytes: usize,
+    /// How many bytes of those events the sessions of one opener (an
+    /// authenticated principal, or an anonymous caller's address) keep
+    /// together (64 MiB): past it, the recording session's own events go,
+    /// the newest too if need be.
+    pub replay_bytes_per_opener: usize,
+    /// How many bytes of those events every session keeps together
+    /// (1 GiB), gone the same way.
+    pub replay_bytes_in_all: usize,
     /// The `retry:` hint sent to clients of a pollable stream (500 ms).
     pub sse_retry: Duration,
     /// How long a server-initiated request waits for its answer (60 s).
@@ -134,6 +142,8 @@ impl Default for HttpOptions {
             idle_timeout: Duration::from_secs(600),
             replay_events: 512,
             replay_bytes: 4 * 1024 * 1024,
+            replay_bytes_per_opener: 64 * 1024 * 1024,
+            replay_bytes_in_all: 1024 * 1024 * 1024,
             sse_retry: Duration::from_millis(500),
             exchange_timeout: Duration::from_secs(60),
             hosts: HostPolicy::loopback(),
@@ -189,6 +199,8 @@ impl HttpServer {
                 per_address: options.max_sessions_per_address,
                 replay_events: options.replay_events,
                 replay_bytes: options.replay_bytes,
+                replay_bytes_per_opener: options.replay_bytes_per_opener,
+                replay_bytes_in_all: options.replay_bytes_in_all,
                 exchange_timeout: options.exchange_timeout,
                 stall_timeout: options.stall_timeout,
                 idle: options.idle_timeout,

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{EventStore, Mirror};
+use super::events::{EventStore, Mirror, ReplayBudget, Share};
 use super::lane::{Lane, Unsent};
 use super::owed::Owed;
 use super::respond::CURRENT;
@@ -622,6 +622,8 @@ pub(super) struct Sessions {
     /// Cancelled when a shutdown's grace is over: every request still
     /// running, in a session or not, is then answered with an error.
     pub(super) stop: CancellationToken,
+    /// What the sessions' records for resumption hold, by opener and in all.
+    replay: Arc<ReplayBudget>,
 }
 
 /// Tells every other instance a task's status notification (the message)
@@ -664,6 +666,8 @@ pub(super) struct SessionLimits {
     pub(super) per_address: usize,
     pub(super) replay_events: usize,
     pub(super) replay_bytes: usize,
+    pub(super) replay_bytes_per_opener: usize,
+    pub(super) replay_bytes_in_all: usize,
     pub(super) exchange_timeout: Duration,
     pub(super) stall_timeout: Duration,
     /// How long a session may idle: a shared record's lifetime too.
@@ -723,6 +727,7 @@ impl Sessions {
             shared,
             tell_status,
             stop: CancellationToken::new(),
+            replay: ReplayBudget::new(limits.replay_bytes_per_opener, limits.replay_bytes_in_all),
         })
     }
 
@@ -845,6 +850,10 @@ impl Sessions {
                 self.limits.replay_events,
                 self.limits.replay_bytes,
                 mirror,
+                Some(Share {
+                    budget: Arc::clone(&self.replay),
+                    opener: quota.clone(),
+                }),
             )),
             standalone: Mutex::default(),
             lane: OnceLock::new(),
