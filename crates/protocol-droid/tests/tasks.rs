@@ -886,6 +886,53 @@ async fn a_task_past_its_ttl_is_gone_and_its_handler_stopped() -> Result<(), Tes
     Ok(())
 }
 
+/// Anonymous 2025-11-25 sessions are each a caller of their own, but the
+/// sessions one address opens share one bound on running tasks: many
+/// sessions (or sessions deleted with their tasks still running) from one
+/// address cannot fill the store's room for running tasks for everyone.
+#[tokio::test]
+async fn one_addresss_anonymous_sessions_share_a_bound_on_running_tasks() -> Result<(), TestError> {
+    let s = start(TaskLimits {
+        running_per_owner: 2,
+        running_per_network: 3,
+        ..TaskLimits::default()
+    })
+    .await?;
+    let client = fresh_client()?;
+    let endless = json!({ "name": "endless", "task": { "ttl": 60_000 } });
+    let mut refusals = Vec::new();
+    for _ in 0..3 {
+        let session = s.open(&client).await?;
+        // Ids of their own: the same id again would be a retry, answered
+        // with the first's record.
+        for id in 1..=2 {
+            let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": endless });
+            let created = s.post(&client, &legacy_session(&session), &body).await?;
+            if created.get("error").is_some() {
+                refusals.push(created);
+            }
+        }
+    }
+    // Three ran (two in the first session, one in the second); the rest
+    // were refused as the caller's own bound is.
+    assert_eq!(refusals.len(), 3, "{refusals:?}");
+    for refused in &refusals {
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    }
+    // Another address is not held back by them.
+    let elsewhere = reqwest::Client::builder()
+        .timeout(PATIENCE)
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()?;
+    let session = s.open(&elsewhere).await?;
+    let created = s
+        .legacy(&elsewhere, &session, "tools/call", endless.clone())
+        .await?;
+    assert_eq!(created["result"]["task"]["status"], "working", "{created}");
+    Ok(())
+}
+
 /// Answers every question with a confirmation.
 #[derive(Debug)]
 struct Confirming;

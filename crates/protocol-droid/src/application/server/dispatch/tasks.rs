@@ -253,6 +253,7 @@ impl Connection {
         let era = call.peer().negotiated().era();
         let tasks = Arc::clone(self.server.tasks());
         let owner = self.task_owner(&call.ctx);
+        let network = Tasks::network_of_session(&call.ctx);
         let Some(mode) = call.task_mode() else {
             return Err(CallError::internal(
                 "a call run as a task was not made for one",
@@ -275,7 +276,7 @@ impl Connection {
                         // Should the task not be made, the work is dropped
                         // where it waits, and the request says why.
                         let record = tasks
-                            .create(owner.clone(), None, None)
+                            .create(owner.clone(), network, None, None)
                             .await
                             .map_err(Refusal::from)?;
                         set_mode(&mode, running(&tasks, owner, &record));
@@ -287,7 +288,7 @@ impl Connection {
             }
         };
         let record = tasks
-            .create(owner.clone(), ttl_ms, self.status_notifier(era))
+            .create(owner.clone(), network, ttl_ms, self.status_notifier(era))
             .await
             .map_err(Refusal::from)?;
         set_mode(&mode, running(&tasks, owner, &record));

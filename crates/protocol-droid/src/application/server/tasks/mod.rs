@@ -21,6 +21,7 @@ pub(crate) mod store;
 pub(crate) mod wire;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,6 +57,11 @@ pub struct TaskLimits {
     /// process at once; how many it may keep, ended ones included, is the
     /// store's bound.
     pub running_per_owner: usize,
+    /// How many tasks the anonymous 2025-11-25 sessions opened from one
+    /// network (an address; an IPv6 one by its /64) may have running here
+    /// together: each session is a caller of its own, and one address may
+    /// open many.
+    pub running_per_network: usize,
 }
 
 impl Default for TaskLimits {
@@ -65,6 +71,7 @@ impl Default for TaskLimits {
             max_ttl_ms: 60 * 60 * 1000,
             poll_interval_ms: 500,
             running_per_owner: 64,
+            running_per_network: 256,
         }
     }
 }
@@ -162,6 +169,8 @@ impl core::fmt::Debug for Tasks {
 struct Live {
     /// Whose it is.
     owner: String,
+    /// The network of the anonymous session it is, if it is one's.
+    network: Option<IpAddr>,
     /// Stops the handler; `None` until it is started.
     abort: Option<AbortHandle>,
     /// The questions it waits on (2026-07-28), by key: where each answer
@@ -379,6 +388,19 @@ impl Tasks {
     /// again from a new one. `session` must name the session alike on every
     /// instance that serves it, and no other session on any of them.
     #[must_use]
+    /// The network an anonymous 2025-11-25 session's task counts against
+    /// besides its session (see [`TaskLimits::running_per_network`]);
+    /// `None` for any other caller, whose own bound is already one per
+    /// principal or network.
+    pub(crate) fn network_of_session(ctx: &RequestContext) -> Option<IpAddr> {
+        let anonymous_session = ctx.auth.principal_key().is_none()
+            && ctx.protocol_version.is_some_and(|v| v.era() == Era::Legacy);
+        anonymous_session
+            .then_some(ctx.remote_addr)
+            .flatten()
+            .map(|addr| network_of(addr.ip()))
+    }
+
     pub(crate) fn owner_of(ctx: &RequestContext, session: &str) -> String {
         if let Some(principal) = ctx.auth.principal_key() {
             return format!("principal\u{1f}{principal}");
@@ -408,6 +430,7 @@ impl Tasks {
     pub(crate) async fn create(
         &self,
         owner: String,
+        network: Option<IpAddr>,
         ttl_ms: Option<u64>,
         notify: Option<StatusNotifier>,
     ) -> Result<TaskRecord, TaskStoreError> {
@@ -451,11 +474,18 @@ impl Tasks {
             if running >= self.limits.running_per_owner {
                 return Err(TaskStoreError::OwnerFull(self.limits.running_per_owner));
             }
+            if network.is_some() {
+                let nearby = live.values().filter(|l| l.network == network).count();
+                if nearby >= self.limits.running_per_network {
+                    return Err(TaskStoreError::OwnerFull(self.limits.running_per_network));
+                }
+            }
             let (status, _) = watch::channel(TaskStatus::Working);
             live.insert(
                 record.id.clone(),
                 Live {
                     owner: record.owner.clone(),
+                    network,
                     abort: None,
                     waiting: HashMap::new(),
                     status,
@@ -1364,7 +1394,7 @@ mod tests {
         let store = Arc::new(MemoryTaskStore::default());
         let shared: Arc<dyn TaskStore> = store.clone();
         let tasks = Arc::new(Tasks::new(shared, TaskLimits::default()));
-        let record = tasks.create("alice".to_owned(), None, None).await?;
+        let record = tasks.create("alice".to_owned(), None, None, None).await?;
         let stopped = run_until_stopped(&tasks, &record);
         let mut failed = record.clone();
         failed.status = TaskStatus::Failed;
@@ -1397,7 +1427,7 @@ mod tests {
             Arc::new(MemoryTaskStore::default()),
             TaskLimits::default(),
         ));
-        let record = tasks.create("alice".to_owned(), None, None).await?;
+        let record = tasks.create("alice".to_owned(), None, None, None).await?;
         let task = TaskRef {
             tasks: Arc::clone(&tasks),
             owner: "alice".to_owned(),
@@ -1440,16 +1470,21 @@ mod tests {
             ..TaskLimits::default()
         };
         let tasks = Tasks::new(Arc::new(Slow::default()), limits);
-        let mut abandoned = Box::pin(tasks.create("alice".to_owned(), None, None));
+        let mut abandoned = Box::pin(tasks.create("alice".to_owned(), None, None, None));
         assert!(futures_util::poll!(abandoned.as_mut()).is_pending());
         // Its place is taken while the store is written...
         assert!(matches!(
-            tasks.create("alice".to_owned(), None, None).await,
+            tasks.create("alice".to_owned(), None, None, None).await,
             Err(TaskStoreError::OwnerFull(1))
         ));
         // ...and given back when the request making it is dropped.
         drop(abandoned);
-        assert!(tasks.create("alice".to_owned(), None, None).await.is_ok());
+        assert!(
+            tasks
+                .create("alice".to_owned(), None, None, None)
+                .await
+                .is_ok()
+        );
     }
 
     #[tokio::test]
@@ -1460,7 +1495,7 @@ mod tests {
         };
         let tasks = Tasks::new(Arc::new(Slow::default()), limits);
         let made = futures_util::future::join_all(
-            (0..5).map(|_| tasks.create("alice".to_owned(), None, None)),
+            (0..5).map(|_| tasks.create("alice".to_owned(), None, None, None)),
         )
         .await;
         assert_eq!(made.iter().filter(|made| made.is_ok()).count(), 2);
@@ -1468,7 +1503,7 @@ mod tests {
             made.iter()
                 .all(|made| matches!(made, Ok(_) | Err(TaskStoreError::OwnerFull(2))))
         );
-        let theirs = tasks.create("bob".to_owned(), None, None).await;
+        let theirs = tasks.create("bob".to_owned(), None, None, None).await;
         assert!(theirs.is_ok(), "another owner's bound is its own");
     }
 
@@ -1479,7 +1514,7 @@ mod tests {
             Arc::new(MemoryTaskStore::default()),
             TaskLimits::default(),
         ));
-        let record = tasks.create("alice".to_owned(), None, None).await?;
+        let record = tasks.create("alice".to_owned(), None, None, None).await?;
         let stopped = run_until_stopped(&tasks, &record);
         tasks
             .heard(TaskMessage::Cancel {
@@ -1506,7 +1541,7 @@ mod tests {
             Arc::new(MemoryTaskStore::default()),
             TaskLimits::default(),
         ));
-        let record = tasks.create("alice".to_owned(), None, None).await?;
+        let record = tasks.create("alice".to_owned(), None, None, None).await?;
         let task = TaskRef {
             tasks: Arc::clone(&tasks),
             owner: "alice".to_owned(),
