@@ -915,10 +915,12 @@ async fn one_addresss_anonymous_sessions_share_a_bound_on_running_tasks() -> Res
         }
     }
     // Three ran (two in the first session, one in the second); the rest
-    // were refused as the caller's own bound is.
+    // were refused as the caller's own bound is, saying which bound.
     assert_eq!(refusals.len(), 3, "{refusals:?}");
     for refused in &refusals {
         assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("from one address"), "{refused}");
     }
     // Another address is not held back by them.
     let elsewhere = reqwest::Client::builder()

@@ -228,7 +228,9 @@ impl From<TaskStoreError> for Refusal {
         match error {
             // The caller's own bound: theirs to wait out, as a request they
             // may not make yet.
-            TaskStoreError::OwnerFull(_) => Self::invalid_request(error.to_string()),
+            TaskStoreError::OwnerFull(_) | TaskStoreError::NetworkFull(_) => {
+                Self::invalid_request(error.to_string())
+            }
             TaskStoreError::Full(_) | TaskStoreError::Unavailable(_) => {
                 Self::internal(error.to_string())
             }
@@ -477,7 +479,7 @@ impl Tasks {
             if network.is_some() {
                 let nearby = live.values().filter(|l| l.network == network).count();
                 if nearby >= self.limits.running_per_network {
-                    return Err(TaskStoreError::OwnerFull(self.limits.running_per_network));
+                    return Err(TaskStoreError::NetworkFull(self.limits.running_per_network));
                 }
             }
             let (status, _) = watch::channel(TaskStatus::Working);

@@ -181,6 +181,13 @@ pub enum TaskStoreError {
     /// The owner has as many tasks as one owner may keep.
     #[error("at most {0} tasks per caller; wait for one to end or expire")]
     OwnerFull(usize),
+    /// The anonymous sessions of the caller's network have as many tasks
+    /// running as they may together.
+    #[error(
+        "at most {0} running tasks for the sessions without a token from one address; \
+         wait for one to end or expire"
+    )]
+    NetworkFull(usize),
     /// The store holds as many tasks as it may.
     #[error("the server holds as many tasks as it may ({0}); try again later")]
     Full(usize),
