@@ -1992,6 +1992,41 @@ mod one_client_takes_nothing {
             .await
         }
 
+        /// POSTs `body` in `session`, cancels its request `id` while it
+        /// runs, and checks what the POST is answered with: an event stream
+        /// that ends empty, at once.
+        async fn cancelled_while_posted(
+            &self,
+            session: &str,
+            body: &Value,
+            id: i64,
+        ) -> Result<(), TestError> {
+            let posting = {
+                let s = self.from("127.0.0.1")?;
+                let (session, body) = (session.to_owned(), body.clone());
+                tokio::spawn(async move {
+                    let response = s.in_session(&session, &body).await?;
+                    let kind = response.headers().get("content-type").cloned();
+                    Ok::<_, TestError>((response.status(), kind, response.text().await?))
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(
+                self.in_session(session, &cancelled(id)).await?.status(),
+                202
+            );
+            let (status, kind, text) = tokio::time::timeout(Duration::from_secs(1), posting)
+                .await
+                .map_err(|_| "the cancelled request was not answered at once")???;
+            assert_eq!(status, 200, "{text}");
+            assert_eq!(
+                kind.as_ref().and_then(|k| k.to_str().ok()),
+                Some("text/event-stream")
+            );
+            assert_eq!(text, "", "a cancelled call was answered");
+            Ok(())
+        }
+
         /// A client of the same server from another loopback address.
         fn from(&self, address: &str) -> Result<Self, TestError> {
             Ok(Self {
@@ -2047,28 +2082,8 @@ mod one_client_takes_nothing {
         // A batched call can be cancelled: it is answered with nothing, in
         // an event stream that ends empty (a batch holding a request is
         // answered with a stream or JSON, never 202).
-        let posting = {
-            let s = s.from("127.0.0.1")?;
-            let session = session.clone();
-            tokio::spawn(async move {
-                let batch = json!([call(7, "park", json!({}))]);
-                let response = s.in_session(&session, &batch).await?;
-                let kind = response.headers().get("content-type").cloned();
-                Ok::<_, TestError>((response.status(), kind, response.text().await?))
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let cancel = cancelled(7);
-        assert_eq!(s.in_session(&session, &cancel).await?.status(), 202);
-        let (status, kind, body) = tokio::time::timeout(Duration::from_secs(1), posting)
-            .await
-            .map_err(|_| "the cancelled batch was not answered at once")???;
-        assert_eq!(status, 200, "a batch of only a cancelled call: {body}");
-        assert_eq!(
-            kind.as_ref().and_then(|k| k.to_str().ok()),
-            Some("text/event-stream")
-        );
-        assert_eq!(body, "", "a cancelled call was answered");
+        let batch = json!([call(7, "park", json!({}))]);
+        s.cancelled_while_posted(&session, &batch, 7).await?;
         Ok(())
     }
 
@@ -2080,26 +2095,8 @@ mod one_client_takes_nothing {
     -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize("2025-03-26", json!({})).await?;
-        let posting = {
-            let s = s.from("127.0.0.1")?;
-            let session = session.clone();
-            tokio::spawn(async move {
-                let response = s.in_session(&session, &call(8, "park", json!({}))).await?;
-                let kind = response.headers().get("content-type").cloned();
-                Ok::<_, TestError>((response.status(), kind, response.text().await?))
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(s.in_session(&session, &cancelled(8)).await?.status(), 202);
-        let (status, kind, body) = tokio::time::timeout(Duration::from_secs(1), posting)
-            .await
-            .map_err(|_| "the cancelled request was not answered at once")???;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(
-            kind.as_ref().and_then(|k| k.to_str().ok()),
-            Some("text/event-stream")
-        );
-        assert_eq!(body, "", "a cancelled call was answered");
+        s.cancelled_while_posted(&session, &call(8, "park", json!({})), 8)
+            .await?;
         Ok(())
     }
 
