@@ -130,6 +130,11 @@ pub(super) struct Recorded {
     pub(super) seq: u64,
     /// The event's data as sent: one JSON value.
     pub(super) data: Arc<str>,
+    /// A notification, which the shared bounds may drop. An answer or a
+    /// question is kept, counted only against its session's own bound: a
+    /// stream released for polling, or dropped, reaches them only by a
+    /// resume.
+    pub(super) spare: bool,
 }
 
 /// Where an event id points: the instance that wrote it (where sessions
@@ -284,9 +289,10 @@ impl EventStore {
     /// is larger than the session's byte bound by itself (an answer, most
     /// often, which a resume must not lose): it is then the only one kept.
     /// Past its opener's share, or the share of every session together,
-    /// the session's own events go, the oldest first and the newest too if
-    /// need be: its streams still carry them, but a resume may miss them.
-    pub(super) fn record(&self, stream: u64, seq: u64, data: Arc<str>) {
+    /// the session's own notifications go (`spare`), the oldest first and
+    /// this one too if need be: a resume may miss them. Answers and
+    /// questions stay, within the session's own bound.
+    pub(super) fn record(&self, stream: u64, seq: u64, data: Arc<str>, spare: bool) {
         if let Ok(mut log) = self.log.lock() {
             let mut freed = 0_usize;
             while log.events.len() >= self.capacity
@@ -300,9 +306,19 @@ impl EventStore {
             }
             let mut within = self.settle(data.len(), freed);
             log.bytes = log.bytes.saturating_add(data.len());
-            log.events.push_back(Recorded { stream, seq, data });
+            log.events.push_back(Recorded {
+                stream,
+                seq,
+                data,
+                spare,
+            });
             while !within {
-                let Some(oldest) = log.events.pop_front() else {
+                let Some(oldest) = log
+                    .events
+                    .iter()
+                    .position(|e| e.spare)
+                    .and_then(|at| log.events.remove(at))
+                else {
                     break;
                 };
                 log.bytes = log.bytes.saturating_sub(oldest.data.len());
@@ -365,9 +381,9 @@ mod tests {
         let store = EventStore::new(16, usize::MAX, None, None);
         let a = store.open_stream();
         let b = store.open_stream();
-        store.record(a, 1, "\"a1\"".into());
-        store.record(b, 1, "\"b1\"".into());
-        store.record(a, 2, "\"a2\"".into());
+        store.record(a, 1, "\"a1\"".into(), true);
+        store.record(b, 1, "\"b1\"".into(), true);
+        store.record(a, 2, "\"a2\"".into(), true);
         store.finish(a);
         let (events, done) = store.after(a, 1);
         assert!(done);
@@ -393,16 +409,16 @@ mod tests {
     fn the_record_is_bounded_in_bytes_too() {
         let store = EventStore::new(16, 10, None, None);
         let s = store.open_stream();
-        store.record(s, 1, "\"abcd\"".into());
-        store.record(s, 2, "\"efgh\"".into());
+        store.record(s, 1, "\"abcd\"".into(), true);
+        store.record(s, 2, "\"efgh\"".into(), true);
         let (events, _) = store.after(s, 0);
         assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2]);
         // Larger than the bound by itself: kept alone, until the next.
-        store.record(s, 3, "\"0123456789\"".into());
+        store.record(s, 3, "\"0123456789\"".into(), true);
         let (events, _) = store.after(s, 0);
         assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [3]);
-        store.record(s, 4, "1".into());
-        store.record(s, 5, "2".into());
+        store.record(s, 4, "1".into(), true);
+        store.record(s, 5, "2".into(), true);
         let (events, _) = store.after(s, 0);
         assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 5]);
     }
@@ -427,30 +443,39 @@ mod tests {
         let first = EventStore::new(16, 1024, None, share("a"));
         let second = EventStore::new(16, 1024, None, share("a"));
         let (one, two) = (first.open_stream(), second.open_stream());
-        first.record(one, 1, "\"1234\"".into());
+        first.record(one, 1, "\"1234\"".into(), true);
         // Past the opener's 10 bytes: the session recording goes without,
         // and the other session of the opener keeps its events.
-        second.record(two, 1, "\"5678\"".into());
+        second.record(two, 1, "\"5678\"".into(), true);
         assert_eq!(seqs(&second, two), Vec::<u64>::new());
         assert_eq!(seqs(&first, one), [1]);
         assert_eq!(budget.held_by("a"), 6);
         // Within it, the session's own older events go first.
-        first.record(one, 2, "\"ab\"".into());
-        first.record(one, 3, "\"cd\"".into());
+        first.record(one, 2, "\"ab\"".into(), true);
+        first.record(one, 3, "\"cd\"".into(), true);
         assert_eq!(seqs(&first, one), [2, 3]);
         // Another opener has a share of its own, until all are 16 bytes.
         let other = EventStore::new(16, 1024, None, share("b"));
         let three = other.open_stream();
-        other.record(three, 1, "\"xyz\"".into());
+        other.record(three, 1, "\"xyz\"".into(), true);
         assert_eq!(seqs(&other, three), [1]);
-        other.record(three, 2, "\"0123456\"".into());
+        other.record(three, 2, "\"0123456\"".into(), true);
         assert_eq!(seqs(&other, three), Vec::<u64>::new());
         assert_eq!(budget.held_by("b"), 0);
         // An ended session gives back what it held.
         drop(first);
         assert_eq!(budget.held_by("a"), 0);
-        second.record(two, 2, "\"5678\"".into());
+        second.record(two, 2, "\"5678\"".into(), true);
         assert_eq!(seqs(&second, two), [2]);
+        // An answer or a question is kept past the share; the session's
+        // notifications go first to make room.
+        second.record(two, 3, "\"answer\"".into(), false);
+        assert_eq!(seqs(&second, two), [3]);
+        second.record(two, 4, "\"question\"".into(), false);
+        assert_eq!(seqs(&second, two), [3, 4]);
+        assert_eq!(budget.held_by("a"), 18);
+        drop(second);
+        assert_eq!(budget.held_by("a"), 0);
     }
 
     #[test]
@@ -466,7 +491,7 @@ mod tests {
         let store = EventStore::new(2, usize::MAX, None, None);
         let s = store.open_stream();
         for seq in 1..=3 {
-            store.record(s, seq, seq.to_string().into());
+            store.record(s, seq, seq.to_string().into(), true);
         }
         let (events, _) = store.after(s, 0);
         assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);

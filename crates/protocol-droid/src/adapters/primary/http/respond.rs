@@ -385,11 +385,14 @@ fn stream_response<T: Send + 'static>(
         }
         let mut emit = |data: Value, live: &mut Option<mpsc::Sender<SseEvent>>| {
             seq += 1;
+            // A notification has no id: what the shared replay bounds may
+            // drop (answers and questions only a resume may bring back).
+            let spare = data.get("id").is_none();
             let text = data.to_string();
             drop(data);
             let event = match &record {
                 Some((store, _)) => {
-                    store.record(stream_no, seq, Arc::from(text.as_str()));
+                    store.record(stream_no, seq, Arc::from(text.as_str()), spare);
                     SseEvent::message(text).with_id(store.id_of(stream_no, seq))
                 }
                 None => SseEvent::message(text),
