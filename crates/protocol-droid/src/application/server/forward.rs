@@ -151,12 +151,13 @@ pub trait Forward: Send + Sync {
     /// A session ended; whatever was kept for it can go.
     fn session_closed(&self, _session: SessionId) {}
 
-    /// Why the item a `prompts/get`, `resources/read` or
-    /// `completion/complete` with `params` names cannot be reached now (its
-    /// upstream is down), if that is so. Asked for an item hidden from the
-    /// caller, so that one is answered during an outage as any other item
-    /// of that upstream is: the outage, never "unknown" where a name that
-    /// is not there would be told of the outage.
+    /// Why the item a `prompts/get`, `resources/read`,
+    /// `completion/complete` or `tools/call` with `params` names cannot be
+    /// reached now (its upstream is down), if that is so. Asked for an item
+    /// hidden from the caller, or a tool the server does not serve it, so
+    /// that one is answered during an outage as any other item of that
+    /// upstream is: the outage, never "unknown" where a name that is not
+    /// there would be told of the outage.
     fn unavailable(&self, _method: &str, _params: &JsonObject) -> Option<String> {
         None
     }

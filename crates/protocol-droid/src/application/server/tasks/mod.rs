@@ -380,6 +380,20 @@ impl Tasks {
         }
     }
 
+    /// The network an anonymous 2025-11-25 session's task counts against
+    /// besides its session (see [`TaskLimits::running_per_network`]);
+    /// `None` for any other caller, whose own bound is already one per
+    /// principal or network.
+    #[must_use]
+    pub(crate) fn network_of_session(ctx: &RequestContext) -> Option<IpAddr> {
+        let anonymous_session = ctx.auth.principal_key().is_none()
+            && ctx.protocol_version.is_some_and(|v| v.era() == Era::Legacy);
+        anonymous_session
+            .then_some(ctx.remote_addr)
+            .flatten()
+            .map(|addr| network_of(addr.ip()))
+    }
+
     /// Whose a request's tasks are: the principal its token names; without
     /// one, a legacy request's `session` (2025-11-25 binds tasks to the
     /// session where there is no authorization), and a 2026-07-28 request's
@@ -390,19 +404,6 @@ impl Tasks {
     /// again from a new one. `session` must name the session alike on every
     /// instance that serves it, and no other session on any of them.
     #[must_use]
-    /// The network an anonymous 2025-11-25 session's task counts against
-    /// besides its session (see [`TaskLimits::running_per_network`]);
-    /// `None` for any other caller, whose own bound is already one per
-    /// principal or network.
-    pub(crate) fn network_of_session(ctx: &RequestContext) -> Option<IpAddr> {
-        let anonymous_session = ctx.auth.principal_key().is_none()
-            && ctx.protocol_version.is_some_and(|v| v.era() == Era::Legacy);
-        anonymous_session
-            .then_some(ctx.remote_addr)
-            .flatten()
-            .map(|addr| network_of(addr.ip()))
-    }
-
     pub(crate) fn owner_of(ctx: &RequestContext, session: &str) -> String {
         if let Some(principal) = ctx.auth.principal_key() {
             return format!("principal\u{1f}{principal}");
