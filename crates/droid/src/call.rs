@@ -221,9 +221,12 @@ fn say(status: &mut impl Write, update: &TaskUpdate) -> std::io::Result<()> {
 }
 
 /// Whether `result` has what every revision's `CallToolResult` requires: a
-/// `content` list. (A task's result is read by `as_task`, so it is one.)
+/// `content` list; or is a task made for the call, when the params asked
+/// for one by hand (`--task` reads the task's result itself).
 fn is_tool_result(result: &Value) -> bool {
     result.get("content").is_some_and(Value::is_array)
+        || result.get("task").is_some_and(Value::is_object)
+        || result.get("resultType").and_then(Value::as_str) == Some("task")
 }
 
 /// A person's view of common answers (what the server wrote escaped where

@@ -349,6 +349,33 @@ fn an_answer_to_a_call_that_is_not_a_tool_result_fails_the_command() -> Result<(
     Ok(())
 }
 
+/// A task asked for by hand (without `--task`) is a valid answer to
+/// `tools/call`: shown, and the command succeeds.
+#[test]
+fn a_task_asked_for_by_hand_is_shown_and_succeeds() -> Result<(), TestError> {
+    let out = Command::new(env!("CARGO_BIN_EXE_droid"))
+        .args([
+            "call",
+            "--revision",
+            "2025-11-25",
+            "tools/call",
+            r#"{"name":"slow_compute","arguments":{"seconds":0.1},"task":{"ttl":60000}}"#,
+            "--",
+            env!("CARGO_BIN_EXE_droid"),
+            "serve",
+        ])
+        .env("DROID_LOG", "warn")
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("taskId"), "{stdout}");
+    Ok(())
+}
+
 #[test]
 fn the_token_for_http_servers_never_reaches_a_stdio_server() -> Result<(), TestError> {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
