@@ -681,24 +681,7 @@ mod legacy {
     async fn a_released_stream_is_resumed_with_last_event_id() -> Result<(), TestError> {
         let s = start().await?;
         let session = s.initialize(LEGACY, json!({})).await?;
-        let pair = legacy_session(&session);
-        let call = tool_call(9, &json!({ "name": "polled" }));
-        let mut events = Events::new(s.post(&pair, &call).await?);
-        let priming = events.next().await?.ok_or("no priming event")?;
-        assert_eq!(priming.data.as_deref(), Some(""), "an id and empty data");
-        assert!(priming.retry.is_some());
-        let last = priming.id.ok_or("no event id")?;
-        assert!(
-            events.next().await?.is_none(),
-            "the server closed the stream"
-        );
-        let resumed = s
-            .stream(&[
-                ("mcp-session-id", session.as_str()),
-                ("last-event-id", last.as_str()),
-            ])
-            .await?;
-        let reply = Events::new(resumed).next_json().await?;
+        let reply = polled_then_resumed(&s, &session, 9).await?;
         assert_eq!(reply["id"], json!(9));
         assert_eq!(
             reply["result"]["content"][0]["text"],
@@ -746,20 +729,32 @@ mod legacy {
             "the notification was kept: {replayed}"
         );
         // Released for polling: the answer is there to resume to.
-        let call = tool_call(9, &json!({ "name": "polled" }));
-        let mut events = Events::new(s.post(&pair, &call).await?);
-        let last = events.next().await?.ok_or("no priming event")?.id;
-        let last = last.ok_or("no event id")?;
-        assert!(events.next().await?.is_none(), "the stream was released");
+        let reply = polled_then_resumed(&s, &session, 9).await?;
+        assert_eq!(reply["id"], json!(9), "{reply}");
+        Ok(())
+    }
+
+    /// Calls `polled` as request `id` in `session`: its stream is primed
+    /// (an id, a retry and empty data) and released; the first message a
+    /// GET resuming from the priming event's id receives.
+    async fn polled_then_resumed(s: &Running, session: &str, id: i64) -> Result<Value, TestError> {
+        let call = tool_call(id, &json!({ "name": "polled" }));
+        let mut events = Events::new(s.post(&legacy_session(session), &call).await?);
+        let priming = events.next().await?.ok_or("no priming event")?;
+        assert_eq!(priming.data.as_deref(), Some(""), "an id and empty data");
+        assert!(priming.retry.is_some());
+        let last = priming.id.ok_or("no event id")?;
+        assert!(
+            events.next().await?.is_none(),
+            "the server closed the stream"
+        );
         let resumed = s
             .stream(&[
-                ("mcp-session-id", session.as_str()),
+                ("mcp-session-id", session),
                 ("last-event-id", last.as_str()),
             ])
             .await?;
-        let reply = Events::new(resumed).next_json().await?;
-        assert_eq!(reply["id"], json!(9), "{reply}");
-        Ok(())
+        Events::new(resumed).next_json().await
     }
 
     #[tokio::test]
