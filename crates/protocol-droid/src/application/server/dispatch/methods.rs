@@ -211,14 +211,8 @@ impl Connection {
         // (a gateway's) is down: then every name under it, listed or not,
         // hidden or not, is told of the outage, so a client does not take
         // a passing outage for the tool gone, and learns nothing more.
-        let unknown = || match self
-            .server
-            .forwarder()
-            .and_then(|forward| forward.unavailable("tools/call", &params))
-        {
-            Some(why) => Refusal::internal(why),
-            None => Refusal::from(Unknown::Tool(name.to_owned())),
-        };
+        let unknown =
+            || self.not_served("tools/call", &params, Unknown::Tool(name.to_owned()).into());
         // Only the handler is taken: cloning the whole entry would copy the
         // tool's definition, input schema and all, on every call.
         let (handler, support, after_input) = self
@@ -269,6 +263,21 @@ impl Connection {
         }
     }
 
+    /// What a caller is told of a name it is not served (hidden from it, or
+    /// not there): the outage, when the forwarder's upstream for the name
+    /// is down, so that the answer tells hidden from missing no more than
+    /// when it is up; else `unknown`.
+    fn not_served(&self, method: &str, params: &JsonObject, unknown: Refusal) -> Refusal {
+        match self
+            .server
+            .forwarder()
+            .and_then(|forward| forward.unavailable(method, params))
+        {
+            Some(why) => Refusal::internal(why),
+            None => unknown,
+        }
+    }
+
     /// Hands a primitive to the server's [`Forward`](crate::application::server::Forward).
     ///
     /// Its callers box this future: it is as large as the rest of a call's
@@ -290,10 +299,9 @@ impl Connection {
             if !scopes.admits(named, |s| ctx.auth.has_scope(s)) {
                 // Hidden: answered as a name that is not there, which is
                 // told of an outage of its upstream as well.
-                if let Some(why) = forward.unavailable(method, &params) {
-                    return Err(Refusal::internal(why).into());
-                }
-                return Err(request.unknown(version).into());
+                return Err(self
+                    .not_served(method, &params, request.unknown(version))
+                    .into());
             }
             // A bridge's tools are its upstream's: counted as the server's
             // own would be, once the caller may call them at all.
