@@ -765,6 +765,13 @@ impl Server {
     /// authorization, as the command line's fixture is.
     #[must_use = "scoping an absent tool protects nothing"]
     pub fn set_tool_scope(&self, name: &str, scope: Option<String>) -> bool {
+        // A rule set again as it is (a reload re-reads every rule) changes
+        // nothing, and tells no session its tools changed.
+        match self.registry().tools.get(name) {
+            None => return false,
+            Some(entry) if entry.scope == scope => return true,
+            Some(_) => {}
+        }
         let mut found = false;
         self.edit_tools(|tools| found = tools.set_scope(name, scope));
         found
