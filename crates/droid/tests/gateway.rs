@@ -1433,6 +1433,159 @@ fn a_call_in_flight_ends_on_the_upstream_a_reload_replaces() -> Result<(), TestE
     Ok(())
 }
 
+/// Each line `from` writes, on a channel, read on a thread of its own.
+fn lines_of(from: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead as _;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// The first of `lines` that `wanted` takes, and every line before it.
+fn wait_for(
+    lines: &std::sync::mpsc::Receiver<String>,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<(String, Vec<String>), TestError> {
+    let mut before = Vec::new();
+    loop {
+        let line = lines
+            .recv_timeout(PATIENCE)
+            .map_err(|_| format!("not seen; seen: {before:?}"))?;
+        if wanted(&line) {
+            return Ok((line, before));
+        }
+        before.push(line);
+    }
+}
+
+/// The processes `pid` started that are still there (not yet reaped).
+fn children_of(pid: u32) -> Result<Vec<String>, TestError> {
+    let mut children = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let listed = std::fs::read_to_string(task?.path().join("children")).unwrap_or_default();
+        children.extend(listed.split_whitespace().map(str::to_owned));
+    }
+    Ok(children)
+}
+
+/// A reload that changes an upstream's settings (here its `timeout`)
+/// replaces it before the break: a session keeps its activation of a tool
+/// the replacement still lists, is told of no change, and calls it on the
+/// replacement; the process replaced ends.
+#[test]
+fn a_replaced_upstream_leaves_the_sessions_activations_in_place() -> Result<(), TestError> {
+    use std::io::Write as _;
+    let scratch = Files::fresh("droid-gateway-replace-activations")?;
+    let head = format!(
+        "mode = \"progressive\"\nstate = {:?}\n",
+        scratch.path("state.json")
+    );
+    // A rule naming `add`, which the third configuration no longer
+    // serves nor names.
+    let rule = "[scopes]\n\"one/add\" = \"tools:add\"\n";
+    let config = scratch.write("gateway.toml", &format!("{head}{}{rule}", served("one")))?;
+    // At `info`, which says when a reload is done.
+    let mut child = droid_command()
+        .args(["gateway", "--config", &config])
+        .env("XDG_STATE_HOME", scratch.dir())
+        .env("DROID_LOG", "info")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let pid = child.id();
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let lines = lines_of(child.stdout.take().ok_or("no stdout")?);
+    let log = lines_of(child.stderr.take().ok_or("no stderr")?);
+    handshake(&mut stdin)?;
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"activate_tools","arguments":{{"ids":["one/echo"]}}}}}}"#
+    )?;
+    let (activated, _) = wait_for(&lines, |l| l.contains(r#""id":2,"#))?;
+    assert!(!activated.contains(r#""isError":true"#), "{activated}");
+    let echo = |stdin: &mut std::process::ChildStdin, id: u32| {
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"one/echo","arguments":{{"text":"call {id}"}}}}}}"#
+        )
+    };
+    echo(&mut stdin, 3)?;
+    let (first, _) = wait_for(&lines, |l| l.contains(r#""id":3,"#))?;
+    assert!(first.contains("call 3"), "{first}");
+    assert_eq!(children_of(pid)?.len(), 1, "one upstream process");
+
+    let reload = |settings: &str| -> Result<(), TestError> {
+        std::fs::write(&config, format!("{head}{}{settings}", served("one")))?;
+        let told = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()?;
+        assert!(told.success());
+        let (reloaded, _) = wait_for(&log, |l| l.contains("configuration reloaded"))?;
+        assert!(reloaded.contains("1 replaced"), "{reloaded}");
+        Ok(())
+    };
+    reload(&format!("timeout = 30\n{rule}"))?;
+
+    echo(&mut stdin, 4)?;
+    let (second, meanwhile) = wait_for(&lines, |l| l.contains(r#""id":4,"#))?;
+    assert!(
+        second.contains("call 4") && !second.contains(r#""error""#),
+        "the activation did not outlive the replacement: {second}"
+    );
+    assert!(
+        meanwhile.iter().all(|l| !l.contains("list_changed")),
+        "the session was told its tools changed: {meanwhile:?}"
+    );
+    // The process replaced ends; its replacement serves.
+    let processes = |count: usize| -> Result<(), TestError> {
+        let deadline = Instant::now() + PATIENCE;
+        while children_of(pid)?.len() != count {
+            assert!(
+                Instant::now() < deadline,
+                "upstream processes: {:?}, not {count}",
+                children_of(pid)?
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    };
+    processes(1)?;
+
+    // The rule on `add` is dropped as `add` goes: while the replacement
+    // comes up it stays in force, and it is no typo to keep the
+    // replacement down for.
+    reload("timeout = 30\ntools = { deny = [\"add\"] }\n")?;
+    echo(&mut stdin, 5)?;
+    let (third, _) = wait_for(&lines, |l| l.contains(r#""id":5,"#))?;
+    assert!(third.contains("call 5"), "{third}");
+    processes(1)?;
+
+    // A replacement that cannot come up leaves nothing serving on the
+    // settings it replaced: the old process ends, and calls are told of
+    // the outage.
+    let broken = served("one").replace(DROID, "/nonexistent/mcp-server");
+    std::fs::write(&config, format!("{head}{broken}"))?;
+    let told = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()?;
+    assert!(told.success());
+    wait_for(&log, |l| l.contains("configuration reloaded"))?;
+    echo(&mut stdin, 6)?;
+    let (refused, _) = wait_for(&lines, |l| l.contains(r#""id":6,"#))?;
+    assert!(refused.contains("upstream one is unavailable"), "{refused}");
+    processes(0)?;
+    drop(stdin);
+    let _status = child.wait()?;
+    Ok(())
+}
+
 /// The resident set of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> Result<u64, TestError> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

@@ -90,7 +90,7 @@ pub(crate) async fn start(
         Purpose::Serving => Some(START_WAIT),
         Purpose::Viewing => None,
     };
-    let failures = add_prepared(&gateway, prepared, wait).await;
+    let failures = add_prepared(&gateway, prepared, wait, Install::Add).await;
     let cli = cli_scopes(auth)?;
     listening
         .scopes
@@ -131,6 +131,16 @@ pub(crate) fn prepare_all<'a>(
 /// tools appear as a list change.
 pub(crate) const START_WAIT: Duration = Duration::from_secs(5);
 
+/// How [`add_prepared`] puts an upstream in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Install {
+    /// Beside the others; a name taken is refused.
+    Add,
+    /// In place of the upstream of its name, if any, made before the break
+    /// ([`Gateway::replace_upstream`]).
+    Replace,
+}
+
 /// Adds `prepared` to `gateway` at once, waiting for each at most `wait`
 /// (`None`: until it is up or has failed); the first attempt of each that
 /// failed (it is retried in the background), each said in the log.
@@ -138,11 +148,17 @@ pub(crate) async fn add_prepared(
     gateway: &Gateway,
     prepared: Vec<Prepared>,
     wait: Option<Duration>,
+    install: Install,
 ) -> Vec<String> {
     let attempts = prepared.into_iter().map(|(name, connector, options)| {
         let gateway = gateway.clone();
         async move {
-            let adding = gateway.add_upstream(&name, connector, options);
+            let adding = async {
+                match install {
+                    Install::Add => gateway.add_upstream(&name, connector, options).await,
+                    Install::Replace => gateway.replace_upstream(&name, connector, options).await,
+                }
+            };
             let Some(wait) = wait else {
                 return adding.await.map_err(|error| failed(&error));
             };

@@ -10,8 +10,10 @@
 //! rules and pins first, then the upstreams stopped, replaced and started,
 //! and last the rules no longer wanted are dropped, once every rule names a
 //! tool; until then the old rules stay in force beside the new. An upstream
-//! replaced because its settings changed starts afresh: sessions lose its
-//! activations, and trust on first use holds it to what it showed first.
+//! whose settings changed is replaced before the break: its old connection
+//! serves on until the new one has listed its tools, so sessions keep the
+//! activations of the tools it still lists, and trust on first use holds it
+//! to what it showed first.
 //! `listen`, `mode`, `state`, `admin_socket`, `[limits]` and `[store]` are
 //! read at start only.
 //!
@@ -34,8 +36,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
 use super::build::{
-    add_prepared, add_scopes, check_scopes, prepare_all, primitive_rules, rule_scopes, scope_rules,
-    set_scopes,
+    Install, add_prepared, add_scopes, check_scopes, prepare_all, primitive_rules, rule_scopes,
+    scope_rules, set_scopes,
 };
 use super::config::{Config, UpstreamConfig};
 use super::load::load;
@@ -159,8 +161,13 @@ async fn apply(
         .filter(|(name, upstream)| before.get(*name) != Some(*upstream))
         .map(|(_, upstream)| *upstream);
     let stopped: Vec<&str> = before
+        .keys()
+        .filter(|name| !after.contains_key(*name))
+        .copied()
+        .collect();
+    let replaced: Vec<&str> = before
         .iter()
-        .filter(|(name, upstream)| after.get(*name) != Some(*upstream))
+        .filter(|(name, upstream)| after.get(*name).is_some_and(|new| new != *upstream))
         .map(|(name, _)| *name)
         .collect();
     // The check, before anything changes.
@@ -232,18 +239,26 @@ async fn apply(
     for name in &stopped {
         gateway.remove_upstream(name).await;
     }
-    // The old rules of an upstream stopped or replaced go with its tools:
-    // kept while its replacement comes up, one naming a tool the new one
-    // no longer lists would be taken for a typo and hold it down.
+    // The old rules of an upstream stopped go with its tools. Those of one
+    // replaced stay in force while the old connection serves on, but on
+    // their way out: one naming a tool the replacement no longer lists is
+    // no typo to hold it down for.
     for id in gateway.scopes().keys() {
         let upstream = id.as_str().split_once('/').map(|(upstream, _)| upstream);
-        if upstream.is_some_and(|name| stopped.contains(&name)) && !rules.contains_key(id) {
+        if rules.contains_key(id) {
+            continue;
+        }
+        if upstream.is_some_and(|name| stopped.contains(&name)) {
             gateway.drop_scope(id);
+        } else if upstream.is_some_and(|name| replaced.contains(&name)) {
+            gateway.retire_scope(id);
         }
     }
     let count = prepared.len();
-    // Waited for: the rules are checked against what they list.
-    add_prepared(gateway, prepared, None).await;
+    // Waited for: the rules are checked against what they list. Those
+    // replaced are made before the break, so their sessions keep the
+    // activations of what they still list.
+    add_prepared(gateway, prepared, None, Install::Replace).await;
     // Checked above against the configuration: only an upstream a
     // concurrent change removed could refuse it.
     if let Err(error) = gateway.set_primitive_scopes(primitive) {
@@ -260,7 +275,9 @@ async fn apply(
     }
     tracing::info!(
         target: "droid",
-        "configuration reloaded: {count} upstream(s) started, {} stopped",
+        "configuration reloaded: {} upstream(s) started, {} replaced, {} stopped",
+        count.saturating_sub(replaced.len()),
+        replaced.len(),
         stopped.len()
     );
     Ok(())

@@ -321,6 +321,13 @@ impl Bridge {
         }
     }
 
+    /// Whether `other` is this bridge (a clone of it), not another one to
+    /// the same server.
+    #[must_use]
+    pub fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The connection kept for the bridge's life (see
     /// [`connect_observed`](Self::connect_observed)), while it is open.
     #[must_use]

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use super::names;
 use super::state::{Disclosure, State, link_error, lock};
+use super::upstream::Upstream;
 use crate::application::bridge::Bridge;
 use crate::application::observe::{SharedObserver, upstream_call};
 use crate::application::server::{Call, CallError, Forward, SERVER_INFO_META, every_capability};
@@ -680,14 +681,14 @@ impl Forward for Forwarding {
     fn session_closed(&self, session: SessionId) {
         let mut state = self.state();
         state.forget_session(session);
-        for bridge in state.upstreams.values().filter_map(|u| u.bridge.as_ref()) {
+        for bridge in state.upstreams.values().flat_map(Upstream::bridges) {
             bridge.end_session(session);
         }
     }
 
     fn roots_changed(&self, session: SessionId) {
         let state = self.state();
-        for bridge in state.upstreams.values().filter_map(|u| u.bridge.as_ref()) {
+        for bridge in state.upstreams.values().flat_map(Upstream::bridges) {
             bridge.roots_changed(session);
         }
     }

@@ -131,7 +131,7 @@ impl Gateway {
         }
         // Applied under the lock every list and call waits on, and
         // nothing awaited while it is held.
-        let (store, claim, trusted, touched, registrations, added) = {
+        let (store, claim, trusted, touched, registrations, added, retired) = {
             let mut state = lock(&self.inner.state);
             let Some(upstream) = state.upstream_mut(name, generation) else {
                 // Removed or replaced while the list was on its way.
@@ -144,6 +144,11 @@ impl Gateway {
                 return Ok(());
             }
             upstream.applied = seq;
+            // From this listing on, the catalog is the new connection's:
+            // the one it replaces carries no more calls (those on it end
+            // there), and until the upstream is marked up, calls are
+            // answered as for one connecting.
+            let retired = upstream.predecessor.take();
             // First use is granted once per name, never re-armed by an upstream
             // that empties its list, comes back after a failure or is replaced
             // by a reload.
@@ -176,8 +181,19 @@ impl Gateway {
             // A tool new or changed may be one a principal's shared
             // activations name.
             let added = !changes.is_empty();
-            (store, claim, trusted, touched, registrations, added)
+            (
+                store,
+                claim,
+                trusted,
+                touched,
+                registrations,
+                added,
+                retired,
+            )
         };
+        if let Some(retired) = retired {
+            retired.retire();
+        }
         // The bridge lists nothing itself (`lists_tools` is off): it learns
         // which tools run as tasks from this listing, the latest applied.
         if let Some(bridge) = &bridge {

@@ -120,6 +120,7 @@ impl Gateway {
             pins,
             upstreams: BTreeMap::new(),
             scopes: BTreeMap::new(),
+            retiring: BTreeSet::new(),
             sessions: BTreeMap::new(),
             lost: BTreeMap::new(),
             drift: VecDeque::new(),
@@ -196,15 +197,35 @@ impl Gateway {
         // The rule first, then the tool: a registration of the tool between
         // the two reads the rule after registering, and sets it.
         let name = id.as_str().to_owned();
-        lock(&self.inner.state).scopes.insert(id, scope.clone());
+        {
+            let mut state = lock(&self.inner.state);
+            state.retiring.remove(&id);
+            state.scopes.insert(id, scope.clone());
+        }
         let _registered = self.inner.server.set_tool_scope(&name, Some(scope));
     }
 
     /// Drops the scope rule of the tool `id`: it is open to every caller the
     /// session's tool set lets see it.
     pub fn drop_scope(&self, id: &ToolId) {
-        lock(&self.inner.state).scopes.remove(id);
+        {
+            let mut state = lock(&self.inner.state);
+            state.retiring.remove(id);
+            state.scopes.remove(id);
+        }
         let _registered = self.inner.server.set_tool_scope(id.as_str(), None);
+    }
+
+    /// Marks the scope rule of the tool `id` as on its way out: it stays
+    /// in force until [`Self::drop_scope`], but its upstream, replaced
+    /// meanwhile, is not kept down for no longer listing the tool (see
+    /// [`Self::require_scope`]). For a reload that drops the rule once the
+    /// replacement is up, and until then must not open what it closes.
+    pub fn retire_scope(&self, id: &ToolId) {
+        let mut state = lock(&self.inner.state);
+        if state.scopes.contains_key(id) {
+            state.retiring.insert(id.clone());
+        }
     }
 
     /// Requires scopes of callers for prompts, resources and resource

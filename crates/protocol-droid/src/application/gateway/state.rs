@@ -85,6 +85,11 @@ pub(super) struct State {
     pub(super) upstreams: BTreeMap<String, Upstream>,
     /// The scope a caller needs to see and call a tool, by id.
     pub(super) scopes: BTreeMap<ToolId, String>,
+    /// The rules among [`Self::scopes`] that are on their way out (a
+    /// reload no longer wants them, and drops them once its upstreams are
+    /// up): in force until then, but not taken for a typo when their
+    /// upstream no longer lists the tool they name.
+    pub(super) retiring: BTreeSet<ToolId>,
     pub(super) sessions: BTreeMap<SessionId, SessionToolSet>,
     /// Why each session lost the activations it lost, so a call to one is
     /// refused by naming the reason rather than as an unknown tool.
@@ -395,8 +400,7 @@ impl State {
             .ok_or_else(|| refused(format!("upstream {upstream} is gone")))?;
         let bridge = linked.usable(upstream).map_err(CallError::internal)?;
         let name = linked
-            .options
-            .tools
+            .policy()
             .upstream_name(record.source_name())
             .to_owned();
         Ok(Route {

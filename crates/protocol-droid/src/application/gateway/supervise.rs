@@ -84,6 +84,46 @@ impl Gateway {
         connector: Connector,
         options: UpstreamOptions,
     ) -> Result<(), UpstreamError> {
+        self.install(name, connector, options, false).await
+    }
+
+    /// Replaces the upstream called `name` with one opened through
+    /// `connector` under `options` (a reload changed its settings), or adds
+    /// it if there is none, and makes a first attempt to connect and list
+    /// its tools.
+    ///
+    /// The replacement is made before the break: while the new connection
+    /// comes up, the one it replaces (if up) goes on carrying calls and its
+    /// tools stay listed, so sessions keep their activations; the new
+    /// listing is then applied as a refresh is (a tool that changed is held
+    /// to its pin, one gone leaves the sessions that had it), and from
+    /// then on calls go to the new connection. The old one closes once the
+    /// calls already on it have ended, within its timeout, or when the
+    /// first attempt fails: a replacement that cannot come up leaves the
+    /// upstream down and retried, never served on settings no longer
+    /// configured.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::add_upstream`].
+    pub async fn replace_upstream(
+        &self,
+        name: &str,
+        connector: Connector,
+        options: UpstreamOptions,
+    ) -> Result<(), UpstreamError> {
+        self.install(name, connector, options, true).await
+    }
+
+    /// [`Self::add_upstream`], or with `replace`
+    /// [`Self::replace_upstream`].
+    async fn install(
+        &self,
+        name: &str,
+        connector: Connector,
+        options: UpstreamOptions,
+        replace: bool,
+    ) -> Result<(), UpstreamError> {
         // What another instance recorded at the upstream's first use, read
         // before the lock every list and call waits on.
         let shared_first_use = if options.trust == Trust::OnFirstUse {
@@ -91,16 +131,33 @@ impl Gateway {
         } else {
             None
         };
-        let generation = {
+        let (generation, replaced, touched) = {
             let mut state = lock(&self.inner.state);
             let prefix = names::prefix_for(name);
-            let taken = state.upstreams.contains_key(name)
-                || state.upstreams.values().any(|u| u.prefix == prefix);
             let readable = names::readable_name(name, names::MAX_UPSTREAM_NAME);
-            if !readable || name.contains('/') || taken {
+            let taken = |state: &State| {
+                state.upstreams.contains_key(name)
+                    || state.upstreams.values().any(|u| u.prefix == prefix)
+            };
+            if !readable || name.contains('/') || (!replace && taken(&state)) {
                 return Err(UpstreamError::Name(name.to_owned()));
             }
-            let upstream = Upstream::new(connector, options, prefix);
+            let replaced = if replace {
+                state.upstreams.remove(name)
+            } else {
+                None
+            };
+            if taken(&state) {
+                // Only another upstream's prefix: the one replaced is back.
+                if let Some(replaced) = replaced {
+                    state.upstreams.insert(name.to_owned(), replaced);
+                }
+                return Err(UpstreamError::Name(name.to_owned()));
+            }
+            let mut upstream = Upstream::new(connector, options, prefix);
+            // What carried the calls of the one replaced carries them on.
+            upstream.predecessor = replaced.as_ref().and_then(Upstream::serving);
+            let serving = upstream.predecessor.as_ref().map(|p| p.bridge.clone());
             // The shared record is every instance's word; the state file
             // is this one's.
             let recorded = match (&state.trust_store, upstream.options.trust) {
@@ -120,10 +177,28 @@ impl Gateway {
             }
             let generation = upstream.generation;
             state.upstreams.insert(name.to_owned(), upstream);
-            // Its first-use pins count again now that it is here.
-            let _touched = state.repin(self.inner.disclosure);
-            generation
+            // Its first-use pins count again now that it is here (and a
+            // replacement's trust, changed, holds the tools still listed).
+            let touched = state.repin(self.inner.disclosure);
+            (
+                generation,
+                replaced.map(|replaced| (replaced, serving)),
+                touched,
+            )
         };
+        for session in touched {
+            self.inner.server.tools_changed_for(session);
+        }
+        // The connection replaced, unless it serves on as the predecessor,
+        // and one still coming up for it: closed once the calls on them
+        // end. Work still running for it finds it superseded.
+        if let Some((replaced, serving)) = replaced {
+            for bridge in replaced.bridges() {
+                if serving.as_ref().is_none_or(|serving| !serving.same(bridge)) {
+                    upstream::retire(bridge.clone(), replaced.options.timeout);
+                }
+            }
+        }
         // On a task of its own, so a caller that stops waiting (a timeout
         // around this call) leaves neither a refresh marked as running nor
         // an upstream that is never retried.
@@ -265,13 +340,14 @@ impl Gateway {
     }
 
     /// The first scope rule naming a tool of `name` that its catalog
-    /// holds no record of.
+    /// holds no record of, among those not on their way out.
     fn rule_naming_nothing(&self, name: &str) -> Option<ToolId> {
         let state = lock(&self.inner.state);
         state
             .scopes
             .keys()
             .filter(|id| id.as_str().split_once('/').map(|(upstream, _)| upstream) == Some(name))
+            .filter(|id| !state.retiring.contains(*id))
             .find(|id| state.catalog.get(id).is_none())
             .cloned()
     }
@@ -295,6 +371,11 @@ impl Gateway {
                 };
                 upstream.client = None;
                 upstream.bridge = None;
+                // A replacement that cannot come up does not leave the
+                // settings it replaces serving.
+                if let Some(predecessor) = upstream.predecessor.take() {
+                    predecessor.retire();
+                }
             }
         }
         // Closed outside the lock: closing ends the connection, and its end
@@ -511,7 +592,7 @@ impl Gateway {
     /// no call in flight. Work still running for it finds it gone and
     /// changes nothing. Returns whether there was one.
     pub async fn remove_upstream(&self, name: &str) -> bool {
-        let (bridge, gone, touched, patience) = {
+        let (removed, gone, touched) = {
             let mut state = lock(&self.inner.state);
             let Some(upstream) = state.upstreams.remove(name) else {
                 return false;
@@ -520,20 +601,18 @@ impl Gateway {
             state.pins = pins.clone();
             let gone = Arc::make_mut(&mut state.catalog).sync_upstream(name, Vec::new(), &pins);
             let (touched, _dropped) = state.rebuild_sessions(self.inner.disclosure);
-            (upstream.bridge, gone, touched, upstream.options.timeout)
+            (upstream, gone, touched)
         };
         self.register_upstream_tools(gone.into_iter().map(|(id, _)| (id, None)).collect());
         for session in touched {
             self.inner.server.tools_changed_for(session);
         }
-        if let Some(bridge) = bridge {
-            // A moment past the timeout, so a call that times out is
-            // answered (and cancelled upstream) before its connection goes.
-            tokio::spawn(async move {
-                bridge
-                    .close_when_done(patience.saturating_add(Duration::from_secs(1)))
-                    .await;
-            });
+        // Its calls in flight end before its connections go.
+        if let Some(predecessor) = removed.predecessor {
+            predecessor.retire();
+        }
+        if let Some(bridge) = removed.bridge {
+            upstream::retire(bridge, removed.options.timeout);
         }
         self.inner.server.prompts_changed();
         self.inner.server.resources_changed();
@@ -549,7 +628,7 @@ impl Gateway {
         let state = lock(&self.inner.state);
         let mut counts = UpstreamCounts::default();
         for upstream in state.upstreams.values() {
-            match upstream.health {
+            match upstream.health() {
                 UpstreamHealth::Up { .. } => counts.up += 1,
                 UpstreamHealth::Connecting => counts.connecting += 1,
                 UpstreamHealth::Down { .. } => counts.down += 1,
@@ -567,7 +646,7 @@ impl Gateway {
             .iter()
             .map(|(name, upstream)| UpstreamStatus {
                 name: name.clone(),
-                health: upstream.health.clone(),
+                health: upstream.health(),
                 tools: state
                     .catalog
                     .records()

@@ -201,6 +201,54 @@ pub(super) struct Upstream {
     /// Listings started, and the number of the latest one applied.
     pub(super) listings: u64,
     pub(super) applied: u64,
+    /// The connection of the upstream this one replaces (a reload changed
+    /// its settings), which carries its calls until this one's first
+    /// listing is applied: until then the catalog is the one that
+    /// connection listed.
+    pub(super) predecessor: Option<Predecessor>,
+}
+
+/// What still serves an upstream a reload is replacing: its connection
+/// while it was up, with the settings it was listed under.
+#[derive(Clone)]
+pub(super) struct Predecessor {
+    client: Client,
+    pub(super) bridge: Bridge,
+    version: ProtocolVersion,
+    /// The policy its tools were listed under: a call routed to it names
+    /// the tool as that policy does.
+    pub(super) tools: ToolPolicy,
+    /// How long a call on it may take: its connections close once the
+    /// calls on them end, within this.
+    pub(super) patience: Duration,
+}
+
+impl Predecessor {
+    /// Whether its connection is still open.
+    pub(super) fn open(&self) -> bool {
+        self.client.closed().is_none()
+    }
+
+    /// Closes it once the calls on it have ended, within its patience (a
+    /// moment past its timeout, so that a call that times out is answered,
+    /// and cancelled upstream, before its connection goes). Requests must
+    /// no longer reach it.
+    pub(super) fn retire(self) {
+        retire(self.bridge, self.patience);
+    }
+}
+
+/// Closes `bridge` once the calls on it have ended, within a moment past
+/// `timeout`, on a task of its own.
+pub(super) fn retire(bridge: Bridge, timeout: Duration) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        bridge
+            .close_when_done(timeout.saturating_add(Duration::from_secs(1)))
+            .await;
+    });
 }
 
 impl Upstream {
@@ -220,14 +268,69 @@ impl Upstream {
             up_since: None,
             listings: 0,
             applied: 0,
+            predecessor: None,
         }
     }
 
-    /// The connection to call through, or what a caller is told instead.
+    /// What carries its calls while it is replaced: its connection, if it
+    /// is up, or what carried them for it.
+    pub(super) fn serving(&self) -> Option<Predecessor> {
+        if let Some(predecessor) = self.predecessor.as_ref().filter(|p| p.open()) {
+            return Some(predecessor.clone());
+        }
+        match (&self.client, &self.bridge, &self.health) {
+            (Some(client), Some(bridge), UpstreamHealth::Up { version })
+                if client.closed().is_none() =>
+            {
+                Some(Predecessor {
+                    client: client.clone(),
+                    bridge: bridge.clone(),
+                    version: *version,
+                    tools: self.options.tools.clone(),
+                    patience: self.options.timeout,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Its health as an operator and a readiness probe see it: while a
+    /// replacement comes up, that of the connection still serving.
+    pub(super) fn health(&self) -> UpstreamHealth {
+        match self.predecessor.as_ref().filter(|p| p.open()) {
+            Some(predecessor) => UpstreamHealth::Up {
+                version: predecessor.version,
+            },
+            None => self.health.clone(),
+        }
+    }
+
+    /// The bridges carrying its sessions' requests: its own, and while it
+    /// is replaced, its predecessor's.
+    pub(super) fn bridges(&self) -> impl Iterator<Item = &Bridge> {
+        self.bridge
+            .iter()
+            .chain(self.predecessor.as_ref().map(|p| &p.bridge))
+    }
+
+    /// The policy its calls are named by: its predecessor's while that
+    /// carries them.
+    pub(super) fn policy(&self) -> &ToolPolicy {
+        match self.predecessor.as_ref().filter(|p| p.open()) {
+            Some(predecessor) => &predecessor.tools,
+            None => &self.options.tools,
+        }
+    }
+
+    /// The connection to call through (while it is replaced, its
+    /// predecessor's), or what a caller is told instead.
     /// Why the upstream is down (a server's last words, a URL, a TLS
     /// detail) is the operator's to read in `status` and the log, not
     /// every caller's.
     pub(super) fn usable(&self, name: &str) -> Result<Bridge, String> {
+        if let Some(predecessor) = self.predecessor.as_ref().filter(|p| p.open()) {
+            return Ok(predecessor.bridge.clone());
+        }
         match (&self.client, &self.bridge, &self.health) {
             (Some(client), Some(bridge), UpstreamHealth::Up { .. })
                 if client.closed().is_none() =>
