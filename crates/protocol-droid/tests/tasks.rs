@@ -935,6 +935,39 @@ async fn one_addresss_anonymous_sessions_share_a_bound_on_running_tasks() -> Res
     Ok(())
 }
 
+/// An anonymous 2025-11-25 session's tasks are its alone: once the
+/// session ends (here, `DELETE`) nobody can read or cancel them, so they
+/// stop with it, and their places are given back to their network.
+#[tokio::test]
+async fn an_anonymous_sessions_tasks_stop_when_it_ends() -> Result<(), TestError> {
+    let s = start(TaskLimits {
+        running_per_network: 2,
+        ..TaskLimits::default()
+    })
+    .await?;
+    let client = fresh_client()?;
+    let endless = json!({ "name": "endless", "task": { "ttl": 60_000 } });
+    let session = s.open(&client).await?;
+    for id in 1..=2 {
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": endless });
+        let created = s.post(&client, &legacy_session(&session), &body).await?;
+        assert_eq!(created["result"]["task"]["status"], "working", "{created}");
+    }
+    let ended = client
+        .delete(format!("{}/mcp", s.serving.base))
+        .headers(support::headers(&legacy_session(&session))?)
+        .send()
+        .await?;
+    assert!(ended.status().is_success(), "{}", ended.status());
+    s.stopped(2).await?;
+    // The network's places are free again.
+    let next = s.open(&client).await?;
+    let created = s.legacy(&client, &next, "tools/call", endless).await?;
+    assert_eq!(created["result"]["task"]["status"], "working", "{created}");
+    Ok(())
+}
+
 /// Answers every question with a confirmation.
 #[derive(Debug)]
 struct Confirming;

@@ -357,7 +357,8 @@ impl Connection {
         .with_auth(caller.clone())
     }
 
-    /// Ends the connection: forgets what its session recorded.
+    /// Ends the connection: forgets what its session recorded, and stops
+    /// the tasks only it could reach.
     pub fn close(&self) {
         if let Some(forward) = self.server.forwarder() {
             forward.session_closed(self.session);
@@ -365,6 +366,7 @@ impl Connection {
         if let Ok(mut store) = self.server.inner.idempotency.lock() {
             store.end_session(self.session);
         }
+        self.stop_session_tasks();
     }
 
     /// The client said its roots changed: the forwarder, if any, tells

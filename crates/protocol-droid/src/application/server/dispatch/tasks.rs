@@ -204,6 +204,33 @@ impl Connection {
         }
     }
 
+    /// Cancels the tasks this session made without a token: they are the
+    /// session's alone (see [`Tasks::owner_of`]), so once it ends nobody
+    /// can read, answer or cancel them, and they would run on unread,
+    /// holding their network's places, until their TTL. Not for a session
+    /// shared between instances, which lives on where another serves it,
+    /// nor for tasks made with a token, which their principal reads from
+    /// any session.
+    pub(super) fn stop_session_tasks(&self) {
+        if self.shared_as.get().is_some() {
+            return;
+        }
+        let owner = Tasks::session_owner(&format!("{}:{}", process_name(), self.session.get()));
+        let tasks = Arc::clone(self.server.tasks());
+        let running = tasks.running_of(&owner);
+        if running.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            tasks
+                .cancel_all(&owner, running, "cancelled: its session ended")
+                .await;
+        });
+    }
+
     /// Runs the call of the registered tool `handler` as a task, as `plan`
     /// says.
     pub(super) async fn call_tool_as_task(

@@ -409,11 +409,43 @@ impl Tasks {
             return format!("principal\u{1f}{principal}");
         }
         if ctx.protocol_version.is_some_and(|v| v.era() == Era::Legacy) {
-            return format!("session\u{1f}{session}");
+            return Self::session_owner(session);
         }
         match ctx.remote_addr {
             Some(addr) => format!("network\u{1f}{}", network_of(addr.ip())),
             None => "local".to_owned(),
+        }
+    }
+
+    /// The owner of the tasks an anonymous 2025-11-25 session names
+    /// `session` makes (see [`Self::owner_of`]).
+    #[must_use]
+    pub(crate) fn session_owner(session: &str) -> String {
+        format!("session\u{1f}{session}")
+    }
+
+    /// The tasks of `owner`'s running in this process.
+    #[must_use]
+    pub(crate) fn running_of(&self, owner: &str) -> Vec<String> {
+        self.live
+            .lock()
+            .map(|live| {
+                live.iter()
+                    .filter(|(_, l)| l.owner == owner)
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Cancels the tasks `ids` of `owner`'s, saying `why`: for an owner
+    /// nobody can reach any longer (an anonymous session that ended), whose
+    /// tasks would otherwise run on unread until their TTL.
+    pub(crate) async fn cancel_all(&self, owner: &str, ids: Vec<String>, why: &str) {
+        for id in ids {
+            if let Err(error) = self.cancel_saying(owner, &id, why).await {
+                tracing::warn!(target: "droid::tasks", task = %id, %error, "a task whose session ended could not be cancelled; it runs on until it ends or lapses");
+            }
         }
     }
 
@@ -645,6 +677,17 @@ impl Tasks {
         owner: &str,
         id: &str,
     ) -> Result<Option<TaskRecord>, TaskStoreError> {
+        self.cancel_saying(owner, id, "cancelled by the client")
+            .await
+    }
+
+    /// [`Self::cancel`], the record saying `why`.
+    async fn cancel_saying(
+        &self,
+        owner: &str,
+        id: &str,
+        why: &str,
+    ) -> Result<Option<TaskRecord>, TaskStoreError> {
         let _writing = self.writes.lock().await;
         // Reading may find the task's runner gone and fail it first: a few
         // more round trips under the lock, for such tasks only.
@@ -662,7 +705,7 @@ impl Tasks {
             live.status.send_replace(TaskStatus::Cancelled);
         }
         record.status = TaskStatus::Cancelled;
-        record.status_message = Some("cancelled by the client".to_owned());
+        record.status_message = Some(why.to_owned());
         record.input_requests.clear();
         record.updated_ms = now_ms();
         if !self.store().update(record.clone()).await? {
