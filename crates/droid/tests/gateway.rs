@@ -1474,22 +1474,41 @@ fn children_of(pid: u32) -> Result<Vec<String>, TestError> {
     Ok(children)
 }
 
-/// A reload that changes an upstream's settings (here its `timeout`)
-/// replaces it before the break: a session keeps its activation of a tool
-/// the replacement still lists, is told of no change, and calls it on the
-/// replacement; the process replaced ends.
+/// A reload that changes an upstream's settings replaces it before the
+/// break. While the replacement starts (here a command that waits two
+/// seconds first), every call is served by the connection it replaces,
+/// and a scope rule the new configuration drops stays in force; after, a
+/// session still has its activation of a tool the replacement lists, was
+/// told of no change, and the process replaced has ended. A tool the new
+/// settings deny leaves at once, and a rule on it that the configuration
+/// drops does not hold the replacement down. A replacement that cannot
+/// start retires the old connection all the same.
 #[test]
-fn a_replaced_upstream_leaves_the_sessions_activations_in_place() -> Result<(), TestError> {
+fn a_replaced_upstream_serves_on_until_its_replacement_is_up() -> Result<(), TestError> {
     use std::io::Write as _;
     let scratch = Files::fresh("droid-gateway-replace-activations")?;
     let head = format!(
         "mode = \"progressive\"\nstate = {:?}\n",
         scratch.path("state.json")
     );
-    // A rule naming `add`, which the third configuration no longer
-    // serves nor names.
-    let rule = "[scopes]\n\"one/add\" = \"tools:add\"\n";
-    let config = scratch.write("gateway.toml", &format!("{head}{}{rule}", served("one")))?;
+    let upstream = |command: &str, settings: &str| {
+        format!(
+            "[[upstream]]\nname = \"one\"\ncommand = {command}\ntrust = \"on-first-use\"\n{settings}"
+        )
+    };
+    let quick = format!("[{DROID:?}, \"serve\"]");
+    let slow = format!("[\"sh\", \"-c\", \"sleep 2; exec '{DROID}' serve\"]");
+    let rules = |tools: &[&str]| {
+        let mut rules = String::from("[scopes]\n");
+        for tool in tools {
+            rules.push_str(&format!("\"one/{tool}\" = \"tools:{tool}\"\n"));
+        }
+        rules
+    };
+    let config = scratch.write(
+        "gateway.toml",
+        &format!("{head}{}{}", upstream(&quick, ""), rules(&["add", "sleep"])),
+    )?;
     // At `info`, which says when a reload is done.
     let mut child = droid_command()
         .args(["gateway", "--config", &config])
@@ -1504,46 +1523,30 @@ fn a_replaced_upstream_leaves_the_sessions_activations_in_place() -> Result<(), 
     let lines = lines_of(child.stdout.take().ok_or("no stdout")?);
     let log = lines_of(child.stderr.take().ok_or("no stderr")?);
     handshake(&mut stdin)?;
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"activate_tools","arguments":{{"ids":["one/echo"]}}}}}}"#
-    )?;
-    let (activated, _) = wait_for(&lines, |l| l.contains(r#""id":2,"#))?;
-    assert!(!activated.contains(r#""isError":true"#), "{activated}");
-    let echo = |stdin: &mut std::process::ChildStdin, id: u32| {
+    let next_id = std::cell::Cell::new(1);
+    let call = |stdin: &mut std::process::ChildStdin,
+                tool: &str,
+                arguments: &str|
+     -> Result<(String, Vec<String>), TestError> {
+        next_id.set(next_id.get() + 1);
+        let id = next_id.get();
         writeln!(
             stdin,
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"one/echo","arguments":{{"text":"call {id}"}}}}}}"#
-        )
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
+        )?;
+        let answered = format!(r#""id":{id},"#);
+        wait_for(&lines, |l| l.contains(&answered))
     };
-    echo(&mut stdin, 3)?;
-    let (first, _) = wait_for(&lines, |l| l.contains(r#""id":3,"#))?;
-    assert!(first.contains("call 3"), "{first}");
-    assert_eq!(children_of(pid)?.len(), 1, "one upstream process");
-
-    let reload = |settings: &str| -> Result<(), TestError> {
-        std::fs::write(&config, format!("{head}{}{settings}", served("one")))?;
-        let told = Command::new("kill")
-            .args(["-HUP", &pid.to_string()])
-            .status()?;
-        assert!(told.success());
-        let (reloaded, _) = wait_for(&log, |l| l.contains("configuration reloaded"))?;
-        assert!(reloaded.contains("1 replaced"), "{reloaded}");
-        Ok(())
+    // `add` called by its exact id, as any client can without keeping an
+    // activation: hidden while a rule needs a scope this caller lacks.
+    const ADD: &str = r#"{"id":"one/add","arguments":{"a":1,"b":2}}"#;
+    let served = |answer: &str, text: &str| {
+        answer.contains(text) && !answer.contains(r#""error""#) && !answer.contains("isError")
     };
-    reload(&format!("timeout = 30\n{rule}"))?;
-
-    echo(&mut stdin, 4)?;
-    let (second, meanwhile) = wait_for(&lines, |l| l.contains(r#""id":4,"#))?;
-    assert!(
-        second.contains("call 4") && !second.contains(r#""error""#),
-        "the activation did not outlive the replacement: {second}"
-    );
-    assert!(
-        meanwhile.iter().all(|l| !l.contains("list_changed")),
-        "the session was told its tools changed: {meanwhile:?}"
-    );
-    // The process replaced ends; its replacement serves.
+    let (activated, _) = call(&mut stdin, "activate_tools", r#"{"ids":["one/echo"]}"#)?;
+    assert!(!activated.contains(r#""isError":true"#), "{activated}");
+    let (first, _) = call(&mut stdin, "one/echo", r#"{"text":"before"}"#)?;
+    assert!(served(&first, "before"), "{first}");
     let processes = |count: usize| -> Result<(), TestError> {
         let deadline = Instant::now() + PATIENCE;
         while children_of(pid)?.len() != count {
@@ -1557,28 +1560,105 @@ fn a_replaced_upstream_leaves_the_sessions_activations_in_place() -> Result<(), 
         Ok(())
     };
     processes(1)?;
+    let reload = |body: String| -> Result<(), TestError> {
+        std::fs::write(&config, format!("{head}{body}"))?;
+        let told = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()?;
+        assert!(told.success());
+        Ok(())
+    };
+    let reloaded = |line: &str| line.contains("configuration reloaded");
 
-    // The rule on `add` is dropped as `add` goes: while the replacement
-    // comes up it stays in force, and it is no typo to keep the
-    // replacement down for.
-    reload("timeout = 30\ntools = { deny = [\"add\"] }\n")?;
-    echo(&mut stdin, 5)?;
-    let (third, _) = wait_for(&lines, |l| l.contains(r#""id":5,"#))?;
-    assert!(third.contains("call 5"), "{third}");
+    // Calls `echo` (which must be served) and `add` (which must be
+    // hidden) over and over until the reload is done; the line saying so,
+    // how many rounds were made, and whatever else the session was told.
+    let through_the_reload =
+        |stdin: &mut std::process::ChildStdin| -> Result<(String, usize, Vec<String>), TestError> {
+            let mut told = Vec::new();
+            let mut rounds = 0;
+            loop {
+                if let Ok(line) = log.try_recv() {
+                    if reloaded(&line) {
+                        return Ok((line, rounds, told));
+                    }
+                    continue;
+                }
+                rounds += 1;
+                let text = format!("round {rounds}");
+                let (echoed, before) = call(stdin, "one/echo", &format!(r#"{{"text":"{text}"}}"#))?;
+                assert!(
+                    served(&echoed, &text),
+                    "a call while the upstream was replaced: {echoed}"
+                );
+                told.extend(before);
+                let (added, before) = call(stdin, "call_tool", ADD)?;
+                assert!(
+                    added.contains(r#""isError":true"#),
+                    "a rule was not in force meanwhile: {added}"
+                );
+                told.extend(before);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        };
+
+    // A slow replacement: until it is up, `echo` is served by the old
+    // connection; after, the activation holds, and the session was told
+    // of no change.
+    reload(format!(
+        "{}{}",
+        upstream(&slow, ""),
+        rules(&["add", "sleep"])
+    ))?;
+    let (done, rounds, mut told) = through_the_reload(&mut stdin)?;
+    assert!(done.contains("1 replaced"), "{done}");
+    assert!(
+        rounds >= 5,
+        "only {rounds} rounds while the replacement started"
+    );
+    let (after, before) = call(&mut stdin, "one/echo", r#"{"text":"after"}"#)?;
+    told.extend(before);
+    assert!(
+        served(&after, "after"),
+        "the activation did not outlive the replacement: {after}"
+    );
+    assert!(
+        told.iter().all(|l| !l.contains("list_changed")),
+        "the session was told its tools changed: {told:?}"
+    );
     processes(1)?;
 
-    // A replacement that cannot come up leaves nothing serving on the
+    // Slow again, and the rule on `add` dropped: it holds until the
+    // replacement is up, and not after.
+    reload(format!(
+        "{}{}",
+        upstream(&slow, "timeout = 30\n"),
+        rules(&["sleep"])
+    ))?;
+    let (done, rounds, _) = through_the_reload(&mut stdin)?;
+    assert!(
+        done.contains("1 replaced") && rounds >= 5,
+        "{done}, {rounds} rounds"
+    );
+    let (added, _) = call(&mut stdin, "call_tool", ADD)?;
+    assert!(served(&added, "3"), "the rule was not dropped: {added}");
+    processes(1)?;
+
+    // `sleep` denied, and its rule dropped: it leaves at once, and the
+    // rule, naming a tool the replacement no longer lists, is no typo to
+    // keep the replacement down for.
+    reload(upstream(&quick, "tools = { deny = [\"sleep\"] }\n"))?;
+    wait_for(&log, reloaded)?;
+    let (echoed, _) = call(&mut stdin, "one/echo", r#"{"text":"denied"}"#)?;
+    assert!(served(&echoed, "denied"), "{echoed}");
+    processes(1)?;
+
+    // A replacement that cannot start leaves nothing serving on the
     // settings it replaced: the old process ends, and calls are told of
     // the outage.
-    let broken = served("one").replace(DROID, "/nonexistent/mcp-server");
-    std::fs::write(&config, format!("{head}{broken}"))?;
-    let told = Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
-        .status()?;
-    assert!(told.success());
-    wait_for(&log, |l| l.contains("configuration reloaded"))?;
-    echo(&mut stdin, 6)?;
-    let (refused, _) = wait_for(&lines, |l| l.contains(r#""id":6,"#))?;
+    reload(upstream("[\"/nonexistent/mcp-server\"]", ""))?;
+    wait_for(&log, reloaded)?;
+    let (refused, _) = call(&mut stdin, "one/echo", r#"{"text":"x"}"#)?;
     assert!(refused.contains("upstream one is unavailable"), "{refused}");
     processes(0)?;
     drop(stdin);

@@ -412,6 +412,9 @@ impl Bridge {
     /// than fail. Requests must no longer reach it meanwhile.
     pub async fn close_when_done(&self, patience: Duration) {
         let start = tokio::time::Instant::now();
+        // A moment first: a request handed this bridge just before it was
+        // retired may not have reached it yet, and would find it closed.
+        tokio::time::sleep(DRAIN_EVERY.min(patience)).await;
         while self.serving() && start.elapsed() < patience {
             tokio::time::sleep(DRAIN_EVERY).await;
         }

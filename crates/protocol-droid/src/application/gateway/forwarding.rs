@@ -670,7 +670,7 @@ impl Forward for Forwarding {
             .upstreams
             .values()
             .find(|u| u.prefix == prefix)
-            .and_then(|u| u.bridge.clone());
+            .and_then(|u| u.current_bridge().cloned());
         bridge.is_some_and(|bridge| bridge.watches_for_session(session, inner))
     }
 

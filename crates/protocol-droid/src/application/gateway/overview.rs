@@ -10,7 +10,7 @@ use futures_util::future::join_all;
 use super::names::{outer_name, outer_uri};
 use super::runtime::Gateway;
 use super::state::lock;
-use crate::application::bridge::Report;
+use crate::application::bridge::{Bridge, Report};
 use crate::application::client::{Client, ClientError};
 use crate::domain::SessionId;
 use crate::domain::catalog::ToolId;
@@ -91,7 +91,7 @@ impl Gateway {
         let bridges: Vec<_> = lock(&self.inner.state)
             .upstreams
             .iter()
-            .filter_map(|(name, upstream)| Some((name.clone(), upstream.bridge.clone()?)))
+            .filter_map(|(name, upstream)| Some((name.clone(), upstream.current_bridge()?.clone())))
             .collect();
         bridges
             .into_iter()
@@ -116,7 +116,7 @@ impl Gateway {
             .upstreams
             .iter()
             .map(|(name, upstream)| {
-                let client = upstream.bridge.as_ref().and_then(|b| b.client());
+                let client = upstream.current_bridge().and_then(Bridge::client);
                 (name.clone(), upstream.prefix.clone(), client)
             })
             .collect();

@@ -97,7 +97,8 @@ impl ToolPolicy {
             .map(String::as_str)
     }
 
-    fn admits(&self, name: &str) -> bool {
+    /// Whether the upstream's tool `name` (its own name) is offered.
+    pub(super) fn admits(&self, name: &str) -> bool {
         self.allow.as_ref().is_none_or(|allow| allow.contains(name)) && !self.deny.contains(name)
     }
 

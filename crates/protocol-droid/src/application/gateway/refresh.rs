@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -15,6 +16,7 @@ use super::names;
 use super::runtime::Gateway;
 use super::state::{DriftReport, MAX_KEPT_DEFINITION, lock};
 use super::trust::Trust;
+use super::upstream::UpstreamHealth;
 use crate::application::client::ClientError;
 use crate::application::squelch::PerBatch;
 use crate::domain::capability::TASKS_EXTENSION;
@@ -146,8 +148,7 @@ impl Gateway {
             upstream.applied = seq;
             // From this listing on, the catalog is the new connection's:
             // the one it replaces carries no more calls (those on it end
-            // there), and until the upstream is marked up, calls are
-            // answered as for one connecting.
+            // there); the new one takes them below, in this same moment.
             let retired = upstream.predecessor.take();
             // First use is granted once per name, never re-armed by an upstream
             // that empties its list, comes back after a failure or is replaced
@@ -181,6 +182,18 @@ impl Gateway {
             // A tool new or changed may be one a principal's shared
             // activations name.
             let added = !changes.is_empty();
+            // A replacement is up as its predecessor stops, so no call
+            // between the two is refused as connecting; unless a scope
+            // rule names a tool it no longer lists, which keeps it down
+            // (its first attempt says so).
+            if retired.is_some() && state.rule_naming_nothing(name).is_none() {
+                if let (Some(upstream), Some(version)) =
+                    (state.upstream_mut(name, generation), client.version())
+                {
+                    upstream.health = UpstreamHealth::Up { version };
+                    upstream.up_since = Some(Instant::now());
+                }
+            }
             (
                 store,
                 claim,
@@ -193,6 +206,9 @@ impl Gateway {
         };
         if let Some(retired) = retired {
             retired.retire();
+            if let Some(bridge) = &bridge {
+                self.share_parked(bridge, name);
+            }
         }
         // The bridge lists nothing itself (`lists_tools` is off): it learns
         // which tools run as tasks from this listing, the latest applied.

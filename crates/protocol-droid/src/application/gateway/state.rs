@@ -398,11 +398,8 @@ impl State {
             .upstreams
             .get(upstream)
             .ok_or_else(|| refused(format!("upstream {upstream} is gone")))?;
-        let bridge = linked.usable(upstream).map_err(CallError::internal)?;
-        let name = linked
-            .policy()
-            .upstream_name(record.source_name())
-            .to_owned();
+        let (bridge, policy) = linked.carrier(upstream).map_err(CallError::internal)?;
+        let name = policy.upstream_name(record.source_name()).to_owned();
         Ok(Route {
             bridge,
             name,

@@ -43,6 +43,17 @@ enum Attempt {
 }
 
 impl State {
+    /// The first scope rule naming a tool of `name` that its catalog
+    /// holds no record of, among those not on their way out.
+    pub(super) fn rule_naming_nothing(&self, name: &str) -> Option<ToolId> {
+        self.scopes
+            .keys()
+            .filter(|id| id.as_str().split_once('/').map(|(upstream, _)| upstream) == Some(name))
+            .filter(|id| !self.retiring.contains(*id))
+            .find(|id| self.catalog.get(id).is_none())
+            .cloned()
+    }
+
     /// The upstream `name`, if it is still the one of `generation`.
     pub(super) fn upstream_mut(&mut self, name: &str, generation: u64) -> Option<&mut Upstream> {
         self.upstreams
@@ -96,12 +107,13 @@ impl Gateway {
     /// comes up, the one it replaces (if up) goes on carrying calls and its
     /// tools stay listed, so sessions keep their activations; the new
     /// listing is then applied as a refresh is (a tool that changed is held
-    /// to its pin, one gone leaves the sessions that had it), and from
-    /// then on calls go to the new connection. The old one closes once the
+    /// to its pin, one gone leaves the sessions that had it), and in the
+    /// same moment calls start going to the new connection. A tool the new
+    /// policy no longer admits leaves at once; the rest of the new settings
+    /// serve from the new listing on. The old connection closes once the
     /// calls already on it have ended, within its timeout, or when the
     /// first attempt fails: a replacement that cannot come up leaves the
-    /// upstream down and retried, never served on settings no longer
-    /// configured.
+    /// upstream down and retried on its new settings alone.
     ///
     /// # Errors
     ///
@@ -131,7 +143,7 @@ impl Gateway {
         } else {
             None
         };
-        let (generation, replaced, touched) = {
+        let (generation, replaced, touched, withdrawn) = {
             let mut state = lock(&self.inner.state);
             let prefix = names::prefix_for(name);
             let readable = names::readable_name(name, names::MAX_UPSTREAM_NAME);
@@ -153,6 +165,31 @@ impl Gateway {
                     state.upstreams.insert(name.to_owned(), replaced);
                 }
                 return Err(UpstreamError::Name(name.to_owned()));
+            }
+            // What the new settings no longer offer leaves at once, not
+            // once the replacement has listed: an operator who denies a
+            // tool means now.
+            let withdrawn: Vec<ToolId> = replaced.as_ref().map_or_else(Vec::new, |old| {
+                let listed_under = old.listed_under();
+                state
+                    .catalog
+                    .records()
+                    .filter(|r| matches!(&r.source, ToolSource::Upstream(u) if u == name))
+                    .filter(|r| {
+                        !options
+                            .tools
+                            .admits(listed_under.upstream_name(r.source_name()))
+                    })
+                    .map(|r| r.id.clone())
+                    .collect()
+            });
+            let mut touched = Vec::new();
+            if !withdrawn.is_empty() {
+                let catalog = Arc::make_mut(&mut state.catalog);
+                for id in &withdrawn {
+                    catalog.remove(id);
+                }
+                touched = state.rebuild_sessions(self.inner.disclosure).0;
             }
             let mut upstream = Upstream::new(connector, options, prefix);
             // What carried the calls of the one replaced carries them on.
@@ -179,13 +216,17 @@ impl Gateway {
             state.upstreams.insert(name.to_owned(), upstream);
             // Its first-use pins count again now that it is here (and a
             // replacement's trust, changed, holds the tools still listed).
-            let touched = state.repin(self.inner.disclosure);
+            touched.extend(state.repin(self.inner.disclosure));
+            touched.sort_unstable();
+            touched.dedup();
             (
                 generation,
                 replaced.map(|replaced| (replaced, serving)),
                 touched,
+                withdrawn,
             )
         };
+        self.register_upstream_tools(withdrawn.into_iter().map(|id| (id, None)).collect());
         for session in touched {
             self.inner.server.tools_changed_for(session);
         }
@@ -264,19 +305,22 @@ impl Gateway {
                     // they list is kept by their sequence numbers.
                     let claimed = !upstream.refreshing;
                     upstream.refreshing = true;
-                    Some(claimed)
+                    Some((claimed, upstream.predecessor.is_some()))
                 }
                 None => None,
             }
         };
-        let Some(claimed) = claimed else {
+        let Some((claimed, replacing)) = claimed else {
             bridge.close().await;
             return Attempt::Superseded;
         };
         // Installed: its calls parked for a client's input may be retried
-        // through any instance, which carries the retry here.
-        if let Some(parked) = self.inner.parked.get() {
-            bridge.share(parked, name);
+        // through any instance, which carries the retry here. A
+        // replacement's, once it takes over from its predecessor (in
+        // the refresh that applies its listing): until then the retries
+        // of calls parked on the predecessor go there.
+        if !replacing {
+            self.share_parked(&bridge, name);
         }
         let listed = tokio::time::timeout(timeout, self.refresh_generation(name, generation)).await;
         if claimed && self.refreshed(name, generation) {
@@ -296,6 +340,27 @@ impl Gateway {
                     let error = UpstreamError::ScopeRule {
                         upstream: name.to_owned(),
                         rule,
+                    };
+                    return self.failed(name, generation, error, Some(bridge)).await;
+                }
+                // Listed and applied on a connection still open: a listing
+                // that found the connection gone (it ended meanwhile)
+                // applied nothing, and a replacement's predecessor would
+                // still be serving.
+                let applied =
+                    lock(&self.inner.state)
+                        .upstream_mut(name, generation)
+                        .map(|upstream| {
+                            upstream.predecessor.is_none()
+                                && upstream
+                                    .client
+                                    .as_ref()
+                                    .is_some_and(|open| open.closed().is_none())
+                        });
+                if applied == Some(false) {
+                    let error = UpstreamError::Connect {
+                        upstream: name.to_owned(),
+                        source: Box::new(BridgeError::Closed),
                     };
                     return self.failed(name, generation, error, Some(bridge)).await;
                 }
@@ -339,17 +404,17 @@ impl Gateway {
         }
     }
 
-    /// The first scope rule naming a tool of `name` that its catalog
-    /// holds no record of, among those not on their way out.
+    /// Lets calls of `name` parked on `bridge` for a client's input be
+    /// retried through any instance.
+    pub(super) fn share_parked(&self, bridge: &Bridge, name: &str) {
+        if let Some(parked) = self.inner.parked.get() {
+            bridge.share(parked, name);
+        }
+    }
+
+    /// [`State::rule_naming_nothing`].
     fn rule_naming_nothing(&self, name: &str) -> Option<ToolId> {
-        let state = lock(&self.inner.state);
-        state
-            .scopes
-            .keys()
-            .filter(|id| id.as_str().split_once('/').map(|(upstream, _)| upstream) == Some(name))
-            .filter(|id| !state.retiring.contains(*id))
-            .find(|id| state.catalog.get(id).is_none())
-            .cloned()
+        lock(&self.inner.state).rule_naming_nothing(name)
     }
 
     /// Records a failed attempt: the upstream is down, and the bridge the
@@ -718,8 +783,12 @@ impl Observer for UpstreamEvents {
         let Some(gateway) = self.gateway() else {
             return;
         };
+        // Also from the connection a replacement is coming up for, which
+        // serves its subscriptions meanwhile.
         let prefix = lock(&gateway.inner.state)
-            .upstream_mut(&self.name, self.generation)
+            .upstreams
+            .get(&self.name)
+            .filter(|u| u.hears(self.generation))
             .map(|u| u.prefix.clone());
         // Only the sessions subscribed to the URI under the gateway's name
         // for it hear of it; a session's own subscription, only that session.

@@ -212,6 +212,9 @@ pub(super) struct Upstream {
 /// while it was up, with the settings it was listed under.
 #[derive(Clone)]
 pub(super) struct Predecessor {
+    /// The generation of the upstream it served: what its announcements
+    /// are told by.
+    pub(super) generation: u64,
     client: Client,
     pub(super) bridge: Bridge,
     version: ProtocolVersion,
@@ -283,6 +286,7 @@ impl Upstream {
                 if client.closed().is_none() =>
             {
                 Some(Predecessor {
+                    generation: self.generation,
                     client: client.clone(),
                     bridge: bridge.clone(),
                     version: *version,
@@ -313,13 +317,31 @@ impl Upstream {
             .chain(self.predecessor.as_ref().map(|p| &p.bridge))
     }
 
-    /// The policy its calls are named by: its predecessor's while that
-    /// carries them.
-    pub(super) fn policy(&self) -> &ToolPolicy {
+    /// The policy its tools in the catalog were listed under: its
+    /// predecessor's until its own first listing replaces them.
+    pub(super) fn listed_under(&self) -> &ToolPolicy {
+        self.predecessor
+            .as_ref()
+            .map_or(&self.options.tools, |p| &p.tools)
+    }
+
+    /// The bridge its sessions are served through now: while it is
+    /// replaced, its predecessor's.
+    pub(super) fn current_bridge(&self) -> Option<&Bridge> {
         match self.predecessor.as_ref().filter(|p| p.open()) {
-            Some(predecessor) => &predecessor.tools,
-            None => &self.options.tools,
+            Some(predecessor) => Some(&predecessor.bridge),
+            None => self.bridge.as_ref(),
         }
+    }
+
+    /// Whether announcements made for `generation` are this upstream's:
+    /// its own, or those of the predecessor still serving for it.
+    pub(super) fn hears(&self, generation: u64) -> bool {
+        self.generation == generation
+            || self
+                .predecessor
+                .as_ref()
+                .is_some_and(|p| p.generation == generation)
     }
 
     /// The connection to call through (while it is replaced, its
@@ -328,14 +350,21 @@ impl Upstream {
     /// detail) is the operator's to read in `status` and the log, not
     /// every caller's.
     pub(super) fn usable(&self, name: &str) -> Result<Bridge, String> {
+        self.carrier(name).map(|(bridge, _)| bridge)
+    }
+
+    /// [`Self::usable`], with the policy that names the tools of what it
+    /// answers (a predecessor's calls go out under the names its own
+    /// listing was made with), both read at once.
+    pub(super) fn carrier(&self, name: &str) -> Result<(Bridge, &ToolPolicy), String> {
         if let Some(predecessor) = self.predecessor.as_ref().filter(|p| p.open()) {
-            return Ok(predecessor.bridge.clone());
+            return Ok((predecessor.bridge.clone(), &predecessor.tools));
         }
         match (&self.client, &self.bridge, &self.health) {
             (Some(client), Some(bridge), UpstreamHealth::Up { .. })
                 if client.closed().is_none() =>
             {
-                Ok(bridge.clone())
+                Ok((bridge.clone(), &self.options.tools))
             }
             (_, _, UpstreamHealth::Connecting) => Err(format!(
                 "upstream {name} is unavailable; the gateway is connecting"
