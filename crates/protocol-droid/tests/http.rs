@@ -677,6 +677,59 @@ mod legacy {
         Ok(())
     }
 
+    /// A message goes on one stream only: a resume takes its stream over
+    /// from the response it was opened for, and a later resume from an
+    /// earlier one, so the answer reaches the latest resume alone and the
+    /// others end without it.
+    #[tokio::test]
+    async fn the_latest_resume_of_a_stream_alone_carries_what_follows() -> Result<(), TestError> {
+        let s = start().await?;
+        let session = s.initialize(LEGACY, json!({ "elicitation": {} })).await?;
+        let pair = legacy_session(&session);
+        let mut original = Events::new(
+            s.post(&pair, &tool_call(7, &json!({ "name": "ask" })))
+                .await?,
+        );
+        // The question (after the priming event), with the id a resume
+        // starts after.
+        let mut asked = original.next().await?.ok_or("no question")?;
+        while asked.data.as_deref().is_none_or(str::is_empty) {
+            asked = original.next().await?.ok_or("no question")?;
+        }
+        let last = asked.id.ok_or("no event id")?;
+        let question: Value = serde_json::from_str(asked.data.as_deref().unwrap_or_default())?;
+        assert_eq!(question["method"], json!("elicitation/create"));
+        let resuming = [
+            ("mcp-session-id", session.as_str()),
+            ("last-event-id", last.as_str()),
+        ];
+        // Each taken over once its response has come.
+        let mut earlier = Events::new(s.stream(&resuming).await?);
+        let mut latest = Events::new(s.stream(&resuming).await?);
+        let answer = json!({ "jsonrpc": "2.0", "id": question["id"].clone(),
+            "result": { "action": "accept", "content": { "name": "ada" } } });
+        assert_eq!(s.post(&pair, &answer.to_string()).await?.status(), 202);
+        let reply = latest.next_json().await?;
+        assert_eq!(reply["id"], json!(7), "{reply}");
+        assert_eq!(reply["result"]["content"][0]["text"], json!("hello ada"));
+        for (name, events) in [
+            ("the response", &mut original),
+            ("the earlier resume", &mut earlier),
+        ] {
+            while let Some(event) = events.next().await? {
+                assert!(
+                    !event
+                        .data
+                        .as_deref()
+                        .unwrap_or_default()
+                        .contains("hello ada"),
+                    "{name} carried the answer too"
+                );
+            }
+        }
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_released_stream_is_resumed_with_last_event_id() -> Result<(), TestError> {
         let s = start().await?;

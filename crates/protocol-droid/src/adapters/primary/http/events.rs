@@ -173,6 +173,12 @@ struct Log {
     /// replaying what is left rather than waiting for ever.
     live: std::collections::HashSet<u64>,
     next_stream: u64,
+    /// Which reader holds each live stream a resume took over: the
+    /// resume's ticket. A stream absent here is held by the response it
+    /// was opened for (ticket 0). A message is sent on one stream only, so
+    /// the newest resume of a stream takes it from whoever held it.
+    readers: HashMap<u64, u64>,
+    next_ticket: u64,
 }
 
 /// A session's bounded event record.
@@ -284,6 +290,33 @@ impl EventStore {
         })
     }
 
+    /// A resume of `stream` takes it over: from now on what is recorded
+    /// for it is sent to this resume alone, not to the response it was
+    /// opened for nor to an earlier resume (each of which then ends). Its
+    /// ticket, for [`Self::holds`].
+    pub(super) fn take_over(&self, stream: u64) -> u64 {
+        let ticket = self.log.lock().map_or(0, |mut log| {
+            log.next_ticket += 1;
+            let ticket = log.next_ticket;
+            if log.live.contains(&stream) {
+                log.readers.insert(stream, ticket);
+            }
+            ticket
+        });
+        // Whoever held it hears it was taken.
+        self.appended.notify_waiters();
+        ticket
+    }
+
+    /// Whether the reader of `ticket` still holds `stream` (0 for the
+    /// response it was opened for). A finished stream is anyone's to
+    /// replay.
+    pub(super) fn holds(&self, stream: u64, ticket: u64) -> bool {
+        self.log
+            .lock()
+            .is_ok_and(|log| log.readers.get(&stream).is_none_or(|held| *held == ticket))
+    }
+
     /// Records `data` (one JSON value's text) as event `seq` of `stream`,
     /// making room from the oldest. The newest event is kept even when it
     /// is larger than the session's byte bound by itself (an answer, most
@@ -292,8 +325,14 @@ impl EventStore {
     /// the session's own notifications go (`spare`), the oldest first and
     /// this one too if need be: a resume may miss them. Answers and
     /// questions stay, within the session's own bound.
-    pub(super) fn record(&self, stream: u64, seq: u64, data: Arc<str>, spare: bool) {
+    ///
+    /// Whether the response `stream` was opened for still holds it (no
+    /// resume took it over), read in the same moment: if not, the event is
+    /// the resume's to send, not the response's.
+    pub(super) fn record(&self, stream: u64, seq: u64, data: Arc<str>, spare: bool) -> bool {
+        let mut held = true;
         if let Ok(mut log) = self.log.lock() {
+            held = !log.readers.contains_key(&stream);
             let mut freed = 0_usize;
             while log.events.len() >= self.capacity
                 || (!log.events.is_empty() && log.bytes.saturating_add(data.len()) > self.max_bytes)
@@ -326,12 +365,14 @@ impl EventStore {
             }
         }
         self.appended.notify_waiters();
+        held
     }
 
     /// Marks `stream` complete: nothing more will be recorded for it.
     pub(super) fn finish(&self, stream: u64) {
         if let Ok(mut log) = self.log.lock() {
             log.live.remove(&stream);
+            log.readers.remove(&stream);
         }
         self.appended.notify_waiters();
     }

@@ -390,14 +390,16 @@ fn stream_response<T: Send + 'static>(
             let spare = data.get("id").is_none();
             let text = data.to_string();
             drop(data);
-            let event = match &record {
+            let (event, held) = match &record {
                 Some((store, _)) => {
-                    store.record(stream_no, seq, Arc::from(text.as_str()), spare);
-                    SseEvent::message(text).with_id(store.id_of(stream_no, seq))
+                    let held = store.record(stream_no, seq, Arc::from(text.as_str()), spare);
+                    let event = SseEvent::message(text).with_id(store.id_of(stream_no, seq));
+                    (event, held)
                 }
-                None => SseEvent::message(text),
+                None => (SseEvent::message(text), true),
             };
-            let sender = live.clone();
+            // A resume took the stream over: the event is its to send.
+            let sender = live.clone().filter(|_| held);
             async move {
                 match sender {
                     Some(tx) => tx.send(event).await.is_ok(),

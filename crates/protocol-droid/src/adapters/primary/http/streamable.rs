@@ -676,9 +676,12 @@ pub(super) async fn get(
 }
 
 /// Replays `stream` after `seq` from the session's record, then follows it
-/// until its response has been sent.
+/// until its response has been sent, or a later resume takes it over.
 fn resume(session: &Arc<Session>, stream_no: u64, seq: u64) -> Response {
     let store = Arc::clone(&session.events);
+    // Taken over before the answer goes out: what is recorded from now on
+    // reaches this resume alone.
+    let ticket = store.take_over(stream_no);
     let (out, events) = mpsc::channel::<SseEvent>(256);
     tokio::spawn(async move {
         let mut seq = seq;
@@ -686,8 +689,15 @@ fn resume(session: &Arc<Session>, stream_no: u64, seq: u64) -> Response {
             // Registered before reading, so nothing recorded in between is
             // missed.
             let changed = store.changed();
+            // A later resume took the stream: it sends the rest.
+            if !store.holds(stream_no, ticket) {
+                return;
+            }
             let (recorded, finished) = store.after(stream_no, seq);
             for event in recorded {
+                if !store.holds(stream_no, ticket) {
+                    return;
+                }
                 seq = event.seq;
                 let sse = SseEvent::message(event.data.to_string())
                     .with_id(store.id_of(event.stream, event.seq));
