@@ -1666,6 +1666,59 @@ fn a_replaced_upstream_serves_on_until_its_replacement_is_up() -> Result<(), Tes
     Ok(())
 }
 
+/// An upstream whose error page repeats the credentials it was sent (as
+/// servers' and proxies' pages do) is quoted without them: the token and
+/// the configured header's value are taken out of what the log and the
+/// error say.
+#[test]
+fn credentials_an_upstream_echoes_are_not_repeated() -> Result<(), TestError> {
+    use std::io::BufRead as _;
+    let scratch = Files::fresh("droid-gateway-echoed-credentials")?;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/upstreams/faulty_http.py"
+    );
+    let mut server = Command::new("python3")
+        .args([script, "echo-500"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let stdout = server.stdout.take().ok_or("no stdout")?;
+    let _server = support::Running(server);
+    let mut port = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut port)?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "[[upstream]]\nname = \"echo\"\nurl = \"http://127.0.0.1:{}/mcp\"\n\
+             bearer_token_env = \"DROID_TEST_ECHOED_TOKEN\"\n\
+             headers = {{ \"X-Api-Key\" = \"key-kept-out-of-logs\" }}\n",
+            port.trim()
+        ),
+    )?;
+    let out = droid_command()
+        .args(["gateway", "--config", &config, "--print-digests"])
+        .env("XDG_STATE_HOME", scratch.dir())
+        .env("DROID_TEST_ECHOED_TOKEN", "token-kept-out-of-logs")
+        .env("DROID_LOG", "debug")
+        .output()?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("Internal error. You sent: [redacted] key=[redacted]"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("token-kept-out-of-logs") && !said.contains("key-kept-out-of-logs"),
+        "{said}"
+    );
+    Ok(())
+}
+
 /// The resident set of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> Result<u64, TestError> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

@@ -20,6 +20,9 @@ and prints the port on its first line.
                    naming one it does not know is refused as the TypeScript
                    SDK's examples refuse it: 400, "No valid session ID
                    provided"
+  echo-500         answers every request with a 500 whose page repeats the
+                   credentials it was sent (Authorization, X-Api-Key), as
+                   some servers' and proxies' error pages do
 """
 
 import json
@@ -80,6 +83,15 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
         message = json.loads(self.rfile.read(length) or b"null")
+        if MODE == "echo-500":
+            page = (f"Internal error. You sent: {self.headers.get('Authorization')} "
+                    f"key={self.headers.get('X-Api-Key')}").encode()
+            self.send_response(500)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return None
         method = message.get("method") if isinstance(message, dict) else None
         if method is None:
             return self.answered()

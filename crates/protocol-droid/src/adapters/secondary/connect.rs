@@ -56,9 +56,11 @@ impl Target {
         // A URL that does not parse is not repeated: it may hold a password.
         let url = Url::parse(url).map_err(|e| ConnectError::Target(format!("not a URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
+            // Named by its scheme alone: without `//`, what follows may be
+            // a password (`user:secret@host` reads as the scheme `user`).
             return Err(ConnectError::Target(format!(
-                "{}: only http and https URLs are servers",
-                super::tls::redacted(&url)
+                "a URL whose scheme is {:?}: only http and https URLs are servers",
+                url.scheme()
             )));
         }
         Ok(Self::Url(url))

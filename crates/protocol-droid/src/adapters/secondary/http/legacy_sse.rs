@@ -17,6 +17,7 @@ use url::Url;
 
 use super::super::authorizer::Authorizer;
 use super::super::tls::{describe, redacted};
+use super::credentials::Credentials;
 use super::streamable::{HttpOptions, cure, excerpt, read_limited};
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
 use crate::domain::jsonrpc;
@@ -35,6 +36,8 @@ pub struct LegacySse {
     authorizer: Option<Arc<dyn Authorizer>>,
     /// Sent with every request, the stream's GET and each POST.
     headers: HeaderMap,
+    /// What is taken out of a server's answers before they are quoted.
+    credentials: Credentials,
     stream: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -147,6 +150,7 @@ impl LegacySse {
         });
         Ok(Self {
             http,
+            credentials: Credentials::new(&options.headers, &url),
             url,
             endpoint,
             inbound,
@@ -183,6 +187,9 @@ impl Link for LegacySse {
                     HeaderValue::from_static("application/json"),
                 );
                 if let Some(value) = authorization(self.authorizer.as_deref()).await? {
+                    if let Ok(given) = value.to_str() {
+                        self.credentials.given(given);
+                    }
                     headers.insert(header::AUTHORIZATION, value);
                 }
                 let response = self
@@ -216,7 +223,7 @@ impl Link for LegacySse {
             let body = read_limited(response).await.unwrap_or_default();
             let error = LinkError::Http {
                 status: status.as_u16(),
-                body: excerpt(&body),
+                body: excerpt(&body, &self.credentials),
             };
             match message.request_id() {
                 // The answer would have come on the stream; it never will.

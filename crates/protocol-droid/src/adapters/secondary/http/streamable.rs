@@ -23,6 +23,7 @@ use url::Url;
 
 use super::super::authorizer::{Authorizer, Challenge};
 use super::super::tls::{Trust, describe};
+use super::credentials::Credentials;
 use crate::application::client::headers::encode;
 use crate::application::client::{Inbound, InboundTx, Link, LinkError, Outgoing};
 use crate::application::gateway::invisible;
@@ -115,6 +116,8 @@ struct Shared {
     inbound: InboundTx,
     authorizer: Option<Arc<dyn Authorizer>>,
     options: HttpOptions,
+    /// What is taken out of a server's answers before they are quoted.
+    credentials: Credentials,
     state: Mutex<State>,
     /// The task carrying each request in flight, so a cancelled request's
     /// stream can be dropped.
@@ -159,6 +162,7 @@ impl StreamableHttp {
         Ok(Self {
             shared: Arc::new(Shared {
                 http,
+                credentials: Credentials::new(&options.headers, &url),
                 url,
                 inbound,
                 authorizer,
@@ -200,8 +204,11 @@ impl Shared {
                 .authorization()
                 .await
                 .map_err(|e| LinkError::Unauthorized(e.to_string()))?;
-            if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
-                headers.insert(header::AUTHORIZATION, value);
+            if let Some(value) = value {
+                self.credentials.given(&value);
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    headers.insert(header::AUTHORIZATION, value);
+                }
             }
         }
         Ok(headers)
@@ -318,7 +325,7 @@ impl Shared {
                 status: status.as_u16(),
                 body: format!(
                     "no response to this request in the answer: {}",
-                    String::from_utf8_lossy(bytes.get(..bytes.len().min(200)).unwrap_or_default())
+                    excerpt(&bytes, &self.credentials)
                 ),
             })
         }
@@ -345,7 +352,7 @@ impl Shared {
         }
         Err(LinkError::Http {
             status,
-            body: excerpt(bytes),
+            body: excerpt(bytes, &self.credentials),
         })
     }
 
@@ -664,12 +671,31 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
+/// How much of an error's body is shown, in bytes.
+const SHOWN: usize = 300;
+
+/// How much of an error's body is read for its excerpt: credentials are
+/// taken out of this much before it is cut.
+const READ_FOR_EXCERPT: usize = 16 * 1024;
+
 /// The start of an error's body, for a message that is logged and shown:
-/// at most 300 bytes, and what a terminal would obey in it (controls, a
-/// line break that would forge a log line of its own, direction marks)
-/// escaped. The server chose every byte of it.
-pub(super) fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body.get(..body.len().min(300)).unwrap_or_default());
+/// every credential the transport sends taken out (servers echo request
+/// headers in error pages), at most 300 bytes, and what a terminal would
+/// obey in it (controls, a line break that would forge a log line of its
+/// own, direction marks) escaped. The server chose every byte of it.
+pub(super) fn excerpt(body: &[u8], credentials: &Credentials) -> String {
+    // Credentials out first, over more than is shown, so that one cut at
+    // the end of the excerpt is not shown in part.
+    let read = String::from_utf8_lossy(
+        body.get(..body.len().min(READ_FOR_EXCERPT))
+            .unwrap_or_default(),
+    );
+    let redacted = credentials.redact(&read);
+    let mut end = redacted.len().min(SHOWN);
+    while !redacted.is_char_boundary(end) {
+        end -= 1;
+    }
+    let text = redacted.get(..end).unwrap_or_default();
     let mut shown = String::with_capacity(text.len());
     for c in text.chars() {
         if c.is_control() || invisible(c) {
@@ -780,7 +806,7 @@ impl Link for StreamableHttp {
                 let body = read_limited(response).await.unwrap_or_default();
                 Err(LinkError::Http {
                     status: status.as_u16(),
-                    body: excerpt(&body),
+                    body: excerpt(&body, &self.shared.credentials),
                 })
             };
             tokio::time::timeout(ACK_TIMEOUT, acknowledged)
@@ -953,7 +979,7 @@ pub(super) async fn cure(
 
 #[cfg(test)]
 mod tests {
-    use super::{excerpt, names_session};
+    use super::{Credentials, excerpt, names_session};
 
     /// An error body is the server's: what a terminal or a log reader
     /// would take for its own (an escape sequence, a line break starting a
@@ -961,12 +987,13 @@ mod tests {
     #[test]
     fn an_error_body_is_shown_escaped_and_cut() {
         let body = "oops\u{1b}]0;PWNED\u{7}\n2026-12-06T00:00:00Z WARN droid: forged\u{202e}";
-        let shown = excerpt(body.as_bytes());
+        let none = Credentials::default();
+        let shown = excerpt(body.as_bytes(), &none);
         assert_eq!(
             shown,
             r"oops\u{1b}]0;PWNED\u{7}\n2026-12-06T00:00:00Z WARN droid: forged\u{202e}"
         );
-        assert!(excerpt(&[b'a'; 1000]).len() == 300);
+        assert!(excerpt(&[b'a'; 1000], &none).len() == 300);
     }
 
     #[test]

@@ -1,0 +1,180 @@
+//! The credentials a transport sends, kept out of what it says of a
+//! server's answers.
+//!
+//! A refusal's body is quoted in the transport's error (the start of it),
+//! and from there reaches logs, a gateway's `status` and its admin page.
+//! Servers, and the proxies and firewalls in front of them, often echo the
+//! request's headers in an error page: the token, an API key in a
+//! configured header, the Basic credentials of a URL's userinfo. The
+//! transport knows every one of them, so it takes them out of the text
+//! before quoting it.
+
+use std::sync::{Mutex, PoisonError};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use percent_encoding::percent_decode_str;
+use reqwest::header::{self, HeaderMap, HeaderName};
+use url::Url;
+
+/// What stands in for a credential in quoted text.
+const REDACTED: &str = "[redacted]";
+
+/// The shortest text taken for a credential: shorter values (a header set
+/// to `1`, a scheme's name) would take ordinary words out of the text.
+const SHORTEST: usize = 6;
+
+/// The values a transport's requests carry that a quoted answer must not
+/// repeat.
+#[derive(Debug, Default)]
+pub(super) struct Credentials {
+    /// Those fixed for the transport's life: its configured headers' and
+    /// its URL's.
+    fixed: Vec<String>,
+    /// Those of the last `Authorization` an authorizer gave, which may
+    /// change (a token refreshed, a file rotated).
+    given: Mutex<Vec<String>>,
+}
+
+impl Credentials {
+    /// The credentials in `headers` (every value marked sensitive, and
+    /// those of the headers that carry credentials) and in `url` (its
+    /// userinfo, and its query's values, where keys are often passed).
+    pub(super) fn new(headers: &HeaderMap, url: &Url) -> Self {
+        let mut fixed = Vec::new();
+        for (name, value) in headers {
+            if value.is_sensitive() || carries_credentials(name) {
+                if let Ok(value) = value.to_str() {
+                    add_value(&mut fixed, value);
+                }
+            }
+        }
+        if let Some(password) = url.password() {
+            let user = percent_decode_str(url.username()).decode_utf8_lossy();
+            let decoded = percent_decode_str(password).decode_utf8_lossy();
+            let pair = format!("{user}:{decoded}");
+            fixed.push(STANDARD.encode(pair.as_bytes()));
+            fixed.push(pair);
+            fixed.push(decoded.into_owned());
+            fixed.push(password.to_owned());
+        }
+        for (_, value) in url.query_pairs() {
+            fixed.push(value.into_owned());
+        }
+        Self {
+            fixed: tidy(fixed),
+            given: Mutex::default(),
+        }
+    }
+
+    /// Notes the `Authorization` an authorizer gave for a request.
+    pub(super) fn given(&self, authorization: &str) {
+        let mut values = Vec::new();
+        add_value(&mut values, authorization);
+        *self.given.lock().unwrap_or_else(PoisonError::into_inner) = tidy(values);
+    }
+
+    /// `text` with every credential the transport sends replaced.
+    pub(super) fn redact(&self, text: &str) -> String {
+        let given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut all: Vec<&String> = self.fixed.iter().chain(given.iter()).collect();
+        // The longest first: a token inside a longer value goes with it.
+        all.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+        let mut text = text.to_owned();
+        for secret in all {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), REDACTED);
+            }
+        }
+        text
+    }
+}
+
+/// Whether `name` is a header that carries credentials whatever it is
+/// marked.
+fn carries_credentials(name: &HeaderName) -> bool {
+    name == header::AUTHORIZATION || name == header::PROXY_AUTHORIZATION || name == header::COOKIE
+}
+
+/// A header's value, and each of its words after the first when it has
+/// several (the token of `Bearer TOKEN` echoed alone, but not the scheme's
+/// name, an ordinary word).
+fn add_value(into: &mut Vec<String>, value: &str) {
+    into.push(value.to_owned());
+    let words: Vec<&str> = value.split_whitespace().collect();
+    let skip = usize::from(words.len() > 1);
+    into.extend(words.iter().skip(skip).map(|word| (*word).to_owned()));
+}
+
+/// Long enough to be a credential, each once.
+fn tidy(mut values: Vec<String>) -> Vec<String> {
+    values.retain(|value| value.len() >= SHORTEST);
+    values.sort_unstable();
+    values.dedup();
+    values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            let mut value = HeaderValue::from_str(value).unwrap_or(HeaderValue::from_static(""));
+            value.set_sensitive(*name != "x-plain");
+            headers.insert(*name, value);
+        }
+        headers
+    }
+
+    #[test]
+    fn an_echoed_header_token_or_userinfo_is_taken_out() -> Result<(), url::ParseError> {
+        let url = Url::parse("http://ada:pa%24%24word1@example.com/mcp?key=query-secret")?;
+        let credentials = Credentials::new(
+            &headers(&[("x-api-key", "key-123456"), ("x-plain", "visible-value")]),
+            &url,
+        );
+        credentials.given("Bearer token-abcdef");
+        let basic = STANDARD.encode("ada:pa$$word1");
+        let page = format!(
+            "500: you sent Bearer token-abcdef, token-abcdef alone, x-api-key=key-123456, \
+             Basic {basic}, pa$$word1, query-secret, and x-plain=visible-value"
+        );
+        let shown = credentials.redact(&page);
+        for secret in [
+            "token-abcdef",
+            "key-123456",
+            &basic,
+            "pa$$word1",
+            "query-secret",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        // What is not a credential stays.
+        assert!(
+            shown.contains("visible-value") && shown.contains("Basic [redacted]"),
+            "{shown}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_rotated_token_replaces_the_one_before() -> Result<(), url::ParseError> {
+        let credentials = Credentials::new(&HeaderMap::new(), &Url::parse("http://h/mcp")?);
+        credentials.given("Bearer first-token");
+        credentials.given("Bearer second-token");
+        assert_eq!(
+            credentials.redact("second-token first-token"),
+            "[redacted] first-token"
+        );
+        // Short values are no credentials: `abc` alone stays.
+        credentials.given("Bearer abc");
+        assert_eq!(
+            credentials.redact("Bearer abc, and abc"),
+            "[redacted], and abc"
+        );
+        Ok(())
+    }
+}
