@@ -51,10 +51,23 @@ pub(crate) fn read_named(env: Option<&str>, file: Option<&Path>) -> anyhow::Resu
                 file.is_none(),
                 "give the secret one way, a variable or a file"
             );
+            // A name no variable can have is not repeated: it may be the
+            // token itself, written where its variable's name belongs.
+            let named = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             let value = std::env::var(name)
                 .ok()
                 .filter(|value| !value.is_empty())
-                .with_context(|| format!("the environment variable {name} is not set"))?;
+                .with_context(|| {
+                    if named {
+                        format!("the environment variable {name} is not set")
+                    } else {
+                        "the name given for the environment variable is no variable's \
+                         (letters, digits and _): is it the secret itself?"
+                            .to_owned()
+                    }
+                })?;
             Ok(Some(value))
         }
         None => read_file(file),

@@ -120,7 +120,14 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
     // an error still point into the file.
     let mut text = text.to_owned();
     json_strip_comments::strip(&mut text).context("reading the JSON's comments")?;
-    let file: ClientFile = serde_json::from_str(&text).context("reading the JSON")?;
+    // Without the values it quotes, which may be secrets (see
+    // `without_values`).
+    let file: ClientFile = serde_json::from_str(&text).map_err(|error| {
+        anyhow::anyhow!(
+            "reading the JSON: {}",
+            super::load::without_values(&error.to_string())
+        )
+    })?;
     ensure!(
         file.mcp_servers.is_some() || file.servers.is_some(),
         "no \"mcpServers\" or \"servers\" object: not an MCP client configuration"
@@ -279,10 +286,13 @@ fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<St
             is_name(variable),
             "${{{inner}}} is not an environment variable (set the value itself, or use ${{env:NAME}})"
         );
-        match (env(variable), default) {
+        // Empty counts as unset, as `:-` does in a shell: a header or a
+        // token left empty by a variable set to nothing is a mistake to
+        // say, not a credential to send.
+        match (env(variable).filter(|value| !value.is_empty()), default) {
             (Some(value), _) => out.push_str(&value),
             (None, Some(default)) => out.push_str(default),
-            (None, None) => bail!("the environment variable {variable} is not set"),
+            (None, None) => bail!("the environment variable {variable} is not set, or is empty"),
         }
         rest = &after[end + 1..];
     }
@@ -309,6 +319,7 @@ mod tests {
             // Set, as it may be in a shell: the editor's variable still
             // names no environment variable.
             "workspaceFolder" => Some("/etc".to_owned()),
+            "EMPTY" => Some(String::new()),
             _ => None,
         }
     }
@@ -461,9 +472,15 @@ mod tests {
             expand("${env:workspaceFolder}", &env).ok().as_deref(),
             Some("/etc")
         );
+        // Set to nothing counts as unset: the default, or refused.
+        assert_eq!(
+            expand("Bearer ${EMPTY:-fallback}", &env).ok().as_deref(),
+            Some("Bearer fallback")
+        );
         for (text, needle) in [
             ("${NOPE}", "NOPE is not set"),
             ("${env:NOPE}", "NOPE is not set"),
+            ("Bearer ${env:EMPTY}", "EMPTY is not set, or is empty"),
             (
                 "${input:key}",
                 "${input:key} is not an environment variable",

@@ -44,8 +44,36 @@ pub(crate) fn from_toml<T: serde::de::DeserializeOwned>(text: &str) -> anyhow::R
                 + 1;
             format!(" at line {line}, column {column}")
         });
-        anyhow::anyhow!("{}{place}", error.message().trim_end())
+        anyhow::anyhow!("{}{place}", without_values(error.message().trim_end()))
     })
+}
+
+/// A configuration error's message without the values it quotes: serde
+/// says `invalid type: string "…", expected a map` of a value of the wrong
+/// type, and such a value is often a header's or a token's, written where
+/// a table belongs.
+pub(crate) fn without_values(message: &str) -> String {
+    const QUOTED: &str = "string \"";
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(QUOTED) {
+        let (before, quoted) = rest.split_at(at + QUOTED.len());
+        out.push_str(before);
+        out.push('…');
+        // To the closing quote, past escaped ones.
+        let mut escaped = false;
+        let end = quoted.char_indices().find_map(|(i, c)| {
+            let closes = c == '"' && !escaped;
+            escaped = c == '\\' && !escaped;
+            closes.then_some(i)
+        });
+        let Some(end) = end else {
+            return out;
+        };
+        rest = quoted.get(end..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Reads `path`, or the embedded default, and checks what no form checks
@@ -100,5 +128,48 @@ fn warn_unexpanded(config: &Config) {
                  expanded in the JSON forms; here use bearer_token_env or pass_env)"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_not_quoted() {
+        let text = "[[upstream]]\nname = \"x\"\nurl = \"http://127.0.0.1:1/mcp\"\n\
+                    headers = \"Authorization: Bearer SECRET_HDR\"\n";
+        let refused = from_toml::<Config>(text)
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"));
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| !e.contains("SECRET_HDR") && e.contains("expected a map")),
+            "{refused:?}"
+        );
+        let json = r#"{"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp",
+            "headers": "Authorization: Bearer SECRET_JSON"}}}"#;
+        let refused = json::read(json).map(|_| ()).map_err(|e| format!("{e:#}"));
+        assert!(
+            refused.as_ref().is_err_and(|e| !e.contains("SECRET_JSON")),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn only_the_quoted_values_go() {
+        assert_eq!(
+            without_values(r#"invalid type: string "a \"b\" c", expected a map at line 4"#),
+            r#"invalid type: string "…", expected a map at line 4"#
+        );
+        assert_eq!(
+            without_values(r#"invalid value: string "x", and string "y"#),
+            r#"invalid value: string "…", and string "…"#
+        );
+        assert_eq!(
+            without_values("unknown field `hedaers`"),
+            "unknown field `hedaers`"
+        );
     }
 }

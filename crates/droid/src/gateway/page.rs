@@ -67,6 +67,13 @@ pub(crate) async fn serve(
     }
     // Scripts read this line to learn the port when `:0` picked one.
     tracing::warn!(target: "droid", "admin page on {scheme}://{bound}/");
+    if !auth.enabled() {
+        // Loopback is not this user alone, as the admin socket is.
+        tracing::warn!(
+            target: "droid",
+            "the admin page has no authorization: every user and process of this machine              can read it and approve tools through it (the admin socket answers this user              alone); on a shared machine, turn authorization on"
+        );
+    }
     let page = AdminPage::new(gateway.clone(), options).require_scope(scope);
     tokio::spawn(async move {
         if let Err(error) = page.serve(listener, std::future::pending()).await {
