@@ -285,7 +285,15 @@ pub(crate) fn status(gateway: &Gateway, definitions: bool) -> Value {
         .catalog()
         .into_iter()
         .filter(|(_, _, provenance)| !provenance.is_verified())
-        .map(|(id, digest, _)| json!({ "id": id.as_str(), "digest": digest.to_string() }))
+        .map(|(id, digest, _)| {
+            json!({
+                "id": id.as_str(),
+                "digest": digest.to_string(),
+                // What it was last trusted at: the page shows a change
+                // against that, not against an unapproved one before it.
+                "trusted": gateway.trusted_digest(&id).map(|d| d.to_string()),
+            })
+        })
         .collect();
     // Changes to tools that existed: a tool's first appearance is no news
     // to an operator, and would bury the changes that are.
@@ -298,6 +306,9 @@ pub(crate) fn status(gateway: &Gateway, definitions: bool) -> Value {
                 "id": d.id.as_str(),
                 "old": d.old.map(|x| x.to_string()),
                 "new": d.new.map(|x| x.to_string()),
+                // What the tool is trusted at now: whether this change's
+                // outcome is it, or was superseded.
+                "trusted": gateway.trusted_digest(&d.id).map(|x| x.to_string()),
                 "droppedActivations": d.dropped_activations,
             });
             if let (true, Value::Object(shown)) = (definitions, &mut shown) {

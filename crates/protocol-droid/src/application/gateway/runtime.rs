@@ -407,6 +407,15 @@ impl Gateway {
             .collect()
     }
 
+    /// The digest the tool `id` is trusted at (pinned in the
+    /// configuration, trusted on first use, or approved), if any: what an
+    /// unverified tool's change is to be weighed against, however many
+    /// unapproved changes came between.
+    #[must_use]
+    pub fn trusted_digest(&self, id: &ToolId) -> Option<SchemaDigest> {
+        lock(&self.inner.state).pins.get(id).copied()
+    }
+
     /// The most recent drift reports, oldest first.
     #[must_use]
     pub fn drift(&self) -> Vec<DriftReport> {

@@ -207,8 +207,32 @@ function renderCatalog(catalog) {
   document.getElementById("catalog").replaceChildren(...blocks);
 }
 
+// Characters that change what a text means or says without showing:
+// invisible formatting, direction overrides and isolates, variation
+// selectors and the Unicode tags, which can spell a whole sentence no one
+// sees (and a model reads). Shown as their code points, marked, so two
+// definitions that look alike on the page do not differ unseen.
+const HIDDEN = /[\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E\u2060-\u206F\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFB]|[\u{1D173}-\u{1D17A}]|[\u{E0000}-\u{E0FFF}]/u;
+
+function revealed(text) {
+  const parts = [];
+  let plain = "";
+  for (const ch of text) {
+    if (!HIDDEN.test(ch)) {
+      plain += ch;
+      continue;
+    }
+    if (plain) parts.push(plain);
+    plain = "";
+    parts.push(el("mark", { class: "hidden-char", title: "a character that does not show" },
+      `\\u{${ch.codePointAt(0).toString(16)}}`));
+  }
+  if (plain) parts.push(plain);
+  return parts;
+}
+
 function definition(value) {
-  return el("pre", {}, value ? JSON.stringify(value, null, 2) : "(not kept)");
+  return el("pre", {}, ...(value ? revealed(JSON.stringify(value, null, 2)) : ["(not kept)"]));
 }
 
 async function approveTool(id, digest, button) {
@@ -229,26 +253,46 @@ async function approveTool(id, digest, button) {
   refresh();
 }
 
+// The definition `id` had at `digest`, from any report that kept it.
+function keptDefinition(drift, id, digest) {
+  for (const d of drift) {
+    if (d.id !== id) continue;
+    if (d.new === digest && d.newDefinition) return d.newDefinition;
+    if (d.old === digest && d.oldDefinition) return d.oldDefinition;
+  }
+  return null;
+}
+
 function renderDrift(drift, unverified) {
-  const waiting = new Map(unverified.map((u) => [u.id, u.digest]));
+  const waiting = new Map(unverified.map((u) => [u.id, u]));
   const entries = drift.slice().reverse().map((d) => {
-    const awaiting = d.new && waiting.get(d.id) === d.new;
+    const pending = waiting.get(d.id);
+    const awaiting = Boolean(d.new) && pending?.digest === d.new;
     // Only what is shown in full is approved here.
     const shown = awaiting && d.newDefinition;
+    // A change awaiting approval is weighed against what was last trusted,
+    // not against an unapproved change before it: approving the latest of
+    // several approves them all.
+    const sinceTrusted = awaiting && pending.trusted && pending.trusted !== d.old;
+    const before = sinceTrusted
+      ? { digest: pending.trusted, definition: keptDefinition(drift, d.id, pending.trusted), title: "last trusted" }
+      : { digest: d.old, definition: d.oldDefinition, title: "before" };
     const button = shown
       ? el("button", { type: "button", "data-approve": d.id }, "Approve")
       : el("span", { class: "muted" },
         awaiting ? "too large to show: approve with droid gateway approve"
-          : d.new ? "approved or pinned" : "removed");
+          : !d.new ? "removed"
+            : d.new === d.trusted ? "approved or pinned"
+              : "superseded by a later change");
     if (shown) button.addEventListener("click", () => approveTool(d.id, d.new, button));
     return el("div", { class: "drift", "data-drift": d.id },
       el("div", { class: "drift-head" },
         el("code", {}, d.id),
-        el("span", { class: "muted" }, `${short(d.old)} → ${short(d.new)}`),
+        el("span", { class: "muted" }, `${short(before.digest)} → ${short(d.new)}`),
         el("span", { class: "muted" }, `${d.droppedActivations} activation(s) dropped`),
         button),
       el("div", { class: "sides" },
-        el("div", {}, el("h3", {}, "before"), definition(d.oldDefinition)),
+        el("div", {}, el("h3", {}, before.title), definition(before.definition)),
         el("div", {}, el("h3", {}, "now"), definition(d.newDefinition))));
   });
   document.getElementById("drift-empty").hidden = entries.length > 0;
