@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use super::catalog::{Pins, ToolCatalog, ToolSource};
 use super::gate::ExecutionGate;
+use super::names;
 use super::principals::{Principals, digest_of, shared_session_key};
 use super::session::{DropReason, DroppedActivation, SessionToolSet};
 use super::shared::ActivationsRecord;
@@ -30,7 +31,8 @@ use crate::domain::jsonrpc::ErrorCode;
 /// How many sessions' tool sets are kept; the oldest goes first.
 pub const MAX_SESSIONS: usize = 10_000;
 
-/// How many drift reports are kept for [`Gateway::drift`](super::Gateway::drift).
+/// How many drift reports are kept for [`Gateway::drift`](super::Gateway::drift);
+/// past it, the oldest of the upstream with the most kept goes.
 pub const MAX_DRIFT_REPORTS: usize = 256;
 
 /// How sessions get their tools.
@@ -342,11 +344,33 @@ impl State {
     }
 
     pub(super) fn record_drift(&mut self, report: DriftReport) {
-        if self.drift.len() >= MAX_DRIFT_REPORTS {
-            self.drift.pop_front();
-        }
-        self.drift.push_back(report);
+        keep_fairly(&mut self.drift, report, MAX_DRIFT_REPORTS);
     }
+}
+
+/// Adds `report` to `drift`, which holds at most `bound`: past it, the
+/// oldest report of the upstream that has the most goes. So an upstream
+/// that changes its tools without end crowds out only its own reports,
+/// never another upstream's change (which the operator must see to
+/// approve) while that one has fewer kept.
+fn keep_fairly(drift: &mut VecDeque<DriftReport>, report: DriftReport, bound: usize) {
+    fn upstream(report: &DriftReport) -> &str {
+        names::split_name(report.id.as_str()).map_or("", |(upstream, _)| upstream)
+    }
+    if drift.len() >= bound.max(1) {
+        let mut kept: HashMap<&str, usize> = HashMap::new();
+        for report in drift.iter() {
+            *kept.entry(upstream(report)).or_default() += 1;
+        }
+        let most = kept.values().copied().max().unwrap_or(0);
+        let crowding = drift
+            .iter()
+            .position(|report| kept.get(upstream(report)) == Some(&most));
+        if let Some(oldest) = crowding {
+            drift.remove(oldest);
+        }
+    }
+    drift.push_back(report);
 }
 
 /// A new set for `session`: the core `disclosure` gives, no activations.
@@ -427,4 +451,42 @@ pub(super) fn link_error(upstream: &str, error: CallError) -> CallError {
 /// A refusal of the caller's request, by name (`-32602`).
 pub(super) fn refused(message: String) -> CallError {
     Refusal::invalid_params(message).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(id: &str) -> DriftReport {
+        DriftReport {
+            id: ToolId::new(id),
+            old: None,
+            new: None,
+            dropped_activations: 0,
+            old_definition: None,
+            new_definition: None,
+        }
+    }
+
+    #[test]
+    fn an_upstream_changing_without_end_crowds_out_only_its_own_reports() {
+        let mut drift = VecDeque::new();
+        for n in 0..8 {
+            keep_fairly(&mut drift, report(&format!("flood/t{n}")), 8);
+        }
+        for tool in ["victim/a", "victim/b"] {
+            keep_fairly(&mut drift, report(tool), 8);
+        }
+        for n in 8..1000 {
+            keep_fairly(&mut drift, report(&format!("flood/t{n}")), 8);
+        }
+        assert_eq!(drift.len(), 8);
+        let kept: Vec<&str> = drift.iter().map(|r| r.id.as_str()).collect();
+        assert!(
+            kept.contains(&"victim/a") && kept.contains(&"victim/b"),
+            "{kept:?}"
+        );
+        // The flood keeps its newest.
+        assert_eq!(kept.last(), Some(&"flood/t999"));
+    }
 }
