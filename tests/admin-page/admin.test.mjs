@@ -271,4 +271,24 @@ test("the page refuses a foreign origin's approval, and one not sent as JSON", a
     body: "ids=changing/echo",
   });
   assert.equal(form.status, 415);
+  // A type that only begins like JSON's is not JSON.
+  const lookalike = await fetch(new URL("/api/approve", pageUrl), {
+    method: "POST",
+    headers: { "Content-Type": "application/jsonx" },
+    body: JSON.stringify({ ids: ["changing/echo"] }),
+  });
+  assert.equal(lookalike.status, 415);
+  // An image or a no-cors fetch another site's page makes the browser
+  // send carries no Origin; the browser says where it comes from, and the
+  // data is refused before any upstream is asked for it.
+  for (const path of ["/api/primitives", "/api/overview"]) {
+    const foreign = await fetch(new URL(path, pageUrl), { headers: { "Sec-Fetch-Site": "cross-site" } });
+    assert.equal(foreign.status, 403, path);
+    const own = await fetch(new URL(path, pageUrl), { headers: { "Sec-Fetch-Site": "same-origin" } });
+    assert.equal(own.status, 200, path);
+    assert.equal(own.headers.get("x-content-type-options"), "nosniff", path);
+  }
+  // The page itself is reached from anywhere: a link to it is followed.
+  const linked = await fetch(pageUrl, { headers: { "Sec-Fetch-Site": "cross-site" } });
+  assert.equal(linked.status, 200);
 });

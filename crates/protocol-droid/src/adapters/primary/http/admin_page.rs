@@ -128,6 +128,7 @@ impl AdminPage {
                 resource_server.clone(),
                 auth::authenticate,
             ))
+            .route_layer(axum::middleware::from_fn(own_pages_only))
             .route(
                 "/",
                 get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
@@ -173,6 +174,31 @@ impl AdminPage {
         let admission = accept::Admission::new(&self.page.options);
         accept::run(listener, self.router(), admission, shutdown).await
     }
+}
+
+/// The page's data and approvals, asked for by the page itself (or by a
+/// client that is no browser): a request another site's page made the
+/// browser send, which carries no `Origin` to check when it is an image or
+/// a `no-cors` fetch, is refused before anything is asked of the
+/// gateway's upstreams. Nothing answered here is sniffed for another type.
+async fn own_pages_only(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let foreign = request
+        .headers()
+        .get("sec-fetch-site")
+        .is_some_and(|site| site != "same-origin" && site != "none");
+    let mut response = if foreign {
+        respond(
+            StatusCode::FORBIDDEN,
+            &json!({ "ok": false, "error": "a request from another site's page" }),
+        )
+    } else {
+        next.run(request).await
+    };
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// A static part of the page, with the headers that keep it to itself.
@@ -355,7 +381,8 @@ async fn approve(
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
     if !is_json {
         return respond(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
