@@ -252,9 +252,12 @@ fn prepare(
     let variable = upstream.bearer_token_env.as_deref().unwrap_or_default();
     let authorizer = crate::secret::bearer(token, upstream.bearer_token_file.as_deref(), variable)
         .with_context(|| format!("upstream {name:?}: bearer token"))?;
-    // Allowed (a private network may be trusted), but said: a token sent
-    // over plain HTTP to another machine can be read on the way.
-    if let (Some(_), Target::Url(url)) = (&authorizer, &target) {
+    // Allowed (a private network may be trusted), but said: a credential
+    // sent over plain HTTP to another machine (a token, a configured
+    // header, the URL's userinfo) can be read on the way.
+    let credentials = authorizer.is_some() || !upstream.headers.is_empty();
+    if let Target::Url(url) = &target {
+        let credentials = credentials || url.password().is_some() || !url.username().is_empty();
         let loopback = url
             .host_str()
             .map(|host| host.trim_start_matches('[').trim_end_matches(']'))
@@ -264,11 +267,11 @@ fn prepare(
                         .parse::<std::net::IpAddr>()
                         .is_ok_and(|ip| ip.is_loopback())
             });
-        if url.scheme() == "http" && !loopback {
+        if credentials && url.scheme() == "http" && !loopback {
             tracing::warn!(
                 target: "droid",
                 upstream = %name,
-                "the upstream's bearer token is sent over plain HTTP to another machine"
+                "the upstream's credentials (its token, headers or userinfo) are sent over plain HTTP to another machine"
             );
         }
     }

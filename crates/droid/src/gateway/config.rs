@@ -32,7 +32,7 @@
 //! instance_id = "gateway-a"
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -251,7 +251,7 @@ pub(crate) struct ToolsConfig {
 impl Config {
     /// The rules no form can check on its own.
     pub(crate) fn check(&self) -> anyhow::Result<()> {
-        let mut names = std::collections::BTreeSet::new();
+        let mut names = BTreeSet::new();
         let mut prefixes: BTreeMap<String, &str> = BTreeMap::new();
         for upstream in &self.upstream {
             let name = &upstream.name;
@@ -286,11 +286,25 @@ impl Config {
                         && upstream.cwd.is_none(),
                     "upstream {name:?}: env, pass_env and cwd are for command upstreams"
                 );
+                let mut named = BTreeSet::new();
                 for header in upstream.headers.keys() {
                     let lower = header.to_ascii_lowercase();
                     ensure!(
                         !RESERVED_HEADERS.contains(&lower.as_str()) && !lower.starts_with("mcp-"),
                         "upstream {name:?}: the header {header:?} is the transport's to set, not the configuration's"
+                    );
+                    // Header names are read without case: two spellings of
+                    // one would both be sent, and which a server heeds is
+                    // its own choice.
+                    ensure!(
+                        named.insert(lower.clone()),
+                        "upstream {name:?}: the header {header:?} is named twice (names are read without case)"
+                    );
+                    ensure!(
+                        lower != "authorization"
+                            || (upstream.bearer_token_env.is_none()
+                                && upstream.bearer_token_file.is_none()),
+                        "upstream {name:?}: an Authorization header and a bearer token: give the credential one way"
                     );
                 }
             } else {
@@ -630,6 +644,24 @@ mod tests {
         let allowed = "[[upstream]]\nname = \"web\"\nurl = \"https://example.test/mcp\"\n\
                        headers = { \"Authorization\" = \"Bearer t\", \"X-Tenant\" = \"blue\" }\n";
         assert!(toml(allowed).is_ok());
+        for (text, said) in [
+            (
+                "headers = { \"Authorization\" = \"Bearer one\", authorization = \"Bearer two\" }\n",
+                "named twice",
+            ),
+            (
+                "headers = { \"Authorization\" = \"Bearer one\" }\nbearer_token_env = \"T\"\n",
+                "give the credential one way",
+            ),
+        ] {
+            let text =
+                format!("[[upstream]]\nname = \"web\"\nurl = \"https://example.test/mcp\"\n{text}");
+            let refused = toml(&text).map_err(|e| e.to_string());
+            assert!(
+                refused.as_ref().is_err_and(|e| e.contains(said)),
+                "{text}: {refused:?}"
+            );
+        }
         for env in [r#""A=B" = "c""#, r#""" = "x""#, r#"K = "a\u0000b""#] {
             let text =
                 format!("[[upstream]]\nname = \"s\"\ncommand = [\"x\"]\nenv = {{ {env} }}\n");
