@@ -25,6 +25,22 @@ pub(crate) fn read(env: &str, file: Option<&Path>) -> anyhow::Result<Option<Stri
     }
 }
 
+/// Says so when every user of the machine may read the secret at `path`.
+/// Said, not refused: a secret mounted into a container is often so, with
+/// no other user there to read it.
+fn warn_if_readable_by_anyone(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let readable_by_anyone =
+        std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().mode() & 0o004 != 0);
+    if readable_by_anyone {
+        tracing::warn!(
+            target: "droid",
+            "the secret in {} is readable by every user of this machine: make it readable by its owner alone",
+            path.display()
+        );
+    }
+}
+
 /// The most bytes a file holding one secret may: secrets are kilobytes.
 const MAX_SECRET_FILE: u64 = 64 * 1024;
 
@@ -34,6 +50,7 @@ fn read_file(file: Option<&Path>) -> anyhow::Result<Option<String>> {
     };
     let bytes = local_file::read_regular(path, MAX_SECRET_FILE)
         .with_context(|| format!("reading the secret in {}", path.display()))?;
+    warn_if_readable_by_anyone(path);
     let text = String::from_utf8(bytes)
         .map_err(|_| anyhow::anyhow!("the secret in {} is not UTF-8 text", path.display()))?;
     // Files written by `echo` end in a newline no secret contains.

@@ -1719,6 +1719,36 @@ fn credentials_an_upstream_echoes_are_not_repeated() -> Result<(), TestError> {
     Ok(())
 }
 
+/// A configuration every user may change (it names the commands the
+/// gateway runs) and a token file every user may read are said at start.
+#[test]
+fn files_others_may_change_or_read_are_said() -> Result<(), TestError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let scratch = Files::fresh("droid-gateway-open-files")?;
+    let token = scratch.write("token", "token-in-an-open-file\n")?;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644))?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "{}\n[[upstream]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+             bearer_token_file = {token:?}\ntimeout = 1\n",
+            served("fixture")
+        ),
+    )?;
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o666))?;
+    let (_, out) = digests(&config, scratch.dir())?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("writable by every user"), "{stderr}");
+    assert!(stderr.contains("readable by every user"), "{stderr}");
+    // Closed, neither is said.
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600))?;
+    let (_, out) = digests(&config, scratch.dir())?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("by every user"), "{stderr}");
+    Ok(())
+}
+
 /// The resident set of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> Result<u64, TestError> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;

@@ -48,6 +48,22 @@ pub(crate) fn from_toml<T: serde::de::DeserializeOwned>(text: &str) -> anyhow::R
     })
 }
 
+/// Says so when anyone on the machine may change the configuration at
+/// `path`: it names the commands the gateway runs and where its tokens go.
+fn warn_if_open(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let writable_by_anyone =
+        std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().mode() & 0o002 != 0);
+    if writable_by_anyone {
+        tracing::warn!(
+            target: "droid",
+            "{} is writable by every user of this machine, and it names the commands the \
+             gateway runs: make it writable by its owner alone",
+            path.display()
+        );
+    }
+}
+
 /// A configuration error's message without the values it quotes: serde
 /// says `invalid type: string "…", expected a map` of a value of the wrong
 /// type, and such a value is often a header's or a token's, written where
@@ -82,6 +98,7 @@ pub(crate) fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     let config = match path {
         Some(path) => {
             let text = config_text(path)?;
+            warn_if_open(path);
             let is_json = path
                 .extension()
                 .is_some_and(|e| e.eq_ignore_ascii_case("json"));
