@@ -15,6 +15,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use percent_encoding::percent_decode_str;
 use reqwest::header::{self, HeaderMap, HeaderName};
+use serde_json::Value;
 use url::Url;
 
 /// What stands in for a credential in quoted text.
@@ -90,6 +91,40 @@ impl Credentials {
     }
 }
 
+impl Credentials {
+    /// `message` (or each message of a batch) with the credentials taken
+    /// out of its error, if it is one: a server that refuses a key often
+    /// names it (`invalid API key: …`), and an error goes on to clients
+    /// the credentials are not theirs to see. Results are the server's
+    /// content and are left as they are.
+    pub(super) fn redact_errors(&self, message: &mut Value) {
+        match message {
+            Value::Array(batch) => batch.iter_mut().for_each(|m| self.redact_errors(m)),
+            Value::Object(object) => {
+                if let Some(error) = object.get_mut("error") {
+                    self.redact_strings(error);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every string in `value`, redacted.
+    fn redact_strings(&self, value: &mut Value) {
+        match value {
+            Value::String(text) => {
+                let redacted = self.redact(text);
+                if redacted != *text {
+                    *text = redacted;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_strings(v)),
+            Value::Object(members) => members.values_mut().for_each(|v| self.redact_strings(v)),
+            _ => {}
+        }
+    }
+}
+
 /// Whether `name` is a header that carries credentials whatever it is
 /// marked.
 fn carries_credentials(name: &HeaderName) -> bool {
@@ -157,6 +192,27 @@ mod tests {
             shown.contains("visible-value") && shown.contains("Basic [redacted]"),
             "{shown}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn an_error_naming_the_key_is_passed_on_without_it() -> Result<(), url::ParseError> {
+        let credentials = Credentials::new(
+            &headers(&[("x-api-key", "sk-live-123456")]),
+            &Url::parse("http://h/mcp")?,
+        );
+        let mut refused = serde_json::json!([
+            { "jsonrpc": "2.0", "id": 1,
+              "error": { "code": -32001, "message": "invalid API key: sk-live-123456",
+                         "data": { "sent": ["sk-live-123456"] } } },
+            { "jsonrpc": "2.0", "id": 2, "result": { "echo": "sk-live-123456" } }
+        ]);
+        credentials.redact_errors(&mut refused);
+        let at = |pointer: &str| refused.pointer(pointer).and_then(Value::as_str);
+        assert_eq!(at("/0/error/message"), Some("invalid API key: [redacted]"));
+        assert_eq!(at("/0/error/data/sent/0"), Some("[redacted]"));
+        // A result is the server's content.
+        assert_eq!(at("/1/result/echo"), Some("sk-live-123456"));
         Ok(())
     }
 

@@ -37,7 +37,7 @@ pub struct LegacySse {
     /// Sent with every request, the stream's GET and each POST.
     headers: HeaderMap,
     /// What is taken out of a server's answers before they are quoted.
-    credentials: Credentials,
+    credentials: Arc<Credentials>,
     stream: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -125,7 +125,9 @@ impl LegacySse {
                 "the endpoint {endpoint} is on another origin"
             )));
         }
+        let credentials = Arc::new(Credentials::new(&options.headers, &url));
         let tx = inbound.clone();
+        let redacting = Arc::clone(&credentials);
         let task = tokio::spawn(async move {
             while let Some(event) = events.next().await {
                 let Ok(event) = event else {
@@ -135,7 +137,10 @@ impl LegacySse {
                     continue;
                 }
                 let item = match jsonrpc::value_from_str(&event.data) {
-                    Ok(message) => Inbound::Message(message),
+                    Ok(mut message) => {
+                        redacting.redact_errors(&mut message);
+                        Inbound::Message(message)
+                    }
                     Err(_) => Inbound::Malformed(event.data.chars().take(200).collect()),
                 };
                 if tx.send(item).await.is_err() {
@@ -150,7 +155,7 @@ impl LegacySse {
         });
         Ok(Self {
             http,
-            credentials: Credentials::new(&options.headers, &url),
+            credentials,
             url,
             endpoint,
             inbound,

@@ -263,7 +263,10 @@ impl Shared {
         }
     }
 
-    async fn deliver(&self, item: Inbound) -> bool {
+    async fn deliver(&self, mut item: Inbound) -> bool {
+        if let Inbound::Message(message) = &mut item {
+            self.credentials.redact_errors(message);
+        }
         self.inbound.send(item).await.is_ok()
     }
 
