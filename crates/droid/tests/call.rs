@@ -122,6 +122,31 @@ fn fails_saying(mode: &str, words: &str) -> Result<(), TestError> {
     Ok(())
 }
 
+/// A server's JSON-RPC error that names the key it was sent reaches the
+/// caller without it: the error goes on to whoever called (through a
+/// gateway, a client the key is not for).
+#[test]
+fn an_error_naming_the_key_it_was_sent_is_shown_without_it() -> Result<(), TestError> {
+    let (_server, url) = faulty("error-naming-key")?;
+    let out = ended(
+        droid_command()
+            .args(["call", &url, "tools/list"])
+            .env("DROID_TOKEN", "token-kept-from-callers")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?,
+    )?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("invalid API key: [redacted]"), "{said}");
+    assert!(!said.contains("token-kept-from-callers"), "{said}");
+    Ok(())
+}
+
 #[test]
 fn a_refusal_whose_body_never_ends_fails_the_call() -> Result<(), TestError> {
     fails_saying("stalled-refusal", "no acknowledgement")

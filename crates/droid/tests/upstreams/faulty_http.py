@@ -23,6 +23,9 @@ and prints the port on its first line.
   echo-500         answers every request with a 500 whose page repeats the
                    credentials it was sent (Authorization, X-Api-Key), as
                    some servers' and proxies' error pages do
+  error-naming-key answers tools/list with a JSON-RPC error whose message
+                   names the Authorization it was sent, as an API refusing
+                   a key often does
 """
 
 import json
@@ -119,6 +122,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(3600)
             return self.reply(202)
+        if MODE == "error-naming-key" and method == "tools/list":
+            refusal = {"code": -32001,
+                       "message": f"invalid API key: {self.headers.get('Authorization')}"}
+            return self.reply(200, {"jsonrpc": "2.0", "id": message["id"], "error": refusal})
         result = self.result(method, message.get("params") or {})
         if MODE == "ping-flood" and method == "tools/list":
             return self.flood(message["id"], result)

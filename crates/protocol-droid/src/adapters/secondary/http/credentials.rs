@@ -21,9 +21,19 @@ use url::Url;
 /// What stands in for a credential in quoted text.
 const REDACTED: &str = "[redacted]";
 
-/// The shortest text taken for a credential: shorter values (a header set
-/// to `1`, a scheme's name) would take ordinary words out of the text.
+/// The shortest text taken for a credential where it is one by its place
+/// (an `Authorization` value, a token, the URL's userinfo): shorter values
+/// would take ordinary words out of the text.
 const SHORTEST: usize = 6;
+
+/// The shortest text taken for a credential where it may as well be an
+/// ordinary word (any other configured header's value, a query's value:
+/// `X-Tenant: production`, `?transport=streamable`). Keys are longer.
+const SHORTEST_ELSEWHERE: usize = 12;
+
+/// How many of the `Authorization` values an authorizer gave are kept: an
+/// answer to a request sent with a token since rotated may come after.
+const GIVEN_KEPT: usize = 4;
 
 /// The values a transport's requests carry that a quoted answer must not
 /// repeat.
@@ -32,9 +42,9 @@ pub(super) struct Credentials {
     /// Those fixed for the transport's life: its configured headers' and
     /// its URL's.
     fixed: Vec<String>,
-    /// Those of the last `Authorization` an authorizer gave, which may
-    /// change (a token refreshed, a file rotated).
-    given: Mutex<Vec<String>>,
+    /// Those of the last few `Authorization` values an authorizer gave,
+    /// which change (a token refreshed, a file rotated), the newest last.
+    given: Mutex<Vec<Vec<String>>>,
 }
 
 impl Credentials {
@@ -44,23 +54,40 @@ impl Credentials {
     pub(super) fn new(headers: &HeaderMap, url: &Url) -> Self {
         let mut fixed = Vec::new();
         for (name, value) in headers {
-            if value.is_sensitive() || carries_credentials(name) {
-                if let Ok(value) = value.to_str() {
-                    add_value(&mut fixed, value);
+            if let Ok(text) = value.to_str() {
+                if carries_credentials(name) {
+                    add_value(&mut fixed, text, SHORTEST);
+                } else if value.is_sensitive() {
+                    add_value(&mut fixed, text, SHORTEST_ELSEWHERE);
                 }
             }
         }
-        if let Some(password) = url.password() {
+        // A user name alone is sent too (as Basic `user:`), and is often
+        // the key itself.
+        if !url.username().is_empty() || url.password().is_some() {
             let user = percent_decode_str(url.username()).decode_utf8_lossy();
+            let password = url.password().unwrap_or_default();
             let decoded = percent_decode_str(password).decode_utf8_lossy();
             let pair = format!("{user}:{decoded}");
-            fixed.push(STANDARD.encode(pair.as_bytes()));
-            fixed.push(pair);
-            fixed.push(decoded.into_owned());
-            fixed.push(password.to_owned());
+            for value in [
+                STANDARD.encode(pair.as_bytes()),
+                pair,
+                user.into_owned(),
+                url.username().to_owned(),
+                decoded.into_owned(),
+                password.to_owned(),
+            ] {
+                add_long(&mut fixed, value, SHORTEST);
+            }
         }
+        // Decoded, and as written (an error page often repeats the request
+        // line, encoded as it was sent).
         for (_, value) in url.query_pairs() {
-            fixed.push(value.into_owned());
+            add_long(&mut fixed, value.into_owned(), SHORTEST_ELSEWHERE);
+        }
+        for pair in url.query().unwrap_or_default().split('&') {
+            let value = pair.split_once('=').map_or(pair, |(_, value)| value);
+            add_long(&mut fixed, value.to_owned(), SHORTEST_ELSEWHERE);
         }
         Self {
             fixed: tidy(fixed),
@@ -71,14 +98,23 @@ impl Credentials {
     /// Notes the `Authorization` an authorizer gave for a request.
     pub(super) fn given(&self, authorization: &str) {
         let mut values = Vec::new();
-        add_value(&mut values, authorization);
-        *self.given.lock().unwrap_or_else(PoisonError::into_inner) = tidy(values);
+        add_value(&mut values, authorization, SHORTEST);
+        let values = tidy(values);
+        let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
+        if given.last() == Some(&values) {
+            return;
+        }
+        given.retain(|kept| *kept != values);
+        given.push(values);
+        if given.len() > GIVEN_KEPT {
+            given.remove(0);
+        }
     }
 
     /// `text` with every credential the transport sends replaced.
     pub(super) fn redact(&self, text: &str) -> String {
         let given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut all: Vec<&String> = self.fixed.iter().chain(given.iter()).collect();
+        let mut all: Vec<&String> = self.fixed.iter().chain(given.iter().flatten()).collect();
         // The longest first: a token inside a longer value goes with it.
         all.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
         let mut text = text.to_owned();
@@ -133,17 +169,25 @@ fn carries_credentials(name: &HeaderName) -> bool {
 
 /// A header's value, and each of its words after the first when it has
 /// several (the token of `Bearer TOKEN` echoed alone, but not the scheme's
-/// name, an ordinary word).
-fn add_value(into: &mut Vec<String>, value: &str) {
-    into.push(value.to_owned());
+/// name, an ordinary word), each if at least `shortest` bytes long.
+fn add_value(into: &mut Vec<String>, value: &str, shortest: usize) {
+    add_long(into, value.to_owned(), shortest);
     let words: Vec<&str> = value.split_whitespace().collect();
     let skip = usize::from(words.len() > 1);
-    into.extend(words.iter().skip(skip).map(|word| (*word).to_owned()));
+    for word in words.iter().skip(skip) {
+        add_long(into, (*word).to_owned(), shortest);
+    }
 }
 
-/// Long enough to be a credential, each once.
+/// `value`, if it is at least `shortest` bytes long.
+fn add_long(into: &mut Vec<String>, value: String, shortest: usize) {
+    if value.len() >= shortest {
+        into.push(value);
+    }
+}
+
+/// Each once.
 fn tidy(mut values: Vec<String>) -> Vec<String> {
-    values.retain(|value| value.len() >= SHORTEST);
     values.sort_unstable();
     values.dedup();
     values
@@ -166,30 +210,39 @@ mod tests {
 
     #[test]
     fn an_echoed_header_token_or_userinfo_is_taken_out() -> Result<(), url::ParseError> {
-        let url = Url::parse("http://ada:pa%24%24word1@example.com/mcp?key=query-secret")?;
+        let url = Url::parse("http://ada:pa%24%24word1@example.com/mcp?key=query%2Fsecret-1")?;
         let credentials = Credentials::new(
-            &headers(&[("x-api-key", "key-123456"), ("x-plain", "visible-value")]),
+            &headers(&[
+                ("x-api-key", "key-1234567890"),
+                ("x-tenant", "production"),
+                ("x-plain", "visible-value"),
+            ]),
             &url,
         );
         credentials.given("Bearer token-abcdef");
         let basic = STANDARD.encode("ada:pa$$word1");
         let page = format!(
-            "500: you sent Bearer token-abcdef, token-abcdef alone, x-api-key=key-123456, \
-             Basic {basic}, pa$$word1, query-secret, and x-plain=visible-value"
+            "500: you sent Bearer token-abcdef, token-abcdef alone, x-api-key=key-1234567890, \
+             Basic {basic}, pa$$word1, query/secret-1, POST /mcp?key=query%2Fsecret-1, \
+             and x-plain=visible-value on production"
         );
         let shown = credentials.redact(&page);
         for secret in [
             "token-abcdef",
-            "key-123456",
+            "key-1234567890",
             &basic,
             "pa$$word1",
-            "query-secret",
+            "query/secret-1",
+            "query%2Fsecret-1",
         ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
-        // What is not a credential stays.
+        // What is not a credential stays, a short ordinary header value
+        // included.
         assert!(
-            shown.contains("visible-value") && shown.contains("Basic [redacted]"),
+            shown.contains("visible-value")
+                && shown.contains("Basic [redacted]")
+                && shown.contains("on production"),
             "{shown}"
         );
         Ok(())
@@ -217,14 +270,29 @@ mod tests {
     }
 
     #[test]
-    fn a_rotated_token_replaces_the_one_before() -> Result<(), url::ParseError> {
+    fn a_user_name_alone_is_a_credential() -> Result<(), url::ParseError> {
+        let url = Url::parse("https://sk_live_abcdef@example.com/mcp")?;
+        let credentials = Credentials::new(&HeaderMap::new(), &url);
+        let basic = STANDARD.encode("sk_live_abcdef:");
+        let shown = credentials.redact(&format!("sent sk_live_abcdef as Basic {basic}"));
+        assert_eq!(shown, "sent [redacted] as Basic [redacted]");
+        Ok(())
+    }
+
+    #[test]
+    fn a_rotated_token_is_still_taken_out_for_a_while() -> Result<(), url::ParseError> {
         let credentials = Credentials::new(&HeaderMap::new(), &Url::parse("http://h/mcp")?);
         credentials.given("Bearer first-token");
         credentials.given("Bearer second-token");
+        // An answer to a request sent before the rotation may come after.
         assert_eq!(
             credentials.redact("second-token first-token"),
-            "[redacted] first-token"
+            "[redacted] [redacted]"
         );
+        for n in 0..GIVEN_KEPT {
+            credentials.given(&format!("Bearer later-token-{n}"));
+        }
+        assert_eq!(credentials.redact("first-token"), "first-token");
         // Short values are no credentials: `abc` alone stays.
         credentials.given("Bearer abc");
         assert_eq!(
