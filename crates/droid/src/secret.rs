@@ -68,11 +68,15 @@ pub(crate) fn read_named(env: Option<&str>, file: Option<&Path>) -> anyhow::Resu
                 file.is_none(),
                 "give the secret one way, a variable or a file"
             );
-            // A name no variable can have is not repeated: it may be the
-            // token itself, written where its variable's name belongs.
+            // Repeated only when it reads as a variable's name is written
+            // (capitals, digits and `_`): anything else may be the token
+            // itself (`ghp_…`, `sk_live_…`), written where its variable's
+            // name belongs.
             let named = !name.is_empty()
                 && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
             let value = std::env::var(name)
                 .ok()
                 .filter(|value| !value.is_empty())
@@ -80,8 +84,8 @@ pub(crate) fn read_named(env: Option<&str>, file: Option<&Path>) -> anyhow::Resu
                     if named {
                         format!("the environment variable {name} is not set")
                     } else {
-                        "the name given for the environment variable is no variable's \
-                         (letters, digits and _): is it the secret itself?"
+                        "the environment variable named is not set (its name, not in \
+                         capitals, is not repeated: is it the secret itself?)"
                             .to_owned()
                     }
                 })?;

@@ -176,7 +176,11 @@ impl Entry {
         name: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<UpstreamConfig> {
-        let expand = |text: &str| expand(text, env);
+        // A URL or a header left empty by a variable set to nothing would
+        // send an empty credential: refused, as an unset one is. Elsewhere
+        // (a command's argument, a child's variable) empty may be meant.
+        let expand_credential = |text: &str| expand(text, env, Empty::Refused);
+        let expand = |text: &str| expand(text, env, Empty::Kept);
         let remote = match self.kind.as_deref() {
             None => self.url.is_some(),
             Some("stdio") => false,
@@ -207,9 +211,11 @@ impl Entry {
                 self.args.is_empty() && self.env.is_empty() && self.cwd.is_none(),
                 "\"args\", \"env\" and \"cwd\" are for servers started as a command"
             );
-            config.url = Some(expand(&url)?);
+            config.url = Some(expand_credential(&url)?);
             for (header, value) in &self.headers {
-                config.headers.insert(header.clone(), expand(value)?);
+                config
+                    .headers
+                    .insert(header.clone(), expand_credential(value)?);
             }
         } else {
             let command = self.command.context("a stdio server needs a \"command\"")?;
@@ -258,8 +264,21 @@ const EDITOR_VARIABLES: [&str; 18] = [
     "defaultBuildTask",
 ];
 
+/// What a variable set to nothing stands for in [`expand`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Empty {
+    /// Nothing, as in a shell (its `:-` default, if it has one, is taken).
+    Kept,
+    /// As if unset: its default, or an error.
+    Refused,
+}
+
 /// `text` with its `${…}` variables replaced.
-fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<String> {
+fn expand(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    empty: Empty,
+) -> anyhow::Result<String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -286,13 +305,16 @@ fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<St
             is_name(variable),
             "${{{inner}}} is not an environment variable (set the value itself, or use ${{env:NAME}})"
         );
-        // Empty counts as unset, as `:-` does in a shell: a header or a
-        // token left empty by a variable set to nothing is a mistake to
-        // say, not a credential to send.
-        match (env(variable).filter(|value| !value.is_empty()), default) {
-            (Some(value), _) => out.push_str(&value),
-            (None, Some(default)) => out.push_str(default),
-            (None, None) => bail!("the environment variable {variable} is not set, or is empty"),
+        // `:-` takes its default for a variable set to nothing too, as in
+        // a shell; a credential left empty is refused as an unset one is.
+        let value = env(variable);
+        let set = value.as_ref().is_some_and(|value| !value.is_empty());
+        match (value, default) {
+            (Some(value), _) if set => out.push_str(&value),
+            (_, Some(default)) => out.push_str(default),
+            (Some(_), None) if empty == Empty::Kept => {}
+            (Some(_), None) => bail!("the environment variable {variable} is set to nothing"),
+            (None, None) => bail!("the environment variable {variable} is not set"),
         }
         rest = &after[end + 1..];
     }
@@ -454,33 +476,44 @@ mod tests {
     #[test]
     fn variables_expand_or_fail_by_name() {
         assert_eq!(
-            expand("${NOPE:-fallback}/x", &env).ok().as_deref(),
+            expand("${NOPE:-fallback}/x", &env, Empty::Kept)
+                .ok()
+                .as_deref(),
             Some("fallback/x")
         );
         assert_eq!(
-            expand("${env:NOPE:-fallback} ${env:HOME:-x}", &env)
+            expand("${env:NOPE:-fallback} ${env:HOME:-x}", &env, Empty::Kept)
                 .ok()
                 .as_deref(),
             Some("fallback /home/u")
         );
         assert_eq!(
-            expand("$HOME ${HOME}", &env).ok().as_deref(),
+            expand("$HOME ${HOME}", &env, Empty::Kept).ok().as_deref(),
             Some("$HOME /home/u")
         );
         // Named as an environment variable, it is one.
         assert_eq!(
-            expand("${env:workspaceFolder}", &env).ok().as_deref(),
+            expand("${env:workspaceFolder}", &env, Empty::Kept)
+                .ok()
+                .as_deref(),
             Some("/etc")
         );
-        // Set to nothing counts as unset: the default, or refused.
+        // Set to nothing: kept as nothing outside credentials.
         assert_eq!(
-            expand("Bearer ${EMPTY:-fallback}", &env).ok().as_deref(),
+            expand("-v${EMPTY}", &env, Empty::Kept).ok().as_deref(),
+            Some("-v")
+        );
+        // In a credential, the default, or refused.
+        assert_eq!(
+            expand("Bearer ${EMPTY:-fallback}", &env, Empty::Refused)
+                .ok()
+                .as_deref(),
             Some("Bearer fallback")
         );
         for (text, needle) in [
             ("${NOPE}", "NOPE is not set"),
             ("${env:NOPE}", "NOPE is not set"),
-            ("Bearer ${env:EMPTY}", "EMPTY is not set, or is empty"),
+            ("Bearer ${env:EMPTY}", "EMPTY is set to nothing"),
             (
                 "${input:key}",
                 "${input:key} is not an environment variable",
@@ -488,7 +521,9 @@ mod tests {
             ("${workspaceFolder}/x", "the editor's own variable"),
             ("${HOME", "an unclosed ${"),
         ] {
-            let error = expand(text, &env).err().map(|e| e.to_string());
+            let error = expand(text, &env, Empty::Refused)
+                .err()
+                .map(|e| e.to_string());
             assert!(
                 error.as_deref().is_some_and(|e| e.contains(needle)),
                 "{text}: {error:?}"

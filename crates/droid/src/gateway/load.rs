@@ -69,17 +69,23 @@ fn warn_if_open(path: &Path) {
 /// type, and such a value is often a header's or a token's, written where
 /// a table belongs.
 pub(crate) fn without_values(message: &str) -> String {
-    const QUOTED: &str = "string \"";
+    // A string value, and a value read as an enum's variant.
+    let message = without_quoted(message, "string \"", '"');
+    without_quoted(&message, "unknown variant `", '`')
+}
+
+/// `message` with what follows each `opening`, up to `closing` (past
+/// escaped ones), replaced by `…`.
+fn without_quoted(message: &str, opening: &str, closing: char) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
-    while let Some(at) = rest.find(QUOTED) {
-        let (before, quoted) = rest.split_at(at + QUOTED.len());
+    while let Some(at) = rest.find(opening) {
+        let (before, quoted) = rest.split_at(at + opening.len());
         out.push_str(before);
         out.push('…');
-        // To the closing quote, past escaped ones.
         let mut escaped = false;
         let end = quoted.char_indices().find_map(|(i, c)| {
-            let closes = c == '"' && !escaped;
+            let closes = c == closing && !escaped;
             escaped = c == '\\' && !escaped;
             closes.then_some(i)
         });
@@ -187,6 +193,10 @@ mod tests {
         assert_eq!(
             without_values("unknown field `hedaers`"),
             "unknown field `hedaers`"
+        );
+        assert_eq!(
+            without_values("unknown variant `sk-live-1`, expected `pinned` or `on-first-use`"),
+            "unknown variant `…`, expected `pinned` or `on-first-use`"
         );
     }
 }

@@ -71,7 +71,9 @@ pub(crate) async fn serve(
         // Loopback is not this user alone, as the admin socket is.
         tracing::warn!(
             target: "droid",
-            "the admin page has no authorization: every user and process of this machine              can read it and approve tools through it (the admin socket answers this user              alone); on a shared machine, turn authorization on"
+            "the admin page has no authorization: every user and process of this machine \
+             can read it and approve tools through it (the admin socket answers this user \
+             alone); on a shared machine, turn authorization on"
         );
     }
     let page = AdminPage::new(gateway.clone(), options).require_scope(scope);

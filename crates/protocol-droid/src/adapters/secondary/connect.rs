@@ -56,12 +56,13 @@ impl Target {
         // A URL that does not parse is not repeated: it may hold a password.
         let url = Url::parse(url).map_err(|e| ConnectError::Target(format!("not a URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
-            // Named by its scheme alone: without `//`, what follows may be
-            // a password (`user:secret@host` reads as the scheme `user`).
-            return Err(ConnectError::Target(format!(
-                "a URL whose scheme is {:?}: only http and https URLs are servers",
-                url.scheme()
-            )));
+            // Not repeated, not even its scheme: without `//`, what comes
+            // first may be a key (`sk-live-…:x@host` reads as the scheme
+            // `sk-live-…`).
+            return Err(ConnectError::Target(
+                "the URL is not http or https (is `http://` missing?): only http and https URLs are servers"
+                    .to_owned(),
+            ));
         }
         Ok(Self::Url(url))
     }
