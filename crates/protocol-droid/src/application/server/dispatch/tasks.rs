@@ -212,7 +212,8 @@ impl Connection {
     /// nor for tasks made with a token, which their principal reads from
     /// any session.
     pub(super) fn stop_session_tasks(&self) {
-        if self.shared_as.get().is_some() {
+        // Nothing of this session's running here: nothing to look for.
+        if self.shared_as.get().is_some() || !self.runs_tasks() {
             return;
         }
         let owner = Tasks::session_owner(&format!("{}:{}", process_name(), self.session.get()));

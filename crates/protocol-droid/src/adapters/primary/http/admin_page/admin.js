@@ -212,7 +212,7 @@ function renderCatalog(catalog) {
 // selectors and the Unicode tags, which can spell a whole sentence no one
 // sees (and a model reads). Shown as their code points, marked, so two
 // definitions that look alike on the page do not differ unseen.
-const HIDDEN = /[\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E\u2060-\u206F\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFB]|[\u{1D173}-\u{1D17A}]|[\u{E0000}-\u{E0FFF}]/u;
+const HIDDEN = /[\u0080-\u009F\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E\u2028\u2029\u2060-\u206F\u2800\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFB]|[\u{1D173}-\u{1D17A}]|[\u{E0000}-\u{E0FFF}]/u;
 
 function revealed(text) {
   const parts = [];
@@ -274,9 +274,14 @@ function renderDrift(drift, unverified) {
     // not against an unapproved change before it: approving the latest of
     // several approves them all.
     const sinceTrusted = awaiting && pending.trusted && pending.trusted !== d.old;
-    const before = sinceTrusted
-      ? { digest: pending.trusted, definition: keptDefinition(drift, d.id, pending.trusted), title: "last trusted" }
-      : { digest: d.old, definition: d.oldDefinition, title: "before" };
+    const trusted = sinceTrusted ? keptDefinition(drift, d.id, pending.trusted) : null;
+    // The trusted definition no longer kept (past the reports kept): the
+    // one before, said to be unapproved too.
+    const before = !sinceTrusted
+      ? { digest: d.old, definition: d.oldDefinition, title: "before" }
+      : trusted
+        ? { digest: pending.trusted, definition: trusted, title: "last trusted" }
+        : { digest: d.old, definition: d.oldDefinition, title: "before (not approved either; the last trusted is no longer kept)" };
     const button = shown
       ? el("button", { type: "button", "data-approve": d.id }, "Approve")
       : el("span", { class: "muted" },
