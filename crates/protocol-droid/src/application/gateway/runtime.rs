@@ -14,7 +14,7 @@
 //! `refresh`; the pins in force are `pins`'s, the principals that keep
 //! activations without a session `principals`'s.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::catalog::{Pins, ToolCatalog};
@@ -124,11 +124,12 @@ impl Gateway {
             sessions: BTreeMap::new(),
             lost: BTreeMap::new(),
             drift: VecDeque::new(),
+            drift_kept: HashMap::new(),
             trust_store: None,
             watches: Watches::default(),
             principals: Principals::new(MAX_PRINCIPALS, PRINCIPAL_IDLE),
             approval_versions: BTreeMap::new(),
-            shared_activations: std::collections::HashMap::new(),
+            shared_activations: HashMap::new(),
             unclaimed: BTreeMap::new(),
         }));
         let seen = Arc::clone(&state);

@@ -97,6 +97,8 @@ pub(super) struct State {
     /// refused by naming the reason rather than as an unknown tool.
     pub(super) lost: BTreeMap<SessionId, BTreeMap<ToolId, String>>,
     pub(super) drift: VecDeque<DriftReport>,
+    /// How many of [`Self::drift`] each upstream has.
+    pub(super) drift_kept: HashMap<String, usize>,
     /// Where first-use trust and approvals are kept beyond this process.
     pub(super) trust_store: Option<Arc<dyn TrustStore>>,
     /// What sessions watch upstream, for a bridge opened anew.
@@ -344,7 +346,12 @@ impl State {
     }
 
     pub(super) fn record_drift(&mut self, report: DriftReport) {
-        keep_fairly(&mut self.drift, report, MAX_DRIFT_REPORTS);
+        keep_fairly(
+            &mut self.drift,
+            &mut self.drift_kept,
+            report,
+            MAX_DRIFT_REPORTS,
+        );
     }
 }
 
@@ -353,24 +360,42 @@ impl State {
 /// that changes its tools without end crowds out only its own reports,
 /// never another upstream's change (which the operator must see to
 /// approve) while that one has fewer kept.
-fn keep_fairly(drift: &mut VecDeque<DriftReport>, report: DriftReport, bound: usize) {
+fn keep_fairly(
+    drift: &mut VecDeque<DriftReport>,
+    kept: &mut HashMap<String, usize>,
+    report: DriftReport,
+    bound: usize,
+) {
     fn upstream(report: &DriftReport) -> &str {
         names::split_name(report.id.as_str()).map_or("", |(upstream, _)| upstream)
     }
     if drift.len() >= bound.max(1) {
-        let mut kept: HashMap<&str, usize> = HashMap::new();
-        for report in drift.iter() {
-            *kept.entry(upstream(report)).or_default() += 1;
-        }
-        let most = kept.values().copied().max().unwrap_or(0);
-        let crowding = drift
+        // Counted as reports come and go, so this costs a look at each
+        // upstream and a walk to its oldest report, under the lock every
+        // session waits on, however many reports one listing brings.
+        let most = kept
             .iter()
-            .position(|report| kept.get(upstream(report)) == Some(&most));
-        if let Some(oldest) = crowding {
-            drift.remove(oldest);
+            .max_by_key(|(_, count)| **count)
+            .map(|(name, _)| name.clone());
+        let oldest = most
+            .as_deref()
+            .and_then(|most| drift.iter().position(|report| upstream(report) == most));
+        if let Some(gone) = oldest.and_then(|at| drift.remove(at)) {
+            forget(kept, upstream(&gone));
         }
     }
+    *kept.entry(upstream(&report).to_owned()).or_default() += 1;
     drift.push_back(report);
+}
+
+/// One report fewer of `upstream` kept.
+fn forget(kept: &mut HashMap<String, usize>, upstream: &str) {
+    if let Some(count) = kept.get_mut(upstream) {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            kept.remove(upstream);
+        }
+    }
 }
 
 /// A new set for `session`: the core `disclosure` gives, no activations.
@@ -471,16 +496,19 @@ mod tests {
     #[test]
     fn an_upstream_changing_without_end_crowds_out_only_its_own_reports() {
         let mut drift = VecDeque::new();
+        let mut kept = HashMap::new();
         for n in 0..8 {
-            keep_fairly(&mut drift, report(&format!("flood/t{n}")), 8);
+            keep_fairly(&mut drift, &mut kept, report(&format!("flood/t{n}")), 8);
         }
         for tool in ["victim/a", "victim/b"] {
-            keep_fairly(&mut drift, report(tool), 8);
+            keep_fairly(&mut drift, &mut kept, report(tool), 8);
         }
         for n in 8..1000 {
-            keep_fairly(&mut drift, report(&format!("flood/t{n}")), 8);
+            keep_fairly(&mut drift, &mut kept, report(&format!("flood/t{n}")), 8);
         }
         assert_eq!(drift.len(), 8);
+        assert_eq!(kept.get("victim"), Some(&2));
+        assert_eq!(kept.get("flood"), Some(&6));
         let kept: Vec<&str> = drift.iter().map(|r| r.id.as_str()).collect();
         assert!(
             kept.contains(&"victim/a") && kept.contains(&"victim/b"),
