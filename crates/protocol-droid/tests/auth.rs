@@ -967,6 +967,14 @@ mod tokens {
             json!({ "active": true, "sub": "bob", "aud": resource, "exp": now() + 300 }),
         );
         let mine = std::mem::replace(&mut server.client, client_from("127.0.0.9")?);
+        // A caller at the flooding address whose token was found valid
+        // before the flood (every local process shares loopback's).
+        issuer.state.introspected(
+            "neighbours",
+            json!({ "active": true, "sub": "carol", "aud": resource, "exp": now() + 300 }),
+        );
+        let before = server.tool_names(Some("neighbours")).await?;
+        assert!(before.contains(&"public".to_owned()), "{before:?}");
         let mut held_back = None;
         for n in 0..40 {
             let response = server
@@ -986,9 +994,12 @@ mod tokens {
         );
         let asked = issuer.state.introspections.load(Ordering::SeqCst);
         assert_eq!(
-            asked, 20,
+            asked, 21,
             "a held-back token never reaches the authorization server"
         );
+        // Carol's token, accepted before, is not held back with the flood.
+        let during = server.tool_names(Some("neighbours")).await?;
+        assert!(during.contains(&"public".to_owned()), "{during:?}");
         // Another address, with a real token, is served throughout.
         server.client = mine;
         let names = server.tool_names(Some("real")).await?;

@@ -90,9 +90,53 @@ const REFUSAL_ADDRESSES: usize = 4096;
 #[derive(Debug, Default)]
 struct Refusals {
     by_address: HashMap<IpAddr, (Instant, u32)>,
+    /// Tokens found valid lately, by a keyed hash, with when: one of them
+    /// is not held back with its address, so a flood of made-up tokens
+    /// from an address (every local process shares loopback's) does not
+    /// lock out a caller there whose token was already accepted. Checked
+    /// all the same: this only spares it the wait.
+    accepted: HashMap<u64, Instant>,
+    keyed: foldhash::fast::RandomState,
 }
 
+/// How long a token found valid is not held back with its address.
+const ACCEPTED_FOR: Duration = Duration::from_secs(3600);
+
+/// How many tokens found valid are remembered for [`ACCEPTED_FOR`].
+const ACCEPTED_TOKENS: usize = 1024;
+
 impl Refusals {
+    fn key(&self, token: &str) -> u64 {
+        use core::hash::BuildHasher as _;
+        self.keyed.hash_one(token)
+    }
+
+    /// Whether `token` was found valid lately.
+    fn vouched(&self, token: &str, now: Instant) -> bool {
+        self.accepted
+            .get(&self.key(token))
+            .is_some_and(|since| now < *since + ACCEPTED_FOR)
+    }
+
+    /// Remembers that `token` was found valid.
+    fn accept(&mut self, token: &str, now: Instant) {
+        let key = self.key(token);
+        if self.accepted.len() >= ACCEPTED_TOKENS && !self.accepted.contains_key(&key) {
+            self.accepted.retain(|_, since| now < *since + ACCEPTED_FOR);
+            if self.accepted.len() >= ACCEPTED_TOKENS {
+                let oldest = self
+                    .accepted
+                    .iter()
+                    .min_by_key(|(_, since)| **since)
+                    .map(|(key, _)| *key);
+                if let Some(oldest) = oldest {
+                    self.accepted.remove(&oldest);
+                }
+            }
+        }
+        self.accepted.insert(key, now);
+    }
+
     /// How long `peer` must wait, if it is held back.
     fn held_back(&mut self, peer: IpAddr, now: Instant) -> Option<Duration> {
         let (since, count) = *self.by_address.get(&peer)?;
@@ -490,10 +534,10 @@ impl ResourceServer {
         };
         let now = Instant::now();
         let wait = presented.peer.and_then(|peer| {
-            self.refusals
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
+            let mut refusals = self.refusals.lock().unwrap_or_else(PoisonError::into_inner);
+            refusals
                 .held_back(peer, now)
+                .filter(|_| !refusals.vouched(token, now))
         });
         if let Some(wait) = wait {
             let mut response = (
@@ -522,7 +566,13 @@ impl ResourceServer {
                 .note(peer, now);
         }
         let claims = match validated {
-            Ok(claims) => claims,
+            Ok(claims) => {
+                self.refusals
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .accept(token, now);
+                claims
+            }
             Err(TokenError::Invalid(reason)) => {
                 tracing::debug!("bearer token refused: {reason}");
                 return Err(self.refuse(
@@ -833,6 +883,11 @@ mod tests {
             refusals.note(newcomer, now);
         }
         assert!(refusals.held_back(newcomer, now).is_some());
+        // A token found valid before is not held back with its address.
+        refusals.accept("the-operators-token", now);
+        assert!(refusals.vouched("the-operators-token", now));
+        assert!(!refusals.vouched("a-made-up-token", now));
+        assert!(!refusals.vouched("the-operators-token", now + ACCEPTED_FOR));
         assert!(refusals.by_address.len() <= REFUSAL_ADDRESSES);
     }
 }
