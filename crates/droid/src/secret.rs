@@ -29,16 +29,20 @@ pub(crate) fn read(env: &str, file: Option<&Path>) -> anyhow::Result<Option<Stri
 /// Said, not refused: a secret mounted into a container is often so, with
 /// no other user there to read it.
 fn warn_if_readable_by_anyone(path: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let readable_by_anyone =
-        std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().mode() & 0o004 != 0);
-    if readable_by_anyone {
+    if open_to_others(path, 0o004) {
         tracing::warn!(
             target: "droid",
             "the secret in {} is readable by every user of this machine: make it readable by its owner alone",
             path.display()
         );
     }
+}
+
+/// Whether the file at `path` gives every user of the machine the
+/// permission bits `others` (`0o004` to read, `0o002` to write).
+pub(crate) fn open_to_others(path: &Path, others: u32) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().mode() & others != 0)
 }
 
 /// The most bytes a file holding one secret may: secrets are kilobytes.

@@ -125,7 +125,7 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
     let file: ClientFile = serde_json::from_str(&text).map_err(|error| {
         anyhow::anyhow!(
             "reading the JSON: {}",
-            super::load::without_values(&error.to_string())
+            super::unquoted::without_values(&error.to_string())
         )
     })?;
     ensure!(

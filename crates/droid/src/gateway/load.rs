@@ -44,17 +44,17 @@ pub(crate) fn from_toml<T: serde::de::DeserializeOwned>(text: &str) -> anyhow::R
                 + 1;
             format!(" at line {line}, column {column}")
         });
-        anyhow::anyhow!("{}{place}", without_values(error.message().trim_end()))
+        anyhow::anyhow!(
+            "{}{place}",
+            super::unquoted::without_values(error.message().trim_end())
+        )
     })
 }
 
 /// Says so when anyone on the machine may change the configuration at
 /// `path`: it names the commands the gateway runs and where its tokens go.
 fn warn_if_open(path: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let writable_by_anyone =
-        std::fs::metadata(path).is_ok_and(|metadata| metadata.permissions().mode() & 0o002 != 0);
-    if writable_by_anyone {
+    if crate::secret::open_to_others(path, 0o002) {
         tracing::warn!(
             target: "droid",
             "{} is writable by every user of this machine, and it names the commands the \
@@ -62,40 +62,6 @@ fn warn_if_open(path: &Path) {
             path.display()
         );
     }
-}
-
-/// A configuration error's message without the values it quotes: serde
-/// says `invalid type: string "…", expected a map` of a value of the wrong
-/// type, and such a value is often a header's or a token's, written where
-/// a table belongs.
-pub(crate) fn without_values(message: &str) -> String {
-    // A string value, and a value read as an enum's variant.
-    let message = without_quoted(message, "string \"", '"');
-    without_quoted(&message, "unknown variant `", '`')
-}
-
-/// `message` with what follows each `opening`, up to `closing` (past
-/// escaped ones), replaced by `…`.
-fn without_quoted(message: &str, opening: &str, closing: char) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut rest = message;
-    while let Some(at) = rest.find(opening) {
-        let (before, quoted) = rest.split_at(at + opening.len());
-        out.push_str(before);
-        out.push('…');
-        let mut escaped = false;
-        let end = quoted.char_indices().find_map(|(i, c)| {
-            let closes = c == closing && !escaped;
-            escaped = c == '\\' && !escaped;
-            closes.then_some(i)
-        });
-        let Some(end) = end else {
-            return out;
-        };
-        rest = quoted.get(end..).unwrap_or_default();
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Reads `path`, or the embedded default, and checks what no form checks
@@ -177,26 +143,6 @@ mod tests {
         assert!(
             refused.as_ref().is_err_and(|e| !e.contains("SECRET_JSON")),
             "{refused:?}"
-        );
-    }
-
-    #[test]
-    fn only_the_quoted_values_go() {
-        assert_eq!(
-            without_values(r#"invalid type: string "a \"b\" c", expected a map at line 4"#),
-            r#"invalid type: string "…", expected a map at line 4"#
-        );
-        assert_eq!(
-            without_values(r#"invalid value: string "x", and string "y"#),
-            r#"invalid value: string "…", and string "…"#
-        );
-        assert_eq!(
-            without_values("unknown field `hedaers`"),
-            "unknown field `hedaers`"
-        );
-        assert_eq!(
-            without_values("unknown variant `sk-live-1`, expected `pinned` or `on-first-use`"),
-            "unknown variant `…`, expected `pinned` or `on-first-use`"
         );
     }
 }

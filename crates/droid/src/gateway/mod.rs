@@ -23,6 +23,7 @@ mod json;
 mod load;
 mod page;
 mod reload;
+mod unquoted;
 
 use std::path::Path;
 
