@@ -281,26 +281,39 @@ pub(crate) fn status(gateway: &Gateway, definitions: bool) -> Value {
             })
         })
         .collect();
-    let unverified: Vec<Value> = gateway
+    let awaiting: Vec<_> = gateway
         .catalog()
         .into_iter()
         .filter(|(_, _, provenance)| !provenance.is_verified())
+        .collect();
+    // Changes to tools that existed: a tool's first appearance is no news
+    // to an operator, and would bury the changes that are.
+    let changes: Vec<_> = gateway
+        .drift()
+        .into_iter()
+        .filter(|d| d.old.is_some())
+        .collect();
+    let trusted = gateway.trusted_digests(
+        awaiting
+            .iter()
+            .map(|(id, _, _)| id)
+            .chain(changes.iter().map(|d| &d.id)),
+    );
+    let trusted_at = |id: &ToolId| trusted.get(id).map(ToString::to_string);
+    let unverified: Vec<Value> = awaiting
+        .into_iter()
         .map(|(id, digest, _)| {
             json!({
                 "id": id.as_str(),
                 "digest": digest.to_string(),
                 // What it was last trusted at: the page shows a change
                 // against that, not against an unapproved one before it.
-                "trusted": gateway.trusted_digest(&id).map(|d| d.to_string()),
+                "trusted": trusted_at(&id),
             })
         })
         .collect();
-    // Changes to tools that existed: a tool's first appearance is no news
-    // to an operator, and would bury the changes that are.
-    let drift: Vec<Value> = gateway
-        .drift()
+    let drift: Vec<Value> = changes
         .into_iter()
-        .filter(|d| d.old.is_some())
         .map(|d| {
             let mut shown = json!({
                 "id": d.id.as_str(),
@@ -308,7 +321,7 @@ pub(crate) fn status(gateway: &Gateway, definitions: bool) -> Value {
                 "new": d.new.map(|x| x.to_string()),
                 // What the tool is trusted at now: whether this change's
                 // outcome is it, or was superseded.
-                "trusted": gateway.trusted_digest(&d.id).map(|x| x.to_string()),
+                "trusted": trusted_at(&d.id),
                 "droppedActivations": d.dropped_activations,
             });
             if let (true, Value::Object(shown)) = (definitions, &mut shown) {

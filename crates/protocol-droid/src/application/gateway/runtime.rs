@@ -408,13 +408,20 @@ impl Gateway {
             .collect()
     }
 
-    /// The digest the tool `id` is trusted at (pinned in the
-    /// configuration, trusted on first use, or approved), if any: what an
-    /// unverified tool's change is to be weighed against, however many
-    /// unapproved changes came between.
+    /// The digests the tools `ids` are trusted at (pinned in the
+    /// configuration, trusted on first use, or approved), for those that
+    /// are: what an unverified tool's change is to be weighed against,
+    /// however many unapproved changes came between. Read under one lock,
+    /// however many are asked for.
     #[must_use]
-    pub fn trusted_digest(&self, id: &ToolId) -> Option<SchemaDigest> {
-        lock(&self.inner.state).pins.get(id).copied()
+    pub fn trusted_digests<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a ToolId>,
+    ) -> BTreeMap<ToolId, SchemaDigest> {
+        let state = lock(&self.inner.state);
+        ids.into_iter()
+            .filter_map(|id| state.pins.get(id).map(|digest| (id.clone(), *digest)))
+            .collect()
     }
 
     /// The most recent drift reports, oldest first.

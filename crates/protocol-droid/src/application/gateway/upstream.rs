@@ -275,10 +275,15 @@ impl Upstream {
         }
     }
 
+    /// The predecessor still serving for it, while its connection is open.
+    fn open_predecessor(&self) -> Option<&Predecessor> {
+        self.predecessor.as_ref().filter(|p| p.open())
+    }
+
     /// What carries its calls while it is replaced: its connection, if it
     /// is up, or what carried them for it.
     pub(super) fn serving(&self) -> Option<Predecessor> {
-        if let Some(predecessor) = self.predecessor.as_ref().filter(|p| p.open()) {
+        if let Some(predecessor) = self.open_predecessor() {
             return Some(predecessor.clone());
         }
         match (&self.client, &self.bridge, &self.health) {
@@ -301,7 +306,7 @@ impl Upstream {
     /// Its health as an operator and a readiness probe see it: while a
     /// replacement comes up, that of the connection still serving.
     pub(super) fn health(&self) -> UpstreamHealth {
-        match self.predecessor.as_ref().filter(|p| p.open()) {
+        match self.open_predecessor() {
             Some(predecessor) => UpstreamHealth::Up {
                 version: predecessor.version,
             },
@@ -328,7 +333,7 @@ impl Upstream {
     /// The bridge its sessions are served through now: while it is
     /// replaced, its predecessor's.
     pub(super) fn current_bridge(&self) -> Option<&Bridge> {
-        match self.predecessor.as_ref().filter(|p| p.open()) {
+        match self.open_predecessor() {
             Some(predecessor) => Some(&predecessor.bridge),
             None => self.bridge.as_ref(),
         }
@@ -357,7 +362,7 @@ impl Upstream {
     /// answers (a predecessor's calls go out under the names its own
     /// listing was made with), both read at once.
     pub(super) fn carrier(&self, name: &str) -> Result<(Bridge, &ToolPolicy), String> {
-        if let Some(predecessor) = self.predecessor.as_ref().filter(|p| p.open()) {
+        if let Some(predecessor) = self.open_predecessor() {
             return Ok((predecessor.bridge.clone(), &predecessor.tools));
         }
         match (&self.client, &self.bridge, &self.health) {
