@@ -445,6 +445,20 @@ fn lines_logged(address: &str, session: &str) -> Result<usize, TestError> {
     Ok(reply.raw.matches("notifications/message").count())
 }
 
+/// How long `key` in `redis` has to live, in milliseconds (`PTTL`: negative
+/// when there is no such key, or it does not expire).
+fn pttl(redis: &Redis, key: &str) -> Result<i64, TestError> {
+    use std::io::BufRead as _;
+    let mut stream = TcpStream::connect(("127.0.0.1", redis.port()))?;
+    write!(stream, "*2\r\n$4\r\nPTTL\r\n${}\r\n{key}\r\n", key.len())?;
+    let mut line = String::new();
+    std::io::BufReader::new(stream).read_line(&mut line)?;
+    line.trim()
+        .strip_prefix(':')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("PTTL answered {line:?}").into())
+}
+
 /// The fields of the hash `key` in `redis` (`HKEYS`).
 fn hash_fields(redis: &Redis, key: &str) -> Result<Vec<String>, TestError> {
     use std::io::BufRead as _;
@@ -1107,6 +1121,62 @@ fn a_retried_call_replays_across_instances_and_a_duplicate_is_refused() -> Resul
     );
     let (finished, _) = slow.join().map_err(|_| "the calling thread panicked")??;
     assert!(finished.raw.contains("slow: done"), "{}", finished.raw);
+    Ok(())
+}
+
+/// A call refused because the store did not answer in time, though the
+/// store took its mark (it was only slow), runs when retried as the refusal
+/// asks: the mark is given back once the store answers, not left to be
+/// refused as in progress until its lease lapses.
+#[test]
+fn a_call_refused_while_the_store_was_slow_runs_when_retried() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let droids = instances(1, Some(&redis.url()))?;
+    let [a] = addresses(&droids)?;
+    let (_, session) = legacy(a, None, "initialize", &hello())?;
+    let session = session.ok_or("no Mcp-Session-Id")?;
+    let call = |id: u64| {
+        legacy_as(
+            a,
+            Some(&session),
+            id,
+            "tools/call",
+            &json!({ "name": "slow_compute", "arguments": { "seconds": 0, "label": "kept" } }),
+        )
+        .map(|(reply, _)| reply)
+    };
+    let warm = call(8)?;
+    assert!(warm.raw.contains("kept: done"), "{}", warm.raw);
+    // The store busy for longer than the instance waits for two answers
+    // (its session, then the call's mark): both time out, and the store
+    // takes the mark once it is free again.
+    let mut busy = TcpStream::connect(("127.0.0.1", redis.port()))?;
+    write!(busy, "*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$1\r\n5\r\n")?;
+    // Under way once a command sent after it waits (the server reads one
+    // connection's commands at a time).
+    std::thread::sleep(Duration::from_millis(200));
+    let refused = call(9)?;
+    assert_eq!(refused.status, 503, "{}", refused.raw);
+    // Retried as asked, once the store is itself again, until answered:
+    // meanwhile the call may be in progress for a moment (the mark taken
+    // late, and forgotten at the next try), but its mark is never seen
+    // near the end of its lease, which is how long it would stay
+    // otherwise.
+    let mut busy_said = [0_u8; 5];
+    busy.read_exact(&mut busy_said)?;
+    let mark = format!("droid:call:{session}:9");
+    let mut retried = call(9)?;
+    while retried.status == 503 || retried.raw.contains("already in progress") {
+        let left = pttl(&redis, &mark)?;
+        assert!(
+            !(0..=3_000).contains(&left),
+            "the mark stays until its lease lapses ({left} ms left): {}",
+            retried.raw
+        );
+        std::thread::sleep(Duration::from_millis(250));
+        retried = call(9)?;
+    }
+    assert!(retried.raw.contains("kept: done"), "{}", retried.raw);
     Ok(())
 }
 

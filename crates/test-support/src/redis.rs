@@ -73,10 +73,12 @@ impl RedisServer {
     }
 
     /// Runs `command` (a redis-server told where to listen) on loopback,
-    /// keeping nothing on disk, and waits until it answers on `port`.
+    /// keeping nothing on disk, and waits until it answers on `port`. A
+    /// test may make it slow (`DEBUG SLEEP`, from loopback only).
     fn run(mut command: Command, port: u16, tls: bool) -> Result<Self, TestError> {
         let process = command
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--enable-debug-command", "local"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

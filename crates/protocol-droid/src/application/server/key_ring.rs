@@ -177,6 +177,29 @@ impl KeyRing {
         Ok(sealer)
     }
 
+    /// This ring with `known`'s keys put back, when the two have no key in
+    /// common: then this one was written afresh by an instance that found
+    /// the store empty (a Redis restarted without persistence, with an
+    /// instance starting before the others read the loss), and dropping
+    /// the keys `known` holds would refuse every state sealed before.
+    /// `None` when they share a key: a ring rotated and trimmed in turn,
+    /// whose dropped keys stay dropped. Oldest first, as ever; the caller
+    /// trims what has lapsed ([`next`](Self::next)).
+    #[must_use]
+    pub fn rejoined(&self, known: &Self) -> Option<Self> {
+        if self
+            .keys
+            .iter()
+            .any(|key| known.keys.iter().any(|other| other.id == key.id))
+        {
+            return None;
+        }
+        let mut keys: Vec<RingKey> = known.keys.iter().chain(&self.keys).cloned().collect();
+        // Stable: a tie keeps the store's key last, so it seals.
+        keys.sort_by_key(|key| key.from_ms);
+        Some(Self { keys })
+    }
+
     /// The ids of the ring's keys, oldest first.
     pub fn ids(&self) -> impl Iterator<Item = &str> {
         self.keys.iter().map(|key| key.id.as_str())

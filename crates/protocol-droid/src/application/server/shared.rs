@@ -454,7 +454,11 @@ pub enum ShareError {
 /// A store that has lost the ring (a Redis restarted without persistence)
 /// is given back `known`, the ring this instance last read, rather than a
 /// new one: the states sealed before the loss still open. Whichever
-/// instance writes first wins, and the others read what it wrote.
+/// instance writes first wins, and the others read what it wrote. When the
+/// first to write was an instance that knew no ring (one just started), its
+/// new ring shares no key with `known`, and `known`'s keys are put back
+/// beside its own: each instance seals with the newest key once it has
+/// read the joined ring, and opens both.
 pub(super) async fn sync_ring(
     store: &dyn KeyRingStore,
     rotation: &RotationPolicy,
@@ -477,23 +481,49 @@ pub(super) async fn sync_ring(
     let mut ring = None;
     for _ in 0..3 {
         let kept = store.load().await?;
-        let current = match (&kept, known) {
-            (Some(text), _) => KeyRing::decode(text)?,
-            (None, Some(known)) => known.clone(),
-            (None, None) => KeyRing::first(now_ms).map_err(RingError::from)?,
-        };
-        let next = match &kept {
-            None => Some(
+        let next = match (&kept, known) {
+            (Some(text), known) => {
+                let stored = KeyRing::decode(text)?;
+                let due = stored.next(now_ms, rotation).map_err(RingError::from)?;
+                // Keys put back that have lapsed anyway (an instance cut
+                // off from the store for days) are trimmed again, and
+                // then nothing was lost.
+                let rejoined = match known.and_then(|known| Some((known, stored.rejoined(known)?)))
+                {
+                    Some((known, rejoined)) => {
+                        let rejoined = rejoined
+                            .next(now_ms, rotation)
+                            .map_err(RingError::from)?
+                            .unwrap_or(rejoined);
+                        let kept = rejoined.ids().any(|id| known.ids().any(|own| own == id));
+                        kept.then_some(rejoined)
+                    }
+                    None => None,
+                };
+                if rejoined.is_some() {
+                    tracing::warn!(
+                        target: "droid",
+                        "the shared key ring was written anew without the keys this instance seals with (the store lost it); they are put back in it, so the states sealed before still open"
+                    );
+                }
+                match rejoined.or(due) {
+                    Some(next) => next,
+                    None => {
+                        ring = Some(stored);
+                        break;
+                    }
+                }
+            }
+            (None, known) => {
+                let current = match known {
+                    Some(known) => known.clone(),
+                    None => KeyRing::first(now_ms).map_err(RingError::from)?,
+                };
                 current
                     .next(now_ms, rotation)
                     .map_err(RingError::from)?
-                    .unwrap_or_else(|| current.clone()),
-            ),
-            Some(_) => current.next(now_ms, rotation).map_err(RingError::from)?,
-        };
-        let Some(next) = next else {
-            ring = Some(current);
-            break;
+                    .unwrap_or(current)
+            }
         };
         if store.replace(kept.as_deref(), &next.encode()).await? {
             ring = Some(next);
@@ -568,6 +598,36 @@ mod tests {
         let (_, after) = sync_ring(&store, &policy, 1_000, 6, Some(&ring)).await?;
         assert_eq!(before.current_key_id(), after.current_key_id());
         assert_eq!(store.load().await?, Some(ring.encode()));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_ring_written_anew_by_a_starting_instance_gets_the_known_keys_back() -> TestResult {
+        use super::super::request_state::StateBinding;
+        let binding = StateBinding {
+            principal: None,
+            method: "tools/call".to_owned(),
+            target: "t".to_owned(),
+            digest: crate::domain::canonical::request_digest(&serde_json::Map::new()),
+        };
+        let store = Kept::default();
+        let policy = RotationPolicy::default();
+        let (known, running) = sync_ring(&store, &policy, 600_000, 5, None).await?;
+        let sealed = running.seal(&serde_json::json!({"n": 1}), &binding, 5)?;
+        // The store restarted empty, and an instance that just started read
+        // it before the running one did: it writes a ring of its own.
+        *store.0.lock().map_err(|_| "poisoned")? = None;
+        let (started_ring, started) = sync_ring(&store, &policy, 600_000, 6, None).await?;
+        assert_ne!(started.current_key_id(), running.current_key_id());
+        // The running instance's next read puts its keys back beside the
+        // new one, and the started instance's next read takes the joined
+        // ring: the state sealed before the loss opens on both, and both
+        // seal with one key.
+        let (_, running) = sync_ring(&store, &policy, 600_000, 7, Some(&known)).await?;
+        let (_, started) = sync_ring(&store, &policy, 600_000, 8, Some(&started_ring)).await?;
+        assert!(running.open(&sealed, &binding, 9).is_ok());
+        assert!(started.open(&sealed, &binding, 9).is_ok());
+        assert_eq!(running.current_key_id(), started.current_key_id());
         Ok(())
     }
 

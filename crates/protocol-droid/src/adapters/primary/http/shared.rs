@@ -31,7 +31,7 @@
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -98,14 +98,20 @@ pub(super) fn intent(request: &Request) -> Option<Intent> {
     }
 }
 
+/// A store out of reach, told as every other: `503` and a retry in a second
+/// (perhaps on another instance).
 fn unavailable(error: &StoreError) -> Response {
     tracing::warn!(target: "droid", %error, "a shared session could not be read or written");
-    refusal(
+    let mut response = refusal(
         StatusCode::SERVICE_UNAVAILABLE,
         None,
         ErrorCode::STORE_UNAVAILABLE,
         "the shared session store is unavailable; retry",
-    )
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(1_u32));
+    response
 }
 
 /// The error a request answers with when its record could not be written.

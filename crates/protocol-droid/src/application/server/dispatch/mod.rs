@@ -998,8 +998,20 @@ impl Connection {
                 limits.per_session,
             )
             .await
-            .map_err(unavailable)?
-        {
+            .map_err(|error| {
+                // The store may have taken the mark and only its answer
+                // been lost (a store too slow to answer in time): the
+                // retry this error asks for comes under another token, and
+                // would be refused as in progress for the whole lease.
+                give_back(
+                    Arc::clone(&ledger),
+                    session.to_owned(),
+                    key.clone(),
+                    token.clone(),
+                    Mark::Unknown,
+                );
+                unavailable(error)
+            })? {
             SharedAdmission::Fresh => {}
             SharedAdmission::Replay(recorded) => return replayed(&recorded),
             SharedAdmission::InFlight => return Err(in_progress(&id)),
@@ -1337,16 +1349,65 @@ impl Drop for SharedAdmitted {
             core::mem::take(&mut self.id),
             core::mem::take(&mut self.token),
         );
-        // Dropped inside the runtime (a cancelled call is dropped by its
-        // task); outside one there is nothing to run it, and the mark
-        // lapses with its lease.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _forgot = ledger.abandon(&session, &id, &token).await;
-            });
-        }
+        give_back(ledger, session, id, token, Mark::Held);
     }
 }
+
+/// Whether a mark to forget is known to be in the shared record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mark {
+    /// Admitted: forgotten once the store answers.
+    Held,
+    /// The admission's answer was lost (the store too slow to answer in
+    /// time): the mark may be taken later still, even after a first try
+    /// found nothing to forget, once the admission reaches the store (on a
+    /// connection the client gave up on), so it is tried again until the
+    /// lease would have lapsed.
+    Unknown,
+}
+
+/// Forgets call `id`'s mark in the shared record if `token` still holds it,
+/// in the background, trying again while the store does not answer (for
+/// as long as the mark's lease would keep it): a mark left behind would
+/// have every retry refused as in progress until its lease lapsed. Only
+/// `token`'s mark is forgotten, so a retry admitted meanwhile keeps its
+/// own. Outside a runtime there is nothing to run it, and the mark lapses
+/// with its lease.
+fn give_back(
+    ledger: Arc<dyn super::IdempotencyLedger>,
+    session: String,
+    id: String,
+    token: String,
+    mark: Mark,
+) {
+    // Dropped inside the runtime (a cancelled call is dropped by its task).
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let deadline = tokio::time::Instant::now() + CALL_LEASE;
+        let mut wait = GIVE_BACK_RETRY;
+        loop {
+            let forgot = ledger.abandon(&session, &id, &token).await;
+            if forgot.is_ok() && mark == Mark::Held {
+                return;
+            }
+            let retry = tokio::time::Instant::now() + wait;
+            if retry >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(retry).await;
+            wait = wait.saturating_mul(2).min(GIVE_BACK_RETRY_MOST);
+        }
+    });
+}
+
+/// How long a mark to forget waits before it is tried again, the first
+/// time; twice as long each time after, up to [`GIVE_BACK_RETRY_MOST`].
+const GIVE_BACK_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The longest a mark to forget waits between two tries.
+const GIVE_BACK_RETRY_MOST: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// An admitted call not yet recorded: abandoned on drop.
 struct Admitted<'a> {
