@@ -849,6 +849,75 @@ fn a_dead_stdio_upstream_is_started_again() -> Result<(), TestError> {
     Ok(())
 }
 
+/// An upstream that comes up after a session listed the prompts and
+/// resources, and one whose connection ends, change those lists: the
+/// session hears so, as it does of the tools.
+#[test]
+fn an_upstream_coming_and_going_is_announced_in_every_list() -> Result<(), TestError> {
+    use std::io::Write as _;
+    let scratch = Files::fresh("droid-gateway-lists-announced")?;
+    let (go, pids) = (scratch.dir().join("go"), scratch.dir().join("pids"));
+    // Held back until the session has listed; the pid is the server's.
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.1; done; echo $$ >> {}; exec '{DROID}' serve",
+        go.display(),
+        pids.display()
+    );
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "state = {:?}\n[[upstream]]\nname = \"late\"\ncommand = [\"sh\", \"-c\", {script:?}]\n\
+             trust = \"on-first-use\"\n",
+            scratch.path("state.json")
+        ),
+    )?;
+    let mut child = stdio_gateway(&config, scratch.dir(), std::process::Stdio::null())?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let lines = lines_of(child.stdout.take().ok_or("no stdout")?);
+    handshake(&mut stdin)?;
+    let list = |stdin: &mut std::process::ChildStdin, id: u32| -> Result<String, TestError> {
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"prompts/list"}}"#
+        )?;
+        Ok(wait_for(&lines, |l| l.contains(&format!(r#""id":{id},"#)))?.0)
+    };
+    let before = list(&mut stdin, 2)?;
+    assert!(!before.contains("late/"), "{before}");
+    // Both lists' changes, in either order, each said once.
+    let announced = |what: &str| -> Result<(), TestError> {
+        let mut heard = Vec::new();
+        while !["prompts", "resources"].iter().all(|list| {
+            heard
+                .iter()
+                .any(|l: &String| l.contains(&format!("{list}/list_changed")))
+        }) {
+            let (line, _) = wait_for(&lines, |l| {
+                l.contains("prompts/list_changed") || l.contains("resources/list_changed")
+            })?;
+            heard.push(line);
+        }
+        assert_eq!(heard.len(), 2, "{what}: {heard:?}");
+        Ok(())
+    };
+    std::fs::write(&go, "")?;
+    announced("up")?;
+    let after = list(&mut stdin, 3)?;
+    assert!(after.contains("late/test_simple_prompt"), "{after}");
+
+    // Gone, and held back from coming again: what is heard is its going.
+    std::fs::remove_file(&go)?;
+    let pid = std::fs::read_to_string(&pids)?.trim().to_owned();
+    let killed = Command::new("kill").args(["-9", &pid]).status()?;
+    assert!(killed.success(), "kill {pid} failed");
+    announced("down")?;
+    let gone = list(&mut stdin, 4)?;
+    assert!(!gone.contains("late/"), "{gone}");
+    drop(stdin);
+    let _ended = child.wait();
+    Ok(())
+}
+
 /// What was trusted on first use holds after a restart: a tool whose
 /// definition changed in between is unverified, not trusted anew.
 #[test]
@@ -1630,8 +1699,10 @@ fn a_replaced_upstream_serves_on_until_its_replacement_is_up() -> Result<(), Tes
         served(&after, "after"),
         "the activation did not outlive the replacement: {after}"
     );
+    // (Its prompts and resources may be said to have changed: its new
+    // settings may offer others.)
     assert!(
-        told.iter().all(|l| !l.contains("list_changed")),
+        told.iter().all(|l| !l.contains("tools/list_changed")),
         "the session was told its tools changed: {told:?}"
     );
     processes(1)?;

@@ -64,6 +64,11 @@ pub(super) struct Inner {
     /// that the records are kept in the order the approvals were made: of
     /// two approvals of one tool, the state file keeps the later.
     pub(super) approving: tokio::sync::Mutex<()>,
+    /// Whether an announcement of a changed prompt (resource) list is due:
+    /// every upstream's announcements, and its coming up and going down,
+    /// gathered so that those close together are announced once.
+    pub(super) prompts_pending: Arc<std::sync::atomic::AtomicBool>,
+    pub(super) resources_pending: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A gateway: one MCP server in front of many upstream servers.
@@ -153,6 +158,8 @@ impl Gateway {
                 shared: std::sync::OnceLock::new(),
                 parked: std::sync::OnceLock::new(),
                 approving: tokio::sync::Mutex::new(()),
+                prompts_pending: Arc::default(),
+                resources_pending: Arc::default(),
             }),
         };
         if disclosure == Disclosure::Progressive {

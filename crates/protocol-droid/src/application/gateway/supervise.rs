@@ -13,7 +13,7 @@
 //! announcements from one upstream costs one refresh after another for that
 //! upstream alone; no other upstream's announcement is lost or delayed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -72,8 +72,6 @@ impl Gateway {
             name: name.to_owned(),
             generation,
             gateway: Arc::downgrade(&self.inner),
-            prompts_pending: Arc::default(),
-            resources_pending: Arc::default(),
         })
     }
 
@@ -385,6 +383,10 @@ impl Gateway {
                         Replay::Listened { session, uri } => bridge.watch(session, &uri, true),
                     }
                 }
+                drop(state);
+                // Its prompts and resources join the lists: sessions that
+                // listed them while it was away hear of it.
+                self.lists_changed_soon(Offers::of(&bridge));
                 Attempt::Up
             }
             Ok(Err(source)) => {
@@ -547,8 +549,10 @@ impl Gateway {
             }
         };
         // The bridge goes with its kept connection: sessions' connections
-        // to the server that ended are opened anew on the next bridge.
+        // to the server that ended are opened anew on the next bridge. Its
+        // prompts and resources leave the lists until then.
         if let Some(bridge) = ended {
+            self.lists_changed_soon(Offers::of(&bridge));
             tokio::spawn(async move { bridge.close().await });
         }
         if down {
@@ -576,6 +580,7 @@ impl Gateway {
             upstream.bridge.take()
         };
         if let Some(bridge) = ended {
+            self.lists_changed_soon(Offers::of(&bridge));
             tokio::spawn(async move { bridge.close().await });
         }
         self.reconnect_later(name, generation);
@@ -679,8 +684,7 @@ impl Gateway {
         if let Some(bridge) = removed.bridge {
             upstream::retire(bridge, removed.options.timeout);
         }
-        self.inner.server.prompts_changed();
-        self.inner.server.resources_changed();
+        self.lists_changed_soon(Offers::ALL);
         tracing::info!(upstream = %name, "removed");
         true
     }
@@ -729,11 +733,6 @@ struct UpstreamEvents {
     name: String,
     generation: u64,
     gateway: Weak<Inner>,
-    /// Whether an announcement of a changed prompt (resource) list is due:
-    /// every connection of the upstream's bridge says so, one per legacy
-    /// session, so those close together are announced once.
-    prompts_pending: Arc<AtomicBool>,
-    resources_pending: Arc<AtomicBool>,
 }
 
 /// How long announcements of one list's change are gathered into one.
@@ -743,25 +742,66 @@ impl UpstreamEvents {
     fn gateway(&self) -> Option<Gateway> {
         self.gateway.upgrade().map(|inner| Gateway { inner })
     }
+}
 
-    /// Announces with `announce` shortly, once for every change told while
-    /// `pending` is set.
-    fn announce_soon(&self, pending: &Arc<AtomicBool>, announce: fn(&Server)) {
-        if pending.swap(true, Ordering::AcqRel) {
-            return;
+impl Gateway {
+    /// Announces that the prompt and resource lists changed, those that
+    /// `offers` says did, shortly: once for every change told meanwhile.
+    /// Every connection of an upstream's bridge tells its upstream's
+    /// change (one per legacy session), and several upstreams may come up
+    /// at once.
+    fn lists_changed_soon(&self, offers: Offers) {
+        let inner = &self.inner;
+        let prompts: fn(&Server) = Server::prompts_changed;
+        let due = [
+            (offers.prompts, &inner.prompts_pending, prompts),
+            (
+                offers.resources,
+                &inner.resources_pending,
+                Server::resources_changed,
+            ),
+        ];
+        for (changed, pending, announce) in due {
+            if !changed || pending.swap(true, Ordering::AcqRel) {
+                continue;
+            }
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                pending.store(false, Ordering::Release);
+                continue;
+            };
+            let (weak, pending) = (Arc::downgrade(inner), Arc::clone(pending));
+            runtime.spawn(async move {
+                tokio::time::sleep(ANNOUNCE_AFTER).await;
+                pending.store(false, Ordering::Release);
+                if let Some(inner) = weak.upgrade() {
+                    announce(&inner.server);
+                }
+            });
         }
-        let (Some(gateway), Ok(runtime)) = (self.gateway(), tokio::runtime::Handle::try_current())
-        else {
-            pending.store(false, Ordering::Release);
-            return;
-        };
-        let pending = Arc::clone(pending);
-        runtime.spawn(async move {
-            tokio::time::sleep(ANNOUNCE_AFTER).await;
-            pending.store(false, Ordering::Release);
-            announce(&gateway.inner.server);
-        });
     }
+}
+
+/// Which of the lists an upstream's coming or going changes.
+#[derive(Clone, Copy, Debug, Default)]
+struct Offers {
+    prompts: bool,
+    resources: bool,
+}
+
+impl Offers {
+    /// What the upstream `bridge` reaches offers.
+    fn of(bridge: &Bridge) -> Self {
+        let capabilities = &bridge.upstream().capabilities;
+        Self {
+            prompts: capabilities.prompts.is_some(),
+            resources: capabilities.resources.is_some(),
+        }
+    }
+
+    const ALL: Self = Self {
+        prompts: true,
+        resources: true,
+    };
 }
 
 impl Observer for UpstreamEvents {
@@ -772,11 +812,21 @@ impl Observer for UpstreamEvents {
     }
 
     fn prompts_changed(&self) {
-        self.announce_soon(&self.prompts_pending, Server::prompts_changed);
+        if let Some(gateway) = self.gateway() {
+            gateway.lists_changed_soon(Offers {
+                prompts: true,
+                resources: false,
+            });
+        }
     }
 
     fn resources_changed(&self) {
-        self.announce_soon(&self.resources_pending, Server::resources_changed);
+        if let Some(gateway) = self.gateway() {
+            gateway.lists_changed_soon(Offers {
+                prompts: false,
+                resources: true,
+            });
+        }
     }
 
     fn resource_updated(&self, session: Option<SessionId>, uri: &str) {
