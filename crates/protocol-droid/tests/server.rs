@@ -591,7 +591,8 @@ mod bad_input {
     }
 
     #[tokio::test]
-    async fn an_answer_too_long_or_too_deep_fails_the_question_at_once() -> Result<(), TestError> {
+    async fn an_answer_too_long_too_deep_or_malformed_fails_the_question_at_once()
+    -> Result<(), TestError> {
         let too_long = |id: &Value| {
             format!(
                 r#"{{"jsonrpc":"2.0","id":{id},"result":{{"action":"accept","content":{{"pad":"{}"}}}}}}"#,
@@ -605,7 +606,13 @@ mod bad_input {
                 "]".repeat(100)
             )
         };
-        let cases: [&dyn Fn(&Value) -> String; 2] = [&too_long, &too_deep];
+        // Read, but neither a result nor an error.
+        let malformed = |id: &Value| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"action":"accept"}},"error":{{"code":1,"message":"x"}}}}"#
+            )
+        };
+        let cases: [&dyn Fn(&Value) -> String; 3] = [&too_long, &too_deep, &malformed];
         for unreadable in cases {
             let (mut h, asked) = asked_on_short_lines().await?;
             h.client

@@ -70,6 +70,11 @@ pub struct EnvelopeError {
     pub message: String,
     /// The id, when it could be read, so the error can be addressed to it.
     pub id: ResponseId,
+    /// Whether the frame was shaped as an answer (an object with no
+    /// `method`, and a `result` or an `error`): its id is then one of the receiver's own requests, which
+    /// the unreadable answer fails, and the error sent back names no id
+    /// (the sender may have a request of its own under the same one).
+    pub answer: bool,
 }
 
 impl EnvelopeError {
@@ -78,18 +83,19 @@ impl EnvelopeError {
             code: ErrorCode::INVALID_REQUEST,
             message: message.into(),
             id,
+            answer: false,
         }
     }
 
     /// The error response a receiver should send back.
     ///
     /// A request whose id could not be read is answered with `"id": null`,
-    /// as JSON-RPC requires.
+    /// as JSON-RPC requires; so is an answer, whose id is not the sender's.
     #[must_use]
     pub fn to_response(&self) -> Response {
         let id = match &self.id {
-            ResponseId::Id(id) => ResponseId::Id(id.clone()),
-            ResponseId::Null | ResponseId::Absent => ResponseId::Null,
+            ResponseId::Id(id) if !self.answer => ResponseId::Id(id.clone()),
+            ResponseId::Id(_) | ResponseId::Null | ResponseId::Absent => ResponseId::Null,
         };
         Response {
             id,
@@ -116,6 +122,7 @@ pub fn parse(frame: &[u8]) -> Result<Incoming, EnvelopeError> {
         code: ErrorCode::PARSE_ERROR,
         message: format!("not JSON: {e}"),
         id: ResponseId::Null,
+        answer: false,
     };
     // UTF-8 is checked once for the whole frame: reading bytes, serde_json
     // checks every string on its own, which costs more than one pass.
@@ -156,6 +163,7 @@ impl Message {
                 params: map.remove("params"),
                 result: map.remove("result"),
                 error: map.remove("error"),
+                repeated: None,
             }
             .into_message(),
             _ => Frame::Other.into_message(),
@@ -245,10 +253,29 @@ struct Members {
     params: Option<Value>,
     result: Option<Value>,
     error: Option<Value>,
+    /// A member given twice, if any: refused, since readers that keep the
+    /// first and readers that keep the last would read two messages.
+    repeated: Option<&'static str>,
 }
 
 impl Members {
     fn into_message(self) -> Result<Message, EnvelopeError> {
+        // Without either, it may as well be a request that lost its
+        // method, and is refused under its id as one.
+        let answer = self.method.is_none() && (self.result.is_some() || self.error.is_some());
+        self.read().map_err(|mut error| {
+            error.answer = answer;
+            error
+        })
+    }
+
+    fn read(self) -> Result<Message, EnvelopeError> {
+        if self.repeated == Some("id") {
+            return Err(EnvelopeError::invalid(
+                "a message may not repeat its member `id`",
+                ResponseId::Null,
+            ));
+        }
         let id = match self.id {
             None => ResponseId::Absent,
             Some(Value::Null) => ResponseId::Null,
@@ -262,6 +289,12 @@ impl Members {
                 }
             },
         };
+        if let Some(member) = self.repeated {
+            return Err(EnvelopeError::invalid(
+                format!("a message may not repeat its member `{member}`"),
+                id,
+            ));
+        }
         if self.jsonrpc.as_ref().and_then(Value::as_str) != Some(VERSION) {
             return Err(EnvelopeError::invalid("`jsonrpc` must be \"2.0\"", id));
         }
@@ -353,14 +386,13 @@ impl<'de> Visitor<'de> for FrameVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Frame, A::Error> {
         let mut members = Members::default();
         while let Some(key) = map.next_key::<Member>()? {
-            // As in a JSON object read whole, a repeated member's last value wins.
-            let slot = match key {
-                Member::Jsonrpc => &mut members.jsonrpc,
-                Member::Id => &mut members.id,
-                Member::Method => &mut members.method,
-                Member::Params => &mut members.params,
-                Member::Result => &mut members.result,
-                Member::Error => &mut members.error,
+            let (slot, name) = match key {
+                Member::Jsonrpc => (&mut members.jsonrpc, "jsonrpc"),
+                Member::Id => (&mut members.id, "id"),
+                Member::Method => (&mut members.method, "method"),
+                Member::Params => (&mut members.params, "params"),
+                Member::Result => (&mut members.result, "result"),
+                Member::Error => (&mut members.error, "error"),
                 // Read whole and dropped rather than skipped: serde_json's
                 // skipping does not check UTF-8, escapes, number range or
                 // depth, and malformed JSON is a parse error wherever it is.
@@ -369,6 +401,14 @@ impl<'de> Visitor<'de> for FrameVisitor {
                     continue;
                 }
             };
+            if slot.is_some() {
+                // A repeated `id` names no one; it wins over another.
+                if name == "id" {
+                    members.repeated = Some(name);
+                } else {
+                    members.repeated.get_or_insert(name);
+                }
+            }
             *slot = Some(map.next_value()?);
         }
         Ok(Frame::Object(members.into_message()))
@@ -531,6 +571,41 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_member_is_refused_and_a_repeated_id_names_no_one() {
+        let refused = single(r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}"#);
+        assert!(
+            matches!(&refused, Err(e) if e.code == ErrorCode::INVALID_REQUEST
+                && e.id == ResponseId::Id(RequestId::Number(1))
+                && e.message.contains("`method`")),
+            "{refused:?}"
+        );
+        let refused = single(r#"{"jsonrpc":"2.0","id":20,"method":"ping","i\u0064":21}"#);
+        assert!(
+            matches!(&refused, Err(e) if e.id == ResponseId::Null && e.message.contains("`id`")),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn an_answer_that_is_no_answer_is_refused_under_no_id() {
+        let refused =
+            single(r#"{"jsonrpc":"2.0","id":"q-1","result":{},"error":{"code":1,"message":"x"}}"#);
+        assert!(
+            matches!(&refused, Err(e) if e.answer
+                && e.id == ResponseId::Id(RequestId::String("q-1".into()))
+                && e.to_response().id == ResponseId::Null),
+            "{refused:?}"
+        );
+        // A request's refusal still goes to its id.
+        let refused = single(r#"{"jsonrpc":"2.0","id":"r-1","method":7}"#);
+        assert!(
+            matches!(&refused, Err(e) if !e.answer
+                && e.to_response().id == ResponseId::Id(RequestId::String("r-1".into()))),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
     fn a_batch_is_read_element_by_element() -> Result<(), EnvelopeError> {
         let Incoming::Batch(items) = parse(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}, 5]"#)?
         else {
@@ -546,7 +621,6 @@ mod tests {
         for frame in [
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#,
             r#"{"method":"ping","extra":{"deep":[1,{"a":null}]},"jsonrpc":"2.0","id":"s"}"#,
-            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"a","method":"b"}"#,
             r#"{"jsonr\u0070c":"2.0","i\u0064":3,"result":{}}"#,
             r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
             r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,

@@ -76,9 +76,11 @@ impl Default for StdioOptions {
 }
 
 /// Frames waiting to be written: each one serialised, newline included, by
-/// the task that produced it, so the one writer only copies bytes.
+/// the task that produced it, so the one writer only copies bytes. Counts
+/// the notifications it dropped, which the connection's end says in all:
+/// the warning at each drop is said at most once in ten seconds.
 #[derive(Clone, Debug)]
-struct Outbox(mpsc::Sender<Vec<u8>>);
+struct Outbox(mpsc::Sender<Vec<u8>>, Arc<AtomicU64>);
 
 impl Outbox {
     /// Queues a notification, or drops it, loudly, when the client has
@@ -90,6 +92,7 @@ impl Outbox {
         };
         let queued = self.0.try_send(frame).is_ok();
         if !queued {
+            self.1.fetch_add(1, Ordering::Relaxed);
             static DROPPED: Squelch = Squelch::new(Duration::from_secs(10));
             if let Some(also) = DROPPED.admit() {
                 tracing::warn!(
@@ -279,7 +282,7 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, rx) = mpsc::channel(options.queue.max(1));
-    let outbox = Outbox(tx);
+    let outbox = Outbox(tx, Arc::default());
     let writer = tokio::spawn(write_frames(rx, output));
     let pending: Pending = Arc::default();
     let exchange = Arc::new(StdioExchange {
@@ -346,6 +349,13 @@ where
     reader.drain().await;
     reader.connection.close();
     drop(reader);
+    let dropped = outbox.1.load(Ordering::Relaxed);
+    if dropped > 0 {
+        tracing::warn!(
+            dropped,
+            "notifications were dropped in all while the client did not read its output"
+        );
+    }
     drop(outbox);
     // The writer ends once every sender is gone; a handler that handed its
     // session to a detached task may still hold one, so it gets a deadline.
@@ -515,7 +525,16 @@ impl Reader {
                 .await;
         }
         match parse(&bytes) {
-            Err(e) => self.outbox.answer(refusal(&e)).await,
+            Err(e) => {
+                // An answer that is no answer fails the request of ours it
+                // names at once, as an unreadable one does; the refusal
+                // names no id, which is the client's to use for its own.
+                if let (true, ResponseId::Id(id)) = (e.answer, &e.id) {
+                    tracing::warn!(id = %id.clipped(64), "an answer that is not one fails the request it names");
+                    self.unreadable_answer(id.clone(), &e.message);
+                }
+                self.outbox.answer(refusal(&e)).await;
+            }
             Ok(Incoming::Single(message)) => {
                 if let Some(answer) = self.message(message).await {
                     self.outbox.answer(answer.into_value()).await;
