@@ -5,7 +5,9 @@
 //!   `-32700` exactly when `serde_json` cannot read the bytes as a value;
 //! - reading the bytes directly equals reading them into a `Value` first
 //!   and then through `Message::from_value` (the envelope's streaming
-//!   reader must not change what a frame means);
+//!   reader must not change what a frame means), except for a message
+//!   that repeats a member of its envelope: the bytes are refused
+//!   (`-32600`), where a `Value` keeps the last copy;
 //! - every message read writes back (`to_value`) to a value that reads as
 //!   the same message, both as a value and re-serialised as bytes;
 //! - every refusal's `to_response` is itself a valid response carrying the
@@ -55,6 +57,18 @@ fn check_refusal(error: &EnvelopeError) {
     }
 }
 
+/// Whether `error` refuses a message for repeating a member of its
+/// envelope, which a `Value` cannot show (it keeps the last copy).
+fn repeats_member(error: &EnvelopeError) -> bool {
+    let repeats = error.message.starts_with("a message may not repeat its member");
+    assert!(!repeats || error.code == ErrorCode::INVALID_REQUEST);
+    repeats
+}
+
+fn repeats(item: &Result<Message, EnvelopeError>) -> bool {
+    item.as_ref().err().is_some_and(repeats_member)
+}
+
 fuzz_target!(|data: &[u8]| {
     let read = parse(data);
     let value = serde_json::from_slice::<Value>(data);
@@ -70,7 +84,18 @@ fuzz_target!(|data: &[u8]| {
                 )),
                 other => Message::from_value(other).map(Incoming::Single),
             };
-            assert_eq!(read, expected, "reading bytes and reading a value disagree");
+            match (&read, &expected) {
+                (Ok(Incoming::Batch(read)), Ok(Incoming::Batch(expected))) => {
+                    assert_eq!(read.len(), expected.len());
+                    for (read, expected) in read.iter().zip(expected) {
+                        if !repeats(read) {
+                            assert_eq!(read, expected, "reading bytes and reading a value disagree");
+                        }
+                    }
+                }
+                (Err(e), _) if repeats_member(e) => {}
+                _ => assert_eq!(read, expected, "reading bytes and reading a value disagree"),
+            }
         }
     }
 

@@ -63,6 +63,7 @@ pub enum Incoming {
 /// Why a frame is not a JSON-RPC message.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{}: {message}", code.0)]
+#[non_exhaustive]
 pub struct EnvelopeError {
     /// [`ErrorCode::PARSE_ERROR`] or [`ErrorCode::INVALID_REQUEST`].
     pub code: ErrorCode,

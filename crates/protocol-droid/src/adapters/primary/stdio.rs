@@ -353,7 +353,7 @@ where
     if dropped > 0 {
         tracing::warn!(
             dropped,
-            "notifications were dropped in all while the client did not read its output"
+            "notifications were dropped in all, the client not reading its output (or it closed)"
         );
     }
     drop(outbox);
@@ -529,10 +529,7 @@ impl Reader {
                 // An answer that is no answer fails the request of ours it
                 // names at once, as an unreadable one does; the refusal
                 // names no id, which is the client's to use for its own.
-                if let (true, ResponseId::Id(id)) = (e.answer, &e.id) {
-                    tracing::warn!(id = %id.clipped(64), "an answer that is not one fails the request it names");
-                    self.unreadable_answer(id.clone(), &e.message);
-                }
+                self.no_answer(&e);
                 self.outbox.answer(refusal(&e)).await;
             }
             Ok(Incoming::Single(message)) => {
@@ -560,9 +557,26 @@ impl Reader {
             .await;
     }
 
+    /// Fails the request of ours that `error` names, if it refuses an
+    /// answer that is no answer (see [`EnvelopeError::answer`]).
+    fn no_answer(&self, error: &EnvelopeError) {
+        if let (true, ResponseId::Id(id)) = (error.answer, &error.id) {
+            // One client's flood of them is said once per interval.
+            static NO_ANSWER: Squelch = Squelch::new(Duration::from_secs(10));
+            if let Some(also) = NO_ANSWER.admit() {
+                tracing::warn!(
+                    id = %id.clipped(64),
+                    passed_over_before = also,
+                    "an answer that is no answer fails the request it names"
+                );
+            }
+            self.unreadable_answer(id.clone(), &error.message);
+        }
+    }
+
     /// Fails the request of ours that an unreadable line answers (too long,
-    /// or nested too deep), at once rather than when it times out. The
-    /// client is refused as for any unreadable line.
+    /// nested too deep, or no answer), at once rather than when it times
+    /// out. The client is refused as for any unreadable line.
     fn unreadable_answer(&self, id: RequestId, why: &str) {
         self.response(Response {
             id: ResponseId::Id(id),
@@ -805,7 +819,10 @@ impl Reader {
         let mut running = Vec::new();
         for item in items {
             match item {
-                Err(e) => answers.push(refusal(&e)),
+                Err(e) => {
+                    self.no_answer(&e);
+                    answers.push(refusal(&e));
+                }
                 Ok(Message::Request(request)) if request.method == "initialize" => {
                     let why = "initialize must not be part of a batch".to_owned();
                     answers.push(refused(request.id, why).into_value());
