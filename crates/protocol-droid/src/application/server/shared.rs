@@ -354,7 +354,8 @@ pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
     fn record<'a>(&'a self, call: CallRecord<'a>) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Forgets call `id` of `session` if `token` still holds it unanswered:
-    /// a call that ended with nothing worth replaying.
+    /// a call that ended with nothing worth replaying. Answers whether it
+    /// did.
     ///
     /// # Errors
     ///
@@ -364,7 +365,7 @@ pub trait IdempotencyLedger: Send + Sync + core::fmt::Debug {
         session: &'a str,
         id: &'a str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
 /// Legacy sessions and tasks shared between instances: where they are

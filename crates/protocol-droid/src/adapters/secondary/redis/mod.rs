@@ -1052,13 +1052,13 @@ impl IdempotencyLedger for RedisStore {
         session: &'a str,
         id: &'a str,
         token: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
         let args = [token.to_owned(), id.to_owned()];
         Box::pin(async move {
-            let _forgot: i64 = self
+            let forgot: i64 = self
                 .call_script(&self.abandon_call, session, id, &args)
                 .await?;
-            Ok(())
+            Ok(forgot == 1)
         })
     }
 }

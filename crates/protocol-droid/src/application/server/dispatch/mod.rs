@@ -12,6 +12,7 @@
 //!   there is none yet.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -79,7 +80,7 @@ pub struct Connection {
     state: Mutex<ConnectionState>,
     /// How many of the session's 2025-11-25 tasks run in this process
     /// (see [`Connection::runs_tasks`]).
-    tasks_running: Arc<std::sync::atomic::AtomicUsize>,
+    tasks_running: Arc<AtomicUsize>,
     /// Cancelled when the transport stops waiting for answers (its drain
     /// is over): the requests still running are then answered with an
     /// error, not left unanswered when it closes.
@@ -1384,23 +1385,43 @@ fn give_back(
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
+    // Marks of unknown fate are looked for again only so many at once: a
+    // store that stalls under many calls is not sent ten times as many
+    // scripts as it comes back; past that, one try, and the rest lapse.
+    static UNKNOWN: AtomicUsize = AtomicUsize::new(0);
+    let patient = mark == Mark::Held
+        || UNKNOWN
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_UNKNOWN_MARKS).then_some(n + 1)
+            })
+            .is_ok();
     runtime.spawn(async move {
         let deadline = tokio::time::Instant::now() + CALL_LEASE;
         let mut wait = GIVE_BACK_RETRY;
         loop {
             let forgot = ledger.abandon(&session, &id, &token).await;
-            if forgot.is_ok() && mark == Mark::Held {
-                return;
-            }
+            // Held: done once the store answered. Unknown: done once it
+            // was found and forgotten (or when a try finds nothing yet,
+            // the admission may still be on its way).
+            let done = match mark {
+                Mark::Held => forgot.is_ok(),
+                Mark::Unknown => forgot.unwrap_or(false),
+            };
             let retry = tokio::time::Instant::now() + wait;
-            if retry >= deadline {
-                return;
+            if done || !patient || retry >= deadline {
+                break;
             }
             tokio::time::sleep_until(retry).await;
             wait = wait.saturating_mul(2).min(GIVE_BACK_RETRY_MOST);
         }
+        if patient && mark == Mark::Unknown {
+            UNKNOWN.fetch_sub(1, Ordering::AcqRel);
+        }
     });
 }
+
+/// How many marks of unknown fate are looked for again at once.
+const MAX_UNKNOWN_MARKS: usize = 1024;
 
 /// How long a mark to forget waits before it is tried again, the first
 /// time; twice as long each time after, up to [`GIVE_BACK_RETRY_MOST`].
