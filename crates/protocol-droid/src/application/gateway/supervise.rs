@@ -265,12 +265,23 @@ impl Gateway {
     /// One attempt to open `name` of `generation` and load its tools; its
     /// health says how it went.
     async fn attempt(&self, name: &str, generation: u64) -> Attempt {
-        let (connector, options) = {
+        // What the connection it replaces offers, if any: its prompts and
+        // resources leave the lists when this one takes over.
+        let (connector, options, replaced) = {
             let mut state = lock(&self.inner.state);
             let Some(upstream) = state.upstream_mut(name, generation) else {
                 return Attempt::Superseded;
             };
-            (upstream.connector.clone(), upstream.options.clone())
+            let replaced = upstream
+                .predecessor
+                .as_ref()
+                .map(|predecessor| Offers::of(&predecessor.bridge))
+                .unwrap_or_default();
+            (
+                upstream.connector.clone(),
+                upstream.options.clone(),
+                replaced,
+            )
         };
         // The gateway's server reports the downgrades its upstreams' replies
         // take, whatever the options it was given say.
@@ -384,9 +395,10 @@ impl Gateway {
                     }
                 }
                 drop(state);
-                // Its prompts and resources join the lists: sessions that
+                // Its prompts and resources join the lists (and those of
+                // the connection it replaced leave them): sessions that
                 // listed them while it was away hear of it.
-                self.lists_changed_soon(Offers::of(&bridge));
+                self.lists_changed_soon(Offers::of(&bridge).or(replaced));
                 Attempt::Up
             }
             Ok(Err(source)) => {
@@ -428,8 +440,9 @@ impl Gateway {
         error: UpstreamError,
         opened: Option<Bridge>,
     ) -> Attempt {
-        {
+        let retired = {
             let mut state = lock(&self.inner.state);
+            let mut retired = Offers::default();
             if let Some(upstream) = state.upstream_mut(name, generation) {
                 upstream.failures = upstream.failures.saturating_add(1);
                 upstream.health = UpstreamHealth::Down {
@@ -441,10 +454,14 @@ impl Gateway {
                 // A replacement that cannot come up does not leave the
                 // settings it replaces serving.
                 if let Some(predecessor) = upstream.predecessor.take() {
+                    retired = Offers::of(&predecessor.bridge);
                     predecessor.retire();
                 }
             }
-        }
+            retired
+        };
+        // What the retired connection offered leaves the lists.
+        self.lists_changed_soon(retired);
         // Closed outside the lock: closing ends the connection, and its end
         // is reported back to this gateway.
         if let Some(bridge) = opened {
@@ -802,6 +819,14 @@ impl Offers {
         prompts: true,
         resources: true,
     };
+
+    /// What either offers.
+    const fn or(self, other: Self) -> Self {
+        Self {
+            prompts: self.prompts || other.prompts,
+            resources: self.resources || other.resources,
+        }
+    }
 }
 
 impl Observer for UpstreamEvents {
