@@ -181,23 +181,33 @@ impl KeyRing {
     /// common: then this one was written afresh by an instance that found
     /// the store empty (a Redis restarted without persistence, with an
     /// instance starting before the others read the loss), and dropping
-    /// the keys `known` holds would refuse every state sealed before.
-    /// `None` when they share a key: a ring rotated and trimmed in turn,
-    /// whose dropped keys stay dropped. Oldest first, as ever; the caller
-    /// trims what has lapsed ([`next`](Self::next)).
-    #[must_use]
-    pub fn rejoined(&self, known: &Self) -> Option<Self> {
-        if self
-            .keys
-            .iter()
-            .any(|key| known.keys.iter().any(|other| other.id == key.id))
-        {
-            return None;
+    /// the keys `known` holds would refuse every state sealed before. The
+    /// joined ring is trimmed as at `now_ms` under `policy`
+    /// ([`next`](Self::next)). `None` when they share a key (a ring rotated
+    /// and trimmed in turn, whose dropped keys stay dropped), or when every
+    /// key put back has lapsed anyway (an instance cut off from the store
+    /// for days).
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError::Entropy`] if a rotation is due and the system has no
+    /// randomness to give.
+    pub fn rejoined(
+        &self,
+        known: &Self,
+        now_ms: u64,
+        policy: &RotationPolicy,
+    ) -> Result<Option<Self>, KeyError> {
+        let own = |ring: &Self| ring.ids().any(|id| known.ids().any(|k| k == id));
+        if own(self) {
+            return Ok(None);
         }
         let mut keys: Vec<RingKey> = known.keys.iter().chain(&self.keys).cloned().collect();
         // Stable: a tie keeps the store's key last, so it seals.
         keys.sort_by_key(|key| key.from_ms);
-        Some(Self { keys })
+        let joined = Self { keys };
+        let joined = joined.next(now_ms, policy)?.unwrap_or(joined);
+        Ok(own(&joined).then_some(joined))
     }
 
     /// The ids of the ring's keys, oldest first.
@@ -298,6 +308,27 @@ mod tests {
         let a = KeyRing::decode(&stored)?;
         let b = KeyRing::decode(&stored)?;
         assert!(opens(&b, &seal(&a, 1_000)?, 2_000)?);
+        Ok(())
+    }
+
+    #[test]
+    fn only_a_ring_written_afresh_gets_the_known_keys_back() -> TestResult {
+        let known = KeyRing::first(0)?;
+        // Rotated from the known ring, it shares a key: nothing to put back.
+        let rotated = known.next(HOUR, &policy())?.ok_or("a rotation is due")?;
+        assert!(rotated.rejoined(&known, HOUR, &policy())?.is_none());
+        // Written afresh: the known key is put back and opens what it
+        // sealed; the fresh key, the newest, seals.
+        let fresh = KeyRing::first(HOUR)?;
+        let joined = fresh
+            .rejoined(&known, HOUR, &policy())?
+            .ok_or("the known key was not put back")?;
+        assert_eq!(joined.ids().count(), 2);
+        assert!(opens(&joined, &seal(&known, HOUR - 1)?, HOUR)?);
+        assert_eq!(
+            joined.sealer(HOUR, 600_000)?.current_key_id(),
+            fresh.sealer(HOUR, 600_000)?.current_key_id()
+        );
         Ok(())
     }
 

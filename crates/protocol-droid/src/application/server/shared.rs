@@ -485,35 +485,27 @@ pub(super) async fn sync_ring(
         let next = match (&kept, known) {
             (Some(text), known) => {
                 let stored = KeyRing::decode(text)?;
-                let due = stored.next(now_ms, rotation).map_err(RingError::from)?;
-                // Keys put back that have lapsed anyway (an instance cut
-                // off from the store for days) are trimmed again, and
-                // then nothing was lost.
-                let rejoined = match known.and_then(|known| Some((known, stored.rejoined(known)?)))
-                {
-                    Some((known, rejoined)) => {
-                        let rejoined = rejoined
-                            .next(now_ms, rotation)
-                            .map_err(RingError::from)?
-                            .unwrap_or(rejoined);
-                        let kept = rejoined.ids().any(|id| known.ids().any(|own| own == id));
-                        kept.then_some(rejoined)
-                    }
+                let rejoined = match known {
+                    Some(known) => stored
+                        .rejoined(known, now_ms, rotation)
+                        .map_err(RingError::from)?,
                     None => None,
                 };
-                if rejoined.is_some() {
-                    tracing::warn!(
-                        target: "droid",
-                        "the shared key ring was written anew without the keys this instance seals with (the store lost it); they are put back in it, so the states sealed before still open"
-                    );
-                }
-                match rejoined.or(due) {
-                    Some(next) => next,
-                    None => {
-                        ring = Some(stored);
-                        break;
+                let next = match rejoined {
+                    Some(rejoined) => {
+                        tracing::warn!(
+                            target: "droid",
+                            "the shared key ring was written anew without the keys this instance seals with (the store lost it); they are put back in it, so the states sealed before still open"
+                        );
+                        Some(rejoined)
                     }
-                }
+                    None => stored.next(now_ms, rotation).map_err(RingError::from)?,
+                };
+                let Some(next) = next else {
+                    ring = Some(stored);
+                    break;
+                };
+                next
             }
             (None, known) => {
                 let current = match known {
