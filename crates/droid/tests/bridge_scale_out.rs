@@ -101,25 +101,19 @@ fn first_round(address: &str) -> Result<(String, String, Option<String>), TestEr
 
 /// How many listen on `channel` of `redis` (`PUBSUB NUMSUB`), if it says.
 fn listeners(redis: &Redis, channel: &str) -> Option<u64> {
-    use std::io::{Read as _, Write as _};
+    use std::io::BufRead as _;
 
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", redis.port())).ok()?;
-    let command = format!(
-        "*3\r\n$6\r\nPUBSUB\r\n$6\r\nNUMSUB\r\n${}\r\n{channel}\r\n",
-        channel.len()
-    );
-    stream.write_all(command.as_bytes()).ok()?;
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+    let mut stream = redis
+        .command(
+            &["PUBSUB", "NUMSUB", channel],
+            std::time::Duration::from_secs(2),
+        )
         .ok()?;
     // `*2`, `$LENGTH`, the channel, `:COUNT`: four lines.
-    let mut reply = Vec::new();
-    let mut byte = [0_u8; 1];
-    while reply.windows(2).filter(|w| *w == b"\r\n").count() < 4 {
-        stream.read_exact(&mut byte).ok()?;
-        reply.extend_from_slice(&byte);
+    let mut text = String::new();
+    for _ in 0..4 {
+        stream.read_line(&mut text).ok()?;
     }
-    let text = String::from_utf8(reply).ok()?;
     text.lines().last()?.strip_prefix(':')?.trim().parse().ok()
 }
 

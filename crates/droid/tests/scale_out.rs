@@ -449,10 +449,10 @@ fn lines_logged(address: &str, session: &str) -> Result<usize, TestError> {
 /// when there is no such key, or it does not expire).
 fn pttl(redis: &Redis, key: &str) -> Result<i64, TestError> {
     use std::io::BufRead as _;
-    let mut stream = TcpStream::connect(("127.0.0.1", redis.port()))?;
-    write!(stream, "*2\r\n$4\r\nPTTL\r\n${}\r\n{key}\r\n", key.len())?;
     let mut line = String::new();
-    std::io::BufReader::new(stream).read_line(&mut line)?;
+    redis
+        .command(&["PTTL", key], Duration::from_secs(5))?
+        .read_line(&mut line)?;
     line.trim()
         .strip_prefix(':')
         .and_then(|n| n.parse().ok())
@@ -462,9 +462,7 @@ fn pttl(redis: &Redis, key: &str) -> Result<i64, TestError> {
 /// The fields of the hash `key` in `redis` (`HKEYS`).
 fn hash_fields(redis: &Redis, key: &str) -> Result<Vec<String>, TestError> {
     use std::io::BufRead as _;
-    let mut stream = TcpStream::connect(("127.0.0.1", redis.port()))?;
-    write!(stream, "*2\r\n$5\r\nHKEYS\r\n${}\r\n{key}\r\n", key.len())?;
-    let mut reader = std::io::BufReader::new(stream);
+    let mut reader = redis.command(&["HKEYS", key], Duration::from_secs(5))?;
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let count: usize = line
@@ -1150,9 +1148,7 @@ fn a_call_refused_while_the_store_was_slow_runs_when_retried() -> Result<(), Tes
     // The store busy for longer than the instance waits for two answers
     // (its session, then the call's mark): both time out, and the store
     // takes the mark once it is free again.
-    let mut busy = TcpStream::connect(("127.0.0.1", redis.port()))?;
-    write!(busy, "*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$1\r\n8\r\n")?;
-    busy.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut busy = redis.command(&["DEBUG", "SLEEP", "8"], Duration::from_secs(60))?;
     // Under way once a command sent after it waits (the server reads one
     // connection's commands at a time).
     std::thread::sleep(Duration::from_millis(200));

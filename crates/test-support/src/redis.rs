@@ -113,6 +113,28 @@ impl RedisServer {
             && &answer == b"+PONG\r\n"
     }
 
+    /// Sends one command (`args`, written as a RESP array) on a connection
+    /// of its own, and answers the connection to read the reply from, which
+    /// waits at most `wait` for each read.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be reached or written to.
+    pub fn command(
+        &self,
+        args: &[&str],
+        wait: Duration,
+    ) -> Result<std::io::BufReader<TcpStream>, TestError> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(wait))?;
+        let mut command = format!("*{}\r\n", args.len());
+        for arg in args {
+            command.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        }
+        stream.write_all(command.as_bytes())?;
+        Ok(std::io::BufReader::new(stream))
+    }
+
     /// Its port.
     #[must_use]
     pub const fn port(&self) -> u16 {
