@@ -677,6 +677,64 @@ mod legacy {
         Ok(())
     }
 
+    /// An answer the server cannot read (neither a result nor an error,
+    /// nested too deep, or so inside a 2025-03-26 batch) fails the question
+    /// it names at once, as on stdio, rather than leave the call waiting
+    /// until the question times out; the POST is refused under no id, the
+    /// id being the server's own.
+    #[tokio::test]
+    async fn an_unreadable_answer_fails_its_question_at_once() -> Result<(), TestError> {
+        let malformed = |id: &Value| {
+            json!({ "jsonrpc": "2.0", "id": id.clone(),
+                "result": { "action": "accept" }, "error": { "code": 1, "message": "x" } })
+            .to_string()
+        };
+        let too_deep = |id: &Value| {
+            format!(
+                r#"{{"jsonrpc":"2.0","result":{{"action":"accept","content":{{"a":{}{}}}}},"id":{id}}}"#,
+                "[".repeat(200),
+                "]".repeat(200)
+            )
+        };
+        let batched = |id: &Value| format!("[{}]", malformed(id));
+        // An answer made for the question's id.
+        type Answer<'a> = &'a dyn Fn(&Value) -> String;
+        // Each refused with 400, but a batch's answer is the batch's array.
+        let cases: [(&str, Answer<'_>, u16); 3] = [
+            ("2025-11-25", &malformed, 400),
+            ("2025-11-25", &too_deep, 400),
+            ("2025-03-26", &batched, 200),
+        ];
+        for (revision, unreadable, expected) in cases {
+            let s = start().await?;
+            let session = s.initialize(revision, json!({ "sampling": {} })).await?;
+            let pair = [("mcp-session-id", session.as_str())];
+            let call = tool_call(7, &json!({ "name": "sampler" }));
+            let mut events = Events::new(s.post(&pair, &call).await?);
+            let asked = events.next_json().await?;
+            assert_eq!(asked["method"], json!("sampling/createMessage"), "{asked}");
+            let refused = s.post(&pair, &unreadable(&asked["id"])).await?;
+            let status = refused.status();
+            let refusal: Value = refused.json().await?;
+            let refusal = refusal
+                .as_array()
+                .and_then(|a| a.first())
+                .unwrap_or(&refusal);
+            assert_eq!(
+                (status.as_u16(), &refusal["id"]),
+                (expected, &Value::Null),
+                "{revision}: {refusal}"
+            );
+            let reply = events.next_json().await?;
+            assert_eq!(reply["id"], json!(7), "{revision}: {reply}");
+            assert!(
+                reply.to_string().contains("could not be read"),
+                "{revision}: {reply}"
+            );
+        }
+        Ok(())
+    }
+
     /// A message goes on one stream only: a resume takes its stream over
     /// from the response it was opened for, and a later resume from an
     /// earlier one, so the answer reaches the latest resume alone and the

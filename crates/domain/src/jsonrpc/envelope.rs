@@ -88,6 +88,17 @@ impl EnvelopeError {
         }
     }
 
+    /// The receiver's own request this frame meant to answer and could not,
+    /// if it was shaped as an answer naming one: that request is to fail at
+    /// once, rather than wait for an answer that will not come.
+    #[must_use]
+    pub fn answered(&self) -> Option<&RequestId> {
+        match (&self.id, self.answer) {
+            (ResponseId::Id(id), true) => Some(id),
+            _ => None,
+        }
+    }
+
     /// The error response a receiver should send back.
     ///
     /// A request whose id could not be read is answered with `"id": null`,
@@ -593,14 +604,14 @@ mod tests {
             single(r#"{"jsonrpc":"2.0","id":"q-1","result":{},"error":{"code":1,"message":"x"}}"#);
         assert!(
             matches!(&refused, Err(e) if e.answer
-                && e.id == ResponseId::Id(RequestId::String("q-1".into()))
+                && e.answered() == Some(&RequestId::String("q-1".into()))
                 && e.to_response().id == ResponseId::Null),
             "{refused:?}"
         );
         // A request's refusal still goes to its id.
         let refused = single(r#"{"jsonrpc":"2.0","id":"r-1","method":7}"#);
         assert!(
-            matches!(&refused, Err(e) if !e.answer
+            matches!(&refused, Err(e) if !e.answer && e.answered().is_none()
                 && e.to_response().id == ResponseId::Id(RequestId::String("r-1".into()))),
             "{refused:?}"
         );

@@ -19,7 +19,7 @@ use super::lane::Lane;
 use super::respond::{CURRENT, channel, refusal};
 use super::sessions::sessions_full;
 use super::sse::{self, SseEvent};
-use super::streamable::check_post;
+use super::streamable::{Refused, check_post, unreadable_answer};
 use crate::application::server::AuthContext;
 use crate::domain::jsonrpc::{ErrorCode, Incoming, Message, Response as RpcResponse, ResponseId};
 use crate::domain::{Era, TransportKind};
@@ -142,7 +142,15 @@ pub(super) async fn post(
     };
     let incoming = match check_post(&headers, &body) {
         Ok(incoming) => incoming,
-        Err(refused) => return refused,
+        Err(Refused {
+            response,
+            unanswered,
+        }) => {
+            if let Some((id, why)) = unanswered {
+                let _failed = session.answer(&id, Err(unreadable_answer(&why)));
+            }
+            return response;
+        }
     };
     let Some(connection) = session.connection().cloned() else {
         return refusal(

@@ -25,19 +25,39 @@ use super::{App, shared, stateless, task_relay};
 use crate::application::server::{AuthContext, Server, served_as_modern};
 use crate::application::squelch::Squelch;
 use crate::domain::ir::JsonObject;
-use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than, request_id};
+use crate::domain::jsonrpc::framing::{DEFAULT_MAX_DEPTH, deeper_than, request_id, response_id};
 use crate::domain::jsonrpc::{
-    ErrorCode, Incoming, Message, Request, Response as RpcResponse, parse,
+    EnvelopeError, ErrorCode, ErrorObject, Incoming, Message, Request, RequestId,
+    Response as RpcResponse, ResponseId, parse,
 };
 use crate::domain::{Era, Feature, ProtocolVersion, TransportKind};
 
+/// A POST refused before its body reached a session.
+pub(super) struct Refused {
+    /// The response that ends the POST.
+    pub(super) response: Response,
+    /// The server's own request that the body meant to answer and could
+    /// not (an answer nested too deep, or no answer), and why: it fails at
+    /// once, as on stdio, rather than wait until it times out.
+    pub(super) unanswered: Option<(RequestId, String)>,
+}
+
+impl From<Response> for Refused {
+    fn from(response: Response) -> Self {
+        Self {
+            response,
+            unanswered: None,
+        }
+    }
+}
+
 /// The checks every POST passes before its body is read as JSON-RPC.
-// The error is the response that ends the request; boxing it would only
+// The error holds the response that ends the request; boxing it would only
 // move the allocation.
 #[allow(clippy::result_large_err)]
-pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, Response> {
+pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, Refused> {
     if let Some(refused) = refuse_repeated(headers, Some(body)) {
-        return Err(refused);
+        return Err(refused.into());
     }
     let content_type = header(headers, header::CONTENT_TYPE.as_str()).unwrap_or_default();
     let mut parts = content_type.split(';');
@@ -59,7 +79,8 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
             None,
             ErrorCode::INVALID_REQUEST,
             "a JSON body is UTF-8: send it so, or without a charset",
-        ));
+        )
+        .into());
     }
     if !json_body {
         return Err(refusal(
@@ -67,7 +88,8 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
             None,
             ErrorCode::INVALID_REQUEST,
             "Content-Type must be application/json",
-        ));
+        )
+        .into());
     }
     // The body is read as it came: one the client encoded (gzip, say)
     // would only fail to parse, under a misleading error.
@@ -84,7 +106,8 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
             None,
             ErrorCode::INVALID_REQUEST,
             "Content-Encoding is not supported: send the body as it is",
-        ));
+        )
+        .into());
     }
     // No Accept at all accepts anything; one that names neither form an
     // answer can take is refused.
@@ -94,22 +117,48 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
             None,
             ErrorCode::INVALID_REQUEST,
             "Accept must include application/json or text/event-stream",
-        ));
+        )
+        .into());
     }
     if deeper_than(body, DEFAULT_MAX_DEPTH) {
         // Refused under the request's own id when one can be read without
         // parsing, as on stdio, so the client knows which request it was.
-        return Err(refusal(
-            StatusCode::BAD_REQUEST,
-            request_id(body).as_ref(),
-            ErrorCode::INVALID_REQUEST,
-            "message nested too deeply",
-        ));
+        let why = "message nested too deeply";
+        return Err(Refused {
+            response: refusal(
+                StatusCode::BAD_REQUEST,
+                request_id(body).as_ref(),
+                ErrorCode::INVALID_REQUEST,
+                why,
+            ),
+            unanswered: response_id(body).map(|id| (id, why.to_owned())),
+        });
     }
     parse(body).map_err(|e| {
-        let id = e.id.request_id().cloned();
-        refusal(StatusCode::BAD_REQUEST, id.as_ref(), e.code, &e.message)
+        // An answer's refusal names no id: its id is the server's own.
+        let id = e.to_response().id.request_id().cloned();
+        Refused {
+            response: refusal(StatusCode::BAD_REQUEST, id.as_ref(), e.code, &e.message),
+            unanswered: e.answered().map(|id| (id.clone(), e.message.clone())),
+        }
     })
+}
+
+/// The outcome a question of the server's gets when the client's answer to
+/// it could not be read (`why`).
+pub(super) fn unreadable_answer(why: &str) -> ErrorObject {
+    // One client's flood of them is said once per interval.
+    static NO_ANSWER: Squelch = Squelch::new(Duration::from_secs(10));
+    if let Some(also) = NO_ANSWER.admit() {
+        tracing::warn!(
+            passed_over_before = also,
+            "an answer that could not be read fails the request it names"
+        );
+    }
+    ErrorObject::new(
+        ErrorCode::INTERNAL_ERROR,
+        format!("the client's answer could not be read: {why}"),
+    )
 }
 
 /// The refusal of a request with an MCP header sent twice: `-32020` where
@@ -174,7 +223,15 @@ pub(super) async fn post(
     let charge = charge.map(|Extension(charge)| charge);
     let incoming = match check_post(&headers, &body) {
         Ok(incoming) => incoming,
-        Err(refused) => return refused,
+        Err(Refused {
+            response,
+            unanswered,
+        }) => {
+            if let Some((id, why)) = unanswered {
+                fail_question(&app, &headers, &caller, id, &why).await;
+            }
+            return response;
+        }
     };
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr);
     if is_modern(&app.server, &headers, &incoming) {
@@ -260,7 +317,7 @@ async fn initialize(
     // refusal is a 429 with Retry-After besides, a store out of reach a 503.
     let limited = outcome.as_ref().err().cloned();
     let answer = Message::Response(RpcResponse {
-        id: crate::domain::jsonrpc::ResponseId::Id(id),
+        id: ResponseId::Id(id),
         outcome,
     })
     .into_value();
@@ -442,6 +499,28 @@ async fn answer(app: &App, session: &Session, response: RpcResponse) {
     }
 }
 
+/// Fails the question `id` of the session the POST names, whose answer
+/// could not be read (`why`); a POST that names no session of its caller's
+/// fails nothing.
+async fn fail_question(
+    app: &App,
+    headers: &HeaderMap,
+    caller: &AuthContext,
+    id: RequestId,
+    why: &str,
+) {
+    let Some(session_id) = header(headers, SESSION_HEADER) else {
+        return;
+    };
+    if let Ok(Some(session)) = shared::find(&app.server, &app.sessions, session_id, caller).await {
+        let failure = RpcResponse {
+            id: ResponseId::Id(id),
+            outcome: Err(unreadable_answer(why)),
+        };
+        answer(app, &session, failure).await;
+    }
+}
+
 fn unknown_session() -> Response {
     refusal(
         StatusCode::NOT_FOUND,
@@ -461,7 +540,7 @@ async fn batch(
     peer: Option<SocketAddr>,
     connection: &Arc<crate::application::server::Connection>,
     session: &Arc<Session>,
-    items: Vec<Result<Message, crate::domain::jsonrpc::EnvelopeError>>,
+    items: Vec<Result<Message, EnvelopeError>>,
     charge: Option<BodyCharge>,
 ) -> Response {
     let batching = connection
@@ -500,13 +579,22 @@ async fn batch(
     let mut running = Vec::new();
     for item in items {
         match item {
-            Err(e) => answers.push(Message::Response(e.to_response()).into_value()),
+            Err(e) => {
+                if let Some(id) = e.answered() {
+                    let failure = RpcResponse {
+                        id: ResponseId::Id(id.clone()),
+                        outcome: Err(unreadable_answer(&e.message)),
+                    };
+                    answer(app, session, failure).await;
+                }
+                answers.push(Message::Response(e.to_response()).into_value());
+            }
             // 2026-07-28 has no batches, and its requests bypass the session
             // (and the header checks a POST of one alone gets).
             Ok(Message::Request(request)) if modern_request(&app.server, &request) => answers.push(
                 Message::Response(RpcResponse {
-                    id: crate::domain::jsonrpc::ResponseId::Id(request.id),
-                    outcome: Err(crate::domain::jsonrpc::ErrorObject::new(
+                    id: ResponseId::Id(request.id),
+                    outcome: Err(ErrorObject::new(
                         ErrorCode::INVALID_REQUEST,
                         "a 2026-07-28 request cannot be part of a batch",
                     )),
@@ -533,11 +621,8 @@ async fn batch(
                     Ok(task) => running.push((id, task, intent)),
                     Err(refused) => answers.push(
                         Message::Response(RpcResponse {
-                            id: crate::domain::jsonrpc::ResponseId::Id(id),
-                            outcome: Err(crate::domain::jsonrpc::ErrorObject::new(
-                                refused.code,
-                                refused.message,
-                            )),
+                            id: ResponseId::Id(id),
+                            outcome: Err(ErrorObject::new(refused.code, refused.message)),
                         })
                         .into_value(),
                     ),
@@ -574,7 +659,7 @@ async fn batch(
             }
             answers.push(
                 Message::Response(RpcResponse {
-                    id: crate::domain::jsonrpc::ResponseId::Id(id),
+                    id: ResponseId::Id(id),
                     outcome,
                 })
                 .into_value(),
