@@ -801,13 +801,48 @@ mod legacy {
         Ok(())
     }
 
+    /// Outside 2025-03-26 a batch runs nothing, but each of its requests is
+    /// refused under its own id, so that its sender stops waiting for it;
+    /// an answer inside it still reaches the question it answers.
     #[tokio::test]
     async fn a_batch_is_only_for_2025_03_26() -> Result<(), TestError> {
-        let mut h = start_at("2025-06-18", json!({})).await?;
+        let (mut h, asked) = asked_with(StdioOptions::default(), "2025-06-18").await?;
+        let answer = json!({ "jsonrpc": "2.0", "id": asked["id"].clone(),
+            "result": { "action": "accept", "content": { "name": "Ada" } } });
         h.client
-            .send(json!([{ "jsonrpc": "2.0", "id": 1, "method": "ping" }]))
+            .send(json!([
+                { "jsonrpc": "2.0", "id": 2, "method": "ping" },
+                { "jsonrpc": "2.0", "id": "x", "method": "tools/call",
+                  "params": { "name": "count" } },
+                answer,
+            ]))
             .await?;
-        assert_eq!(code(&h.client.next().await?), Some(-32600));
+        let mut refusals = None;
+        let mut reply = None;
+        while refusals.is_none() || reply.is_none() {
+            let next = h.client.next().await?;
+            if next.is_array() {
+                refusals = Some(next);
+            } else {
+                reply = Some(next);
+            }
+        }
+        let refusals = refusals.unwrap_or_default();
+        let refused: Vec<(&Value, Option<i64>)> = refusals
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| (&r["id"], code(r)))
+            .collect();
+        assert_eq!(
+            refused,
+            [(&json!(2), Some(-32600)), (&json!("x"), Some(-32600))],
+            "{refusals}"
+        );
+        assert_eq!(h.calls.load(Ordering::SeqCst), 0, "nothing ran");
+        let reply = reply.unwrap_or_default();
+        assert_eq!(reply["id"], json!(1), "{reply}");
+        assert_eq!(reply["result"]["content"][0]["text"], json!("hello Ada"));
         Ok(())
     }
 
@@ -1982,6 +2017,52 @@ mod backpressure {
             answered.insert(reply["id"].as_i64().ok_or("no id")?);
         }
         assert_eq!(answered.len(), 64);
+        Ok(())
+    }
+
+    /// A batch holds at most the in-flight cap: one larger runs nothing, and
+    /// each of its requests is refused under its own id rather than left
+    /// unanswered.
+    #[tokio::test]
+    async fn a_batch_past_the_in_flight_cap_refuses_each_request() -> Result<(), TestError> {
+        let mut h = start_with(StdioOptions {
+            max_in_flight: 2,
+            ..StdioOptions::default()
+        })?;
+        h.client.initialize("2025-03-26", json!({})).await?;
+        let batch: Vec<Value> = (1..=3)
+            .map(|id| {
+                json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                              "params": { "name": "count" } })
+            })
+            .collect();
+        h.client.send(Value::Array(batch)).await?;
+        let answers = h.client.next().await?;
+        let refused: Vec<(&Value, Option<i64>)> = answers
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| (&r["id"], code(r)))
+            .collect();
+        let expected: Vec<(Value, Option<i64>)> =
+            (1..=3).map(|id| (json!(id), Some(-32600))).collect();
+        assert_eq!(
+            refused,
+            expected.iter().map(|(id, c)| (id, *c)).collect::<Vec<_>>(),
+            "{answers}"
+        );
+        assert_eq!(h.calls.load(Ordering::SeqCst), 0, "nothing ran");
+        // Within the cap a batch runs.
+        let batch: Vec<Value> = (4..=5)
+            .map(|id| {
+                json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                              "params": { "name": "count" } })
+            })
+            .collect();
+        h.client.send(Value::Array(batch)).await?;
+        let answers = h.client.next().await?;
+        assert_eq!(answers.as_array().map(Vec::len), Some(2), "{answers}");
+        assert_eq!(h.calls.load(Ordering::SeqCst), 2);
         Ok(())
     }
 

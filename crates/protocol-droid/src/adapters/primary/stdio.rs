@@ -543,10 +543,6 @@ impl Reader {
         }
     }
 
-    async fn refuse(&self, code: ErrorCode, message: String) {
-        self.refuse_as(ResponseId::Null, code, message).await;
-    }
-
     async fn refuse_as(&self, id: ResponseId, code: ErrorCode, message: String) {
         let response = Response {
             id,
@@ -560,7 +556,7 @@ impl Reader {
     /// Fails the request of ours that `error` names, if it refuses an
     /// answer that is no answer (see [`EnvelopeError::answer`]).
     fn no_answer(&self, error: &EnvelopeError) {
-        if let (true, ResponseId::Id(id)) = (error.answer, &error.id) {
+        if let Some(id) = error.answered() {
             // One client's flood of them is said once per interval.
             static NO_ANSWER: Squelch = Squelch::new(Duration::from_secs(10));
             if let Some(also) = NO_ANSWER.admit() {
@@ -813,7 +809,7 @@ impl Reader {
             } else {
                 "JSON-RPC batches are only part of 2025-03-26".to_owned()
             };
-            return self.refuse(ErrorCode::INVALID_REQUEST, why).await;
+            return self.refuse_batch(items, &why).await;
         }
         let mut answers = Vec::new();
         let mut running = Vec::new();
@@ -878,6 +874,34 @@ impl Reader {
             }
             answered(&unanswered, started, &freed);
         }));
+    }
+
+    /// Refuses the batch `items` for `why`: none of its requests starts, and
+    /// each is refused under its own id, so that its sender stops waiting
+    /// for it. What is no request starts nothing and is taken as it would be
+    /// alone (an answer to a question of ours, a cancellation), rather than
+    /// dropped unread.
+    async fn refuse_batch(&mut self, items: Vec<Result<Message, EnvelopeError>>, why: &str) {
+        let mut answers = Vec::new();
+        for item in items {
+            match item {
+                Err(e) => {
+                    self.no_answer(&e);
+                    answers.push(refusal(&e));
+                }
+                Ok(Message::Request(request)) => {
+                    answers.push(refused(request.id, why.to_owned()).into_value());
+                }
+                Ok(other) => {
+                    if let Some(answer) = self.message(other).await {
+                        answers.push(answer.into_value());
+                    }
+                }
+            }
+        }
+        if !answers.is_empty() {
+            self.outbox.answer(Value::Array(answers)).await;
+        }
     }
 
     /// Lets in-flight requests finish, for a while, once the input ended.
