@@ -1187,6 +1187,15 @@ mod challenges {
             challenge.contains("scope=\"mcp:use mcp:tools\""),
             "every scope the request needs, in one challenge: {challenge}"
         );
+        // Scopes are separated by spaces alone (RFC 6749 §3.3): one scope
+        // with another whitespace inside grants neither of its parts.
+        for joined in ["mcp:use\u{a0}mcp:tools", "mcp:use\tmcp:tools"] {
+            let disguised = key.sign(&server.claims(&issuer, "alice", joined))?;
+            let response = server
+                .modern(Some(&disguised), "tools/list", json!({}))
+                .await?;
+            assert_eq!(response.status(), 403, "{joined:?}");
+        }
         let upgraded = key.sign(&server.claims(&issuer, "alice", "mcp:use mcp:tools"))?;
         let response = server
             .modern(Some(&upgraded), "tools/list", json!({}))

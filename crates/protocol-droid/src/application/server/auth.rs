@@ -75,7 +75,10 @@ pub(crate) fn normalize_claims(raw: JsonObject) -> Result<AuthClaims, TokenError
     let mut scopes: Vec<String> = Vec::new();
     for key in ["scope", "scp"] {
         let words: Vec<&str> = match raw.get(key) {
-            Some(Value::String(s)) => s.split_whitespace().collect(),
+            // Scopes are separated by the space character alone (RFC 6749
+            // §3.3): split at any whitespace, one scope written with a
+            // no-break space or a tab inside would grant each of its parts.
+            Some(Value::String(s)) => s.split(' ').collect(),
             Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
             _ => Vec::new(),
         };
@@ -266,6 +269,19 @@ mod tests {
         })))?;
         assert_eq!(claims.scopes, ["a", "b", "c"]);
         assert_eq!(claims.client_id.as_deref(), Some("web"));
+        Ok(())
+    }
+
+    #[test]
+    fn scopes_are_separated_by_spaces_alone() -> Result<(), TokenError> {
+        let claims = normalize_claims(object(json!({
+            "scope": "a  dyn:x\u{a0}tools:write\ttools:read\u{3000}b",
+        })))?;
+        assert_eq!(
+            claims.scopes,
+            ["a", "dyn:x\u{a0}tools:write\ttools:read\u{3000}b"]
+        );
+        assert!(!claims.scopes.iter().any(|s| s == "tools:write"));
         Ok(())
     }
 

@@ -40,7 +40,7 @@ pub(crate) fn with_offline_access(
 /// up for one operation must not drop what another was granted).
 pub(crate) fn union<'a>(scopes: impl IntoIterator<Item = Option<&'a str>>) -> Option<String> {
     let mut merged: Vec<&str> = Vec::new();
-    for value in scopes.into_iter().flatten().flat_map(str::split_whitespace) {
+    for value in scopes.into_iter().flatten().flat_map(words) {
         if !merged.contains(&value) {
             merged.push(value);
         }
@@ -50,7 +50,13 @@ pub(crate) fn union<'a>(scopes: impl IntoIterator<Item = Option<&'a str>>) -> Op
 
 /// Whether the space-separated `scope` contains `value`.
 pub(crate) fn contains(scope: &str, value: &str) -> bool {
-    scope.split_whitespace().any(|s| s == value)
+    words(scope).any(|s| s == value)
+}
+
+/// The scopes in `scope`, separated by the space character alone (RFC 6749
+/// §3.3), as the resource server reads a token's.
+fn words(scope: &str) -> impl Iterator<Item = &str> {
+    scope.split(' ').filter(|word| !word.is_empty())
 }
 
 fn normalize(scope: &str) -> Option<String> {
