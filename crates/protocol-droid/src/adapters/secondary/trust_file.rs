@@ -75,6 +75,17 @@ pub enum TrustFileError {
         /// The cause.
         source: std::io::Error,
     },
+    /// Someone else than this process's user may write the file (it is
+    /// writable by its group or by anyone, or another user owns it): what
+    /// it says is not taken, as whoever may write it decides which tools
+    /// the gateway trusts.
+    #[error("{path}: {detail}; make it this user's alone (chmod 600) or name another file")]
+    Unsafe {
+        /// The file.
+        path: PathBuf,
+        /// Who else may write it.
+        detail: String,
+    },
     /// The file holds something else. It is left as it is: overwriting it
     /// would forget what it trusted.
     #[error("{path}: not a trust file: {detail}")]
@@ -239,7 +250,7 @@ fn decoded(pins: &BTreeMap<String, String>) -> BTreeMap<ToolId, SchemaDigest> {
 /// What the file at `path` holds: nothing yet when there is no file.
 fn read(path: &Path) -> Result<State, TrustFileError> {
     let path = path.to_path_buf();
-    let state = match std::fs::read(&path) {
+    let state = match read_own(&path) {
         Ok(bytes) => {
             let state: State =
                 serde_json::from_slice(&bytes).map_err(|e| TrustFileError::Malformed {
@@ -268,10 +279,46 @@ fn read(path: &Path) -> Result<State, TrustFileError> {
             }
             state
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
-        Err(source) => return Err(TrustFileError::Io { path, source }),
+        Err(Unread::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
+        Err(Unread::Io(source)) => return Err(TrustFileError::Io { path, source }),
+        Err(Unread::Unsafe(detail)) => return Err(TrustFileError::Unsafe { path, detail }),
     };
     Ok(state)
+}
+
+/// Why the file's bytes were not read.
+enum Unread {
+    Io(std::io::Error),
+    /// Who else may write it.
+    Unsafe(String),
+}
+
+/// The bytes of the file at `path`, if no one but this process's user may
+/// write it; checked on the file opened, so that it cannot be swapped
+/// between the look and the read.
+fn read_own(path: &Path) -> Result<Vec<u8>, Unread> {
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let mut file = std::fs::File::open(path).map_err(Unread::Io)?;
+    let metadata = file.metadata().map_err(Unread::Io)?;
+    let user = nix::unistd::geteuid().as_raw();
+    if metadata.uid() != user {
+        return Err(Unread::Unsafe(format!(
+            "owned by user {}, not by this one ({user})",
+            metadata.uid()
+        )));
+    }
+    // A group or anyone able to write it could approve any tool.
+    let mode = metadata.mode();
+    if mode & 0o022 != 0 {
+        return Err(Unread::Unsafe(format!(
+            "writable by others (mode {:o})",
+            mode & 0o777
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(Unread::Io)?;
+    Ok(bytes)
 }
 
 impl TrustStore for TrustFile {
@@ -420,6 +467,31 @@ mod tests {
             let mode = std::fs::metadata(&folder)?.permissions().mode();
             assert_eq!(mode & 0o077, 0, "{}: {mode:o}", folder.display());
         }
+        Ok(())
+    }
+
+    #[test]
+    fn a_file_others_may_write_is_refused_not_trusted() -> Result<(), TrustStoreError> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (_dir, path) = scratch()?;
+        let store = TrustFile::open(&path)?;
+        let id = ToolId::new("u/t");
+        let digest = SchemaDigest::from_hex(&"ab".repeat(32)).ok_or("digest")?;
+        store.record_first_use("u", &BTreeMap::from([(id, digest)]))?;
+        for mode in [0o666, 0o620, 0o602] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+            let error = TrustFile::open(&path).err().ok_or("opened")?;
+            assert!(
+                matches!(error, TrustFileError::Unsafe { .. }),
+                "{mode:o}: {error}"
+            );
+            // Nor is what it says taken later, nor written over.
+            assert!(store.first_use("u").is_some(), "held from before");
+            assert!(store.record_approvals(&[]).is_err(), "{mode:o}");
+        }
+        // Readable by others is not writable by them.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
+        assert!(TrustFile::open(&path)?.first_use("u").is_some());
         Ok(())
     }
 
