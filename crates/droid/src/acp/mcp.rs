@@ -80,6 +80,25 @@ pub(crate) struct Failed {
     pub(crate) reason: String,
 }
 
+/// Why `name` cannot name a server, if it cannot.
+fn unfit_name(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        // Its tools would be `/TOOL`, and the next unnamed server's the same.
+        Some("a server needs a name, which its tools are named after (`SERVER/TOOL`)")
+    } else if name.contains('/') {
+        // `SERVER/TOOL` splits at the first `/`: a server named with one
+        // would make two servers' tools one name, and a grant for one the
+        // other's.
+        Some("a server's name cannot hold `/`, which separates it from the tool's")
+    } else if name.chars().any(char::is_control) {
+        // Shown to the user in every tool's title, where a terminal would
+        // act on an escape sequence.
+        Some("a server's name cannot hold control characters")
+    } else {
+        None
+    }
+}
+
 /// Connects to every entry at once, each within `timeout`.
 pub(crate) async fn connect_all(
     entries: &[McpServer],
@@ -92,14 +111,13 @@ pub(crate) async fn connect_all(
     let mut seen = HashMap::new();
     for entry in entries {
         let name = entry_name(entry);
-        // `SERVER/TOOL` splits at the first `/`: a server named with one
-        // would make two servers' tools one name, and a grant for one the
-        // other's.
-        if name.contains('/') && !matches!(entry, McpServer::Invalid { .. }) {
+        if let Some(reason) =
+            unfit_name(&name).filter(|_| !matches!(entry, McpServer::Invalid { .. }))
+        {
             failed.push(Failed {
-                name,
-                reason: "a server's name cannot hold `/`, which separates it from the tool's"
-                    .to_owned(),
+                // Told to the client as written, but never its controls.
+                name: name.escape_debug().to_string(),
+                reason: reason.to_owned(),
             });
             continue;
         }

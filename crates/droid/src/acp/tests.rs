@@ -382,6 +382,32 @@ async fn a_server_named_with_a_slash_is_refused() -> TestResult {
     Ok(())
 }
 
+/// An empty name would make the tools `/TOOL`, and control characters
+/// would reach the user's terminal in every tool's title: both refused, the
+/// name told with its controls escaped.
+#[tokio::test]
+async fn a_server_named_with_nothing_or_with_controls_is_refused() -> TestResult {
+    for (name, said) in [
+        ("", ": a server needs a name"),
+        (
+            "x\u{1b}[31m",
+            "x\\u{1b}[31m: a server's name cannot hold control characters",
+        ),
+    ] {
+        let mut client = start(AcpOptions::default());
+        let mut entry = fixture().await?;
+        entry["name"] = json!(name);
+        client.new_session(json!([entry])).await?;
+        let (update, _) = client.until(|m| m["method"] == "session/update").await?;
+        let text = update["params"]["update"]["content"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains(said), "{name:?}: {text}");
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_destructive_tool_runs_only_after_the_user_allows_it() -> TestResult {
     let (mut client, session) = fixture_session().await?;
