@@ -77,6 +77,7 @@ async fn owners_are_bounded_apart_and_the_store_in_all_ended_tasks_giving_way()
         StoreBounds {
             per_owner: 2,
             total: 3,
+            ..StoreBounds::default()
         },
     )
     .await?;
@@ -112,6 +113,62 @@ async fn owners_are_bounded_apart_and_the_store_in_all_ended_tasks_giving_way()
     let (page, _) = tasks.list("carol", None, 10, t + 1).await?;
     assert_eq!(page.len(), 1);
     Ok(())
+}
+
+/// An owner's tasks are forgotten together (an anonymous session that
+/// ended), and a result larger than an owner's share is not kept.
+#[tokio::test]
+async fn an_owners_tasks_are_forgotten_together_and_a_result_too_large_is_refused()
+-> Result<(), TestError> {
+    let redis = RedisServer::start()?;
+    let tasks = store(
+        &redis,
+        StoreBounds {
+            bytes_per_owner: 1_000,
+            ..StoreBounds::default()
+        },
+    )
+    .await?;
+    let t = now()?;
+    for (id, owner) in [("1", "alice"), ("2", "alice"), ("3", "bob")] {
+        tasks.create(record(id, owner, t, 60_000), t).await?;
+    }
+    let mut large = record("2", "alice", t, 60_000);
+    large.status = TaskStatus::Completed;
+    large.outcome = Some(TaskOutcome::Result(serde_json::json!("x".repeat(1_000))));
+    assert_eq!(
+        tasks.update(large).await,
+        Err(TaskStoreError::TooLarge {
+            bytes: 1_002,
+            bound: 1_000
+        })
+    );
+    let mut ended = record("1", "alice", t, 60_000);
+    ended.status = TaskStatus::Completed;
+    assert!(tasks.update(ended).await?);
+    tasks.forget_owner("alice").await?;
+    assert_eq!(tasks.get("alice", "1", t + 1).await?, None);
+    assert_eq!(tasks.get("alice", "2", t + 1).await?, None);
+    assert_eq!(tasks.list("alice", None, 10, t + 1).await?.0, []);
+    assert!(tasks.get("bob", "3", t + 1).await?.is_some(), "bob's stays");
+    // Nothing of alice's is left in the store's indexes either: bob's task
+    // alone lapses, and no ended one is left to give way.
+    assert_eq!(zcard(&redis, "droid:tasks:expiry")?, 1);
+    assert_eq!(zcard(&redis, "droid:tasks:ended")?, 0);
+    Ok(())
+}
+
+/// How many members the sorted set `key` holds (`ZCARD`).
+fn zcard(redis: &RedisServer, key: &str) -> Result<u64, TestError> {
+    use std::io::BufRead as _;
+    let mut line = String::new();
+    redis
+        .command(&["ZCARD", key], std::time::Duration::from_secs(5))?
+        .read_line(&mut line)?;
+    line.trim()
+        .strip_prefix(':')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("ZCARD answered {line:?}").into())
 }
 
 #[tokio::test]

@@ -20,8 +20,8 @@ use protocol_droid::adapters::primary::http::HttpOptions;
 use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
 use protocol_droid::application::client::{ClientHandler, RequestOptions, TaskOptions, TaskUpdate};
 use protocol_droid::application::server::{
-    Call, MemoryTaskStore, Question, Server, TaskLimits, TaskRecord, TaskStore, TaskStoreError,
-    ToolSpec,
+    Call, MemoryTaskStore, Question, Server, StoreBounds, TaskLimits, TaskRecord, TaskStore,
+    TaskStoreError, ToolSpec,
 };
 use protocol_droid::domain::ProtocolVersion;
 use protocol_droid::domain::ir::ToolResult;
@@ -968,6 +968,70 @@ async fn an_anonymous_sessions_tasks_stop_when_it_ends() -> Result<(), TestError
     Ok(())
 }
 
+/// An anonymous 2025-11-25 session's tasks leave nothing behind once it
+/// ends: their results are forgotten with it rather than kept unread until
+/// their TTL. And a result larger than one caller's share of the store is
+/// not kept: its task fails, saying so.
+#[tokio::test]
+async fn an_ended_sessions_results_are_forgotten_and_one_too_large_is_not_kept()
+-> Result<(), TestError> {
+    let store = Arc::new(MemoryTaskStore::with_bounds(StoreBounds {
+        bytes_per_owner: 64 * 1024,
+        ..StoreBounds::default()
+    }));
+    let shared: Arc<dyn TaskStore> = store.clone();
+    let server = Server::builder("tasks-test", "1.0.0")
+        .task_store(shared)
+        .build()?;
+    server.add_tool(
+        ToolSpec::new("bulky", "Answers with as many bytes as asked.")
+            .task_support(TaskSupport::Optional),
+        |call: Call| async move {
+            let size = call.arguments.get("size").and_then(Value::as_u64);
+            let size = size.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+            Ok(ToolResult::text("x".repeat(size)))
+        },
+    );
+    let s = Running {
+        serving: Serving::start(server, HttpOptions::default()).await?,
+        ends: Arc::default(),
+    };
+    let client = fresh_client()?;
+    let session = s.open(&client).await?;
+    let mut ended = Vec::new();
+    for (n, size) in [10_000, 10_000, 100_000].into_iter().enumerate() {
+        // Each call its own id: a repeated one would be taken for a retry.
+        let call = json!({ "jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {
+            "name": "bulky", "arguments": { "size": size }, "task": { "ttl": 600_000 } } });
+        let created = s.post(&client, &legacy_session(&session), &call).await?;
+        let id = task_id(&created["result"]["task"]).map_err(|e| format!("{e}: {created}"))?;
+        let result = json!({ "taskId": id });
+        ended.push(s.legacy(&client, &session, "tasks/result", result).await?);
+    }
+    for kept in &ended[..2] {
+        let text = kept["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(text.len(), 10_000, "{kept}");
+    }
+    let refused = ended[2]["error"]["message"].as_str().unwrap_or_default();
+    assert!(refused.contains("more than the 65536"), "{}", ended[2]);
+    let (tasks, bytes) = store.usage();
+    assert!(
+        tasks == 3 && bytes > 20_000 && bytes < 30_000,
+        "{tasks} tasks, {bytes} bytes"
+    );
+    let deleted = client
+        .delete(format!("{}/mcp", s.serving.base))
+        .headers(support::headers(&legacy_session(&session))?)
+        .send()
+        .await?;
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let usage = || async { Ok(json!(store.usage())) };
+    s.until(usage, |held| *held == json!([0, 0])).await?;
+    Ok(())
+}
+
 /// Answers every question with a confirmation.
 #[derive(Debug)]
 struct Confirming;
@@ -1242,6 +1306,10 @@ impl TaskStore for Recording {
 
     fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>> {
         self.store.expire(now_ms)
+    }
+
+    fn forget_owner<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<(), TaskStoreError>> {
+        self.store.forget_owner(owner)
     }
 }
 

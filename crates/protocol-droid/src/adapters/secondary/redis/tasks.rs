@@ -104,6 +104,19 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
 return ids
 ";
 
+/// Forgets every task of one owner's. KEYS: the owner's index, the expiry
+/// index, the ended index. ARGV: the task key prefix.
+const FORGET_OWNER: &str = r"
+local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+for _, id in ipairs(ids) do
+  redis.call('DEL', ARGV[1] .. id)
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[3], KEYS[1] .. '\n' .. id)
+end
+redis.call('DEL', KEYS[1])
+return #ids
+";
+
 /// How often an instance sweeps lapsed tasks, in milliseconds: every task
 /// request would otherwise cost a round trip more. A lapsed task is gone
 /// from the moment it lapses all the same (its key expires then); the
@@ -120,6 +133,7 @@ pub struct RedisTasks {
     update: Arc<redis::Script>,
     list: Arc<redis::Script>,
     sweep: Arc<redis::Script>,
+    forget: Arc<redis::Script>,
 }
 
 impl core::fmt::Debug for RedisTasks {
@@ -143,6 +157,7 @@ impl RedisStore {
             update: Arc::new(redis::Script::new(UPDATE_TASK)),
             list: Arc::new(redis::Script::new(LIST_TASKS)),
             sweep: Arc::new(redis::Script::new(SWEEP_TASKS)),
+            forget: Arc::new(redis::Script::new(FORGET_OWNER)),
         }
     }
 }
@@ -164,6 +179,18 @@ impl RedisTasks {
             "tasks-of:{}",
             hex(&Sha256::digest(owner.as_bytes()))
         ))
+    }
+
+    /// `record` as kept, unless it is larger than one owner's tasks may be.
+    fn encoded(&self, record: &TaskRecord) -> Result<String, TaskStoreError> {
+        let bytes = record.kept_bytes();
+        if bytes > self.bounds.bytes_per_owner {
+            return Err(TaskStoreError::TooLarge {
+                bytes,
+                bound: self.bounds.bytes_per_owner,
+            });
+        }
+        Ok(record.encode())
     }
 
     /// Runs `script` on `keys` with `args`.
@@ -196,7 +223,7 @@ impl TaskStore for RedisTasks {
                 self.store.key("tasks:ended"),
             ];
             let args = [
-                record.encode(),
+                self.encoded(&record)?,
                 record.id.clone(),
                 record.expires_ms().to_string(),
                 now_ms.to_string(),
@@ -247,7 +274,7 @@ impl TaskStore for RedisTasks {
             ];
             let ends = if record.is_terminal() { "1" } else { "0" };
             let args = [
-                record.encode(),
+                self.encoded(&record)?,
                 record.owner.clone(),
                 ends.to_owned(),
                 record.expires_ms().to_string(),
@@ -301,6 +328,20 @@ impl TaskStore for RedisTasks {
             self.invoke(&self.sweep, &keys, &[now_ms.to_string()])
                 .await
                 .unwrap_or_default()
+        })
+    }
+
+    fn forget_owner<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<(), TaskStoreError>> {
+        Box::pin(async move {
+            let keys = [
+                self.owner_key(owner),
+                self.store.key("tasks:expiry"),
+                self.store.key("tasks:ended"),
+            ];
+            let _forgotten: i64 = self
+                .invoke(&self.forget, &keys, &[self.store.key("task:")])
+                .await?;
+            Ok(())
         })
     }
 

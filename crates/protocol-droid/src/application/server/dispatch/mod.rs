@@ -12,7 +12,7 @@
 //!   there is none yet.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -81,6 +81,9 @@ pub struct Connection {
     /// How many of the session's 2025-11-25 tasks run in this process
     /// (see [`Connection::runs_tasks`]).
     tasks_running: Arc<AtomicUsize>,
+    /// Whether the session made a 2025-11-25 task in this process: what is
+    /// left of its tasks is forgotten when it ends, where they are its own.
+    made_tasks: AtomicBool,
     /// Cancelled when the transport stops waiting for answers (its drain
     /// is over): the requests still running are then answered with an
     /// error, not left unanswered when it closes.
@@ -236,6 +239,7 @@ impl Connection {
             sink,
             state: Mutex::default(),
             tasks_running: Arc::default(),
+            made_tasks: AtomicBool::new(false),
             stop: None,
         }
     }

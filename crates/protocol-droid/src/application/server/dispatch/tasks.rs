@@ -204,30 +204,28 @@ impl Connection {
         }
     }
 
-    /// Cancels the tasks this session made without a token: they are the
-    /// session's alone (see [`Tasks::owner_of`]), so once it ends nobody
-    /// can read, answer or cancel them, and they would run on unread,
-    /// holding their network's places, until their TTL. Not for a session
+    /// Cancels and forgets the tasks this session made without a token:
+    /// they are the session's alone (see [`Tasks::owner_of`]), so once it
+    /// ends nobody can read, answer or cancel them, and they would run on
+    /// unread, holding their network's places, and their results be kept
+    /// unread, until their TTL. Not for a session
     /// shared between instances, which lives on where another serves it,
     /// nor for tasks made with a token, which their principal reads from
     /// any session.
     pub(super) fn stop_session_tasks(&self) {
-        // Nothing of this session's running here: nothing to look for.
-        if self.shared_as.get().is_some() || !self.runs_tasks() {
+        // Nothing of this session's here: nothing to look for.
+        if self.shared_as.get().is_some() || !self.made_tasks.load(Ordering::Acquire) {
             return;
         }
         let owner = Tasks::session_owner(&format!("{}:{}", process_name(), self.session.get()));
         let tasks = Arc::clone(self.server.tasks());
         let running = tasks.running_of(&owner);
-        if running.is_empty() {
-            return;
-        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
             tasks
-                .cancel_all(&owner, running, "cancelled: its session ended")
+                .forget_all(&owner, running, "cancelled: its session ended")
                 .await;
         });
     }
@@ -337,6 +335,7 @@ impl Connection {
         // Held for as long as the runtime keeps this, that is while the task
         // runs here: the session is in use till then.
         let running = Running::start(&self.tasks_running);
+        self.made_tasks.store(true, Ordering::Release);
         Some(Arc::new(move |record: &TaskRecord| {
             let _running = &running;
             let Some(inner) = server.upgrade() else {

@@ -34,7 +34,7 @@ use super::shared::{EVERY_INSTANCE, Relay};
 use super::{BoxFuture, RequestContext};
 use crate::application::server::rate::network_of;
 use crate::domain::ir::JsonObject;
-use crate::domain::jsonrpc::ErrorObject;
+use crate::domain::jsonrpc::{ErrorCode, ErrorObject};
 use crate::domain::{Era, Refusal};
 use crate::wire::tasks::TaskStatus;
 
@@ -231,9 +231,9 @@ impl From<TaskStoreError> for Refusal {
             TaskStoreError::OwnerFull(_) | TaskStoreError::NetworkFull(_) => {
                 Self::invalid_request(error.to_string())
             }
-            TaskStoreError::Full(_) | TaskStoreError::Unavailable(_) => {
-                Self::internal(error.to_string())
-            }
+            TaskStoreError::Full(_)
+            | TaskStoreError::Unavailable(_)
+            | TaskStoreError::TooLarge { .. } => Self::internal(error.to_string()),
         }
     }
 }
@@ -438,14 +438,19 @@ impl Tasks {
             .unwrap_or_default()
     }
 
-    /// Cancels the tasks `ids` of `owner`'s, saying `why`: for an owner
-    /// nobody can reach any longer (an anonymous session that ended), whose
-    /// tasks would otherwise run on unread until their TTL.
-    pub(crate) async fn cancel_all(&self, owner: &str, ids: Vec<String>, why: &str) {
+    /// Cancels the tasks `ids` of `owner`'s running here, saying `why`, then
+    /// forgets every task of `owner`'s: for an owner nobody can reach any
+    /// longer (an anonymous session that ended), whose tasks would otherwise
+    /// run on unread, and whose results would be kept unread, until their
+    /// TTL.
+    pub(crate) async fn forget_all(&self, owner: &str, ids: Vec<String>, why: &str) {
         for id in ids {
             if let Err(error) = self.cancel_saying(owner, &id, why).await {
                 tracing::warn!(target: "droid::tasks", task = %id, %error, "a task whose session ended could not be cancelled; it runs on until it ends or lapses");
             }
+        }
+        if let Err(error) = self.store().forget_owner(owner).await {
+            tracing::warn!(target: "droid::tasks", %error, "the tasks of a session that ended could not be forgotten; they are kept until their TTL");
         }
     }
 
@@ -1093,7 +1098,20 @@ impl Tasks {
         record.outcome = Some(outcome);
         record.input_requests.clear();
         record.updated_ms = now_ms();
-        let replaced = match self.store().update(record.clone()).await {
+        let mut written = self.store().update(record.clone()).await;
+        if let Err(error @ TaskStoreError::TooLarge { .. }) = &written {
+            // Kept as a failure that says why, rather than left working
+            // until it lapses with nothing to read.
+            tracing::warn!(target: "droid::tasks", task = %id, %error, "a task's result was too large to keep");
+            record.status = TaskStatus::Failed;
+            record.outcome = Some(TaskOutcome::Error(ErrorObject::new(
+                ErrorCode::INTERNAL_ERROR,
+                error.to_string(),
+            )));
+            written = self.store().update(record.clone()).await;
+        }
+        let status = record.status;
+        let replaced = match written {
             Ok(replaced) => replaced,
             Err(error) => {
                 tracing::warn!(target: "droid::tasks", task = %id, %error, "a task's end was not recorded");
@@ -1343,6 +1361,10 @@ mod tests {
 
         fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>> {
             self.0.expire(now_ms)
+        }
+
+        fn forget_owner<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<(), TaskStoreError>> {
+            self.0.forget_owner(owner)
         }
     }
 

@@ -86,6 +86,42 @@ impl TaskRecord {
     pub const fn expires_ms(&self) -> u64 {
         self.created_ms.saturating_add(self.ttl_ms)
     }
+
+    /// What the record holds that can be large, in bytes as JSON: its
+    /// result or error, the questions it waits on and its status message.
+    /// Counted without writing them out.
+    #[must_use]
+    pub fn kept_bytes(&self) -> usize {
+        let mut counted = ByteCount(0);
+        let outcome = match &self.outcome {
+            Some(TaskOutcome::Result(value)) => serde_json::to_writer(&mut counted, value),
+            Some(TaskOutcome::Error(error)) => serde_json::to_writer(&mut counted, error),
+            None => Ok(()),
+        };
+        let questions = if self.input_requests.is_empty() {
+            Ok(())
+        } else {
+            serde_json::to_writer(&mut counted, &self.input_requests)
+        };
+        // Writing to a counter fails only for a value JSON cannot hold,
+        // which a record never has: counted as far as it got.
+        let _written = (outcome, questions);
+        counted.0 + self.status_message.as_ref().map_or(0, String::len)
+    }
+}
+
+/// Counts the bytes written to it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(bytes.len());
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A [`TaskRecord`] as a shared store keeps it: JSON, every field by the
@@ -194,6 +230,18 @@ pub enum TaskStoreError {
     /// The store could not be reached.
     #[error("the task store is unavailable: {0}")]
     Unavailable(String),
+    /// The record is larger than one owner's tasks may be together: its
+    /// result is not kept (the task is then recorded as failed, saying so).
+    #[error(
+        "the task's result is {bytes} bytes as JSON, more than the {bound} one caller's tasks \
+         may keep together"
+    )]
+    TooLarge {
+        /// The record's size, as [`TaskRecord::kept_bytes`] counts it.
+        bytes: usize,
+        /// [`StoreBounds::bytes_per_owner`].
+        bound: usize,
+    },
 }
 
 /// Where tasks are kept.
@@ -251,6 +299,15 @@ pub trait TaskStore: Send + Sync + core::fmt::Debug + 'static {
     /// runtime can stop any still running.
     fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>>;
 
+    /// Forgets every task of `owner`'s before its TTL: an owner nobody can
+    /// speak for any more (an anonymous session that ended), whose results
+    /// nobody could read.
+    ///
+    /// # Errors
+    ///
+    /// [`TaskStoreError::Unavailable`] when the store cannot be reached.
+    fn forget_owner<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<(), TaskStoreError>>;
+
     /// Records that the process `runner` is alive for `lease_ms` more: it
     /// says so again well before then, for as long as it runs. A store no
     /// other process reads need not keep it, which is this default.
@@ -280,13 +337,22 @@ pub trait TaskStore: Send + Sync + core::fmt::Debug + 'static {
     }
 }
 
-/// How many tasks a store keeps.
+/// How many tasks a store keeps, and how many bytes of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreBounds {
     /// Tasks one owner may have at once (running or ended, until expiry).
     pub per_owner: usize,
     /// Tasks the store holds in all.
     pub total: usize,
+    /// Bytes one owner's tasks may hold together ([`TaskRecord::kept_bytes`]):
+    /// past it the owner's oldest ended tasks are forgotten to make room, and
+    /// a result larger than this alone is not kept.
+    pub bytes_per_owner: usize,
+    /// Bytes the store's tasks may hold in all: past it the oldest ended
+    /// tasks of the owner holding the most are forgotten to make room. The
+    /// in-memory store holds to it; a shared store holds to
+    /// [`Self::bytes_per_owner`] for each result.
+    pub bytes_total: usize,
 }
 
 impl Default for StoreBounds {
@@ -294,6 +360,8 @@ impl Default for StoreBounds {
         Self {
             per_owner: 1024,
             total: 16_384,
+            bytes_per_owner: 64 << 20,
+            bytes_total: 512 << 20,
         }
     }
 }
@@ -307,15 +375,93 @@ pub struct MemoryTaskStore {
 
 #[derive(Debug, Default)]
 struct Memory {
-    tasks: HashMap<String, TaskRecord>,
+    /// Each task, with its [`TaskRecord::kept_bytes`].
+    tasks: HashMap<String, (TaskRecord, usize)>,
     /// Ids by owner, in creation order (ids sort by creation; see
     /// `Tasks::new_id`), for listing and counting.
     by_owner: HashMap<String, BTreeSet<String>>,
+    /// The bytes each owner's tasks hold.
+    bytes_of: HashMap<String, usize>,
+    /// The bytes every task holds.
+    bytes: usize,
     /// `(expiry, id)`, soonest first, so a sweep reads only what expired.
     by_expiry: BTreeSet<(u64, String)>,
 }
 
 impl Memory {
+    /// Forgets the task `id`, whatever its state.
+    fn remove(&mut self, id: &str) -> Option<TaskRecord> {
+        let (record, bytes) = self.tasks.remove(id)?;
+        self.by_expiry.remove(&(record.expires_ms(), id.to_owned()));
+        if let Some(ids) = self.by_owner.get_mut(&record.owner) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.by_owner.remove(&record.owner);
+            }
+        }
+        self.count_bytes(&record.owner, bytes, 0);
+        Some(record)
+    }
+
+    /// Counts an owner's task as holding `now` bytes where it held `before`.
+    fn count_bytes(&mut self, owner: &str, before: usize, now: usize) {
+        self.bytes = self.bytes.saturating_sub(before).saturating_add(now);
+        let held = self.bytes_of.get(owner).copied().unwrap_or(0);
+        let held = held.saturating_sub(before).saturating_add(now);
+        if held == 0 {
+            self.bytes_of.remove(owner);
+        } else {
+            self.bytes_of.insert(owner.to_owned(), held);
+        }
+    }
+
+    /// Forgets `owner`'s oldest ended task other than `keep`; whether there
+    /// was one.
+    fn evict_ended_of(&mut self, owner: &str, keep: &str) -> bool {
+        let oldest = self.by_owner.get(owner).and_then(|ids| {
+            ids.iter()
+                .filter(|id| id.as_str() != keep)
+                .find(|id| self.tasks.get(*id).is_some_and(|(r, _)| r.is_terminal()))
+                .cloned()
+        });
+        oldest.is_some_and(|id| self.remove(&id).is_some())
+    }
+
+    /// Makes room for `owner`'s task `id` to hold `bytes` where it held
+    /// `before`: first from that owner's own ended tasks, then, while the
+    /// store is over its bytes, from the owner holding the most. Whether
+    /// there is room.
+    fn room_for(
+        &mut self,
+        owner: &str,
+        id: &str,
+        before: usize,
+        bytes: usize,
+        bounds: StoreBounds,
+    ) -> bool {
+        let over_own = |m: &Self| {
+            let held = m.bytes_of.get(owner).copied().unwrap_or(0);
+            held.saturating_sub(before).saturating_add(bytes) > bounds.bytes_per_owner
+        };
+        while over_own(self) {
+            if !self.evict_ended_of(owner, id) {
+                return false;
+            }
+        }
+        while self.bytes.saturating_sub(before).saturating_add(bytes) > bounds.bytes_total {
+            let mut owners: Vec<(String, usize)> =
+                self.bytes_of.iter().map(|(o, b)| (o.clone(), *b)).collect();
+            owners.sort_by_key(|(_, held)| core::cmp::Reverse(*held));
+            if !owners
+                .iter()
+                .any(|(heaviest, _)| self.evict_ended_of(heaviest, id))
+            {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Makes room in a full store: forgets the oldest ended task of the
     /// owner keeping the most, before its TTL. A store full of one
     /// caller's finished work thus gives way at that caller's expense, not
@@ -329,24 +475,11 @@ impl Memory {
         owners.sort_by_key(|&(_, count)| core::cmp::Reverse(count));
         let found = owners.iter().find_map(|(owner, _)| {
             self.by_owner.get(*owner)?.iter().find_map(|id| {
-                let record = self.tasks.get(id)?;
-                record
-                    .is_terminal()
-                    .then(|| (record.owner.clone(), id.clone(), record.expires_ms()))
+                let (record, _) = self.tasks.get(id)?;
+                record.is_terminal().then(|| id.clone())
             })
         });
-        let Some((owner, id, expires)) = found else {
-            return false;
-        };
-        self.tasks.remove(&id);
-        self.by_expiry.remove(&(expires, id.clone()));
-        if let Some(ids) = self.by_owner.get_mut(&owner) {
-            ids.remove(&id);
-            if ids.is_empty() {
-                self.by_owner.remove(&owner);
-            }
-        }
-        true
+        found.is_some_and(|id| self.remove(&id).is_some())
     }
 
     fn sweep(&mut self, now_ms: u64) -> Vec<String> {
@@ -356,14 +489,7 @@ impl Memory {
                 break;
             }
             self.by_expiry.pop_first();
-            if let Some(record) = self.tasks.remove(&id) {
-                if let Some(ids) = self.by_owner.get_mut(&record.owner) {
-                    ids.remove(&id);
-                    if ids.is_empty() {
-                        self.by_owner.remove(&record.owner);
-                    }
-                }
-            }
+            let _forgotten = self.remove(&id);
             gone.push(id);
         }
         gone
@@ -378,6 +504,14 @@ impl MemoryTaskStore {
             bounds,
             inner: Mutex::default(),
         }
+    }
+
+    /// How many tasks the store holds now, and their bytes as
+    /// [`TaskRecord::kept_bytes`] counts them.
+    #[must_use]
+    pub fn usage(&self) -> (usize, usize) {
+        self.with(|memory| (memory.tasks.len(), memory.bytes))
+            .unwrap_or_default()
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Memory) -> T) -> Result<T, TaskStoreError> {
@@ -401,6 +535,16 @@ impl TaskStore for MemoryTaskStore {
                 if owned >= bounds.per_owner {
                     return Err(TaskStoreError::OwnerFull(bounds.per_owner));
                 }
+                let bytes = record.kept_bytes();
+                if bytes > bounds.bytes_per_owner {
+                    return Err(TaskStoreError::TooLarge {
+                        bytes,
+                        bound: bounds.bytes_per_owner,
+                    });
+                }
+                if !memory.room_for(&record.owner, &record.id, 0, bytes, bounds) {
+                    return Err(TaskStoreError::Full(bounds.total));
+                }
                 memory
                     .by_owner
                     .entry(record.owner.clone())
@@ -409,7 +553,8 @@ impl TaskStore for MemoryTaskStore {
                 memory
                     .by_expiry
                     .insert((record.expires_ms(), record.id.clone()));
-                memory.tasks.insert(record.id.clone(), record);
+                memory.count_bytes(&record.owner, 0, bytes);
+                memory.tasks.insert(record.id.clone(), (record, bytes));
                 Ok(())
             })
             .and_then(|created| created);
@@ -426,6 +571,7 @@ impl TaskStore for MemoryTaskStore {
             memory
                 .tasks
                 .get(id)
+                .map(|(r, _)| r)
                 .filter(|r| r.owner == owner && r.expires_ms() > now_ms)
                 .cloned()
         });
@@ -433,13 +579,36 @@ impl TaskStore for MemoryTaskStore {
     }
 
     fn update(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, TaskStoreError>> {
-        let replaced = self.with(|memory| match memory.tasks.get_mut(&record.id) {
-            Some(kept) if kept.owner == record.owner && !kept.is_terminal() => {
-                *kept = record;
-                true
-            }
-            _ => false,
-        });
+        let bounds = self.bounds;
+        let replaced = self
+            .with(|memory| {
+                let before = match memory.tasks.get(&record.id) {
+                    Some((kept, bytes)) if kept.owner == record.owner && !kept.is_terminal() => {
+                        *bytes
+                    }
+                    _ => return Ok(false),
+                };
+                let bytes = record.kept_bytes();
+                if bytes > bounds.bytes_per_owner {
+                    return Err(TaskStoreError::TooLarge {
+                        bytes,
+                        bound: bounds.bytes_per_owner,
+                    });
+                }
+                // Made from ended tasks only, never this one.
+                if !memory.room_for(&record.owner, &record.id, before, bytes, bounds) {
+                    return Err(TaskStoreError::TooLarge {
+                        bytes,
+                        bound: bounds.bytes_per_owner,
+                    });
+                }
+                memory.count_bytes(&record.owner, before, bytes);
+                if let Some(kept) = memory.tasks.get_mut(&record.id) {
+                    *kept = (record, bytes);
+                }
+                Ok(true)
+            })
+            .and_then(|replaced| replaced);
         Box::pin(async move { replaced })
     }
 
@@ -457,7 +626,7 @@ impl TaskStore for MemoryTaskStore {
             let mut live = ids
                 .iter()
                 .filter(|id| after.is_none_or(|after| id.as_str() > after))
-                .filter_map(|id| memory.tasks.get(id))
+                .filter_map(|id| memory.tasks.get(id).map(|(r, _)| r))
                 .filter(|r| r.expires_ms() > now_ms);
             let page: Vec<TaskRecord> = live.by_ref().take(limit).cloned().collect();
             let more = live.next().is_some();
@@ -469,6 +638,17 @@ impl TaskStore for MemoryTaskStore {
     fn expire(&self, now_ms: u64) -> BoxFuture<'_, Vec<String>> {
         let gone = self.with(|memory| memory.sweep(now_ms)).unwrap_or_default();
         Box::pin(async move { gone })
+    }
+
+    fn forget_owner<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<(), TaskStoreError>> {
+        let forgotten = self.with(|memory| {
+            let ids = memory.by_owner.remove(owner).unwrap_or_default();
+            for id in ids {
+                let _forgotten = memory.remove(&id);
+            }
+            memory.bytes_of.remove(owner);
+        });
+        Box::pin(async move { forgotten })
     }
 }
 
@@ -516,6 +696,7 @@ mod tests {
         let store = MemoryTaskStore::with_bounds(StoreBounds {
             per_owner: 2,
             total: 3,
+            ..StoreBounds::default()
         });
         store.create(record("1", "alice", 0, 10_000), 0).await?;
         store.create(record("2", "alice", 0, 10_000), 0).await?;
@@ -540,6 +721,66 @@ mod tests {
         store
             .create(record("6", "carol", 20_000, 10_000), 20_000)
             .await?;
+        Ok(())
+    }
+
+    /// `record` ended with a result of `bytes` bytes of text.
+    fn ended(id: &str, owner: &str, bytes: usize) -> TaskRecord {
+        let mut ended = record(id, owner, 0, 10_000);
+        ended.status = TaskStatus::Completed;
+        ended.outcome = Some(TaskOutcome::Result(Value::String("x".repeat(bytes))));
+        ended
+    }
+
+    #[tokio::test]
+    async fn results_are_kept_within_their_owners_bytes_and_the_stores()
+    -> Result<(), TaskStoreError> {
+        // A 1,000-byte text is 1,002 bytes of JSON.
+        let store = MemoryTaskStore::with_bounds(StoreBounds {
+            bytes_per_owner: 2_500,
+            bytes_total: 3_500,
+            ..StoreBounds::default()
+        });
+        for id in ["a1", "a2", "a3"] {
+            store.create(record(id, "alice", 0, 10_000), 0).await?;
+            assert!(store.update(ended(id, "alice", 1_000)).await?);
+        }
+        // Alice's third result made room from her oldest.
+        assert_eq!(store.get("alice", "a1", 1).await?, None);
+        assert!(store.get("alice", "a2", 1).await?.is_some());
+        assert_eq!(store.usage(), (2, 2_004));
+        // Bob's and Carol's results fill the store: the room comes from
+        // whoever holds the most, Alice.
+        store.create(record("b1", "bob", 0, 10_000), 0).await?;
+        assert!(store.update(ended("b1", "bob", 1_000)).await?);
+        store.create(record("c1", "carol", 0, 10_000), 0).await?;
+        assert!(store.update(ended("c1", "carol", 1_000)).await?);
+        assert_eq!(store.get("alice", "a2", 1).await?, None);
+        for (owner, id) in [("alice", "a3"), ("bob", "b1"), ("carol", "c1")] {
+            assert!(store.get(owner, id, 1).await?.is_some(), "{id}");
+        }
+        assert_eq!(store.usage(), (3, 3_006));
+        // A result larger than an owner's share alone is refused; the task
+        // is still working, for the runtime to end otherwise.
+        store.create(record("c2", "carol", 0, 10_000), 0).await?;
+        assert_eq!(
+            store.update(ended("c2", "carol", 3_000)).await,
+            Err(TaskStoreError::TooLarge {
+                bytes: 3_002,
+                bound: 2_500
+            })
+        );
+        let working = store.get("carol", "c2", 1).await?;
+        assert_eq!(working.map(|r| r.status), Some(TaskStatus::Working));
+        // Forgetting an owner forgets its tasks, running or ended, and
+        // gives their bytes back.
+        store.forget_owner("carol").await?;
+        assert_eq!(store.get("carol", "c1", 1).await?, None);
+        assert_eq!(store.get("carol", "c2", 1).await?, None);
+        assert_eq!(store.usage(), (2, 2_004));
+        store.forget_owner("alice").await?;
+        store.forget_owner("bob").await?;
+        assert_eq!(store.usage(), (0, 0));
         Ok(())
     }
 
