@@ -1761,6 +1761,46 @@ mod modern {
         Ok(())
     }
 
+    /// A listen's filter is required and checked: one that is missing or
+    /// malformed is refused (-32602) rather than read as asking for less
+    /// than was written.
+    #[tokio::test]
+    async fn a_listen_without_a_well_formed_filter_is_refused() -> Result<(), TestError> {
+        let mut h = start()?;
+        let filters = [
+            None,
+            Some(json!("x")),
+            Some(json!({ "toolsListChanged": "yes" })),
+            Some(json!({ "resourceSubscriptions": "test://static-text" })),
+            Some(json!({ "toolsListChanged": true, "resourceSubscriptions": [1, { "a": 2 }] })),
+            Some(json!({ "taskIds": [7] })),
+        ];
+        for (n, filter) in filters.into_iter().enumerate() {
+            let mut params = json!({ "_meta": modern_meta(json!({})) });
+            if let Some(filter) = &filter {
+                params["notifications"] = filter.clone();
+            }
+            let id = i64::try_from(n)?;
+            let refused = h.client.request(id, "subscriptions/listen", params).await?;
+            assert_eq!(code(&refused), Some(-32602), "{filter:?}: {refused}");
+        }
+        // A member this revision does not name is passed over.
+        h.client
+            .send(
+                json!({ "jsonrpc": "2.0", "id": "sub", "method": "subscriptions/listen",
+                "params": { "_meta": modern_meta(json!({})),
+                            "notifications": { "toolsListChanged": true, "later": 1 } } }),
+            )
+            .await?;
+        let ack = h.client.next().await?;
+        assert_eq!(
+            ack["params"]["notifications"],
+            json!({ "toolsListChanged": true }),
+            "{ack}"
+        );
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_listen_stream_is_acknowledged_then_tagged_with_its_id() -> Result<(), TestError> {
         let mut h = start()?;

@@ -9,12 +9,50 @@ use tokio::sync::broadcast;
 use crate::application::server::host::Change;
 use crate::application::server::tasks::{TaskEvent, TaskEvents, TaskRecord, wire};
 use crate::application::server::{PeerSession, RequestContext};
+use crate::domain::Refusal;
 use crate::domain::feature::Feature;
 use crate::domain::ir::JsonObject;
 use crate::domain::jsonrpc::{ErrorObject, Message, Notification, RequestId};
 use crate::wire::tasks::TaskStatus;
 
 use super::{Connection, MAX_SUBSCRIBED_BYTES, MAX_SUBSCRIPTIONS, SUBSCRIPTION_ID_META};
+
+/// The `notifications` filter of a listen, checked: required, an object,
+/// its flags booleans and its lists lists of strings (`-32602` otherwise,
+/// rather than a filter read as asking for less than was written). A
+/// member this revision does not name is passed over, as a later one may.
+fn filter_of(params: &JsonObject) -> Result<&JsonObject, ErrorObject> {
+    let invalid = |why: &str| -> ErrorObject { Refusal::invalid_params(why.to_owned()).into() };
+    let filter = match params.get("notifications") {
+        Some(Value::Object(filter)) => filter,
+        Some(_) => return Err(invalid("`notifications` must be an object")),
+        None => {
+            return Err(invalid(
+                "`notifications` is required: what the stream is to carry",
+            ));
+        }
+    };
+    for flag in [
+        "toolsListChanged",
+        "promptsListChanged",
+        "resourcesListChanged",
+    ] {
+        if filter.get(flag).is_some_and(|v| !v.is_boolean()) {
+            return Err(invalid(&format!(
+                "`notifications.{flag}` must be a boolean"
+            )));
+        }
+    }
+    for list in ["resourceSubscriptions", "taskIds"] {
+        let strings = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+        if filter.get(list).is_some_and(|v| !strings(v)) {
+            return Err(invalid(&format!(
+                "`notifications.{list}` must be an array of strings"
+            )));
+        }
+    }
+    Ok(filter)
+}
 
 impl Connection {
     /// `subscriptions/listen`: acknowledge, then forward the opted-in changes
@@ -27,11 +65,7 @@ impl Connection {
         peer: &PeerSession,
         ctx: &RequestContext,
     ) -> Result<Value, ErrorObject> {
-        let filter = params
-            .get("notifications")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
+        let filter = filter_of(params)?;
         let wants = |key: &str| filter.get(key).and_then(Value::as_bool).unwrap_or(false);
         // Only what the server announces changes of: a server whose list
         // never changes (a bridge's upstream, say) does not promise to.
