@@ -638,6 +638,30 @@ mod bad_input {
         Ok(())
     }
 
+    /// An answer that is JSON-RPC but not what the question asked for (an
+    /// elicitation result whose `action` is none of the three, or with no
+    /// `action`) fails the call, saying so, rather than reaching the
+    /// handler as if it were one.
+    #[tokio::test]
+    async fn an_answer_that_is_no_elicitation_result_fails_the_call() -> Result<(), TestError> {
+        for answer in [
+            json!({ "action": "maybe", "content": 5 }),
+            json!({}),
+            json!({ "action": "accept", "content": "Ada" }),
+        ] {
+            let (mut h, asked) = asked_with(StdioOptions::default(), "2025-11-25").await?;
+            h.client.answer(&asked["id"], answer.clone()).await?;
+            let reply = h.client.next_reply().await?;
+            assert_eq!(reply["id"], json!(1), "{reply}");
+            let said = reply.to_string();
+            assert!(
+                said.contains("answer to elicitation/create is malformed"),
+                "{answer}: {reply}"
+            );
+        }
+        Ok(())
+    }
+
     #[tokio::test]
     async fn a_line_too_long_that_is_no_answer_leaves_the_question_waiting() -> Result<(), TestError>
     {

@@ -381,9 +381,11 @@ impl Call {
     ///
     /// [`CallError::InputRequired`] to end a 2026-07-28 round;
     /// [`CallError::MissingCapability`] when the request did not declare
-    /// elicitation; a protocol error when the legacy client refused.
+    /// elicitation; a protocol error when the legacy client refused, or
+    /// when its answer is not an elicitation result (no `action` of
+    /// `accept`, `decline` or `cancel`, a `content` that is not an object).
     pub async fn elicit(&self, key: &str, params: Value) -> Result<Value, CallError> {
-        self.ask_one(Question::Elicit {
+        self.ask_checked(Question::Elicit {
             key: key.to_owned(),
             params,
         })
@@ -394,9 +396,11 @@ impl Call {
     ///
     /// # Errors
     ///
-    /// As [`Self::elicit`], for sampling.
+    /// As [`Self::elicit`], for sampling: an answer is a sampling result
+    /// when it has a `role` (`user` or `assistant`), a `model` string and
+    /// a `content` that is a block or a list of them.
     pub async fn sample(&self, key: &str, params: Value) -> Result<Value, CallError> {
-        self.ask_one(Question::Sample {
+        self.ask_checked(Question::Sample {
             key: key.to_owned(),
             params,
         })
@@ -407,12 +411,20 @@ impl Call {
     ///
     /// # Errors
     ///
-    /// As [`Self::elicit`], for roots.
+    /// As [`Self::elicit`], for roots: an answer is a list of roots when
+    /// its `roots` is a list whose every entry has a `uri` string.
     pub async fn list_roots(&self, key: &str) -> Result<Value, CallError> {
-        self.ask_one(Question::ListRoots {
+        self.ask_checked(Question::ListRoots {
             key: key.to_owned(),
         })
         .await
+    }
+
+    /// Asks `question`, and checks that the answer holds what every answer
+    /// to it must ([`checked`]).
+    async fn ask_checked(&self, question: Question) -> Result<Value, CallError> {
+        let method = question.method();
+        checked(method, self.ask_one(question).await?)
     }
 
     async fn ask(
@@ -581,8 +593,19 @@ impl Call {
     ///
     /// # Errors
     ///
-    /// As [`Self::elicit`].
+    /// As [`Self::elicit`], each answer checked as the method asking it
+    /// has it checked.
     pub async fn ask_all(&self, questions: Vec<Question>) -> Result<Vec<Value>, CallError> {
+        let methods: Vec<&'static str> = questions.iter().map(Question::method).collect();
+        let answers = self.ask_all_unchecked(questions).await?;
+        methods
+            .into_iter()
+            .zip(answers)
+            .map(|(method, answer)| checked(method, answer))
+            .collect()
+    }
+
+    async fn ask_all_unchecked(&self, questions: Vec<Question>) -> Result<Vec<Value>, CallError> {
         if self.peer.negotiated().era() == Era::Modern {
             if let Some(task) = self.running_task() {
                 return self.ask_together_in_task(&task, questions).await;
@@ -633,7 +656,9 @@ impl Call {
     pub async fn ask_each(&self, questions: Vec<Question>) -> Vec<Result<Value, CallError>> {
         if self.peer.negotiated().era() == Era::Modern {
             let count = questions.len();
-            return match self.ask_all(questions).await {
+            // A forwarder's questions are its server's, the answers its
+            // server's to read: passed on as the client gave them.
+            return match self.ask_all_unchecked(questions).await {
                 Ok(answers) => answers.into_iter().map(Ok).collect(),
                 Err(error) => vec![Err(error); count],
             };
@@ -681,7 +706,71 @@ impl Call {
     }
 }
 
+/// `answer`, if it holds what every answer to `method` must (the members
+/// its schema requires, of their types), so that a handler reading it finds
+/// them; the call's error otherwise, naming what is wrong. Members beyond
+/// those are the handler's to read as it likes.
+fn checked(method: &str, answer: Value) -> Result<Value, CallError> {
+    let one_of = |value: Option<&Value>, allowed: &[&str]| {
+        value
+            .and_then(Value::as_str)
+            .is_some_and(|v| allowed.contains(&v))
+    };
+    let object = answer.as_object();
+    let wrong = match (method, object) {
+        (_, None) => Some("it is not an object"),
+        ("elicitation/create", Some(answer)) => {
+            if !one_of(answer.get("action"), &["accept", "decline", "cancel"]) {
+                Some("`action` is not accept, decline or cancel")
+            } else if answer
+                .get("content")
+                .is_some_and(|c| !c.is_object() && !c.is_null())
+            {
+                Some("`content` is not an object")
+            } else {
+                None
+            }
+        }
+        ("sampling/createMessage", Some(answer)) => {
+            let content = answer.get("content");
+            if !one_of(answer.get("role"), &["user", "assistant"]) {
+                Some("`role` is not user or assistant")
+            } else if !answer.get("model").is_some_and(Value::is_string) {
+                Some("`model` is not a string")
+            } else if !content.is_some_and(|c| c.is_object() || c.is_array()) {
+                Some("`content` is neither a content block nor a list of them")
+            } else {
+                None
+            }
+        }
+        ("roots/list", Some(answer)) => {
+            let root = |r: &Value| r.get("uri").is_some_and(Value::is_string);
+            match answer.get("roots").and_then(Value::as_array) {
+                Some(roots) if roots.iter().all(root) => None,
+                Some(_) => Some("a root has no `uri` string"),
+                None => Some("`roots` is not a list"),
+            }
+        }
+        _ => None,
+    };
+    match wrong {
+        None => Ok(answer),
+        Some(wrong) => Err(CallError::internal(format!(
+            "the client's answer to {method} is malformed: {wrong}"
+        ))),
+    }
+}
+
 impl Question {
+    /// The method that asks it.
+    const fn method(&self) -> &'static str {
+        match self {
+            Self::Elicit { .. } => "elicitation/create",
+            Self::Sample { .. } => "sampling/createMessage",
+            Self::ListRoots { .. } => "roots/list",
+        }
+    }
+
     /// The question's key, method and params, the feature it needs and
     /// that feature as a capabilities object.
     fn parts(self) -> (String, &'static str, Value, Feature, Value) {
