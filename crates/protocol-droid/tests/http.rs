@@ -523,8 +523,9 @@ mod bad_input {
         Ok(())
     }
 
-    /// An MCP header sent twice is refused whichever copy agrees with the
-    /// body: a proxy may read the other one, and route or allow by it.
+    /// An MCP header (or `Content-Type`) sent twice is refused whichever
+    /// copy agrees with the body: a proxy may read the other one, and route
+    /// or allow by it.
     #[tokio::test]
     async fn an_mcp_header_sent_twice_is_refused() -> Result<(), TestError> {
         let s = start().await?;
@@ -565,6 +566,24 @@ mod bad_input {
                 assert!(message.contains(name), "{message}");
             }
         }
+        // Two Content-Types: which says how the body reads is not sure.
+        let mut typed = headers(&[("accept", BOTH)])?;
+        for (header, value) in agreeing {
+            typed.append(header, value.parse()?);
+        }
+        typed.append("content-type", "application/json".parse()?);
+        typed.append("content-type", "text/plain".parse()?);
+        let response = s
+            .client
+            .post(format!("{}/mcp", s.base))
+            .headers(typed)
+            .body(body.clone())
+            .send()
+            .await?;
+        assert_eq!(response.status(), 400);
+        let reply: Value = response.json().await?;
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("content-type"), "{reply}");
         // A session named twice, on a stream's GET as on a POST.
         let mut twice = headers(&[("accept", "text/event-stream")])?;
         twice.append("mcp-session-id", "one".parse()?);
