@@ -205,8 +205,15 @@ pub(crate) enum Listed<'a> {
     /// (a gateway's `[scopes]`), as it changes.
     Primitives(&'a SupportedScopes),
     /// The admin page's: its own scope only, so a client that follows the
-    /// page's challenge asks for a token the page takes.
-    Page(&'a str),
+    /// page's challenge asks for a token the page takes. The page is a
+    /// resource of its own at `at` (its URL): tokens issued for it are
+    /// taken besides the MCP endpoint's.
+    Page {
+        /// The page's scope.
+        scope: &'a str,
+        /// The page's URL.
+        at: &'a str,
+    },
 }
 
 /// The resource server `args` describe for a server bound at `bound`, or
@@ -235,6 +242,12 @@ pub(crate) fn resource_server(
         .unwrap_or_else(|| format!("{scheme}://{bound}/mcp"));
     let alias = args.auth_audience.clone();
     let audience = alias.clone().unwrap_or_else(|| resource.clone());
+    // Audiences a token may name besides the resource.
+    let page = match listed {
+        Listed::Page { at, .. } => Some((*at).to_owned()),
+        Listed::Primitives(_) => None,
+    };
+    let also: Vec<String> = alias.iter().chain(&page).cloned().collect();
     let leeway = Duration::from_secs(args.auth_leeway);
     // The metadata must name an authorization server (MCP authorization,
     // after RFC 9728): without one a client cannot find where to get a
@@ -263,8 +276,8 @@ pub(crate) fn resource_server(
                 }
             };
             let mut validator = JwtValidator::new(issuer, &resource, jwks).leeway(leeway);
-            if let Some(alias) = &alias {
-                validator = validator.also_audience(alias.clone());
+            for audience in &also {
+                validator = validator.also_audience(audience.clone());
             }
             Arc::new(validator)
         }
@@ -282,8 +295,8 @@ pub(crate) fn resource_server(
             let mut validator = IntrospectionValidator::new(endpoint, id, secret, &resource)?
                 .trust(trust)?
                 .issuer(issuer.clone());
-            if let Some(alias) = &alias {
-                validator = validator.also_audience(alias.clone());
+            for audience in &also {
+                validator = validator.also_audience(audience.clone());
             }
             Arc::new(validator)
         }
@@ -304,7 +317,7 @@ pub(crate) fn resource_server(
                 .scopes_supported(&supported)?
                 .supported_scopes((*shared).clone())?
         }
-        Listed::Page(scope) => server.scopes_supported([scope])?,
+        Listed::Page { scope, .. } => server.scopes_supported([scope])?,
     }
     .authorization_server(issuer);
     if args.auth_allow_anonymous {

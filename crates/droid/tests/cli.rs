@@ -1308,10 +1308,16 @@ mod scopes {
             let (_gateway, addresses) =
                 support::announced(command, &["admin page on http://", "listening on http://"])?;
             let (page, mcp) = (&addresses[0], &addresses[1]);
-            // The page's own metadata, at its own address.
+            // The page's own metadata, at its own address, naming the page
+            // as the resource (RFC 9728 §3.3: a client reaching the page
+            // takes no document naming another resource).
             let metadata = raw_get(page, "/.well-known/oauth-protected-resource")?;
             assert!(
                 metadata.contains("ops:approve") && !metadata.contains("tools:add"),
+                "{metadata}"
+            );
+            assert!(
+                metadata.contains(&format!("\"resource\":\"http://{page}/\"")),
                 "{metadata}"
             );
             let refused = raw_get(page, "/api/overview")?;

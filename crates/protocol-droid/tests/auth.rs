@@ -1863,7 +1863,19 @@ mod admin_page {
         let issuer = Issuer::start(&[&key]).await?;
         let (listener, base) = loopback().await?;
         let resource = format!("{base}/mcp");
-        let guard = jwt_guard(&issuer, Duration::from_secs(60))(&resource)?.allow_anonymous();
+        // The page is a resource of its own, at its own address, that also
+        // takes the MCP endpoint's tokens.
+        let page_resource = format!("{base}/");
+        let validator = JwtValidator::new(
+            issuer.issuer(),
+            &resource,
+            issuer.jwks(Duration::from_secs(60))?,
+        )
+        .also_audience(&page_resource);
+        let guard = ResourceServer::new(&resource, Arc::new(validator))?
+            .authorization_server(issuer.issuer())
+            .allow_anonymous()
+            .served_at(&page_resource)?;
         let gateway = Gateway::build(
             Server::builder("gateway", "1.0.0"),
             Disclosure::Default,
@@ -1893,6 +1905,25 @@ mod admin_page {
             }))
         };
         let (user, operator) = (token("mcp")?, token("mcp droid:admin")?);
+        // Its document names the page, where a client reaching the page
+        // looks, and a token issued for the page is taken too.
+        let document: Value = client
+            .get(format!("{base}/.well-known/oauth-protected-resource"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        assert_eq!(document["resource"], json!(page_resource), "{document}");
+        let for_the_page = key.sign(&json!({
+            "iss": issuer.issuer(), "sub": "operator", "aud": page_resource,
+            "scope": "droid:admin", "exp": now() + 300, "iat": now(),
+        }))?;
+        let overview = client
+            .get(format!("{base}/api/overview"))
+            .bearer_auth(&for_the_page)
+            .send()
+            .await?;
+        assert_eq!(overview.status(), 200);
         for path in ["/api/overview", "/api/primitives", "/metrics"] {
             let get = |token: Option<&String>| {
                 let request = client.get(format!("{base}{path}"));

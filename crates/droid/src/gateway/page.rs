@@ -10,7 +10,7 @@
 //! not thereby approve them.
 
 use anyhow::Context as _;
-use protocol_droid::adapters::primary::http::{AdminPage, HttpOptions, METADATA_PREFIX};
+use protocol_droid::adapters::primary::http::{AdminPage, HttpOptions};
 use protocol_droid::application::gateway::Gateway;
 
 use crate::Listening;
@@ -50,20 +50,26 @@ pub(crate) async fn serve(
     });
     // Reached by the address it listens on, whatever loopback one that is.
     options.hosts = options.hosts.allowing_address(bound.ip());
+    let page = format!("{scheme}://{bound}/");
     if let Some(resource_server) = crate::auth::resource_server(
         auth,
         bound,
         scheme,
         listening.trust,
-        &crate::auth::Listed::Page(scope),
+        &crate::auth::Listed::Page { scope, at: &page },
     )? {
         if let Some(host) = resource_server.host() {
             options.hosts = options.hosts.allowing(host);
         }
-        // The document listing the page's scope is the page's, at its own
-        // address; the one the resource's URI leads to lists the tools'.
-        let metadata = format!("{scheme}://{bound}{METADATA_PREFIX}");
-        options.auth = Some(resource_server.metadata_at(metadata));
+        // The page is a resource of its own, at its own address: its
+        // document names it and lists the page's scope (the one the MCP
+        // endpoint's URI leads to lists the tools'), and the tokens issued
+        // for the MCP endpoint are taken besides its own.
+        options.auth = Some(
+            resource_server
+                .served_at(&page)
+                .context("the admin page's address as a resource")?,
+        );
     }
     // Scripts read this line to learn the port when `:0` picked one.
     tracing::warn!(target: "droid", "admin page on {scheme}://{bound}/");

@@ -53,9 +53,6 @@ pub struct ResourceServer {
     scopes_supported: SupportedScopes,
     required_scopes: Vec<String>,
     allow_anonymous: bool,
-    /// Where challenges say the metadata is, when not where the resource's
-    /// own URI puts it (see [`Self::metadata_at`]).
-    metadata_at: Option<String>,
     /// How far past its `exp` a token's subscriptions may run.
     leeway: Duration,
     validator: Arc<dyn TokenValidator>,
@@ -266,7 +263,6 @@ impl ResourceServer {
             scopes_supported: SupportedScopes::default(),
             required_scopes: Vec::new(),
             allow_anonymous: false,
-            metadata_at: None,
             leeway: DEFAULT_LEEWAY,
             validator,
             refusals: Arc::default(),
@@ -391,22 +387,32 @@ impl ResourceServer {
         }
     }
 
-    /// Has challenges name `url` as where the metadata is: for a server
-    /// that guards this resource's tokens at an address of its own (the
-    /// gateway's admin page) and serves the document there, listing the
-    /// scopes it asks for rather than the resource's.
-    #[must_use]
-    pub fn metadata_at(mut self, url: impl Into<String>) -> Self {
-        self.metadata_at = Some(url.into());
-        self
+    /// The same checks guarding another resource, at an address of its own
+    /// (the gateway's admin page, `http://127.0.0.1:9090/`): `resource` is
+    /// then what the metadata names and where its document is, since a
+    /// client takes a document reached through a challenge only when it
+    /// names the resource the client was reaching (RFC 9728 §3.3); tokens
+    /// issued for it are taken, and so are those for the resource guarded
+    /// until now.
+    ///
+    /// # Errors
+    ///
+    /// [`ResourceServerError::Resource`] when `resource` is not an absolute
+    /// `http`/`https` URI without a fragment.
+    pub fn served_at(mut self, resource: &str) -> Result<Self, ResourceServerError> {
+        let parsed = url::Url::parse(resource)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .filter(|u| u.fragment().is_none() && u.host().is_some())
+            .ok_or_else(|| ResourceServerError::Resource(resource.to_owned()))?;
+        let canonical = parsed.as_str().to_owned();
+        self.resource = parsed;
+        Ok(self.audience(canonical))
     }
 
     /// The metadata's absolute URL, as a challenge names it.
     #[must_use]
     pub fn metadata_url(&self) -> String {
-        if let Some(url) = &self.metadata_at {
-            return url.clone();
-        }
         let origin = self.resource.origin().ascii_serialization();
         format!("{origin}{}", self.metadata_path())
     }
