@@ -1704,9 +1704,15 @@ mod modern {
     -> Result<(), TestError> {
         let mut h = start()?;
         let state = first_round_state(&mut h.client).await?;
-        // Retries that answer nothing are asked again and spend no round.
+        // Retries that answer nothing are asked again and spend no round,
+        // answers to questions never asked being no answers.
         let mut unanswered = go_answered("stateful", &state, "accept");
-        for (id, nothing) in [(20, Value::Null), (21, json!({}))] {
+        let never_asked = json!({ "zzz": { "action": "accept", "content": {} } });
+        for (id, nothing) in [
+            (20, Value::Null),
+            (21, json!({})),
+            (22, never_asked.clone()),
+        ] {
             unanswered["inputResponses"] = nothing;
             let asked = h.client.call_tool(id, unanswered.clone()).await?;
             assert_eq!(
@@ -1718,8 +1724,18 @@ mod modern {
         let retry = |action: &str| go_answered("stateful", &state, action);
         let answered = h.client.call_tool(2, retry("accept")).await?;
         assert!(answered.get("result").is_some(), "{answered}");
-        // The same answers again: a retry after a lost answer, served.
+        // The same answers again: a retry after a lost answer, served;
+        // with an answer to a question never asked beside them too.
         let again = h.client.call_tool(3, retry("accept")).await?;
+        assert!(again.get("result").is_some(), "{again}");
+        let mut with_more = retry("accept");
+        if let (Some(answers), Some(more)) = (
+            with_more["inputResponses"].as_object_mut(),
+            never_asked.as_object(),
+        ) {
+            answers.extend(more.clone());
+        }
+        let again = h.client.call_tool(5, with_more).await?;
         assert!(again.get("result").is_some(), "{again}");
         // Other answers to the same question: refused.
         let other = h.client.call_tool(4, retry("decline")).await?;

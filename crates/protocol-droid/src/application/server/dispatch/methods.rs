@@ -369,6 +369,16 @@ impl Connection {
                 if let Some(state) = state {
                     let digest = request_digest(params);
                     let binding = binding(method, params, auth, remote, digest);
+                    // Sealed with the keys this round asks, so that a retry
+                    // answering none of them spends no round.
+                    let asked: Vec<&String> = match result.get("inputRequests") {
+                        Some(Value::Object(requests)) => requests.keys().collect(),
+                        _ => Vec::new(),
+                    };
+                    let mut round = JsonObject::with_capacity(2);
+                    round.insert(ROUND_ASKED.to_owned(), json!(asked));
+                    round.insert(ROUND_STATE.to_owned(), state);
+                    let state = Value::Object(round);
                     let sealed = self
                         .server
                         .inner
@@ -384,6 +394,12 @@ impl Connection {
         }
     }
 }
+
+/// The member of a sealed round naming the keys it asked.
+pub(super) const ROUND_ASKED: &str = "asked";
+
+/// The member of a sealed round holding the handler's state.
+pub(super) const ROUND_STATE: &str = "state";
 
 /// What a sealed state is bound to: the caller (its principal, or for an
 /// anonymous one the network it calls from, so that another anonymous
