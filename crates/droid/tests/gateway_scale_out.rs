@@ -224,6 +224,48 @@ fn trust_taken_or_given_on_one_instance_holds_on_every_other() -> Result<(), Tes
     Ok(())
 }
 
+/// A Redis that lost everything (emptied, or another in its place) gets
+/// the first uses back from the instances still running, as it gets the
+/// key ring back: an instance started after holds its upstream to them,
+/// rather than trusting anew what its upstream shows by then.
+#[test]
+fn a_first_use_the_store_lost_is_written_back_by_the_instances_holding_it() -> Result<(), TestError>
+{
+    use std::io::BufRead as _;
+    let redis = Redis::start()?;
+    let url = redis.url();
+    let files = Files::fresh("droid-gateway-lost")?;
+    let one_config = config(&files, "one", "default", None)?;
+    let (_one, one) = gateway(&one_config, Some((&url, "one")), &[])?;
+    assert!(echo(&one, "first")?.is_ok_and(|text| text.contains("first")));
+    let mut flushed = String::new();
+    redis
+        .command(&["FLUSHALL"], std::time::Duration::from_secs(5))?
+        .read_line(&mut flushed)?;
+    assert_eq!(flushed.trim(), "+OK");
+    // Written back at instance one's next reading of the store.
+    wait_for("the first use to be written back", || {
+        let mut answer = String::new();
+        redis
+            .command(
+                &["HEXISTS", "droid:gateway:first-use", "fixture"],
+                std::time::Duration::from_secs(5),
+            )
+            .and_then(|mut reader| Ok(reader.read_line(&mut answer)?))
+            .is_ok_and(|_| answer.trim() == ":1")
+    })?;
+    // An instance started now, whose upstream shows `echo` otherwise, is
+    // held to the first use instance one kept.
+    let two_config = config(&files, "two", "default", Some("Sends your text elsewhere."))?;
+    let (_two, two) = gateway(&two_config, Some((&url, "two")), &[])?;
+    let refused = echo(&two, "second")?;
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("unknown tool")),
+        "{refused:?}"
+    );
+    Ok(())
+}
+
 /// The test issuer: a P-256 key, its public half in a JWKS file the
 /// instances read, and tokens it signs for a subject.
 struct Issuer {

@@ -174,6 +174,12 @@ impl Gateway {
                 Arc::make_mut(&mut state.catalog).sync_upstream_replacing(name, definitions, &pins);
             let store = state.trust_store.clone().filter(|_| first_use);
             let claim = first_use && self.inner.shared.get().is_some();
+            if claim {
+                // Unclaimed until the store answers: a reading of the store
+                // meanwhile claims it as this claim does, never as a first
+                // use the store lost.
+                state.unclaimed.insert(name.to_owned(), trusted.clone());
+            }
             let (touched, registrations) = if changes.is_empty() {
                 (Vec::new(), Vec::new())
             } else {

@@ -41,6 +41,13 @@ pub trait GatewayStore: Send + Sync + core::fmt::Debug {
         upstream: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
 
+    /// The upstreams whose first use is recorded.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    fn first_uses(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
     /// Records `pins` as `upstream`'s first use unless one is recorded
     /// already, atomically; answers the record kept, this one or the one
     /// another instance made first.

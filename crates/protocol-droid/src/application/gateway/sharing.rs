@@ -6,7 +6,7 @@
 //! Nothing here is on a request's way unless the request changes what is
 //! shared: lists and calls read the copy in memory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use super::shared::{
     encode_approval, encode_pins,
 };
 use super::state::{State, fresh_set, lock};
-use super::trust::Approval;
+use super::trust::{Approval, Trust};
 use crate::application::bridge::ParkedCalls;
 use crate::application::server::tasks::now_ms;
 use crate::application::server::{AuthContext, PeerSession, StoreError};
@@ -409,6 +409,53 @@ impl Gateway {
             .collect();
         for (upstream, trusted) in unclaimed {
             let _in_force = self.claim_first_use(&upstream, &trusted).await;
+        }
+        self.restore_first_uses(shared).await
+    }
+
+    /// Writes back each first use this instance holds that the store lost
+    /// (a Redis emptied, or another in its place), as the key ring is
+    /// written back: otherwise an instance starting now would trust anew
+    /// what every running one holds its upstream to. A store that holds
+    /// another first use for the upstream by then (another instance wrote
+    /// what it saw once the store was empty) is left as it is, and said:
+    /// this instance keeps its own, which it cannot tell is not the first.
+    async fn restore_first_uses(&self, shared: &SharedGateway) -> Result<(), StoreError> {
+        let recorded: BTreeSet<String> = shared.store.first_uses().await?.into_iter().collect();
+        let lost: Vec<(String, BTreeMap<ToolId, SchemaDigest>)> = {
+            let state = lock(&self.inner.state);
+            state
+                .first_used
+                .iter()
+                .filter(|name| !recorded.contains(*name) && !state.unclaimed.contains_key(*name))
+                .filter(|name| {
+                    state
+                        .upstreams
+                        .get(*name)
+                        .is_some_and(|u| u.options.trust == Trust::OnFirstUse)
+                })
+                .map(|name| {
+                    let prefix = format!("{name}/");
+                    let pins = state
+                        .first_use
+                        .iter()
+                        .filter(|(id, _)| id.as_str().starts_with(&prefix))
+                        .map(|(id, digest)| (id.clone(), *digest))
+                        .collect();
+                    (name.clone(), pins)
+                })
+                .collect()
+        };
+        for (upstream, pins) in lost {
+            let kept = shared
+                .store
+                .claim_first_use(&upstream, &encode_pins(&pins))
+                .await?;
+            if decode_pins(&kept).as_ref() == Some(&pins) {
+                tracing::warn!(%upstream, "the shared store had lost the first use of this upstream; written back as this instance holds it");
+            } else {
+                tracing::error!(%upstream, "the shared store lost the first use of this upstream and holds another now; this instance keeps its own, and instances started since hold the upstream to the other");
+            }
         }
         Ok(())
     }

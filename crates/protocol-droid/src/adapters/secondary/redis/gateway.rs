@@ -132,6 +132,19 @@ impl GatewayStore for RedisStore {
         Box::pin(self.field("gateway:first-use", upstream))
     }
 
+    fn first_uses(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        Box::pin(async move {
+            let key = &self.key("gateway:first-use");
+            self.run(|mut connection| async move {
+                redis::cmd("HKEYS")
+                    .arg(key)
+                    .query_async(&mut connection)
+                    .await
+            })
+            .await
+        })
+    }
+
     fn claim_first_use<'a>(
         &'a self,
         upstream: &'a str,
