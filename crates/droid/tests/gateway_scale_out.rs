@@ -224,6 +224,44 @@ fn trust_taken_or_given_on_one_instance_holds_on_every_other() -> Result<(), Tes
     Ok(())
 }
 
+/// An approval made while the shared store is away holds on the instance
+/// that made it and is kept in its state file; `approve` says just that,
+/// not that it was kept nowhere.
+#[test]
+fn an_approval_made_with_the_store_away_says_it_was_kept_but_not_shared() -> Result<(), TestError> {
+    let redis = Redis::start()?;
+    let url = redis.url();
+    let files = Files::fresh("droid-gateway-away")?;
+    let one_config = config(&files, "one", "default", None)?;
+    let (_one, one) = gateway(&one_config, Some((&url, "one")), &[])?;
+    assert!(echo(&one, "first")?.is_ok());
+    let changed = "Sends your text somewhere else.";
+    let two_config = config(&files, "two", "default", Some(changed))?;
+    let (_two, two) = gateway(&two_config, Some((&url, "two")), &[])?;
+    assert!(echo(&two, "second")?.is_err());
+    let status = admin(&two_config, &["status"])?;
+    let shown = String::from_utf8_lossy(&status.stdout).into_owned();
+    let awaiting = shown
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("fixture/echo@"))
+        .ok_or_else(|| format!("fixture/echo is not awaiting approval: {shown}"))?
+        .to_owned();
+    drop(redis);
+    let approved = admin(&two_config, &["approve", &awaiting])?;
+    let said = String::from_utf8_lossy(&approved.stderr).into_owned();
+    assert!(!approved.status.success());
+    assert!(
+        said.contains("kept in its state") && said.contains("other instances do not hold them"),
+        "{said}"
+    );
+    assert!(!said.contains("were not kept"), "{said}");
+    let state = std::fs::read_to_string(files.path("two.json"))?;
+    assert!(state.contains("fixture/echo"), "{state}");
+    assert!(echo(&two, "third")?.is_ok());
+    Ok(())
+}
+
 /// A Redis that lost everything (emptied, or another in its place) gets
 /// the first uses back from the instances still running, as it gets the
 /// key ring back: an instance started after holds its upstream to them,

@@ -148,10 +148,21 @@ pub(crate) fn ask(
                     text(&approved["digest"])
                 )?;
             }
-            if let Some(why) = reply["notKept"].as_str() {
-                anyhow::bail!(
+            let (not_kept, not_shared) = (reply["notKept"].as_str(), reply["notShared"].as_str());
+            match (not_kept, not_shared) {
+                (None, None) => {}
+                (Some(why), None) => anyhow::bail!(
                     "the approvals hold until the gateway stops, but were not kept: {why}"
-                );
+                ),
+                (None, Some(why)) => anyhow::bail!(
+                    "the approvals hold on this instance and are kept in its state, but the \
+                     other instances do not hold them (the shared store failed): {why}"
+                ),
+                (Some(kept), Some(shared)) => anyhow::bail!(
+                    "the approvals hold on this instance until it stops, but were not kept \
+                     ({kept}), and the other instances do not hold them (the shared store \
+                     failed: {shared})"
+                ),
             }
         }
     }

@@ -234,6 +234,7 @@ pub(crate) async fn approve(gateway: &Gateway, ids: &[String]) -> Value {
                 "digest": a.digest.to_string(),
             })).collect::<Vec<_>>(),
             "notKept": done.not_kept,
+            "notShared": done.not_shared,
         }),
         Err(error) => json!({ "ok": false, "error": error.to_string() }),
     }

@@ -61,10 +61,13 @@ impl State {
 pub struct Approved {
     /// Each tool approved, at the digest approved.
     pub approvals: Vec<Approval>,
-    /// Why the approvals will not outlive this process, or will not hold
-    /// on the other instances of a shared gateway, if they will not
+    /// Why the approvals will not outlive this process, if they will not
     /// (no [`TrustStore`], or it failed); they hold until then all the same.
     pub not_kept: Option<String>,
+    /// Why the other instances of a shared gateway do not hold the
+    /// approvals, if they do not (the shared store failed); this instance
+    /// holds them all the same, and keeps them as [`Self::not_kept`] says.
+    pub not_shared: Option<String>,
 }
 
 /// Why an approval was refused; nothing was approved.
@@ -211,7 +214,8 @@ impl Gateway {
         // Shared first, so the instances agree before the operator is told.
         let not_shared = self.share_approvals(&approvals).await;
         let not_kept = match store {
-            None if self.inner.shared.get().is_some() => None,
+            // The shared store keeps them, when it took them.
+            None if self.inner.shared.get().is_some() && not_shared.is_none() => None,
             None => Some(
                 "there is no state file; the approval lasts until the gateway stops".to_owned(),
             ),
@@ -229,7 +233,8 @@ impl Gateway {
         }
         Ok(Approved {
             approvals,
-            not_kept: not_shared.or(not_kept),
+            not_kept,
+            not_shared,
         })
     }
 }
