@@ -986,6 +986,25 @@ mod legacy {
             Events::new(resumed).next().await?.is_none(),
             "nothing to replay, nothing to wait for"
         );
+        // One that names no event, as text or not even as text, is refused
+        // rather than read as no Last-Event-ID at all.
+        for unreadable in [&b"999"[..], b"\xff\xfe"] {
+            let mut asked = headers(&[
+                ("accept", "text/event-stream"),
+                ("mcp-session-id", session.as_str()),
+            ])?;
+            asked.insert(
+                "last-event-id",
+                reqwest::header::HeaderValue::from_bytes(unreadable)?,
+            );
+            let refused = s
+                .client
+                .get(format!("{}/mcp", s.base))
+                .headers(asked)
+                .send()
+                .await?;
+            assert_eq!(refused.status(), 400, "{unreadable:?}");
+        }
         Ok(())
     }
 

@@ -709,7 +709,12 @@ pub(super) async fn get(
         Ok(None) => return unknown_session(),
         Err(unavailable) => return unavailable,
     };
-    if let Some(last) = header(&headers, "last-event-id") {
+    // Present but not text is as unreadable as text that names no event,
+    // not a header left out.
+    let last = headers
+        .get("last-event-id")
+        .map(|v| v.to_str().map(str::trim).unwrap_or_default());
+    if let Some(last) = last {
         let Some(at) = parse_event_id(last) else {
             return refusal(
                 StatusCode::BAD_REQUEST,
