@@ -982,7 +982,7 @@ fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
         &format!(
             r#"{{
               "mcpServers": {{
-                "fixture": {{ "command": {DROID:?}, "args": ["serve"], "env": {{ "FROM_HOME": "${{env:HOME}}" }}, "disable": true }},
+                "fixture": {{ "command": {DROID:?}, "args": ["serve"], "env": {{ "FROM_HOME": "${{env:HOME}}" }}, "disable": true, "autoApprove": ["echo"] }},
                 "off": {{ "command": "/nonexistent/mcp-server", "disabled": true }}
               }},
               "globalShortcut": "Ctrl+Space"
@@ -1002,6 +1002,8 @@ fn an_mcp_servers_file_is_served_as_it_is() -> Result<(), TestError> {
         said.contains(r#"server "fixture": "disable" is not a setting read here"#),
         "{said}"
     );
+    // What another client keeps there for itself is passed over in silence.
+    assert!(!said.contains("autoApprove"), "{said}");
 
     // A variable that is not set stops it, naming the variable.
     let unset = scratch.write(

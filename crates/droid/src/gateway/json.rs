@@ -145,7 +145,9 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
         if entry.enabled == Some(false) || entry.disabled == Some(true) {
             continue;
         }
-        for key in entry.other.keys() {
+        // What other clients keep for themselves, which is theirs to read.
+        let theirs = |key: &str| matches!(key, "autoApprove" | "alwaysAllow" | "description");
+        for key in entry.other.keys().filter(|key| !theirs(key)) {
             tracing::warn!(
                 target: "droid",
                 "server {name:?}: {key:?} is not a setting read here (type, command, args, env, \
