@@ -98,6 +98,20 @@ fn server(calls: &Arc<AtomicUsize>, gate: &Arc<Notify>) -> Result<Server, TestEr
         },
     );
     server.add_tool(
+        ToolSpec::new("two_steps", "Asks `go`, then `again`, one round each."),
+        |call: Call| async move {
+            let form = json!({ "message": "Go?",
+                "requestedSchema": { "type": "object", "properties": {} } });
+            call.keep_state(json!({ "step": 1 }));
+            let first = call.elicit("go", form.clone()).await?;
+            let second = call.elicit("again", form).await?;
+            Ok(ToolResult::text(format!(
+                "{} then {}",
+                first["action"], second["action"]
+            )))
+        },
+    );
+    server.add_tool(
         ToolSpec::new("chatty", "Logs at info."),
         |call: Call| async move {
             call.log(LoggingLevel::Info, json!("working"));
@@ -1746,6 +1760,36 @@ mod modern {
                 .is_some_and(|m| m.contains("already answered")),
             "{other}"
         );
+        Ok(())
+    }
+
+    /// An answer to a question its round never asked is not the round's:
+    /// the handler does not see it, so a retry cannot carry the round's
+    /// answers again beside an answer to what is asked later.
+    #[tokio::test]
+    async fn an_answer_the_round_never_asked_does_not_reach_the_handler() -> Result<(), TestError> {
+        let mut h = start()?;
+        let first = h
+            .client
+            .call_tool(1, json!({ "name": "two_steps", "_meta": askable() }))
+            .await?;
+        let state = first["result"]["requestState"]
+            .as_str()
+            .ok_or("no requestState")?;
+        let answer = json!({ "action": "accept", "content": {} });
+        let retry = json!({ "name": "two_steps", "_meta": askable(), "requestState": state,
+            "inputResponses": { "go": answer, "again": { "action": "decline" } } });
+        let second = h.client.call_tool(2, retry).await?;
+        // `again` was not this round's question: asked now, not taken.
+        assert_eq!(
+            second["result"]["resultType"],
+            json!("input_required"),
+            "{second}"
+        );
+        let asked = second["result"]["inputRequests"]
+            .as_object()
+            .map(|a| a.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(asked, Some(vec!["again".to_owned()]), "{second}");
         Ok(())
     }
 

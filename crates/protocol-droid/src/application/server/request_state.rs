@@ -89,6 +89,12 @@ pub const MAX_PREVIOUS_KEYS: usize = 4;
 
 const FORMAT_VERSION: u8 = 2;
 
+/// The envelope of a round ([`StateSealer::seal_round`]): its payload is
+/// the handler's state together with the keys the round asked. A version
+/// of its own, so that a build that seals only [`FORMAT_VERSION`] refuses
+/// it rather than hand the wrapper to a handler as its state.
+const ROUND_FORMAT_VERSION: u8 = 3;
+
 /// The nonce's length: it makes every sealed state distinct, even two
 /// sealed in the same millisecond with the same payload for the same
 /// request, so that each round can be told from every other.
@@ -342,7 +348,35 @@ impl StateSealer {
         binding: &StateBinding,
         now_ms: u64,
     ) -> Result<String, SealError> {
-        let sealed = self.seal_unbounded(payload, binding, now_ms);
+        self.seal_bounded(FORMAT_VERSION, &payload.to_string(), binding, now_ms)
+    }
+
+    /// Seals a round of a multi round-trip request: the handler's `state`
+    /// and the keys of the questions the round `asked`, which
+    /// [`Self::open_round`] answers in [`Opened::asked`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::seal`].
+    pub fn seal_round(
+        &self,
+        state: &Value,
+        asked: &[&str],
+        binding: &StateBinding,
+        now_ms: u64,
+    ) -> Result<String, SealError> {
+        let round = serde_json::json!({ "asked": asked, "state": state });
+        self.seal_bounded(ROUND_FORMAT_VERSION, &round.to_string(), binding, now_ms)
+    }
+
+    fn seal_bounded(
+        &self,
+        version: u8,
+        payload: &str,
+        binding: &StateBinding,
+        now_ms: u64,
+    ) -> Result<String, SealError> {
+        let sealed = self.seal_unbounded(version, payload, binding, now_ms);
         if sealed.len() > MAX_SEALED_LEN {
             return Err(SealError::TooLarge {
                 len: sealed.len(),
@@ -413,22 +447,47 @@ impl StateSealer {
         }
         // Only a payload this code sealed gets here, so this failing means a
         // key was used by something else; refusing is still the safe answer.
-        let payload = serde_json::from_slice(header.payload).map_err(|_| StateError::Malformed)?;
+        let payload: Value =
+            serde_json::from_slice(header.payload).map_err(|_| StateError::Malformed)?;
+        let (payload, asked) = if header.version == ROUND_FORMAT_VERSION {
+            let Value::Object(mut round) = payload else {
+                return Err(StateError::Malformed);
+            };
+            let asked = match round.remove("asked") {
+                Some(Value::Array(keys)) => keys
+                    .into_iter()
+                    .map(|key| match key {
+                        Value::String(key) => Ok(key),
+                        _ => Err(StateError::Malformed),
+                    })
+                    .collect::<Result<Vec<String>, StateError>>()?,
+                _ => return Err(StateError::Malformed),
+            };
+            (round.remove("state").unwrap_or(Value::Null), Some(asked))
+        } else {
+            (payload, None)
+        };
         let mut id = [0u8; TAG_LEN];
         id.copy_from_slice(tag);
         Ok(Opened {
             payload,
+            asked,
             id,
             expires_at_ms: header.expires_at_ms,
         })
     }
 
-    fn seal_unbounded(&self, payload: &Value, binding: &StateBinding, now_ms: u64) -> String {
+    fn seal_unbounded(
+        &self,
+        version: u8,
+        payload: &str,
+        binding: &StateBinding,
+        now_ms: u64,
+    ) -> String {
         let key = &self.current;
-        let payload = payload.to_string();
         let mut sealed =
             Vec::with_capacity(2 + key.id.len() + 8 + NONCE_LEN + payload.len() + TAG_LEN);
-        sealed.push(FORMAT_VERSION);
+        sealed.push(version);
         // `StateKey::new` holds ids to MAX_KEY_ID_LEN, which fits a byte.
         sealed.push(u8::try_from(key.id.len()).unwrap_or(u8::MAX));
         sealed.extend_from_slice(key.id.as_bytes());
@@ -451,8 +510,11 @@ impl StateSealer {
 /// A state that opened.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Opened {
-    /// What was sealed.
+    /// What was sealed: for a round, the handler's state.
     pub payload: Value,
+    /// For a round ([`StateSealer::seal_round`]), the keys of the questions
+    /// it asked; `None` for any other state.
+    pub asked: Option<Vec<String>>,
     /// Its tag: what tells this state from every other.
     pub id: [u8; TAG_LEN],
     /// When it stops opening, in the sealer's milliseconds.
@@ -584,6 +646,7 @@ impl StateError {
 
 /// The clear-text front of an envelope.
 struct Header<'a> {
+    version: u8,
     key_id: &'a str,
     expires_at_ms: u64,
     payload: &'a [u8],
@@ -594,7 +657,7 @@ impl<'a> Header<'a> {
         let [version, id_len, rest @ ..] = envelope else {
             return Err(StateError::Malformed);
         };
-        if *version != FORMAT_VERSION {
+        if *version != FORMAT_VERSION && *version != ROUND_FORMAT_VERSION {
             return Err(StateError::Malformed);
         }
         let (key_id, rest) = rest
@@ -605,6 +668,7 @@ impl<'a> Header<'a> {
             .split_first_chunk::<NONCE_LEN>()
             .ok_or(StateError::Malformed)?;
         Ok(Self {
+            version: *version,
             key_id: core::str::from_utf8(key_id).map_err(|_| StateError::Malformed)?,
             expires_at_ms: u64::from_be_bytes(*expiry),
             payload,
@@ -658,6 +722,7 @@ mod tests {
     fn the_round_record_is_bounded_and_forgets_what_expired() {
         let opened = |n: u8, expires_at_ms: u64| Opened {
             payload: Value::Null,
+            asked: None,
             id: [n; TAG_LEN],
             expires_at_ms,
         };
@@ -996,6 +1061,32 @@ mod tests {
         Ok(())
     }
 
+    /// A round opens with the keys it asked, and its payload is the
+    /// handler's state alone; a state sealed as before opens as it did,
+    /// naming none.
+    #[test]
+    fn a_round_opens_with_the_keys_it_asked() -> TestResult {
+        let sealer = sealer()?;
+        let round = sealer.seal_round(&payload(), &["sure", "name"], &binding(), NOW)?;
+        let opened = sealer.open_round(&round, &binding(), NOW)?;
+        assert_eq!(opened.payload, payload());
+        assert_eq!(
+            opened.asked,
+            Some(vec!["sure".to_owned(), "name".to_owned()])
+        );
+        assert_eq!(sealer.open(&round, &binding(), NOW)?, payload());
+        let plain = sealer.seal(&payload(), &binding(), NOW)?;
+        let opened = sealer.open_round(&plain, &binding(), NOW)?;
+        assert_eq!((opened.payload, opened.asked), (payload(), None));
+        // A round whose wrapper is not one is refused, not read as a state.
+        let forged = sealer.seal_bounded(ROUND_FORMAT_VERSION, "[1]", &binding(), NOW)?;
+        assert_eq!(
+            sealer.open(&forged, &binding(), NOW),
+            Err(StateError::Malformed)
+        );
+        Ok(())
+    }
+
     #[test]
     fn garbage_is_malformed() -> TestResult {
         let sealer = sealer()?;
@@ -1003,7 +1094,7 @@ mod tests {
         let wrong_version = {
             let mut bytes = decode(&sealer.seal(&payload(), &binding(), NOW)?)?;
             if let Some(version) = bytes.first_mut() {
-                *version = FORMAT_VERSION + 1;
+                *version = ROUND_FORMAT_VERSION + 1;
             }
             URL_SAFE_NO_PAD.encode(bytes)
         };
@@ -1031,7 +1122,7 @@ mod tests {
     fn an_oversized_state_is_refused_even_when_genuine() -> TestResult {
         let sealer = sealer()?;
         let big = json!("x".repeat(MAX_SEALED_LEN));
-        let sealed = sealer.seal_unbounded(&big, &binding(), NOW);
+        let sealed = sealer.seal_unbounded(FORMAT_VERSION, &big.to_string(), &binding(), NOW);
         assert!(sealed.len() > MAX_SEALED_LEN);
         assert_eq!(
             sealer.open(&sealed, &binding(), NOW),

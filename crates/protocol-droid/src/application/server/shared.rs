@@ -412,6 +412,7 @@ impl RoundLedger for MemoryRounds {
             rounds.answer(
                 &Opened {
                     payload: serde_json::Value::Null,
+                    asked: None,
                     id: state,
                     expires_at_ms,
                 },

@@ -371,21 +371,19 @@ impl Connection {
                     let binding = binding(method, params, auth, remote, digest);
                     // Sealed with the keys this round asks, so that a retry
                     // answering none of them spends no round.
-                    let asked: Vec<&String> = match result.get("inputRequests") {
-                        Some(Value::Object(requests)) => requests.keys().collect(),
+                    let asked: Vec<&str> = match result.get("inputRequests") {
+                        Some(Value::Object(requests)) => {
+                            requests.keys().map(String::as_str).collect()
+                        }
                         _ => Vec::new(),
                     };
-                    let mut round = JsonObject::with_capacity(2);
-                    round.insert(ROUND_ASKED.to_owned(), json!(asked));
-                    round.insert(ROUND_STATE.to_owned(), state);
-                    let state = Value::Object(round);
                     let sealed = self
                         .server
                         .inner
                         .sealer
                         .read()
                         .map_err(|_| Refusal::internal("the state key is unavailable"))?
-                        .seal(&state, &binding, now_ms())
+                        .seal_round(&state, &asked, &binding, now_ms())
                         .map_err(|e| Refusal::internal(e.to_string()))?;
                     result.insert("requestState".to_owned(), json!(sealed));
                 }
@@ -394,12 +392,6 @@ impl Connection {
         }
     }
 }
-
-/// The member of a sealed round naming the keys it asked.
-pub(super) const ROUND_ASKED: &str = "asked";
-
-/// The member of a sealed round holding the handler's state.
-pub(super) const ROUND_STATE: &str = "state";
 
 /// What a sealed state is bound to: the caller (its principal, or for an
 /// anonymous one the network it calls from, so that another anonymous

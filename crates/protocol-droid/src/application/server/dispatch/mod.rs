@@ -52,7 +52,7 @@ mod tasks;
 use crate::domain::ir::member;
 use finish::finish;
 pub use image::{ImageChange, Lasting, SessionImage};
-use methods::{ROUND_ASKED, ROUND_STATE, binding, meta_of};
+use methods::{binding, meta_of};
 use request::{ClientRequest, Declared, Hello, TaskRequest};
 
 /// The `_meta` key naming a 2026-07-28 request's revision.
@@ -1218,41 +1218,28 @@ impl Connection {
             .map_err(|_| Refusal::internal("the state key is unavailable"))?
             .open_round(sealed, &binding, now_ms())
             .map_err(|e| Refusal::invalid_params(format!("requestState refused: {e}")))?;
-        // The handler's state, and the keys its round asked (a state sealed
-        // by an earlier build holds the handler's state alone).
-        let (state, asked) = match payload.payload {
-            Value::Object(mut round)
-                if round.len() == 2
-                    && round.get(ROUND_ASKED).is_some_and(Value::is_array)
-                    && round.contains_key(ROUND_STATE) =>
-            {
-                let asked = round.remove(ROUND_ASKED);
-                (round.remove(ROUND_STATE).unwrap_or(Value::Null), asked)
-            }
-            other => (other, None),
-        };
-        // One answer per round: the same answers again are a retry, other
-        // answers to a question already answered are refused. Only answers
-        // to what the round asked count (others are passed over, as the
-        // handler passes them over): a retry that answers nothing (no
-        // member, a null, an empty object, or only keys never asked)
-        // spends no round; its handler only asks again, and the answers the
-        // client then sends are still the round's first.
-        let answered: JsonObject = match (params.get("inputResponses"), &asked) {
-            (Some(Value::Object(responses)), Some(Value::Array(asked))) => responses
-                .iter()
-                .filter(|(key, _)| asked.iter().any(|k| k.as_str() == Some(key.as_str())))
-                .map(|(key, answer)| (key.clone(), answer.clone()))
-                .collect(),
-            (Some(Value::Object(responses)), _) => responses.clone(),
-            _ => JsonObject::new(),
-        };
-        if answered.is_empty() {
-            ctx.request_state = Some(state);
+        // Only answers to what the round asked are the round's (a state
+        // sealed before rounds named their keys takes every answer): the
+        // others are passed over, and the handler never sees them either,
+        // or a retry could carry the round's answers again beside another
+        // answer to a question the handler asks later. A retry that
+        // answers nothing (no member, a null, an empty object, or only keys
+        // never asked) spends no round: its handler only asks again, and
+        // the answers the client then sends are still the round's first.
+        if let Some(asked) = &payload.asked {
+            ctx.input_responses
+                .retain(|key, _| asked.iter().any(|k| k == key));
+        }
+        if ctx.input_responses.is_empty() {
+            ctx.request_state = Some(payload.payload);
             return Ok(());
         }
-        let responses = canonical_json(&Value::Object(answered));
-        let responses: [u8; 32] = sha2::Sha256::digest(&responses).into();
+        // Lent to the canonical form as a value and taken back, not copied.
+        let answers = Value::Object(std::mem::take(&mut ctx.input_responses));
+        let responses: [u8; 32] = sha2::Sha256::digest(canonical_json(&answers)).into();
+        if let Value::Object(answers) = answers {
+            ctx.input_responses = answers;
+        }
         let ledger = self
             .server
             .inner
@@ -1279,7 +1266,7 @@ impl Connection {
             )
             .into());
         }
-        ctx.request_state = Some(state);
+        ctx.request_state = Some(payload.payload);
         Ok(())
     }
 }
