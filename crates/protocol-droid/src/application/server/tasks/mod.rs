@@ -233,7 +233,8 @@ impl From<TaskStoreError> for Refusal {
             }
             TaskStoreError::Full(_)
             | TaskStoreError::Unavailable(_)
-            | TaskStoreError::TooLarge { .. } => Self::internal(error.to_string()),
+            | TaskStoreError::TooLarge { .. }
+            | TaskStoreError::BytesFull(_) => Self::internal(error.to_string()),
         }
     }
 }
@@ -1099,10 +1100,12 @@ impl Tasks {
         record.input_requests.clear();
         record.updated_ms = now_ms();
         let mut written = self.store().update(record.clone()).await;
-        if let Err(error @ TaskStoreError::TooLarge { .. }) = &written {
+        if let Err(error @ (TaskStoreError::TooLarge { .. } | TaskStoreError::BytesFull(_))) =
+            &written
+        {
             // Kept as a failure that says why, rather than left working
             // until it lapses with nothing to read.
-            tracing::warn!(target: "droid::tasks", task = %id, %error, "a task's result was too large to keep");
+            tracing::warn!(target: "droid::tasks", task = %id, %error, "a task's result could not be kept");
             record.status = TaskStatus::Failed;
             record.outcome = Some(TaskOutcome::Error(ErrorObject::new(
                 ErrorCode::INTERNAL_ERROR,

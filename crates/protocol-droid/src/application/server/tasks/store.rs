@@ -230,11 +230,13 @@ pub enum TaskStoreError {
     /// The store could not be reached.
     #[error("the task store is unavailable: {0}")]
     Unavailable(String),
-    /// The record is larger than one owner's tasks may be together: its
-    /// result is not kept (the task is then recorded as failed, saying so).
+    /// The record (its result, error or questions) is larger than what
+    /// one owner's tasks may hold together, besides what its running
+    /// tasks hold: it is not kept (a task ending so is recorded as failed,
+    /// saying why).
     #[error(
-        "the task's result is {bytes} bytes as JSON, more than the {bound} one caller's tasks \
-         may keep together"
+        "the task's result, error or questions are {bytes} bytes as JSON, more than the \
+         {bound} bytes one caller's tasks may hold together"
     )]
     TooLarge {
         /// The record's size, as [`TaskRecord::kept_bytes`] counts it.
@@ -242,6 +244,11 @@ pub enum TaskStoreError {
         /// [`StoreBounds::bytes_per_owner`].
         bound: usize,
     },
+    /// The store holds as many bytes of tasks as it may
+    /// ([`StoreBounds::bytes_total`]), running tasks' mostly, with too few
+    /// ended ones to give way.
+    #[error("the server holds as many bytes of tasks as it may ({0}); try again later")]
+    BytesFull(usize),
 }
 
 /// Where tasks are kept.
@@ -415,22 +422,26 @@ impl Memory {
         }
     }
 
-    /// Forgets `owner`'s oldest ended task other than `keep`; whether there
-    /// was one.
-    fn evict_ended_of(&mut self, owner: &str, keep: &str) -> bool {
-        let oldest = self.by_owner.get(owner).and_then(|ids| {
-            ids.iter()
-                .filter(|id| id.as_str() != keep)
-                .find(|id| self.tasks.get(*id).is_some_and(|(r, _)| r.is_terminal()))
-                .cloned()
-        });
-        oldest.is_some_and(|id| self.remove(&id).is_some())
+    /// `owner`'s ended tasks other than `keep`, oldest first, with their
+    /// bytes.
+    fn ended_of(&self, owner: &str, keep: &str) -> Vec<(String, usize)> {
+        self.by_owner
+            .get(owner)
+            .into_iter()
+            .flatten()
+            .filter(|id| id.as_str() != keep)
+            .filter_map(|id| {
+                let (record, bytes) = self.tasks.get(id)?;
+                record.is_terminal().then(|| (id.clone(), *bytes))
+            })
+            .collect()
     }
 
     /// Makes room for `owner`'s task `id` to hold `bytes` where it held
-    /// `before`: first from that owner's own ended tasks, then, while the
-    /// store is over its bytes, from the owner holding the most. Whether
-    /// there is room.
+    /// `before`: first from that owner's own ended tasks, oldest first,
+    /// then, while the store is over its bytes, from the ended tasks of
+    /// whoever holds the most. Whether room can be made is worked out
+    /// before anything is forgotten, so a refusal leaves every task kept.
     fn room_for(
         &mut self,
         owner: &str,
@@ -438,28 +449,59 @@ impl Memory {
         before: usize,
         bytes: usize,
         bounds: StoreBounds,
-    ) -> bool {
-        let over_own = |m: &Self| {
-            let held = m.bytes_of.get(owner).copied().unwrap_or(0);
-            held.saturating_sub(before).saturating_add(bytes) > bounds.bytes_per_owner
-        };
-        while over_own(self) {
-            if !self.evict_ended_of(owner, id) {
-                return false;
-            }
+    ) -> Result<(), TaskStoreError> {
+        let held = self.bytes_of.get(owner).copied().unwrap_or(0);
+        let own = held.saturating_sub(before).saturating_add(bytes);
+        let mut own_excess = own.saturating_sub(bounds.bytes_per_owner);
+        let total = self.bytes.saturating_sub(before).saturating_add(bytes);
+        let mut total_excess = total.saturating_sub(bounds.bytes_total);
+        if own_excess == 0 && total_excess == 0 {
+            return Ok(());
         }
-        while self.bytes.saturating_sub(before).saturating_add(bytes) > bounds.bytes_total {
-            let mut owners: Vec<(String, usize)> =
-                self.bytes_of.iter().map(|(o, b)| (o.clone(), *b)).collect();
-            owners.sort_by_key(|(_, held)| core::cmp::Reverse(*held));
-            if !owners
-                .iter()
-                .any(|(heaviest, _)| self.evict_ended_of(heaviest, id))
-            {
-                return false;
-            }
+        let own_ended = self.ended_of(owner, id);
+        if own_ended.iter().map(|(_, b)| b).sum::<usize>() < own_excess {
+            return Err(TaskStoreError::TooLarge {
+                bytes,
+                bound: bounds.bytes_per_owner,
+            });
         }
-        true
+        // Everything ended but this task could go, this owner's included.
+        let ended: usize = self
+            .tasks
+            .iter()
+            .filter(|(kept, (record, _))| kept.as_str() != id && record.is_terminal())
+            .map(|(_, (_, bytes))| bytes)
+            .sum();
+        if ended < total_excess {
+            return Err(TaskStoreError::BytesFull(bounds.bytes_total));
+        }
+        for (ended, freed) in own_ended {
+            if own_excess == 0 {
+                break;
+            }
+            let _forgotten = self.remove(&ended);
+            own_excess = own_excess.saturating_sub(freed);
+            total_excess = total_excess.saturating_sub(freed);
+        }
+        // The heaviest first, each owner weighed once and again only after
+        // it gave something up: not every owner sorted for each task.
+        let mut heaviest: std::collections::BinaryHeap<(usize, String)> = self
+            .bytes_of
+            .iter()
+            .map(|(owner, held)| (*held, owner.clone()))
+            .collect();
+        while total_excess > 0 {
+            let Some((_, owner)) = heaviest.pop() else {
+                break;
+            };
+            let Some((ended, freed)) = self.ended_of(&owner, id).into_iter().next() else {
+                continue;
+            };
+            let _forgotten = self.remove(&ended);
+            total_excess = total_excess.saturating_sub(freed);
+            heaviest.push((self.bytes_of.get(&owner).copied().unwrap_or(0), owner));
+        }
+        Ok(())
     }
 
     /// Makes room in a full store: forgets the oldest ended task of the
@@ -525,9 +567,21 @@ impl MemoryTaskStore {
 impl TaskStore for MemoryTaskStore {
     fn create(&self, record: TaskRecord, now_ms: u64) -> BoxFuture<'_, Result<(), TaskStoreError>> {
         let bounds = self.bounds;
+        // Counted before the lock every task request waits on.
+        let bytes = record.kept_bytes();
         let created = self
             .with(|memory| {
                 memory.sweep(now_ms);
+                // Made already: a create retried is no second task.
+                if let Some((kept, _)) = memory.tasks.get(&record.id) {
+                    return if *kept == record {
+                        Ok(())
+                    } else {
+                        Err(TaskStoreError::Unavailable(
+                            "a task of this id is kept already".to_owned(),
+                        ))
+                    };
+                }
                 if memory.tasks.len() >= bounds.total && !memory.evict_ended() {
                     return Err(TaskStoreError::Full(bounds.total));
                 }
@@ -535,16 +589,13 @@ impl TaskStore for MemoryTaskStore {
                 if owned >= bounds.per_owner {
                     return Err(TaskStoreError::OwnerFull(bounds.per_owner));
                 }
-                let bytes = record.kept_bytes();
                 if bytes > bounds.bytes_per_owner {
                     return Err(TaskStoreError::TooLarge {
                         bytes,
                         bound: bounds.bytes_per_owner,
                     });
                 }
-                if !memory.room_for(&record.owner, &record.id, 0, bytes, bounds) {
-                    return Err(TaskStoreError::Full(bounds.total));
-                }
+                memory.room_for(&record.owner, &record.id, 0, bytes, bounds)?;
                 memory
                     .by_owner
                     .entry(record.owner.clone())
@@ -580,6 +631,9 @@ impl TaskStore for MemoryTaskStore {
 
     fn update(&self, record: TaskRecord) -> BoxFuture<'_, Result<bool, TaskStoreError>> {
         let bounds = self.bounds;
+        // Counted before the lock every task request waits on: a large
+        // result is written out once, by the task that ends with it.
+        let bytes = record.kept_bytes();
         let replaced = self
             .with(|memory| {
                 let before = match memory.tasks.get(&record.id) {
@@ -588,7 +642,6 @@ impl TaskStore for MemoryTaskStore {
                     }
                     _ => return Ok(false),
                 };
-                let bytes = record.kept_bytes();
                 if bytes > bounds.bytes_per_owner {
                     return Err(TaskStoreError::TooLarge {
                         bytes,
@@ -596,12 +649,7 @@ impl TaskStore for MemoryTaskStore {
                     });
                 }
                 // Made from ended tasks only, never this one.
-                if !memory.room_for(&record.owner, &record.id, before, bytes, bounds) {
-                    return Err(TaskStoreError::TooLarge {
-                        bytes,
-                        bound: bounds.bytes_per_owner,
-                    });
-                }
+                memory.room_for(&record.owner, &record.id, before, bytes, bounds)?;
                 memory.count_bytes(&record.owner, before, bytes);
                 if let Some(kept) = memory.tasks.get_mut(&record.id) {
                     *kept = (record, bytes);
@@ -781,6 +829,43 @@ mod tests {
         store.forget_owner("alice").await?;
         store.forget_owner("bob").await?;
         assert_eq!(store.usage(), (0, 0));
+        Ok(())
+    }
+
+    /// A store whose bytes are held by running tasks refuses, and what it
+    /// refuses takes nothing from anyone: no ended task is forgotten for a
+    /// room that cannot be made.
+    #[tokio::test]
+    async fn a_store_full_of_running_tasks_bytes_refuses_and_forgets_nothing()
+    -> Result<(), TaskStoreError> {
+        let store = MemoryTaskStore::with_bounds(StoreBounds {
+            bytes_per_owner: 2_500,
+            bytes_total: 3_500,
+            ..StoreBounds::default()
+        });
+        // Carol's finished result, and Alice's running task waiting on
+        // questions of 2,000 bytes.
+        store.create(record("c1", "carol", 0, 10_000), 0).await?;
+        assert!(store.update(ended("c1", "carol", 1_000)).await?);
+        let mut asking = record("a1", "alice", 0, 10_000);
+        asking.status = TaskStatus::InputRequired;
+        asking
+            .input_requests
+            .insert("q".to_owned(), Value::String("x".repeat(1_990)));
+        store.create(record("a1", "alice", 0, 10_000), 0).await?;
+        assert!(store.update(asking).await?);
+        // Bob's 2,000 bytes would need 1,500 given up; only Carol's 1,002
+        // could be.
+        store.create(record("b1", "bob", 0, 10_000), 0).await?;
+        assert_eq!(
+            store.update(ended("b1", "bob", 2_000)).await,
+            Err(TaskStoreError::BytesFull(3_500))
+        );
+        assert!(store.get("carol", "c1", 1).await?.is_some(), "kept");
+        // A create retried is no second task, and takes no more room.
+        let usage = store.usage();
+        store.create(record("b1", "bob", 0, 10_000), 0).await?;
+        assert_eq!(store.usage(), usage);
         Ok(())
     }
 
