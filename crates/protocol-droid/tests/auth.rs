@@ -1974,6 +1974,18 @@ mod admin_page {
         assert_eq!(refused.status(), 409);
         let reply: Value = refused.json().await?;
         assert_eq!(reply["ok"], json!(false), "{reply}");
+        // Two types: which one the body is read by is unsure.
+        let mut typed = reqwest::header::HeaderMap::new();
+        typed.append("content-type", "application/json".parse()?);
+        typed.append("content-type", "text/plain".parse()?);
+        let doubled = client
+            .post(format!("{base}/api/approve"))
+            .headers(typed)
+            .bearer_auth(&operator)
+            .body(format!(r#"{{"ids":["a/b@{}"]}}"#, "0".repeat(64)))
+            .send()
+            .await?;
+        assert_eq!(doubled.status(), 415);
         drop(stop);
         Ok(())
     }

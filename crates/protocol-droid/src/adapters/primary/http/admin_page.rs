@@ -378,8 +378,11 @@ async fn approve(
     if let Some(refused) = unnamed(&page, &caller) {
         return refused;
     }
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
+    // One type alone: with two, which one the body is read by is unsure.
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter();
+    let is_json = types
+        .next()
+        .filter(|_| types.next().is_none())
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));

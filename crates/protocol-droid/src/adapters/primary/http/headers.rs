@@ -21,15 +21,13 @@ pub(super) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 }
 
 /// The first MCP header (`MCP-Protocol-Version`, `Mcp-Session-Id`,
-/// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`, any `Mcp-…`), or
-/// `Content-Type`, sent more than once. Each is read as one value and
-/// routes, is checked against the body or says how to read it; with two, a
-/// proxy may read the copy this server does not (or both, joined), and
-/// route, allow or read by another than the one served.
+/// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`, any `Mcp-…`) sent more than
+/// once. Each is read as one value and routes or is checked against the
+/// body; with two, a proxy may read the copy this server does not (or both,
+/// joined), and route or allow by a name other than the one served.
 pub(super) fn repeated_mcp_header(headers: &HeaderMap) -> Option<&header::HeaderName> {
     headers.keys().find(|name| {
-        (name.as_str().starts_with("mcp-") || *name == header::CONTENT_TYPE)
-            && headers.get_all(*name).iter().nth(1).is_some()
+        name.as_str().starts_with("mcp-") && headers.get_all(*name).iter().nth(1).is_some()
     })
 }
 

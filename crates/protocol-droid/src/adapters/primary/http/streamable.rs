@@ -59,6 +59,22 @@ pub(super) fn check_post(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, R
     if let Some(refused) = refuse_repeated(headers, Some(body)) {
         return Err(refused.into());
     }
+    // Two say two ways to read the body: a proxy may read it by the one
+    // this server does not.
+    if headers
+        .get_all(header::CONTENT_TYPE)
+        .iter()
+        .nth(1)
+        .is_some()
+    {
+        return Err(refusal(
+            StatusCode::BAD_REQUEST,
+            request_id(body).as_ref(),
+            ErrorCode::INVALID_REQUEST,
+            "more than one content-type header",
+        )
+        .into());
+    }
     let content_type = header(headers, header::CONTENT_TYPE.as_str()).unwrap_or_default();
     let mut parts = content_type.split(';');
     let json_body = parts
