@@ -1763,6 +1763,21 @@ mod modern {
         Ok(())
     }
 
+    /// A 2026-07-28 answer that is no elicitation result is the client's
+    /// error, part of its own request: -32602, naming what is wrong.
+    #[tokio::test]
+    async fn a_malformed_answer_in_input_responses_is_invalid_params() -> Result<(), TestError> {
+        let mut h = start()?;
+        let state = first_round_state(&mut h.client).await?;
+        let refused = h
+            .client
+            .call_tool(2, go_answered("stateful", &state, "maybe"))
+            .await?;
+        assert_eq!(code(&refused), Some(-32602), "{refused}");
+        assert!(refused.to_string().contains("is malformed"), "{refused}");
+        Ok(())
+    }
+
     /// An answer to a question its round never asked is not the round's:
     /// the handler does not see it, so a retry cannot carry the round's
     /// answers again beside an answer to what is asked later.

@@ -90,13 +90,20 @@ fn unfit_name(name: &str) -> Option<&'static str> {
         // would make two servers' tools one name, and a grant for one the
         // other's.
         Some("a server's name cannot hold `/`, which separates it from the tool's")
-    } else if name.chars().any(char::is_control) {
+    } else if name.chars().any(|c| c.is_control() || reorders(c)) {
         // Shown to the user in every tool's title, where a terminal would
-        // act on an escape sequence.
-        Some("a server's name cannot hold control characters")
+        // act on an escape sequence, and a direction mark would show the
+        // title's text in another order than it has.
+        Some("a server's name cannot hold control characters or direction marks")
     } else {
         None
     }
+}
+
+/// Whether `c` changes the order text is shown in (Unicode's bidirectional
+/// marks, embeddings, overrides and isolates).
+const fn reorders(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Connects to every entry at once, each within `timeout`.

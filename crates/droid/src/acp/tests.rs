@@ -382,9 +382,9 @@ async fn a_server_named_with_a_slash_is_refused() -> TestResult {
     Ok(())
 }
 
-/// An empty name would make the tools `/TOOL`, and control characters
-/// would reach the user's terminal in every tool's title: both refused, the
-/// name told with its controls escaped.
+/// An empty name would make the tools `/TOOL`, and control characters or
+/// direction marks would reach the user's terminal in every tool's title:
+/// each refused, the name told with them escaped.
 #[tokio::test]
 async fn a_server_named_with_nothing_or_with_controls_is_refused() -> TestResult {
     for (name, said) in [
@@ -392,6 +392,10 @@ async fn a_server_named_with_nothing_or_with_controls_is_refused() -> TestResult
         (
             "x\u{1b}[31m",
             "x\\u{1b}[31m: a server's name cannot hold control characters",
+        ),
+        (
+            "evil\u{202e}txt",
+            "cannot hold control characters or direction marks",
         ),
     ] {
         let mut client = start(AcpOptions::default());
@@ -403,7 +407,7 @@ async fn a_server_named_with_nothing_or_with_controls_is_refused() -> TestResult
             .as_str()
             .unwrap_or_default();
         assert!(text.contains(said), "{name:?}: {text}");
-        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(!text.contains(['\u{1b}', '\u{202e}']), "{text:?}");
     }
     Ok(())
 }

@@ -118,7 +118,9 @@ pub(super) async fn url_round(call: &Call, error: ErrorObject) -> CallError {
         })
         .collect();
     call.keep_state(json!({ URL_ASKED: true }));
-    match call.ask_all(questions).await {
+    // The answers are not read here (the server's error stands), so not
+    // checked either: a forwarder passes its client's answers as given.
+    match call.ask_all_unchecked(questions).await {
         Err(round @ CallError::InputRequired(_)) => round,
         Err(other) => other,
         // Answers already in hand mean this is the retry; the server's

@@ -424,7 +424,8 @@ impl Call {
     /// to it must ([`checked`]).
     async fn ask_checked(&self, question: Question) -> Result<Value, CallError> {
         let method = question.method();
-        checked(method, self.ask_one(question).await?)
+        let era = self.peer.negotiated().era();
+        checked(method, era, self.ask_one(question).await?)
     }
 
     async fn ask(
@@ -597,15 +598,21 @@ impl Call {
     /// has it checked.
     pub async fn ask_all(&self, questions: Vec<Question>) -> Result<Vec<Value>, CallError> {
         let methods: Vec<&'static str> = questions.iter().map(Question::method).collect();
+        let era = self.peer.negotiated().era();
         let answers = self.ask_all_unchecked(questions).await?;
         methods
             .into_iter()
             .zip(answers)
-            .map(|(method, answer)| checked(method, answer))
+            .map(|(method, answer)| checked(method, era, answer))
             .collect()
     }
 
-    async fn ask_all_unchecked(&self, questions: Vec<Question>) -> Result<Vec<Value>, CallError> {
+    /// [`Self::ask_all`], the answers not checked: for a forwarder, whose
+    /// server reads them.
+    pub(crate) async fn ask_all_unchecked(
+        &self,
+        questions: Vec<Question>,
+    ) -> Result<Vec<Value>, CallError> {
         if self.peer.negotiated().era() == Era::Modern {
             if let Some(task) = self.running_task() {
                 return self.ask_together_in_task(&task, questions).await;
@@ -709,8 +716,11 @@ impl Call {
 /// `answer`, if it holds what every answer to `method` must (the members
 /// its schema requires, of their types), so that a handler reading it finds
 /// them; the call's error otherwise, naming what is wrong. Members beyond
-/// those are the handler's to read as it likes.
-fn checked(method: &str, answer: Value) -> Result<Value, CallError> {
+/// those are the handler's to read as it likes. The error is the client's
+/// in `era` 2026-07-28, where the answer is part of its request
+/// (`inputResponses`, -32602), and the call's own in a legacy one, where it
+/// came apart from the request (-32603).
+fn checked(method: &str, era: Era, answer: Value) -> Result<Value, CallError> {
     let one_of = |value: Option<&Value>, allowed: &[&str]| {
         value
             .and_then(Value::as_str)
@@ -753,12 +763,14 @@ fn checked(method: &str, answer: Value) -> Result<Value, CallError> {
         }
         _ => None,
     };
-    match wrong {
-        None => Ok(answer),
-        Some(wrong) => Err(CallError::internal(format!(
-            "the client's answer to {method} is malformed: {wrong}"
-        ))),
-    }
+    let Some(wrong) = wrong else {
+        return Ok(answer);
+    };
+    let why = format!("the client's answer to {method} is malformed: {wrong}");
+    Err(match era {
+        Era::Modern => Refusal::invalid_params(why).into(),
+        Era::Legacy => CallError::internal(why),
+    })
 }
 
 impl Question {
