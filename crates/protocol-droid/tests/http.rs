@@ -1670,6 +1670,34 @@ mod sse_2024 {
         Ok(())
     }
 
+    /// An answer the server cannot read fails the question it names at
+    /// once on this transport too, and its POST is refused under no id.
+    #[tokio::test]
+    async fn an_unreadable_answer_fails_its_question_at_once() -> Result<(), TestError> {
+        let s = start().await?;
+        let (mut events, endpoint) = open_sse(&s).await?;
+        let body = initialize(1, "2024-11-05", &json!({ "sampling": {} }));
+        assert_eq!(s.post_to(&endpoint, &body).await?.status(), 202);
+        let _initialized = events.next_json().await?;
+        let done = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        assert_eq!(s.post_to(&endpoint, &done).await?.status(), 202);
+        let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                           "params": { "name": "sampler" } });
+        assert_eq!(s.post_to(&endpoint, &call).await?.status(), 202);
+        let asked = events.next_json().await?;
+        assert_eq!(asked["method"], json!("sampling/createMessage"), "{asked}");
+        let malformed = json!({ "jsonrpc": "2.0", "id": asked["id"].clone(),
+            "result": {}, "error": { "code": 1, "message": "x" } });
+        let refused = s.post_to(&endpoint, &malformed).await?;
+        assert_eq!(refused.status(), 400);
+        let refusal: Value = refused.json().await?;
+        assert_eq!(refusal["id"], Value::Null, "{refusal}");
+        let reply = events.next_json().await?;
+        assert_eq!(reply["id"], json!(7), "{reply}");
+        assert!(reply.to_string().contains("could not be read"), "{reply}");
+        Ok(())
+    }
+
     #[tokio::test]
     async fn the_endpoint_event_comes_first_and_answers_ride_the_stream() -> Result<(), TestError> {
         let s = start().await?;

@@ -452,7 +452,7 @@ impl Gateway {
                 .claim_first_use(&upstream, &encode_pins(&pins))
                 .await?;
             if decode_pins(&kept).as_ref() == Some(&pins) {
-                tracing::warn!(%upstream, "the shared store had lost the first use of this upstream; written back as this instance holds it");
+                tracing::warn!(%upstream, "the shared store held no first use of this upstream (emptied, or another store); written as this instance holds it");
             } else {
                 tracing::error!(%upstream, "the shared store lost the first use of this upstream and holds another now; this instance keeps its own, and instances started since hold the upstream to the other");
             }

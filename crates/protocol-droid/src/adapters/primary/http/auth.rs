@@ -393,7 +393,9 @@ impl ResourceServer {
     /// client takes a document reached through a challenge only when it
     /// names the resource the client was reaching (RFC 9728 §3.3); tokens
     /// issued for it are taken, and so are those for the resource guarded
-    /// until now.
+    /// until now. The validator checks the audience too, and must be told
+    /// to take `resource` as well (`JwtValidator::also_audience`,
+    /// `IntrospectionValidator::also_audience`).
     ///
     /// # Errors
     ///
