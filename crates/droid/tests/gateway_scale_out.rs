@@ -57,6 +57,19 @@ fn gateway(
     listening(&args, "http")
 }
 
+/// The tool `id` awaiting approval on the gateway of `config`, as its
+/// `status` shows it (`ID@DIGEST`).
+fn awaiting(config: &str, id: &str) -> Result<String, TestError> {
+    let status = admin(config, &["status"])?;
+    let shown = String::from_utf8_lossy(&status.stdout).into_owned();
+    shown
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with(&format!("{id}@")))
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{id} is not awaiting approval: {shown}").into())
+}
+
 /// `droid gateway --config CONFIG ACTION…`: the admin endpoint of the
 /// instance `config` names.
 fn admin(config: &str, action: &[&str]) -> Result<Output, TestError> {
@@ -178,14 +191,7 @@ fn trust_taken_or_given_on_one_instance_holds_on_every_other() -> Result<(), Tes
     assert!(echo(&alone, "alone")?.is_ok());
 
     // The operator approves `echo` as instance two shows it, there.
-    let status = admin(&two_config, &["status"])?;
-    let shown = String::from_utf8_lossy(&status.stdout).into_owned();
-    let awaiting = shown
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("fixture/echo@"))
-        .ok_or_else(|| format!("fixture/echo is not awaiting approval on two: {shown}"))?
-        .to_owned();
+    let awaiting = awaiting(&two_config, "fixture/echo")?;
     let approved = admin(&two_config, &["approve", &awaiting])?;
     let said = String::from_utf8_lossy(&approved.stdout).into_owned();
     assert!(approved.status.success(), "{said}");
@@ -239,14 +245,7 @@ fn an_approval_made_with_the_store_away_says_it_was_kept_but_not_shared() -> Res
     let two_config = config(&files, "two", "default", Some(changed))?;
     let (_two, two) = gateway(&two_config, Some((&url, "two")), &[])?;
     assert!(echo(&two, "second")?.is_err());
-    let status = admin(&two_config, &["status"])?;
-    let shown = String::from_utf8_lossy(&status.stdout).into_owned();
-    let awaiting = shown
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("fixture/echo@"))
-        .ok_or_else(|| format!("fixture/echo is not awaiting approval: {shown}"))?
-        .to_owned();
+    let awaiting = awaiting(&two_config, "fixture/echo")?;
     drop(redis);
     let approved = admin(&two_config, &["approve", &awaiting])?;
     let said = String::from_utf8_lossy(&approved.stderr).into_owned();

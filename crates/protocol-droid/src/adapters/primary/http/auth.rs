@@ -236,6 +236,16 @@ fn valid_scope(scope: &str) -> Result<String, ResourceServerError> {
     }
 }
 
+/// `resource` read as a protected resource's URI: absolute, `http` or
+/// `https`, with a host and no fragment.
+fn resource_uri(resource: &str) -> Result<url::Url, ResourceServerError> {
+    url::Url::parse(resource)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .filter(|u| u.fragment().is_none() && u.host().is_some())
+        .ok_or_else(|| ResourceServerError::Resource(resource.to_owned()))
+}
+
 impl ResourceServer {
     /// Protects the resource whose canonical URI is `resource` (the MCP
     /// endpoint as clients name it, `https://mcp.example.com/mcp`), checking
@@ -249,11 +259,7 @@ impl ResourceServer {
         resource: &str,
         validator: Arc<dyn TokenValidator>,
     ) -> Result<Self, ResourceServerError> {
-        let parsed = url::Url::parse(resource)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .filter(|u| u.fragment().is_none() && u.host().is_some())
-            .ok_or_else(|| ResourceServerError::Resource(resource.to_owned()))?;
+        let parsed = resource_uri(resource)?;
         // The URI as written is the audience a token must name.
         let canonical = parsed.as_str().to_owned();
         Ok(Self {
@@ -402,11 +408,7 @@ impl ResourceServer {
     /// [`ResourceServerError::Resource`] when `resource` is not an absolute
     /// `http`/`https` URI without a fragment.
     pub fn served_at(mut self, resource: &str) -> Result<Self, ResourceServerError> {
-        let parsed = url::Url::parse(resource)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .filter(|u| u.fragment().is_none() && u.host().is_some())
-            .ok_or_else(|| ResourceServerError::Resource(resource.to_owned()))?;
+        let parsed = resource_uri(resource)?;
         let canonical = parsed.as_str().to_owned();
         self.resource = parsed;
         Ok(self.audience(canonical))
