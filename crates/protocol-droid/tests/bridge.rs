@@ -2412,6 +2412,38 @@ async fn progress_after_a_resumed_round_reaches_the_retry() -> Result<(), TestEr
     Ok(())
 }
 
+/// An upstream that ends as soon as it is used is not started again for
+/// every request: after each failed start the next waits longer (0.5 s,
+/// then doubling); a request sits out a wait of a second at most, and past
+/// that is refused at once, saying when the next start is, rather than
+/// each request starting a process.
+#[tokio::test]
+async fn an_upstream_that_keeps_failing_to_start_is_started_again_only_after_a_wait()
+-> Result<(), TestError> {
+    let (rig, record) = in_front_of_bad("close-mid-response", BridgeOptions::default()).await?;
+    let mut waited = 0;
+    let calls = 12;
+    for _ in 0..calls {
+        if let Err(ClientError::Server(error)) =
+            ask(&rig, "tools/call", json!({ "name": "anything" })).await
+        {
+            if error.message.contains("it is started again in") {
+                waited += 1;
+            }
+        }
+    }
+    let started = std::fs::read_to_string(&record)?.lines().count();
+    assert!(waited > 0, "no call was refused for the wait");
+    // The discovering connection, which the first call uses, then one
+    // more start for each later call that was not refused.
+    assert_eq!(
+        started,
+        2 + calls - 1 - waited,
+        "{started} starts, {waited} waited"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn without_restarts_an_ended_upstream_refuses_every_later_request() -> Result<(), TestError> {
     let (rig, _) = in_front_of_bad(

@@ -206,6 +206,9 @@ pub(super) struct Inner {
     /// Set when a connection ended and [`BridgeOptions::restart`] is off:
     /// from then on every request is refused.
     pub(super) ended: Mutex<Option<String>>,
+    /// How the last starts of a connection went, so that an upstream that
+    /// fails to start is not started again for every request.
+    pub(super) starts: Mutex<super::pool::Starts>,
 }
 
 impl Bridge {
@@ -289,6 +292,7 @@ impl Bridge {
                 rewatch: Arc::default(),
                 closing: tokio::sync::watch::channel(()).0,
                 ended: Mutex::default(),
+                starts: Mutex::default(),
             }),
         };
         for upstream in lock(&bridge.inner.upstreams).values().flatten() {

@@ -587,6 +587,8 @@ impl UpstreamHandler {
 pub(super) struct Upstream {
     pub(super) client: Client,
     pub(super) handler: Arc<UpstreamHandler>,
+    /// When it was opened: one that ends soon after failed to start.
+    pub(super) opened: Instant,
     pub(super) last_used: Mutex<Instant>,
     /// Held by one request at a time, when the connection is leased
     /// exclusively.
@@ -610,6 +612,7 @@ impl Upstream {
         Self {
             client,
             handler,
+            opened: Instant::now(),
             last_used: Mutex::new(Instant::now()),
             busy: AtomicBool::new(false),
             in_use: AtomicUsize::new(0),
