@@ -44,6 +44,7 @@ mod remote;
 mod reports;
 mod runtime;
 mod share;
+mod starts;
 mod subscriptions;
 mod tools;
 mod upstream;

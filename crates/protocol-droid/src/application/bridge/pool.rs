@@ -16,75 +16,6 @@ use crate::application::server::{Call, CallError, DynExchange};
 use crate::domain::Era;
 use crate::wire::ClientCapabilities;
 
-/// A connection that ends within this long of being opened failed to
-/// start: the server exited at once, or right after its handshake.
-const FAILED_START: Duration = Duration::from_secs(5);
-
-/// The wait after the first failed start; it doubles with each failure
-/// after, up to [`MOST_BETWEEN_STARTS`], as the gateway's restarts do.
-const FIRST_WAIT: Duration = Duration::from_millis(500);
-
-/// The longest wait between two starts of a failing upstream.
-const MOST_BETWEEN_STARTS: Duration = Duration::from_secs(30);
-
-/// The longest wait a request sits out before the next start: a server
-/// that failed once or twice (a crash mid-call) is started again for the
-/// request that comes next, a little later; past this the request is
-/// refused at once.
-const WAITED_OUT: Duration = Duration::from_secs(1);
-
-/// How the last starts of an upstream connection went. A server that
-/// fails to start (it cannot be reached, or ends as soon as it started) is
-/// not started again for every request, which for a child process is one
-/// process a request, but once a wait has passed that doubles with each
-/// failure; a request meanwhile sits out a short wait ([`WAITED_OUT`]) and
-/// is refused at once when the wait is longer, saying when the next start
-/// is.
-#[derive(Debug, Default)]
-pub(super) struct Starts {
-    failures: u32,
-    not_before: Option<Instant>,
-}
-
-impl Starts {
-    /// How long to wait before a connection may be started, at most
-    /// [`WAITED_OUT`]; the refusal when the wait is longer.
-    fn wait(&self, now: Instant) -> Result<Duration, CallError> {
-        let wait = self
-            .not_before
-            .map_or(Duration::ZERO, |at| at.saturating_duration_since(now));
-        if wait > WAITED_OUT {
-            return Err(CallError::internal(format!(
-                "the upstream failed to start {} time(s) in a row; it is started again in {} ms",
-                self.failures,
-                wait.as_millis()
-            )));
-        }
-        Ok(wait)
-    }
-
-    /// A start failed at `now`.
-    fn failed(&mut self, now: Instant) {
-        self.failures = self.failures.saturating_add(1);
-        let doublings = self.failures.saturating_sub(1).min(16);
-        let wait = FIRST_WAIT
-            .saturating_mul(1 << doublings)
-            .min(MOST_BETWEEN_STARTS);
-        self.not_before = Some(now + wait);
-    }
-
-    /// A connection opened `lived` ago ended (or was closed) at `now`: a
-    /// failed start when that was soon, else proof the upstream starts.
-    fn ended(&mut self, lived: Duration, now: Instant) {
-        if lived < FAILED_START {
-            self.failed(now);
-        } else {
-            self.failures = 0;
-            self.not_before = None;
-        }
-    }
-}
-
 impl Bridge {
     /// Closes idle connections and expired parked requests every so often,
     /// for as long as the bridge lives.
@@ -114,7 +45,7 @@ impl Bridge {
                             // dropped even while a subscription holds it;
                             // its session subscribes again on a new one.
                             if u.client.closed().is_some() {
-                                lock(&inner.starts).ended(u.opened.elapsed(), now);
+                                u.ended();
                                 if let Affinity::Session(session) = affinity {
                                     if !lock(&u.subscribed).is_empty() {
                                         resubscribe.push(*session);
@@ -130,7 +61,7 @@ impl Bridge {
                                         > inner.options.idle);
                             if stale {
                                 // Lived long: the upstream starts.
-                                lock(&inner.starts).ended(u.opened.elapsed(), now);
+                                u.ended();
                                 idle.push(Arc::clone(u));
                             }
                             !stale
@@ -283,7 +214,11 @@ impl Bridge {
             tracing::warn!(target: "droid::bridge", error = %e, "the upstream could not be reached");
             CallError::internal("the upstream could not be reached; the log says why")
         })?;
-        let upstream = Arc::new(Upstream::new(client, handler));
+        let upstream = Arc::new(Upstream::new(
+            client,
+            handler,
+            Arc::clone(&self.inner.starts),
+        ));
         let lease = if exclusive {
             upstream
                 .try_lease()
@@ -359,7 +294,7 @@ impl Bridge {
         let mut retired = Vec::new();
         pool.retain(|u| {
             if let Some(reason) = u.client.closed() {
-                lock(&self.inner.starts).ended(u.opened.elapsed(), Instant::now());
+                u.ended();
                 ended = Some(reason);
                 return false;
             }

@@ -208,7 +208,7 @@ pub(super) struct Inner {
     pub(super) ended: Mutex<Option<String>>,
     /// How the last starts of a connection went, so that an upstream that
     /// fails to start is not started again for every request.
-    pub(super) starts: Mutex<super::pool::Starts>,
+    pub(super) starts: Arc<Mutex<super::starts::Starts>>,
 }
 
 impl Bridge {
@@ -268,7 +268,8 @@ impl Bridge {
             }
         };
         let kept = observer.as_ref().map(|_| client.clone());
-        let first = Arc::new(Upstream::new(client, handler));
+        let starts = Arc::default();
+        let first = Arc::new(Upstream::new(client, handler, Arc::clone(&starts)));
         let lot = Arc::new(Lot::new(options.park_for, options.max_rounds));
         let shares = super::share::Shares::new(options.max_in_flight_per_session);
         let bridge = Self {
@@ -292,7 +293,7 @@ impl Bridge {
                 rewatch: Arc::default(),
                 closing: tokio::sync::watch::channel(()).0,
                 ended: Mutex::default(),
-                starts: Mutex::default(),
+                starts,
             }),
         };
         for upstream in lock(&bridge.inner.upstreams).values().flatten() {

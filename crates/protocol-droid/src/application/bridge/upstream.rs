@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::observer::Observer;
+use super::starts::Starts;
 use crate::application::client::{Client, ClientHandler, Notice};
 use crate::application::server::rate::Caller;
 use crate::application::server::{DynExchange, ExchangeError};
@@ -588,7 +589,11 @@ pub(super) struct Upstream {
     pub(super) client: Client,
     pub(super) handler: Arc<UpstreamHandler>,
     /// When it was opened: one that ends soon after failed to start.
-    pub(super) opened: Instant,
+    opened: Instant,
+    /// The bridge's record of how its starts went, told once of this
+    /// connection's end ([`Self::ended`]).
+    starts: Arc<Mutex<Starts>>,
+    end_told: AtomicBool,
     pub(super) last_used: Mutex<Instant>,
     /// Held by one request at a time, when the connection is leased
     /// exclusively.
@@ -608,16 +613,31 @@ pub(super) struct Upstream {
 
 impl Upstream {
     /// A connection not yet used.
-    pub(super) fn new(client: Client, handler: Arc<UpstreamHandler>) -> Self {
+    pub(super) fn new(
+        client: Client,
+        handler: Arc<UpstreamHandler>,
+        starts: Arc<Mutex<Starts>>,
+    ) -> Self {
         Self {
             client,
             handler,
             opened: Instant::now(),
+            starts,
+            end_told: AtomicBool::new(false),
             last_used: Mutex::new(Instant::now()),
             busy: AtomicBool::new(false),
             in_use: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
             subscribed: Mutex::default(),
+        }
+    }
+
+    /// Tells the bridge's record of starts that this connection ended (or
+    /// is closed), once however many notice: soon after it was opened, a
+    /// failed start.
+    pub(super) fn ended(&self) {
+        if !self.end_told.swap(true, Ordering::AcqRel) {
+            lock(&self.starts).ended(self.opened.elapsed(), Instant::now());
         }
     }
 
@@ -721,6 +741,12 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        // Noticed as the request that saw it end lets go, not when the
+        // pool next looks: a server failing for every session's first
+        // request is then not started again for each.
+        if self.upstream.client.closed().is_some() {
+            self.upstream.ended();
+        }
         self.upstream.touch();
         self.upstream.in_use.fetch_sub(1, Ordering::AcqRel);
         if self.exclusive {
