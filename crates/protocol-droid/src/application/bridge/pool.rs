@@ -60,8 +60,7 @@ impl Bridge {
                                     || now.duration_since(*lock(&u.last_used))
                                         > inner.options.idle);
                             if stale {
-                                // Lived long: the upstream starts.
-                                u.ended();
+                                u.closing();
                                 idle.push(Arc::clone(u));
                             }
                             !stale

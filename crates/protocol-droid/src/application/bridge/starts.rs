@@ -62,7 +62,17 @@ impl Starts {
         self.not_before = Some(now + wait);
     }
 
-    /// A connection opened `lived` ago ended (or was closed) at `now`: a
+    /// A connection this bridge closed (idle, or given up) had lived
+    /// `lived`: proof the upstream starts when that was long, and nothing
+    /// either way when it was not, since the server did not end it.
+    pub(super) fn closed(&mut self, lived: Duration) {
+        if lived >= FAILED_START {
+            self.failures = 0;
+            self.not_before = None;
+        }
+    }
+
+    /// A connection opened `lived` ago ended at `now`, its server gone: a
     /// failed start when that was soon, else proof the upstream starts.
     pub(super) fn ended(&mut self, lived: Duration, now: Instant) {
         if lived < FAILED_START {
@@ -99,7 +109,10 @@ mod tests {
             starts.failed(now);
         }
         assert!(starts.not_before <= Some(now + MOST_BETWEEN_STARTS));
-        // A connection that lived ends the count.
+        // One this bridge closed soon says nothing; one that lived ends
+        // the count.
+        starts.closed(Duration::from_secs(1));
+        assert!(starts.wait(now).is_err());
         starts.ended(FAILED_START, now);
         assert_eq!(starts.wait(now).ok(), Some(Duration::ZERO));
     }

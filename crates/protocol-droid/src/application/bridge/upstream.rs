@@ -632,12 +632,20 @@ impl Upstream {
         }
     }
 
-    /// Tells the bridge's record of starts that this connection ended (or
-    /// is closed), once however many notice: soon after it was opened, a
+    /// Tells the bridge's record of starts that this connection ended, its
+    /// server gone, once however many notice: soon after it was opened, a
     /// failed start.
     pub(super) fn ended(&self) {
         if !self.end_told.swap(true, Ordering::AcqRel) {
             lock(&self.starts).ended(self.opened.elapsed(), Instant::now());
+        }
+    }
+
+    /// Tells the bridge's record of starts that this connection is being
+    /// closed here, its server still there (idle, or given up).
+    pub(super) fn closing(&self) {
+        if !self.end_told.swap(true, Ordering::AcqRel) {
+            lock(&self.starts).closed(self.opened.elapsed());
         }
     }
 
