@@ -1444,8 +1444,13 @@ mod modern {
     /// the `requestState` its first round (a question for the client)
     /// carries.
     async fn first_round_state(client: &mut Client) -> Result<String, TestError> {
+        first_round_state_of(client, "stateful").await
+    }
+
+    /// The `requestState` of `tool`'s first round.
+    async fn first_round_state_of(client: &mut Client, tool: &str) -> Result<String, TestError> {
         let first = client
-            .call_tool(1, json!({ "name": "stateful", "_meta": askable() }))
+            .call_tool(1, json!({ "name": tool, "_meta": askable() }))
             .await?;
         let state = first["result"]["requestState"]
             .as_str()
@@ -1784,13 +1789,7 @@ mod modern {
     #[tokio::test]
     async fn an_answer_the_round_never_asked_does_not_reach_the_handler() -> Result<(), TestError> {
         let mut h = start()?;
-        let first = h
-            .client
-            .call_tool(1, json!({ "name": "two_steps", "_meta": askable() }))
-            .await?;
-        let state = first["result"]["requestState"]
-            .as_str()
-            .ok_or("no requestState")?;
+        let state = first_round_state_of(&mut h.client, "two_steps").await?;
         let answer = json!({ "action": "accept", "content": {} });
         let retry = json!({ "name": "two_steps", "_meta": askable(), "requestState": state,
             "inputResponses": { "go": answer, "again": { "action": "decline" } } });

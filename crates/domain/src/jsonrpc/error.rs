@@ -112,6 +112,18 @@ impl ErrorObject {
         }
     }
 
+    /// What a request of the receiver's own fails with when the peer's
+    /// answer to it could not be read (`why`: too long, nested too deep, or
+    /// no answer), at once rather than at its timeout; the same words on
+    /// every transport.
+    #[must_use]
+    pub fn unreadable_answer(why: &str) -> Self {
+        Self::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!("the client's answer could not be read: {why}"),
+        )
+    }
+
     /// The error object as JSON; infallible, unlike a general serialiser.
     #[must_use]
     pub fn to_json(&self) -> Value {

@@ -576,10 +576,7 @@ impl Reader {
     fn unreadable_answer(&self, id: RequestId, why: &str) {
         self.response(Response {
             id: ResponseId::Id(id),
-            outcome: Err(ErrorObject::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("the client's answer could not be read: {why}"),
-            )),
+            outcome: Err(ErrorObject::unreadable_answer(why)),
         });
     }
 

@@ -421,6 +421,11 @@ impl Gateway {
     /// what it saw once the store was empty) is left as it is, and said:
     /// this instance keeps its own, which it cannot tell is not the first.
     async fn restore_first_uses(&self, shared: &SharedGateway) -> Result<(), StoreError> {
+        // No first use held here: nothing to look for, and no round trip
+        // at every reading of the store.
+        if lock(&self.inner.state).first_used.is_empty() {
+            return Ok(());
+        }
         let recorded: BTreeSet<String> = shared.store.first_uses().await?.into_iter().collect();
         let lost: Vec<(String, BTreeMap<ToolId, SchemaDigest>)> = {
             let state = lock(&self.inner.state);

@@ -171,10 +171,7 @@ pub(super) fn unreadable_answer(why: &str) -> ErrorObject {
             "an answer that could not be read fails the request it names"
         );
     }
-    ErrorObject::new(
-        ErrorCode::INTERNAL_ERROR,
-        format!("the client's answer could not be read: {why}"),
-    )
+    ErrorObject::unreadable_answer(why)
 }
 
 /// The refusal of a request with an MCP header sent twice: `-32020` where
