@@ -837,3 +837,81 @@ async fn closing_a_connection_ends_the_streams_its_requests_still_read() -> Resu
     pending.abort();
     Ok(())
 }
+
+/// A refusal whose JSON body is no JSON-RPC error (`{"error":
+/// "invalid_token"}`, as OAuth resource servers answer a request without a
+/// token) is told as the refusal it is, with its status, not as a broken
+/// JSON-RPC answer.
+#[tokio::test]
+async fn a_refusal_with_a_json_body_is_told_with_its_status() -> Result<(), TestError> {
+    use axum::http::StatusCode;
+    use axum::routing::post;
+
+    let app = axum::Router::new().route(
+        "/mcp",
+        post(|| async {
+            (
+                StatusCode::UNAUTHORIZED,
+                [("content-type", "application/json")],
+                r#"{"error":"invalid_token","error_description":"no token"}"#,
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let target = Target::Url(format!("http://{address}/mcp").parse()?);
+    let refused = tokio::time::timeout(
+        Duration::from_secs(30),
+        connect(&target, ConnectOptions::default()),
+    )
+    .await?;
+    let error = refused
+        .err()
+        .ok_or("connected to a server refusing everything")?;
+    let said = error.to_string();
+    assert!(
+        said.contains("401") && said.contains("invalid_token"),
+        "{said}"
+    );
+    assert!(!said.contains("unreadable error object"), "{said}");
+    Ok(())
+}
+
+/// A server that refuses Streamable HTTP and whose HTTP+SSE stream names
+/// an endpoint on another origin is not posted to, and the error says so
+/// rather than only the first refusal's status.
+#[tokio::test]
+async fn an_sse_endpoint_on_another_origin_is_refused_saying_so() -> Result<(), TestError> {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+
+    let app = axum::Router::new().route(
+        "/mcp",
+        get(|| async {
+            (
+                [("content-type", "text/event-stream")],
+                "event: endpoint\ndata: http://127.0.0.2:9/messages\n\n",
+            )
+        })
+        .post(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let target = Target::Url(format!("http://{address}/mcp").parse()?);
+    let refused = tokio::time::timeout(
+        Duration::from_secs(30),
+        connect(&target, ConnectOptions::default()),
+    )
+    .await?;
+    let said = refused
+        .err()
+        .ok_or("connected through another origin")?
+        .to_string();
+    assert!(
+        said.contains("405") && said.contains("another origin"),
+        "{said}"
+    );
+    Ok(())
+}

@@ -1386,3 +1386,38 @@ async fn questions_asked_together_are_parked_together() -> Result<(), TestError>
     );
     Ok(())
 }
+
+/// A server whose task says it works long after the time it keeps it for
+/// (and asks to be polled without pause) is not polled forever: the client
+/// gives up on the task, saying why.
+#[tokio::test]
+async fn the_client_stops_following_a_task_past_its_ttl() -> Result<(), TestError> {
+    use protocol_droid::adapters::secondary::child::ChildOptions;
+    use protocol_droid::application::client::{ClientError, ClientOptions};
+
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let child = ChildOptions::new("python3", [script.into_os_string(), "task-forever".into()]);
+    let options = ConnectOptions {
+        client: ClientOptions {
+            revisions: vec![ProtocolVersion::V2025_11_25],
+            ..ClientOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let client =
+        tokio::time::timeout(PATIENCE, connect(&Target::Command(child), options)).await??;
+    // Its ttl of a second, and the longest wait between polls, past.
+    let followed = tokio::time::timeout(
+        Duration::from_secs(30),
+        client.call_tool_as_task("anything", None, &TaskOptions::default()),
+    )
+    .await?;
+    match followed {
+        Err(ClientError::InvalidResult { detail, .. }) => {
+            assert!(detail.contains("no longer followed"), "{detail}");
+        }
+        other => return Err(format!("the task was not given up on: {other:?}").into()),
+    }
+    Ok(())
+}

@@ -306,7 +306,19 @@ async fn connect_url(url: &Url, options: ConnectOptions) -> Result<Client, Conne
         // than the other transport's refusal.
         Err(error @ LinkError::Unauthorized(_)) => return Err(error.into()),
         // Not an HTTP+SSE server either: the first refusal says more.
-        Err(_) => return Ok(streamable?),
+        Err(LinkError::Http { .. }) => return Ok(streamable?),
+        // An event stream that went wrong (no endpoint named, one on another
+        // origin): that is what the user needs to hear, beside the refusal.
+        Err(sse) => {
+            return Err(match streamable {
+                Err(ClientError::Link(LinkError::Http { status, body })) => LinkError::Http {
+                    status,
+                    body: format!("{body}; its HTTP+SSE stream failed: {sse}"),
+                }
+                .into(),
+                other => other.err().map_or_else(|| sse.into(), Into::into),
+            });
+        }
     };
     let mut client_options = options.client;
     client_options.revisions = vec![ProtocolVersion::V2024_11_05];

@@ -25,6 +25,7 @@ use super::handler::{ClientHandler, Declining, Notice, answer as answer_with};
 use super::headers::{self, ParamHeader};
 use super::link::{Hints, Inbound, InboundRx, Link, LinkError, Outgoing};
 use super::own_tasks::OwnTasks;
+use super::patience::{Heard, MAX_PATIENCE, within};
 use crate::application::squelch::Squelch;
 use crate::domain::Refusal;
 use crate::domain::ir::{member, member_mut};
@@ -118,6 +119,11 @@ pub struct RequestOptions {
     pub on_progress: Option<ProgressFn>,
     /// Skips the cache for this request.
     pub fresh: bool,
+    /// With [`Self::on_progress`], each progress notification starts the
+    /// timeout again: the request is given up on only after the server
+    /// said nothing for the whole timeout, and never later than
+    /// [`MAX_PATIENCE`] (or the timeout, if longer) after it was sent.
+    pub reset_timeout_on_progress: bool,
 }
 
 impl fmt::Debug for RequestOptions {
@@ -126,6 +132,7 @@ impl fmt::Debug for RequestOptions {
             .field("timeout", &self.timeout)
             .field("on_progress", &self.on_progress.is_some())
             .field("fresh", &self.fresh)
+            .field("reset_timeout_on_progress", &self.reset_timeout_on_progress)
             .finish()
     }
 }
@@ -333,9 +340,23 @@ impl Client {
     ) -> Result<Answer, ClientError> {
         let version = self.version();
         let id = self.next_id();
+        let heard = options
+            .reset_timeout_on_progress
+            .then(Heard::now)
+            .filter(|_| options.on_progress.is_some());
         let progress_token = options.on_progress.as_ref().map(|callback| {
             let token = format!("p-{}", id.to_json());
-            lock(&self.inner.progress).insert(token.clone(), Arc::clone(callback));
+            let callback: ProgressFn = match &heard {
+                Some(heard) => {
+                    let (heard, callback) = (heard.clone(), Arc::clone(callback));
+                    Arc::new(move |progress| {
+                        heard.touch();
+                        callback(progress);
+                    })
+                }
+                None => Arc::clone(callback),
+            };
+            lock(&self.inner.progress).insert(token.clone(), callback);
             token
         });
         let params = self.decorate(method, params, version, progress_token.as_deref());
@@ -374,11 +395,12 @@ impl Client {
             .unwrap_or(self.inner.options.request_timeout);
         // The limit covers handing the request over too: a transport that
         // stops taking messages must not park the caller.
-        let answer = tokio::time::timeout(limit, async {
+        let answer = within(limit, heard.as_ref(), MAX_PATIENCE, async {
             self.inner.link.send(Outgoing { message, hints }).await?;
             Ok::<_, ClientError>(rx.await)
         })
-        .await;
+        .await
+        .ok_or(());
         let answer = match answer {
             Ok(Err(error)) => {
                 guard.done = true;

@@ -78,7 +78,7 @@ pub(super) async fn negotiate(client: &Client) -> Result<(), ClientError> {
                 Some(v) => initialize(client, v).await,
                 None => Err(ClientError::Negotiation(format!(
                     "the server speaks {}",
-                    supported.join(", ")
+                    listed(&supported)
                 ))),
             }
         }
@@ -105,6 +105,34 @@ fn allowed(client: &Client) -> Vec<ProtocolVersion> {
     allowed
 }
 
+/// The revisions a server said it speaks, as an error shows them: the
+/// first few, each cut short, and how many more. The list is the server's
+/// to make as long as it likes.
+fn listed(supported: &[String]) -> String {
+    const SHOWN: usize = 8;
+    const LONGEST: usize = 32;
+    let mut shown: Vec<String> = supported
+        .iter()
+        .take(SHOWN)
+        .map(|v| {
+            let cut: String = v.chars().take(LONGEST).collect();
+            let cut = cut.escape_debug().to_string();
+            if v.chars().count() > LONGEST {
+                format!("{cut}…")
+            } else {
+                cut
+            }
+        })
+        .collect();
+    if supported.len() > SHOWN {
+        shown.push(format!("and {} more", supported.len() - SHOWN));
+    }
+    if shown.is_empty() {
+        return "no revision it named".to_owned();
+    }
+    shown.join(", ")
+}
+
 /// What the probe found out.
 enum Probe {
     /// A modern server that does not speak the version asked; what it speaks.
@@ -119,7 +147,7 @@ impl Probe {
     fn into_error(self) -> ClientError {
         match self {
             Self::Modern(supported) => {
-                ClientError::Negotiation(format!("the server speaks {}", supported.join(", ")))
+                ClientError::Negotiation(format!("the server speaks {}", listed(&supported)))
             }
             Self::Legacy(why) => ClientError::Negotiation(why),
             Self::Failed(error) => error,
@@ -241,4 +269,22 @@ pub(super) async fn initialize(
     client.notify("notifications/initialized", None).await?;
     client.inner.link.open_listen_channel().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listed;
+
+    #[test]
+    fn a_servers_list_of_revisions_is_shown_short() {
+        assert_eq!(listed(&["2025-11-25".to_owned()]), "2025-11-25");
+        assert_eq!(listed(&[]), "no revision it named");
+        let many: Vec<String> = (0..100_000).map(|n| format!("junk-{n}")).collect();
+        let shown = listed(&many);
+        assert!(shown.ends_with("and 99992 more"), "{shown}");
+        assert!(shown.len() < 200, "{shown}");
+        let long = listed(&[format!("{}\u{1b}[2J", "x".repeat(10_000))]);
+        assert!(long.len() < 64 && long.ends_with('…'), "{long}");
+        assert!(!listed(&["a\u{1b}[2Jb".to_owned()]).contains('\u{1b}'));
+    }
 }

@@ -23,6 +23,7 @@ pub(crate) mod input;
 pub(crate) mod link;
 pub(crate) mod ops;
 mod own_tasks;
+pub(crate) mod patience;
 mod request;
 mod tasks;
 
@@ -38,4 +39,5 @@ pub use link::{
 };
 pub use ops::{MAX_ITEMS, MAX_PAGES, Reply};
 pub use own_tasks::{MAX_OWN_TASKS, MAX_TTL as MAX_OWN_TASK_TTL};
+pub use patience::MAX_PATIENCE;
 pub use tasks::{TaskOptions, TaskStatusFn, TaskUpdate};

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use tokio::time::Instant;
 
 use super::connection::{Client, RequestOptions, meta};
 use super::error::ClientError;
@@ -207,11 +208,15 @@ impl Client {
         mut last: Option<TaskUpdate>,
         options: &TaskOptions,
     ) -> Result<Value, ClientError> {
+        let began = Instant::now();
         loop {
             let task = self
                 .request_once("tasks/get", Some(json!({ "taskId": id })), &options.request)
                 .await?;
             let (status, interval) = self.heard(id, &task, &mut last, options);
+            if status == TaskStatus::Working {
+                overdue(id, &task, began)?;
+            }
             if matches!(
                 status,
                 TaskStatus::InputRequired
@@ -252,6 +257,7 @@ impl Client {
         options: &TaskOptions,
     ) -> Result<Value, ClientError> {
         let mut answered = std::collections::HashSet::new();
+        let began = Instant::now();
         loop {
             let mut params = Map::new();
             params.insert("taskId".to_owned(), json!(id));
@@ -263,6 +269,9 @@ impl Client {
                 )
                 .await?;
             let (status, interval) = self.heard(id, &task, &mut last, options);
+            if matches!(status, TaskStatus::Working | TaskStatus::InputRequired) {
+                overdue(id, &task, began)?;
+            }
             match status {
                 TaskStatus::Completed => {
                     return task
@@ -358,6 +367,30 @@ impl Client {
             .and_then(Value::as_u64)
             .map_or(POLL_BOUNDS.0 * 10, Duration::from_millis);
         (status, suggested.clamp(POLL_BOUNDS.0, POLL_BOUNDS.1))
+    }
+}
+
+/// Refuses to follow a task further once it has outlived the time its
+/// server keeps it (`ttl`, counted from when the client first polled it,
+/// with the longest poll's slack): a task that still says it runs then is
+/// not one the server keeps, and a server that says so forever would
+/// otherwise be polled forever. A task kept without limit (`ttl` null) is
+/// followed until it ends or the caller gives up.
+fn overdue(id: &str, task: &Value, began: Instant) -> Result<(), ClientError> {
+    let ttl = task
+        .get("ttlMs")
+        .or_else(|| task.get("ttl"))
+        .and_then(Value::as_u64);
+    match ttl {
+        Some(ttl) if began.elapsed() > Duration::from_millis(ttl) + POLL_BOUNDS.1 => {
+            Err(ClientError::InvalidResult {
+                method: "tasks/get".to_owned(),
+                detail: format!(
+                    "task {id} still runs past the {ttl} ms its server keeps it for; it is no longer followed"
+                ),
+            })
+        }
+        _ => Ok(()),
     }
 }
 

@@ -345,7 +345,14 @@ impl Shared {
     ) -> Result<(), LinkError> {
         let status = status.as_u16();
         if let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(bytes) {
-            if message.contains_key("error") {
+            // A JSON-RPC error is an object with a code; `{"error":
+            // "invalid_token"}`, as OAuth resource servers answer, is a
+            // refusal of the HTTP request, told with its status.
+            let jsonrpc = message
+                .get("error")
+                .and_then(Value::as_object)
+                .is_some_and(|error| error.contains_key("code"));
+            if jsonrpc {
                 if message.get("id").is_none_or(Value::is_null) {
                     message.insert("id".to_owned(), id.to_json());
                 }

@@ -1,0 +1,134 @@
+//! How long a request is waited for when its server reports progress.
+//!
+//! A fixed deadline cuts off the long tools that report how far they
+//! are, which are exactly the ones a caller is willing to wait for. With
+//! [`RequestOptions::reset_timeout_on_progress`](super::RequestOptions),
+//! each progress notification starts the wait again, so only a server
+//! silent for the whole timeout is given up on; a ceiling on the whole
+//! wait keeps a server that reports progress forever from holding the
+//! request forever.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// When a request's server was last heard from (a progress notification),
+/// shared between the callback that hears it and the wait that reads it.
+#[derive(Clone, Debug)]
+pub(crate) struct Heard(Arc<Mutex<Instant>>);
+
+impl Heard {
+    /// Heard from now: the request is being sent.
+    pub(crate) fn now() -> Self {
+        Self(Arc::new(Mutex::new(Instant::now())))
+    }
+
+    /// Records that the server was heard from just now.
+    pub(crate) fn touch(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    /// When the server was last heard from.
+    pub(crate) fn last(&self) -> Instant {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Waits for `work` until `limit` has passed with nothing heard: since
+/// the start, or, when `heard` is given, since the server was last heard
+/// from, but never past `ceiling` after the start. `None` when the wait
+/// ran out.
+pub(crate) async fn within<F: Future>(
+    limit: Duration,
+    heard: Option<&Heard>,
+    ceiling: Duration,
+    work: F,
+) -> Option<F::Output> {
+    let start = Instant::now();
+    let last_moment = start + ceiling.max(limit);
+    let mut deadline = start + limit;
+    tokio::pin!(work);
+    loop {
+        if let Ok(done) = tokio::time::timeout_at(deadline.min(last_moment), &mut work).await {
+            return Some(done);
+        }
+        let next = heard.map(|heard| heard.last() + limit)?;
+        let now = Instant::now();
+        if next <= now || now >= last_moment {
+            return None;
+        }
+        deadline = next;
+    }
+}
+
+/// How long a request that keeps reporting progress may be waited for in
+/// all, unless its timeout is longer.
+pub const MAX_PATIENCE: Duration = Duration::from_secs(60 * 60);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn without_progress_the_limit_holds() {
+        let heard = Heard::now();
+        let slow = tokio::time::sleep(Duration::from_secs(10));
+        let out = within(Duration::from_secs(2), Some(&heard), MAX_PATIENCE, slow).await;
+        assert!(out.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_starts_the_wait_again() {
+        let heard = Heard::now();
+        let beat = heard.clone();
+        let work = async move {
+            for _ in 0..5 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                beat.touch();
+            }
+            "done"
+        };
+        let out = within(Duration::from_secs(2), Some(&heard), MAX_PATIENCE, work).await;
+        assert_eq!(out, Some("done"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_without_end_meets_the_ceiling() {
+        let heard = Heard::now();
+        let beat = heard.clone();
+        let work = async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                beat.touch();
+            }
+        };
+        let began = Instant::now();
+        let out: Option<()> = within(
+            Duration::from_secs(2),
+            Some(&heard),
+            Duration::from_secs(30),
+            work,
+        )
+        .await;
+        assert!(out.is_none());
+        assert_eq!(began.elapsed(), Duration::from_secs(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn not_listening_for_progress_is_a_fixed_deadline() {
+        let heard = Heard::now();
+        let beat = heard.clone();
+        let work = async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                beat.touch();
+            }
+        };
+        let began = Instant::now();
+        let out: Option<()> = within(Duration::from_secs(2), None, MAX_PATIENCE, work).await;
+        assert!(out.is_none());
+        assert_eq!(began.elapsed(), Duration::from_secs(2));
+    }
+}
