@@ -60,7 +60,10 @@ pub(crate) struct BridgeArgs {
     /// is sent, for a place on the upstream's connection) before the client
     /// is told (`-32603`) and the request is cancelled upstream. A request
     /// waiting on the client's own answers to the upstream's questions is
-    /// not counted meanwhile.
+    /// not counted meanwhile, and a call whose upstream reports progress is
+    /// waited for again from each progress notification (up to an hour in
+    /// all). It also bounds the upstream's handshake, at start and for each
+    /// connection opened later.
     #[arg(long, value_name = "SECONDS", default_value_t = 300,
           value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
@@ -137,7 +140,13 @@ pub(crate) fn run(args: &BridgeArgs, trust: &TlsTrust, tracing: bool) -> anyhow:
     let policy = args.policy()?;
     let target = args.target()?;
     let offered = crate::offered(&args.revisions)?;
-    let mut client = ClientOptions::default();
+    // The upstream's handshake, at start and for every connection opened
+    // later, waits no longer than a request would: a server that never
+    // answers `initialize` is given up on within `--timeout`.
+    let mut client = ClientOptions {
+        request_timeout: Duration::from_secs(args.timeout),
+        ..ClientOptions::default()
+    };
     if let Some(revision) = &args.upstream_revision {
         client.revisions = vec![
             revision

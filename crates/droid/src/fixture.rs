@@ -419,6 +419,9 @@ fn stateless_tools(server: &Server) {
 /// The longest wait `sleep` agrees to.
 const MAX_SLEEP_MS: u64 = 60_000;
 
+/// How often `sleep` reports its progress while it waits.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
 /// Tools for clients that act on annotations or cancel calls (an ACP agent
 /// asks before a destructive call and drops a call its user cancelled).
 fn agent_tools(server: &Server) {
@@ -466,10 +469,27 @@ fn agent_tools(server: &Server) {
                 .unwrap_or(0)
                 .min(MAX_SLEEP_MS);
             // Said at once (to a caller that asked for progress), so a
-            // caller knows the call has started before it ends.
+            // caller knows the call has started before it ends, and again
+            // every quarter of a second while it waits: a long call that
+            // reports how far it is.
             let total = f64::from(u32::try_from(ms).unwrap_or(u32::MAX));
             call.progress(0.0, Some(total), Some("sleeping"));
-            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let started = tokio::time::Instant::now();
+            let done = started + Duration::from_millis(ms);
+            loop {
+                let beat = tokio::time::Instant::now() + PROGRESS_EVERY;
+                if beat >= done {
+                    tokio::time::sleep_until(done).await;
+                    break;
+                }
+                tokio::time::sleep_until(beat).await;
+                let slept = started.elapsed().as_millis();
+                call.progress(
+                    f64::from(u32::try_from(slept).unwrap_or(u32::MAX)),
+                    Some(total),
+                    Some("sleeping"),
+                );
+            }
             text(format!("Slept {ms} ms."))
         },
     );

@@ -761,6 +761,44 @@ fn the_bridges_timeout_is_the_one_it_is_given() -> Result<(), TestError> {
     Ok(())
 }
 
+/// `--timeout` bounds the upstream's handshake at start as well: a server
+/// that never answers `initialize` is given up on, and the bridge exits
+/// saying so, well within the client's default of a minute.
+#[test]
+fn the_bridges_timeout_bounds_the_upstreams_handshake() -> Result<(), TestError> {
+    let mut child = spawn_droid(
+        &[
+            "bridge",
+            "--timeout",
+            "1",
+            "--",
+            "python3",
+            "-c",
+            "import time; time.sleep(120)",
+        ],
+        Stdio::piped(),
+        Stdio::null(),
+        Stdio::piped(),
+    )?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _killed = child.kill();
+            let _reaped = child.wait();
+            return Err("the bridge still waited for its upstream after 30 s".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().ok_or("no stderr")?, &mut stderr)?;
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("connecting to the upstream"), "{stderr}");
+    Ok(())
+}
+
 /// `droid bridge FLAGS` on stdio, speaking 2025-11-25 to the test server
 /// `bad_server.py` in `mode`.
 fn bridged_bad_server(flags: &[&str], mode: &str) -> Result<Conversation, TestError> {

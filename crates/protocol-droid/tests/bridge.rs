@@ -1065,6 +1065,74 @@ impl ClientHandler for Rooted {
     }
 }
 
+/// A client that declares roots and gives the one root `uri`.
+#[derive(Debug)]
+struct RootedAt(&'static str);
+
+impl ClientHandler for RootedAt {
+    fn capabilities(&self) -> ClientCapabilities {
+        serde_json::from_value(json!({ "roots": {} })).unwrap_or_default()
+    }
+
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorObject>> {
+        let uri = self.0;
+        Box::pin(async move {
+            serde_json::from_value(json!({ "roots": [{ "uri": uri }] })).map_err(|_| poisoned())
+        })
+    }
+}
+
+/// Two 2026-07-28 clients that the bridge cannot tell apart (anonymous,
+/// from one address) share the connections it keeps to a legacy server;
+/// one that keeps the roots it was given for its connection (as
+/// server-filesystem does) must not serve the second client's call under
+/// the first client's roots: the second is asked for its own.
+#[tokio::test]
+async fn one_clients_roots_are_never_another_clients() -> Result<(), TestError> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
+    let child = ChildOptions::new("python3", [script.into_os_string(), "roots-once".into()]);
+    let upstream = connector(Target::Command(child), vec![ProtocolVersion::V2025_11_25]);
+    let bridge = Bridge::connect(upstream, BridgeOptions::default()).await?;
+    let front = serve(bridge.server(|b| b)?).await?;
+    let mut heard = Vec::new();
+    for (uri, times) in [("file:///first", 2), ("file:///second", 1)] {
+        let options = ConnectOptions {
+            client: ClientOptions {
+                handler: Arc::new(RootedAt(uri)),
+                revisions: vec![ProtocolVersion::V2026_07_28],
+                ..ClientOptions::default()
+            },
+            ..ConnectOptions::default()
+        };
+        let client =
+            tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
+        for _ in 0..times {
+            let answer = tokio::time::timeout(
+                GUARD,
+                client.request(
+                    "tools/call",
+                    Some(json!({ "name": "roots" })),
+                    &RequestOptions::default(),
+                ),
+            )
+            .await??;
+            heard.push(
+                answer["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+        }
+    }
+    assert!(heard[0].contains("file:///first"), "{heard:?}");
+    assert!(heard[1].contains("file:///first"), "{heard:?}");
+    assert!(
+        heard[2].contains("file:///second") && !heard[2].contains("file:///first"),
+        "{heard:?}"
+    );
+    Ok(())
+}
+
 /// A `roots/list` a server asks between requests (as servers do right
 /// after the handshake) is put to the session's client on its stream, not
 /// answered with no roots; and the client's word that its roots changed

@@ -345,8 +345,11 @@ impl Bridge {
         };
         let (relay, mut relayed) = tokio::sync::mpsc::channel(RELAY_BACKLOG);
         let relay = Arc::new(Mutex::new(relay));
+        // A call whose server reports progress is waited for as long as it
+        // does (within the ceiling): the long tools are the ones that do.
         let mut options = RequestOptions {
             timeout: Some(self.inner.options.request_timeout),
+            reset_timeout_on_progress: true,
             ..RequestOptions::default()
         };
         if call.ctx.progress_token().is_some() {

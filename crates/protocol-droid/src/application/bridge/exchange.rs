@@ -41,6 +41,7 @@ use tokio::sync::mpsc;
 
 use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
+use crate::application::client::patience::{Heard, MAX_PATIENCE};
 use crate::application::client::{Answer, ClientError, RequestOptions};
 use crate::application::server::dispatch::{CLIENT_CAPABILITIES_META, CLIENT_INFO_META};
 use crate::application::server::rate::caller_key;
@@ -208,6 +209,9 @@ pub(super) struct Flight {
     relay: RelayCell,
     /// How long the flight waits for its server at a time.
     wait_limit: Duration,
+    /// When the server last reported progress, when that starts the wait
+    /// again.
+    heard: Option<Heard>,
     /// The method sent, to name in a timeout.
     method: String,
     lease: Lease,
@@ -267,8 +271,23 @@ impl Flight {
         as_task: bool,
     ) -> Self {
         let (registration, asks) = lease.upstream.handler.register(Arc::clone(&relay));
+        // The flight waits for its server itself (`next`), so it hears the
+        // progress that starts that wait again.
+        let heard =
+            (options.reset_timeout_on_progress && options.on_progress.is_some()).then(Heard::now);
+        options.reset_timeout_on_progress = false;
         if options.on_progress.is_some() {
-            options.on_progress = Some(progress_to(Arc::clone(&relay)));
+            let relayed = progress_to(Arc::clone(&relay));
+            options.on_progress = Some(match &heard {
+                Some(heard) => {
+                    let heard = heard.clone();
+                    Arc::new(move |progress| {
+                        heard.touch();
+                        relayed(progress);
+                    })
+                }
+                None => relayed,
+            });
         }
         // The time the flight spends parked, waiting for a person, is not
         // the server's: the limit applies to each wait for the server
@@ -296,6 +315,7 @@ impl Flight {
             rounds: 0,
             relay,
             wait_limit,
+            heard,
             method: sent,
             lease,
         }
@@ -314,36 +334,50 @@ impl Flight {
         if !self.open.is_empty() {
             return Step::Asked;
         }
-        tokio::select! {
-            // A question is taken before a result that is ready at the same
-            // moment: it is waiting for an answer, the result is not.
-            biased;
-            Some(ask) = self.asks.recv() => {
-                self.take(ask);
-                // Questions asked together go out together.
-                while let Ok(more) = self.asks.try_recv() {
-                    self.take(more);
+        let entered = tokio::time::Instant::now();
+        let last_moment = entered + MAX_PATIENCE.max(self.wait_limit);
+        let mut deadline = entered + self.wait_limit;
+        loop {
+            tokio::select! {
+                // A question is taken before a result that is ready at the
+                // same moment: it is waiting for an answer, the result is not.
+                biased;
+                Some(ask) = self.asks.recv() => {
+                    self.take(ask);
+                    // Questions asked together go out together.
+                    while let Ok(more) = self.asks.try_recv() {
+                        self.take(more);
+                    }
+                    if gather {
+                        let window = tokio::time::sleep(GATHER);
+                        tokio::pin!(window);
+                        loop {
+                            tokio::select! {
+                                Some(more) = self.asks.recv() => self.take(more),
+                                () = &mut window => break,
+                            }
+                        }
+                    }
+                    return Step::Asked;
                 }
-                if gather {
-                    let window = tokio::time::sleep(GATHER);
-                    tokio::pin!(window);
-                    loop {
-                        tokio::select! {
-                            Some(more) = self.asks.recv() => self.take(more),
-                            () = &mut window => break,
+                answered = &mut self.request => {
+                    self.finished = true;
+                    return Step::Done(answered);
+                }
+                () = tokio::time::sleep_until(deadline.min(last_moment)) => {
+                    // Progress heard meanwhile starts the wait again.
+                    let now = tokio::time::Instant::now();
+                    match self.heard.as_ref().map(|heard| heard.last() + self.wait_limit) {
+                        Some(next) if next > now && now < last_moment => deadline = next,
+                        _ => {
+                            return Step::Done(Err(ClientError::Timeout {
+                                method: self.method.clone(),
+                                millis: self.wait_limit.as_millis(),
+                            }));
                         }
                     }
                 }
-                Step::Asked
             }
-            answered = &mut self.request => {
-                self.finished = true;
-                Step::Done(answered)
-            }
-            () = tokio::time::sleep(self.wait_limit) => Step::Done(Err(ClientError::Timeout {
-                method: self.method.clone(),
-                millis: self.wait_limit.as_millis(),
-            })),
         }
     }
 

@@ -297,8 +297,11 @@ impl Bridge {
                 ended = Some(reason);
                 return false;
             }
-            // A connection kept from other requests is closed once free.
-            if u.retired.load(std::sync::atomic::Ordering::Acquire) && u.is_idle() {
+            // A connection kept from other requests (abandoned on, or
+            // holding one client's roots) is closed once free.
+            let kept_from_others =
+                u.retired.load(std::sync::atomic::Ordering::Acquire) || u.handler.gave_roots();
+            if kept_from_others && u.is_idle() {
                 retired.push(Arc::clone(u));
                 return false;
             }

@@ -73,7 +73,9 @@ pub struct BridgeOptions {
     /// How long the bridge waits for its server at a time (a request's
     /// answer, or its next question) before the request is cancelled
     /// upstream and refused downstream. Time spent waiting for the client's
-    /// input is bounded by [`Self::park_for`] instead.
+    /// input is bounded by [`Self::park_for`] instead, and a call's progress
+    /// notifications start the wait again (up to
+    /// [`MAX_PATIENCE`](crate::application::client::MAX_PATIENCE) in all).
     pub request_timeout: Duration,
     /// What each downgrade in a translation is reported to, as well as
     /// being logged and kept.

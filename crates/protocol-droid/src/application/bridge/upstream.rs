@@ -155,6 +155,12 @@ pub(super) struct UpstreamHandler {
     roots_word: AtomicU8,
     /// Told when the upstream's tool list changed.
     tools_changed: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Whether a downstream client's roots were given to the upstream on
+    /// a connection that serves more than one client: the server may keep
+    /// them for the connection (server-filesystem does), and would apply
+    /// them to the next client's requests, so the connection serves none
+    /// after the request it serves now.
+    gave_roots: AtomicBool,
 }
 
 impl std::fmt::Debug for UpstreamHandler {
@@ -190,7 +196,14 @@ impl UpstreamHandler {
             level: Mutex::default(),
             client: Mutex::default(),
             roots_word: AtomicU8::new(WORD_IDLE),
+            gave_roots: AtomicBool::new(false),
         }
+    }
+
+    /// Whether one client's roots were given on this connection, which
+    /// serves more than one: it is theirs alone from then on.
+    pub(super) fn gave_roots(&self) -> bool {
+        self.gave_roots.load(Ordering::Acquire)
     }
 
     /// Gives a legacy session's own connection the session's way to its
@@ -327,6 +340,9 @@ impl UpstreamHandler {
         let deadline = tokio::time::Instant::now() + ROOTS_OUTSIDE_REQUESTS;
         loop {
             if let Some(outcome) = self.ask_flights(method, &params).await {
+                if method == "roots/list" && outcome.is_ok() && !self.one_client {
+                    self.gave_roots.store(true, Ordering::Release);
+                }
                 return outcome;
             }
             if method != "roots/list" {
@@ -672,6 +688,10 @@ impl Upstream {
 
     /// Takes the connection for one request, if no other holds it.
     pub(super) fn try_lease(self: &Arc<Self>) -> Option<Lease> {
+        if self.handler.gave_roots() {
+            // Closed once free, as a retired connection is.
+            self.retired.store(true, Ordering::Release);
+        }
         if self.retired.load(Ordering::Acquire) {
             return None;
         }
