@@ -177,6 +177,58 @@ fn open_session(address: &str, version: &str) -> Result<Vec<String>, TestError> 
     Ok(headers)
 }
 
+/// An upstream's `timeout` counts its silence: a call longer than the
+/// timeout whose upstream reports progress all along is answered, on a
+/// 2026-07-28 upstream and on a legacy one, while the same call with no
+/// progress asked for is cut off at the timeout.
+#[test]
+fn progress_keeps_a_call_longer_than_the_timeout_alive() -> Result<(), TestError> {
+    let scratch = Files::fresh("droid-gateway-progress")?;
+    let config = scratch.write(
+        "gateway.toml",
+        &format!(
+            "state = {:?}\n\n{}timeout = 1\n\n[[upstream]]\nname = \"legacy\"\n\
+             command = [{DROID:?}, \"serve\", \"--revisions\", \"2025-11-25\"]\n\
+             trust = \"on-first-use\"\ntimeout = 1\n",
+            scratch.path("state.json"),
+            served("modern")
+        ),
+    )?;
+    let (_gateway, address) = listening(
+        &["gateway", "--config", &config, "--listen", "127.0.0.1:0"],
+        "http",
+    )?;
+    let session = open_session(&address, "2025-11-25")?;
+    for (upstream, first_id) in [("modern", 1), ("legacy", 3)] {
+        // Up first: its tools listed within the gateway's first moments.
+        let deadline = Instant::now() + PATIENCE;
+        while call(&address, &format!("{upstream}/echo"), r#"{"text": "up"}"#)?.is_err() {
+            assert!(Instant::now() < deadline, "{upstream} never came up");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let sleep = |id: u32, meta: &str| {
+            raw_post(
+                &address,
+                &session,
+                &format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{upstream}/sleep","arguments":{{"ms":2500}}{meta}}}}}"#
+                ),
+            )
+        };
+        let reported = sleep(first_id, r#","_meta":{"progressToken":"p1"}"#)?;
+        assert!(
+            reported.contains("Slept 2500 ms.") && reported.contains("notifications/progress"),
+            "{upstream}: {reported}"
+        );
+        let silent = sleep(first_id + 1, "")?;
+        assert!(
+            silent.contains("within 1000 ms") && !silent.contains("Slept"),
+            "{upstream}: {silent}"
+        );
+    }
+    Ok(())
+}
+
 /// One session's slow calls cannot fill the connection every session
 /// shares to a 2026-07-28 upstream: with as many of its calls outstanding
 /// as the upstream runs at once (`droid serve` runs 256 at a time on
@@ -1252,9 +1304,14 @@ fn a_drifted_tool_is_approved_on_the_running_gateway_and_stays_approved() -> Res
         .find(|l| l.starts_with("fixture/echo@"))
         .ok_or_else(|| format!("fixture/echo is not awaiting approval: {awaiting}"))?
         .to_owned();
+    // Held back, and the call says why: not an unknown tool, which a model
+    // would take for the tool gone.
     let hidden = call(&address, "fixture/echo", r#"{"text": "one"}"#)?;
     assert!(
-        hidden.as_ref().is_err_and(|e| e.contains("unknown tool")),
+        hidden
+            .as_ref()
+            .is_err_and(|e| e.contains("fixture/echo changed since it was trusted")
+                && e.contains("held back until an operator approves it")),
         "{hidden:?}"
     );
 
@@ -1368,10 +1425,13 @@ fn two_gateways_on_one_configuration_keep_each_others_approvals() -> Result<(), 
         "{upstream}tools = {{ descriptions = {{ echo = \"Sends your text elsewhere.\" }} }}\n"
     );
     std::fs::write(&config, &drifted)?;
-    // Drifted is hidden: unknown. (While the reload replaces the upstream,
-    // a call is answered with the outage instead, which is not the sign.)
-    let drifted_away =
-        |r: &Result<String, String>| r.as_ref().is_err_and(|e| e.contains("unknown tool"));
+    // Drifted is held back, saying so. (While the reload replaces the
+    // upstream, a call is answered with the outage instead, which is not
+    // the sign.)
+    let drifted_away = |r: &Result<String, String>| {
+        r.as_ref()
+            .is_err_and(|e| e.contains("changed since it was trusted"))
+    };
     for address in [&at_first, &at_second] {
         let hidden = call_until(address, "fixture/echo", drifted_away)?;
         assert!(drifted_away(&hidden), "{hidden:?}");

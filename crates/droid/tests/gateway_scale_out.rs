@@ -182,7 +182,9 @@ fn trust_taken_or_given_on_one_instance_holds_on_every_other() -> Result<(), Tes
     let (_two, two) = gateway(&two_config, None, &[])?;
     let refused = echo(&two, "second")?;
     assert!(
-        refused.as_ref().is_err_and(|e| e.contains("unknown tool")),
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("held back until an operator approves it")),
         "{refused:?}"
     );
     // ...where a gateway that shares nothing trusts it on its own first use.
@@ -297,7 +299,9 @@ fn a_first_use_the_store_lost_is_written_back_by_the_instances_holding_it() -> R
     let (_two, two) = gateway(&two_config, Some((&url, "two")), &[])?;
     let refused = echo(&two, "second")?;
     assert!(
-        refused.as_ref().is_err_and(|e| e.contains("unknown tool")),
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("held back until an operator approves it")),
         "{refused:?}"
     );
     Ok(())

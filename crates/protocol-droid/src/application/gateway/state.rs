@@ -311,8 +311,37 @@ impl State {
             }
             match state.lost.get(set.session()).and_then(|lost| lost.get(id)) {
                 Some(why) => ToolAccess::Refused(why.clone()),
-                None => ToolAccess::Hidden,
+                None => match state.held_back(id, disclosure) {
+                    Some(why) => ToolAccess::Refused(why),
+                    None => ToolAccess::Hidden,
+                },
             }
+        })
+    }
+
+    /// Why `id` is listed to no session while its upstream offers it, when
+    /// every trusted tool is core: its definition is not the one trusted,
+    /// or none was. A session that saw the tool before is told as much
+    /// rather than that the tool is unknown, which a model would take for
+    /// the tool gone. Progressive sessions learn only what they activated.
+    fn held_back(&self, id: &ToolId, disclosure: Disclosure) -> Option<String> {
+        if disclosure != Disclosure::Default {
+            return None;
+        }
+        let record = self.catalog.get(id)?;
+        if record.provenance.is_verified() {
+            return None;
+        }
+        let current = &record.digest;
+        Some(match self.pins.get(id) {
+            Some(pinned) => format!(
+                "{id} changed since it was trusted (digest {pinned}, now {current}); \
+                 it is held back until an operator approves it"
+            ),
+            None => format!(
+                "{id} (digest {current}) is not trusted yet; \
+                 it is held back until an operator approves it"
+            ),
         })
     }
 
