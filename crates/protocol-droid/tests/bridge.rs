@@ -1065,6 +1065,23 @@ impl ClientHandler for Rooted {
     }
 }
 
+/// The roots the test server last heard, as its tool `roots` answers them.
+async fn roots_heard(client: &Client) -> Result<String, TestError> {
+    let asked = tokio::time::timeout(
+        GUARD,
+        client.request(
+            "tools/call",
+            Some(json!({ "name": "roots" })),
+            &RequestOptions::default(),
+        ),
+    )
+    .await??;
+    Ok(asked["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
+}
+
 /// A client that declares roots and gives the one root `uri`.
 #[derive(Debug)]
 struct RootedAt(&'static str);
@@ -1107,21 +1124,7 @@ async fn one_clients_roots_are_never_another_clients() -> Result<(), TestError> 
         let client =
             tokio::time::timeout(GUARD, connect(&Target::Url(front.parse()?), options)).await??;
         for _ in 0..times {
-            let answer = tokio::time::timeout(
-                GUARD,
-                client.request(
-                    "tools/call",
-                    Some(json!({ "name": "roots" })),
-                    &RequestOptions::default(),
-                ),
-            )
-            .await??;
-            heard.push(
-                answer["content"][0]["text"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            );
+            heard.push(roots_heard(&client).await?);
         }
     }
     assert!(heard[0].contains("file:///first"), "{heard:?}");
@@ -1145,22 +1148,7 @@ async fn a_roots_question_between_requests_reaches_the_sessions_client() -> Resu
     client
         .request("resources/list", None, &RequestOptions::default())
         .await?;
-    // The roots the server last heard, as its tool `roots` answers them.
-    let heard = async || -> Result<String, TestError> {
-        let asked = tokio::time::timeout(
-            GUARD,
-            client.request(
-                "tools/call",
-                Some(json!({ "name": "roots" })),
-                &RequestOptions::default(),
-            ),
-        )
-        .await??;
-        Ok(asked["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned())
-    };
+    let heard = async || roots_heard(&client).await;
     let roots = heard().await?;
     assert!(roots.contains("file:///rooted-1"), "{roots}");
     client
@@ -1196,24 +1184,13 @@ async fn a_roots_question_between_requests_is_not_put_to_a_client_without_roots(
     // Time for the question to arrive between requests, as meant, before
     // the call that reads what the server heard could carry it instead.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    // What the server heard, as its tool `roots` answers it.
-    let asked = tokio::time::timeout(
-        GUARD,
-        client.request(
-            "tools/call",
-            Some(json!({ "name": "roots" })),
-            &RequestOptions::default(),
-        ),
-    )
-    .await??;
-    let heard = asked["content"][0]["text"].as_str().unwrap_or_default();
-    let heard: Value = serde_json::from_str(heard)?;
+    let heard: Value = serde_json::from_str(&roots_heard(&client).await?)?;
     // Refused between requests (`-32601`), or by the call it met if the
     // server's question crossed the call on its way (`-32603`, the call's
     // own check): either way an error, and the client never asked.
     assert!(
         [json!(-32601), json!(-32603)].contains(&heard["code"]),
-        "{asked}"
+        "{heard}"
     );
     assert_eq!(
         handler.0.load(std::sync::atomic::Ordering::SeqCst),

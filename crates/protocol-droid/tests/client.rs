@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use protocol_droid::adapters::secondary::child::ChildOptions;
-use protocol_droid::adapters::secondary::connect::{ConnectOptions, Target, connect};
+use protocol_droid::adapters::secondary::connect::{ConnectError, ConnectOptions, Target, connect};
 use protocol_droid::application::client::{
     Client, ClientError, ClientHandler, ClientOptions, LinkError, Notice, RequestOptions,
 };
@@ -857,15 +857,7 @@ async fn a_refusal_with_a_json_body_is_told_with_its_status() -> Result<(), Test
             )
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let address = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let target = Target::Url(format!("http://{address}/mcp").parse()?);
-    let refused = tokio::time::timeout(
-        Duration::from_secs(30),
-        connect(&target, ConnectOptions::default()),
-    )
-    .await?;
+    let refused = connect_to(app).await?;
     let error = refused
         .err()
         .ok_or("connected to a server refusing everything")?;
@@ -896,15 +888,7 @@ async fn an_sse_endpoint_on_another_origin_is_refused_saying_so() -> Result<(), 
         })
         .post(|| async { StatusCode::METHOD_NOT_ALLOWED }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let address = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let target = Target::Url(format!("http://{address}/mcp").parse()?);
-    let refused = tokio::time::timeout(
-        Duration::from_secs(30),
-        connect(&target, ConnectOptions::default()),
-    )
-    .await?;
+    let refused = connect_to(app).await?;
     let said = refused
         .err()
         .ok_or("connected through another origin")?
@@ -914,4 +898,18 @@ async fn an_sse_endpoint_on_another_origin_is_refused_saying_so() -> Result<(), 
         "{said}"
     );
     Ok(())
+}
+
+/// Serves `app` on loopback and connects a client to its `/mcp`, with
+/// default options.
+async fn connect_to(app: axum::Router) -> Result<Result<Client, ConnectError>, TestError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let target = Target::Url(format!("http://{address}/mcp").parse()?);
+    Ok(tokio::time::timeout(
+        Duration::from_secs(30),
+        connect(&target, ConnectOptions::default()),
+    )
+    .await?)
 }

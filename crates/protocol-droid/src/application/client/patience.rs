@@ -94,40 +94,30 @@ mod tests {
         assert_eq!(out, Some("done"));
     }
 
+    /// Work that reports progress every second, forever.
+    async fn beating(heard: Heard) {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            heard.touch();
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn progress_without_end_meets_the_ceiling() {
         let heard = Heard::now();
-        let beat = heard.clone();
-        let work = async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                beat.touch();
-            }
-        };
         let began = Instant::now();
-        let out: Option<()> = within(
-            Duration::from_secs(2),
-            Some(&heard),
-            Duration::from_secs(30),
-            work,
-        )
-        .await;
+        let ceiling = Duration::from_secs(30);
+        let work = beating(heard.clone());
+        let out = within(Duration::from_secs(2), Some(&heard), ceiling, work).await;
         assert!(out.is_none());
-        assert_eq!(began.elapsed(), Duration::from_secs(30));
+        assert_eq!(began.elapsed(), ceiling);
     }
 
     #[tokio::test(start_paused = true)]
     async fn not_listening_for_progress_is_a_fixed_deadline() {
         let heard = Heard::now();
-        let beat = heard.clone();
-        let work = async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                beat.touch();
-            }
-        };
         let began = Instant::now();
-        let out: Option<()> = within(Duration::from_secs(2), None, MAX_PATIENCE, work).await;
+        let out = within(Duration::from_secs(2), None, MAX_PATIENCE, beating(heard)).await;
         assert!(out.is_none());
         assert_eq!(began.elapsed(), Duration::from_secs(2));
     }
