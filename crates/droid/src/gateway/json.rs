@@ -7,7 +7,8 @@
 //! ENTRY}}` (VS Code's `mcp.json`). An entry is a command (`command`,
 //! `args`, `env`, `cwd`) or a URL (`url`, `headers`), with an optional
 //! `type` of `stdio`, `http` (or `streamable-http`) or `sse`, and is left
-//! out when `disabled` is true or `enabled` false. What those clients keep
+//! out when `disabled` is true or `enabled` false; `timeout` and `revision`
+//! are read as in the TOML form. What those clients keep
 //! for themselves (`autoApprove`, `alwaysAllow`, `inputs`, …) is passed
 //! over.
 //!
@@ -102,6 +103,9 @@ struct Entry {
     enabled: Option<bool>,
     /// Seconds, as Cline keeps it.
     timeout: Option<f64>,
+    /// The one revision to speak to it, as the TOML form's `revision`: no
+    /// other client keeps this key, so it is the gateway's to read.
+    revision: Option<String>,
     /// Everything else: what other clients keep there (`autoApprove`,
     /// `description`), or a misspelt setting, which is said rather than
     /// passed over in silence.
@@ -197,6 +201,7 @@ impl Entry {
             name: name.to_owned(),
             trust: TrustConfig::OnFirstUse,
             timeout: self.timeout,
+            revision: self.revision,
             enabled: Some(true),
             tools: ToolsConfig::default(),
             ..UpstreamConfig::default()
@@ -398,6 +403,21 @@ mod tests {
                 .map(|u| u.name.as_str())
                 .collect::<Vec<_>>(),
             ["everything", "remote"]
+        );
+        Ok(())
+    }
+
+    /// `revision` pins what is spoken to an upstream, as in the TOML form
+    /// (a server whose newest revision lacks something a user needs).
+    #[test]
+    fn a_revision_is_read_as_the_toml_forms() -> anyhow::Result<()> {
+        let config = read_with(
+            r#"{ "mcpServers": { "py": { "command": "py-server", "revision": "2025-11-25" } } }"#,
+            &env,
+        )?;
+        assert_eq!(
+            config.upstream.first().and_then(|u| u.revision.as_deref()),
+            Some("2025-11-25")
         );
         Ok(())
     }
