@@ -319,30 +319,26 @@ impl State {
         })
     }
 
-    /// Why `id` is listed to no session while its upstream offers it, when
-    /// every trusted tool is core: its definition is not the one trusted,
-    /// or none was. A session that saw the tool before is told as much
-    /// rather than that the tool is unknown, which a model would take for
-    /// the tool gone. Progressive sessions learn only what they activated.
+    /// Why `id` is refused, when every trusted tool is core and `id` drifted
+    /// from the digest it was trusted at: sessions were shown it while it
+    /// matched, and are told it is held back rather than that it is
+    /// unknown, which a model would take for the tool gone. A tool never
+    /// trusted was shown to no session and stays unnamed; progressive
+    /// sessions learn only what they activated.
     fn held_back(&self, id: &ToolId, disclosure: Disclosure) -> Option<String> {
         if disclosure != Disclosure::Default {
             return None;
         }
         let record = self.catalog.get(id)?;
-        if record.provenance.is_verified() {
+        let pinned = self.pins.get(id)?;
+        if record.provenance.is_verified() || *pinned == record.digest {
             return None;
         }
         let current = &record.digest;
-        Some(match self.pins.get(id) {
-            Some(pinned) => format!(
-                "{id} changed since it was trusted (digest {pinned}, now {current}); \
-                 it is held back until an operator approves it"
-            ),
-            None => format!(
-                "{id} (digest {current}) is not trusted yet; \
-                 it is held back until an operator approves it"
-            ),
-        })
+        Some(format!(
+            "{id} changed since it was trusted (digest {pinned}, now {current}); \
+             it is held back until an operator approves it"
+        ))
     }
 
     /// Rebuilds every session's set against the catalog as it is now:
