@@ -61,8 +61,8 @@ pub(crate) struct BridgeArgs {
     /// is told (`-32603`) and the request is cancelled upstream. A request
     /// waiting on the client's own answers to the upstream's questions is
     /// not counted meanwhile, and a call whose upstream reports progress is
-    /// waited for again from each progress notification (up to an hour in
-    /// all). It also bounds the upstream's handshake, at start and for each
+    /// waited for again from each progress notification (up to an hour for
+    /// each wait). It also bounds the upstream's handshake, at start and for each
     /// connection opened later.
     #[arg(long, value_name = "SECONDS", default_value_t = 300,
           value_parser = clap::value_parser!(u64).range(1..))]

@@ -313,7 +313,11 @@ async fn connect_url(url: &Url, options: ConnectOptions) -> Result<Client, Conne
             return Err(match streamable {
                 Err(ClientError::Link(LinkError::Http { status, body })) => LinkError::Http {
                     status,
-                    body: format!("{body}; its HTTP+SSE stream failed: {sse}"),
+                    // Cut: the endpoint it names is the server's to make long.
+                    body: format!(
+                        "{body}; its HTTP+SSE stream failed: {}",
+                        sse.to_string().chars().take(300).collect::<String>()
+                    ),
                 }
                 .into(),
                 other => other.err().map_or_else(|| sse.into(), Into::into),

@@ -41,7 +41,7 @@ use tokio::sync::mpsc;
 
 use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
-use crate::application::client::patience::{Heard, MAX_PATIENCE};
+use crate::application::client::patience::{Heard, MAX_PATIENCE, later};
 use crate::application::client::{Answer, ClientError, RequestOptions};
 use crate::application::server::dispatch::{CLIENT_CAPABILITIES_META, CLIENT_INFO_META};
 use crate::application::server::rate::caller_key;
@@ -335,8 +335,8 @@ impl Flight {
             return Step::Asked;
         }
         let entered = tokio::time::Instant::now();
-        let last_moment = entered + MAX_PATIENCE.max(self.wait_limit);
-        let mut deadline = entered + self.wait_limit;
+        let last_moment = later(entered, MAX_PATIENCE.max(self.wait_limit));
+        let mut deadline = later(entered, self.wait_limit);
         loop {
             tokio::select! {
                 // A question is taken before a result that is ready at the
@@ -367,12 +367,19 @@ impl Flight {
                 () = tokio::time::sleep_until(deadline.min(last_moment)) => {
                     // Progress heard meanwhile starts the wait again.
                     let now = tokio::time::Instant::now();
-                    match self.heard.as_ref().map(|heard| heard.last() + self.wait_limit) {
+                    match self.heard.as_ref().map(|heard| later(heard.last(), self.wait_limit)) {
                         Some(next) if next > now && now < last_moment => deadline = next,
                         _ => {
+                            // The limit, or the whole wait when progress
+                            // kept it going until the ceiling.
+                            let waited = if now >= last_moment {
+                                now.duration_since(entered)
+                            } else {
+                                self.wait_limit
+                            };
                             return Step::Done(Err(ClientError::Timeout {
                                 method: self.method.clone(),
-                                millis: self.wait_limit.as_millis(),
+                                millis: waited.as_millis(),
                             }));
                         }
                     }

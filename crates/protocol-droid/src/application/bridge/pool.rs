@@ -54,7 +54,10 @@ impl Bridge {
                                 idle.push(Arc::clone(u));
                                 return false;
                             }
-                            let retired = u.retired.load(std::sync::atomic::Ordering::Acquire);
+                            // Kept from other requests: abandoned on, or
+                            // holding one client's roots.
+                            let retired = u.retired.load(std::sync::atomic::Ordering::Acquire)
+                                || u.handler.gave_roots();
                             let stale = u.is_idle()
                                 && (retired
                                     || now.duration_since(*lock(&u.last_used))
@@ -194,12 +197,19 @@ impl Bridge {
                 "the bridge has as many upstream connections open as it may; try again later",
             ));
         }
+        // A stdio client's connection has that one client; a stateless
+        // caller's otherwise may have several.
+        let shared = matches!(&affinity, Affinity::Caller(caller, _) if *caller != Caller::Local);
         let session = match affinity {
             Affinity::Session(session) => Some(session),
             _ => None,
         };
         let observer = lock(&self.inner.observer).clone();
-        let handler = Arc::new(UpstreamHandler::new(capabilities(), observer, session));
+        let mut handler = UpstreamHandler::new(capabilities(), observer, session);
+        if shared {
+            handler = handler.shared_by_callers();
+        }
+        let handler = Arc::new(handler);
         if let Some(exchange) = exchange {
             handler.reach_client(exchange);
         }

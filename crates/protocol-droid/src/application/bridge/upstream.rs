@@ -155,11 +155,15 @@ pub(super) struct UpstreamHandler {
     roots_word: AtomicU8,
     /// Told when the upstream's tool list changed.
     tools_changed: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Whether the connection serves stateless callers whose requests may
+    /// come from different clients (anonymous ones from one address, or
+    /// one principal's several clients).
+    shared_by_callers: bool,
     /// Whether a downstream client's roots were given to the upstream on
-    /// a connection that serves more than one client: the server may keep
-    /// them for the connection (server-filesystem does), and would apply
-    /// them to the next client's requests, so the connection serves none
-    /// after the request it serves now.
+    /// such a connection: the server may keep them for the connection
+    /// (server-filesystem does), and would apply them to the next client's
+    /// requests, so the connection serves none after the request it serves
+    /// now.
     gave_roots: AtomicBool,
 }
 
@@ -196,8 +200,16 @@ impl UpstreamHandler {
             level: Mutex::default(),
             client: Mutex::default(),
             roots_word: AtomicU8::new(WORD_IDLE),
+            shared_by_callers: false,
             gave_roots: AtomicBool::new(false),
         }
+    }
+
+    /// A handler for a connection whose requests may come from different
+    /// clients (see [`Self::gave_roots`]).
+    pub(super) fn shared_by_callers(mut self) -> Self {
+        self.shared_by_callers = true;
+        self
     }
 
     /// Whether one client's roots were given on this connection, which
@@ -340,7 +352,7 @@ impl UpstreamHandler {
         let deadline = tokio::time::Instant::now() + ROOTS_OUTSIDE_REQUESTS;
         loop {
             if let Some(outcome) = self.ask_flights(method, &params).await {
-                if method == "roots/list" && outcome.is_ok() && !self.one_client {
+                if method == "roots/list" && outcome.is_ok() && self.shared_by_callers {
                     self.gave_roots.store(true, Ordering::Release);
                 }
                 return outcome;

@@ -399,8 +399,7 @@ impl Client {
             self.inner.link.send(Outgoing { message, hints }).await?;
             Ok::<_, ClientError>(rx.await)
         })
-        .await
-        .ok_or(());
+        .await;
         let answer = match answer {
             Ok(Err(error)) => {
                 guard.done = true;
@@ -429,12 +428,14 @@ impl Client {
                 guard.done = true;
                 Err(LinkError::Closed.into())
             }
-            Err(_) => {
+            Err(waited) => {
                 // Dropping the guard removes the waiter and tells the server.
                 drop(guard);
                 Err(ClientError::Timeout {
                     method: method.to_owned(),
-                    millis: limit.as_millis(),
+                    // The limit, or the whole wait when progress kept the
+                    // request waited for until the ceiling.
+                    millis: waited.as_millis(),
                 })
             }
         }

@@ -36,30 +36,39 @@ impl Heard {
     }
 }
 
+/// `at` plus `by`, or a moment thirty years on when that is past what an
+/// instant can hold: a timeout of `Duration::MAX` means "no timeout".
+pub(crate) fn later(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(30 * 365 * 24 * 60 * 60))
+}
+
 /// Waits for `work` until `limit` has passed with nothing heard: since
 /// the start, or, when `heard` is given, since the server was last heard
-/// from, but never past `ceiling` after the start. `None` when the wait
-/// ran out.
+/// from, but never past `ceiling` after the start. When the wait ran out,
+/// `Err` with what to tell: `limit`, or how long it waited in all when the
+/// ceiling ended it.
 pub(crate) async fn within<F: Future>(
     limit: Duration,
     heard: Option<&Heard>,
     ceiling: Duration,
     work: F,
-) -> Option<F::Output> {
+) -> Result<F::Output, Duration> {
     let start = Instant::now();
-    let last_moment = start + ceiling.max(limit);
-    let mut deadline = start + limit;
+    let last_moment = later(start, ceiling.max(limit));
+    let mut deadline = later(start, limit);
     tokio::pin!(work);
     loop {
         if let Ok(done) = tokio::time::timeout_at(deadline.min(last_moment), &mut work).await {
-            return Some(done);
+            return Ok(done);
         }
-        let next = heard.map(|heard| heard.last() + limit)?;
         let now = Instant::now();
-        if next <= now || now >= last_moment {
-            return None;
+        let next = heard.map(|heard| later(heard.last(), limit));
+        match next {
+            Some(next) if next > now && now < last_moment => deadline = next,
+            _ if now >= last_moment => return Err(now.duration_since(start)),
+            _ => return Err(limit),
         }
-        deadline = next;
     }
 }
 
@@ -72,11 +81,21 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
+    async fn a_timeout_of_forever_waits_and_does_not_overflow() {
+        let heard = Heard::now();
+        let quick = tokio::time::sleep(Duration::from_secs(1));
+        let out = within(Duration::MAX, Some(&heard), MAX_PATIENCE, quick).await;
+        assert_eq!(out, Ok(()));
+        let out = within(Duration::MAX, None, Duration::MAX, async {}).await;
+        assert_eq!(out, Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn without_progress_the_limit_holds() {
         let heard = Heard::now();
         let slow = tokio::time::sleep(Duration::from_secs(10));
         let out = within(Duration::from_secs(2), Some(&heard), MAX_PATIENCE, slow).await;
-        assert!(out.is_none());
+        assert!(out.is_err());
     }
 
     #[tokio::test(start_paused = true)]
@@ -91,7 +110,7 @@ mod tests {
             "done"
         };
         let out = within(Duration::from_secs(2), Some(&heard), MAX_PATIENCE, work).await;
-        assert_eq!(out, Some("done"));
+        assert_eq!(out, Ok("done"));
     }
 
     /// Work that reports progress every second, forever.
@@ -109,7 +128,7 @@ mod tests {
         let ceiling = Duration::from_secs(30);
         let work = beating(heard.clone());
         let out = within(Duration::from_secs(2), Some(&heard), ceiling, work).await;
-        assert!(out.is_none());
+        assert!(out.is_err());
         assert_eq!(began.elapsed(), ceiling);
     }
 
@@ -118,7 +137,7 @@ mod tests {
         let heard = Heard::now();
         let began = Instant::now();
         let out = within(Duration::from_secs(2), None, MAX_PATIENCE, beating(heard)).await;
-        assert!(out.is_none());
+        assert!(out.is_err());
         assert_eq!(began.elapsed(), Duration::from_secs(2));
     }
 }

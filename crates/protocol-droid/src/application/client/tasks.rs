@@ -215,7 +215,7 @@ impl Client {
                 .await?;
             let (status, interval) = self.heard(id, &task, &mut last, options);
             if status == TaskStatus::Working {
-                overdue(id, &task, began)?;
+                self.unless_overdue(id, &task, began).await?;
             }
             if matches!(
                 status,
@@ -270,7 +270,7 @@ impl Client {
                 .await?;
             let (status, interval) = self.heard(id, &task, &mut last, options);
             if matches!(status, TaskStatus::Working | TaskStatus::InputRequired) {
-                overdue(id, &task, began)?;
+                self.unless_overdue(id, &task, began).await?;
             }
             match status {
                 TaskStatus::Completed => {
@@ -331,6 +331,24 @@ impl Client {
             responses.insert(key.clone(), answer);
         }
         Ok(responses)
+    }
+
+    /// [`overdue`]; a task given up on is cancelled as it is left (as far
+    /// as the server will, within a moment), so it does not run on unseen.
+    async fn unless_overdue(
+        &self,
+        id: &str,
+        task: &Value,
+        began: Instant,
+    ) -> Result<(), ClientError> {
+        let Err(error) = overdue(id, task, began) else {
+            return Ok(());
+        };
+        let cancelling = tokio::time::timeout(POLL_BOUNDS.1, self.cancel_task(id)).await;
+        if !matches!(cancelling, Ok(Ok(_))) {
+            tracing::debug!(task = %id.escape_debug(), "a task given up on could not be cancelled");
+        }
+        Err(error)
     }
 
     /// Reads a polled task's status and the wait before the next poll,
