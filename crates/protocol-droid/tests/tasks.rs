@@ -1389,7 +1389,7 @@ async fn questions_asked_together_are_parked_together() -> Result<(), TestError>
 
 /// A server whose task says it works long after the time it keeps it for
 /// (and asks to be polled without pause) is not polled forever: the client
-/// gives up on the task, saying why.
+/// gives up on the task, saying why, and cancels it.
 #[tokio::test]
 async fn the_client_stops_following_a_task_past_its_ttl() -> Result<(), TestError> {
     use protocol_droid::adapters::secondary::child::ChildOptions;
@@ -1397,7 +1397,12 @@ async fn the_client_stops_following_a_task_past_its_ttl() -> Result<(), TestErro
 
     let script =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad_server.py");
-    let child = ChildOptions::new("python3", [script.into_os_string(), "task-forever".into()]);
+    let record = std::env::temp_dir().join(format!("droid-task-forever-{}", std::process::id()));
+    let _fresh = std::fs::remove_file(&record);
+    let mut child = ChildOptions::new("python3", [script.into_os_string(), "task-forever".into()]);
+    child
+        .env
+        .push(("BAD_SERVER_RECORD".into(), record.as_os_str().to_owned()));
     let options = ConnectOptions {
         client: ClientOptions {
             revisions: vec![ProtocolVersion::V2025_11_25],
@@ -1419,5 +1424,8 @@ async fn the_client_stops_following_a_task_past_its_ttl() -> Result<(), TestErro
         }
         other => return Err(format!("the task was not given up on: {other:?}").into()),
     }
+    // Cancelled as it was left, so it does not run on unseen.
+    let heard = std::fs::read_to_string(&record).unwrap_or_default();
+    assert!(heard.contains("cancelled forever"), "{heard}");
     Ok(())
 }

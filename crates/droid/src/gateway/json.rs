@@ -155,7 +155,7 @@ fn read_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result
             tracing::warn!(
                 target: "droid",
                 "server {name:?}: {key:?} is not a setting read here (type, command, args, env, \
-                 cwd, url or serverUrl, headers, disabled, enabled, timeout); passed over",
+                 cwd, url or serverUrl, headers, disabled, enabled, timeout, revision); passed over",
             );
         }
         let config = entry

@@ -316,7 +316,7 @@ async fn connect_url(url: &Url, options: ConnectOptions) -> Result<Client, Conne
                     // Cut: the endpoint it names is the server's to make long.
                     body: format!(
                         "{body}; its HTTP+SSE stream failed: {}",
-                        sse.to_string().chars().take(300).collect::<String>()
+                        cut(&sse.to_string())
                     ),
                 }
                 .into(),
@@ -327,6 +327,17 @@ async fn connect_url(url: &Url, options: ConnectOptions) -> Result<Client, Conne
     let mut client_options = options.client;
     client_options.revisions = vec![ProtocolVersion::V2024_11_05];
     Ok(Client::connect(Arc::new(link), rx, client_options).await?)
+}
+
+/// `text` cut to 300 characters, marked where it was cut.
+fn cut(text: &str) -> String {
+    let mut chars = text.chars();
+    let kept: String = chars.by_ref().take(300).collect();
+    if chars.next().is_some() {
+        format!("{kept}…")
+    } else {
+        kept
+    }
 }
 
 impl From<LinkError> for ConnectError {

@@ -13,7 +13,7 @@ use super::upstream::{
 };
 use crate::application::server::rate::Caller;
 use crate::application::server::{Call, CallError, DynExchange};
-use crate::domain::Era;
+use crate::domain::{Era, TransportKind};
 use crate::wire::ClientCapabilities;
 
 impl Bridge {
@@ -128,8 +128,13 @@ impl Bridge {
             }
         };
         let exchange = call.peer.exchange();
+        // A stdio client has its connections to itself; a stateless caller
+        // over HTTP may be several clients (anonymous ones from one address,
+        // one principal's several).
+        let shared = matches!(affinity, Affinity::Caller(..))
+            && call.peer.transport() != TransportKind::Stdio;
         let lease = self
-            .lease_reaching(affinity, capabilities, Some(exchange))
+            .lease_reaching(affinity, capabilities, Some(exchange), shared)
             .await?
             .within(seat);
         // A legacy session's own connection reaches its client between
@@ -146,17 +151,21 @@ impl Bridge {
         affinity: Affinity,
         capabilities: impl FnOnce() -> ClientCapabilities,
     ) -> Result<Lease, CallError> {
-        self.lease_reaching(affinity, capabilities, None).await
+        self.lease_reaching(affinity, capabilities, None, false)
+            .await
     }
 
     /// [`Self::lease`]; a connection opened for a legacy session reaches
     /// its client through `exchange` from its handshake on, as a server
-    /// may ask its roots at once.
+    /// may ask its roots at once. One opened `shared` by a stateless
+    /// caller's several clients is marked so
+    /// ([`UpstreamHandler::shared_by_callers`]).
     async fn lease_reaching(
         &self,
         affinity: Affinity,
         capabilities: impl FnOnce() -> ClientCapabilities,
         exchange: Option<&Arc<dyn DynExchange>>,
+        shared: bool,
     ) -> Result<Lease, CallError> {
         let exclusive = matches!(affinity, Affinity::Caller(..));
         if let Some(found) = self.free(&affinity, exclusive)? {
@@ -197,9 +206,6 @@ impl Bridge {
                 "the bridge has as many upstream connections open as it may; try again later",
             ));
         }
-        // A stdio client's connection has that one client; a stateless
-        // caller's otherwise may have several.
-        let shared = matches!(&affinity, Affinity::Caller(caller, _) if *caller != Caller::Local);
         let session = match affinity {
             Affinity::Session(session) => Some(session),
             _ => None,

@@ -498,7 +498,7 @@ impl Rounds<'_> {
             at,
             mut handle,
         } = elsewhere;
-        let wait = self.options.timeout.unwrap_or(SLACK) + SLACK;
+        let wait = self.options.timeout.unwrap_or(SLACK).saturating_add(SLACK);
         let owner = self.owner.clone();
         let mut responses = call.ctx.input_responses.clone();
         // Made when the holder first asks again, as at home.

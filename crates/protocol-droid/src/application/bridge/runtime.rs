@@ -75,7 +75,8 @@ pub struct BridgeOptions {
     /// upstream and refused downstream. Time spent waiting for the client's
     /// input is bounded by [`Self::park_for`] instead, and a call's progress
     /// notifications start the wait again (up to
-    /// [`MAX_PATIENCE`](crate::application::client::MAX_PATIENCE) in all).
+    /// [`MAX_PATIENCE`](crate::application::client::MAX_PATIENCE) for each
+    /// wait).
     pub request_timeout: Duration,
     /// What each downgrade in a translation is reported to, as well as
     /// being logged and kept.

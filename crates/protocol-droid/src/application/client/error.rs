@@ -19,7 +19,8 @@ pub enum ClientError {
     Timeout {
         /// The method.
         method: String,
-        /// The limit, in milliseconds.
+        /// The limit, in milliseconds; or the whole wait, when progress
+        /// kept the request waited for until the ceiling.
         millis: u128,
     },
     /// The server asked for input more often than the client allows.

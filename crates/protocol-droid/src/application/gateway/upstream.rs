@@ -242,17 +242,16 @@ impl Predecessor {
 }
 
 /// Closes `bridge` once the calls on it have ended, within a moment past
-/// the longest a call may be waited for (`timeout`, or, for a call whose
-/// upstream reports progress,
-/// [`MAX_PATIENCE`](crate::application::client::MAX_PATIENCE)), on a task of its own.
+/// `timeout`, on a task of its own. A call whose upstream reports progress
+/// is not waited for past it here: an upstream stopped or replaced goes
+/// within its `timeout`, rather than running on beside its replacement.
 pub(super) fn retire(bridge: Bridge, timeout: Duration) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let longest = timeout.max(crate::application::client::MAX_PATIENCE);
     runtime.spawn(async move {
         bridge
-            .close_when_done(longest.saturating_add(Duration::from_secs(1)))
+            .close_when_done(timeout.saturating_add(Duration::from_secs(1)))
             .await;
     });
 }
