@@ -41,7 +41,7 @@ use tokio::sync::mpsc;
 
 use super::lower::Lowering;
 use super::upstream::{Ask, Lease, Registration, Relay, RelayCell, lock};
-use crate::application::client::patience::{Heard, MAX_PATIENCE, later};
+use crate::application::client::patience::{Heard, MAX_PATIENCE, within};
 use crate::application::client::{Answer, ClientError, RequestOptions};
 use crate::application::server::dispatch::{CLIENT_CAPABILITIES_META, CLIENT_INFO_META};
 use crate::application::server::rate::caller_key;
@@ -245,6 +245,12 @@ enum Overtaken {
     Withdrawn,
 }
 
+/// What a flight's wait for its server ended with, before the limit.
+enum Woke {
+    Asked(Ask),
+    Answered(Result<Value, ClientError>),
+}
+
 enum Step {
     Done(Result<Value, ClientError>),
     Asked,
@@ -334,57 +340,46 @@ impl Flight {
         if !self.open.is_empty() {
             return Step::Asked;
         }
-        let entered = tokio::time::Instant::now();
-        let last_moment = later(entered, MAX_PATIENCE.max(self.wait_limit));
-        let mut deadline = later(entered, self.wait_limit);
-        loop {
+        // Progress heard meanwhile starts the wait for the server again.
+        let heard = self.heard.clone();
+        let (asks, request) = (&mut self.asks, &mut self.request);
+        let woke = within(self.wait_limit, heard.as_ref(), MAX_PATIENCE, async move {
             tokio::select! {
                 // A question is taken before a result that is ready at the
                 // same moment: it is waiting for an answer, the result is not.
                 biased;
-                Some(ask) = self.asks.recv() => {
-                    self.take(ask);
-                    // Questions asked together go out together.
-                    while let Ok(more) = self.asks.try_recv() {
-                        self.take(more);
-                    }
-                    if gather {
-                        let window = tokio::time::sleep(GATHER);
-                        tokio::pin!(window);
-                        loop {
-                            tokio::select! {
-                                Some(more) = self.asks.recv() => self.take(more),
-                                () = &mut window => break,
-                            }
-                        }
-                    }
-                    return Step::Asked;
-                }
-                answered = &mut self.request => {
-                    self.finished = true;
-                    return Step::Done(answered);
-                }
-                () = tokio::time::sleep_until(deadline.min(last_moment)) => {
-                    // Progress heard meanwhile starts the wait again.
-                    let now = tokio::time::Instant::now();
-                    match self.heard.as_ref().map(|heard| later(heard.last(), self.wait_limit)) {
-                        Some(next) if next > now && now < last_moment => deadline = next,
-                        _ => {
-                            // The limit, or the whole wait when progress
-                            // kept it going until the ceiling.
-                            let waited = if now >= last_moment {
-                                now.duration_since(entered)
-                            } else {
-                                self.wait_limit
-                            };
-                            return Step::Done(Err(ClientError::Timeout {
-                                method: self.method.clone(),
-                                millis: waited.as_millis(),
-                            }));
-                        }
-                    }
-                }
+                Some(ask) = asks.recv() => Woke::Asked(ask),
+                answered = request => Woke::Answered(answered),
             }
+        })
+        .await;
+        match woke {
+            Ok(Woke::Asked(ask)) => {
+                self.take(ask);
+                // Questions asked together go out together.
+                while let Ok(more) = self.asks.try_recv() {
+                    self.take(more);
+                }
+                if gather {
+                    let window = tokio::time::sleep(GATHER);
+                    tokio::pin!(window);
+                    loop {
+                        tokio::select! {
+                            Some(more) = self.asks.recv() => self.take(more),
+                            () = &mut window => break,
+                        }
+                    }
+                }
+                Step::Asked
+            }
+            Ok(Woke::Answered(answered)) => {
+                self.finished = true;
+                Step::Done(answered)
+            }
+            Err(waited) => Step::Done(Err(ClientError::Timeout {
+                method: self.method.clone(),
+                millis: waited.as_millis(),
+            })),
         }
     }
 

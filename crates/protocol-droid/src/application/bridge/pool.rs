@@ -54,12 +54,8 @@ impl Bridge {
                                 idle.push(Arc::clone(u));
                                 return false;
                             }
-                            // Kept from other requests: abandoned on, or
-                            // holding one client's roots.
-                            let retired = u.retired.load(std::sync::atomic::Ordering::Acquire)
-                                || u.handler.gave_roots();
                             let stale = u.is_idle()
-                                && (retired
+                                && (u.kept_from_others()
                                     || now.duration_since(*lock(&u.last_used))
                                         > inner.options.idle);
                             if stale {
@@ -275,7 +271,7 @@ impl Bridge {
                 .flat_map(|(affinity, pool)| pool.iter().map(move |u| (affinity.clone(), u)))
                 .filter(|(_, u)| u.is_idle())
                 .min_by_key(|(_, u)| {
-                    let retired = u.retired.load(std::sync::atomic::Ordering::Acquire);
+                    let retired = u.kept_from_others();
                     (!retired, *lock(&u.last_used))
                 })
                 .map(|(affinity, u)| (affinity, Arc::clone(u)));
@@ -313,11 +309,8 @@ impl Bridge {
                 ended = Some(reason);
                 return false;
             }
-            // A connection kept from other requests (abandoned on, or
-            // holding one client's roots) is closed once free.
-            let kept_from_others =
-                u.retired.load(std::sync::atomic::Ordering::Acquire) || u.handler.gave_roots();
-            if kept_from_others && u.is_idle() {
+            // A connection kept from other requests is closed once free.
+            if u.kept_from_others() && u.is_idle() {
                 retired.push(Arc::clone(u));
                 return false;
             }
@@ -341,7 +334,7 @@ impl Bridge {
             pool.iter().find_map(Upstream::try_lease)
         } else {
             pool.iter()
-                .find(|u| !u.retired.load(std::sync::atomic::Ordering::Acquire))
+                .find(|u| !u.kept_from_others())
                 .map(Upstream::share)
         })
     }

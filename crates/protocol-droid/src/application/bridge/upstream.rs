@@ -698,13 +698,16 @@ impl Upstream {
         *lock(&self.last_used) = Instant::now();
     }
 
+    /// Whether no request but the one on it now may have the connection:
+    /// one was abandoned on it, or it holds one client's roots. Such a
+    /// connection is closed once free.
+    pub(super) fn kept_from_others(&self) -> bool {
+        self.retired.load(Ordering::Acquire) || self.handler.gave_roots()
+    }
+
     /// Takes the connection for one request, if no other holds it.
     pub(super) fn try_lease(self: &Arc<Self>) -> Option<Lease> {
-        if self.handler.gave_roots() {
-            // Closed once free, as a retired connection is.
-            self.retired.store(true, Ordering::Release);
-        }
-        if self.retired.load(Ordering::Acquire) {
+        if self.kept_from_others() {
             return None;
         }
         self.busy
